@@ -1,0 +1,24 @@
+//! Pure data types shared by every keel crate.
+//!
+//! Nothing here performs I/O. The JSON shapes (field names, tags) follow DeepSeek Harness's
+//! session log, version 0, so that keel reads dsh sessions and dsh users recognise keel's:
+//! camelCase fields (`surfaceOp`, `sourceEventSeqs`, `callId`, `toolCallId`, `isError`), kebab-case
+//! tags (`tool-call`, `text-delta`, `max-tokens`).
+//!
+//! - [`message`]: messages, content blocks and message sources.
+//! - [`stream`]: the streaming primitive's chunks, finish reasons, token usage, model failures.
+//! - [`event`]: the session log envelope and every core event payload.
+//! - [`tool`]: tool schemas and tool error codes.
+#![deny(missing_docs)]
+
+pub mod event;
+pub mod ids;
+pub mod message;
+pub mod stream;
+pub mod tool;
+
+pub use event::*;
+pub use ids::*;
+pub use message::*;
+pub use stream::*;
+pub use tool::*;
