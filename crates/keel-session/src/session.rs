@@ -1,0 +1,307 @@
+//! The in-memory session: an append-only, validated event log with its surface, derived
+//! messages and turn/step tracker kept up to date on every append.
+//!
+//! Data flow: `append(event)` → [`Session::validate`] (seq, JSON, surface rules) → the event is
+//! stored compactly ([`crate::record`]), folded into the [`Surface`] and observed by the
+//! [`Tracker`]. `derive_messages()` then maps new surface nodes to messages.
+
+use crate::error::AppendError;
+use crate::invariants::{InvariantViolation, Tracker, TurnState};
+use crate::record::{Delta, Records};
+use crate::surface::{Derived, DerivedMessage, Surface};
+use keel_protocol::{ContentBlock, EventBody, Message, Seq, SessionEvent, SessionHeader, SurfaceOp, TimeMs};
+use std::borrow::Cow;
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> TimeMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as TimeMs)
+        .unwrap_or(0)
+}
+
+/// A new session id: `session-<uuid v4>`.
+pub fn new_session_id() -> keel_protocol::SessionId {
+    keel_protocol::SessionId(format!("session-{}", uuid::Uuid::new_v4()))
+}
+
+/// A session log in memory.
+#[derive(Debug, Clone)]
+pub struct Session {
+    header: SessionHeader,
+    records: Records,
+    surface: Surface,
+    derived: Derived,
+    pub(crate) tracker: Tracker,
+    /// The last `session/title`.
+    title: Option<String>,
+    /// The first `user/message` a human typed.
+    first_prompt: Option<Seq>,
+}
+
+/// What a validated surface event does to the surface.
+enum SurfaceEffect {
+    None,
+    Append,
+    Replace { from: usize, to: usize },
+}
+
+impl Session {
+    /// An empty session with this header.
+    pub fn new(header: SessionHeader) -> Session {
+        let tracker = Tracker::new(header.seed_length);
+        Session {
+            header,
+            records: Records::default(),
+            surface: Surface::default(),
+            derived: Derived::default(),
+            tracker,
+            title: None,
+            first_prompt: None,
+        }
+    }
+
+    /// The header (first line of the file).
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    /// Number of events.
+    pub fn len(&self) -> u64 {
+        self.records.len()
+    }
+
+    /// True when the log holds no event.
+    pub fn is_empty(&self) -> bool {
+        self.records.len() == 0
+    }
+
+    /// The seq the next appended event must carry.
+    pub fn next_seq(&self) -> Seq {
+        Seq(self.records.len())
+    }
+
+    /// The event at `seq`: borrowed when stored whole, rebuilt when it is a delta chunk.
+    pub fn event(&self, seq: Seq) -> Option<Cow<'_, SessionEvent>> {
+        self.records.get(seq.0)
+    }
+
+    /// Every event in seq order (delta chunks rebuilt on the fly).
+    pub fn events(&self) -> impl Iterator<Item = Cow<'_, SessionEvent>> + '_ {
+        self.records.iter()
+    }
+
+    /// The current surface (node seqs in order + replace generation).
+    pub fn surface(&self) -> &Surface {
+        &self.surface
+    }
+
+    /// Where the session is in its turn/step structure.
+    pub fn turn_state(&self) -> TurnState {
+        self.tracker.state
+    }
+
+    /// Number of `turn/start` events.
+    pub fn turn_count(&self) -> u64 {
+        self.tracker.turns
+    }
+
+    /// The last `session/title`, if any.
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+
+    /// Text of the first message a human typed, if any.
+    pub fn first_prompt(&self) -> Option<String> {
+        let ev = self.records.get_whole(self.first_prompt?.0)?;
+        ev.body.surface_message().map(Message::text)
+    }
+
+    /// Seq of the last `turn/end`, if any.
+    pub fn last_turn_end(&self) -> Option<Seq> {
+        self.tracker.last_turn_end
+    }
+
+    /// Every turn/step bracket rule the log breaks, in log order. `Ok` for a well-formed log
+    /// (an open turn at the end is not a violation: the session may be live, or need repair).
+    pub fn check_invariants(&self) -> Result<(), Vec<InvariantViolation>> {
+        let v = self.tracker.report(self.len());
+        if v.is_empty() { Ok(()) } else { Err(v) }
+    }
+
+    /// Model-visible history: the current surface nodes mapped to messages (empty assistant
+    /// messages skipped). Incremental: only nodes added since the last call are mapped, unless
+    /// a replacement changed the surface generation.
+    pub fn derive_messages(&mut self) -> &[DerivedMessage] {
+        let records = &self.records;
+        self.derived.update(&self.surface, |seq| records.get_whole(seq.0).and_then(|e| e.body.surface_message()));
+        &self.derived.messages
+    }
+
+    /// Append a complete event after validating it (see [`AppendError`] for the rules).
+    pub fn append(&mut self, event: SessionEvent) -> Result<(), AppendError> {
+        if let Err(source) = serde_json::to_writer(std::io::sink(), &event) {
+            return Err(AppendError::NotJson { seq: event.seq, type_name: event.type_name().to_owned(), source });
+        }
+        self.append_parsed(event)
+    }
+
+    /// Append an event that came from JSON text (skips the JSON check: text parsed by
+    /// serde_json cannot hold NaN, infinities or lone surrogates).
+    pub(crate) fn append_parsed(&mut self, event: SessionEvent) -> Result<(), AppendError> {
+        let effect = self.validate(&event)?;
+        match effect {
+            SurfaceEffect::None => {}
+            SurfaceEffect::Append => self.surface.append(event.seq),
+            SurfaceEffect::Replace { from, to } => self.surface.replace(from, to, event.seq),
+        }
+        self.tracker.observe(&event);
+        match &event.body {
+            EventBody::SessionTitle(t) => self.title = Some(t.title.clone()),
+            EventBody::UserMessage(m) if self.first_prompt.is_none() && m.source.is_user() => {
+                self.first_prompt = Some(event.seq)
+            }
+            _ => {}
+        }
+        self.records.push_event(event);
+        Ok(())
+    }
+
+    /// Append a delta chunk without building an event (loader fast path).
+    pub(crate) fn append_delta(&mut self, d: &Delta<'_>) -> Result<(), AppendError> {
+        let expected = self.next_seq();
+        if d.seq != expected.0 {
+            return Err(AppendError::SeqGap { expected, got: Seq(d.seq) });
+        }
+        self.tracker.observe_chunk(Seq(d.seq), d.turn, d.step);
+        self.records.push_delta(d);
+        Ok(())
+    }
+
+    /// Append `body` as a plain event with the next seq and the current time.
+    pub fn push(&mut self, body: EventBody) -> Result<Seq, AppendError> {
+        let seq = self.next_seq();
+        self.append(SessionEvent::new(seq, now_ms(), body))?;
+        Ok(seq)
+    }
+
+    /// Append a surface event (`user/message`, `assistant/message`, `tool/result`) with the
+    /// next seq, the current time, `op` and the events it was formed from.
+    pub fn push_surface(&mut self, body: EventBody, op: SurfaceOp, sources: Vec<Seq>) -> Result<Seq, AppendError> {
+        let seq = self.next_seq();
+        let mut ev = SessionEvent::new(seq, now_ms(), body);
+        ev.surface_op = Some(op);
+        ev.source_event_seqs = sources;
+        self.append(ev)?;
+        Ok(seq)
+    }
+
+    /// Build the event `push`/`push_surface` would append, without appending it.
+    pub fn stamp(&self, body: EventBody, surface: Option<(SurfaceOp, Vec<Seq>)>) -> SessionEvent {
+        let mut ev = SessionEvent::new(self.next_seq(), now_ms(), body);
+        if let Some((op, sources)) = surface {
+            ev.surface_op = Some(op);
+            ev.source_event_seqs = sources;
+        }
+        ev
+    }
+
+    /// Number of compact chunk runs and whole events stored (for reports and benches).
+    pub fn storage_counts(&self) -> (usize, usize) {
+        self.records.runs_and_events()
+    }
+
+    pub(crate) fn records(&self) -> &Records {
+        &self.records
+    }
+
+    fn validate(&self, ev: &SessionEvent) -> Result<SurfaceEffect, AppendError> {
+        let seq = ev.seq;
+        let expected = self.next_seq();
+        if seq != expected {
+            return Err(AppendError::SeqGap { expected, got: seq });
+        }
+        if let EventBody::Other(o) = &ev.body
+            && !ev.ignorable
+            && !o.is_known()
+        {
+            return Err(AppendError::UnknownRequiredType { seq, type_name: o.type_name.clone() });
+        }
+        let surface_type = ev.body.is_surface_eligible();
+        match (surface_type, &ev.surface_op) {
+            (false, None) => Ok(SurfaceEffect::None),
+            (false, Some(_)) => {
+                Err(AppendError::SurfaceOpOnNonSurface { seq, type_name: ev.type_name().to_owned() })
+            }
+            (true, None) => Err(AppendError::MissingSurfaceOp { seq, type_name: ev.type_name().to_owned() }),
+            (true, Some(SurfaceOp::Append)) => Ok(SurfaceEffect::Append),
+            (true, Some(SurfaceOp::Replace { start, end })) => {
+                let (start, end) = (*start, *end);
+                let missing = |m| AppendError::SpanNotOnSurface { seq, start, end, missing: m };
+                let from = self.surface.position(start).ok_or_else(|| missing(start))?;
+                let to = self.surface.position(end).ok_or_else(|| missing(end))?;
+                if to < from {
+                    return Err(AppendError::SpanOutOfOrder { seq, start, end });
+                }
+                let shadowed = &self.surface.nodes()[from..=to];
+                if let Some(&s) = shadowed.iter().find(|s| !ev.source_event_seqs.contains(s)) {
+                    return Err(AppendError::ShadowedSeqNotCited { seq, shadowed: s });
+                }
+                if let EventBody::ToolResult(new) = &ev.body {
+                    let what = self.tool_result_replacement_defect(new, shadowed);
+                    if let Some(what) = what {
+                        return Err(AppendError::ToolResultReplacement { seq, replaced: start, what });
+                    }
+                }
+                Ok(SurfaceEffect::Replace { from, to })
+            }
+        }
+    }
+
+    /// Why a replacing `tool/result` may not replace `shadowed`, if it may not.
+    fn tool_result_replacement_defect(
+        &self,
+        new: &keel_protocol::ToolResultEvent,
+        shadowed: &[Seq],
+    ) -> Option<&'static str> {
+        let [only] = shadowed else { return Some("it shadows more than one node") };
+        let Some(EventBody::ToolResult(old)) = self.records.get_whole(only.0).map(|e| &e.body) else {
+            return Some("the shadowed node is not a tool/result");
+        };
+        if (old.turn, old.step) != (new.turn, new.step) {
+            return Some("its turn/step differs");
+        }
+        same_but_content(&old.message, &new.message)
+    }
+}
+
+/// Why two tool-result messages differ in more than their results' content, if they do.
+fn same_but_content(old: &Message, new: &Message) -> Option<&'static str> {
+    if old.role != new.role {
+        return Some("its role differs");
+    }
+    if old.id != new.id {
+        return Some("its message id differs");
+    }
+    if old.source != new.source {
+        return Some("its source differs");
+    }
+    if old.content.len() != new.content.len() {
+        return Some("its number of content blocks differs");
+    }
+    for (a, b) in old.content.iter().zip(&new.content) {
+        match (a, b) {
+            (ContentBlock::ToolResult(a), ContentBlock::ToolResult(b)) => {
+                if a.tool_call_id != b.tool_call_id {
+                    return Some("its toolCallId differs");
+                }
+                if a.is_error != b.is_error {
+                    return Some("its isError differs");
+                }
+            }
+            (a, b) if a == b => {}
+            _ => return Some("a non-result content block differs"),
+        }
+    }
+    None
+}
