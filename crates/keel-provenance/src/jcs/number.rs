@@ -16,15 +16,14 @@ pub(super) fn write_number(out: &mut Vec<u8>, n: &Number) -> Result<(), JcsError
             write_u64(out, u);
             return Ok(());
         }
-    } else if let Some(i) = n.as_i64() {
-        if i.unsigned_abs() <= MAX_SAFE {
+    } else if let Some(i) = n.as_i64()
+        && i.unsigned_abs() <= MAX_SAFE {
             if i < 0 {
                 out.push(b'-');
             }
             write_u64(out, i.unsigned_abs());
             return Ok(());
         }
-    }
     match n.as_f64() {
         Some(x) => write_f64(out, x),
         None => Err(JcsError::NonFinite { offset: 0 }),
@@ -123,6 +122,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)] // the literal is the vector's input, on purpose
     fn ecmascript_forms() {
         // Expected strings are what `String(x)` prints in ECMAScript.
         let cases: &[(f64, &str)] = &[

@@ -1,0 +1,266 @@
+//! Graph vocabulary: node and edge kinds, the [`Node`] record, and the canonical material each id
+//! is hashed from. Node ids are `<kind>_` + SHA-256 of JCS(`{kind, run_id, …material}`); the
+//! node's entry in `graph.json` is that same object plus `id`. Payloads never enter a node: an
+//! outcome carries only the SHA-256 of its capture's payload.
+
+use crate::jcs::write_str;
+use crate::model::{Disposition, Stage};
+use std::io::Write;
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// One observed runtime boundary (one receipt).
+    Occurrence,
+    /// An external source record.
+    Source,
+    /// A generated origin: an earlier outcome continuing into a later occurrence.
+    Origin,
+    /// An outcome of an occurrence.
+    Outcome,
+    /// An outcome that records why a path did not reach a result.
+    Disposition,
+    /// One binding of one occurrence: origin → outcome.
+    Fact,
+}
+
+impl NodeKind {
+    /// Spelling in nodes and answers; also the id prefix (`<kind>_`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Occurrence => "occurrence",
+            NodeKind::Source => "source",
+            NodeKind::Origin => "origin",
+            NodeKind::Outcome => "outcome",
+            NodeKind::Disposition => "disposition",
+            NodeKind::Fact => "fact",
+        }
+    }
+}
+
+/// What an edge says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EdgeKind {
+    /// outcome → generated origin.
+    ContinuesAsOrigin,
+    /// origin → occurrence.
+    ParticipatesIn,
+    /// occurrence → fact.
+    RealizesFact,
+    /// fact → outcome.
+    HasOutcome,
+}
+
+impl EdgeKind {
+    /// Spelling in edges and answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::ContinuesAsOrigin => "continues_as_origin",
+            EdgeKind::ParticipatesIn => "participates_in",
+            EdgeKind::RealizesFact => "realizes_fact",
+            EdgeKind::HasOutcome => "has_outcome",
+        }
+    }
+}
+
+/// One node. Fields not used by a kind are `None`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// `<kind>_<sha256>`.
+    pub id: String,
+    /// Kind.
+    pub kind: NodeKind,
+    /// Occurrence: stage.
+    pub stage: Option<Stage>,
+    /// Occurrence: native id.
+    pub native_id: Option<String>,
+    /// Occurrence, fact: sequence of the receipt.
+    pub sequence: Option<u64>,
+    /// Occurrence, fact: transform.
+    pub transform: Option<String>,
+    /// Occurrence, outcome: receipt id.
+    pub receipt_id: Option<String>,
+    /// Source: label.
+    pub source: Option<String>,
+    /// Origin: the outcome node it continues.
+    pub outcome_id: Option<String>,
+    /// Origin: the run of that outcome when it is a child run.
+    pub outcome_run_id: Option<String>,
+    /// Outcome, fact: the occurrence.
+    pub occurrence_id: Option<String>,
+    /// Outcome: ordinal within the occurrence.
+    pub ordinal: Option<u32>,
+    /// Outcome: SHA-256 of the capture payload.
+    pub payload_sha256: Option<String>,
+    /// Disposition: why no result.
+    pub category: Option<Disposition>,
+    /// Fact: `<receipt id>/<binding index>`.
+    pub fact_id: Option<String>,
+    /// Fact: origin node id.
+    pub origin: Option<String>,
+    /// Fact: outcome node id.
+    pub outcome: Option<String>,
+    /// Fact: relation role.
+    pub relation_role: Option<String>,
+    /// Fact: hex SHA-256 of the receipt.
+    pub receipt_sha256: Option<String>,
+}
+
+impl Node {
+    /// An empty node of `kind` (id filled in by the compiler).
+    pub fn blank(kind: NodeKind) -> Node {
+        Node {
+            id: String::new(),
+            kind,
+            stage: None,
+            native_id: None,
+            sequence: None,
+            transform: None,
+            receipt_id: None,
+            source: None,
+            outcome_id: None,
+            outcome_run_id: None,
+            occurrence_id: None,
+            ordinal: None,
+            payload_sha256: None,
+            category: None,
+            fact_id: None,
+            origin: None,
+            outcome: None,
+            relation_role: None,
+            receipt_sha256: None,
+        }
+    }
+}
+
+/// Writes object members; callers add them in sorted key order (checked in debug builds).
+struct Members<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+    #[cfg(debug_assertions)]
+    last: &'static str,
+}
+
+impl<'a> Members<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Members {
+            out,
+            first: true,
+            #[cfg(debug_assertions)]
+            last: "",
+        }
+    }
+    fn key(&mut self, k: &'static str) {
+        #[cfg(debug_assertions)]
+        {
+            debug_assert!(self.last < k, "members out of order: {} then {k}", self.last);
+            self.last = k;
+        }
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        write_str(self.out, k);
+        self.out.push(b':');
+    }
+    fn str(&mut self, k: &'static str, v: &str) {
+        self.key(k);
+        write_str(self.out, v);
+    }
+    fn opt(&mut self, k: &'static str, v: Option<&str>) {
+        if let Some(v) = v {
+            self.str(k, v);
+        }
+    }
+    fn num(&mut self, k: &'static str, v: u64) {
+        self.key(k);
+        let _ = write!(self.out, "{v}");
+    }
+    fn end(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// Canonical JSON of a node; with `with_id` it is the `graph.json` entry, without it the bytes
+/// the id is hashed from.
+pub fn write_node(out: &mut Vec<u8>, n: &Node, run_id: &str, with_id: bool) {
+    let mut m = Members::new(out);
+    let id = with_id.then_some(n.id.as_str());
+    let kind = n.kind.as_str();
+    match n.kind {
+        NodeKind::Occurrence => {
+            m.opt("id", id);
+            m.str("kind", kind);
+            m.opt("native_id", n.native_id.as_deref());
+            m.opt("receipt_id", n.receipt_id.as_deref());
+            m.str("run_id", run_id);
+            m.num("sequence", n.sequence.unwrap_or(0));
+            m.opt("stage", n.stage.map(Stage::as_str));
+            m.opt("transform", n.transform.as_deref());
+        }
+        NodeKind::Source => {
+            m.opt("id", id);
+            m.str("kind", kind);
+            m.str("run_id", run_id);
+            m.opt("source", n.source.as_deref());
+        }
+        NodeKind::Origin => {
+            m.opt("id", id);
+            m.str("kind", kind);
+            m.opt("outcome_id", n.outcome_id.as_deref());
+            m.opt("outcome_run_id", n.outcome_run_id.as_deref());
+            m.str("run_id", run_id);
+        }
+        NodeKind::Outcome | NodeKind::Disposition => {
+            m.opt("category", n.category.map(Disposition::as_str));
+            m.opt("id", id);
+            m.str("kind", kind);
+            m.opt("occurrence_id", n.occurrence_id.as_deref());
+            m.num("ordinal", u64::from(n.ordinal.unwrap_or(0)));
+            m.opt("payload_sha256", n.payload_sha256.as_deref());
+            m.opt("receipt_id", n.receipt_id.as_deref());
+            m.str("run_id", run_id);
+        }
+        NodeKind::Fact => {
+            m.opt("fact_id", n.fact_id.as_deref());
+            m.opt("id", id);
+            m.str("kind", kind);
+            m.opt("occurrence_id", n.occurrence_id.as_deref());
+            m.opt("origin", n.origin.as_deref());
+            m.opt("outcome", n.outcome.as_deref());
+            m.opt("receipt_sha256", n.receipt_sha256.as_deref());
+            m.opt("relation_role", n.relation_role.as_deref());
+            m.str("run_id", run_id);
+            m.num("sequence", n.sequence.unwrap_or(0));
+            m.opt("transform", n.transform.as_deref());
+        }
+    }
+    m.end();
+}
+
+/// One edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    /// `edge_<sha256>`.
+    pub id: String,
+    /// Kind.
+    pub kind: EdgeKind,
+    /// Source node id (may be a child run's node for a join).
+    pub from: String,
+    /// Target node id.
+    pub to: String,
+}
+
+/// Canonical JSON of an edge (see [`write_node`] for `with_id`).
+pub fn write_edge(out: &mut Vec<u8>, e: &Edge, run_id: &str, with_id: bool) {
+    let mut m = Members::new(out);
+    m.str("from", &e.from);
+    if with_id {
+        m.str("id", &e.id);
+    }
+    m.str("kind", e.kind.as_str());
+    m.str("run_id", run_id);
+    m.str("to", &e.to);
+    m.end();
+}

@@ -1,0 +1,384 @@
+//! Queries behind the model tools `trace` and `get_node`, as pure functions over snapshots.
+//!
+//! Answers are a positive allow-list of structural fields ([`NodeView`]): `id, kind, stage,
+//! transform, relation_role, category, origin, outcome, occurrence_id, outcome_id, receipt_id`.
+//! Payloads, arguments, canonical values, error text, source labels and native ids never appear,
+//! so nothing post-execute redacted can leak through a query (the journal keeps the original).
+//!
+//! Targets: a node id; or an alias — a provider call id, a `tool/result` event id, or
+//! `result:<call id>`. An alias bound to more than one node answers `AMBIGUOUS_TARGET` with the
+//! candidates (never "the newest"). A query is scoped to a [`QueryScope`]: the calling session's
+//! snapshot and its children's; anything else is `UNKNOWN_TARGET`. A scope with a capture failure
+//! answers `CAPTURE_INCOMPLETE` instead of a partial picture.
+//!
+//! Traversal is a breadth-first walk of the requested neighbourhood only, over the per-binding
+//! indexes: backward, an outcome leads to its facts, a fact to its occurrence and to *its own*
+//! origin, a generated origin to the outcome it continues (possibly in a child snapshot); an
+//! occurrence expands to its origins only when it is the target itself. Forward is the mirror.
+//! **Depth counts formation steps**, not graph hops: it increases by one each time the walk crosses
+//! from a fact to its origin (backward) or from an origin to a fact (forward), so the default
+//! `max_depth` of 32 covers a whole tool-call chain. `truncated` says the limit cut the walk.
+//! `complete` is `false` when the walk reached a child run that is not in scope.
+
+use crate::graph::Snapshot;
+use crate::node::{Node, NodeKind};
+use crate::receipt::RECEIPT_PREFIX;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Largest accepted `max_depth`.
+pub const MAX_TRACE_DEPTH: u32 = 256;
+/// Default `max_depth`.
+pub const DEFAULT_TRACE_DEPTH: u32 = 32;
+
+/// Walk direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Towards what formed the target (default).
+    #[default]
+    Backward,
+    /// Towards what the target went on to form.
+    Forward,
+}
+
+/// Why a query has no answer. Each maps to a stable code ([`QueryError::code`]) that the tool
+/// wrapper returns to the model as a tool error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// The target names no node and no alias in scope. Surface to the model as is.
+    #[error("UNKNOWN_TARGET: {target:?} is not a node id or alias in this session")]
+    UnknownTarget {
+        /// The target as given.
+        target: String,
+    },
+    /// The alias is bound to several nodes (e.g. a repeated call id); the model should retry with
+    /// one of the node ids.
+    #[error("AMBIGUOUS_TARGET: {target:?} names {} nodes; use a node id", candidates.len())]
+    AmbiguousTarget {
+        /// The target as given.
+        target: String,
+        /// The node ids it names.
+        candidates: Vec<String>,
+    },
+    /// Capture failed somewhere in scope, so no answer may be presented as complete.
+    #[error("CAPTURE_INCOMPLETE: provenance capture of run {run_id:?} recorded {failures} failure(s)")]
+    CaptureIncomplete {
+        /// The incomplete run.
+        run_id: String,
+        /// How many capture failures it recorded.
+        failures: usize,
+    },
+    /// An argument is out of range.
+    #[error("INVALID_ARGUMENT: {detail}")]
+    InvalidArgument {
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl QueryError {
+    /// The stable error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            QueryError::UnknownTarget { .. } => "UNKNOWN_TARGET",
+            QueryError::AmbiguousTarget { .. } => "AMBIGUOUS_TARGET",
+            QueryError::CaptureIncomplete { .. } => "CAPTURE_INCOMPLETE",
+            QueryError::InvalidArgument { .. } => "INVALID_ARGUMENT",
+        }
+    }
+}
+
+/// The snapshots a query may see: the calling session and its children.
+#[derive(Debug, Clone)]
+pub struct QueryScope<'a> {
+    graphs: Vec<&'a Snapshot>,
+}
+
+impl<'a> QueryScope<'a> {
+    /// A scope of one session.
+    pub fn new(root: &'a Snapshot) -> Self {
+        QueryScope { graphs: vec![root] }
+    }
+
+    /// Add a child (subagent) session's snapshot.
+    pub fn with_child(mut self, child: &'a Snapshot) -> Self {
+        self.graphs.push(child);
+        self
+    }
+
+    fn check_complete(&self) -> Result<(), QueryError> {
+        match self.graphs.iter().find(|g| !g.complete()) {
+            Some(g) => Err(QueryError::CaptureIncomplete { run_id: g.run_id().to_owned(), failures: g.failures().len() }),
+            None => Ok(()),
+        }
+    }
+
+    fn graph_of_run(&self, run_id: &str) -> Option<usize> {
+        self.graphs.iter().position(|g| g.run_id() == run_id)
+    }
+
+    fn resolve(&self, target: &str) -> Result<(usize, u32), QueryError> {
+        for (gi, g) in self.graphs.iter().enumerate() {
+            if let Some(&i) = g.index.get(target) {
+                return Ok((gi, i));
+            }
+        }
+        let alias = target.strip_prefix("result:").unwrap_or(target);
+        let mut hits: Vec<(usize, u32)> = Vec::new();
+        for (gi, g) in self.graphs.iter().enumerate() {
+            for id in g.alias(alias) {
+                if let Some(&i) = g.index.get(id) {
+                    hits.push((gi, i));
+                }
+            }
+        }
+        match hits.as_slice() {
+            [] => Err(QueryError::UnknownTarget { target: target.to_owned() }),
+            [one] => Ok(*one),
+            many => Err(QueryError::AmbiguousTarget {
+                target: target.to_owned(),
+                candidates: many.iter().map(|&(g, i)| self.graphs[g].nodes[i as usize].id.clone()).collect(),
+            }),
+        }
+    }
+}
+
+/// The allow-listed structural projection of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeView {
+    /// Node id.
+    pub id: String,
+    /// Node kind.
+    pub kind: String,
+    /// Occurrence: stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// Occurrence, fact: transform.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<String>,
+    /// Fact: relation role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation_role: Option<String>,
+    /// Disposition: category.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// Fact: origin node id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// Fact: outcome node id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// Fact, outcome: occurrence node id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occurrence_id: Option<String>,
+    /// Origin: the outcome it continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome_id: Option<String>,
+    /// Occurrence, outcome, fact: the receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt_id: Option<String>,
+}
+
+impl NodeView {
+    /// Project a node through the allow-list.
+    pub fn of(n: &Node) -> NodeView {
+        let receipt_id = n.receipt_id.clone().or_else(|| n.receipt_sha256.as_ref().map(|s| format!("{RECEIPT_PREFIX}{s}")));
+        NodeView {
+            id: n.id.clone(),
+            kind: n.kind.as_str().to_owned(),
+            stage: n.stage.map(|s| s.as_str().to_owned()),
+            transform: n.transform.clone(),
+            relation_role: n.relation_role.clone(),
+            category: n.category.map(|c| c.as_str().to_owned()),
+            origin: n.origin.clone(),
+            outcome: n.outcome.clone(),
+            occurrence_id: n.occurrence_id.clone(),
+            outcome_id: n.outcome_id.clone(),
+            receipt_id: if n.kind == NodeKind::Source || n.kind == NodeKind::Origin { None } else { receipt_id },
+        }
+    }
+}
+
+/// One edge of a trace answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeView {
+    /// Edge id.
+    pub id: String,
+    /// Edge kind.
+    pub kind: String,
+    /// From node id.
+    pub from: String,
+    /// To node id.
+    pub to: String,
+}
+
+/// A step of the formation path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathStep {
+    /// Node id.
+    pub node_id: String,
+    /// Formation steps from the target.
+    pub depth: u32,
+}
+
+/// Where the evidence of a node lives (never the payload itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceRef {
+    /// Receipt id.
+    pub receipt_id: String,
+    /// Hex SHA-256 of the receipt.
+    pub receipt_sha256: String,
+    /// The receipt is part of the compiled journal.
+    pub evidence_available: bool,
+    /// Always `"private"`: payloads are not shown by queries.
+    pub payload_visibility: String,
+}
+
+/// Answer of `trace`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceResult {
+    /// The resolved target node id.
+    pub target: String,
+    /// Direction walked.
+    pub direction: Direction,
+    /// `false` when the walk reached a run outside the scope.
+    pub complete: bool,
+    /// `true` when `max_depth` cut the walk.
+    pub truncated: bool,
+    /// Nodes in breadth-first order with their depth.
+    pub formation_path: Vec<PathStep>,
+    /// The allow-listed nodes, in path order.
+    pub nodes: Vec<NodeView>,
+    /// Edges walked.
+    pub edges: Vec<EdgeView>,
+    /// Receipts behind the nodes, in path order.
+    pub evidence_refs: Vec<EvidenceRef>,
+}
+
+/// `get_node` over one session.
+pub fn get_node(snapshot: &Snapshot, id: &str) -> Result<NodeView, QueryError> {
+    get_node_in(&QueryScope::new(snapshot), id)
+}
+
+/// `get_node` over a scope.
+pub fn get_node_in(scope: &QueryScope<'_>, id: &str) -> Result<NodeView, QueryError> {
+    scope.check_complete()?;
+    let (g, i) = scope.resolve(id)?;
+    Ok(NodeView::of(&scope.graphs[g].nodes[i as usize]))
+}
+
+/// `trace` over one session.
+pub fn trace(snapshot: &Snapshot, target: &str, direction: Direction, max_depth: u32) -> Result<TraceResult, QueryError> {
+    trace_in(&QueryScope::new(snapshot), target, direction, max_depth)
+}
+
+/// `trace` over a scope (a session and its children).
+pub fn trace_in(scope: &QueryScope<'_>, target: &str, direction: Direction, max_depth: u32) -> Result<TraceResult, QueryError> {
+    if max_depth > MAX_TRACE_DEPTH {
+        return Err(QueryError::InvalidArgument { detail: format!("max_depth {max_depth} is above {MAX_TRACE_DEPTH}") });
+    }
+    scope.check_complete()?;
+    let start = scope.resolve(target)?;
+    let mut dist: HashMap<(usize, u32), u32> = HashMap::new();
+    let mut done: HashSet<(usize, u32)> = HashSet::new();
+    let mut edges_seen: HashSet<(usize, u32)> = HashSet::new();
+    let mut edge_order: Vec<(usize, u32)> = Vec::new();
+    let mut path: Vec<(usize, u32, u32)> = Vec::new();
+    let mut queue = VecDeque::from([(start, 0u32)]);
+    dist.insert(start, 0);
+    let (mut truncated, mut complete) = (false, true);
+    let mut links: Vec<(Loc, u32, Loc)> = Vec::new();
+    while let Some(((g, n), d)) = queue.pop_front() {
+        if dist.get(&(g, n)).is_some_and(|&best| best < d) || !done.insert((g, n)) {
+            continue;
+        }
+        path.push((g, n, d));
+        let graph = scope.graphs[g];
+        let kind = graph.nodes[n as usize].kind;
+        if kind == NodeKind::Occurrence && (g, n) != start {
+            continue;
+        }
+        links.clear();
+        let adjacency = match direction {
+            Direction::Backward => &graph.back[n as usize],
+            Direction::Forward => &graph.fwd[n as usize],
+        };
+        for l in adjacency {
+            let step = u32::from(is_step(kind, graph.nodes[l.node as usize].kind));
+            links.push(((g, l.node), step, (g, l.edge)));
+        }
+        if direction == Direction::Backward && kind == NodeKind::Origin {
+            let node = &graph.nodes[n as usize];
+            if let (Some(run), Some(outcome)) = (&node.outcome_run_id, &node.outcome_id) {
+                let target = scope.graph_of_run(run).and_then(|cg| scope.graphs[cg].index.get(outcome).map(|&i| (cg, i)));
+                match (target, graph.cont_edge.get(&n)) {
+                    (Some(t), Some(&e)) => links.push((t, 0, (g, e))),
+                    _ => complete = false,
+                }
+            }
+        }
+        for &(next, step, edge) in &links {
+            let nd = d + step;
+            if nd > max_depth {
+                truncated |= !dist.contains_key(&next);
+                continue;
+            }
+            if edges_seen.insert(edge) {
+                edge_order.push(edge);
+            }
+            if dist.get(&next).is_none_or(|&best| nd < best) {
+                dist.insert(next, nd);
+                if step == 0 {
+                    queue.push_front((next, nd));
+                } else {
+                    queue.push_back((next, nd));
+                }
+            }
+        }
+    }
+    let mut evidence_refs = Vec::new();
+    let mut seen_receipts: HashSet<&str> = HashSet::new();
+    let mut nodes = Vec::with_capacity(path.len());
+    let mut formation_path = Vec::with_capacity(path.len());
+    for &(g, n, d) in &path {
+        let node = &scope.graphs[g].nodes[n as usize];
+        formation_path.push(PathStep { node_id: node.id.clone(), depth: d });
+        let view = NodeView::of(node);
+        if let Some(rid) = node.receipt_id.as_deref()
+            && seen_receipts.insert(rid) {
+                evidence_refs.push(EvidenceRef {
+                    receipt_id: rid.to_owned(),
+                    receipt_sha256: rid.strip_prefix(RECEIPT_PREFIX).unwrap_or(rid).to_owned(),
+                    evidence_available: true,
+                    payload_visibility: "private".to_owned(),
+                });
+            }
+        nodes.push(view);
+    }
+    let edges = edge_order
+        .into_iter()
+        .map(|(g, e)| {
+            let e = &scope.graphs[g].edges[e as usize];
+            EdgeView { id: e.id.clone(), kind: e.kind.as_str().to_owned(), from: e.from.clone(), to: e.to.clone() }
+        })
+        .collect();
+    Ok(TraceResult {
+        target: scope.graphs[start.0].nodes[start.1 as usize].id.clone(),
+        direction,
+        complete,
+        truncated,
+        formation_path,
+        nodes,
+        edges,
+        evidence_refs,
+    })
+}
+
+/// A node or edge: (graph in scope, index).
+type Loc = (usize, u32);
+
+/// Crossing between a fact and its origin is one formation step.
+fn is_step(from: NodeKind, to: NodeKind) -> bool {
+    matches!((from, to), (NodeKind::Fact, NodeKind::Origin | NodeKind::Source) | (NodeKind::Origin | NodeKind::Source, NodeKind::Fact))
+}

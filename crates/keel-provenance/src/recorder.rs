@@ -1,0 +1,550 @@
+//! The capture API: one method per pipeline stage, turning what the stage observed into a
+//! receipt, chaining it, and compiling it into the graph at once.
+//!
+//! Call order for one tool call (stages that did not happen are simply not called):
+//!
+//! ```text
+//! assistant_message(event)                   once per committed assistant event
+//!   assistant_tool_call(message, call, …)    once per call block, raw argument string
+//!   tool_call_event(call, event)             the durable tool/call event
+//!   pre_execute_enter(call, view)            the call as policy saw it
+//!   pre_execute_decision(call, decision)     allow / deny / ask → approved | denied
+//!   guard_denial(call, guard, reason)        each guard that denied
+//!   execute_enter(call, Dispatch{token, parent_token, arguments})
+//!   subagent_join(call, ChildLink)           a child session's result joining this call
+//!   execute_result(token, value | error)
+//!   post_execute(call, incoming, decision)   accept / replace value / replace content / block
+//!   settled(call, SettledResult)             the frozen final result (inside tools/settled)
+//!   tool_result_event(call, event_id, event) aliases = [call id, event id]
+//! ```
+//!
+//! Every stage after `assistant_tool_call` continues the call's chain from its last outcome
+//! (bindings name that outcome's node id), so interleaved stages of concurrent calls keep
+//! independent chains. `settled` classifies a call that did not reach a result into an explicit
+//! disposition (see [`classify`]).
+//!
+//! Capture never fails the caller: methods return nothing. A payload that cannot be
+//! canonicalized (lone surrogate, NaN, too deep…) is replaced by a `capture/failure` receipt,
+//! which marks the graph incomplete (`complete: false`, `failures`); the tool result is
+//! untouched. Failures are receipts too, so a journal replays to the same snapshot.
+
+use crate::graph::Snapshot;
+use crate::jcs::{JcsError, Payload};
+use crate::model::{Binding, Disposition, Origin, Stage};
+use crate::receipt::{Receipt, ReceiptInput, encode};
+use keel_protocol::ToolErrorCode;
+use std::collections::HashMap;
+
+/// How a pre-execute `ask` was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// The user (or approval policy) approved.
+    Approved,
+    /// The user (or approval policy) refused.
+    Denied,
+}
+
+/// The actual pre-execute decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreDecision<'a> {
+    /// Allowed without asking.
+    Allow,
+    /// Denied by policy.
+    Deny {
+        /// Why.
+        reason: &'a str,
+    },
+    /// Asked; the approval outcome.
+    Ask(Approval),
+}
+
+/// Dispatch of a tool body.
+#[derive(Debug, Clone, Copy)]
+pub struct Dispatch<'a> {
+    /// The pipeline's opaque execution token for this dispatch.
+    pub token: &'a str,
+    /// For nested dispatch (a tool calling tools, a subagent), the parent's execution token.
+    pub parent_token: Option<&'a str>,
+    /// The effective arguments the body receives.
+    pub arguments: Payload<'a>,
+}
+
+/// What the body returned.
+#[derive(Debug, Clone, Copy)]
+pub enum ExecuteResult<'a> {
+    /// A normalized returned value.
+    Value(Payload<'a>),
+    /// An error.
+    Error {
+        /// Pipeline error code, if any.
+        code: Option<ToolErrorCode>,
+        /// Error text.
+        message: &'a str,
+    },
+}
+
+/// The post-execute decision.
+#[derive(Debug, Clone, Copy)]
+pub enum PostDecision<'a> {
+    /// Accepted unchanged.
+    Accept,
+    /// The structured value was replaced (e.g. redaction).
+    ReplaceValue(Payload<'a>),
+    /// Only the model-facing content was replaced (e.g. spill).
+    ReplaceContent(Payload<'a>),
+    /// The result was blocked.
+    Block {
+        /// Why.
+        reason: &'a str,
+    },
+}
+
+/// The frozen final result of a call (what `tool/result` will carry).
+#[derive(Debug, Clone, Copy)]
+pub struct SettledResult<'a> {
+    /// Structured value.
+    pub value: Payload<'a>,
+    /// Model-facing content.
+    pub content: Payload<'a>,
+    /// Whether the result is an error.
+    pub is_error: bool,
+    /// Pipeline error code, if any.
+    pub error_code: Option<ToolErrorCode>,
+}
+
+/// A child (subagent) session's node that joins a parent call.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildLink<'a> {
+    /// The child's run (session) id.
+    pub run_id: &'a str,
+    /// The child graph's `graph_id` at join time.
+    pub graph_id: &'a str,
+    /// The child's outcome node that the parent call incorporates.
+    pub node_id: &'a str,
+}
+
+impl<'a> ChildLink<'a> {
+    /// Link to the last outcome of a child snapshot (`None` when it has none).
+    pub fn last_outcome_of(child: &'a Snapshot, graph_id: &'a str) -> Option<ChildLink<'a>> {
+        Some(ChildLink { run_id: child.run_id(), graph_id, node_id: child.last_outcome()? })
+    }
+}
+
+/// What the recorder knows about one open call.
+#[derive(Debug, Clone, Default)]
+struct CallState {
+    last: Option<String>,
+    denied: bool,
+    executed: bool,
+    exec_failed: bool,
+    blocked: bool,
+    done: bool,
+}
+
+/// In-memory capture: receipts, hash chain and graph. Pending journal lines accumulate until
+/// [`Recorder::drain_lines`] (the [`crate::Journal`] drains them at flush).
+#[derive(Debug)]
+pub struct Recorder {
+    graph: Snapshot,
+    last_sha: Option<String>,
+    pending: Vec<String>,
+    calls: HashMap<String, CallState>,
+    /// Chain outcome id → call id (the newest outcome of each call only).
+    outcome_call: HashMap<String, String>,
+    tokens: HashMap<String, String>,
+    /// Execution token → its `tools/execute:enter` outcome (parents of nested dispatch).
+    token_outcome: HashMap<String, String>,
+    messages: HashMap<String, String>,
+}
+
+const CALL_SOURCE: &str = "call:";
+
+impl Recorder {
+    /// A recorder for run (session) `run_id`. Nothing time- or random-dependent is hashed: the
+    /// same workload gives the same bytes.
+    pub fn new(run_id: &str) -> Recorder {
+        Recorder {
+            graph: Snapshot::new(run_id),
+            last_sha: None,
+            pending: Vec::new(),
+            calls: HashMap::new(),
+            outcome_call: HashMap::new(),
+            tokens: HashMap::new(),
+            token_outcome: HashMap::new(),
+            messages: HashMap::new(),
+        }
+    }
+
+    /// Rebuild the recorder state from decoded receipts (replay of a journal).
+    pub fn replay(run_id: &str, receipts: &[Receipt]) -> Result<Recorder, crate::graph::CompileError> {
+        let mut r = Recorder::new(run_id);
+        for receipt in receipts {
+            let outcomes = r.graph.apply(receipt)?;
+            r.last_sha = Some(receipt.sha256().to_owned());
+            r.observe(receipt, outcomes.first().map(|(_, id)| id.as_str()));
+        }
+        Ok(r)
+    }
+
+    /// The graph so far.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.graph
+    }
+
+    /// Journal lines not yet drained, oldest first.
+    pub fn pending_lines(&self) -> &[String] {
+        &self.pending
+    }
+
+    /// Take the pending journal lines.
+    pub fn drain_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Call ids with no `tool/result` (or close) captured yet.
+    pub fn open_calls(&self) -> Vec<&str> {
+        let mut open: Vec<&str> = self.calls.iter().filter(|(_, s)| !s.done).map(|(k, _)| k.as_str()).collect();
+        open.sort_unstable();
+        open
+    }
+
+    /// Record a receipt; on a payload or compile failure record a `capture/failure` instead.
+    /// Returns the primary outcome node id.
+    fn capture(
+        &mut self,
+        stage: Stage,
+        native_id: &str,
+        transform: &str,
+        payload: &Payload<'_>,
+        bindings: &[Binding],
+        aliases: &[String],
+    ) -> Option<String> {
+        let input = ReceiptInput {
+            run_id: self.graph.run_id(),
+            sequence: self.graph.receipts().len() as u64,
+            stage,
+            native_id,
+            transform,
+            bindings,
+            outcome_aliases: aliases,
+            previous: self.last_sha.as_deref(),
+        };
+        let reason = match encode(input, payload) {
+            Ok((receipt, line)) => match self.graph.apply(&receipt) {
+                Ok(outcomes) => {
+                    self.pending.push(line);
+                    self.last_sha = Some(receipt.sha256().to_owned());
+                    let primary = outcomes.into_iter().next().map(|(_, id)| id);
+                    self.observe(&receipt, primary.as_deref());
+                    return primary;
+                }
+                Err(e) => format!("compile: {e}"),
+            },
+            Err(e) => jcs_reason(&e),
+        };
+        self.failure(stage, native_id, &reason);
+        None
+    }
+
+    /// Record a capture failure receipt (marks the graph incomplete).
+    pub(crate) fn failure(&mut self, stage: Stage, native_id: &str, detail: &str) {
+        let code = detail.split(':').next().unwrap_or("capture_failed");
+        let members = [("stage", Payload::Str(stage.as_str())), ("detail", Payload::Str(detail))];
+        let input = ReceiptInput {
+            run_id: self.graph.run_id(),
+            sequence: self.graph.receipts().len() as u64,
+            stage: Stage::CaptureFailure,
+            native_id,
+            transform: code,
+            bindings: &[],
+            outcome_aliases: &[],
+            previous: self.last_sha.as_deref(),
+        };
+        // Only strings we control: encoding cannot fail, and neither can applying (no bindings).
+        if let Ok((receipt, line)) = encode(input, &Payload::Obj(&members))
+            && self.graph.apply(&receipt).is_ok() {
+                self.pending.push(line);
+                self.last_sha = Some(receipt.sha256().to_owned());
+            }
+    }
+
+    /// Update call bookkeeping from a compiled receipt (shared by live capture and replay).
+    fn observe(&mut self, r: &Receipt, primary: Option<&str>) {
+        let call_id = match r.stage {
+            Stage::AssistantMessage => {
+                if let Some(p) = primary {
+                    self.messages.insert(r.native_id.clone(), p.to_owned());
+                }
+                return;
+            }
+            Stage::CaptureFailure | Stage::AssistantAttempt => return,
+            Stage::AssistantToolCall => {
+                self.calls.insert(r.native_id.clone(), CallState::default());
+                Some(r.native_id.clone())
+            }
+            _ => match r.bindings.first().map(|b| &b.origin) {
+                Some(Origin::Outcome { outcome, run_id: None }) => self.outcome_call.remove(outcome),
+                Some(Origin::Source { source }) => source.strip_prefix(CALL_SOURCE).map(|c| {
+                    self.calls.insert(c.to_owned(), CallState::default());
+                    c.to_owned()
+                }),
+                _ => None,
+            },
+        };
+        let Some(call_id) = call_id else { return };
+        if let Some(p) = primary {
+            self.outcome_call.insert(p.to_owned(), call_id.clone());
+        }
+        if r.stage == Stage::ExecuteEnter {
+            self.tokens.insert(r.native_id.clone(), call_id.clone());
+            if let Some(p) = primary {
+                self.token_outcome.insert(r.native_id.clone(), p.to_owned());
+            }
+        }
+        let Some(state) = self.calls.get_mut(&call_id) else { return };
+        state.last = primary.map(str::to_owned).or(state.last.take());
+        match r.stage {
+            Stage::PreExecute if r.transform == "deny" || r.transform == "ask:denied" => state.denied = true,
+            Stage::Guard => state.denied = true,
+            Stage::Execute => {
+                state.executed = true;
+                state.exec_failed = r.transform == "error";
+            }
+            Stage::PostExecute if r.transform == "block" => state.blocked = true,
+            Stage::ToolResult | Stage::Close => state.done = true,
+            _ => {}
+        }
+    }
+
+    /// The binding continuing `call_id`'s chain (a `call:` source when its start was not seen).
+    fn chain(&self, call_id: &str, role: &str) -> Binding {
+        match self.calls.get(call_id).and_then(|s| s.last.as_deref()) {
+            Some(last) => Binding::continues(last, role),
+            None => Binding::from_source(format!("{CALL_SOURCE}{call_id}"), role),
+        }
+    }
+
+    /// `assistant/message`: the committed assistant event that proposes calls.
+    pub fn assistant_message(&mut self, event_id: &str, event: Payload<'_>) {
+        let b = [Binding::from_source(format!("model:{event_id}"), "generates")];
+        self.capture(Stage::AssistantMessage, event_id, "commit", &event, &b, &[]);
+    }
+
+    /// `assistant/attempt`: an assistant attempt that never became a surface message (e.g. a
+    /// stream cut before commit); records the `no_surface_message` disposition.
+    pub fn assistant_attempt_abandoned(&mut self, attempt_id: &str, detail: Payload<'_>) {
+        let mut b = Binding::from_source(format!("model:{attempt_id}"), "generates");
+        b.disposition = Some(Disposition::NoSurfaceMessage);
+        self.capture(Stage::AssistantAttempt, attempt_id, "abandon", &detail, &[b], &[]);
+    }
+
+    /// `assistant/tool-call`: one call block of the message, with the raw argument string.
+    pub fn assistant_tool_call(&mut self, message_event_id: &str, call_id: &str, tool_name: &str, raw_arguments: &str) {
+        let b = match self.messages.get(message_event_id) {
+            Some(m) => Binding::continues(m, "proposes"),
+            None => Binding::from_source(format!("model:{message_event_id}"), "proposes"),
+        };
+        let members = [
+            ("arguments", Payload::Str(raw_arguments)),
+            ("call_id", Payload::Str(call_id)),
+            ("message_event_id", Payload::Str(message_event_id)),
+            ("name", Payload::Str(tool_name)),
+        ];
+        self.capture(Stage::AssistantToolCall, call_id, "propose", &Payload::Obj(&members), &[b], &[]);
+    }
+
+    /// `tool/call`: the durable event.
+    pub fn tool_call_event(&mut self, call_id: &str, event_id: &str, event: Payload<'_>) {
+        let b = [self.chain(call_id, "records")];
+        let members = [("event", event), ("event_id", Payload::Str(event_id))];
+        self.capture(Stage::ToolCall, call_id, "record", &Payload::Obj(&members), &b, &[]);
+    }
+
+    /// `tools/pre-execute:enter`: the call as the policy saw it.
+    pub fn pre_execute_enter(&mut self, call_id: &str, call: Payload<'_>) {
+        let b = [self.chain(call_id, "submits")];
+        self.capture(Stage::PreExecuteEnter, call_id, "enter", &call, &b, &[]);
+    }
+
+    /// `tools/pre-execute`: the actual decision.
+    pub fn pre_execute_decision(&mut self, call_id: &str, decision: PreDecision<'_>) {
+        let b = [self.chain(call_id, "decides")];
+        let (transform, reason) = match decision {
+            PreDecision::Allow => ("allow", None),
+            PreDecision::Deny { reason } => ("deny", Some(reason)),
+            PreDecision::Ask(Approval::Approved) => ("ask:approved", None),
+            PreDecision::Ask(Approval::Denied) => ("ask:denied", None),
+        };
+        let mut members = vec![("decision", Payload::Str(transform))];
+        if let Some(r) = reason {
+            members.push(("reason", Payload::Str(r)));
+        }
+        self.capture(Stage::PreExecute, call_id, transform, &Payload::Obj(&members), &b, &[]);
+    }
+
+    /// `tools/guard`: a guard denied the call.
+    pub fn guard_denial(&mut self, call_id: &str, guard: &str, reason: &str) {
+        let b = [self.chain(call_id, "guards")];
+        let members = [("guard", Payload::Str(guard)), ("reason", Payload::Str(reason))];
+        self.capture(Stage::Guard, call_id, "deny", &Payload::Obj(&members), &b, &[]);
+    }
+
+    /// `tools/execute:enter`: the body is dispatched with these effective arguments.
+    pub fn execute_enter(&mut self, call_id: &str, dispatch: Dispatch<'_>) {
+        let mut b = vec![self.chain(call_id, "dispatches")];
+        if let Some(parent) = dispatch.parent_token.and_then(|t| self.token_outcome.get(t)) {
+            b.push(Binding::continues(parent, "nested_in"));
+        }
+        let mut members = vec![
+            ("arguments", dispatch.arguments),
+            ("call_id", Payload::Str(call_id)),
+            ("token", Payload::Str(dispatch.token)),
+        ];
+        if let Some(p) = dispatch.parent_token {
+            members.push(("parent_token", Payload::Str(p)));
+        }
+        self.capture(Stage::ExecuteEnter, dispatch.token, "dispatch", &Payload::Obj(&members), &b, &[]);
+    }
+
+    /// `subagent/join`: a child session's node becomes part of this call's formation.
+    pub fn subagent_join(&mut self, call_id: &str, child: ChildLink<'_>) {
+        let child_origin = Binding {
+            origin: Origin::Outcome { outcome: child.node_id.to_owned(), run_id: Some(child.run_id.to_owned()) },
+            outcome: 0,
+            relation_role: "joins_child".to_owned(),
+            disposition: None,
+        };
+        let b = [self.chain(call_id, "awaits"), child_origin];
+        let members = [
+            ("child_graph_id", Payload::Str(child.graph_id)),
+            ("child_node_id", Payload::Str(child.node_id)),
+            ("child_run_id", Payload::Str(child.run_id)),
+        ];
+        self.capture(Stage::SubagentJoin, child.run_id, "join", &Payload::Obj(&members), &b, &[]);
+    }
+
+    /// `tools/execute`: what the body returned (value or error).
+    pub fn execute_result(&mut self, token: &str, result: ExecuteResult<'_>) {
+        let call_id = self.tokens.get(token).cloned().unwrap_or_else(|| token.to_owned());
+        let b = [self.chain(&call_id, "returns")];
+        let code = match result {
+            ExecuteResult::Error { code: Some(c), .. } => Some(c.as_str()),
+            _ => None,
+        };
+        let (transform, members) = match result {
+            ExecuteResult::Value(v) => ("return", vec![("value", v)]),
+            ExecuteResult::Error { message, .. } => {
+                let mut m = vec![("error", Payload::Str(message))];
+                if let Some(c) = code {
+                    m.push(("code", Payload::Str(c)));
+                }
+                ("error", m)
+            }
+        };
+        self.capture(Stage::Execute, token, transform, &Payload::Obj(&members), &b, &[]);
+    }
+
+    /// `tools/post-execute`: the incoming result and what post-execute did to it. The journal
+    /// keeps `incoming` even when it was replaced; queries never show payloads.
+    pub fn post_execute(&mut self, call_id: &str, incoming: Payload<'_>, decision: PostDecision<'_>) {
+        let b = [self.chain(call_id, "transforms")];
+        let (transform, extra) = match decision {
+            PostDecision::Accept => ("accept", None),
+            PostDecision::ReplaceValue(v) => ("replace_value", Some(("replacement", v))),
+            PostDecision::ReplaceContent(c) => ("replace_content", Some(("replacement", c))),
+            PostDecision::Block { reason } => ("block", Some(("reason", Payload::Str(reason)))),
+        };
+        let mut members = vec![("decision", Payload::Str(transform)), ("incoming", incoming)];
+        members.extend(extra);
+        self.capture(Stage::PostExecute, call_id, transform, &Payload::Obj(&members), &b, &[]);
+    }
+
+    /// `tools/settled`: the frozen final result. A call that did not reach a result gets its
+    /// explicit disposition here.
+    pub fn settled(&mut self, call_id: &str, result: SettledResult<'_>) {
+        let mut b = self.chain(call_id, "settles");
+        let state = self.calls.get(call_id).cloned().unwrap_or_default();
+        b.disposition = classify(&state_view(&state), result.is_error, result.error_code);
+        let mut members = vec![
+            ("content", result.content),
+            ("is_error", Payload::Bool(result.is_error)),
+            ("value", result.value),
+        ];
+        if let Some(c) = result.error_code {
+            members.push(("error_code", Payload::Str(c.as_str())));
+        }
+        let transform = b.disposition.map_or("settle", Disposition::as_str);
+        self.capture(Stage::Settled, call_id, transform, &Payload::Obj(&members), &[b], &[]);
+    }
+
+    /// `tool/result`: the durable event; its outcome is aliased by the call id and the event id.
+    pub fn tool_result_event(&mut self, call_id: &str, event_id: &str, event: Payload<'_>) {
+        let b = [self.chain(call_id, "commits")];
+        let aliases = [call_id.to_owned(), event_id.to_owned()];
+        let members = [("event", event), ("event_id", Payload::Str(event_id))];
+        self.capture(Stage::ToolResult, call_id, "commit", &Payload::Obj(&members), &b, &aliases);
+    }
+
+    /// Close every open call (no `tool/result` captured) with `outcome_unobserved`. Called at
+    /// journal close and after a resume; `reason` is recorded (`close`, `resume`).
+    pub fn close_open_calls(&mut self, reason: &str) {
+        let open: Vec<String> = self.open_calls().into_iter().map(str::to_owned).collect();
+        for call_id in open {
+            let mut b = self.chain(&call_id, "closes");
+            b.disposition = Some(Disposition::OutcomeUnobserved);
+            let members = [("call_id", Payload::Str(&call_id)), ("reason", Payload::Str(reason))];
+            self.capture(Stage::Close, &call_id, reason, &Payload::Obj(&members), &[b], &[]);
+        }
+    }
+}
+
+/// Observed facts about a call that decide its disposition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallFacts {
+    /// A pre-execute denial, a refused approval or a guard denial was observed.
+    pub denied: bool,
+    /// A `tools/execute` result was observed.
+    pub executed: bool,
+    /// That result was an error.
+    pub execution_failed: bool,
+    /// Post-execute blocked the result.
+    pub blocked: bool,
+}
+
+fn state_view(s: &CallState) -> CallFacts {
+    CallFacts { denied: s.denied, executed: s.executed, execution_failed: s.exec_failed, blocked: s.blocked }
+}
+
+/// The disposition of a settled call, or `None` when it reached a result through an observed
+/// execute. Conservative: a class is only claimed when observed or named by the error code.
+pub fn classify(facts: &CallFacts, is_error: bool, code: Option<ToolErrorCode>) -> Option<Disposition> {
+    use ToolErrorCode as C;
+    if facts.blocked {
+        return Some(Disposition::Suppressed);
+    }
+    if facts.denied {
+        return Some(Disposition::Denied);
+    }
+    match code {
+        Some(C::Aborted | C::AbortedBeforeDispatch) => Some(Disposition::Cancelled),
+        Some(C::UnknownTool | C::ToolNotStarted | C::InvalidArgs) => Some(Disposition::NotExecuted),
+        Some(C::Denied) => Some(Disposition::Denied),
+        Some(C::ToolOutcomeUnknown) => Some(Disposition::OutcomeUnobserved),
+        Some(_) if facts.executed => Some(Disposition::ExecutionFailed),
+        Some(_) => Some(Disposition::PolicyOrPreDispatchUnobserved),
+        None if facts.executed && (is_error || facts.execution_failed) => Some(Disposition::ExecutionFailed),
+        None if facts.executed => None,
+        None => Some(Disposition::PolicyOrPreDispatchUnobserved),
+    }
+}
+
+fn jcs_reason(e: &JcsError) -> String {
+    let code = match e {
+        JcsError::NonFinite { .. } => "payload_not_canonical",
+        JcsError::LoneSurrogate { .. } => "payload_not_canonical",
+        JcsError::DuplicateKey { .. } => "payload_not_canonical",
+        JcsError::TooDeep => "payload_too_deep",
+        JcsError::Syntax { .. } => "payload_not_json",
+    };
+    format!("{code}: {e}")
+}
