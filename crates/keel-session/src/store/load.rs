@@ -169,6 +169,8 @@ fn decode_zstd(data: &[u8]) -> Decoded {
             Err(reason) => {
                 target.truncate(before);
                 if out.damage.is_none() {
+                    // The damaged frame starts a (dropped) batch too.
+                    out.frames.push((off as u64, decoded_start));
                     out.damage = Some((off as u64, decoded_start, reason));
                 }
                 match frame {
@@ -239,7 +241,9 @@ fn load_decoded(path: PathBuf, format: Format, d: Decoded) -> Result<Loaded, Loa
         return Ok(Loaded { session, report });
     };
     // A defect: corruption if a committed turn/end follows it, else a torn tail.
-    if has_turn_end(text.get(defect.offset as usize..).unwrap_or(&[])) || has_turn_end(&d.later) {
+    let rest = text.get(defect.offset as usize..).unwrap_or(&[]);
+    let after_defect = memchr::memchr(b'\n', rest).map_or(&[][..], |nl| &rest[nl + 1..]);
+    if has_turn_end(after_defect) || has_turn_end(&d.later) {
         return Err(LoadError::Corrupt { path, line: defect.line, seq: defect.seq, reason: defect.reason });
     }
     // Where the committed part ends, in decoded and in file bytes.

@@ -237,7 +237,7 @@ impl Store {
         published?;
         sync_dir(dir)?;
         let file = OpenOptions::new().append(true).open(path).map_err(|e| StoreError::io("open", path, e))?;
-        SessionWriter::spawn(file, path.to_owned(), options)
+        SessionWriter::from_file(file, path.to_owned(), options)
     }
 
     /// Resume appending to a loaded session file. A torn tail reported by the load is cut off
@@ -264,7 +264,7 @@ impl Store {
         }
         drop(file);
         let file = OpenOptions::new().append(true).open(&path).map_err(|e| StoreError::io("open", &path, e))?;
-        let writer = SessionWriter::spawn(file, path, options)?;
+        let writer = SessionWriter::from_file(file, path, options)?;
         for seq in report.events..session.len() {
             if let Some(ev) = session.event(keel_protocol::Seq(seq)) {
                 writer.enqueue_owned(ev.into_owned());

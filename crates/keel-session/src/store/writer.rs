@@ -86,8 +86,9 @@ struct Worker {
 }
 
 impl SessionWriter {
-    /// Start a writer appending to `file` (already open for append at `path`).
-    pub(crate) fn spawn(file: File, path: PathBuf, options: WriterOptions) -> Result<SessionWriter, StoreError> {
+    /// Start a writer appending to `file`, already open for append at `path` and positioned
+    /// after a complete record (normally obtained through [`super::Store`]).
+    pub fn from_file(file: File, path: PathBuf, options: WriterOptions) -> Result<SessionWriter, StoreError> {
         let (tx, rx) = mpsc::channel();
         let sticky = Arc::new(Mutex::new(None));
         let worker = Worker { file, path: path.clone(), options, sticky: Arc::clone(&sticky) };
