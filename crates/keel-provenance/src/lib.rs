@@ -52,5 +52,5 @@ pub use model::{Binding, Disposition, Origin, Stage};
 pub use query::{Direction, NodeView, QueryError, QueryScope, TraceResult, get_node, get_node_in, trace, trace_in};
 pub use recorder::{Approval, ChildLink, Dispatch, ExecuteResult, PostDecision, PreDecision, Recorder, SettledResult};
 pub use render::{TraceFormat, render};
-pub use verify::{VerifyCode, VerifyError, VerifyFailure, VerifyReport, verify};
+pub use verify::{VerifyCode, VerifyError, VerifyFailure, VerifyReport, verify, verify_bytes};
 pub use jcs::Payload;

@@ -231,14 +231,19 @@ pub(crate) fn compile_failure(e: &CompileError) -> VerifyFailure {
 pub fn verify(dir: &Path) -> Result<VerifyReport, VerifyError> {
     let receipts_path = dir.join(RECEIPTS_FILE);
     let bytes = std::fs::read(&receipts_path).map_err(|source| VerifyError::Io { path: receipts_path, source })?;
-    let scan = scan_receipts(&bytes, None).map_err(|f| VerifyError::Failed(Box::new(f)))?;
-    let run_id = scan.receipts.first().map(|r| r.run_id.clone());
     let graph_path = dir.join(GRAPH_FILE);
     let graph_bytes = match std::fs::read(&graph_path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => return Err(VerifyError::Io { path: graph_path, source }),
     };
+    verify_bytes(&bytes, graph_bytes.as_deref())
+}
+
+/// Verify the contents of `receipts.jsonl` and (if present) `graph.json`.
+pub fn verify_bytes(bytes: &[u8], graph_bytes: Option<&[u8]>) -> Result<VerifyReport, VerifyError> {
+    let scan = scan_receipts(bytes, None).map_err(|f| VerifyError::Failed(Box::new(f)))?;
+    let run_id = scan.receipts.first().map(|r| r.run_id.clone());
     let failed = |f: VerifyFailure| VerifyError::Failed(Box::new(f));
     let mut snapshot = Snapshot::new(run_id.as_deref().unwrap_or(""));
     for (i, r) in scan.receipts.iter().enumerate() {
