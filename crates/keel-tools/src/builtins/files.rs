@@ -1,0 +1,270 @@
+//! `read`, `write` and `edit`: text file access confined by the workspace's sandbox mode.
+//!
+//! `read` streams a file line by line (1-based `N: text`), refusing binary files (a NUL byte in
+//! the first 8 KiB). `write` replaces a whole file. `edit` replaces an exact string that must
+//! occur once unless `replace_all` is set.
+
+use super::{blocking, parse};
+use crate::error::ToolError;
+use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
+use crate::workspace::Access;
+use async_trait::async_trait;
+use keel_protocol::ToolSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+/// Lines returned by `read` when no limit is given.
+pub const DEFAULT_READ_LIMIT: u64 = 2000;
+/// Characters kept of one line by `read`.
+pub const MAX_LINE_CHARS: usize = 2000;
+/// Bytes inspected for a NUL byte to detect binary files.
+const BINARY_SNIFF: usize = 8192;
+
+fn schema(name: &str, description: &str, parameters: Value) -> ToolSchema {
+    ToolSchema { name: name.into(), description: description.into(), parameters }
+}
+
+/// `read {path, offset?, limit?}`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadTool;
+
+#[derive(Deserialize)]
+struct ReadArgs {
+    path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+#[async_trait]
+impl Tool for ReadTool {
+    fn schema(&self) -> ToolSchema {
+        schema(
+            "read",
+            "Read a text file. Returns up to `limit` lines from `offset` as `N: text` (N is the \
+             1-based line number, not part of the file). Long lines are cut at 2000 chars. \
+             Binary files are refused.",
+            json!({"type":"object","properties":{
+                "path":{"type":"string","description":"File path, relative to the working directory or absolute."},
+                "offset":{"type":"integer","minimum":1,"description":"First line to return (default 1)."},
+                "limit":{"type":"integer","minimum":1,"description":"Max lines (default 2000)."}
+            },"required":["path"]}),
+        )
+    }
+    fn mode(&self) -> ExecMode {
+        ExecMode::Parallel
+    }
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::ReadOnly
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let a: ReadArgs = parse(args)?;
+        let path = ctx.workspace.resolve(&a.path, Access::Read)?;
+        let shown = ctx.workspace.display(&path);
+        let offset = a.offset.unwrap_or(1).max(1);
+        let limit = a.limit.unwrap_or(DEFAULT_READ_LIMIT).max(1);
+        let text = blocking(move || read_lines(&path, &shown, offset, limit)).await?;
+        Ok(ToolOutput::text(text))
+    }
+}
+
+fn read_lines(path: &Path, shown: &str, offset: u64, limit: u64) -> Result<String, ToolError> {
+    let file = std::fs::File::open(path).map_err(|e| ToolError::io("reading", path, e))?;
+    let md = file.metadata().map_err(|e| ToolError::io("reading", path, e))?;
+    if md.is_dir() {
+        return Err(ToolError::Failed(format!(
+            "'{shown}' is a directory; use glob to list its files"
+        )));
+    }
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let head = reader.fill_buf().map_err(|e| ToolError::io("reading", path, e))?;
+    if head[..head.len().min(BINARY_SNIFF)].contains(&0) {
+        return Err(ToolError::Failed(format!(
+            "'{shown}' is a binary file ({} bytes); read only shows text files",
+            md.len()
+        )));
+    }
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut n: u64 = 0;
+    let last = offset.saturating_add(limit - 1);
+    loop {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line).map_err(|e| ToolError::io("reading", path, e))?;
+        if read == 0 {
+            break;
+        }
+        n += 1;
+        if n < offset || n > last {
+            continue;
+        }
+        while matches!(line.last(), Some(b'\n' | b'\r')) {
+            line.pop();
+        }
+        let text = String::from_utf8_lossy(&line);
+        let _ = write!(out, "{n}: ");
+        match text.char_indices().nth(MAX_LINE_CHARS) {
+            Some((cut, _)) => {
+                let more = text[cut..].chars().count();
+                let _ = writeln!(out, "{}… [line cut: {more} more chars]", &text[..cut]);
+            }
+            None => {
+                out.push_str(&text);
+                out.push('\n');
+            }
+        }
+    }
+    if n == 0 {
+        return Ok(format!("('{shown}' is empty)"));
+    }
+    if offset > n {
+        return Err(ToolError::InvalidArgs(format!(
+            "offset {offset} is past the end of '{shown}', which has {n} lines"
+        )));
+    }
+    if last < n {
+        let _ = write!(
+            out,
+            "[lines {offset}-{last} of {n}; continue with offset={}]",
+            last + 1
+        );
+    } else if out.ends_with('\n') {
+        out.pop();
+    }
+    Ok(out)
+}
+
+/// `write {path, content}`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteTool;
+
+#[derive(Deserialize)]
+struct WriteArgs {
+    path: String,
+    content: String,
+}
+
+#[async_trait]
+impl Tool for WriteTool {
+    fn schema(&self) -> ToolSchema {
+        schema(
+            "write",
+            "Create or overwrite a file with `content`; missing parent directories are created. \
+             To change part of an existing file, use edit.",
+            json!({"type":"object","properties":{
+                "path":{"type":"string","description":"File path, relative to the working directory or absolute."},
+                "content":{"type":"string","description":"The complete new file content."}
+            },"required":["path","content"]}),
+        )
+    }
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Writes
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let a: WriteArgs = parse(args)?;
+        let path = ctx.workspace.resolve(&a.path, Access::Write)?;
+        let shown = ctx.workspace.display(&path);
+        let bytes = a.content.len();
+        let created = blocking(move || {
+            if path.is_dir() {
+                return Err(ToolError::Failed(format!("'{shown}' is a directory")));
+            }
+            let created = !path.exists();
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| ToolError::io("creating directory", parent, e))?;
+            }
+            std::fs::write(&path, a.content.as_bytes())
+                .map_err(|e| ToolError::io("writing", &path, e))?;
+            Ok(created)
+        })
+        .await?;
+        let shown = a.path;
+        let verb = if created { "Created" } else { "Overwrote" };
+        Ok(ToolOutput::text(format!("{verb} {shown} ({bytes} bytes)."))
+            .with_value(json!({"bytes": bytes, "created": created})))
+    }
+}
+
+/// `edit {path, old_string, new_string, replace_all?}`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EditTool;
+
+#[derive(Deserialize)]
+struct EditArgs {
+    path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+#[async_trait]
+impl Tool for EditTool {
+    fn schema(&self) -> ToolSchema {
+        schema(
+            "edit",
+            "Replace exact text in a file. old_string must match the file exactly (indentation \
+             included, without read's line-number prefixes) and occur exactly once unless \
+             replace_all is true; add surrounding lines to make it unique.",
+            json!({"type":"object","properties":{
+                "path":{"type":"string"},
+                "old_string":{"type":"string","description":"Exact text to replace."},
+                "new_string":{"type":"string","description":"Replacement text."},
+                "replace_all":{"type":"boolean","description":"Replace every occurrence (default false)."}
+            },"required":["path","old_string","new_string"]}),
+        )
+    }
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::Writes
+    }
+    async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        let a: EditArgs = parse(args)?;
+        if a.old_string.is_empty() {
+            return Err(ToolError::InvalidArgs(
+                "old_string is empty; to create a file use write".into(),
+            ));
+        }
+        if a.old_string == a.new_string {
+            return Err(ToolError::InvalidArgs(
+                "old_string and new_string are identical; nothing would change".into(),
+            ));
+        }
+        let path = ctx.workspace.resolve(&a.path, Access::Write)?;
+        let shown = a.path.clone();
+        let count = blocking(move || {
+            let bytes = std::fs::read(&path).map_err(|e| ToolError::io("reading", &path, e))?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                ToolError::Failed(format!("'{}' is not UTF-8 text; edit changes text files", a.path))
+            })?;
+            let count = text.matches(a.old_string.as_str()).count();
+            if count == 0 {
+                return Err(ToolError::InvalidArgs(format!(
+                    "old_string was not found in '{}'; it must match exactly, including \
+                     whitespace. Read the file and copy the text.",
+                    a.path
+                )));
+            }
+            if count > 1 && !a.replace_all {
+                return Err(ToolError::InvalidArgs(format!(
+                    "old_string occurs {count} times in '{}'; include more surrounding lines to \
+                     make it unique, or set replace_all to true",
+                    a.path
+                )));
+            }
+            let updated = if a.replace_all {
+                text.replace(&a.old_string, &a.new_string)
+            } else {
+                text.replacen(&a.old_string, &a.new_string, 1)
+            };
+            std::fs::write(&path, updated).map_err(|e| ToolError::io("writing", &path, e))?;
+            Ok(count)
+        })
+        .await?;
+        let s = if count == 1 { "" } else { "s" };
+        Ok(ToolOutput::text(format!("Edited {shown}: replaced {count} occurrence{s}."))
+            .with_value(json!({"replacements": count})))
+    }
+}

@@ -1,0 +1,51 @@
+//! The built-in tools: `read`, `write`, `edit` ([`files`]), `glob`, `grep` ([`search`]),
+//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]).
+//!
+//! Descriptions are deliberately short: every byte of a schema is sent with every request.
+
+pub mod bash;
+pub mod files;
+pub mod plan;
+pub mod search;
+
+pub use bash::{BashConfig, BashTool};
+pub use files::{EditTool, ReadTool, WriteTool};
+pub use plan::{ExitPlanModeTool, TodoWriteTool};
+pub use search::{GlobTool, GrepTool};
+
+use crate::error::ToolError;
+use crate::registry::BuiltinConfig;
+use crate::tool::Tool;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The default tools, in their fixed order.
+pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ReadTool),
+        Arc::new(WriteTool),
+        Arc::new(EditTool),
+        Arc::new(GlobTool),
+        Arc::new(GrepTool),
+        Arc::new(BashTool::new(cfg.bash.clone())),
+        Arc::new(TodoWriteTool),
+        Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
+    ]
+}
+
+/// Deserialize schema-checked arguments into the tool's argument struct.
+pub(crate) fn parse<T: DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))
+}
+
+/// Run blocking filesystem work off the async threads.
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ToolError>
+where
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ToolError::Failed(format!("internal error: worker failed: {e}")))?
+}

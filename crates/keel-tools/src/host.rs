@@ -1,0 +1,102 @@
+//! The pipeline's view of the agent loop ([`PipelineHost`]) and the per-call result it hands
+//! back ([`ToolOutcome`]).
+//!
+//! The loop owns the session log: the pipeline never appends events itself. It tells the host
+//! when a call starts (`tool/call`), when to flush durably (before a body runs), when to ask
+//! the user, which events tools emit (`todo/write`, `plan/mode`) and, in model order, each
+//! frozen final result (`tools/settled`), after which the host appends `tool/result`.
+
+use async_trait::async_trait;
+use keel_protocol::{ContentBlock, EventBody, ToolCallBlock, ToolErrorCode};
+use serde_json::Value;
+
+/// The answer to an approval request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    /// Go ahead.
+    Approved,
+    /// Refused (by the user, a policy, or because nobody can answer in headless mode).
+    Denied {
+        /// Shown to the model, when given.
+        reason: Option<String>,
+    },
+}
+
+/// The final result of one call, as committed: the host turns it into a `tool/result` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    /// The call this answers.
+    pub call_id: String,
+    /// Model-facing content.
+    pub content: Vec<ContentBlock>,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// Structured details not sent to the model: `code` (for errors), `spill` (path of the
+    /// full text when spilled), and the fields of the tool's own value (exit code…).
+    pub meta: Option<Value>,
+}
+
+impl ToolOutcome {
+    /// The error code in `meta.code`, if any.
+    pub fn code(&self) -> Option<&str> {
+        self.meta.as_ref()?.get("code")?.as_str()
+    }
+
+    /// Concatenated text of the content's text blocks.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for block in &self.content {
+            if let ContentBlock::Text { text } = block {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// An error outcome whose text is `CODE: message`.
+    pub fn error(call_id: &str, code: ToolErrorCode, message: &str) -> Self {
+        ToolOutcome {
+            call_id: call_id.to_owned(),
+            content: vec![ContentBlock::text(format!("{code}: {message}"))],
+            is_error: true,
+            meta: Some(serde_json::json!({ "code": code.as_str() })),
+        }
+    }
+}
+
+/// The agent loop as seen by the pipeline. Every method is awaited in place.
+#[async_trait]
+pub trait PipelineHost: Send + Sync {
+    /// A call enters the pipeline (in model order, before any of its phases): append
+    /// `tool/call`.
+    async fn call_started(&self, call: &ToolCallBlock);
+
+    /// Durability checkpoint: called before a tool body runs; flush the log.
+    async fn checkpoint(&self);
+
+    /// A pre-execute hook (or a tool such as `exit_plan_mode`) asks for approval. Log
+    /// `approval/asked` / `approval/decided`; headless hosts deny.
+    async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome;
+
+    /// A tool emits an event (`todo/write`, `plan/mode`): append it.
+    async fn emit(&self, body: EventBody);
+
+    /// The frozen final result of `call`, in model order, after the `tools/settled` hooks.
+    async fn settled(&self, call: &ToolCallBlock, outcome: &ToolOutcome);
+}
+
+/// A host that records nothing and denies every approval (headless without a log). For
+/// benchmarks, tests and one-off tool runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullHost;
+
+#[async_trait]
+impl PipelineHost for NullHost {
+    async fn call_started(&self, _call: &ToolCallBlock) {}
+    async fn checkpoint(&self) {}
+    async fn ask_approval(&self, _call: &ToolCallBlock, _reason: &str) -> ApprovalOutcome {
+        ApprovalOutcome::Denied { reason: Some("no one can approve in headless mode".into()) }
+    }
+    async fn emit(&self, _body: EventBody) {}
+    async fn settled(&self, _call: &ToolCallBlock, _outcome: &ToolOutcome) {}
+}

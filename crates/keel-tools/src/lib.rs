@@ -1,0 +1,43 @@
+//! keel's tools: the [`Tool`] trait, the [`ToolRegistry`], the execution [`Pipeline`], the
+//! built-in tools, the [`subprocess`] service and the output [`spill`].
+//!
+//! Data flow of one batch of tool calls (the calls of one assistant message):
+//!
+//! ```text
+//! run_batch(calls) ─► per call, in model order: host.call_started
+//!   ─► parse + validate arguments (INVALID_ARGS / UNKNOWN_TOOL results, never a panic)
+//!   ─► tools/pre-execute (allow / deny / ask → host.ask_approval) ─► tools/guard
+//!   ─► host.checkpoint ─► tools/execute middleware ─► Tool::execute (timeout, cancel)
+//!   ─► tools/post-execute ─► spill ─► tools/settled + host.settled (model order)
+//!   ─► Vec<ToolOutcome> in model order (the caller appends one `tool/result` each)
+//! ```
+//!
+//! Parallel-safe calls ([`ExecMode::Parallel`]) run concurrently, bounded; an exclusive call
+//! runs alone. File tools resolve paths through [`workspace`], which enforces the
+//! [`SandboxMode`].
+#![deny(missing_docs)]
+
+pub mod builtins;
+pub mod error;
+pub mod hooks;
+pub mod host;
+pub mod pipeline;
+pub mod plan;
+pub mod registry;
+pub mod schema;
+pub mod spill;
+pub mod subprocess;
+pub mod tool;
+pub mod workspace;
+
+pub use error::ToolError;
+pub use hooks::{
+    ExecToken, ExecuteMiddleware, GuardDecision, GuardHook, HookContext, Next, PipelineHooks,
+    PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft, SettledHook, ToolInfo,
+};
+pub use host::{ApprovalOutcome, NullHost, PipelineHost, ToolOutcome};
+pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
+pub use plan::{PlanModeSection, PlanState, enter_plan_mode};
+pub use registry::{BuiltinConfig, RegisteredTool, ToolRegistry, default_tool_schemas_bytes};
+pub use tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
+pub use workspace::{Access, SandboxMode, Workspace};

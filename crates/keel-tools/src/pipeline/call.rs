@@ -1,0 +1,324 @@
+//! One call through the pipeline: resolve the tool, parse and validate the arguments, the
+//! built-in policy and `tools/pre-execute` (with approval), `tools/guard`, the checkpoint, the
+//! `tools/execute` chain around the body (timeout, cancellation), `tools/post-execute`, spill.
+//! Every failure becomes an error [`ToolOutcome`] with its code; nothing here panics on input.
+
+use super::{BatchOptions, Dispatched, Pipeline};
+use crate::error::ToolError;
+use crate::hooks::{
+    BodyRunner, ExecToken, GuardDecision, HookContext, Next, PostDecision, PreDecision,
+    ResultDraft,
+};
+use crate::host::{ApprovalOutcome, PipelineHost, ToolOutcome};
+use crate::plan::plan_mode_denial;
+use crate::registry::RegisteredTool;
+use crate::schema;
+use crate::spill::{ceil_char_boundary, floor_char_boundary};
+use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput};
+use crate::workspace::SandboxMode;
+use futures::future::BoxFuture;
+use keel_protocol::{ContentBlock, ToolCallBlock, ToolErrorCode};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The innermost step of the execute chain: the body under its timeout and the cancel token.
+struct Body<'a> {
+    tool: &'a dyn Tool,
+    ctx: &'a ToolContext<'a>,
+    name: &'a str,
+    timeout: Option<Duration>,
+    cancel: &'a CancellationToken,
+    grace: Duration,
+}
+
+impl BodyRunner for Body<'_> {
+    fn run(&self, args: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let body = self.tool.execute(args, self.ctx);
+            let timed = async {
+                match self.timeout {
+                    Some(limit) => match tokio::time::timeout(limit, body).await {
+                        Ok(result) => result,
+                        Err(_) => Err(ToolError::Timeout {
+                            message: format!(
+                                "'{}' did not finish within {:.1}s and was stopped",
+                                self.name,
+                                limit.as_secs_f64()
+                            ),
+                            meta: None,
+                        }),
+                    },
+                    None => body.await,
+                }
+            };
+            let abandoned = async {
+                self.cancel.cancelled().await;
+                tokio::time::sleep(self.grace).await;
+            };
+            tokio::select! {
+                biased;
+                result = timed => result,
+                () = abandoned => Err(ToolError::Aborted(format!(
+                    "'{}' was cancelled while running and was stopped",
+                    self.name
+                ))),
+            }
+        })
+    }
+}
+
+fn parse_args(raw: &str) -> Result<Value, serde_json::Error> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    serde_json::from_str(raw)
+}
+
+fn error_draft(code: ToolErrorCode, message: &str) -> ResultDraft {
+    ResultDraft {
+        content: vec![ContentBlock::text(format!("{code}: {message}"))],
+        is_error: true,
+        code: Some(code),
+        value: None,
+    }
+}
+
+impl Pipeline {
+    pub(super) async fn run_call(
+        &self,
+        call: &ToolCallBlock,
+        host: &dyn PipelineHost,
+        opts: &BatchOptions,
+    ) -> Dispatched {
+        let token = ExecToken::fresh();
+        let Some(entry) = self.registry.get(&call.name) else {
+            let names: Vec<&str> = self.registry.names().collect();
+            let message =
+                format!("no tool named '{}'. Available tools: {}", call.name, names.join(", "));
+            return Dispatched {
+                outcome: ToolOutcome::error(&call.id, ToolErrorCode::UnknownTool, &message),
+                token,
+                tool: None,
+            };
+        };
+        let info = entry.info();
+        let ctx = HookContext {
+            call,
+            tool: Some(info),
+            token,
+            parent: opts.parent,
+            sandbox: self.workspace.sandbox(),
+        };
+        let draft = self.phases(&ctx, entry, host, opts).await;
+        let outcome = self.finish(call, draft);
+        Dispatched { outcome, token, tool: Some(info) }
+    }
+
+    async fn phases(
+        &self,
+        ctx: &HookContext<'_>,
+        entry: &RegisteredTool,
+        host: &dyn PipelineHost,
+        opts: &BatchOptions,
+    ) -> ResultDraft {
+        let call = ctx.call;
+        let name = call.name.as_str();
+        let args = match parse_args(&call.arguments) {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = format!(
+                    "arguments for '{name}' are not valid JSON ({e}); send one JSON object \
+                     matching the tool's parameters"
+                );
+                return error_draft(ToolErrorCode::InvalidArgs, &msg);
+            }
+        };
+        let violations = schema::validate(&entry.schema().parameters, &args);
+        if !violations.is_empty() {
+            let msg = format!(
+                "arguments for '{name}' do not match its parameters: {}",
+                schema::describe(&violations)
+            );
+            return error_draft(ToolErrorCode::InvalidArgs, &msg);
+        }
+        let cancelled = || error_draft(ToolErrorCode::AbortedBeforeDispatch, &format!(
+            "the turn was cancelled before '{name}' started; it did not run"
+        ));
+        if opts.cancel.is_cancelled() {
+            return cancelled();
+        }
+        match self.pre_execute(ctx, &args).await {
+            PreDecision::Allow => {}
+            PreDecision::Deny(reason) => return error_draft(ToolErrorCode::Denied, &reason),
+            PreDecision::Ask(reason) => {
+                let decided = tokio::select! {
+                    d = host.ask_approval(call, &reason) => d,
+                    () = opts.cancel.cancelled() => return cancelled(),
+                };
+                if let ApprovalOutcome::Denied { reason: why } = decided {
+                    let mut msg = format!("the user did not approve '{name}' ({reason})");
+                    if let Some(why) = why {
+                        msg.push_str(": ");
+                        msg.push_str(&why);
+                    }
+                    return error_draft(ToolErrorCode::Denied, &msg);
+                }
+            }
+        }
+        for guard in &self.hooks.guard {
+            if let GuardDecision::Deny(reason) = guard.check(ctx, &args).await {
+                return error_draft(ToolErrorCode::Denied, &reason);
+            }
+        }
+        if opts.cancel.is_cancelled() {
+            return cancelled();
+        }
+        host.checkpoint().await;
+        if opts.cancel.is_cancelled() {
+            return cancelled();
+        }
+        let tool_ctx = ToolContext {
+            workspace: &self.workspace,
+            cancel: opts.cancel.clone(),
+            subprocess: &self.subprocess,
+            spill: &self.spill,
+            host,
+            call,
+            token: ctx.token,
+        };
+        let body = Body {
+            tool: entry.tool(),
+            ctx: &tool_ctx,
+            name,
+            timeout: entry.timeout(),
+            cancel: &opts.cancel,
+            grace: self.abort_grace,
+        };
+        let next = Next { rest: &self.hooks.execute, ctx, body: &body };
+        let mut draft = match next.run(args).await {
+            Ok(out) if out.content.iter().all(is_result_block) => ResultDraft {
+                content: out.content,
+                is_error: false,
+                code: None,
+                value: out.value,
+            },
+            Ok(_) => error_draft(
+                ToolErrorCode::InvalidToolOutput,
+                &format!("'{name}' produced content that is not text or images"),
+            ),
+            Err(e) => ResultDraft {
+                content: vec![ContentBlock::text(e.model_text())],
+                is_error: true,
+                code: Some(e.code()),
+                value: e.meta().cloned(),
+            },
+        };
+        for hook in &self.hooks.post {
+            match hook.post_execute(ctx, &draft).await {
+                PostDecision::Accept => {}
+                PostDecision::ReplaceContent(content) => draft.content = content,
+                PostDecision::ReplaceValue(value) => draft.value = Some(value),
+                PostDecision::Block(reason) => {
+                    draft = error_draft(ToolErrorCode::Denied, &reason);
+                    break;
+                }
+            }
+        }
+        draft
+    }
+
+    /// Built-in policy (plan mode, read-only sandbox), then the hooks; first non-allow wins.
+    async fn pre_execute(&self, ctx: &HookContext<'_>, args: &Value) -> PreDecision {
+        let name = ctx.call.name.as_str();
+        let effect = ctx.tool.map_or(ToolEffect::Executes, |t| t.effect);
+        if effect != ToolEffect::ReadOnly && self.plan.is_active() {
+            return PreDecision::Deny(plan_mode_denial(name));
+        }
+        if ctx.sandbox == SandboxMode::ReadOnly {
+            match effect {
+                ToolEffect::ReadOnly => {}
+                ToolEffect::Writes => {
+                    return PreDecision::Deny(format!(
+                        "the sandbox is read-only: '{name}' may not change files in this session"
+                    ));
+                }
+                ToolEffect::Executes => {
+                    return PreDecision::Ask(format!(
+                        "the sandbox is read-only and '{name}' runs commands that could change \
+                         files"
+                    ));
+                }
+            }
+        }
+        for hook in &self.hooks.pre {
+            match hook.pre_execute(ctx, args).await {
+                PreDecision::Allow => {}
+                other => return other,
+            }
+        }
+        PreDecision::Allow
+    }
+
+    /// Spill oversized text blocks and compose the outcome's `meta`.
+    fn finish(&self, call: &ToolCallBlock, mut draft: ResultDraft) -> ToolOutcome {
+        let mut spilled: Vec<PathBuf> = Vec::new();
+        for block in &mut draft.content {
+            let ContentBlock::Text { text } = block else { continue };
+            if text.len() <= self.spill.threshold {
+                continue;
+            }
+            match self.spill.spill_text(text, &call.name) {
+                Ok(Some((short, path))) => {
+                    *text = short;
+                    spilled.push(path);
+                }
+                Ok(None) => {}
+                Err(e) => *text = truncate_unspilled(text, self.spill.head, self.spill.tail, &e),
+            }
+        }
+        let mut meta = Map::new();
+        match draft.value {
+            Some(Value::Object(fields)) => meta.extend(fields),
+            Some(Value::Null) | None => {}
+            Some(other) => {
+                meta.insert("value".into(), other);
+            }
+        }
+        if let Some(code) = draft.code {
+            meta.insert("code".into(), Value::from(code.as_str()));
+        }
+        match spilled.len() {
+            0 => {}
+            1 => {
+                meta.insert("spill".into(), Value::from(spilled[0].display().to_string()));
+            }
+            _ => {
+                let paths = spilled.iter().map(|p| Value::from(p.display().to_string())).collect();
+                meta.insert("spill".into(), Value::Array(paths));
+            }
+        }
+        ToolOutcome {
+            call_id: call.id.clone(),
+            content: draft.content,
+            is_error: draft.is_error,
+            meta: (!meta.is_empty()).then_some(Value::Object(meta)),
+        }
+    }
+}
+
+fn is_result_block(block: &ContentBlock) -> bool {
+    matches!(block, ContentBlock::Text { .. } | ContentBlock::Image(_))
+}
+
+fn truncate_unspilled(text: &str, head: usize, tail: usize, err: &std::io::Error) -> String {
+    let h = floor_char_boundary(text, head);
+    let t = ceil_char_boundary(text, text.len().saturating_sub(tail)).max(h);
+    format!(
+        "{}\n\n[… {} bytes omitted; the full output could not be saved ({err}) …]\n\n{}",
+        &text[..h],
+        t - h,
+        &text[t..]
+    )
+}

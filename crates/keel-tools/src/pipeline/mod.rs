@@ -1,0 +1,260 @@
+//! The execution pipeline: schedules a batch of tool calls and runs each through the phases
+//! described in the crate docs (see `call.rs` for one call's phases).
+//!
+//! Scheduling: the batch is cut, in model order, into segments — a run of consecutive
+//! [`ExecMode::Parallel`] calls, or a single [`ExecMode::Exclusive`] call. A segment starts
+//! after the previous one has finished; a parallel segment runs at most `max_parallel` calls
+//! at once. The host hears `call_started` for every call of a segment, in order, before the
+//! segment runs, and `settled` for every call in model order. Cancellation stops calls that
+//! have not dispatched their body (`ABORTED_BEFORE_DISPATCH`); bodies in flight see the token
+//! and are abandoned (`ABORTED`) if they have not stopped after `abort_grace`.
+
+mod call;
+
+use crate::hooks::{ExecToken, HookContext, PipelineHooks, ToolInfo};
+use crate::host::{PipelineHost, ToolOutcome};
+use crate::plan::PlanState;
+use crate::registry::ToolRegistry;
+use crate::spill::SpillConfig;
+use crate::subprocess::{SubprocessConfig, SubprocessService};
+use crate::tool::ExecMode;
+use crate::workspace::Workspace;
+use futures::StreamExt;
+use keel_protocol::ToolCallBlock;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Default bound on concurrently running parallel calls.
+pub const DEFAULT_MAX_PARALLEL: usize = 8;
+
+/// Default time a cancelled body is given to stop before it is abandoned.
+pub const DEFAULT_ABORT_GRACE: Duration = Duration::from_secs(3);
+
+/// Per-batch options.
+#[derive(Debug, Clone, Default)]
+pub struct BatchOptions {
+    /// Cancels the batch.
+    pub cancel: CancellationToken,
+    /// The dispatch this batch is nested in (a tool running tools), for hooks.
+    pub parent: Option<ExecToken>,
+}
+
+/// Runs tool calls. Cheap to share (`Arc`); holds no per-batch state.
+pub struct Pipeline {
+    registry: Arc<ToolRegistry>,
+    hooks: PipelineHooks,
+    workspace: Workspace,
+    subprocess: SubprocessService,
+    spill: SpillConfig,
+    plan: Arc<PlanState>,
+    max_parallel: usize,
+    abort_grace: Duration,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("tools", &self.registry.names().collect::<Vec<_>>())
+            .field("hooks", &self.hooks)
+            .field("workspace", &self.workspace)
+            .field("max_parallel", &self.max_parallel)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Pipeline`].
+pub struct PipelineBuilder {
+    registry: Arc<ToolRegistry>,
+    workspace: Workspace,
+    hooks: PipelineHooks,
+    subprocess: Option<SubprocessService>,
+    spill: Option<SpillConfig>,
+    plan: Option<Arc<PlanState>>,
+    max_parallel: usize,
+    abort_grace: Duration,
+}
+
+impl PipelineBuilder {
+    /// Hooks (global ones layered with the agent's; see [`PipelineHooks::layered`]).
+    pub fn hooks(mut self, hooks: PipelineHooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+    /// Subprocess service (default: process environment, no forwards, spill dir as below).
+    pub fn subprocess(mut self, service: SubprocessService) -> Self {
+        self.subprocess = Some(service);
+        self
+    }
+    /// Spill configuration (default: a fresh private temporary directory, 50,000 bytes).
+    pub fn spill(mut self, spill: SpillConfig) -> Self {
+        self.spill = Some(spill);
+        self
+    }
+    /// Plan-mode flag (default: the one the registry's built-ins were made with).
+    pub fn plan_state(mut self, plan: Arc<PlanState>) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+    /// Bound on concurrently running parallel calls (at least 1).
+    pub fn max_parallel(mut self, n: usize) -> Self {
+        self.max_parallel = n.max(1);
+        self
+    }
+    /// Time a cancelled body gets to stop before it is abandoned.
+    pub fn abort_grace(mut self, grace: Duration) -> Self {
+        self.abort_grace = grace;
+        self
+    }
+
+    /// Build: creates the spill directory (0700) and lets file tools read it.
+    pub fn build(self) -> io::Result<Pipeline> {
+        let spill = match self.spill {
+            Some(s) => s,
+            None => {
+                let dir = tempfile::Builder::new().prefix("keel-spill-").tempdir()?.keep();
+                SpillConfig::new(dir)
+            }
+        };
+        spill.ensure_dir()?;
+        let mut workspace = self.workspace;
+        workspace.add_readable(&spill.dir)?;
+        let subprocess = self.subprocess.unwrap_or_else(|| {
+            SubprocessService::new(SubprocessConfig::from_process_env(spill.dir.clone()))
+        });
+        let plan = self.plan.unwrap_or_else(|| self.registry.plan_state());
+        Ok(Pipeline {
+            registry: self.registry,
+            hooks: self.hooks,
+            workspace,
+            subprocess,
+            spill,
+            plan,
+            max_parallel: self.max_parallel,
+            abort_grace: self.abort_grace,
+        })
+    }
+}
+
+/// A call's final result before `tools/settled`, with what the settled hooks need.
+struct Dispatched {
+    outcome: ToolOutcome,
+    token: ExecToken,
+    tool: Option<ToolInfo>,
+}
+
+impl Pipeline {
+    /// Start building a pipeline over `registry` in `workspace`.
+    pub fn builder(registry: Arc<ToolRegistry>, workspace: Workspace) -> PipelineBuilder {
+        PipelineBuilder {
+            registry,
+            workspace,
+            hooks: PipelineHooks::default(),
+            subprocess: None,
+            spill: None,
+            plan: None,
+            max_parallel: DEFAULT_MAX_PARALLEL,
+            abort_grace: DEFAULT_ABORT_GRACE,
+        }
+    }
+
+    /// The tools.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The workspace and sandbox mode.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// The spill configuration.
+    pub fn spill_config(&self) -> &SpillConfig {
+        &self.spill
+    }
+
+    /// The subprocess service (reusable for command hooks).
+    pub fn subprocess(&self) -> &SubprocessService {
+        &self.subprocess
+    }
+
+    /// The plan-mode flag.
+    pub fn plan_state(&self) -> &Arc<PlanState> {
+        &self.plan
+    }
+
+    /// Run the calls of one assistant message; one outcome per call, in model order.
+    pub async fn run_batch(
+        &self,
+        calls: &[ToolCallBlock],
+        host: &dyn PipelineHost,
+        cancel: CancellationToken,
+    ) -> Vec<ToolOutcome> {
+        self.run_batch_with(calls, host, BatchOptions { cancel, parent: None }).await
+    }
+
+    /// [`Pipeline::run_batch`] with a parent dispatch (nested tool runs).
+    pub async fn run_batch_with(
+        &self,
+        calls: &[ToolCallBlock],
+        host: &dyn PipelineHost,
+        opts: BatchOptions,
+    ) -> Vec<ToolOutcome> {
+        let mut outcomes = Vec::with_capacity(calls.len());
+        let mut start = 0;
+        while start < calls.len() {
+            let parallel = |c: &ToolCallBlock| self.mode_of(c) == ExecMode::Parallel;
+            let end = if parallel(&calls[start]) {
+                start + calls[start..].iter().take_while(|c| parallel(c)).count()
+            } else {
+                start + 1
+            };
+            let segment = &calls[start..end];
+            for call in segment {
+                host.call_started(call).await;
+            }
+            if let [call] = segment {
+                let done = self.run_call(call, host, &opts).await;
+                outcomes.push(self.settle(call, done, host, &opts).await);
+            } else {
+                let mut running = futures::stream::iter(segment)
+                    .map(|call| self.run_call(call, host, &opts))
+                    .buffered(self.max_parallel);
+                let mut i = 0;
+                while let Some(done) = running.next().await {
+                    outcomes.push(self.settle(&segment[i], done, host, &opts).await);
+                    i += 1;
+                }
+            }
+            start = end;
+        }
+        outcomes
+    }
+
+    fn mode_of(&self, call: &ToolCallBlock) -> ExecMode {
+        // Unknown tools fail before dispatch and cannot conflict with anything.
+        self.registry.get(&call.name).map_or(ExecMode::Parallel, |t| t.info().mode)
+    }
+
+    async fn settle(
+        &self,
+        call: &ToolCallBlock,
+        done: Dispatched,
+        host: &dyn PipelineHost,
+        opts: &BatchOptions,
+    ) -> ToolOutcome {
+        let ctx = HookContext {
+            call,
+            tool: done.tool,
+            token: done.token,
+            parent: opts.parent,
+            sandbox: self.workspace.sandbox(),
+        };
+        for hook in &self.hooks.settled {
+            hook.settled(&ctx, &done.outcome).await;
+        }
+        host.settled(call, &done.outcome).await;
+        done.outcome
+    }
+}

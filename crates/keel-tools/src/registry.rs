@@ -1,0 +1,174 @@
+//! The [`ToolRegistry`]: tools by name, with their schemas checked and cached at registration
+//! so a call costs one hash lookup. [`ToolRegistry::schemas`] lists tools in registration
+//! order, which is fixed for the built-ins, so requests carry identical bytes run to run
+//! (prompt-cache stability).
+
+use crate::builtins::{self, BashConfig};
+use crate::hooks::ToolInfo;
+use crate::plan::PlanState;
+use crate::schema::{SchemaDefect, check_schema};
+use crate::tool::Tool;
+use keel_protocol::ToolSchema;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A tool with its cached schema, scheduling and timeout.
+pub struct RegisteredTool {
+    tool: Arc<dyn Tool>,
+    schema: ToolSchema,
+    info: ToolInfo,
+    timeout: Option<Duration>,
+}
+
+impl RegisteredTool {
+    /// The tool.
+    pub fn tool(&self) -> &dyn Tool {
+        &*self.tool
+    }
+    /// Its schema, as registered.
+    pub fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+    /// Its scheduling and effect.
+    pub fn info(&self) -> ToolInfo {
+        self.info
+    }
+    /// Its pipeline timeout.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+}
+
+/// Why a tool could not be registered. A programming error of whoever registers the tool
+/// (built-in, plugin, MCP bridge): report it at startup.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// A tool with this name is already registered.
+    #[error("a tool named '{0}' is already registered")]
+    Duplicate(String),
+    /// The tool's name is empty or has characters providers reject (allowed: `a-zA-Z0-9_-`).
+    #[error("invalid tool name {0:?}: use 1-64 characters from a-z, A-Z, 0-9, '_' and '-'")]
+    InvalidName(String),
+    /// The parameter schema is outside the supported subset.
+    #[error("tool '{tool}': {source}")]
+    InvalidSchema {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        source: SchemaDefect,
+    },
+}
+
+/// Configuration of the built-in tools.
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinConfig {
+    /// Plan-mode flag shared with the loop and the pipeline.
+    pub plan: Arc<PlanState>,
+    /// `bash` limits.
+    pub bash: BashConfig,
+}
+
+/// Tools by name.
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: Vec<RegisteredTool>,
+    index: HashMap<String, usize>,
+    plan: Arc<PlanState>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The default tool set: read, write, edit, glob, grep, bash, todo_write, exit_plan_mode.
+    pub fn with_builtins(cfg: &BuiltinConfig) -> Self {
+        let mut reg = ToolRegistry { plan: cfg.plan.clone(), ..Self::default() };
+        for tool in builtins::all(cfg) {
+            // Built-in names and schemas are checked by this crate's tests (every built-in must
+            // register); a rejection here cannot depend on input.
+            if reg.register(tool).is_err() {
+                continue;
+            }
+        }
+        reg
+    }
+
+    /// The plan-mode flag the built-ins were made with.
+    pub fn plan_state(&self) -> Arc<PlanState> {
+        self.plan.clone()
+    }
+
+    /// Add a tool after the existing ones.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let schema = tool.schema();
+        let name = schema.name.clone();
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid_name {
+            return Err(RegistryError::InvalidName(name));
+        }
+        if self.index.contains_key(&name) {
+            return Err(RegistryError::Duplicate(name));
+        }
+        check_schema(&schema.parameters)
+            .map_err(|source| RegistryError::InvalidSchema { tool: name.clone(), source })?;
+        let info = ToolInfo { mode: tool.mode(), effect: tool.effect() };
+        let timeout = tool.timeout();
+        self.index.insert(name, self.tools.len());
+        self.tools.push(RegisteredTool { tool, schema, info, timeout });
+        Ok(())
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.index.get(name).and_then(|&i| self.tools.get(i))
+    }
+
+    /// Tool names in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|t| t.schema.name.as_str())
+    }
+
+    /// Schemas in registration order.
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.tools.iter().map(|t| t.schema.clone()).collect()
+    }
+
+    /// The `tools` array of a chat-completions request:
+    /// `[{"type":"function","function":{name,description,parameters}}…]`.
+    pub fn request_tools(&self) -> Value {
+        Value::Array(
+            self.tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.schema.name,
+                        "description": t.schema.description,
+                        "parameters": t.schema.parameters,
+                    }})
+                })
+                .collect(),
+        )
+    }
+
+    /// Bytes of [`ToolRegistry::request_tools`] serialised compactly.
+    pub fn request_tools_bytes(&self) -> usize {
+        serde_json::to_vec(&self.request_tools()).map_or(0, |v| v.len())
+    }
+}
+
+/// Bytes the default tool set adds to every request (compact JSON of the `tools` array).
+pub fn default_tool_schemas_bytes() -> usize {
+    ToolRegistry::with_builtins(&BuiltinConfig::default()).request_tools_bytes()
+}

@@ -1,0 +1,336 @@
+//! A small JSON-Schema validator for the subset tool schemas use: `type` (a name or a list),
+//! `properties`, `required`, `additionalProperties` (bool or schema), `enum`, `items`,
+//! `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`; `description`,
+//! `title` and `default` are annotations.
+//!
+//! [`check_schema`] verifies at registration that a schema stays within this subset and is
+//! well formed, so [`validate`] never meets a keyword it would silently ignore.
+
+use serde_json::{Map, Value};
+
+/// One way arguments fail their schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// JSON pointer to the offending value (`""` for the whole object).
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// At most this many violations are reported for one value.
+const MAX_VIOLATIONS: usize = 8;
+
+/// Validate `value` against `schema`; an empty vector means valid.
+pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut pointer = String::new();
+    check(schema, value, &mut pointer, &mut out);
+    out
+}
+
+fn push(out: &mut Vec<Violation>, pointer: &str, message: String) {
+    if out.len() < MAX_VIOLATIONS {
+        out.push(Violation { pointer: pointer.to_owned(), message });
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn has_type(v: &Value, ty: &str) -> bool {
+    match ty {
+        "integer" => match v {
+            Value::Number(n) => {
+                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+            }
+            _ => false,
+        },
+        "number" => v.is_number(),
+        other => type_name(v) == other,
+    }
+}
+
+fn check(schema: &Value, value: &Value, pointer: &mut String, out: &mut Vec<Violation>) {
+    let Some(s) = schema.as_object() else { return };
+    if let Some(ty) = s.get("type") {
+        let ok = match ty {
+            Value::String(t) => has_type(value, t),
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|t| has_type(value, t)),
+            _ => true,
+        };
+        if !ok {
+            let want = match ty {
+                Value::String(t) => t.clone(),
+                other => other.to_string(),
+            };
+            push(out, pointer, format!("expected {want}, got {}", type_name(value)));
+            return;
+        }
+    }
+    if let Some(Value::Array(options)) = s.get("enum")
+        && !options.contains(value)
+    {
+        let list: Vec<String> = options.iter().map(Value::to_string).collect();
+        push(out, pointer, format!("must be one of {}", list.join(", ")));
+    }
+    match value {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = s.get("minimum").and_then(Value::as_f64)
+                && x < min
+            {
+                push(out, pointer, format!("must be >= {min}"));
+            }
+            if let Some(max) = s.get("maximum").and_then(Value::as_f64)
+                && x > max
+            {
+                push(out, pointer, format!("must be <= {max}"));
+            }
+        }
+        Value::String(text) => {
+            let len = text.chars().count() as u64;
+            if let Some(min) = s.get("minLength").and_then(Value::as_u64)
+                && len < min
+            {
+                push(out, pointer, format!("must be at least {min} characters"));
+            }
+            if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
+                && len > max
+            {
+                push(out, pointer, format!("must be at most {max} characters"));
+            }
+        }
+        Value::Array(items) => check_array(s, items, pointer, out),
+        Value::Object(obj) => check_object(s, obj, pointer, out),
+        _ => {}
+    }
+}
+
+fn check_array(
+    s: &Map<String, Value>,
+    items: &[Value],
+    pointer: &mut String,
+    out: &mut Vec<Violation>,
+) {
+    let n = items.len() as u64;
+    if let Some(min) = s.get("minItems").and_then(Value::as_u64)
+        && n < min
+    {
+        push(out, pointer, format!("must have at least {min} items"));
+    }
+    if let Some(max) = s.get("maxItems").and_then(Value::as_u64)
+        && n > max
+    {
+        push(out, pointer, format!("must have at most {max} items"));
+    }
+    if let Some(item_schema) = s.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            let len = pointer.len();
+            pointer.push('/');
+            pointer.push_str(&i.to_string());
+            check(item_schema, item, pointer, out);
+            pointer.truncate(len);
+        }
+    }
+}
+
+fn check_object(
+    s: &Map<String, Value>,
+    obj: &Map<String, Value>,
+    pointer: &mut String,
+    out: &mut Vec<Violation>,
+) {
+    let props = s.get("properties").and_then(Value::as_object);
+    if let Some(Value::Array(required)) = s.get("required") {
+        for name in required.iter().filter_map(Value::as_str) {
+            if !obj.contains_key(name) {
+                push(out, pointer, format!("missing required property '{name}'"));
+            }
+        }
+    }
+    for (key, v) in obj {
+        let len = pointer.len();
+        pointer.push('/');
+        pointer.push_str(key);
+        match props.and_then(|p| p.get(key)) {
+            Some(prop_schema) => check(prop_schema, v, pointer, out),
+            None => match s.get("additionalProperties") {
+                Some(Value::Bool(false)) => {
+                    let mut known: Vec<&str> =
+                        props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+                    known.sort_unstable();
+                    push(
+                        out,
+                        pointer,
+                        format!("unknown property (allowed: {})", known.join(", ")),
+                    );
+                }
+                Some(extra @ Value::Object(_)) => check(extra, v, pointer, out),
+                _ => {}
+            },
+        }
+        pointer.truncate(len);
+    }
+}
+
+/// Render violations for the model: `/offset: expected integer, got string; …`.
+pub fn describe(violations: &[Violation]) -> String {
+    let parts: Vec<String> = violations
+        .iter()
+        .map(|v| {
+            let at = if v.pointer.is_empty() { "arguments" } else { v.pointer.as_str() };
+            format!("{at}: {}", v.message)
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// A schema outside the supported subset, or malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid schema at {pointer}: {message}")]
+pub struct SchemaDefect {
+    /// Where in the schema.
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+const TYPES: &[&str] = &["null", "boolean", "integer", "number", "string", "array", "object"];
+
+/// Check that a tool's parameter schema is an object schema within the supported subset.
+pub fn check_schema(schema: &Value) -> Result<(), SchemaDefect> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(defect("", "a tool's parameters must be a schema of type \"object\""));
+    }
+    check_node(schema, "")
+}
+
+fn defect(pointer: &str, message: impl Into<String>) -> SchemaDefect {
+    SchemaDefect { pointer: pointer.to_owned(), message: message.into() }
+}
+
+fn check_node(schema: &Value, at: &str) -> Result<(), SchemaDefect> {
+    let s = schema.as_object().ok_or_else(|| defect(at, "a schema must be an object"))?;
+    for (key, v) in s {
+        let here = format!("{at}/{key}");
+        match key.as_str() {
+            "type" => {
+                let names: Vec<&Value> = match v {
+                    Value::Array(a) if !a.is_empty() => a.iter().collect(),
+                    Value::String(_) => vec![v],
+                    _ => return Err(defect(&here, "must be a type name or a non-empty list")),
+                };
+                for n in names {
+                    if !n.as_str().is_some_and(|n| TYPES.contains(&n)) {
+                        return Err(defect(&here, format!("unknown type {n}")));
+                    }
+                }
+            }
+            "properties" => {
+                let props = v.as_object().ok_or_else(|| defect(&here, "must be an object"))?;
+                for (name, sub) in props {
+                    check_node(sub, &format!("{here}/{name}"))?;
+                }
+            }
+            "required" => {
+                let props = s.get("properties").and_then(Value::as_object);
+                let list = v.as_array().ok_or_else(|| defect(&here, "must be an array"))?;
+                for name in list {
+                    let name = name.as_str().ok_or_else(|| defect(&here, "names must be strings"))?;
+                    if !props.is_some_and(|p| p.contains_key(name)) {
+                        return Err(defect(&here, format!("'{name}' is not a declared property")));
+                    }
+                }
+            }
+            "additionalProperties" => match v {
+                Value::Bool(_) => {}
+                other => check_node(other, &here)?,
+            },
+            "items" => check_node(v, &here)?,
+            "enum" => {
+                if v.as_array().is_none_or(|a| a.is_empty()) {
+                    return Err(defect(&here, "must be a non-empty array"));
+                }
+            }
+            "minimum" | "maximum" => {
+                if !v.is_number() {
+                    return Err(defect(&here, "must be a number"));
+                }
+            }
+            "minLength" | "maxLength" | "minItems" | "maxItems" => {
+                if !v.is_u64() {
+                    return Err(defect(&here, "must be a non-negative integer"));
+                }
+            }
+            "description" | "title" => {
+                if !v.is_string() {
+                    return Err(defect(&here, "must be a string"));
+                }
+            }
+            "default" => {}
+            other => return Err(defect(&here, format!("unsupported keyword '{other}'"))),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({"type":"object","properties":{
+            "path":{"type":"string","minLength":1},
+            "n":{"type":"integer","minimum":1,"maximum":10},
+            "mode":{"type":"string","enum":["a","b"]},
+            "list":{"type":"array","items":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]}}
+        },"required":["path"],"additionalProperties":false})
+    }
+
+    #[test]
+    fn valid_arguments_pass() {
+        let v = json!({"path":"x","n":3,"mode":"a","list":[{"x":true}]});
+        assert_eq!(validate(&schema(), &v), vec![]);
+        assert_eq!(validate(&schema(), &json!({"path":"x","n":3.0})), vec![]);
+    }
+
+    #[test]
+    fn violations_name_the_pointer() {
+        let v = json!({"n":"3","mode":"c","list":[{}],"extra":1});
+        let mut got: Vec<String> =
+            describe(&validate(&schema(), &v)).split("; ").map(str::to_owned).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                "/extra: unknown property (allowed: list, mode, n, path)",
+                "/list/0: missing required property 'x'",
+                "/mode: must be one of \"a\", \"b\"",
+                "/n: expected integer, got string",
+                "arguments: missing required property 'path'",
+            ]
+        );
+        assert_eq!(validate(&schema(), &json!([])).len(), 1);
+        assert_eq!(validate(&schema(), &json!({"path":"x","n":11})).len(), 1);
+    }
+
+    #[test]
+    fn check_schema_rejects_unsupported_shapes() {
+        assert!(check_schema(&schema()).is_ok());
+        assert!(check_schema(&json!({"type":"string"})).is_err());
+        assert!(check_schema(&json!({"type":"object","oneOf":[]})).is_err());
+        assert!(check_schema(&json!({"type":"object","required":["x"]})).is_err());
+        assert!(check_schema(&json!({"type":"object","properties":{"x":{"type":"int"}}})).is_err());
+    }
+}

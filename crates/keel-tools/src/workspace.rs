@@ -1,0 +1,247 @@
+//! Workspace roots, the sandbox mode, and path resolution for file tools.
+//!
+//! A model-supplied path is joined to the working directory, normalised lexically (`.`/`..`),
+//! then resolved on disk: the deepest existing ancestor is canonicalised (following symlinks,
+//! dangling ones included) and the rest appended. Unless the sandbox is
+//! [`SandboxMode::FullAccess`], the real path must lie under a workspace root (or, for reads,
+//! under an extra readable directory such as the spill directory), so `..`, absolute paths and
+//! symlinks pointing out are all refused the same way.
+
+use crate::error::ToolError;
+use std::fmt;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::str::FromStr;
+
+/// How far file tools and commands may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// File tools may only read inside the workspace; writes are refused, commands need approval.
+    ReadOnly,
+    /// File tools may read and write inside the workspace roots only.
+    #[default]
+    WorkspaceWrite,
+    /// File tools may reach any path.
+    FullAccess,
+}
+
+impl SandboxMode {
+    /// Spelling used in config, flags and `sandbox/mode` events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::ReadOnly => "read-only",
+            SandboxMode::WorkspaceWrite => "workspace-write",
+            SandboxMode::FullAccess => "full-access",
+        }
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A sandbox mode name that is not one of `read-only`, `workspace-write`, `full-access`.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown sandbox mode {0:?}; expected read-only, workspace-write or full-access")]
+pub struct UnknownSandboxMode(pub String);
+
+impl FromStr for SandboxMode {
+    type Err = UnknownSandboxMode;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "read-only" => Ok(SandboxMode::ReadOnly),
+            "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
+            "full-access" => Ok(SandboxMode::FullAccess),
+            other => Err(UnknownSandboxMode(other.to_owned())),
+        }
+    }
+}
+
+/// What a file tool intends to do with a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read (or list, or run a command in).
+    Read,
+    /// Create, overwrite or modify.
+    Write,
+}
+
+/// Workspace roots, working directory and sandbox mode.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    roots: Vec<PathBuf>,
+    readable: Vec<PathBuf>,
+    cwd: PathBuf,
+    sandbox: SandboxMode,
+}
+
+impl Workspace {
+    /// A workspace with one root, which is also the working directory. The root must exist.
+    pub fn new(root: impl AsRef<Path>, sandbox: SandboxMode) -> io::Result<Self> {
+        let root = std::fs::canonicalize(root.as_ref())?;
+        Ok(Workspace { roots: vec![root.clone()], readable: Vec::new(), cwd: root, sandbox })
+    }
+
+    /// Add another root (must exist).
+    pub fn add_root(&mut self, root: impl AsRef<Path>) -> io::Result<()> {
+        self.roots.push(std::fs::canonicalize(root.as_ref())?);
+        Ok(())
+    }
+
+    /// Allow reads (never writes) under `dir`, e.g. the spill directory. Must exist.
+    pub fn add_readable(&mut self, dir: impl AsRef<Path>) -> io::Result<()> {
+        self.readable.push(std::fs::canonicalize(dir.as_ref())?);
+        Ok(())
+    }
+
+    /// Set the working directory relative paths are resolved against (must exist).
+    pub fn set_cwd(&mut self, cwd: impl AsRef<Path>) -> io::Result<()> {
+        self.cwd = std::fs::canonicalize(cwd.as_ref())?;
+        Ok(())
+    }
+
+    /// Workspace roots (canonical).
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// Working directory (canonical).
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Sandbox mode in force.
+    pub fn sandbox(&self) -> SandboxMode {
+        self.sandbox
+    }
+
+    /// Resolve a model-supplied path for `access`, enforcing the sandbox. Returns the real
+    /// (symlink-free) absolute path.
+    pub fn resolve(&self, raw: &str, access: Access) -> Result<PathBuf, ToolError> {
+        if raw.is_empty() {
+            return Err(ToolError::InvalidArgs("path is empty".into()));
+        }
+        if access == Access::Write && self.sandbox == SandboxMode::ReadOnly {
+            return Err(ToolError::Denied(format!(
+                "cannot modify '{raw}': the sandbox is read-only; file changes are not allowed \
+                 in this session"
+            )));
+        }
+        let joined = normalize(&self.cwd.join(raw));
+        let real = real_path(&joined).map_err(|e| ToolError::io("resolving", &joined, e))?;
+        if self.sandbox == SandboxMode::FullAccess || self.allows(&real, access) {
+            return Ok(real);
+        }
+        let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
+        let verb = match access {
+            Access::Read => "reading",
+            Access::Write => "writing",
+        };
+        Err(ToolError::Denied(format!(
+            "{verb} '{raw}' is not allowed: it resolves to {}, outside the workspace ({}); file \
+             tools are confined to the workspace in {} mode. Use a path inside the workspace.",
+            real.display(),
+            roots.join(", "),
+            self.sandbox
+        )))
+    }
+
+    fn allows(&self, real: &Path, access: Access) -> bool {
+        self.roots.iter().any(|r| real.starts_with(r))
+            || (access == Access::Read && self.readable.iter().any(|r| real.starts_with(r)))
+    }
+
+    /// A path as shown to the model: relative to the working directory when under it.
+    pub fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.cwd) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+}
+
+/// Lexical normalisation of an absolute path: drops `.`, applies `..` (never above `/`).
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Maximum symlink hops followed by hand while resolving dangling links.
+const MAX_LINK_HOPS: usize = 40;
+
+/// The real path of `path` (absolute, normalised), which need not exist: the deepest existing
+/// ancestor is canonicalised and the missing tail appended. Dangling symlinks are followed.
+fn real_path(path: &Path) -> io::Result<PathBuf> {
+    let mut current = path.to_path_buf();
+    let mut hops = 0;
+    'restart: loop {
+        let mut existing = current.as_path();
+        let mut tail: Vec<&std::ffi::OsStr> = Vec::new();
+        loop {
+            match std::fs::symlink_metadata(existing) {
+                Ok(md) => {
+                    if md.file_type().is_symlink() && std::fs::metadata(existing).is_err() {
+                        hops += 1;
+                        if hops > MAX_LINK_HOPS {
+                            return Err(io::Error::other("too many levels of symbolic links"));
+                        }
+                        let target = std::fs::read_link(existing)?;
+                        let base = existing.parent().unwrap_or(Path::new("/"));
+                        let mut next = normalize(&base.join(target));
+                        for part in tail.iter().rev() {
+                            next.push(part);
+                        }
+                        current = next;
+                        continue 'restart;
+                    }
+                    let mut real = std::fs::canonicalize(existing)?;
+                    for part in tail.iter().rev() {
+                        real.push(part);
+                    }
+                    return Ok(real);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    match (existing.parent(), existing.file_name()) {
+                        (Some(parent), Some(name)) => {
+                            tail.push(name);
+                            existing = parent;
+                        }
+                        _ => return Ok(current.clone()),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_applies_dot_dot() {
+        assert_eq!(normalize(Path::new("/a/b/../c/./d")), PathBuf::from("/a/c/d"));
+        assert_eq!(normalize(Path::new("/../../x")), PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn sandbox_mode_round_trips() {
+        for m in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite, SandboxMode::FullAccess] {
+            assert_eq!(m.as_str().parse::<SandboxMode>().ok(), Some(m));
+        }
+        assert!("none".parse::<SandboxMode>().is_err());
+    }
+}
