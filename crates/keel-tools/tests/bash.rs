@@ -1,0 +1,199 @@
+//! The `bash` tool and the subprocess service with real child processes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Fixture, Log, RecordingHost, call, run_one};
+use keel_tools::spill::SpillConfig;
+use keel_tools::subprocess::{CommandSpec, OutputMode, RunEnd};
+use keel_tools::{Pipeline, SandboxMode, Workspace};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+async fn wait_dead(pid: i32) -> bool {
+    for _ in 0..50 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn pid_in(f: &Fixture, name: &str) -> i32 {
+    f.read(name).trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn output_and_exit_codes() {
+    let f = Fixture::new();
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let ok = run_one(&p, call("1", "bash", json!({"command":"echo out; echo err >&2"}))).await;
+    assert_eq!(ok.text(), "out\nerr\n");
+    assert!(!ok.is_error);
+    assert_eq!(ok.meta.as_ref().unwrap()["exitCode"], json!(0));
+
+    let fail = run_one(&p, call("2", "bash", json!({"command":"echo nope; exit 3"}))).await;
+    assert_eq!(fail.text(), "nope\n[exit code: 3]");
+    assert!(!fail.is_error, "a non-zero exit is a result, not a tool error");
+
+    let quiet = run_one(&p, call("3", "bash", json!({"command":"true"}))).await;
+    assert_eq!(quiet.text(), "(no output)");
+
+    f.write("sub/marker", "");
+    let wd = run_one(&p, call("4", "bash", json!({"command":"ls","workdir":"sub"}))).await;
+    assert_eq!(wd.text(), "marker\n");
+    let cwd = run_one(&p, call("5", "bash", json!({"command":"pwd"}))).await;
+    assert_eq!(cwd.text().trim_end(), f.ws.display().to_string());
+}
+
+#[tokio::test]
+async fn environment_is_scrubbed_unless_forwarded() {
+    let f = Fixture::new();
+    let service = f.service(
+        vec![
+            ("MY_API_KEY", "k1"),
+            ("SOME_TOKEN", "t1"),
+            ("DB_PASSWORD", "p1"),
+            ("aws_secret_access", "s1"),
+            ("GH_TOKEN", "forwarded-value"),
+            ("PLAIN_VAR", "visible"),
+        ],
+        &["GH_TOKEN"],
+    );
+    let p = Pipeline::builder(f.registry(vec![]), Workspace::new(&f.ws, SandboxMode::WorkspaceWrite).unwrap())
+        .spill(SpillConfig::new(&f.spill))
+        .subprocess(service)
+        .build()
+        .unwrap();
+    let env = run_one(&p, call("1", "bash", json!({"command":"env"}))).await.text();
+    assert!(env.lines().any(|l| l == "PLAIN_VAR=visible"), "{env}");
+    assert!(env.lines().any(|l| l == "GH_TOKEN=forwarded-value"), "{env}");
+    for secret in ["MY_API_KEY", "SOME_TOKEN", "DB_PASSWORD", "aws_secret_access", "k1", "t1", "p1", "s1"] {
+        assert!(!env.contains(secret), "{secret} leaked:\n{env}");
+    }
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_process_tree() {
+    let f = Fixture::new();
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let script = "echo started; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; sleep 300";
+    let started = Instant::now();
+    let out = run_one(&p, call("1", "bash", json!({"command": script, "timeout_ms": 500}))).await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(out.is_error);
+    assert_eq!(out.code(), Some("TOOL_TIMEOUT"));
+    assert!(out.text().contains("ran longer than 500 ms"), "{}", out.text());
+    assert!(out.text().contains("started"), "tail of output kept: {}", out.text());
+    let (shell, child) = (pid_in(&f, "shell.pid"), pid_in(&f, "child.pid"));
+    assert!(wait_dead(shell).await, "shell {shell} survived");
+    assert!(wait_dead(child).await, "grandchild {child} survived");
+}
+
+#[tokio::test]
+async fn processes_ignoring_sigterm_are_killed_after_the_grace() {
+    let f = Fixture::new();
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let script = "trap '' TERM; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; sleep 300";
+    let out = run_one(&p, call("1", "bash", json!({"command": script, "timeout_ms": 300}))).await;
+    assert_eq!(out.code(), Some("TOOL_TIMEOUT"));
+    let (shell, child) = (pid_in(&f, "shell.pid"), pid_in(&f, "child.pid"));
+    assert!(wait_dead(shell).await, "shell {shell} survived");
+    assert!(wait_dead(child).await, "grandchild {child} survived");
+}
+
+#[tokio::test]
+async fn cancellation_during_bash_kills_the_group() {
+    let f = Fixture::new();
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let host = RecordingHost::new(Log::default(), false);
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        trigger.cancel();
+    });
+    let script = "sleep 300 & echo $! > child.pid; sleep 300";
+    let started = Instant::now();
+    let out = p.run_batch(&[call("1", "bash", json!({"command": script}))], &host, cancel).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(out[0].code(), Some("ABORTED"));
+    assert!(wait_dead(pid_in(&f, "child.pid")).await);
+}
+
+#[tokio::test]
+async fn large_output_keeps_the_tail_and_spills_the_whole_stream_privately() {
+    let f = Fixture::new();
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let out = run_one(&p, call("1", "bash", json!({"command":"seq 1 20000"}))).await;
+    let text = out.text();
+    let full: String = (1..=20000).map(|i| format!("{i}\n")).collect();
+    assert!(text.starts_with("[output truncated: showing the last 30000 of 108894 bytes; full output in "), "{}", &text[..200]);
+    assert!(text.ends_with("19999\n20000\n"));
+    let path = out.meta.as_ref().unwrap()["outputFile"].as_str().unwrap().to_owned();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), full);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(out.meta.as_ref().unwrap()["outputBytes"], json!(full.len()));
+}
+
+#[tokio::test]
+async fn background_children_do_not_hold_the_call() {
+    let f = Fixture::new();
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let started = Instant::now();
+    let out = run_one(&p, call("1", "bash", json!({"command":"sleep 30 & echo $! > bg.pid; echo done"}))).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "waited for the background child");
+    assert_eq!(out.text(), "done\n");
+    let bg = pid_in(&f, "bg.pid");
+    assert!(alive(bg), "a background child outlives a normal exit");
+    // SAFETY: plain kill(2) of a process this test started.
+    unsafe { libc::kill(bg, libc::SIGKILL) };
+}
+
+#[tokio::test]
+async fn subprocess_service_runs_argv_with_stdin_and_separate_streams() {
+    let f = Fixture::new();
+    let svc = f.service(vec![("MY_SECRET", "x")], &[]);
+    let spec = CommandSpec::new(["sh", "-c", "cat; echo to-err >&2; echo \"[$MY_SECRET]\"; exit 2"])
+        .stdin(b"payload\n".to_vec())
+        .cwd(&f.ws);
+    let out = svc.run(spec, &CancellationToken::new()).await.unwrap();
+    assert_eq!(out.end, RunEnd::Exited);
+    assert_eq!(out.code, Some(2));
+    assert_eq!(out.stdout.text(), "payload\n[]\n");
+    assert_eq!(out.stderr.text(), "to-err\n");
+
+    // argv is never shell-parsed.
+    let literal = CommandSpec::new(["echo", "$HOME; rm -rf /"]).output(OutputMode::Merged);
+    let out = svc.run(literal, &CancellationToken::new()).await.unwrap();
+    assert_eq!(out.stdout.text(), "$HOME; rm -rf /\n");
+
+    let missing = svc.run(CommandSpec::new(["/no/such/program"]), &CancellationToken::new()).await;
+    assert!(missing.is_err());
+    let empty = svc.run(CommandSpec::new(Vec::<String>::new()), &CancellationToken::new()).await;
+    assert!(empty.is_err());
+}
+
+#[tokio::test]
+async fn subprocess_timeout_reports_timed_out() {
+    let f = Fixture::new();
+    let svc = f.service(vec![], &[]);
+    let spec = CommandSpec::new(["sleep", "30"]).timeout(Duration::from_millis(200));
+    let started = Instant::now();
+    let out = svc.run(spec, &CancellationToken::new()).await.unwrap();
+    assert_eq!(out.end, RunEnd::TimedOut);
+    assert_eq!(out.signal, Some(libc::SIGTERM));
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
