@@ -45,7 +45,9 @@ pub enum AppendError {
         type_name: String,
     },
     /// Returned by `append` when a replace span names a seq that is not on the current surface.
-    #[error("event {seq} replaces span {start}..={end}, but seq {missing} is not on the current surface")]
+    #[error(
+        "event {seq} replaces span {start}..={end}, but seq {missing} is not on the current surface"
+    )]
     SpanNotOnSurface {
         /// The replacing event's seq.
         seq: Seq,
@@ -57,7 +59,9 @@ pub enum AppendError {
         missing: Seq,
     },
     /// Returned by `append` when a replace span's end comes before its start in surface order.
-    #[error("event {seq} replaces span {start}..={end}, but {end} comes before {start} on the surface")]
+    #[error(
+        "event {seq} replaces span {start}..={end}, but {end} comes before {start} on the surface"
+    )]
     SpanOutOfOrder {
         /// The replacing event's seq.
         seq: Seq,

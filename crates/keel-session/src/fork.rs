@@ -14,7 +14,10 @@ impl Session {
     /// inherited), with id `child_id`, origin `"fork"`, and a `session/end-seed` event.
     pub fn fork(&self, boundary: Seq, child_id: SessionId) -> Result<Session, ForkError> {
         if boundary.0 > self.len() {
-            return Err(ForkError::BeyondEnd { boundary, len: self.len() });
+            return Err(ForkError::BeyondEnd {
+                boundary,
+                len: self.len(),
+            });
         }
         let parent = self.header();
         let header = SessionHeader {

@@ -176,14 +176,22 @@ pub(crate) struct Tracker {
 
 impl Tracker {
     pub(crate) fn new(seed_length: Option<u64>) -> Tracker {
-        Tracker { seed_length, ..Tracker::default() }
+        Tracker {
+            seed_length,
+            ..Tracker::default()
+        }
     }
 
     fn in_step(&mut self, seq: Seq, type_name: &'static str, step: StepRef) -> bool {
         if self.state.open_step == Some(step) {
             true
         } else {
-            self.violations.push(InvariantViolation::OutsideStep { seq, type_name, step, open: self.state.open_step });
+            self.violations.push(InvariantViolation::OutsideStep {
+                seq,
+                type_name,
+                step,
+                open: self.state.open_step,
+            });
             false
         }
     }
@@ -198,7 +206,12 @@ impl Tracker {
         match &ev.body {
             EventBody::TurnStart(t) => {
                 if let Some(open) = self.state.open_turn {
-                    self.violations.push(InvariantViolation::TurnStartWhileOpen { seq, turn: t.turn, open });
+                    self.violations
+                        .push(InvariantViolation::TurnStartWhileOpen {
+                            seq,
+                            turn: t.turn,
+                            open,
+                        });
                 } else if t.turn <= self.state.last_turn {
                     self.violations.push(InvariantViolation::TurnNotIncreasing {
                         seq,
@@ -221,7 +234,12 @@ impl Tracker {
                     });
                 }
                 if let Some(step) = self.state.open_step {
-                    self.violations.push(InvariantViolation::TurnEndWithOpenStep { seq, turn: t.turn, step });
+                    self.violations
+                        .push(InvariantViolation::TurnEndWithOpenStep {
+                            seq,
+                            turn: t.turn,
+                            step,
+                        });
                 }
                 self.state.open_turn = None;
                 self.state.open_step = None;
@@ -238,7 +256,8 @@ impl Tracker {
                     None
                 };
                 if let Some(why) = why {
-                    self.violations.push(InvariantViolation::StepStartMisplaced { seq, step: *s, why });
+                    self.violations
+                        .push(InvariantViolation::StepStartMisplaced { seq, step: *s, why });
                 }
                 self.state.open_step = Some(*s);
                 self.last_step = self.last_step.max(s.step);
@@ -247,12 +266,25 @@ impl Tracker {
             }
             EventBody::StepEnd(s) => {
                 if self.state.open_step != Some(*s) {
-                    self.violations.push(InvariantViolation::StepEndMismatch { seq, step: *s, open: self.state.open_step });
+                    self.violations.push(InvariantViolation::StepEndMismatch {
+                        seq,
+                        step: *s,
+                        open: self.state.open_step,
+                    });
                 } else {
-                    let call_ids: Vec<String> =
-                        self.calls.iter().filter(|c| !c.answered).map(|c| c.id.clone()).collect();
+                    let call_ids: Vec<String> = self
+                        .calls
+                        .iter()
+                        .filter(|c| !c.answered)
+                        .map(|c| c.id.clone())
+                        .collect();
                     if !call_ids.is_empty() {
-                        self.violations.push(InvariantViolation::StepEndWithUnansweredCalls { seq, step: *s, call_ids });
+                        self.violations
+                            .push(InvariantViolation::StepEndWithUnansweredCalls {
+                                seq,
+                                step: *s,
+                                call_ids,
+                            });
                     }
                 }
                 self.state.open_step = None;
@@ -260,41 +292,72 @@ impl Tracker {
                 self.calls.clear();
             }
             EventBody::AssistantChunk(c) => self.observe_chunk(seq, c.turn, c.step),
-            EventBody::AssistantMessage(m) => {
-                if self.in_step(seq, "assistant/message", StepRef { turn: m.turn, step: m.step }) {
-                    self.assistant_seq = Some(seq);
-                    self.calls = m
-                        .message
-                        .tool_calls()
-                        .map(|c| PendingCall { id: c.id.clone(), name: c.name.clone(), started: None, answered: false })
-                        .collect();
-                }
+            EventBody::AssistantMessage(m)
+                if self.in_step(
+                    seq,
+                    "assistant/message",
+                    StepRef {
+                        turn: m.turn,
+                        step: m.step,
+                    },
+                ) =>
+            {
+                self.assistant_seq = Some(seq);
+                self.calls = m
+                    .message
+                    .tool_calls()
+                    .map(|c| PendingCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        started: None,
+                        answered: false,
+                    })
+                    .collect();
             }
-            EventBody::ToolCall(c) => {
-                if self.in_step(seq, "tool/call", StepRef { turn: c.turn, step: c.step }) {
-                    match self.calls.iter_mut().find(|p| p.id == c.call_id) {
-                        Some(p) => p.started = p.started.or(Some(seq)),
-                        None => self.violations.push(InvariantViolation::UnknownCall {
-                            seq,
-                            type_name: "tool/call",
-                            call_id: c.call_id.clone(),
-                        }),
-                    }
+            EventBody::ToolCall(c)
+                if self.in_step(
+                    seq,
+                    "tool/call",
+                    StepRef {
+                        turn: c.turn,
+                        step: c.step,
+                    },
+                ) =>
+            {
+                match self.calls.iter_mut().find(|p| p.id == c.call_id) {
+                    Some(p) => p.started = p.started.or(Some(seq)),
+                    None => self.violations.push(InvariantViolation::UnknownCall {
+                        seq,
+                        type_name: "tool/call",
+                        call_id: c.call_id.clone(),
+                    }),
                 }
             }
             EventBody::ToolResult(r) => {
                 if matches!(ev.surface_op, Some(SurfaceOp::Replace { .. })) {
                     return;
                 }
-                if !self.in_step(seq, "tool/result", StepRef { turn: r.turn, step: r.step }) {
+                if !self.in_step(
+                    seq,
+                    "tool/result",
+                    StepRef {
+                        turn: r.turn,
+                        step: r.step,
+                    },
+                ) {
                     return;
                 }
                 for block in &r.message.content {
-                    let ContentBlock::ToolResult(b) = block else { continue };
+                    let ContentBlock::ToolResult(b) = block else {
+                        continue;
+                    };
                     match self.calls.iter_mut().find(|p| p.id == b.tool_call_id) {
-                        Some(p) if p.answered => self
-                            .violations
-                            .push(InvariantViolation::DuplicateResult { seq, call_id: b.tool_call_id.clone() }),
+                        Some(p) if p.answered => {
+                            self.violations.push(InvariantViolation::DuplicateResult {
+                                seq,
+                                call_id: b.tool_call_id.clone(),
+                            })
+                        }
                         Some(p) => p.answered = true,
                         None => self.violations.push(InvariantViolation::UnknownCall {
                             seq,
@@ -304,12 +367,14 @@ impl Tracker {
                     }
                 }
             }
-            EventBody::SessionEndSeed(_) => {
-                // A fork of a fork inherits its parent's end-seed too: keep the one at our
-                // seed length if there is one, else the last seen.
-                if self.end_seed_at.map(|s| Some(s.0) != self.seed_length).unwrap_or(true) {
-                    self.end_seed_at = Some(seq);
-                }
+            // A fork of a fork inherits its parent's end-seed too: keep the one at our seed
+            // length if there is one, else the last seen.
+            EventBody::SessionEndSeed(_)
+                if self
+                    .end_seed_at
+                    .is_none_or(|s| Some(s.0) != self.seed_length) =>
+            {
+                self.end_seed_at = Some(seq);
             }
             _ => {}
         }
@@ -324,7 +389,10 @@ impl Tracker {
                 None => len <= seed_length,
             };
             if !ok {
-                out.push(InvariantViolation::EndSeedMisplaced { seed_length, found: self.end_seed_at });
+                out.push(InvariantViolation::EndSeedMisplaced {
+                    seed_length,
+                    found: self.end_seed_at,
+                });
             }
         }
         out

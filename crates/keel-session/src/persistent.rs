@@ -4,7 +4,9 @@
 use crate::error::{AppendError, RepairError};
 use crate::repair::RepairReport;
 use crate::session::Session;
-use crate::store::{FlushTicket, LoadError, LoadReport, SessionWriter, Store, StoreError, WriterOptions};
+use crate::store::{
+    FlushTicket, LoadError, LoadReport, SessionWriter, Store, StoreError, WriterOptions,
+};
 use crate::surface::DerivedMessage;
 use keel_protocol::{EventBody, Seq, SessionEvent, SurfaceOp};
 use std::path::Path;
@@ -32,17 +34,28 @@ pub struct PersistentSession {
 
 impl PersistentSession {
     /// Publish `session` (header and existing events) under `cwd`'s project and keep appending.
-    pub fn create(store: &Store, cwd: &Path, session: Session, options: WriterOptions) -> Result<Self, StoreError> {
+    pub fn create(
+        store: &Store,
+        cwd: &Path,
+        session: Session,
+        options: WriterOptions,
+    ) -> Result<Self, StoreError> {
         let writer = store.create(cwd, &session, options)?;
         Ok(PersistentSession { session, writer })
     }
 
     /// Cold resume: load the file at `path`, cut a torn tail, append crash-repair closers and
     /// flush them. Returns the session, what the loader found and what repair closed.
-    pub fn resume(path: &Path, options: WriterOptions) -> Result<(Self, LoadReport, RepairReport), PersistentError> {
+    pub fn resume(
+        path: &Path,
+        options: WriterOptions,
+    ) -> Result<(Self, LoadReport, RepairReport), PersistentError> {
         let loaded = Store::load(path)?;
         let writer = Store::open_for_append(path, &loaded.session, &loaded.report, options)?;
-        let mut this = PersistentSession { session: loaded.session, writer };
+        let mut this = PersistentSession {
+            session: loaded.session,
+            writer,
+        };
         let report = this.session.repair()?;
         for &seq in &report.appended {
             if let Some(ev) = this.session.event(seq) {
@@ -80,7 +93,12 @@ impl PersistentSession {
     }
 
     /// [`Session::push_surface`], then queue the event.
-    pub fn push_surface(&mut self, body: EventBody, op: SurfaceOp, sources: Vec<Seq>) -> Result<Seq, AppendError> {
+    pub fn push_surface(
+        &mut self,
+        body: EventBody,
+        op: SurfaceOp,
+        sources: Vec<Seq>,
+    ) -> Result<Seq, AppendError> {
         let ev = self.session.stamp(body, Some((op, sources)));
         let seq = ev.seq;
         self.append(ev)?;

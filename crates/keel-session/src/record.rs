@@ -7,7 +7,9 @@
 //! delta plus its text). Every other event is kept whole. [`Records`] maps a seq to its record by
 //! binary search and rebuilds `SessionEvent`s on demand.
 
-use keel_protocol::{AssistantChunk, EventBody, PackedKind, Seq, SessionEvent, StreamChunk, TimeMs};
+use keel_protocol::{
+    AssistantChunk, EventBody, PackedKind, Seq, SessionEvent, StreamChunk, TimeMs,
+};
 use std::borrow::Cow;
 
 /// A run of delta chunks of one block, standing for seqs `seq0 .. seq0 + len`.
@@ -48,19 +50,44 @@ impl<'a> Delta<'a> {
     /// The delta an event stands for, if it is a delta `assistant/chunk` that a run can hold
     /// (not ignorable, no surface fields).
     pub(crate) fn of_event(ev: &'a SessionEvent) -> Option<Delta<'a>> {
-        let EventBody::AssistantChunk(c) = &ev.body else { return None };
+        let EventBody::AssistantChunk(c) = &ev.body else {
+            return None;
+        };
         if ev.ignorable || ev.surface_op.is_some() || !ev.source_event_seqs.is_empty() {
             return None;
         }
         let (kind, index, id, name, text) = match &c.chunk {
-            StreamChunk::TextDelta { index, text } => (PackedKind::Text, *index, None, None, text.as_str()),
-            StreamChunk::ReasoningDelta { index, text } => (PackedKind::Reasoning, *index, None, None, text.as_str()),
-            StreamChunk::ToolCallDelta { index, id, name, arguments_delta } => {
-                (PackedKind::ToolCall, *index, id.as_deref(), name.as_deref(), arguments_delta.as_str())
+            StreamChunk::TextDelta { index, text } => {
+                (PackedKind::Text, *index, None, None, text.as_str())
             }
+            StreamChunk::ReasoningDelta { index, text } => {
+                (PackedKind::Reasoning, *index, None, None, text.as_str())
+            }
+            StreamChunk::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments_delta,
+            } => (
+                PackedKind::ToolCall,
+                *index,
+                id.as_deref(),
+                name.as_deref(),
+                arguments_delta.as_str(),
+            ),
             _ => return None,
         };
-        Some(Delta { kind, seq: ev.seq.0, time: ev.time, turn: c.turn, step: c.step, index, id, name, text })
+        Some(Delta {
+            kind,
+            seq: ev.seq.0,
+            time: ev.time,
+            turn: c.turn,
+            step: c.step,
+            index,
+            id,
+            name,
+            text,
+        })
     }
 }
 
@@ -97,7 +124,10 @@ impl ChunkRun {
             && d.index == self.index
             && d.id.is_none()
             && d.name.is_none();
-        let toff = d.time.checked_sub(self.time0).and_then(|t| u32::try_from(t).ok());
+        let toff = d
+            .time
+            .checked_sub(self.time0)
+            .and_then(|t| u32::try_from(t).ok());
         let new_len = self.text.len() + d.text.len();
         match (continues, toff, u32::try_from(new_len)) {
             (true, Some(toff), Ok(end)) => {
@@ -129,10 +159,16 @@ impl ChunkRun {
 
 impl Delta<'_> {
     /// The `assistant/chunk` event this delta stands for.
-    pub(crate) fn to_event(&self) -> SessionEvent {
+    pub(crate) fn as_event(&self) -> SessionEvent {
         let chunk = match self.kind {
-            PackedKind::Text => StreamChunk::TextDelta { index: self.index, text: self.text.to_owned() },
-            PackedKind::Reasoning => StreamChunk::ReasoningDelta { index: self.index, text: self.text.to_owned() },
+            PackedKind::Text => StreamChunk::TextDelta {
+                index: self.index,
+                text: self.text.to_owned(),
+            },
+            PackedKind::Reasoning => StreamChunk::ReasoningDelta {
+                index: self.index,
+                text: self.text.to_owned(),
+            },
             PackedKind::ToolCall => StreamChunk::ToolCallDelta {
                 index: self.index,
                 id: self.id.map(str::to_owned),
@@ -143,7 +179,11 @@ impl Delta<'_> {
         SessionEvent::new(
             Seq(self.seq),
             self.time,
-            EventBody::AssistantChunk(Box::new(AssistantChunk { turn: self.turn, step: self.step, chunk })),
+            EventBody::AssistantChunk(Box::new(AssistantChunk {
+                turn: self.turn,
+                step: self.step,
+                chunk,
+            })),
         )
     }
 }
@@ -203,7 +243,10 @@ impl Records {
         if seq >= self.len {
             return None;
         }
-        let i = self.recs.partition_point(|r| r.first_seq() <= seq).checked_sub(1)?;
+        let i = self
+            .recs
+            .partition_point(|r| r.first_seq() <= seq)
+            .checked_sub(1)?;
         let rec = &self.recs[i];
         Some((rec, (seq - rec.first_seq()) as usize))
     }
@@ -212,7 +255,7 @@ impl Records {
     pub(crate) fn get(&self, seq: u64) -> Option<Cow<'_, SessionEvent>> {
         match self.locate(seq)? {
             (Record::Event(e), _) => Some(Cow::Borrowed(e)),
-            (Record::Run(r), i) => Some(Cow::Owned(r.member(i).to_event())),
+            (Record::Run(r), i) => Some(Cow::Owned(r.member(i).as_event())),
         }
     }
 
@@ -231,17 +274,25 @@ impl Records {
 
     /// Every event in order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = Cow<'_, SessionEvent>> + '_ {
-        self.recs.iter().flat_map(|rec| -> Box<dyn Iterator<Item = Cow<'_, SessionEvent>> + '_> {
-            match rec {
-                Record::Event(e) => Box::new(std::iter::once(Cow::Borrowed(&**e))),
-                Record::Run(r) => Box::new((0..r.len()).map(move |i| Cow::Owned(r.member(i).to_event()))),
-            }
-        })
+        self.recs.iter().flat_map(
+            |rec| -> Box<dyn Iterator<Item = Cow<'_, SessionEvent>> + '_> {
+                match rec {
+                    Record::Event(e) => Box::new(std::iter::once(Cow::Borrowed(&**e))),
+                    Record::Run(r) => {
+                        Box::new((0..r.len()).map(move |i| Cow::Owned(r.member(i).as_event())))
+                    }
+                }
+            },
+        )
     }
 
     /// Approximate heap bytes held (for reports and benches).
     pub(crate) fn runs_and_events(&self) -> (usize, usize) {
-        let runs = self.recs.iter().filter(|r| matches!(r, Record::Run(_))).count();
+        let runs = self
+            .recs
+            .iter()
+            .filter(|r| matches!(r, Record::Run(_)))
+            .count();
         (runs, self.recs.len() - runs)
     }
 }

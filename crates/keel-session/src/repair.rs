@@ -9,8 +9,8 @@
 use crate::error::RepairError;
 use crate::session::{Session, now_ms};
 use keel_protocol::{
-    ContentBlock, EventBody, Message, MessageSource, Role, Seq, SessionEvent, StepRef, SurfaceOp, ToolErrorCode,
-    ToolResultBlock, ToolResultEvent, TurnEnd, TurnEndReason,
+    ContentBlock, EventBody, Message, MessageSource, Role, Seq, SessionEvent, StepRef, SurfaceOp,
+    ToolErrorCode, ToolResultBlock, ToolResultEvent, TurnEnd, TurnEndReason,
 };
 
 /// What [`Session::repair`] appended.
@@ -85,7 +85,11 @@ impl Session {
                 }));
                 let mut ev = SessionEvent::new(seq, time, body);
                 ev.surface_op = Some(SurfaceOp::Append);
-                ev.source_event_seqs = call.started.or(self.tracker.assistant_seq).into_iter().collect();
+                ev.source_event_seqs = call
+                    .started
+                    .or(self.tracker.assistant_seq)
+                    .into_iter()
+                    .collect();
                 out.push(ev);
                 seq = seq.next();
             }
@@ -97,7 +101,10 @@ impl Session {
             out.push(SessionEvent::new(
                 seq,
                 time,
-                EventBody::TurnEnd(TurnEnd { turn, reason: TurnEndReason::Interrupted }),
+                EventBody::TurnEnd(TurnEnd {
+                    turn,
+                    reason: TurnEndReason::Interrupted,
+                }),
             ));
             report.closed_turn = Some(turn);
         }

@@ -9,7 +9,9 @@ use crate::error::AppendError;
 use crate::invariants::{InvariantViolation, Tracker, TurnState};
 use crate::record::{Delta, Records};
 use crate::surface::{Derived, DerivedMessage, Surface};
-use keel_protocol::{ContentBlock, EventBody, Message, Seq, SessionEvent, SessionHeader, SurfaceOp, TimeMs};
+use keel_protocol::{
+    ContentBlock, EventBody, Message, Seq, SessionEvent, SessionHeader, SurfaceOp, TimeMs,
+};
 use std::borrow::Cow;
 
 /// Milliseconds since the Unix epoch, now.
@@ -134,14 +136,22 @@ impl Session {
     /// a replacement changed the surface generation.
     pub fn derive_messages(&mut self) -> &[DerivedMessage] {
         let records = &self.records;
-        self.derived.update(&self.surface, |seq| records.get_whole(seq.0).and_then(|e| e.body.surface_message()));
+        self.derived.update(&self.surface, |seq| {
+            records
+                .get_whole(seq.0)
+                .and_then(|e| e.body.surface_message())
+        });
         &self.derived.messages
     }
 
     /// Append a complete event after validating it (see [`AppendError`] for the rules).
     pub fn append(&mut self, event: SessionEvent) -> Result<(), AppendError> {
         if let Err(source) = serde_json::to_writer(std::io::sink(), &event) {
-            return Err(AppendError::NotJson { seq: event.seq, type_name: event.type_name().to_owned(), source });
+            return Err(AppendError::NotJson {
+                seq: event.seq,
+                type_name: event.type_name().to_owned(),
+                source,
+            });
         }
         self.append_parsed(event)
     }
@@ -171,7 +181,10 @@ impl Session {
     pub(crate) fn append_delta(&mut self, d: &Delta<'_>) -> Result<(), AppendError> {
         let expected = self.next_seq();
         if d.seq != expected.0 {
-            return Err(AppendError::SeqGap { expected, got: Seq(d.seq) });
+            return Err(AppendError::SeqGap {
+                expected,
+                got: Seq(d.seq),
+            });
         }
         self.tracker.observe_chunk(Seq(d.seq), d.turn, d.step);
         self.records.push_delta(d);
@@ -187,7 +200,12 @@ impl Session {
 
     /// Append a surface event (`user/message`, `assistant/message`, `tool/result`) with the
     /// next seq, the current time, `op` and the events it was formed from.
-    pub fn push_surface(&mut self, body: EventBody, op: SurfaceOp, sources: Vec<Seq>) -> Result<Seq, AppendError> {
+    pub fn push_surface(
+        &mut self,
+        body: EventBody,
+        op: SurfaceOp,
+        sources: Vec<Seq>,
+    ) -> Result<Seq, AppendError> {
         let seq = self.next_seq();
         let mut ev = SessionEvent::new(seq, now_ms(), body);
         ev.surface_op = Some(op);
@@ -225,19 +243,31 @@ impl Session {
             && !ev.ignorable
             && !o.is_known()
         {
-            return Err(AppendError::UnknownRequiredType { seq, type_name: o.type_name.clone() });
+            return Err(AppendError::UnknownRequiredType {
+                seq,
+                type_name: o.type_name.clone(),
+            });
         }
         let surface_type = ev.body.is_surface_eligible();
         match (surface_type, &ev.surface_op) {
             (false, None) => Ok(SurfaceEffect::None),
-            (false, Some(_)) => {
-                Err(AppendError::SurfaceOpOnNonSurface { seq, type_name: ev.type_name().to_owned() })
-            }
-            (true, None) => Err(AppendError::MissingSurfaceOp { seq, type_name: ev.type_name().to_owned() }),
+            (false, Some(_)) => Err(AppendError::SurfaceOpOnNonSurface {
+                seq,
+                type_name: ev.type_name().to_owned(),
+            }),
+            (true, None) => Err(AppendError::MissingSurfaceOp {
+                seq,
+                type_name: ev.type_name().to_owned(),
+            }),
             (true, Some(SurfaceOp::Append)) => Ok(SurfaceEffect::Append),
             (true, Some(SurfaceOp::Replace { start, end })) => {
                 let (start, end) = (*start, *end);
-                let missing = |m| AppendError::SpanNotOnSurface { seq, start, end, missing: m };
+                let missing = |m| AppendError::SpanNotOnSurface {
+                    seq,
+                    start,
+                    end,
+                    missing: m,
+                };
                 let from = self.surface.position(start).ok_or_else(|| missing(start))?;
                 let to = self.surface.position(end).ok_or_else(|| missing(end))?;
                 if to < from {
@@ -250,7 +280,11 @@ impl Session {
                 if let EventBody::ToolResult(new) = &ev.body {
                     let what = self.tool_result_replacement_defect(new, shadowed);
                     if let Some(what) = what {
-                        return Err(AppendError::ToolResultReplacement { seq, replaced: start, what });
+                        return Err(AppendError::ToolResultReplacement {
+                            seq,
+                            replaced: start,
+                            what,
+                        });
                     }
                 }
                 Ok(SurfaceEffect::Replace { from, to })
@@ -264,8 +298,11 @@ impl Session {
         new: &keel_protocol::ToolResultEvent,
         shadowed: &[Seq],
     ) -> Option<&'static str> {
-        let [only] = shadowed else { return Some("it shadows more than one node") };
-        let Some(EventBody::ToolResult(old)) = self.records.get_whole(only.0).map(|e| &e.body) else {
+        let [only] = shadowed else {
+            return Some("it shadows more than one node");
+        };
+        let Some(EventBody::ToolResult(old)) = self.records.get_whole(only.0).map(|e| &e.body)
+        else {
             return Some("the shadowed node is not a tool/result");
         };
         if (old.turn, old.step) != (new.turn, new.step) {

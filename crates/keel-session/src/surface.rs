@@ -65,7 +65,11 @@ impl Derived {
     /// Bring the derived messages up to date with `surface`; `message(seq)` looks up a node's
     /// message. Work is proportional to the nodes added since the last call unless a replace
     /// changed the generation, in which case everything is rebuilt.
-    pub(crate) fn update<'a>(&mut self, surface: &Surface, mut message: impl FnMut(Seq) -> Option<&'a Message>) {
+    pub(crate) fn update<'a>(
+        &mut self,
+        surface: &Surface,
+        mut message: impl FnMut(Seq) -> Option<&'a Message>,
+    ) {
         if surface.generation != self.generation || self.upto > surface.nodes.len() {
             self.messages.clear();
             self.upto = 0;
@@ -75,7 +79,10 @@ impl Derived {
             if let Some(m) = message(seq)
                 && !(m.role == Role::Assistant && m.is_empty())
             {
-                self.messages.push(DerivedMessage { seq, message: m.clone() });
+                self.messages.push(DerivedMessage {
+                    seq,
+                    message: m.clone(),
+                });
             }
         }
         self.upto = surface.nodes.len();

@@ -10,10 +10,10 @@ use crate::error::AppendError;
 use crate::session::Session;
 use crate::store::{Store, StoreError, WriterOptions};
 use keel_protocol::{
-    AssistantChunk, AssistantMessageEvent, BlockType, ContentBlock, EventBody, FinishReason, InboxSpliced,
-    InboxTarget, Message, MessageSource, RequestContext, Role, Seq, SessionEvent, SessionHeader, SessionId, StepRef,
-    StreamChunk, SurfaceOp, TokenUsage, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent, TurnEnd,
-    TurnEndReason, TurnStart,
+    AssistantChunk, AssistantMessageEvent, BlockType, ContentBlock, EventBody, FinishReason,
+    InboxSpliced, InboxTarget, Message, MessageSource, RequestContext, Role, Seq, SessionEvent,
+    SessionHeader, SessionId, StepRef, StreamChunk, SurfaceOp, TokenUsage, ToolCallBlock,
+    ToolCallEvent, ToolResultBlock, ToolResultEvent, TurnEnd, TurnEndReason, TurnStart,
 };
 use std::path::Path;
 
@@ -32,13 +32,19 @@ pub struct SynthOptions {
 
 impl Default for SynthOptions {
     fn default() -> Self {
-        SynthOptions { events: 10_000, seed: 7, steps_per_turn: 6, reasoning_deltas: 70 }
+        SynthOptions {
+            events: 10_000,
+            seed: 7,
+            steps_per_turn: 6,
+            reasoning_deltas: 90,
+        }
     }
 }
 
 const WORDS: &[&str] = &[
-    "the", "file", "function", "returns", "error", "value", "test", "I", "will", "read", "check", "fix", "config",
-    "because", "parser", "line", "then", "it", "should", "handle", "empty", "input", "module", "path", "and",
+    "the", "file", "function", "returns", "error", "value", "test", "I", "will", "read", "check",
+    "fix", "config", "because", "parser", "line", "then", "it", "should", "handle", "empty",
+    "input", "module", "path", "and",
 ];
 
 struct Rng(u64);
@@ -56,7 +62,11 @@ impl Rng {
     }
     fn token(&mut self) -> String {
         let w = WORDS[self.below(WORDS.len() as u64) as usize];
-        if self.below(8) == 0 { format!("{w}.") } else { format!(" {w}") }
+        if self.below(8) == 0 {
+            format!("{w}.")
+        } else {
+            format!(" {w}")
+        }
     }
 }
 
@@ -83,12 +93,34 @@ impl<E> Gen<'_, E> {
     }
 
     fn chunk(&mut self, s: StepRef, chunk: StreamChunk) -> Result<Seq, E> {
-        self.emit(EventBody::AssistantChunk(Box::new(AssistantChunk { turn: s.turn, step: s.step, chunk })), None)
+        self.emit(
+            EventBody::AssistantChunk(Box::new(AssistantChunk {
+                turn: s.turn,
+                step: s.step,
+                chunk,
+            })),
+            None,
+        )
     }
 
     /// One streamed block: start, `n` deltas, end. Returns the assembled block.
-    fn block(&mut self, s: StepRef, index: u32, kind: BlockType, n: u32, call: Option<(&str, &str)>) -> Result<ContentBlock, E> {
-        self.chunk(s, StreamChunk::BlockStart { index, block_type: kind, id: None, name: None })?;
+    fn block(
+        &mut self,
+        s: StepRef,
+        index: u32,
+        kind: BlockType,
+        n: u32,
+        call: Option<(&str, &str)>,
+    ) -> Result<ContentBlock, E> {
+        self.chunk(
+            s,
+            StreamChunk::BlockStart {
+                index,
+                block_type: kind,
+                id: None,
+                name: None,
+            },
+        )?;
         let mut text = String::new();
         for i in 0..n {
             let t = match kind {
@@ -110,9 +142,11 @@ impl<E> Gen<'_, E> {
             self.chunk(s, chunk)?;
         }
         let block = match (kind, call) {
-            (BlockType::ToolCall, Some((id, name))) => {
-                ContentBlock::ToolCall(ToolCallBlock { id: id.to_owned(), name: name.to_owned(), arguments: text })
-            }
+            (BlockType::ToolCall, Some((id, name))) => ContentBlock::ToolCall(ToolCallBlock {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                arguments: text,
+            }),
             (BlockType::Reasoning, _) => ContentBlock::Reasoning { text },
             _ => ContentBlock::Text { text },
         };
@@ -123,7 +157,10 @@ impl<E> Gen<'_, E> {
         self.emit(EventBody::StepStart(s), None)?;
         if let Some(p) = prompt {
             let m = Message::user_text(p, MessageSource::user(), format!("u-{}", self.seq));
-            self.emit(EventBody::UserMessage(Box::new(m)), Some((SurfaceOp::Append, Vec::new())))?;
+            self.emit(
+                EventBody::UserMessage(Box::new(m)),
+                Some((SurfaceOp::Append, Vec::new())),
+            )?;
             let ctx = RequestContext {
                 provider: "deepseek".into(),
                 model: "deepseek-chat".into(),
@@ -140,12 +177,32 @@ impl<E> Gen<'_, E> {
         let call_id = format!("call_{}_{}", s.turn, s.step);
         if !last {
             let args_n = n(30, &mut self.rng);
-            content.push(self.block(s, 2, BlockType::ToolCall, args_n.max(2), Some((&call_id, "bash")))?);
+            content.push(self.block(
+                s,
+                2,
+                BlockType::ToolCall,
+                args_n.max(2),
+                Some((&call_id, "bash")),
+            )?);
         }
-        let usage = TokenUsage { input_tokens: 900, output_tokens: 150, cache_read_tokens: 8000, reasoning_tokens: 0 };
+        let usage = TokenUsage {
+            input_tokens: 900,
+            output_tokens: 150,
+            cache_read_tokens: 8000,
+            reasoning_tokens: 0,
+        };
         self.chunk(s, StreamChunk::Usage { usage })?;
-        let finish = if last { FinishReason::Stop } else { FinishReason::ToolCalls };
-        self.chunk(s, StreamChunk::Finish { reason: finish.clone() })?;
+        let finish = if last {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        };
+        self.chunk(
+            s,
+            StreamChunk::Finish {
+                reason: finish.clone(),
+            },
+        )?;
         let message = Message {
             role: Role::Assistant,
             content,
@@ -153,10 +210,26 @@ impl<E> Gen<'_, E> {
             id: format!("a-{}", self.seq),
         };
         let args = message.tool_calls().next().map(|c| c.arguments.clone());
-        let am = AssistantMessageEvent { turn: s.turn, step: s.step, message, usage: Some(usage), finish: Some(finish), interrupted: false };
-        self.emit(EventBody::AssistantMessage(Box::new(am)), Some((SurfaceOp::Append, Vec::new())))?;
+        let am = AssistantMessageEvent {
+            turn: s.turn,
+            step: s.step,
+            message,
+            usage: Some(usage),
+            finish: Some(finish),
+            interrupted: false,
+        };
+        self.emit(
+            EventBody::AssistantMessage(Box::new(am)),
+            Some((SurfaceOp::Append, Vec::new())),
+        )?;
         if let Some(arguments) = args {
-            let call = ToolCallEvent { turn: s.turn, step: s.step, call_id: call_id.clone(), name: "bash".into(), arguments };
+            let call = ToolCallEvent {
+                turn: s.turn,
+                step: s.step,
+                call_id: call_id.clone(),
+                name: "bash".into(),
+                arguments,
+            };
             let call_seq = self.emit(EventBody::ToolCall(Box::new(call)), None)?;
             let mut out = String::new();
             for _ in 0..(20 + self.rng.below(40)) {
@@ -175,8 +248,16 @@ impl<E> Gen<'_, E> {
                 source: MessageSource::tool(call_id),
                 id: format!("r-{}", self.seq),
             };
-            let ev = ToolResultEvent { turn: s.turn, step: s.step, message: result, meta: None };
-            self.emit(EventBody::ToolResult(Box::new(ev)), Some((SurfaceOp::Append, vec![call_seq])))?;
+            let ev = ToolResultEvent {
+                turn: s.turn,
+                step: s.step,
+                message: result,
+                meta: None,
+            };
+            self.emit(
+                EventBody::ToolResult(Box::new(ev)),
+                Some((SurfaceOp::Append, vec![call_seq])),
+            )?;
         }
         self.emit(EventBody::StepEnd(s), None)?;
         Ok(())
@@ -185,25 +266,65 @@ impl<E> Gen<'_, E> {
 
 /// A header for a synthetic session.
 pub fn header() -> SessionHeader {
-    SessionHeader::new(SessionId("session-synthetic".into()), 1_800_000_000_000, Some("/home/user/project".into()))
+    SessionHeader::new(
+        SessionId("session-synthetic".into()),
+        1_800_000_000_000,
+        Some("/home/user/project".into()),
+    )
 }
 
 /// Generate events into `sink` until `options.events` is reached at a turn boundary.
-pub fn generate_into<E>(options: &SynthOptions, sink: &mut dyn FnMut(SessionEvent) -> Result<(), E>) -> Result<u64, E> {
-    let mut g = Gen { rng: Rng(options.seed | 1), seq: 0, time: 1_800_000_000_000, reasoning: options.reasoning_deltas, sink };
+pub fn generate_into<E>(
+    options: &SynthOptions,
+    sink: &mut dyn FnMut(SessionEvent) -> Result<(), E>,
+) -> Result<u64, E> {
+    let mut g = Gen {
+        rng: Rng(options.seed | 1),
+        seq: 0,
+        time: 1_800_000_000_000,
+        reasoning: options.reasoning_deltas,
+        sink,
+    };
     let mut turn = 0;
     while g.seq < options.events {
         turn += 1;
-        let prompt = format!("Task {turn}: fix the failing test in module {turn} and explain the cause.");
+        let prompt =
+            format!("Task {turn}: fix the failing test in module {turn} and explain the cause.");
         let m = Message::user_text(prompt.clone(), MessageSource::user(), format!("p-{turn}"));
-        g.emit(EventBody::InboxSpliced(Box::new(InboxSpliced { target: InboxTarget::NextTurn, start: 0, removed_count: 0, inserted: vec![m] })), None)?;
+        g.emit(
+            EventBody::InboxSpliced(Box::new(InboxSpliced {
+                target: InboxTarget::NextTurn,
+                start: 0,
+                removed_count: 0,
+                inserted: vec![m],
+            })),
+            None,
+        )?;
         g.emit(EventBody::TurnStart(TurnStart { turn }), None)?;
-        g.emit(EventBody::InboxSpliced(Box::new(InboxSpliced { target: InboxTarget::NextTurn, start: 0, removed_count: 1, inserted: vec![] })), None)?;
+        g.emit(
+            EventBody::InboxSpliced(Box::new(InboxSpliced {
+                target: InboxTarget::NextTurn,
+                start: 0,
+                removed_count: 1,
+                inserted: vec![],
+            })),
+            None,
+        )?;
         for step in 1..=options.steps_per_turn.max(1) {
             let last = step == options.steps_per_turn.max(1);
-            g.step(StepRef { turn, step }, last, (step == 1).then_some(prompt.as_str()))?;
+            g.step(
+                StepRef { turn, step },
+                last,
+                (step == 1).then_some(prompt.as_str()),
+            )?;
         }
-        g.emit(EventBody::TurnEnd(TurnEnd { turn, reason: TurnEndReason::Completed }), None)?;
+        g.emit(
+            EventBody::TurnEnd(TurnEnd {
+                turn,
+                reason: TurnEndReason::Completed,
+            }),
+            None,
+        )?;
     }
     Ok(g.seq)
 }
@@ -217,15 +338,30 @@ pub fn generate(options: &SynthOptions) -> Result<Session, AppendError> {
 
 /// Write a synthetic session file at `path` (`.zst` for zstd) through a [`crate::SessionWriter`],
 /// flushing every `flush_every` events; returns the number of events written.
-pub fn write_file(path: &Path, options: &SynthOptions, flush_every: u64) -> Result<u64, StoreError> {
+pub fn write_file(
+    path: &Path,
+    options: &SynthOptions,
+    flush_every: u64,
+) -> Result<u64, StoreError> {
     let format = crate::store::Format::of_path(path);
     let session = Session::new(header());
-    let writer = Store::create_at(path, &session, WriterOptions { format, ..WriterOptions::default() })?;
+    let writer = Store::create_at(
+        path,
+        &session,
+        WriterOptions {
+            format,
+            ..WriterOptions::default()
+        },
+    )?;
     let mut n = 0u64;
     let r: Result<u64, StoreError> = generate_into(options, &mut |ev| {
         writer.enqueue_owned(ev);
         n += 1;
-        if n % flush_every.max(1) == 0 { writer.flush() } else { Ok(()) }
+        if n.is_multiple_of(flush_every.max(1)) {
+            writer.flush()
+        } else {
+            Ok(())
+        }
     });
     let total = r?;
     writer.close()?;

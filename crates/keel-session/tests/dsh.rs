@@ -1,6 +1,8 @@
 //! keel reads the real DeepSeek Harness logs: plain and zstd, validates them, derives the
 //! messages dsh sent, and crash-repairs the interrupted one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::testdata;
 use keel_protocol::*;
@@ -15,7 +17,9 @@ fn load(dir: &str, file: &str) -> keel_session::Loaded {
 
 /// Every event, as JSON values (chunks rebuilt from compact storage).
 fn values(s: &keel_session::Session) -> Vec<Value> {
-    s.events().map(|e| serde_json::to_value(&*e).unwrap()).collect()
+    s.events()
+        .map(|e| serde_json::to_value(&*e).unwrap())
+        .collect()
 }
 
 /// The events a file stands for, expanding packed rows (independent of keel-session).
@@ -25,7 +29,9 @@ fn expected_events(dir: &str) -> Vec<Value> {
     for line in text.lines().skip(1) {
         match LogRecord::parse(line).unwrap() {
             LogRecord::Event(e) => out.push(serde_json::to_value(&e).unwrap()),
-            LogRecord::Packed(p) => out.extend(p.expand().map(|e| serde_json::to_value(&e).unwrap())),
+            LogRecord::Packed(p) => {
+                out.extend(p.expand().map(|e| serde_json::to_value(&e).unwrap()))
+            }
             LogRecord::Header(_) => panic!("second header"),
         }
     }
@@ -57,7 +63,14 @@ fn wire(m: &Message) -> Vec<Value> {
     let mut out = vec![];
     match m.role {
         Role::Assistant => {
-            let reasoning: String = m.content.iter().filter_map(|b| match b { ContentBlock::Reasoning { text } => Some(text.as_str()), _ => None }).collect();
+            let reasoning: String = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Reasoning { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
             let mut v = json!({"role": "assistant", "content": m.text()});
             if !reasoning.is_empty() {
                 v["reasoning_content"] = json!(reasoning);
@@ -70,7 +83,9 @@ fn wire(m: &Message) -> Vec<Value> {
         }
         Role::User if m.tool_results().next().is_some() => {
             for r in m.tool_results() {
-                out.push(json!({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text()}));
+                out.push(
+                    json!({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text()}),
+                );
             }
         }
         Role::User => out.push(json!({"role": "user", "content": m.text()})),
@@ -80,7 +95,13 @@ fn wire(m: &Message) -> Vec<Value> {
 
 fn project(v: &Value) -> Value {
     let mut o = serde_json::Map::new();
-    for k in ["role", "content", "reasoning_content", "tool_calls", "tool_call_id"] {
+    for k in [
+        "role",
+        "content",
+        "reasoning_content",
+        "tool_calls",
+        "tool_call_id",
+    ] {
         if let Some(x) = v.get(k) {
             o.insert(k.into(), x.clone());
         }
@@ -90,14 +111,26 @@ fn project(v: &Value) -> Value {
 
 fn check_against_requests(dir: &str, file: &str) {
     let mut loaded = load(dir, file);
-    let derived: Vec<Value> = loaded.session.derive_messages().iter().flat_map(|d| wire(&d.message)).collect();
+    let derived: Vec<Value> = loaded
+        .session
+        .derive_messages()
+        .iter()
+        .flat_map(|d| wire(&d.message))
+        .collect();
     let reqs: Vec<Value> = std::fs::read_to_string(testdata().join(dir).join("requests.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let last = reqs.iter().rev().find(|r| r["body"].get("tools").is_some()).unwrap();
-    let sent: Vec<Value> = last["body"]["messages"].as_array().unwrap()[1..].iter().map(project).collect();
+    let last = reqs
+        .iter()
+        .rev()
+        .find(|r| r["body"].get("tools").is_some())
+        .unwrap();
+    let sent: Vec<Value> = last["body"]["messages"].as_array().unwrap()[1..]
+        .iter()
+        .map(project)
+        .collect();
     assert!(sent.len() >= 4, "{dir}: {} messages", sent.len());
     // The session continues after the last request (the final answer): the request is a prefix.
     assert!(derived.len() > sent.len(), "{dir}");
@@ -114,13 +147,24 @@ fn derived_messages_match_what_dsh_sent() {
 #[test]
 fn every_request_is_a_prefix_of_the_derived_history() {
     let mut loaded = load("multi-step", "session.plain.jsonl");
-    let derived: Vec<Value> = loaded.session.derive_messages().iter().flat_map(|d| wire(&d.message)).collect();
-    for line in std::fs::read_to_string(testdata().join("multi-step/requests.jsonl")).unwrap().lines() {
+    let derived: Vec<Value> = loaded
+        .session
+        .derive_messages()
+        .iter()
+        .flat_map(|d| wire(&d.message))
+        .collect();
+    for line in std::fs::read_to_string(testdata().join("multi-step/requests.jsonl"))
+        .unwrap()
+        .lines()
+    {
         let r: Value = serde_json::from_str(line).unwrap();
         if r["body"].get("tools").is_none() {
             continue; // the title request
         }
-        let sent: Vec<Value> = r["body"]["messages"].as_array().unwrap()[1..].iter().map(project).collect();
+        let sent: Vec<Value> = r["body"]["messages"].as_array().unwrap()[1..]
+            .iter()
+            .map(project)
+            .collect();
         assert_eq!(&derived[..sent.len()], &sent[..]);
     }
 }
@@ -143,22 +187,37 @@ fn interrupted_session_repairs_with_outcome_unknown_then_step_end_then_turn_end(
         let types: Vec<String> = plan.iter().map(|e| e.type_name().to_owned()).collect();
         assert_eq!(types, ["tool/result", "step/end", "turn/end"]);
         let result = s.event(Seq(35)).unwrap().into_owned();
-        assert_eq!(result.source_event_seqs, vec![Seq(33)], "cites the tool/call");
-        let EventBody::ToolResult(r) = &result.body else { panic!() };
+        assert_eq!(
+            result.source_event_seqs,
+            vec![Seq(33)],
+            "cites the tool/call"
+        );
+        let EventBody::ToolResult(r) = &result.body else {
+            panic!()
+        };
         assert_eq!(r.meta, Some(json!({"code": "TOOL_OUTCOME_UNKNOWN"})));
         let block = r.message.tool_results().next().unwrap();
         assert!(block.is_error);
         assert_eq!(block.tool_call_id, "call_mock_1_0");
         assert!(block.text().contains("outcome is"), "{}", block.text());
-        let EventBody::TurnEnd(end) = &s.event(Seq(37)).unwrap().body else { panic!() };
+        let EventBody::TurnEnd(end) = &s.event(Seq(37)).unwrap().body else {
+            panic!()
+        };
         assert_eq!(end.reason, TurnEndReason::Interrupted);
         assert_eq!(s.check_invariants(), Ok(()));
         assert_eq!(s.turn_state().open_turn, None);
         assert!(s.repair().unwrap().is_noop());
         // Every tool call in the derived history is followed by its result.
-        let msgs: Vec<_> = s.derive_messages().iter().map(|d| d.message.clone()).collect();
+        let msgs: Vec<_> = s
+            .derive_messages()
+            .iter()
+            .map(|d| d.message.clone())
+            .collect();
         let last = msgs.last().unwrap();
-        assert_eq!(last.tool_results().next().unwrap().tool_call_id, "call_mock_1_0");
+        assert_eq!(
+            last.tool_results().next().unwrap().tool_call_id,
+            "call_mock_1_0"
+        );
     }
 }
 
@@ -168,7 +227,10 @@ fn compaction_prune_replaces_the_tool_result_on_the_surface() {
     let s = &mut loaded.session;
     assert_eq!(s.surface().generation(), 1);
     let nodes = s.surface().nodes().to_vec();
-    assert!(nodes.contains(&Seq(36)) && !nodes.contains(&Seq(33)), "{nodes:?}");
+    assert!(
+        nodes.contains(&Seq(36)) && !nodes.contains(&Seq(33)),
+        "{nodes:?}"
+    );
     assert_eq!(nodes[..4], [Seq(7), Seq(8), Seq(30), Seq(36)]);
     let derived = s.derive_messages();
     assert_eq!(derived[3].seq, Seq(36));

@@ -2,6 +2,8 @@
 //! at every byte of the last batch, random damage earlier, random bytes, unknown types,
 //! versions, resume with repair, list and resolve.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::{B, header};
 use keel_protocol::*;
@@ -11,7 +13,9 @@ use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
 
 fn values(s: &Session) -> Vec<serde_json::Value> {
-    s.events().map(|e| serde_json::to_value(&*e).unwrap()).collect()
+    s.events()
+        .map(|e| serde_json::to_value(&*e).unwrap())
+        .collect()
 }
 
 /// Two full turns written in two durable batches; returns the file and the byte length after
@@ -19,9 +23,16 @@ fn values(s: &Session) -> Vec<serde_json::Value> {
 fn two_batches(dir: &Path, format: Format) -> (PathBuf, u64, Session) {
     let mut b = B::new();
     b.full_turn(1);
-    let name = if format == Format::Zstd { "session.jsonl.zst" } else { "session.jsonl" };
+    let name = if format == Format::Zstd {
+        "session.jsonl.zst"
+    } else {
+        "session.jsonl"
+    };
     let path = dir.join("s").join(name);
-    let opts = WriterOptions { format, ..WriterOptions::default() };
+    let opts = WriterOptions {
+        format,
+        ..WriterOptions::default()
+    };
     let w = Store::create_at(&path, &b.s, opts).unwrap();
     let first = std::fs::metadata(&path).unwrap().len();
     let before = b.s.len();
@@ -53,7 +64,10 @@ fn deltas_are_written_as_packed_rows() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _, _) = two_batches(dir.path(), Format::Plain);
     let text = std::fs::read_to_string(path).unwrap();
-    assert!(text.contains("{\"type\":\"text-chunks\",\"seq0\":"), "{text}");
+    assert!(
+        text.contains("{\"type\":\"text-chunks\",\"seq0\":"),
+        "{text}"
+    );
     for line in text.lines().skip(1) {
         LogRecord::parse(line).unwrap();
     }
@@ -64,7 +78,10 @@ fn create_never_clobbers() {
     let dir = tempfile::tempdir().unwrap();
     let s = Session::new(header("session-x"));
     let path = dir.path().join("session.jsonl");
-    Store::create_at(&path, &s, WriterOptions::default()).unwrap().close().unwrap();
+    Store::create_at(&path, &s, WriterOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
     let e = Store::create_at(&path, &s, WriterOptions::default()).unwrap_err();
     assert!(matches!(e, StoreError::Exists { .. }), "{e}");
 }
@@ -86,14 +103,21 @@ fn check_prefix(full: &Path, len: u64, first_batch: u64, full_session: &Session)
             if len == bytes.len() as u64 {
                 assert_eq!(l.report.torn, None);
             } else if len >= first_batch {
-                assert!(l.session.len() >= 14, "the first batch is committed: {}", l.session.len());
+                assert!(
+                    l.session.len() >= 14,
+                    "the first batch is committed: {}",
+                    l.session.len()
+                );
             }
             if l.report.torn.is_none() {
                 assert_eq!(l.report.valid_len, len);
             }
         }
         Err(e) => {
-            assert!(len < first_batch, "cut at {len} >= first batch {first_batch}: {e}");
+            assert!(
+                len < first_batch,
+                "cut at {len} >= first batch {first_batch}: {e}"
+            );
             assert!(matches!(e, LoadError::Header { .. }), "{e}");
         }
     }
@@ -123,10 +147,12 @@ fn resume_cuts_a_torn_tail_repairs_and_appends() {
         // Open a third turn, crash mid-step with a half-written record.
         let loaded = Store::load(&path).unwrap();
         let mut s = loaded.session;
-        let w = Store::open_for_append(&path, &s, &loaded.report, WriterOptions::default()).unwrap();
+        let w =
+            Store::open_for_append(&path, &s, &loaded.report, WriterOptions::default()).unwrap();
         let start = s.len();
         s.push(EventBody::TurnStart(TurnStart { turn: 3 })).unwrap();
-        s.push(EventBody::StepStart(StepRef { turn: 3, step: 1 })).unwrap();
+        s.push(EventBody::StepStart(StepRef { turn: 3, step: 1 }))
+            .unwrap();
         let mut b = B { s };
         b.assistant(3, 1, "", &[("k1", "bash"), ("k2", "read")]);
         b.tool_call(3, 1, "k1");
@@ -134,22 +160,35 @@ fn resume_cuts_a_torn_tail_repairs_and_appends() {
             w.enqueue(&b.s.event(Seq(seq)).unwrap());
         }
         w.close().unwrap();
-        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         std::io::Write::write_all(&mut f, b"{\"type\":\"tool/res").unwrap();
         drop(f);
-        let (mut ps, report, repair) = PersistentSession::resume(&path, WriterOptions::default()).unwrap();
+        let (mut ps, report, repair) =
+            PersistentSession::resume(&path, WriterOptions::default()).unwrap();
         assert!(report.torn.is_some(), "{report:?}");
         assert_eq!(repair.outcome_unknown, vec!["k1".to_owned()]);
         assert_eq!(repair.not_started, vec!["k2".to_owned()]);
         assert_eq!(repair.closed_turn, Some(3));
-        ps.push(EventBody::TurnStart(TurnStart { turn: 4 })).unwrap();
+        ps.push(EventBody::TurnStart(TurnStart { turn: 4 }))
+            .unwrap();
         let s = ps.close().unwrap();
         let again = Store::load(&path).unwrap();
-        assert_eq!(again.report.torn, None, "the torn bytes were cut before appending");
+        assert_eq!(
+            again.report.torn, None,
+            "the torn bytes were cut before appending"
+        );
         assert_eq!(values(&again.session), values(&s));
         assert_eq!(again.session.check_invariants(), Ok(()));
-        let EventBody::ToolResult(r) = &again.session.event(Seq(start + 5)).unwrap().body else { panic!() };
-        assert_eq!(r.meta, Some(serde_json::json!({"code": "TOOL_NOT_STARTED"})));
+        let EventBody::ToolResult(r) = &again.session.event(Seq(start + 5)).unwrap().body else {
+            panic!()
+        };
+        assert_eq!(
+            r.meta,
+            Some(serde_json::json!({"code": "TOOL_NOT_STARTED"}))
+        );
     }
 }
 
@@ -162,11 +201,21 @@ fn damage_before_the_last_turn_end_is_corruption_naming_file_line_and_seq() {
     lines[5] = "{\"type\":\"step/end\",\"seq\":4,\"time\":1,\"data\":{\"turn\":1".into();
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     let e = Store::load(&path).unwrap_err();
-    let LoadError::Corrupt { line, seq, path: p, .. } = &e else { panic!("{e}") };
+    let LoadError::Corrupt {
+        line, seq, path: p, ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
     assert_eq!(*line, 6);
     assert_eq!(*p, path);
     let msg = e.to_string();
-    assert!(msg.contains("line 6") && msg.contains("session.jsonl") && msg.contains(&format!("seq {seq}")), "{msg}");
+    assert!(
+        msg.contains("line 6")
+            && msg.contains("session.jsonl")
+            && msg.contains(&format!("seq {seq}")),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -187,9 +236,16 @@ fn unknown_required_type_refuses_and_ignorable_loads() {
     let dir = tempfile::tempdir().unwrap();
     let h = serde_json::to_string(&header("session-u")).unwrap();
     let p = dir.path().join("session.jsonl");
-    std::fs::write(&p, format!("{h}\n{{\"type\":\"future/thing\",\"seq\":0,\"time\":1,\"data\":{{}}}}\n")).unwrap();
+    std::fs::write(
+        &p,
+        format!("{h}\n{{\"type\":\"future/thing\",\"seq\":0,\"time\":1,\"data\":{{}}}}\n"),
+    )
+    .unwrap();
     let e = Store::load(&p).unwrap_err();
-    assert!(matches!(&e, LoadError::UnknownEventType { type_name, line: 2, .. } if type_name == "future/thing"), "{e}");
+    assert!(
+        matches!(&e, LoadError::UnknownEventType { type_name, line: 2, .. } if type_name == "future/thing"),
+        "{e}"
+    );
     assert!(e.to_string().contains("future/thing"));
     std::fs::write(&p, format!("{h}\n{{\"type\":\"future/thing\",\"seq\":0,\"time\":1,\"data\":{{}},\"ignorable\":true}}\n")).unwrap();
     assert_eq!(Store::load(&p).unwrap().session.len(), 1);
@@ -199,8 +255,15 @@ fn unknown_required_type_refuses_and_ignorable_loads() {
 fn foreign_version_is_its_own_error() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("session.jsonl");
-    std::fs::write(&p, "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"createdAt\":1}\n").unwrap();
-    assert!(matches!(Store::load(&p), Err(LoadError::Version { found: 3, .. })));
+    std::fs::write(
+        &p,
+        "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"createdAt\":1}\n",
+    )
+    .unwrap();
+    assert!(matches!(
+        Store::load(&p),
+        Err(LoadError::Version { found: 3, .. })
+    ));
 }
 
 #[test]
@@ -251,7 +314,11 @@ fn random_bytes_never_panic() {
         for name in ["session.jsonl", "session.jsonl.zst"] {
             let p = dir.path().join(format!("r{i}")).join(name);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            let data = if name.ends_with("zst") { zstd::encode_all(&bytes[..], 1).unwrap() } else { bytes.clone() };
+            let data = if name.ends_with("zst") {
+                zstd::encode_all(&bytes[..], 1).unwrap()
+            } else {
+                bytes.clone()
+            };
             std::fs::write(&p, &data).unwrap();
             let _ = Store::load(&p);
             std::fs::write(&p, &bytes).unwrap();
@@ -262,16 +329,37 @@ fn random_bytes_never_panic() {
 
 #[test]
 fn project_key_list_and_resolve() {
-    assert_eq!(Store::project_key(Path::new("/home/user/project")), "--home-user-project--");
-    assert_eq!(Store::project_key(Path::new("/a b/c:d.e_f")), "--a-b-c-d.e_f--");
+    assert_eq!(
+        Store::project_key(Path::new("/home/user/project")),
+        "--home-user-project--"
+    );
+    assert_eq!(
+        Store::project_key(Path::new("/a b/c:d.e_f")),
+        "--a-b-c-d.e_f--"
+    );
     let home = tempfile::tempdir().unwrap();
     let store = Store::new(home.path().to_owned());
     let cwd = Path::new("/home/user/project");
     let mut ids = vec![];
     for (i, format) in [Format::Plain, Format::Zstd].into_iter().enumerate() {
-        let mut b = B { s: Session::new(SessionHeader::new(SessionId(format!("session-ab{i}")), 1, Some(cwd.display().to_string()))) };
+        let mut b = B {
+            s: Session::new(SessionHeader::new(
+                SessionId(format!("session-ab{i}")),
+                1,
+                Some(cwd.display().to_string()),
+            )),
+        };
         b.full_turn(1);
-        let w = store.create(cwd, &b.s, WriterOptions { format, ..WriterOptions::default() }).unwrap();
+        let w = store
+            .create(
+                cwd,
+                &b.s,
+                WriterOptions {
+                    format,
+                    ..WriterOptions::default()
+                },
+            )
+            .unwrap();
         w.close().unwrap();
         ids.push(b.s.header().id.to_string());
     }
@@ -286,11 +374,26 @@ fn project_key_list_and_resolve() {
     assert!(list.iter().any(|s| s.compressed));
     assert_eq!(store.list(None).len(), 2);
     assert!(store.list(Some(Path::new("/elsewhere"))).is_empty());
-    assert_eq!(store.resolve("session-ab0", cwd).unwrap(), dir.join("session.jsonl"));
-    assert_eq!(store.resolve("session-ab1", Path::new("/x")).unwrap(), store.session_dir(cwd, &ids[1]).join("session.jsonl.zst"));
-    assert!(matches!(store.resolve("session-ab", cwd), Err(StoreError::Ambiguous { .. })));
-    assert!(matches!(store.resolve("nope", cwd), Err(StoreError::NotFound { .. })));
-    assert_eq!(store.resolve(dir.to_str().unwrap(), cwd).unwrap(), dir.join("session.jsonl"));
+    assert_eq!(
+        store.resolve("session-ab0", cwd).unwrap(),
+        dir.join("session.jsonl")
+    );
+    assert_eq!(
+        store.resolve("session-ab1", Path::new("/x")).unwrap(),
+        store.session_dir(cwd, &ids[1]).join("session.jsonl.zst")
+    );
+    assert!(matches!(
+        store.resolve("session-ab", cwd),
+        Err(StoreError::Ambiguous { .. })
+    ));
+    assert!(matches!(
+        store.resolve("nope", cwd),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert_eq!(
+        store.resolve(dir.to_str().unwrap(), cwd).unwrap(),
+        dir.join("session.jsonl")
+    );
 }
 
 #[test]
@@ -298,9 +401,16 @@ fn writer_errors_surface_on_flush_and_stay() {
     let full = Path::new("/dev/full");
     let f = std::fs::OpenOptions::new().append(true).open(full).unwrap();
     let w = SessionWriter::from_file(f, full.to_owned(), WriterOptions::default()).unwrap();
-    w.enqueue(&SessionEvent::new(Seq(0), 1, EventBody::TurnStart(TurnStart { turn: 1 })));
+    w.enqueue(&SessionEvent::new(
+        Seq(0),
+        1,
+        EventBody::TurnStart(TurnStart { turn: 1 }),
+    ));
     let e = w.flush().unwrap_err();
-    assert!(matches!(&e, StoreError::Io { path, .. } if path == full), "{e}");
+    assert!(
+        matches!(&e, StoreError::Io { path, .. } if path == full),
+        "{e}"
+    );
     assert!(e.to_string().contains("/dev/full"));
     // Sticky: a later flush with nothing new still reports it.
     assert!(w.flush().is_err());

@@ -1,6 +1,8 @@
 //! Property test: the surface fold and incremental derive agree with a simple reference model
 //! under random sequences of appends, replacements, deltas, refused replacements and derives.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::header;
 use keel_protocol::*;
@@ -31,7 +33,11 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn user(text: String) -> EventBody {
-    EventBody::UserMessage(Box::new(Message::user_text(text, MessageSource::user(), "id")))
+    EventBody::UserMessage(Box::new(Message::user_text(
+        text,
+        MessageSource::user(),
+        "id",
+    )))
 }
 
 proptest! {

@@ -19,7 +19,11 @@ pub(crate) struct EncodeError {
 }
 
 /// Append the lines for `records` to `out`, skipping events before `from`.
-pub(crate) fn encode_records(records: &[Record], from: u64, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+pub(crate) fn encode_records(
+    records: &[Record],
+    from: u64,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
     for rec in records {
         match rec {
             Record::Event(e) => {
@@ -33,9 +37,12 @@ pub(crate) fn encode_records(records: &[Record], from: u64, out: &mut Vec<u8>) -
                 while i < run.len() {
                     let to = (i + MAX_ROW).min(run.len());
                     if to - i == 1 {
-                        encode_event(&run.member(i).to_event(), out)?;
+                        encode_event(&run.member(i).as_event(), out)?;
                     } else {
-                        encode_row(run, i, to, out).map_err(|source| EncodeError { seq: Seq(run.seq0 + i as u64), source })?;
+                        encode_row(run, i, to, out).map_err(|source| EncodeError {
+                            seq: Seq(run.seq0 + i as u64),
+                            source,
+                        })?;
                     }
                     i = to;
                 }
@@ -46,7 +53,10 @@ pub(crate) fn encode_records(records: &[Record], from: u64, out: &mut Vec<u8>) -
 }
 
 /// Append the lines for a batch of events (packing their delta runs) to `out`.
-pub(crate) fn encode_batch(events: Vec<SessionEvent>, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+pub(crate) fn encode_batch(
+    events: Vec<SessionEvent>,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
     let mut recs = Records::default();
     for ev in events {
         recs.push_event(ev);
@@ -55,13 +65,21 @@ pub(crate) fn encode_batch(events: Vec<SessionEvent>, out: &mut Vec<u8>) -> Resu
 }
 
 fn encode_event(ev: &SessionEvent, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-    serde_json::to_writer(&mut *out, ev).map_err(|source| EncodeError { seq: ev.seq, source })?;
+    serde_json::to_writer(&mut *out, ev).map_err(|source| EncodeError {
+        seq: ev.seq,
+        source,
+    })?;
     out.push(b'\n');
     Ok(())
 }
 
 /// One packed row for members `from..to`, field for field as `PackedChunks` serialises.
-fn encode_row(run: &ChunkRun, from: usize, to: usize, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+fn encode_row(
+    run: &ChunkRun,
+    from: usize,
+    to: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), serde_json::Error> {
     let first = run.member(from);
     write!(
         out,
@@ -92,7 +110,11 @@ fn encode_row(run: &ChunkRun, from: usize, to: usize, out: &mut Vec<u8>) -> Resu
         out.extend_from_slice(b",\"name\":");
         serde_json::to_writer(&mut *out, name)?;
     }
-    out.extend_from_slice(if run.kind == PackedKind::ToolCall { b",\"args\":[" } else { b",\"texts\":[" });
+    out.extend_from_slice(if run.kind == PackedKind::ToolCall {
+        b",\"args\":["
+    } else {
+        b",\"texts\":["
+    });
     for i in from..to {
         if i > from {
             out.push(b',');

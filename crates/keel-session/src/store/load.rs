@@ -75,7 +75,9 @@ pub enum LoadError {
         reason: String,
     },
     /// The header names a log version keel does not read (written by a newer harness).
-    #[error("{path}: session log version {found} is not supported (keel reads version {LOG_VERSION})")]
+    #[error(
+        "{path}: session log version {found} is not supported (keel reads version {LOG_VERSION})"
+    )]
     Version {
         /// The file.
         path: PathBuf,
@@ -97,7 +99,9 @@ pub enum LoadError {
     },
     /// An event type keel does not know, not marked `ignorable`: a newer or foreign writer.
     /// Upgrade keel to read it.
-    #[error("{path}: line {line} (seq {seq}) has event type {type_name:?}, which this keel does not know and which is not marked ignorable")]
+    #[error(
+        "{path}: line {line} (seq {seq}) has event type {type_name:?}, which this keel does not know and which is not marked ignorable"
+    )]
     UnknownEventType {
         /// The file.
         path: PathBuf,
@@ -128,7 +132,10 @@ pub fn session_file(path: &Path) -> std::io::Result<PathBuf> {
             return Ok(p);
         }
     }
-    Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no session.jsonl, session.jsonl.zst or session.jsonl.zstd"))
+    Err(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        "no session.jsonl, session.jsonl.zst or session.jsonl.zstd",
+    ))
 }
 
 /// Decoded text plus, for zstd, (compressed start, decoded start) of each frame.
@@ -143,14 +150,24 @@ struct Decoded {
 }
 
 fn decode_zstd(data: &[u8]) -> Decoded {
-    let mut out = Decoded { text: Vec::with_capacity(data.len() * 4), frames: Vec::new(), damage: None, later: Vec::new(), file_len: data.len() as u64 };
+    let mut out = Decoded {
+        text: Vec::with_capacity(data.len() * 4),
+        frames: Vec::new(),
+        damage: None,
+        later: Vec::new(),
+        file_len: data.len() as u64,
+    };
     let mut off = 0usize;
     while off < data.len() {
         let frame = zstd::zstd_safe::find_frame_compressed_size(&data[off..])
             .ok()
             .filter(|&n| n > 0 && off + n <= data.len());
         let decoded_start = out.text.len() as u64;
-        let target = if out.damage.is_some() { &mut out.later } else { &mut out.text };
+        let target = if out.damage.is_some() {
+            &mut out.later
+        } else {
+            &mut out.text
+        };
         let before = target.len();
         let res = match frame {
             Some(n) => zstd::stream::read::Decoder::with_buffer(&data[off..off + n])
@@ -185,11 +202,23 @@ fn decode_zstd(data: &[u8]) -> Decoded {
 
 /// Load the session at `path` (a session directory or file).
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-    let file = session_file(path).map_err(|source| LoadError::Io { path: path.to_owned(), source })?;
-    let data = std::fs::read(&file).map_err(|source| LoadError::Io { path: file.clone(), source })?;
+    let file = session_file(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let data = std::fs::read(&file).map_err(|source| LoadError::Io {
+        path: file.clone(),
+        source,
+    })?;
     let format = Format::of_path(&file);
     let decoded = match format {
-        Format::Plain => Decoded { file_len: data.len() as u64, text: data, frames: Vec::new(), damage: None, later: Vec::new() },
+        Format::Plain => Decoded {
+            file_len: data.len() as u64,
+            text: data,
+            frames: Vec::new(),
+            damage: None,
+            later: Vec::new(),
+        },
         Format::Zstd => decode_zstd(&data),
     };
     load_decoded(file, format, decoded)
@@ -215,19 +244,33 @@ fn has_turn_end(text: &[u8]) -> bool {
 
 fn load_decoded(path: PathBuf, format: Format, d: Decoded) -> Result<Loaded, LoadError> {
     let text = &d.text[..];
-    let header_end = memchr::memchr(b'\n', text)
-        .ok_or_else(|| LoadError::Header { path: path.clone(), reason: "no complete first line".to_owned() })?;
-    let header_line = std::str::from_utf8(&text[..header_end])
-        .map_err(|e| LoadError::Header { path: path.clone(), reason: e.to_string() })?;
-    let header: SessionHeader = serde_json::from_str(header_line)
-        .map_err(|e| LoadError::Header { path: path.clone(), reason: e.to_string() })?;
+    let header_end = memchr::memchr(b'\n', text).ok_or_else(|| LoadError::Header {
+        path: path.clone(),
+        reason: "no complete first line".to_owned(),
+    })?;
+    let header_line = std::str::from_utf8(&text[..header_end]).map_err(|e| LoadError::Header {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    let header: SessionHeader =
+        serde_json::from_str(header_line).map_err(|e| LoadError::Header {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
     if header.record_type != "session" {
-        return Err(LoadError::Header { path, reason: format!("type is {:?}, not \"session\"", header.record_type) });
+        return Err(LoadError::Header {
+            path,
+            reason: format!("type is {:?}, not \"session\"", header.record_type),
+        });
     }
     if header.version != LOG_VERSION {
-        return Err(LoadError::Version { path, found: header.version });
+        return Err(LoadError::Version {
+            path,
+            found: header.version,
+        });
     }
-    let (session, lines, defect) = read_lines(&path, header.clone(), text, header_end + 1, u64::MAX)?;
+    let (session, lines, defect) =
+        read_lines(&path, header.clone(), text, header_end + 1, u64::MAX)?;
     let Some(defect) = defect.or_else(|| {
         d.damage.as_ref().map(|(_, dec, reason)| Defect {
             line: lines + 1,
@@ -237,14 +280,26 @@ fn load_decoded(path: PathBuf, format: Format, d: Decoded) -> Result<Loaded, Loa
         })
     }) else {
         let events = session.len();
-        let report = LoadReport { path, format, events, lines, valid_len: d.file_len, torn: None };
+        let report = LoadReport {
+            path,
+            format,
+            events,
+            lines,
+            valid_len: d.file_len,
+            torn: None,
+        };
         return Ok(Loaded { session, report });
     };
     // A defect: corruption if a committed turn/end follows it, else a torn tail.
     let rest = text.get(defect.offset as usize..).unwrap_or(&[]);
     let after_defect = memchr::memchr(b'\n', rest).map_or(&[][..], |nl| &rest[nl + 1..]);
     if has_turn_end(after_defect) || has_turn_end(&d.later) {
-        return Err(LoadError::Corrupt { path, line: defect.line, seq: defect.seq, reason: defect.reason });
+        return Err(LoadError::Corrupt {
+            path,
+            line: defect.line,
+            seq: defect.seq,
+            reason: defect.reason,
+        });
     }
     // Where the committed part ends, in decoded and in file bytes.
     let (cut_decoded, cut_file) = match format {
@@ -258,7 +313,10 @@ fn load_decoded(path: PathBuf, format: Format, d: Decoded) -> Result<Loaded, Loa
             .unwrap_or((0, 0)),
     };
     if (cut_decoded as usize) <= header_end {
-        return Err(LoadError::Header { path, reason: "the first batch (header) is damaged".to_owned() });
+        return Err(LoadError::Header {
+            path,
+            reason: "the first batch (header) is damaged".to_owned(),
+        });
     }
     let (session, lines) = if cut_decoded == defect.offset {
         (session, lines)
@@ -273,12 +331,78 @@ fn load_decoded(path: PathBuf, format: Format, d: Decoded) -> Result<Loaded, Loa
         reason: defect.reason,
     };
     let events = session.len();
-    let report = LoadReport { path, format, events, lines, valid_len: cut_file, torn: Some(torn) };
+    let report = LoadReport {
+        path,
+        format,
+        events,
+        lines,
+        valid_len: cut_file,
+        torn: Some(torn),
+    };
     Ok(Loaded { session, report })
 }
 
+/// One line's parse: the offset after it and what it holds.
+struct Parsed<'a> {
+    next: usize,
+    line: Result<Line<'a>, String>,
+}
+
+fn parse_one(text: &[u8], pos: usize, end: usize) -> Parsed<'_> {
+    let Some(nl) = memchr::memchr(b'\n', &text[pos..end]) else {
+        return Parsed {
+            next: end,
+            line: Err("the last record has no newline (torn write)".to_owned()),
+        };
+    };
+    let line = match std::str::from_utf8(&text[pos..pos + nl]) {
+        Err(e) => Err(format!("not UTF-8: {e}")),
+        Ok(line) => parse_line(line).map_err(|e| e.to_string()),
+    };
+    Parsed {
+        next: pos + nl + 1,
+        line,
+    }
+}
+
+/// Parse `text[from..to]` (whole lines), stopping after the first failure.
+fn parse_segment(text: &[u8], from: usize, to: usize) -> Vec<Parsed<'_>> {
+    let mut out = Vec::new();
+    let mut pos = from;
+    while pos < to {
+        let p = parse_one(text, pos, to);
+        pos = p.next;
+        let failed = p.line.is_err();
+        out.push(p);
+        if failed {
+            break;
+        }
+    }
+    out
+}
+
+/// Segments worth parsing on other threads: `[(from, to)]` split at line starts.
+fn segments(text: &[u8], start: usize, end: usize) -> Vec<(usize, usize)> {
+    const MIN_SEGMENT: usize = 4 << 20;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4);
+    let n = ((end - start) / MIN_SEGMENT).clamp(1, threads);
+    let mut cuts = vec![start];
+    for k in 1..n {
+        let guess = start + (end - start) * k / n;
+        let cut = memchr::memchr(b'\n', &text[guess..end]).map_or(end, |nl| guess + nl + 1);
+        if cut > *cuts.last().unwrap_or(&start) && cut < end {
+            cuts.push(cut);
+        }
+    }
+    cuts.push(end);
+    cuts.windows(2).map(|w| (w[0], w[1])).collect()
+}
+
 /// Append every line of `text[start..end]` to a new session. Stops at the first defect, which
-/// is returned with the session of the lines before it and the number of lines read.
+/// is returned with the session of the lines before it and the number of lines read. Lines
+/// are parsed on several threads for large files; they are appended in order on this one.
 fn read_lines(
     path: &Path,
     header: SessionHeader,
@@ -286,46 +410,125 @@ fn read_lines(
     start: usize,
     end: u64,
 ) -> Result<(Session, u64, Option<Defect>), LoadError> {
-    let mut session = Session::new(header);
     let end = (end as usize).min(text.len());
-    let mut pos = start;
-    let mut line_no = 1u64;
-    while pos < end {
-        line_no += 1;
-        let before = session.len();
-        let res = match memchr::memchr(b'\n', &text[pos..end]) {
-            None => Err(Reason::Defect("the last record has no newline (torn write)".to_owned())),
-            Some(nl) => match std::str::from_utf8(&text[pos..pos + nl]) {
-                Err(e) => Err(Reason::Defect(format!("not UTF-8: {e}"))),
-                Ok(line) => append_line(path, line_no, line, &mut session).map(|()| nl),
-            },
-        };
-        match res {
-            Ok(nl) => pos += nl + 1,
-            Err(Reason::Unknown(e)) => return Err(e),
-            Err(Reason::Defect(reason)) => {
-                if session.len() != before {
-                    // A packed row failed half-way: rebuild from the lines before it.
-                    session = read_lines(path, session.header().clone(), text, start, pos as u64)?.0;
+    let segs = if start < end {
+        segments(text, start, end)
+    } else {
+        Vec::new()
+    };
+    let mut ingest = Ingest {
+        path,
+        session: Session::new(header),
+        pos: start,
+        line_no: 1,
+    };
+    let outcome = std::thread::scope(|scope| -> Result<Option<Defect>, LoadError> {
+        let others: Vec<_> = segs
+            .iter()
+            .skip(1)
+            .map(|&(a, b)| scope.spawn(move || parse_segment(text, a, b)))
+            .collect();
+        if let Some(&(a, b)) = segs.first() {
+            let mut pos = a;
+            while pos < b {
+                let p = parse_one(text, pos, b);
+                pos = p.next;
+                if let Some(d) = ingest.feed(p)? {
+                    return Ok(Some(d));
                 }
-                let defect = Defect { line: line_no, offset: pos as u64, seq: session.next_seq(), reason };
-                return Ok((session, line_no - 1, Some(defect)));
             }
         }
+        for (h, &(a, _)) in others.into_iter().zip(segs.iter().skip(1)) {
+            let parsed = h.join().unwrap_or_else(|_| {
+                vec![Parsed {
+                    next: a,
+                    line: Err("internal error: the parser thread panicked".to_owned()),
+                }]
+            });
+            for p in parsed {
+                if let Some(d) = ingest.feed(p)? {
+                    return Ok(Some(d));
+                }
+            }
+        }
+        Ok(None)
+    })?;
+    let Ingest {
+        mut session,
+        line_no,
+        pos,
+        ..
+    } = ingest;
+    match outcome {
+        None => Ok((session, line_no, None)),
+        Some(defect) => {
+            if session.len() != defect.seq.0 {
+                // A packed row failed half-way: rebuild from the lines before it.
+                session = read_lines(path, session.header().clone(), text, start, pos as u64)?.0;
+            }
+            let defect = Defect {
+                seq: session.next_seq(),
+                ..defect
+            };
+            Ok((session, line_no - 1, Some(defect)))
+        }
     }
-    Ok((session, line_no, None))
 }
 
-fn append_line(path: &Path, line_no: u64, line: &str, session: &mut Session) -> Result<(), Reason> {
-    match parse_line(line) {
-        Err(e) => Err(Reason::Defect(e.to_string())),
-        Ok(Line::Event(ev)) => session.append_parsed(ev).map_err(|e| append_reason(path, line_no, e)),
-        Ok(Line::Delta(dl)) => session.append_delta(&dl).map_err(|e| append_reason(path, line_no, e)),
-        Ok(Line::Row(row)) => {
+/// Appends parsed lines in order, tracking position and line number.
+struct Ingest<'p> {
+    path: &'p Path,
+    session: Session,
+    /// Start of the next line.
+    pos: usize,
+    /// Number of the last line fed.
+    line_no: u64,
+}
+
+impl Ingest<'_> {
+    fn feed(&mut self, p: Parsed<'_>) -> Result<Option<Defect>, LoadError> {
+        self.line_no += 1;
+        let before = self.session.len();
+        let res = match p.line {
+            Err(reason) => Err(Reason::Defect(reason)),
+            Ok(line) => append_line(self.path, self.line_no, line, &mut self.session),
+        };
+        match res {
+            Ok(()) => {
+                self.pos = p.next;
+                Ok(None)
+            }
+            Err(Reason::Unknown(e)) => Err(e),
+            Err(Reason::Defect(reason)) => Ok(Some(Defect {
+                line: self.line_no,
+                offset: self.pos as u64,
+                seq: Seq(before),
+                reason,
+            })),
+        }
+    }
+}
+
+fn append_line(
+    path: &Path,
+    line_no: u64,
+    line: Line<'_>,
+    session: &mut Session,
+) -> Result<(), Reason> {
+    match line {
+        Line::Event(ev) => session
+            .append_parsed(ev)
+            .map_err(|e| append_reason(path, line_no, e)),
+        Line::Delta(dl) => session
+            .append_delta(&dl)
+            .map_err(|e| append_reason(path, line_no, e)),
+        Line::Row(row) => {
             let mut time = 0;
             for i in 0..row.len() {
                 time = row.time_after(i, time);
-                session.append_delta(&row.member(i, time)).map_err(|e| append_reason(path, line_no, e))?;
+                session
+                    .append_delta(&row.member(i, time))
+                    .map_err(|e| append_reason(path, line_no, e))?;
             }
             Ok(())
         }
@@ -340,7 +543,12 @@ enum Reason {
 fn append_reason(path: &Path, line: u64, e: AppendError) -> Reason {
     match e {
         AppendError::UnknownRequiredType { seq, type_name } => {
-            Reason::Unknown(LoadError::UnknownEventType { path: path.to_owned(), line, seq, type_name })
+            Reason::Unknown(LoadError::UnknownEventType {
+                path: path.to_owned(),
+                line,
+                seq,
+                type_name,
+            })
         }
         e => Reason::Defect(e.to_string()),
     }

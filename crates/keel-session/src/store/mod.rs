@@ -113,17 +113,28 @@ pub enum StoreError {
 
 impl StoreError {
     pub(crate) fn io(op: &'static str, path: &Path, e: std::io::Error) -> StoreError {
-        StoreError::Io { op, path: path.to_owned(), source: Arc::new(e) }
+        StoreError::Io {
+            op,
+            path: path.to_owned(),
+            source: Arc::new(e),
+        }
     }
     pub(crate) fn encode(path: &Path, e: encode::EncodeError) -> StoreError {
-        StoreError::Encode { path: path.to_owned(), seq: e.seq, source: Arc::new(e.source) }
+        StoreError::Encode {
+            path: path.to_owned(),
+            seq: e.seq,
+            source: Arc::new(e.source),
+        }
     }
 }
 
 pub(crate) fn compress_frame(buf: &[u8], level: i32, path: &Path) -> Result<Vec<u8>, StoreError> {
-    let mut c = zstd::bulk::Compressor::new(level).map_err(|e| StoreError::io("start zstd for", path, e))?;
-    c.include_checksum(true).map_err(|e| StoreError::io("configure zstd for", path, e))?;
-    c.compress(buf).map_err(|e| StoreError::io("compress a batch for", path, e))
+    let mut c = zstd::bulk::Compressor::new(level)
+        .map_err(|e| StoreError::io("start zstd for", path, e))?;
+    c.include_checksum(true)
+        .map_err(|e| StoreError::io("configure zstd for", path, e))?;
+    c.compress(buf)
+        .map_err(|e| StoreError::io("compress a batch for", path, e))
 }
 
 /// What `list` reports about one session.
@@ -185,19 +196,35 @@ impl Store {
     pub fn project_key(cwd: &Path) -> String {
         let s = cwd.to_string_lossy();
         let s = s.strip_prefix('/').unwrap_or(&s);
-        let key: String =
-            s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' }).collect();
+        let key: String = s
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
         format!("--{key}--")
     }
 
     /// `home/sessions/<project key>/<id>`.
     pub fn session_dir(&self, cwd: &Path, id: &str) -> PathBuf {
-        self.home.join("sessions").join(Self::project_key(cwd)).join(id)
+        self.home
+            .join("sessions")
+            .join(Self::project_key(cwd))
+            .join(id)
     }
 
     /// Create the session's file under `cwd`'s project, publishing the header and every event
     /// `session` holds atomically, and return a writer appending after them.
-    pub fn create(&self, cwd: &Path, session: &Session, options: WriterOptions) -> Result<SessionWriter, StoreError> {
+    pub fn create(
+        &self,
+        cwd: &Path,
+        session: &Session,
+        options: WriterOptions,
+    ) -> Result<SessionWriter, StoreError> {
         let dir = self.session_dir(cwd, session.header().id.as_str());
         let name = match options.format {
             Format::Plain => PLAIN_FILE,
@@ -208,26 +235,43 @@ impl Store {
     }
 
     /// Like [`Store::create`] at an explicit file path (its directory is created).
-    pub fn create_at(path: &Path, session: &Session, options: WriterOptions) -> Result<SessionWriter, StoreError> {
+    pub fn create_at(
+        path: &Path,
+        session: &Session,
+        options: WriterOptions,
+    ) -> Result<SessionWriter, StoreError> {
         let dir = path.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(|e| StoreError::io("create directory", dir, e))?;
         if path.exists() {
-            return Err(StoreError::Exists { path: path.to_owned() });
+            return Err(StoreError::Exists {
+                path: path.to_owned(),
+            });
         }
-        let mut buf = serde_json::to_vec(session.header())
-            .map_err(|e| StoreError::Encode { path: path.to_owned(), seq: keel_protocol::Seq(0), source: Arc::new(e) })?;
+        let mut buf = serde_json::to_vec(session.header()).map_err(|e| StoreError::Encode {
+            path: path.to_owned(),
+            seq: keel_protocol::Seq(0),
+            source: Arc::new(e),
+        })?;
         buf.push(b'\n');
-        encode::encode_records(session.records().records(), 0, &mut buf).map_err(|e| StoreError::encode(path, e))?;
+        encode::encode_records(session.records().records(), 0, &mut buf)
+            .map_err(|e| StoreError::encode(path, e))?;
         if options.format == Format::Zstd {
             buf = compress_frame(&buf, options.zstd_level, path)?;
         }
-        let tmp = dir.join(format!(".{}.tmp-{}", session.header().id, uuid::Uuid::new_v4()));
+        let tmp = dir.join(format!(
+            ".{}.tmp-{}",
+            session.header().id,
+            uuid::Uuid::new_v4()
+        ));
         let publish = || -> Result<(), StoreError> {
             let mut f = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
-            f.write_all(&buf).map_err(|e| StoreError::io("write", &tmp, e))?;
+            f.write_all(&buf)
+                .map_err(|e| StoreError::io("write", &tmp, e))?;
             f.sync_all().map_err(|e| StoreError::io("fsync", &tmp, e))?;
             fs::hard_link(&tmp, path).map_err(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => StoreError::Exists { path: path.to_owned() },
+                std::io::ErrorKind::AlreadyExists => StoreError::Exists {
+                    path: path.to_owned(),
+                },
                 _ => StoreError::io("publish", path, e),
             })
         };
@@ -236,7 +280,10 @@ impl Store {
         let _ = fs::remove_file(&tmp);
         published?;
         sync_dir(dir)?;
-        let file = OpenOptions::new().append(true).open(path).map_err(|e| StoreError::io("open", path, e))?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| StoreError::io("open", path, e))?;
         SessionWriter::from_file(file, path.to_owned(), options)
     }
 
@@ -248,22 +295,41 @@ impl Store {
         report: &LoadReport,
         options: WriterOptions,
     ) -> Result<SessionWriter, StoreError> {
-        let path = load::session_file(path).map_err(|e| StoreError::io("find session file in", path, e))?;
+        let path = load::session_file(path)
+            .map_err(|e| StoreError::io("find session file in", path, e))?;
         if report.events != session.len() && report.events > session.len() {
             return Err(StoreError::Mismatch {
                 path,
-                why: format!("the file holds {} events, the session only {}", report.events, session.len()),
+                why: format!(
+                    "the file holds {} events, the session only {}",
+                    report.events,
+                    session.len()
+                ),
             });
         }
-        let options = WriterOptions { format: Format::of_path(&path), ..options };
-        let file = OpenOptions::new().write(true).open(&path).map_err(|e| StoreError::io("open", &path, e))?;
-        let len = file.metadata().map_err(|e| StoreError::io("stat", &path, e))?.len();
+        let options = WriterOptions {
+            format: Format::of_path(&path),
+            ..options
+        };
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| StoreError::io("open", &path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| StoreError::io("stat", &path, e))?
+            .len();
         if len > report.valid_len {
-            file.set_len(report.valid_len).map_err(|e| StoreError::io("cut the torn tail of", &path, e))?;
-            file.sync_all().map_err(|e| StoreError::io("fsync", &path, e))?;
+            file.set_len(report.valid_len)
+                .map_err(|e| StoreError::io("cut the torn tail of", &path, e))?;
+            file.sync_all()
+                .map_err(|e| StoreError::io("fsync", &path, e))?;
         }
         drop(file);
-        let file = OpenOptions::new().append(true).open(&path).map_err(|e| StoreError::io("open", &path, e))?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| StoreError::io("open", &path, e))?;
         let writer = SessionWriter::from_file(file, path, options)?;
         for seq in report.events..session.len() {
             if let Some(ev) = session.event(keel_protocol::Seq(seq)) {
@@ -288,13 +354,25 @@ impl Store {
             Some(cwd) => vec![self.sessions_root().join(Self::project_key(cwd))],
             None => read_dirs(&self.sessions_root()),
         };
-        projects.iter().flat_map(|p| read_dirs(p)).filter(|d| load::session_file(d).is_ok()).collect()
+        projects
+            .iter()
+            .flat_map(|p| read_dirs(p))
+            .filter(|d| load::session_file(d).is_ok())
+            .collect()
     }
 
     /// Every session under `cwd`'s project (or under every project), newest first.
     pub fn list(&self, cwd: Option<&Path>) -> Vec<SessionSummary> {
-        let mut out: Vec<SessionSummary> = self.session_dirs(cwd).iter().map(|d| summarize(d)).collect();
-        out.sort_by(|a, b| b.last_modified.cmp(&a.last_modified).then_with(|| a.id.cmp(&b.id)));
+        let mut out: Vec<SessionSummary> = self
+            .session_dirs(cwd)
+            .iter()
+            .map(|d| summarize(d))
+            .collect();
+        out.sort_by(|a, b| {
+            b.last_modified
+                .cmp(&a.last_modified)
+                .then_with(|| a.id.cmp(&b.id))
+        });
         out
     }
 
@@ -303,36 +381,62 @@ impl Store {
     pub fn resolve(&self, query: &str, cwd: &Path) -> Result<PathBuf, StoreError> {
         let as_path = Path::new(query);
         if as_path.exists() {
-            return load::session_file(as_path).map_err(|e| StoreError::io("find session file in", as_path, e));
+            return load::session_file(as_path)
+                .map_err(|e| StoreError::io("find session file in", as_path, e));
         }
         for scope in [Some(cwd), None] {
             let matches: Vec<PathBuf> = self
                 .session_dirs(scope)
                 .into_iter()
-                .filter(|d| d.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(query)))
+                .filter(|d| {
+                    d.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(query))
+                })
                 .collect();
-            if let Some(exact) = matches.iter().find(|d| d.file_name().and_then(|n| n.to_str()) == Some(query)) {
-                return load::session_file(exact).map_err(|e| StoreError::io("find session file in", exact, e));
+            if let Some(exact) = matches
+                .iter()
+                .find(|d| d.file_name().and_then(|n| n.to_str()) == Some(query))
+            {
+                return load::session_file(exact)
+                    .map_err(|e| StoreError::io("find session file in", exact, e));
             }
             match matches.as_slice() {
                 [] => continue,
-                [one] => return load::session_file(one).map_err(|e| StoreError::io("find session file in", one, e)),
+                [one] => {
+                    return load::session_file(one)
+                        .map_err(|e| StoreError::io("find session file in", one, e));
+                }
                 many => {
-                    let mut candidates: Vec<String> =
-                        many.iter().filter_map(|d| d.file_name()?.to_str().map(str::to_owned)).collect();
+                    let mut candidates: Vec<String> = many
+                        .iter()
+                        .filter_map(|d| d.file_name()?.to_str().map(str::to_owned))
+                        .collect();
                     candidates.sort();
                     candidates.dedup();
-                    return Err(StoreError::Ambiguous { query: query.to_owned(), candidates });
+                    return Err(StoreError::Ambiguous {
+                        query: query.to_owned(),
+                        candidates,
+                    });
                 }
             }
         }
-        Err(StoreError::NotFound { query: query.to_owned(), home: self.sessions_root() })
+        Err(StoreError::NotFound {
+            query: query.to_owned(),
+            home: self.sessions_root(),
+        })
     }
 }
 
 fn read_dirs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
-    let mut v: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
     v.sort();
     v
 }
@@ -341,7 +445,10 @@ fn summarize(dir: &Path) -> SessionSummary {
     let path = load::session_file(dir).unwrap_or_else(|_| dir.join(PLAIN_FILE));
     let last_modified = fs::metadata(&path).and_then(|m| m.modified()).ok();
     let mut s = SessionSummary {
-        id: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        id: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         compressed: Format::of_path(&path) == Format::Zstd,
         path,
         cwd: None,
@@ -372,5 +479,7 @@ fn summarize(dir: &Path) -> SessionSummary {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io("fsync directory", dir, e))
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io("fsync directory", dir, e))
 }

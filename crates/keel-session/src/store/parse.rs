@@ -88,7 +88,11 @@ impl Row<'_> {
     }
 
     fn texts(&self) -> &[Text<'_>] {
-        self.data.texts.as_deref().or(self.data.args.as_deref()).unwrap_or(&[])
+        self.data
+            .texts
+            .as_deref()
+            .or(self.data.args.as_deref())
+            .unwrap_or(&[])
     }
 
     /// Member `i` as a delta.
@@ -100,15 +104,27 @@ impl Row<'_> {
             turn: self.data.turn,
             step: self.data.step,
             index: self.data.index,
-            id: if i == 0 { self.data.id.as_ref().map(|t| &*t.0) } else { None },
-            name: if i == 0 { self.data.name.as_ref().map(|t| &*t.0) } else { None },
+            id: if i == 0 {
+                self.data.id.as_ref().map(|t| &*t.0)
+            } else {
+                None
+            },
+            name: if i == 0 {
+                self.data.name.as_ref().map(|t| &*t.0)
+            } else {
+                None
+            },
             text: &self.texts()[i].0,
         }
     }
 
     /// Time of member `i` given member `i - 1`'s.
     pub(crate) fn time_after(&self, i: usize, prev: i64) -> i64 {
-        if i == 0 { self.time0 } else { prev + self.data.dt.get(i - 1).copied().unwrap_or(0) }
+        if i == 0 {
+            self.time0
+        } else {
+            prev + self.data.dt.get(i - 1).copied().unwrap_or(0)
+        }
     }
 }
 
@@ -120,7 +136,11 @@ pub(crate) enum Line<'a> {
 }
 
 fn payload(ty: &str, seq: Option<u64>) -> impl FnOnce(serde_json::Error) -> RecordError + '_ {
-    move |source| RecordError::Payload { type_name: ty.to_owned(), seq, source }
+    move |source| RecordError::Payload {
+        type_name: ty.to_owned(),
+        seq,
+        source,
+    }
 }
 
 /// Parse one event line (not the header).
@@ -136,8 +156,14 @@ pub(crate) fn parse_line(line: &str) -> Result<Line<'_>, RecordError> {
     if let Some(kind) = kind {
         let seq0 = env.seq0.ok_or(RecordError::MissingField("seq0"))?;
         let time0 = env.time0.ok_or(RecordError::MissingField("time0"))?;
-        let data: PackedData<'_> = serde_json::from_str(data).map_err(payload(&env.ty, Some(seq0)))?;
-        return Ok(Line::Row(Row { kind, seq0, time0, data }));
+        let data: PackedData<'_> =
+            serde_json::from_str(data).map_err(payload(&env.ty, Some(seq0)))?;
+        return Ok(Line::Row(Row {
+            kind,
+            seq0,
+            time0,
+            data,
+        }));
     }
     let seq = env.seq.ok_or(RecordError::MissingField("seq"))?;
     let time = env.time.ok_or(RecordError::MissingField("time"))?;
@@ -165,7 +191,8 @@ fn parse_delta(data: &str, seq: u64, time: i64) -> Option<Delta<'_>> {
     let d: ChunkData<'_> = serde_json::from_str(data).ok()?;
     let c: DeltaChunk<'_> = serde_json::from_str(d.chunk.get()).ok()?;
     let borrowed = |t: &Option<Text<'_>>| matches!(t, None | Some(Text(Cow::Borrowed(_))));
-    if !(borrowed(&c.text) && borrowed(&c.id) && borrowed(&c.name) && borrowed(&c.arguments_delta)) {
+    if !(borrowed(&c.text) && borrowed(&c.id) && borrowed(&c.name) && borrowed(&c.arguments_delta))
+    {
         return None;
     }
     fn s<'a>(t: Option<Text<'a>>) -> Option<&'a str> {
@@ -180,5 +207,15 @@ fn parse_delta(data: &str, seq: u64, time: i64) -> Option<Delta<'_>> {
         "tool-call-delta" => (PackedKind::ToolCall, s(c.arguments_delta).unwrap_or("")),
         _ => return None,
     };
-    Some(Delta { kind, seq, time, turn: d.turn, step: d.step, index: c.index, id: s(c.id), name: s(c.name), text })
+    Some(Delta {
+        kind,
+        seq,
+        time,
+        turn: d.turn,
+        step: d.step,
+        index: c.index,
+        id: s(c.id),
+        name: s(c.name),
+        text,
+    })
 }

@@ -31,14 +31,21 @@ pub struct WriterOptions {
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        WriterOptions { format: Format::Plain, batch_window: Duration::from_millis(3), zstd_level: 3 }
+        WriterOptions {
+            format: Format::Plain,
+            batch_window: Duration::from_millis(3),
+            zstd_level: 3,
+        }
     }
 }
 
 impl WriterOptions {
     /// Default options writing compressed files.
     pub fn zstd() -> Self {
-        WriterOptions { format: Format::Zstd, ..WriterOptions::default() }
+        WriterOptions {
+            format: Format::Zstd,
+            ..WriterOptions::default()
+        }
     }
 }
 
@@ -63,7 +70,9 @@ impl FlushTicket {
             return Err(e);
         }
         match self.rx {
-            Some(rx) => rx.recv().unwrap_or(Err(StoreError::WriterGone { path: self.path })),
+            Some(rx) => rx
+                .recv()
+                .unwrap_or(Err(StoreError::WriterGone { path: self.path })),
             None => Ok(()),
         }
     }
@@ -88,15 +97,29 @@ struct Worker {
 impl SessionWriter {
     /// Start a writer appending to `file`, already open for append at `path` and positioned
     /// after a complete record (normally obtained through [`super::Store`]).
-    pub fn from_file(file: File, path: PathBuf, options: WriterOptions) -> Result<SessionWriter, StoreError> {
+    pub fn from_file(
+        file: File,
+        path: PathBuf,
+        options: WriterOptions,
+    ) -> Result<SessionWriter, StoreError> {
         let (tx, rx) = mpsc::channel();
         let sticky = Arc::new(Mutex::new(None));
-        let worker = Worker { file, path: path.clone(), options, sticky: Arc::clone(&sticky) };
+        let worker = Worker {
+            file,
+            path: path.clone(),
+            options,
+            sticky: Arc::clone(&sticky),
+        };
         let thread = std::thread::Builder::new()
             .name("keel-session-writer".to_owned())
             .spawn(move || worker.run(rx))
             .map_err(|e| StoreError::io("spawn writer thread for", &path, e))?;
-        Ok(SessionWriter { tx: Some(tx), thread: Some(thread), sticky, path })
+        Ok(SessionWriter {
+            tx: Some(tx),
+            thread: Some(thread),
+            sticky,
+            path,
+        })
     }
 
     /// The file this writer appends to.
@@ -111,18 +134,41 @@ impl SessionWriter {
 
     /// Queue an event for writing without cloning it.
     pub fn enqueue_owned(&self, event: SessionEvent) {
-        let sent = self.tx.as_ref().map(|tx| tx.send(Msg::Event(event)).is_ok()).unwrap_or(false);
+        let sent = self
+            .tx
+            .as_ref()
+            .map(|tx| tx.send(Msg::Event(event)).is_ok())
+            .unwrap_or(false);
         if !sent {
-            set_sticky(&self.sticky, StoreError::WriterGone { path: self.path.clone() });
+            set_sticky(
+                &self.sticky,
+                StoreError::WriterGone {
+                    path: self.path.clone(),
+                },
+            );
         }
     }
 
     /// A ticket for a flush of everything enqueued so far; see [`FlushTicket::wait`].
     pub fn flush_ticket(&self) -> FlushTicket {
         let (tx, rx) = mpsc::channel();
-        let sent = self.tx.as_ref().map(|t| t.send(Msg::Flush(tx)).is_ok()).unwrap_or(false);
-        let err = if sent { None } else { Some(StoreError::WriterGone { path: self.path.clone() }) };
-        FlushTicket { rx: sent.then_some(rx), err, path: self.path.clone() }
+        let sent = self
+            .tx
+            .as_ref()
+            .map(|t| t.send(Msg::Flush(tx)).is_ok())
+            .unwrap_or(false);
+        let err = if sent {
+            None
+        } else {
+            Some(StoreError::WriterGone {
+                path: self.path.clone(),
+            })
+        };
+        FlushTicket {
+            rx: sent.then_some(rx),
+            err,
+            path: self.path.clone(),
+        }
     }
 
     /// Block until everything enqueued so far is written and fsynced.
@@ -224,7 +270,11 @@ impl Worker {
             Format::Plain => buf,
             Format::Zstd => super::compress_frame(&buf, self.options.zstd_level, &self.path)?,
         };
-        self.file.write_all(&bytes).map_err(|e| StoreError::io("append to", &self.path, e))?;
-        self.file.sync_data().map_err(|e| StoreError::io("fsync", &self.path, e))
+        self.file
+            .write_all(&bytes)
+            .map_err(|e| StoreError::io("append to", &self.path, e))?;
+        self.file
+            .sync_data()
+            .map_err(|e| StoreError::io("fsync", &self.path, e))
     }
 }
