@@ -66,7 +66,11 @@ impl ToolError {
 
     /// Shorthand for an [`ToolError::Io`] error.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        ToolError::Io { op, path: path.into(), source }
+        ToolError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     /// Model-facing text: `CODE: message`.

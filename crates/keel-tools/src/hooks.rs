@@ -117,7 +117,11 @@ impl<'a> Next<'a> {
     pub fn run(self, args: Value) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         match self.rest.split_first() {
             Some((first, rest)) => {
-                let next = Next { rest, ctx: self.ctx, body: self.body };
+                let next = Next {
+                    rest,
+                    ctx: self.ctx,
+                    body: self.body,
+                };
                 first.around(self.ctx, args, next)
             }
             None => self.body.run(args),

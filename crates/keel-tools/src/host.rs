@@ -95,7 +95,9 @@ impl PipelineHost for NullHost {
     async fn call_started(&self, _call: &ToolCallBlock) {}
     async fn checkpoint(&self) {}
     async fn ask_approval(&self, _call: &ToolCallBlock, _reason: &str) -> ApprovalOutcome {
-        ApprovalOutcome::Denied { reason: Some("no one can approve in headless mode".into()) }
+        ApprovalOutcome::Denied {
+            reason: Some("no one can approve in headless mode".into()),
+        }
     }
     async fn emit(&self, _body: EventBody) {}
     async fn settled(&self, _call: &ToolCallBlock, _outcome: &ToolOutcome) {}

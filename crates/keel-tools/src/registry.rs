@@ -92,7 +92,10 @@ impl ToolRegistry {
 
     /// The default tool set: read, write, edit, glob, grep, bash, todo_write, exit_plan_mode.
     pub fn with_builtins(cfg: &BuiltinConfig) -> Self {
-        let mut reg = ToolRegistry { plan: cfg.plan.clone(), ..Self::default() };
+        let mut reg = ToolRegistry {
+            plan: cfg.plan.clone(),
+            ..Self::default()
+        };
         for tool in builtins::all(cfg) {
             // Built-in names and schemas are checked by this crate's tests (every built-in must
             // register); a rejection here cannot depend on input.
@@ -114,19 +117,31 @@ impl ToolRegistry {
         let name = schema.name.clone();
         let valid_name = !name.is_empty()
             && name.len() <= 64
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if !valid_name {
             return Err(RegistryError::InvalidName(name));
         }
         if self.index.contains_key(&name) {
             return Err(RegistryError::Duplicate(name));
         }
-        check_schema(&schema.parameters)
-            .map_err(|source| RegistryError::InvalidSchema { tool: name.clone(), source })?;
-        let info = ToolInfo { mode: tool.mode(), effect: tool.effect() };
+        check_schema(&schema.parameters).map_err(|source| RegistryError::InvalidSchema {
+            tool: name.clone(),
+            source,
+        })?;
+        let info = ToolInfo {
+            mode: tool.mode(),
+            effect: tool.effect(),
+        };
         let timeout = tool.timeout();
         self.index.insert(name, self.tools.len());
-        self.tools.push(RegisteredTool { tool, schema, info, timeout });
+        self.tools.push(RegisteredTool {
+            tool,
+            schema,
+            info,
+            timeout,
+        });
         Ok(())
     }
 

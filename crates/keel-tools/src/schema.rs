@@ -30,7 +30,10 @@ pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
 
 fn push(out: &mut Vec<Violation>, pointer: &str, message: String) {
     if out.len() < MAX_VIOLATIONS {
-        out.push(Violation { pointer: pointer.to_owned(), message });
+        out.push(Violation {
+            pointer: pointer.to_owned(),
+            message,
+        });
     }
 }
 
@@ -64,7 +67,10 @@ fn check(schema: &Value, value: &Value, pointer: &mut String, out: &mut Vec<Viol
     if let Some(ty) = s.get("type") {
         let ok = match ty {
             Value::String(t) => has_type(value, t),
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|t| has_type(value, t)),
+            Value::Array(ts) => ts
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|t| has_type(value, t)),
             _ => true,
         };
         if !ok {
@@ -72,7 +78,11 @@ fn check(schema: &Value, value: &Value, pointer: &mut String, out: &mut Vec<Viol
                 Value::String(t) => t.clone(),
                 other => other.to_string(),
             };
-            push(out, pointer, format!("expected {want}, got {}", type_name(value)));
+            push(
+                out,
+                pointer,
+                format!("expected {want}, got {}", type_name(value)),
+            );
             return;
         }
     }
@@ -165,8 +175,9 @@ fn check_object(
             Some(prop_schema) => check(prop_schema, v, pointer, out),
             None => match s.get("additionalProperties") {
                 Some(Value::Bool(false)) => {
-                    let mut known: Vec<&str> =
-                        props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+                    let mut known: Vec<&str> = props
+                        .map(|p| p.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
                     known.sort_unstable();
                     push(
                         out,
@@ -187,7 +198,11 @@ pub fn describe(violations: &[Violation]) -> String {
     let parts: Vec<String> = violations
         .iter()
         .map(|v| {
-            let at = if v.pointer.is_empty() { "arguments" } else { v.pointer.as_str() };
+            let at = if v.pointer.is_empty() {
+                "arguments"
+            } else {
+                v.pointer.as_str()
+            };
             format!("{at}: {}", v.message)
         })
         .collect();
@@ -204,22 +219,32 @@ pub struct SchemaDefect {
     pub message: String,
 }
 
-const TYPES: &[&str] = &["null", "boolean", "integer", "number", "string", "array", "object"];
+const TYPES: &[&str] = &[
+    "null", "boolean", "integer", "number", "string", "array", "object",
+];
 
 /// Check that a tool's parameter schema is an object schema within the supported subset.
 pub fn check_schema(schema: &Value) -> Result<(), SchemaDefect> {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(defect("", "a tool's parameters must be a schema of type \"object\""));
+        return Err(defect(
+            "",
+            "a tool's parameters must be a schema of type \"object\"",
+        ));
     }
     check_node(schema, "")
 }
 
 fn defect(pointer: &str, message: impl Into<String>) -> SchemaDefect {
-    SchemaDefect { pointer: pointer.to_owned(), message: message.into() }
+    SchemaDefect {
+        pointer: pointer.to_owned(),
+        message: message.into(),
+    }
 }
 
 fn check_node(schema: &Value, at: &str) -> Result<(), SchemaDefect> {
-    let s = schema.as_object().ok_or_else(|| defect(at, "a schema must be an object"))?;
+    let s = schema
+        .as_object()
+        .ok_or_else(|| defect(at, "a schema must be an object"))?;
     for (key, v) in s {
         let here = format!("{at}/{key}");
         match key.as_str() {
@@ -236,18 +261,27 @@ fn check_node(schema: &Value, at: &str) -> Result<(), SchemaDefect> {
                 }
             }
             "properties" => {
-                let props = v.as_object().ok_or_else(|| defect(&here, "must be an object"))?;
+                let props = v
+                    .as_object()
+                    .ok_or_else(|| defect(&here, "must be an object"))?;
                 for (name, sub) in props {
                     check_node(sub, &format!("{here}/{name}"))?;
                 }
             }
             "required" => {
                 let props = s.get("properties").and_then(Value::as_object);
-                let list = v.as_array().ok_or_else(|| defect(&here, "must be an array"))?;
+                let list = v
+                    .as_array()
+                    .ok_or_else(|| defect(&here, "must be an array"))?;
                 for name in list {
-                    let name = name.as_str().ok_or_else(|| defect(&here, "names must be strings"))?;
+                    let name = name
+                        .as_str()
+                        .ok_or_else(|| defect(&here, "names must be strings"))?;
                     if !props.is_some_and(|p| p.contains_key(name)) {
-                        return Err(defect(&here, format!("'{name}' is not a declared property")));
+                        return Err(defect(
+                            &here,
+                            format!("'{name}' is not a declared property"),
+                        ));
                     }
                 }
             }
@@ -308,8 +342,10 @@ mod tests {
     #[test]
     fn violations_name_the_pointer() {
         let v = json!({"n":"3","mode":"c","list":[{}],"extra":1});
-        let mut got: Vec<String> =
-            describe(&validate(&schema(), &v)).split("; ").map(str::to_owned).collect();
+        let mut got: Vec<String> = describe(&validate(&schema(), &v))
+            .split("; ")
+            .map(str::to_owned)
+            .collect();
         got.sort();
         assert_eq!(
             got,

@@ -27,7 +27,12 @@ pub struct SpillConfig {
 impl SpillConfig {
     /// Defaults (50,000-byte threshold, 8,000-byte head and tail) with files under `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        SpillConfig { dir: dir.into(), threshold: DEFAULT_SPILL_THRESHOLD, head: 8_000, tail: 8_000 }
+        SpillConfig {
+            dir: dir.into(),
+            threshold: DEFAULT_SPILL_THRESHOLD,
+            head: 8_000,
+            tail: 8_000,
+        }
     }
 
     /// Create the spill directory (0700) if needed.
@@ -60,7 +65,10 @@ impl SpillConfig {
 /// Create `dir` (and parents) and make it private (0700).
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
@@ -68,7 +76,10 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
 pub fn create_private_file(dir: &Path, label: &str) -> io::Result<(std::fs::File, PathBuf)> {
     ensure_private_dir(dir)?;
     let prefix = format!("keel-{}-", sanitize(label));
-    let named = tempfile::Builder::new().prefix(&prefix).suffix(".txt").tempfile_in(dir)?;
+    let named = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".txt")
+        .tempfile_in(dir)?;
     let (file, path) = named.keep().map_err(|e| e.error)?;
     Ok((file, path))
 }
@@ -77,7 +88,13 @@ fn sanitize(label: &str) -> String {
     label
         .chars()
         .take(32)
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -125,8 +142,14 @@ mod tests {
             panic!("expected a spill");
         };
         assert_eq!(std::fs::read_to_string(&path)?, text);
-        assert_eq!(std::fs::metadata(&path)?.permissions().mode() & 0o777, 0o600);
-        assert_eq!(std::fs::metadata(&cfg.dir)?.permissions().mode() & 0o777, 0o700);
+        assert_eq!(
+            std::fs::metadata(&path)?.permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::metadata(&cfg.dir)?.permissions().mode() & 0o777,
+            0o700
+        );
         assert!(replaced.starts_with("ééééé\n"), "{replaced}");
         assert!(replaced.ends_with("xxxxxxxEND"), "{replaced}");
         assert!(replaced.contains(&path.display().to_string()));

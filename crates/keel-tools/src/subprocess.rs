@@ -29,7 +29,9 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(250);
 /// `SECRET` or `TOKEN`, in any case.
 pub fn is_secret_name(name: &OsStr) -> bool {
     let upper = name.to_string_lossy().to_ascii_uppercase();
-    ["KEY", "PASSWORD", "SECRET", "TOKEN"].iter().any(|p| upper.contains(p))
+    ["KEY", "PASSWORD", "SECRET", "TOKEN"]
+        .iter()
+        .any(|p| upper.contains(p))
 }
 
 /// Configuration of a [`SubprocessService`].
@@ -253,9 +255,11 @@ impl SubprocessService {
     /// The environment children get: the base environment minus secret-looking names that are
     /// not forwarded.
     pub fn scrubbed_env(&self) -> impl Iterator<Item = (&OsString, &OsString)> {
-        self.cfg.base_env.iter().filter(|(k, _)| !is_secret_name(k) || self.is_forwarded(k)).map(
-            |(k, v)| (k, v),
-        )
+        self.cfg
+            .base_env
+            .iter()
+            .filter(|(k, _)| !is_secret_name(k) || self.is_forwarded(k))
+            .map(|(k, v)| (k, v))
     }
 
     fn is_forwarded(&self, name: &OsStr) -> bool {
@@ -271,12 +275,19 @@ impl SubprocessService {
         let started = Instant::now();
         let (program, args) = spec.argv.split_first().ok_or(SubprocessError::EmptyArgv)?;
         let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args).env_clear().envs(self.scrubbed_env()).envs(spec.env.iter().cloned());
+        cmd.args(args)
+            .env_clear()
+            .envs(self.scrubbed_env())
+            .envs(spec.env.iter().cloned());
         cmd.process_group(0).kill_on_drop(true);
         if let Some(dir) = &spec.cwd {
             cmd.current_dir(dir);
         }
-        cmd.stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
         let merged_reader = match spec.output {
             OutputMode::Merged => {
                 let (reader, writer) = std::io::pipe()?;
@@ -291,9 +302,13 @@ impl SubprocessService {
         };
         let spawned = cmd.spawn();
         drop(cmd); // closes the parent's copies of the pipe's write end
-        let mut child = spawned
-            .map_err(|source| SubprocessError::Spawn { program: program.clone(), source })?;
-        let mut guard = GroupGuard { pgid: child.id().and_then(|p| i32::try_from(p).ok()) };
+        let mut child = spawned.map_err(|source| SubprocessError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+        let mut guard = GroupGuard {
+            pgid: child.id().and_then(|p| i32::try_from(p).ok()),
+        };
 
         if let (Some(payload), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {
@@ -313,8 +328,14 @@ impl SubprocessService {
                 (reader(Some(Box::new(rx)), spec.label.clone()), None)
             }
             None => (
-                reader(child.stdout.take().map(|s| Box::new(s) as _), format!("{}-out", spec.label)),
-                reader(child.stderr.take().map(|s| Box::new(s) as _), format!("{}-err", spec.label)),
+                reader(
+                    child.stdout.take().map(|s| Box::new(s) as _),
+                    format!("{}-out", spec.label),
+                ),
+                reader(
+                    child.stderr.take().map(|s| Box::new(s) as _),
+                    format!("{}-err", spec.label),
+                ),
             ),
         };
 
@@ -359,7 +380,9 @@ impl SubprocessService {
 }
 
 async fn finish(task: Option<JoinHandle<Captured>>, stop: &CancellationToken) -> Captured {
-    let Some(mut task) = task else { return Captured::default() };
+    let Some(mut task) = task else {
+        return Captured::default();
+    };
     if let Ok(done) = tokio::time::timeout(DRAIN_AFTER_EXIT, &mut task).await {
         return done.unwrap_or_default();
     }
@@ -434,7 +457,11 @@ impl Capture {
         Captured {
             tail: self.buf,
             total: self.total,
-            spill: if self.spill_failed { None } else { self.spill.map(|(_, p)| p) },
+            spill: if self.spill_failed {
+                None
+            } else {
+                self.spill.map(|(_, p)| p)
+            },
         }
     }
 }

@@ -51,7 +51,10 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// Output with one text block.
     pub fn text(text: impl Into<String>) -> Self {
-        ToolOutput { content: vec![ContentBlock::text(text)], value: None }
+        ToolOutput {
+            content: vec![ContentBlock::text(text)],
+            value: None,
+        }
     }
 
     /// Attach a structured value.

@@ -81,7 +81,12 @@ impl Workspace {
     /// A workspace with one root, which is also the working directory. The root must exist.
     pub fn new(root: impl AsRef<Path>, sandbox: SandboxMode) -> io::Result<Self> {
         let root = std::fs::canonicalize(root.as_ref())?;
-        Ok(Workspace { roots: vec![root.clone()], readable: Vec::new(), cwd: root, sandbox })
+        Ok(Workspace {
+            roots: vec![root.clone()],
+            readable: Vec::new(),
+            cwd: root,
+            sandbox,
+        })
     }
 
     /// Add another root (must exist).
@@ -233,13 +238,20 @@ mod tests {
 
     #[test]
     fn normalize_applies_dot_dot() {
-        assert_eq!(normalize(Path::new("/a/b/../c/./d")), PathBuf::from("/a/c/d"));
+        assert_eq!(
+            normalize(Path::new("/a/b/../c/./d")),
+            PathBuf::from("/a/c/d")
+        );
         assert_eq!(normalize(Path::new("/../../x")), PathBuf::from("/x"));
     }
 
     #[test]
     fn sandbox_mode_round_trips() {
-        for m in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite, SandboxMode::FullAccess] {
+        for m in [
+            SandboxMode::ReadOnly,
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::FullAccess,
+        ] {
             assert_eq!(m.as_str().parse::<SandboxMode>().ok(), Some(m));
         }
         assert!("none".parse::<SandboxMode>().is_err());

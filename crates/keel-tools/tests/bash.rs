@@ -16,7 +16,10 @@ use tokio_util::sync::CancellationToken;
 /// True while `pid` exists and is not a zombie.
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z')),
         Err(_) => false,
     }
 }
@@ -39,20 +42,35 @@ fn pid_in(f: &Fixture, name: &str) -> i32 {
 async fn output_and_exit_codes() {
     let f = Fixture::new();
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
-    let ok = run_one(&p, call("1", "bash", json!({"command":"echo out; echo err >&2"}))).await;
+    let ok = run_one(
+        &p,
+        call("1", "bash", json!({"command":"echo out; echo err >&2"})),
+    )
+    .await;
     assert_eq!(ok.text(), "out\nerr\n");
     assert!(!ok.is_error);
     assert_eq!(ok.meta.as_ref().unwrap()["exitCode"], json!(0));
 
-    let fail = run_one(&p, call("2", "bash", json!({"command":"echo nope; exit 3"}))).await;
+    let fail = run_one(
+        &p,
+        call("2", "bash", json!({"command":"echo nope; exit 3"})),
+    )
+    .await;
     assert_eq!(fail.text(), "nope\n[exit code: 3]");
-    assert!(!fail.is_error, "a non-zero exit is a result, not a tool error");
+    assert!(
+        !fail.is_error,
+        "a non-zero exit is a result, not a tool error"
+    );
 
     let quiet = run_one(&p, call("3", "bash", json!({"command":"true"}))).await;
     assert_eq!(quiet.text(), "(no output)");
 
     f.write("sub/marker", "");
-    let wd = run_one(&p, call("4", "bash", json!({"command":"ls","workdir":"sub"}))).await;
+    let wd = run_one(
+        &p,
+        call("4", "bash", json!({"command":"ls","workdir":"sub"})),
+    )
+    .await;
     assert_eq!(wd.text(), "marker\n");
     let cwd = run_one(&p, call("5", "bash", json!({"command":"pwd"}))).await;
     assert_eq!(cwd.text().trim_end(), f.ws.display().to_string());
@@ -72,15 +90,32 @@ async fn environment_is_scrubbed_unless_forwarded() {
         ],
         &["GH_TOKEN"],
     );
-    let p = Pipeline::builder(f.registry(vec![]), Workspace::new(&f.ws, SandboxMode::WorkspaceWrite).unwrap())
-        .spill(SpillConfig::new(&f.spill))
-        .subprocess(service)
-        .build()
-        .unwrap();
-    let env = run_one(&p, call("1", "bash", json!({"command":"env"}))).await.text();
+    let p = Pipeline::builder(
+        f.registry(vec![]),
+        Workspace::new(&f.ws, SandboxMode::WorkspaceWrite).unwrap(),
+    )
+    .spill(SpillConfig::new(&f.spill))
+    .subprocess(service)
+    .build()
+    .unwrap();
+    let env = run_one(&p, call("1", "bash", json!({"command":"env"})))
+        .await
+        .text();
     assert!(env.lines().any(|l| l == "PLAIN_VAR=visible"), "{env}");
-    assert!(env.lines().any(|l| l == "GH_TOKEN=forwarded-value"), "{env}");
-    for secret in ["MY_API_KEY", "SOME_TOKEN", "DB_PASSWORD", "aws_secret_access", "k1", "t1", "p1", "s1"] {
+    assert!(
+        env.lines().any(|l| l == "GH_TOKEN=forwarded-value"),
+        "{env}"
+    );
+    for secret in [
+        "MY_API_KEY",
+        "SOME_TOKEN",
+        "DB_PASSWORD",
+        "aws_secret_access",
+        "k1",
+        "t1",
+        "p1",
+        "s1",
+    ] {
         assert!(!env.contains(secret), "{secret} leaked:\n{env}");
     }
 }
@@ -91,12 +126,24 @@ async fn timeout_kills_the_whole_process_tree() {
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
     let script = "echo started; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; sleep 300";
     let started = Instant::now();
-    let out = run_one(&p, call("1", "bash", json!({"command": script, "timeout_ms": 500}))).await;
+    let out = run_one(
+        &p,
+        call("1", "bash", json!({"command": script, "timeout_ms": 500})),
+    )
+    .await;
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(out.is_error);
     assert_eq!(out.code(), Some("TOOL_TIMEOUT"));
-    assert!(out.text().contains("ran longer than 500 ms"), "{}", out.text());
-    assert!(out.text().contains("started"), "tail of output kept: {}", out.text());
+    assert!(
+        out.text().contains("ran longer than 500 ms"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        out.text().contains("started"),
+        "tail of output kept: {}",
+        out.text()
+    );
     let (shell, child) = (pid_in(&f, "shell.pid"), pid_in(&f, "child.pid"));
     assert!(wait_dead(shell).await, "shell {shell} survived");
     assert!(wait_dead(child).await, "grandchild {child} survived");
@@ -107,7 +154,11 @@ async fn processes_ignoring_sigterm_are_killed_after_the_grace() {
     let f = Fixture::new();
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
     let script = "trap '' TERM; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; sleep 300";
-    let out = run_one(&p, call("1", "bash", json!({"command": script, "timeout_ms": 300}))).await;
+    let out = run_one(
+        &p,
+        call("1", "bash", json!({"command": script, "timeout_ms": 300})),
+    )
+    .await;
     assert_eq!(out.code(), Some("TOOL_TIMEOUT"));
     let (shell, child) = (pid_in(&f, "shell.pid"), pid_in(&f, "child.pid"));
     assert!(wait_dead(shell).await, "shell {shell} survived");
@@ -127,7 +178,13 @@ async fn cancellation_during_bash_kills_the_group() {
     });
     let script = "sleep 300 & echo $! > child.pid; sleep 300";
     let started = Instant::now();
-    let out = p.run_batch(&[call("1", "bash", json!({"command": script}))], &host, cancel).await;
+    let out = p
+        .run_batch(
+            &[call("1", "bash", json!({"command": script}))],
+            &host,
+            cancel,
+        )
+        .await;
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(out[0].code(), Some("ABORTED"));
     assert!(wait_dead(pid_in(&f, "child.pid")).await);
@@ -140,11 +197,23 @@ async fn large_output_keeps_the_tail_and_spills_the_whole_stream_privately() {
     let out = run_one(&p, call("1", "bash", json!({"command":"seq 1 20000"}))).await;
     let text = out.text();
     let full: String = (1..=20000).map(|i| format!("{i}\n")).collect();
-    assert!(text.starts_with("[output truncated: showing the last 30000 of 108894 bytes; full output in "), "{}", &text[..200]);
+    assert!(
+        text.starts_with(
+            "[output truncated: showing the last 30000 of 108894 bytes; full output in "
+        ),
+        "{}",
+        &text[..200]
+    );
     assert!(text.ends_with("19999\n20000\n"));
-    let path = out.meta.as_ref().unwrap()["outputFile"].as_str().unwrap().to_owned();
+    let path = out.meta.as_ref().unwrap()["outputFile"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), full);
-    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     assert_eq!(out.meta.as_ref().unwrap()["outputBytes"], json!(full.len()));
 }
 
@@ -153,8 +222,19 @@ async fn background_children_do_not_hold_the_call() {
     let f = Fixture::new();
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
     let started = Instant::now();
-    let out = run_one(&p, call("1", "bash", json!({"command":"sleep 30 & echo $! > bg.pid; echo done"}))).await;
-    assert!(started.elapsed() < Duration::from_secs(5), "waited for the background child");
+    let out = run_one(
+        &p,
+        call(
+            "1",
+            "bash",
+            json!({"command":"sleep 30 & echo $! > bg.pid; echo done"}),
+        ),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "waited for the background child"
+    );
     assert_eq!(out.text(), "done\n");
     let bg = pid_in(&f, "bg.pid");
     assert!(alive(bg), "a background child outlives a normal exit");
@@ -166,9 +246,13 @@ async fn background_children_do_not_hold_the_call() {
 async fn subprocess_service_runs_argv_with_stdin_and_separate_streams() {
     let f = Fixture::new();
     let svc = f.service(vec![("MY_SECRET", "x")], &[]);
-    let spec = CommandSpec::new(["sh", "-c", "cat; echo to-err >&2; echo \"[$MY_SECRET]\"; exit 2"])
-        .stdin(b"payload\n".to_vec())
-        .cwd(&f.ws);
+    let spec = CommandSpec::new([
+        "sh",
+        "-c",
+        "cat; echo to-err >&2; echo \"[$MY_SECRET]\"; exit 2",
+    ])
+    .stdin(b"payload\n".to_vec())
+    .cwd(&f.ws);
     let out = svc.run(spec, &CancellationToken::new()).await.unwrap();
     assert_eq!(out.end, RunEnd::Exited);
     assert_eq!(out.code, Some(2));
@@ -180,9 +264,19 @@ async fn subprocess_service_runs_argv_with_stdin_and_separate_streams() {
     let out = svc.run(literal, &CancellationToken::new()).await.unwrap();
     assert_eq!(out.stdout.text(), "$HOME; rm -rf /\n");
 
-    let missing = svc.run(CommandSpec::new(["/no/such/program"]), &CancellationToken::new()).await;
+    let missing = svc
+        .run(
+            CommandSpec::new(["/no/such/program"]),
+            &CancellationToken::new(),
+        )
+        .await;
     assert!(missing.is_err());
-    let empty = svc.run(CommandSpec::new(Vec::<String>::new()), &CancellationToken::new()).await;
+    let empty = svc
+        .run(
+            CommandSpec::new(Vec::<String>::new()),
+            &CancellationToken::new(),
+        )
+        .await;
     assert!(empty.is_err());
 }
 

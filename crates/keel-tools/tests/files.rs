@@ -16,11 +16,21 @@ async fn read_numbers_lines_and_pages() {
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
 
     let all = run_one(&p, call("1", "read", json!({"path":"a.txt"}))).await;
-    assert_eq!(all.text(), "1: line 1\n2: line 2\n3: line 3\n4: line 4\n5: line 5");
+    assert_eq!(
+        all.text(),
+        "1: line 1\n2: line 2\n3: line 3\n4: line 4\n5: line 5"
+    );
     assert!(!all.is_error);
 
-    let page = run_one(&p, call("2", "read", json!({"path":"a.txt","offset":2,"limit":2}))).await;
-    assert_eq!(page.text(), "2: line 2\n3: line 3\n[lines 2-3 of 5; continue with offset=4]");
+    let page = run_one(
+        &p,
+        call("2", "read", json!({"path":"a.txt","offset":2,"limit":2})),
+    )
+    .await;
+    assert_eq!(
+        page.text(),
+        "2: line 2\n3: line 3\n[lines 2-3 of 5; continue with offset=4]"
+    );
 
     let past = run_one(&p, call("3", "read", json!({"path":"a.txt","offset":9}))).await;
     assert!(past.is_error);
@@ -38,17 +48,36 @@ async fn read_handles_crlf_long_lines_empty_binary_dirs_and_missing_files() {
     std::fs::create_dir_all(f.ws.join("sub")).unwrap();
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
 
-    assert_eq!(run_one(&p, call("1", "read", json!({"path":"crlf.txt"}))).await.text(), "1: a\n2: b");
-    let long = run_one(&p, call("2", "read", json!({"path":"long.txt"}))).await.text();
+    assert_eq!(
+        run_one(&p, call("1", "read", json!({"path":"crlf.txt"})))
+            .await
+            .text(),
+        "1: a\n2: b"
+    );
+    let long = run_one(&p, call("2", "read", json!({"path":"long.txt"})))
+        .await
+        .text();
     assert!(long.ends_with("… [line cut: 100 more chars]"), "{long}");
-    assert_eq!(run_one(&p, call("3", "read", json!({"path":"empty.txt"}))).await.text(), "('empty.txt' is empty)");
+    assert_eq!(
+        run_one(&p, call("3", "read", json!({"path":"empty.txt"})))
+            .await
+            .text(),
+        "('empty.txt' is empty)"
+    );
 
     let bin = run_one(&p, call("4", "read", json!({"path":"bin.dat"}))).await;
     assert!(bin.is_error);
-    assert_eq!(bin.text(), "TOOL_FAILED: 'bin.dat' is a binary file (8 bytes); read only shows text files");
+    assert_eq!(
+        bin.text(),
+        "TOOL_FAILED: 'bin.dat' is a binary file (8 bytes); read only shows text files"
+    );
 
     let dir = run_one(&p, call("5", "read", json!({"path":"sub"}))).await;
-    assert!(dir.is_error && dir.text().contains("is a directory"), "{}", dir.text());
+    assert!(
+        dir.is_error && dir.text().contains("is a directory"),
+        "{}",
+        dir.text()
+    );
 
     let missing = run_one(&p, call("6", "read", json!({"path":"nope.txt"}))).await;
     assert!(missing.is_error);
@@ -60,10 +89,26 @@ async fn read_handles_crlf_long_lines_empty_binary_dirs_and_missing_files() {
 async fn write_creates_parents_and_overwrites() {
     let f = Fixture::new();
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
-    let out = run_one(&p, call("1", "write", json!({"path":"deep/dir/new.txt","content":"hello"}))).await;
+    let out = run_one(
+        &p,
+        call(
+            "1",
+            "write",
+            json!({"path":"deep/dir/new.txt","content":"hello"}),
+        ),
+    )
+    .await;
     assert_eq!(out.text(), "Created deep/dir/new.txt (5 bytes).");
     assert_eq!(f.read("deep/dir/new.txt"), "hello");
-    let out = run_one(&p, call("2", "write", json!({"path":"deep/dir/new.txt","content":"bye"}))).await;
+    let out = run_one(
+        &p,
+        call(
+            "2",
+            "write",
+            json!({"path":"deep/dir/new.txt","content":"bye"}),
+        ),
+    )
+    .await;
     assert_eq!(out.text(), "Overwrote deep/dir/new.txt (3 bytes).");
     assert_eq!(f.read("deep/dir/new.txt"), "bye");
     assert_eq!(out.meta, Some(json!({"bytes":3,"created":false})));
@@ -75,24 +120,72 @@ async fn edit_requires_a_unique_exact_match_unless_replace_all() {
     f.write("e.rs", "let a = 1;\nlet b = 1;\nlet c = 2;\n");
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
 
-    let once = run_one(&p, call("1", "edit", json!({"path":"e.rs","old_string":"c = 2","new_string":"c = 3"}))).await;
+    let once = run_one(
+        &p,
+        call(
+            "1",
+            "edit",
+            json!({"path":"e.rs","old_string":"c = 2","new_string":"c = 3"}),
+        ),
+    )
+    .await;
     assert_eq!(once.text(), "Edited e.rs: replaced 1 occurrence.");
     assert_eq!(f.read("e.rs"), "let a = 1;\nlet b = 1;\nlet c = 3;\n");
 
-    let twice = run_one(&p, call("2", "edit", json!({"path":"e.rs","old_string":"= 1;","new_string":"= 9;"}))).await;
+    let twice = run_one(
+        &p,
+        call(
+            "2",
+            "edit",
+            json!({"path":"e.rs","old_string":"= 1;","new_string":"= 9;"}),
+        ),
+    )
+    .await;
     assert!(twice.is_error);
     assert_eq!(twice.code(), Some("INVALID_ARGS"));
     assert!(twice.text().contains("occurs 2 times"), "{}", twice.text());
     assert_eq!(f.read("e.rs"), "let a = 1;\nlet b = 1;\nlet c = 3;\n");
 
-    let all = run_one(&p, call("3", "edit", json!({"path":"e.rs","old_string":"= 1;","new_string":"= 9;","replace_all":true}))).await;
+    let all = run_one(
+        &p,
+        call(
+            "3",
+            "edit",
+            json!({"path":"e.rs","old_string":"= 1;","new_string":"= 9;","replace_all":true}),
+        ),
+    )
+    .await;
     assert_eq!(all.text(), "Edited e.rs: replaced 2 occurrences.");
     assert_eq!(f.read("e.rs"), "let a = 9;\nlet b = 9;\nlet c = 3;\n");
 
-    let missing = run_one(&p, call("4", "edit", json!({"path":"e.rs","old_string":"zzz","new_string":"y"}))).await;
-    assert!(missing.is_error && missing.text().contains("not found"), "{}", missing.text());
-    let same = run_one(&p, call("5", "edit", json!({"path":"e.rs","old_string":"a","new_string":"a"}))).await;
-    assert!(same.is_error && same.text().contains("identical"), "{}", same.text());
+    let missing = run_one(
+        &p,
+        call(
+            "4",
+            "edit",
+            json!({"path":"e.rs","old_string":"zzz","new_string":"y"}),
+        ),
+    )
+    .await;
+    assert!(
+        missing.is_error && missing.text().contains("not found"),
+        "{}",
+        missing.text()
+    );
+    let same = run_one(
+        &p,
+        call(
+            "5",
+            "edit",
+            json!({"path":"e.rs","old_string":"a","new_string":"a"}),
+        ),
+    )
+    .await;
+    assert!(
+        same.is_error && same.text().contains("identical"),
+        "{}",
+        same.text()
+    );
 }
 
 #[tokio::test]
@@ -111,7 +204,11 @@ async fn glob_matches_names_and_paths_and_respects_gitignore() {
     assert_eq!(by_name.text(), ".hidden/h.rs\nsrc/main.rs\nsrc/util/mod.rs");
     let by_path = run_one(&p, call("2", "glob", json!({"pattern":"src/*.rs"}))).await;
     assert_eq!(by_path.text(), "src/main.rs");
-    let under = run_one(&p, call("3", "glob", json!({"pattern":"**/*.rs","path":"src"}))).await;
+    let under = run_one(
+        &p,
+        call("3", "glob", json!({"pattern":"**/*.rs","path":"src"})),
+    )
+    .await;
     assert_eq!(under.text(), "src/main.rs\nsrc/util/mod.rs");
     let none = run_one(&p, call("4", "glob", json!({"pattern":"*.py"}))).await;
     assert_eq!(none.text(), "No files match '*.py' under ..");
@@ -126,9 +223,14 @@ async fn glob_output_is_capped() {
         f.write(&format!("many/f{i:03}.txt"), "");
     }
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
-    let out = run_one(&p, call("1", "glob", json!({"pattern":"*.txt"}))).await.text();
+    let out = run_one(&p, call("1", "glob", json!({"pattern":"*.txt"})))
+        .await
+        .text();
     assert_eq!(out.lines().count(), 201);
-    assert!(out.ends_with("[200 of 205 matches shown; narrow the pattern or path]"), "{out}");
+    assert!(
+        out.ends_with("[200 of 205 matches shown; narrow the pattern or path]"),
+        "{out}"
+    );
 }
 
 #[tokio::test]
@@ -143,17 +245,57 @@ async fn grep_modes_context_filters_and_ignores() {
 
     let files = run_one(&p, call("1", "grep", json!({"pattern":"alpha"}))).await;
     assert_eq!(files.text(), "a.rs");
-    let ci = run_one(&p, call("2", "grep", json!({"pattern":"alpha","case_insensitive":true}))).await;
+    let ci = run_one(
+        &p,
+        call(
+            "2",
+            "grep",
+            json!({"pattern":"alpha","case_insensitive":true}),
+        ),
+    )
+    .await;
     assert_eq!(ci.text(), "a.rs\nb.txt");
-    let content = run_one(&p, call("3", "grep", json!({"pattern":"^fn","output_mode":"content"}))).await;
+    let content = run_one(
+        &p,
+        call(
+            "3",
+            "grep",
+            json!({"pattern":"^fn","output_mode":"content"}),
+        ),
+    )
+    .await;
     assert_eq!(content.text(), "a.rs:1:fn alpha() {}\na.rs:3:fn beta() {}");
-    let ctx = run_one(&p, call("4", "grep", json!({"pattern":"beta","output_mode":"content","context":1}))).await;
+    let ctx = run_one(
+        &p,
+        call(
+            "4",
+            "grep",
+            json!({"pattern":"beta","output_mode":"content","context":1}),
+        ),
+    )
+    .await;
     assert_eq!(ctx.text(), "a.rs-2-let x = 1;\na.rs:3:fn beta() {}");
-    let count = run_one(&p, call("5", "grep", json!({"pattern":"fn","output_mode":"count"}))).await;
+    let count = run_one(
+        &p,
+        call("5", "grep", json!({"pattern":"fn","output_mode":"count"})),
+    )
+    .await;
     assert_eq!(count.text(), "a.rs:2");
-    let filtered = run_one(&p, call("6", "grep", json!({"pattern":"(?i)alpha","glob":"*.txt"}))).await;
+    let filtered = run_one(
+        &p,
+        call("6", "grep", json!({"pattern":"(?i)alpha","glob":"*.txt"})),
+    )
+    .await;
     assert_eq!(filtered.text(), "b.txt");
-    let one_file = run_one(&p, call("7", "grep", json!({"pattern":"x","path":"a.rs","output_mode":"content"}))).await;
+    let one_file = run_one(
+        &p,
+        call(
+            "7",
+            "grep",
+            json!({"pattern":"x","path":"a.rs","output_mode":"content"}),
+        ),
+    )
+    .await;
     assert_eq!(one_file.text(), "a.rs:2:let x = 1;");
     let none = run_one(&p, call("8", "grep", json!({"pattern":"zzz"}))).await;
     assert_eq!(none.text(), "No matches for 'zzz'.");
@@ -166,7 +308,16 @@ async fn grep_content_output_is_capped() {
     let f = Fixture::new();
     f.write("big.txt", "match me\n".repeat(1000));
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
-    let out = run_one(&p, call("1", "grep", json!({"pattern":"match","output_mode":"content"}))).await.text();
+    let out = run_one(
+        &p,
+        call(
+            "1",
+            "grep",
+            json!({"pattern":"match","output_mode":"content"}),
+        ),
+    )
+    .await
+    .text();
     assert_eq!(out.lines().count(), 401);
     assert!(out.ends_with("[output capped; narrow the pattern, path or glob]"));
 }
@@ -184,21 +335,40 @@ async fn escapes_are_refused_in_workspace_write() {
         call("1", "read", json!({"path":"../outside/secret.txt"})),
         call("2", "read", json!({"path": secret})),
         call("3", "read", json!({"path":"link/secret.txt"})),
-        call("4", "write", json!({"path":"../outside/x.txt","content":"x"})),
+        call(
+            "4",
+            "write",
+            json!({"path":"../outside/x.txt","content":"x"}),
+        ),
         call("5", "write", json!({"path":"link/y.txt","content":"x"})),
         call("6", "write", json!({"path":"dangling","content":"x"})),
-        call("7", "edit", json!({"path":"link/secret.txt","old_string":"top","new_string":"no"})),
+        call(
+            "7",
+            "edit",
+            json!({"path":"link/secret.txt","old_string":"top","new_string":"no"}),
+        ),
         call("8", "glob", json!({"pattern":"*","path":"link"})),
         call("9", "grep", json!({"pattern":"secret","path":"../outside"})),
-        call("10", "bash", json!({"command":"true","workdir":"../outside"})),
+        call(
+            "10",
+            "bash",
+            json!({"command":"true","workdir":"../outside"}),
+        ),
     ];
     for c in cases {
         let out = run_one(&p, c.clone()).await;
         assert!(out.is_error, "{c:?} → {}", out.text());
         assert_eq!(out.code(), Some("DENIED"), "{c:?} → {}", out.text());
-        assert!(out.text().contains("outside the workspace"), "{}", out.text());
+        assert!(
+            out.text().contains("outside the workspace"),
+            "{}",
+            out.text()
+        );
     }
-    assert_eq!(std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(), "top secret");
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        "top secret"
+    );
     assert!(!f.outside.join("new.txt").exists());
     assert!(!f.outside.join("x.txt").exists());
     // `..` that stays inside is fine.
@@ -212,11 +382,26 @@ async fn full_access_reaches_outside() {
     let f = Fixture::new();
     std::fs::write(f.outside.join("secret.txt"), "top secret").unwrap();
     let p = f.pipeline(SandboxMode::FullAccess);
-    let out = run_one(&p, call("1", "read", json!({"path":"../outside/secret.txt"}))).await;
+    let out = run_one(
+        &p,
+        call("1", "read", json!({"path":"../outside/secret.txt"})),
+    )
+    .await;
     assert_eq!(out.text(), "1: top secret");
-    let w = run_one(&p, call("2", "write", json!({"path":"../outside/w.txt","content":"w"}))).await;
+    let w = run_one(
+        &p,
+        call(
+            "2",
+            "write",
+            json!({"path":"../outside/w.txt","content":"w"}),
+        ),
+    )
+    .await;
     assert!(!w.is_error, "{}", w.text());
-    assert_eq!(std::fs::read_to_string(f.outside.join("w.txt")).unwrap(), "w");
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("w.txt")).unwrap(),
+        "w"
+    );
 }
 
 #[tokio::test]
@@ -224,23 +409,56 @@ async fn read_only_sandbox_refuses_changes_and_asks_before_bash() {
     let f = Fixture::new();
     f.write("a.txt", "a");
     let p = f.pipeline(SandboxMode::ReadOnly);
-    let w = run_one(&p, call("1", "write", json!({"path":"a.txt","content":"b"}))).await;
+    let w = run_one(
+        &p,
+        call("1", "write", json!({"path":"a.txt","content":"b"})),
+    )
+    .await;
     assert_eq!(w.code(), Some("DENIED"));
     assert!(w.text().contains("read-only"), "{}", w.text());
-    let e = run_one(&p, call("2", "edit", json!({"path":"a.txt","old_string":"a","new_string":"b"}))).await;
+    let e = run_one(
+        &p,
+        call(
+            "2",
+            "edit",
+            json!({"path":"a.txt","old_string":"a","new_string":"b"}),
+        ),
+    )
+    .await;
     assert_eq!(e.code(), Some("DENIED"));
     assert_eq!(f.read("a.txt"), "a");
-    assert_eq!(run_one(&p, call("3", "read", json!({"path":"a.txt"}))).await.text(), "1: a");
+    assert_eq!(
+        run_one(&p, call("3", "read", json!({"path":"a.txt"})))
+            .await
+            .text(),
+        "1: a"
+    );
 
     // bash is an `ask`: denied by a host that refuses, run when approved.
     let log = common::Log::default();
     let refuse = common::RecordingHost::new(log.clone(), false);
-    let out = p.run_batch(&[call("4", "bash", json!({"command":"echo hi"}))], &refuse, Default::default()).await;
+    let out = p
+        .run_batch(
+            &[call("4", "bash", json!({"command":"echo hi"}))],
+            &refuse,
+            Default::default(),
+        )
+        .await;
     assert_eq!(out[0].code(), Some("DENIED"));
-    assert!(out[0].text().contains("did not approve"), "{}", out[0].text());
+    assert!(
+        out[0].text().contains("did not approve"),
+        "{}",
+        out[0].text()
+    );
     assert!(log.snapshot().contains(&"host:ask:4".to_owned()));
     let approve = common::RecordingHost::new(log.clone(), true);
-    let out = p.run_batch(&[call("5", "bash", json!({"command":"echo hi"}))], &approve, Default::default()).await;
+    let out = p
+        .run_batch(
+            &[call("5", "bash", json!({"command":"echo hi"}))],
+            &approve,
+            Default::default(),
+        )
+        .await;
     assert_eq!(out[0].text(), "hi\n");
 }
 
@@ -249,9 +467,23 @@ async fn spill_files_are_readable_in_workspace_write() {
     let f = Fixture::new();
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
     let big = "y".repeat(60_000);
-    let out = run_one(&p, call("1", "bash", json!({"command": format!("printf '%s' {big}")}))).await;
-    let path = out.meta.as_ref().unwrap()["outputFile"].as_str().unwrap().to_owned();
+    let out = run_one(
+        &p,
+        call(
+            "1",
+            "bash",
+            json!({"command": format!("printf '%s' {big}")}),
+        ),
+    )
+    .await;
+    let path = out.meta.as_ref().unwrap()["outputFile"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let read = run_one(&p, call("2", "read", json!({"path": path}))).await;
     assert!(!read.is_error, "{}", read.text());
-    assert_eq!(read.text().len(), "1: ".len() + 2000 + "… [line cut: 58000 more chars]".len());
+    assert_eq!(
+        read.text().len(),
+        "1: ".len() + 2000 + "… [line cut: 58000 more chars]".len()
+    );
 }

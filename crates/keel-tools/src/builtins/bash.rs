@@ -93,7 +93,9 @@ impl Tool for BashTool {
             Some(w) => {
                 let d = ctx.workspace.resolve(w, Access::Read)?;
                 if !d.is_dir() {
-                    return Err(ToolError::InvalidArgs(format!("workdir '{w}' is not a directory")));
+                    return Err(ToolError::InvalidArgs(format!(
+                        "workdir '{w}' is not a directory"
+                    )));
                 }
                 d
             }
@@ -103,7 +105,11 @@ impl Tool for BashTool {
             .timeout_ms
             .map_or(self.cfg.default_timeout, Duration::from_millis)
             .min(self.cfg.max_timeout);
-        let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
+        let shell = if Path::new("/bin/bash").exists() {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        };
         let spec = CommandSpec::new([shell, "-c", a.command.as_str()])
             .cwd(dir)
             .timeout(limit)

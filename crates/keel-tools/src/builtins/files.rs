@@ -24,7 +24,11 @@ pub const MAX_LINE_CHARS: usize = 2000;
 const BINARY_SNIFF: usize = 8192;
 
 fn schema(name: &str, description: &str, parameters: Value) -> ToolSchema {
-    ToolSchema { name: name.into(), description: description.into(), parameters }
+    ToolSchema {
+        name: name.into(),
+        description: description.into(),
+        parameters,
+    }
 }
 
 /// `read {path, offset?, limit?}`.
@@ -72,14 +76,18 @@ impl Tool for ReadTool {
 
 fn read_lines(path: &Path, shown: &str, offset: u64, limit: u64) -> Result<String, ToolError> {
     let file = std::fs::File::open(path).map_err(|e| ToolError::io("reading", path, e))?;
-    let md = file.metadata().map_err(|e| ToolError::io("reading", path, e))?;
+    let md = file
+        .metadata()
+        .map_err(|e| ToolError::io("reading", path, e))?;
     if md.is_dir() {
         return Err(ToolError::Failed(format!(
             "'{shown}' is a directory; use glob to list its files"
         )));
     }
     let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let head = reader.fill_buf().map_err(|e| ToolError::io("reading", path, e))?;
+    let head = reader
+        .fill_buf()
+        .map_err(|e| ToolError::io("reading", path, e))?;
     if head[..head.len().min(BINARY_SNIFF)].contains(&0) {
         return Err(ToolError::Failed(format!(
             "'{shown}' is a binary file ({} bytes); read only shows text files",
@@ -92,7 +100,9 @@ fn read_lines(path: &Path, shown: &str, offset: u64, limit: u64) -> Result<Strin
     let last = offset.saturating_add(limit - 1);
     loop {
         line.clear();
-        let read = reader.read_until(b'\n', &mut line).map_err(|e| ToolError::io("reading", path, e))?;
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| ToolError::io("reading", path, e))?;
         if read == 0 {
             break;
         }
@@ -237,7 +247,10 @@ impl Tool for EditTool {
         let count = blocking(move || {
             let bytes = std::fs::read(&path).map_err(|e| ToolError::io("reading", &path, e))?;
             let text = String::from_utf8(bytes).map_err(|_| {
-                ToolError::Failed(format!("'{}' is not UTF-8 text; edit changes text files", a.path))
+                ToolError::Failed(format!(
+                    "'{}' is not UTF-8 text; edit changes text files",
+                    a.path
+                ))
             })?;
             let count = text.matches(a.old_string.as_str()).count();
             if count == 0 {
@@ -264,7 +277,9 @@ impl Tool for EditTool {
         })
         .await?;
         let s = if count == 1 { "" } else { "s" };
-        Ok(ToolOutput::text(format!("Edited {shown}: replaced {count} occurrence{s}."))
-            .with_value(json!({"replacements": count})))
+        Ok(
+            ToolOutput::text(format!("Edited {shown}: replaced {count} occurrence{s}."))
+                .with_value(json!({"replacements": count})),
+        )
     }
 }

@@ -7,8 +7,8 @@ use crate::host::ApprovalOutcome;
 use crate::plan::PlanState;
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
 use async_trait::async_trait;
-use keel_protocol::{EventBody, PlanModeEvent, TodoStatus, TodoWrite};
 use keel_protocol::ToolSchema;
+use keel_protocol::{EventBody, PlanModeEvent, TodoStatus, TodoWrite};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -44,8 +44,11 @@ impl Tool for TodoWriteTool {
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let list: TodoWrite = parse(args)?;
         let count = |s: TodoStatus| list.todos.iter().filter(|t| t.status == s).count();
-        let (done, active, pending) =
-            (count(TodoStatus::Completed), count(TodoStatus::InProgress), count(TodoStatus::Pending));
+        let (done, active, pending) = (
+            count(TodoStatus::Completed),
+            count(TodoStatus::InProgress),
+            count(TodoStatus::Pending),
+        );
         let text = format!(
             "Todo list saved: {} items ({done} completed, {active} in progress, {pending} pending).",
             list.todos.len()
@@ -99,7 +102,10 @@ impl Tool for ExitPlanModeTool {
                 "plan mode is not active; there is nothing to exit. Proceed with the task.".into(),
             ));
         }
-        let decided = ctx.host.ask_approval(ctx.call, "approve the plan and leave plan mode").await;
+        let decided = ctx
+            .host
+            .ask_approval(ctx.call, "approve the plan and leave plan mode")
+            .await;
         let approved = decided == ApprovalOutcome::Approved;
         if approved {
             self.plan.set_active(false);

@@ -48,14 +48,18 @@ impl PathGlob {
             .build()
             .map_err(|e| ToolError::InvalidArgs(format!("invalid glob '{pattern}': {e}")))?
             .compile_matcher();
-        Ok(PathGlob { matcher, by_name: !pattern.contains('/') })
+        Ok(PathGlob {
+            matcher,
+            by_name: !pattern.contains('/'),
+        })
     }
 
     fn matches(&self, base: &Path, path: &Path) -> bool {
         if self.by_name {
             path.file_name().is_some_and(|n| self.matcher.is_match(n))
         } else {
-            path.strip_prefix(base).is_ok_and(|rel| self.matcher.is_match(rel))
+            path.strip_prefix(base)
+                .is_ok_and(|rel| self.matcher.is_match(rel))
         }
     }
 }
@@ -126,9 +130,17 @@ impl Tool for GlobTool {
             }
             let mut text = shown.join("\n");
             if total == 0 {
-                text = format!("No files match '{}' under {}.", a.pattern, ws.display(&base));
+                text = format!(
+                    "No files match '{}' under {}.",
+                    a.pattern,
+                    ws.display(&base)
+                );
             } else if total > shown.len() {
-                let _ = write!(text, "\n[{} of {total} matches shown; narrow the pattern or path]", shown.len());
+                let _ = write!(
+                    text,
+                    "\n[{} of {total} matches shown; narrow the pattern or path]",
+                    shown.len()
+                );
             }
             Ok((text, total))
         })
@@ -195,7 +207,11 @@ impl Tool for GrepTool {
         let filter = a.glob.as_deref().map(PathGlob::new).transpose()?;
         let base = resolve_base(ctx.workspace, a.path.as_deref())?;
         let mode = a.output_mode.unwrap_or(OutputMode::FilesWithMatches);
-        let context = if mode == OutputMode::Content { a.context.unwrap_or(0) } else { 0 };
+        let context = if mode == OutputMode::Content {
+            a.context.unwrap_or(0)
+        } else {
+            0
+        };
         let ws = ctx.workspace.clone();
         let cancel = ctx.cancel.clone();
         let (text, files_matched) = blocking(move || {
@@ -315,7 +331,8 @@ impl Collector {
             self.out.pop();
         }
         if self.full {
-            self.out.push_str("\n[output capped; narrow the pattern, path or glob]");
+            self.out
+                .push_str("\n[output capped; narrow the pattern, path or glob]");
         }
         self.out
     }

@@ -6,8 +6,7 @@
 use super::{BatchOptions, Dispatched, Pipeline};
 use crate::error::ToolError;
 use crate::hooks::{
-    BodyRunner, ExecToken, GuardDecision, HookContext, Next, PostDecision, PreDecision,
-    ResultDraft,
+    BodyRunner, ExecToken, GuardDecision, HookContext, Next, PostDecision, PreDecision, ResultDraft,
 };
 use crate::host::{ApprovalOutcome, PipelineHost, ToolOutcome};
 use crate::plan::plan_mode_denial;
@@ -95,8 +94,11 @@ impl Pipeline {
         let token = ExecToken::fresh();
         let Some(entry) = self.registry.get(&call.name) else {
             let names: Vec<&str> = self.registry.names().collect();
-            let message =
-                format!("no tool named '{}'. Available tools: {}", call.name, names.join(", "));
+            let message = format!(
+                "no tool named '{}'. Available tools: {}",
+                call.name,
+                names.join(", ")
+            );
             return Dispatched {
                 outcome: ToolOutcome::error(&call.id, ToolErrorCode::UnknownTool, &message),
                 token,
@@ -113,7 +115,11 @@ impl Pipeline {
         };
         let draft = self.phases(&ctx, entry, host, opts).await;
         let outcome = self.finish(call, draft);
-        Dispatched { outcome, token, tool: Some(info) }
+        Dispatched {
+            outcome,
+            token,
+            tool: Some(info),
+        }
     }
 
     async fn phases(
@@ -143,9 +149,12 @@ impl Pipeline {
             );
             return error_draft(ToolErrorCode::InvalidArgs, &msg);
         }
-        let cancelled = || error_draft(ToolErrorCode::AbortedBeforeDispatch, &format!(
-            "the turn was cancelled before '{name}' started; it did not run"
-        ));
+        let cancelled = || {
+            error_draft(
+                ToolErrorCode::AbortedBeforeDispatch,
+                &format!("the turn was cancelled before '{name}' started; it did not run"),
+            )
+        };
         if opts.cancel.is_cancelled() {
             return cancelled();
         }
@@ -196,7 +205,11 @@ impl Pipeline {
             cancel: &opts.cancel,
             grace: self.abort_grace,
         };
-        let next = Next { rest: &self.hooks.execute, ctx, body: &body };
+        let next = Next {
+            rest: &self.hooks.execute,
+            ctx,
+            body: &body,
+        };
         let mut draft = match next.run(args).await {
             Ok(out) if out.content.iter().all(is_result_block) => ResultDraft {
                 content: out.content,
@@ -265,7 +278,9 @@ impl Pipeline {
     fn finish(&self, call: &ToolCallBlock, mut draft: ResultDraft) -> ToolOutcome {
         let mut spilled: Vec<PathBuf> = Vec::new();
         for block in &mut draft.content {
-            let ContentBlock::Text { text } = block else { continue };
+            let ContentBlock::Text { text } = block else {
+                continue;
+            };
             if text.len() <= self.spill.threshold {
                 continue;
             }
@@ -292,10 +307,16 @@ impl Pipeline {
         match spilled.len() {
             0 => {}
             1 => {
-                meta.insert("spill".into(), Value::from(spilled[0].display().to_string()));
+                meta.insert(
+                    "spill".into(),
+                    Value::from(spilled[0].display().to_string()),
+                );
             }
             _ => {
-                let paths = spilled.iter().map(|p| Value::from(p.display().to_string())).collect();
+                let paths = spilled
+                    .iter()
+                    .map(|p| Value::from(p.display().to_string()))
+                    .collect();
                 meta.insert("spill".into(), Value::Array(paths));
             }
         }

@@ -113,7 +113,10 @@ impl PipelineBuilder {
         let spill = match self.spill {
             Some(s) => s,
             None => {
-                let dir = tempfile::Builder::new().prefix("keel-spill-").tempdir()?.keep();
+                let dir = tempfile::Builder::new()
+                    .prefix("keel-spill-")
+                    .tempdir()?
+                    .keep();
                 SpillConfig::new(dir)
             }
         };
@@ -191,7 +194,15 @@ impl Pipeline {
         host: &dyn PipelineHost,
         cancel: CancellationToken,
     ) -> Vec<ToolOutcome> {
-        self.run_batch_with(calls, host, BatchOptions { cancel, parent: None }).await
+        self.run_batch_with(
+            calls,
+            host,
+            BatchOptions {
+                cancel,
+                parent: None,
+            },
+        )
+        .await
     }
 
     /// [`Pipeline::run_batch`] with a parent dispatch (nested tool runs).
@@ -234,7 +245,9 @@ impl Pipeline {
 
     fn mode_of(&self, call: &ToolCallBlock) -> ExecMode {
         // Unknown tools fail before dispatch and cannot conflict with anything.
-        self.registry.get(&call.name).map_or(ExecMode::Parallel, |t| t.info().mode)
+        self.registry
+            .get(&call.name)
+            .map_or(ExecMode::Parallel, |t| t.info().mode)
     }
 
     async fn settle(

@@ -3,8 +3,8 @@
 
 use async_trait::async_trait;
 use keel_protocol::{EventBody, ToolCallBlock, ToolSchema};
-use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
 use keel_tools::spill::SpillConfig;
+use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
 use keel_tools::{
     ApprovalOutcome, BuiltinConfig, ExecMode, Pipeline, PipelineHooks, PipelineHost, SandboxMode,
     Tool, ToolContext, ToolEffect, ToolError, ToolOutcome, ToolOutput, ToolRegistry, Workspace,
@@ -41,7 +41,12 @@ pub struct RecordingHost {
 
 impl RecordingHost {
     pub fn new(log: Log, approve: bool) -> Self {
-        RecordingHost { log, approve, emitted: Mutex::new(Vec::new()), asked: Mutex::new(Vec::new()) }
+        RecordingHost {
+            log,
+            approve,
+            emitted: Mutex::new(Vec::new()),
+            asked: Mutex::new(Vec::new()),
+        }
     }
     pub fn emitted(&self) -> Vec<EventBody> {
         self.emitted.lock().unwrap().clone()
@@ -58,11 +63,16 @@ impl PipelineHost for RecordingHost {
     }
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
         self.log.push(format!("host:ask:{}", call.id));
-        self.asked.lock().unwrap().push((call.id.clone(), reason.to_owned()));
+        self.asked
+            .lock()
+            .unwrap()
+            .push((call.id.clone(), reason.to_owned()));
         if self.approve {
             ApprovalOutcome::Approved
         } else {
-            ApprovalOutcome::Denied { reason: Some("not now".into()) }
+            ApprovalOutcome::Denied {
+                reason: Some("not now".into()),
+            }
         }
     }
     async fn emit(&self, body: EventBody) {
@@ -93,7 +103,12 @@ impl Fixture {
         let ws = std::fs::canonicalize(ws).unwrap();
         let outside = std::fs::canonicalize(outside).unwrap();
         let spill = dir.path().join("spill");
-        Fixture { dir, ws, outside, spill }
+        Fixture {
+            dir,
+            ws,
+            outside,
+            spill,
+        }
     }
 
     pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
@@ -108,8 +123,10 @@ impl Fixture {
     }
 
     pub fn service(&self, base_env: Vec<(&str, &str)>, forward: &[&str]) -> SubprocessService {
-        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
-            base_env.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = base_env
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         if !env.iter().any(|(k, _)| k == "PATH") {
             env.push(("PATH".into(), std::env::var_os("PATH").unwrap_or_default()));
         }
@@ -150,11 +167,19 @@ impl Fixture {
 }
 
 pub fn call(id: &str, name: &str, args: Value) -> ToolCallBlock {
-    ToolCallBlock { id: id.into(), name: name.into(), arguments: args.to_string() }
+    ToolCallBlock {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+    }
 }
 
 pub fn raw_call(id: &str, name: &str, raw: &str) -> ToolCallBlock {
-    ToolCallBlock { id: id.into(), name: name.into(), arguments: raw.into() }
+    ToolCallBlock {
+        id: id.into(),
+        name: name.into(),
+        arguments: raw.into(),
+    }
 }
 
 /// Run one call with a host that approves nothing and records into a throwaway log.
@@ -244,7 +269,11 @@ impl Tool for ProbeTool {
         if args.get("fail").and_then(Value::as_bool) == Some(true) {
             return Err(ToolError::Failed("probe failed on purpose".into()));
         }
-        let text = args.get("text").and_then(Value::as_str).unwrap_or("ok").to_owned();
+        let text = args
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or("ok")
+            .to_owned();
         Ok(ToolOutput::text(text).with_value(json!({"probe": ctx.call.id})))
     }
 }
