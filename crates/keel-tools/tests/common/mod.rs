@@ -1,6 +1,8 @@
 //! Shared fixtures: a real temporary workspace, a recording host, a probe tool.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod recorder;
+
 use async_trait::async_trait;
 use keel_protocol::{EventBody, ToolCallBlock, ToolSchema};
 use keel_tools::spill::SpillConfig;
