@@ -1,0 +1,502 @@
+//! DeepSeek / OpenAI-compatible streaming client: `POST {base_url}/chat/completions` with SSE.
+//!
+//! Data flow per call: [`request_body_bytes`] → HTTP (reqwest) → body bytes → [`SseParser`] →
+//! [`StreamTranslator`] → chunks. Every wait (response headers, each body read) is bounded by
+//! the idle timeout (`TIMEOUT`) and raced against the caller's cancellation token (`ABORTED`).
+//! HTTP errors are classified by [`crate::classify`]. The API key is sent only in the
+//! `Authorization` header (marked sensitive), is redacted from every failure message, and never
+//! shows in `Debug` output.
+
+use crate::catalogue::{DEFAULT_BASE_URL, ModelCatalogue};
+use crate::classify::{http_failure, parse_retry_after};
+use crate::provider::{ChunkStream, Provider};
+use crate::request::{ChatRequest, request_body_bytes};
+use crate::sse::SseParser;
+use crate::translate::{Progress, StreamTranslator};
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use keel_protocol::{FailureCode, ModelFailure, StreamChunk};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use std::fmt;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Environment variable holding the DeepSeek API key.
+pub const API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+/// Environment variable overriding the DeepSeek base URL.
+pub const BASE_URL_ENV: &str = "DEEPSEEK_BASE_URL";
+/// Default idle timeout of a stream.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest error body read from a failed response.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// A provider configuration problem, found before any request is sent. Surface it to the user
+/// as is: the message names the variable or value to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The API key variable is unset or empty.
+    #[error("no API key: set the environment variable {var}")]
+    MissingApiKey {
+        /// The variable that was read.
+        var: String,
+    },
+    /// The API key variable holds something that cannot be an API key.
+    #[error("the API key in {var} is malformed: it {reason}")]
+    MalformedApiKey {
+        /// The variable that was read.
+        var: String,
+        /// What is wrong (never the key itself).
+        reason: &'static str,
+    },
+    /// The base URL is not an http(s) URL.
+    #[error("invalid base URL {url:?}: {reason}")]
+    InvalidBaseUrl {
+        /// The URL as configured.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The HTTP client could not be built (e.g. the TLS backend failed to initialise).
+    #[error("could not build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+/// An API key. `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Validates a key read from `source` (a variable or config key, named in errors).
+    /// Surrounding whitespace (e.g. a trailing newline) is trimmed.
+    pub fn new(value: &str, source: &str) -> Result<Self, ConfigError> {
+        let key = value.trim();
+        let reason = if key.is_empty() {
+            return Err(ConfigError::MissingApiKey { var: source.to_owned() });
+        } else if !key.is_ascii() {
+            Some("contains non-ASCII characters")
+        } else if key.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+            Some("contains whitespace or control characters")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(ConfigError::MalformedApiKey { var: source.to_owned(), reason }),
+            None => Ok(ApiKey(key.to_owned())),
+        }
+    }
+
+    /// Reads and validates the key in environment variable `var`.
+    pub fn from_env(var: &str) -> Result<Self, ConfigError> {
+        match std::env::var(var) {
+            Ok(value) => ApiKey::new(&value, var),
+            Err(std::env::VarError::NotPresent) => {
+                Err(ConfigError::MissingApiKey { var: var.to_owned() })
+            }
+            Err(std::env::VarError::NotUnicode(_)) => Err(ConfigError::MalformedApiKey {
+                var: var.to_owned(),
+                reason: "is not valid Unicode",
+            }),
+        }
+    }
+
+    /// The key itself, for building a request header. Never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The base URL to use: the configured one, else `DEEPSEEK_BASE_URL`, else DeepSeek's.
+pub fn resolve_base_url(configured: Option<&str>) -> String {
+    configured
+        .map(str::to_owned)
+        .or_else(|| std::env::var(BASE_URL_ENV).ok().filter(|s| !s.trim().is_empty()))
+        .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned())
+}
+
+/// Everything an [`OpenAiProvider`] needs.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// Provider name, as written in message sources (e.g. `deepseek`).
+    pub name: String,
+    /// Base URL; `/chat/completions` is appended.
+    pub base_url: String,
+    /// The API key.
+    pub api_key: ApiKey,
+    /// A stream idle for this long fails with `TIMEOUT` (also bounds the wait for headers).
+    pub idle_timeout: Duration,
+    /// TCP/TLS connect timeout (a slow connect fails with `TRANSPORT`).
+    pub connect_timeout: Duration,
+    /// Model catalogue used to shape request bodies.
+    pub catalogue: ModelCatalogue,
+}
+
+impl ProviderConfig {
+    /// A configuration with defaults: 300 s idle timeout, 30 s connect timeout, DeepSeek's
+    /// catalogue.
+    pub fn new(name: impl Into<String>, base_url: impl Into<String>, api_key: ApiKey) -> Self {
+        ProviderConfig {
+            name: name.into(),
+            base_url: base_url.into(),
+            api_key,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connect_timeout: Duration::from_secs(30),
+            catalogue: ModelCatalogue::default(),
+        }
+    }
+
+    /// DeepSeek from the environment: the key from `DEEPSEEK_API_KEY`, the base URL from
+    /// `DEEPSEEK_BASE_URL` or DeepSeek's default.
+    pub fn deepseek_from_env() -> Result<Self, ConfigError> {
+        Ok(ProviderConfig::new("deepseek", resolve_base_url(None), ApiKey::from_env(API_KEY_ENV)?))
+    }
+}
+
+/// The streaming chat-completions client.
+#[derive(Debug, Clone)]
+pub struct OpenAiProvider {
+    name: String,
+    endpoint: reqwest::Url,
+    auth: HeaderValue,
+    key: ApiKey,
+    idle_timeout: Duration,
+    catalogue: ModelCatalogue,
+    client: reqwest::Client,
+}
+
+fn endpoint_url(base: &str) -> Result<reqwest::Url, ConfigError> {
+    let invalid = |reason: String| ConfigError::InvalidBaseUrl { url: base.to_owned(), reason };
+    let trimmed = base.trim().trim_end_matches('/');
+    let full = if trimmed.ends_with("/chat/completions") {
+        trimmed.to_owned()
+    } else {
+        format!("{trimmed}/chat/completions")
+    };
+    let url = reqwest::Url::parse(&full).map_err(|e| invalid(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("the scheme must be http or https".into()));
+    }
+    Ok(url)
+}
+
+impl OpenAiProvider {
+    /// Builds the client. Fails on an invalid base URL or if the HTTP client cannot be built.
+    pub fn new(config: ProviderConfig) -> Result<Self, ConfigError> {
+        let endpoint = endpoint_url(&config.base_url)?;
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", config.api_key.expose()))
+            .map_err(|_| ConfigError::MalformedApiKey {
+                var: config.name.clone(),
+                reason: "cannot be sent in an HTTP header",
+            })?;
+        auth.set_sensitive(true);
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(ConfigError::Client)?;
+        Ok(OpenAiProvider {
+            name: config.name,
+            endpoint,
+            auth,
+            key: config.api_key,
+            idle_timeout: config.idle_timeout,
+            catalogue: config.catalogue,
+            client,
+        })
+    }
+
+    /// The full `…/chat/completions` URL requests go to.
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    /// The catalogue shaping this provider's request bodies.
+    pub fn catalogue(&self) -> &ModelCatalogue {
+        &self.catalogue
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChunkStream {
+        let info = self.catalogue.lookup(&request.model);
+        let body = request_body_bytes(&request, &info);
+        tracing::debug!(model = %request.model, bytes = body.len(), "llm request");
+        let call = Call {
+            provider: self.clone(),
+            body: Some(body),
+            cancel,
+            response: None,
+            request_id: None,
+            parser: SseParser::new(),
+            translator: StreamTranslator::new(),
+            scratch: Vec::new(),
+            pending: Vec::new().into_iter(),
+            deferred: None,
+            finished: false,
+        };
+        futures::stream::unfold(call, |mut call| async move {
+            let item = call.next().await?;
+            Some((item, call))
+        })
+        .boxed()
+    }
+}
+
+type BodyStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// One in-flight call: the state machine behind the chunk stream.
+struct Call {
+    provider: OpenAiProvider,
+    body: Option<Vec<u8>>,
+    cancel: CancellationToken,
+    response: Option<BodyStream>,
+    request_id: Option<String>,
+    parser: SseParser,
+    translator: StreamTranslator,
+    scratch: Vec<StreamChunk>,
+    pending: std::vec::IntoIter<StreamChunk>,
+    deferred: Option<ModelFailure>,
+    finished: bool,
+}
+
+fn aborted() -> ModelFailure {
+    ModelFailure::new(FailureCode::Aborted, "the model call was cancelled")
+}
+
+/// `Display` of an error with its sources, e.g. "error sending request: connection refused".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+fn header_str(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+impl Call {
+    async fn next(&mut self) -> Option<Result<StreamChunk, ModelFailure>> {
+        loop {
+            if let Some(chunk) = self.pending.next() {
+                return Some(Ok(chunk));
+            }
+            if let Some(failure) = self.deferred.take() {
+                self.finished = true;
+                return Some(Err(self.finalise(failure)));
+            }
+            if self.finished {
+                return None;
+            }
+            if let Err(failure) = self.step().await {
+                self.deferred = Some(failure);
+            }
+        }
+    }
+
+    /// Attaches the request id and strips the key from a failure.
+    fn finalise(&self, mut failure: ModelFailure) -> ModelFailure {
+        if failure.request_id.is_none() {
+            failure.request_id.clone_from(&self.request_id);
+        }
+        let key = self.provider.key.expose();
+        if key.len() >= 4 && failure.message.contains(key) {
+            failure.message = failure.message.replace(key, "<redacted>");
+        }
+        failure
+    }
+
+    /// Connects, or reads and translates the next piece of the body into `pending`.
+    async fn step(&mut self) -> Result<(), ModelFailure> {
+        let Some(response) = self.response.as_mut() else {
+            let stream = self.connect().await?;
+            self.response = Some(stream);
+            return Ok(());
+        };
+        let idle = self.provider.idle_timeout;
+        let read = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return Err(aborted()),
+            read = tokio::time::timeout(idle, response.next()) => read,
+        };
+        match read {
+            Err(_) => Err(ModelFailure::new(
+                FailureCode::Timeout,
+                format!("the stream was idle for {} s", idle.as_secs_f64()),
+            )),
+            Ok(Some(Err(e))) => Err(ModelFailure::new(
+                FailureCode::StreamClosed,
+                format!("the connection broke mid-stream: {}", error_chain(&e)),
+            )),
+            Ok(Some(Ok(bytes))) => {
+                self.parser.feed(&bytes);
+                let result = self.drain_events(false);
+                self.pending = std::mem::take(&mut self.scratch).into_iter();
+                result
+            }
+            Ok(None) => {
+                let result = self.drain_events(true);
+                self.pending = std::mem::take(&mut self.scratch).into_iter();
+                result?;
+                if self.translator.is_done() {
+                    Ok(())
+                } else {
+                    Err(self.translator.end_of_stream())
+                }
+            }
+        }
+    }
+
+    /// Translates every complete event; at end of body also the unterminated remainder.
+    fn drain_events(&mut self, eof: bool) -> Result<(), ModelFailure> {
+        loop {
+            let event = if eof { self.parser.finish() } else { self.parser.next_event() };
+            let Some(event) = event else { return Ok(()) };
+            let event = event.map_err(|e| {
+                ModelFailure::new(FailureCode::MalformedResponse, format!("unreadable event stream: {e}"))
+            })?;
+            if self.translator.push(event.data, &mut self.scratch)? == Progress::Done {
+                self.finished = true;
+                self.response = None; // stop reading; drops the connection
+                return Ok(());
+            }
+        }
+    }
+
+    async fn connect(&mut self) -> Result<BodyStream, ModelFailure> {
+        if self.cancel.is_cancelled() {
+            return Err(aborted());
+        }
+        let body = self.body.take().unwrap_or_default();
+        let request = self
+            .provider
+            .client
+            .post(self.provider.endpoint.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream")
+            .header(AUTHORIZATION, self.provider.auth.clone())
+            .body(body)
+            .send();
+        let idle = self.provider.idle_timeout;
+        let sent = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return Err(aborted()),
+            sent = tokio::time::timeout(idle, request) => sent,
+        };
+        let response = match sent {
+            Err(_) => {
+                return Err(ModelFailure::new(
+                    FailureCode::Timeout,
+                    format!("no response within {} s", idle.as_secs_f64()),
+                ));
+            }
+            Ok(Err(e)) => {
+                let kind = if e.is_timeout() { "timed out connecting" } else { "could not reach the provider" };
+                return Err(ModelFailure::new(FailureCode::Transport, format!("{kind}: {}", error_chain(&e))));
+            }
+            Ok(Ok(response)) => response,
+        };
+        let headers = response.headers();
+        self.request_id = header_str(headers, "x-request-id").or_else(|| header_str(headers, "request-id"));
+        let status = response.status();
+        if status.is_success() {
+            return Ok(Box::pin(response.bytes_stream()));
+        }
+        let retry_after_ms = header_str(headers, "retry-after-ms")
+            .and_then(|v| v.trim().parse().ok())
+            .or_else(|| header_str(headers, "retry-after").and_then(|v| parse_retry_after(&v)));
+        let body = read_error_body(response, &self.cancel, self.provider.idle_timeout).await?;
+        Err(http_failure(status.as_u16(), &body, retry_after_ms, self.request_id.clone()))
+    }
+
+}
+
+/// Reads at most [`MAX_ERROR_BODY`] bytes of an error response (idle-bounded, cancellable).
+async fn read_error_body(
+    response: reqwest::Response,
+    cancel: &CancellationToken,
+    idle: Duration,
+) -> Result<String, ModelFailure> {
+    {
+        let mut stream = response.bytes_stream();
+        let mut body = Vec::new();
+        loop {
+            let read = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(aborted()),
+                read = tokio::time::timeout(idle, stream.next()) => read,
+            };
+            match read {
+                Ok(Some(Ok(bytes))) => {
+                    body.extend_from_slice(&bytes);
+                    if body.len() >= MAX_ERROR_BODY {
+                        body.truncate(MAX_ERROR_BODY);
+                        break;
+                    }
+                }
+                // A broken or slow error body: classify on what arrived.
+                Ok(Some(Err(_))) | Ok(None) | Err(_) => break,
+            }
+        }
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn keys_are_validated_and_never_shown() {
+        let key = ApiKey::new("  sk-abc123\n", "DEEPSEEK_API_KEY").unwrap();
+        assert_eq!(key.expose(), "sk-abc123");
+        assert_eq!(format!("{key:?} {key}"), "ApiKey(<redacted>) <redacted>");
+        let err = ApiKey::new(" ", "MY_KEY").unwrap_err();
+        assert_eq!(err.to_string(), "no API key: set the environment variable MY_KEY");
+        let err = ApiKey::new("sk-ab c", "MY_KEY").unwrap_err();
+        assert_eq!(err.to_string(), "the API key in MY_KEY is malformed: it contains whitespace or control characters");
+        assert!(!err.to_string().contains("sk-ab"));
+        let err = ApiKey::new("sk-ключ", "MY_KEY").unwrap_err();
+        assert!(err.to_string().contains("non-ASCII"));
+        let err = ApiKey::from_env("KEEL_LLM_TEST_SURELY_UNSET_VARIABLE").unwrap_err();
+        assert!(err.to_string().contains("KEEL_LLM_TEST_SURELY_UNSET_VARIABLE"));
+    }
+
+    #[test]
+    fn endpoints_and_debug() {
+        assert_eq!(endpoint_url("https://api.deepseek.com").unwrap().as_str(), "https://api.deepseek.com/chat/completions");
+        assert_eq!(endpoint_url("http://127.0.0.1:9/v1/").unwrap().as_str(), "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(endpoint_url("http://h/chat/completions").unwrap().as_str(), "http://h/chat/completions");
+        assert!(endpoint_url("ftp://h").is_err());
+        assert!(endpoint_url("not a url").is_err());
+        let key = ApiKey::new("sk-secret-value", "K").unwrap();
+        let provider = OpenAiProvider::new(ProviderConfig::new("deepseek", "http://127.0.0.1:1", key)).unwrap();
+        let shown = format!("{provider:?}");
+        assert!(!shown.contains("sk-secret-value"), "{shown}");
+        assert_eq!(provider.name(), "deepseek");
+    }
+}

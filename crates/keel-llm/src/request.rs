@@ -1,0 +1,263 @@
+//! The provider-neutral request ([`ChatRequest`]) and its exact chat-completions wire body.
+//!
+//! The body mirrors DeepSeek Harness's requests field for field and in the same key order:
+//! `model, messages, stream, stream_options, thinking, reasoning_effort, tools, max_tokens`, then
+//! `temperature` and `stop` when set. Serialisation is deterministic (same request and model info
+//! → same bytes), which keeps prompts prefix-stable for DeepSeek's prompt cache and lets callers
+//! snapshot bodies.
+//!
+//! Message mapping: the system prompt becomes a `system` message; a user message with a single
+//! text block is sent as a plain string (several blocks as content parts); each tool result
+//! becomes its own `tool` message (`(no output)` when empty), placed before any text of the same
+//! message; an assistant message sends its text as `content` (`""` when none), its tool calls as
+//! `tool_calls` with raw argument strings, and — when it has tool calls and the model reasons —
+//! its reasoning as `reasoning_content`, which DeepSeek requires back inside a tool-call loop.
+
+use crate::catalogue::ModelInfo;
+use keel_protocol::{ContentBlock, Message, Role, ToolSchema};
+use serde::{Deserialize, Serialize};
+
+/// Text sent for a tool result with no text content.
+pub const NO_OUTPUT: &str = "(no output)";
+
+/// One model call, independent of any provider's wire format.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// Model name, e.g. `deepseek-v4-flash`.
+    pub model: String,
+    /// System prompt (omitted from the body when empty).
+    pub system: String,
+    /// History, oldest first.
+    pub messages: Vec<Message>,
+    /// Tools offered to the model, in the order given.
+    pub tools: Vec<ToolSchema>,
+    /// Output budget; the model's default when `None`, and never above the model's maximum.
+    pub max_tokens: Option<u64>,
+    /// Thinking on/off, sent only to models that support it.
+    pub thinking: Option<bool>,
+    /// Reasoning effort (`low`, `medium`, `high`…), sent only to models that support it and only
+    /// when thinking is not switched off.
+    pub reasoning_effort: Option<String>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: UserContent<'a>,
+    },
+    Assistant {
+        content: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: String,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(&'a str),
+    Parts(Vec<ContentPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentPart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl<'a> },
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a serde_json::Value,
+}
+
+/// The exact JSON body keel sends for `request` to a model described by `info`.
+pub fn request_body(request: &ChatRequest, info: &ModelInfo) -> serde_json::Value {
+    // A `WireRequest` holds only strings, numbers, bools and already-valid JSON values, so
+    // conversion cannot fail; `Null` is an unreachable fallback rather than a panic.
+    serde_json::to_value(wire_request(request, info)).unwrap_or(serde_json::Value::Null)
+}
+
+/// The exact bytes keel sends for `request` to a model described by `info` (same content as
+/// [`request_body`], keys in dsh's order).
+pub fn request_body_bytes(request: &ChatRequest, info: &ModelInfo) -> Vec<u8> {
+    serde_json::to_vec(&wire_request(request, info)).unwrap_or_default()
+}
+
+fn wire_request<'a>(request: &'a ChatRequest, info: &ModelInfo) -> WireRequest<'a> {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(WireMessage::System { content: &request.system });
+    }
+    for message in &request.messages {
+        map_message(message, info, &mut messages);
+    }
+    let thinking = if info.reasoning {
+        request.thinking.map(|on| Thinking { kind: if on { "enabled" } else { "disabled" } })
+    } else {
+        None
+    };
+    let reasoning_effort = if info.effort && request.thinking != Some(false) {
+        request.reasoning_effort.as_deref().filter(|e| !e.is_empty())
+    } else {
+        None
+    };
+    let max_tokens = request.max_tokens.unwrap_or(info.max_output).min(info.max_output);
+    WireRequest {
+        model: &request.model,
+        messages,
+        stream: true,
+        stream_options: StreamOptions { include_usage: true },
+        thinking,
+        reasoning_effort,
+        tools: request
+            .tools
+            .iter()
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireFunction {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect(),
+        max_tokens,
+        temperature: request.temperature.filter(|t| t.is_finite()),
+        stop: &request.stop,
+    }
+}
+
+fn map_message<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMessage<'a>>) {
+    match message.role {
+        Role::User => map_user(message, out),
+        Role::Assistant => {
+            let mut content = String::new();
+            let mut reasoning = String::new();
+            let mut tool_calls = Vec::new();
+            for block in &message.content {
+                match block {
+                    ContentBlock::Text { text } => content.push_str(text),
+                    ContentBlock::Reasoning { text } => reasoning.push_str(text),
+                    ContentBlock::ToolCall(call) => tool_calls.push(WireToolCall {
+                        id: &call.id,
+                        kind: "function",
+                        function: WireFunctionCall {
+                            name: &call.name,
+                            arguments: if call.arguments.is_empty() { "{}" } else { &call.arguments },
+                        },
+                    }),
+                    ContentBlock::Image(_) | ContentBlock::ToolResult(_) => {}
+                }
+            }
+            if content.is_empty() && tool_calls.is_empty() {
+                return; // nothing the model can be shown (e.g. an interrupted reply)
+            }
+            let reasoning_content = (info.reasoning && !tool_calls.is_empty() && !reasoning.is_empty())
+                .then_some(reasoning);
+            out.push(WireMessage::Assistant { content, reasoning_content, tool_calls });
+        }
+    }
+}
+
+fn map_user<'a>(message: &'a Message, out: &mut Vec<WireMessage<'a>>) {
+    let mut parts = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::ToolResult(result) => {
+                let text = result.text();
+                out.push(WireMessage::Tool {
+                    tool_call_id: &result.tool_call_id,
+                    content: if text.is_empty() { NO_OUTPUT.to_owned() } else { text },
+                });
+            }
+            ContentBlock::Text { text } => parts.push(ContentPart::Text { text }),
+            ContentBlock::Image(image) => {
+                parts.push(ContentPart::ImageUrl { image_url: ImageUrl { url: &image.uri } })
+            }
+            ContentBlock::Reasoning { .. } | ContentBlock::ToolCall(_) => {}
+        }
+    }
+    let content = match parts.as_slice() {
+        [] => return,
+        [ContentPart::Text { text }] => UserContent::Text(text),
+        _ => UserContent::Parts(parts),
+    };
+    out.push(WireMessage::User { content });
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;
