@@ -416,3 +416,22 @@ fn writer_errors_surface_on_flush_and_stay() {
     assert!(w.flush().is_err());
     assert!(w.flush_ticket().wait().is_err());
 }
+
+#[test]
+fn hostile_numbers_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = serde_json::to_string(&header("session-h")).unwrap();
+    let p = dir.path().join("session.jsonl");
+    let rows = [
+        format!("{{\"type\":\"text-chunks\",\"seq0\":{},\"time0\":1,\"data\":{{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[1],\"texts\":[\"a\",\"b\"]}}}}", u64::MAX),
+        format!("{{\"type\":\"text-chunks\",\"seq0\":0,\"time0\":{},\"data\":{{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[{}],\"texts\":[\"a\",\"b\"]}}}}", i64::MAX, i64::MAX),
+        format!("{{\"type\":\"text-chunks\",\"seq0\":0,\"time0\":{},\"data\":{{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[{}],\"texts\":[\"a\",\"b\"]}}}}", i64::MIN, i64::MIN),
+        "{\"type\":\"text-chunks\",\"seq0\":0,\"time0\":0,\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[],\"texts\":[]}}".to_owned(),
+    ];
+    for row in rows {
+        std::fs::write(&p, format!("{h}\n{row}\n")).unwrap();
+        if let Ok(l) = Store::load(&p) {
+            let _: Vec<_> = l.session.events().collect();
+        }
+    }
+}

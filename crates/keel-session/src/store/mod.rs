@@ -297,7 +297,7 @@ impl Store {
     ) -> Result<SessionWriter, StoreError> {
         let path = load::session_file(path)
             .map_err(|e| StoreError::io("find session file in", path, e))?;
-        if report.events != session.len() && report.events > session.len() {
+        if report.events > session.len() {
             return Err(StoreError::Mismatch {
                 path,
                 why: format!(

@@ -99,7 +99,7 @@ impl Row<'_> {
     pub(crate) fn member(&self, i: usize, time: i64) -> Delta<'_> {
         Delta {
             kind: self.kind,
-            seq: self.seq0 + i as u64,
+            seq: self.seq0.wrapping_add(i as u64),
             time,
             turn: self.data.turn,
             step: self.data.step,
@@ -123,7 +123,7 @@ impl Row<'_> {
         if i == 0 {
             self.time0
         } else {
-            prev + self.data.dt.get(i - 1).copied().unwrap_or(0)
+            prev.saturating_add(self.data.dt.get(i - 1).copied().unwrap_or(0))
         }
     }
 }
