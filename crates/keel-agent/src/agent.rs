@@ -1,0 +1,351 @@
+//! The [`Agent`]: one session log, one model, one tool pipeline, one inbox.
+//!
+//! An agent is a cheap handle (`Arc` inside) shared by the loop, hooks and the front end. Every
+//! model-visible change goes through the session log ([`Agent::push`]), which validates it,
+//! queues it for durable writing and notifies `session/event` observers. The turn and step
+//! algorithm is in [`crate::turn`]; request assembly in [`crate::request`].
+
+use crate::error::AgentError;
+use crate::inbox::{Inbox, InboxMode};
+use crate::prompt::{self, InstructionFile};
+use crate::seams::{FlushPoint, HookRegistry, InboxInserted};
+use futures::future::BoxFuture;
+use keel_llm::{ModelInfo, Provider, RetryPolicy};
+use keel_protocol::{
+    ApprovalPolicyEvent, EventBody, Message, MessageSource, SandboxModeEvent, Seq, SessionEvent, SessionId,
+    SurfaceOp, ToolCallBlock,
+};
+use keel_session::PersistentSession;
+use keel_tools::{ApprovalOutcome, Pipeline, SandboxMode};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio_util::sync::CancellationToken;
+
+/// What happens when a tool call needs approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApprovalPolicy {
+    /// Ask the user (a headless run cannot, so the call is denied with a hint).
+    #[default]
+    Ask,
+    /// Never ask: calls that need approval are denied.
+    Never,
+    /// Approve automatically.
+    Auto,
+}
+
+impl ApprovalPolicy {
+    /// Spelling used in flags, config and `approval/policy` events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Ask => "ask",
+            ApprovalPolicy::Never => "never",
+            ApprovalPolicy::Auto => "auto",
+        }
+    }
+
+    /// Parse `ask`, `never` or `auto`.
+    pub fn parse(s: &str) -> Option<ApprovalPolicy> {
+        match s {
+            "ask" => Some(ApprovalPolicy::Ask),
+            "never" => Some(ApprovalPolicy::Never),
+            "auto" => Some(ApprovalPolicy::Auto),
+            _ => None,
+        }
+    }
+}
+
+/// Answers approval requests when the policy is `ask` (an interactive front end).
+pub trait Approver: Send + Sync {
+    /// Decide on `call`; `reason` says why approval is needed.
+    fn decide<'a>(&'a self, call: &'a ToolCallBlock, reason: &'a str) -> BoxFuture<'a, ApprovalOutcome>;
+}
+
+/// Static settings of an agent.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Provider name (for message sources and `request/context`).
+    pub provider_name: String,
+    /// Model name.
+    pub model: String,
+    /// What keel knows of the model (context window, output budget, reasoning).
+    pub model_info: ModelInfo,
+    /// Workspace root and working directory.
+    pub cwd: PathBuf,
+    /// `$KEEL_HOME` (user instructions).
+    pub keel_home: Option<PathBuf>,
+    /// Persona template.
+    pub persona: String,
+    /// Thinking on/off.
+    pub thinking: Option<bool>,
+    /// Reasoning effort.
+    pub reasoning_effort: Option<String>,
+    /// Temperature.
+    pub temperature: Option<f64>,
+    /// Output budget per request (model default when `None`).
+    pub max_tokens: Option<u64>,
+    /// Steps per turn before the turn ends `blocked`.
+    pub max_steps: u32,
+    /// Approval policy.
+    pub approval: ApprovalPolicy,
+    /// Byte budget for AGENTS.md / CLAUDE.md.
+    pub instructions_budget: usize,
+    /// Retry policy of the default `agent/request-error` listener.
+    pub retry: RetryPolicy,
+}
+
+impl AgentConfig {
+    /// Defaults for `model` in `cwd`.
+    pub fn new(provider_name: impl Into<String>, model: impl Into<String>, model_info: ModelInfo, cwd: PathBuf) -> Self {
+        AgentConfig {
+            provider_name: provider_name.into(),
+            model: model.into(),
+            model_info,
+            cwd,
+            keel_home: None,
+            persona: prompt::DEFAULT_PERSONA.to_owned(),
+            thinking: None,
+            reasoning_effort: None,
+            temperature: None,
+            max_tokens: None,
+            max_steps: 200,
+            approval: ApprovalPolicy::Ask,
+            instructions_budget: prompt::DEFAULT_INSTRUCTIONS_BUDGET,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Mutable loop state (never held across an await).
+#[derive(Debug, Default)]
+pub(crate) struct LoopState {
+    pub(crate) inbox: Inbox,
+    pub(crate) turn: u32,
+    pub(crate) last_runtime: Option<String>,
+    pub(crate) last_header: Option<Value>,
+    pub(crate) last_context: Option<Value>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: AgentConfig,
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) hooks: HookRegistry,
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) instructions: Vec<InstructionFile>,
+    pub(crate) log: Mutex<PersistentSession>,
+    pub(crate) state: Mutex<LoopState>,
+    pub(crate) turn_cancel: Mutex<CancellationToken>,
+}
+
+/// A running agent. Clone to share.
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("session", &self.session_id()).field("model", &self.inner.config.model).finish()
+    }
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    config: AgentConfig,
+    provider: Arc<dyn Provider>,
+    pipeline: Pipeline,
+    log: PersistentSession,
+    hooks: HookRegistry,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl AgentBuilder {
+    /// Hooks (already layered global + agent; see [`HookRegistry::layered`]).
+    pub fn hooks(mut self, hooks: HookRegistry) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// The approver used when the policy is `ask`. Without one, `ask` denies (headless).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Build. A fresh session gets `sandbox/mode` and `approval/policy` events; a resumed one
+    /// has its loop state (turn counter, inbox, last runtime context and request header)
+    /// rebuilt from the log.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        let instructions = prompt::load_instructions(
+            self.config.keel_home.as_deref(),
+            &self.config.cwd,
+            self.pipeline.workspace().cwd(),
+            self.config.instructions_budget,
+        );
+        let fresh = self.log.session().is_empty();
+        let state = LoopState::rebuild(self.log.session());
+        let agent = Agent {
+            inner: Arc::new(Inner {
+                config: self.config,
+                provider: self.provider,
+                pipeline: self.pipeline,
+                hooks: self.hooks,
+                approver: self.approver,
+                instructions,
+                log: Mutex::new(self.log),
+                state: Mutex::new(state),
+                turn_cancel: Mutex::new(CancellationToken::new()),
+            }),
+        };
+        if fresh {
+            let sandbox = agent.sandbox();
+            agent.push(EventBody::SandboxMode(Box::new(SandboxModeEvent { mode: sandbox.as_str().to_owned() })))?;
+            let policy = agent.inner.config.approval.as_str().to_owned();
+            agent.push(EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent { policy })))?;
+        }
+        Ok(agent)
+    }
+}
+
+impl LoopState {
+    fn rebuild(session: &keel_session::Session) -> LoopState {
+        let mut state = LoopState { turn: session.turn_state().last_turn, ..LoopState::default() };
+        for ev in session.events() {
+            match &ev.body {
+                EventBody::InboxSpliced(s) => state.inbox.replay(s),
+                EventBody::RequestHeader(h) => state.last_header = Some(h.header.clone()),
+                EventBody::RequestContext(c) => state.last_context = serde_json::to_value(c).ok(),
+                EventBody::UserMessage(m) if m.source.plugin_id() == Some(crate::request::RUNTIME_CONTEXT_PLUGIN) => {
+                    state.last_runtime = Some(m.text());
+                }
+                _ => {}
+            }
+        }
+        state
+    }
+}
+
+impl Agent {
+    /// Start building an agent over a session log.
+    pub fn builder(config: AgentConfig, provider: Arc<dyn Provider>, pipeline: Pipeline, log: PersistentSession) -> AgentBuilder {
+        AgentBuilder { config, provider, pipeline, log, hooks: HookRegistry::default(), approver: None }
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> SessionId {
+        self.log().session().header().id.clone()
+    }
+
+    /// Settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.inner.config
+    }
+
+    /// The tool pipeline.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.inner.pipeline
+    }
+
+    /// The model provider.
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.inner.provider
+    }
+
+    /// The hooks in force.
+    pub fn hooks(&self) -> &HookRegistry {
+        &self.inner.hooks
+    }
+
+    /// The sandbox mode.
+    pub fn sandbox(&self) -> SandboxMode {
+        self.inner.pipeline.workspace().sandbox()
+    }
+
+    /// Lock the session log (never hold the guard across an await).
+    pub fn log(&self) -> MutexGuard<'_, PersistentSession> {
+        self.inner.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, LoopState> {
+        self.inner.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Append a non-surface event.
+    pub fn push(&self, body: EventBody) -> Result<Seq, AgentError> {
+        self.commit(body, None)
+    }
+
+    /// Append a surface event.
+    pub fn push_surface(&self, body: EventBody, op: SurfaceOp, sources: Vec<Seq>) -> Result<Seq, AgentError> {
+        self.commit(body, Some((op, sources)))
+    }
+
+    fn commit(&self, body: EventBody, surface: Option<(SurfaceOp, Vec<Seq>)>) -> Result<Seq, AgentError> {
+        let observers = &self.inner.hooks.session_event;
+        let (seq, copy): (Seq, Option<SessionEvent>) = {
+            let mut log = self.log();
+            let seq = match surface {
+                Some((op, sources)) => log.push_surface(body, op, sources)?,
+                None => log.push(body)?,
+            };
+            let copy = if observers.is_empty() { None } else { log.session().event(seq).map(|e| e.into_owned()) };
+            (seq, copy)
+        };
+        if let Some(ev) = copy {
+            observers.notify(&ev);
+        }
+        Ok(seq)
+    }
+
+    /// Durability checkpoint: wait until every event so far is on disk, then run the
+    /// `session/flush` hooks.
+    pub async fn flush(&self, point: FlushPoint) -> Result<(), AgentError> {
+        let ticket = self.log().flush_ticket();
+        tokio::task::spawn_blocking(move || ticket.wait())
+            .await
+            .map_err(|e| AgentError::Internal(format!("flush task failed: {e}")))??;
+        self.inner.hooks.session_flush.run(&point).await;
+        Ok(())
+    }
+
+    /// Queue a message. Returns whether the agent should wake (followup/steer).
+    pub fn enqueue(&self, mode: InboxMode, message: Message) -> Result<bool, AgentError> {
+        let (splice, wake) = self.state().inbox.insert(mode, message.clone());
+        self.push(EventBody::InboxSpliced(Box::new(splice)))?;
+        self.inner.hooks.inbox_inserted.notify(&InboxInserted { mode, message });
+        Ok(wake)
+    }
+
+    /// Queue a human prompt as its own turn.
+    pub fn followup(&self, text: &str) -> Result<(), AgentError> {
+        self.enqueue(InboxMode::Followup, user_message(text)).map(|_| ())
+    }
+
+    /// Queue a human message for the next step of the running turn.
+    pub fn steer(&self, text: &str) -> Result<(), AgentError> {
+        self.enqueue(InboxMode::Steer, user_message(text)).map(|_| ())
+    }
+
+    /// Cancel the running turn (first Ctrl-C). Streamed text is kept, unstarted tool calls get
+    /// `ABORTED_BEFORE_DISPATCH`, running ones `ABORTED`; the turn ends `aborted`.
+    pub fn cancel_turn(&self) {
+        self.inner.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()).cancel();
+    }
+
+    pub(crate) fn new_turn_token(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        *self.inner.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()) = token.clone();
+        token
+    }
+
+    /// True when a follow-up turn is waiting.
+    pub fn has_pending_turn(&self) -> bool {
+        self.state().inbox.has_turn()
+    }
+}
+
+/// A human message.
+pub fn user_message(text: &str) -> Message {
+    Message::user_text(text, MessageSource::user(), uuid::Uuid::new_v4().to_string())
+}

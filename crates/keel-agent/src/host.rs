@@ -1,0 +1,135 @@
+//! The agent as the tool pipeline's host: `tool/call` and `tool/result` events, durability
+//! checkpoints before tool bodies, approvals, and events emitted by tools.
+
+use crate::agent::{Agent, ApprovalPolicy};
+use crate::error::AgentError;
+use crate::seams::FlushPoint;
+use async_trait::async_trait;
+use keel_protocol::{
+    ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq, SurfaceOp,
+    ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
+};
+use keel_tools::{ApprovalOutcome, PipelineHost, ToolOutcome};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Hint shown to the model (and the user) when a headless run cannot ask.
+pub const HEADLESS_DENIAL: &str = "keel is running without a terminal to ask for approval, so this action was refused; \
+the user can allow such actions with --approval auto (or a wider --sandbox)";
+
+/// One step's view of the agent, handed to the pipeline.
+pub(crate) struct StepHost<'a> {
+    pub(crate) agent: &'a Agent,
+    pub(crate) turn: u32,
+    pub(crate) step: u32,
+    calls: Mutex<HashMap<String, Seq>>,
+    error: Mutex<Option<AgentError>>,
+}
+
+impl<'a> StepHost<'a> {
+    pub(crate) fn new(agent: &'a Agent, turn: u32, step: u32) -> Self {
+        StepHost { agent, turn, step, calls: Mutex::new(HashMap::new()), error: Mutex::new(None) }
+    }
+
+    fn keep(&self, r: Result<Seq, AgentError>) -> Option<Seq> {
+        match r {
+            Ok(seq) => Some(seq),
+            Err(e) => {
+                let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(e);
+                None
+            }
+        }
+    }
+
+    /// The first error any host method hit (the batch must then stop the turn).
+    pub(crate) fn take_error(&self) -> Option<AgentError> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Append the `tool/result` of `outcome` (also used for results the loop makes itself,
+    /// e.g. `ABORTED_BEFORE_DISPATCH` for calls of an interrupted message).
+    pub(crate) fn commit_result(&self, call_id: &str, outcome: &ToolOutcome) -> Result<Seq, AgentError> {
+        let call_seq = self.calls.lock().unwrap_or_else(|p| p.into_inner()).get(call_id).copied();
+        let message = Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult(ToolResultBlock {
+                tool_call_id: call_id.to_owned(),
+                content: outcome.content.clone(),
+                is_error: outcome.is_error,
+            })],
+            source: MessageSource::tool(call_id),
+            id: uuid::Uuid::new_v4().to_string(),
+        };
+        let body = EventBody::ToolResult(Box::new(ToolResultEvent {
+            turn: self.turn,
+            step: self.step,
+            message,
+            meta: outcome.meta.clone(),
+        }));
+        self.agent.push_surface(body, SurfaceOp::Append, call_seq.into_iter().collect())
+    }
+}
+
+#[async_trait]
+impl PipelineHost for StepHost<'_> {
+    async fn call_started(&self, call: &ToolCallBlock) {
+        let body = EventBody::ToolCall(Box::new(ToolCallEvent {
+            turn: self.turn,
+            step: self.step,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        }));
+        if let Some(seq) = self.keep(self.agent.push(body)) {
+            self.calls.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), seq);
+        }
+    }
+
+    async fn checkpoint(&self) {
+        if let Err(e) = self.agent.flush(FlushPoint::BeforeToolBody).await {
+            self.keep(Err(e));
+        }
+    }
+
+    async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
+        self.keep(self.agent.push(EventBody::ApprovalAsked(Box::new(ApprovalAsked {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            reason: reason.to_owned(),
+        }))));
+        let (outcome, by) = match (self.agent.config().approval, &self.agent.inner.approver) {
+            (ApprovalPolicy::Auto, _) => (ApprovalOutcome::Approved, "policy"),
+            (ApprovalPolicy::Never, _) => (
+                ApprovalOutcome::Denied {
+                    reason: Some("approval prompts are disabled (--approval never); do not retry this action".into()),
+                },
+                "policy",
+            ),
+            (ApprovalPolicy::Ask, Some(approver)) => (approver.decide(call, reason).await, "user"),
+            (ApprovalPolicy::Ask, None) => {
+                (ApprovalOutcome::Denied { reason: Some(HEADLESS_DENIAL.to_owned()) }, "headless")
+            }
+        };
+        let (approved, why) = match &outcome {
+            ApprovalOutcome::Approved => (true, None),
+            ApprovalOutcome::Denied { reason } => (false, reason.clone()),
+        };
+        self.keep(self.agent.push(EventBody::ApprovalDecided(Box::new(ApprovalDecided {
+            call_id: call.id.clone(),
+            approved,
+            by: by.to_owned(),
+            reason: why,
+        }))));
+        outcome
+    }
+
+    async fn emit(&self, body: EventBody) {
+        self.keep(self.agent.push(body));
+    }
+
+    async fn settled(&self, call: &ToolCallBlock, outcome: &ToolOutcome) {
+        let r = self.commit_result(&call.id, outcome);
+        self.keep(r);
+    }
+}

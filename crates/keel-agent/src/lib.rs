@@ -1,0 +1,24 @@
+//! keel's agent: the loop, its seams, the inbox, system-prompt assembly and the tool host.
+//!
+//! An [`Agent`] owns one session log ([`keel_session::PersistentSession`]), one model
+//! ([`keel_llm::Provider`]) and one tool [`keel_tools::Pipeline`]. Front ends queue prompts
+//! ([`Agent::followup`]) and run them ([`Agent::run_pending`]); everything the model saw and did
+//! is in the log. Extensions attach to the seams declared in [`seams`].
+#![deny(missing_docs)]
+
+pub mod agent;
+pub mod error;
+mod host;
+pub mod hooks;
+pub mod inbox;
+pub mod prompt;
+pub mod request;
+pub mod seams;
+mod turn;
+
+pub use agent::{Agent, AgentBuilder, AgentConfig, ApprovalPolicy, Approver, user_message};
+pub use error::AgentError;
+pub use host::HEADLESS_DENIAL;
+pub use inbox::{Inbox, InboxMode};
+pub use seams::HookRegistry;
+pub use turn::TurnOutcome;

@@ -1,0 +1,295 @@
+//! Request assembly for one step: system prompt, tools, runtime context, history projection,
+//! `request/header` and `request/context` events.
+//!
+//! The request is a pure function of the log plus the agent's configuration and hooks, so every
+//! request can be rebuilt from the log. The non-history part (system prompt, tool schemas, call
+//! config) is logged as `request/header` only when it changes, which is also what keeps the
+//! provider's prompt cache warm: history is append-only, the header rarely changes.
+
+use crate::agent::Agent;
+use crate::error::AgentError;
+use crate::prompt::{self, PromptInputs, PromptSection};
+use crate::seams::{CallConfig, ContextRequest, Projection, PromptCtx};
+use futures::FutureExt;
+use keel_llm::ChatRequest;
+use keel_protocol::{
+    ContentBlock, ContextProjection, EventBody, KnownSource, Message, MessageSource, RequestContext, RequestHeader, Role,
+    Seq, SurfaceOp,
+};
+use keel_session::DerivedMessage;
+use keel_tools::{PlanModeSection, SandboxMode};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Plugin id of runtime-context messages.
+pub const RUNTIME_CONTEXT_PLUGIN: &str = "keel/runtime-context";
+
+/// First line of every runtime-context message.
+pub const RUNTIME_CONTEXT_PREAMBLE: &str =
+    "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.";
+
+impl Agent {
+    pub(crate) fn prompt_ctx(&self) -> PromptCtx {
+        PromptCtx {
+            model: self.inner.config.model.clone(),
+            session: self.session_id(),
+            plan_mode: self.inner.pipeline.plan_state().is_active(),
+        }
+    }
+
+    /// The system prompt as it would be sent now.
+    pub fn system_prompt(&self) -> String {
+        let ctx = self.prompt_ctx();
+        let mut contributed: Vec<PromptSection> = Vec::new();
+        for c in &self.inner.hooks.prompt_sections {
+            contributed.extend(c(&ctx));
+        }
+        let cfg = &self.inner.config;
+        let mut sections = prompt::sections(&PromptInputs {
+            persona: &cfg.persona,
+            model: &cfg.model,
+            cwd: &cfg.cwd,
+            plan_mode: false,
+            contributed,
+            instructions: &self.inner.instructions,
+        });
+        if ctx.plan_mode {
+            sections.insert(2, PromptSection::new("plan-mode", PlanModeSection::TEXT));
+        }
+        prompt::render(&sections)
+    }
+
+    /// The runtime-context facts as they are now.
+    pub fn runtime_facts(&self) -> Vec<PromptSection> {
+        let mut facts = vec![
+            PromptSection::new("sandbox", sandbox_fact(self.sandbox())),
+            PromptSection::new("approval", approval_fact(self.inner.config.approval)),
+        ];
+        let ctx = self.prompt_ctx();
+        for c in &self.inner.hooks.prompt_context {
+            facts.extend(c(&ctx));
+        }
+        facts
+    }
+
+    /// A runtime-context message when the facts changed since the last one logged.
+    pub(crate) fn runtime_context_message(&self) -> Option<Message> {
+        let facts = self.runtime_facts();
+        let mut text = RUNTIME_CONTEXT_PREAMBLE.to_owned();
+        for f in &facts {
+            text.push_str("\n\n");
+            text.push_str(&f.text);
+        }
+        let mut state = self.state();
+        if state.last_runtime.as_deref() == Some(text.as_str()) {
+            return None;
+        }
+        state.last_runtime = Some(text.clone());
+        let mut extra = Map::new();
+        extra.insert("form".into(), json!("snapshot"));
+        extra.insert(
+            "sections".into(),
+            Value::Array(facts.iter().map(|f| json!({"name": f.name, "text": f.text})).collect()),
+        );
+        Some(Message {
+            role: Role::User,
+            content: vec![ContentBlock::text(text)],
+            source: MessageSource::Known(KnownSource::Plugin { plugin: RUNTIME_CONTEXT_PLUGIN.into(), extra }),
+            id: uuid::Uuid::new_v4().to_string(),
+        })
+    }
+
+    /// Append the runtime context if it changed.
+    pub(crate) fn push_runtime_context(&self) -> Result<(), AgentError> {
+        if let Some(m) = self.runtime_context_message() {
+            self.push_surface(EventBody::UserMessage(Box::new(m)), SurfaceOp::Append, Vec::new())?;
+        }
+        Ok(())
+    }
+
+    /// Build the step's request: call config (`agent/request`), projection (`agent/context`),
+    /// header/context events when changed.
+    pub(crate) async fn build_request(&self, turn: u32, step: u32, turn_start: Seq) -> Result<ChatRequest, AgentError> {
+        let cfg = &self.inner.config;
+        let base = CallConfig {
+            model: cfg.model.clone(),
+            max_tokens: cfg.max_tokens,
+            thinking: cfg.thinking,
+            reasoning_effort: cfg.reasoning_effort.clone(),
+            temperature: cfg.temperature,
+        };
+        let call = if self.inner.hooks.request.is_empty() {
+            base
+        } else {
+            self.inner.hooks.request.run(base, &|c| async move { c }.boxed()).await
+        };
+        let system = self.system_prompt();
+        let tools = self.inner.pipeline.registry().schemas();
+
+        let nodes: Arc<[DerivedMessage]> = self.log().derive_messages().to_vec().into();
+        let messages = if self.inner.hooks.context.is_empty() {
+            nodes.iter().map(|d| d.message.clone()).collect()
+        } else {
+            let required: Vec<Seq> = nodes.iter().map(|d| d.seq).filter(|s| *s > turn_start).collect();
+            let all: Vec<Seq> = nodes.iter().map(|d| d.seq).collect();
+            let req = ContextRequest { agent: self.clone(), turn, step, nodes: nodes.clone(), required: required.clone() };
+            let default = Projection { policy: "default".into(), include: all.clone() };
+            let projection =
+                self.inner.hooks.context.run(req, &move |_| std::future::ready(default.clone()).boxed()).await;
+            let include = enforce_projection(&nodes, &required, &projection.include);
+            if include.len() != all.len() || projection.policy != "default" {
+                let omitted = (all.len() - include.len()) as u64;
+                self.push(EventBody::ContextProjection(Box::new(ContextProjection {
+                    turn,
+                    step,
+                    policy: projection.policy.clone(),
+                    included_seqs: include.clone(),
+                    omitted_count: omitted,
+                })))?;
+            }
+            let set: BTreeSet<Seq> = include.into_iter().collect();
+            nodes.iter().filter(|d| set.contains(&d.seq)).map(|d| d.message.clone()).collect()
+        };
+
+        let info = cfg.model_info;
+        let header = json!({
+            "config": {
+                "provider": cfg.provider_name,
+                "model": call.model,
+                "maxTokens": call.max_tokens.unwrap_or(info.max_output),
+                "thinking": call.thinking,
+                "reasoningEffort": call.reasoning_effort,
+                "temperature": call.temperature,
+            },
+            "system": system,
+            "tools": tools,
+        });
+        let context = serde_json::to_value(RequestContext {
+            provider: cfg.provider_name.clone(),
+            model: call.model.clone(),
+            context_window: info.context_window,
+            max_output: Some(info.max_output),
+        })
+        .ok();
+        let (header_changed, context_changed) = {
+            let mut state = self.state();
+            let h = state.last_header.as_ref() != Some(&header);
+            let c = state.last_context != context;
+            if h {
+                state.last_header = Some(header.clone());
+            }
+            if c {
+                state.last_context = context.clone();
+            }
+            (h, c)
+        };
+        if header_changed {
+            self.push(EventBody::RequestHeader(Box::new(RequestHeader { header, extra: Map::new() })))?;
+        }
+        if context_changed {
+            self.push(EventBody::RequestContext(Box::new(RequestContext {
+                provider: cfg.provider_name.clone(),
+                model: call.model.clone(),
+                context_window: info.context_window,
+                max_output: Some(info.max_output),
+            })))?;
+        }
+        Ok(ChatRequest {
+            model: call.model,
+            system,
+            messages,
+            tools,
+            max_tokens: call.max_tokens,
+            thinking: call.thinking,
+            reasoning_effort: call.reasoning_effort,
+            temperature: call.temperature,
+            stop: Vec::new(),
+        })
+    }
+}
+
+/// Apply the host rules to a projection: required seqs are included, an assistant message's
+/// tool calls are never separated from their results (in either direction), only surface seqs
+/// count, and surface order is kept.
+pub fn enforce_projection(nodes: &[DerivedMessage], required: &[Seq], include: &[Seq]) -> Vec<Seq> {
+    let on_surface: BTreeSet<Seq> = nodes.iter().map(|d| d.seq).collect();
+    let mut set: BTreeSet<Seq> = include.iter().copied().filter(|s| on_surface.contains(s)).collect();
+    set.extend(required.iter().copied().filter(|s| on_surface.contains(s)));
+    // Pair assistant tool calls with their results.
+    let mut call_owner: HashMap<&str, Seq> = HashMap::new();
+    let mut groups: HashMap<Seq, Vec<Seq>> = HashMap::new();
+    for d in nodes {
+        for call in d.message.tool_calls() {
+            call_owner.insert(call.id.as_str(), d.seq);
+            groups.entry(d.seq).or_default();
+        }
+        for result in d.message.tool_results() {
+            if let Some(owner) = call_owner.get(result.tool_call_id.as_str()) {
+                groups.entry(*owner).or_default().push(d.seq);
+            }
+        }
+    }
+    for (owner, results) in &groups {
+        let any = set.contains(owner) || results.iter().any(|r| set.contains(r));
+        if any {
+            set.insert(*owner);
+            set.extend(results.iter().copied());
+        }
+    }
+    nodes.iter().map(|d| d.seq).filter(|s| set.contains(s)).collect()
+}
+
+fn sandbox_fact(mode: SandboxMode) -> String {
+    match mode {
+        SandboxMode::ReadOnly => "File sandbox: read-only. File tools may read inside the workspace only; writes and edits are refused, and commands need approval.".into(),
+        SandboxMode::WorkspaceWrite => "File sandbox: workspace-write. File tools may read and write inside the workspace only; paths outside it are refused.".into(),
+        SandboxMode::FullAccess => "File sandbox: full-access. File tools may reach any path.".into(),
+    }
+}
+
+fn approval_fact(policy: crate::agent::ApprovalPolicy) -> String {
+    use crate::agent::ApprovalPolicy::*;
+    match policy {
+        Ask => "Approval: actions that need approval are put to the user; if nobody can answer they are refused.".into(),
+        Never => "Approval prompts are disabled: actions that need approval are refused; do not retry them.".into(),
+        Auto => "Approval: actions that need approval are approved automatically.".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::{ToolCallBlock, ToolResultBlock};
+
+    fn node(seq: u64, message: Message) -> DerivedMessage {
+        DerivedMessage { seq: Seq(seq), message }
+    }
+
+    fn user(t: &str) -> Message {
+        Message::user_text(t, MessageSource::user(), t)
+    }
+
+    #[test]
+    fn projection_keeps_required_pairs_and_order() {
+        let call = Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolCall(ToolCallBlock { id: "c1".into(), name: "read".into(), arguments: "{}".into() })],
+            source: MessageSource::model("p", "m"),
+            id: "a".into(),
+        };
+        let result = Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult(ToolResultBlock { tool_call_id: "c1".into(), content: vec![], is_error: false })],
+            source: MessageSource::tool("c1"),
+            id: "r".into(),
+        };
+        let nodes = vec![node(1, user("a")), node(3, call), node(5, result), node(7, user("b")), node(9, user("c"))];
+        // Asking only for the result pulls in its call; the required seq is added; order kept;
+        // unknown seqs are ignored.
+        let got = enforce_projection(&nodes, &[Seq(9)], &[Seq(5), Seq(42)]);
+        assert_eq!(got, vec![Seq(3), Seq(5), Seq(9)]);
+        let got = enforce_projection(&nodes, &[], &[Seq(7), Seq(3)]);
+        assert_eq!(got, vec![Seq(3), Seq(5), Seq(7)]);
+    }
+}

@@ -1,0 +1,282 @@
+//! The agent's seams, declared once with their mode and payload.
+//!
+//! | seam | mode | payload → result |
+//! |---|---|---|
+//! | `agent/inbox/inserted` | observe | [`InboxInserted`] |
+//! | `prompt/section` | contributors | [`PromptCtx`] → system-prompt sections |
+//! | `prompt/context` | contributors | [`PromptCtx`] → runtime-context facts |
+//! | `agent/pre-step` | waterfall | [`PreStep`] → [`PreStepOutcome`] |
+//! | `agent/context` | waterfall | [`ContextRequest`] → [`Projection`] |
+//! | `agent/request` | waterfall | [`CallConfig`] → [`CallConfig`] |
+//! | `llm/request` | observe (awaited) | [`LlmRequest`] (the exact final request) |
+//! | `llm/stream` | waterfall | [`StreamCall`] → [`ChunkStream`] |
+//! | `agent/request-error` | waterfall | [`RequestError`] → [`ErrorDecision`] |
+//! | `agent/turn-stopping` | serial | [`TurnStopping`] → [`StopDecision`] |
+//! | `session/event` | observe | committed [`SessionEvent`] |
+//! | `session/flush` | serial (awaited) | [`FlushPoint`] |
+//! | `subagent/started`, `subagent/finished` | observe | [`SubagentNotice`] |
+//! | `tools/*` | see `keel_tools::hooks` | held in [`HookRegistry::tools`] |
+//!
+//! Hooks that need the agent (to read the session, call the provider, append events) receive an
+//! [`Agent`] handle in their payload.
+
+use crate::agent::Agent;
+use crate::hooks::{Chain, Observers, Serial};
+use crate::inbox::InboxMode;
+use crate::prompt::PromptSection;
+use keel_llm::{ChatRequest, ChunkStream};
+use keel_protocol::{Message, ModelFailure, Seq, SessionEvent, SessionId};
+use keel_session::DerivedMessage;
+use keel_tools::PipelineHooks;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// `agent/inbox/inserted`: a message entered the inbox.
+#[derive(Debug, Clone)]
+pub struct InboxInserted {
+    /// How it entered.
+    pub mode: InboxMode,
+    /// The message.
+    pub message: Message,
+}
+
+/// What `prompt/section` and `prompt/context` contributors see.
+#[derive(Debug, Clone)]
+pub struct PromptCtx {
+    /// Model name.
+    pub model: String,
+    /// Session id.
+    pub session: SessionId,
+    /// Plan mode active?
+    pub plan_mode: bool,
+}
+
+/// A contributor of prompt sections or runtime facts.
+pub type Contributor = Arc<dyn Fn(&PromptCtx) -> Vec<PromptSection> + Send + Sync>;
+
+/// `agent/pre-step`: the messages claimed for this step, before they are logged.
+#[derive(Clone)]
+pub struct PreStep {
+    /// The agent.
+    pub agent: Agent,
+    /// Turn number.
+    pub turn: u32,
+    /// Step number.
+    pub step: u32,
+    /// Messages about to enter the surface.
+    pub messages: Vec<Message>,
+}
+
+/// Result of `agent/pre-step`.
+#[derive(Debug, Clone)]
+pub enum PreStepOutcome {
+    /// Enter the step with these messages.
+    Enter(Vec<Message>),
+    /// Do not run the step; the turn ends `blocked` with this reason.
+    Reject(String),
+}
+
+/// `agent/context`: choose which surface nodes a request includes.
+#[derive(Clone)]
+pub struct ContextRequest {
+    /// The agent.
+    pub agent: Agent,
+    /// Turn number.
+    pub turn: u32,
+    /// Step number.
+    pub step: u32,
+    /// Current surface nodes, in order.
+    pub nodes: Arc<[DerivedMessage]>,
+    /// Seqs that must be included (the current turn's nodes). The host adds them back if a
+    /// projection drops them.
+    pub required: Vec<Seq>,
+}
+
+/// A projection: which surface seqs to send. The host enforces: required seqs are included, an
+/// assistant tool call is never separated from its results, surface order is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projection {
+    /// Policy name (`default` means "everything"; anything else is logged as
+    /// `context/projection`).
+    pub policy: String,
+    /// Included seqs.
+    pub include: Vec<Seq>,
+}
+
+/// `agent/request`: call configuration for the step's request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallConfig {
+    /// Model.
+    pub model: String,
+    /// Output budget.
+    pub max_tokens: Option<u64>,
+    /// Thinking on/off.
+    pub thinking: Option<bool>,
+    /// Reasoning effort.
+    pub reasoning_effort: Option<String>,
+    /// Temperature.
+    pub temperature: Option<f64>,
+}
+
+/// `llm/request`: the exact final request of a step, with its identity.
+#[derive(Debug, Clone)]
+pub struct LlmRequest {
+    /// Session id.
+    pub session: SessionId,
+    /// Turn number.
+    pub turn: u32,
+    /// Step number.
+    pub step: u32,
+    /// Attempt within the step (0 first, then retries).
+    pub attempt: u32,
+    /// The request as it will be sent.
+    pub request: ChatRequest,
+}
+
+/// `llm/stream`: start the model call.
+#[derive(Debug, Clone)]
+pub struct StreamCall {
+    /// The request.
+    pub request: ChatRequest,
+    /// Cancels the call.
+    pub cancel: CancellationToken,
+}
+
+/// `agent/request-error`: a model call failed.
+#[derive(Clone)]
+pub struct RequestError {
+    /// The agent.
+    pub agent: Agent,
+    /// Turn number.
+    pub turn: u32,
+    /// Step number.
+    pub step: u32,
+    /// Retries already made in this step.
+    pub attempt: u32,
+    /// The failure.
+    pub failure: ModelFailure,
+}
+
+/// Result of `agent/request-error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorDecision {
+    /// Rebuild the request (runtime context included) and try again after `delay`, in the same
+    /// step; logged as `llm/retry`.
+    Retry {
+        /// Wait first.
+        delay: Duration,
+    },
+    /// End the turn with the failure.
+    GiveUp,
+}
+
+/// `agent/turn-stopping`: the turn has nothing more owed.
+#[derive(Clone)]
+pub struct TurnStopping {
+    /// The agent.
+    pub agent: Agent,
+    /// Turn number.
+    pub turn: u32,
+    /// The final assistant text of the turn.
+    pub final_text: String,
+}
+
+/// Result of one `agent/turn-stopping` hook.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopDecision {
+    /// Let the turn end.
+    Stop,
+    /// Keep working: these messages join the next step.
+    Continue(Vec<Message>),
+}
+
+/// `session/flush`: a durability checkpoint was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushPoint {
+    /// Before a model request.
+    BeforeRequest,
+    /// Before a top-level tool body.
+    BeforeToolBody,
+    /// At a step boundary.
+    StepBoundary,
+    /// At a turn boundary.
+    TurnBoundary,
+}
+
+/// `subagent/started` / `subagent/finished`.
+#[derive(Debug, Clone)]
+pub struct SubagentNotice {
+    /// Parent session.
+    pub parent: SessionId,
+    /// Child session.
+    pub child: SessionId,
+    /// The call that spawned it.
+    pub call_id: Option<String>,
+    /// Description.
+    pub description: String,
+    /// Final answer (finished only).
+    pub result: Option<String>,
+}
+
+/// Every seam's registered hooks.
+#[derive(Clone, Default)]
+pub struct HookRegistry {
+    /// `agent/inbox/inserted`.
+    pub inbox_inserted: Observers<InboxInserted>,
+    /// `prompt/section`.
+    pub prompt_sections: Vec<Contributor>,
+    /// `prompt/context`.
+    pub prompt_context: Vec<Contributor>,
+    /// `agent/pre-step`.
+    pub pre_step: Chain<PreStep, PreStepOutcome>,
+    /// `agent/context`.
+    pub context: Chain<ContextRequest, Projection>,
+    /// `agent/request`.
+    pub request: Chain<CallConfig, CallConfig>,
+    /// `llm/request`.
+    pub llm_request: Serial<LlmRequest, ()>,
+    /// `llm/stream`.
+    pub llm_stream: Chain<StreamCall, ChunkStream>,
+    /// `agent/request-error`.
+    pub request_error: Chain<RequestError, ErrorDecision>,
+    /// `agent/turn-stopping`.
+    pub turn_stopping: Serial<TurnStopping, StopDecision>,
+    /// `session/event`.
+    pub session_event: Observers<SessionEvent>,
+    /// `session/flush`.
+    pub session_flush: Serial<FlushPoint, ()>,
+    /// `subagent/started`.
+    pub subagent_started: Observers<SubagentNotice>,
+    /// `subagent/finished`.
+    pub subagent_finished: Observers<SubagentNotice>,
+    /// The tool pipeline's seams.
+    pub tools: PipelineHooks,
+}
+
+impl HookRegistry {
+    /// Global hooks followed by one agent's hooks.
+    pub fn layered(global: &HookRegistry, agent: &HookRegistry) -> HookRegistry {
+        let mut prompt_sections = global.prompt_sections.clone();
+        prompt_sections.extend(agent.prompt_sections.iter().cloned());
+        let mut prompt_context = global.prompt_context.clone();
+        prompt_context.extend(agent.prompt_context.iter().cloned());
+        HookRegistry {
+            inbox_inserted: global.inbox_inserted.extended(&agent.inbox_inserted),
+            prompt_sections,
+            prompt_context,
+            pre_step: global.pre_step.extended(&agent.pre_step),
+            context: global.context.extended(&agent.context),
+            request: global.request.extended(&agent.request),
+            llm_request: global.llm_request.extended(&agent.llm_request),
+            llm_stream: global.llm_stream.extended(&agent.llm_stream),
+            request_error: global.request_error.extended(&agent.request_error),
+            turn_stopping: global.turn_stopping.extended(&agent.turn_stopping),
+            session_event: global.session_event.extended(&agent.session_event),
+            session_flush: global.session_flush.extended(&agent.session_flush),
+            subagent_started: global.subagent_started.extended(&agent.subagent_started),
+            subagent_finished: global.subagent_finished.extended(&agent.subagent_finished),
+            tools: PipelineHooks::layered(&global.tools, &agent.tools),
+        }
+    }
+}

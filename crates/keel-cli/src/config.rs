@@ -1,0 +1,413 @@
+//! Layered TOML configuration.
+//!
+//! Layers, later overriding earlier: built-in defaults → `$KEEL_HOME/config.toml` → profile
+//! (`$KEEL_HOME/profiles/<name>.toml`) → project `.keel/config.toml` → `--config FILE` →
+//! `-c key=value`. Tables merge key by key; `[[plugins]]` rows merge by `id`, a later layer
+//! replacing a row's whole `config`. Every layer is validated on its own, so an unknown key or a
+//! bad value is reported with the file (or flag) that holds it. `keel config dump` prints the
+//! merged result with the layer that set each key.
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use toml::{Table, Value};
+
+/// Built-in defaults, as a TOML document (also the reference for `docs/config.md`).
+pub const DEFAULTS: &str = r#"
+model = "deepseek-v4-flash"
+provider = "deepseek"
+sandbox = "workspace-write"
+approval = "ask"
+
+[providers.deepseek]
+base_url = "https://api.deepseek.com"
+api_key_env = "DEEPSEEK_API_KEY"
+
+[agent]
+max_steps = 200
+thinking = true
+reasoning_effort = "high"
+instructions_budget = 16384
+
+[tools]
+spill_bytes = 50000
+bash_timeout_ms = 120000
+forward_env = []
+"#;
+
+/// The typed view of a merged configuration. Every field is optional in a layer; the defaults
+/// layer fills them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Model name.
+    pub model: Option<String>,
+    /// Provider name (a key of `providers`).
+    pub provider: Option<String>,
+    /// `read-only`, `workspace-write` or `full-access`.
+    pub sandbox: Option<String>,
+    /// `ask`, `never` or `auto`.
+    pub approval: Option<String>,
+    /// OpenAI-compatible endpoints by name.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Per-model overrides.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelOverride>,
+    /// Agent loop settings.
+    #[serde(default)]
+    pub agent: AgentSection,
+    /// Tool settings.
+    #[serde(default)]
+    pub tools: ToolsSection,
+    /// Plugin rows.
+    #[serde(default)]
+    pub plugins: Vec<PluginRow>,
+}
+
+/// `[providers.<name>]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Base URL (`/chat/completions` is appended).
+    pub base_url: Option<String>,
+    /// Environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// Idle stream timeout in seconds.
+    pub idle_timeout_secs: Option<u64>,
+}
+
+/// `[models.<name>]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelOverride {
+    /// Context window in tokens.
+    pub context_window: Option<u64>,
+    /// Default max output tokens.
+    pub max_output: Option<u64>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// Steps per turn before the turn is stopped.
+    pub max_steps: Option<u32>,
+    /// Thinking on/off for models that support it.
+    pub thinking: Option<bool>,
+    /// Reasoning effort for models that support it.
+    pub reasoning_effort: Option<String>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Byte budget for AGENTS.md / CLAUDE.md.
+    pub instructions_budget: Option<usize>,
+    /// Persona template (`{{model}}`, `{{cwd}}`).
+    pub persona: Option<String>,
+}
+
+/// `[tools]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    /// Spill text results larger than this many bytes.
+    pub spill_bytes: Option<usize>,
+    /// Default `bash` timeout.
+    pub bash_timeout_ms: Option<u64>,
+    /// Environment variables forwarded to `bash` despite the credential scrub.
+    pub forward_env: Option<Vec<String>>,
+}
+
+/// `[[plugins]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginRow {
+    /// Row id (unique).
+    pub id: String,
+    /// Which built-in plugin (defaults to `id`).
+    #[serde(rename = "use")]
+    pub uses: Option<String>,
+    /// Enabled?
+    pub enabled: Option<bool>,
+    /// Plugin-specific configuration.
+    pub config: Option<Table>,
+}
+
+/// One configuration layer.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    /// Where it came from: `defaults`, a file path, or `-c`.
+    pub name: String,
+    /// Its contents.
+    pub table: Table,
+}
+
+/// Where to look for layers.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// `$KEEL_HOME`.
+    pub home: PathBuf,
+    /// Project directory (for `.keel/config.toml`).
+    pub project: PathBuf,
+    /// `--profile`.
+    pub profile: Option<String>,
+    /// `--config`.
+    pub config_file: Option<PathBuf>,
+    /// `-c key=value`.
+    pub overrides: Vec<String>,
+}
+
+/// The merged configuration with provenance of every key.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// Typed view.
+    pub config: Config,
+    /// Merged table.
+    pub table: Table,
+    /// Dotted key → layer that set it.
+    pub origin: BTreeMap<String, String>,
+}
+
+fn parse_layer(name: &str, text: &str) -> Result<Table> {
+    let table: Table = toml::from_str(text).map_err(|e| anyhow!("{name}: {}", e.message().trim()).context(format!("invalid configuration in {name}")))?;
+    validate(name, &table)?;
+    Ok(table)
+}
+
+fn validate(name: &str, table: &Table) -> Result<()> {
+    Config::deserialize(Value::Table(table.clone()))
+        .map_err(|e| anyhow!("{name}: {e}"))
+        .with_context(|| format!("invalid configuration in {name}"))?;
+    Ok(())
+}
+
+fn read_layer(path: &Path) -> Result<Option<Layer>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let name = path.display().to_string();
+            let table = parse_layer(&name, &text)?;
+            Ok(Some(Layer { name, table }))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow!("cannot read configuration file {}: {e}", path.display())),
+    }
+}
+
+/// Parse `-c key=value` into a one-key table. The value is TOML when it parses as TOML
+/// (`true`, `3`, `"x"`, `[1]`), otherwise a plain string.
+pub fn override_table(spec: &str) -> Result<Table> {
+    let (key, raw) = spec.split_once('=').ok_or_else(|| anyhow!("-c {spec}: expected key=value"))?;
+    let key = key.trim();
+    if key.is_empty() {
+        bail!("-c {spec}: empty key");
+    }
+    let value = match toml::from_str::<Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").unwrap_or(Value::String(raw.to_owned())),
+        Err(_) => Value::String(raw.to_owned()),
+    };
+    let mut table = Table::new();
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut cur = &mut table;
+    for (i, part) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            cur.insert((*part).to_owned(), value.clone());
+        } else {
+            cur = match cur.entry((*part).to_owned()).or_insert_with(|| Value::Table(Table::new())) {
+                Value::Table(t) => t,
+                _ => bail!("-c {spec}: {part} is not a table"),
+            };
+        }
+    }
+    Ok(table)
+}
+
+/// Load and merge every layer.
+pub fn load(sources: &Sources) -> Result<Loaded> {
+    let mut layers = vec![Layer { name: "defaults".to_owned(), table: parse_layer("defaults", DEFAULTS)? }];
+    if let Some(l) = read_layer(&sources.home.join("config.toml"))? {
+        layers.push(l);
+    }
+    if let Some(profile) = &sources.profile {
+        let path = sources.home.join("profiles").join(format!("{profile}.toml"));
+        match read_layer(&path)? {
+            Some(l) => layers.push(l),
+            None => bail!("profile {profile:?} not found: expected {}", path.display()),
+        }
+    }
+    if let Some(l) = read_layer(&sources.project.join(".keel").join("config.toml"))? {
+        layers.push(l);
+    }
+    if let Some(file) = &sources.config_file {
+        match read_layer(file)? {
+            Some(l) => layers.push(l),
+            None => bail!("configuration file {} not found", file.display()),
+        }
+    }
+    for spec in &sources.overrides {
+        let table = override_table(spec)?;
+        let name = format!("-c {spec}");
+        validate(&name, &table)?;
+        layers.push(Layer { name, table });
+    }
+    merge_layers(&layers)
+}
+
+/// Merge layers in order.
+pub fn merge_layers(layers: &[Layer]) -> Result<Loaded> {
+    let mut table = Table::new();
+    let mut origin = BTreeMap::new();
+    for layer in layers {
+        merge_into(&mut table, &layer.table, "", &layer.name, &mut origin);
+    }
+    let config = Config::deserialize(Value::Table(table.clone())).map_err(|e| anyhow!("invalid merged configuration: {e}"))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for row in &config.plugins {
+        if !seen.insert(row.id.clone()) {
+            bail!("plugin row id {:?} appears twice in one layer", row.id);
+        }
+    }
+    Ok(Loaded { config, table, origin })
+}
+
+fn merge_into(dst: &mut Table, src: &Table, prefix: &str, layer: &str, origin: &mut BTreeMap<String, String>) {
+    for (key, value) in src {
+        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        match (key.as_str(), value, dst.get_mut(key)) {
+            ("plugins", Value::Array(rows), _) if prefix.is_empty() => {
+                let existing = match dst.entry("plugins").or_insert_with(|| Value::Array(Vec::new())) {
+                    Value::Array(a) => a,
+                    other => {
+                        *other = Value::Array(Vec::new());
+                        match other {
+                            Value::Array(a) => a,
+                            _ => continue,
+                        }
+                    }
+                };
+                for row in rows {
+                    let id = row.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    origin.insert(format!("plugins[{id}]"), layer.to_owned());
+                    match existing.iter_mut().find(|r| r.get("id").and_then(Value::as_str) == Some(id.as_str())) {
+                        Some(slot) => {
+                            // A later layer replaces the row's whole config; other fields merge.
+                            if let (Value::Table(slot_t), Value::Table(row_t)) = (slot, row) {
+                                for (k, v) in row_t {
+                                    slot_t.insert(k.clone(), v.clone());
+                                }
+                            }
+                        }
+                        None => existing.push(row.clone()),
+                    }
+                }
+            }
+            (_, Value::Table(sub), Some(Value::Table(existing))) => {
+                merge_into(existing, sub, &path, layer, origin);
+            }
+            (_, Value::Table(sub), _) => {
+                let mut fresh = Table::new();
+                merge_into(&mut fresh, sub, &path, layer, origin);
+                dst.insert(key.clone(), Value::Table(fresh));
+            }
+            _ => {
+                origin.insert(path, layer.to_owned());
+                dst.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// Render the merged configuration as `key = value  # layer` lines.
+pub fn dump(loaded: &Loaded) -> String {
+    let mut out = String::new();
+    dump_table(&loaded.table, "", &loaded.origin, &mut out);
+    out
+}
+
+fn dump_table(table: &Table, prefix: &str, origin: &BTreeMap<String, String>, out: &mut String) {
+    for (key, value) in table {
+        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        match value {
+            Value::Table(t) => dump_table(t, &path, origin, out),
+            Value::Array(rows) if path == "plugins" => {
+                for row in rows {
+                    let id = row.get("id").and_then(Value::as_str).unwrap_or_default();
+                    let layer = origin.get(&format!("plugins[{id}]")).map(String::as_str).unwrap_or("?");
+                    out.push_str(&format!("plugins[{id}] = {}  # {layer}\n", inline(row)));
+                }
+            }
+            other => {
+                let layer = origin.get(&path).map(String::as_str).unwrap_or("?");
+                out.push_str(&format!("{path} = {}  # {layer}\n", inline(other)));
+            }
+        }
+    }
+}
+
+fn inline(value: &Value) -> String {
+    match value {
+        Value::Table(t) => {
+            let parts: Vec<String> = t.iter().map(|(k, v)| format!("{k} = {}", inline(v))).collect();
+            format!("{{ {} }}", parts.join(", "))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(inline).collect::<Vec<_>>().join(", ")),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources(home: &Path, project: &Path) -> Sources {
+        Sources { home: home.to_path_buf(), project: project.to_path_buf(), ..Sources::default() }
+    }
+
+    #[test]
+    fn layers_merge_with_origins_and_plugin_rows_replace_config_by_id() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            "model = \"deepseek-chat\"\n[[plugins]]\nid = \"provenance\"\nenabled = true\n[plugins.config]\nmode = \"journal\"\nextra = 1\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(project.path().join(".keel")).unwrap();
+        std::fs::write(
+            project.path().join(".keel/config.toml"),
+            "[[plugins]]\nid = \"provenance\"\n[plugins.config]\nmode = \"memory\"\n",
+        )
+        .unwrap();
+        let mut s = sources(home.path(), project.path());
+        s.overrides = vec!["agent.max_steps=7".into(), "sandbox=read-only".into()];
+        let loaded = load(&s).unwrap();
+        assert_eq!(loaded.config.model.as_deref(), Some("deepseek-chat"));
+        assert_eq!(loaded.config.agent.max_steps, Some(7));
+        assert_eq!(loaded.config.sandbox.as_deref(), Some("read-only"));
+        let row = &loaded.config.plugins[0];
+        assert_eq!(row.enabled, Some(true));
+        let cfg = row.config.as_ref().unwrap();
+        assert_eq!(cfg.get("mode").and_then(Value::as_str), Some("memory"));
+        assert!(cfg.get("extra").is_none(), "a later layer replaces the whole row config");
+        let dump = dump(&loaded);
+        assert!(dump.contains("model = \"deepseek-chat\"  # "), "{dump}");
+        assert!(dump.contains("agent.max_steps = 7  # -c agent.max_steps=7"), "{dump}");
+        assert!(dump.contains("provider = \"deepseek\"  # defaults"), "{dump}");
+        assert!(dump.contains(".keel/config.toml"), "{dump}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_toml_name_the_file() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), "[agent]\nmax_stepz = 3\n").unwrap();
+        let err = format!("{:#}", load(&sources(home.path(), project.path())).unwrap_err());
+        assert!(err.contains("config.toml") && err.contains("max_stepz"), "{err}");
+        std::fs::write(home.path().join("config.toml"), "model = \n").unwrap();
+        let err = format!("{:#}", load(&sources(home.path(), project.path())).unwrap_err());
+        assert!(err.contains("config.toml"), "{err}");
+        let mut s = sources(tempfile::tempdir().unwrap().path(), project.path());
+        s.profile = Some("nope".into());
+        let err = format!("{:#}", load(&s).unwrap_err());
+        assert!(err.contains("profile \"nope\" not found"), "{err}");
+    }
+}

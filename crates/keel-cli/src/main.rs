@@ -1,0 +1,5 @@
+//! The `keel` binary.
+
+mod config;
+
+fn main() {}
