@@ -1,1 +1,213 @@
-fn main() {}
+//! Capture overhead per tool call (in-memory, journal without fsync, fsync alone), `trace` on a
+//! 3,000-fact graph, and offline verification of that graph.
+//!
+//! `cargo bench -p keel-provenance --bench provenance`
+#![allow(clippy::print_stderr)] // the bench reports the graph size it measured
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use keel_provenance::{
+    Direction, Dispatch, ExecuteResult, Journal, Payload, PostDecision, PreDecision, Recorder,
+    SettledResult, trace, verify,
+};
+use serde_json::{Value, json};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+struct Ids {
+    event: String,
+    call: String,
+    call_event: String,
+    token: String,
+    result_event: String,
+}
+
+fn ids(i: usize) -> Ids {
+    Ids {
+        event: format!("ev-{i}"),
+        call: format!("call_{i}"),
+        call_event: format!("ev-call-{i}"),
+        token: format!("tok-{i}"),
+        result_event: format!("ev-result-{i}"),
+    }
+}
+
+struct Material {
+    message: Value,
+    tool_call: Value,
+    view: Value,
+    args: Value,
+    value: Value,
+    result_event: Value,
+}
+
+fn material() -> Material {
+    Material {
+        message: json!({"role": "assistant", "content": [{"type": "text", "text": "Reading the file."},
+            {"type": "tool-call", "id": "call_x", "name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}]}),
+        tool_call: json!({"turn": 1, "step": 1, "callId": "call_x", "name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}),
+        view: json!({"name": "read", "args": {"path": "src/main.rs"}}),
+        args: json!({"path": "src/main.rs", "offset": 0, "limit": 2000}),
+        value: json!({"path": "src/main.rs", "content": "fn main() {\n    println!(\"hello\");\n}\n", "lines": 3, "truncated": false}),
+        result_event: json!({"turn": 1, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": "call_x"}]}}),
+    }
+}
+
+/// Every stage of one read-like call, including its assistant message.
+fn one_call(rec: &mut Recorder, m: &Material, id: &Ids) {
+    rec.assistant_message(&id.event, Payload::Value(&m.message));
+    rec.assistant_tool_call(&id.event, &id.call, "read", "{\"path\":\"src/main.rs\"}");
+    rec.tool_call_event(&id.call, &id.call_event, Payload::Value(&m.tool_call));
+    rec.pre_execute_enter(&id.call, Payload::Value(&m.view));
+    rec.pre_execute_decision(&id.call, PreDecision::Allow);
+    rec.execute_enter(
+        &id.call,
+        Dispatch {
+            token: &id.token,
+            parent_token: None,
+            arguments: Payload::Value(&m.args),
+        },
+    );
+    rec.execute_result(&id.token, ExecuteResult::Value(Payload::Value(&m.value)));
+    rec.post_execute(&id.call, Payload::Value(&m.value), PostDecision::Accept);
+    rec.settled(
+        &id.call,
+        SettledResult {
+            value: Payload::Value(&m.value),
+            content: Payload::Str("fn main() {}"),
+            is_error: false,
+            error_code: None,
+        },
+    );
+    rec.tool_result_event(&id.call, &id.result_event, Payload::Value(&m.result_event));
+}
+
+const RESET_EVERY: usize = 2_000;
+
+fn capture(c: &mut Criterion) {
+    let m = material();
+    let all: Vec<Ids> = (0..RESET_EVERY).map(ids).collect();
+    let mut g = c.benchmark_group("capture_per_call");
+    g.bench_function("in_memory", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut rec = Recorder::new("bench");
+            for i in 0..iters as usize {
+                if i % RESET_EVERY == 0 && i > 0 {
+                    rec = Recorder::new("bench");
+                }
+                let t = Instant::now();
+                one_call(&mut rec, &m, &all[i % RESET_EVERY]);
+                let _ = black_box(rec.drain_lines());
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir_path = dir.path().to_owned();
+    let mut fresh = 0usize;
+    let mut next_dir = move || {
+        fresh += 1;
+        dir_path.join(format!("j{fresh}"))
+    };
+    g.bench_function("journal_no_fsync", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut j = Journal::open(&next_dir(), "bench").unwrap_or_else(|e| panic!("{e}"));
+            for i in 0..iters as usize {
+                if i % RESET_EVERY == 0 && i > 0 {
+                    j = Journal::open(&next_dir(), "bench").unwrap_or_else(|e| panic!("{e}"));
+                }
+                let t = Instant::now();
+                one_call(j.recorder_mut(), &m, &all[i % RESET_EVERY]);
+                black_box(j.flush().unwrap_or(0));
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    g.sample_size(10);
+    g.bench_function("fsync_only", |b| {
+        let mut j =
+            Journal::open(&dir.path().join("sync"), "bench").unwrap_or_else(|e| panic!("{e}"));
+        let mut i = 0;
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                one_call(j.recorder_mut(), &m, &all[i % RESET_EVERY]);
+                i += 1;
+                let _ = j.flush();
+                let t = Instant::now();
+                j.sync().unwrap_or_else(|e| panic!("{e}"));
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+/// A graph of about 3,000 facts (11 facts per call).
+fn graph_3000(m: &Material) -> Recorder {
+    let mut rec = Recorder::new("bench");
+    let mut i = 0;
+    while rec.snapshot().fact_count() < 3_000 {
+        one_call(&mut rec, m, &ids(i));
+        i += 1;
+    }
+    rec
+}
+
+fn queries(c: &mut Criterion) {
+    let m = material();
+    let rec = graph_3000(&m);
+    let s = rec.snapshot();
+    eprintln!(
+        "graph: {} facts, {} nodes, {} edges, {} receipts",
+        s.fact_count(),
+        s.nodes().len(),
+        s.edges().len(),
+        s.receipts().len()
+    );
+    let mut g = c.benchmark_group("query_3000_facts");
+    g.bench_function("trace_backward_result_depth32", |b| {
+        b.iter(|| {
+            black_box(trace(
+                s,
+                black_box("result:call_137"),
+                Direction::Backward,
+                32,
+            ))
+        })
+    });
+    g.bench_function("trace_forward_message_depth32", |b| {
+        b.iter(|| black_box(trace(s, black_box("call_137"), Direction::Forward, 32)))
+    });
+    g.finish();
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let jdir = dir.path().join("v");
+    let mut j = Journal::open(&jdir, "bench").unwrap_or_else(|e| panic!("{e}"));
+    let mut i = 0;
+    while j.snapshot().fact_count() < 3_000 {
+        one_call(j.recorder_mut(), &m, &ids(i));
+        i += 1;
+    }
+    let _ = j.flush();
+    let _ = j.write_graph();
+    let mut g = c.benchmark_group("verify_3000_facts");
+    g.sample_size(20);
+    g.bench_function("verify_offline", |b| {
+        b.iter(|| black_box(verify(&jdir).unwrap_or_else(|e| panic!("{e}"))))
+    });
+    g.bench_function("write_graph", |b| {
+        b.iter(|| black_box(j.write_graph().unwrap_or_default()))
+    });
+    g.bench_function("replay_open", |b| {
+        b.iter(|| black_box(Journal::open(&jdir, "bench").map(|j| j.snapshot().fact_count())))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, capture, queries);
+criterion_main!(benches);

@@ -70,7 +70,9 @@ pub enum CompileError {
         outcome: String,
     },
     /// The receipt belongs to another run or is out of sequence.
-    #[error("receipt {receipt_id} has run {run_id:?} sequence {sequence}, expected run {expected_run:?} sequence {expected_sequence}")]
+    #[error(
+        "receipt {receipt_id} has run {run_id:?} sequence {sequence}, expected run {expected_run:?} sequence {expected_sequence}"
+    )]
     OutOfSequence {
         /// The receipt.
         receipt_id: String,
@@ -123,7 +125,10 @@ impl Snapshot {
     }
 
     /// Compile a whole receipt sequence.
-    pub fn compile<'a>(run_id: &str, receipts: impl IntoIterator<Item = &'a Receipt>) -> Result<Snapshot, CompileError> {
+    pub fn compile<'a>(
+        run_id: &str,
+        receipts: impl IntoIterator<Item = &'a Receipt>,
+    ) -> Result<Snapshot, CompileError> {
         let mut s = Snapshot::new(run_id);
         for r in receipts {
             s.apply(r)?;
@@ -182,7 +187,10 @@ impl Snapshot {
 
     /// Number of fact nodes.
     pub fn fact_count(&self) -> usize {
-        self.nodes.iter().filter(|n| n.kind == NodeKind::Fact).count()
+        self.nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Fact)
+            .count()
     }
 
     fn hash_node(&mut self, node: &mut Node) {
@@ -211,7 +219,12 @@ impl Snapshot {
     }
 
     fn edge(&mut self, kind: EdgeKind, from: &str, to: &str) -> Option<u32> {
-        let mut e = Edge { id: String::new(), kind, from: from.to_owned(), to: to.to_owned() };
+        let mut e = Edge {
+            id: String::new(),
+            kind,
+            from: from.to_owned(),
+            to: to.to_owned(),
+        };
         self.scratch.clear();
         write_edge(&mut self.scratch, &e, &self.run_id, false);
         e.id = format!("edge_{}", hex::encode(Sha256::digest(&self.scratch)));
@@ -242,9 +255,16 @@ impl Snapshot {
         }
         // Check references before changing anything, so a failed apply leaves no trace.
         for (bi, b) in r.bindings.iter().enumerate() {
-            if let Origin::Outcome { outcome, run_id: None } = &b.origin {
+            if let Origin::Outcome {
+                outcome,
+                run_id: None,
+            } = &b.origin
+            {
                 let known = self.index.get(outcome).is_some_and(|&i| {
-                    matches!(self.nodes[i as usize].kind, NodeKind::Outcome | NodeKind::Disposition)
+                    matches!(
+                        self.nodes[i as usize].kind,
+                        NodeKind::Outcome | NodeKind::Disposition
+                    )
                 });
                 if !known {
                     return Err(CompileError::UnknownOutcome {
@@ -255,7 +275,11 @@ impl Snapshot {
                 }
             }
         }
-        self.receipts.push(ReceiptRef { receipt_id: r.receipt_id.clone(), sequence: r.sequence, stage: r.stage });
+        self.receipts.push(ReceiptRef {
+            receipt_id: r.receipt_id.clone(),
+            sequence: r.sequence,
+            stage: r.stage,
+        });
         if r.stage == Stage::CaptureFailure {
             self.failures.push(Failure {
                 receipt_id: r.receipt_id.clone(),
@@ -279,7 +303,11 @@ impl Snapshot {
                 continue;
             }
             let category = disposition_of(&r.bindings, b.outcome);
-            let mut n = Node::blank(if category.is_some() { NodeKind::Disposition } else { NodeKind::Outcome });
+            let mut n = Node::blank(if category.is_some() {
+                NodeKind::Disposition
+            } else {
+                NodeKind::Outcome
+            });
             n.category = category;
             n.occurrence_id = Some(occ_id.clone());
             n.ordinal = Some(b.outcome);
@@ -304,13 +332,18 @@ impl Snapshot {
                     let (i, fresh) = self.intern(n);
                     if fresh {
                         let origin_id = self.id_of(i);
-                        if let Some(e) = self.edge(EdgeKind::ContinuesAsOrigin, outcome, &origin_id) {
+                        if let Some(e) = self.edge(EdgeKind::ContinuesAsOrigin, outcome, &origin_id)
+                        {
                             self.cont_edge.insert(i, e);
                             if run_id.is_none()
-                                && let Some(&prev) = self.index.get(outcome) {
-                                    self.back[i as usize].push(Link { node: prev, edge: e });
-                                    self.fwd[prev as usize].push(Link { node: i, edge: e });
-                                }
+                                && let Some(&prev) = self.index.get(outcome)
+                            {
+                                self.back[i as usize].push(Link {
+                                    node: prev,
+                                    edge: e,
+                                });
+                                self.fwd[prev as usize].push(Link { node: i, edge: e });
+                            }
                         }
                     }
                     i
@@ -320,7 +353,10 @@ impl Snapshot {
             let part = self.edge(EdgeKind::ParticipatesIn, &origin_id, &occ_id);
             let part = match part {
                 Some(e) => {
-                    self.back[occ_i as usize].push(Link { node: origin_i, edge: e });
+                    self.back[occ_i as usize].push(Link {
+                        node: origin_i,
+                        edge: e,
+                    });
                     e
                 }
                 None => self.find_edge(EdgeKind::ParticipatesIn, &origin_id, &occ_id),
@@ -343,13 +379,34 @@ impl Snapshot {
             let real = self.edge(EdgeKind::RealizesFact, &occ_id, &fact_id);
             let has = self.edge(EdgeKind::HasOutcome, &fact_id, &outcome_id);
             if let (Some(real), Some(has)) = (real, has) {
-                self.fwd[occ_i as usize].push(Link { node: fact_i, edge: real });
-                self.back[fact_i as usize].push(Link { node: occ_i, edge: real });
-                self.fwd[fact_i as usize].push(Link { node: occ_i, edge: real });
-                self.back[fact_i as usize].push(Link { node: origin_i, edge: part });
-                self.fwd[origin_i as usize].push(Link { node: fact_i, edge: part });
-                self.fwd[fact_i as usize].push(Link { node: out_i, edge: has });
-                self.back[out_i as usize].push(Link { node: fact_i, edge: has });
+                self.fwd[occ_i as usize].push(Link {
+                    node: fact_i,
+                    edge: real,
+                });
+                self.back[fact_i as usize].push(Link {
+                    node: occ_i,
+                    edge: real,
+                });
+                self.fwd[fact_i as usize].push(Link {
+                    node: occ_i,
+                    edge: real,
+                });
+                self.back[fact_i as usize].push(Link {
+                    node: origin_i,
+                    edge: part,
+                });
+                self.fwd[origin_i as usize].push(Link {
+                    node: fact_i,
+                    edge: part,
+                });
+                self.fwd[fact_i as usize].push(Link {
+                    node: out_i,
+                    edge: has,
+                });
+                self.back[out_i as usize].push(Link {
+                    node: fact_i,
+                    edge: has,
+                });
             }
         }
 
@@ -400,7 +457,15 @@ impl Snapshot {
             write_edge(&mut head, e, &self.run_id, true);
         }
         head.extend_from_slice(b"],\"entities\":[");
-        self.write_kinds(&mut head, &[NodeKind::Source, NodeKind::Origin, NodeKind::Outcome, NodeKind::Disposition]);
+        self.write_kinds(
+            &mut head,
+            &[
+                NodeKind::Source,
+                NodeKind::Origin,
+                NodeKind::Outcome,
+                NodeKind::Disposition,
+            ],
+        );
         head.extend_from_slice(b"],\"facts\":[");
         self.write_kinds(&mut head, &[NodeKind::Fact]);
         head.extend_from_slice(b"],\"failures\":[");

@@ -69,7 +69,10 @@ pub enum JournalError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io { path: path.to_owned(), source }
+    move |source| JournalError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// What opening an existing journal found.
@@ -111,23 +114,45 @@ impl Journal {
 
     /// Open (create or resume) the journal in `dir` for run `run_id`.
     pub fn open(dir: &Path, run_id: &str) -> Result<Journal, JournalError> {
-        DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(io(dir))?;
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io(dir))?;
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
         let path = dir.join(RECEIPTS_FILE);
-        let mut file = OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(&path).map_err(io(&path))?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io(&path))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io(&path))?;
-        let scan = verify::scan_receipts(&bytes, Some(run_id))
-            .map_err(|failure| JournalError::Corrupt { path: path.clone(), failure: Box::new(failure) })?;
+        let scan =
+            verify::scan_receipts(&bytes, None).map_err(|failure| JournalError::Corrupt {
+                path: path.clone(),
+                failure: Box::new(failure),
+            })?;
         if let Some(found) = scan.receipts.first().map(|r| r.run_id.clone())
-            && found != run_id {
-                return Err(JournalError::RunMismatch { path, found, expected: run_id.to_owned() });
-            }
-        let mut recorder = Recorder::replay(run_id, &scan.receipts).map_err(|e| JournalError::Corrupt {
-            path: path.clone(),
-            failure: Box::new(verify::compile_failure(&e)),
-        })?;
-        let mut report = ResumeReport { receipts: scan.receipts.len(), ..ResumeReport::default() };
+            && found != run_id
+        {
+            return Err(JournalError::RunMismatch {
+                path,
+                found,
+                expected: run_id.to_owned(),
+            });
+        }
+        let mut recorder =
+            Recorder::replay(run_id, &scan.receipts).map_err(|e| JournalError::Corrupt {
+                path: path.clone(),
+                failure: Box::new(verify::compile_failure(&e)),
+            })?;
+        let mut report = ResumeReport {
+            receipts: scan.receipts.len(),
+            ..ResumeReport::default()
+        };
         if let Some(torn) = scan.torn {
             file.set_len(scan.good_len).map_err(io(&path))?;
             file.sync_all().map_err(io(&path))?;
@@ -138,9 +163,20 @@ impl Journal {
             recorder.failure(Stage::CaptureFailure, RECEIPTS_FILE, &detail);
             report.torn_tail = Some(torn);
         }
-        let mut journal = Journal { dir: dir.to_owned(), file, len: scan.good_len, recorder, report };
+        let mut journal = Journal {
+            dir: dir.to_owned(),
+            file,
+            len: scan.good_len,
+            recorder,
+            report,
+        };
         if journal.report.receipts > 0 {
-            journal.report.closed_calls = journal.recorder.open_calls().into_iter().map(str::to_owned).collect();
+            journal.report.closed_calls = journal
+                .recorder
+                .open_calls()
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
             journal.recorder.close_open_calls("resume");
             journal.flush()?;
             journal.sync()?;
@@ -207,12 +243,20 @@ impl Journal {
         let tmp = self.dir.join(".graph.json.tmp");
         let path = self.dir.join(GRAPH_FILE);
         {
-            let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io(&tmp))?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(io(&tmp))?;
             f.write_all(&bytes).map_err(io(&tmp))?;
             f.sync_all().map_err(io(&tmp))?;
         }
         fs::rename(&tmp, &path).map_err(io(&path))?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io(&self.dir))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir))?;
         Ok(graph_id)
     }
 

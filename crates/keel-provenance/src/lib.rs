@@ -47,10 +47,16 @@ pub mod render;
 pub mod verify;
 
 pub use graph::{Failure, ReceiptRef, SCHEMA, Snapshot};
+pub use jcs::Payload;
 pub use journal::{GRAPH_FILE, Journal, JournalError, RECEIPTS_FILE, ResumeReport, journal_dir};
 pub use model::{Binding, Disposition, Origin, Stage};
-pub use query::{Direction, NodeView, QueryError, QueryScope, TraceResult, get_node, get_node_in, trace, trace_in};
-pub use recorder::{Approval, ChildLink, Dispatch, ExecuteResult, PostDecision, PreDecision, Recorder, SettledResult};
+pub use query::{
+    Direction, NodeView, QueryError, QueryScope, TraceResult, get_node, get_node_in, trace,
+    trace_in,
+};
+pub use recorder::{
+    Approval, ChildLink, Dispatch, ExecuteResult, PostDecision, PreDecision, Recorder,
+    SettledResult,
+};
 pub use render::{TraceFormat, render};
 pub use verify::{VerifyCode, VerifyError, VerifyFailure, VerifyReport, verify, verify_bytes};
-pub use jcs::Payload;

@@ -154,7 +154,10 @@ impl Binding {
     /// A binding from an earlier outcome of this run to outcome 0.
     pub fn continues(outcome_id: &str, role: &str) -> Binding {
         Binding {
-            origin: Origin::Outcome { outcome: outcome_id.to_owned(), run_id: None },
+            origin: Origin::Outcome {
+                outcome: outcome_id.to_owned(),
+                run_id: None,
+            },
             outcome: 0,
             relation_role: role.to_owned(),
             disposition: None,
@@ -163,6 +166,11 @@ impl Binding {
 
     /// A binding from an external source to outcome 0.
     pub fn from_source(source: String, role: &str) -> Binding {
-        Binding { origin: Origin::Source { source }, outcome: 0, relation_role: role.to_owned(), disposition: None }
+        Binding {
+            origin: Origin::Source { source },
+            outcome: 0,
+            relation_role: role.to_owned(),
+            disposition: None,
+        }
     }
 }

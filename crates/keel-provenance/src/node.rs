@@ -154,7 +154,11 @@ impl<'a> Members<'a> {
     fn key(&mut self, k: &'static str) {
         #[cfg(debug_assertions)]
         {
-            debug_assert!(self.last < k, "members out of order: {} then {k}", self.last);
+            debug_assert!(
+                self.last < k,
+                "members out of order: {} then {k}",
+                self.last
+            );
             self.last = k;
         }
         if !self.first {

@@ -62,7 +62,9 @@ pub enum QueryError {
         candidates: Vec<String>,
     },
     /// Capture failed somewhere in scope, so no answer may be presented as complete.
-    #[error("CAPTURE_INCOMPLETE: provenance capture of run {run_id:?} recorded {failures} failure(s)")]
+    #[error(
+        "CAPTURE_INCOMPLETE: provenance capture of run {run_id:?} recorded {failures} failure(s)"
+    )]
     CaptureIncomplete {
         /// The incomplete run.
         run_id: String,
@@ -109,7 +111,10 @@ impl<'a> QueryScope<'a> {
 
     fn check_complete(&self) -> Result<(), QueryError> {
         match self.graphs.iter().find(|g| !g.complete()) {
-            Some(g) => Err(QueryError::CaptureIncomplete { run_id: g.run_id().to_owned(), failures: g.failures().len() }),
+            Some(g) => Err(QueryError::CaptureIncomplete {
+                run_id: g.run_id().to_owned(),
+                failures: g.failures().len(),
+            }),
             None => Ok(()),
         }
     }
@@ -134,11 +139,16 @@ impl<'a> QueryScope<'a> {
             }
         }
         match hits.as_slice() {
-            [] => Err(QueryError::UnknownTarget { target: target.to_owned() }),
+            [] => Err(QueryError::UnknownTarget {
+                target: target.to_owned(),
+            }),
             [one] => Ok(*one),
             many => Err(QueryError::AmbiguousTarget {
                 target: target.to_owned(),
-                candidates: many.iter().map(|&(g, i)| self.graphs[g].nodes[i as usize].id.clone()).collect(),
+                candidates: many
+                    .iter()
+                    .map(|&(g, i)| self.graphs[g].nodes[i as usize].id.clone())
+                    .collect(),
             }),
         }
     }
@@ -183,7 +193,11 @@ pub struct NodeView {
 impl NodeView {
     /// Project a node through the allow-list.
     pub fn of(n: &Node) -> NodeView {
-        let receipt_id = n.receipt_id.clone().or_else(|| n.receipt_sha256.as_ref().map(|s| format!("{RECEIPT_PREFIX}{s}")));
+        let receipt_id = n.receipt_id.clone().or_else(|| {
+            n.receipt_sha256
+                .as_ref()
+                .map(|s| format!("{RECEIPT_PREFIX}{s}"))
+        });
         NodeView {
             id: n.id.clone(),
             kind: n.kind.as_str().to_owned(),
@@ -195,7 +209,11 @@ impl NodeView {
             outcome: n.outcome.clone(),
             occurrence_id: n.occurrence_id.clone(),
             outcome_id: n.outcome_id.clone(),
-            receipt_id: if n.kind == NodeKind::Source || n.kind == NodeKind::Origin { None } else { receipt_id },
+            receipt_id: if n.kind == NodeKind::Source || n.kind == NodeKind::Origin {
+                None
+            } else {
+                receipt_id
+            },
         }
     }
 }
@@ -269,14 +287,26 @@ pub fn get_node_in(scope: &QueryScope<'_>, id: &str) -> Result<NodeView, QueryEr
 }
 
 /// `trace` over one session.
-pub fn trace(snapshot: &Snapshot, target: &str, direction: Direction, max_depth: u32) -> Result<TraceResult, QueryError> {
+pub fn trace(
+    snapshot: &Snapshot,
+    target: &str,
+    direction: Direction,
+    max_depth: u32,
+) -> Result<TraceResult, QueryError> {
     trace_in(&QueryScope::new(snapshot), target, direction, max_depth)
 }
 
 /// `trace` over a scope (a session and its children).
-pub fn trace_in(scope: &QueryScope<'_>, target: &str, direction: Direction, max_depth: u32) -> Result<TraceResult, QueryError> {
+pub fn trace_in(
+    scope: &QueryScope<'_>,
+    target: &str,
+    direction: Direction,
+    max_depth: u32,
+) -> Result<TraceResult, QueryError> {
     if max_depth > MAX_TRACE_DEPTH {
-        return Err(QueryError::InvalidArgument { detail: format!("max_depth {max_depth} is above {MAX_TRACE_DEPTH}") });
+        return Err(QueryError::InvalidArgument {
+            detail: format!("max_depth {max_depth} is above {MAX_TRACE_DEPTH}"),
+        });
     }
     scope.check_complete()?;
     let start = scope.resolve(target)?;
@@ -311,7 +341,9 @@ pub fn trace_in(scope: &QueryScope<'_>, target: &str, direction: Direction, max_
         if direction == Direction::Backward && kind == NodeKind::Origin {
             let node = &graph.nodes[n as usize];
             if let (Some(run), Some(outcome)) = (&node.outcome_run_id, &node.outcome_id) {
-                let target = scope.graph_of_run(run).and_then(|cg| scope.graphs[cg].index.get(outcome).map(|&i| (cg, i)));
+                let target = scope
+                    .graph_of_run(run)
+                    .and_then(|cg| scope.graphs[cg].index.get(outcome).map(|&i| (cg, i)));
                 match (target, graph.cont_edge.get(&n)) {
                     (Some(t), Some(&e)) => links.push((t, 0, (g, e))),
                     _ => complete = false,
@@ -343,24 +375,33 @@ pub fn trace_in(scope: &QueryScope<'_>, target: &str, direction: Direction, max_
     let mut formation_path = Vec::with_capacity(path.len());
     for &(g, n, d) in &path {
         let node = &scope.graphs[g].nodes[n as usize];
-        formation_path.push(PathStep { node_id: node.id.clone(), depth: d });
+        formation_path.push(PathStep {
+            node_id: node.id.clone(),
+            depth: d,
+        });
         let view = NodeView::of(node);
         if let Some(rid) = node.receipt_id.as_deref()
-            && seen_receipts.insert(rid) {
-                evidence_refs.push(EvidenceRef {
-                    receipt_id: rid.to_owned(),
-                    receipt_sha256: rid.strip_prefix(RECEIPT_PREFIX).unwrap_or(rid).to_owned(),
-                    evidence_available: true,
-                    payload_visibility: "private".to_owned(),
-                });
-            }
+            && seen_receipts.insert(rid)
+        {
+            evidence_refs.push(EvidenceRef {
+                receipt_id: rid.to_owned(),
+                receipt_sha256: rid.strip_prefix(RECEIPT_PREFIX).unwrap_or(rid).to_owned(),
+                evidence_available: true,
+                payload_visibility: "private".to_owned(),
+            });
+        }
         nodes.push(view);
     }
     let edges = edge_order
         .into_iter()
         .map(|(g, e)| {
             let e = &scope.graphs[g].edges[e as usize];
-            EdgeView { id: e.id.clone(), kind: e.kind.as_str().to_owned(), from: e.from.clone(), to: e.to.clone() }
+            EdgeView {
+                id: e.id.clone(),
+                kind: e.kind.as_str().to_owned(),
+                from: e.from.clone(),
+                to: e.to.clone(),
+            }
         })
         .collect();
     Ok(TraceResult {
@@ -380,5 +421,9 @@ type Loc = (usize, u32);
 
 /// Crossing between a fact and its origin is one formation step.
 fn is_step(from: NodeKind, to: NodeKind) -> bool {
-    matches!((from, to), (NodeKind::Fact, NodeKind::Origin | NodeKind::Source) | (NodeKind::Origin | NodeKind::Source, NodeKind::Fact))
+    matches!(
+        (from, to),
+        (NodeKind::Fact, NodeKind::Origin | NodeKind::Source)
+            | (NodeKind::Origin | NodeKind::Source, NodeKind::Fact)
+    )
 }

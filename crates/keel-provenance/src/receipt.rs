@@ -70,7 +70,10 @@ pub struct ReceiptInput<'a> {
 }
 
 /// Encode a receipt: returns it and its journal line (without the newline).
-pub fn encode(input: ReceiptInput<'_>, payload: &Payload<'_>) -> Result<(Receipt, String), JcsError> {
+pub fn encode(
+    input: ReceiptInput<'_>,
+    payload: &Payload<'_>,
+) -> Result<(Receipt, String), JcsError> {
     let mut payload_bytes = Vec::with_capacity(256);
     jcs::write_payload(&mut payload_bytes, payload)?;
     let payload_sha256 = sha256_hex(&payload_bytes);
@@ -117,7 +120,10 @@ pub fn encode(input: ReceiptInput<'_>, payload: &Payload<'_>) -> Result<(Receipt
     line.extend_from_slice(receipt_id.as_bytes());
     line.push(b'"');
     line.extend_from_slice(&tail);
-    let line = String::from_utf8(line).map_err(|_| JcsError::Syntax { offset: 0, what: "invalid UTF-8" })?;
+    let line = String::from_utf8(line).map_err(|_| JcsError::Syntax {
+        offset: 0,
+        what: "invalid UTF-8",
+    })?;
     let receipt = Receipt {
         receipt_id,
         run_id: input.run_id.to_owned(),
@@ -184,18 +190,27 @@ pub struct LineFault {
 }
 
 fn malformed(field: &'static str, detail: impl Into<String>) -> LineFault {
-    LineFault { hash_mismatch: false, field, detail: detail.into(), receipt_id: None }
+    LineFault {
+        hash_mismatch: false,
+        field,
+        detail: detail.into(),
+        receipt_id: None,
+    }
 }
 
 /// Decode and self-check one journal line: strict JSON, canonical bytes, receipt hash, payload
 /// hash, field types. Chain and sequence are checked by the caller, which knows the previous line.
 pub fn decode_line(line: &str) -> Result<Receipt, LineFault> {
-    let value = jcs::parse_strict(line).map_err(|e| malformed("line", format!("not strict JSON: {e}")))?;
+    let value =
+        jcs::parse_strict(line).map_err(|e| malformed("line", format!("not strict JSON: {e}")))?;
     let canonical = jcs::to_canonical_vec(&value).map_err(|e| malformed("line", e.to_string()))?;
     let Value::Object(map) = &value else {
         return Err(malformed("line", "not a JSON object"));
     };
-    let claimed = map.get("receipt_id").and_then(Value::as_str).map(str::to_owned);
+    let claimed = map
+        .get("receipt_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let fault = |field: &'static str, detail: String| LineFault {
         hash_mismatch: true,
         field,
@@ -205,47 +220,78 @@ pub fn decode_line(line: &str) -> Result<Receipt, LineFault> {
     if canonical != line.as_bytes() {
         return Err(fault("line", "line is not in canonical (JCS) form".into()));
     }
-    let get_str = |k: &'static str| map.get(k).and_then(Value::as_str).ok_or_else(|| malformed(k, format!("missing string field {k}")));
+    let get_str = |k: &'static str| {
+        map.get(k)
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed(k, format!("missing string field {k}")))
+    };
     let receipt_id = get_str("receipt_id")?.to_owned();
     let hex_part = receipt_id.strip_prefix(RECEIPT_PREFIX).unwrap_or("");
     if !is_sha256_hex(hex_part) {
-        return Err(fault("receipt_id", format!("{receipt_id:?} is not receipt_<sha256>")));
+        return Err(fault(
+            "receipt_id",
+            format!("{receipt_id:?} is not receipt_<sha256>"),
+        ));
     }
     // The line is canonical, so its data bytes are the line without the top-level receipt_id
     // member (the last occurrence: every later member is a fixed-shape field).
     let segment = format!(",\"receipt_id\":\"{receipt_id}\"");
-    let at = line.rfind(&segment).ok_or_else(|| fault("receipt_id", "receipt_id member not found".into()))?;
+    let at = line
+        .rfind(&segment)
+        .ok_or_else(|| fault("receipt_id", "receipt_id member not found".into()))?;
     let mut hasher = Sha256::new();
     hasher.update(&line.as_bytes()[..at]);
     hasher.update(&line.as_bytes()[at + segment.len()..]);
     let actual = hex::encode(hasher.finalize());
     if actual != hex_part {
-        return Err(fault("receipt_id", format!("receipt data hashes to {actual}")));
+        return Err(fault(
+            "receipt_id",
+            format!("receipt data hashes to {actual}"),
+        ));
     }
     let payload_sha256 = get_str("payload_sha256")?.to_owned();
-    let payload = map.get("payload").ok_or_else(|| malformed("payload", "missing payload"))?;
-    let payload_bytes = jcs::to_canonical_vec(payload).map_err(|e| malformed("payload", e.to_string()))?;
+    let payload = map
+        .get("payload")
+        .ok_or_else(|| malformed("payload", "missing payload"))?;
+    let payload_bytes =
+        jcs::to_canonical_vec(payload).map_err(|e| malformed("payload", e.to_string()))?;
     let actual = sha256_hex(&payload_bytes);
     if actual != payload_sha256 {
-        return Err(fault("payload_sha256", format!("payload hashes to {actual}")));
+        return Err(fault(
+            "payload_sha256",
+            format!("payload hashes to {actual}"),
+        ));
     }
     let run_id = get_str("run_id")?.to_owned();
     let native_id = get_str("native_id")?.to_owned();
     let transform = get_str("transform")?.to_owned();
-    let sequence = map.get("sequence").and_then(Value::as_u64).ok_or_else(|| malformed("sequence", "missing sequence"))?;
+    let sequence = map
+        .get("sequence")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| malformed("sequence", "missing sequence"))?;
     let stage: Stage = serde_json::from_value(map.get("stage").cloned().unwrap_or(Value::Null))
         .map_err(|e| malformed("stage", e.to_string()))?;
-    let bindings: Vec<Binding> = serde_json::from_value(map.get("bindings").cloned().unwrap_or(Value::Null))
-        .map_err(|e| malformed("bindings", e.to_string()))?;
-    let outcome_aliases: Vec<String> = serde_json::from_value(map.get("outcome_aliases").cloned().unwrap_or(Value::Null))
-        .map_err(|e| malformed("outcome_aliases", e.to_string()))?;
+    let bindings: Vec<Binding> =
+        serde_json::from_value(map.get("bindings").cloned().unwrap_or(Value::Null))
+            .map_err(|e| malformed("bindings", e.to_string()))?;
+    let outcome_aliases: Vec<String> =
+        serde_json::from_value(map.get("outcome_aliases").cloned().unwrap_or(Value::Null))
+            .map_err(|e| malformed("outcome_aliases", e.to_string()))?;
     let previous_receipt_sha256 = match map.get("previous_receipt_sha256") {
         Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        _ => return Err(malformed("previous_receipt_sha256", "missing previous_receipt_sha256")),
+        _ => {
+            return Err(malformed(
+                "previous_receipt_sha256",
+                "missing previous_receipt_sha256",
+            ));
+        }
     };
     if map.len() != 11 {
-        return Err(malformed("line", format!("receipt has {} members, expected 11", map.len())));
+        return Err(malformed(
+            "line",
+            format!("receipt has {} members, expected 11", map.len()),
+        ));
     }
     Ok(Receipt {
         receipt_id,
@@ -263,7 +309,10 @@ pub fn decode_line(line: &str) -> Result<Receipt, LineFault> {
 
 /// Spelling check helper for dispositions read back from bindings.
 pub fn disposition_of(bindings: &[Binding], ordinal: u32) -> Option<Disposition> {
-    bindings.iter().filter(|b| b.outcome == ordinal).find_map(|b| b.disposition)
+    bindings
+        .iter()
+        .filter(|b| b.outcome == ordinal)
+        .find_map(|b| b.disposition)
 }
 
 #[cfg(test)]
@@ -287,7 +336,9 @@ mod tests {
         };
         let v = serde_json::json!({"text": "hi", "n": [1.5, 1e30]});
         let encoded = encode(input, &Payload::Value(&v));
-        let Ok((receipt, line)) = encoded else { panic!("encode failed: {encoded:?}") };
+        let Ok((receipt, line)) = encoded else {
+            panic!("encode failed: {encoded:?}")
+        };
         assert_eq!(decode_line(&line), Ok(receipt));
         assert!(line.contains(r#""n":[1.5,1e+30]"#), "{line}");
     }

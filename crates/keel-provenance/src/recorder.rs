@@ -126,7 +126,11 @@ pub struct ChildLink<'a> {
 impl<'a> ChildLink<'a> {
     /// Link to the last outcome of a child snapshot (`None` when it has none).
     pub fn last_outcome_of(child: &'a Snapshot, graph_id: &'a str) -> Option<ChildLink<'a>> {
-        Some(ChildLink { run_id: child.run_id(), graph_id, node_id: child.last_outcome()? })
+        Some(ChildLink {
+            run_id: child.run_id(),
+            graph_id,
+            node_id: child.last_outcome()?,
+        })
     }
 }
 
@@ -176,7 +180,10 @@ impl Recorder {
     }
 
     /// Rebuild the recorder state from decoded receipts (replay of a journal).
-    pub fn replay(run_id: &str, receipts: &[Receipt]) -> Result<Recorder, crate::graph::CompileError> {
+    pub fn replay(
+        run_id: &str,
+        receipts: &[Receipt],
+    ) -> Result<Recorder, crate::graph::CompileError> {
         let mut r = Recorder::new(run_id);
         for receipt in receipts {
             let outcomes = r.graph.apply(receipt)?;
@@ -203,7 +210,12 @@ impl Recorder {
 
     /// Call ids with no `tool/result` (or close) captured yet.
     pub fn open_calls(&self) -> Vec<&str> {
-        let mut open: Vec<&str> = self.calls.iter().filter(|(_, s)| !s.done).map(|(k, _)| k.as_str()).collect();
+        let mut open: Vec<&str> = self
+            .calls
+            .iter()
+            .filter(|(_, s)| !s.done)
+            .map(|(k, _)| k.as_str())
+            .collect();
         open.sort_unstable();
         open
     }
@@ -249,7 +261,10 @@ impl Recorder {
     /// Record a capture failure receipt (marks the graph incomplete).
     pub(crate) fn failure(&mut self, stage: Stage, native_id: &str, detail: &str) {
         let code = detail.split(':').next().unwrap_or("capture_failed");
-        let members = [("stage", Payload::Str(stage.as_str())), ("detail", Payload::Str(detail))];
+        let members = [
+            ("stage", Payload::Str(stage.as_str())),
+            ("detail", Payload::Str(detail)),
+        ];
         let input = ReceiptInput {
             run_id: self.graph.run_id(),
             sequence: self.graph.receipts().len() as u64,
@@ -262,10 +277,11 @@ impl Recorder {
         };
         // Only strings we control: encoding cannot fail, and neither can applying (no bindings).
         if let Ok((receipt, line)) = encode(input, &Payload::Obj(&members))
-            && self.graph.apply(&receipt).is_ok() {
-                self.pending.push(line);
-                self.last_sha = Some(receipt.sha256().to_owned());
-            }
+            && self.graph.apply(&receipt).is_ok()
+        {
+            self.pending.push(line);
+            self.last_sha = Some(receipt.sha256().to_owned());
+        }
     }
 
     /// Update call bookkeeping from a compiled receipt (shared by live capture and replay).
@@ -283,7 +299,10 @@ impl Recorder {
                 Some(r.native_id.clone())
             }
             _ => match r.bindings.first().map(|b| &b.origin) {
-                Some(Origin::Outcome { outcome, run_id: None }) => self.outcome_call.remove(outcome),
+                Some(Origin::Outcome {
+                    outcome,
+                    run_id: None,
+                }) => self.outcome_call.remove(outcome),
                 Some(Origin::Source { source }) => source.strip_prefix(CALL_SOURCE).map(|c| {
                     self.calls.insert(c.to_owned(), CallState::default());
                     c.to_owned()
@@ -301,10 +320,14 @@ impl Recorder {
                 self.token_outcome.insert(r.native_id.clone(), p.to_owned());
             }
         }
-        let Some(state) = self.calls.get_mut(&call_id) else { return };
+        let Some(state) = self.calls.get_mut(&call_id) else {
+            return;
+        };
         state.last = primary.map(str::to_owned).or(state.last.take());
         match r.stage {
-            Stage::PreExecute if r.transform == "deny" || r.transform == "ask:denied" => state.denied = true,
+            Stage::PreExecute if r.transform == "deny" || r.transform == "ask:denied" => {
+                state.denied = true
+            }
             Stage::Guard => state.denied = true,
             Stage::Execute => {
                 state.executed = true;
@@ -326,7 +349,10 @@ impl Recorder {
 
     /// `assistant/message`: the committed assistant event that proposes calls.
     pub fn assistant_message(&mut self, event_id: &str, event: Payload<'_>) {
-        let b = [Binding::from_source(format!("model:{event_id}"), "generates")];
+        let b = [Binding::from_source(
+            format!("model:{event_id}"),
+            "generates",
+        )];
         self.capture(Stage::AssistantMessage, event_id, "commit", &event, &b, &[]);
     }
 
@@ -335,11 +361,24 @@ impl Recorder {
     pub fn assistant_attempt_abandoned(&mut self, attempt_id: &str, detail: Payload<'_>) {
         let mut b = Binding::from_source(format!("model:{attempt_id}"), "generates");
         b.disposition = Some(Disposition::NoSurfaceMessage);
-        self.capture(Stage::AssistantAttempt, attempt_id, "abandon", &detail, &[b], &[]);
+        self.capture(
+            Stage::AssistantAttempt,
+            attempt_id,
+            "abandon",
+            &detail,
+            &[b],
+            &[],
+        );
     }
 
     /// `assistant/tool-call`: one call block of the message, with the raw argument string.
-    pub fn assistant_tool_call(&mut self, message_event_id: &str, call_id: &str, tool_name: &str, raw_arguments: &str) {
+    pub fn assistant_tool_call(
+        &mut self,
+        message_event_id: &str,
+        call_id: &str,
+        tool_name: &str,
+        raw_arguments: &str,
+    ) {
         let b = match self.messages.get(message_event_id) {
             Some(m) => Binding::continues(m, "proposes"),
             None => Binding::from_source(format!("model:{message_event_id}"), "proposes"),
@@ -350,14 +389,28 @@ impl Recorder {
             ("message_event_id", Payload::Str(message_event_id)),
             ("name", Payload::Str(tool_name)),
         ];
-        self.capture(Stage::AssistantToolCall, call_id, "propose", &Payload::Obj(&members), &[b], &[]);
+        self.capture(
+            Stage::AssistantToolCall,
+            call_id,
+            "propose",
+            &Payload::Obj(&members),
+            &[b],
+            &[],
+        );
     }
 
     /// `tool/call`: the durable event.
     pub fn tool_call_event(&mut self, call_id: &str, event_id: &str, event: Payload<'_>) {
         let b = [self.chain(call_id, "records")];
         let members = [("event", event), ("event_id", Payload::Str(event_id))];
-        self.capture(Stage::ToolCall, call_id, "record", &Payload::Obj(&members), &b, &[]);
+        self.capture(
+            Stage::ToolCall,
+            call_id,
+            "record",
+            &Payload::Obj(&members),
+            &b,
+            &[],
+        );
     }
 
     /// `tools/pre-execute:enter`: the call as the policy saw it.
@@ -379,20 +432,40 @@ impl Recorder {
         if let Some(r) = reason {
             members.push(("reason", Payload::Str(r)));
         }
-        self.capture(Stage::PreExecute, call_id, transform, &Payload::Obj(&members), &b, &[]);
+        self.capture(
+            Stage::PreExecute,
+            call_id,
+            transform,
+            &Payload::Obj(&members),
+            &b,
+            &[],
+        );
     }
 
     /// `tools/guard`: a guard denied the call.
     pub fn guard_denial(&mut self, call_id: &str, guard: &str, reason: &str) {
         let b = [self.chain(call_id, "guards")];
-        let members = [("guard", Payload::Str(guard)), ("reason", Payload::Str(reason))];
-        self.capture(Stage::Guard, call_id, "deny", &Payload::Obj(&members), &b, &[]);
+        let members = [
+            ("guard", Payload::Str(guard)),
+            ("reason", Payload::Str(reason)),
+        ];
+        self.capture(
+            Stage::Guard,
+            call_id,
+            "deny",
+            &Payload::Obj(&members),
+            &b,
+            &[],
+        );
     }
 
     /// `tools/execute:enter`: the body is dispatched with these effective arguments.
     pub fn execute_enter(&mut self, call_id: &str, dispatch: Dispatch<'_>) {
         let mut b = vec![self.chain(call_id, "dispatches")];
-        if let Some(parent) = dispatch.parent_token.and_then(|t| self.token_outcome.get(t)) {
+        if let Some(parent) = dispatch
+            .parent_token
+            .and_then(|t| self.token_outcome.get(t))
+        {
             b.push(Binding::continues(parent, "nested_in"));
         }
         let mut members = vec![
@@ -403,13 +476,23 @@ impl Recorder {
         if let Some(p) = dispatch.parent_token {
             members.push(("parent_token", Payload::Str(p)));
         }
-        self.capture(Stage::ExecuteEnter, dispatch.token, "dispatch", &Payload::Obj(&members), &b, &[]);
+        self.capture(
+            Stage::ExecuteEnter,
+            dispatch.token,
+            "dispatch",
+            &Payload::Obj(&members),
+            &b,
+            &[],
+        );
     }
 
     /// `subagent/join`: a child session's node becomes part of this call's formation.
     pub fn subagent_join(&mut self, call_id: &str, child: ChildLink<'_>) {
         let child_origin = Binding {
-            origin: Origin::Outcome { outcome: child.node_id.to_owned(), run_id: Some(child.run_id.to_owned()) },
+            origin: Origin::Outcome {
+                outcome: child.node_id.to_owned(),
+                run_id: Some(child.run_id.to_owned()),
+            },
             outcome: 0,
             relation_role: "joins_child".to_owned(),
             disposition: None,
@@ -420,12 +503,23 @@ impl Recorder {
             ("child_node_id", Payload::Str(child.node_id)),
             ("child_run_id", Payload::Str(child.run_id)),
         ];
-        self.capture(Stage::SubagentJoin, child.run_id, "join", &Payload::Obj(&members), &b, &[]);
+        self.capture(
+            Stage::SubagentJoin,
+            child.run_id,
+            "join",
+            &Payload::Obj(&members),
+            &b,
+            &[],
+        );
     }
 
     /// `tools/execute`: what the body returned (value or error).
     pub fn execute_result(&mut self, token: &str, result: ExecuteResult<'_>) {
-        let call_id = self.tokens.get(token).cloned().unwrap_or_else(|| token.to_owned());
+        let call_id = self
+            .tokens
+            .get(token)
+            .cloned()
+            .unwrap_or_else(|| token.to_owned());
         let b = [self.chain(&call_id, "returns")];
         let code = match result {
             ExecuteResult::Error { code: Some(c), .. } => Some(c.as_str()),
@@ -441,12 +535,24 @@ impl Recorder {
                 ("error", m)
             }
         };
-        self.capture(Stage::Execute, token, transform, &Payload::Obj(&members), &b, &[]);
+        self.capture(
+            Stage::Execute,
+            token,
+            transform,
+            &Payload::Obj(&members),
+            &b,
+            &[],
+        );
     }
 
     /// `tools/post-execute`: the incoming result and what post-execute did to it. The journal
     /// keeps `incoming` even when it was replaced; queries never show payloads.
-    pub fn post_execute(&mut self, call_id: &str, incoming: Payload<'_>, decision: PostDecision<'_>) {
+    pub fn post_execute(
+        &mut self,
+        call_id: &str,
+        incoming: Payload<'_>,
+        decision: PostDecision<'_>,
+    ) {
         let b = [self.chain(call_id, "transforms")];
         let (transform, extra) = match decision {
             PostDecision::Accept => ("accept", None),
@@ -454,9 +560,19 @@ impl Recorder {
             PostDecision::ReplaceContent(c) => ("replace_content", Some(("replacement", c))),
             PostDecision::Block { reason } => ("block", Some(("reason", Payload::Str(reason)))),
         };
-        let mut members = vec![("decision", Payload::Str(transform)), ("incoming", incoming)];
+        let mut members = vec![
+            ("decision", Payload::Str(transform)),
+            ("incoming", incoming),
+        ];
         members.extend(extra);
-        self.capture(Stage::PostExecute, call_id, transform, &Payload::Obj(&members), &b, &[]);
+        self.capture(
+            Stage::PostExecute,
+            call_id,
+            transform,
+            &Payload::Obj(&members),
+            &b,
+            &[],
+        );
     }
 
     /// `tools/settled`: the frozen final result. A call that did not reach a result gets its
@@ -474,7 +590,14 @@ impl Recorder {
             members.push(("error_code", Payload::Str(c.as_str())));
         }
         let transform = b.disposition.map_or("settle", Disposition::as_str);
-        self.capture(Stage::Settled, call_id, transform, &Payload::Obj(&members), &[b], &[]);
+        self.capture(
+            Stage::Settled,
+            call_id,
+            transform,
+            &Payload::Obj(&members),
+            &[b],
+            &[],
+        );
     }
 
     /// `tool/result`: the durable event; its outcome is aliased by the call id and the event id.
@@ -482,7 +605,14 @@ impl Recorder {
         let b = [self.chain(call_id, "commits")];
         let aliases = [call_id.to_owned(), event_id.to_owned()];
         let members = [("event", event), ("event_id", Payload::Str(event_id))];
-        self.capture(Stage::ToolResult, call_id, "commit", &Payload::Obj(&members), &b, &aliases);
+        self.capture(
+            Stage::ToolResult,
+            call_id,
+            "commit",
+            &Payload::Obj(&members),
+            &b,
+            &aliases,
+        );
     }
 
     /// Close every open call (no `tool/result` captured) with `outcome_unobserved`. Called at
@@ -492,8 +622,18 @@ impl Recorder {
         for call_id in open {
             let mut b = self.chain(&call_id, "closes");
             b.disposition = Some(Disposition::OutcomeUnobserved);
-            let members = [("call_id", Payload::Str(&call_id)), ("reason", Payload::Str(reason))];
-            self.capture(Stage::Close, &call_id, reason, &Payload::Obj(&members), &[b], &[]);
+            let members = [
+                ("call_id", Payload::Str(&call_id)),
+                ("reason", Payload::Str(reason)),
+            ];
+            self.capture(
+                Stage::Close,
+                &call_id,
+                reason,
+                &Payload::Obj(&members),
+                &[b],
+                &[],
+            );
         }
     }
 }
@@ -512,12 +652,21 @@ pub struct CallFacts {
 }
 
 fn state_view(s: &CallState) -> CallFacts {
-    CallFacts { denied: s.denied, executed: s.executed, execution_failed: s.exec_failed, blocked: s.blocked }
+    CallFacts {
+        denied: s.denied,
+        executed: s.executed,
+        execution_failed: s.exec_failed,
+        blocked: s.blocked,
+    }
 }
 
 /// The disposition of a settled call, or `None` when it reached a result through an observed
 /// execute. Conservative: a class is only claimed when observed or named by the error code.
-pub fn classify(facts: &CallFacts, is_error: bool, code: Option<ToolErrorCode>) -> Option<Disposition> {
+pub fn classify(
+    facts: &CallFacts,
+    is_error: bool,
+    code: Option<ToolErrorCode>,
+) -> Option<Disposition> {
     use ToolErrorCode as C;
     if facts.blocked {
         return Some(Disposition::Suppressed);
@@ -532,7 +681,9 @@ pub fn classify(facts: &CallFacts, is_error: bool, code: Option<ToolErrorCode>) 
         Some(C::ToolOutcomeUnknown) => Some(Disposition::OutcomeUnobserved),
         Some(_) if facts.executed => Some(Disposition::ExecutionFailed),
         Some(_) => Some(Disposition::PolicyOrPreDispatchUnobserved),
-        None if facts.executed && (is_error || facts.execution_failed) => Some(Disposition::ExecutionFailed),
+        None if facts.executed && (is_error || facts.execution_failed) => {
+            Some(Disposition::ExecutionFailed)
+        }
         None if facts.executed => None,
         None => Some(Disposition::PolicyOrPreDispatchUnobserved),
     }

@@ -34,7 +34,10 @@ pub fn short_id(id: &str) -> &str {
 
 fn describe(n: &NodeView) -> String {
     let mut parts: Vec<&str> = Vec::new();
-    for v in [&n.stage, &n.transform, &n.relation_role, &n.category].into_iter().flatten() {
+    for v in [&n.stage, &n.transform, &n.relation_role, &n.category]
+        .into_iter()
+        .flatten()
+    {
         parts.push(v);
     }
     parts.join(" ")
@@ -53,12 +56,27 @@ pub fn render_text(result: &TraceResult) -> String {
         result.target,
         result.nodes.len(),
         result.edges.len(),
-        if result.truncated { ", truncated at max_depth" } else { "" },
-        if result.complete { "" } else { ", INCOMPLETE: reached a session outside scope" },
+        if result.truncated {
+            ", truncated at max_depth"
+        } else {
+            ""
+        },
+        if result.complete {
+            ""
+        } else {
+            ", INCOMPLETE: reached a session outside scope"
+        },
     );
     for (step, node) in result.formation_path.iter().zip(&result.nodes) {
         let indent = "  ".repeat(step.depth.min(64) as usize);
-        let _ = writeln!(out, "{indent}[{}] {:<11} {}  {}", step.depth, node.kind, short_id(&node.id), describe(node));
+        let _ = writeln!(
+            out,
+            "{indent}[{}] {:<11} {}  {}",
+            step.depth,
+            node.kind,
+            short_id(&node.id),
+            describe(node)
+        );
     }
     out
 }
@@ -69,12 +87,16 @@ pub fn render_json(result: &TraceResult) -> String {
 }
 
 fn dot_escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// DOT: one box per node (kind, short id, stage/transform/category), one arrow per edge.
 pub fn render_dot(result: &TraceResult) -> String {
-    let mut out = String::from("digraph provenance {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n");
+    let mut out = String::from(
+        "digraph provenance {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
+    );
     for n in &result.nodes {
         let shape = match n.kind.as_str() {
             "occurrence" => "box",
@@ -84,10 +106,21 @@ pub fn render_dot(result: &TraceResult) -> String {
             _ => "box, style=rounded",
         };
         let label = format!("{}\n{}\n{}", n.kind, short_id(&n.id), describe(n));
-        let _ = writeln!(out, "  \"{}\" [shape={shape}, label=\"{}\"];", dot_escape(&n.id), dot_escape(&label));
+        let _ = writeln!(
+            out,
+            "  \"{}\" [shape={shape}, label=\"{}\"];",
+            dot_escape(&n.id),
+            dot_escape(&label)
+        );
     }
     for e in &result.edges {
-        let _ = writeln!(out, "  \"{}\" -> \"{}\" [label=\"{}\"];", dot_escape(&e.from), dot_escape(&e.to), dot_escape(&e.kind));
+        let _ = writeln!(
+            out,
+            "  \"{}\" -> \"{}\" [label=\"{}\"];",
+            dot_escape(&e.from),
+            dot_escape(&e.to),
+            dot_escape(&e.kind)
+        );
     }
     out.push_str("}\n");
     out

@@ -158,11 +158,21 @@ pub(crate) struct Scan {
 }
 
 fn fail(code: VerifyCode, file: &'static str, detail: impl Into<String>) -> VerifyFailure {
-    VerifyFailure { code, file, line: None, receipt_id: None, field: None, detail: detail.into() }
+    VerifyFailure {
+        code,
+        file,
+        line: None,
+        receipt_id: None,
+        field: None,
+        detail: detail.into(),
+    }
 }
 
 /// Read and check every complete line (checks 1 and 2).
-pub(crate) fn scan_receipts(bytes: &[u8], expected_run: Option<&str>) -> Result<Scan, VerifyFailure> {
+pub(crate) fn scan_receipts(
+    bytes: &[u8],
+    expected_run: Option<&str>,
+) -> Result<Scan, VerifyFailure> {
     let mut receipts: Vec<Receipt> = Vec::new();
     let mut pos = 0usize;
     let mut run: Option<String> = expected_run.map(str::to_owned);
@@ -170,16 +180,30 @@ pub(crate) fn scan_receipts(bytes: &[u8], expected_run: Option<&str>) -> Result<
         let lineno = receipts.len() + 1;
         let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') else {
             let rest = &bytes[pos..];
-            let torn = TornTail { line: lineno, offset: pos as u64, bytes: rest.len() as u64, sha256: sha256_hex(rest) };
-            return Ok(Scan { receipts, torn: Some(torn), good_len: pos as u64 });
+            let torn = TornTail {
+                line: lineno,
+                offset: pos as u64,
+                bytes: rest.len() as u64,
+                sha256: sha256_hex(rest),
+            };
+            return Ok(Scan {
+                receipts,
+                torn: Some(torn),
+                good_len: pos as u64,
+            });
         };
         let raw = &bytes[pos..pos + nl];
         let at_line = |mut f: VerifyFailure| {
             f.line = Some(lineno);
             f
         };
-        let text = std::str::from_utf8(raw)
-            .map_err(|_| at_line(fail(VerifyCode::ReceiptHashMismatch, RECEIPTS_FILE, "line is not UTF-8")))?;
+        let text = std::str::from_utf8(raw).map_err(|_| {
+            at_line(fail(
+                VerifyCode::ReceiptHashMismatch,
+                RECEIPTS_FILE,
+                "line is not UTF-8",
+            ))
+        })?;
         let r = decode_line(text).map_err(|lf| VerifyFailure {
             code: VerifyCode::ReceiptHashMismatch,
             file: RECEIPTS_FILE,
@@ -197,15 +221,31 @@ pub(crate) fn scan_receipts(bytes: &[u8], expected_run: Option<&str>) -> Result<
             detail,
         };
         if r.sequence != receipts.len() as u64 {
-            return Err(seq_fail("sequence", format!("sequence {} where {} was expected", r.sequence, receipts.len())));
+            return Err(seq_fail(
+                "sequence",
+                format!(
+                    "sequence {} where {} was expected",
+                    r.sequence,
+                    receipts.len()
+                ),
+            ));
         }
         let prev = receipts.last().map(|p| p.sha256());
         if r.previous_receipt_sha256.as_deref() != prev {
-            return Err(seq_fail("previous_receipt_sha256", format!("chains to {:?}, previous receipt is {prev:?}", r.previous_receipt_sha256)));
+            return Err(seq_fail(
+                "previous_receipt_sha256",
+                format!(
+                    "chains to {:?}, previous receipt is {prev:?}",
+                    r.previous_receipt_sha256
+                ),
+            ));
         }
         match &run {
             Some(run) if *run != r.run_id => {
-                return Err(seq_fail("run_id", format!("run {:?} in a journal of run {run:?}", r.run_id)));
+                return Err(seq_fail(
+                    "run_id",
+                    format!("run {:?} in a journal of run {run:?}", r.run_id),
+                ));
             }
             Some(_) => {}
             None => run = Some(r.run_id.clone()),
@@ -213,29 +253,58 @@ pub(crate) fn scan_receipts(bytes: &[u8], expected_run: Option<&str>) -> Result<
         receipts.push(r);
         pos += nl + 1;
     }
-    Ok(Scan { receipts, torn: None, good_len: pos as u64 })
+    Ok(Scan {
+        receipts,
+        torn: None,
+        good_len: pos as u64,
+    })
 }
 
 /// Map a compile error to a validator failure.
 pub(crate) fn compile_failure(e: &CompileError) -> VerifyFailure {
     let (code, receipt_id, field) = match e {
-        CompileError::UnknownOutcome { receipt_id, binding, .. } => {
-            (VerifyCode::SilentOccurrenceLoss, receipt_id, format!("bindings[{binding}].origin"))
-        }
-        CompileError::OutOfSequence { receipt_id, .. } => (VerifyCode::ReceiptSequenceMismatch, receipt_id, "sequence".to_owned()),
+        CompileError::UnknownOutcome {
+            receipt_id,
+            binding,
+            ..
+        } => (
+            VerifyCode::SilentOccurrenceLoss,
+            receipt_id,
+            format!("bindings[{binding}].origin"),
+        ),
+        CompileError::OutOfSequence { receipt_id, .. } => (
+            VerifyCode::ReceiptSequenceMismatch,
+            receipt_id,
+            "sequence".to_owned(),
+        ),
     };
-    VerifyFailure { code, file: RECEIPTS_FILE, line: None, receipt_id: Some(receipt_id.clone()), field: Some(field), detail: e.to_string() }
+    VerifyFailure {
+        code,
+        file: RECEIPTS_FILE,
+        line: None,
+        receipt_id: Some(receipt_id.clone()),
+        field: Some(field),
+        detail: e.to_string(),
+    }
 }
 
 /// Verify the journal in `dir` (see the module docs for the checks).
 pub fn verify(dir: &Path) -> Result<VerifyReport, VerifyError> {
     let receipts_path = dir.join(RECEIPTS_FILE);
-    let bytes = std::fs::read(&receipts_path).map_err(|source| VerifyError::Io { path: receipts_path, source })?;
+    let bytes = std::fs::read(&receipts_path).map_err(|source| VerifyError::Io {
+        path: receipts_path,
+        source,
+    })?;
     let graph_path = dir.join(GRAPH_FILE);
     let graph_bytes = match std::fs::read(&graph_path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => return Err(VerifyError::Io { path: graph_path, source }),
+        Err(source) => {
+            return Err(VerifyError::Io {
+                path: graph_path,
+                source,
+            });
+        }
     };
     verify_bytes(&bytes, graph_bytes.as_deref())
 }
@@ -273,10 +342,21 @@ pub fn verify_bytes(bytes: &[u8], graph_bytes: Option<&[u8]>) -> Result<VerifyRe
         return Ok(report);
     }
     // Slow path: check the graph on its own, then as a prefix compilation.
-    let (covered, claimed_id) = check_graph_file(&graph_bytes).map_err(failed)?;
+    let (covered, claimed_id) = check_graph_file(graph_bytes).map_err(failed)?;
     if covered > scan.receipts.len() {
-        let code = if scan.torn.is_some() { VerifyCode::IncompleteJournalTail } else { VerifyCode::SilentOccurrenceLoss };
-        let mut f = fail(code, RECEIPTS_FILE, format!("graph.json covers {covered} receipts, the journal holds {} complete ones", scan.receipts.len()));
+        let code = if scan.torn.is_some() {
+            VerifyCode::IncompleteJournalTail
+        } else {
+            VerifyCode::SilentOccurrenceLoss
+        };
+        let mut f = fail(
+            code,
+            RECEIPTS_FILE,
+            format!(
+                "graph.json covers {covered} receipts, the journal holds {} complete ones",
+                scan.receipts.len()
+            ),
+        );
         f.line = Some(scan.receipts.len() + 1);
         return Err(failed(f));
     }
@@ -285,7 +365,7 @@ pub fn verify_bytes(bytes: &[u8], graph_bytes: Option<&[u8]>) -> Result<VerifyRe
     let (_, mut expected) = prefix.to_canonical();
     expected.push(b'\n');
     if expected != graph_bytes {
-        return Err(failed(first_difference(&expected, &graph_bytes)));
+        return Err(failed(first_difference(&expected, graph_bytes)));
     }
     report.graph_receipts = Some(covered);
     report.graph_id = Some(claimed_id);
@@ -300,8 +380,11 @@ fn check_graph_file(bytes: &[u8]) -> Result<(usize, String), VerifyFailure> {
         f
     };
     let text = std::str::from_utf8(bytes).map_err(|_| g("not UTF-8".into(), "graph.json"))?;
-    let body = text.strip_suffix('\n').ok_or_else(|| g("missing final newline".into(), "graph.json"))?;
-    let mut value = jcs::parse_strict(body).map_err(|e| g(format!("not strict JSON: {e}"), "graph.json"))?;
+    let body = text
+        .strip_suffix('\n')
+        .ok_or_else(|| g("missing final newline".into(), "graph.json"))?;
+    let mut value =
+        jcs::parse_strict(body).map_err(|e| g(format!("not strict JSON: {e}"), "graph.json"))?;
     let canonical = jcs::to_canonical_vec(&value).map_err(|e| g(e.to_string(), "graph.json"))?;
     if canonical != body.as_bytes() {
         return Err(g("not in canonical (JCS) form".into(), "graph.json"));
@@ -316,27 +399,48 @@ fn check_graph_file(bytes: &[u8]) -> Result<(usize, String), VerifyFailure> {
     let content = jcs::to_canonical_vec(&value).map_err(|e| g(e.to_string(), "graph.json"))?;
     let actual = sha256_hex(&content);
     if actual != claimed {
-        return Err(g(format!("content hashes to {actual}, graph_id says {claimed}"), "graph_id"));
+        return Err(g(
+            format!("content hashes to {actual}, graph_id says {claimed}"),
+            "graph_id",
+        ));
     }
-    let covered = value.get("receipts").and_then(Value::as_array).map(Vec::len).ok_or_else(|| g("missing receipts".into(), "receipts"))?;
+    let covered = value
+        .get("receipts")
+        .and_then(Value::as_array)
+        .map(Vec::len)
+        .ok_or_else(|| g("missing receipts".into(), "receipts"))?;
     Ok((covered, claimed))
 }
 
 /// Name the first top-level field (and element) where the graph differs from the compilation.
 fn first_difference(expected: &[u8], found: &[u8]) -> VerifyFailure {
-    let parse = |b: &[u8]| std::str::from_utf8(b).ok().and_then(|t| jcs::parse_strict(t.trim_end()).ok());
+    let parse = |b: &[u8]| {
+        std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| jcs::parse_strict(t.trim_end()).ok())
+    };
     let mut field = "graph.json".to_owned();
     let mut detail = "graph.json differs from the compilation of the receipts".to_owned();
     if let (Some(Value::Object(e)), Some(Value::Object(f))) = (parse(expected), parse(found))
-        && let Some((k, ev)) = e.iter().find(|(k, v)| k.as_str() != "graph_id" && f.get(k.as_str()) != Some(*v)) {
-            field = k.clone();
-            if let (Value::Array(ea), Some(Value::Array(fa))) = (ev, f.get(k.as_str()))
-                && let Some(i) = (0..ea.len().max(fa.len())).find(|&i| ea.get(i) != fa.get(i)) {
-                    field = format!("{k}[{i}]");
-                    let id = ea.get(i).and_then(|v| v.get("id")).and_then(Value::as_str).unwrap_or("");
-                    detail = format!("{field} (expected node/edge {id:?}) differs from the compilation of the receipts");
-                }
+        && let Some((k, ev)) = e
+            .iter()
+            .find(|(k, v)| k.as_str() != "graph_id" && f.get(k.as_str()) != Some(*v))
+    {
+        field = k.clone();
+        if let (Value::Array(ea), Some(Value::Array(fa))) = (ev, f.get(k.as_str()))
+            && let Some(i) = (0..ea.len().max(fa.len())).find(|&i| ea.get(i) != fa.get(i))
+        {
+            field = format!("{k}[{i}]");
+            let id = ea
+                .get(i)
+                .and_then(|v| v.get("id"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            detail = format!(
+                "{field} (expected node/edge {id:?}) differs from the compilation of the receipts"
+            );
         }
+    }
     let mut f = fail(VerifyCode::GraphBindingMismatch, GRAPH_FILE, detail);
     f.field = Some(field);
     f

@@ -24,15 +24,22 @@ fn vectors_dir() -> PathBuf {
 fn every_official_vector_matches_byte_for_byte() {
     let dir = vectors_dir();
     let mut cases = 0;
-    let mut entries: Vec<_> = std::fs::read_dir(dir.join("input")).map_or_else(|e| panic!("{e}"), |r| r.flatten().collect());
+    let mut entries: Vec<_> = std::fs::read_dir(dir.join("input"))
+        .map_or_else(|e| panic!("{e}"), |r| r.flatten().collect());
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let name = entry.file_name();
-        let input = std::fs::read_to_string(entry.path()).unwrap_or_else(|e| panic!("{name:?}: {e}"));
-        let expected = std::fs::read(dir.join("output").join(&name)).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        let input =
+            std::fs::read_to_string(entry.path()).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        let expected = std::fs::read(dir.join("output").join(&name))
+            .unwrap_or_else(|e| panic!("{name:?}: {e}"));
         let hex_name = PathBuf::from(&name).with_extension("txt");
-        let hex_text = std::fs::read_to_string(dir.join("outhex").join(hex_name)).unwrap_or_else(|e| panic!("{name:?}: {e}"));
-        let from_hex: Vec<u8> = hex_text.split_whitespace().map(|h| u8::from_str_radix(h, 16).unwrap_or_else(|e| panic!("{e}"))).collect();
+        let hex_text = std::fs::read_to_string(dir.join("outhex").join(hex_name))
+            .unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        let from_hex: Vec<u8> = hex_text
+            .split_whitespace()
+            .map(|h| u8::from_str_radix(h, 16).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
         assert_eq!(expected, from_hex, "{name:?}: output and outhex disagree");
         let actual = canonicalize_str(&input).unwrap_or_else(|e| panic!("{name:?}: {e}"));
         assert_eq!(String::from_utf8_lossy(&expected), actual, "{name:?}");
@@ -44,14 +51,35 @@ fn every_official_vector_matches_byte_for_byte() {
 
 #[test]
 fn strict_guard_gives_typed_errors() {
-    assert!(matches!(canonicalize_str(r#"{"a":"\ud800"}"#), Err(JcsError::LoneSurrogate { code: 0xd800, .. })));
-    assert!(matches!(canonicalize_str(r#"["\udfff\ud800"]"#), Err(JcsError::LoneSurrogate { code: 0xdfff, .. })));
-    assert!(matches!(canonicalize_str("[1e999]"), Err(JcsError::NonFinite { .. })));
-    assert!(matches!(canonicalize_str("NaN"), Err(JcsError::Syntax { .. })));
-    assert!(matches!(canonicalize_str("{\"a\":1,\"a\":1}"), Err(JcsError::DuplicateKey { .. })));
+    assert!(matches!(
+        canonicalize_str(r#"{"a":"\ud800"}"#),
+        Err(JcsError::LoneSurrogate { code: 0xd800, .. })
+    ));
+    assert!(matches!(
+        canonicalize_str(r#"["\udfff\ud800"]"#),
+        Err(JcsError::LoneSurrogate { code: 0xdfff, .. })
+    ));
+    assert!(matches!(
+        canonicalize_str("[1e999]"),
+        Err(JcsError::NonFinite { .. })
+    ));
+    assert!(matches!(
+        canonicalize_str("NaN"),
+        Err(JcsError::Syntax { .. })
+    ));
+    assert!(matches!(
+        canonicalize_str("{\"a\":1,\"a\":1}"),
+        Err(JcsError::DuplicateKey { .. })
+    ));
     let mut out = Vec::new();
-    assert_eq!(jcs::write_f64(&mut out, f64::NAN), Err(JcsError::NonFinite { offset: 0 }));
-    assert_eq!(jcs::write_f64(&mut out, f64::NEG_INFINITY), Err(JcsError::NonFinite { offset: 0 }));
+    assert_eq!(
+        jcs::write_f64(&mut out, f64::NAN),
+        Err(JcsError::NonFinite { offset: 0 })
+    );
+    assert_eq!(
+        jcs::write_f64(&mut out, f64::NEG_INFINITY),
+        Err(JcsError::NonFinite { offset: 0 })
+    );
     let members = [("x", jcs::Payload::F64(f64::INFINITY))];
     assert!(jcs::write_payload(&mut out, &jcs::Payload::Obj(&members)).is_err());
 }
@@ -73,8 +101,11 @@ fn tree() -> impl Strategy<Value = Tree> {
         Just(Tree::Null),
         any::<bool>().prop_map(Tree::Bool),
         any::<i64>().prop_map(Tree::Int),
-        any::<f64>().prop_filter("finite", |x| x.is_finite()).prop_map(Tree::Float),
-        prop_oneof![Just(1e21), Just(1e-7), Just(-0.0), Just(5e-324), Just(0.1)].prop_map(Tree::Float),
+        any::<f64>()
+            .prop_filter("finite", |x| x.is_finite())
+            .prop_map(Tree::Float),
+        prop_oneof![Just(1e21), Just(1e-7), Just(-0.0), Just(5e-324), Just(0.1)]
+            .prop_map(Tree::Float),
         "\\PC{0,8}".prop_map(Tree::Str),
         "[\u{0}-\u{1f}\"\\\\a\u{e000}-\u{e010}\u{10000}-\u{10010}]{0,6}".prop_map(Tree::Str),
     ];

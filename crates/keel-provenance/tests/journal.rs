@@ -6,7 +6,8 @@ mod common;
 use common::*;
 use keel_protocol::SessionId;
 use keel_provenance::{
-    Direction, GRAPH_FILE, Journal, PreDecision, RECEIPTS_FILE, Snapshot, VerifyCode, journal_dir, trace, verify, verify_bytes,
+    Direction, GRAPH_FILE, Journal, PreDecision, RECEIPTS_FILE, Snapshot, VerifyCode, journal_dir,
+    trace, verify, verify_bytes,
 };
 use pretty_assertions::assert_eq;
 use std::io::Write;
@@ -23,7 +24,9 @@ fn run_workload(home: &Path) -> std::path::PathBuf {
 }
 
 fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0)
+    std::fs::metadata(p)
+        .map(|m| m.permissions().mode() & 0o777)
+        .unwrap_or(0)
 }
 
 #[test]
@@ -39,7 +42,10 @@ fn layout_permissions_and_verification() {
     assert_eq!(report.graph_receipts, Some(16));
     assert_eq!(report.torn_tail, None);
     assert_eq!(report.run_id.as_deref(), Some("session-1"));
-    assert!(matches!(journal_dir(home.path(), &SessionId::from("../x")), Err(keel_provenance::JournalError::BadSessionId(_))));
+    assert!(matches!(
+        journal_dir(home.path(), &SessionId::from("../x")),
+        Err(keel_provenance::JournalError::BadSessionId(_))
+    ));
 }
 
 #[test]
@@ -57,7 +63,10 @@ fn same_workload_gives_identical_bytes_and_replays_to_them() {
     let j = Journal::open(&da, "session-1").unwrap_or_else(|e| panic!("{e}"));
     let (_, mut bytes) = j.snapshot().to_canonical();
     bytes.push(b'\n');
-    assert_eq!(String::from_utf8_lossy(&bytes), String::from_utf8_lossy(&graph));
+    assert_eq!(
+        String::from_utf8_lossy(&bytes),
+        String::from_utf8_lossy(&graph)
+    );
     assert_eq!(j.resume_report().closed_calls, Vec::<String>::new());
     // An in-memory recorder of the same workload agrees too.
     let mut rec = keel_provenance::Recorder::new("session-1");
@@ -74,7 +83,11 @@ fn torn_tail_verifies_as_prefix_and_resume_closes_open_calls() {
     {
         let mut j = Journal::open(&dir, "s").unwrap_or_else(|e| panic!("{e}"));
         let rec = j.recorder_mut();
-        assistant(rec, "ev-1", &[("done", "read", "{}"), ("open", "read", "{}")]);
+        assistant(
+            rec,
+            "ev-1",
+            &[("done", "read", "{}"), ("open", "read", "{}")],
+        );
         read_call(rec, "done", "t1");
         j.flush().unwrap_or_else(|e| panic!("{e}"));
         j.write_graph().unwrap_or_else(|e| panic!("{e}"));
@@ -83,15 +96,26 @@ fn torn_tail_verifies_as_prefix_and_resume_closes_open_calls() {
         // The next receipt is being appended when the process is killed: half a line lands.
         j.recorder_mut().execute_enter(
             "open",
-            keel_provenance::Dispatch { token: "t2", parent_token: None, arguments: keel_provenance::Payload::Null },
+            keel_provenance::Dispatch {
+                token: "t2",
+                parent_token: None,
+                arguments: keel_provenance::Payload::Null,
+            },
         );
         let line = j.recorder_mut().drain_lines().pop().unwrap_or_default();
-        let mut f = std::fs::OpenOptions::new().append(true).open(dir.join(RECEIPTS_FILE)).unwrap_or_else(|e| panic!("{e}"));
-        f.write_all(&line.as_bytes()[..line.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(RECEIPTS_FILE))
+            .unwrap_or_else(|e| panic!("{e}"));
+        f.write_all(&line.as_bytes()[..line.len() / 2])
+            .unwrap_or_else(|e| panic!("{e}"));
         // Dropped without close: SIGKILL.
     }
     let report = verify(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let torn = report.torn_tail.clone().unwrap_or_else(|| panic!("torn tail not reported"));
+    let torn = report
+        .torn_tail
+        .clone()
+        .unwrap_or_else(|| panic!("torn tail not reported"));
     assert_eq!(torn.line, 15);
     assert_eq!(report.receipts, 14);
     assert_eq!(report.graph_receipts, Some(11));
@@ -101,8 +125,18 @@ fn torn_tail_verifies_as_prefix_and_resume_closes_open_calls() {
     assert_eq!(j.resume_report().closed_calls, ["open"]);
     let s = j.snapshot();
     assert!(!s.complete(), "a cut tail means lost capture");
-    assert_eq!(s.failures().iter().map(|f| f.reason.as_str()).collect::<Vec<_>>(), ["journal_tail_torn"]);
-    let closed: Vec<&str> = s.nodes().iter().filter_map(|n| n.category.map(|c| c.as_str())).collect();
+    assert_eq!(
+        s.failures()
+            .iter()
+            .map(|f| f.reason.as_str())
+            .collect::<Vec<_>>(),
+        ["journal_tail_torn"]
+    );
+    let closed: Vec<&str> = s
+        .nodes()
+        .iter()
+        .filter_map(|n| n.category.map(|c| c.as_str()))
+        .collect();
     assert_eq!(closed, ["outcome_unobserved"]);
     let graph_id = j.close().unwrap_or_else(|e| panic!("{e}"));
     let report = verify(&dir).unwrap_or_else(|e| panic!("{e}"));
@@ -119,11 +153,21 @@ fn graph_covering_a_torn_receipt_fails_with_incomplete_tail() {
     let path = dir.join(RECEIPTS_FILE);
     let bytes = std::fs::read(&path).unwrap_or_default();
     std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(verify(&dir).err().and_then(|e| e.code()), Some(VerifyCode::IncompleteJournalTail));
+    assert_eq!(
+        verify(&dir).err().and_then(|e| e.code()),
+        Some(VerifyCode::IncompleteJournalTail)
+    );
     // Dropping whole lines is loss, not a tear.
-    let cut = bytes[..bytes.len() - 1].iter().rposition(|&b| b == b'\n').unwrap_or(0) + 1;
+    let cut = bytes[..bytes.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap_or(0)
+        + 1;
     std::fs::write(&path, &bytes[..cut]).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(verify(&dir).err().and_then(|e| e.code()), Some(VerifyCode::SilentOccurrenceLoss));
+    assert_eq!(
+        verify(&dir).err().and_then(|e| e.code()),
+        Some(VerifyCode::SilentOccurrenceLoss)
+    );
 }
 
 #[test]
@@ -143,11 +187,17 @@ fn every_single_byte_flip_is_detected() {
     assert!(receipts.len() > 1000 && graph.len() > 1000);
     // The in-memory entry point agrees with the file one on the untouched journal.
     assert!(verify_bytes(&receipts, Some(&graph)).is_ok());
-    let check = |file: &'static str, range: std::ops::Range<usize>| -> Vec<(&'static str, &'static str)> {
+    let check = |file: &'static str,
+                 range: std::ops::Range<usize>|
+     -> Vec<(&'static str, &'static str)> {
         let mut codes = Vec::new();
         for offset in range {
             let (mut r, mut g) = (receipts.clone(), graph.clone());
-            let target = if file == RECEIPTS_FILE { &mut r } else { &mut g };
+            let target = if file == RECEIPTS_FILE {
+                &mut r
+            } else {
+                &mut g
+            };
             target[offset] ^= 0x01;
             match verify_bytes(&r, Some(&g)) {
                 Ok(report) => panic!("{file}: flip at byte {offset} went undetected: {report:?}"),
@@ -168,8 +218,14 @@ fn every_single_byte_flip_is_detected() {
             codes.extend(h.join().unwrap_or_else(|_| panic!("checker panicked")));
         }
     });
-    assert!(codes.contains(&(RECEIPTS_FILE, "RECEIPT_HASH_MISMATCH")), "{codes:?}");
-    assert!(codes.contains(&(GRAPH_FILE, "GRAPH_HASH_MISMATCH")), "{codes:?}");
+    assert!(
+        codes.contains(&(RECEIPTS_FILE, "RECEIPT_HASH_MISMATCH")),
+        "{codes:?}"
+    );
+    assert!(
+        codes.contains(&(GRAPH_FILE, "GRAPH_HASH_MISMATCH")),
+        "{codes:?}"
+    );
 }
 
 #[test]
@@ -212,7 +268,15 @@ fn replayed_journal_answers_queries() {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = run_workload(home.path());
     let j = Journal::open(&dir, "session-1").unwrap_or_else(|e| panic!("{e}"));
-    let t = trace(j.snapshot(), "result:call_b", Direction::Backward, 32).unwrap_or_else(|e| panic!("{e}"));
-    assert!(t.nodes.iter().any(|n| n.category.as_deref() == Some("denied")));
-    assert!(matches!(Journal::open(&dir, "other-run"), Err(keel_provenance::JournalError::Corrupt { .. } | keel_provenance::JournalError::RunMismatch { .. })));
+    let t = trace(j.snapshot(), "result:call_b", Direction::Backward, 32)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        t.nodes
+            .iter()
+            .any(|n| n.category.as_deref() == Some("denied"))
+    );
+    assert!(matches!(
+        Journal::open(&dir, "other-run"),
+        Err(keel_provenance::JournalError::RunMismatch { .. })
+    ));
 }

@@ -102,7 +102,10 @@ pub fn canonicalize_str(text: &str) -> Result<String, JcsError> {
     let value = parse_strict(text)?;
     let bytes = to_canonical_vec(&value)?;
     // The writer only emits UTF-8 taken from `str`s and ASCII.
-    String::from_utf8(bytes).map_err(|_| JcsError::Syntax { offset: 0, what: "invalid UTF-8" })
+    String::from_utf8(bytes).map_err(|_| JcsError::Syntax {
+        offset: 0,
+        what: "invalid UTF-8",
+    })
 }
 
 /// Append the canonical bytes of `value` to `out`. On error `out` may hold a partial write.
@@ -156,7 +159,11 @@ pub fn write_payload(out: &mut Vec<u8>, payload: &Payload<'_>) -> Result<(), Jcs
     write_payload_at(out, payload, 0)
 }
 
-fn write_payload_at(out: &mut Vec<u8>, payload: &Payload<'_>, depth: usize) -> Result<(), JcsError> {
+fn write_payload_at(
+    out: &mut Vec<u8>,
+    payload: &Payload<'_>,
+    depth: usize,
+) -> Result<(), JcsError> {
     match *payload {
         Payload::Null => out.extend_from_slice(b"null"),
         Payload::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
@@ -189,7 +196,10 @@ fn write_payload_at(out: &mut Vec<u8>, payload: &Payload<'_>, depth: usize) -> R
             sorted.sort_by(|a, b| cmp_utf16(a.0, b.0));
             for pair in sorted.windows(2) {
                 if pair[0].0 == pair[1].0 {
-                    return Err(JcsError::DuplicateKey { key: pair[0].0.to_owned(), offset: 0 });
+                    return Err(JcsError::DuplicateKey {
+                        key: pair[0].0.to_owned(),
+                        offset: 0,
+                    });
                 }
             }
             out.push(b'{');
@@ -262,24 +272,40 @@ mod tests {
 
     #[test]
     fn escapes_are_minimal() {
-        assert_eq!(canon(r#""\u0001\u001f\b\f\n\r\t\"\\\/\u007f\u2028""#), "\"\\u0001\\u001f\\b\\f\\n\\r\\t\\\"\\\\/\u{7f}\u{2028}\"");
+        assert_eq!(
+            canon(r#""\u0001\u001f\b\f\n\r\t\"\\\/\u007f\u2028""#),
+            "\"\\u0001\\u001f\\b\\f\\n\\r\\t\\\"\\\\/\u{7f}\u{2028}\""
+        );
     }
 
     #[test]
     fn keys_sort_by_utf16_not_utf8() {
         // U+FB33 (one unit 0xFB33) sorts after U+1F602 (surrogates 0xD83D…) in UTF-16 only.
-        assert_eq!(canon("{\"\u{fb33}\":1,\"\u{1f602}\":2}"), "{\"\u{1f602}\":2,\"\u{fb33}\":1}");
+        assert_eq!(
+            canon("{\"\u{fb33}\":1,\"\u{1f602}\":2}"),
+            "{\"\u{1f602}\":2,\"\u{fb33}\":1}"
+        );
     }
 
     #[test]
     fn payload_objects_sort_and_refuse_duplicates() {
         let v = serde_json::json!({"z": [1, 2.5]});
-        let members = [("b", Payload::Value(&v)), ("a", Payload::F64(-0.0)), ("c", Payload::RawJson("[1E30]"))];
+        let members = [
+            ("b", Payload::Value(&v)),
+            ("a", Payload::F64(-0.0)),
+            ("c", Payload::RawJson("[1E30]")),
+        ];
         let mut out = Vec::new();
         assert_eq!(write_payload(&mut out, &Payload::Obj(&members)), Ok(()));
-        assert_eq!(String::from_utf8_lossy(&out), r#"{"a":0,"b":{"z":[1,2.5]},"c":[1e+30]}"#);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            r#"{"a":0,"b":{"z":[1,2.5]},"c":[1e+30]}"#
+        );
         let dup = [("a", Payload::Null), ("a", Payload::Bool(true))];
-        assert!(matches!(write_payload(&mut Vec::new(), &Payload::Obj(&dup)), Err(JcsError::DuplicateKey { .. })));
+        assert!(matches!(
+            write_payload(&mut Vec::new(), &Payload::Obj(&dup)),
+            Err(JcsError::DuplicateKey { .. })
+        ));
     }
 
     #[test]

@@ -17,13 +17,14 @@ pub(super) fn write_number(out: &mut Vec<u8>, n: &Number) -> Result<(), JcsError
             return Ok(());
         }
     } else if let Some(i) = n.as_i64()
-        && i.unsigned_abs() <= MAX_SAFE {
-            if i < 0 {
-                out.push(b'-');
-            }
-            write_u64(out, i.unsigned_abs());
-            return Ok(());
+        && i.unsigned_abs() <= MAX_SAFE
+    {
+        if i < 0 {
+            out.push(b'-');
         }
+        write_u64(out, i.unsigned_abs());
+        return Ok(());
+    }
     match n.as_f64() {
         Some(x) => write_f64(out, x),
         None => Err(JcsError::NonFinite { offset: 0 }),
@@ -98,12 +99,19 @@ pub fn write_f64(out: &mut Vec<u8>, x: f64) -> Result<(), JcsError> {
         out.extend(std::iter::repeat_n(b'0', (-n) as usize));
         out.extend_from_slice(digits);
     } else {
-        out.push(digits[0]);
-        if k > 1 {
-            out.push(b'.');
-            out.extend_from_slice(&digits[1..]);
+        if let Some((first, rest)) = digits.split_first() {
+            out.push(*first);
+            if !rest.is_empty() {
+                out.push(b'.');
+                out.extend_from_slice(rest);
+            }
         }
-        let _ = write!(out, "e{}{}", if n - 1 < 0 { '-' } else { '+' }, (n - 1).abs());
+        let _ = write!(
+            out,
+            "e{}{}",
+            if n - 1 < 0 { '-' } else { '+' },
+            (n - 1).abs()
+        );
     }
     Ok(())
 }

@@ -7,7 +7,11 @@ use serde_json::{Map, Number, Value};
 
 /// Parse JSON text strictly into a `serde_json::Value` (RFC 8259 grammar, I-JSON restrictions).
 pub fn parse_strict(text: &str) -> Result<Value, JcsError> {
-    let mut p = Parser { s: text.as_bytes(), text, i: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        text,
+        i: 0,
+    };
     p.ws();
     let v = p.value(0)?;
     p.ws();
@@ -25,7 +29,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, what: &'static str) -> JcsError {
-        JcsError::Syntax { offset: self.i, what }
+        JcsError::Syntax {
+            offset: self.i,
+            what,
+        }
     }
 
     fn ws(&mut self) {
@@ -125,7 +132,10 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u16, JcsError> {
-        let digits = self.s.get(self.i..self.i + 4).ok_or_else(|| self.err("short \\u escape"))?;
+        let digits = self
+            .s
+            .get(self.i..self.i + 4)
+            .ok_or_else(|| self.err("short \\u escape"))?;
         let mut v: u16 = 0;
         for &d in digits {
             let n = match d {
@@ -181,13 +191,21 @@ impl Parser<'_> {
                                         0
                                     };
                                     if !(0xDC00..=0xDFFF).contains(&lo) {
-                                        return Err(JcsError::LoneSurrogate { code: hi, offset: esc_at });
+                                        return Err(JcsError::LoneSurrogate {
+                                            code: hi,
+                                            offset: esc_at,
+                                        });
                                     }
-                                    let cp = 0x10000 + ((u32::from(hi) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
+                                    let cp = 0x10000
+                                        + ((u32::from(hi) - 0xD800) << 10)
+                                        + (u32::from(lo) - 0xDC00);
                                     char::from_u32(cp)
                                 }
                                 0xDC00..=0xDFFF => {
-                                    return Err(JcsError::LoneSurrogate { code: hi, offset: esc_at });
+                                    return Err(JcsError::LoneSurrogate {
+                                        code: hi,
+                                        offset: esc_at,
+                                    });
                                 }
                                 _ => char::from_u32(u32::from(hi)),
                             };
@@ -246,8 +264,13 @@ impl Parser<'_> {
                 return Ok(Value::Number(i.into()));
             }
         }
-        let x: f64 = lit.parse().map_err(|_| JcsError::Syntax { offset: start, what: "invalid number" })?;
-        Number::from_f64(x).map(Value::Number).ok_or(JcsError::NonFinite { offset: start })
+        let x: f64 = lit.parse().map_err(|_| JcsError::Syntax {
+            offset: start,
+            what: "invalid number",
+        })?;
+        Number::from_f64(x)
+            .map(Value::Number)
+            .ok_or(JcsError::NonFinite { offset: start })
     }
 
     fn digits(&mut self) {
@@ -264,16 +287,55 @@ mod tests {
 
     #[test]
     fn guard_refuses_what_jcs_cannot_spell() {
-        assert_eq!(parse_strict(r#""\ud800""#), Err(JcsError::LoneSurrogate { code: 0xd800, offset: 1 }));
-        assert_eq!(parse_strict(r#"["\ud800x"]"#), Err(JcsError::LoneSurrogate { code: 0xd800, offset: 2 }));
-        assert_eq!(parse_strict(r#""\ud800\u0041""#), Err(JcsError::LoneSurrogate { code: 0xd800, offset: 1 }));
-        assert_eq!(parse_strict(r#""\udc00""#), Err(JcsError::LoneSurrogate { code: 0xdc00, offset: 1 }));
-        assert_eq!(parse_strict("1e400"), Err(JcsError::NonFinite { offset: 0 }));
-        assert_eq!(parse_strict("[-1e400]"), Err(JcsError::NonFinite { offset: 1 }));
+        assert_eq!(
+            parse_strict(r#""\ud800""#),
+            Err(JcsError::LoneSurrogate {
+                code: 0xd800,
+                offset: 1
+            })
+        );
+        assert_eq!(
+            parse_strict(r#"["\ud800x"]"#),
+            Err(JcsError::LoneSurrogate {
+                code: 0xd800,
+                offset: 2
+            })
+        );
+        assert_eq!(
+            parse_strict(r#""\ud800\u0041""#),
+            Err(JcsError::LoneSurrogate {
+                code: 0xd800,
+                offset: 1
+            })
+        );
+        assert_eq!(
+            parse_strict(r#""\udc00""#),
+            Err(JcsError::LoneSurrogate {
+                code: 0xdc00,
+                offset: 1
+            })
+        );
+        assert_eq!(
+            parse_strict("1e400"),
+            Err(JcsError::NonFinite { offset: 0 })
+        );
+        assert_eq!(
+            parse_strict("[-1e400]"),
+            Err(JcsError::NonFinite { offset: 1 })
+        );
         assert!(matches!(parse_strict("NaN"), Err(JcsError::Syntax { .. })));
-        assert!(matches!(parse_strict("Infinity"), Err(JcsError::Syntax { .. })));
-        assert!(matches!(parse_strict(r#"{"a":1,"a":2}"#), Err(JcsError::DuplicateKey { .. })));
-        assert!(matches!(parse_strict("\"a\u{1}\""), Err(JcsError::Syntax { .. })));
+        assert!(matches!(
+            parse_strict("Infinity"),
+            Err(JcsError::Syntax { .. })
+        ));
+        assert!(matches!(
+            parse_strict(r#"{"a":1,"a":2}"#),
+            Err(JcsError::DuplicateKey { .. })
+        ));
+        assert!(matches!(
+            parse_strict("\"a\u{1}\""),
+            Err(JcsError::Syntax { .. })
+        ));
         assert!(matches!(parse_strict("01"), Err(JcsError::Syntax { .. })));
         assert!(matches!(parse_strict("[1,]"), Err(JcsError::Syntax { .. })));
         assert!(matches!(parse_strict(""), Err(JcsError::Syntax { .. })));
@@ -282,10 +344,24 @@ mod tests {
 
     #[test]
     fn pairs_and_numbers_parse() {
-        assert_eq!(parse_strict(r#""\ud83d\ude02""#), Ok(Value::String("\u{1f602}".into())));
+        assert_eq!(
+            parse_strict(r#""\ud83d\ude02""#),
+            Ok(Value::String("\u{1f602}".into()))
+        );
         assert_eq!(parse_strict("-0"), Ok(Value::Number(0i64.into())));
-        assert_eq!(parse_strict("18446744073709551615"), Ok(Value::Number(u64::MAX.into())));
-        assert_eq!(parse_strict("-9223372036854775808"), Ok(Value::Number(i64::MIN.into())));
-        assert_eq!(parse_strict("99999999999999999999").ok().and_then(|v| v.as_f64()), Some(1e20));
+        assert_eq!(
+            parse_strict("18446744073709551615"),
+            Ok(Value::Number(u64::MAX.into()))
+        );
+        assert_eq!(
+            parse_strict("-9223372036854775808"),
+            Ok(Value::Number(i64::MIN.into()))
+        );
+        assert_eq!(
+            parse_strict("99999999999999999999")
+                .ok()
+                .and_then(|v| v.as_f64()),
+            Some(1e20)
+        );
     }
 }

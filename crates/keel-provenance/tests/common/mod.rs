@@ -1,7 +1,9 @@
 //! Shared workload for the integration tests: the stages of realistic tool calls.
 #![allow(dead_code)]
 
-use keel_provenance::{Dispatch, ExecuteResult, Payload, PostDecision, PreDecision, Recorder, SettledResult};
+use keel_provenance::{
+    Dispatch, ExecuteResult, Payload, PostDecision, PreDecision, Recorder, SettledResult,
+};
 use serde_json::{Value, json};
 
 /// The committed assistant event proposing `calls` (call id, tool name, raw args).
@@ -27,19 +29,40 @@ pub fn until_decision(rec: &mut Recorder, call_id: &str, decision: PreDecision<'
 /// Dispatch and return of a read-like body.
 pub fn execute(rec: &mut Recorder, call_id: &str, token: &str, value: &Value) {
     let args = json!({"path": "src/main.rs"});
-    rec.execute_enter(call_id, Dispatch { token, parent_token: None, arguments: Payload::Value(&args) });
+    rec.execute_enter(
+        call_id,
+        Dispatch {
+            token,
+            parent_token: None,
+            arguments: Payload::Value(&args),
+        },
+    );
     rec.execute_result(token, ExecuteResult::Value(Payload::Value(value)));
 }
 
 /// Settle and commit a result.
-pub fn finish(rec: &mut Recorder, call_id: &str, value: &Value, error_code: Option<keel_protocol::ToolErrorCode>) {
+pub fn finish(
+    rec: &mut Recorder,
+    call_id: &str,
+    value: &Value,
+    error_code: Option<keel_protocol::ToolErrorCode>,
+) {
     let content = value.to_string();
     rec.settled(
         call_id,
-        SettledResult { value: Payload::Value(value), content: Payload::Str(&content), is_error: error_code.is_some(), error_code },
+        SettledResult {
+            value: Payload::Value(value),
+            content: Payload::Str(&content),
+            is_error: error_code.is_some(),
+            error_code,
+        },
     );
     let ev = json!({"type": "tool/result", "callId": call_id});
-    rec.tool_result_event(call_id, &format!("ev-result-{call_id}"), Payload::Value(&ev));
+    rec.tool_result_event(
+        call_id,
+        &format!("ev-result-{call_id}"),
+        Payload::Value(&ev),
+    );
 }
 
 /// A whole read-like call (every stage), after its assistant message.
@@ -53,8 +76,26 @@ pub fn read_call(rec: &mut Recorder, call_id: &str, token: &str) {
 
 /// A deterministic workload: one message with two calls (one read, one denied).
 pub fn workload(rec: &mut Recorder) {
-    assistant(rec, "ev-1", &[("call_a", "read", r#"{"path":"src/main.rs"}"#), ("call_b", "bash", r#"{"cmd":"rm -rf /"}"#)]);
+    assistant(
+        rec,
+        "ev-1",
+        &[
+            ("call_a", "read", r#"{"path":"src/main.rs"}"#),
+            ("call_b", "bash", r#"{"cmd":"rm -rf /"}"#),
+        ],
+    );
     read_call(rec, "call_a", "tok-a");
-    until_decision(rec, "call_b", PreDecision::Deny { reason: "destructive command" });
-    finish(rec, "call_b", &json!({"error": "denied"}), Some(keel_protocol::ToolErrorCode::Denied));
+    until_decision(
+        rec,
+        "call_b",
+        PreDecision::Deny {
+            reason: "destructive command",
+        },
+    );
+    finish(
+        rec,
+        "call_b",
+        &json!({"error": "denied"}),
+        Some(keel_protocol::ToolErrorCode::Denied),
+    );
 }
