@@ -112,9 +112,15 @@ where
     Arc::new(FnMiddleware(f))
 }
 
+/// An observer of `T`.
+pub type Observer<T> = Arc<dyn Fn(&T) + Send + Sync>;
+
+/// An awaited hook of `T` returning `R`.
+pub type SerialHook<T, R> = Arc<dyn for<'a> Fn(&'a T) -> BoxFuture<'a, R> + Send + Sync>;
+
 /// An ordered list of observers of `T`.
 pub struct Observers<T: ?Sized> {
-    list: Vec<Arc<dyn Fn(&T) + Send + Sync>>,
+    list: Vec<Observer<T>>,
 }
 
 impl<T: ?Sized> Clone for Observers<T> {
@@ -131,7 +137,7 @@ impl<T: ?Sized> Default for Observers<T> {
 
 impl<T: ?Sized> Observers<T> {
     /// Register an observer.
-    pub fn push(&mut self, f: Arc<dyn Fn(&T) + Send + Sync>) {
+    pub fn push(&mut self, f: Observer<T>) {
         self.list.push(f);
     }
 
@@ -158,7 +164,7 @@ impl<T: ?Sized> Observers<T> {
 
 /// An ordered list of awaited (serial) hooks of `T` returning `R`.
 pub struct Serial<T: ?Sized, R> {
-    list: Vec<Arc<dyn for<'a> Fn(&'a T) -> BoxFuture<'a, R> + Send + Sync>>,
+    list: Vec<SerialHook<T, R>>,
 }
 
 impl<T: ?Sized, R> Clone for Serial<T, R> {
@@ -175,7 +181,7 @@ impl<T: ?Sized, R> Default for Serial<T, R> {
 
 impl<T: ?Sized + Sync, R: Send> Serial<T, R> {
     /// Register a hook.
-    pub fn push(&mut self, f: Arc<dyn for<'a> Fn(&'a T) -> BoxFuture<'a, R> + Send + Sync>) {
+    pub fn push(&mut self, f: SerialHook<T, R>) {
         self.list.push(f);
     }
 

@@ -1,0 +1,177 @@
+//! Command-line syntax (clap). Every flag documented here shows in `--help`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// keel — an agent harness for DeepSeek models (and any OpenAI-compatible endpoint).
+#[derive(Debug, Parser)]
+#[command(name = "keel", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags shared by every command.
+#[derive(Debug, Clone, Args, Default)]
+pub struct Common {
+    /// Model name (e.g. deepseek-v4-flash, deepseek-chat).
+    #[arg(long, global = true)]
+    pub model: Option<String>,
+    /// Provider name: a `[providers.<name>]` table of the configuration.
+    #[arg(long, global = true)]
+    pub provider: Option<String>,
+    /// Base URL of an OpenAI-compatible endpoint (`/chat/completions` is appended).
+    #[arg(long, global = true, env = "DEEPSEEK_BASE_URL")]
+    pub base_url: Option<String>,
+    /// Named profile: $KEEL_HOME/profiles/NAME.toml.
+    #[arg(long, global = true)]
+    pub profile: Option<String>,
+    /// Extra configuration file, layered after the project's.
+    #[arg(long = "config", global = true, value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+    /// Override one configuration key, e.g. -c agent.max_steps=50 (repeatable).
+    #[arg(short = 'c', global = true, value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Working directory (the workspace root); defaults to the current directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// How far file tools reach: read-only, workspace-write (default) or full-access.
+    #[arg(long, global = true, value_name = "MODE")]
+    pub sandbox: Option<String>,
+    /// What happens when an action needs approval: ask (default; refused when headless), never, auto.
+    #[arg(long, global = true, value_name = "POLICY")]
+    pub approval: Option<String>,
+    /// Context window of the model for this run, in tokens (for local servers with small windows).
+    #[arg(long, global = true, value_name = "N")]
+    pub context_window: Option<u64>,
+    /// Output token budget of the model for this run.
+    #[arg(long, global = true, value_name = "N")]
+    pub max_output: Option<u64>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one task headless: progress to stderr, the final answer to stdout.
+    Run(RunArgs),
+    /// A real agent loop driven by a scripted model in a fresh temp project: no key, no network.
+    Demo(DemoArgs),
+    /// Continue a session (cold resume with crash repair); no id = the latest of this directory.
+    Resume(ResumeArgs),
+    /// List, show, check, export and import sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `keel run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task; read from stdin when absent.
+    pub prompt: Option<String>,
+    /// Print every session event as one JSON object per line on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Replay a model script (JSON or YAML) instead of calling a model (see docs/scripts.md).
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Write the session file compressed (session.jsonl.zst).
+    #[arg(long)]
+    pub zstd: bool,
+}
+
+/// `keel demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Print every session event as one JSON object per line on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the demo project in this directory instead of a fresh temp directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// `keel resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Session id, id prefix or path; the latest session of this directory when absent.
+    pub session: Option<String>,
+    /// A new prompt to run after resuming.
+    pub prompt: Option<String>,
+    /// Print every session event as one JSON object per line on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Replay a model script instead of calling a model.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+}
+
+/// `keel sessions …`.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Sessions of this project (or of every project with --all), newest first.
+    List {
+        /// Every project.
+        #[arg(long)]
+        all: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A readable transcript by turn and step (compacted history included).
+    Show {
+        /// Session id, id prefix or path.
+        session: String,
+        /// Raw events instead of a transcript.
+        #[arg(long)]
+        events: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load, validate, plan crash repair and derive messages without writing. Exit 0 valid,
+    /// 1 repairable (torn tail or open turn), 2 corrupt.
+    Check {
+        /// Session id, id prefix or path.
+        session: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export a session.
+    Export {
+        /// Session id, id prefix or path.
+        session: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
+        /// Write to FILE instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Validate a DeepSeek Harness (or keel) session file and copy it into keel's store.
+    Import {
+        /// A session.jsonl, session.jsonl.zst(d) file or a session directory.
+        path: PathBuf,
+    },
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// The session log as plain JSONL (header first).
+    Jsonl,
+    /// A Markdown transcript.
+    Markdown,
+}
+
+/// `keel config …`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// The effective configuration with the layer that set each key.
+    Dump,
+}

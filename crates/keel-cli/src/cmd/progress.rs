@@ -1,0 +1,72 @@
+//! Headless progress: a `session/event` observer that streams the answer and one line per tool
+//! call to stderr, or every event as a JSON line to stdout (`--json`).
+
+use keel_agent::HookRegistry;
+use keel_protocol::{EventBody, StreamChunk};
+use std::io::Write;
+use std::sync::Arc;
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    json: bool,
+}
+
+impl Progress {
+    /// `json`: events as JSON lines on stdout instead of human progress on stderr.
+    pub fn new(json: bool) -> Self {
+        Progress { json }
+    }
+
+    /// Register the observer.
+    pub fn install(&self, hooks: &mut HookRegistry) {
+        if self.json {
+            hooks.session_event.push(Arc::new(|ev| {
+                if let Ok(line) = ev.to_json() {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
+                }
+            }));
+            return;
+        }
+        hooks.session_event.push(Arc::new(|ev| {
+            let mut err = std::io::stderr().lock();
+            let _ = match &ev.body {
+                EventBody::AssistantChunk(c) => match &c.chunk {
+                    StreamChunk::TextDelta { text, .. } => write!(err, "{text}"),
+                    StreamChunk::BlockEnd { block: keel_protocol::ContentBlock::Text { .. }, .. } => writeln!(err),
+                    _ => Ok(()),
+                },
+                EventBody::ToolCall(c) => writeln!(err, "→ {} {}", c.name, short(&c.arguments, 120)),
+                EventBody::ToolResult(r) => {
+                    let text = r.message.tool_results().map(|b| b.text()).collect::<String>();
+                    let first = text.lines().next().unwrap_or("");
+                    let lines = text.lines().count();
+                    let failed = r.message.tool_results().any(|b| b.is_error);
+                    if failed {
+                        writeln!(err, "  ✗ {}", short(first, 160))
+                    } else {
+                        writeln!(err, "  ✓ {} line{}", lines, if lines == 1 { "" } else { "s" })
+                    }
+                }
+                EventBody::LlmRetry(r) => {
+                    writeln!(err, "keel: model call failed ({}), retry {} in {} ms", r.failure.code, r.attempt, r.delay_ms)
+                }
+                EventBody::ApprovalDecided(d) if !d.approved => {
+                    writeln!(err, "  ✗ not approved: {}", d.reason.as_deref().unwrap_or("denied"))
+                }
+                _ => Ok(()),
+            };
+        }));
+    }
+}
+
+fn short(s: &str, max: usize) -> String {
+    let one_line: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}

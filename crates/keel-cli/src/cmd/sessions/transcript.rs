@@ -1,0 +1,839 @@
+//! The readable transcript of a session: turns → steps → items, built from every event as it
+//! was appended (so history that compaction later replaced is still shown, marked with what
+//! replaced it), rendered as text (`sessions show`), Markdown (`sessions export --format
+//! markdown`) or JSON (`sessions show --json`).
+//!
+//! Data flow: [`Transcript::build`] makes two passes over the events: the first collects which
+//! seqs a `surfaceOp: replace` shadowed and the tool calls' names and results, the second places
+//! each event under the open turn and step. [`render_text`] and [`render_markdown`] only read
+//! the model. Streamed `assistant/chunk`s are not shown (the `assistant/message` holds them).
+
+use super::fmt::{abbrev, compact_args, first_lines, format_time, one_line};
+use keel_protocol::{
+    ContentBlock, EventBody, KnownSource, MessageSource, Seq, SessionEvent, SurfaceOp, TimeMs,
+    TurnEndReason,
+};
+use keel_session::Session;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// Characters of reasoning shown by the text and Markdown renderers.
+const REASONING_CHARS: usize = 240;
+/// Characters of a runtime-context or plugin-sourced user message shown.
+const CONTEXT_CHARS: usize = 100;
+/// Lines of a tool result shown.
+const RESULT_LINES: usize = 4;
+/// Characters per shown tool-result line.
+const RESULT_LINE_CHARS: usize = 160;
+/// Characters of compact tool-call arguments shown.
+const ARGS_CHARS: usize = 160;
+
+/// A whole session as a transcript.
+#[derive(Debug, Serialize)]
+pub struct Transcript {
+    /// Session id.
+    pub id: String,
+    /// Working directory from the header.
+    pub cwd: Option<String>,
+    /// Creation time, ms since epoch.
+    pub created: TimeMs,
+    /// Parent session (forks, subagents).
+    pub parent: Option<String>,
+    /// The last `session/title`.
+    pub title: Option<String>,
+    /// Number of events.
+    pub events: u64,
+    /// Turns, and what happened outside turns, in log order.
+    pub blocks: Vec<Block>,
+}
+
+/// A turn or an item outside any turn.
+#[derive(Debug, Serialize)]
+#[serde(tag = "block", rename_all = "kebab-case")]
+pub enum Block {
+    /// A turn.
+    Turn(Turn),
+    /// Something logged outside a turn.
+    Item(Item),
+}
+
+/// One turn.
+#[derive(Debug, Serialize)]
+pub struct Turn {
+    /// Turn number.
+    pub turn: u32,
+    /// Seq of `turn/start`.
+    pub seq: Seq,
+    /// Steps, and what happened between them, in log order.
+    pub entries: Vec<Entry>,
+    /// How the turn ended; `None` while open.
+    pub end: Option<TurnEndItem>,
+}
+
+/// A step or an item of a turn outside its steps.
+#[derive(Debug, Serialize)]
+#[serde(tag = "entry", rename_all = "kebab-case")]
+pub enum Entry {
+    /// A step.
+    Step(Step),
+    /// Something logged in the turn between steps.
+    Item(Item),
+}
+
+/// One step.
+#[derive(Debug, Serialize)]
+pub struct Step {
+    /// Turn number.
+    pub turn: u32,
+    /// Step number.
+    pub step: u32,
+    /// Seq of `step/start`.
+    pub seq: Seq,
+    /// What the step logged.
+    pub items: Vec<Item>,
+    /// Seq of `step/end`; `None` while open.
+    pub ended: Option<Seq>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Serialize)]
+pub struct TurnEndItem {
+    /// Seq of `turn/end`.
+    pub seq: Seq,
+    /// `completed`, `aborted`, `blocked`, `error`, `max-tokens`, `interrupted`.
+    pub reason: String,
+    /// Detail of the reason, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Who wrote a user-role message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// Typed by the human.
+    Human,
+    /// Written by the host or a plugin (runtime context, hooks…).
+    Plugin,
+    /// A compaction summary (a user message replacing history).
+    Summary,
+    /// Any other source.
+    Other,
+}
+
+/// What became of a surface event: replaced later, and/or replacing earlier ones.
+#[derive(Debug, Default, Serialize)]
+pub struct Fate {
+    /// The event that shadowed this one (compaction summary or prune), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadowed_by: Option<Shadow>,
+    /// The seqs this event replaced (it was appended with `surfaceOp: replace`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<Seq>,
+}
+
+/// A later event that shadowed this one.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Shadow {
+    /// Seq of the replacing event.
+    pub seq: Seq,
+    /// `compacted` (replaced by a summary), `pruned` (by a smaller tool result) or `replaced`.
+    pub how: &'static str,
+}
+
+/// A tool call proposed by an assistant message.
+#[derive(Debug, Serialize)]
+pub struct Call {
+    /// Call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// The raw argument string.
+    pub arguments: String,
+    /// Seq of its `tool/call` (it entered the pipeline), if logged.
+    pub started: Option<Seq>,
+    /// Seq of its first `tool/result`, if logged.
+    pub result: Option<Seq>,
+}
+
+/// One thing shown in a transcript.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Item {
+    /// A `user/message`.
+    User {
+        /// Seq.
+        seq: Seq,
+        /// Who wrote it.
+        origin: Origin,
+        /// Plugin id for plugin-sourced messages.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plugin: Option<String>,
+        /// Its text blocks.
+        text: String,
+        /// Replacement marks.
+        #[serde(flatten)]
+        fate: Fate,
+    },
+    /// An `assistant/message`.
+    Assistant {
+        /// Seq.
+        seq: Seq,
+        /// Reasoning text.
+        reasoning: String,
+        /// Visible text.
+        text: String,
+        /// Proposed tool calls.
+        calls: Vec<Call>,
+        /// The stream was cut short.
+        interrupted: bool,
+        /// Replacement marks.
+        #[serde(flatten)]
+        fate: Fate,
+    },
+    /// A `tool/result`.
+    ToolResult {
+        /// Seq.
+        seq: Seq,
+        /// The call answered.
+        call_id: String,
+        /// The tool's name, when the call is in the log.
+        tool: Option<String>,
+        /// The call failed.
+        is_error: bool,
+        /// Error code from the result's `meta.code`, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+        /// Result text.
+        text: String,
+        /// Replacement marks.
+        #[serde(flatten)]
+        fate: Fate,
+    },
+    /// A `compaction/*` event.
+    Compaction {
+        /// Seq.
+        seq: Seq,
+        /// `start`, `summary`, `prune` or `end`.
+        phase: &'static str,
+        /// What it says.
+        detail: String,
+    },
+    /// Another event worth a line (todo list, plan mode, approvals, retries, subagents, hooks).
+    Note {
+        /// Seq.
+        seq: Seq,
+        /// Event type.
+        event: String,
+        /// One-line summary.
+        text: String,
+    },
+}
+
+/// Facts about the whole log needed while placing events.
+#[derive(Default)]
+struct Index {
+    shadowed_by: HashMap<Seq, Shadow>,
+    call_names: HashMap<String, String>,
+    call_started: HashMap<String, Seq>,
+    call_result: HashMap<String, Seq>,
+}
+
+impl Index {
+    fn of(session: &Session) -> Index {
+        let mut ix = Index::default();
+        for ev in session.events() {
+            if let Some(SurfaceOp::Replace { .. }) = ev.surface_op {
+                let how = match ev.body {
+                    EventBody::UserMessage(_) => "compacted",
+                    EventBody::ToolResult(_) => "pruned",
+                    _ => "replaced",
+                };
+                for &s in &ev.source_event_seqs {
+                    ix.shadowed_by.insert(s, Shadow { seq: ev.seq, how });
+                }
+            }
+            match &ev.body {
+                EventBody::AssistantMessage(a) => {
+                    for c in a.message.tool_calls() {
+                        ix.call_names.insert(c.id.clone(), c.name.clone());
+                    }
+                }
+                EventBody::ToolCall(c) => {
+                    ix.call_names
+                        .entry(c.call_id.clone())
+                        .or_insert_with(|| c.name.clone());
+                    ix.call_started.entry(c.call_id.clone()).or_insert(ev.seq);
+                }
+                EventBody::ToolResult(r) => {
+                    for b in r.message.tool_results() {
+                        ix.call_result
+                            .entry(b.tool_call_id.clone())
+                            .or_insert(ev.seq);
+                    }
+                }
+                _ => {}
+            }
+        }
+        ix
+    }
+
+    fn fate(&self, ev: &SessionEvent) -> Fate {
+        let replaces = match ev.surface_op {
+            Some(SurfaceOp::Replace { .. }) => ev.source_event_seqs.clone(),
+            _ => Vec::new(),
+        };
+        Fate {
+            shadowed_by: self.shadowed_by.get(&ev.seq).copied(),
+            replaces,
+        }
+    }
+
+    /// The tool name of a call id, if the log names it.
+    pub fn call_name(&self, id: &str) -> Option<&str> {
+        self.call_names.get(id).map(String::as_str)
+    }
+}
+
+/// Tool names by call id, for one-line event summaries.
+pub fn call_names(session: &Session) -> HashMap<String, String> {
+    Index::of(session).call_names
+}
+
+impl Transcript {
+    /// The transcript of `session`, every event as appended.
+    pub fn build(session: &Session) -> Transcript {
+        let ix = Index::of(session);
+        let h = session.header();
+        let mut t = Transcript {
+            id: h.id.to_string(),
+            cwd: h.cwd.clone(),
+            created: h.created_at,
+            parent: h.parent_session.as_ref().map(ToString::to_string),
+            title: session.title().map(str::to_owned),
+            events: session.len(),
+            blocks: Vec::new(),
+        };
+        for ev in session.events() {
+            t.place(&ix, &ev);
+        }
+        t
+    }
+
+    fn open_turn(&mut self) -> Option<&mut Turn> {
+        match self.blocks.last_mut() {
+            Some(Block::Turn(turn)) if turn.end.is_none() => Some(turn),
+            _ => None,
+        }
+    }
+
+    fn place(&mut self, ix: &Index, ev: &SessionEvent) {
+        match &ev.body {
+            EventBody::TurnStart(ts) => {
+                self.blocks.push(Block::Turn(Turn {
+                    turn: ts.turn,
+                    seq: ev.seq,
+                    entries: Vec::new(),
+                    end: None,
+                }));
+                return;
+            }
+            EventBody::TurnEnd(te) => {
+                let (reason, detail) = turn_end_reason(&te.reason);
+                let end = TurnEndItem {
+                    seq: ev.seq,
+                    reason,
+                    detail,
+                };
+                match self.open_turn() {
+                    Some(turn) => turn.end = Some(end),
+                    None => self.blocks.push(Block::Item(Item::Note {
+                        seq: ev.seq,
+                        event: "turn/end".to_owned(),
+                        text: format!("turn {} ended outside an open turn", te.turn),
+                    })),
+                }
+                return;
+            }
+            EventBody::StepStart(s) => {
+                let step = Step {
+                    turn: s.turn,
+                    step: s.step,
+                    seq: ev.seq,
+                    items: Vec::new(),
+                    ended: None,
+                };
+                match self.open_turn() {
+                    Some(turn) => turn.entries.push(Entry::Step(step)),
+                    None => self.blocks.push(Block::Item(Item::Note {
+                        seq: ev.seq,
+                        event: "step/start".to_owned(),
+                        text: format!("step {}.{} outside an open turn", s.turn, s.step),
+                    })),
+                }
+                return;
+            }
+            EventBody::StepEnd(_) => {
+                if let Some(Entry::Step(step)) =
+                    self.open_turn().and_then(|t| t.entries.last_mut())
+                    && step.ended.is_none()
+                {
+                    step.ended = Some(ev.seq);
+                }
+                return;
+            }
+            _ => {}
+        }
+        let Some(item) = item_of(ix, ev) else { return };
+        match self.open_turn() {
+            Some(turn) => match turn.entries.last_mut() {
+                Some(Entry::Step(step)) if step.ended.is_none() => step.items.push(item),
+                _ => turn.entries.push(Entry::Item(item)),
+            },
+            None => self.blocks.push(Block::Item(item)),
+        }
+    }
+}
+
+fn turn_end_reason(r: &TurnEndReason) -> (String, Option<String>) {
+    let detail = match r {
+        TurnEndReason::Aborted { reason } if !reason.is_empty() => Some(reason.clone()),
+        TurnEndReason::Blocked { reason } => reason.clone(),
+        TurnEndReason::Error { code, message } => Some(if message.is_empty() {
+            code.clone()
+        } else {
+            format!("{code}: {message}")
+        }),
+        _ => None,
+    };
+    (r.kind().to_owned(), detail)
+}
+
+/// The transcript item for an event, or `None` for events a transcript does not show.
+fn item_of(ix: &Index, ev: &SessionEvent) -> Option<Item> {
+    let seq = ev.seq;
+    let item = match &ev.body {
+        EventBody::UserMessage(m) => {
+            let replacing = matches!(ev.surface_op, Some(SurfaceOp::Replace { .. }));
+            let (origin, plugin) = match &m.source {
+                MessageSource::Known(KnownSource::User) => (Origin::Human, None),
+                _ if replacing => (Origin::Summary, m.source.plugin_id().map(str::to_owned)),
+                MessageSource::Known(KnownSource::Plugin { plugin, .. }) => {
+                    (Origin::Plugin, Some(plugin.clone()))
+                }
+                _ => (Origin::Other, None),
+            };
+            Item::User {
+                seq,
+                origin,
+                plugin,
+                text: m.text(),
+                fate: ix.fate(ev),
+            }
+        }
+        EventBody::AssistantMessage(a) => {
+            let mut reasoning = String::new();
+            for b in &a.message.content {
+                if let ContentBlock::Reasoning { text } = b {
+                    reasoning.push_str(text);
+                }
+            }
+            let calls = a
+                .message
+                .tool_calls()
+                .map(|c| Call {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                    started: ix.call_started.get(&c.id).copied(),
+                    result: ix.call_result.get(&c.id).copied(),
+                })
+                .collect();
+            Item::Assistant {
+                seq,
+                reasoning,
+                text: a.message.text(),
+                calls,
+                interrupted: a.interrupted,
+                fate: ix.fate(ev),
+            }
+        }
+        EventBody::ToolResult(r) => {
+            let mut blocks = r.message.tool_results();
+            let first = blocks.next();
+            let call_id = first.map(|b| b.tool_call_id.clone()).unwrap_or_default();
+            let mut text = first.map(|b| b.text()).unwrap_or_default();
+            for b in blocks {
+                text.push('\n');
+                text.push_str(&b.text());
+            }
+            let code = r
+                .meta
+                .as_ref()
+                .and_then(|m| m.get("code"))
+                .and_then(|c| c.as_str())
+                .map(str::to_owned);
+            Item::ToolResult {
+                seq,
+                tool: ix.call_name(&call_id).map(str::to_owned),
+                call_id,
+                is_error: first.is_some_and(|b| b.is_error),
+                code,
+                text,
+                fate: ix.fate(ev),
+            }
+        }
+        EventBody::CompactionStart(c) => Item::Compaction {
+            seq,
+            phase: "start",
+            detail: format!(
+                "reason {}, ~{} tokens of a {}-token window",
+                nonempty(&c.reason),
+                c.estimated_tokens,
+                c.context_window
+            ),
+        },
+        EventBody::CompactionSummary(c) | EventBody::CompactionPrune(c) => Item::Compaction {
+            seq,
+            phase: if matches!(ev.body, EventBody::CompactionSummary(_)) {
+                "summary"
+            } else {
+                "prune"
+            },
+            detail: format!(
+                "shadows #{}..#{} ({} nodes, ~{} tokens)",
+                c.shadowed_range.start,
+                c.shadowed_range.end,
+                c.shadowed_seqs.len(),
+                c.shadowed_token_count
+            ),
+        },
+        EventBody::CompactionEnd(c) => Item::Compaction {
+            seq,
+            phase: "end",
+            detail: match &c.error {
+                Some(e) => format!("{}: {e}", nonempty(&c.outcome)),
+                None => format!(
+                    "{}, ~{} → ~{} tokens",
+                    nonempty(&c.outcome),
+                    c.before_tokens,
+                    c.after_tokens
+                ),
+            },
+        },
+        EventBody::TodoWrite(_)
+        | EventBody::PlanMode(_)
+        | EventBody::ApprovalAsked(_)
+        | EventBody::ApprovalDecided(_)
+        | EventBody::LlmRetry(_)
+        | EventBody::SubagentDescriptor(_)
+        | EventBody::HookResult(_)
+        | EventBody::SessionEndSeed(_)
+        | EventBody::ContextProjection(_) => Item::Note {
+            seq,
+            event: ev.type_name().to_owned(),
+            text: super::fmt::event_summary(ev, &ix.call_names),
+        },
+        _ => return None,
+    };
+    Some(item)
+}
+
+fn nonempty(s: &str) -> &str {
+    if s.is_empty() { "?" } else { s }
+}
+
+fn fate_marks(fate: &Fate) -> String {
+    let mut s = String::new();
+    if !fate.replaces.is_empty() {
+        let seqs: Vec<String> = fate.replaces.iter().map(|q| format!("#{q}")).collect();
+        let _ = write!(s, " [replaces {}]", seqs.join(", "));
+    }
+    if let Some(sh) = fate.shadowed_by {
+        let _ = write!(s, " [{} → #{}]", sh.how, sh.seq);
+    }
+    s
+}
+
+/// Append `text` to `out`, every line prefixed by `indent`.
+fn indented(out: &mut String, indent: &str, text: &str) {
+    for line in text.lines() {
+        let _ = writeln!(out, "{indent}{line}");
+    }
+}
+
+fn result_status(is_error: bool, code: Option<&str>) -> String {
+    match (is_error, code) {
+        (true, Some(c)) => format!("error {c}"),
+        (true, None) => "error".to_owned(),
+        (false, Some(c)) => format!("ok ({c})"),
+        (false, None) => "ok".to_owned(),
+    }
+}
+
+/// The transcript as indented plain text (what `keel sessions show` prints).
+pub fn render_text(t: &Transcript) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "session {}", t.id);
+    if let Some(title) = &t.title {
+        let _ = writeln!(out, "  title    {}", one_line(title, 120));
+    }
+    let _ = writeln!(out, "  cwd      {}", t.cwd.as_deref().unwrap_or("(none)"));
+    let _ = writeln!(out, "  created  {}", format_time(t.created));
+    if let Some(p) = &t.parent {
+        let _ = writeln!(out, "  parent   {p}");
+    }
+    let _ = writeln!(out, "  events   {}", t.events);
+    for block in &t.blocks {
+        match block {
+            Block::Item(item) => text_item(&mut out, "", item),
+            Block::Turn(turn) => {
+                let _ = writeln!(out, "\nturn {} (#{})", turn.turn, turn.seq);
+                for entry in &turn.entries {
+                    match entry {
+                        Entry::Item(item) => text_item(&mut out, "  ", item),
+                        Entry::Step(step) => {
+                            let _ = writeln!(out, "  step {}.{} (#{})", step.turn, step.step, step.seq);
+                            for item in &step.items {
+                                text_item(&mut out, "    ", item);
+                            }
+                            if step.ended.is_none() {
+                                let _ = writeln!(out, "    (step not closed)");
+                            }
+                        }
+                    }
+                }
+                match &turn.end {
+                    Some(end) => {
+                        let detail = end.detail.as_deref().map(|d| format!(": {}", one_line(d, 200)));
+                        let _ = writeln!(
+                            out,
+                            "  turn {} ended: {}{} (#{})",
+                            turn.turn,
+                            end.reason,
+                            detail.unwrap_or_default(),
+                            end.seq
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(out, "  turn {} is still open (no turn/end)", turn.turn);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn text_item(out: &mut String, ind: &str, item: &Item) {
+    let more = format!("{ind}    ");
+    match item {
+        Item::User { seq, origin, plugin, text, fate } => {
+            let marks = fate_marks(fate);
+            match origin {
+                Origin::Human => {
+                    let _ = writeln!(out, "{ind}#{seq} user{marks}:");
+                    indented(out, &more, text);
+                }
+                Origin::Summary => {
+                    let _ = writeln!(out, "{ind}#{seq} summary{marks}:");
+                    indented(out, &more, text);
+                }
+                Origin::Plugin | Origin::Other => {
+                    let from = plugin.as_deref().unwrap_or("other source");
+                    let _ = writeln!(
+                        out,
+                        "{ind}#{seq} context ({from}){marks}: {}",
+                        abbrev(text, CONTEXT_CHARS)
+                    );
+                }
+            }
+        }
+        Item::Assistant { seq, reasoning, text, calls, interrupted, fate } => {
+            let marks = fate_marks(fate);
+            if !reasoning.is_empty() {
+                let _ = writeln!(out, "{ind}#{seq} reasoning: {}", abbrev(reasoning, REASONING_CHARS));
+            }
+            let cut = if *interrupted { " (interrupted)" } else { "" };
+            if !text.is_empty() {
+                let _ = writeln!(out, "{ind}#{seq} assistant{cut}{marks}:");
+                indented(out, &more, text);
+            } else if calls.is_empty() {
+                let _ = writeln!(out, "{ind}#{seq} assistant{cut}{marks}: (empty)");
+            }
+            for c in calls {
+                let state = match (c.started, c.result) {
+                    (_, Some(_)) => "",
+                    (Some(_), None) => " (started, no result)",
+                    (None, None) => " (not started, no result)",
+                };
+                let _ = writeln!(
+                    out,
+                    "{ind}#{seq} call {} {} [{}]{state}",
+                    c.name,
+                    compact_args(&c.arguments, ARGS_CHARS),
+                    c.id
+                );
+            }
+        }
+        Item::ToolResult { seq, call_id, tool, is_error, code, text, fate } => {
+            let name = tool.as_deref().unwrap_or(call_id);
+            let _ = writeln!(
+                out,
+                "{ind}#{seq} result {name} {}{}:",
+                result_status(*is_error, code.as_deref()),
+                fate_marks(fate)
+            );
+            indented(out, &more, &first_lines(text, RESULT_LINES, RESULT_LINE_CHARS));
+        }
+        Item::Compaction { seq, phase, detail } => {
+            let _ = writeln!(out, "{ind}#{seq} compaction/{phase}: {detail}");
+        }
+        Item::Note { seq, event, text } => {
+            let _ = writeln!(out, "{ind}#{seq} {event}: {text}");
+        }
+    }
+}
+
+/// A code fence longer than any backtick run in `text`.
+fn fence(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+/// Inline code for `text`, safe for backticks inside it.
+fn code(text: &str) -> String {
+    let ticks = if text.contains('`') { "``" } else { "`" };
+    format!("{ticks}{text}{ticks}")
+}
+
+/// The transcript as Markdown (what `keel sessions export --format markdown` writes).
+pub fn render_markdown(t: &Transcript) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Session {}\n", code(&t.id));
+    if let Some(title) = &t.title {
+        let _ = writeln!(out, "- title: {}", one_line(title, 200));
+    }
+    if let Some(cwd) = &t.cwd {
+        let _ = writeln!(out, "- cwd: {}", code(cwd));
+    }
+    let _ = writeln!(out, "- created: {}", format_time(t.created));
+    if let Some(p) = &t.parent {
+        let _ = writeln!(out, "- parent: {}", code(p));
+    }
+    let _ = writeln!(out, "- events: {}\n", t.events);
+    for block in &t.blocks {
+        match block {
+            Block::Item(item) => md_item(&mut out, item),
+            Block::Turn(turn) => {
+                let _ = writeln!(out, "## Turn {}\n", turn.turn);
+                for entry in &turn.entries {
+                    match entry {
+                        Entry::Item(item) => md_item(&mut out, item),
+                        Entry::Step(step) => {
+                            let _ = writeln!(out, "### Step {}.{}\n", step.turn, step.step);
+                            for item in &step.items {
+                                md_item(&mut out, item);
+                            }
+                            if step.ended.is_none() {
+                                let _ = writeln!(out, "*(step not closed)*\n");
+                            }
+                        }
+                    }
+                }
+                match &turn.end {
+                    Some(end) => {
+                        let detail = end.detail.as_deref().map(|d| format!(": {}", one_line(d, 200)));
+                        let _ = writeln!(
+                            out,
+                            "*Turn {} ended: **{}**{}*\n",
+                            turn.turn,
+                            end.reason,
+                            detail.unwrap_or_default()
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(out, "*Turn {} is still open (no turn/end)*\n", turn.turn);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn md_item(out: &mut String, item: &Item) {
+    match item {
+        Item::User { seq, origin, plugin, text, fate } => {
+            let marks = fate_marks(fate);
+            match origin {
+                Origin::Human | Origin::Summary => {
+                    let who = if *origin == Origin::Human { "User" } else { "Compaction summary" };
+                    let _ = writeln!(out, "**{who}** (#{seq}){marks}:\n");
+                    let _ = writeln!(out, "{}\n", text.trim_end());
+                }
+                Origin::Plugin | Origin::Other => {
+                    let from = plugin.as_deref().map_or("other source".to_owned(), code);
+                    let _ = writeln!(
+                        out,
+                        "> context from {from} (#{seq}){marks}: {}\n",
+                        abbrev(text, CONTEXT_CHARS)
+                    );
+                }
+            }
+        }
+        Item::Assistant { seq, reasoning, text, calls, interrupted, fate } => {
+            let marks = fate_marks(fate);
+            if !reasoning.is_empty() {
+                let _ = writeln!(out, "> *reasoning* (#{seq}): {}\n", abbrev(reasoning, REASONING_CHARS));
+            }
+            let cut = if *interrupted { " (interrupted)" } else { "" };
+            if !text.is_empty() {
+                let _ = writeln!(out, "**Assistant** (#{seq}){cut}{marks}:\n");
+                let _ = writeln!(out, "{}\n", text.trim_end());
+            }
+            if !calls.is_empty() {
+                for c in calls {
+                    let state = if c.result.is_some() { "" } else { " — no result" };
+                    let _ = writeln!(
+                        out,
+                        "- tool call {} {} ({}){state}",
+                        code(&c.name),
+                        code(&compact_args(&c.arguments, ARGS_CHARS)),
+                        code(&c.id)
+                    );
+                }
+                out.push('\n');
+            }
+        }
+        Item::ToolResult { seq, call_id, tool, is_error, code: err, text, fate } => {
+            let name = tool.as_deref().unwrap_or(call_id);
+            let shown = first_lines(text, RESULT_LINES, RESULT_LINE_CHARS);
+            let f = fence(&shown);
+            let _ = writeln!(
+                out,
+                "Result of {} (#{seq}, {}){}:\n\n{f}text\n{}\n{f}\n",
+                code(name),
+                result_status(*is_error, err.as_deref()),
+                fate_marks(fate),
+                shown.trim_end()
+            );
+        }
+        Item::Compaction { seq, phase, detail } => {
+            let _ = writeln!(out, "*compaction/{phase}* (#{seq}): {detail}\n");
+        }
+        Item::Note { seq, event, text } => {
+            let _ = writeln!(out, "*{event}* (#{seq}): {}\n", one_line(text, 300));
+        }
+    }
+}
