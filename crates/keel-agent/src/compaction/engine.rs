@@ -1,0 +1,491 @@
+//! The [`Compactor`]: measures, prunes and summarises, and wires itself into the seams.
+//!
+//! Flow of one run: calibrate ([`Compactor::calibration`]) → measure the request
+//! ([`Compactor::measure`]) → pressure below the limit: done, nothing logged → otherwise
+//! `compaction/start` → prune ([`super::prune`]) → re-measure; pressure now below the limit:
+//! done → plan the span ([`super::plan::summary_span`]) under the log lock → summary request
+//! (no lock held) → check the span is still on the surface → `compaction/summary` + replacing
+//! `user/message` → `compaction/end`.
+//!
+//! The compactor remembers, per session, the raw estimate of the last request sent (from
+//! `llm/request`) to calibrate against the `usage` of the answer, and the last step it
+//! recovered from an overflow in (once per step).
+
+use super::meter::{self, Calibration};
+use super::plan::{SpanRules, SummarySpan, SurfaceView, summary_span};
+use super::prune::{self, PruneRules};
+use super::summary::{self, SummaryMessage};
+use super::{
+    CompactionConfig, CompactionError, CompactionOutcome, CompactionReason, CompactionReport,
+};
+use crate::agent::Agent;
+use crate::hooks::{SerialHook, middleware};
+use crate::request::enforce_projection;
+use crate::seams::{
+    ContextRequest, ErrorDecision, HookRegistry, LlmRequest, PreStep, Projection, RequestError,
+};
+use futures::FutureExt;
+use keel_protocol::{
+    CompactionEnd, CompactionSpan, CompactionStart, EventBody, FailureCode, Message, Seq, SeqSpan,
+    SessionId, StepRef, SurfaceOp,
+};
+use keel_session::{DerivedMessage, Session};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Raw estimate of the last request sent in a session.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    turn: u32,
+    step: u32,
+    raw: u64,
+}
+
+#[derive(Debug, Default)]
+struct Memory {
+    sent: Mutex<HashMap<SessionId, Sent>>,
+    overflow: Mutex<HashMap<SessionId, StepRef>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Where in the session a run happens, and what it must leave alone.
+struct Run<'a> {
+    reason: CompactionReason,
+    turn: u32,
+    step: u32,
+    /// Messages claimed for the step, not yet on the surface (pressure only).
+    pending: &'a [Message],
+    /// Nodes at or after this seq stay (the open step's own nodes, overflow only).
+    protect_from: Option<Seq>,
+}
+
+/// Compaction with one configuration. Clone to share (the calibration memory is shared).
+#[derive(Debug, Clone)]
+pub struct Compactor {
+    config: CompactionConfig,
+    memory: Arc<Memory>,
+}
+
+impl Compactor {
+    /// A compactor with `config` (see [`CompactionConfig::validate`]).
+    pub fn new(config: CompactionConfig) -> Compactor {
+        Compactor {
+            config,
+            memory: Arc::default(),
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &CompactionConfig {
+        &self.config
+    }
+
+    /// Register the `agent/pre-step`, `agent/request-error` and `llm/request` hooks.
+    pub fn install(&self, hooks: &mut HookRegistry) {
+        let c = self.clone();
+        hooks.pre_step.push(middleware(move |input: PreStep, next| {
+            let c = c.clone();
+            Box::pin(async move {
+                let run = Run {
+                    reason: CompactionReason::Pressure,
+                    turn: input.turn,
+                    step: input.step,
+                    pending: &input.messages,
+                    protect_from: None,
+                };
+                // A refused event is already reported by `compaction/end {failed}`; the step
+                // goes on uncompacted rather than dying for it.
+                let _ = c.run(&input.agent, run).await;
+                next.run(input).await
+            })
+        }));
+        let c = self.clone();
+        hooks
+            .request_error
+            .push(middleware(move |input: RequestError, next| {
+                let c = c.clone();
+                Box::pin(async move {
+                    if input.failure.code != FailureCode::ContextWindowExceeded {
+                        return next.run(input).await;
+                    }
+                    match c.recover_overflow(&input).await {
+                        Some(decision) => decision,
+                        None => next.run(input).await,
+                    }
+                })
+            }));
+        let memory = self.memory.clone();
+        let observe: SerialHook<LlmRequest, ()> = Arc::new(move |r: &LlmRequest| {
+            let sent = Sent {
+                turn: r.turn,
+                step: r.step,
+                raw: meter::request_tokens(&r.request),
+            };
+            lock(&memory.sent).insert(r.session.clone(), sent);
+            std::future::ready(()).boxed()
+        });
+        hooks.llm_request.push(observe);
+    }
+
+    /// Compact between turns (`/compact`, `keel compact SESSION`). `Pressure` compacts only
+    /// above the threshold, `Overflow` as much as possible, `Manual` always.
+    pub async fn compact_now(
+        &self,
+        agent: &Agent,
+        reason: CompactionReason,
+    ) -> Result<CompactionReport, CompactionError> {
+        let state = agent.log().session().turn_state();
+        if let Some(turn) = state.open_turn {
+            return Err(CompactionError::TurnOpen { turn });
+        }
+        let run = Run {
+            reason,
+            turn: state.last_turn,
+            step: 0,
+            pending: &[],
+            protect_from: None,
+        };
+        self.run(agent, run).await
+    }
+
+    /// Prune every oversized surface tool result now (logged as `compaction/prune` + the
+    /// replacing `tool/result`). Returns the seqs of the results pruned; a second call prunes
+    /// nothing.
+    pub fn prune_now(&self, agent: &Agent) -> Result<Vec<Seq>, CompactionError> {
+        let cal = self.calibration(agent);
+        self.prune(agent, cal)
+    }
+
+    /// The calibration in force: the last reported prompt tokens over the raw estimate of the
+    /// request that produced them (identity when nothing comparable is known).
+    pub fn calibration(&self, agent: &Agent) -> Calibration {
+        let sent = lock(&self.memory.sent).get(&agent.session_id()).copied();
+        let base = meter::base_tokens(
+            &agent.system_prompt(),
+            &agent.pipeline().registry().schemas(),
+        );
+        let log = agent.log();
+        let view = SurfaceView::of(log.session());
+        for (pos, node) in view.nodes.iter().enumerate().rev() {
+            let Some(EventBody::AssistantMessage(a)) = node.event.map(|e| &e.body) else {
+                continue;
+            };
+            let Some(usage) = a.usage.filter(|u| u.prompt_tokens() > 0) else {
+                continue;
+            };
+            let raw = match sent {
+                Some(s) if (s.turn, s.step) == (a.turn, a.step) => s.raw,
+                // Rebuilt from the log: valid while nothing before it was replaced since.
+                _ if view.nodes[..pos].iter().all(|n| n.seq < node.seq) => {
+                    base + view.nodes[..pos].iter().map(|n| n.tokens).sum::<u64>()
+                }
+                _ => return Calibration::IDENTITY,
+            };
+            return Calibration::from_report(usage.prompt_tokens(), raw);
+        }
+        Calibration::IDENTITY
+    }
+
+    /// Calibrated tokens of the request a step of `turn` would send now, with `pending` messages
+    /// still to enter; measured on the `agent/context` projection when one is registered.
+    async fn measure(&self, agent: &Agent, run: &Run<'_>, cal: Calibration) -> u64 {
+        let base = meter::base_tokens(
+            &agent.system_prompt(),
+            &agent.pipeline().registry().schemas(),
+        );
+        let pending: u64 = run.pending.iter().map(meter::message_tokens).sum();
+        let history = if agent.hooks().context.is_empty() {
+            SurfaceView::of(agent.log().session()).tokens()
+        } else {
+            projected_tokens(agent, run.turn, run.step).await
+        };
+        cal.tokens(base + history + pending)
+    }
+
+    async fn recover_overflow(&self, input: &RequestError) -> Option<ErrorDecision> {
+        let agent = &input.agent;
+        let here = StepRef {
+            turn: input.turn,
+            step: input.step,
+        };
+        {
+            let mut done = lock(&self.memory.overflow);
+            let id = agent.session_id();
+            if done.get(&id) == Some(&here) {
+                return None;
+            }
+            done.insert(id, here);
+        }
+        let protect_from = step_start(agent.log().session(), here);
+        let run = Run {
+            reason: CompactionReason::Overflow,
+            turn: input.turn,
+            step: input.step,
+            pending: &[],
+            protect_from,
+        };
+        match self.run(agent, run).await {
+            Ok(report) if report.shrank() => Some(ErrorDecision::Retry {
+                delay: Duration::ZERO,
+            }),
+            _ => None,
+        }
+    }
+
+    async fn run(&self, agent: &Agent, run: Run<'_>) -> Result<CompactionReport, CompactionError> {
+        let window = agent.config().model_info.context_window;
+        let cal = self.calibration(agent);
+        let before = self.measure(agent, &run, cal).await;
+        let mut report = CompactionReport {
+            reason: run.reason,
+            outcome: CompactionOutcome::NotNeeded,
+            before_tokens: before,
+            after_tokens: before,
+            pruned: Vec::new(),
+            summarised: None,
+            summary_seq: None,
+        };
+        if run.reason == CompactionReason::Pressure && before < self.config.limit(window) {
+            return Ok(report);
+        }
+        agent.push(EventBody::CompactionStart(Box::new(CompactionStart {
+            reason: run.reason.as_str().to_owned(),
+            estimated_tokens: before,
+            context_window: window,
+        })))?;
+        let body = self.compact(agent, &run, cal, &mut report).await;
+        if !report.pruned.is_empty() || report.summary_seq.is_some() {
+            report.after_tokens = self.measure(agent, &run, cal).await;
+        }
+        let error = match (&body, &report.outcome) {
+            (Err(e), _) => Some(e.to_string()),
+            (Ok(()), CompactionOutcome::Failed { error }) => Some(error.clone()),
+            _ => None,
+        };
+        if body.is_err() {
+            report.outcome = CompactionOutcome::Failed {
+                error: error.clone().unwrap_or_default(),
+            };
+        }
+        let end = agent.push(EventBody::CompactionEnd(Box::new(CompactionEnd {
+            outcome: report.outcome.as_str().to_owned(),
+            before_tokens: report.before_tokens,
+            after_tokens: report.after_tokens,
+            error,
+        })));
+        body?;
+        end?;
+        Ok(report)
+    }
+
+    /// Prune, then summarise if still needed. Sets the report's outcome.
+    async fn compact(
+        &self,
+        agent: &Agent,
+        run: &Run<'_>,
+        cal: Calibration,
+        report: &mut CompactionReport,
+    ) -> Result<(), CompactionError> {
+        let window = agent.config().model_info.context_window;
+        if self.config.prune {
+            report.pruned = self.prune(agent, cal)?;
+            if !report.pruned.is_empty() {
+                report.outcome = CompactionOutcome::Compacted;
+                let now = self.measure(agent, run, cal).await;
+                if run.reason == CompactionReason::Pressure && now < self.config.limit(window) {
+                    return Ok(());
+                }
+            }
+        }
+        let tail_budget = match run.reason {
+            CompactionReason::Overflow => 0,
+            _ => cal.raw(self.config.tail_budget(window)),
+        };
+        let planned = {
+            let log = agent.log();
+            let view = SurfaceView::of(log.session());
+            let protect_from = run
+                .protect_from
+                .map_or(usize::MAX, |s| view.first_at_or_after(s));
+            let rules = SpanRules {
+                tail_budget,
+                protect_from,
+                min_nodes: 2,
+            };
+            summary_span(&view, rules).map(|span| {
+                let nodes = &view.nodes[..span.len];
+                let shadowed: Vec<Seq> = nodes.iter().map(|n| n.seq).collect();
+                let prefix: Vec<Message> = nodes
+                    .iter()
+                    .filter(|n| n.tokens > 0)
+                    .filter_map(|n| n.message().cloned())
+                    .collect();
+                (span, shadowed, prefix)
+            })
+        };
+        let Some((span, shadowed, prefix)) = planned else {
+            if report.pruned.is_empty() {
+                report.outcome = CompactionOutcome::Skipped;
+            }
+            return Ok(());
+        };
+        let budget = self.config.summary_budget(window);
+        let request = summary::summary_request(agent, prefix, budget);
+        let text = match summary::request_summary(agent, request).await {
+            Ok(text) => text,
+            Err(error) => {
+                report.outcome = CompactionOutcome::Failed { error };
+                return Ok(());
+            }
+        };
+        let still_there = {
+            let log = agent.log();
+            log.session().surface().nodes().starts_with(&shadowed)
+        };
+        if !still_there {
+            let error = "the surface changed during the summary request".to_owned();
+            report.outcome = CompactionOutcome::Failed { error };
+            return Ok(());
+        }
+        self.apply_summary(agent, &span, shadowed, &text, cal, budget, report)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_summary(
+        &self,
+        agent: &Agent,
+        span: &SummarySpan,
+        shadowed: Vec<Seq>,
+        text: &str,
+        cal: Calibration,
+        budget: u64,
+        report: &mut CompactionReport,
+    ) -> Result<(), CompactionError> {
+        let range = SeqSpan {
+            start: span.start,
+            end: span.end,
+        };
+        agent.push(EventBody::CompactionSummary(Box::new(CompactionSpan {
+            shadowed_range: range,
+            shadowed_seqs: shadowed.clone(),
+            shadowed_token_count: cal.tokens(span.tokens),
+        })))?;
+        let cap = usize::try_from(budget.saturating_mul(8)).unwrap_or(usize::MAX);
+        let message = SummaryMessage::new(text, cap).into_message();
+        let seq = agent.push_surface(
+            EventBody::UserMessage(Box::new(message)),
+            SurfaceOp::Replace {
+                start: span.start,
+                end: span.end,
+            },
+            shadowed,
+        )?;
+        report.summarised = Some(range);
+        report.summary_seq = Some(seq);
+        report.outcome = CompactionOutcome::Compacted;
+        Ok(())
+    }
+
+    fn prune(&self, agent: &Agent, cal: Calibration) -> Result<Vec<Seq>, CompactionError> {
+        let rules = PruneRules {
+            over_raw_tokens: cal.raw(self.config.prune_over_tokens),
+            head_bytes: self.config.prune_head_bytes,
+            tail_bytes: self.config.prune_tail_bytes,
+        };
+        let planned: Vec<_> = {
+            let log = agent.log();
+            let view = SurfaceView::of(log.session());
+            prune::prune_plan(&view, rules)
+                .into_iter()
+                .filter_map(|t| {
+                    let EventBody::ToolResult(r) = &view.nodes[t.position].event?.body else {
+                        return None;
+                    };
+                    prune::pruned_result(r, rules).map(|new| (t, new))
+                })
+                .collect()
+        };
+        let mut pruned = Vec::with_capacity(planned.len());
+        for (target, replacement) in planned {
+            let span = SeqSpan {
+                start: target.seq,
+                end: target.seq,
+            };
+            agent.push(EventBody::CompactionPrune(Box::new(CompactionSpan {
+                shadowed_range: span,
+                shadowed_seqs: vec![target.seq],
+                shadowed_token_count: cal.tokens(target.tokens),
+            })))?;
+            agent.push_surface(
+                EventBody::ToolResult(Box::new(replacement)),
+                SurfaceOp::Replace {
+                    start: target.seq,
+                    end: target.seq,
+                },
+                vec![target.seq],
+            )?;
+            pruned.push(target.seq);
+        }
+        Ok(pruned)
+    }
+}
+
+/// Seq of the `step/start` of `step`, scanning back from the end of the log.
+fn step_start(session: &Session, step: StepRef) -> Option<Seq> {
+    (0..session.len()).rev().map(Seq).find(|&seq| {
+        session
+            .event(seq)
+            .is_some_and(|e| matches!(&e.body, EventBody::StepStart(s) if *s == step))
+    })
+}
+
+/// Seq of the `turn/start` of `turn`, scanning back from the end of the log.
+fn turn_start(session: &Session, turn: u32) -> Option<Seq> {
+    (0..session.len()).rev().map(Seq).find(|&seq| {
+        session
+            .event(seq)
+            .is_some_and(|e| matches!(&e.body, EventBody::TurnStart(t) if t.turn == turn))
+    })
+}
+
+/// Raw tokens of the history the `agent/context` projection would send.
+async fn projected_tokens(agent: &Agent, turn: u32, step: u32) -> u64 {
+    let (nodes, start): (Arc<[DerivedMessage]>, Option<Seq>) = {
+        let mut log = agent.log();
+        let start = turn_start(log.session(), turn);
+        (log.derive_messages().to_vec().into(), start)
+    };
+    let required: Vec<Seq> = match start {
+        Some(start) => nodes.iter().map(|d| d.seq).filter(|s| *s > start).collect(),
+        None => Vec::new(),
+    };
+    let all: Vec<Seq> = nodes.iter().map(|d| d.seq).collect();
+    let default = Projection {
+        policy: "default".into(),
+        include: all,
+    };
+    let req = ContextRequest {
+        agent: agent.clone(),
+        turn,
+        step,
+        nodes: nodes.clone(),
+        required: required.clone(),
+    };
+    let projection = agent
+        .hooks()
+        .context
+        .run(req, &move |_| std::future::ready(default.clone()).boxed())
+        .await;
+    let include: BTreeSet<Seq> = enforce_projection(&nodes, &required, &projection.include)
+        .into_iter()
+        .collect();
+    nodes
+        .iter()
+        .filter(|d| include.contains(&d.seq))
+        .map(|d| meter::message_tokens(&d.message))
+        .sum()
+}

@@ -1,0 +1,158 @@
+//! Compaction: keeps long sessions inside the model's context window without losing an event.
+//!
+//! Three triggers, one engine ([`Compactor`]):
+//! - **pressure** (`agent/pre-step` middleware): the [`meter`] estimates the request the step
+//!   would send (system prompt, tools, the surface or its `agent/context` projection, the
+//!   claimed input), calibrated by the last `usage` the provider reported. Past
+//!   [`CompactionConfig::threshold`] of the context window, oversized tool results are
+//!   [`prune`]d; if that is not enough, the oldest balanced prefix of the surface is summarised
+//!   ([`plan::summary_span`]), keeping a recent tail of [`CompactionConfig::keep_tail`].
+//! - **overflow** (`agent/request-error` middleware): on `CONTEXT_WINDOW_EXCEEDED`, compact
+//!   maximally (prune, then summarise everything but the last balanced group and the open
+//!   step's own nodes) once per step, and retry the step only if the surface shrank.
+//! - **manual** (`/compact`, `keel compact SESSION`): [`compact_now`] between turns.
+//!
+//! What is logged, in order: `compaction/start {reason, estimatedTokens, contextWindow}`; per
+//! pruned result `compaction/prune {shadowedRange, shadowedSeqs, shadowedTokenCount}` then the
+//! replacing `tool/result` (`surfaceOp: {op: replace, start: seq, end: seq}`, same message id);
+//! for a summary `compaction/summary {…}` then a `user/message` from plugin `keel/compaction`
+//! replacing the span and citing every shadowed seq; finally `compaction/end {outcome,
+//! beforeTokens, afterTokens, error?}` with outcome `compacted`, `skipped` or `failed`. The
+//! summary request itself is not logged (it is not part of a step). The replaced events stay in
+//! the log; only the surface changes.
+
+pub mod config;
+mod engine;
+pub mod meter;
+pub mod plan;
+pub mod prune;
+pub mod summary;
+
+pub use config::CompactionConfig;
+pub use engine::Compactor;
+pub use summary::{COMPACTION_PLUGIN, SummaryInstruction, SummaryMessage};
+
+use crate::agent::Agent;
+use crate::error::AgentError;
+use crate::seams::HookRegistry;
+use keel_protocol::{Seq, SeqSpan};
+
+/// Why compaction ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionReason {
+    /// The estimated request passed the threshold (runs only when it did).
+    Pressure,
+    /// The provider refused the request as too long: compact as much as possible.
+    Overflow,
+    /// Asked for (`/compact`, `keel compact`): prune and summarise, keeping the usual tail.
+    Manual,
+}
+
+impl CompactionReason {
+    /// Spelling in `compaction/start`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionReason::Pressure => "pressure",
+            CompactionReason::Overflow => "overflow",
+            CompactionReason::Manual => "manual",
+        }
+    }
+}
+
+/// How a compaction ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompactionOutcome {
+    /// Pressure below the threshold: nothing was logged.
+    NotNeeded,
+    /// The surface was pruned and/or summarised.
+    Compacted,
+    /// Nothing could be pruned or summarised (e.g. only the recent tail is left).
+    Skipped,
+    /// The summary request failed; prunes already made stand, nothing else changed.
+    Failed {
+        /// Why.
+        error: String,
+    },
+}
+
+impl CompactionOutcome {
+    /// Spelling in `compaction/end`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CompactionOutcome::NotNeeded => "not-needed",
+            CompactionOutcome::Compacted => "compacted",
+            CompactionOutcome::Skipped => "skipped",
+            CompactionOutcome::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Why it ran.
+    pub reason: CompactionReason,
+    /// How it ended.
+    pub outcome: CompactionOutcome,
+    /// Estimated request tokens before.
+    pub before_tokens: u64,
+    /// Estimated request tokens after.
+    pub after_tokens: u64,
+    /// Seqs of the tool results pruned (the originals).
+    pub pruned: Vec<Seq>,
+    /// The span summarised, if any.
+    pub summarised: Option<SeqSpan>,
+    /// Seq of the summary `user/message`, if any.
+    pub summary_seq: Option<Seq>,
+}
+
+impl CompactionReport {
+    /// True when the estimated request got smaller.
+    pub fn shrank(&self) -> bool {
+        self.after_tokens < self.before_tokens
+    }
+}
+
+/// Why compaction could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    /// Returned by [`CompactionConfig::validate`]: a setting is out of range. Fix the config.
+    #[error("compaction config: {key}: {why}")]
+    Config {
+        /// The offending key.
+        key: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+    /// Returned by [`compact_now`] while a turn is running: compact between turns.
+    #[error("turn {turn} is running; compact between turns (after it ends)")]
+    TurnOpen {
+        /// The open turn.
+        turn: u32,
+    },
+    /// The session refused a compaction event (a bug); the log is unchanged past the refused
+    /// event and `compaction/end {failed}` was attempted.
+    #[error(transparent)]
+    Log(#[from] AgentError),
+}
+
+/// Register pressure compaction (`agent/pre-step`), overflow recovery
+/// (`agent/request-error`) and the meter's calibration observer (`llm/request`) on `hooks`.
+/// Returns the [`Compactor`] so a front end can also run [`Compactor::compact_now`] with the
+/// same settings and calibration.
+pub fn install(hooks: &mut HookRegistry, config: CompactionConfig) -> Compactor {
+    let compactor = Compactor::new(config);
+    compactor.install(hooks);
+    compactor
+}
+
+/// Compact `agent`'s session now, between turns, with default settings (`/compact`,
+/// `keel compact SESSION`). `reason` is normally [`CompactionReason::Manual`].
+pub async fn compact_now(
+    agent: &Agent,
+    reason: CompactionReason,
+) -> Result<CompactionReport, CompactionError> {
+    Compactor::new(CompactionConfig::default())
+        .compact_now(agent, reason)
+        .await
+}
