@@ -15,12 +15,14 @@
 //! Compiling is deterministic: the same receipts give the same nodes in the same order and the
 //! same `graph.json` bytes ([`Snapshot::to_canonical`]).
 
+use crate::fxhash::FxMap;
+use crate::hash::push_hex;
 use crate::jcs::{cmp_utf16, write_str};
 use crate::model::{Origin, Stage};
-use crate::node::{Edge, EdgeKind, Node, NodeKind, write_edge, write_node};
+use crate::node::{Edge, EdgeKind, Id, Node, NodeKind, write_edge, write_node};
 use crate::receipt::{Receipt, disposition_of};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 
 /// Schema name written in every snapshot.
@@ -92,13 +94,14 @@ pub enum CompileError {
 pub struct Snapshot {
     pub(crate) run_id: String,
     pub(crate) nodes: Vec<Node>,
-    pub(crate) index: HashMap<String, u32>,
+    pub(crate) index: FxMap<Id, u32>,
     pub(crate) edges: Vec<Edge>,
-    edge_index: HashSet<String>,
+    /// `participates_in` edges by (origin, occurrence), the only edge kind that can repeat.
+    participation: FxMap<(u32, u32), u32>,
     pub(crate) back: Vec<Vec<Link>>,
     pub(crate) fwd: Vec<Vec<Link>>,
     /// Origin node → its `continues_as_origin` edge (needed when the outcome is in a child run).
-    pub(crate) cont_edge: HashMap<u32, u32>,
+    pub(crate) cont_edge: FxMap<u32, u32>,
     pub(crate) aliases: BTreeMap<String, Vec<String>>,
     pub(crate) failures: Vec<Failure>,
     pub(crate) receipts: Vec<ReceiptRef>,
@@ -111,12 +114,12 @@ impl Snapshot {
         Snapshot {
             run_id: run_id.to_owned(),
             nodes: Vec::new(),
-            index: HashMap::new(),
+            index: FxMap::default(),
             edges: Vec::new(),
-            edge_index: HashSet::new(),
+            participation: FxMap::default(),
             back: Vec::new(),
             fwd: Vec::new(),
-            cont_edge: HashMap::new(),
+            cont_edge: FxMap::default(),
             aliases: BTreeMap::new(),
             failures: Vec::new(),
             receipts: Vec::new(),
@@ -182,7 +185,7 @@ impl Snapshot {
             .iter()
             .rev()
             .find(|n| matches!(n.kind, NodeKind::Outcome | NodeKind::Disposition))
-            .map(|n| n.id.as_str())
+            .map(|n| &*n.id)
     }
 
     /// Number of fact nodes.
@@ -200,8 +203,8 @@ impl Snapshot {
         let mut id = String::with_capacity(kind.len() + 65);
         id.push_str(kind);
         id.push('_');
-        id.push_str(&hex::encode(Sha256::digest(&self.scratch)));
-        node.id = id;
+        push_hex(&mut id, &Sha256::digest(&self.scratch));
+        node.id = Id::from(id);
     }
 
     /// Insert `node` unless a node with its id exists; returns its index.
@@ -218,25 +221,25 @@ impl Snapshot {
         (i, true)
     }
 
-    fn edge(&mut self, kind: EdgeKind, from: &str, to: &str) -> Option<u32> {
+    fn edge(&mut self, kind: EdgeKind, from: &Id, to: &Id) -> u32 {
         let mut e = Edge {
-            id: String::new(),
+            id: Id::from(""),
             kind,
-            from: from.to_owned(),
-            to: to.to_owned(),
+            from: from.clone(),
+            to: to.clone(),
         };
         self.scratch.clear();
         write_edge(&mut self.scratch, &e, &self.run_id, false);
-        e.id = format!("edge_{}", hex::encode(Sha256::digest(&self.scratch)));
-        if !self.edge_index.insert(e.id.clone()) {
-            return None;
-        }
+        let mut id = String::with_capacity(69);
+        id.push_str("edge_");
+        push_hex(&mut id, &Sha256::digest(&self.scratch));
+        e.id = Id::from(id);
         let i = self.edges.len() as u32;
         self.edges.push(e);
-        Some(i)
+        i
     }
 
-    fn id_of(&self, i: u32) -> String {
+    fn id_of(&self, i: u32) -> Id {
         self.nodes[i as usize].id.clone()
     }
 
@@ -260,7 +263,7 @@ impl Snapshot {
                 run_id: None,
             } = &b.origin
             {
-                let known = self.index.get(outcome).is_some_and(|&i| {
+                let known = self.index.get(outcome.as_str()).is_some_and(|&i| {
                     matches!(
                         self.nodes[i as usize].kind,
                         NodeKind::Outcome | NodeKind::Disposition
@@ -287,12 +290,16 @@ impl Snapshot {
                 reason: r.transform.clone(),
             });
         }
+        let receipt_id = Id::from(r.receipt_id.as_str());
+        let transform = Id::from(r.transform.as_str());
+        let payload_sha256 = Id::from(r.payload_sha256.as_str());
+        let receipt_sha256 = Id::from(r.sha256());
         let mut occ = Node::blank(NodeKind::Occurrence);
         occ.stage = Some(r.stage);
-        occ.native_id = Some(r.native_id.clone());
+        occ.native_id = Some(Id::from(r.native_id.as_str()));
         occ.sequence = Some(r.sequence);
-        occ.transform = Some(r.transform.clone());
-        occ.receipt_id = Some(r.receipt_id.clone());
+        occ.transform = Some(transform.clone());
+        occ.receipt_id = Some(receipt_id.clone());
         let (occ_i, _) = self.intern(occ);
         let occ_id = self.id_of(occ_i);
 
@@ -311,103 +318,101 @@ impl Snapshot {
             n.category = category;
             n.occurrence_id = Some(occ_id.clone());
             n.ordinal = Some(b.outcome);
-            n.payload_sha256 = Some(r.payload_sha256.clone());
-            n.receipt_id = Some(r.receipt_id.clone());
+            n.payload_sha256 = Some(payload_sha256.clone());
+            n.receipt_id = Some(receipt_id.clone());
             let (i, _) = self.intern(n);
             outcome_nodes.push((b.outcome, i));
-            outcomes.push((b.outcome, self.id_of(i)));
+            outcomes.push((b.outcome, self.id_of(i).to_string()));
         }
 
         for (bi, b) in r.bindings.iter().enumerate() {
             let origin_i = match &b.origin {
                 Origin::Source { source } => {
                     let mut n = Node::blank(NodeKind::Source);
-                    n.source = Some(source.clone());
+                    n.source = Some(Id::from(source.as_str()));
                     self.intern(n).0
                 }
                 Origin::Outcome { outcome, run_id } => {
                     let mut n = Node::blank(NodeKind::Origin);
+                    let outcome = Id::from(outcome.as_str());
                     n.outcome_id = Some(outcome.clone());
-                    n.outcome_run_id = run_id.clone();
+                    n.outcome_run_id = run_id.as_deref().map(Id::from);
                     let (i, fresh) = self.intern(n);
                     if fresh {
                         let origin_id = self.id_of(i);
-                        if let Some(e) = self.edge(EdgeKind::ContinuesAsOrigin, outcome, &origin_id)
+                        let e = self.edge(EdgeKind::ContinuesAsOrigin, &outcome, &origin_id);
+                        self.cont_edge.insert(i, e);
+                        if run_id.is_none()
+                            && let Some(&prev) = self.index.get(&*outcome)
                         {
-                            self.cont_edge.insert(i, e);
-                            if run_id.is_none()
-                                && let Some(&prev) = self.index.get(outcome)
-                            {
-                                self.back[i as usize].push(Link {
-                                    node: prev,
-                                    edge: e,
-                                });
-                                self.fwd[prev as usize].push(Link { node: i, edge: e });
-                            }
+                            self.back[i as usize].push(Link {
+                                node: prev,
+                                edge: e,
+                            });
+                            self.fwd[prev as usize].push(Link { node: i, edge: e });
                         }
                     }
                     i
                 }
             };
             let origin_id = self.id_of(origin_i);
-            let part = self.edge(EdgeKind::ParticipatesIn, &origin_id, &occ_id);
-            let part = match part {
-                Some(e) => {
+            let part = match self.participation.get(&(origin_i, occ_i)) {
+                Some(&e) => e,
+                None => {
+                    let e = self.edge(EdgeKind::ParticipatesIn, &origin_id, &occ_id);
+                    self.participation.insert((origin_i, occ_i), e);
                     self.back[occ_i as usize].push(Link {
                         node: origin_i,
                         edge: e,
                     });
                     e
                 }
-                None => self.find_edge(EdgeKind::ParticipatesIn, &origin_id, &occ_id),
             };
             let Some(&(_, out_i)) = outcome_nodes.iter().find(|&&(o, _)| o == b.outcome) else {
                 continue;
             };
             let outcome_id = self.id_of(out_i);
             let mut f = Node::blank(NodeKind::Fact);
-            f.fact_id = Some(format!("{}/{bi}", r.receipt_id));
+            f.fact_id = Some(Id::from(format!("{}/{bi}", r.receipt_id)));
             f.sequence = Some(r.sequence);
             f.origin = Some(origin_id);
-            f.transform = Some(r.transform.clone());
+            f.transform = Some(transform.clone());
             f.occurrence_id = Some(occ_id.clone());
             f.outcome = Some(outcome_id.clone());
-            f.relation_role = Some(b.relation_role.clone());
-            f.receipt_sha256 = Some(r.sha256().to_owned());
+            f.relation_role = Some(Id::from(b.relation_role.as_str()));
+            f.receipt_sha256 = Some(receipt_sha256.clone());
             let (fact_i, _) = self.intern(f);
             let fact_id = self.id_of(fact_i);
             let real = self.edge(EdgeKind::RealizesFact, &occ_id, &fact_id);
             let has = self.edge(EdgeKind::HasOutcome, &fact_id, &outcome_id);
-            if let (Some(real), Some(has)) = (real, has) {
-                self.fwd[occ_i as usize].push(Link {
-                    node: fact_i,
-                    edge: real,
-                });
-                self.back[fact_i as usize].push(Link {
-                    node: occ_i,
-                    edge: real,
-                });
-                self.fwd[fact_i as usize].push(Link {
-                    node: occ_i,
-                    edge: real,
-                });
-                self.back[fact_i as usize].push(Link {
-                    node: origin_i,
-                    edge: part,
-                });
-                self.fwd[origin_i as usize].push(Link {
-                    node: fact_i,
-                    edge: part,
-                });
-                self.fwd[fact_i as usize].push(Link {
-                    node: out_i,
-                    edge: has,
-                });
-                self.back[out_i as usize].push(Link {
-                    node: fact_i,
-                    edge: has,
-                });
-            }
+            self.fwd[occ_i as usize].push(Link {
+                node: fact_i,
+                edge: real,
+            });
+            self.back[fact_i as usize].push(Link {
+                node: occ_i,
+                edge: real,
+            });
+            self.fwd[fact_i as usize].push(Link {
+                node: occ_i,
+                edge: real,
+            });
+            self.back[fact_i as usize].push(Link {
+                node: origin_i,
+                edge: part,
+            });
+            self.fwd[origin_i as usize].push(Link {
+                node: fact_i,
+                edge: part,
+            });
+            self.fwd[fact_i as usize].push(Link {
+                node: out_i,
+                edge: has,
+            });
+            self.back[out_i as usize].push(Link {
+                node: fact_i,
+                edge: has,
+            });
         }
 
         if let Some((_, first)) = outcomes.first() {
@@ -419,13 +424,6 @@ impl Snapshot {
             }
         }
         Ok(outcomes)
-    }
-
-    fn find_edge(&self, kind: EdgeKind, from: &str, to: &str) -> u32 {
-        self.edges
-            .iter()
-            .rposition(|e| e.kind == kind && e.from == from && e.to == to)
-            .map_or(0, |i| i as u32)
     }
 
     /// The snapshot's canonical bytes (what `graph.json` holds, without trailing newline) and its
@@ -504,7 +502,8 @@ impl Snapshot {
         let mut hasher = Sha256::new();
         hasher.update(&head);
         hasher.update(&tail);
-        let graph_id = hex::encode(hasher.finalize());
+        let mut graph_id = String::with_capacity(64);
+        push_hex(&mut graph_id, &hasher.finalize());
         head.extend_from_slice(b",\"graph_id\":\"");
         head.extend_from_slice(graph_id.as_bytes());
         head.push(b'"');

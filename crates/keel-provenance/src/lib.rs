@@ -34,6 +34,7 @@
 //!   it against the prefix of receipts it lists.
 #![deny(missing_docs)]
 
+mod fxhash;
 pub mod graph;
 pub mod hash;
 pub mod jcs;

@@ -6,6 +6,10 @@
 use crate::jcs::write_str;
 use crate::model::{Disposition, Stage};
 use std::io::Write;
+use std::sync::Arc;
+
+/// A shared, immutable string (node ids and labels are cloned into many places).
+pub type Id = Arc<str>;
 
 /// What a node is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,50 +71,50 @@ impl EdgeKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     /// `<kind>_<sha256>`.
-    pub id: String,
+    pub id: Id,
     /// Kind.
     pub kind: NodeKind,
     /// Occurrence: stage.
     pub stage: Option<Stage>,
     /// Occurrence: native id.
-    pub native_id: Option<String>,
+    pub native_id: Option<Id>,
     /// Occurrence, fact: sequence of the receipt.
     pub sequence: Option<u64>,
     /// Occurrence, fact: transform.
-    pub transform: Option<String>,
+    pub transform: Option<Id>,
     /// Occurrence, outcome: receipt id.
-    pub receipt_id: Option<String>,
+    pub receipt_id: Option<Id>,
     /// Source: label.
-    pub source: Option<String>,
+    pub source: Option<Id>,
     /// Origin: the outcome node it continues.
-    pub outcome_id: Option<String>,
+    pub outcome_id: Option<Id>,
     /// Origin: the run of that outcome when it is a child run.
-    pub outcome_run_id: Option<String>,
+    pub outcome_run_id: Option<Id>,
     /// Outcome, fact: the occurrence.
-    pub occurrence_id: Option<String>,
+    pub occurrence_id: Option<Id>,
     /// Outcome: ordinal within the occurrence.
     pub ordinal: Option<u32>,
     /// Outcome: SHA-256 of the capture payload.
-    pub payload_sha256: Option<String>,
+    pub payload_sha256: Option<Id>,
     /// Disposition: why no result.
     pub category: Option<Disposition>,
     /// Fact: `<receipt id>/<binding index>`.
-    pub fact_id: Option<String>,
+    pub fact_id: Option<Id>,
     /// Fact: origin node id.
-    pub origin: Option<String>,
+    pub origin: Option<Id>,
     /// Fact: outcome node id.
-    pub outcome: Option<String>,
+    pub outcome: Option<Id>,
     /// Fact: relation role.
-    pub relation_role: Option<String>,
+    pub relation_role: Option<Id>,
     /// Fact: hex SHA-256 of the receipt.
-    pub receipt_sha256: Option<String>,
+    pub receipt_sha256: Option<Id>,
 }
 
 impl Node {
     /// An empty node of `kind` (id filled in by the compiler).
     pub fn blank(kind: NodeKind) -> Node {
         Node {
-            id: String::new(),
+            id: Arc::from(""),
             kind,
             stage: None,
             native_id: None,
@@ -190,7 +194,7 @@ impl<'a> Members<'a> {
 /// the id is hashed from.
 pub fn write_node(out: &mut Vec<u8>, n: &Node, run_id: &str, with_id: bool) {
     let mut m = Members::new(out);
-    let id = with_id.then_some(n.id.as_str());
+    let id = with_id.then_some(&*n.id);
     let kind = n.kind.as_str();
     match n.kind {
         NodeKind::Occurrence => {
@@ -247,13 +251,13 @@ pub fn write_node(out: &mut Vec<u8>, n: &Node, run_id: &str, with_id: bool) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edge {
     /// `edge_<sha256>`.
-    pub id: String,
+    pub id: Id,
     /// Kind.
     pub kind: EdgeKind,
     /// Source node id (may be a child run's node for a join).
-    pub from: String,
+    pub from: Id,
     /// Target node id.
-    pub to: String,
+    pub to: Id,
 }
 
 /// Canonical JSON of an edge (see [`write_node`] for `with_id`).

@@ -20,11 +20,12 @@
 //! `max_depth` of 32 covers a whole tool-call chain. `truncated` says the limit cut the walk.
 //! `complete` is `false` when the walk reached a child run that is not in scope.
 
+use crate::fxhash::{FxMap, FxSet};
 use crate::graph::Snapshot;
 use crate::node::{Node, NodeKind};
 use crate::receipt::RECEIPT_PREFIX;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 /// Largest accepted `max_depth`.
 pub const MAX_TRACE_DEPTH: u32 = 256;
@@ -133,7 +134,7 @@ impl<'a> QueryScope<'a> {
         let mut hits: Vec<(usize, u32)> = Vec::new();
         for (gi, g) in self.graphs.iter().enumerate() {
             for id in g.alias(alias) {
-                if let Some(&i) = g.index.get(id) {
+                if let Some(&i) = g.index.get(id.as_str()) {
                     hits.push((gi, i));
                 }
             }
@@ -147,7 +148,7 @@ impl<'a> QueryScope<'a> {
                 target: target.to_owned(),
                 candidates: many
                     .iter()
-                    .map(|&(g, i)| self.graphs[g].nodes[i as usize].id.clone())
+                    .map(|&(g, i)| self.graphs[g].nodes[i as usize].id.to_string())
                     .collect(),
             }),
         }
@@ -193,22 +194,23 @@ pub struct NodeView {
 impl NodeView {
     /// Project a node through the allow-list.
     pub fn of(n: &Node) -> NodeView {
-        let receipt_id = n.receipt_id.clone().or_else(|| {
+        let text = |v: &Option<crate::node::Id>| v.as_deref().map(str::to_owned);
+        let receipt_id = text(&n.receipt_id).or_else(|| {
             n.receipt_sha256
                 .as_ref()
                 .map(|s| format!("{RECEIPT_PREFIX}{s}"))
         });
         NodeView {
-            id: n.id.clone(),
+            id: n.id.to_string(),
             kind: n.kind.as_str().to_owned(),
             stage: n.stage.map(|s| s.as_str().to_owned()),
-            transform: n.transform.clone(),
-            relation_role: n.relation_role.clone(),
+            transform: text(&n.transform),
+            relation_role: text(&n.relation_role),
             category: n.category.map(|c| c.as_str().to_owned()),
-            origin: n.origin.clone(),
-            outcome: n.outcome.clone(),
-            occurrence_id: n.occurrence_id.clone(),
-            outcome_id: n.outcome_id.clone(),
+            origin: text(&n.origin),
+            outcome: text(&n.outcome),
+            occurrence_id: text(&n.occurrence_id),
+            outcome_id: text(&n.outcome_id),
             receipt_id: if n.kind == NodeKind::Source || n.kind == NodeKind::Origin {
                 None
             } else {
@@ -310,9 +312,9 @@ pub fn trace_in(
     }
     scope.check_complete()?;
     let start = scope.resolve(target)?;
-    let mut dist: HashMap<(usize, u32), u32> = HashMap::new();
-    let mut done: HashSet<(usize, u32)> = HashSet::new();
-    let mut edges_seen: HashSet<(usize, u32)> = HashSet::new();
+    let mut dist: FxMap<Loc, u32> = FxMap::default();
+    let mut done: FxSet<Loc> = FxSet::default();
+    let mut edges_seen: FxSet<Loc> = FxSet::default();
     let mut edge_order: Vec<(usize, u32)> = Vec::new();
     let mut path: Vec<(usize, u32, u32)> = Vec::new();
     let mut queue = VecDeque::from([(start, 0u32)]);
@@ -370,13 +372,13 @@ pub fn trace_in(
         }
     }
     let mut evidence_refs = Vec::new();
-    let mut seen_receipts: HashSet<&str> = HashSet::new();
+    let mut seen_receipts: FxSet<&str> = FxSet::default();
     let mut nodes = Vec::with_capacity(path.len());
     let mut formation_path = Vec::with_capacity(path.len());
     for &(g, n, d) in &path {
         let node = &scope.graphs[g].nodes[n as usize];
         formation_path.push(PathStep {
-            node_id: node.id.clone(),
+            node_id: node.id.to_string(),
             depth: d,
         });
         let view = NodeView::of(node);
@@ -397,15 +399,15 @@ pub fn trace_in(
         .map(|(g, e)| {
             let e = &scope.graphs[g].edges[e as usize];
             EdgeView {
-                id: e.id.clone(),
+                id: e.id.to_string(),
                 kind: e.kind.as_str().to_owned(),
-                from: e.from.clone(),
-                to: e.to.clone(),
+                from: e.from.to_string(),
+                to: e.to.to_string(),
             }
         })
         .collect();
     Ok(TraceResult {
-        target: scope.graphs[start.0].nodes[start.1 as usize].id.clone(),
+        target: scope.graphs[start.0].nodes[start.1 as usize].id.to_string(),
         direction,
         complete,
         truncated,

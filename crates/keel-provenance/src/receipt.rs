@@ -7,7 +7,7 @@
 //! and never copied into a tree); [`decode_line`] is its inverse and checks everything a line can
 //! check on its own: canonical form, receipt hash, payload hash.
 
-use crate::hash::{is_sha256_hex, sha256_hex};
+use crate::hash::{is_sha256_hex, push_hex, sha256_hex};
 use crate::jcs::{self, JcsError, Payload};
 use crate::model::{Binding, Disposition, Origin, Stage};
 use serde_json::Value;
@@ -113,7 +113,9 @@ pub fn encode(
     let mut hasher = Sha256::new();
     hasher.update(&head);
     hasher.update(&tail);
-    let receipt_id = format!("{RECEIPT_PREFIX}{}", hex::encode(hasher.finalize()));
+    let mut receipt_id = String::with_capacity(RECEIPT_PREFIX.len() + 64);
+    receipt_id.push_str(RECEIPT_PREFIX);
+    push_hex(&mut receipt_id, &hasher.finalize());
 
     let mut line = head;
     line.extend_from_slice(b",\"receipt_id\":\"");
@@ -242,7 +244,8 @@ pub fn decode_line(line: &str) -> Result<Receipt, LineFault> {
     let mut hasher = Sha256::new();
     hasher.update(&line.as_bytes()[..at]);
     hasher.update(&line.as_bytes()[at + segment.len()..]);
-    let actual = hex::encode(hasher.finalize());
+    let mut actual = String::with_capacity(64);
+    push_hex(&mut actual, &hasher.finalize());
     if actual != hex_part {
         return Err(fault(
             "receipt_id",

@@ -28,12 +28,12 @@
 //! which marks the graph incomplete (`complete: false`, `failures`); the tool result is
 //! untouched. Failures are receipts too, so a journal replays to the same snapshot.
 
+use crate::fxhash::FxMap as HashMap;
 use crate::graph::Snapshot;
 use crate::jcs::{JcsError, Payload};
 use crate::model::{Binding, Disposition, Origin, Stage};
 use crate::receipt::{Receipt, ReceiptInput, encode};
 use keel_protocol::ToolErrorCode;
-use std::collections::HashMap;
 
 /// How a pre-execute `ask` was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,11 +171,11 @@ impl Recorder {
             graph: Snapshot::new(run_id),
             last_sha: None,
             pending: Vec::new(),
-            calls: HashMap::new(),
-            outcome_call: HashMap::new(),
-            tokens: HashMap::new(),
-            token_outcome: HashMap::new(),
-            messages: HashMap::new(),
+            calls: HashMap::default(),
+            outcome_call: HashMap::default(),
+            tokens: HashMap::default(),
+            token_outcome: HashMap::default(),
+            messages: HashMap::default(),
         }
     }
 

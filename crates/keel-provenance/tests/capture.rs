@@ -307,7 +307,7 @@ fn interleaved_calls_keep_independent_chains() {
         let natives: Vec<String> = t
             .nodes
             .iter()
-            .filter_map(|n| s.node(&n.id)?.native_id.clone())
+            .filter_map(|n| s.node(&n.id)?.native_id.as_deref().map(str::to_owned))
             .collect();
         assert!(
             natives.iter().all(|n| n != other && n != other_token),
@@ -547,13 +547,15 @@ fn nested_dispatch_binds_to_the_parent_token() {
         .nodes()
         .iter()
         .find(|n| n.native_id.as_deref() == Some("t-inner"))
-        .map(|n| n.id.clone())
+        .map(|n| n.id.to_string())
         .unwrap_or_default();
     let roles: Vec<String> = s
         .nodes()
         .iter()
-        .filter(|n| n.occurrence_id.as_deref() == Some(&inner_exec) && n.kind == NodeKind::Fact)
-        .filter_map(|n| n.relation_role.clone())
+        .filter(|n| {
+            n.occurrence_id.as_deref() == Some(inner_exec.as_str()) && n.kind == NodeKind::Fact
+        })
+        .filter_map(|n| n.relation_role.as_deref().map(str::to_owned))
         .collect();
     assert_eq!(roles, ["dispatches", "nested_in"]);
     let t = trace(s, &inner_exec, Direction::Backward, 64).unwrap_or_else(|e| panic!("{e}"));

@@ -227,30 +227,64 @@ pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Bytes that JCS escapes: control characters, `"` and `\\`.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Whether any byte of `w` is below 0x20, `"` or `\\` (SWAR: a zero byte after XOR / a borrow
+/// after subtraction sets that byte's high bit; bytes ≥ 0x80 are masked out).
+#[inline]
+fn needs_escape_word(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    (below_space | has_zero(w ^ (ONES * u64::from(b'"'))) | has_zero(w ^ (ONES * u64::from(b'\\'))))
+        != 0
+}
+
 /// Append a JSON string literal with JCS's minimal escapes.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Fast path: most strings (ids, hex digests, names) need no escape; check 8 bytes at a time.
+    let mut clean = 0;
+    while clean + 8 <= bytes.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[clean..clean + 8]);
+        if needs_escape_word(u64::from_le_bytes(w)) {
+            break;
+        }
+        clean += 8;
+    }
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => &[],
-            _ => continue,
-        };
+    for (i, &b) in bytes.iter().enumerate().skip(clean) {
+        if !NEEDS_ESCAPE[usize::from(b)] {
+            continue;
+        }
         out.extend_from_slice(&bytes[start..i]);
-        if esc.is_empty() {
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[usize::from(b >> 4)]);
-            out.push(HEX[usize::from(b & 0xf)]);
-        } else {
-            out.extend_from_slice(esc);
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
+            }
         }
         start = i + 1;
     }
@@ -276,6 +310,34 @@ mod tests {
             canon(r#""\u0001\u001f\b\f\n\r\t\"\\\/\u007f\u2028""#),
             "\"\\u0001\\u001f\\b\\f\\n\\r\\t\\\"\\\\/\u{7f}\u{2028}\""
         );
+    }
+
+    #[test]
+    fn word_fast_path_matches_per_byte_escaping() {
+        // serde_json's string escaping is JCS's minimal set; compare at every position.
+        for special in [
+            '"',
+            '\\',
+            '\n',
+            '\u{1}',
+            '\u{1f}',
+            '\u{7f}',
+            'é',
+            '\u{1f602}',
+            ' ',
+            '~',
+        ] {
+            for len in 0..24 {
+                for pos in 0..=len {
+                    let mut text: String = "abcdefghijklmnopqrstuvwxyz".chars().take(len).collect();
+                    text.insert(pos.min(text.len()), special);
+                    let mut out = Vec::new();
+                    write_str(&mut out, &text);
+                    let want = serde_json::to_string(&text).unwrap_or_default();
+                    assert_eq!(String::from_utf8_lossy(&out), want, "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]
