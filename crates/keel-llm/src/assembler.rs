@@ -9,7 +9,9 @@
 //! interrupted, [`BlockAssembler::partial`] returns what was streamed so far: text and reasoning
 //! as received, incomplete tool calls dropped.
 
-use keel_protocol::{BlockType, ContentBlock, FinishReason, StreamChunk, TokenUsage, ToolCallBlock};
+use keel_protocol::{
+    BlockType, ContentBlock, FinishReason, StreamChunk, TokenUsage, ToolCallBlock,
+};
 use std::collections::HashMap;
 
 /// A stream broke one of the chunk invariants. Returned by [`BlockAssembler::push`]; the caller
@@ -110,10 +112,17 @@ impl BlockAssembler {
     /// Adds one chunk, checking the stream invariants.
     pub fn push(&mut self, chunk: &StreamChunk) -> Result<(), AssemblyError> {
         if self.finish.is_some() {
-            return Err(AssemblyError::AfterFinish { got: chunk_name(chunk) });
+            return Err(AssemblyError::AfterFinish {
+                got: chunk_name(chunk),
+            });
         }
         match chunk {
-            StreamChunk::BlockStart { index, block_type, id, name } => {
+            StreamChunk::BlockStart {
+                index,
+                block_type,
+                id,
+                name,
+            } => {
                 if self.by_index.contains_key(index) {
                     return Err(AssemblyError::DuplicateStart { index: *index });
                 }
@@ -127,12 +136,21 @@ impl BlockAssembler {
                 });
             }
             StreamChunk::TextDelta { index, text } => {
-                self.open(*index, BlockType::Text, chunk)?.buf.push_str(text);
+                self.open(*index, BlockType::Text, chunk)?
+                    .buf
+                    .push_str(text);
             }
             StreamChunk::ReasoningDelta { index, text } => {
-                self.open(*index, BlockType::Reasoning, chunk)?.buf.push_str(text);
+                self.open(*index, BlockType::Reasoning, chunk)?
+                    .buf
+                    .push_str(text);
             }
-            StreamChunk::ToolCallDelta { index, id, name, arguments_delta } => {
+            StreamChunk::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments_delta,
+            } => {
                 let slot = self.open(*index, BlockType::ToolCall, chunk)?;
                 if slot.id.is_none() {
                     slot.id.clone_from(id);
@@ -167,7 +185,11 @@ impl BlockAssembler {
     }
 
     fn slot_mut(&mut self, index: u32) -> Result<&mut Slot, AssemblyError> {
-        match self.by_index.get(&index).and_then(|i| self.slots.get_mut(*i)) {
+        match self
+            .by_index
+            .get(&index)
+            .and_then(|i| self.slots.get_mut(*i))
+        {
             Some(slot) if slot.done.is_none() => Ok(slot),
             _ => Err(AssemblyError::NotOpen { index }),
         }
@@ -199,7 +221,10 @@ impl BlockAssembler {
     /// and reasoning as received, tool calls that were never closed dropped. Empty text and
     /// reasoning blocks are left out.
     pub fn partial(&self) -> Vec<ContentBlock> {
-        self.slots.iter().filter_map(|slot| slot.clone().into_block(false)).collect()
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.clone().into_block(false))
+            .collect()
     }
 
     /// The assembled response. Tool calls never closed by `block-end` are kept only when the
@@ -210,8 +235,16 @@ impl BlockAssembler {
             self.finish,
             Some(FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Error { .. })
         );
-        let content = self.slots.into_iter().filter_map(|slot| slot.into_block(keep_open)).collect();
-        Assembled { content, usage: self.usage, finish: self.finish }
+        let content = self
+            .slots
+            .into_iter()
+            .filter_map(|slot| slot.into_block(keep_open))
+            .collect();
+        Assembled {
+            content,
+            usage: self.usage,
+            finish: self.finish,
+        }
     }
 }
 
@@ -225,11 +258,13 @@ impl Slot {
             BlockType::Reasoning if !self.buf.is_empty() => {
                 Some(ContentBlock::Reasoning { text: self.buf })
             }
-            BlockType::ToolCall if keep_open_tool_call => Some(ContentBlock::ToolCall(ToolCallBlock {
-                id: self.id.unwrap_or_default(),
-                name: self.name.unwrap_or_default(),
-                arguments: self.buf,
-            })),
+            BlockType::ToolCall if keep_open_tool_call => {
+                Some(ContentBlock::ToolCall(ToolCallBlock {
+                    id: self.id.unwrap_or_default(),
+                    name: self.name.unwrap_or_default(),
+                    arguments: self.buf,
+                }))
+            }
             _ => None,
         }
     }

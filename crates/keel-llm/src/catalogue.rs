@@ -30,8 +30,12 @@ pub struct ModelInfo {
 impl ModelInfo {
     /// Defaults for a model the catalogue does not know: 128K window, 8K output, no reasoning
     /// parameters.
-    pub const UNKNOWN: ModelInfo =
-        ModelInfo { context_window: 128_000, max_output: 8_000, reasoning: false, effort: false };
+    pub const UNKNOWN: ModelInfo = ModelInfo {
+        context_window: 128_000,
+        max_output: 8_000,
+        reasoning: false,
+        effort: false,
+    };
 }
 
 /// A partial change to a model's [`ModelInfo`], from configuration or from one run's flags.
@@ -66,20 +70,36 @@ impl Default for ModelCatalogue {
         models.insert("deepseek-v4-pro".to_owned(), v4);
         models.insert(
             "deepseek-chat".to_owned(),
-            ModelInfo { context_window: 128_000, max_output: 8_000, reasoning: false, effort: false },
+            ModelInfo {
+                context_window: 128_000,
+                max_output: 8_000,
+                reasoning: false,
+                effort: false,
+            },
         );
         models.insert(
             "deepseek-reasoner".to_owned(),
-            ModelInfo { context_window: 128_000, max_output: 64_000, reasoning: true, effort: false },
+            ModelInfo {
+                context_window: 128_000,
+                max_output: 64_000,
+                reasoning: true,
+                effort: false,
+            },
         );
-        ModelCatalogue { models, fallback: ModelInfo::UNKNOWN }
+        ModelCatalogue {
+            models,
+            fallback: ModelInfo::UNKNOWN,
+        }
     }
 }
 
 impl ModelCatalogue {
     /// An empty catalogue: every model gets [`ModelInfo::UNKNOWN`].
     pub fn empty() -> Self {
-        ModelCatalogue { models: BTreeMap::new(), fallback: ModelInfo::UNKNOWN }
+        ModelCatalogue {
+            models: BTreeMap::new(),
+            fallback: ModelInfo::UNKNOWN,
+        }
     }
 
     /// What keel knows about `model`; unknown models get the fallback defaults.
@@ -138,15 +158,41 @@ mod tests {
         let cat = ModelCatalogue::default()
             .with_override(
                 "deepseek-chat",
-                ModelOverride { context_window: Some(64_000), max_output: None },
+                ModelOverride {
+                    context_window: Some(64_000),
+                    max_output: None,
+                },
             )
-            .with_override("local", ModelOverride { context_window: None, max_output: Some(2048) })
-            .with_override("deepseek-v4-flash", ModelOverride { context_window: Some(0), max_output: None });
+            .with_override(
+                "local",
+                ModelOverride {
+                    context_window: None,
+                    max_output: Some(2048),
+                },
+            )
+            .with_override(
+                "deepseek-v4-flash",
+                ModelOverride {
+                    context_window: Some(0),
+                    max_output: None,
+                },
+            );
         assert_eq!(
             cat.lookup("deepseek-chat"),
-            ModelInfo { context_window: 64_000, max_output: 8_000, reasoning: false, effort: false }
+            ModelInfo {
+                context_window: 64_000,
+                max_output: 8_000,
+                reasoning: false,
+                effort: false
+            }
         );
-        assert_eq!(cat.lookup("local"), ModelInfo { max_output: 2048, ..ModelInfo::UNKNOWN });
+        assert_eq!(
+            cat.lookup("local"),
+            ModelInfo {
+                max_output: 2048,
+                ..ModelInfo::UNKNOWN
+            }
+        );
         assert_eq!(cat.lookup("deepseek-v4-flash").context_window, 1_000_000);
     }
 }

@@ -17,7 +17,16 @@ fn lower_contains_any(haystack: &str, needles: &[&str]) -> bool {
 }
 
 fn says_quota(text: &str) -> bool {
-    lower_contains_any(text, &["insufficient balance", "insufficient_quota", "quota", "balance", "billing"])
+    lower_contains_any(
+        text,
+        &[
+            "insufficient balance",
+            "insufficient_quota",
+            "quota",
+            "balance",
+            "billing",
+        ],
+    )
 }
 
 fn says_context_too_long(text: &str) -> bool {
@@ -41,7 +50,10 @@ pub fn error_detail(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let from_json = parsed.as_ref().and_then(|v| {
         let e = v.get("error").unwrap_or(v);
-        e.get("message").and_then(Value::as_str).or_else(|| e.as_str()).map(str::to_owned)
+        e.get("message")
+            .and_then(Value::as_str)
+            .or_else(|| e.as_str())
+            .map(str::to_owned)
     });
     truncate(from_json.unwrap_or_else(|| body.trim().to_owned()))
 }
@@ -86,7 +98,13 @@ pub fn http_failure(
     } else {
         format!("the provider answered HTTP {status}: {detail}")
     };
-    ModelFailure { code, message, status: Some(status), retry_after_ms, request_id }
+    ModelFailure {
+        code,
+        message,
+        status: Some(status),
+        retry_after_ms,
+        request_id,
+    }
 }
 
 /// A failure for an `{"error": …}` object sent inside the event stream.
@@ -95,7 +113,10 @@ pub fn failure_from_error_value(error: &Value) -> ModelFailure {
     let detail = error_detail(&serde_json::json!({ "error": error }).to_string());
     let status = error
         .get("code")
-        .and_then(|c| c.as_u64().or_else(|| c.as_str().and_then(|s| s.parse().ok())))
+        .and_then(|c| {
+            c.as_u64()
+                .or_else(|| c.as_str().and_then(|s| s.parse().ok()))
+        })
         .and_then(|c| u16::try_from(c).ok())
         .filter(|c| (400..=599).contains(c));
     let code = match status {
@@ -134,11 +155,27 @@ mod tests {
         let cases = [
             (401, "{}", FailureCode::Auth),
             (403, "", FailureCode::Auth),
-            (402, r#"{"error":{"message":"Insufficient Balance"}}"#, FailureCode::Quota),
-            (429, r#"{"error":{"type":"insufficient_quota"}}"#, FailureCode::Quota),
+            (
+                402,
+                r#"{"error":{"message":"Insufficient Balance"}}"#,
+                FailureCode::Quota,
+            ),
+            (
+                429,
+                r#"{"error":{"type":"insufficient_quota"}}"#,
+                FailureCode::Quota,
+            ),
             (429, "slow down", FailureCode::RateLimit),
-            (400, "This model's maximum context length is 131072 tokens", FailureCode::ContextWindowExceeded),
-            (413, "prompt is too long", FailureCode::ContextWindowExceeded),
+            (
+                400,
+                "This model's maximum context length is 131072 tokens",
+                FailureCode::ContextWindowExceeded,
+            ),
+            (
+                413,
+                "prompt is too long",
+                FailureCode::ContextWindowExceeded,
+            ),
             (400, "bad field", FailureCode::InvalidRequest),
             (413, "", FailureCode::InvalidRequest),
             (422, "Invalid max_tokens", FailureCode::InvalidRequest),
@@ -152,7 +189,10 @@ mod tests {
 
     #[test]
     fn details_and_retry_after() {
-        assert_eq!(error_detail(r#"{"error":{"message":"nope","type":"x"}}"#), "nope");
+        assert_eq!(
+            error_detail(r#"{"error":{"message":"nope","type":"x"}}"#),
+            "nope"
+        );
         assert_eq!(error_detail(r#"{"error":"flat"}"#), "flat");
         assert_eq!(error_detail("  plain text \n"), "plain text");
         assert_eq!(error_detail(&"é".repeat(2000)).chars().count(), 501);
@@ -165,9 +205,12 @@ mod tests {
 
     #[test]
     fn mid_stream_errors() {
-        let f = failure_from_error_value(&serde_json::json!({"message": "overloaded", "code": 503}));
+        let f =
+            failure_from_error_value(&serde_json::json!({"message": "overloaded", "code": 503}));
         assert_eq!((f.code, f.status), (FailureCode::Server, Some(503)));
-        let f = failure_from_error_value(&serde_json::json!({"message": "maximum context length exceeded"}));
+        let f = failure_from_error_value(
+            &serde_json::json!({"message": "maximum context length exceeded"}),
+        );
         assert_eq!(f.code, FailureCode::ContextWindowExceeded);
         assert!(f.message.contains("maximum context length exceeded"));
     }

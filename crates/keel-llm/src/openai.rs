@@ -72,16 +72,24 @@ impl ApiKey {
     pub fn new(value: &str, source: &str) -> Result<Self, ConfigError> {
         let key = value.trim();
         let reason = if key.is_empty() {
-            return Err(ConfigError::MissingApiKey { var: source.to_owned() });
+            return Err(ConfigError::MissingApiKey {
+                var: source.to_owned(),
+            });
         } else if !key.is_ascii() {
             Some("contains non-ASCII characters")
-        } else if key.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+        } else if key
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        {
             Some("contains whitespace or control characters")
         } else {
             None
         };
         match reason {
-            Some(reason) => Err(ConfigError::MalformedApiKey { var: source.to_owned(), reason }),
+            Some(reason) => Err(ConfigError::MalformedApiKey {
+                var: source.to_owned(),
+                reason,
+            }),
             None => Ok(ApiKey(key.to_owned())),
         }
     }
@@ -90,9 +98,9 @@ impl ApiKey {
     pub fn from_env(var: &str) -> Result<Self, ConfigError> {
         match std::env::var(var) {
             Ok(value) => ApiKey::new(&value, var),
-            Err(std::env::VarError::NotPresent) => {
-                Err(ConfigError::MissingApiKey { var: var.to_owned() })
-            }
+            Err(std::env::VarError::NotPresent) => Err(ConfigError::MissingApiKey {
+                var: var.to_owned(),
+            }),
             Err(std::env::VarError::NotUnicode(_)) => Err(ConfigError::MalformedApiKey {
                 var: var.to_owned(),
                 reason: "is not valid Unicode",
@@ -122,7 +130,11 @@ impl fmt::Display for ApiKey {
 pub fn resolve_base_url(configured: Option<&str>) -> String {
     configured
         .map(str::to_owned)
-        .or_else(|| std::env::var(BASE_URL_ENV).ok().filter(|s| !s.trim().is_empty()))
+        .or_else(|| {
+            std::env::var(BASE_URL_ENV)
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+        })
         .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned())
 }
 
@@ -160,7 +172,11 @@ impl ProviderConfig {
     /// DeepSeek from the environment: the key from `DEEPSEEK_API_KEY`, the base URL from
     /// `DEEPSEEK_BASE_URL` or DeepSeek's default.
     pub fn deepseek_from_env() -> Result<Self, ConfigError> {
-        Ok(ProviderConfig::new("deepseek", resolve_base_url(None), ApiKey::from_env(API_KEY_ENV)?))
+        Ok(ProviderConfig::new(
+            "deepseek",
+            resolve_base_url(None),
+            ApiKey::from_env(API_KEY_ENV)?,
+        ))
     }
 }
 
@@ -177,7 +193,10 @@ pub struct OpenAiProvider {
 }
 
 fn endpoint_url(base: &str) -> Result<reqwest::Url, ConfigError> {
-    let invalid = |reason: String| ConfigError::InvalidBaseUrl { url: base.to_owned(), reason };
+    let invalid = |reason: String| ConfigError::InvalidBaseUrl {
+        url: base.to_owned(),
+        reason,
+    };
     let trimmed = base.trim().trim_end_matches('/');
     let full = if trimmed.ends_with("/chat/completions") {
         trimmed.to_owned()
@@ -295,7 +314,10 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn header_str(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 impl Call {
@@ -373,10 +395,17 @@ impl Call {
     /// Translates every complete event; at end of body also the unterminated remainder.
     fn drain_events(&mut self, eof: bool) -> Result<(), ModelFailure> {
         loop {
-            let event = if eof { self.parser.finish() } else { self.parser.next_event() };
+            let event = if eof {
+                self.parser.finish()
+            } else {
+                self.parser.next_event()
+            };
             let Some(event) = event else { return Ok(()) };
             let event = event.map_err(|e| {
-                ModelFailure::new(FailureCode::MalformedResponse, format!("unreadable event stream: {e}"))
+                ModelFailure::new(
+                    FailureCode::MalformedResponse,
+                    format!("unreadable event stream: {e}"),
+                )
             })?;
             if self.translator.push(event.data, &mut self.scratch)? == Progress::Done {
                 self.finished = true;
@@ -414,13 +443,21 @@ impl Call {
                 ));
             }
             Ok(Err(e)) => {
-                let kind = if e.is_timeout() { "timed out connecting" } else { "could not reach the provider" };
-                return Err(ModelFailure::new(FailureCode::Transport, format!("{kind}: {}", error_chain(&e))));
+                let kind = if e.is_timeout() {
+                    "timed out connecting"
+                } else {
+                    "could not reach the provider"
+                };
+                return Err(ModelFailure::new(
+                    FailureCode::Transport,
+                    format!("{kind}: {}", error_chain(&e)),
+                ));
             }
             Ok(Ok(response)) => response,
         };
         let headers = response.headers();
-        self.request_id = header_str(headers, "x-request-id").or_else(|| header_str(headers, "request-id"));
+        self.request_id =
+            header_str(headers, "x-request-id").or_else(|| header_str(headers, "request-id"));
         let status = response.status();
         if status.is_success() {
             return Ok(Box::pin(response.bytes_stream()));
@@ -429,9 +466,13 @@ impl Call {
             .and_then(|v| v.trim().parse().ok())
             .or_else(|| header_str(headers, "retry-after").and_then(|v| parse_retry_after(&v)));
         let body = read_error_body(response, &self.cancel, self.provider.idle_timeout).await?;
-        Err(http_failure(status.as_u16(), &body, retry_after_ms, self.request_id.clone()))
+        Err(http_failure(
+            status.as_u16(),
+            &body,
+            retry_after_ms,
+            self.request_id.clone(),
+        ))
     }
-
 }
 
 /// Reads at most [`MAX_ERROR_BODY`] bytes of an error response (idle-bounded, cancellable).
@@ -476,25 +517,45 @@ mod tests {
         assert_eq!(key.expose(), "sk-abc123");
         assert_eq!(format!("{key:?} {key}"), "ApiKey(<redacted>) <redacted>");
         let err = ApiKey::new(" ", "MY_KEY").unwrap_err();
-        assert_eq!(err.to_string(), "no API key: set the environment variable MY_KEY");
+        assert_eq!(
+            err.to_string(),
+            "no API key: set the environment variable MY_KEY"
+        );
         let err = ApiKey::new("sk-ab c", "MY_KEY").unwrap_err();
-        assert_eq!(err.to_string(), "the API key in MY_KEY is malformed: it contains whitespace or control characters");
+        assert_eq!(
+            err.to_string(),
+            "the API key in MY_KEY is malformed: it contains whitespace or control characters"
+        );
         assert!(!err.to_string().contains("sk-ab"));
         let err = ApiKey::new("sk-ключ", "MY_KEY").unwrap_err();
         assert!(err.to_string().contains("non-ASCII"));
         let err = ApiKey::from_env("KEEL_LLM_TEST_SURELY_UNSET_VARIABLE").unwrap_err();
-        assert!(err.to_string().contains("KEEL_LLM_TEST_SURELY_UNSET_VARIABLE"));
+        assert!(
+            err.to_string()
+                .contains("KEEL_LLM_TEST_SURELY_UNSET_VARIABLE")
+        );
     }
 
     #[test]
     fn endpoints_and_debug() {
-        assert_eq!(endpoint_url("https://api.deepseek.com").unwrap().as_str(), "https://api.deepseek.com/chat/completions");
-        assert_eq!(endpoint_url("http://127.0.0.1:9/v1/").unwrap().as_str(), "http://127.0.0.1:9/v1/chat/completions");
-        assert_eq!(endpoint_url("http://h/chat/completions").unwrap().as_str(), "http://h/chat/completions");
+        assert_eq!(
+            endpoint_url("https://api.deepseek.com").unwrap().as_str(),
+            "https://api.deepseek.com/chat/completions"
+        );
+        assert_eq!(
+            endpoint_url("http://127.0.0.1:9/v1/").unwrap().as_str(),
+            "http://127.0.0.1:9/v1/chat/completions"
+        );
+        assert_eq!(
+            endpoint_url("http://h/chat/completions").unwrap().as_str(),
+            "http://h/chat/completions"
+        );
         assert!(endpoint_url("ftp://h").is_err());
         assert!(endpoint_url("not a url").is_err());
         let key = ApiKey::new("sk-secret-value", "K").unwrap();
-        let provider = OpenAiProvider::new(ProviderConfig::new("deepseek", "http://127.0.0.1:1", key)).unwrap();
+        let provider =
+            OpenAiProvider::new(ProviderConfig::new("deepseek", "http://127.0.0.1:1", key))
+                .unwrap();
         let shown = format!("{provider:?}");
         assert!(!shown.contains("sk-secret-value"), "{shown}");
         assert_eq!(provider.name(), "deepseek");

@@ -46,14 +46,22 @@ pub async fn assemble(
     while let Some(item) = stream.next().await {
         let chunk = match item {
             Ok(chunk) => chunk,
-            Err(failure) => return Err(Interrupted { failure, partial: assembler.partial() }),
+            Err(failure) => {
+                return Err(Interrupted {
+                    failure,
+                    partial: assembler.partial(),
+                });
+            }
         };
         if let Err(e) = assembler.push(&chunk) {
             let failure = ModelFailure::new(
                 FailureCode::MalformedResponse,
                 format!("the provider broke the stream rules: {e}"),
             );
-            return Err(Interrupted { failure, partial: assembler.partial() });
+            return Err(Interrupted {
+                failure,
+                partial: assembler.partial(),
+            });
         }
         on_chunk(&chunk);
         if assembler.is_finished() {
@@ -61,9 +69,14 @@ pub async fn assemble(
         }
     }
     if !assembler.is_finished() {
-        let failure =
-            ModelFailure::new(FailureCode::StreamClosed, "the provider stream ended without finish");
-        return Err(Interrupted { failure, partial: assembler.partial() });
+        let failure = ModelFailure::new(
+            FailureCode::StreamClosed,
+            "the provider stream ended without finish",
+        );
+        return Err(Interrupted {
+            failure,
+            partial: assembler.partial(),
+        });
     }
     Ok(assembler.finish())
 }

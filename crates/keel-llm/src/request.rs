@@ -159,27 +159,39 @@ pub fn request_body_bytes(request: &ChatRequest, info: &ModelInfo) -> Vec<u8> {
 fn wire_request<'a>(request: &'a ChatRequest, info: &ModelInfo) -> WireRequest<'a> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
-        messages.push(WireMessage::System { content: &request.system });
+        messages.push(WireMessage::System {
+            content: &request.system,
+        });
     }
     for message in &request.messages {
         map_message(message, info, &mut messages);
     }
     let thinking = if info.reasoning {
-        request.thinking.map(|on| Thinking { kind: if on { "enabled" } else { "disabled" } })
+        request.thinking.map(|on| Thinking {
+            kind: if on { "enabled" } else { "disabled" },
+        })
     } else {
         None
     };
     let reasoning_effort = if info.effort && request.thinking != Some(false) {
-        request.reasoning_effort.as_deref().filter(|e| !e.is_empty())
+        request
+            .reasoning_effort
+            .as_deref()
+            .filter(|e| !e.is_empty())
     } else {
         None
     };
-    let max_tokens = request.max_tokens.unwrap_or(info.max_output).min(info.max_output);
+    let max_tokens = request
+        .max_tokens
+        .unwrap_or(info.max_output)
+        .min(info.max_output);
     WireRequest {
         model: &request.model,
         messages,
         stream: true,
-        stream_options: StreamOptions { include_usage: true },
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
         thinking,
         reasoning_effort,
         tools: request
@@ -216,7 +228,11 @@ fn map_message<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMes
                         kind: "function",
                         function: WireFunctionCall {
                             name: &call.name,
-                            arguments: if call.arguments.is_empty() { "{}" } else { &call.arguments },
+                            arguments: if call.arguments.is_empty() {
+                                "{}"
+                            } else {
+                                &call.arguments
+                            },
                         },
                     }),
                     ContentBlock::Image(_) | ContentBlock::ToolResult(_) => {}
@@ -225,9 +241,14 @@ fn map_message<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMes
             if content.is_empty() && tool_calls.is_empty() {
                 return; // nothing the model can be shown (e.g. an interrupted reply)
             }
-            let reasoning_content = (info.reasoning && !tool_calls.is_empty() && !reasoning.is_empty())
-                .then_some(reasoning);
-            out.push(WireMessage::Assistant { content, reasoning_content, tool_calls });
+            let reasoning_content =
+                (info.reasoning && !tool_calls.is_empty() && !reasoning.is_empty())
+                    .then_some(reasoning);
+            out.push(WireMessage::Assistant {
+                content,
+                reasoning_content,
+                tool_calls,
+            });
         }
     }
 }
@@ -240,13 +261,17 @@ fn map_user<'a>(message: &'a Message, out: &mut Vec<WireMessage<'a>>) {
                 let text = result.text();
                 out.push(WireMessage::Tool {
                     tool_call_id: &result.tool_call_id,
-                    content: if text.is_empty() { NO_OUTPUT.to_owned() } else { text },
+                    content: if text.is_empty() {
+                        NO_OUTPUT.to_owned()
+                    } else {
+                        text
+                    },
                 });
             }
             ContentBlock::Text { text } => parts.push(ContentPart::Text { text }),
-            ContentBlock::Image(image) => {
-                parts.push(ContentPart::ImageUrl { image_url: ImageUrl { url: &image.uri } })
-            }
+            ContentBlock::Image(image) => parts.push(ContentPart::ImageUrl {
+                image_url: ImageUrl { url: &image.uri },
+            }),
             ContentBlock::Reasoning { .. } | ContentBlock::ToolCall(_) => {}
         }
     }

@@ -9,7 +9,12 @@ use serde_json::{Value, json};
 const DSH_REQUESTS: &str = "../../../shared/testdata/dsh-sessions/multi-step/requests.jsonl";
 
 fn msg(role: Role, content: Vec<ContentBlock>) -> Message {
-    Message { role, content, source: MessageSource::user(), id: "m".into() }
+    Message {
+        role,
+        content,
+        source: MessageSource::user(),
+        id: "m".into(),
+    }
 }
 
 fn flash() -> ModelInfo {
@@ -37,9 +42,14 @@ fn from_wire(body: &Value) -> ChatRequest {
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         match m["role"].as_str() {
             Some("system") => req.system = text(&m["content"]),
-            Some("user") => req.messages.push(msg(Role::User, vec![ContentBlock::text(text(&m["content"]))])),
+            Some("user") => req.messages.push(msg(
+                Role::User,
+                vec![ContentBlock::text(text(&m["content"]))],
+            )),
             Some("assistant") => {
-                let mut blocks = vec![ContentBlock::Reasoning { text: text(&m["reasoning_content"]) }];
+                let mut blocks = vec![ContentBlock::Reasoning {
+                    text: text(&m["reasoning_content"]),
+                }];
                 blocks.push(ContentBlock::text(text(&m["content"])));
                 for c in m["tool_calls"].as_array().into_iter().flatten() {
                     blocks.push(ContentBlock::ToolCall(ToolCallBlock {
@@ -72,7 +82,12 @@ fn dsh_request_bodies_round_trip_exactly() {
         let recorded: Value = serde_json::from_str(line).unwrap();
         let body = &recorded["body"];
         let req = from_wire(body);
-        assert_eq!(&request_body(&req, &flash()), body, "request {}", recorded["n"]);
+        assert_eq!(
+            &request_body(&req, &flash()),
+            body,
+            "request {}",
+            recorded["n"]
+        );
         checked += 1;
     }
     assert_eq!(checked, 8);
@@ -85,10 +100,14 @@ fn key_order_and_bytes_follow_dsh_and_are_deterministic() {
     let req = from_wire(&recorded["body"]);
     let bytes = request_body_bytes(&req, &flash());
     let s = String::from_utf8(bytes.clone()).unwrap();
-    assert!(s.starts_with(r#"{"model":"deepseek-v4-flash","messages":[{"role":"system","content":"#));
+    assert!(
+        s.starts_with(r#"{"model":"deepseek-v4-flash","messages":[{"role":"system","content":"#)
+    );
     assert!(s.contains(r#"],"stream":true,"stream_options":{"include_usage":true},"thinking":{"type":"enabled"},"reasoning_effort":"high","tools":[{"type":"function","function":{"name":"bash","description":"#));
     assert!(s.ends_with(r#"],"max_tokens":256000}"#));
-    assert!(s.contains(r#"{"role":"assistant","content":"I'll plan the work.","reasoning_content":"The user wants"#));
+    assert!(s.contains(
+        r#"{"role":"assistant","content":"I'll plan the work.","reasoning_content":"The user wants"#
+    ));
     assert!(s.contains(r#"{"role":"tool","tool_call_id":"call_mock_1_0","content":"Updated"#));
     assert_eq!(request_body_bytes(&req.clone(), &flash()), bytes);
 }
@@ -102,20 +121,41 @@ fn model_capabilities_gate_thinking_effort_and_reasoning_content() {
             msg(
                 Role::Assistant,
                 vec![
-                    ContentBlock::Reasoning { text: "think".into() },
-                    ContentBlock::ToolCall(ToolCallBlock { id: "c1".into(), name: "read".into(), arguments: String::new() }),
+                    ContentBlock::Reasoning {
+                        text: "think".into(),
+                    },
+                    ContentBlock::ToolCall(ToolCallBlock {
+                        id: "c1".into(),
+                        name: "read".into(),
+                        arguments: String::new(),
+                    }),
                 ],
             ),
             msg(
                 Role::User,
                 vec![
-                    ContentBlock::ToolResult(ToolResultBlock { tool_call_id: "c1".into(), content: vec![], is_error: false }),
+                    ContentBlock::ToolResult(ToolResultBlock {
+                        tool_call_id: "c1".into(),
+                        content: vec![],
+                        is_error: false,
+                    }),
                     ContentBlock::text("and also"),
                     ContentBlock::text(" this"),
                 ],
             ),
-            msg(Role::Assistant, vec![ContentBlock::Reasoning { text: "only thought".into() }]),
-            msg(Role::Assistant, vec![ContentBlock::Reasoning { text: "r".into() }, ContentBlock::text("done")]),
+            msg(
+                Role::Assistant,
+                vec![ContentBlock::Reasoning {
+                    text: "only thought".into(),
+                }],
+            ),
+            msg(
+                Role::Assistant,
+                vec![
+                    ContentBlock::Reasoning { text: "r".into() },
+                    ContentBlock::text("done"),
+                ],
+            ),
         ],
         max_tokens: Some(1_000_000),
         thinking: Some(true),
@@ -139,10 +179,16 @@ fn model_capabilities_gate_thinking_effort_and_reasoning_content() {
         "temperature": 0.5,
         "stop": ["END"]
     });
-    assert_eq!(request_body(&req, &ModelCatalogue::default().lookup("deepseek-chat")), expected);
+    assert_eq!(
+        request_body(&req, &ModelCatalogue::default().lookup("deepseek-chat")),
+        expected
+    );
 
     // A reasoning model gets thinking, effort and reasoning_content on the tool-call message only.
-    let flash_req = ChatRequest { model: "deepseek-v4-flash".into(), ..req.clone() };
+    let flash_req = ChatRequest {
+        model: "deepseek-v4-flash".into(),
+        ..req.clone()
+    };
     let body = request_body(&flash_req, &flash());
     assert_eq!(body["thinking"], json!({"type": "enabled"}));
     assert_eq!(body["reasoning_effort"], json!("high"));
@@ -151,7 +197,10 @@ fn model_capabilities_gate_thinking_effort_and_reasoning_content() {
     assert_eq!(body["messages"][4].get("reasoning_content"), None);
 
     // Thinking off: no effort.
-    let off = ChatRequest { thinking: Some(false), ..flash_req };
+    let off = ChatRequest {
+        thinking: Some(false),
+        ..flash_req
+    };
     let body = request_body(&off, &flash());
     assert_eq!(body["thinking"], json!({"type": "disabled"}));
     assert_eq!(body.get("reasoning_effort"), None);

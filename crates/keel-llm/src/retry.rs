@@ -77,12 +77,18 @@ fn mix(mut x: u64) -> u64 {
 impl RetryPolicy {
     /// The default policy with a fixed jitter seed.
     pub fn seeded(seed: u64) -> Self {
-        RetryPolicy { seed, ..RetryPolicy::default() }
+        RetryPolicy {
+            seed,
+            ..RetryPolicy::default()
+        }
     }
 
     /// A policy that never retries.
     pub fn never() -> Self {
-        RetryPolicy { max_retries: 0, ..RetryPolicy::default() }
+        RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        }
     }
 
     /// Decides after the `attempt`-th failed attempt (1 after the first failure) whether to try
@@ -98,14 +104,23 @@ impl RetryPolicy {
             }
             return RetryDecision::Retry { delay: asked };
         }
-        RetryDecision::Retry { delay: self.backoff(attempt) }
+        RetryDecision::Retry {
+            delay: self.backoff(attempt),
+        }
     }
 
     /// The jittered backoff before retry number `attempt` (from 1).
     pub fn backoff(&self, attempt: u32) -> Duration {
         let exp = attempt.saturating_sub(1).min(30);
-        let full = self.base_delay.saturating_mul(1u32 << exp).min(self.max_delay);
-        let jitter = if self.jitter.is_finite() { self.jitter.clamp(0.0, 1.0) } else { 0.0 };
+        let full = self
+            .base_delay
+            .saturating_mul(1u32 << exp)
+            .min(self.max_delay);
+        let jitter = if self.jitter.is_finite() {
+            self.jitter.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         let unit = (mix(self.seed ^ u64::from(attempt)) >> 11) as f64 / (1u64 << 53) as f64;
         full.mul_f64(1.0 - jitter * unit)
     }
@@ -125,23 +140,47 @@ mod tests {
         let policy = RetryPolicy::seeded(7);
         let mut last_full = Duration::ZERO;
         for attempt in 1..=5 {
-            let RetryDecision::Retry { delay } = policy.decide(attempt, &failure(FailureCode::Server)) else {
+            let RetryDecision::Retry { delay } =
+                policy.decide(attempt, &failure(FailureCode::Server))
+            else {
                 panic!("attempt {attempt} should retry");
             };
-            let full = Duration::from_millis(500 * (1 << (attempt - 1))).min(Duration::from_secs(10));
-            assert!(delay <= full && delay >= full / 2, "attempt {attempt}: {delay:?} vs {full:?}");
+            let full =
+                Duration::from_millis(500 * (1 << (attempt - 1))).min(Duration::from_secs(10));
+            assert!(
+                delay <= full && delay >= full / 2,
+                "attempt {attempt}: {delay:?} vs {full:?}"
+            );
             assert!(full >= last_full);
             last_full = full;
         }
-        assert_eq!(policy.decide(6, &failure(FailureCode::Server)), RetryDecision::GiveUp);
-        assert_eq!(policy.decide(0, &failure(FailureCode::Server)), RetryDecision::GiveUp);
+        assert_eq!(
+            policy.decide(6, &failure(FailureCode::Server)),
+            RetryDecision::GiveUp
+        );
+        assert_eq!(
+            policy.decide(0, &failure(FailureCode::Server)),
+            RetryDecision::GiveUp
+        );
     }
 
     #[test]
     fn only_transient_failures_retry() {
         let policy = RetryPolicy::seeded(1);
-        for code in [FailureCode::RateLimit, FailureCode::Server, FailureCode::Transport, FailureCode::Timeout, FailureCode::StreamClosed] {
-            assert!(matches!(policy.decide(1, &failure(code.clone())), RetryDecision::Retry { .. }), "{code}");
+        for code in [
+            FailureCode::RateLimit,
+            FailureCode::Server,
+            FailureCode::Transport,
+            FailureCode::Timeout,
+            FailureCode::StreamClosed,
+        ] {
+            assert!(
+                matches!(
+                    policy.decide(1, &failure(code.clone())),
+                    RetryDecision::Retry { .. }
+                ),
+                "{code}"
+            );
         }
         for code in [
             FailureCode::Auth,
@@ -153,7 +192,11 @@ mod tests {
             FailureCode::Aborted,
             FailureCode::Other("X".into()),
         ] {
-            assert_eq!(policy.decide(1, &failure(code.clone())), RetryDecision::GiveUp, "{code}");
+            assert_eq!(
+                policy.decide(1, &failure(code.clone())),
+                RetryDecision::GiveUp,
+                "{code}"
+            );
         }
     }
 
@@ -162,7 +205,12 @@ mod tests {
         let policy = RetryPolicy::seeded(3);
         let mut limited = failure(FailureCode::RateLimit);
         limited.retry_after_ms = Some(2_500);
-        assert_eq!(policy.decide(1, &limited), RetryDecision::Retry { delay: Duration::from_millis(2_500) });
+        assert_eq!(
+            policy.decide(1, &limited),
+            RetryDecision::Retry {
+                delay: Duration::from_millis(2_500)
+            }
+        );
         limited.retry_after_ms = Some(3_600_000);
         assert_eq!(policy.decide(1, &limited), RetryDecision::GiveUp);
 
@@ -172,7 +220,10 @@ mod tests {
         let f = failure(FailureCode::Transport);
         assert_eq!(a.decide(2, &f), b.decide(2, &f));
         assert_ne!(a.backoff(2), c.backoff(2));
-        let none = RetryPolicy { jitter: 0.0, ..RetryPolicy::seeded(9) };
+        let none = RetryPolicy {
+            jitter: 0.0,
+            ..RetryPolicy::seeded(9)
+        };
         assert_eq!(none.backoff(1), Duration::from_millis(500));
         assert_eq!(none.backoff(4), Duration::from_secs(4));
         assert_eq!(none.backoff(40), Duration::from_secs(10));

@@ -38,7 +38,9 @@ pub enum ScriptError {
         total: usize,
     },
     /// Responses remain but none matches the request.
-    #[error("no unused script response matches the request ({remaining} left; last user message: {last_user:?}; last tool result: {last_tool:?})")]
+    #[error(
+        "no unused script response matches the request ({remaining} left; last user message: {last_user:?}; last tool result: {last_tool:?})"
+    )]
     NoMatch {
         /// Unused responses.
         remaining: usize,
@@ -121,7 +123,8 @@ impl ScriptMatch {
             None => true,
             Some(n) => hay.is_some_and(|h| h.contains(n.as_str())),
         };
-        holds(&self.last_user_contains, last_user) && holds(&self.last_tool_result_contains, last_tool)
+        holds(&self.last_user_contains, last_user)
+            && holds(&self.last_tool_result_contains, last_tool)
     }
 }
 
@@ -243,8 +246,10 @@ impl Script {
 
     /// Reads a script file; `.json` is JSON, anything else YAML (which also reads JSON).
     pub fn from_path(path: &Path) -> Result<Script, ScriptError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ScriptError::Io { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
         let format = match path.extension().and_then(|e| e.to_str()) {
             Some("json") => Format::Json,
             _ => Format::Yaml,
@@ -253,7 +258,10 @@ impl Script {
     }
 
     fn parse(text: &str, format: Format, origin: Option<&Path>) -> Result<Script, ScriptError> {
-        let err = |message: String| ScriptError::Parse { origin: origin.map(Path::to_owned), message };
+        let err = |message: String| ScriptError::Parse {
+            origin: origin.map(Path::to_owned),
+            message,
+        };
         // Decide the form up front so that errors name the offending field and line.
         let is_list = text
             .lines()
@@ -272,13 +280,26 @@ impl Script {
         };
         for (n, response) in script.responses.iter().enumerate() {
             if let Some(i) = response.tool_calls.iter().position(|c| c.name.is_empty()) {
-                return Err(err(format!("response {}: tool call {} has an empty name", n + 1, i + 1)));
+                return Err(err(format!(
+                    "response {}: tool call {} has an empty name",
+                    n + 1,
+                    i + 1
+                )));
             }
             if response.chunk_size == Some(0) || response.write_size == Some(0) {
-                return Err(err(format!("response {}: chunk_size and write_size must be at least 1", n + 1)));
+                return Err(err(format!(
+                    "response {}: chunk_size and write_size must be at least 1",
+                    n + 1
+                )));
             }
-            if response.retry_after.is_some_and(|r| !r.is_finite() || r < 0.0) {
-                return Err(err(format!("response {}: retry_after must be a non-negative number", n + 1)));
+            if response
+                .retry_after
+                .is_some_and(|r| !r.is_finite() || r < 0.0)
+            {
+                return Err(err(format!(
+                    "response {}: retry_after must be a non-negative number",
+                    n + 1
+                )));
             }
         }
         Ok(script)
@@ -300,7 +321,10 @@ impl ScriptCursor {
     /// A cursor at the start of `script`.
     pub fn new(script: Script) -> Self {
         let used = vec![false; script.responses.len()];
-        ScriptCursor { responses: script.responses, used }
+        ScriptCursor {
+            responses: script.responses,
+            used,
+        }
     }
 
     /// Takes the next response for a request; returns its 1-based position in the script.
@@ -311,10 +335,15 @@ impl ScriptCursor {
     ) -> Result<(usize, ScriptedResponse), ScriptError> {
         let remaining = self.used.iter().filter(|u| !**u).count();
         if remaining == 0 {
-            return Err(ScriptError::Exhausted { total: self.responses.len() });
+            return Err(ScriptError::Exhausted {
+                total: self.responses.len(),
+            });
         }
         let found = self.responses.iter().enumerate().position(|(i, r)| {
-            !self.used[i] && r.matcher.as_ref().is_none_or(|m| m.matches(last_user, last_tool))
+            !self.used[i]
+                && r.matcher
+                    .as_ref()
+                    .is_none_or(|m| m.matches(last_user, last_tool))
         });
         match found {
             Some(i) => {
@@ -362,8 +391,14 @@ responses:
         let a = Script::from_str(yaml, Format::Yaml).unwrap();
         let b = Script::from_str(json, Format::Json).unwrap();
         assert_eq!(a, b);
-        assert_eq!(a.responses[1].tool_calls[0].arguments.to_raw(), r#"{"file_path":"a.txt"}"#);
-        assert_eq!(a.responses[1].tool_calls[1].arguments.to_raw(), r#"{"command": "ls""#);
+        assert_eq!(
+            a.responses[1].tool_calls[0].arguments.to_raw(),
+            r#"{"file_path":"a.txt"}"#
+        );
+        assert_eq!(
+            a.responses[1].tool_calls[1].arguments.to_raw(),
+            r#"{"command": "ls""#
+        );
         assert_eq!(a.responses[2].behaviour, Behaviour::RateLimit);
     }
 
@@ -372,7 +407,11 @@ responses:
         let e = Script::from_str("responses: [{ txet: hi }]", Format::Yaml).unwrap_err();
         assert!(e.to_string().starts_with("invalid script: "), "{e}");
         let e = Script::from_str(r#"[{"tool_calls":[{"name":""}]}]"#, Format::Json).unwrap_err();
-        assert!(e.to_string().contains("response 1: tool call 1 has an empty name"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("response 1: tool call 1 has an empty name"),
+            "{e}"
+        );
         let e = Script::from_path(Path::new("/nonexistent/script.yaml")).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/script.yaml"), "{e}");
     }
@@ -390,10 +429,24 @@ responses:
             cursor.take(Some("hello"), None),
             Err(ScriptError::NoMatch { remaining: 2, .. })
         ));
-        assert_eq!(cursor.take(Some("hello"), Some("answer is 42")).unwrap().0, 1);
-        assert_eq!(cursor.take(Some("bye now"), None).unwrap().1.text.as_deref(), Some("bye"));
+        assert_eq!(
+            cursor.take(Some("hello"), Some("answer is 42")).unwrap().0,
+            1
+        );
+        assert_eq!(
+            cursor
+                .take(Some("bye now"), None)
+                .unwrap()
+                .1
+                .text
+                .as_deref(),
+            Some("bye")
+        );
         assert_eq!(cursor.remaining(), 0);
         let e = cursor.take(None, None).unwrap_err();
-        assert_eq!(e.to_string(), "the model script is exhausted: all 3 responses were used");
+        assert_eq!(
+            e.to_string(),
+            "the model script is exhausted: all 3 responses were used"
+        );
     }
 }

@@ -57,7 +57,12 @@ pub struct PromptCacheSim {
 impl PromptCacheSim {
     /// Records a request body; returns `(prompt_tokens, cache_hit_tokens)`.
     pub fn observe(&mut self, body: &[u8]) -> (u64, u64) {
-        let common = self.previous.iter().zip(body).take_while(|(a, b)| a == b).count() as u64;
+        let common = self
+            .previous
+            .iter()
+            .zip(body)
+            .take_while(|(a, b)| a == b)
+            .count() as u64;
         self.previous.clear();
         self.previous.extend_from_slice(body);
         let prompt = (body.len() as u64).div_ceil(4);
@@ -102,28 +107,60 @@ fn error_body(message: &str, kind: &str) -> String {
 /// Plans the delivery of `response`, the `n`-th (1-based) of its script, for a request to
 /// `model` whose prompt is `(prompt_tokens, cache_hit_tokens)` unless the script says otherwise.
 pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u64)) -> Delivery {
-    let message = |default: &str| response.message.clone().unwrap_or_else(|| default.to_owned());
-    let http = |status: u16, body: String| Delivery::HttpError { status, body, retry_after: None };
+    let message = |default: &str| {
+        response
+            .message
+            .clone()
+            .unwrap_or_else(|| default.to_owned())
+    };
+    let http = |status: u16, body: String| Delivery::HttpError {
+        status,
+        body,
+        retry_after: None,
+    };
     match response.behaviour {
         Behaviour::ConnectionReset => return Delivery::ConnectionReset,
         Behaviour::RateLimit => {
             return Delivery::HttpError {
                 status: 429,
-                body: error_body(&message("Rate limit reached for requests"), "rate_limit_error"),
+                body: error_body(
+                    &message("Rate limit reached for requests"),
+                    "rate_limit_error",
+                ),
                 retry_after: Some(response.retry_after.unwrap_or(1.0)),
             };
         }
         Behaviour::ServerError => {
-            return http(500, error_body(&message("Internal server error"), "server_error"));
+            return http(
+                500,
+                error_body(&message("Internal server error"), "server_error"),
+            );
         }
         Behaviour::ContextOverflow => {
-            return http(400, error_body(&message("This model's maximum context length is 131072 tokens. However, you requested 140000 tokens (139000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion."), "invalid_request_error"));
+            return http(
+                400,
+                error_body(
+                    &message(
+                        "This model's maximum context length is 131072 tokens. However, you requested 140000 tokens (139000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+                    ),
+                    "invalid_request_error",
+                ),
+            );
         }
         Behaviour::QuotaExceeded => {
-            return http(402, error_body(&message("Insufficient Balance"), "unknown_error"));
+            return http(
+                402,
+                error_body(&message("Insufficient Balance"), "unknown_error"),
+            );
         }
         Behaviour::AuthError => {
-            return http(401, error_body(&message("Authentication Fails, Your api key: ****test is invalid"), "authentication_error"));
+            return http(
+                401,
+                error_body(
+                    &message("Authentication Fails, Your api key: ****test is invalid"),
+                    "authentication_error",
+                ),
+            );
         }
         _ => {}
     }
@@ -179,9 +216,14 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
     let prompt_tokens = usage.prompt.unwrap_or(prompt.0);
     let cache_hit = usage.cache_hit.unwrap_or(prompt.1).min(prompt_tokens);
     let reasoning_tokens = usage.reasoning.unwrap_or_else(|| {
-        response.reasoning.as_deref().map_or(0, |r| r.len().div_ceil(4) as u64)
+        response
+            .reasoning
+            .as_deref()
+            .map_or(0, |r| r.len().div_ceil(4) as u64)
     });
-    let completion = usage.completion.unwrap_or((streamed_chars as u64).div_ceil(4) + 1);
+    let completion = usage
+        .completion
+        .unwrap_or((streamed_chars as u64).div_ceil(4) + 1);
     let usage_payload = json!({
         "id": format!("mock-{n}"),
         "object": "chat.completion.chunk",
@@ -200,7 +242,12 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
     })
     .to_string();
 
-    let mut payloads = vec![chunk(model, n, json!({"role": "assistant", "content": ""}), None)];
+    let mut payloads = vec![chunk(
+        model,
+        n,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    )];
     let half = 1 + content.len() / 2;
     payloads.extend(content);
     let (mut stall, mut disconnect) = (None, false);
@@ -214,16 +261,26 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
             payloads.push("{\"choices\":[{\"delta\":{\"content\":\"broken".to_owned());
         }
         Behaviour::Stall => {
-            stall = Some(Stall { after: half, duration: response.stall_ms.map(Duration::from_millis) });
+            stall = Some(Stall {
+                after: half,
+                duration: response.stall_ms.map(Duration::from_millis),
+            });
         }
         _ => {}
     }
-    if !matches!(response.behaviour, Behaviour::StreamDisconnect | Behaviour::MalformedJson) {
+    if !matches!(
+        response.behaviour,
+        Behaviour::StreamDisconnect | Behaviour::MalformedJson
+    ) {
         payloads.push(chunk(model, n, json!({}), Some(&finish)));
         payloads.push(usage_payload);
         payloads.push("[DONE]".to_owned());
     }
-    Delivery::Stream(StreamPlan { payloads, stall, disconnect })
+    Delivery::Stream(StreamPlan {
+        payloads,
+        stall,
+        disconnect,
+    })
 }
 
 #[cfg(test)]

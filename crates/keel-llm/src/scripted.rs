@@ -9,7 +9,7 @@
 use crate::catalogue::ModelCatalogue;
 use crate::classify::http_failure;
 use crate::provider::{ChunkStream, Provider};
-use crate::request::{ChatRequest, request_body_bytes};
+use crate::request::{ChatRequest, NO_OUTPUT, request_body_bytes};
 use crate::script::{Format, Script, ScriptCursor, ScriptError};
 use crate::script_render::{Delivery, PromptCacheSim, Stall, plan};
 use crate::translate::{Progress, StreamTranslator};
@@ -48,7 +48,12 @@ pub fn last_user_text(messages: &[Message]) -> Option<String> {
 pub fn last_tool_result_text(messages: &[Message]) -> Option<String> {
     messages.iter().rev().find_map(|m| {
         m.content.iter().rev().find_map(|b| match b {
-            ContentBlock::ToolResult(r) => Some(r.text()),
+            // As the model sees it on the wire (empty results read `(no output)`).
+            ContentBlock::ToolResult(r) => Some(
+                Some(r.text())
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| NO_OUTPUT.to_owned()),
+            ),
             _ => None,
         })
     })
@@ -91,12 +96,18 @@ impl ScriptedProvider {
 
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Script responses not used yet.
     pub fn remaining(&self) -> usize {
-        self.cursor.lock().unwrap_or_else(PoisonError::into_inner).remaining()
+        self.cursor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remaining()
     }
 
     fn delivery(&self, request: &ChatRequest) -> Result<Delivery, ModelFailure> {
@@ -111,7 +122,11 @@ impl ScriptedProvider {
             ModelFailure::new(FailureCode::InvalidRequest, format!("model script: {e}"))
         })?;
         let body = request_body_bytes(request, &self.catalogue.lookup(&request.model));
-        let prompt = self.cache.lock().unwrap_or_else(PoisonError::into_inner).observe(&body);
+        let prompt = self
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(&body);
         Ok(plan(&response, n, &request.model, prompt))
     }
 }
@@ -123,7 +138,10 @@ impl Provider for ScriptedProvider {
 
     fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChunkStream {
         let delivery = self.delivery(&request);
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner).push(request);
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request);
         let mut replay = Replay {
             payloads: Vec::new().into_iter(),
             index: 0,
@@ -143,7 +161,11 @@ impl Provider for ScriptedProvider {
                     "the scripted connection was reset before a response",
                 ))
             }
-            Ok(Delivery::HttpError { status, body, retry_after }) => {
+            Ok(Delivery::HttpError {
+                status,
+                body,
+                retry_after,
+            }) => {
                 let ms = retry_after.map(|s| (s * 1000.0).round() as u64);
                 replay.failure = Some(http_failure(status, &body, ms, None));
             }
@@ -186,7 +208,10 @@ impl Replay {
                 return Some(Err(failure));
             }
             if self.cancel.is_cancelled() {
-                self.failure = Some(ModelFailure::new(FailureCode::Aborted, "the model call was cancelled"));
+                self.failure = Some(ModelFailure::new(
+                    FailureCode::Aborted,
+                    "the model call was cancelled",
+                ));
                 continue;
             }
             if let Some(stall) = self.stall.filter(|s| s.after == self.index) {
@@ -219,7 +244,10 @@ impl Replay {
 
     async fn pause(&self, duration: Option<Duration>) -> Result<(), ModelFailure> {
         let timeout = || {
-            ModelFailure::new(FailureCode::Timeout, format!("the stream was idle for {} s", self.idle.as_secs_f64()))
+            ModelFailure::new(
+                FailureCode::Timeout,
+                format!("the stream was idle for {} s", self.idle.as_secs_f64()),
+            )
         };
         let wait = duration.unwrap_or(Duration::MAX).min(self.idle);
         tokio::select! {

@@ -102,7 +102,11 @@ impl SseParser {
                 Err(e) => return Some(Err(e)),
             }
         }
-        if self.has_data { Some(self.dispatch()) } else { None }
+        if self.has_data {
+            Some(self.dispatch())
+        } else {
+            None
+        }
     }
 
     fn reset_if_dispatched(&mut self) {
@@ -233,7 +237,11 @@ mod tests {
     fn crlf_split_between_reads_is_one_line_end() {
         let input = b"data: x\r\n\r\ndata: y\r\n\r\n";
         for cut in 0..=input.len() {
-            assert_eq!(parse_in_pieces(input, &[cut]), vec![ok("", "x"), ok("", "y")], "cut at {cut}");
+            assert_eq!(
+                parse_in_pieces(input, &[cut]),
+                vec![ok("", "x"), ok("", "y")],
+                "cut at {cut}"
+            );
         }
     }
 
@@ -241,15 +249,24 @@ mod tests {
     fn utf8_split_across_reads() {
         let input = "data: héllo 🌍 wörld\n\n".as_bytes();
         for cut in 0..=input.len() {
-            assert_eq!(parse_in_pieces(input, &[cut]), vec![ok("", "héllo 🌍 wörld")]);
+            assert_eq!(
+                parse_in_pieces(input, &[cut]),
+                vec![ok("", "héllo 🌍 wörld")]
+            );
         }
     }
 
     #[test]
     fn unterminated_event_at_eof_is_still_returned_and_invalid_utf8_is_an_error() {
-        assert_eq!(parse_in_pieces(b"data: [DONE]", &[]), vec![ok("", "[DONE]")]);
+        assert_eq!(
+            parse_in_pieces(b"data: [DONE]", &[]),
+            vec![ok("", "[DONE]")]
+        );
         assert_eq!(parse_in_pieces(b"data: a\n", &[]), vec![ok("", "a")]);
-        assert_eq!(parse_in_pieces(b"data: \xff\xfe\n\n", &[]), vec![Err(SseError::InvalidUtf8)]);
+        assert_eq!(
+            parse_in_pieces(b"data: \xff\xfe\n\n", &[]),
+            vec![Err(SseError::InvalidUtf8)]
+        );
         assert_eq!(parse_in_pieces(b"", &[]), vec![]);
     }
 

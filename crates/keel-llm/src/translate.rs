@@ -33,7 +33,12 @@ pub enum Progress {
 enum Open {
     Text(String),
     Reasoning(String),
-    Tool { wire_index: u64, id: Option<String>, name: Option<String>, args: String },
+    Tool {
+        wire_index: u64,
+        id: Option<String>,
+        name: Option<String>,
+        args: String,
+    },
 }
 
 /// Translates one response's payloads. Feed each SSE `data` payload to
@@ -125,7 +130,11 @@ impl WireUsage {
         let prompt = self.prompt_tokens.unwrap_or(0);
         let hit = self
             .prompt_cache_hit_tokens
-            .or_else(|| self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens))
+            .or_else(|| {
+                self.prompt_tokens_details
+                    .as_ref()
+                    .and_then(|d| d.cached_tokens)
+            })
             .unwrap_or(0)
             .min(prompt);
         TokenUsage {
@@ -161,7 +170,11 @@ impl StreamTranslator {
     }
 
     /// Translates one SSE `data` payload, appending chunks to `out`.
-    pub fn push(&mut self, data: &str, out: &mut Vec<StreamChunk>) -> Result<Progress, ModelFailure> {
+    pub fn push(
+        &mut self,
+        data: &str,
+        out: &mut Vec<StreamChunk>,
+    ) -> Result<Progress, ModelFailure> {
         if self.done {
             return Ok(Progress::Done);
         }
@@ -174,7 +187,9 @@ impl StreamTranslator {
             return Ok(Progress::Continue);
         }
         let chunk: WireChunk<'_> = serde_json::from_str(data).map_err(|e| {
-            malformed(format!("stream payload is not a chat-completions chunk: {e}"))
+            malformed(format!(
+                "stream payload is not a chat-completions chunk: {e}"
+            ))
         })?;
         if let Some(error) = &chunk.error {
             return Err(failure_from_error_value(error));
@@ -224,7 +239,10 @@ impl StreamTranslator {
         if let Some(Open::Reasoning(buf)) = self.blocks.get_mut(i) {
             buf.push_str(text);
         }
-        out.push(StreamChunk::ReasoningDelta { index: block_index(i), text: text.to_owned() });
+        out.push(StreamChunk::ReasoningDelta {
+            index: block_index(i),
+            text: text.to_owned(),
+        });
     }
 
     fn text_delta(&mut self, text: &str, out: &mut Vec<StreamChunk>) {
@@ -239,13 +257,21 @@ impl StreamTranslator {
         if let Some(Open::Text(buf)) = self.blocks.get_mut(i) {
             buf.push_str(text);
         }
-        out.push(StreamChunk::TextDelta { index: block_index(i), text: text.to_owned() });
+        out.push(StreamChunk::TextDelta {
+            index: block_index(i),
+            text: text.to_owned(),
+        });
     }
 
     fn open(&mut self, block: Open, block_type: BlockType, out: &mut Vec<StreamChunk>) -> usize {
         let i = self.blocks.len();
         self.blocks.push(block);
-        out.push(StreamChunk::BlockStart { index: block_index(i), block_type, id: None, name: None });
+        out.push(StreamChunk::BlockStart {
+            index: block_index(i),
+            block_type,
+            id: None,
+            name: None,
+        });
         i
     }
 
@@ -256,9 +282,14 @@ impl StreamTranslator {
     }
 
     fn tool_delta(&mut self, position: usize, call: WireToolDelta<'_>, out: &mut Vec<StreamChunk>) {
-        let wire_index = call.index.unwrap_or_else(|| self.unindexed_tool(position, call.id.as_deref()));
+        let wire_index = call
+            .index
+            .unwrap_or_else(|| self.unindexed_tool(position, call.id.as_deref()));
         let (name, args) = match call.function {
-            Some(f) => (f.name.filter(|n| !n.is_empty()), f.arguments.unwrap_or_default()),
+            Some(f) => (
+                f.name.filter(|n| !n.is_empty()),
+                f.arguments.unwrap_or_default(),
+            ),
             None => (None, Cow::Borrowed("")),
         };
         let id = call.id.filter(|s| !s.is_empty());
@@ -271,7 +302,12 @@ impl StreamTranslator {
                 id: id.clone(),
                 name: name.clone(),
             });
-            self.blocks.push(Open::Tool { wire_index, id, name, args: args.to_string() });
+            self.blocks.push(Open::Tool {
+                wire_index,
+                id,
+                name,
+                args: args.to_string(),
+            });
             if !args.is_empty() {
                 out.push(StreamChunk::ToolCallDelta {
                     index: block_index(i),
@@ -282,13 +318,26 @@ impl StreamTranslator {
             }
             return;
         };
-        let Some(Open::Tool { id: known_id, name: known_name, args: buf, .. }) = self.blocks.get_mut(i)
+        let Some(Open::Tool {
+            id: known_id,
+            name: known_name,
+            args: buf,
+            ..
+        }) = self.blocks.get_mut(i)
         else {
             return;
         };
         // Later fragments normally carry neither; take them only if the first one lacked them.
-        let new_id = if known_id.is_none() { id.map(Cow::into_owned) } else { None };
-        let new_name = if known_name.is_none() { name.map(Cow::into_owned) } else { None };
+        let new_id = if known_id.is_none() {
+            id.map(Cow::into_owned)
+        } else {
+            None
+        };
+        let new_name = if known_name.is_none() {
+            name.map(Cow::into_owned)
+        } else {
+            None
+        };
         if new_id.is_none() && new_name.is_none() && args.is_empty() {
             return;
         }
@@ -320,9 +369,10 @@ impl StreamTranslator {
             .collect();
         let fresh = 1_000_000 + tools.len() as u64 + position as u64;
         match (id, tools.last()) {
-            (Some(id), _) if !id.is_empty() => {
-                tools.iter().find(|(_, known)| *known == Some(id)).map_or(fresh, |(w, _)| *w)
-            }
+            (Some(id), _) if !id.is_empty() => tools
+                .iter()
+                .find(|(_, known)| *known == Some(id))
+                .map_or(fresh, |(w, _)| *w),
             (_, Some((w, _))) => *w,
             (_, None) => fresh,
         }
@@ -331,15 +381,20 @@ impl StreamTranslator {
     fn finish(&mut self, out: &mut Vec<StreamChunk>) -> Result<(), ModelFailure> {
         self.done = true;
         let Some(reason) = self.finish_reason.take() else {
-            return Err(malformed("the stream reached [DONE] without a finish reason"));
+            return Err(malformed(
+                "the stream reached [DONE] without a finish reason",
+            ));
         };
         let reason = match reason.as_str() {
             "stop" => FinishReason::Stop,
             "tool_calls" | "function_call" => FinishReason::ToolCalls,
             "length" => FinishReason::MaxTokens,
-            other => FinishReason::Error { code: other.to_ascii_uppercase() },
+            other => FinishReason::Error {
+                code: other.to_ascii_uppercase(),
+            },
         };
-        if self.blocks.is_empty() && matches!(reason, FinishReason::Stop | FinishReason::ToolCalls) {
+        if self.blocks.is_empty() && matches!(reason, FinishReason::Stop | FinishReason::ToolCalls)
+        {
             return Err(ModelFailure::new(
                 FailureCode::EmptyResponse,
                 "the model finished without streaming any text, reasoning or tool call",
@@ -357,7 +412,10 @@ impl StreamTranslator {
                     arguments: args,
                 }),
             };
-            out.push(StreamChunk::BlockEnd { index: block_index(i), block });
+            out.push(StreamChunk::BlockEnd {
+                index: block_index(i),
+                block,
+            });
         }
         if let Some(usage) = self.usage.take() {
             out.push(StreamChunk::Usage { usage });

@@ -45,23 +45,47 @@ fn tool_calls_accumulate_by_index_with_id_only_in_first_fragment() {
     // block-start for call_a carries id and name; no later delta repeats them.
     assert_eq!(
         chunks[4],
-        StreamChunk::BlockStart { index: 2, block_type: BlockType::ToolCall, id: Some("call_a".into()), name: Some("read".into()) }
+        StreamChunk::BlockStart {
+            index: 2,
+            block_type: BlockType::ToolCall,
+            id: Some("call_a".into()),
+            name: Some("read".into())
+        }
     );
-    assert!(chunks.iter().all(|c| !matches!(c, StreamChunk::ToolCallDelta { id: Some(_), .. })));
+    assert!(
+        chunks
+            .iter()
+            .all(|c| !matches!(c, StreamChunk::ToolCallDelta { id: Some(_), .. }))
+    );
     let out = assemble(&chunks);
     assert_eq!(
         out.content,
         vec![
-            ContentBlock::Reasoning { text: "plan".into() },
+            ContentBlock::Reasoning {
+                text: "plan".into()
+            },
             ContentBlock::text("Reading."),
-            ContentBlock::ToolCall(ToolCallBlock { id: "call_a".into(), name: "read".into(), arguments: r#"{"file_path":"a.txt"}"#.into() }),
-            ContentBlock::ToolCall(ToolCallBlock { id: "call_b".into(), name: "glob".into(), arguments: r#"{"pattern":"*"}"#.into() }),
+            ContentBlock::ToolCall(ToolCallBlock {
+                id: "call_a".into(),
+                name: "read".into(),
+                arguments: r#"{"file_path":"a.txt"}"#.into()
+            }),
+            ContentBlock::ToolCall(ToolCallBlock {
+                id: "call_b".into(),
+                name: "glob".into(),
+                arguments: r#"{"pattern":"*"}"#.into()
+            }),
         ]
     );
     assert_eq!(out.finish, Some(FinishReason::ToolCalls));
     assert_eq!(
         out.usage,
-        Some(TokenUsage { input_tokens: 40, output_tokens: 20, cache_read_tokens: 60, reasoning_tokens: 7 })
+        Some(TokenUsage {
+            input_tokens: 40,
+            output_tokens: 20,
+            cache_read_tokens: 60,
+            reasoning_tokens: 7
+        })
     );
     // usage comes right before finish, which is last.
     let n = chunks.len();
@@ -76,13 +100,26 @@ fn finish_reasons_map() {
     for (reason, expected) in [
         ("stop", FinishReason::Stop),
         ("length", FinishReason::MaxTokens),
-        ("content_filter", FinishReason::Error { code: "CONTENT_FILTER".into() }),
-        ("insufficient_system_resource", FinishReason::Error { code: "INSUFFICIENT_SYSTEM_RESOURCE".into() }),
+        (
+            "content_filter",
+            FinishReason::Error {
+                code: "CONTENT_FILTER".into(),
+            },
+        ),
+        (
+            "insufficient_system_resource",
+            FinishReason::Error {
+                code: "INSUFFICIENT_SYSTEM_RESOURCE".into(),
+            },
+        ),
     ] {
         let f = fin(reason);
         let (chunks, last) = run(&[text, &f, "[DONE]"]);
         assert_eq!(last, Ok(Progress::Done));
-        assert_eq!(chunks.last(), Some(&StreamChunk::Finish { reason: expected }));
+        assert_eq!(
+            chunks.last(),
+            Some(&StreamChunk::Finish { reason: expected })
+        );
     }
 }
 
@@ -101,14 +138,25 @@ fn length_leaves_tool_calls_open_so_the_assembler_drops_them() {
 
 #[test]
 fn stream_failures() {
-    let (_, last) = run(&[r#"{"choices":[{"delta":{"role":"assistant"}}]}"#, r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#, USAGE, "[DONE]"]);
+    let (_, last) = run(&[
+        r#"{"choices":[{"delta":{"role":"assistant"}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        USAGE,
+        "[DONE]",
+    ]);
     assert_eq!(last.map_err(|f| f.code), Err(FailureCode::EmptyResponse));
 
     let (_, last) = run(&[r#"{"choices":[{"delta":{"content":"x"}}]}"#, "{not json"]);
-    assert_eq!(last.map_err(|f| f.code), Err(FailureCode::MalformedResponse));
+    assert_eq!(
+        last.map_err(|f| f.code),
+        Err(FailureCode::MalformedResponse)
+    );
 
     let (_, last) = run(&[r#"{"choices":[{"delta":{"content":"x"}}]}"#, "[DONE]"]);
-    assert_eq!(last.map_err(|f| f.code), Err(FailureCode::MalformedResponse));
+    assert_eq!(
+        last.map_err(|f| f.code),
+        Err(FailureCode::MalformedResponse)
+    );
 
     let (_, last) = run(&[r#"{"error":{"message":"Server overloaded","code":503}}"#]);
     assert_eq!(last.map_err(|f| f.code), Err(FailureCode::Server));
@@ -117,7 +165,10 @@ fn stream_failures() {
     assert_eq!(t.end_of_stream().code, FailureCode::StreamClosed);
     assert!(!t.is_done());
     let mut out = Vec::new();
-    assert_eq!(t.push(": ignored blank", &mut out).map_err(|f| f.code), Err(FailureCode::MalformedResponse));
+    assert_eq!(
+        t.push(": ignored blank", &mut out).map_err(|f| f.code),
+        Err(FailureCode::MalformedResponse)
+    );
 }
 
 #[test]
@@ -130,11 +181,23 @@ fn usage_from_openai_cached_tokens_and_unindexed_tool_calls() {
         "[DONE]",
     ]);
     let out = assemble(&chunks);
-    let names: Vec<String> = out.content.iter().map(|b| match b {
-        ContentBlock::ToolCall(c) => format!("{}:{}:{}", c.id, c.name, c.arguments),
-        other => format!("{other:?}"),
-    }).collect();
+    let names: Vec<String> = out
+        .content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::ToolCall(c) => format!("{}:{}:{}", c.id, c.name, c.arguments),
+            other => format!("{other:?}"),
+        })
+        .collect();
     assert_eq!(names, vec!["x1:a:{}", "x2:b:{}"]);
     // Cache hits above the prompt count are clamped, never underflow.
-    assert_eq!(out.usage, Some(TokenUsage { input_tokens: 0, output_tokens: 2, cache_read_tokens: 10, reasoning_tokens: 0 }));
+    assert_eq!(
+        out.usage,
+        Some(TokenUsage {
+            input_tokens: 0,
+            output_tokens: 2,
+            cache_read_tokens: 10,
+            reasoning_tokens: 0
+        })
+    );
 }

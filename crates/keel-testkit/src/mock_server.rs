@@ -61,7 +61,10 @@ impl MockServer {
         let addr = listener.local_addr()?;
         let record = match &options.record {
             Some(path) => Some(Mutex::new(
-                std::fs::OpenOptions::new().create(true).append(true).open(path)?,
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?,
             )),
             None => None,
         };
@@ -109,12 +112,20 @@ impl MockServer {
 
     /// Every request body received so far, in order (non-JSON bodies as JSON strings).
     pub fn requests(&self) -> Vec<Value> {
-        self.state.requests.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.state
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Script responses not served yet.
     pub fn remaining(&self) -> usize {
-        self.state.cursor.lock().unwrap_or_else(PoisonError::into_inner).remaining()
+        self.state
+            .cursor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remaining()
     }
 }
 
@@ -158,10 +169,13 @@ async fn read_request(socket: &mut TcpStream) -> std::io::Result<Option<Request>
     let path = first.next().unwrap_or_default().to_owned();
     let mut length = 0usize;
     for line in lines {
-        if let Some((name, value)) = line.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().map_err(|_| bad("bad content-length"))?;
-            }
+        if let Some((name, value)) = line.split_once(':')
+            && name.trim().eq_ignore_ascii_case("content-length")
+        {
+            length = value
+                .trim()
+                .parse()
+                .map_err(|_| bad("bad content-length"))?;
         }
     }
     if length > MAX_BODY {
@@ -216,11 +230,17 @@ async fn write_error(
 /// Text of the wire request's last message with `role`.
 fn last_content(body: &Value, role: &str) -> Option<String> {
     let messages = body.get("messages")?.as_array()?;
-    let message = messages.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some(role))?;
+    let message = messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some(role))?;
     match message.get("content")? {
         Value::String(s) => Some(s.clone()),
         Value::Array(parts) => Some(
-            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<String>(),
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<String>(),
         ),
         _ => None,
     }
@@ -228,14 +248,20 @@ fn last_content(body: &Value, role: &str) -> Option<String> {
 
 async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
     socket.set_nodelay(true)?;
-    let Some(request) = read_request(&mut socket).await? else { return Ok(()) };
+    let Some(request) = read_request(&mut socket).await? else {
+        return Ok(());
+    };
     if request.method != "POST" || !request.path.ends_with("/chat/completions") {
         let body = serde_json::json!({"error": {"message": format!("keel mock server: no route for {} {}", request.method, request.path)}});
         return write_error(&mut socket, 404, &body.to_string(), None).await;
     }
     let body: Value = serde_json::from_slice(&request.body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request.body).into_owned()));
-    state.requests.lock().unwrap_or_else(PoisonError::into_inner).push(body.clone());
+    state
+        .requests
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(body.clone());
     if let Some(file) = &state.record {
         let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
         writeln!(file, "{body}")?;
@@ -253,7 +279,11 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
             return write_error(&mut socket, 400, &body.to_string(), None).await;
         }
     };
-    let prompt = state.cache.lock().unwrap_or_else(PoisonError::into_inner).observe(&request.body);
+    let prompt = state
+        .cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .observe(&request.body);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("mock");
     match plan(&response, n, model, prompt) {
         Delivery::ConnectionReset => {
@@ -261,9 +291,11 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
             drop(socket);
             Ok(())
         }
-        Delivery::HttpError { status, body, retry_after } => {
-            write_error(&mut socket, status, &body, retry_after).await
-        }
+        Delivery::HttpError {
+            status,
+            body,
+            retry_after,
+        } => write_error(&mut socket, status, &body, retry_after).await,
         Delivery::Stream(stream) => {
             let options = WireOptions {
                 write_size: response.write_size,
@@ -283,7 +315,9 @@ struct WireOptions {
 }
 
 async fn write_chunked(socket: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
-    socket.write_all(format!("{:x}\r\n", bytes.len()).as_bytes()).await?;
+    socket
+        .write_all(format!("{:x}\r\n", bytes.len()).as_bytes())
+        .await?;
     socket.write_all(bytes).await?;
     socket.write_all(b"\r\n").await?;
     socket.flush().await

@@ -15,12 +15,17 @@ fn parse_args() -> Result<(PathBuf, MockOptions), String> {
     let mut options = MockOptions::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value\n{USAGE}"));
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
         match arg.as_str() {
             "--script" => script = Some(PathBuf::from(value("--script")?)),
             "--port" => {
                 let v = value("--port")?;
-                options.port = v.parse().map_err(|_| format!("--port: {v:?} is not a port number"))?;
+                options.port = v
+                    .parse()
+                    .map_err(|_| format!("--port: {v:?} is not a port number"))?;
             }
             "--record" => options.record = Some(PathBuf::from(value("--record")?)),
             "-h" | "--help" => return Err(USAGE.to_owned()),
