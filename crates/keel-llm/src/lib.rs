@@ -15,6 +15,7 @@
 pub mod assembler;
 pub mod catalogue;
 pub mod classify;
+pub mod credentials;
 pub mod openai;
 pub mod provider;
 pub mod request;
