@@ -1,11 +1,256 @@
-//! `keel sessions list|show|check|export|import`.
+//! `keel sessions list|show|check|export|import`: inspect, validate and move session logs.
+//!
+//! Every subcommand resolves its argument through the store (a path, an id or an id prefix),
+//! loads the file with keel-session's loader (plain or zstd, keel's or dsh's) and only reads it;
+//! `import` is the one writer, and it only creates a new session directory. Results go to
+//! stdout, warnings (a dropped torn tail) to stderr. Exit codes: 0 success, 2 any error (bad
+//! argument, unreadable or corrupt file); `check` adds 1 for a repairable session. See
+//! `docs/sessions.md`.
+
+mod check;
+mod fmt;
+mod transcript;
+mod transfer;
 
 use super::Ctx;
 use crate::cli::SessionsCommand;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, anyhow};
+use keel_session::{Loaded, SessionSummary, Store};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use transcript::{Transcript, render_text};
 
 /// Run a `sessions` subcommand.
-pub fn run(_ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
-    bail!("not implemented yet: {cmd:?}")
+pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
+    let res = match cmd {
+        SessionsCommand::List { all, json } => list(ctx, all, json),
+        SessionsCommand::Show {
+            session,
+            events,
+            json,
+        } => show(ctx, &session, events, json),
+        SessionsCommand::Check { session, json } => check(ctx, &session, json),
+        SessionsCommand::Export {
+            session,
+            format,
+            output,
+        } => export(ctx, &session, format, output.as_deref()),
+        SessionsCommand::Import { path } => import(ctx, &path),
+    };
+    match res {
+        // `keel sessions show … | head`: the reader left; that is not a failure.
+        Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
+        r => r,
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Write a result to stdout.
+fn emit(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")
+}
+
+/// Write a warning to stderr.
+fn warn(msg: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "keel: warning: {msg}");
+}
+
+/// The session file `query` names (a path, an id or an id prefix).
+fn resolve(ctx: &Ctx, query: &str) -> Result<PathBuf> {
+    Ok(ctx.store.resolve(query, &ctx.cwd)?)
+}
+
+/// Load a resolved session file, warning about a dropped torn tail.
+fn load(file: &Path) -> Result<Loaded> {
+    let loaded = Store::load(file).map_err(|e| {
+        anyhow!("{e}\n(`keel sessions check {}` reports what it can)", file.display())
+    })?;
+    if let Some(t) = &loaded.report.torn {
+        warn(&format!(
+            "{}: torn tail at line {} dropped ({} bytes: {}); showing the {} committed events",
+            file.display(),
+            t.line,
+            t.dropped_bytes,
+            t.reason,
+            loaded.report.events
+        ));
+    }
+    Ok(loaded)
+}
+
+fn list(ctx: &Ctx, all: bool, as_json: bool) -> Result<ExitCode> {
+    let scope = if all { None } else { Some(ctx.cwd.as_path()) };
+    let sessions = ctx.store.list(scope);
+    if as_json {
+        let rows: Vec<serde_json::Value> = sessions.iter().map(summary_json).collect();
+        let mut text = serde_json::to_string(&rows).context("cannot encode the listing")?;
+        text.push('\n');
+        emit(text.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if sessions.is_empty() {
+        let _ = match scope {
+            Some(cwd) => writeln!(
+                std::io::stderr().lock(),
+                "no sessions for {} in {} (--all lists every project)",
+                cwd.display(),
+                ctx.store.home().join("sessions").display()
+            ),
+            None => writeln!(
+                std::io::stderr().lock(),
+                "no sessions in {}",
+                ctx.store.home().join("sessions").display()
+            ),
+        };
+        return Ok(ExitCode::SUCCESS);
+    }
+    emit(list_table(&sessions, all).as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summary_json(s: &SessionSummary) -> serde_json::Value {
+    let modified = s
+        .last_modified
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as u64);
+    json!({
+        "id": s.id,
+        "path": s.path,
+        "cwd": s.cwd,
+        "created": s.created,
+        "modified": modified,
+        "events": s.events,
+        "turns": s.turns,
+        "title": s.title,
+        "firstPrompt": s.first_prompt,
+        "compressed": s.compressed,
+        "parent": s.parent,
+        "problem": s.problem,
+    })
+}
+
+fn list_table(sessions: &[SessionSummary], with_cwd: bool) -> String {
+    let id_w = sessions.iter().map(|s| s.id.chars().count()).max().unwrap_or(2).max(2);
+    let cwd_of = |s: &SessionSummary| s.cwd.clone().unwrap_or_else(|| "-".to_owned());
+    let cwd_w = sessions.iter().map(|s| cwd_of(s).chars().count()).max().unwrap_or(3).max(3);
+    let mut out = String::new();
+    let _ = write!(out, "{:<id_w$}  {:<16}  {:>6}  {:>5}  ", "ID", "CREATED", "EVENTS", "TURNS");
+    if with_cwd {
+        let _ = write!(out, "{:<cwd_w$}  ", "CWD");
+    }
+    let _ = writeln!(out, "TITLE — FIRST PROMPT");
+    for s in sessions {
+        let created = fmt::format_time(s.created);
+        let created = created.get(..16).unwrap_or(&created);
+        let _ = write!(out, "{:<id_w$}  {created:<16}  {:>6}  {:>5}  ", s.id, s.events, s.turns);
+        if with_cwd {
+            let _ = write!(out, "{:<cwd_w$}  ", cwd_of(s));
+        }
+        let title = match (&s.problem, &s.title, &s.first_prompt) {
+            (Some(p), _, _) => format!("(unreadable: {})", fmt::one_line(p, 200)),
+            (None, Some(t), Some(p)) => {
+                format!("{} — {}", fmt::one_line(t, 50), fmt::one_line(p, 60))
+            }
+            (None, Some(t), None) => fmt::one_line(t, 60),
+            (None, None, Some(p)) => fmt::one_line(p, 80),
+            (None, None, None) => "-".to_owned(),
+        };
+        let _ = writeln!(out, "{title}");
+    }
+    out
+}
+
+fn show(ctx: &Ctx, query: &str, events: bool, as_json: bool) -> Result<ExitCode> {
+    let file = resolve(ctx, query)?;
+    let loaded = load(&file)?;
+    let session = &loaded.session;
+    let mut out = Vec::new();
+    match (events, as_json) {
+        (true, true) => {
+            for ev in session.events() {
+                serde_json::to_writer(&mut out, &*ev)
+                    .with_context(|| format!("cannot encode event #{}", ev.seq))?;
+                out.push(b'\n');
+            }
+        }
+        (true, false) => {
+            let names = transcript::call_names(session);
+            let mut text = String::new();
+            for ev in session.events() {
+                let _ = writeln!(
+                    text,
+                    "{:>6}  {:<25}  {}",
+                    ev.seq.0,
+                    ev.type_name(),
+                    fmt::event_summary(&ev, &names)
+                );
+            }
+            out = text.into_bytes();
+        }
+        (false, true) => {
+            serde_json::to_writer(&mut out, &Transcript::build(session))
+                .context("cannot encode the transcript")?;
+            out.push(b'\n');
+        }
+        (false, false) => out = render_text(&Transcript::build(session)).into_bytes(),
+    }
+    emit(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(ctx: &Ctx, query: &str, as_json: bool) -> Result<ExitCode> {
+    let file = resolve(ctx, query)?;
+    let report = check::check(&file);
+    if as_json {
+        let mut text = serde_json::to_string(&report).context("cannot encode the report")?;
+        text.push('\n');
+        emit(text.as_bytes())?;
+    } else {
+        emit(check::render(&report).as_bytes())?;
+    }
+    Ok(ExitCode::from(report.status.exit_code()))
+}
+
+fn export(
+    ctx: &Ctx,
+    query: &str,
+    format: crate::cli::ExportFormat,
+    output: Option<&Path>,
+) -> Result<ExitCode> {
+    let file = resolve(ctx, query)?;
+    let loaded = load(&file)?;
+    let bytes = transfer::export(&loaded.session, format)?;
+    match output {
+        None => emit(&bytes)?,
+        Some(path) => std::fs::write(path, &bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(ctx: &Ctx, path: &Path) -> Result<ExitCode> {
+    let file = transfer::source_file(path)?;
+    let imported = transfer::import(&ctx.store, &ctx.cwd, &file, &mut |w| warn(&w))?;
+    let text = format!(
+        "imported {} ({} events, {} turns)\nid    {}\npath  {}\n",
+        file.display(),
+        imported.events,
+        imported.turns,
+        imported.id,
+        imported.path.display()
+    );
+    emit(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -35,6 +35,7 @@ impl Status {
 
 /// What `check` found (also its `--json` output).
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CheckReport {
     /// The session file.
     pub file: PathBuf,
@@ -50,6 +51,7 @@ pub struct CheckReport {
 
 /// Facts about a loaded session.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LoadedFacts {
     /// `plain` or `zstd`.
     pub format: &'static str,
@@ -85,6 +87,7 @@ pub struct LoadedFacts {
 
 /// A dropped torn tail.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TornFacts {
     /// 1-based line of the first dropped record.
     pub line: u64,
@@ -98,6 +101,7 @@ pub struct TornFacts {
 
 /// One event crash repair would append.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PlannedEvent {
     /// Its seq.
     pub seq: Seq,

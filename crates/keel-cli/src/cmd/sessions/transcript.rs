@@ -31,6 +31,7 @@ const ARGS_CHARS: usize = 160;
 
 /// A whole session as a transcript.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Transcript {
     /// Session id.
     pub id: String,
@@ -60,6 +61,7 @@ pub enum Block {
 
 /// One turn.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Turn {
     /// Turn number.
     pub turn: u32,
@@ -83,6 +85,7 @@ pub enum Entry {
 
 /// One step.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Step {
     /// Turn number.
     pub turn: u32,
@@ -98,6 +101,7 @@ pub struct Step {
 
 /// How a turn ended.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TurnEndItem {
     /// Seq of `turn/end`.
     pub seq: Seq,
@@ -124,6 +128,7 @@ pub enum Origin {
 
 /// What became of a surface event: replaced later, and/or replacing earlier ones.
 #[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Fate {
     /// The event that shadowed this one (compaction summary or prune), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -135,6 +140,7 @@ pub struct Fate {
 
 /// A later event that shadowed this one.
 #[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Shadow {
     /// Seq of the replacing event.
     pub seq: Seq,
@@ -144,6 +150,7 @@ pub struct Shadow {
 
 /// A tool call proposed by an assistant message.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Call {
     /// Call id.
     pub id: String,
@@ -159,7 +166,7 @@ pub struct Call {
 
 /// One thing shown in a transcript.
 #[derive(Debug, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[serde(tag = "kind", rename_all = "kebab-case", rename_all_fields = "camelCase")]
 pub enum Item {
     /// A `user/message`.
     User {
