@@ -12,6 +12,7 @@ pub mod error;
 mod host;
 pub mod hooks;
 pub mod inbox;
+pub mod plugin;
 pub mod prompt;
 pub mod request;
 pub mod seams;

@@ -29,11 +29,17 @@ max_steps = 200
 thinking = true
 reasoning_effort = "high"
 instructions_budget = 16384
+retry_max = 5
+retry_base_ms = 500
 
 [tools]
 spill_bytes = 50000
 bash_timeout_ms = 120000
 forward_env = []
+
+[[plugins]]
+id = "compaction"
+enabled = true
 "#;
 
 /// The typed view of a merged configuration. Every field is optional in a layer; the defaults
@@ -104,6 +110,12 @@ pub struct AgentSection {
     pub instructions_budget: Option<usize>,
     /// Persona template (`{{model}}`, `{{cwd}}`).
     pub persona: Option<String>,
+    /// Retries of a failed model call (rate limit, server, transport, timeout, closed stream)
+    /// inside the same step; 0 = never retry.
+    pub retry_max: Option<u32>,
+    /// Delay before the first retry in milliseconds (doubling, jittered, capped at 10 s); a
+    /// server's `Retry-After` takes precedence.
+    pub retry_base_ms: Option<u64>,
 }
 
 /// `[tools]`.

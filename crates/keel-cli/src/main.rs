@@ -6,6 +6,7 @@
 mod cli;
 mod cmd;
 mod config;
+mod plugins;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -5,7 +5,8 @@ use super::Ctx;
 use crate::cli::{DemoArgs, ResumeArgs, RunArgs};
 use crate::cmd::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
-use keel_agent::{Agent, AgentConfig, ApprovalPolicy, HookRegistry, TurnOutcome};
+use keel_agent::plugin::HostBuilder;
+use keel_agent::{Agent, AgentConfig, ApprovalPolicy, TurnOutcome};
 use keel_llm::{ApiKey, Format as ScriptFormat, ModelCatalogue, ModelInfo, ModelOverride, OpenAiProvider, Provider, ProviderConfig, ScriptedProvider};
 use keel_protocol::SessionHeader;
 use keel_session::{Format, PersistentSession, Session, WriterOptions, new_session_id, now_ms};
@@ -84,7 +85,7 @@ fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progr
         bash.default_timeout = Duration::from_millis(ms);
     }
     let cfg = BuiltinConfig { bash, ..cfg };
-    let registry = Arc::new(ToolRegistry::with_builtins(&cfg));
+    let registry = ToolRegistry::with_builtins(&cfg);
     let spill_dir = ctx.home.join("spill").join(session_id.as_str());
     let mut spill = SpillConfig::new(&spill_dir);
     if let Some(bytes) = c.tools.spill_bytes {
@@ -93,8 +94,16 @@ fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progr
     let mut sub = SubprocessConfig::from_process_env(&spill_dir);
     sub.forward = c.tools.forward_env.clone().unwrap_or_default();
     let workspace = Workspace::new(&ctx.cwd, r.sandbox).with_context(|| format!("cannot use workspace {}", ctx.cwd.display()))?;
-    let mut hooks = HookRegistry::default();
-    progress.install(&mut hooks);
+    let mut host = HostBuilder::new(ctx.cwd.clone(), ctx.home.clone());
+    progress.install(&mut host.hooks);
+    crate::plugins::install_rows(&r.config, &mut host, &[])?;
+    let mut registry = registry;
+    for tool in std::mem::take(&mut host.tools) {
+        let name = tool.schema().name;
+        registry.register(tool).map_err(|e| anyhow!("cannot register plugin tool {name}: {e}"))?;
+    }
+    let registry = Arc::new(registry);
+    let hooks = host.hooks;
     let pipeline = Pipeline::builder(registry, workspace)
         .hooks(hooks.tools.clone())
         .plan_state(cfg.plan.clone())
@@ -117,7 +126,15 @@ fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progr
     if let Some(p) = &c.agent.persona {
         config.persona = p.clone();
     }
-    Ok(Agent::builder(config, r.provider.clone(), pipeline, log).hooks(hooks).build()?)
+    if let Some(n) = c.agent.retry_max {
+        config.retry.max_retries = n;
+    }
+    if let Some(ms) = c.agent.retry_base_ms {
+        config.retry.base_delay = Duration::from_millis(ms);
+    }
+    let agent = Agent::builder(config, r.provider.clone(), pipeline, log).hooks(hooks).build()?;
+    HostBuilder::bind(host.on_agent, &agent);
+    Ok(agent)
 }
 
 fn new_log(ctx: &Ctx, zstd: bool) -> Result<PersistentSession> {

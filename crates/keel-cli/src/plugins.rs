@@ -1,0 +1,70 @@
+//! The catalogue of built-in plugins and the resolution of `[[plugins]]` rows.
+//!
+//! A row `{id, use, enabled, config}` names a catalogue plugin by `use` (defaulting to `id`).
+//! Enabled rows are installed in configuration order; an unknown plugin or a bad `config`
+//! is an error naming the row and the layer (file or flag) that set it.
+
+use crate::config::Loaded;
+use anyhow::{Result, anyhow};
+use keel_agent::plugin::{HostBuilder, Plugin, PluginError, plugin_config};
+use serde_json::Value;
+
+/// `compaction`: prune oversized tool results and summarise old history under context pressure
+/// or on a context-window overflow.
+struct CompactionPlugin;
+
+impl Plugin for CompactionPlugin {
+    fn id(&self) -> &'static str {
+        "compaction"
+    }
+    fn description(&self) -> &'static str {
+        "prune oversized tool results and summarise old history when the context window fills"
+    }
+    fn install(&self, host: &mut HostBuilder, config: Value) -> Result<(), PluginError> {
+        let config: keel_agent::compaction::CompactionConfig = plugin_config(self.id(), config)?;
+        keel_agent::compaction::install(&mut host.hooks, config);
+        Ok(())
+    }
+}
+
+/// Every built-in plugin.
+pub fn catalogue() -> Vec<Box<dyn Plugin>> {
+    vec![Box::new(CompactionPlugin)]
+}
+
+/// Install the enabled rows of `loaded` into `host`. `force_enable` lists plugin ids enabled by
+/// flags (e.g. `--provenance`) even when their row says otherwise.
+pub fn install_rows(loaded: &Loaded, host: &mut HostBuilder, force_enable: &[&str]) -> Result<Vec<String>> {
+    let catalogue = catalogue();
+    let mut installed = Vec::new();
+    for row in &loaded.config.plugins {
+        let uses = row.uses.clone().unwrap_or_else(|| row.id.clone());
+        let layer = loaded.origin.get(&format!("plugins[{}]", row.id)).cloned().unwrap_or_else(|| "?".into());
+        let plugin = catalogue.iter().find(|p| p.id() == uses).ok_or_else(|| {
+            let known: Vec<&str> = catalogue.iter().map(|p| p.id()).collect();
+            anyhow!(
+                "unknown plugin {uses:?} in the [[plugins]] row with id {:?} (set in {layer}); known plugins: {}",
+                row.id,
+                known.join(", ")
+            )
+        })?;
+        let enabled = row.enabled.unwrap_or(true) || force_enable.contains(&uses.as_str());
+        if !enabled {
+            continue;
+        }
+        let config = match &row.config {
+            Some(t) => serde_json::to_value(t).map_err(|e| anyhow!("plugin row {:?}: {e}", row.id))?,
+            None => Value::Object(Default::default()),
+        };
+        plugin.install(host, config).map_err(|e| anyhow!("{e} (row {:?}, set in {layer})", row.id))?;
+        installed.push(row.id.clone());
+    }
+    for id in force_enable {
+        if !loaded.config.plugins.iter().any(|r| r.uses.as_deref().unwrap_or(&r.id) == *id) {
+            let plugin = catalogue.iter().find(|p| p.id() == *id).ok_or_else(|| anyhow!("unknown plugin {id:?}"))?;
+            plugin.install(host, Value::Object(Default::default()))?;
+            installed.push((*id).to_owned());
+        }
+    }
+    Ok(installed)
+}
