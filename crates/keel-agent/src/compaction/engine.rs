@@ -301,13 +301,18 @@ impl Compactor {
                 }
             }
         }
-        let tail_budget = match run.reason {
-            CompactionReason::Overflow => 0,
-            _ => cal.raw(self.config.tail_budget(window)),
-        };
         let planned = {
             let log = agent.log();
             let view = SurfaceView::of(log.session());
+            let tail_budget = match run.reason {
+                CompactionReason::Overflow => 0,
+                CompactionReason::Pressure => cal.raw(self.config.tail_budget(window)),
+                // Asked for: compact even a session far below the window, keeping at most a
+                // quarter of its history.
+                CompactionReason::Manual => {
+                    cal.raw(self.config.tail_budget(window)).min(view.tokens() / 4)
+                }
+            };
             let protect_from = run
                 .protect_from
                 .map_or(usize::MAX, |s| view.first_at_or_after(s));

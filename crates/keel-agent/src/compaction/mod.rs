@@ -44,7 +44,8 @@ pub enum CompactionReason {
     Pressure,
     /// The provider refused the request as too long: compact as much as possible.
     Overflow,
-    /// Asked for (`/compact`, `keel compact`): prune and summarise, keeping the usual tail.
+    /// Asked for (`/compact`, `keel compact`): prune and summarise whatever the pressure,
+    /// keeping the usual tail but at most a quarter of the history.
     Manual,
 }
 

@@ -23,6 +23,16 @@ pub fn fixture(script_yaml: &str, hooks: HookRegistry) -> Fixture {
 }
 
 pub fn fixture_with(script_yaml: &str, hooks: HookRegistry, sandbox: SandboxMode, approval: ApprovalPolicy) -> Fixture {
+    fixture_config(script_yaml, hooks, sandbox, |config| config.approval = approval)
+}
+
+/// Like [`fixture_with`], with any change to the agent's config (e.g. a small context window).
+pub fn fixture_config(
+    script_yaml: &str,
+    hooks: HookRegistry,
+    sandbox: SandboxMode,
+    edit: impl FnOnce(&mut AgentConfig),
+) -> Fixture {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().canonicalize().unwrap();
@@ -40,8 +50,8 @@ pub fn fixture_with(script_yaml: &str, hooks: HookRegistry, sandbox: SandboxMode
     let model = "deepseek-v4-flash";
     let info = ModelCatalogue::default().lookup(model);
     let mut config = AgentConfig::new("scripted", model, info, cwd);
-    config.approval = approval;
     config.retry = keel_llm::RetryPolicy::seeded(7);
+    edit(&mut config);
     let agent = Agent::builder(config, provider.clone() as Arc<dyn Provider>, pipeline, log).hooks(hooks).build().unwrap();
     Fixture { home, work, agent, provider, session_path }
 }
