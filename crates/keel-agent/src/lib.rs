@@ -12,10 +12,12 @@ pub mod error;
 mod host;
 pub mod hooks;
 pub mod inbox;
+pub mod jobs;
 pub mod plugin;
 pub mod prompt;
 pub mod request;
 pub mod seams;
+pub mod subagent;
 mod turn;
 
 pub use agent::{Agent, AgentBuilder, AgentConfig, ApprovalPolicy, Approver, user_message};

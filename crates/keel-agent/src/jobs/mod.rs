@@ -1,0 +1,1 @@
+//! Background jobs (work in progress).

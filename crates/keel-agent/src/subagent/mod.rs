@@ -1,0 +1,1 @@
+//! Subagents (work in progress).
