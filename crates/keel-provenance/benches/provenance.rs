@@ -180,8 +180,20 @@ fn queries(c: &mut Criterion) {
             ))
         })
     });
+    // Forward from the assistant message outcome of call 137 (no alias names it: find it).
+    let occurrence = s
+        .nodes()
+        .iter()
+        .find(|n| n.native_id.as_deref() == Some("ev-137"))
+        .map(|n| n.id.clone());
+    let message = s
+        .nodes()
+        .iter()
+        .find(|n| n.occurrence_id.is_some() && n.occurrence_id == occurrence && n.fact_id.is_none())
+        .map(|n| n.id.to_string())
+        .unwrap_or_default();
     g.bench_function("trace_forward_message_depth32", |b| {
-        b.iter(|| black_box(trace(s, black_box("call_137"), Direction::Forward, 32)))
+        b.iter(|| black_box(trace(s, black_box(&message), Direction::Forward, 32)))
     });
     g.finish();
 

@@ -34,6 +34,7 @@
 //!   it against the prefix of receipts it lists.
 #![deny(missing_docs)]
 
+pub mod capture;
 mod fxhash;
 pub mod graph;
 pub mod hash;
