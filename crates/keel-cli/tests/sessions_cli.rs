@@ -121,7 +121,11 @@ fn plain_lines() -> Vec<String> {
 }
 
 /// A copy of the multi-step plain fixture with its header changed by `edit`.
-fn with_header(env: &Env, name: &str, edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> PathBuf {
+fn with_header(
+    env: &Env,
+    name: &str,
+    edit: impl FnOnce(&mut serde_json::Map<String, Value>),
+) -> PathBuf {
     let mut lines = plain_lines();
     let mut header: serde_json::Map<String, Value> = serde_json::from_str(&lines[0]).unwrap();
     edit(&mut header);
@@ -142,13 +146,22 @@ fn every_fixture_imports_keeps_its_id_and_events_and_lists() {
         let source = load(&fixture(dir));
         assert_eq!(id, source.session.header().id.as_str(), "{dir}");
         assert!(
-            path.starts_with(env.home.join("sessions").join("--home-user-project--").join(&id)),
+            path.starts_with(
+                env.home
+                    .join("sessions")
+                    .join("--home-user-project--")
+                    .join(&id)
+            ),
             "{dir}: {}",
             path.display()
         );
         let copy = load(&path);
         assert_eq!(copy.session.header(), source.session.header(), "{dir}");
-        assert_eq!(events_json(&copy.session), events_json(&source.session), "{dir}");
+        assert_eq!(
+            events_json(&copy.session),
+            events_json(&source.session),
+            "{dir}"
+        );
         ids.push(id);
     }
 
@@ -161,16 +174,29 @@ fn every_fixture_imports_keeps_its_id_and_events_and_lists() {
     let all = env.keel(&["sessions", "list", "--all"]);
     assert_eq!(all.code, 0, "{}", all.stderr);
     for id in &ids {
-        assert!(all.stdout.contains(id.as_str()), "{id} missing:\n{}", all.stdout);
+        assert!(
+            all.stdout.contains(id.as_str()),
+            "{id} missing:\n{}",
+            all.stdout
+        );
     }
     assert!(all.stdout.contains("/home/user/project"), "{}", all.stdout);
-    assert!(all.stdout.contains("Run the slow command."), "{}", all.stdout);
+    assert!(
+        all.stdout.contains("Run the slow command."),
+        "{}",
+        all.stdout
+    );
 
     let json = env.keel(&["sessions", "list", "--all", "--json"]);
     let rows: Vec<Value> = serde_json::from_str(&json.stdout).unwrap();
     let mut counts: Vec<(String, u64)> = rows
         .iter()
-        .map(|r| (r["id"].as_str().unwrap().to_owned(), r["events"].as_u64().unwrap()))
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_owned(),
+                r["events"].as_u64().unwrap(),
+            )
+        })
         .collect();
     counts.sort();
     let mut expected: Vec<(String, u64)> = ALL
@@ -214,8 +240,16 @@ fn import_files_under_the_header_cwd_or_the_current_one() {
     env.import(&fixture("read-file"));
     let list = env.keel(&["sessions", "list"]);
     assert_eq!(list.code, 0, "{}", list.stderr);
-    assert!(list.stdout.contains("session-imported-here"), "{}", list.stdout);
-    assert!(list.stdout.contains("session-without-cwd"), "{}", list.stdout);
+    assert!(
+        list.stdout.contains("session-imported-here"),
+        "{}",
+        list.stdout
+    );
+    assert!(
+        list.stdout.contains("session-without-cwd"),
+        "{}",
+        list.stdout
+    );
     assert!(!list.stdout.contains("session-8de7"), "{}", list.stdout);
     // Lines: the column titles and the two sessions of this project.
     assert_eq!(list.stdout.lines().count(), 3, "{}", list.stdout);
@@ -281,7 +315,10 @@ fn show_keeps_the_pruned_original_and_marks_both_results() {
         .find(|i| i["seq"] == 33)
         .unwrap();
     assert_eq!(original["kind"], "tool-result");
-    assert_eq!(original["shadowedBy"], serde_json::json!({"seq": 36, "how": "pruned"}));
+    assert_eq!(
+        original["shadowedBy"],
+        serde_json::json!({"seq": 36, "how": "pruned"})
+    );
     let replacement = t["blocks"][0]["entries"]
         .as_array()
         .unwrap()
@@ -300,7 +337,13 @@ fn show_events_prints_one_line_or_one_json_object_per_event() {
     let lines = env.keel(&["sessions", "show", &id, "--events"]);
     assert_eq!(lines.code, 0, "{}", lines.stderr);
     assert_eq!(lines.stdout.lines().count(), n);
-    let first: Vec<&str> = lines.stdout.lines().next().unwrap().split_whitespace().collect();
+    let first: Vec<&str> = lines
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
     assert_eq!(&first[..2], ["0", "permission/preset"]);
     assert!(lines.stdout.contains("tool/call"), "{}", lines.stdout);
 
@@ -309,7 +352,11 @@ fn show_events_prints_one_line_or_one_json_object_per_event() {
     let seqs: Vec<u64> = raw
         .stdout
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
     assert_eq!(seqs, (0..n as u64).collect::<Vec<_>>());
 }
@@ -322,15 +369,39 @@ fn check_exit_codes_valid_repairable_corrupt() {
 
     let out = env.keel(&["sessions", "check", &valid]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    for want in ["format      zstd", "events      174", "derived from", "torn tail   none", "invariants  ok", "nothing to close", "status      valid"] {
-        assert!(out.stdout.contains(want), "missing {want:?} in:\n{}", out.stdout);
+    for want in [
+        "format      zstd",
+        "events      174",
+        "derived from",
+        "torn tail   none",
+        "invariants  ok",
+        "nothing to close",
+        "status      valid",
+    ] {
+        assert!(
+            out.stdout.contains(want),
+            "missing {want:?} in:\n{}",
+            out.stdout
+        );
     }
 
     let out = env.keel(&["sessions", "check", &open]);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("turn 1 open (step 1.1 open)"), "{}", out.stdout);
-    assert!(out.stdout.contains("TOOL_OUTCOME_UNKNOWN"), "{}", out.stdout);
-    assert!(out.stdout.contains("turn/end turn 1: interrupted"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("turn 1 open (step 1.1 open)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("TOOL_OUTCOME_UNKNOWN"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("turn/end turn 1: interrupted"),
+        "{}",
+        out.stdout
+    );
     let json = env.keel(&["sessions", "check", &open, "--json"]);
     assert_eq!(json.code, 1);
     let r: Value = serde_json::from_str(&json.stdout).unwrap();
@@ -353,8 +424,17 @@ fn check_exit_codes_valid_repairable_corrupt() {
     std::fs::write(&torn, lines.join("\n") + "\n" + &last[..last.len() / 2]).unwrap();
     let out = env.keel(&["sessions", "check", torn.to_str().unwrap()]);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains(&format!("torn tail   line {}", lines.len() + 1)), "{}", out.stdout);
-    assert!(out.stdout.contains("turn/end turn 1: interrupted"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains(&format!("torn tail   line {}", lines.len() + 1)),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("turn/end turn 1: interrupted"),
+        "{}",
+        out.stdout
+    );
 
     // A damaged line before the last turn/end: corrupt.
     let mut lines = plain_lines();
@@ -364,19 +444,30 @@ fn check_exit_codes_valid_repairable_corrupt() {
     std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
     let out = env.keel(&["sessions", "check", bad.to_str().unwrap()]);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains(&format!("corrupt at line {}", mid + 1)), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!("corrupt at line {}", mid + 1)),
+        "{}",
+        out.stdout
+    );
     let json = env.keel(&["sessions", "check", bad.to_str().unwrap(), "--json"]);
     assert_eq!(json.code, 2);
     let r: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(r["status"], "corrupt");
-    assert!(r["error"].as_str().unwrap().contains("corrupt at line"), "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("corrupt at line"),
+        "{r}"
+    );
 
     // Garbage bytes.
     let garbage = env.temp("garbage.jsonl");
     std::fs::write(&garbage, [0xff, 0x00, 0x13, 0x37, b'\n', 0xc3, 0x28, b'\n']).unwrap();
     let out = env.keel(&["sessions", "check", garbage.to_str().unwrap()]);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("line 1 is not a session header"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("line 1 is not a session header"),
+        "{}",
+        out.stdout
+    );
     let zgarbage = env.temp("garbage.jsonl.zst");
     std::fs::write(&zgarbage, b"this is not zstd at all").unwrap();
     let out = env.keel(&["sessions", "check", zgarbage.to_str().unwrap()]);
@@ -391,7 +482,15 @@ fn export_jsonl_round_trips_and_markdown_has_prompt_and_answer() {
 
     let out_file = env.temp("export").join("session.jsonl");
     std::fs::create_dir_all(out_file.parent().unwrap()).unwrap();
-    let out = env.keel(&["sessions", "export", &id, "--format", "jsonl", "-o", out_file.to_str().unwrap()]);
+    let out = env.keel(&[
+        "sessions",
+        "export",
+        &id,
+        "--format",
+        "jsonl",
+        "-o",
+        out_file.to_str().unwrap(),
+    ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let exported = load(&out_file);
     assert_eq!(exported.report.torn, None);
@@ -416,9 +515,21 @@ fn export_jsonl_round_trips_and_markdown_has_prompt_and_answer() {
         .last()
         .unwrap();
     assert!(!answer.is_empty());
-    assert!(md.stdout.starts_with(&format!("# Session `{id}`")), "{}", md.stdout);
-    assert!(md.stdout.contains(prompt.trim()), "prompt {prompt:?} missing:\n{}", md.stdout);
-    assert!(md.stdout.contains(answer.trim()), "answer {answer:?} missing:\n{}", md.stdout);
+    assert!(
+        md.stdout.starts_with(&format!("# Session `{id}`")),
+        "{}",
+        md.stdout
+    );
+    assert!(
+        md.stdout.contains(prompt.trim()),
+        "prompt {prompt:?} missing:\n{}",
+        md.stdout
+    );
+    assert!(
+        md.stdout.contains(answer.trim()),
+        "answer {answer:?} missing:\n{}",
+        md.stdout
+    );
     assert!(md.stdout.contains("### Step 1.7"), "{}", md.stdout);
 }
 
@@ -428,18 +539,30 @@ fn import_and_lookup_errors_are_clean() {
     let missing = env.temp("does-not-exist");
     let out = env.keel(&["sessions", "import", missing.to_str().unwrap()]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("no such file or directory"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no such file or directory"),
+        "{}",
+        out.stderr
+    );
 
     let empty = env.temp("empty-dir");
     std::fs::create_dir_all(&empty).unwrap();
     let out = env.keel(&["sessions", "import", empty.to_str().unwrap()]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("holds no session file"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("holds no session file"),
+        "{}",
+        out.stderr
+    );
 
     let garbage = env.temp("garbage").join("session.jsonl");
     std::fs::create_dir_all(garbage.parent().unwrap()).unwrap();
     std::fs::write(&garbage, b"\x00\x01 not json\n").unwrap();
-    let out = env.keel(&["sessions", "import", garbage.parent().unwrap().to_str().unwrap()]);
+    let out = env.keel(&[
+        "sessions",
+        "import",
+        garbage.parent().unwrap().to_str().unwrap(),
+    ]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("refusing to import"), "{}", out.stderr);
 
@@ -459,7 +582,11 @@ fn import_and_lookup_errors_are_clean() {
     });
     let out = env.keel(&["sessions", "import", evil.to_str().unwrap()]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("cannot be used as a directory name"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot be used as a directory name"),
+        "{}",
+        out.stderr
+    );
 
     // A torn tail imports with a warning, without the torn record.
     let mut lines = plain_lines();
@@ -481,9 +608,55 @@ fn import_and_lookup_errors_are_clean() {
     // Unknown ids and prefixes.
     let out = env.keel(&["sessions", "show", "session-nope"]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("no session matches \"session-nope\""), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no session matches \"session-nope\""),
+        "{}",
+        out.stderr
+    );
     let out = env.keel(&["sessions", "export", "session-nope"]);
     assert_eq!(out.code, 2);
     let out = env.keel(&["sessions", "check", "session-nope"]);
+    assert_eq!(out.code, 2);
+}
+
+#[test]
+fn list_shows_unreadable_sessions_with_the_reason() {
+    let env = Env::new();
+    let (id, _) = env.import(&fixture("read-file"));
+    let broken = env
+        .home
+        .join("sessions")
+        .join(Store::project_key(&env.project))
+        .join("session-broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("session.jsonl"), b"garbage\n").unwrap();
+
+    let out = env.keel(&["sessions", "list"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("session-broken"))
+        .unwrap_or_else(|| panic!("no row for the broken session:\n{}", out.stdout));
+    assert!(row.contains("(unreadable: "), "{row}");
+    assert!(row.contains("line 1 is not a session header"), "{row}");
+
+    let all = env.keel(&["sessions", "list", "--all", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&all.stdout).unwrap();
+    assert_eq!(rows.len(), 2);
+    let by_id = |want: &str| rows.iter().find(|r| r["id"] == want).unwrap().clone();
+    assert!(by_id("session-broken")["problem"].as_str().is_some());
+    assert_eq!(by_id(&id)["problem"], Value::Null);
+    assert_eq!(by_id(&id)["compressed"], true);
+
+    // show on the broken one fails cleanly, check calls it corrupt.
+    let out = env.keel(&["sessions", "show", "session-broken"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("line 1 is not a session header"),
+        "{}",
+        out.stderr
+    );
+    let out = env.keel(&["sessions", "check", "session-broken"]);
     assert_eq!(out.code, 2);
 }

@@ -9,6 +9,7 @@
 
 mod check;
 mod fmt;
+mod render;
 mod transcript;
 mod transfer;
 
@@ -16,12 +17,13 @@ use super::Ctx;
 use crate::cli::SessionsCommand;
 use anyhow::{Context, Result, anyhow};
 use keel_session::{Loaded, SessionSummary, Store};
+use render::render_text;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use transcript::{Transcript, render_text};
+use transcript::Transcript;
 
 /// Run a `sessions` subcommand.
 pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
@@ -75,7 +77,10 @@ fn resolve(ctx: &Ctx, query: &str) -> Result<PathBuf> {
 /// Load a resolved session file, warning about a dropped torn tail.
 fn load(file: &Path) -> Result<Loaded> {
     let loaded = Store::load(file).map_err(|e| {
-        anyhow!("{e}\n(`keel sessions check {}` reports what it can)", file.display())
+        anyhow!(
+            "{e}\n(`keel sessions check {}` reports what it can)",
+            file.display()
+        )
     })?;
     if let Some(t) = &loaded.report.torn {
         warn(&format!(
@@ -142,11 +147,25 @@ fn summary_json(s: &SessionSummary) -> serde_json::Value {
 }
 
 fn list_table(sessions: &[SessionSummary], with_cwd: bool) -> String {
-    let id_w = sessions.iter().map(|s| s.id.chars().count()).max().unwrap_or(2).max(2);
+    let id_w = sessions
+        .iter()
+        .map(|s| s.id.chars().count())
+        .max()
+        .unwrap_or(2)
+        .max(2);
     let cwd_of = |s: &SessionSummary| s.cwd.clone().unwrap_or_else(|| "-".to_owned());
-    let cwd_w = sessions.iter().map(|s| cwd_of(s).chars().count()).max().unwrap_or(3).max(3);
+    let cwd_w = sessions
+        .iter()
+        .map(|s| cwd_of(s).chars().count())
+        .max()
+        .unwrap_or(3)
+        .max(3);
     let mut out = String::new();
-    let _ = write!(out, "{:<id_w$}  {:<16}  {:>6}  {:>5}  ", "ID", "CREATED", "EVENTS", "TURNS");
+    let _ = write!(
+        out,
+        "{:<id_w$}  {:<16}  {:>6}  {:>5}  ",
+        "ID", "CREATED", "EVENTS", "TURNS"
+    );
     if with_cwd {
         let _ = write!(out, "{:<cwd_w$}  ", "CWD");
     }
@@ -154,7 +173,11 @@ fn list_table(sessions: &[SessionSummary], with_cwd: bool) -> String {
     for s in sessions {
         let created = fmt::format_time(s.created);
         let created = created.get(..16).unwrap_or(&created);
-        let _ = write!(out, "{:<id_w$}  {created:<16}  {:>6}  {:>5}  ", s.id, s.events, s.turns);
+        let _ = write!(
+            out,
+            "{:<id_w$}  {created:<16}  {:>6}  {:>5}  ",
+            s.id, s.events, s.turns
+        );
         if with_cwd {
             let _ = write!(out, "{:<cwd_w$}  ", cwd_of(s));
         }

@@ -108,7 +108,9 @@ pub fn event_summary(ev: &SessionEvent, names: &HashMap<String, String>) -> Stri
             };
             format!("[{who}] {}", one_line(&m.text(), 80))
         }
-        EventBody::AssistantChunk(c) => format!("{}.{} {}", c.turn, c.step, chunk_summary(&c.chunk)),
+        EventBody::AssistantChunk(c) => {
+            format!("{}.{} {}", c.turn, c.step, chunk_summary(&c.chunk))
+        }
         EventBody::AssistantMessage(a) => {
             let calls: Vec<&str> = a.message.tool_calls().map(|c| c.name.as_str()).collect();
             let mut s = format!("{}.{} {}", a.turn, a.step, one_line(&a.message.text(), 60));
@@ -165,7 +167,9 @@ pub fn event_summary(ev: &SessionEvent, names: &HashMap<String, String>) -> Stri
             (false, Some(false)) => "plan rejected".to_owned(),
             (false, None) => "plan mode off".to_owned(),
         },
-        EventBody::ApprovalAsked(a) => format!("{} [{}]: {}", a.tool, a.call_id, one_line(&a.reason, 80)),
+        EventBody::ApprovalAsked(a) => {
+            format!("{} [{}]: {}", a.tool, a.call_id, one_line(&a.reason, 80))
+        }
         EventBody::ApprovalDecided(a) => format!(
             "[{}] {} by {}",
             a.call_id,
@@ -177,7 +181,7 @@ pub fn event_summary(ev: &SessionEvent, names: &HashMap<String, String>) -> Stri
             "shadows #{}..#{} (~{} tokens)",
             c.shadowed_range.start, c.shadowed_range.end, c.shadowed_token_count
         ),
-        EventBody::CompactionEnd(c) => format!("{}", c.outcome),
+        EventBody::CompactionEnd(c) => c.outcome.clone(),
         _ => data_summary(ev),
     };
     if let Some(SurfaceOp::Replace { start, end }) = ev.surface_op {
@@ -191,13 +195,20 @@ pub fn event_summary(ev: &SessionEvent, names: &HashMap<String, String>) -> Stri
 
 fn chunk_summary(c: &StreamChunk) -> String {
     match c {
-        StreamChunk::BlockStart { index, block_type, name, .. } => {
+        StreamChunk::BlockStart {
+            index,
+            block_type,
+            name,
+            ..
+        } => {
             let name = name.as_deref().map(|n| format!(" {n}")).unwrap_or_default();
             format!("block-start {index} {block_type:?}{name}")
         }
         StreamChunk::TextDelta { text, .. } => format!("text {}", one_line(text, 50)),
         StreamChunk::ReasoningDelta { text, .. } => format!("reasoning {}", one_line(text, 50)),
-        StreamChunk::ToolCallDelta { arguments_delta, .. } => {
+        StreamChunk::ToolCallDelta {
+            arguments_delta, ..
+        } => {
             format!("args {}", one_line(arguments_delta, 50))
         }
         StreamChunk::BlockEnd { index, .. } => format!("block-end {index}"),
@@ -237,7 +248,10 @@ mod tests {
     fn shortening_counts_characters() {
         assert_eq!(one_line("héllo\nwörld", 7), "héllo⏎w…");
         assert_eq!(abbrev("abcdef", 3), "abc… [6 chars]");
-        assert_eq!(first_lines("a\nb\nc\n", 2, 10), "a\nb\n… (3 lines, 6 chars in all)\n");
+        assert_eq!(
+            first_lines("a\nb\nc\n", 2, 10),
+            "a\nb\n… (3 lines, 6 chars in all)\n"
+        );
         assert_eq!(compact_args("{ \"a\" : 1 }", 50), "{\"a\":1}");
         assert_eq!(compact_args("{oops", 50), "{oops (not JSON)");
     }

@@ -7,7 +7,8 @@
 //! of the header's `cwd`, published atomically (temp file, fsync, no-clobber link, fsync of the
 //! directory) and then loaded back to verify it.
 
-use super::transcript::{Transcript, render_markdown};
+use super::render::render_markdown;
+use super::transcript::Transcript;
 use crate::cli::ExportFormat;
 use anyhow::{Context, Result, bail};
 use keel_session::store::{PLAIN_FILE, ZSTD_FILE, load::session_file};
@@ -152,15 +153,15 @@ fn publish(dir: &Path, dest: &Path, bytes: &[u8], id: &str) -> Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let tmp = dir.join(format!(".{id}.import-{}", std::process::id()));
     let write = || -> Result<()> {
-        let mut f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut f =
+            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
         f.write_all(bytes)
             .and_then(|()| f.sync_all())
             .with_context(|| format!("cannot write {}", tmp.display()))?;
         fs::hard_link(&tmp, dest).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => anyhow::anyhow!(
-                "{} already exists; nothing imported",
-                dest.display()
-            ),
+            std::io::ErrorKind::AlreadyExists => {
+                anyhow::anyhow!("{} already exists; nothing imported", dest.display())
+            }
             _ => anyhow::Error::new(e).context(format!("cannot publish {}", dest.display())),
         })
     };
