@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod command_hooks;
 pub mod compaction;
 pub mod error;
 mod host;

@@ -1,0 +1,107 @@
+//! Command hooks compatible with Claude Code's `hooks` configuration.
+//!
+//! Out-of-process extension by shell commands, configured exactly as in Claude Code (in keel's
+//! config under `[hooks]`, and in a project's `.claude/settings.json` and
+//! `.claude/settings.local.json`). Five events run: `SessionStart`, `UserPromptSubmit`,
+//! `PreToolUse`, `PostToolUse` and `Stop` ([`HookEvent`]).
+//!
+//! Data flow: [`load_project_settings`] / [`HooksConfig`] deserialization validate the
+//! configuration (matchers compiled, unknown events refused) → [`install`] puts adapters on
+//! the seams (`agent/pre-step`, `tools/pre-execute`, `tools/post-execute`,
+//! `agent/turn-stopping`; see `adapters`) → on each event the matching commands run through the
+//! [`SubprocessService`] with a JSON payload on stdin (`runner`), each logged as `hook/invoked`
+//! and `hook/result` → the exit code and stdout are interpreted by Claude Code's rules
+//! (`output`) and the adapters turn them into seam decisions.
+//!
+//! Event logging from tool hooks: `tools/*` hooks see only the call, not the agent, so the
+//! install shares a weak agent slot. The `agent/pre-step` adapter fills it on the first step
+//! (every step runs it before any tool call), and [`CommandHooks::bind`] fills it explicitly.
+//! The first agent bound wins: install command hooks once per agent, not into a registry that
+//! child agents inherit, or their tool hooks are logged in the parent's session.
+//!
+//! The tool adapters live in [`HookRegistry::tools`]; pass `hooks.tools` to the
+//! [`keel_tools::Pipeline`] builder after calling [`install`].
+
+mod adapters;
+pub mod config;
+pub mod names;
+mod output;
+mod runner;
+
+pub use adapters::HOOKS_PLUGIN;
+pub use config::{
+    DEFAULT_TIMEOUT, HookCommand, HookEvent, HooksConfig, HooksConfigError, Matcher, MatcherGroup, PROJECT_SETTINGS_FILES,
+    load_project_settings, parse_settings,
+};
+
+use crate::agent::Agent;
+use crate::seams::HookRegistry;
+use keel_tools::subprocess::SubprocessService;
+use runner::Shared;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings of the command-hook runner.
+#[derive(Debug, Clone)]
+pub struct HooksOptions {
+    /// Project directory: commands run here; the payload's `cwd`; `CLAUDE_PROJECT_DIR`.
+    pub cwd: PathBuf,
+    /// Timeout of commands without their own.
+    pub default_timeout: Duration,
+    /// `Stop` continuations allowed per turn before the turn ends regardless (loop guard).
+    pub max_stop_continuations: u32,
+}
+
+impl HooksOptions {
+    /// Defaults for a project in `cwd`: 60 s timeout, 8 `Stop` continuations per turn.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        HooksOptions { cwd: cwd.into(), default_timeout: DEFAULT_TIMEOUT, max_stop_continuations: 8 }
+    }
+}
+
+/// Handle to installed command hooks. Cheap to clone.
+#[derive(Clone)]
+pub struct CommandHooks {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for CommandHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandHooks").field("config", &self.shared.config).finish()
+    }
+}
+
+impl CommandHooks {
+    /// Send the events of tool hooks to `agent`'s log (and use its session in payloads) before
+    /// its first step. Optional: the first step binds it anyway. The first binding wins.
+    pub fn bind(&self, agent: &Agent) {
+        self.shared.bind(agent);
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &HooksConfig {
+        &self.shared.config
+    }
+}
+
+/// Register `config`'s hooks on `hooks`, run by `runner` (whose environment scrub applies).
+/// Nothing is registered for events without commands.
+pub fn install(hooks: &mut HookRegistry, config: HooksConfig, runner: SubprocessService, options: HooksOptions) -> CommandHooks {
+    let shared = Arc::new(Shared::new(config, runner, options));
+    let config = &shared.config;
+    if config.is_empty() {
+        return CommandHooks { shared };
+    }
+    hooks.pre_step.push(adapters::pre_step(shared.clone()));
+    if config.has(HookEvent::PreToolUse) {
+        hooks.tools = std::mem::take(&mut hooks.tools).pre_execute(Arc::new(adapters::PreToolUse(shared.clone())));
+    }
+    if config.has(HookEvent::PostToolUse) {
+        hooks.tools = std::mem::take(&mut hooks.tools).post_execute(Arc::new(adapters::PostToolUse(shared.clone())));
+    }
+    if config.has(HookEvent::Stop) {
+        hooks.turn_stopping.push(adapters::stop(shared.clone()));
+    }
+    CommandHooks { shared }
+}
