@@ -6,9 +6,11 @@
 //! the user, which events tools emit (`todo/write`, `plan/mode`) and, in model order, each
 //! frozen final result (`tools/settled`), after which the host appends `tool/result`.
 
+use crate::jobs::JobControl;
 use async_trait::async_trait;
 use keel_protocol::{ContentBlock, EventBody, ToolCallBlock, ToolErrorCode};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The answer to an approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +85,12 @@ pub trait PipelineHost: Send + Sync {
 
     /// The frozen final result of `call`, in model order, after the `tools/settled` hooks.
     async fn settled(&self, call: &ToolCallBlock, outcome: &ToolOutcome);
+
+    /// Background job control for the agent running this call, scoped to it; `None` (the
+    /// default) when it has no job service, and tools then refuse to start background work.
+    fn jobs(&self) -> Option<Arc<dyn JobControl>> {
+        None
+    }
 }
 
 /// A host that records nothing and denies every approval (headless without a log). For

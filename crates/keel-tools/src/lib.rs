@@ -21,6 +21,7 @@ pub mod builtins;
 pub mod error;
 pub mod hooks;
 pub mod host;
+pub mod jobs;
 pub mod pipeline;
 pub mod plan;
 pub mod registry;
@@ -36,6 +37,7 @@ pub use hooks::{
     PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft, SettledHook, ToolInfo,
 };
 pub use host::{ApprovalOutcome, NullHost, PipelineHost, ToolOutcome};
+pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
 pub use plan::{PlanModeSection, PlanState, enter_plan_mode};
 pub use registry::{BuiltinConfig, RegisteredTool, ToolRegistry, default_tool_schemas_bytes};

@@ -145,6 +145,25 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// A registry holding the same tools (same instances, same order) whose names `keep`
+    /// accepts, sharing this one's plan-mode flag. Used for child agents' tool sets.
+    pub fn filtered(&self, keep: impl Fn(&str) -> bool) -> ToolRegistry {
+        let mut out = ToolRegistry {
+            plan: self.plan.clone(),
+            ..Self::default()
+        };
+        for t in self.tools.iter().filter(|t| keep(&t.schema.name)) {
+            out.index.insert(t.schema.name.clone(), out.tools.len());
+            out.tools.push(RegisteredTool {
+                tool: t.tool.clone(),
+                schema: t.schema.clone(),
+                info: t.info,
+                timeout: t.timeout,
+            });
+        }
+        out
+    }
+
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
         self.index.get(name).and_then(|&i| self.tools.get(i))

@@ -34,6 +34,28 @@ pub fn is_secret_name(name: &OsStr) -> bool {
         .any(|p| upper.contains(p))
 }
 
+/// A copy of a command's output as it is read (e.g. a background job's buffer). Cheap to clone.
+#[derive(Clone)]
+pub struct OutputSink(Arc<dyn Fn(&[u8]) + Send + Sync>);
+
+impl OutputSink {
+    /// A sink calling `f` with every chunk read, in order.
+    pub fn new(f: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        OutputSink(Arc::new(f))
+    }
+
+    /// Pass on one chunk.
+    pub fn write(&self, bytes: &[u8]) {
+        (self.0)(bytes)
+    }
+}
+
+impl std::fmt::Debug for OutputSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputSink")
+    }
+}
+
 /// Configuration of a [`SubprocessService`].
 #[derive(Debug, Clone)]
 pub struct SubprocessConfig {
@@ -85,6 +107,7 @@ pub struct CommandSpec {
     output: OutputMode,
     cap: usize,
     label: String,
+    tee: Option<OutputSink>,
 }
 
 impl CommandSpec {
@@ -103,6 +126,7 @@ impl CommandSpec {
             output: OutputMode::Separate,
             cap: 30_000,
             label: "cmd".into(),
+            tee: None,
         }
     }
     /// Working directory.
@@ -138,6 +162,11 @@ impl CommandSpec {
     /// Label used in spill file names.
     pub fn label(mut self, label: impl Into<String>) -> Self {
         self.label = label.into();
+        self
+    }
+    /// Also hand every chunk of output to `sink` as it is read (both streams, in read order).
+    pub fn tee(mut self, sink: OutputSink) -> Self {
+        self.tee = Some(sink);
         self
     }
 }
@@ -318,7 +347,12 @@ impl SubprocessService {
         }
         let stop = CancellationToken::new();
         let reader = |r: Option<Box<dyn AsyncRead + Send + Unpin>>, label: String| {
-            let capture = Capture::new(spec.cap, self.cfg.spill_dir.clone(), label);
+            let capture = Capture::new(
+                spec.cap,
+                self.cfg.spill_dir.clone(),
+                label,
+                spec.tee.clone(),
+            );
             let stop = stop.clone();
             r.map(|r| tokio::spawn(capture.drain(r, stop)))
         };
@@ -399,10 +433,11 @@ struct Capture {
     spill_failed: bool,
     spill_dir: PathBuf,
     label: String,
+    tee: Option<OutputSink>,
 }
 
 impl Capture {
-    fn new(cap: usize, spill_dir: PathBuf, label: String) -> Self {
+    fn new(cap: usize, spill_dir: PathBuf, label: String, tee: Option<OutputSink>) -> Self {
         Capture {
             cap,
             buf: Vec::new(),
@@ -411,12 +446,16 @@ impl Capture {
             spill_failed: false,
             spill_dir,
             label,
+            tee,
         }
     }
 
     fn push(&mut self, chunk: &[u8]) {
         use std::io::Write;
         self.total += chunk.len() as u64;
+        if let Some(tee) = &self.tee {
+            tee.write(chunk);
+        }
         if self.spill.is_none() && !self.spill_failed && self.buf.len() + chunk.len() > self.cap {
             match create_private_file(&self.spill_dir, &self.label) {
                 Ok((mut file, path)) => {

@@ -1,11 +1,18 @@
-//! `bash {command, description?, timeout_ms?, workdir?}`: runs `bash -c command` through the
-//! [`crate::subprocess`] service (own process group, scrubbed environment, tail-capped merged
-//! output with the full stream spilled). A non-zero exit is a normal result ending in
-//! `[exit code: N]`; running past the timeout is `TOOL_TIMEOUT` with the output's tail.
+//! `bash {command, description?, timeout_ms?, workdir?, run_in_background?}`: runs
+//! `bash -c command` through the [`crate::subprocess`] service (own process group, scrubbed
+//! environment, tail-capped merged output with the full stream spilled). A non-zero exit is a
+//! normal result ending in `[exit code: N]`; running past the timeout is `TOOL_TIMEOUT` with
+//! the output's tail.
+//!
+//! With `run_in_background: true` the command starts as a job of the host's job service
+//! ([`crate::PipelineHost::jobs`]) and the call returns the job id at once; the output streams
+//! into the job's buffer, the time limit defaults to the maximum, and `job_kill` kills the
+//! process group. Without a job service the call is refused.
 
 use super::parse;
 use crate::error::ToolError;
-use crate::subprocess::{CommandSpec, OutputMode, RunEnd};
+use crate::jobs::{JobResult, JobSpec};
+use crate::subprocess::{CommandOutput, CommandSpec, OutputMode, RunEnd, SubprocessService};
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
 use crate::workspace::Access;
 use async_trait::async_trait;
@@ -52,9 +59,15 @@ impl BashTool {
 #[derive(Deserialize)]
 struct BashArgs {
     command: String,
+    description: Option<String>,
     timeout_ms: Option<u64>,
     workdir: Option<String>,
+    #[serde(default)]
+    run_in_background: bool,
 }
+
+/// Bytes of the command kept in a background job's description.
+const JOB_DESCRIPTION_CAP: usize = 120;
 
 #[async_trait]
 impl Tool for BashTool {
@@ -73,7 +86,8 @@ impl Tool for BashTool {
                 "description":{"type":"string","description":"What it does, in 5-10 words."},
                 "timeout_ms":{"type":"integer","minimum":1,"maximum":self.cfg.max_timeout.as_millis() as u64,
                     "description":format!("Default {}.", self.cfg.default_timeout.as_millis())},
-                "workdir":{"type":"string","description":"Directory to run in (default: working directory)."}
+                "workdir":{"type":"string","description":"Directory to run in (default: working directory)."},
+                "run_in_background":{"type":"boolean","description":"Start as a background job and return its id at once; see job_output."}
             },"required":["command"]}),
         }
     }
@@ -101,9 +115,14 @@ impl Tool for BashTool {
             }
             None => ctx.workspace.cwd().to_path_buf(),
         };
+        let default_limit = if a.run_in_background {
+            self.cfg.max_timeout
+        } else {
+            self.cfg.default_timeout
+        };
         let limit = a
             .timeout_ms
-            .map_or(self.cfg.default_timeout, Duration::from_millis)
+            .map_or(default_limit, Duration::from_millis)
             .min(self.cfg.max_timeout);
         let shell = if Path::new("/bin/bash").exists() {
             "/bin/bash"
@@ -116,69 +135,134 @@ impl Tool for BashTool {
             .output(OutputMode::Merged)
             .cap(self.cfg.output_cap)
             .label("bash");
+        if a.run_in_background {
+            let description = a.description.clone().unwrap_or_else(|| a.command.clone());
+            return start_job(ctx, spec, limit, description);
+        }
         let out = ctx
             .subprocess
             .run(spec, &ctx.cancel)
             .await
             .map_err(|e| ToolError::Failed(format!("could not run the command: {e}")))?;
-        let captured = &out.stdout;
-        let mut text = String::new();
-        if let Some(spill) = &captured.spill {
-            text.push_str(&format!(
-                "[output truncated: showing the last {} of {} bytes; full output in {}]\n",
-                captured.tail.len(),
-                captured.total,
-                spill.display()
-            ));
-        } else if captured.truncated() {
-            text.push_str(&format!(
-                "[output truncated: showing the last {} of {} bytes]\n",
-                captured.tail.len(),
-                captured.total
-            ));
-        }
-        text.push_str(&captured.text());
-        let mut meta = Map::new();
-        meta.insert("outputBytes".into(), json!(captured.total));
-        meta.insert("durationMs".into(), json!(out.duration.as_millis() as u64));
-        if let Some(spill) = &captured.spill {
-            meta.insert("outputFile".into(), json!(spill.display().to_string()));
-        }
-        match out.end {
-            RunEnd::TimedOut => {
-                return Err(ToolError::Timeout {
-                    message: format!(
-                        "the command ran longer than {} ms and was killed. Output so far:\n{text}",
-                        limit.as_millis()
-                    ),
-                    meta: Some(Value::Object(meta)),
-                });
-            }
-            RunEnd::Cancelled => {
-                return Err(ToolError::Aborted(
-                    "the command was cancelled and its processes were killed".into(),
-                ));
-            }
-            RunEnd::Exited => {}
-        }
-        if captured.total == 0 {
-            text.push_str("(no output)");
-        }
-        if let Some(code) = out.code {
-            meta.insert("exitCode".into(), json!(code));
-            if code != 0 {
-                if !text.ends_with('\n') {
-                    text.push('\n');
+        render(out, limit)
+    }
+}
+
+/// Start `spec` as a background job; the output streams into the job's buffer.
+fn start_job(
+    ctx: &ToolContext<'_>,
+    spec: CommandSpec,
+    limit: Duration,
+    description: String,
+) -> Result<ToolOutput, ToolError> {
+    let jobs = ctx.host.jobs().ok_or_else(|| {
+        ToolError::Denied(
+            "background jobs are not available in this session; run the command without \
+             run_in_background"
+                .into(),
+        )
+    })?;
+    let service: SubprocessService = ctx.subprocess.clone();
+    let mut cut = description.len().min(JOB_DESCRIPTION_CAP);
+    while !description.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let job = JobSpec {
+        kind: "bash".into(),
+        description: description[..cut].to_owned(),
+        run: Box::new(move |io| {
+            Box::pin(async move {
+                let spec = spec.tee(io.output.clone());
+                match service.run(spec, &io.cancel).await {
+                    Err(e) => JobResult::failed(format!("could not run the command: {e}")),
+                    Ok(out) => match (out.end, out.code, out.signal) {
+                        (RunEnd::TimedOut, ..) => JobResult::failed(format!(
+                            "timed out after {} ms; its processes were killed",
+                            limit.as_millis()
+                        )),
+                        (RunEnd::Cancelled, ..) => JobResult::failed("cancelled"),
+                        (RunEnd::Exited, Some(0), _) => JobResult::completed("exit code 0"),
+                        (RunEnd::Exited, Some(code), _) => {
+                            JobResult::failed(format!("exit code {code}"))
+                        }
+                        (RunEnd::Exited, None, sig) => JobResult::failed(format!(
+                            "killed by signal {}",
+                            sig.unwrap_or_default()
+                        )),
+                    },
                 }
-                text.push_str(&format!("[exit code: {code}]"));
-            }
-        } else if let Some(sig) = out.signal {
-            meta.insert("signal".into(), json!(sig));
+            })
+        }),
+    };
+    let id = jobs
+        .spawn(job)
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+    Ok(ToolOutput::text(format!(
+        "Started background job {id}. You will be notified when it finishes; read its output \
+         with job_output {{\"job_id\":\"{id}\"}} or stop it with job_kill."
+    ))
+    .with_value(json!({ "jobId": id })))
+}
+
+/// The model-facing result of a finished foreground run.
+fn render(out: CommandOutput, limit: Duration) -> Result<ToolOutput, ToolError> {
+    let captured = &out.stdout;
+    let mut text = String::new();
+    if let Some(spill) = &captured.spill {
+        text.push_str(&format!(
+            "[output truncated: showing the last {} of {} bytes; full output in {}]\n",
+            captured.tail.len(),
+            captured.total,
+            spill.display()
+        ));
+    } else if captured.truncated() {
+        text.push_str(&format!(
+            "[output truncated: showing the last {} of {} bytes]\n",
+            captured.tail.len(),
+            captured.total
+        ));
+    }
+    text.push_str(&captured.text());
+    let mut meta = Map::new();
+    meta.insert("outputBytes".into(), json!(captured.total));
+    meta.insert("durationMs".into(), json!(out.duration.as_millis() as u64));
+    if let Some(spill) = &captured.spill {
+        meta.insert("outputFile".into(), json!(spill.display().to_string()));
+    }
+    match out.end {
+        RunEnd::TimedOut => {
+            return Err(ToolError::Timeout {
+                message: format!(
+                    "the command ran longer than {} ms and was killed. Output so far:\n{text}",
+                    limit.as_millis()
+                ),
+                meta: Some(Value::Object(meta)),
+            });
+        }
+        RunEnd::Cancelled => {
+            return Err(ToolError::Aborted(
+                "the command was cancelled and its processes were killed".into(),
+            ));
+        }
+        RunEnd::Exited => {}
+    }
+    if captured.total == 0 {
+        text.push_str("(no output)");
+    }
+    if let Some(code) = out.code {
+        meta.insert("exitCode".into(), json!(code));
+        if code != 0 {
             if !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str(&format!("[killed by signal {sig}]"));
+            text.push_str(&format!("[exit code: {code}]"));
         }
-        Ok(ToolOutput::text(text).with_value(Value::Object(meta)))
+    } else if let Some(sig) = out.signal {
+        meta.insert("signal".into(), json!(sig));
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("[killed by signal {sig}]"));
     }
+    Ok(ToolOutput::text(text).with_value(Value::Object(meta)))
 }
