@@ -95,6 +95,25 @@ pub fn journal_dir(home: &Path, session: &SessionId) -> Result<PathBuf, JournalE
     Ok(home.join("provenance").join(s))
 }
 
+/// Load a journal read-only (for `keel trace` and queries over finished or running sessions):
+/// every line is checked and compiled; nothing is written, no open call is closed. A torn last
+/// line is returned beside the snapshot of the lines before it.
+pub fn load_snapshot(dir: &Path) -> Result<(Snapshot, Option<TornTail>), JournalError> {
+    let path = dir.join(RECEIPTS_FILE);
+    let bytes = fs::read(&path).map_err(io(&path))?;
+    let scan = verify::scan_receipts(&bytes, None).map_err(|failure| JournalError::Corrupt {
+        path: path.clone(),
+        failure: Box::new(failure),
+    })?;
+    let run_id = scan.receipts.first().map_or("", |r| r.run_id.as_str());
+    let snapshot =
+        Snapshot::compile(run_id, &scan.receipts).map_err(|e| JournalError::Corrupt {
+            path,
+            failure: Box::new(verify::compile_failure(&e)),
+        })?;
+    Ok((snapshot, scan.torn))
+}
+
 /// A [`Recorder`] whose receipts are appended to `receipts.jsonl`.
 #[derive(Debug)]
 pub struct Journal {

@@ -50,7 +50,9 @@ pub mod verify;
 
 pub use graph::{Failure, ReceiptRef, SCHEMA, Snapshot};
 pub use jcs::Payload;
-pub use journal::{GRAPH_FILE, Journal, JournalError, RECEIPTS_FILE, ResumeReport, journal_dir};
+pub use journal::{
+    GRAPH_FILE, Journal, JournalError, RECEIPTS_FILE, ResumeReport, journal_dir, load_snapshot,
+};
 pub use model::{Binding, Disposition, Origin, Stage};
 pub use query::{
     Direction, NodeView, QueryError, QueryScope, TraceResult, get_node, get_node_in, trace,

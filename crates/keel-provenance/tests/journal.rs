@@ -280,3 +280,23 @@ fn replayed_journal_answers_queries() {
         Err(keel_provenance::JournalError::RunMismatch { .. })
     ));
 }
+
+#[test]
+fn read_only_load_matches_and_writes_nothing() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = home.path().join("provenance").join("live");
+    let mut j = Journal::open(&dir, "live").unwrap_or_else(|e| panic!("{e}"));
+    assistant(j.recorder_mut(), "ev-1", &[("open", "read", "{}")]);
+    until_decision(j.recorder_mut(), "open", PreDecision::Allow);
+    j.flush().unwrap_or_else(|e| panic!("{e}"));
+    let before = std::fs::read(dir.join(RECEIPTS_FILE)).unwrap_or_default();
+    let (loaded, torn) = keel_provenance::load_snapshot(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(torn, None);
+    assert_eq!(loaded.to_canonical(), j.snapshot().to_canonical());
+    // The open call was not closed and nothing was appended.
+    assert_eq!(
+        std::fs::read(dir.join(RECEIPTS_FILE)).unwrap_or_default(),
+        before
+    );
+    assert!(loaded.nodes().iter().all(|n| n.category.is_none()));
+}
