@@ -365,3 +365,28 @@ async fn invalid_config_is_refused_by_key() {
     assert!(e.to_string().contains("threshold"), "{e}");
 }
 
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pressure_is_measured_on_the_projection_when_one_is_active() {
+    use keel_agent::hooks::middleware;
+    use keel_agent::seams::{ContextRequest, Projection};
+    const TURNS: usize = 20;
+    let mut hooks = HookRegistry::default();
+    // Send only the current turn (the host adds the required seqs back).
+    hooks.context.push(middleware(|_req: ContextRequest, _next| {
+        Box::pin(async move { Projection { policy: "current-turn".into(), include: Vec::new() } })
+    }));
+    compaction::install(&mut hooks, CompactionConfig::default());
+    let f = fixture_config(&task_script(TURNS, 6), hooks, SandboxMode::WorkspaceWrite, small_window);
+    write_files(&f, TURNS, 60);
+    for n in 1..=TURNS {
+        f.agent.followup(&format!("[task {n:02}] read f{n:02}.txt and say done")).unwrap();
+        assert!(f.agent.run_pending().await.unwrap().unwrap().completed());
+    }
+    // The same session compacts twice without the projection (see above); with it, the
+    // projected requests stay small and nothing is compacted.
+    let evs = events(&f);
+    assert_eq!(of_type(&evs, "compaction/start").len(), 0);
+    assert!(!of_type(&evs, "context/projection").is_empty());
+    assert_eq!(f.agent.log().session().surface().generation(), 0);
+}
