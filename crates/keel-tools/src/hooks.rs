@@ -9,9 +9,14 @@
 //! Order of one call: pre-execute (built-in plan-mode and sandbox policy first, then hooks in
 //! registration order) → guards → checkpoint → execute middleware (outermost first) → body →
 //! post-execute → spill → settled.
+//!
+//! `tools/observe` ([`PipelineObserver`]) is observe-only: it is told what each phase actually
+//! decided (the final pre-execute decision with its approval outcome, each guard denial, the
+//! body's dispatch and return, the post-execute decisions) and cannot change anything. It
+//! exists for recorders such as provenance, which must see facts no single waterfall hook sees.
 
 use crate::error::ToolError;
-use crate::host::ToolOutcome;
+use crate::host::{ApprovalOutcome, ToolOutcome};
 use crate::tool::{ExecMode, ToolEffect, ToolOutput};
 use crate::workspace::SandboxMode;
 use async_trait::async_trait;
@@ -192,6 +197,53 @@ pub trait SettledHook: Send + Sync {
     async fn settled(&self, ctx: &HookContext<'_>, outcome: &ToolOutcome);
 }
 
+/// `tools/observe` — mode: **observe**, synchronous. Told, for every call that reaches the
+/// phase, what the phase actually decided. Observers run in registration order on the
+/// pipeline's task: they must be quick, must not block and cannot change the call. Every method
+/// defaults to doing nothing.
+///
+/// Order for one call: [`pre_execute_entered`](Self::pre_execute_entered) →
+/// [`pre_execute_decided`](Self::pre_execute_decided) → [`guard_denied`](Self::guard_denied)
+/// (at most once) → [`body_dispatched`](Self::body_dispatched) →
+/// [`body_returned`](Self::body_returned) → [`post_executed`](Self::post_executed). A phase the
+/// call did not reach is not reported (an unknown tool, invalid arguments or a cancellation
+/// before dispatch report nothing here; `tools/settled` still sees the final result).
+pub trait PipelineObserver: Send + Sync {
+    /// The validated arguments, before the built-in policy and the `tools/pre-execute` hooks.
+    fn pre_execute_entered(&self, _ctx: &HookContext<'_>, _args: &Value) {}
+
+    /// The final pre-execute decision (built-in policy and hooks); for [`PreDecision::Ask`],
+    /// `approval` is the host's answer (`None` if the call was cancelled while asking, in which
+    /// case this is not called).
+    fn pre_execute_decided(
+        &self,
+        _ctx: &HookContext<'_>,
+        _decision: &PreDecision,
+        _approval: Option<&ApprovalOutcome>,
+    ) {
+    }
+
+    /// Guard number `guard` (registration order, from 0) denied the call.
+    fn guard_denied(&self, _ctx: &HookContext<'_>, _guard: usize, _reason: &str) {}
+
+    /// The body is about to run with these effective arguments (after every `tools/execute`
+    /// middleware; not called when a middleware short-circuits).
+    fn body_dispatched(&self, _ctx: &HookContext<'_>, _args: &Value) {}
+
+    /// What the body returned, timeout and cancellation included.
+    fn body_returned(&self, _ctx: &HookContext<'_>, _result: &Result<ToolOutput, ToolError>) {}
+
+    /// The post-execute phase ran on `incoming` (the execute chain's result); `decisions` are
+    /// the hooks' answers in order (empty without hooks; stops at a block).
+    fn post_executed(
+        &self,
+        _ctx: &HookContext<'_>,
+        _incoming: &ResultDraft,
+        _decisions: &[PostDecision],
+    ) {
+    }
+}
+
 /// The hooks attached to a pipeline, per seam, in run order.
 #[derive(Clone, Default)]
 pub struct PipelineHooks {
@@ -200,6 +252,7 @@ pub struct PipelineHooks {
     pub(crate) execute: Vec<Arc<dyn ExecuteMiddleware>>,
     pub(crate) post: Vec<Arc<dyn PostExecuteHook>>,
     pub(crate) settled: Vec<Arc<dyn SettledHook>>,
+    pub(crate) observers: Vec<Arc<dyn PipelineObserver>>,
 }
 
 impl fmt::Debug for PipelineHooks {
@@ -210,6 +263,7 @@ impl fmt::Debug for PipelineHooks {
             .field("execute", &self.execute.len())
             .field("post_execute", &self.post.len())
             .field("settled", &self.settled.len())
+            .field("observers", &self.observers.len())
             .finish()
     }
 }
@@ -234,6 +288,7 @@ impl PipelineHooks {
         self.execute.extend(other.execute.iter().cloned());
         self.post.extend(other.post.iter().cloned());
         self.settled.extend(other.settled.iter().cloned());
+        self.observers.extend(other.observers.iter().cloned());
     }
 
     /// Add a `tools/pre-execute` hook.
@@ -263,6 +318,12 @@ impl PipelineHooks {
     /// Add a `tools/settled` hook.
     pub fn settled(mut self, hook: Arc<dyn SettledHook>) -> Self {
         self.settled.push(hook);
+        self
+    }
+
+    /// Add a `tools/observe` observer.
+    pub fn observe(mut self, observer: Arc<dyn PipelineObserver>) -> Self {
+        self.observers.push(observer);
         self
     }
 }

@@ -34,7 +34,8 @@ pub mod workspace;
 pub use error::ToolError;
 pub use hooks::{
     ExecToken, ExecuteMiddleware, GuardDecision, GuardHook, HookContext, Next, PipelineHooks,
-    PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft, SettledHook, ToolInfo,
+    PipelineObserver, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,
+    SettledHook, ToolInfo,
 };
 pub use host::{ApprovalOutcome, NullHost, PipelineHost, ToolOutcome};
 pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};

@@ -6,7 +6,8 @@
 use super::{BatchOptions, Dispatched, Pipeline};
 use crate::error::ToolError;
 use crate::hooks::{
-    BodyRunner, ExecToken, GuardDecision, HookContext, Next, PostDecision, PreDecision, ResultDraft,
+    BodyRunner, ExecToken, GuardDecision, HookContext, Next, PipelineObserver, PostDecision,
+    PreDecision, ResultDraft,
 };
 use crate::host::{ApprovalOutcome, PipelineHost, ToolOutcome};
 use crate::plan::plan_mode_denial;
@@ -19,6 +20,7 @@ use futures::future::BoxFuture;
 use keel_protocol::{ContentBlock, ToolCallBlock, ToolErrorCode};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -30,11 +32,16 @@ struct Body<'a> {
     timeout: Option<Duration>,
     cancel: &'a CancellationToken,
     grace: Duration,
+    hook_ctx: &'a HookContext<'a>,
+    observers: &'a [Arc<dyn PipelineObserver>],
 }
 
 impl BodyRunner for Body<'_> {
     fn run(&self, args: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
+            for o in self.observers {
+                o.body_dispatched(self.hook_ctx, &args);
+            }
             let body = self.tool.execute(args, self.ctx);
             let timed = async {
                 match self.timeout {
@@ -56,14 +63,18 @@ impl BodyRunner for Body<'_> {
                 self.cancel.cancelled().await;
                 tokio::time::sleep(self.grace).await;
             };
-            tokio::select! {
+            let result = tokio::select! {
                 biased;
                 result = timed => result,
                 () = abandoned => Err(ToolError::Aborted(format!(
                     "'{}' was cancelled while running and was stopped",
                     self.name
                 ))),
+            };
+            for o in self.observers {
+                o.body_returned(self.hook_ctx, &result);
             }
+            result
         })
     }
 }
@@ -158,7 +169,17 @@ impl Pipeline {
         if opts.cancel.is_cancelled() {
             return cancelled();
         }
-        match self.pre_execute(ctx, &args).await {
+        let observers = self.hooks.observers.as_slice();
+        for o in observers {
+            o.pre_execute_entered(ctx, &args);
+        }
+        let decision = self.pre_execute(ctx, &args).await;
+        if let PreDecision::Allow | PreDecision::Deny(_) = &decision {
+            for o in observers {
+                o.pre_execute_decided(ctx, &decision, None);
+            }
+        }
+        match decision {
             PreDecision::Allow => {}
             PreDecision::Deny(reason) => return error_draft(ToolErrorCode::Denied, &reason),
             PreDecision::Ask(reason) => {
@@ -166,6 +187,12 @@ impl Pipeline {
                     d = host.ask_approval(call, &reason) => d,
                     () = opts.cancel.cancelled() => return cancelled(),
                 };
+                if !observers.is_empty() {
+                    let asked = PreDecision::Ask(reason.clone());
+                    for o in observers {
+                        o.pre_execute_decided(ctx, &asked, Some(&decided));
+                    }
+                }
                 if let ApprovalOutcome::Denied { reason: why } = decided {
                     let mut msg = format!("the user did not approve '{name}' ({reason})");
                     if let Some(why) = why {
@@ -176,8 +203,11 @@ impl Pipeline {
                 }
             }
         }
-        for guard in &self.hooks.guard {
+        for (i, guard) in self.hooks.guard.iter().enumerate() {
             if let GuardDecision::Deny(reason) = guard.check(ctx, &args).await {
+                for o in observers {
+                    o.guard_denied(ctx, i, &reason);
+                }
                 return error_draft(ToolErrorCode::Denied, &reason);
             }
         }
@@ -204,6 +234,8 @@ impl Pipeline {
             timeout: entry.timeout(),
             cancel: &opts.cancel,
             grace: self.abort_grace,
+            hook_ctx: ctx,
+            observers,
         };
         let next = Next {
             rest: &self.hooks.execute,
@@ -228,8 +260,14 @@ impl Pipeline {
                 value: e.meta().cloned(),
             },
         };
+        let incoming = (!observers.is_empty()).then(|| draft.clone());
+        let mut decisions = Vec::new();
         for hook in &self.hooks.post {
-            match hook.post_execute(ctx, &draft).await {
+            let decision = hook.post_execute(ctx, &draft).await;
+            if incoming.is_some() {
+                decisions.push(decision.clone());
+            }
+            match decision {
                 PostDecision::Accept => {}
                 PostDecision::ReplaceContent(content) => draft.content = content,
                 PostDecision::ReplaceValue(value) => draft.value = Some(value),
@@ -237,6 +275,11 @@ impl Pipeline {
                     draft = error_draft(ToolErrorCode::Denied, &reason);
                     break;
                 }
+            }
+        }
+        if let Some(incoming) = &incoming {
+            for o in observers {
+                o.post_executed(ctx, incoming, &decisions);
             }
         }
         draft
