@@ -19,7 +19,7 @@ use keel_session::PersistentSession;
 use keel_tools::{ApprovalOutcome, Pipeline, SandboxMode};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio_util::sync::CancellationToken;
 
 /// What happens when a tool call needs approval.
@@ -121,6 +121,9 @@ impl AgentConfig {
 pub(crate) struct LoopState {
     pub(crate) inbox: Inbox,
     pub(crate) turn: u32,
+    /// A turn is running (set when it starts; cleared, together with the check that no step
+    /// input waits, just before it ends). Job notices inject while set and wake otherwise.
+    pub(crate) running: bool,
     pub(crate) last_runtime: Option<String>,
     pub(crate) last_header: Option<Value>,
     pub(crate) last_context: Option<Value>,
@@ -136,6 +139,8 @@ pub(crate) struct Inner {
     pub(crate) log: Mutex<PersistentSession>,
     pub(crate) state: Mutex<LoopState>,
     pub(crate) turn_cancel: Mutex<CancellationToken>,
+    /// The job service this agent owns jobs in, once attached ([`crate::jobs`]).
+    pub(crate) jobs: OnceLock<Arc<crate::jobs::JobService>>,
 }
 
 /// A running agent. Clone to share.
@@ -196,6 +201,7 @@ impl AgentBuilder {
                 log: Mutex::new(self.log),
                 state: Mutex::new(state),
                 turn_cancel: Mutex::new(CancellationToken::new()),
+                jobs: OnceLock::new(),
             }),
         };
         if fresh {
@@ -214,6 +220,8 @@ impl LoopState {
         for ev in session.events() {
             match &ev.body {
                 EventBody::InboxSpliced(s) => state.inbox.replay(s),
+                // Input still pending at a fork's boundary belongs to the parent.
+                EventBody::SessionEndSeed(_) => state.inbox = Inbox::default(),
                 EventBody::RequestHeader(h) => state.last_header = Some(h.header.clone()),
                 EventBody::RequestContext(c) => state.last_context = serde_json::to_value(c).ok(),
                 EventBody::UserMessage(m) if m.source.plugin_id() == Some(crate::request::RUNTIME_CONTEXT_PLUGIN) => {

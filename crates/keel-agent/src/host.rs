@@ -9,9 +9,9 @@ use keel_protocol::{
     ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq, SurfaceOp,
     ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
 };
-use keel_tools::{ApprovalOutcome, PipelineHost, ToolOutcome};
+use keel_tools::{ApprovalOutcome, JobControl, PipelineHost, ToolOutcome};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Hint shown to the model (and the user) when a headless run cannot ask.
 pub const HEADLESS_DENIAL: &str = "keel is running without a terminal to ask for approval, so this action was refused; \
@@ -131,5 +131,9 @@ impl PipelineHost for StepHost<'_> {
     async fn settled(&self, call: &ToolCallBlock, outcome: &ToolOutcome) {
         let r = self.commit_result(&call.id, outcome);
         self.keep(r);
+    }
+
+    fn jobs(&self) -> Option<Arc<dyn JobControl>> {
+        self.agent.job_control()
     }
 }

@@ -62,7 +62,10 @@ impl Agent {
             if !claimed {
                 return Ok(last);
             }
-            last = Some(self.run_turn().await?);
+            let outcome = self.run_turn().await;
+            // A turn that failed with an error is not running any more either.
+            self.state().running = false;
+            last = Some(outcome?);
         }
     }
 
@@ -72,6 +75,7 @@ impl Agent {
         let turn = {
             let mut state = self.state();
             state.turn += 1;
+            state.running = true;
             state.turn
         };
         let turn_start = self.push(EventBody::TurnStart(TurnStart { turn }))?;
@@ -107,14 +111,25 @@ impl Agent {
                             StopDecision::Stop => Vec::new(),
                         })
                         .collect();
-                    if more.is_empty() || cancel.is_cancelled() {
+                    if cancel.is_cancelled() {
                         break TurnEndReason::Completed;
+                    }
+                    if more.is_empty() {
+                        // Input that arrived for the next step meanwhile (a job notice) gets
+                        // another step; checked and marked idle under one lock, so a notice
+                        // arriving later wakes the agent with a follow-up instead.
+                        let mut state = self.state();
+                        if !state.inbox.has_step_input() {
+                            state.running = false;
+                            break TurnEndReason::Completed;
+                        }
                     }
                     pending = more;
                 }
                 StepEnd::EndTurn(reason) => break reason,
             }
         };
+        self.state().running = false;
         self.push(EventBody::TurnEnd(TurnEnd { turn, reason: reason.clone() }))?;
         self.flush(FlushPoint::TurnBoundary).await?;
         Ok(TurnOutcome { turn, reason, final_text })

@@ -1,1 +1,111 @@
-//! Subagents (work in progress).
+//! Subagents: the `subagent {description, prompt, run_in_background?}` tool, which runs a child
+//! agent on its own session and returns its final answer.
+//!
+//! Two providers, chosen by [`SubagentConfig::mode`]:
+//! - **spawn**: a fresh child session (no history): the prompt is all it knows;
+//! - **fork**: the child is seeded with the parent's log up to its last completed turn
+//!   (`Session::fork`, then `session/end-seed`), so it knows the conversation so far.
+//!
+//! Either way the child's header names its parent (`parentSession`), says `origin: "subagent"`
+//! and carries `delegationDepth` = parent's + 1; a call that would pass
+//! [`SubagentConfig::max_depth`] is refused, and a child at the limit gets no `subagent` tool.
+//! The prompt becomes the child's first user message byte for byte (source plugin
+//! `keel/subagent`). The child shares the parent's provider, model, workspace, sandbox, plan
+//! mode flag, subprocess service and hooks, writes its own session file in the same store, and
+//! cannot ask for approval: `ask` becomes `never` (asks are denied), `auto` stays `auto`. Its
+//! tools are the parent's, minus `subagent` (replaced by one bound to the child while the depth
+//! allows), `exit_plan_mode` and the job tools, and filtered by [`SubagentConfig::tools`].
+//!
+//! ```text
+//! subagent call ─► depth check ─► child session (spawn | fork) + child agent
+//!   ─► parent log: subagent/descriptor ─► subagent/started
+//!   ─► foreground: child turn (cancel follows the call) ─► final text = tool result
+//!   └► background: job "subagent-N" (needs the jobs service) ─► job id now, notice later
+//!   ─► subagent/finished
+//! ```
+//!
+//! Binding: the tool is registered before the parent agent exists; [`install`] adds an
+//! `on_agent` callback that binds it (weakly) to the built agent.
+
+mod child;
+mod tool;
+
+pub use tool::SubagentTool;
+
+use crate::plugin::{HostBuilder, Plugin, PluginError, plugin_config};
+use keel_session::Store;
+use serde::Deserialize;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Plugin id in the source of a child's first message.
+pub const SUBAGENT_PLUGIN: &str = "keel/subagent";
+
+/// How a child session starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubagentMode {
+    /// A fresh session: the child sees only its prompt.
+    #[default]
+    Spawn,
+    /// Seeded with the parent's log up to its last completed turn.
+    Fork,
+}
+
+impl SubagentMode {
+    /// Spelling in config and `subagent/descriptor` events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubagentMode::Spawn => "spawn",
+            SubagentMode::Fork => "fork",
+        }
+    }
+}
+
+/// Settings of the `subagent` tool (`[[plugins]] use = "subagent"`, `[plugins.config]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubagentConfig {
+    /// `spawn` or `fork`.
+    pub mode: SubagentMode,
+    /// Deepest delegation allowed (a top-level session is depth 0; its children depth 1).
+    pub max_depth: u32,
+    /// Tools children may use (by name); `None`: all of the parent's (minus the exclusions in
+    /// the module docs).
+    pub tools: Option<Vec<String>>,
+}
+
+impl Default for SubagentConfig {
+    fn default() -> Self {
+        SubagentConfig { mode: SubagentMode::Spawn, max_depth: 3, tools: None }
+    }
+}
+
+/// Register the `subagent` tool in `host` (child sessions go to the store under
+/// `host.keel_home`) and bind it to the agent once built ([`HostBuilder::bind`]). Background
+/// children need the jobs service too ([`crate::jobs::install`]).
+pub fn install(host: &mut HostBuilder, config: SubagentConfig) -> Arc<SubagentTool> {
+    let tool = SubagentTool::new(Arc::new(config), Store::new(host.keel_home.clone()));
+    host.tools.push(tool.clone());
+    let bind = tool.clone();
+    host.on_agent.push(Box::new(move |agent| bind.bind(agent)));
+    tool
+}
+
+/// The `subagent` plugin: [`install`] with the row's [`SubagentConfig`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SubagentPlugin;
+
+impl Plugin for SubagentPlugin {
+    fn id(&self) -> &'static str {
+        "subagent"
+    }
+    fn description(&self) -> &'static str {
+        "the subagent tool: delegate a task to a child agent (spawn or fork), foreground or as a job"
+    }
+    fn install(&self, host: &mut HostBuilder, config: Value) -> Result<(), PluginError> {
+        let config: SubagentConfig = plugin_config(self.id(), config)?;
+        install(host, config);
+        Ok(())
+    }
+}

@@ -20,6 +20,7 @@ use crate::subprocess::{SubprocessConfig, SubprocessService};
 use crate::tool::ExecMode;
 use crate::workspace::Workspace;
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use keel_protocol::ToolCallBlock;
 use std::io;
 use std::sync::Arc;
@@ -229,9 +230,14 @@ impl Pipeline {
                 let done = self.run_call(call, host, &opts).await;
                 outcomes.push(self.settle(call, done, host, &opts).await);
             } else {
-                let mut running = futures::stream::iter(segment)
-                    .map(|call| self.run_call(call, host, &opts))
-                    .buffered(self.max_parallel);
+                // Boxed so the batch future is provably `Send` (a closure-made stream of
+                // opaque futures is not, to the compiler, for every lifetime), which lets a
+                // tool body run a whole agent (subagents).
+                let calls: Vec<BoxFuture<'_, Dispatched>> = segment
+                    .iter()
+                    .map(|call| Box::pin(self.run_call(call, host, &opts)) as BoxFuture<'_, _>)
+                    .collect();
+                let mut running = futures::stream::iter(calls).buffered(self.max_parallel);
                 let mut i = 0;
                 while let Some(done) = running.next().await {
                     outcomes.push(self.settle(&segment[i], done, host, &opts).await);

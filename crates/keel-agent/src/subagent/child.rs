@@ -1,0 +1,178 @@
+//! Building and running a child agent: its session (spawn or fork, lineage header), its
+//! filtered tool set, its never-ask approval policy, its first message; then one turn whose
+//! cancellation follows the caller's.
+
+use super::tool::SubagentTool;
+use super::{SUBAGENT_PLUGIN, SubagentConfig, SubagentMode};
+use crate::agent::{Agent, ApprovalPolicy};
+use crate::inbox::InboxMode;
+use crate::jobs::JOB_TOOL_NAMES;
+use keel_protocol::{
+    ApprovalPolicyEvent, EventBody, KnownSource, Message, MessageSource, Seq, SessionHeader, SessionId, TurnEndReason,
+};
+use keel_session::{Format, PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms};
+use keel_tools::{Pipeline, ToolError};
+use serde_json::{Map, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Tools a child never inherits: its own `subagent` is bound to it instead, plan approval
+/// needs the human, and children own no jobs.
+const NOT_INHERITED: [&str; 2] = ["subagent", "exit_plan_mode"];
+
+/// A child agent ready to run its first turn.
+pub(crate) struct Child {
+    pub(crate) agent: Agent,
+    pub(crate) id: SessionId,
+    pub(crate) path: PathBuf,
+}
+
+/// What the child is asked to do.
+pub(crate) struct Assignment<'a> {
+    pub(crate) prompt: &'a str,
+    pub(crate) call_id: &'a str,
+    pub(crate) depth: u32,
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> ToolError {
+    ToolError::Failed(format!("could not start the subagent: {what}: {e}"))
+}
+
+/// Create the child's session file and agent, with the prompt queued as its first turn.
+pub(crate) fn build(
+    parent: &Agent,
+    config: &Arc<SubagentConfig>,
+    store: &Store,
+    task: &Assignment<'_>,
+) -> Result<Child, ToolError> {
+    let id = new_session_id();
+    let session = match config.mode {
+        SubagentMode::Spawn => {
+            let (cwd, parent_id) = {
+                let log = parent.log();
+                let h = log.session().header();
+                (h.cwd.clone(), h.id.clone())
+            };
+            let mut header = SessionHeader::new(id.clone(), now_ms(), cwd);
+            header.parent_session = Some(parent_id);
+            header.origin = Some("subagent".into());
+            header.delegation_depth = task.depth;
+            Session::new(header)
+        }
+        SubagentMode::Fork => fork_session(parent, id.clone(), task.depth)?,
+    };
+    let format = Format::of_path(parent.log().writer().path());
+    let options = WriterOptions { format, ..WriterOptions::default() };
+    let log = PersistentSession::create(store, &parent.config().cwd, session, options)
+        .map_err(|e| failed("cannot create its session file", e))?;
+    let path = log.writer().path().to_path_buf();
+
+    let allowed = |name: &str| config.tools.as_ref().is_none_or(|list| list.iter().any(|t| t == name));
+    let mut registry = parent
+        .pipeline()
+        .registry()
+        .filtered(|name| allowed(name) && !NOT_INHERITED.contains(&name) && !JOB_TOOL_NAMES.contains(&name));
+    let nested = (task.depth < config.max_depth && allowed("subagent"))
+        .then(|| SubagentTool::new(config.clone(), store.clone()));
+    if let Some(tool) = &nested {
+        registry.register(tool.clone()).map_err(|e| failed("cannot register its subagent tool", e))?;
+    }
+    let pp = parent.pipeline();
+    let pipeline = Pipeline::builder(Arc::new(registry), pp.workspace().clone())
+        .hooks(parent.hooks().tools.clone())
+        .plan_state(pp.plan_state().clone())
+        .spill(pp.spill_config().clone())
+        .subprocess(pp.subprocess().clone())
+        .build()
+        .map_err(|e| failed("cannot prepare its tools", e))?;
+
+    let mut agent_config = parent.config().clone();
+    agent_config.approval = match agent_config.approval {
+        ApprovalPolicy::Auto => ApprovalPolicy::Auto,
+        ApprovalPolicy::Ask | ApprovalPolicy::Never => ApprovalPolicy::Never,
+    };
+    let policy = agent_config.approval;
+    let agent = Agent::builder(agent_config, parent.provider().clone(), pipeline, log)
+        .hooks(parent.hooks().clone())
+        .build()
+        .map_err(|e| failed("cannot build the agent", e))?;
+    if let Some(tool) = &nested {
+        tool.bind(&agent);
+    }
+    if config.mode == SubagentMode::Fork {
+        // The seed carries the parent's policy; the child's own follows it.
+        let event = ApprovalPolicyEvent { policy: policy.as_str().to_owned() };
+        agent.push(EventBody::ApprovalPolicy(Box::new(event))).map_err(|e| failed("cannot write its log", e))?;
+    }
+    let mut extra = Map::new();
+    extra.insert("parentSession".into(), json!(parent.session_id()));
+    extra.insert("callId".into(), json!(task.call_id));
+    let source = MessageSource::Known(KnownSource::Plugin { plugin: SUBAGENT_PLUGIN.into(), extra });
+    let first = Message::user_text(task.prompt, source, uuid::Uuid::new_v4().to_string());
+    agent.enqueue(InboxMode::Followup, first).map_err(|e| failed("cannot write its log", e))?;
+    Ok(Child { agent, id, path })
+}
+
+/// The parent's log up to its last completed turn (before its first turn when none has
+/// completed), as a child session with a subagent lineage header.
+fn fork_session(parent: &Agent, id: SessionId, depth: u32) -> Result<Session, ToolError> {
+    let forked = {
+        let log = parent.log();
+        let s = log.session();
+        let boundary = match s.last_turn_end() {
+            Some(end) => Seq(end.0 + 1),
+            None => s.events().find(|e| matches!(e.body, EventBody::TurnStart(_))).map_or(s.next_seq(), |e| e.seq),
+        };
+        s.fork(boundary, id).map_err(|e| failed("cannot fork the session", e))?
+    };
+    let mut header = forked.header().clone();
+    header.origin = Some("subagent".into());
+    header.delegation_depth = depth;
+    let mut child = Session::new(header);
+    for ev in forked.events() {
+        child.append(ev.into_owned()).map_err(|e| failed("cannot copy the seed", e))?;
+    }
+    Ok(child)
+}
+
+/// Run the child's queued turn; `cancel` cancels it. `Ok` is its final answer; `Err` explains
+/// why there is none.
+pub(crate) async fn run(child: &Child, cancel: &CancellationToken) -> Result<String, String> {
+    let run = child.agent.run_pending();
+    tokio::pin!(run);
+    // Polling the run first creates the turn's token before a cancellation is looked at.
+    let result = tokio::select! {
+        biased;
+        r = &mut run => r,
+        () = cancel.cancelled() => {
+            child.agent.cancel_turn();
+            run.await
+        }
+    };
+    let place = format!("subagent session {} ({})", child.id, child.path.display());
+    match result {
+        Ok(Some(o)) if o.completed() && o.final_text.is_empty() => Ok("(the subagent finished without a final answer)".into()),
+        Ok(Some(o)) if o.completed() => Ok(o.final_text),
+        Ok(Some(o)) => {
+            let mut why = format!("the subagent's turn ended {} without an answer; see {place}", describe(&o.reason));
+            if !o.final_text.is_empty() {
+                why.push_str(&format!(". Its last text:\n{}", o.final_text));
+            }
+            Err(why)
+        }
+        Ok(None) => Err(format!("the subagent had nothing to run; see {place}")),
+        Err(e) => Err(format!("the subagent failed: {e}; see {place}")),
+    }
+}
+
+fn describe(reason: &TurnEndReason) -> String {
+    match reason {
+        TurnEndReason::Completed => "completed".into(),
+        TurnEndReason::Aborted { reason } => format!("aborted ({reason})"),
+        TurnEndReason::Blocked { reason } => format!("blocked ({})", reason.as_deref().unwrap_or("no reason given")),
+        TurnEndReason::Error { code, message } => format!("with error {code}: {message}"),
+        TurnEndReason::MaxTokens => "at the model's output limit".into(),
+        TurnEndReason::Interrupted => "interrupted".into(),
+    }
+}
