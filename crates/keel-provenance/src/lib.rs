@@ -42,6 +42,7 @@ pub mod jcs;
 pub mod journal;
 pub mod model;
 pub mod node;
+pub mod plugin;
 pub mod query;
 pub mod receipt;
 pub mod recorder;
@@ -50,6 +51,7 @@ pub mod verify;
 
 pub use graph::{Failure, ReceiptRef, SCHEMA, Snapshot};
 pub use jcs::Payload;
+pub use plugin::{Provenance, ProvenanceConfig, ProvenancePlugin};
 pub use journal::{
     GRAPH_FILE, Journal, JournalError, RECEIPTS_FILE, ResumeReport, journal_dir, load_snapshot,
 };
