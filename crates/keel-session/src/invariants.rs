@@ -201,6 +201,21 @@ impl Tracker {
         self.in_step(seq, "assistant/chunk", StepRef { turn, step });
     }
 
+    /// `n` delta chunks of one step from `seq0` on (a packed row).
+    pub(crate) fn observe_chunks(&mut self, seq0: Seq, n: u64, turn: u32, step: u32) {
+        let step = StepRef { turn, step };
+        if self.state.open_step != Some(step) {
+            let open = self.state.open_step;
+            self.violations
+                .extend((0..n).map(|i| InvariantViolation::OutsideStep {
+                    seq: Seq(seq0.0 + i),
+                    type_name: "assistant/chunk",
+                    step,
+                    open,
+                }));
+        }
+    }
+
     pub(crate) fn observe(&mut self, ev: &SessionEvent) {
         let seq = ev.seq;
         match &ev.body {

@@ -7,6 +7,7 @@
 //! delta plus its text). Every other event is kept whole. [`Records`] maps a seq to its record by
 //! binary search and rebuilds `SessionEvent`s on demand.
 
+use crate::store::parse::Row;
 use keel_protocol::{
     AssistantChunk, EventBody, PackedKind, Seq, SessionEvent, StreamChunk, TimeMs,
 };
@@ -92,9 +93,14 @@ impl<'a> Delta<'a> {
 }
 
 impl ChunkRun {
-    fn start(d: &Delta<'_>) -> ChunkRun {
-        let mut text = String::with_capacity(d.text.len().max(64));
-        text.push_str(d.text);
+    /// A run holding `d`, with room for `members` deltas of `text` bytes in all.
+    fn start(d: &Delta<'_>, members: usize, text: usize) -> ChunkRun {
+        let mut toff = Vec::with_capacity(members);
+        toff.push(0);
+        let mut ends = Vec::with_capacity(members);
+        ends.push(d.text.len() as u32);
+        let mut run_text = String::with_capacity(text.max(d.text.len()));
+        run_text.push_str(d.text);
         ChunkRun {
             kind: d.kind,
             seq0: d.seq,
@@ -104,9 +110,9 @@ impl ChunkRun {
             index: d.index,
             id: d.id.map(Into::into),
             name: d.name.map(Into::into),
-            toff: vec![0],
-            ends: vec![text.len() as u32],
-            text,
+            toff,
+            ends,
+            text: run_text,
         }
     }
 
@@ -229,14 +235,51 @@ impl Records {
 
     /// Store the next event, a delta (its seq must be `len()`).
     pub(crate) fn push_delta(&mut self, d: &Delta<'_>) {
+        self.push_delta_sized(d, 1, d.text.len().max(64));
+    }
+
+    /// Store a delta, sizing a new run for `members` deltas of `text` bytes.
+    fn push_delta_sized(&mut self, d: &Delta<'_>, members: usize, text: usize) {
         if let Some(Record::Run(run)) = self.recs.last_mut()
             && run.try_extend(d)
         {
             self.len += 1;
             return;
         }
-        self.recs.push(Record::Run(Box::new(ChunkRun::start(d))));
+        self.recs
+            .push(Record::Run(Box::new(ChunkRun::start(d, members, text))));
         self.len += 1;
+    }
+
+    /// Store a packed row's members (the first one's seq must be `len()`). Stored exactly as
+    /// pushing its members one by one would.
+    pub(crate) fn push_row(&mut self, row: &Row<'_>) {
+        let n = row.len();
+        if n == 0 {
+            return;
+        }
+        let mut time = row.time_after(0, 0);
+        self.push_delta_sized(&row.member(0, time), n, row.text.len());
+        let mut i = 1;
+        if let Some(Record::Run(run)) = self.recs.last_mut() {
+            let rest = row.text.len() - row.ends[0];
+            run.toff.reserve(n - 1);
+            run.ends.reserve(n - 1);
+            run.text.reserve(rest);
+            while i < n {
+                time = row.time_after(i, time);
+                if !run.try_extend(&row.member(i, time)) {
+                    break;
+                }
+                self.len += 1;
+                i += 1;
+            }
+        }
+        while i < n {
+            time = row.time_after(i, time);
+            self.push_delta(&row.member(i, time));
+            i += 1;
+        }
     }
 
     fn locate(&self, seq: u64) -> Option<(&Record, usize)> {

@@ -35,16 +35,19 @@ impl RepairReport {
     }
 }
 
-/// The model-visible text of a synthesised crash-repair result.
+/// The model-visible text of a synthesised crash-repair result: `CODE: explanation`, the same
+/// shape as every other tool error result, so the model sees the code.
 fn repair_text(code: ToolErrorCode, name: &str) -> String {
     match code {
         ToolErrorCode::ToolOutcomeUnknown => format!(
-            "The session stopped (crash or kill) while this `{name}` call was running, so its outcome is \
-             unknown: it may or may not have taken effect. Check the current state before retrying it."
+            "{}: the session stopped (crash or kill) while this `{name}` call was running, so its outcome is \
+             unknown: it may or may not have taken effect. Check the current state before retrying it.",
+            code.as_str()
         ),
         _ => format!(
-            "The session stopped (crash or kill) before this `{name}` call was started: it did not run \
-             and had no effect."
+            "{}: the session stopped (crash or kill) before this `{name}` call was started: it did not run \
+             and had no effect.",
+            code.as_str()
         ),
     }
 }

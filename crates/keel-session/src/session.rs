@@ -8,6 +8,7 @@
 use crate::error::AppendError;
 use crate::invariants::{InvariantViolation, Tracker, TurnState};
 use crate::record::{Delta, Records};
+use crate::store::parse::Row;
 use crate::surface::{Derived, DerivedMessage, Surface};
 use keel_protocol::{
     ContentBlock, EventBody, Message, Seq, SessionEvent, SessionHeader, SurfaceOp, TimeMs,
@@ -188,6 +189,25 @@ impl Session {
         }
         self.tracker.observe_chunk(Seq(d.seq), d.turn, d.step);
         self.records.push_delta(d);
+        Ok(())
+    }
+
+    /// Append the deltas of a packed row without building events (loader fast path). All or
+    /// nothing: refused when its first seq is not the next one.
+    pub(crate) fn append_row(&mut self, row: &Row<'_>) -> Result<(), AppendError> {
+        if row.len() == 0 {
+            return Ok(());
+        }
+        let expected = self.next_seq();
+        if row.seq0 != expected.0 {
+            return Err(AppendError::SeqGap {
+                expected,
+                got: Seq(row.seq0),
+            });
+        }
+        self.tracker
+            .observe_chunks(expected, row.len() as u64, row.turn, row.step);
+        self.records.push_row(row);
         Ok(())
     }
 

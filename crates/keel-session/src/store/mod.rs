@@ -7,8 +7,10 @@
 //! and fsynced by a [`SessionWriter`]. Loading is in [`load`].
 
 mod encode;
+mod fast;
+mod lines;
 pub mod load;
-mod parse;
+pub(crate) mod parse;
 mod writer;
 
 pub use load::{LoadError, LoadReport, Loaded, TornTail};

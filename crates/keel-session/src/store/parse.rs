@@ -73,49 +73,59 @@ struct DeltaChunk<'a> {
     arguments_delta: Option<Text<'a>>,
 }
 
-/// A packed row, borrowed from the line.
+/// Buffers a line's strings are unescaped into, reused from line to line.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// A row's texts, concatenated (or one delta's unescaped text).
+    pub(crate) text: String,
+    /// End of each row member's text in `text`.
+    pub(crate) ends: Vec<usize>,
+    /// A row's time deltas.
+    pub(crate) dt: Vec<i64>,
+    /// Ids and names.
+    pub(crate) aux: String,
+}
+
+impl Scratch {
+    pub(crate) fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+        self.dt.clear();
+        self.aux.clear();
+    }
+}
+
+/// A packed row, its texts concatenated in the scratch buffer.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Row<'a> {
-    kind: PackedKind,
-    seq0: u64,
-    time0: i64,
-    data: PackedData<'a>,
+    pub(crate) kind: PackedKind,
+    pub(crate) seq0: u64,
+    pub(crate) time0: i64,
+    pub(crate) turn: u32,
+    pub(crate) step: u32,
+    pub(crate) index: u32,
+    /// Carried by the first member.
+    pub(crate) id: Option<&'a str>,
+    /// Carried by the first member.
+    pub(crate) name: Option<&'a str>,
+    /// Time deltas between members (missing ones count as 0).
+    pub(crate) dt: &'a [i64],
+    /// The members' texts, concatenated.
+    pub(crate) text: &'a str,
+    /// End of member `i`'s text in `text`.
+    pub(crate) ends: &'a [usize],
 }
 
 impl Row<'_> {
     /// Number of events the row stands for.
     pub(crate) fn len(&self) -> usize {
-        self.texts().len()
+        self.ends.len()
     }
 
-    fn texts(&self) -> &[Text<'_>] {
-        self.data
-            .texts
-            .as_deref()
-            .or(self.data.args.as_deref())
-            .unwrap_or(&[])
-    }
-
-    /// Member `i` as a delta.
-    pub(crate) fn member(&self, i: usize, time: i64) -> Delta<'_> {
-        Delta {
-            kind: self.kind,
-            seq: self.seq0.wrapping_add(i as u64),
-            time,
-            turn: self.data.turn,
-            step: self.data.step,
-            index: self.data.index,
-            id: if i == 0 {
-                self.data.id.as_ref().map(|t| &*t.0)
-            } else {
-                None
-            },
-            name: if i == 0 {
-                self.data.name.as_ref().map(|t| &*t.0)
-            } else {
-                None
-            },
-            text: &self.texts()[i].0,
-        }
+    /// Text of member `i`.
+    pub(crate) fn text(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
     }
 
     /// Time of member `i` given member `i - 1`'s.
@@ -123,7 +133,22 @@ impl Row<'_> {
         if i == 0 {
             self.time0
         } else {
-            prev.saturating_add(self.data.dt.get(i - 1).copied().unwrap_or(0))
+            prev.saturating_add(self.dt.get(i - 1).copied().unwrap_or(0))
+        }
+    }
+
+    /// Member `i` as a delta, given its time.
+    pub(crate) fn member(&self, i: usize, time: i64) -> Delta<'_> {
+        Delta {
+            kind: self.kind,
+            seq: self.seq0.wrapping_add(i as u64),
+            time,
+            turn: self.turn,
+            step: self.step,
+            index: self.index,
+            id: if i == 0 { self.id } else { None },
+            name: if i == 0 { self.name } else { None },
+            text: self.text(i),
         }
     }
 }
@@ -143,8 +168,19 @@ fn payload(ty: &str, seq: Option<u64>) -> impl FnOnce(serde_json::Error) -> Reco
     }
 }
 
-/// Parse one event line (not the header).
-pub(crate) fn parse_line(line: &str) -> Result<Line<'_>, RecordError> {
+/// Parse one event line (not the header), the fast way when the line allows it.
+pub(crate) fn parse_line<'a>(
+    line: &'a str,
+    scratch: &'a mut Scratch,
+) -> Result<Line<'a>, RecordError> {
+    match super::fast::parse(line, scratch) {
+        Some(fast) => Ok(fast.resolve(scratch)),
+        None => parse_general(line, scratch),
+    }
+}
+
+/// Parse one event line (not the header) the general way.
+fn parse_general<'a>(line: &'a str, scratch: &'a mut Scratch) -> Result<Line<'a>, RecordError> {
     let env: Envelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
     let data = env.data.map(RawValue::get).unwrap_or("null");
     let kind = match env.ty.as_ref() {
@@ -158,11 +194,38 @@ pub(crate) fn parse_line(line: &str) -> Result<Line<'_>, RecordError> {
         let time0 = env.time0.ok_or(RecordError::MissingField("time0"))?;
         let data: PackedData<'_> =
             serde_json::from_str(data).map_err(payload(&env.ty, Some(seq0)))?;
+        scratch.clear();
+        let texts = data
+            .texts
+            .as_deref()
+            .or(data.args.as_deref())
+            .unwrap_or(&[]);
+        for t in texts {
+            scratch.text.push_str(&t.0);
+            scratch.ends.push(scratch.text.len());
+        }
+        scratch.dt = data.dt;
+        let mut aux = |t: Option<Text<'_>>| {
+            t.map(|t| {
+                let start = scratch.aux.len();
+                scratch.aux.push_str(&t.0);
+                (start, scratch.aux.len())
+            })
+        };
+        let (id, name) = (aux(data.id), aux(data.name));
+        let scratch: &'a Scratch = scratch;
         return Ok(Line::Row(Row {
             kind,
             seq0,
             time0,
-            data,
+            turn: data.turn,
+            step: data.step,
+            index: data.index,
+            id: id.map(|(a, b)| &scratch.aux[a..b]),
+            name: name.map(|(a, b)| &scratch.aux[a..b]),
+            dt: &scratch.dt,
+            text: &scratch.text,
+            ends: &scratch.ends,
         }));
     }
     let seq = env.seq.ok_or(RecordError::MissingField("seq"))?;

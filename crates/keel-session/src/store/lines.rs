@@ -1,0 +1,279 @@
+//! A session file's decoded text, read line by line in pieces.
+//!
+//! [`Source`] produces the decoded bytes: a plain file read 1 MiB at a time, or a zstd file
+//! decoded one frame at a time (each frame whole, so a frame that fails its checksum gives
+//! nothing). [`Lines`] cuts them into lines, keeping only the unfinished last line between
+//! pieces, and tells each line's offset in the decoded text. Nothing holds the whole text.
+//!
+//! A zstd file's frames are recorded as (compressed start, decoded start) while they are read,
+//! and the first frame that cannot be decoded ends the text (its damage is recorded);
+//! [`Source::later`] then reads what the frames after it decode to, skipping damaged ones.
+
+use std::fs::File;
+use std::io::{self, Read};
+
+/// Bytes read from a plain file at a time.
+const PIECE: u64 = 1 << 20;
+/// Largest declared frame size decoded into a buffer of that size at once; larger (or
+/// undeclared) frames are streamed.
+const MAX_DIRECT_FRAME: u64 = 256 << 20;
+
+/// A damaged zstd frame: (compressed offset, decoded offset, reason).
+pub(crate) type Damage = (u64, u64, String);
+
+/// Where decoded text comes from.
+pub(crate) enum Source {
+    Plain {
+        file: File,
+        /// Bytes read so far.
+        read: u64,
+    },
+    Zstd(Box<Zstd>),
+}
+
+/// A zstd file, held compressed, decoded a frame at a time.
+pub(crate) struct Zstd {
+    data: Vec<u8>,
+    /// Start of the next frame in `data`.
+    off: usize,
+    /// (compressed start, decoded start) of each frame read, the damaged one included.
+    pub(crate) frames: Vec<(u64, u64)>,
+    /// The first damaged frame, once met.
+    pub(crate) damage: Option<Damage>,
+    /// Reading the frames after the damaged one: damaged frames are skipped, not recorded.
+    later: bool,
+    bulk: Option<zstd::bulk::Decompressor<'static>>,
+    /// A frame decoded while the line buffer holds an unfinished line.
+    tmp: Vec<u8>,
+}
+
+impl Source {
+    /// Open `file` for reading in `format`.
+    pub(crate) fn open(file: &std::path::Path, zstd: bool) -> io::Result<Source> {
+        if zstd {
+            Ok(Source::Zstd(Box::new(Zstd {
+                data: std::fs::read(file)?,
+                off: 0,
+                frames: Vec::new(),
+                damage: None,
+                later: false,
+                bulk: None,
+                tmp: Vec::new(),
+            })))
+        } else {
+            Ok(Source::Plain {
+                file: File::open(file)?,
+                read: 0,
+            })
+        }
+    }
+
+    /// Bytes of the file read so far (all of it, for zstd).
+    pub(crate) fn file_len(&self) -> u64 {
+        match self {
+            Source::Plain { read, .. } => *read,
+            Source::Zstd(z) => z.data.len() as u64,
+        }
+    }
+
+    /// Append the next piece of text to `buf`, whose end is at decoded offset `at`. False at
+    /// the end of the text.
+    fn fill(&mut self, buf: &mut Vec<u8>, at: u64) -> io::Result<bool> {
+        match self {
+            Source::Plain { file, read } => {
+                let n = file.take(PIECE).read_to_end(buf)?;
+                *read += n as u64;
+                Ok(n > 0)
+            }
+            Source::Zstd(z) => Ok(z.fill(buf, at)),
+        }
+    }
+
+    /// What the frames after the damaged one decode to, when a frame was damaged.
+    pub(crate) fn later(self) -> Option<Source> {
+        match self {
+            Source::Zstd(mut z) if z.damage.is_some() => {
+                z.later = true;
+                Some(Source::Zstd(z))
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn zstd(&self) -> Option<&Zstd> {
+        match self {
+            Source::Zstd(z) => Some(z),
+            Source::Plain { .. } => None,
+        }
+    }
+}
+
+impl Zstd {
+    fn fill(&mut self, buf: &mut Vec<u8>, at: u64) -> bool {
+        if self.damage.is_some() && !self.later {
+            return false;
+        }
+        while self.off < self.data.len() {
+            let off = self.off;
+            let frame = zstd::zstd_safe::find_frame_compressed_size(&self.data[off..])
+                .ok()
+                .filter(|&n| n > 0 && off + n <= self.data.len());
+            let before = buf.len();
+            let res = match frame {
+                Some(n) => self.decode(off, n, buf),
+                None => Err("incomplete or invalid zstd frame".to_owned()),
+            };
+            match res {
+                Ok(()) => {
+                    if !self.later {
+                        self.frames.push((off as u64, at));
+                    }
+                    self.off = off + frame.unwrap_or(0);
+                    if buf.len() > before {
+                        return true;
+                    }
+                }
+                Err(reason) => {
+                    buf.truncate(before);
+                    self.off = frame.map_or(self.data.len(), |n| off + n);
+                    if !self.later {
+                        // The damaged frame starts a (dropped) batch too.
+                        self.frames.push((off as u64, at));
+                        self.damage = Some((off as u64, at, reason));
+                        return false;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Decode the frame `data[off..off + n]` onto `buf`, whole or not at all.
+    fn decode(&mut self, off: usize, n: usize, buf: &mut Vec<u8>) -> Result<(), String> {
+        let src = &self.data[off..off + n];
+        let declared = zstd::zstd_safe::get_frame_content_size(src)
+            .ok()
+            .flatten()
+            .filter(|&len| len <= MAX_DIRECT_FRAME);
+        if let Some(len) = declared
+            && let Some(bulk) = bulk(&mut self.bulk)
+        {
+            // The bulk decoder writes from the start of its buffer.
+            let out = if buf.is_empty() {
+                &mut *buf
+            } else {
+                &mut self.tmp
+            };
+            out.clear();
+            out.reserve(len as usize);
+            if bulk.decompress_to_buffer(src, out).is_ok() {
+                if !self.tmp.is_empty() {
+                    buf.extend_from_slice(&self.tmp);
+                    self.tmp.clear();
+                }
+                return Ok(());
+            }
+            // Decode it again below for the stream decoder's own account of the damage.
+            out.clear();
+        }
+        zstd::stream::read::Decoder::with_buffer(src)
+            .and_then(|d| d.single_frame().read_to_end(buf))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn bulk<'a>(
+    slot: &'a mut Option<zstd::bulk::Decompressor<'static>>,
+) -> Option<&'a mut zstd::bulk::Decompressor<'static>> {
+    if slot.is_none() {
+        *slot = zstd::bulk::Decompressor::new().ok();
+    }
+    slot.as_mut()
+}
+
+/// What [`Lines::next`] found.
+pub(crate) enum Next<'a> {
+    /// A whole line (without its newline) starting at this decoded offset.
+    Line(u64, &'a [u8]),
+    /// The text ends with this unfinished line (no newline) at this offset.
+    Unfinished(u64, &'a [u8]),
+    /// The end of the text.
+    End,
+}
+
+/// The lines of a [`Source`]'s text, up to an optional cut.
+pub(crate) struct Lines {
+    pub(crate) src: Source,
+    buf: Vec<u8>,
+    /// Start of the next line in `buf`.
+    pos: usize,
+    /// Decoded offset of `buf[0]`.
+    base: u64,
+    /// Decoded offset the text is cut at.
+    limit: u64,
+    /// No more text will come.
+    done: bool,
+}
+
+impl Lines {
+    /// The lines of `src`'s text, cut at decoded offset `limit`.
+    pub(crate) fn new(src: Source, limit: u64) -> Lines {
+        Lines {
+            src,
+            buf: Vec::new(),
+            pos: 0,
+            base: 0,
+            limit,
+            done: false,
+        }
+    }
+
+    /// The next line.
+    pub(crate) fn next(&mut self) -> io::Result<Next<'_>> {
+        loop {
+            let rest = &self.buf[self.pos..];
+            if let Some(nl) = memchr::memchr(b'\n', rest) {
+                let start = self.pos;
+                self.pos += nl + 1;
+                return Ok(Next::Line(
+                    self.base + start as u64,
+                    &self.buf[start..start + nl],
+                ));
+            }
+            if self.done {
+                if rest.is_empty() {
+                    return Ok(Next::End);
+                }
+                let start = self.pos;
+                self.pos = self.buf.len();
+                return Ok(Next::Unfinished(
+                    self.base + start as u64,
+                    &self.buf[start..],
+                ));
+            }
+            self.refill()?;
+        }
+    }
+
+    fn refill(&mut self) -> io::Result<()> {
+        self.buf.drain(..self.pos);
+        self.base += self.pos as u64;
+        self.pos = 0;
+        let end = self.base + self.buf.len() as u64;
+        if end >= self.limit || !self.src.fill(&mut self.buf, end)? {
+            self.done = true;
+        }
+        let cut = self.limit.saturating_sub(self.base);
+        if (self.buf.len() as u64) > cut {
+            self.buf.truncate(cut as usize);
+            self.done = true;
+        }
+        Ok(())
+    }
+
+    /// Give back the source.
+    pub(crate) fn into_source(self) -> Source {
+        self.src
+    }
+}
