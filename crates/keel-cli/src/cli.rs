@@ -49,6 +49,9 @@ pub struct Common {
     /// Output token budget of the model for this run.
     #[arg(long, global = true, value_name = "N")]
     pub max_output: Option<u64>,
+    /// Record provenance of every tool result (enables the `provenance` plugin for this run).
+    #[arg(long, global = true)]
+    pub provenance: bool,
 }
 
 /// The commands.
@@ -66,6 +69,12 @@ pub enum Command {
     /// Configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Provenance of a tool result (TARGET: node id, call id, tool-result event id or
+    /// result:<call id>) as text, JSON or DOT. Exit 1 when the query has no answer.
+    Trace(TraceArgs),
+    /// Provenance journals.
+    #[command(subcommand)]
+    Provenance(ProvenanceCommand),
 }
 
 /// `keel run`.
@@ -174,4 +183,55 @@ pub enum ExportFormat {
 pub enum ConfigCommand {
     /// The effective configuration with the layer that set each key.
     Dump,
+}
+
+/// `keel trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Node id, provider call id, tool-result event id (`<session id>:<seq>`) or `result:<call id>`.
+    pub target: String,
+    /// Session id, id prefix or path; the latest session of this directory with a journal when absent.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TraceFormatArg::Text)]
+    pub format: TraceFormatArg,
+    /// Walk towards what formed the target (backward) or what it went on to form (forward).
+    #[arg(long, value_enum, default_value_t = TraceDirection::Backward)]
+    pub direction: TraceDirection,
+    /// Formation steps to walk (0..=256).
+    #[arg(long, default_value_t = 32)]
+    pub max_depth: u32,
+}
+
+/// Formats of `keel trace`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceFormatArg {
+    /// Indented lines.
+    Text,
+    /// The answer the `trace` tool gives, pretty-printed.
+    Json,
+    /// Graphviz DOT (`| dot -Tsvg > trace.svg`).
+    Dot,
+}
+
+/// Directions of `keel trace`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceDirection {
+    /// Towards what formed the target.
+    Backward,
+    /// Towards what the target went on to form.
+    Forward,
+}
+
+/// `keel provenance …`.
+#[derive(Debug, Subcommand)]
+pub enum ProvenanceCommand {
+    /// Offline check of a session's provenance journal: receipt hashes, sequence and chain,
+    /// references, and graph.json against the receipts. Exit 0 valid, 1 invalid (the first
+    /// failure is named), 2 when the journal cannot be read.
+    Verify {
+        /// Session id, id prefix, session path or journal directory.
+        session: String,
+    },
 }

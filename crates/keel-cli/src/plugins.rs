@@ -29,7 +29,12 @@ impl Plugin for CompactionPlugin {
 
 /// Every built-in plugin.
 pub fn catalogue() -> Vec<Box<dyn Plugin>> {
-    vec![Box::new(CompactionPlugin)]
+    vec![Box::new(CompactionPlugin), Box::new(keel_provenance::ProvenancePlugin)]
+}
+
+/// Plugin ids enabled by flags (`--provenance`), for [`install_rows`]'s `force_enable`.
+pub fn forced(common: &crate::cli::Common) -> Vec<&'static str> {
+    if common.provenance { vec!["provenance"] } else { Vec::new() }
 }
 
 /// Install the enabled rows of `loaded` into `host`. `force_enable` lists plugin ids enabled by

@@ -3,6 +3,7 @@
 mod config_cmd;
 mod demo;
 mod progress;
+mod provenance;
 mod run;
 mod sessions;
 
@@ -66,5 +67,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Resume(args) => run::resume(&ctx, args),
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
         Command::Config(cmd) => config_cmd::run(&ctx, cmd),
+        Command::Trace(args) => provenance::trace_cmd(&ctx, args),
+        Command::Provenance(cmd) => provenance::run(&ctx, cmd),
     }
 }

@@ -96,7 +96,7 @@ fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progr
     let workspace = Workspace::new(&ctx.cwd, r.sandbox).with_context(|| format!("cannot use workspace {}", ctx.cwd.display()))?;
     let mut host = HostBuilder::new(ctx.cwd.clone(), ctx.home.clone());
     progress.install(&mut host.hooks);
-    crate::plugins::install_rows(&r.config, &mut host, &[])?;
+    crate::plugins::install_rows(&r.config, &mut host, &crate::plugins::forced(&ctx.common))?;
     let mut registry = registry;
     for tool in std::mem::take(&mut host.tools) {
         let name = tool.schema().name;

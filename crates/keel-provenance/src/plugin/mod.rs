@@ -7,8 +7,8 @@
 //! |---|---|
 //! | `session/event` `assistant/message` | `assistant/message`, then one `assistant/tool-call` per call block (raw argument string) |
 //! | `session/event` `tool/call` | `tool/call` |
-//! | `tools/observe` | `tools/pre-execute:enter`, `tools/pre-execute`, `tools/guard`, `tools/execute:enter`, `tools/execute`, `tools/post-execute` |
-//! | `tools/settled` (awaited) | `tools/settled`, then the journal is flushed and fsynced |
+//! | `tools/observe` | `tools/pre-execute:enter`, `tools/pre-execute`, `tools/guard`, `tools/execute:enter`, `tools/execute`, `tools/post-execute` (buffered per dispatch) |
+//! | `tools/settled` (awaited, model order) | the call's buffered stages, `tools/settled`; then the journal is flushed and fsynced |
 //! | `session/event` `tool/result` | `tool/result` (aliases: call id, event id) |
 //! | `session/flush` | pending receipts written; at step and turn boundaries also fsynced and `graph.json` published |
 //!
@@ -27,6 +27,7 @@
 //! retried at the next flush. Calls of the query tools themselves are not captured.
 
 mod seams;
+mod stages;
 mod tools;
 
 use crate::graph::Snapshot;
@@ -101,7 +102,7 @@ pub(crate) struct State {
     sink: Sink,
     /// The bound session (prefix of event ids).
     session: String,
-    seams: seams::Bookkeeping,
+    seams: stages::Bookkeeping,
 }
 
 impl State {
@@ -174,7 +175,7 @@ impl Provenance {
             state: Arc::new(Mutex::new(State {
                 sink: Sink::Unbound,
                 session: String::new(),
-                seams: seams::Bookkeeping::default(),
+                seams: stages::Bookkeeping::default(),
             })),
             home,
         }
