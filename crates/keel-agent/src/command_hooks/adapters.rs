@@ -23,7 +23,9 @@ use crate::hooks::{Middleware, SerialHook, middleware};
 use crate::seams::{PreStep, PreStepOutcome, StopDecision, TurnStopping};
 use async_trait::async_trait;
 use keel_protocol::{ContentBlock, Message, MessageSource};
-use keel_tools::{HookContext, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft};
+use keel_tools::{
+    HookContext, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,
+};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -31,12 +33,20 @@ use std::sync::Arc;
 pub const HOOKS_PLUGIN: &str = "keel/hooks";
 
 fn hook_message(text: String) -> Message {
-    Message::user_text(text, MessageSource::plugin(HOOKS_PLUGIN), uuid::Uuid::new_v4().to_string())
+    Message::user_text(
+        text,
+        MessageSource::plugin(HOOKS_PLUGIN),
+        uuid::Uuid::new_v4().to_string(),
+    )
 }
 
 fn joined<'a>(parts: impl Iterator<Item = &'a str>) -> Option<String> {
     let v: Vec<&str> = parts.collect();
-    if v.is_empty() { None } else { Some(v.join("\n")) }
+    if v.is_empty() {
+        None
+    } else {
+        Some(v.join("\n"))
+    }
 }
 
 fn first_halt(effects: &[Effect]) -> Option<String> {
@@ -45,7 +55,10 @@ fn first_halt(effects: &[Effect]) -> Option<String> {
 
 /// `tool_name`, `keel_tool_name` and `tool_input`.
 fn tool_fields(payload: &mut Map<String, Value>, name: &str, args: &Value) {
-    payload.insert("tool_name".into(), Value::String(names::claude_name(name).unwrap_or(name).to_owned()));
+    payload.insert(
+        "tool_name".into(),
+        Value::String(names::claude_name(name).unwrap_or(name).to_owned()),
+    );
     payload.insert("keel_tool_name".into(), Value::String(name.to_owned()));
     payload.insert("tool_input".into(), names::tool_input(name, args));
 }
@@ -69,16 +82,28 @@ impl Shared {
         let mut before = Vec::new();
         let first = !std::mem::replace(&mut self.state().session_started, true);
         if first && self.config.has(HookEvent::SessionStart) {
-            let source = if input.turn == 1 && input.step == 1 { "startup" } else { "resume" };
+            let source = if input.turn == 1 && input.step == 1 {
+                "startup"
+            } else {
+                "resume"
+            };
             let commands = self.config.commands(HookEvent::SessionStart, &[source]);
             let mut payload = self.base_payload(agent, HookEvent::SessionStart);
             payload.insert("source".into(), Value::String(source.into()));
-            let effects = self.dispatch(agent, HookEvent::SessionStart, None, commands, payload).await;
+            let effects = self
+                .dispatch(agent, HookEvent::SessionStart, None, commands, payload)
+                .await;
             if let Some(reason) = first_halt(&effects) {
                 return Err(reason);
             }
             if let Some(text) = joined(effects.iter().filter_map(|e| e.context.as_deref())) {
-                before.push(hook_message(HookContextMessage { event: HookEvent::SessionStart, text: &text }.render()));
+                before.push(hook_message(
+                    HookContextMessage {
+                        event: HookEvent::SessionStart,
+                        text: &text,
+                    }
+                    .render(),
+                ));
             }
         }
         let mut after = Vec::new();
@@ -87,7 +112,9 @@ impl Shared {
                 let commands = self.config.commands(HookEvent::UserPromptSubmit, &[]);
                 let mut payload = self.base_payload(agent, HookEvent::UserPromptSubmit);
                 payload.insert("prompt".into(), Value::String(m.text()));
-                let effects = self.dispatch(agent, HookEvent::UserPromptSubmit, None, commands, payload).await;
+                let effects = self
+                    .dispatch(agent, HookEvent::UserPromptSubmit, None, commands, payload)
+                    .await;
                 if let Some(reason) = first_halt(&effects) {
                     return Err(reason);
                 }
@@ -95,7 +122,13 @@ impl Shared {
                     return Err(format!("a UserPromptSubmit hook blocked the prompt: {b}"));
                 }
                 if let Some(text) = joined(effects.iter().filter_map(|e| e.context.as_deref())) {
-                    after.push(hook_message(HookContextMessage { event: HookEvent::UserPromptSubmit, text: &text }.render()));
+                    after.push(hook_message(
+                        HookContextMessage {
+                            event: HookEvent::UserPromptSubmit,
+                            text: &text,
+                        }
+                        .render(),
+                    ));
                 }
             }
         }
@@ -120,14 +153,18 @@ impl Shared {
         let commands = self.config.commands(HookEvent::Stop, &[]);
         let mut payload = self.base_payload(agent, HookEvent::Stop);
         payload.insert("stop_hook_active".into(), Value::Bool(previous > 0));
-        let effects = self.dispatch(agent, HookEvent::Stop, None, commands, payload).await;
+        let effects = self
+            .dispatch(agent, HookEvent::Stop, None, commands, payload)
+            .await;
         if first_halt(&effects).is_some() {
             return StopDecision::Stop;
         }
         match joined(effects.iter().filter_map(|e| e.block.as_deref())) {
             Some(reason) => {
                 self.state().stop_continued = Some((t.turn, previous + 1));
-                StopDecision::Continue(vec![hook_message(StopHookReason { text: &reason }.render())])
+                StopDecision::Continue(vec![hook_message(
+                    StopHookReason { text: &reason }.render(),
+                )])
             }
             None => StopDecision::Stop,
         }
@@ -165,14 +202,24 @@ impl PreExecuteHook for PreToolUse {
     async fn pre_execute(&self, ctx: &HookContext<'_>, args: &Value) -> PreDecision {
         let s = &self.0;
         let name = ctx.call.name.as_str();
-        let commands = s.config.commands(HookEvent::PreToolUse, &names::match_names(name));
+        let commands = s
+            .config
+            .commands(HookEvent::PreToolUse, &names::match_names(name));
         if commands.is_empty() {
             return PreDecision::Allow;
         }
         let agent = s.agent();
         let mut payload = s.base_payload(agent.as_ref(), HookEvent::PreToolUse);
         tool_fields(&mut payload, name, args);
-        let effects = s.dispatch(agent.as_ref(), HookEvent::PreToolUse, Some(name), commands, payload).await;
+        let effects = s
+            .dispatch(
+                agent.as_ref(),
+                HookEvent::PreToolUse,
+                Some(name),
+                commands,
+                payload,
+            )
+            .await;
         if let Some(reason) = first_halt(&effects) {
             s.set_halt(agent.as_ref(), reason.clone());
             return PreDecision::Deny(format!("a PreToolUse hook stopped the work: {reason}"));
@@ -195,7 +242,9 @@ impl PostExecuteHook for PostToolUse {
     async fn post_execute(&self, ctx: &HookContext<'_>, result: &ResultDraft) -> PostDecision {
         let s = &self.0;
         let name = ctx.call.name.as_str();
-        let commands = s.config.commands(HookEvent::PostToolUse, &names::match_names(name));
+        let commands = s
+            .config
+            .commands(HookEvent::PostToolUse, &names::match_names(name));
         if commands.is_empty() {
             return PostDecision::Accept;
         }
@@ -204,17 +253,37 @@ impl PostExecuteHook for PostToolUse {
         let mut payload = s.base_payload(agent.as_ref(), HookEvent::PostToolUse);
         tool_fields(&mut payload, name, &args);
         payload.insert("tool_response".into(), tool_response(result));
-        let effects = s.dispatch(agent.as_ref(), HookEvent::PostToolUse, Some(name), commands, payload).await;
+        let effects = s
+            .dispatch(
+                agent.as_ref(),
+                HookEvent::PostToolUse,
+                Some(name),
+                commands,
+                payload,
+            )
+            .await;
         if let Some(reason) = first_halt(&effects) {
             s.set_halt(agent.as_ref(), reason);
         }
         let mut extra: Vec<ContentBlock> = Vec::new();
         for e in &effects {
             if let Some(b) = &e.block {
-                extra.push(ContentBlock::text(PostToolFeedback { blocking: true, text: b }.render()));
+                extra.push(ContentBlock::text(
+                    PostToolFeedback {
+                        blocking: true,
+                        text: b,
+                    }
+                    .render(),
+                ));
             }
             if let Some(c) = &e.context {
-                extra.push(ContentBlock::text(PostToolFeedback { blocking: false, text: c }.render()));
+                extra.push(ContentBlock::text(
+                    PostToolFeedback {
+                        blocking: false,
+                        text: c,
+                    }
+                    .render(),
+                ));
             }
         }
         if extra.is_empty() {

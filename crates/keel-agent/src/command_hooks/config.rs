@@ -71,7 +71,10 @@ impl HookEvent {
 
     /// True when matchers apply (tool events match tool names, `SessionStart` its source).
     fn uses_matcher(self) -> bool {
-        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse | HookEvent::SessionStart)
+        matches!(
+            self,
+            HookEvent::PreToolUse | HookEvent::PostToolUse | HookEvent::SessionStart
+        )
     }
 }
 
@@ -109,12 +112,24 @@ impl Matcher {
         let trimmed = source.trim();
         let kind = if trimmed.is_empty() || trimmed == "*" {
             MatcherKind::All
-        } else if trimmed.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|') {
-            MatcherKind::Names(trimmed.split('|').filter(|s| !s.is_empty()).map(str::to_ascii_lowercase).collect())
+        } else if trimmed
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
+        {
+            MatcherKind::Names(
+                trimmed
+                    .split('|')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_ascii_lowercase)
+                    .collect(),
+            )
         } else {
             MatcherKind::Regex(RegexBuilder::new(trimmed).case_insensitive(true).build()?)
         };
-        Ok(Matcher { source: source.to_owned(), kind })
+        Ok(Matcher {
+            source: source.to_owned(),
+            kind,
+        })
     }
 
     /// The matcher as written.
@@ -126,7 +141,9 @@ impl Matcher {
     pub fn matches_any(&self, names: &[&str]) -> bool {
         match &self.kind {
             MatcherKind::All => true,
-            MatcherKind::Names(list) => names.iter().any(|n| list.iter().any(|m| m.eq_ignore_ascii_case(n))),
+            MatcherKind::Names(list) => names
+                .iter()
+                .any(|n| list.iter().any(|m| m.eq_ignore_ascii_case(n))),
             MatcherKind::Regex(re) => names.iter().any(|n| re.is_match(n)),
         }
     }
@@ -152,14 +169,21 @@ pub struct HooksConfig {
 impl HooksConfig {
     /// Parse the value of a `hooks` key (JSON; TOML converted to JSON works too). `origin`
     /// names where it came from in errors (a path, `keel config`).
-    pub fn from_value(value: serde_json::Value, origin: &str) -> Result<HooksConfig, HooksConfigError> {
-        serde_json::from_value(value)
-            .map_err(|e| HooksConfigError::Invalid { origin: origin.to_owned(), message: e.to_string() })
+    pub fn from_value(
+        value: serde_json::Value,
+        origin: &str,
+    ) -> Result<HooksConfig, HooksConfigError> {
+        serde_json::from_value(value).map_err(|e| HooksConfigError::Invalid {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })
     }
 
     /// True when no event has a command.
     pub fn is_empty(&self) -> bool {
-        self.groups.values().all(|g| g.iter().all(|g| g.hooks.is_empty()))
+        self.groups
+            .values()
+            .all(|g| g.iter().all(|g| g.hooks.is_empty()))
     }
 
     /// Event names present in the configuration that keel does not run.
@@ -195,7 +219,8 @@ impl HooksConfig {
     pub fn commands(&self, event: HookEvent, names: &[&str]) -> Vec<HookCommand> {
         let mut out: Vec<HookCommand> = Vec::new();
         for group in self.groups(event) {
-            let selected = !event.uses_matcher() || group.matcher.as_ref().is_none_or(|m| m.matches_any(names));
+            let selected = !event.uses_matcher()
+                || group.matcher.as_ref().is_none_or(|m| m.matches_any(names));
             if !selected {
                 continue;
             }
@@ -249,14 +274,17 @@ impl HooksConfigError {
     /// The file involved, when there is one.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            HooksConfigError::Read { path, .. } | HooksConfigError::Parse { path, .. } => Some(path),
+            HooksConfigError::Read { path, .. } | HooksConfigError::Parse { path, .. } => {
+                Some(path)
+            }
             HooksConfigError::Invalid { .. } => None,
         }
     }
 }
 
 /// The project's Claude Code settings files, in the order they are merged.
-pub const PROJECT_SETTINGS_FILES: [&str; 2] = [".claude/settings.json", ".claude/settings.local.json"];
+pub const PROJECT_SETTINGS_FILES: [&str; 2] =
+    [".claude/settings.json", ".claude/settings.local.json"];
 
 /// Read the `hooks` of `cwd/.claude/settings.json` and then `cwd/.claude/settings.local.json`
 /// (merged in that order). `Ok(None)` when neither file exists or neither has `hooks`; other
@@ -287,12 +315,14 @@ pub fn parse_settings(path: &Path, text: &str) -> Result<Option<HooksConfig>, Ho
         #[serde(default)]
         hooks: Option<HooksConfig>,
     }
-    serde_json::from_str::<Settings>(text).map(|s| s.hooks).map_err(|e| HooksConfigError::Parse {
-        path: path.to_path_buf(),
-        line: e.line(),
-        column: e.column(),
-        message: strip_position(&e.to_string()),
-    })
+    serde_json::from_str::<Settings>(text)
+        .map(|s| s.hooks)
+        .map_err(|e| HooksConfigError::Parse {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        })
 }
 
 /// serde_json appends " at line L column C"; the error carries them separately.
@@ -337,15 +367,21 @@ impl TryFrom<RawHooks> for HooksConfig {
                     continue;
                 }
                 let known: Vec<&str> = HookEvent::ALL.iter().map(|e| e.as_str()).collect();
-                return Err(format!("unknown hook event {name:?} (keel runs {})", known.join(", ")));
+                return Err(format!(
+                    "unknown hook event {name:?} (keel runs {})",
+                    known.join(", ")
+                ));
             };
             let mut groups = Vec::with_capacity(raw_groups.len());
             for (i, g) in raw_groups.into_iter().enumerate() {
                 let at = format!("{name}[{i}]");
-                let matcher = match g.matcher {
-                    Some(m) => Some(Matcher::new(&m).map_err(|e| format!("{at}: matcher {m:?} is not a valid regex: {e}"))?),
-                    None => None,
-                };
+                let matcher =
+                    match g.matcher {
+                        Some(m) => Some(Matcher::new(&m).map_err(|e| {
+                            format!("{at}: matcher {m:?} is not a valid regex: {e}")
+                        })?),
+                        None => None,
+                    };
                 let mut hooks = Vec::with_capacity(g.hooks.len());
                 for (j, c) in g.hooks.into_iter().enumerate() {
                     hooks.push(command(&format!("{at}.hooks[{j}]"), c)?);
@@ -360,7 +396,10 @@ impl TryFrom<RawHooks> for HooksConfig {
 
 fn command(at: &str, c: RawCommand) -> Result<HookCommand, String> {
     if c.kind != "command" {
-        return Err(format!("{at}: hook type {:?} is not supported (keel runs type \"command\")", c.kind));
+        return Err(format!(
+            "{at}: hook type {:?} is not supported (keel runs type \"command\")",
+            c.kind
+        ));
     }
     if c.command.trim().is_empty() {
         return Err(format!("{at}: command is empty"));
@@ -368,9 +407,16 @@ fn command(at: &str, c: RawCommand) -> Result<HookCommand, String> {
     let timeout = match c.timeout {
         None => None,
         Some(t) if t > 0.0 && t <= MAX_TIMEOUT_SECS => Duration::try_from_secs_f64(t).ok(),
-        Some(t) => return Err(format!("{at}: timeout {t} must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECS}")),
+        Some(t) => {
+            return Err(format!(
+                "{at}: timeout {t} must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECS}"
+            ));
+        }
     };
-    Ok(HookCommand { command: c.command, timeout })
+    Ok(HookCommand {
+        command: c.command,
+        timeout,
+    })
 }
 
 #[cfg(test)]
@@ -385,7 +431,10 @@ mod tests {
         let names = Matcher::new("Bash|Write").unwrap();
         assert!(names.matches_any(&["bash"]));
         assert!(names.matches_any(&["write"]));
-        assert!(!names.matches_any(&["bash_extra"]), "plain names match exactly");
+        assert!(
+            !names.matches_any(&["bash_extra"]),
+            "plain names match exactly"
+        );
         let re = Matcher::new("mcp__.*").unwrap();
         assert!(re.matches_any(&["mcp__memory__read"]));
         assert!(!re.matches_any(&["read"]));
@@ -395,7 +444,9 @@ mod tests {
     #[test]
     fn unknown_events_fail_and_claude_only_events_are_listed() {
         let bad = serde_json::json!({"PreTooluse": []});
-        let err = HooksConfig::from_value(bad, "test").unwrap_err().to_string();
+        let err = HooksConfig::from_value(bad, "test")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown hook event \"PreTooluse\""), "{err}");
         let ok = serde_json::json!({"Notification": [{"hooks": [{"type": "command", "command": "true"}]}]});
         let config = HooksConfig::from_value(ok, "test").unwrap();
@@ -411,17 +462,33 @@ mod tests {
             {"matcher": "Write", "hooks": [{"type": "command", "command": "d"}]}
         ]});
         let config = HooksConfig::from_value(v, "test").unwrap();
-        let got: Vec<String> = config.commands(HookEvent::PreToolUse, &["bash"]).into_iter().map(|c| c.command).collect();
+        let got: Vec<String> = config
+            .commands(HookEvent::PreToolUse, &["bash"])
+            .into_iter()
+            .map(|c| c.command)
+            .collect();
         assert_eq!(got, ["a", "b", "c"]);
-        assert_eq!(config.commands(HookEvent::PreToolUse, &["bash"])[1].timeout, Some(Duration::from_secs(5)));
+        assert_eq!(
+            config.commands(HookEvent::PreToolUse, &["bash"])[1].timeout,
+            Some(Duration::from_secs(5))
+        );
     }
 
     #[test]
     fn bad_json_names_file_line_and_column() {
-        let err = parse_settings(Path::new("/p/.claude/settings.json"), "{\n  \"hooks\": {\n    \"Stop\": [,]\n  }\n}")
-            .unwrap_err();
-        let HooksConfigError::Parse { line, column, .. } = &err else { panic!("{err:?}") };
+        let err = parse_settings(
+            Path::new("/p/.claude/settings.json"),
+            "{\n  \"hooks\": {\n    \"Stop\": [,]\n  }\n}",
+        )
+        .unwrap_err();
+        let HooksConfigError::Parse { line, column, .. } = &err else {
+            panic!("{err:?}")
+        };
         assert_eq!((*line, *column), (3, 14));
-        assert!(err.to_string().starts_with("/p/.claude/settings.json:3:14: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("/p/.claude/settings.json:3:14: "),
+            "{err}"
+        );
     }
 }

@@ -30,8 +30,8 @@ mod runner;
 
 pub use adapters::HOOKS_PLUGIN;
 pub use config::{
-    DEFAULT_TIMEOUT, HookCommand, HookEvent, HooksConfig, HooksConfigError, Matcher, MatcherGroup, PROJECT_SETTINGS_FILES,
-    load_project_settings, parse_settings,
+    DEFAULT_TIMEOUT, HookCommand, HookEvent, HooksConfig, HooksConfigError, Matcher, MatcherGroup,
+    PROJECT_SETTINGS_FILES, load_project_settings, parse_settings,
 };
 
 use crate::agent::Agent;
@@ -56,7 +56,11 @@ pub struct HooksOptions {
 impl HooksOptions {
     /// Defaults for a project in `cwd`: 60 s timeout, 8 `Stop` continuations per turn.
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        HooksOptions { cwd: cwd.into(), default_timeout: DEFAULT_TIMEOUT, max_stop_continuations: 8 }
+        HooksOptions {
+            cwd: cwd.into(),
+            default_timeout: DEFAULT_TIMEOUT,
+            max_stop_continuations: 8,
+        }
     }
 }
 
@@ -68,7 +72,9 @@ pub struct CommandHooks {
 
 impl std::fmt::Debug for CommandHooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CommandHooks").field("config", &self.shared.config).finish()
+        f.debug_struct("CommandHooks")
+            .field("config", &self.shared.config)
+            .finish()
     }
 }
 
@@ -87,7 +93,12 @@ impl CommandHooks {
 
 /// Register `config`'s hooks on `hooks`, run by `runner` (whose environment scrub applies).
 /// Nothing is registered for events without commands.
-pub fn install(hooks: &mut HookRegistry, config: HooksConfig, runner: SubprocessService, options: HooksOptions) -> CommandHooks {
+pub fn install(
+    hooks: &mut HookRegistry,
+    config: HooksConfig,
+    runner: SubprocessService,
+    options: HooksOptions,
+) -> CommandHooks {
     let shared = Arc::new(Shared::new(config, runner, options));
     let config = &shared.config;
     if config.is_empty() {
@@ -95,10 +106,12 @@ pub fn install(hooks: &mut HookRegistry, config: HooksConfig, runner: Subprocess
     }
     hooks.pre_step.push(adapters::pre_step(shared.clone()));
     if config.has(HookEvent::PreToolUse) {
-        hooks.tools = std::mem::take(&mut hooks.tools).pre_execute(Arc::new(adapters::PreToolUse(shared.clone())));
+        hooks.tools = std::mem::take(&mut hooks.tools)
+            .pre_execute(Arc::new(adapters::PreToolUse(shared.clone())));
     }
     if config.has(HookEvent::PostToolUse) {
-        hooks.tools = std::mem::take(&mut hooks.tools).post_execute(Arc::new(adapters::PostToolUse(shared.clone())));
+        hooks.tools = std::mem::take(&mut hooks.tools)
+            .post_execute(Arc::new(adapters::PostToolUse(shared.clone())));
     }
     if config.has(HookEvent::Stop) {
         hooks.turn_stopping.push(adapters::stop(shared.clone()));

@@ -55,7 +55,10 @@ mod tests {
     fn aliases_and_file_path() {
         assert_eq!(match_names("subagent"), ["subagent", "Task"]);
         assert_eq!(match_names("my_tool"), ["my_tool"]);
-        let input = tool_input("write", &serde_json::json!({"path": "a.txt", "content": "x"}));
+        let input = tool_input(
+            "write",
+            &serde_json::json!({"path": "a.txt", "content": "x"}),
+        );
         assert_eq!(input["file_path"], "a.txt");
         assert_eq!(input["path"], "a.txt");
         let bash = tool_input("bash", &serde_json::json!({"command": "ls"}));

@@ -64,12 +64,25 @@ pub(crate) struct Effect {
 
 impl Effect {
     fn labelled(label: &'static str) -> Effect {
-        Effect { label, ..Effect::default() }
+        Effect {
+            label,
+            ..Effect::default()
+        }
     }
 
     /// The `hook/result.message`.
     pub(crate) fn message(&self) -> Option<String> {
-        [&self.halt, &self.block, &self.ask, &self.context, &self.note].into_iter().flatten().next().cloned()
+        [
+            &self.halt,
+            &self.block,
+            &self.ask,
+            &self.context,
+            &self.note,
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+        .cloned()
     }
 }
 
@@ -102,7 +115,10 @@ pub(crate) fn interpret(event: HookEvent, out: &RunOutput) -> Effect {
         Status::Exited(code) => error(format!("exited with code {code}{}", stderr_suffix(out))),
         Status::Signalled(sig) => error(format!("killed by signal {sig}{}", stderr_suffix(out))),
         Status::TimedOut(limit) => Effect {
-            note: Some(format!("timed out after {}s and was stopped", limit.as_secs_f64())),
+            note: Some(format!(
+                "timed out after {}s and was stopped",
+                limit.as_secs_f64()
+            )),
             ..Effect::labelled("timeout")
         },
         Status::Cancelled => Effect::labelled("cancelled"),
@@ -111,56 +127,99 @@ pub(crate) fn interpret(event: HookEvent, out: &RunOutput) -> Effect {
 }
 
 fn error(note: String) -> Effect {
-    Effect { note: Some(note), ..Effect::labelled("error") }
+    Effect {
+        note: Some(note),
+        ..Effect::labelled("error")
+    }
 }
 
 fn stderr_suffix(out: &RunOutput) -> String {
     let err = out.stderr.trim();
-    if err.is_empty() { String::new() } else { format!(": {}", cap(err)) }
+    if err.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", cap(err))
+    }
 }
 
 fn blocking(event: HookEvent, out: &RunOutput) -> Effect {
     let err = out.stderr.trim();
     let text = if err.is_empty() {
-        format!("a {} hook exited with code 2 without a message", event.as_str())
+        format!(
+            "a {} hook exited with code 2 without a message",
+            event.as_str()
+        )
     } else {
         cap(err)
     };
     match event {
-        HookEvent::SessionStart => Effect { note: Some(text), ..Effect::labelled("error") },
-        _ => Effect { block: Some(text), ..Effect::labelled(block_label(event)) },
+        HookEvent::SessionStart => Effect {
+            note: Some(text),
+            ..Effect::labelled("error")
+        },
+        _ => Effect {
+            block: Some(text),
+            ..Effect::labelled(block_label(event))
+        },
     }
 }
 
 fn block_label(event: HookEvent) -> &'static str {
-    if event == HookEvent::PreToolUse { "deny" } else { "block" }
+    if event == HookEvent::PreToolUse {
+        "deny"
+    } else {
+        "block"
+    }
 }
 
 fn success(event: HookEvent, out: &RunOutput) -> Effect {
     let stdout = out.stdout.trim();
-    let json = if stdout.starts_with('{') { serde_json::from_str::<HookJson>(stdout).ok() } else { None };
+    let json = if stdout.starts_with('{') {
+        serde_json::from_str::<HookJson>(stdout).ok()
+    } else {
+        None
+    };
     let Some(json) = json else {
-        let plain_context = matches!(event, HookEvent::UserPromptSubmit | HookEvent::SessionStart) && !stdout.is_empty();
+        let plain_context = matches!(event, HookEvent::UserPromptSubmit | HookEvent::SessionStart)
+            && !stdout.is_empty();
         return if plain_context {
-            Effect { context: Some(cap(stdout)), ..Effect::labelled("context") }
+            Effect {
+                context: Some(cap(stdout)),
+                ..Effect::labelled("context")
+            }
         } else {
-            Effect::labelled(if event == HookEvent::PreToolUse { "allow" } else { "none" })
+            Effect::labelled(if event == HookEvent::PreToolUse {
+                "allow"
+            } else {
+                "none"
+            })
         };
     };
     let specific = json.hook_specific_output.unwrap_or_default();
     let reason = json.reason.as_deref().map(cap);
-    let mut effect = Effect { note: json.system_message.as_deref().map(cap), ..Effect::labelled("none") };
+    let mut effect = Effect {
+        note: json.system_message.as_deref().map(cap),
+        ..Effect::labelled("none")
+    };
     let default_reason = || format!("a {} hook blocked this", event.as_str());
     match event {
         HookEvent::PreToolUse => {
-            let why = specific.permission_decision_reason.as_deref().map(cap).or(reason);
-            match (specific.permission_decision.as_deref(), json.decision.as_deref()) {
+            let why = specific
+                .permission_decision_reason
+                .as_deref()
+                .map(cap)
+                .or(reason);
+            match (
+                specific.permission_decision.as_deref(),
+                json.decision.as_deref(),
+            ) {
                 (Some("deny"), _) | (None, Some("block")) => {
                     effect.block = Some(why.unwrap_or_else(default_reason));
                     effect.label = "deny";
                 }
                 (Some("ask"), _) => {
-                    effect.ask = Some(why.unwrap_or_else(|| "a PreToolUse hook asks for approval".into()));
+                    effect.ask =
+                        Some(why.unwrap_or_else(|| "a PreToolUse hook asks for approval".into()));
                     effect.label = "ask";
                 }
                 _ => effect.label = "allow",
@@ -175,7 +234,11 @@ fn success(event: HookEvent, out: &RunOutput) -> Effect {
         HookEvent::SessionStart => {}
     }
     if event != HookEvent::Stop
-        && let Some(ctx) = specific.additional_context.as_deref().map(str::trim).filter(|c| !c.is_empty())
+        && let Some(ctx) = specific
+            .additional_context
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
     {
         effect.context = Some(cap(ctx));
         if effect.label == "none" {
@@ -184,7 +247,8 @@ fn success(event: HookEvent, out: &RunOutput) -> Effect {
     }
     if json.proceed == Some(false) {
         let why = json.stop_reason.as_deref().map(cap);
-        effect.halt = Some(why.unwrap_or_else(|| format!("a {} hook stopped the work", event.as_str())));
+        effect.halt =
+            Some(why.unwrap_or_else(|| format!("a {} hook stopped the work", event.as_str())));
         effect.label = "stop";
     }
     effect
@@ -194,7 +258,10 @@ fn success(event: HookEvent, out: &RunOutput) -> Effect {
 pub(crate) fn cap(text: &str) -> String {
     match text.char_indices().nth(MODEL_TEXT_CAP) {
         None => text.to_owned(),
-        Some((i, _)) => format!("{}\n[… hook output truncated at {MODEL_TEXT_CAP} characters]", &text[..i]),
+        Some((i, _)) => format!(
+            "{}\n[… hook output truncated at {MODEL_TEXT_CAP} characters]",
+            &text[..i]
+        ),
     }
 }
 
@@ -207,7 +274,11 @@ pub(crate) struct HookContextMessage<'a> {
 
 impl HookContextMessage<'_> {
     pub(crate) fn render(&self) -> String {
-        format!("<hook-context event=\"{}\">\n{}\n</hook-context>", self.event.as_str(), cap(self.text))
+        format!(
+            "<hook-context event=\"{}\">\n{}\n</hook-context>",
+            self.event.as_str(),
+            cap(self.text)
+        )
     }
 }
 
@@ -220,7 +291,11 @@ pub(crate) struct PostToolFeedback<'a> {
 
 impl PostToolFeedback<'_> {
     pub(crate) fn render(&self) -> String {
-        let kind = if self.blocking { "PostToolUse hook feedback" } else { "PostToolUse hook context" };
+        let kind = if self.blocking {
+            "PostToolUse hook feedback"
+        } else {
+            "PostToolUse hook context"
+        };
         format!("[{kind}]\n{}", cap(self.text))
     }
 }
@@ -257,10 +332,21 @@ mod tests {
         let e = interpret(HookEvent::PreToolUse, &run(Status::Exited(0), deny, ""));
         assert_eq!((e.label, e.block.as_deref()), ("deny", Some("no")));
         let legacy = r#"{"decision":"block","reason":"old"}"#;
-        assert_eq!(interpret(HookEvent::PreToolUse, &run(Status::Exited(0), legacy, "")).block.as_deref(), Some("old"));
+        assert_eq!(
+            interpret(HookEvent::PreToolUse, &run(Status::Exited(0), legacy, ""))
+                .block
+                .as_deref(),
+            Some("old")
+        );
         let ask = r#"{"hookSpecificOutput":{"permissionDecision":"ask"}}"#;
-        assert_eq!(interpret(HookEvent::PreToolUse, &run(Status::Exited(0), ask, "")).label, "ask");
-        let e = interpret(HookEvent::PreToolUse, &run(Status::Exited(2), "", "stop it\n"));
+        assert_eq!(
+            interpret(HookEvent::PreToolUse, &run(Status::Exited(0), ask, "")).label,
+            "ask"
+        );
+        let e = interpret(
+            HookEvent::PreToolUse,
+            &run(Status::Exited(2), "", "stop it\n"),
+        );
         assert_eq!(e.block.as_deref(), Some("stop it"));
         let e = interpret(HookEvent::PreToolUse, &run(Status::Exited(1), "", "oops"));
         assert_eq!((e.label, e.block.is_none()), ("error", true));
@@ -268,18 +354,35 @@ mod tests {
 
     #[test]
     fn plain_stdout_is_context_only_where_claude_says_so() {
-        let e = interpret(HookEvent::UserPromptSubmit, &run(Status::Exited(0), "hello\n", ""));
+        let e = interpret(
+            HookEvent::UserPromptSubmit,
+            &run(Status::Exited(0), "hello\n", ""),
+        );
         assert_eq!(e.context.as_deref(), Some("hello"));
-        let e = interpret(HookEvent::PostToolUse, &run(Status::Exited(0), "hello\n", ""));
+        let e = interpret(
+            HookEvent::PostToolUse,
+            &run(Status::Exited(0), "hello\n", ""),
+        );
         assert_eq!(e.context, None);
     }
 
     #[test]
     fn continue_false_halts_and_cap_cuts() {
-        let e = interpret(HookEvent::PostToolUse, &run(Status::Exited(0), r#"{"continue":false,"stopReason":"enough"}"#, ""));
+        let e = interpret(
+            HookEvent::PostToolUse,
+            &run(
+                Status::Exited(0),
+                r#"{"continue":false,"stopReason":"enough"}"#,
+                "",
+            ),
+        );
         assert_eq!((e.label, e.halt.as_deref()), ("stop", Some("enough")));
         let long = "é".repeat(MODEL_TEXT_CAP + 5);
         let c = cap(&long);
-        assert!(c.starts_with(&"é".repeat(MODEL_TEXT_CAP)) && c.contains("truncated"), "{}", &c[c.len() - 60..]);
+        assert!(
+            c.starts_with(&"é".repeat(MODEL_TEXT_CAP)) && c.contains("truncated"),
+            "{}",
+            &c[c.len() - 60..]
+        );
     }
 }

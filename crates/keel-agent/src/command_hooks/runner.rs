@@ -45,8 +45,18 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: HooksConfig, runner: SubprocessService, options: HooksOptions) -> Shared {
-        Shared { config, runner, options, agent: OnceLock::new(), state: Mutex::new(State::default()) }
+    pub(crate) fn new(
+        config: HooksConfig,
+        runner: SubprocessService,
+        options: HooksOptions,
+    ) -> Shared {
+        Shared {
+            config,
+            runner,
+            options,
+            agent: OnceLock::new(),
+            state: Mutex::new(State::default()),
+        }
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
@@ -61,20 +71,36 @@ impl Shared {
 
     /// The bound agent, while it lives.
     pub(crate) fn agent(&self) -> Option<Agent> {
-        self.agent.get().and_then(Weak::upgrade).map(|inner| Agent { inner })
+        self.agent
+            .get()
+            .and_then(Weak::upgrade)
+            .map(|inner| Agent { inner })
     }
 
     /// The fields every event's payload has.
-    pub(crate) fn base_payload(&self, agent: Option<&Agent>, event: HookEvent) -> Map<String, Value> {
+    pub(crate) fn base_payload(
+        &self,
+        agent: Option<&Agent>,
+        event: HookEvent,
+    ) -> Map<String, Value> {
         let (session_id, transcript) = match agent {
-            Some(a) => (a.session_id().as_str().to_owned(), a.log().writer().path().display().to_string()),
+            Some(a) => (
+                a.session_id().as_str().to_owned(),
+                a.log().writer().path().display().to_string(),
+            ),
             None => (String::new(), String::new()),
         };
         let mut p = Map::new();
         p.insert("session_id".into(), Value::String(session_id));
         p.insert("transcript_path".into(), Value::String(transcript));
-        p.insert("cwd".into(), Value::String(self.options.cwd.display().to_string()));
-        p.insert("hook_event_name".into(), Value::String(event.as_str().to_owned()));
+        p.insert(
+            "cwd".into(),
+            Value::String(self.options.cwd.display().to_string()),
+        );
+        p.insert(
+            "hook_event_name".into(),
+            Value::String(event.as_str().to_owned()),
+        );
         p
     }
 
@@ -92,7 +118,12 @@ impl Shared {
         }
         let stdin = Value::Object(payload).to_string().into_bytes();
         let cancel = match agent {
-            Some(a) => a.inner.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            Some(a) => a
+                .inner
+                .turn_cancel
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             None => CancellationToken::new(),
         };
         for cmd in &commands {
@@ -105,7 +136,9 @@ impl Shared {
                 })),
             );
         }
-        let runs = futures::future::join_all(commands.iter().map(|c| self.run_one(c, &stdin, &cancel))).await;
+        let runs =
+            futures::future::join_all(commands.iter().map(|c| self.run_one(c, &stdin, &cancel)))
+                .await;
         let mut effects = Vec::with_capacity(runs.len());
         for out in runs {
             let effect = interpret(event, &out);
@@ -128,7 +161,12 @@ impl Shared {
         effects
     }
 
-    async fn run_one(&self, cmd: &HookCommand, stdin: &[u8], cancel: &CancellationToken) -> RunOutput {
+    async fn run_one(
+        &self,
+        cmd: &HookCommand,
+        stdin: &[u8],
+        cancel: &CancellationToken,
+    ) -> RunOutput {
         let limit = cmd.timeout.unwrap_or(self.options.default_timeout);
         let dir = &self.options.cwd;
         let spec = CommandSpec::new(["/bin/sh", "-c", cmd.command.as_str()])
