@@ -127,6 +127,7 @@ fn gives_up(fault: &str, code: &str) {
     let path = env.only_session();
     let id = session_id(&path);
     assert!(out.stderr.contains(&format!("ended: error {code}")), "{fault}: stderr:\n{}", out.stderr);
+    assert!(!out.stderr.contains(&format!("{code}: {code}")), "{fault}: the code is said once:\n{}", out.stderr);
     assert!(out.stderr.contains(&id), "{fault}: stderr names the session:\n{}", out.stderr);
 
     let events = load_consistent(&path);

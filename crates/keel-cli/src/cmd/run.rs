@@ -194,7 +194,11 @@ fn describe(reason: &keel_protocol::TurnEndReason) -> String {
         Completed => "completed".into(),
         Aborted { reason } => format!("aborted ({reason})"),
         Blocked { reason } => format!("blocked ({})", reason.as_deref().unwrap_or("no reason given")),
-        Error { code, message } => format!("error {code}: {message}"),
+        // A model failure's message already starts with its code; say it once.
+        Error { code, message } => {
+            let detail = message.strip_prefix(code.as_str()).and_then(|m| m.strip_prefix(": ")).unwrap_or(message);
+            format!("error {code}: {detail}")
+        }
         MaxTokens => "the model hit its output limit (max-tokens)".into(),
         Interrupted => "interrupted".into(),
     }
