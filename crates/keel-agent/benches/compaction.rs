@@ -3,7 +3,7 @@
 //! request is not part of it. Target: under 20 ms for the whole pass.
 //!
 //! Run: `cargo bench -p keel-agent --bench compaction`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use keel_agent::compaction::plan::{SpanRules, SurfaceView, summary_span};
@@ -23,7 +23,7 @@ fn surface(messages: usize) -> Session {
     let mut s = Session::new(SessionHeader::new(SessionId("bench".into()), 0, None));
     let line = "src/lib.rs:42: fn parse(input: &str) -> Result<Ast, Error> { todo!() }\n";
     let (mut n, mut turn, mut results) = (0usize, 0u32, 0usize);
-    let mut push = |s: &mut Session, body: EventBody, n: &mut usize| {
+    let push = |s: &mut Session, body: EventBody, n: &mut usize| {
         s.push_surface(body, SurfaceOp::Append, Vec::new()).unwrap();
         *n += 1;
     };
@@ -40,7 +40,9 @@ fn surface(messages: usize) -> Session {
             let call = Message {
                 role: Role::Assistant,
                 content: vec![
-                    ContentBlock::Reasoning { text: "I should look at the parser first.".into() },
+                    ContentBlock::Reasoning {
+                        text: "I should look at the parser first.".into(),
+                    },
                     ContentBlock::ToolCall(ToolCallBlock {
                         id: id.clone(),
                         name: "grep".into(),
@@ -71,7 +73,12 @@ fn surface(messages: usize) -> Session {
                 source: MessageSource::tool(id),
                 id: format!("r{turn}_{step}"),
             };
-            let r = ToolResultEvent { turn, step, message: result, meta: None };
+            let r = ToolResultEvent {
+                turn,
+                step,
+                message: result,
+                meta: None,
+            };
             push(&mut s, EventBody::ToolResult(Box::new(r)), &mut n);
         }
         let answer = Message {
@@ -95,8 +102,16 @@ fn surface(messages: usize) -> Session {
 
 fn bench(c: &mut Criterion) {
     let session = surface(MESSAGES);
-    let rules = SpanRules { tail_budget: 20_000, protect_from: usize::MAX, min_nodes: 2 };
-    let prune = PruneRules { over_raw_tokens: 4000, head_bytes: 4096, tail_bytes: 1024 };
+    let rules = SpanRules {
+        tail_budget: 20_000,
+        protect_from: usize::MAX,
+        min_nodes: 2,
+    };
+    let prune = PruneRules {
+        over_raw_tokens: 4000,
+        head_bytes: 4096,
+        tail_bytes: 1024,
+    };
     {
         let view = SurfaceView::of(&session);
         let span = summary_span(&view, rules).unwrap();
@@ -115,7 +130,9 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(SurfaceView::of(&session)))
     });
     let view = SurfaceView::of(&session);
-    g.bench_function("select span", |b| b.iter(|| black_box(summary_span(&view, rules))));
+    g.bench_function("select span", |b| {
+        b.iter(|| black_box(summary_span(&view, rules)))
+    });
     g.bench_function("prune plan + replacements", |b| {
         b.iter(|| {
             let targets = prune_plan(&view, prune);

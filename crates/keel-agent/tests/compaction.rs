@@ -1,5 +1,6 @@
 //! Compaction end to end: a real agent on a real workspace and session file, a scripted model
 //! with a small context window; pressure compaction, overflow recovery, pruning and `/compact`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
