@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    match cmd::dispatch(cli) {
+    let code = match cmd::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
             #[allow(clippy::print_stderr)]
@@ -21,6 +21,36 @@ fn main() -> ExitCode {
                 eprintln!("keel: error: {e:#}");
             }
             ExitCode::from(2)
+        }
+    };
+    if std::env::var_os("KEEL_REPORT_RUSAGE").is_some() {
+        report_rusage();
+    }
+    code
+}
+
+/// `KEEL_REPORT_RUSAGE=1`: print this process's own CPU time and peak RSS (children excluded)
+/// and its children's CPU time, for the end-to-end benchmarks in `bench/`.
+fn report_rusage() {
+    fn usage(who: i32) -> Option<(f64, f64, i64)> {
+        let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes a full `rusage` into the pointer on success.
+        let rc = unsafe { libc::getrusage(who, ru.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: rc == 0, so the struct was initialised.
+        let ru = unsafe { ru.assume_init() };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        Some((secs(ru.ru_utime), secs(ru.ru_stime), ru.ru_maxrss))
+    }
+    if let (Some(own), Some(children)) = (usage(libc::RUSAGE_SELF), usage(libc::RUSAGE_CHILDREN)) {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "keel-rusage self_user_s={:.4} self_sys_s={:.4} self_maxrss_kib={} children_user_s={:.4} children_sys_s={:.4}",
+                own.0, own.1, own.2, children.0, children.1
+            );
         }
     }
 }
