@@ -2,6 +2,8 @@
 //! wake an idle agent or join a running turn, the wake budget, kills. Real processes; the
 //! model is scripted. Jobs wait for files the test creates, so nothing depends on timing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod subagent_support;
 
 use keel_agent::jobs::{JOBS_PLUGIN, JobsConfig};

@@ -1,6 +1,8 @@
 //! The `subagent` tool end to end: real child sessions on disk with lineage, results in the
 //! parent, the depth limit, never-ask children, fork seeding, background children as jobs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod subagent_support;
 
 use keel_agent::seams::SubagentNotice;

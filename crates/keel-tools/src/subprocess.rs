@@ -36,7 +36,9 @@ pub fn is_secret_name(name: &OsStr) -> bool {
 
 /// A copy of a command's output as it is read (e.g. a background job's buffer). Cheap to clone.
 #[derive(Clone)]
-pub struct OutputSink(Arc<dyn Fn(&[u8]) + Send + Sync>);
+pub struct OutputSink(Arc<SinkFn>);
+
+type SinkFn = dyn Fn(&[u8]) + Send + Sync;
 
 impl OutputSink {
     /// A sink calling `f` with every chunk read, in order.

@@ -380,6 +380,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_first_settlement_wins() {
+        let mut job = Job {
+            id: "bash-1".into(),
+            kind: "bash".into(),
+            description: "d".into(),
+            owner: SessionId("s".into()),
+            started: Instant::now(),
+            ended: None,
+            status: JobStatus::Running,
+            summary: None,
+            output: Arc::new(Mutex::new(TailBuffer::new(8))),
+            cancel: CancellationToken::new(),
+            settled: watch::channel(false).0,
+            waiters: 0,
+        };
+        let seen = job.settled.subscribe();
+        assert!(job.settle(JobStatus::Killed, "killed".into()));
+        assert!(!job.settle(JobStatus::Completed, "exit code 0".into()));
+        assert_eq!((job.status, job.summary.as_deref(), *seen.borrow()), (JobStatus::Killed, Some("killed"), true));
+    }
+
+    #[test]
     fn tail_buffer_keeps_the_last_cap_bytes_and_counts_all() {
         let mut b = TailBuffer::new(4);
         b.push(b"ab");

@@ -2,7 +2,7 @@
 //! one (a `HostBuilder` with the plugins installed, tools registered before the pipeline, the
 //! agent bound after it is built), over a real temp workspace, a real session store and a
 //! scripted model.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use keel_agent::jobs::{JobService, JobsConfig};
 use keel_agent::plugin::HostBuilder;
@@ -48,10 +48,16 @@ pub fn rig(script_yaml: &str, opts: Options) -> Rig {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().canonicalize().unwrap();
-    let provider = Arc::new(ScriptedProvider::from_str(script_yaml, Format::Yaml).unwrap().with_name("scripted"));
+    let provider = Arc::new(
+        ScriptedProvider::from_str(script_yaml, Format::Yaml)
+            .unwrap()
+            .with_name("scripted"),
+    );
     let store = Store::new(home.path().to_path_buf());
     let header = SessionHeader::new(new_session_id(), now_ms(), Some(cwd.display().to_string()));
-    let log = PersistentSession::create(&store, &cwd, Session::new(header), WriterOptions::default()).unwrap();
+    let log =
+        PersistentSession::create(&store, &cwd, Session::new(header), WriterOptions::default())
+            .unwrap();
 
     let mut host = HostBuilder::new(cwd.clone(), home.path().to_path_buf());
     host.hooks = opts.hooks;
@@ -64,13 +70,21 @@ pub fn rig(script_yaml: &str, opts: Options) -> Rig {
     for tool in std::mem::take(&mut host.tools) {
         registry.register(tool).unwrap();
     }
-    let pipeline = Pipeline::builder(Arc::new(registry), Workspace::new(&cwd, opts.sandbox).unwrap())
-        .hooks(host.hooks.tools.clone())
-        .plan_state(cfg.plan.clone())
-        .build()
-        .unwrap();
+    let pipeline = Pipeline::builder(
+        Arc::new(registry),
+        Workspace::new(&cwd, opts.sandbox).unwrap(),
+    )
+    .hooks(host.hooks.tools.clone())
+    .plan_state(cfg.plan.clone())
+    .build()
+    .unwrap();
     let model = "deepseek-v4-flash";
-    let mut config = AgentConfig::new("scripted", model, ModelCatalogue::default().lookup(model), cwd);
+    let mut config = AgentConfig::new(
+        "scripted",
+        model,
+        ModelCatalogue::default().lookup(model),
+        cwd,
+    );
     config.retry = keel_llm::RetryPolicy::seeded(7);
     config.approval = opts.approval;
     let agent = Agent::builder(config, provider.clone() as Arc<dyn Provider>, pipeline, log)
@@ -78,14 +92,22 @@ pub fn rig(script_yaml: &str, opts: Options) -> Rig {
         .build()
         .unwrap();
     HostBuilder::bind(host.on_agent, &agent);
-    Rig { home, work, agent, provider, jobs }
+    Rig {
+        home,
+        work,
+        agent,
+        provider,
+        jobs,
+    }
 }
 
 /// Hang guard for anything that waits on processes or jobs.
 pub const GUARD: Duration = Duration::from_secs(60);
 
 pub async fn guarded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(GUARD, f).await.expect("hang guard: the operation did not finish")
+    tokio::time::timeout(GUARD, f)
+        .await
+        .expect("hang guard: the operation did not finish")
 }
 
 /// Poll `cond` until it holds (hang-guarded; not a timing assertion).
@@ -99,7 +121,12 @@ pub async fn until(mut cond: impl FnMut() -> bool) {
 }
 
 pub fn events_of(agent: &Agent) -> Vec<SessionEvent> {
-    agent.log().session().events().map(|e| e.into_owned()).collect()
+    agent
+        .log()
+        .session()
+        .events()
+        .map(|e| e.into_owned())
+        .collect()
 }
 
 pub fn tool_results(events: &[SessionEvent]) -> Vec<String> {
@@ -125,7 +152,9 @@ pub fn user_messages(events: &[SessionEvent]) -> Vec<Message> {
 /// The session file of `id` under the rig's store.
 pub fn session_file(rig: &Rig, id: &str) -> PathBuf {
     let cwd = rig.work.path().canonicalize().unwrap();
-    Store::new(rig.home.path().to_path_buf()).session_dir(&cwd, id).join("session.jsonl")
+    Store::new(rig.home.path().to_path_buf())
+        .session_dir(&cwd, id)
+        .join("session.jsonl")
 }
 
 pub fn load(path: &Path) -> Session {
