@@ -51,12 +51,22 @@ pub struct HostBuilder {
     pub cwd: PathBuf,
     /// `$KEEL_HOME`.
     pub keel_home: PathBuf,
+    /// The subprocess service tools use (credential scrub, process groups); plugins that run
+    /// commands (command hooks) reuse it. `None` until the front end sets it.
+    pub subprocess: Option<keel_tools::subprocess::SubprocessService>,
 }
 
 impl HostBuilder {
     /// An empty builder.
     pub fn new(cwd: PathBuf, keel_home: PathBuf) -> Self {
-        HostBuilder { hooks: HookRegistry::default(), tools: Vec::new(), on_agent: Vec::new(), cwd, keel_home }
+        HostBuilder {
+            hooks: HookRegistry::default(),
+            tools: Vec::new(),
+            on_agent: Vec::new(),
+            cwd,
+            keel_home,
+            subprocess: None,
+        }
     }
 
     /// Run the `on_agent` callbacks.

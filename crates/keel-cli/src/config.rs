@@ -40,6 +40,22 @@ forward_env = []
 [[plugins]]
 id = "compaction"
 enabled = true
+
+[[plugins]]
+id = "jobs"
+enabled = true
+
+[[plugins]]
+id = "subagent"
+enabled = true
+
+[[plugins]]
+id = "hooks"
+enabled = true
+
+[[plugins]]
+id = "provenance"
+enabled = false
 "#;
 
 /// The typed view of a merged configuration. Every field is optional in a layer; the defaults
@@ -70,6 +86,9 @@ pub struct Config {
     /// Plugin rows.
     #[serde(default)]
     pub plugins: Vec<PluginRow>,
+    /// Command hooks in Claude Code's shape (`[[hooks.PreToolUse]] matcher = "bash"` with
+    /// `[[hooks.PreToolUse.hooks]] type = "command" command = "…"`); see docs/hooks.md.
+    pub hooks: Option<Table>,
 }
 
 /// `[providers.<name>]`.

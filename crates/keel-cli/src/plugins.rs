@@ -27,9 +27,75 @@ impl Plugin for CompactionPlugin {
     }
 }
 
-/// Every built-in plugin.
-pub fn catalogue() -> Vec<Box<dyn Plugin>> {
-    vec![Box::new(CompactionPlugin), Box::new(keel_provenance::ProvenancePlugin)]
+/// `hooks`: command hooks compatible with Claude Code's `hooks` settings, from keel's
+/// configuration (`[hooks]`) and the project's `.claude/settings.json` (+ `.local.json`).
+struct HooksPlugin {
+    keel_hooks: Option<toml::Table>,
+}
+
+/// The `hooks` row's own settings.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct HooksRow {
+    /// Read `.claude/settings.json` and `.claude/settings.local.json` of the project.
+    project_settings: bool,
+    /// Timeout of commands without their own, in seconds.
+    default_timeout_secs: u64,
+    /// `Stop` continuations allowed per turn.
+    max_stop_continuations: u32,
+}
+
+impl Default for HooksRow {
+    fn default() -> Self {
+        HooksRow { project_settings: true, default_timeout_secs: 60, max_stop_continuations: 8 }
+    }
+}
+
+impl Plugin for HooksPlugin {
+    fn id(&self) -> &'static str {
+        "hooks"
+    }
+    fn description(&self) -> &'static str {
+        "command hooks compatible with Claude Code (SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop)"
+    }
+    fn install(&self, host: &mut HostBuilder, config: Value) -> Result<(), PluginError> {
+        use keel_agent::command_hooks::{self, HooksConfig, HooksOptions};
+        let row: HooksRow = plugin_config(self.id(), config)?;
+        let setup = |message: String| PluginError::Setup { plugin: "hooks".into(), message };
+        let mut merged = match &self.keel_hooks {
+            Some(t) => {
+                let value = serde_json::to_value(t).map_err(|e| setup(e.to_string()))?;
+                HooksConfig::from_value(value, "keel configuration [hooks]").map_err(|e| setup(e.to_string()))?
+            }
+            None => HooksConfig::default(),
+        };
+        if row.project_settings {
+            if let Some(project) = command_hooks::load_project_settings(&host.cwd).map_err(|e| setup(e.to_string()))? {
+                merged.merge(project);
+            }
+        }
+        if merged.is_empty() {
+            return Ok(());
+        }
+        let runner = host.subprocess.clone().ok_or_else(|| setup("no subprocess service to run hook commands".into()))?;
+        let mut options = HooksOptions::new(host.cwd.clone());
+        options.default_timeout = std::time::Duration::from_secs(row.default_timeout_secs);
+        options.max_stop_continuations = row.max_stop_continuations;
+        let installed = command_hooks::install(&mut host.hooks, merged, runner, options);
+        host.on_agent.push(Box::new(move |agent| installed.bind(agent)));
+        Ok(())
+    }
+}
+
+/// Every built-in plugin (`loaded` supplies configuration sections some plugins read).
+pub fn catalogue(loaded: &Loaded) -> Vec<Box<dyn Plugin>> {
+    vec![
+        Box::new(CompactionPlugin),
+        Box::new(keel_agent::jobs::JobsPlugin),
+        Box::new(keel_agent::subagent::SubagentPlugin),
+        Box::new(HooksPlugin { keel_hooks: loaded.config.hooks.clone() }),
+        Box::new(keel_provenance::ProvenancePlugin),
+    ]
 }
 
 /// Plugin ids enabled by flags (`--provenance`), for [`install_rows`]'s `force_enable`.
@@ -40,7 +106,7 @@ pub fn forced(common: &crate::cli::Common) -> Vec<&'static str> {
 /// Install the enabled rows of `loaded` into `host`. `force_enable` lists plugin ids enabled by
 /// flags (e.g. `--provenance`) even when their row says otherwise.
 pub fn install_rows(loaded: &Loaded, host: &mut HostBuilder, force_enable: &[&str]) -> Result<Vec<String>> {
-    let catalogue = catalogue();
+    let catalogue = catalogue(loaded);
     let mut installed = Vec::new();
     for row in &loaded.config.plugins {
         let uses = row.uses.clone().unwrap_or_else(|| row.id.clone());

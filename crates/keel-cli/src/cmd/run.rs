@@ -94,7 +94,9 @@ fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progr
     let mut sub = SubprocessConfig::from_process_env(&spill_dir);
     sub.forward = c.tools.forward_env.clone().unwrap_or_default();
     let workspace = Workspace::new(&ctx.cwd, r.sandbox).with_context(|| format!("cannot use workspace {}", ctx.cwd.display()))?;
+    let subprocess = SubprocessService::new(sub);
     let mut host = HostBuilder::new(ctx.cwd.clone(), ctx.home.clone());
+    host.subprocess = Some(subprocess.clone());
     progress.install(&mut host.hooks);
     crate::plugins::install_rows(&r.config, &mut host, &crate::plugins::forced(&ctx.common))?;
     let mut registry = registry;
@@ -108,7 +110,7 @@ fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progr
         .hooks(hooks.tools.clone())
         .plan_state(cfg.plan.clone())
         .spill(spill)
-        .subprocess(SubprocessService::new(sub))
+        .subprocess(subprocess)
         .build()
         .with_context(|| format!("cannot prepare the spill directory {}", spill_dir.display()))?;
     let mut config = AgentConfig::new(r.provider_name.clone(), r.model.clone(), r.info, ctx.cwd.clone());
@@ -165,7 +167,7 @@ fn drive(agent: &Agent) -> Result<Option<TurnOutcome>> {
                 }
             }
         });
-        let out = agent.run_pending().await;
+        let out = agent.run_until_idle().await;
         signals.abort();
         Ok(out?)
     })
