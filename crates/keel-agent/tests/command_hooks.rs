@@ -683,3 +683,46 @@ fn settings_files_merge_and_absent_files_are_none() {
     assert_eq!(names("bash"), ["a", "b"]);
     assert_eq!(names("read"), ["b"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_tool_use_ask_goes_through_the_approval_policy() {
+    let body = r#"echo '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask", "permissionDecisionReason": "confirm network access"}}'"#;
+    let script = r#"
+responses:
+  - tool_calls:
+      - {id: c1, name: bash, arguments: {command: "echo ok > ran.txt"}}
+  - text: "done"
+"#;
+    let h = hooked(
+        script,
+        &[
+            (
+                ".claude/settings.json",
+                &settings("PreToolUse", Some("Bash"), ".claude/hooks/ask.sh", None),
+            ),
+            (".claude/hooks/ask.sh", &recording("ask", body)),
+        ],
+        |_| {},
+    );
+    run(&h, "go").await;
+    // The fixture's agent has no approver, so `ask` is refused as in a headless run.
+    assert!(!h.cwd.join("ran.txt").exists());
+    let asked: Vec<String> = {
+        let log = h.agent.log();
+        log.session()
+            .events()
+            .filter_map(|e| match &e.body {
+                EventBody::ApprovalAsked(a) => Some(a.reason.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(asked, ["confirm network access"]);
+    let results = tool_results(&h);
+    assert!(
+        results[0].1 && results[0].0.contains("confirm network access"),
+        "{:?}",
+        results[0]
+    );
+    assert_eq!(hook_results(&h)[0].decision, "ask");
+}

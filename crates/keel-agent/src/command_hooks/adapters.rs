@@ -11,6 +11,10 @@
 //! `continue: false` from any hook stops the work: a `Stop` hook lets the turn end; a
 //! `SessionStart` or `UserPromptSubmit` hook rejects the step; a tool hook denies (pre) or keeps
 //! (post) its call and records the stop reason, which rejects the next step of the same turn.
+//! Only the bound agent (see the module docs of `command_hooks`) runs `SessionStart`,
+//! `UserPromptSubmit` and `Stop`; a child agent inheriting the registry skips them, while its
+//! tool calls do run `PreToolUse`/`PostToolUse` (as in Claude Code), logged in the bound
+//! agent's session.
 //! `Stop` runs at most [`super::HooksOptions::max_stop_continuations`] continuations per turn;
 //! the payload's `stop_hook_active` is true once a `Stop` hook has continued the turn.
 
@@ -142,6 +146,10 @@ impl Shared {
 
     /// `Stop` when the turn has nothing more owed.
     async fn on_stop(&self, t: &TurnStopping) -> StopDecision {
+        if !self.is_bound(&t.agent) {
+            // A child agent's turn (Claude Code's `SubagentStop`, which keel does not run).
+            return StopDecision::Stop;
+        }
         let previous = match self.state().stop_continued {
             Some((turn, n)) if turn == t.turn => n,
             _ => 0,
@@ -178,6 +186,11 @@ pub(crate) fn pre_step(shared: Arc<Shared>) -> Arc<dyn Middleware<PreStep, PreSt
         let s = shared.clone();
         Box::pin(async move {
             s.bind(&input.agent);
+            if !s.is_bound(&input.agent) {
+                // A child agent that inherited these hooks: Claude Code runs neither
+                // `SessionStart` nor `UserPromptSubmit` for subagents.
+                return next.run(input).await;
+            }
             match s.before_step(&input).await {
                 Ok(messages) => next.run(PreStep { messages, ..input }).await,
                 Err(reason) => PreStepOutcome::Reject(reason),

@@ -16,8 +16,8 @@
 //! Event logging from tool hooks: `tools/*` hooks see only the call, not the agent, so the
 //! install shares a weak agent slot. The `agent/pre-step` adapter fills it on the first step
 //! (every step runs it before any tool call), and [`CommandHooks::bind`] fills it explicitly.
-//! The first agent bound wins: install command hooks once per agent, not into a registry that
-//! child agents inherit, or their tool hooks are logged in the parent's session.
+//! The first agent bound wins; a child agent inheriting the registry runs the tool events
+//! (logged in the bound agent's session) but not `SessionStart`, `UserPromptSubmit` or `Stop`.
 //!
 //! The tool adapters live in [`HookRegistry::tools`]; pass `hooks.tools` to the
 //! [`keel_tools::Pipeline`] builder after calling [`install`].

@@ -69,6 +69,13 @@ impl Shared {
         let _ = self.agent.set(std::sync::Arc::downgrade(&agent.inner));
     }
 
+    /// True when `agent` is the bound agent (not, say, a child agent sharing these hooks).
+    pub(crate) fn is_bound(&self, agent: &Agent) -> bool {
+        self.agent
+            .get()
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), std::sync::Arc::as_ptr(&agent.inner)))
+    }
+
     /// The bound agent, while it lives.
     pub(crate) fn agent(&self) -> Option<Agent> {
         self.agent
