@@ -63,6 +63,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// Continue a session (cold resume with crash repair); no id = the latest of this directory.
     Resume(ResumeArgs),
+    /// Compact a session now (between turns): prune oversized tool results and summarise old
+    /// history with the model, appending the replacement (nothing is deleted).
+    Compact(CompactArgs),
     /// List, show, check, export and import sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -115,6 +118,16 @@ pub struct ResumeArgs {
     #[arg(long)]
     pub json: bool,
     /// Replay a model script instead of calling a model.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+}
+
+/// `keel compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// Session id, id prefix or path; the latest session of this directory when absent.
+    pub session: Option<String>,
+    /// Replay a model script for the summary request instead of calling a model.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
 }

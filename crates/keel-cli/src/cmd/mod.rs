@@ -65,6 +65,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Run(args) => run::run(&ctx, args),
         Command::Demo(args) => run::demo(&ctx, args),
         Command::Resume(args) => run::resume(&ctx, args),
+        Command::Compact(args) => run::compact(&ctx, args),
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
         Command::Config(cmd) => config_cmd::run(&ctx, cmd),
         Command::Trace(args) => provenance::trace_cmd(&ctx, args),

@@ -2,7 +2,7 @@
 //! headless, with progress on stderr and the final answer (or JSON events) on stdout.
 
 use super::Ctx;
-use crate::cli::{DemoArgs, ResumeArgs, RunArgs};
+use crate::cli::{CompactArgs, DemoArgs, ResumeArgs, RunArgs};
 use crate::cmd::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
 use keel_agent::plugin::HostBuilder;
@@ -256,6 +256,37 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     }
     let outcome = drive(&agent)?;
     finish(&agent, outcome, args.json)
+}
+
+/// `keel compact`.
+pub fn compact(ctx: &Ctx, args: CompactArgs) -> Result<ExitCode> {
+    let path = match &args.session {
+        Some(q) => ctx.store.resolve(q, &ctx.cwd)?,
+        None => latest_session(ctx)?,
+    };
+    let (log, _, _) = PersistentSession::resume(&path, WriterOptions::default())
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let r = resolve(ctx, args.script.as_deref())?;
+    let agent = build_agent(ctx, &r, log, &Progress::new(false))?;
+    let report = runtime()?.block_on(keel_agent::compaction::compact_now(
+        &agent,
+        keel_agent::compaction::CompactionReason::Manual,
+    ))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "compacted {}: {:?}; estimated request tokens {} → {}; pruned {} tool result(s){}",
+        agent.session_id(),
+        report.outcome,
+        report.before_tokens,
+        report.after_tokens,
+        report.pruned.len(),
+        match report.summarised {
+            Some(span) => format!("; summarised seqs {}..={}", span.start, span.end),
+            None => String::new(),
+        }
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn latest_session(ctx: &Ctx) -> Result<PathBuf> {
