@@ -1,0 +1,192 @@
+//! End to end: the real `keel` binary with `--provenance` against the loopback mock model;
+//! `keel trace` and `keel provenance verify` on the journal it wrote; tamper detection; a
+//! SIGKILL mid-tool followed by `keel resume`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use support::{Env, Mock, run, session_id, spawn, tool_results};
+
+const WORKLOAD: &str = r#"
+- tool_calls:
+    - { id: r_ok, name: read, arguments: { path: notes.txt } }
+    - { id: r_fail, name: read, arguments: { path: missing.txt } }
+    - { id: w_denied, name: write, arguments: { path: new.txt, content: "x" } }
+- text: done
+"#;
+
+fn journal(env: &Env, session: &str) -> PathBuf {
+    env.home.join("provenance").join(session)
+}
+
+fn verify(env: &Env, target: &str) -> support::Output {
+    let mut cmd = env.keel("http://127.0.0.1:9");
+    run(cmd.args(["provenance", "verify", target]))
+}
+
+fn run_workload(env: &Env, provenance: bool) -> support::Output {
+    env.write("notes.txt", "one\ntwo\n");
+    let mock = Mock::start(WORKLOAD);
+    let mut cmd = env.keel(&mock.base_url());
+    if provenance {
+        cmd.arg("--provenance");
+    }
+    run(cmd.args(["--sandbox", "read-only", "run", "read the notes"]))
+}
+
+#[test]
+fn results_identical_on_and_off_trace_and_verify() {
+    let (on, off) = (Env::new(), Env::new());
+    let out = run_workload(&on, true);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let out = run_workload(&off, false);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!off.home.join("provenance").exists(), "off by default");
+    let results = |env: &Env| {
+        let events = support::load_consistent(&env.only_session());
+        tool_results(&events)
+    };
+    let norm = |env: &Env| -> Vec<(String, String, bool)> {
+        let ws = env.ws.display().to_string();
+        results(env).into_iter().map(|(id, text, err)| (id, text.replace(&ws, "WS"), err)).collect()
+    };
+    let (a, b) = (norm(&on), norm(&off));
+    assert_eq!(a, b);
+    assert!(a[2].1.starts_with("DENIED"), "{:?}", a[2]);
+
+    let id = session_id(&on.only_session());
+    let out = verify(&on, &id);
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.starts_with("valid: "), "{}", out.stdout);
+
+    // trace: text, json (the tool's answer shape), dot; an alias of the tool-result event too.
+    let mut cmd = on.keel("http://127.0.0.1:9");
+    let out = run(cmd.args(["trace", "result:r_ok", "--session", &id, "--format", "json"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let answer: Value = serde_json::from_str(&out.stdout).unwrap();
+    let stages: Vec<&str> = answer["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["stage"].as_str())
+        .collect();
+    assert_eq!(stages.first(), Some(&"tool/result"));
+    assert_eq!(stages.last(), Some(&"assistant/message"));
+    assert!(!out.stdout.contains("one\\ntwo"), "no payloads in a trace");
+    let mut cmd = on.keel("http://127.0.0.1:9");
+    let out = run(cmd.args(["trace", "w_denied", "--session", &id]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("denied"), "{}", out.stdout);
+    assert!(!out.stdout.contains("tools/execute"), "{}", out.stdout);
+    let mut cmd = on.keel("http://127.0.0.1:9");
+    let out = run(cmd.args(["trace", "r_fail", "--format", "dot"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.starts_with("digraph provenance {"), "{}", out.stdout);
+    let mut cmd = on.keel("http://127.0.0.1:9");
+    let out = run(cmd.args(["trace", "nope", "--session", &id]));
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("UNKNOWN_TARGET"), "{}", out.stderr);
+}
+
+/// Flip one byte of `file` at `offset` (xor 0x01), returning the original bytes.
+fn flip(file: &Path, offset: usize) -> Vec<u8> {
+    let original = std::fs::read(file).unwrap();
+    let mut bytes = original.clone();
+    bytes[offset] ^= 0x01;
+    std::fs::write(file, bytes).unwrap();
+    original
+}
+
+#[test]
+fn any_single_byte_flip_fails_verification() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    let mock = Mock::start("- tool_calls: [ { id: c1, name: read, arguments: { path: a.txt } } ]\n- text: ok\n");
+    let out = run(env.keel(&mock.base_url()).args(["--provenance", "run", "go"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let id = session_id(&env.only_session());
+    let dir = journal(&env, &id);
+    let receipts = std::fs::read(dir.join("receipts.jsonl")).unwrap();
+    let graph = std::fs::read(dir.join("graph.json")).unwrap();
+    // In process (the validator the binary runs): every offset of receipts.jsonl; of graph.json
+    // the first and last 2 KiB whole and every 7th byte between (each check recompiles the
+    // graph, and the machine is shared; the validator's own tests flip every graph byte of a
+    // smaller journal).
+    for offset in 0..receipts.len() {
+        let mut bytes = receipts.clone();
+        bytes[offset] ^= 0x01;
+        let r = keel_provenance::verify_bytes(&bytes, Some(&graph));
+        assert!(r.is_err(), "receipts.jsonl: flipping byte {offset} went undetected");
+    }
+    let edge = 2048.min(graph.len());
+    let offsets = (0..graph.len()).filter(|&o| o < edge || o >= graph.len() - edge || o % 7 == 0);
+    for offset in offsets {
+        let mut bytes = graph.clone();
+        bytes[offset] ^= 0x01;
+        let r = keel_provenance::verify_bytes(&receipts, Some(&bytes));
+        assert!(r.is_err(), "graph.json: flipping byte {offset} went undetected");
+    }
+    for name in ["receipts.jsonl", "graph.json"] {
+        let file = dir.join(name);
+        let len = std::fs::read(&file).unwrap().len();
+        // … and a spread of offsets, first and last included, through the real binary.
+        let step = (len / 24).max(1);
+        for offset in (0..len).step_by(step).chain([len - 1]) {
+            let original = flip(&file, offset);
+            let out = verify(&env, &id);
+            std::fs::write(&file, &original).unwrap();
+            assert_eq!(out.code, Some(1), "{name} byte {offset}: {}{}", out.stdout, out.stderr);
+            assert!(out.stdout.starts_with("invalid: "), "{}", out.stdout);
+        }
+    }
+    assert_eq!(verify(&env, &id).code, Some(0));
+}
+
+#[test]
+fn sigkill_mid_tool_leaves_a_prefix_that_resume_closes() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+- tool_calls: [ { id: first, name: read, arguments: { path: a.txt } } ]
+- tool_calls: [ { id: slow, name: bash, arguments: { command: "touch started && sleep 60" } } ]
+"#,
+    );
+    env.write("a.txt", "a\n");
+    let running = spawn(env.keel(&mock.base_url()).args([
+        "--provenance",
+        "--approval",
+        "auto",
+        "run",
+        "go",
+    ]));
+    let deadline = std::time::Instant::now() + support::HANG_GUARD;
+    while !env.ws.join("started").exists() {
+        assert!(std::time::Instant::now() < deadline, "hang guard: the slow tool never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running.signal(libc::SIGKILL);
+    let out = running.wait();
+    assert_eq!(out.code, None, "killed by the signal");
+    let id = session_id(&env.only_session());
+    let out = verify(&env, &id);
+    assert_eq!(out.code, Some(0), "a killed run verifies as a prefix: {}", out.stdout);
+    let receipts = std::fs::read_to_string(journal(&env, &id).join("receipts.jsonl")).unwrap();
+    assert!(receipts.contains("\"native_id\":\"slow\""), "the slow call was captured");
+    assert!(!receipts.contains("outcome_unobserved"));
+
+    let out = run(env.keel(&mock.base_url()).args(["--provenance", "resume", &id]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let out = verify(&env, &id);
+    assert_eq!(out.code, Some(0), "{}", out.stdout);
+    let receipts = std::fs::read_to_string(journal(&env, &id).join("receipts.jsonl")).unwrap();
+    let close: Vec<Value> = receipts
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["stage"] == "capture/close")
+        .collect();
+    assert_eq!(close.len(), 1, "{close:?}");
+    assert_eq!(close[0]["native_id"], "slow");
+    assert_eq!(close[0]["bindings"][0]["disposition"], "outcome_unobserved");
+}
