@@ -2,6 +2,7 @@
 //! faults followed by a success end in a logged retry and a completed turn; the others end in
 //! exit code 1, a clear message on stderr and a log that closes the turn with `turn/end{error}`
 //! and stays consistent (it loads, keeps its invariants and can be resumed).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
@@ -35,34 +36,71 @@ responses:
     let out = run_keel(&env, &mock, extra);
     assert_eq!(out.code, Some(0), "{fault}: stderr:\n{}", out.stderr);
     assert_eq!(out.stdout, "Hello after a retry.\n");
-    assert!(out.stderr.contains(&format!("model call failed ({code}), retry 1")), "{fault}: stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("model call failed ({code}), retry 1")),
+        "{fault}: stderr:\n{}",
+        out.stderr
+    );
 
     let events = load_consistent(&env.only_session());
     let retries = of_type(&events, "llm/retry");
     assert_eq!(retries.len(), 1, "{fault}: {retries:?}");
-    assert_eq!(retries[0]["data"]["failure"]["code"], code, "{fault}: {}", retries[0]);
+    assert_eq!(
+        retries[0]["data"]["failure"]["code"], code,
+        "{fault}: {}",
+        retries[0]
+    );
     assert_eq!(retries[0]["data"]["attempt"], 1);
-    assert_eq!((retries[0]["data"]["turn"].clone(), retries[0]["data"]["step"].clone()), (json!(1), json!(1)));
+    assert_eq!(
+        (
+            retries[0]["data"]["turn"].clone(),
+            retries[0]["data"]["step"].clone()
+        ),
+        (json!(1), json!(1))
+    );
     // One step, one complete answer: the failed attempt left no message on the surface.
     assert_eq!(of_type(&events, "step/start").len(), 1);
     let messages = of_type(&events, "assistant/message");
     assert_eq!(messages.len(), 1);
-    assert_eq!(messages[0]["data"]["interrupted"].as_bool().unwrap_or(false), false);
-    assert_eq!(messages[0]["data"]["message"]["content"], json!([{"type": "text", "text": "Hello after a retry."}]));
-    assert_eq!(turn_end_reasons(&events), vec![json!({"kind": "completed"})]);
+    assert_eq!(
+        messages[0]["data"]["interrupted"]
+            .as_bool()
+            .unwrap_or(false),
+        false
+    );
+    assert_eq!(
+        messages[0]["data"]["message"]["content"],
+        json!([{"type": "text", "text": "Hello after a retry."}])
+    );
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![json!({"kind": "completed"})]
+    );
     assert_eq!(ty(last(&events)), "turn/end");
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 2, "{fault}");
-    assert_eq!(requests[1], requests[0], "{fault}: the retry sends the same request");
+    assert_eq!(
+        requests[1], requests[0],
+        "{fault}: the retry sends the same request"
+    );
     assert_eq!(mock.remaining(), 0);
     retries.into_iter().cloned().collect()
 }
 
 #[test]
 fn rate_limit_is_retried_after_the_servers_retry_after() {
-    let retries = retried("{ behaviour: rate_limit, retry_after: 0.05 }", "RATE_LIMIT", &[]);
-    assert_eq!(retries[0]["data"]["delayMs"], 50, "Retry-After: 0.05 is honoured: {}", retries[0]);
+    let retries = retried(
+        "{ behaviour: rate_limit, retry_after: 0.05 }",
+        "RATE_LIMIT",
+        &[],
+    );
+    assert_eq!(
+        retries[0]["data"]["delayMs"], 50,
+        "Retry-After: 0.05 is honoured: {}",
+        retries[0]
+    );
 }
 
 #[test]
@@ -108,7 +146,11 @@ responses:
     );
     let out = run_keel(&env, &mock, &["-c", "agent.retry_max=2"]);
     assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
-    assert!(out.stderr.contains("error SERVER"), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains("error SERVER"),
+        "stderr:\n{}",
+        out.stderr
+    );
     let events = load_consistent(&env.only_session());
     assert_eq!(of_type(&events, "llm/retry").len(), 2);
     assert_eq!(turn_end_reasons(&events)[0]["code"], "SERVER");
@@ -120,39 +162,90 @@ responses:
 /// with `turn/end{error}`, and the session resumes into a valid request.
 fn gives_up(fault: &str, code: &str) {
     let env = Env::new();
-    let mock = Mock::start(&format!("responses:\n  - {fault}\n  - text: \"never reached\"\n"));
+    let mock = Mock::start(&format!(
+        "responses:\n  - {fault}\n  - text: \"never reached\"\n"
+    ));
     let out = run_keel(&env, &mock, &[]);
     assert_eq!(out.code, Some(1), "{fault}: stderr:\n{}", out.stderr);
     assert_eq!(out.stdout, "", "{fault}");
     let path = env.only_session();
     let id = session_id(&path);
-    assert!(out.stderr.contains(&format!("ended: error {code}")), "{fault}: stderr:\n{}", out.stderr);
-    assert!(!out.stderr.contains(&format!("{code}: {code}")), "{fault}: the code is said once:\n{}", out.stderr);
-    assert!(out.stderr.contains(&id), "{fault}: stderr names the session:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("ended: error {code}")),
+        "{fault}: stderr:\n{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains(&format!("{code}: {code}")),
+        "{fault}: the code is said once:\n{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&id),
+        "{fault}: stderr names the session:\n{}",
+        out.stderr
+    );
 
     let events = load_consistent(&path);
-    assert_eq!(of_type(&events, "llm/retry").len(), 0, "{fault} must not be retried");
+    assert_eq!(
+        of_type(&events, "llm/retry").len(),
+        0,
+        "{fault} must not be retried"
+    );
     assert_eq!(mock.requests().len(), 1, "{fault}");
     assert_eq!(ty(last(&events)), "turn/end", "{fault}");
     let reasons = turn_end_reasons(&events);
     assert_eq!(reasons.len(), 1);
     assert_eq!(reasons[0]["kind"], "error", "{fault}: {}", reasons[0]);
     assert_eq!(reasons[0]["code"], code, "{fault}: {}", reasons[0]);
-    assert!(reasons[0]["message"].as_str().is_some_and(|m| !m.is_empty()), "{fault}: {}", reasons[0]);
-    assert!(of_type(&events, "assistant/message").is_empty(), "{fault}: no half answer on the surface");
-    let types: Vec<&str> = events.iter().map(ty).filter(|t| *t != "assistant/chunk").collect();
-    assert_eq!(&types[types.len() - 2..], ["step/end", "turn/end"], "{fault}");
+    assert!(
+        reasons[0]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{fault}: {}",
+        reasons[0]
+    );
+    assert!(
+        of_type(&events, "assistant/message").is_empty(),
+        "{fault}: no half answer on the surface"
+    );
+    let types: Vec<&str> = events
+        .iter()
+        .map(ty)
+        .filter(|t| *t != "assistant/chunk")
+        .collect();
+    assert_eq!(
+        &types[types.len() - 2..],
+        ["step/end", "turn/end"],
+        "{fault}"
+    );
 
     // The session goes on: a resumed turn sends a valid request with the new prompt.
     let again = Mock::start("responses:\n  - text: \"Back.\"\n");
-    let out = run(env.keel(&again.base_url()).args(["--approval", "auto", "-c", FAST_RETRY, "resume", &id, "try again"]));
+    let out = run(env.keel(&again.base_url()).args([
+        "--approval",
+        "auto",
+        "-c",
+        FAST_RETRY,
+        "resume",
+        &id,
+        "try again",
+    ]));
     assert_eq!(out.code, Some(0), "{fault}: resume stderr:\n{}", out.stderr);
     assert_eq!(out.stdout, "Back.\n");
     let request = &again.requests()[0];
     assert_wire_valid(request);
-    assert_eq!(last_user_text(request), "try again", "same flags: no new runtime context after the prompt");
+    assert_eq!(
+        last_user_text(request),
+        "try again",
+        "same flags: no new runtime context after the prompt"
+    );
     let events = load_consistent(&path);
-    assert_eq!(turn_end_reasons(&events)[1], json!({"kind": "completed"}), "{fault}");
+    assert_eq!(
+        turn_end_reasons(&events)[1],
+        json!({"kind": "completed"}),
+        "{fault}"
+    );
 }
 
 #[test]
@@ -172,7 +265,10 @@ fn context_overflow_gives_up_without_a_compaction_plugin() {
 
 #[test]
 fn malformed_json_gives_up() {
-    gives_up(r#"{ behaviour: malformed_json, text: "Some text before the garbage." }"#, "MALFORMED_RESPONSE");
+    gives_up(
+        r#"{ behaviour: malformed_json, text: "Some text before the garbage." }"#,
+        "MALFORMED_RESPONSE",
+    );
 }
 
 #[test]
@@ -194,12 +290,21 @@ responses:
     let out = run_keel(&env, &mock, &[]);
     assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
     assert!(out.stderr.contains("max-tokens"), "stderr:\n{}", out.stderr);
-    assert!(!env.ws.join("ran.txt").exists(), "a cut tool call must not run");
+    assert!(
+        !env.ws.join("ran.txt").exists(),
+        "a cut tool call must not run"
+    );
     let events = load_consistent(&env.only_session());
-    assert_eq!(turn_end_reasons(&events), vec![json!({"kind": "max-tokens"})]);
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![json!({"kind": "max-tokens"})]
+    );
     assert!(tool_calls(&events).is_empty());
     let messages = of_type(&events, "assistant/message");
     assert_eq!(messages.len(), 1);
-    assert_eq!(messages[0]["data"]["message"]["content"], json!([{"type": "text", "text": "An answer that ran out of output budget"}]));
+    assert_eq!(
+        messages[0]["data"]["message"]["content"],
+        json!([{"type": "text", "text": "An answer that ran out of output budget"}])
+    );
     assert_eq!(mock.requests().len(), 1);
 }

@@ -4,6 +4,7 @@
 //! identical. Request bodies are captured byte for byte by a loopback tap in front of the mock
 //! server and snapshotted (first request whole, then each request's new messages), with temp
 //! paths redacted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
@@ -45,7 +46,9 @@ responses:
 /// Redact the temp directory so snapshots are stable.
 fn redact(value: &Value, env: &Env) -> Value {
     let text = serde_json::to_string(value).unwrap();
-    let text = text.replace(&env.ws.display().to_string(), "[WS]").replace(&env.root().display().to_string(), "[ROOT]");
+    let text = text
+        .replace(&env.ws.display().to_string(), "[WS]")
+        .replace(&env.root().display().to_string(), "[ROOT]");
     let root_canon = env.root().canonicalize().unwrap().display().to_string();
     let text = text.replace(&root_canon, "[ROOT]");
     serde_json::from_str(&text).unwrap()
@@ -68,21 +71,47 @@ fn split(body: &[u8]) -> RawRequest<'_> {
 /// Request `i` extends request `i - 1`: same bytes for every field but `messages`, and the
 /// previous `messages` array is a byte prefix of this one. Returns the new messages.
 fn assert_extends(prev: &RawRequest<'_>, cur: &RawRequest<'_>, i: usize) -> Vec<Value> {
-    let keys = |r: &RawRequest<'_>| r.fields.keys().map(|k| k.to_string()).collect::<Vec<String>>();
-    assert_eq!(keys(cur), keys(prev), "request {i}: top-level fields changed");
+    let keys = |r: &RawRequest<'_>| {
+        r.fields
+            .keys()
+            .map(|k| k.to_string())
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(
+        keys(cur),
+        keys(prev),
+        "request {i}: top-level fields changed"
+    );
     for (key, raw) in &cur.fields {
         if *key != "messages" {
-            assert_eq!(raw.get(), prev.fields[key].get(), "request {i}: `{key}` changed");
+            assert_eq!(
+                raw.get(),
+                prev.fields[key].get(),
+                "request {i}: `{key}` changed"
+            );
         }
     }
-    assert!(cur.messages.len() > prev.messages.len(), "request {i} adds no message");
+    assert!(
+        cur.messages.len() > prev.messages.len(),
+        "request {i} adds no message"
+    );
     for (j, (a, b)) in prev.messages.iter().zip(&cur.messages).enumerate() {
-        assert_eq!(b.get(), a.get(), "request {i}: message {j} differs from the previous request's");
+        assert_eq!(
+            b.get(),
+            a.get(),
+            "request {i}: message {j} differs from the previous request's"
+        );
     }
     let (p, c) = (prev.fields["messages"].get(), cur.fields["messages"].get());
     let open = &p[..p.len() - 1];
-    assert!(c.starts_with(open) && c[open.len()..].starts_with(','), "request {i}: messages are not a byte prefix extension");
-    cur.messages[prev.messages.len()..].iter().map(|m| serde_json::from_str(m.get()).unwrap()).collect()
+    assert!(
+        c.starts_with(open) && c[open.len()..].starts_with(','),
+        "request {i}: messages are not a byte prefix extension"
+    );
+    cur.messages[prev.messages.len()..]
+        .iter()
+        .map(|m| serde_json::from_str(m.get()).unwrap())
+        .collect()
 }
 
 #[test]
@@ -91,7 +120,10 @@ fn every_request_extends_the_previous_one_byte_for_byte() {
     env.write("src/a.txt", "alpha\nTODO fix this\n");
     env.write("src/b.txt", "beta\nsecond\nthird\n");
     let mock = Mock::start_tapped(TEN_STEPS);
-    let out = run(env.keel(&mock.base_url()).args(["--approval", "auto", "run", "tidy up the project"]));
+    let out =
+        run(env
+            .keel(&mock.base_url())
+            .args(["--approval", "auto", "run", "tidy up the project"]));
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
     assert_eq!(out.stdout, "All done: a is fixed, notes written.\n");
     assert_eq!(mock.remaining(), 0);
@@ -99,7 +131,10 @@ fn every_request_extends_the_previous_one_byte_for_byte() {
     let raw = mock.raw_requests();
     assert_eq!(raw.len(), 10, "ten steps, ten requests");
     // The tap saw exactly what the mock parsed.
-    let parsed: Vec<Value> = raw.iter().map(|b| serde_json::from_slice(b).unwrap()).collect();
+    let parsed: Vec<Value> = raw
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap())
+        .collect();
     assert_eq!(parsed, mock.requests());
 
     let requests: Vec<RawRequest<'_>> = raw.iter().map(|b| split(b)).collect();
@@ -116,13 +151,20 @@ fn every_request_extends_the_previous_one_byte_for_byte() {
     // The log agrees: the header was logged once, and the mock's prompt-cache simulation saw a
     // shared prefix on every later request.
     let events = load_consistent(&env.only_session());
-    assert_eq!(of_type(&events, "request/header").len(), 1, "system prompt and tools never changed");
+    assert_eq!(
+        of_type(&events, "request/header").len(),
+        1,
+        "system prompt and tools never changed"
+    );
     let usage: Vec<u64> = of_type(&events, "assistant/message")
         .iter()
         .map(|m| m["data"]["usage"]["cacheReadTokens"].as_u64().unwrap_or(0))
         .collect();
     assert_eq!(usage.len(), 10);
-    assert!(usage[1..].iter().all(|&hit| hit > 0), "cache hits per step: {usage:?}");
+    assert!(
+        usage[1..].iter().all(|&hit| hit > 0),
+        "cache hits per step: {usage:?}"
+    );
 
     insta::assert_json_snapshot!(
         "ten_step_requests",
@@ -132,7 +174,13 @@ fn every_request_extends_the_previous_one_byte_for_byte() {
     // A cold resume rebuilds the next request from the log: still a byte-prefix extension of
     // the last request of the first process (plus the final answer and the new prompt).
     let again = Mock::start_tapped("responses:\n  - text: \"Nothing more to do.\"\n");
-    let out = run(env.keel(&again.base_url()).args(["--approval", "auto", "resume", &session_id(&env.only_session()), "anything else?"]));
+    let out = run(env.keel(&again.base_url()).args([
+        "--approval",
+        "auto",
+        "resume",
+        &session_id(&env.only_session()),
+        "anything else?",
+    ]));
     assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
     let resumed = again.raw_requests();
     assert_eq!(resumed.len(), 1);

@@ -6,6 +6,7 @@
 //! on resume: the started tool is reported `TOOL_OUTCOME_UNKNOWN`, never silently run again.
 //! The tests wait for the log (or a file the tool writes) to show the moment they need; they
 //! never sleep for a fixed time.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
@@ -15,14 +16,18 @@ use support::*;
 
 /// A stalled stream that has started: some text delta is in the log.
 fn text_streamed(events: &[Value]) -> bool {
-    events.iter().any(|e| ty(e) == "assistant/chunk" && e["data"]["chunk"]["type"] == "text-delta")
+    events
+        .iter()
+        .any(|e| ty(e) == "assistant/chunk" && e["data"]["chunk"]["type"] == "text-delta")
 }
 
 /// Resume `id` with `prompt` against a mock that answers once; returns the resumed output and
 /// the request the mock received.
 fn resume(env: &Env, id: &str, prompt: &str) -> (Output, Value) {
     let mock = Mock::start("responses:\n  - text: \"Resumed and done.\"\n");
-    let out = run(env.keel(&mock.base_url()).args(["--approval", "auto", "resume", id, prompt]));
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "resume", id, prompt]));
     let requests = mock.requests();
     assert_eq!(requests.len(), 1, "resume stderr:\n{}", out.stderr);
     (out, requests.into_iter().next().unwrap())
@@ -40,31 +45,61 @@ responses:
     tool_calls: [{ id: never_run, name: bash, arguments: { command: "touch ran.txt" } }]
 "#,
     );
-    let keel = spawn(env.keel(&mock.base_url()).args(["--approval", "auto", "run", "read a.txt"]));
+    let keel = spawn(
+        env.keel(&mock.base_url())
+            .args(["--approval", "auto", "run", "read a.txt"]),
+    );
     env.wait_for_log("a streamed text delta", text_streamed);
     keel.signal(libc::SIGINT);
     let out = keel.wait();
     assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
-    assert!(out.stderr.contains("cancelling the turn"), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains("cancelling the turn"),
+        "stderr:\n{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("aborted"), "stderr:\n{}", out.stderr);
     assert!(!env.ws.join("ran.txt").exists());
 
     let path = env.only_session();
     let events = load_consistent(&path);
     assert_eq!(ty(last(&events)), "turn/end");
-    assert_eq!(turn_end_reasons(&events), vec![json!({"kind": "aborted", "reason": "cancelled by the user"})]);
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![json!({"kind": "aborted", "reason": "cancelled by the user"})]
+    );
     let messages = of_type(&events, "assistant/message");
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0]["data"]["interrupted"], true);
-    let content = messages[0]["data"]["message"]["content"].as_array().unwrap();
-    let text: String = content.iter().filter(|b| b["type"] == "text").filter_map(|b| b["text"].as_str()).collect();
-    assert!(!text.is_empty() && "I am going to read a.txt now and then tell you what it says.".starts_with(&text), "{text:?}");
+    let content = messages[0]["data"]["message"]["content"]
+        .as_array()
+        .unwrap();
+    let text: String = content
+        .iter()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    assert!(
+        !text.is_empty()
+            && "I am going to read a.txt now and then tell you what it says.".starts_with(&text),
+        "{text:?}"
+    );
     // Any complete tool call of the interrupted message is answered without running.
-    let calls: Vec<&str> = content.iter().filter(|b| b["type"] == "tool-call").filter_map(|b| b["id"].as_str()).collect();
+    let calls: Vec<&str> = content
+        .iter()
+        .filter(|b| b["type"] == "tool-call")
+        .filter_map(|b| b["id"].as_str())
+        .collect();
     let results = tool_results(&events);
-    assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), calls);
+    assert_eq!(
+        results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        calls
+    );
     for (id, text, is_error) in &results {
-        assert!(*is_error && text.starts_with("ABORTED_BEFORE_DISPATCH"), "{id}: {text}");
+        assert!(
+            *is_error && text.starts_with("ABORTED_BEFORE_DISPATCH"),
+            "{id}: {text}"
+        );
     }
 
     let (out, request) = resume(&env, &session_id(&path), "continue");
@@ -72,10 +107,20 @@ responses:
     assert_eq!(out.stdout, "Resumed and done.\n");
     assert_wire_valid(&request);
     assert_eq!(last_user_text(&request), "continue");
-    let sent_partial = request["messages"].as_array().unwrap().iter().any(|m| m["role"] == "assistant" && m["content"] == text.as_str());
-    assert!(sent_partial, "the interrupted answer stays in the history: {request}");
+    let sent_partial = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["role"] == "assistant" && m["content"] == text.as_str());
+    assert!(
+        sent_partial,
+        "the interrupted answer stays in the history: {request}"
+    );
     let events = load_consistent(&path);
-    assert_eq!(turn_end_reasons(&events).last(), Some(&json!({"kind": "completed"})));
+    assert_eq!(
+        turn_end_reasons(&events).last(),
+        Some(&json!({"kind": "completed"}))
+    );
 }
 
 #[test]
@@ -88,7 +133,11 @@ responses:
   - text: "not reached"
 "#,
     );
-    let keel = spawn(env.keel(&mock.base_url()).args(["--approval", "auto", "run", "run the slow thing"]));
+    let keel =
+        spawn(
+            env.keel(&mock.base_url())
+                .args(["--approval", "auto", "run", "run the slow thing"]),
+        );
     let pgid: i32 = env.wait_for_file("pid.txt").trim().parse().unwrap();
     keel.signal(libc::SIGINT);
     let out = keel.wait();
@@ -101,18 +150,28 @@ responses:
     }
     let survived = group_alive(pgid);
     kill_group(pgid);
-    assert!(!survived, "the cancelled command's process group {pgid} outlived keel");
+    assert!(
+        !survived,
+        "the cancelled command's process group {pgid} outlived keel"
+    );
     assert!(!env.ws.join("finished.txt").exists());
 
     let path = env.only_session();
     let events = load_consistent(&path);
-    assert_eq!(turn_end_reasons(&events), vec![json!({"kind": "aborted", "reason": "cancelled by the user"})]);
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![json!({"kind": "aborted", "reason": "cancelled by the user"})]
+    );
     let results = tool_results(&events);
     assert_eq!(results.len(), 1);
     let (id, text, is_error) = &results[0];
     assert_eq!(id, "slow");
     assert!(*is_error && text.starts_with("ABORTED"), "{text}");
-    assert_eq!(mock.requests().len(), 1, "a cancelled turn sends no further request");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "a cancelled turn sends no further request"
+    );
 
     let (out, request) = resume(&env, &session_id(&path), "continue");
     assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
@@ -132,7 +191,10 @@ responses:
   - text: "not reached"
 "#,
     );
-    let keel = spawn(env.keel(&mock.base_url()).args(["--approval", "auto", "run", "run it once"]));
+    let keel = spawn(
+        env.keel(&mock.base_url())
+            .args(["--approval", "auto", "run", "run it once"]),
+    );
     let runs = env.wait_for_file("runs.txt");
     keel.signal(libc::SIGKILL);
     let out = keel.wait();
@@ -144,12 +206,20 @@ responses:
     let before = keel_session::Store::load(&path).unwrap();
     assert!(before.session.check_invariants().is_ok());
     let before = to_values(&before.session);
-    assert_eq!(ty(last(&before)), "tool/call", "the call was durable before its body ran");
+    assert_eq!(
+        ty(last(&before)),
+        "tool/call",
+        "the call was durable before its body ran"
+    );
     assert!(turn_end_reasons(&before).is_empty());
 
     let (out, request) = resume(&env, &session_id(&path), "next");
     assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
-    assert!(out.stderr.contains("crash repair"), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains("crash repair"),
+        "stderr:\n{}",
+        out.stderr
+    );
     assert_eq!(env.read("runs.txt"), runs, "the command must not run again");
 
     let events = load_consistent(&path);
@@ -157,15 +227,30 @@ responses:
     assert_eq!(results.len(), 1);
     let (id, text, is_error) = &results[0];
     assert_eq!(id, "once");
-    assert!(*is_error && text.starts_with("TOOL_OUTCOME_UNKNOWN"), "{text}");
+    assert!(
+        *is_error && text.starts_with("TOOL_OUTCOME_UNKNOWN"),
+        "{text}"
+    );
     // Repair appended result, step/end, turn/end{interrupted} right after the committed prefix.
-    let repaired: Vec<&str> = events[before.len()..before.len() + 3].iter().map(ty).collect();
+    let repaired: Vec<&str> = events[before.len()..before.len() + 3]
+        .iter()
+        .map(ty)
+        .collect();
     assert_eq!(repaired, ["tool/result", "step/end", "turn/end"]);
-    assert_eq!(turn_end_reasons(&events), vec![json!({"kind": "interrupted"}), json!({"kind": "completed"})]);
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![json!({"kind": "interrupted"}), json!({"kind": "completed"})]
+    );
 
     let answered = assert_wire_valid(&request);
-    assert_eq!(answered.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(), ["once"]);
-    assert!(answered[0].1.starts_with("TOOL_OUTCOME_UNKNOWN"), "{answered:?}");
+    assert_eq!(
+        answered.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(),
+        ["once"]
+    );
+    assert!(
+        answered[0].1.starts_with("TOOL_OUTCOME_UNKNOWN"),
+        "{answered:?}"
+    );
     assert_eq!(last_user_text(&request), "next");
 }
 
@@ -179,7 +264,10 @@ responses:
     text: "A long answer that will be cut off by SIGKILL somewhere in the middle."
 "#,
     );
-    let keel = spawn(env.keel(&mock.base_url()).args(["--approval", "auto", "run", "answer"]));
+    let keel = spawn(
+        env.keel(&mock.base_url())
+            .args(["--approval", "auto", "run", "answer"]),
+    );
     env.wait_for_log("a streamed text delta", text_streamed);
     keel.signal(libc::SIGKILL);
     assert_eq!(keel.wait().code, None);
@@ -188,10 +276,22 @@ responses:
     let (out, request) = resume(&env, &session_id(&path), "next");
     assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
     let events = load_consistent(&path);
-    assert_eq!(turn_end_reasons(&events), vec![json!({"kind": "interrupted"}), json!({"kind": "completed"})]);
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![json!({"kind": "interrupted"}), json!({"kind": "completed"})]
+    );
     assert!(tool_results(&events).is_empty());
     assert_wire_valid(&request);
-    let roles: Vec<&str> = request["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["system", "user", "user", "user"], "prompt, runtime context, new prompt: {request}");
+    let roles: Vec<&str> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "user", "user"],
+        "prompt, runtime context, new prompt: {request}"
+    );
     assert_eq!(last_user_text(&request), "next");
 }

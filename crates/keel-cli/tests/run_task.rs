@@ -1,6 +1,7 @@
 //! End-to-end: `keel run` (the real binary) against the loopback mock model doing real work in
 //! a temp workspace — a multi-step read/edit/run task, parallel reads, malformed tool
 //! arguments, workspace escapes, and the credential scrub of `bash`'s environment.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
@@ -29,7 +30,12 @@ responses:
     text: "Done: greet.sh now prints hello keel."
 "#,
     );
-    let out = run(env.keel(&mock.base_url()).args(["--approval", "auto", "run", "make greet.sh greet keel"]));
+    let out = run(env.keel(&mock.base_url()).args([
+        "--approval",
+        "auto",
+        "run",
+        "make greet.sh greet keel",
+    ]));
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
     assert_eq!(out.stdout, "Done: greet.sh now prints hello keel.\n");
 
@@ -41,29 +47,54 @@ responses:
     let events = load_consistent(&env.only_session());
     assert_eq!(
         tool_calls(&events),
-        vec![("call_read".into(), "read".into()), ("call_edit".into(), "edit".into()), ("call_bash".into(), "bash".into())]
+        vec![
+            ("call_read".into(), "read".into()),
+            ("call_edit".into(), "edit".into()),
+            ("call_bash".into(), "bash".into())
+        ]
     );
     let results = tool_results(&events);
-    assert_eq!(results.iter().map(|r| (r.0.as_str(), r.2)).collect::<Vec<_>>(), vec![
-        ("call_read", false),
-        ("call_edit", false),
-        ("call_bash", false)
-    ]);
+    assert_eq!(
+        results
+            .iter()
+            .map(|r| (r.0.as_str(), r.2))
+            .collect::<Vec<_>>(),
+        vec![
+            ("call_read", false),
+            ("call_edit", false),
+            ("call_bash", false)
+        ]
+    );
     assert!(results[0].1.contains("hello world"), "{results:?}");
     assert_eq!(results[2].1, "hello keel\n");
     assert_eq!(of_type(&events, "step/start").len(), 4);
-    assert_eq!(turn_end_reasons(&events), vec![serde_json::json!({"kind": "completed"})]);
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![serde_json::json!({"kind": "completed"})]
+    );
     assert_eq!(ty(last(&events)), "turn/end");
     let first = &of_type(&events, "assistant/message")[0]["data"]["message"]["content"];
-    assert_eq!(first[0], serde_json::json!({"type": "reasoning", "text": "Look at the script first."}));
+    assert_eq!(
+        first[0],
+        serde_json::json!({"type": "reasoning", "text": "Look at the script first."})
+    );
 
     // On the wire: four requests, each valid, the last carrying every result.
     let requests = mock.requests();
     assert_eq!(requests.len(), 4);
     assert_eq!(mock.remaining(), 0);
     let answered = assert_wire_valid(&requests[3]);
-    assert_eq!(answered.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(), vec!["call_read", "call_edit", "call_bash"]);
-    assert!(requests[0]["messages"].as_array().unwrap().iter().any(|m| m["role"] == "user" && m["content"] == "make greet.sh greet keel"));
+    assert_eq!(
+        answered.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(),
+        vec!["call_read", "call_edit", "call_bash"]
+    );
+    assert!(
+        requests[0]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "user" && m["content"] == "make greet.sh greet keel")
+    );
 }
 
 #[test]
@@ -94,25 +125,49 @@ responses:
     let calls: Vec<String> = tool_calls(&events).into_iter().map(|c| c.0).collect();
     assert_eq!(calls, order);
     let results = tool_results(&events);
-    assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), order, "results in model order");
-    assert!(results[0].1.contains("big line 1\n") || results[0].1.contains("big line 1"), "{}", &results[0].1[..200]);
+    assert_eq!(
+        results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(),
+        order,
+        "results in model order"
+    );
+    assert!(
+        results[0].1.contains("big line 1\n") || results[0].1.contains("big line 1"),
+        "{}",
+        &results[0].1[..200]
+    );
     assert!(results[1].1.contains("alpha") && !results[1].2);
-    assert!(results[2].2, "reading a missing file is an error result: {:?}", results[2]);
+    assert!(
+        results[2].2,
+        "reading a missing file is an error result: {:?}",
+        results[2]
+    );
     assert!(results[3].1.contains("beta") && !results[3].2);
     assert!(results[4].1.contains("a.txt") && results[4].1.contains("big.txt"));
 
     // Each result cites its own call, and results follow the calls in the log.
     let call_seq = |id: &str| {
-        of_type(&events, "tool/call").iter().find(|e| e["data"]["callId"] == id).unwrap()["seq"].as_u64().unwrap()
+        of_type(&events, "tool/call")
+            .iter()
+            .find(|e| e["data"]["callId"] == id)
+            .unwrap()["seq"]
+            .as_u64()
+            .unwrap()
     };
     for e in of_type(&events, "tool/result") {
         let (id, ..) = tool_result(e);
-        assert_eq!(e["sourceEventSeqs"], serde_json::json!([call_seq(&id)]), "result of {id}");
+        assert_eq!(
+            e["sourceEventSeqs"],
+            serde_json::json!([call_seq(&id)]),
+            "result of {id}"
+        );
     }
 
     let requests = mock.requests();
     let answered = assert_wire_valid(&requests[1]);
-    assert_eq!(answered.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(), order);
+    assert_eq!(
+        answered.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(),
+        order
+    );
 }
 
 #[test]
@@ -136,25 +191,44 @@ responses:
     text: "Recovered."
 "#,
     );
-    let out = run(env.keel(&mock.base_url()).args(["--approval", "auto", "run", "read a.txt"]));
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "read a.txt"]));
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
     assert_eq!(out.stdout, "Recovered.\n");
-    assert!(!env.ws.join("x.txt").exists(), "a call with invalid arguments must not run");
+    assert!(
+        !env.ws.join("x.txt").exists(),
+        "a call with invalid arguments must not run"
+    );
 
     let events = load_consistent(&env.only_session());
     let results = tool_results(&events);
-    let codes: Vec<(&str, &str, bool)> =
-        results.iter().map(|(id, text, err)| (id.as_str(), text.split(':').next().unwrap_or_default(), *err)).collect();
-    assert_eq!(codes, vec![
-        ("bad_json", "INVALID_ARGS", true),
-        ("bad_schema", "INVALID_ARGS", true),
-        ("bad_type", "INVALID_ARGS", true),
-        ("bad_tool", "UNKNOWN_TOOL", true),
-        ("not_object", "INVALID_ARGS", true),
-        ("good", "1", false),
-    ]);
+    let codes: Vec<(&str, &str, bool)> = results
+        .iter()
+        .map(|(id, text, err)| {
+            (
+                id.as_str(),
+                text.split(':').next().unwrap_or_default(),
+                *err,
+            )
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("bad_json", "INVALID_ARGS", true),
+            ("bad_schema", "INVALID_ARGS", true),
+            ("bad_type", "INVALID_ARGS", true),
+            ("bad_tool", "UNKNOWN_TOOL", true),
+            ("not_object", "INVALID_ARGS", true),
+            ("good", "1", false),
+        ]
+    );
     assert!(results[3].1.contains("no_such_tool"), "{:?}", results[3]);
-    assert_eq!(turn_end_reasons(&events), vec![serde_json::json!({"kind": "completed"})]);
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![serde_json::json!({"kind": "completed"})]
+    );
 
     // The malformed call still goes back to the model, answered, so the next request is valid.
     let requests = mock.requests();
@@ -167,7 +241,11 @@ responses:
         .iter()
         .find(|m| m["role"] == "assistant")
         .map(|m| m["tool_calls"][0]["function"]["arguments"].clone());
-    assert_eq!(sent_back, Some(Value::from(r#"{"path": "a.txt""#)), "the model's own bytes are sent back");
+    assert_eq!(
+        sent_back,
+        Some(Value::from(r#"{"path": "a.txt""#)),
+        "the model's own bytes are sent back"
+    );
 }
 
 #[test]
@@ -175,8 +253,16 @@ fn workspace_escapes_are_refused_even_with_auto_approval() {
     let env = Env::new();
     std::fs::write(env.outside.join("secret.txt"), "TOP SECRET\n").unwrap();
     std::os::unix::fs::symlink(&env.outside, env.ws.join("link")).unwrap();
-    std::os::unix::fs::symlink(env.outside.join("secret.txt"), env.ws.join("secret-link.txt")).unwrap();
-    std::os::unix::fs::symlink(env.outside.join("dangling.txt"), env.ws.join("dangling-link.txt")).unwrap();
+    std::os::unix::fs::symlink(
+        env.outside.join("secret.txt"),
+        env.ws.join("secret-link.txt"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        env.outside.join("dangling.txt"),
+        env.ws.join("dangling-link.txt"),
+    )
+    .unwrap();
     let secret_abs = env.outside.join("secret.txt").display().to_string();
     let script = format!(
         r#"
@@ -196,7 +282,9 @@ responses:
 "#
     );
     let mock = Mock::start(&script);
-    let out = run(env.keel(&mock.base_url()).args(["--approval", "auto", "run", "try to escape"]));
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "try to escape"]));
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
 
     let events = load_consistent(&env.only_session());
@@ -208,9 +296,14 @@ responses:
         assert!(!text.contains("TOP SECRET"), "{id} leaked the file: {text}");
     }
     // Nothing outside changed.
-    assert_eq!(std::fs::read_to_string(env.outside.join("secret.txt")).unwrap(), "TOP SECRET\n");
-    let mut outside: Vec<String> =
-        std::fs::read_dir(&env.outside).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(
+        std::fs::read_to_string(env.outside.join("secret.txt")).unwrap(),
+        "TOP SECRET\n"
+    );
+    let mut outside: Vec<String> = std::fs::read_dir(&env.outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     outside.sort();
     assert_eq!(outside, vec!["secret.txt"]);
     // And the model never saw the secret.
@@ -229,25 +322,43 @@ responses:
   - text: "Seen."
 "#,
     );
-    let out = run(
-        env.keel(&mock.base_url())
-            .env("MY_SECRET", "hush-secret")
-            .env("GITHUB_TOKEN", "hush-token")
-            .env("db_password", "hush-password")
-            .env("OPENAI_API_KEY", "hush-key")
-            .env("ForwardMe_Token", "forwarded-value")
-            .env("KEEL_E2E_PLAIN", "plain-value")
-            .args(["--approval", "auto", "-c", r#"tools.forward_env=["ForwardMe_Token"]"#, "run", "show env"]),
-    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .env("MY_SECRET", "hush-secret")
+        .env("GITHUB_TOKEN", "hush-token")
+        .env("db_password", "hush-password")
+        .env("OPENAI_API_KEY", "hush-key")
+        .env("ForwardMe_Token", "forwarded-value")
+        .env("KEEL_E2E_PLAIN", "plain-value")
+        .args([
+            "--approval",
+            "auto",
+            "-c",
+            r#"tools.forward_env=["ForwardMe_Token"]"#,
+            "run",
+            "show env",
+        ]));
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
 
     let events = load_consistent(&env.only_session());
     let (_, text, is_error) = tool_results(&events).remove(0);
     assert!(!is_error, "{text}");
-    assert!(text.contains("KEEL_E2E_PLAIN=plain-value"), "ordinary variables pass:\n{text}");
-    assert!(text.contains("ForwardMe_Token=forwarded-value"), "explicitly forwarded variables pass:\n{text}");
+    assert!(
+        text.contains("KEEL_E2E_PLAIN=plain-value"),
+        "ordinary variables pass:\n{text}"
+    );
+    assert!(
+        text.contains("ForwardMe_Token=forwarded-value"),
+        "explicitly forwarded variables pass:\n{text}"
+    );
     assert!(text.contains("PATH="), "{text}");
-    for leaked in ["hush-secret", "hush-token", "hush-password", "hush-key", API_KEY] {
+    for leaked in [
+        "hush-secret",
+        "hush-token",
+        "hush-password",
+        "hush-key",
+        API_KEY,
+    ] {
         assert!(!text.contains(leaked), "{leaked} leaked into bash:\n{text}");
     }
     let credential_names: Vec<&str> = text
@@ -255,7 +366,9 @@ responses:
         .filter_map(|l| l.split_once('=').map(|(k, _)| k))
         .filter(|k| {
             let k = k.to_ascii_uppercase();
-            ["KEY", "PASSWORD", "SECRET", "TOKEN"].iter().any(|w| k.contains(w))
+            ["KEY", "PASSWORD", "SECRET", "TOKEN"]
+                .iter()
+                .any(|w| k.contains(w))
         })
         .collect();
     assert_eq!(credential_names, vec!["ForwardMe_Token"]);

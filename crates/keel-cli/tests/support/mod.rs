@@ -36,13 +36,21 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
-        let root = tempfile::Builder::new().prefix("keel-e2e-").tempdir().unwrap();
+        let root = tempfile::Builder::new()
+            .prefix("keel-e2e-")
+            .tempdir()
+            .unwrap();
         let base = root.path().canonicalize().unwrap();
         let (ws, outside, home) = (base.join("ws"), base.join("outside"), base.join("home"));
         for d in [&ws, &outside, &home] {
             std::fs::create_dir_all(d).unwrap();
         }
-        Env { root, ws, outside, home }
+        Env {
+            root,
+            ws,
+            outside,
+            home,
+        }
     }
 
     /// The temp root holding everything.
@@ -66,7 +74,12 @@ impl Env {
     /// keel/DeepSeek variables inherited from the test's environment.
     pub fn keel(&self, base_url: &str) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
-        for var in ["DEEPSEEK_BASE_URL", "DEEPSEEK_API_KEY", "KEEL_HOME", "RUST_LOG"] {
+        for var in [
+            "DEEPSEEK_BASE_URL",
+            "DEEPSEEK_API_KEY",
+            "KEEL_HOME",
+            "RUST_LOG",
+        ] {
             cmd.env_remove(var);
         }
         cmd.env("KEEL_HOME", &self.home)
@@ -83,9 +96,15 @@ impl Env {
     /// Every session file under `$KEEL_HOME/sessions`.
     pub fn session_files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
-        let Ok(projects) = std::fs::read_dir(self.home.join("sessions")) else { return out };
+        let Ok(projects) = std::fs::read_dir(self.home.join("sessions")) else {
+            return out;
+        };
         for project in projects.flatten() {
-            for session in std::fs::read_dir(project.path()).into_iter().flatten().flatten() {
+            for session in std::fs::read_dir(project.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 for name in ["session.jsonl", "session.jsonl.zst"] {
                     let f = session.path().join(name);
                     if f.exists() {
@@ -101,7 +120,12 @@ impl Env {
     /// The one session file (panics when there are none or several).
     pub fn only_session(&self) -> PathBuf {
         let files = self.session_files();
-        assert_eq!(files.len(), 1, "expected exactly one session under {}: {files:?}", self.home.display());
+        assert_eq!(
+            files.len(),
+            1,
+            "expected exactly one session under {}: {files:?}",
+            self.home.display()
+        );
         files.into_iter().next().unwrap()
     }
 
@@ -118,7 +142,10 @@ impl Env {
                     return events;
                 }
             }
-            assert!(Instant::now() < deadline, "hang guard: the session log never showed {what}");
+            assert!(
+                Instant::now() < deadline,
+                "hang guard: the session log never showed {what}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -132,7 +159,10 @@ impl Env {
             {
                 return text;
             }
-            assert!(Instant::now() < deadline, "hang guard: {rel} never appeared");
+            assert!(
+                Instant::now() < deadline,
+                "hang guard: {rel} never appeared"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -153,9 +183,17 @@ pub struct Mock {
 impl Mock {
     /// Serve `yaml`.
     pub fn start(yaml: &str) -> Mock {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
         let server = rt.block_on(MockServer::start(script(yaml))).unwrap();
-        Mock { server, tap: None, rt }
+        Mock {
+            server,
+            tap: None,
+            rt,
+        }
     }
 
     /// Serve `yaml` behind a tap that keeps every request body byte for byte.
@@ -181,7 +219,10 @@ impl Mock {
 
     /// Request bodies exactly as sent (only with [`Mock::start_tapped`]).
     pub fn raw_requests(&self) -> Vec<Vec<u8>> {
-        self.tap.as_ref().expect("raw_requests needs Mock::start_tapped").bodies()
+        self.tap
+            .as_ref()
+            .expect("raw_requests needs Mock::start_tapped")
+            .bodies()
     }
 
     /// Script responses not used yet.
@@ -207,7 +248,9 @@ impl Tap {
             while let Ok((client, _)) = listener.accept().await {
                 let sink = sink.clone();
                 tokio::spawn(async move {
-                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else { return };
+                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
                     let (mut cr, mut cw) = client.into_split();
                     let (mut sr, mut sw) = server.into_split();
                     let down = tokio::spawn(async move {
@@ -310,16 +353,28 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        Output { code: status.code(), stdout: self.stdout.join().unwrap(), stderr: self.stderr.join().unwrap() }
+        Output {
+            code: status.code(),
+            stdout: self.stdout.join().unwrap(),
+            stderr: self.stderr.join().unwrap(),
+        }
     }
 }
 
 /// Start `cmd` with piped output.
 pub fn spawn(cmd: &mut Command) -> Running {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let stdout = collect(child.stdout.take().unwrap());
     let stderr = collect(child.stderr.take().unwrap());
-    Running { child, stdout, stderr }
+    Running {
+        child,
+        stdout,
+        stderr,
+    }
 }
 
 /// Run `cmd` to completion.
@@ -329,13 +384,17 @@ pub fn run(cmd: &mut Command) -> Output {
 
 /// Every event of a session as JSON (the log's own serialisation).
 pub fn to_values(session: &keel_session::Session) -> Vec<Value> {
-    session.events().map(|e| serde_json::from_str(&e.to_json().unwrap()).unwrap()).collect()
+    session
+        .events()
+        .map(|e| serde_json::from_str(&e.to_json().unwrap()).unwrap())
+        .collect()
 }
 
 /// Load a session file, insisting it loads cleanly (no torn tail) and keeps every turn/step
 /// bracket rule; returns its events as JSON.
 pub fn load_consistent(path: &Path) -> Vec<Value> {
-    let loaded = keel_session::Store::load(path).unwrap_or_else(|e| panic!("{} does not load: {e}", path.display()));
+    let loaded = keel_session::Store::load(path)
+        .unwrap_or_else(|e| panic!("{} does not load: {e}", path.display()));
     assert_eq!(loaded.report.torn, None, "torn tail in {}", path.display());
     if let Err(v) = loaded.session.check_invariants() {
         panic!("invariants broken in {}: {v:?}", path.display());
@@ -345,7 +404,12 @@ pub fn load_consistent(path: &Path) -> Vec<Value> {
 
 /// The session id of a session file (its directory name).
 pub fn session_id(path: &Path) -> String {
-    path.parent().unwrap().file_name().unwrap().to_string_lossy().into_owned()
+    path.parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Event type.
@@ -360,7 +424,10 @@ pub fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
 
 /// `data.reason` of every `turn/end`.
 pub fn turn_end_reasons(events: &[Value]) -> Vec<Value> {
-    of_type(events, "turn/end").iter().map(|e| e["data"]["reason"].clone()).collect()
+    of_type(events, "turn/end")
+        .iter()
+        .map(|e| e["data"]["reason"].clone())
+        .collect()
 }
 
 /// The last event (panics on an empty log).
@@ -373,21 +440,38 @@ pub fn tool_result(e: &Value) -> (String, String, bool) {
     let block = &e["data"]["message"]["content"][0];
     let text = block["content"]
         .as_array()
-        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<String>())
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<String>()
+        })
         .unwrap_or_default();
-    (block["toolCallId"].as_str().unwrap().to_owned(), text, block["isError"].as_bool().unwrap_or(false))
+    (
+        block["toolCallId"].as_str().unwrap().to_owned(),
+        text,
+        block["isError"].as_bool().unwrap_or(false),
+    )
 }
 
 /// Every `tool/result` of the log, in log order.
 pub fn tool_results(events: &[Value]) -> Vec<(String, String, bool)> {
-    of_type(events, "tool/result").into_iter().map(tool_result).collect()
+    of_type(events, "tool/result")
+        .into_iter()
+        .map(tool_result)
+        .collect()
 }
 
 /// `(callId, name)` of every `tool/call`, in log order.
 pub fn tool_calls(events: &[Value]) -> Vec<(String, String)> {
     of_type(events, "tool/call")
         .into_iter()
-        .map(|e| (e["data"]["callId"].as_str().unwrap().to_owned(), e["data"]["name"].as_str().unwrap().to_owned()))
+        .map(|e| {
+            (
+                e["data"]["callId"].as_str().unwrap().to_owned(),
+                e["data"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect()
 }
 
@@ -395,8 +479,14 @@ pub fn tool_calls(events: &[Value]) -> Vec<(String, String)> {
 /// is answered by a `tool` message (in call order, right after it) and no `tool` message
 /// answers anything else. Returns the tool messages' contents by call id.
 pub fn assert_wire_valid(request: &Value) -> Vec<(String, String)> {
-    let messages = request["messages"].as_array().expect("request without messages");
-    assert_eq!(messages.first().map(|m| m["role"].clone()), Some(Value::from("system")), "first message must be the system prompt");
+    let messages = request["messages"]
+        .as_array()
+        .expect("request without messages");
+    assert_eq!(
+        messages.first().map(|m| m["role"].clone()),
+        Some(Value::from("system")),
+        "first message must be the system prompt"
+    );
     let mut answered = Vec::new();
     let mut i = 0;
     while i < messages.len() {
@@ -409,10 +499,18 @@ pub fn assert_wire_valid(request: &Value) -> Vec<(String, String)> {
                     .map(|calls| calls.iter().map(|c| c["id"].as_str().unwrap()).collect())
                     .unwrap_or_default();
                 for id in ids {
-                    let t = messages.get(i).unwrap_or_else(|| panic!("tool call {id} is never answered"));
-                    assert_eq!(t["role"], "tool", "tool call {id} is not answered right after its message: {t}");
+                    let t = messages
+                        .get(i)
+                        .unwrap_or_else(|| panic!("tool call {id} is never answered"));
+                    assert_eq!(
+                        t["role"], "tool",
+                        "tool call {id} is not answered right after its message: {t}"
+                    );
                     assert_eq!(t["tool_call_id"], id, "tool results out of call order");
-                    answered.push((id.to_owned(), t["content"].as_str().unwrap_or_default().to_owned()));
+                    answered.push((
+                        id.to_owned(),
+                        t["content"].as_str().unwrap_or_default().to_owned(),
+                    ));
                     i += 1;
                 }
             }
@@ -426,17 +524,32 @@ pub fn assert_wire_valid(request: &Value) -> Vec<(String, String)> {
 
 /// Text of the last `role: user` message of a request.
 pub fn last_user_text(request: &Value) -> String {
-    let m = request["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap();
-    m["content"].as_str().map(str::to_owned).unwrap_or_else(|| m["content"].to_string())
+    let m = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap();
+    m["content"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| m["content"].to_string())
 }
 
 /// Is any process of process group `pgid` still alive (zombies count as dead)?
 pub fn group_alive(pgid: i32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return false };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
     dir.flatten().any(|p| {
-        let Ok(stat) = std::fs::read_to_string(p.path().join("stat")) else { return false };
+        let Ok(stat) = std::fs::read_to_string(p.path().join("stat")) else {
+            return false;
+        };
         // pid (comm) state ppid pgrp …; comm may hold spaces, so split after the last ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return false };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            return false;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         fields.len() > 2 && fields[0] != "Z" && fields[0] != "X" && fields[2] == pgid.to_string()
     })
