@@ -255,8 +255,9 @@ responses:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_child_runs_as_a_job_and_its_answer_reaches_the_parent() {
     // The parent's and the child's requests interleave, so responses are matched: the parent's
-    // follow-ups by the job's tool result, the child's by its runtime context (it has no human
-    // message).
+    // by the job's tool result, the child's by its runtime context (it has no human message)
+    // and then by its own tool result. The child waits for a file the test creates once the
+    // parent's turn is over, so its answer wakes an idle parent.
     let script = r#"
 responses:
   - tool_calls:
@@ -264,14 +265,22 @@ responses:
   - match: {last_tool_result_contains: "Started subagent job"}
     text: "Waiting for the subagent."
   - match: {last_user_contains: "Current runtime context"}
+    tool_calls:
+      - {id: k1, name: bash, arguments: {command: "while [ ! -f release ]; do sleep 0.02; done; echo released"}}
+  - match: {last_tool_result_contains: "released"}
     text: "The answer is 42."
   - match: {last_tool_result_contains: "Started subagent job"}
     text: "The subagent found 42."
 "#;
     let rig = rig(script, Options::default());
     rig.agent.followup("Research in the background.").unwrap();
+    let first = guarded(rig.agent.run_pending()).await.unwrap().unwrap();
+    assert_eq!(first.final_text, "Waiting for the subagent.");
+    let jobs = rig.jobs.as_ref().unwrap();
+    assert_eq!(jobs.running(&rig.agent.session_id()), 1);
+    std::fs::write(rig.work.path().join("release"), "").unwrap();
     let outcome = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
-    assert_eq!(outcome.final_text, "The subagent found 42.");
+    assert_eq!((outcome.turn, outcome.final_text.as_str()), (2, "The subagent found 42."));
 
     let events = events_of(&rig.agent);
     let results = tool_results(&events);
@@ -279,8 +288,7 @@ responses:
     assert!(results[0].starts_with("Started subagent job subagent-1"), "{}", results[0]);
     let d = &descriptors(&rig)[0];
     assert!(d.background);
-    // The answer arrived as a keel/jobs notice (injected into the running turn or waking the
-    // idle agent, depending on timing; either way it is in the parent's log and request).
+    // The answer arrived as a keel/jobs notice that woke the idle parent.
     let notices: Vec<String> = user_messages(&events)
         .iter()
         .filter(|m| m.source.plugin_id() == Some(keel_agent::jobs::JOBS_PLUGIN))
@@ -297,4 +305,22 @@ responses:
     assert_eq!(child.header().parent_session.as_ref(), Some(&rig.agent.session_id()));
     assert_eq!(child.header().origin.as_deref(), Some("subagent"));
     assert_eq!(user_messages(&child.events().map(|e| e.into_owned()).collect::<Vec<_>>())[0].text(), "Find the answer.");
+}
+
+#[test]
+fn the_added_tools_schemas_stay_small() {
+    // They ride on every request (12 KB budget for the whole request).
+    let spawn = rig("responses: []", Options::default());
+    let registry = spawn.agent.pipeline().registry();
+    let mut sizes = Vec::new();
+    for name in ["subagent", "job_output", "job_list", "job_kill"] {
+        let s = registry.get(name).unwrap().schema();
+        let wire = serde_json::json!({"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}});
+        sizes.push((name, serde_json::to_vec(&wire).unwrap().len()));
+    }
+    let fork = rig("responses: []", Options { subagent: Some(SubagentConfig { mode: SubagentMode::Fork, ..SubagentConfig::default() }), ..Options::default() });
+    let s = fork.agent.pipeline().registry().get("subagent").unwrap().schema().clone();
+    let wire = serde_json::json!({"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}});
+    sizes.push(("subagent (fork)", serde_json::to_vec(&wire).unwrap().len()));
+    assert!(sizes.iter().all(|(_, n)| *n <= 400), "{sizes:?}");
 }

@@ -56,16 +56,19 @@ impl SubagentTool {
 #[async_trait]
 impl Tool for SubagentTool {
     fn schema(&self) -> ToolSchema {
-        let sees = match self.config.mode {
-            SubagentMode::Spawn => "It sees only the prompt, so make it self-contained.",
-            SubagentMode::Fork => "It sees this conversation up to the last completed turn, then the prompt.",
+        let description = match self.config.mode {
+            SubagentMode::Spawn => {
+                "Run a self-contained task in a subagent (fresh session, no approvals); returns its final \
+                 answer. Background: a job."
+            }
+            SubagentMode::Fork => {
+                "Run a task in a subagent that sees this conversation so far (no approvals); returns its \
+                 final answer. Background: a job."
+            }
         };
         ToolSchema {
             name: "subagent".into(),
-            description: format!(
-                "Delegate a task to a subagent with its own session and tools; returns its final answer. {sees} \
-                 It cannot ask for approval. run_in_background: run as a job."
-            ),
+            description: description.into(),
             parameters: json!({"type":"object","properties":{
                 "description":{"type":"string","description":"3-5 words."},
                 "prompt":{"type":"string"},
