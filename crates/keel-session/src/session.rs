@@ -7,7 +7,7 @@
 
 use crate::error::AppendError;
 use crate::invariants::{InvariantViolation, Tracker, TurnState};
-use crate::record::{Delta, Records};
+use crate::record::{Delta, Record, Records};
 use crate::store::parse::Row;
 use crate::surface::{Derived, DerivedMessage, Surface};
 use keel_protocol::{
@@ -87,6 +87,37 @@ impl Session {
     /// The event at `seq`: borrowed when stored whole, rebuilt when it is a delta chunk.
     pub fn event(&self, seq: Seq) -> Option<Cow<'_, SessionEvent>> {
         self.records.get(seq.0)
+    }
+
+    /// The event at `seq`, borrowed, when it is stored whole: every event but the delta
+    /// `assistant/chunk`s, so every surface event. Unlike [`Session::event`] it never builds an
+    /// event.
+    pub fn whole_event(&self, seq: Seq) -> Option<&SessionEvent> {
+        self.records.get_whole(seq.0)
+    }
+
+    /// The message of the surface event at `seq`, borrowed (`None` when `seq` is not a
+    /// `user/message`, `assistant/message` or `tool/result`).
+    pub fn surface_message(&self, seq: Seq) -> Option<&Message> {
+        self.whole_event(seq)?.body.surface_message()
+    }
+
+    /// [`Session::whole_event`] for each of `seqs`, in order. Cheapest when the seqs mostly
+    /// ascend, as surface nodes do: each lookup searches forward from the previous one
+    /// (galloping, so O(log distance)) instead of over the whole log, and touches the stored
+    /// events in memory order.
+    pub fn whole_events<'a, I>(
+        &'a self,
+        seqs: I,
+    ) -> impl Iterator<Item = (Seq, Option<&'a SessionEvent>)> + 'a
+    where
+        I: IntoIterator<Item = Seq>,
+        I::IntoIter: 'a,
+    {
+        let recs = self.records.records();
+        let mut at = 0usize;
+        seqs.into_iter()
+            .map(move |seq| (seq, whole_from(recs, &mut at, seq.0)))
     }
 
     /// Every event in seq order (delta chunks rebuilt on the fly).
@@ -332,6 +363,43 @@ impl Session {
     }
 }
 
+fn first_seq(rec: &Record) -> u64 {
+    match rec {
+        Record::Event(e) => e.seq.0,
+        Record::Run(r) => r.seq0,
+    }
+}
+
+/// The whole event at `seq` in `recs`, searching forward from record `*at` when it does not
+/// start past `seq` (else over all of `recs`); leaves `*at` at the record holding `seq`.
+fn whole_from<'a>(recs: &'a [Record], at: &mut usize, seq: u64) -> Option<&'a SessionEvent> {
+    let i = match recs.get(*at) {
+        Some(rec) if first_seq(rec) <= seq => {
+            // Gallop: recs[lo] starts at or before seq; find a bound past it.
+            let (mut lo, mut step) = (*at, 1usize);
+            let hi = loop {
+                let hi = lo.saturating_add(step);
+                match recs.get(hi) {
+                    Some(rec) if first_seq(rec) <= seq => {
+                        lo = hi;
+                        step = step.saturating_mul(2);
+                    }
+                    _ => break hi.min(recs.len()),
+                }
+            };
+            lo + recs[lo + 1..hi].partition_point(|r| first_seq(r) <= seq)
+        }
+        _ => recs
+            .partition_point(|r| first_seq(r) <= seq)
+            .checked_sub(1)?,
+    };
+    *at = i;
+    match &recs[i] {
+        Record::Event(e) if e.seq.0 == seq => Some(e),
+        _ => None,
+    }
+}
+
 /// Why two tool-result messages differ in more than their results' content, if they do.
 fn same_but_content(old: &Message, new: &Message) -> Option<&'static str> {
     if old.role != new.role {
@@ -361,4 +429,64 @@ fn same_but_content(old: &Message, new: &Message) -> Option<&'static str> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::{AssistantChunk, MessageSource, SessionId, StreamChunk};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn whole_events_matches_whole_event_in_any_order() {
+        let mut s = Session::new(SessionHeader::new(SessionId("s".into()), 0, None));
+        for i in 0..40u32 {
+            let m = Message::user_text(format!("m{i}"), MessageSource::user(), format!("u{i}"));
+            s.push_surface(
+                EventBody::UserMessage(Box::new(m)),
+                SurfaceOp::Append,
+                Vec::new(),
+            )
+            .unwrap();
+            // Delta runs of varying length between the surface events.
+            for _ in 0..i % 7 {
+                let chunk = StreamChunk::TextDelta {
+                    index: 0,
+                    text: "d".into(),
+                };
+                let body = AssistantChunk {
+                    turn: 1,
+                    step: i,
+                    chunk,
+                };
+                s.push(EventBody::AssistantChunk(Box::new(body))).unwrap();
+            }
+        }
+        let n = s.len();
+        let mut seqs: Vec<Seq> = (0..n + 3).map(Seq).collect();
+        seqs.extend([
+            Seq(n - 1),
+            Seq(0),
+            Seq(7),
+            Seq(5),
+            Seq(n + 10),
+            Seq(40),
+            Seq(41),
+        ]);
+        let expected: Vec<(Seq, Option<&SessionEvent>)> =
+            seqs.iter().map(|&q| (q, s.whole_event(q))).collect();
+        let got: Vec<_> = s.whole_events(seqs.iter().copied()).collect();
+        assert_eq!(got, expected);
+        let surface: Vec<Seq> = s.surface().nodes().to_vec();
+        assert_eq!(surface.len(), 40);
+        assert!(
+            s.whole_events(surface.iter().copied())
+                .all(|(q, e)| e.is_some_and(|e| e.seq == q))
+        );
+        assert_eq!(
+            s.surface_message(Seq(0)).map(Message::text),
+            Some("m0".into())
+        );
+        assert_eq!(s.surface_message(Seq(2)), None);
+    }
 }

@@ -8,11 +8,15 @@
 //! `user/message` → `compaction/end`.
 //!
 //! The compactor remembers, per session, the raw estimate of the last request sent (from
-//! `llm/request`) to calibrate against the `usage` of the answer, and the last step it
-//! recovered from an overflow in (once per step).
+//! `llm/request`) to calibrate against the `usage` of the answer, the last step it recovered
+//! from an overflow in (once per step), and a [`SurfaceIndex`] of the surface (for the few
+//! sessions used last), brought up to date under the log lock before each use: O(new nodes)
+//! per step, O(n) over plain arrays after a replace, so that measuring, planning and pruning
+//! never look up every surface event again.
 
+use super::index::SurfaceIndex;
 use super::meter::{self, Calibration};
-use super::plan::{SpanRules, SummarySpan, SurfaceView, summary_span};
+use super::plan::{SpanRules, SummarySpan, summary_span};
 use super::prune::{self, PruneRules};
 use super::summary::{self, SummaryMessage};
 use super::{
@@ -46,6 +50,41 @@ struct Sent {
 struct Memory {
     sent: Mutex<HashMap<SessionId, Sent>>,
     overflow: Mutex<HashMap<SessionId, StepRef>>,
+    /// Locked after the log, never before.
+    indexes: Mutex<Indexes>,
+}
+
+/// Surface indexes kept: the sessions compacted last (a subagent's session ends; its index
+/// should not stay for the life of the compactor).
+const KEPT_INDEXES: usize = 8;
+
+/// The surface indexes of the sessions used last, with when each was last used.
+#[derive(Debug, Default)]
+struct Indexes {
+    clock: u64,
+    by_session: HashMap<SessionId, (u64, SurfaceIndex)>,
+}
+
+impl Indexes {
+    /// `session`'s index, synced with it.
+    fn synced(&mut self, session: &Session) -> &mut SurfaceIndex {
+        self.clock += 1;
+        let id = &session.header().id;
+        if !self.by_session.contains_key(id) && self.by_session.len() >= KEPT_INDEXES {
+            let oldest = self
+                .by_session
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                self.by_session.remove(&oldest);
+            }
+        }
+        let (used, index) = self.by_session.entry(id.clone()).or_default();
+        *used = self.clock;
+        index.sync(session);
+        index
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -168,26 +207,37 @@ impl Compactor {
             &agent.system_prompt(),
             &agent.pipeline().registry().schemas(),
         );
-        let log = agent.log();
-        let view = SurfaceView::of(log.session());
-        for (pos, node) in view.nodes.iter().enumerate().rev() {
-            let Some(EventBody::AssistantMessage(a)) = node.event.map(|e| &e.body) else {
-                continue;
+        self.indexed(agent, |session, index| {
+            let Some(pos) = index.last_with_usage() else {
+                return Calibration::IDENTITY;
+            };
+            let seq = index.seqs()[pos];
+            let Some(EventBody::AssistantMessage(a)) = session.whole_event(seq).map(|e| &e.body)
+            else {
+                return Calibration::IDENTITY;
             };
             let Some(usage) = a.usage.filter(|u| u.prompt_tokens() > 0) else {
-                continue;
+                return Calibration::IDENTITY;
             };
             let raw = match sent {
                 Some(s) if (s.turn, s.step) == (a.turn, a.step) => s.raw,
                 // Rebuilt from the log: valid while nothing before it was replaced since.
-                _ if view.nodes[..pos].iter().all(|n| n.seq < node.seq) => {
-                    base + view.nodes[..pos].iter().map(|n| n.tokens).sum::<u64>()
+                _ if index.seqs()[..pos].iter().all(|&s| s < seq) => {
+                    base + index.node_tokens()[..pos].iter().sum::<u64>()
                 }
                 _ => return Calibration::IDENTITY,
             };
-            return Calibration::from_report(usage.prompt_tokens(), raw);
-        }
-        Calibration::IDENTITY
+            Calibration::from_report(usage.prompt_tokens(), raw)
+        })
+    }
+
+    /// Run `f` on the agent's session and its surface index, brought up to date, under the log
+    /// lock.
+    fn indexed<R>(&self, agent: &Agent, f: impl FnOnce(&Session, &mut SurfaceIndex) -> R) -> R {
+        let log = agent.log();
+        let session = log.session();
+        let mut indexes = lock(&self.memory.indexes);
+        f(session, indexes.synced(session))
     }
 
     /// Calibrated tokens of the request a step of `turn` would send now, with `pending` messages
@@ -199,7 +249,7 @@ impl Compactor {
         );
         let pending: u64 = run.pending.iter().map(meter::message_tokens).sum();
         let history = if agent.hooks().context.is_empty() {
-            SurfaceView::of(agent.log().session()).tokens()
+            self.indexed(agent, |_, index| index.tokens())
         } else {
             projected_tokens(agent, run.turn, run.step).await
         };
@@ -301,37 +351,38 @@ impl Compactor {
                 }
             }
         }
-        let planned = {
-            let log = agent.log();
-            let view = SurfaceView::of(log.session());
+        let planned = self.indexed(agent, |session, index| {
             let tail_budget = match run.reason {
                 CompactionReason::Overflow => 0,
                 CompactionReason::Pressure => cal.raw(self.config.tail_budget(window)),
                 // Asked for: compact even a session far below the window, keeping at most a
                 // quarter of its history.
-                CompactionReason::Manual => {
-                    cal.raw(self.config.tail_budget(window)).min(view.tokens() / 4)
-                }
+                CompactionReason::Manual => cal
+                    .raw(self.config.tail_budget(window))
+                    .min(index.tokens() / 4),
             };
             let protect_from = run
                 .protect_from
-                .map_or(usize::MAX, |s| view.first_at_or_after(s));
+                .map_or(usize::MAX, |s| index.first_at_or_after(s));
             let rules = SpanRules {
                 tail_budget,
                 protect_from,
                 min_nodes: 2,
             };
-            summary_span(&view, rules).map(|span| {
-                let nodes = &view.nodes[..span.len];
-                let shadowed: Vec<Seq> = nodes.iter().map(|n| n.seq).collect();
-                let prefix: Vec<Message> = nodes
+            summary_span(index, rules).map(|span| {
+                let shadowed = index.seqs()[..span.len].to_vec();
+                let sent = shadowed
                     .iter()
-                    .filter(|n| n.tokens > 0)
-                    .filter_map(|n| n.message().cloned())
+                    .zip(index.node_tokens())
+                    .filter(|&(_, &tokens)| tokens > 0)
+                    .map(|(&seq, _)| seq);
+                let prefix: Vec<Message> = session
+                    .whole_events(sent)
+                    .filter_map(|(_, e)| e?.body.surface_message().cloned())
                     .collect();
                 (span, shadowed, prefix)
             })
-        };
+        });
         let Some((span, shadowed, prefix)) = planned else {
             if report.pruned.is_empty() {
                 report.outcome = CompactionOutcome::Skipped;
@@ -401,19 +452,20 @@ impl Compactor {
             head_bytes: self.config.prune_head_bytes,
             tail_bytes: self.config.prune_tail_bytes,
         };
-        let planned: Vec<_> = {
-            let log = agent.log();
-            let view = SurfaceView::of(log.session());
-            prune::prune_plan(&view, rules)
-                .into_iter()
-                .filter_map(|t| {
-                    let EventBody::ToolResult(r) = &view.nodes[t.position].event?.body else {
+        let planned: Vec<_> = self.indexed(agent, |session, index| {
+            let targets = prune::prune_plan(index, session, rules);
+            let originals = session.whole_events(targets.iter().map(|t| t.seq));
+            targets
+                .iter()
+                .zip(originals)
+                .filter_map(|(&t, (_, event))| {
+                    let EventBody::ToolResult(r) = &event?.body else {
                         return None;
                     };
                     prune::pruned_result(r, rules).map(|new| (t, new))
                 })
                 .collect()
-        };
+        });
         let mut pruned = Vec::with_capacity(planned.len());
         for (target, replacement) in planned {
             let span = SeqSpan {
@@ -443,7 +495,7 @@ impl Compactor {
 fn step_start(session: &Session, step: StepRef) -> Option<Seq> {
     (0..session.len()).rev().map(Seq).find(|&seq| {
         session
-            .event(seq)
+            .whole_event(seq)
             .is_some_and(|e| matches!(&e.body, EventBody::StepStart(s) if *s == step))
     })
 }
@@ -452,7 +504,7 @@ fn step_start(session: &Session, step: StepRef) -> Option<Seq> {
 fn turn_start(session: &Session, turn: u32) -> Option<Seq> {
     (0..session.len()).rev().map(Seq).find(|&seq| {
         session
-            .event(seq)
+            .whole_event(seq)
             .is_some_and(|e| matches!(&e.body, EventBody::TurnStart(t) if t.turn == turn))
     })
 }

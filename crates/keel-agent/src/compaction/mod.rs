@@ -23,6 +23,7 @@
 
 pub mod config;
 mod engine;
+pub mod index;
 pub mod meter;
 pub mod plan;
 pub mod prune;

@@ -1,86 +1,12 @@
-//! Planning over the current surface: a [`SurfaceView`] with a precomputed raw token estimate
-//! per node, and the choice of the span to summarise ([`summary_span`]).
+//! Choosing the span to summarise ([`summary_span`]) over a [`SurfaceIndex`] of the current
+//! surface.
 //!
-//! Everything here is pure and O(n) in the number of surface nodes: one pass builds the view,
-//! one pass pairs tool calls with their results to find the cuts that split no call from its
-//! results, one pass from the end sizes the tail.
+//! Everything here is pure and O(n) over the index's arrays (no event is looked up): one pass
+//! from the end finds the cuts that split no tool call from its results (the pairing is kept by
+//! the index), one pass from the end sizes the tail.
 
-use super::meter;
-use keel_protocol::{ContentBlock, Message, Role, Seq, SessionEvent, SurfaceOp};
-use keel_session::Session;
-use std::collections::HashMap;
-
-/// One current surface node.
-#[derive(Debug, Clone, Copy)]
-pub struct Node<'a> {
-    /// Seq of the node's event.
-    pub seq: Seq,
-    /// The event (absent only if the log could not produce it whole, which keel never does
-    /// for surface events).
-    pub event: Option<&'a SessionEvent>,
-    /// Raw token estimate of the message as sent (0 for an empty assistant message, which is
-    /// not sent).
-    pub tokens: u64,
-}
-
-impl<'a> Node<'a> {
-    /// The node's message.
-    pub fn message(&self) -> Option<&'a Message> {
-        self.event.and_then(|e| e.body.surface_message())
-    }
-
-    /// True when the node's event replaced earlier nodes (a summary or a pruned result).
-    pub fn is_replacement(&self) -> bool {
-        matches!(
-            self.event.and_then(|e| e.surface_op),
-            Some(SurfaceOp::Replace { .. })
-        )
-    }
-}
-
-/// The current surface, node by node, with raw token estimates.
-#[derive(Debug, Clone, Default)]
-pub struct SurfaceView<'a> {
-    /// Nodes in surface order.
-    pub nodes: Vec<Node<'a>>,
-}
-
-impl<'a> SurfaceView<'a> {
-    /// The view of `session`'s current surface.
-    pub fn of(session: &'a Session) -> SurfaceView<'a> {
-        let nodes = session
-            .surface()
-            .nodes()
-            .iter()
-            .map(|&seq| {
-                let event = match session.event(seq) {
-                    Some(std::borrow::Cow::Borrowed(e)) => Some(e),
-                    _ => None,
-                };
-                let tokens = event
-                    .and_then(|e| e.body.surface_message())
-                    .filter(|m| !(m.role == Role::Assistant && m.is_empty()))
-                    .map(meter::message_tokens)
-                    .unwrap_or(0);
-                Node { seq, event, tokens }
-            })
-            .collect();
-        SurfaceView { nodes }
-    }
-
-    /// Raw tokens of every node.
-    pub fn tokens(&self) -> u64 {
-        self.nodes.iter().map(|n| n.tokens).sum()
-    }
-
-    /// Position of the first node whose seq is at least `seq` (`len` when none).
-    pub fn first_at_or_after(&self, seq: Seq) -> usize {
-        self.nodes
-            .iter()
-            .position(|n| n.seq >= seq)
-            .unwrap_or(self.nodes.len())
-    }
-}
+pub use super::index::SurfaceIndex;
+use keel_protocol::Seq;
 
 /// The span of surface nodes to summarise: always a prefix of the surface.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,18 +39,19 @@ pub struct SpanRules {
 /// in the tail. The chosen cut is the smallest balanced one whose tail fits `tail_budget`;
 /// failing that, the largest balanced cut (a bigger tail, never a split group). The tail is
 /// never empty and never starts before `protect_from`.
-pub fn summary_span(view: &SurfaceView<'_>, rules: SpanRules) -> Option<SummarySpan> {
-    let nodes = &view.nodes;
-    let n = nodes.len();
+pub fn summary_span(index: &SurfaceIndex, rules: SpanRules) -> Option<SummarySpan> {
+    let tokens = index.node_tokens();
+    let seqs = index.seqs();
+    let n = tokens.len();
     if n < 2 {
         return None;
     }
-    let balanced = balanced_cuts(nodes);
+    let balanced = index.balanced_cuts();
     // Smallest k whose tail nodes[k..] fits the budget.
     let mut tail = 0u64;
     let mut k0 = n;
-    while k0 > 0 && tail + nodes[k0 - 1].tokens <= rules.tail_budget {
-        tail += nodes[k0 - 1].tokens;
+    while k0 > 0 && tail + tokens[k0 - 1] <= rules.tail_budget {
+        tail += tokens[k0 - 1];
         k0 -= 1;
     }
     let k_max = rules.protect_from.min(n - 1);
@@ -135,51 +62,19 @@ pub fn summary_span(view: &SurfaceView<'_>, rules: SpanRules) -> Option<SummaryS
     }
     Some(SummarySpan {
         len: k,
-        start: nodes[0].seq,
-        end: nodes[k - 1].seq,
-        tokens: nodes[..k].iter().map(|n| n.tokens).sum(),
+        start: seqs[0],
+        end: seqs[k - 1],
+        tokens: tokens[..k].iter().sum(),
     })
-}
-
-/// `balanced[k]` for `k` in `0..=n`: true when cutting after `k` nodes splits no tool call
-/// from its results.
-fn balanced_cuts(nodes: &[Node<'_>]) -> Vec<bool> {
-    let n = nodes.len();
-    let mut calls: HashMap<&str, usize> = HashMap::new();
-    // diff[k] counts call/result pairs (c, r) with c < k <= r.
-    let mut diff = vec![0i64; n + 2];
-    for (i, node) in nodes.iter().enumerate() {
-        let Some(m) = node.message() else { continue };
-        for block in &m.content {
-            match block {
-                ContentBlock::ToolCall(c) => {
-                    calls.insert(c.id.as_str(), i);
-                }
-                ContentBlock::ToolResult(r) => {
-                    if let Some(&c) = calls.get(r.tool_call_id.as_str())
-                        && c < i
-                    {
-                        diff[c + 1] += 1;
-                        diff[i + 1] -= 1;
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut open = 0i64;
-    (0..=n)
-        .map(|k| {
-            open += diff[k];
-            open == 0
-        })
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keel_protocol::{EventBody, MessageSource, ToolCallBlock, ToolResultBlock};
+    use keel_protocol::{
+        ContentBlock, EventBody, Message, MessageSource, Role, SessionEvent, SurfaceOp,
+        ToolCallBlock, ToolResultBlock,
+    };
 
     fn ev(seq: u64, message: Message) -> SessionEvent {
         let body = match message.role {
@@ -230,17 +125,8 @@ mod tests {
         }
     }
 
-    fn view(events: &[SessionEvent]) -> SurfaceView<'_> {
-        SurfaceView {
-            nodes: events
-                .iter()
-                .map(|e| Node {
-                    seq: e.seq,
-                    event: Some(e),
-                    tokens: meter::message_tokens(e.body.surface_message().unwrap()),
-                })
-                .collect(),
-        }
+    fn view(events: &[SessionEvent]) -> SurfaceIndex {
+        SurfaceIndex::of_events(events)
     }
 
     #[test]
@@ -258,7 +144,7 @@ mod tests {
             ev(6, result("c")),
         ];
         let v = view(&events);
-        let cuts = balanced_cuts(&v.nodes);
+        let cuts = v.balanced_cuts();
         assert_eq!(
             cuts,
             vec![true, true, false, false, true, true, false, true]
@@ -272,7 +158,7 @@ mod tests {
         let span = summary_span(&v, rules).unwrap();
         assert_eq!((span.len, span.start, span.end), (5, Seq(0), Seq(4)));
         // A tail budget covering the result of c and part of its call still cuts before 5.
-        let tail = v.nodes[6].tokens + 1;
+        let tail = v.node_tokens()[6] + 1;
         let span = summary_span(
             &v,
             SpanRules {
@@ -283,7 +169,7 @@ mod tests {
         .unwrap();
         assert_eq!(span.len, 5);
         // Budget fitting 4..=6: cut at 4.
-        let tail: u64 = v.nodes[4..].iter().map(|n| n.tokens).sum();
+        let tail: u64 = v.node_tokens()[4..].iter().sum();
         let span = summary_span(
             &v,
             SpanRules {

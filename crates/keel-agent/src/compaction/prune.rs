@@ -1,17 +1,21 @@
 //! The tool-result pruner: oversized surface `tool/result`s are replaced by a copy keeping the
 //! head and tail of their text around a marker.
 //!
-//! [`prune_plan`] picks the results to prune (O(n) over a [`SurfaceView`]); [`pruned_result`]
-//! builds the replacing event, identical to the original except for the result's text (same
-//! turn, step, message id, role, source, `toolCallId`, `isError`, meta), which is what
-//! `keel-session` accepts as a replacing `tool/result`. The engine logs `compaction/prune` and
+//! [`prune_plan`] picks the results to prune (O(n) over a [`SurfaceIndex`]'s arrays; a result's
+//! text is searched for a marker only once it is a candidate, and only once per index);
+//! [`pruned_result`] builds the replacing event, identical to the original except for the
+//! result's text (same turn, step, message id, role, source, `toolCallId`, `isError`, meta),
+//! which is what `keel-session` accepts as a replacing `tool/result`. It copies only the kept
+//! head and tail of the text, never the whole result. The engine logs `compaction/prune` and
 //! then the replacement with `surfaceOp: {op: replace, start: seq, end: seq}`, as dsh does.
 //!
 //! Idempotent: a node that is itself a replacement, or whose text already carries a pruning
 //! marker (keel's or dsh's), is never pruned again.
 
-use super::plan::SurfaceView;
-use keel_protocol::{ContentBlock, EventBody, Seq, ToolResultEvent};
+use super::index::SurfaceIndex;
+use keel_protocol::{ContentBlock, Message, Seq, ToolResultBlock, ToolResultEvent};
+use keel_session::Session;
+use std::borrow::Cow;
 
 /// The marker keel writes, without the byte count: `[... N bytes pruned by compaction ...]`.
 pub const MARKER_SUFFIX: &str = " bytes pruned by compaction ...]";
@@ -40,36 +44,40 @@ pub struct PruneTarget {
     pub tokens: u64,
 }
 
-/// The surface `tool/result`s to prune, in surface order.
-pub fn prune_plan(view: &SurfaceView<'_>, rules: PruneRules) -> Vec<PruneTarget> {
-    view.nodes
+/// The surface `tool/result`s to prune, in surface order. `session` is the log `index` was
+/// last synced with (read only for the marker search of new candidates).
+pub fn prune_plan(
+    index: &mut SurfaceIndex,
+    session: &Session,
+    rules: PruneRules,
+) -> Vec<PruneTarget> {
+    let min_bytes = rules
+        .head_bytes
+        .saturating_add(rules.tail_bytes)
+        .saturating_add(64) as u64;
+    let candidates: Vec<usize> = index
+        .node_tokens()
         .iter()
         .enumerate()
-        .filter(|(_, n)| n.tokens > rules.over_raw_tokens && !n.is_replacement())
-        .filter_map(|(position, n)| {
-            let EventBody::ToolResult(r) = &n.event?.body else {
-                return None;
-            };
-            prunable(r, rules).then_some(PruneTarget {
-                position,
-                seq: n.seq,
-                tokens: n.tokens,
-            })
+        .filter(|&(position, &tokens)| {
+            tokens > rules.over_raw_tokens
+                && index.is_tool_result(position)
+                && !index.is_replacement(position)
+                && index.result_bytes(position) > min_bytes
         })
-        .collect()
-}
-
-fn prunable(r: &ToolResultEvent, rules: PruneRules) -> bool {
-    let mut bytes = 0usize;
-    for block in r.message.tool_results().flat_map(|b| &b.content) {
-        if let ContentBlock::Text { text } = block {
-            if is_pruned(text) {
-                return false;
-            }
-            bytes += text.len();
+        .map(|(position, _)| position)
+        .collect();
+    let mut targets = Vec::with_capacity(candidates.len());
+    for position in candidates {
+        if !index.carries_marker(position, session) {
+            targets.push(PruneTarget {
+                position,
+                seq: index.seqs()[position],
+                tokens: index.node_tokens()[position],
+            });
         }
     }
-    bytes > rules.head_bytes + rules.tail_bytes + 64
+    targets
 }
 
 /// True when `text` carries a pruning marker (keel's or dsh's).
@@ -97,26 +105,62 @@ pub fn prune_text(text: &str, head_bytes: usize, tail_bytes: usize) -> Option<St
 /// The replacing event for `original`: its result texts pruned (all text blocks of a result
 /// are joined first; other blocks are kept after the text). `None` when nothing would shrink.
 pub fn pruned_result(original: &ToolResultEvent, rules: PruneRules) -> Option<ToolResultEvent> {
-    let mut out = original.clone();
-    let mut changed = false;
-    for block in &mut out.message.content {
-        let ContentBlock::ToolResult(r) = block else {
-            continue;
-        };
-        let text = r.text();
-        let Some(cut) = prune_text(&text, rules.head_bytes, rules.tail_bytes) else {
-            continue;
-        };
-        let mut content = vec![ContentBlock::text(cut)];
-        content.extend(
-            r.content
-                .drain(..)
-                .filter(|b| !matches!(b, ContentBlock::Text { .. })),
-        );
-        r.content = content;
-        changed = true;
+    let cuts: Vec<Option<ToolResultBlock>> = original
+        .message
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::ToolResult(r) => pruned_block(r, rules),
+            _ => None,
+        })
+        .collect();
+    if cuts.iter().all(Option::is_none) {
+        return None;
     }
-    changed.then_some(out)
+    let content = original
+        .message
+        .content
+        .iter()
+        .zip(cuts)
+        .map(|(block, cut)| cut.map_or_else(|| block.clone(), ContentBlock::ToolResult))
+        .collect();
+    let m = &original.message;
+    Some(ToolResultEvent {
+        turn: original.turn,
+        step: original.step,
+        message: Message {
+            role: m.role,
+            content,
+            source: m.source.clone(),
+            id: m.id.clone(),
+        },
+        meta: original.meta.clone(),
+    })
+}
+
+/// `r` with its text pruned, or `None` when that would not shrink it.
+fn pruned_block(r: &ToolResultBlock, rules: PruneRules) -> Option<ToolResultBlock> {
+    let mut texts = r.content.iter().filter_map(|b| match b {
+        ContentBlock::Text { text } => Some(text.as_str()),
+        _ => None,
+    });
+    let text = match (texts.next(), texts.next()) {
+        (Some(only), None) => Cow::Borrowed(only),
+        _ => Cow::Owned(r.text()),
+    };
+    let cut = prune_text(&text, rules.head_bytes, rules.tail_bytes)?;
+    let mut content = vec![ContentBlock::text(cut)];
+    content.extend(
+        r.content
+            .iter()
+            .filter(|b| !matches!(b, ContentBlock::Text { .. }))
+            .cloned(),
+    );
+    Some(ToolResultBlock {
+        tool_call_id: r.tool_call_id.clone(),
+        content,
+        is_error: r.is_error,
+    })
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {
@@ -136,6 +180,82 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel_protocol::{ImageRef, MessageSource, Role};
+    use pretty_assertions::assert_eq;
+
+    /// The replacement as a clone of the whole event with its texts cut.
+    fn cloned_and_cut(original: &ToolResultEvent, rules: PruneRules) -> Option<ToolResultEvent> {
+        let mut out = original.clone();
+        let mut changed = false;
+        for block in &mut out.message.content {
+            let ContentBlock::ToolResult(r) = block else {
+                continue;
+            };
+            let Some(cut) = prune_text(&r.text(), rules.head_bytes, rules.tail_bytes) else {
+                continue;
+            };
+            let mut content = vec![ContentBlock::text(cut)];
+            content.extend(
+                r.content
+                    .drain(..)
+                    .filter(|b| !matches!(b, ContentBlock::Text { .. })),
+            );
+            r.content = content;
+            changed = true;
+        }
+        changed.then_some(out)
+    }
+
+    #[test]
+    fn the_replacement_is_the_original_with_its_texts_cut() {
+        let image = ContentBlock::Image(ImageRef {
+            uri: "a.png".into(),
+            media_type: None,
+        });
+        let block = |id: &str, content: Vec<ContentBlock>| {
+            ContentBlock::ToolResult(ToolResultBlock {
+                tool_call_id: id.into(),
+                content,
+                is_error: id == "b",
+            })
+        };
+        let original = ToolResultEvent {
+            turn: 3,
+            step: 2,
+            message: Message {
+                role: Role::User,
+                content: vec![
+                    block("a", vec![ContentBlock::text("é".repeat(300))]),
+                    block(
+                        "b",
+                        vec![
+                            ContentBlock::text("x".repeat(200)),
+                            image,
+                            ContentBlock::text("y".repeat(200)),
+                        ],
+                    ),
+                    block("c", vec![ContentBlock::text("short")]),
+                    ContentBlock::text("after"),
+                ],
+                source: MessageSource::tool("a"),
+                id: "r".into(),
+            },
+            meta: Some(serde_json::json!({"exit": 0})),
+        };
+        let rules = PruneRules {
+            over_raw_tokens: 0,
+            head_bytes: 51,
+            tail_bytes: 49,
+        };
+        let new = pruned_result(&original, rules);
+        assert!(new.is_some());
+        assert_eq!(new, cloned_and_cut(&original, rules));
+        let small = PruneRules {
+            head_bytes: 4096,
+            ..rules
+        };
+        assert_eq!(pruned_result(&original, small), None);
+    }
 
     #[test]
     fn keeps_head_and_tail_on_char_boundaries() {
