@@ -168,6 +168,17 @@ impl OtherEvent {
     }
 }
 
+/// The JSON value at the start of `text` and the offset just after it.
+fn leading<'a, T: Deserialize<'a>>(text: &'a str) -> Result<(T, usize), serde_json::Error> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<T>();
+    match values.next() {
+        Some(Ok(v)) => Ok((v, values.byte_offset())),
+        Some(Err(e)) => Err(e),
+        // Nothing but blanks: the same error `from_str` gives.
+        None => serde_json::from_str::<T>(text).map(|v| (v, text.len())),
+    }
+}
+
 macro_rules! event_bodies {
     ($( $(#[$doc:meta])* $name:literal => $variant:ident($ty:ty), )*) => {
         /// Typed payload of an event; the variant determines the `type` string.
@@ -198,6 +209,23 @@ macro_rules! event_bodies {
                         type_name: other.to_owned(),
                         data: serde_json::from_str(data)?,
                     }))),
+                }
+            }
+
+            /// Parse the `data` of an event of type `ty` from the start of `text` (blanks before
+            /// it skipped) and return it with the byte offset just after it; what follows is not
+            /// looked at. Accepts and rejects exactly what [`EventBody::parse`] does on the
+            /// value's own text, so a reader can parse `data` in place inside a whole line.
+            pub fn parse_prefix(
+                ty: &str,
+                text: &str,
+            ) -> Result<(EventBody, usize), serde_json::Error> {
+                match ty {
+                    $( $name => leading::<$ty>(text).map(|(v, n)| (EventBody::$variant(v), n)), )*
+                    other => leading::<Value>(text).map(|(data, n)| {
+                        let o = OtherEvent { type_name: other.to_owned(), data };
+                        (EventBody::Other(Box::new(o)), n)
+                    }),
                 }
             }
 

@@ -262,18 +262,24 @@ impl Records {
         self.push_delta_sized(&row.member(0, time), n, row.text.len());
         let mut i = 1;
         if let Some(Record::Run(run)) = self.recs.last_mut() {
-            let rest = row.text.len() - row.ends[0];
+            // The run holding member 0 takes the others (same block, next seqs, no id or name)
+            // while their times and text ends fit its offsets.
+            let base = run.text.len() - row.ends[0];
             run.toff.reserve(n - 1);
             run.ends.reserve(n - 1);
-            run.text.reserve(rest);
             while i < n {
-                time = row.time_after(i, time);
-                if !run.try_extend(&row.member(i, time)) {
+                let t = row.time_after(i, time);
+                let toff = t.checked_sub(run.time0).and_then(|d| u32::try_from(d).ok());
+                let (Some(toff), Ok(end)) = (toff, u32::try_from(base + row.ends[i])) else {
                     break;
-                }
-                self.len += 1;
+                };
+                run.toff.push(toff);
+                run.ends.push(end);
+                time = t;
                 i += 1;
             }
+            run.text.push_str(&row.text[row.ends[0]..row.ends[i - 1]]);
+            self.len += i as u64 - 1;
         }
         while i < n {
             time = row.time_after(i, time);

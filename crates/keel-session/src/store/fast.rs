@@ -20,6 +20,7 @@ const MAX_DEPTH: usize = 100;
 
 /// A position in one line.
 struct Cur<'a> {
+    line: &'a str,
     s: &'a [u8],
     i: usize,
 }
@@ -59,7 +60,8 @@ impl<'a> Cur<'a> {
                 _ => self.i += 1,
             }
         }
-        let out = std::str::from_utf8(&self.s[start..self.i]).ok()?;
+        // Both ends are at ASCII bytes of a `str`, so at char boundaries.
+        let out = self.line.get(start..self.i)?;
         self.i += 1;
         Some(out)
     }
@@ -72,7 +74,7 @@ impl<'a> Cur<'a> {
             match *self.s.get(self.i)? {
                 b'"' => break,
                 b'\\' => {
-                    out.push_str(std::str::from_utf8(&self.s[start..self.i]).ok()?);
+                    out.push_str(self.line.get(start..self.i)?);
                     self.i += 1;
                     self.escape(out)?;
                     start = self.i;
@@ -81,7 +83,7 @@ impl<'a> Cur<'a> {
                 _ => self.i += 1,
             }
         }
-        out.push_str(std::str::from_utf8(&self.s[start..self.i]).ok()?);
+        out.push_str(self.line.get(start..self.i)?);
         self.i += 1;
         Some(())
     }
@@ -260,7 +262,14 @@ impl<'a> Cur<'a> {
                 }
             }
         }
-        std::str::from_utf8(&self.s[start..self.i]).ok()
+        self.line.get(start..self.i)
+    }
+
+    /// The `data` of an event of type `ty`, parsed in place.
+    fn body(&mut self, ty: &str) -> Option<EventBody> {
+        let (body, n) = EventBody::parse_prefix(ty, self.line.get(self.i..)?).ok()?;
+        self.i += n;
+        Some(body)
     }
 
     fn skip_str(&mut self) -> Option<()> {
@@ -297,8 +306,8 @@ fn once<T>(slot: &mut Option<T>, v: T) -> Option<()> {
 enum Data<'a> {
     Row(RowData),
     Delta(DeltaData<'a>),
-    /// Any other event's data, to be parsed by its type.
-    Other(&'a str),
+    /// Any other event's data, parsed by its type.
+    Body(EventBody),
 }
 
 /// A line read the fast way; its strings may be in the scratch buffers.
@@ -322,6 +331,7 @@ impl<'a> Fast<'a> {
 /// Read one event line the fast way, or `None` to send it down the general path.
 pub(crate) fn parse<'a>(line: &'a str, scratch: &mut Scratch) -> Option<Fast<'a>> {
     let mut c = Cur {
+        line,
         s: line.as_bytes(),
         i: 0,
     };
@@ -352,11 +362,11 @@ pub(crate) fn parse<'a>(line: &'a str, scratch: &mut Scratch) -> Option<Fast<'a>
                                 Some(d) => Data::Delta(d),
                                 None => {
                                     c.i = at;
-                                    Data::Other(c.skip_value()?)
+                                    Data::Body(c.body(ty?)?)
                                 }
                             }
                         }
-                        None => Data::Other(c.skip_value()?),
+                        None => Data::Body(c.body(ty?)?),
                     };
                     once(&mut data, d)?
                 }
@@ -391,7 +401,7 @@ pub(crate) fn parse<'a>(line: &'a str, scratch: &mut Scratch) -> Option<Fast<'a>
             return Some(Fast::Delta(seq, time, d));
         }
         Some(Data::Delta(_)) | Some(Data::Row(_)) => return None,
-        Some(Data::Other(text)) => EventBody::parse(ty, text).ok()?,
+        Some(Data::Body(body)) => body,
         None => EventBody::parse(ty, "null").ok()?,
     };
     let surface_op = match surface_op {
