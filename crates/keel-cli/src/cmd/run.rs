@@ -168,6 +168,8 @@ fn drive(agent: &Agent) -> Result<Option<TurnOutcome>> {
             }
         });
         let out = agent.run_until_idle().await;
+        // Jobs still running here outlived the wake budget: stop them with the process.
+        agent.kill_jobs();
         signals.abort();
         Ok(out?)
     })
