@@ -1,5 +1,8 @@
-//! Capture overhead per tool call (in-memory, journal without fsync, fsync alone), `trace` on a
-//! 3,000-fact graph, and offline verification of that graph.
+//! Capture overhead per tool call (off, in-memory, journal without fsync, fsync alone), `trace` on
+//! a 3,000-fact graph, and offline verification of that graph.
+//!
+//! `off` is the floor: the same stage material handed to no recorder (provenance disabled: the
+//! pipeline makes no capture call), so the other figures read as added cost per call.
 //!
 //! `cargo bench -p keel-provenance --bench provenance`
 #![allow(clippy::print_stderr)] // the bench reports the graph size it measured
@@ -81,12 +84,38 @@ fn one_call(rec: &mut Recorder, m: &Material, id: &Ids) {
     rec.tool_result_event(&id.call, &id.result_event, Payload::Value(&m.result_event));
 }
 
+/// The same call with capture off: the stage material exists, nothing records it.
+fn one_call_off(m: &Material, id: &Ids) {
+    black_box((
+        &id.event,
+        &id.call,
+        &id.call_event,
+        &id.token,
+        &id.result_event,
+    ));
+    black_box((
+        &m.message,
+        &m.tool_call,
+        &m.view,
+        &m.args,
+        &m.value,
+        &m.result_event,
+    ));
+}
+
 const RESET_EVERY: usize = 2_000;
 
 fn capture(c: &mut Criterion) {
     let m = material();
     let all: Vec<Ids> = (0..RESET_EVERY).map(ids).collect();
     let mut g = c.benchmark_group("capture_per_call");
+    g.bench_function("off", |b| {
+        let mut i = 0usize;
+        b.iter(|| {
+            one_call_off(&m, &all[i % RESET_EVERY]);
+            i += 1;
+        })
+    });
     g.bench_function("in_memory", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;

@@ -14,16 +14,24 @@
 //!
 //! Compiling is deterministic: the same receipts give the same nodes in the same order and the
 //! same `graph.json` bytes ([`Snapshot::to_canonical`]).
+//!
+//! Storage is compact and index-based: nodes are small records that name other nodes and their
+//! receipt by index, and only the ids capture needs are hashed when a receipt is applied — the
+//! occurrence and its outcomes (a later receipt's binding names an outcome id). Source, origin
+//! and fact ids and all edge ids are hashed on first use (a query, `graph.json`) and cached, so
+//! each id is still computed once. [`Snapshot::nodes`] and [`Snapshot::edges`] build the public
+//! [`Node`] / [`Edge`] view on first call after a change.
 
 use crate::fxhash::FxMap;
 use crate::hash::push_hex;
 use crate::jcs::{cmp_utf16, write_str};
-use crate::model::{Origin, Stage};
-use crate::node::{Edge, EdgeKind, Id, Node, NodeKind, write_edge, write_node};
-use crate::receipt::{Receipt, disposition_of};
+use crate::model::{Disposition, Origin, Stage};
+use crate::node::{Edge, EdgeKind, Id, Members, Node, NodeKind};
+use crate::receipt::{RECEIPT_PREFIX, Receipt, disposition_of};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Schema name written in every snapshot.
 pub const SCHEMA: &str = "keel-provenance/jcs/1";
@@ -89,13 +97,110 @@ pub enum CompileError {
     },
 }
 
+/// What one receipt contributes to the nodes it creates (shared by index).
+#[derive(Debug, Clone)]
+struct ReceiptData {
+    receipt_id: Id,
+    native_id: Id,
+    transform: Id,
+    payload_sha256: Id,
+    stage: Stage,
+    sequence: u64,
+}
+
+/// A node, naming other nodes and its receipt by index.
+#[derive(Debug, Clone)]
+pub(crate) enum Rec {
+    Occurrence {
+        receipt: u32,
+    },
+    Source {
+        label: Id,
+    },
+    Origin {
+        outcome: Id,
+        run: Option<Id>,
+    },
+    Outcome {
+        receipt: u32,
+        occurrence: u32,
+        ordinal: u32,
+        category: Option<Disposition>,
+    },
+    Fact {
+        receipt: u32,
+        binding: u32,
+        origin: u32,
+        occurrence: u32,
+        outcome: u32,
+        role: Id,
+    },
+}
+
+impl Rec {
+    pub(crate) fn kind(&self) -> NodeKind {
+        match self {
+            Rec::Occurrence { .. } => NodeKind::Occurrence,
+            Rec::Source { .. } => NodeKind::Source,
+            Rec::Origin { .. } => NodeKind::Origin,
+            Rec::Outcome { category: None, .. } => NodeKind::Outcome,
+            Rec::Outcome { .. } => NodeKind::Disposition,
+            Rec::Fact { .. } => NodeKind::Fact,
+        }
+    }
+}
+
+/// Where an edge starts: a node of this run, or a node id of a child run.
+#[derive(Debug, Clone)]
+enum End {
+    Node(u32),
+    External(Id),
+}
+
+/// An edge between nodes by index.
+#[derive(Debug, Clone)]
+struct EdgeRec {
+    kind: EdgeKind,
+    from: End,
+    to: u32,
+}
+
+/// Ids of lazily identified nodes (sources, origins, facts) → index, extended on demand.
+#[derive(Debug, Default)]
+struct LazyIndex(Mutex<(usize, FxMap<Id, u32>)>);
+
+impl Clone for LazyIndex {
+    fn clone(&self) -> Self {
+        let inner = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        LazyIndex(Mutex::new(inner.clone()))
+    }
+}
+
+/// The public [`Node`] / [`Edge`] view, built on demand.
+#[derive(Debug, Clone, Default)]
+struct View {
+    nodes: Vec<Node>,
+    edges: Vec<Edge>,
+    index: FxMap<Id, u32>,
+}
+
 /// The compiled graph of one run, with its query indexes.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub(crate) run_id: String,
-    pub(crate) nodes: Vec<Node>,
-    pub(crate) index: FxMap<Id, u32>,
-    pub(crate) edges: Vec<Edge>,
+    receipt_data: Vec<ReceiptData>,
+    pub(crate) recs: Vec<Rec>,
+    ids: Vec<OnceLock<Id>>,
+    /// Occurrence, outcome and disposition ids (hashed at apply) → index.
+    index: FxMap<Id, u32>,
+    lazy_index: LazyIndex,
+    sources: FxMap<Id, u32>,
+    /// Generated origins continuing an outcome of this run, by that outcome's index.
+    local_origins: FxMap<u32, u32>,
+    /// Generated origins continuing a child run's node, by (node id, run id).
+    child_origins: FxMap<(Id, Id), u32>,
+    edge_recs: Vec<EdgeRec>,
+    edge_ids: Vec<OnceLock<Id>>,
     /// `participates_in` edges by (origin, occurrence), the only edge kind that can repeat.
     participation: FxMap<(u32, u32), u32>,
     pub(crate) back: Vec<Vec<Link>>,
@@ -105,7 +210,10 @@ pub struct Snapshot {
     pub(crate) aliases: BTreeMap<String, Vec<String>>,
     pub(crate) failures: Vec<Failure>,
     pub(crate) receipts: Vec<ReceiptRef>,
+    facts: usize,
+    view: OnceLock<View>,
     scratch: Vec<u8>,
+    outcome_scratch: Vec<(u32, u32)>,
 }
 
 impl Snapshot {
@@ -113,9 +221,16 @@ impl Snapshot {
     pub fn new(run_id: &str) -> Snapshot {
         Snapshot {
             run_id: run_id.to_owned(),
-            nodes: Vec::new(),
+            receipt_data: Vec::new(),
+            recs: Vec::new(),
+            ids: Vec::new(),
             index: FxMap::default(),
-            edges: Vec::new(),
+            lazy_index: LazyIndex::default(),
+            sources: FxMap::default(),
+            local_origins: FxMap::default(),
+            child_origins: FxMap::default(),
+            edge_recs: Vec::new(),
+            edge_ids: Vec::new(),
             participation: FxMap::default(),
             back: Vec::new(),
             fwd: Vec::new(),
@@ -123,7 +238,10 @@ impl Snapshot {
             aliases: BTreeMap::new(),
             failures: Vec::new(),
             receipts: Vec::new(),
+            facts: 0,
+            view: OnceLock::new(),
             scratch: Vec::with_capacity(512),
+            outcome_scratch: Vec::new(),
         }
     }
 
@@ -134,7 +252,7 @@ impl Snapshot {
     ) -> Result<Snapshot, CompileError> {
         let mut s = Snapshot::new(run_id);
         for r in receipts {
-            s.apply(r)?;
+            s.apply_receipt(r)?;
         }
         Ok(s)
     }
@@ -159,19 +277,20 @@ impl Snapshot {
         &self.receipts
     }
 
-    /// All nodes, in creation order.
+    /// All nodes, in creation order (the view is built on the first call after a change).
     pub fn nodes(&self) -> &[Node] {
-        &self.nodes
+        &self.view().nodes
     }
 
-    /// All edges, in creation order.
+    /// All edges, in creation order (the view is built on the first call after a change).
     pub fn edges(&self) -> &[Edge] {
-        &self.edges
+        &self.view().edges
     }
 
     /// A node by id.
     pub fn node(&self, id: &str) -> Option<&Node> {
-        self.index.get(id).map(|&i| &self.nodes[i as usize])
+        let view = self.view();
+        view.index.get(id).map(|&i| &view.nodes[i as usize])
     }
 
     /// Node ids an alias is bound to (more than one means the alias is ambiguous).
@@ -181,71 +300,263 @@ impl Snapshot {
 
     /// The newest outcome (or disposition) node, e.g. a child session's result to join.
     pub fn last_outcome(&self) -> Option<&str> {
-        self.nodes
+        let i = self
+            .recs
             .iter()
-            .rev()
-            .find(|n| matches!(n.kind, NodeKind::Outcome | NodeKind::Disposition))
-            .map(|n| &*n.id)
+            .rposition(|r| matches!(r, Rec::Outcome { .. }))?;
+        Some(self.id(i as u32))
     }
 
     /// Number of fact nodes.
     pub fn fact_count(&self) -> usize {
-        self.nodes
-            .iter()
-            .filter(|n| n.kind == NodeKind::Fact)
-            .count()
+        self.facts
     }
 
-    fn hash_node(&mut self, node: &mut Node) {
-        self.scratch.clear();
-        write_node(&mut self.scratch, node, &self.run_id, false);
-        let kind = node.kind.as_str();
+    /// The id of node `i`, hashed on first use.
+    pub(crate) fn id(&self, i: u32) -> &Id {
+        self.ids[i as usize].get_or_init(|| {
+            let mut buf = Vec::with_capacity(512);
+            self.hash_node(&mut buf, i)
+        })
+    }
+
+    /// The id of edge `e`, hashed on first use.
+    pub(crate) fn edge_id(&self, e: u32) -> &Id {
+        self.edge_ids[e as usize].get_or_init(|| {
+            let mut buf = Vec::with_capacity(320);
+            self.write_edge_rec(&mut buf, e, false);
+            let mut id = String::with_capacity(69);
+            id.push_str("edge_");
+            push_hex(&mut id, &Sha256::digest(&buf));
+            Id::from(id)
+        })
+    }
+
+    /// Kind and endpoint ids of edge `e`.
+    pub(crate) fn edge_parts(&self, e: u32) -> (EdgeKind, &str, &str) {
+        let rec = &self.edge_recs[e as usize];
+        let from = match &rec.from {
+            End::Node(n) => &**self.id(*n),
+            End::External(id) => &**id,
+        };
+        (rec.kind, from, self.id(rec.to))
+    }
+
+    /// The node a node id names, in this run.
+    pub(crate) fn find(&self, id: &str) -> Option<u32> {
+        if let Some(&i) = self.index.get(id) {
+            return Some(i);
+        }
+        if !id.starts_with("fact_") && !id.starts_with("origin_") && !id.starts_with("source_") {
+            return None;
+        }
+        let mut lazy = self
+            .lazy_index
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (covered, map) = &mut *lazy;
+        for i in *covered..self.recs.len() {
+            if matches!(
+                self.recs[i],
+                Rec::Source { .. } | Rec::Origin { .. } | Rec::Fact { .. }
+            ) {
+                map.insert(self.id(i as u32).clone(), i as u32);
+            }
+        }
+        *covered = self.recs.len();
+        map.get(id).copied()
+    }
+
+    /// The receipt id behind a node (occurrences, outcomes, facts).
+    pub(crate) fn receipt_of(&self, i: u32) -> Option<&str> {
+        match &self.recs[i as usize] {
+            Rec::Occurrence { receipt }
+            | Rec::Outcome { receipt, .. }
+            | Rec::Fact { receipt, .. } => Some(&self.receipt_data[*receipt as usize].receipt_id),
+            Rec::Source { .. } | Rec::Origin { .. } => None,
+        }
+    }
+
+    /// Occurrence stage, occurrence/fact transform, fact role, disposition category.
+    pub(crate) fn labels(
+        &self,
+        i: u32,
+    ) -> (
+        Option<Stage>,
+        Option<&str>,
+        Option<&str>,
+        Option<Disposition>,
+    ) {
+        match &self.recs[i as usize] {
+            Rec::Occurrence { receipt } => {
+                let r = &self.receipt_data[*receipt as usize];
+                (Some(r.stage), Some(&r.transform), None, None)
+            }
+            Rec::Fact { receipt, role, .. } => {
+                let r = &self.receipt_data[*receipt as usize];
+                (None, Some(&r.transform), Some(role), None)
+            }
+            Rec::Outcome { category, .. } => (None, None, None, *category),
+            Rec::Source { .. } | Rec::Origin { .. } => (None, None, None, None),
+        }
+    }
+
+    /// Fact: (origin, outcome, occurrence); outcome: (-, -, occurrence).
+    pub(crate) fn refs(&self, i: u32) -> (Option<u32>, Option<u32>, Option<u32>) {
+        match &self.recs[i as usize] {
+            Rec::Fact {
+                origin,
+                outcome,
+                occurrence,
+                ..
+            } => (Some(*origin), Some(*outcome), Some(*occurrence)),
+            Rec::Outcome { occurrence, .. } => (None, None, Some(*occurrence)),
+            _ => (None, None, None),
+        }
+    }
+
+    fn hash_node(&self, buf: &mut Vec<u8>, i: u32) -> Id {
+        buf.clear();
+        self.write_rec(buf, i, false);
+        let kind = self.recs[i as usize].kind().as_str();
         let mut id = String::with_capacity(kind.len() + 65);
         id.push_str(kind);
         id.push('_');
-        push_hex(&mut id, &Sha256::digest(&self.scratch));
-        node.id = Id::from(id);
+        push_hex(&mut id, &Sha256::digest(&buf[..]));
+        Id::from(id)
     }
 
-    /// Insert `node` unless a node with its id exists; returns its index.
-    fn intern(&mut self, mut node: Node) -> (u32, bool) {
-        self.hash_node(&mut node);
-        if let Some(&i) = self.index.get(&node.id) {
-            return (i, false);
+    /// Canonical JSON of node `i`; with `with_id` its `graph.json` entry, without it the bytes its
+    /// id is hashed from (see [`crate::node::write_node`] for the same shape from a [`Node`]).
+    fn write_rec(&self, out: &mut Vec<u8>, i: u32, with_id: bool) {
+        let id = with_id.then(|| &**self.id(i));
+        let rec = &self.recs[i as usize];
+        let kind = rec.kind().as_str();
+        let run_id = self.run_id.as_str();
+        let mut m = Members::new(out);
+        match rec {
+            Rec::Occurrence { receipt } => {
+                let r = &self.receipt_data[*receipt as usize];
+                m.opt("id", id);
+                m.str("kind", kind);
+                m.str("native_id", &r.native_id);
+                m.str("receipt_id", &r.receipt_id);
+                m.str("run_id", run_id);
+                m.num("sequence", r.sequence);
+                m.str("stage", r.stage.as_str());
+                m.str("transform", &r.transform);
+            }
+            Rec::Source { label } => {
+                m.opt("id", id);
+                m.str("kind", kind);
+                m.str("run_id", run_id);
+                m.str("source", label);
+            }
+            Rec::Origin { outcome, run } => {
+                m.opt("id", id);
+                m.str("kind", kind);
+                m.str("outcome_id", outcome);
+                m.opt("outcome_run_id", run.as_deref());
+                m.str("run_id", run_id);
+            }
+            Rec::Outcome {
+                receipt,
+                occurrence,
+                ordinal,
+                category,
+            } => {
+                let r = &self.receipt_data[*receipt as usize];
+                m.opt("category", category.map(Disposition::as_str));
+                m.opt("id", id);
+                m.str("kind", kind);
+                m.str("occurrence_id", self.id(*occurrence));
+                m.num("ordinal", u64::from(*ordinal));
+                m.str("payload_sha256", &r.payload_sha256);
+                m.str("receipt_id", &r.receipt_id);
+                m.str("run_id", run_id);
+            }
+            Rec::Fact {
+                receipt,
+                binding,
+                origin,
+                occurrence,
+                outcome,
+                role,
+            } => {
+                let r = &self.receipt_data[*receipt as usize];
+                m.key("fact_id");
+                m.out.push(b'"');
+                m.out.extend_from_slice(r.receipt_id.as_bytes());
+                let _ = write!(m.out, "/{binding}\"");
+                m.opt("id", id);
+                m.str("kind", kind);
+                m.str("occurrence_id", self.id(*occurrence));
+                m.str("origin", self.id(*origin));
+                m.str("outcome", self.id(*outcome));
+                m.str("receipt_sha256", receipt_sha256(&r.receipt_id));
+                m.str("relation_role", role);
+                m.str("run_id", run_id);
+                m.num("sequence", r.sequence);
+                m.str("transform", &r.transform);
+            }
         }
-        let i = self.nodes.len() as u32;
-        self.index.insert(node.id.clone(), i);
-        self.nodes.push(node);
+        m.end();
+    }
+
+    fn write_edge_rec(&self, out: &mut Vec<u8>, e: u32, with_id: bool) {
+        let (kind, from, to) = self.edge_parts(e);
+        let mut m = Members::new(out);
+        m.str("from", from);
+        if with_id {
+            m.str("id", self.edge_id(e));
+        }
+        m.str("kind", kind.as_str());
+        m.str("run_id", &self.run_id);
+        m.str("to", to);
+        m.end();
+    }
+
+    /// Add node `rec`; with `eager` its id is hashed now and indexed.
+    fn push(&mut self, rec: Rec, eager: bool) -> u32 {
+        let i = self.recs.len() as u32;
+        if matches!(rec, Rec::Fact { .. }) {
+            self.facts += 1;
+        }
+        self.recs.push(rec);
+        self.ids.push(OnceLock::new());
         self.back.push(Vec::new());
         self.fwd.push(Vec::new());
-        (i, true)
-    }
-
-    fn edge(&mut self, kind: EdgeKind, from: &Id, to: &Id) -> u32 {
-        let mut e = Edge {
-            id: Id::from(""),
-            kind,
-            from: from.clone(),
-            to: to.clone(),
-        };
-        self.scratch.clear();
-        write_edge(&mut self.scratch, &e, &self.run_id, false);
-        let mut id = String::with_capacity(69);
-        id.push_str("edge_");
-        push_hex(&mut id, &Sha256::digest(&self.scratch));
-        e.id = Id::from(id);
-        let i = self.edges.len() as u32;
-        self.edges.push(e);
+        if eager {
+            let mut buf = std::mem::take(&mut self.scratch);
+            let id = self.hash_node(&mut buf, i);
+            self.scratch = buf;
+            self.index.insert(id.clone(), i);
+            let _ = self.ids[i as usize].set(id);
+        }
         i
     }
 
-    fn id_of(&self, i: u32) -> Id {
-        self.nodes[i as usize].id.clone()
+    fn edge(&mut self, kind: EdgeKind, from: End, to: u32) -> u32 {
+        let i = self.edge_recs.len() as u32;
+        self.edge_recs.push(EdgeRec { kind, from, to });
+        self.edge_ids.push(OnceLock::new());
+        i
     }
 
     /// Compile one receipt; returns the outcome node ids of its ordinals, in ordinal order of
     /// first appearance. The receipt must be the next of this run.
     pub fn apply(&mut self, r: &Receipt) -> Result<Vec<(u32, String)>, CompileError> {
+        self.apply_receipt(r)?;
+        Ok(self
+            .outcome_scratch
+            .iter()
+            .map(|&(o, i)| (o, self.id(i).to_string()))
+            .collect())
+    }
+
+    /// [`Snapshot::apply`] without building the answer: returns the first outcome's id.
+    pub(crate) fn apply_receipt(&mut self, r: &Receipt) -> Result<Option<Id>, CompileError> {
         let expected = self.receipts.len() as u64;
         if r.run_id != self.run_id || r.sequence != expected {
             return Err(CompileError::OutOfSequence {
@@ -263,12 +574,10 @@ impl Snapshot {
                 run_id: None,
             } = &b.origin
             {
-                let known = self.index.get(outcome.as_str()).is_some_and(|&i| {
-                    matches!(
-                        self.nodes[i as usize].kind,
-                        NodeKind::Outcome | NodeKind::Disposition
-                    )
-                });
+                let known = self
+                    .index
+                    .get(outcome.as_str())
+                    .is_some_and(|&i| matches!(self.recs[i as usize], Rec::Outcome { .. }));
                 if !known {
                     return Err(CompileError::UnknownOutcome {
                         receipt_id: r.receipt_id.clone(),
@@ -277,6 +586,9 @@ impl Snapshot {
                     });
                 }
             }
+        }
+        if self.view.get().is_some() {
+            self.view = OnceLock::new();
         }
         self.receipts.push(ReceiptRef {
             receipt_id: r.receipt_id.clone(),
@@ -290,146 +602,256 @@ impl Snapshot {
                 reason: r.transform.clone(),
             });
         }
-        let receipt_id = Id::from(r.receipt_id.as_str());
-        let transform = Id::from(r.transform.as_str());
-        let payload_sha256 = Id::from(r.payload_sha256.as_str());
-        let receipt_sha256 = Id::from(r.sha256());
-        let mut occ = Node::blank(NodeKind::Occurrence);
-        occ.stage = Some(r.stage);
-        occ.native_id = Some(Id::from(r.native_id.as_str()));
-        occ.sequence = Some(r.sequence);
-        occ.transform = Some(transform.clone());
-        occ.receipt_id = Some(receipt_id.clone());
-        let (occ_i, _) = self.intern(occ);
-        let occ_id = self.id_of(occ_i);
+        let receipt = self.receipt_data.len() as u32;
+        self.receipt_data.push(ReceiptData {
+            receipt_id: Id::from(r.receipt_id.as_str()),
+            native_id: Id::from(r.native_id.as_str()),
+            transform: Id::from(r.transform.as_str()),
+            payload_sha256: Id::from(r.payload_sha256.as_str()),
+            stage: r.stage,
+            sequence: r.sequence,
+        });
+        let occ = self.push(Rec::Occurrence { receipt }, true);
 
-        let mut outcomes: Vec<(u32, String)> = Vec::new();
-        let mut outcome_nodes: Vec<(u32, u32)> = Vec::new();
+        let mut outcomes = std::mem::take(&mut self.outcome_scratch);
+        outcomes.clear();
         for b in &r.bindings {
-            if outcome_nodes.iter().any(|&(o, _)| o == b.outcome) {
+            if outcomes.iter().any(|&(o, _)| o == b.outcome) {
                 continue;
             }
-            let category = disposition_of(&r.bindings, b.outcome);
-            let mut n = Node::blank(if category.is_some() {
-                NodeKind::Disposition
-            } else {
-                NodeKind::Outcome
-            });
-            n.category = category;
-            n.occurrence_id = Some(occ_id.clone());
-            n.ordinal = Some(b.outcome);
-            n.payload_sha256 = Some(payload_sha256.clone());
-            n.receipt_id = Some(receipt_id.clone());
-            let (i, _) = self.intern(n);
-            outcome_nodes.push((b.outcome, i));
-            outcomes.push((b.outcome, self.id_of(i).to_string()));
+            let rec = Rec::Outcome {
+                receipt,
+                occurrence: occ,
+                ordinal: b.outcome,
+                category: disposition_of(&r.bindings, b.outcome),
+            };
+            outcomes.push((b.outcome, self.push(rec, true)));
         }
 
         for (bi, b) in r.bindings.iter().enumerate() {
-            let origin_i = match &b.origin {
-                Origin::Source { source } => {
-                    let mut n = Node::blank(NodeKind::Source);
-                    n.source = Some(Id::from(source.as_str()));
-                    self.intern(n).0
-                }
-                Origin::Outcome { outcome, run_id } => {
-                    let mut n = Node::blank(NodeKind::Origin);
-                    let outcome = Id::from(outcome.as_str());
-                    n.outcome_id = Some(outcome.clone());
-                    n.outcome_run_id = run_id.as_deref().map(Id::from);
-                    let (i, fresh) = self.intern(n);
-                    if fresh {
-                        let origin_id = self.id_of(i);
-                        let e = self.edge(EdgeKind::ContinuesAsOrigin, &outcome, &origin_id);
-                        self.cont_edge.insert(i, e);
-                        if run_id.is_none()
-                            && let Some(&prev) = self.index.get(&*outcome)
-                        {
+            let origin = match &b.origin {
+                Origin::Source { source } => match self.sources.get(source.as_str()) {
+                    Some(&i) => i,
+                    None => {
+                        let label = Id::from(source.as_str());
+                        let i = self.push(
+                            Rec::Source {
+                                label: label.clone(),
+                            },
+                            false,
+                        );
+                        self.sources.insert(label, i);
+                        i
+                    }
+                },
+                Origin::Outcome {
+                    outcome,
+                    run_id: None,
+                } => {
+                    // Checked above: the outcome is a node of this run.
+                    let prev = self.index.get(outcome.as_str()).copied().unwrap_or(0);
+                    match self.local_origins.get(&prev) {
+                        Some(&i) => i,
+                        None => {
+                            let rec = Rec::Origin {
+                                outcome: self.id(prev).clone(),
+                                run: None,
+                            };
+                            let i = self.push(rec, false);
+                            self.local_origins.insert(prev, i);
+                            let e = self.edge(EdgeKind::ContinuesAsOrigin, End::Node(prev), i);
+                            self.cont_edge.insert(i, e);
                             self.back[i as usize].push(Link {
                                 node: prev,
                                 edge: e,
                             });
                             self.fwd[prev as usize].push(Link { node: i, edge: e });
+                            i
                         }
                     }
-                    i
+                }
+                Origin::Outcome {
+                    outcome,
+                    run_id: Some(run),
+                } => {
+                    let key = (Id::from(outcome.as_str()), Id::from(run.as_str()));
+                    match self.child_origins.get(&key) {
+                        Some(&i) => i,
+                        None => {
+                            let rec = Rec::Origin {
+                                outcome: key.0.clone(),
+                                run: Some(key.1.clone()),
+                            };
+                            let i = self.push(rec, false);
+                            let e = self.edge(
+                                EdgeKind::ContinuesAsOrigin,
+                                End::External(key.0.clone()),
+                                i,
+                            );
+                            self.cont_edge.insert(i, e);
+                            self.child_origins.insert(key, i);
+                            i
+                        }
+                    }
                 }
             };
-            let origin_id = self.id_of(origin_i);
-            let part = match self.participation.get(&(origin_i, occ_i)) {
+            let part = match self.participation.get(&(origin, occ)) {
                 Some(&e) => e,
                 None => {
-                    let e = self.edge(EdgeKind::ParticipatesIn, &origin_id, &occ_id);
-                    self.participation.insert((origin_i, occ_i), e);
-                    self.back[occ_i as usize].push(Link {
-                        node: origin_i,
+                    let e = self.edge(EdgeKind::ParticipatesIn, End::Node(origin), occ);
+                    self.participation.insert((origin, occ), e);
+                    self.back[occ as usize].push(Link {
+                        node: origin,
                         edge: e,
                     });
                     e
                 }
             };
-            let Some(&(_, out_i)) = outcome_nodes.iter().find(|&&(o, _)| o == b.outcome) else {
+            let Some(&(_, outcome)) = outcomes.iter().find(|&&(o, _)| o == b.outcome) else {
                 continue;
             };
-            let outcome_id = self.id_of(out_i);
-            let mut f = Node::blank(NodeKind::Fact);
-            f.fact_id = Some(Id::from(format!("{}/{bi}", r.receipt_id)));
-            f.sequence = Some(r.sequence);
-            f.origin = Some(origin_id);
-            f.transform = Some(transform.clone());
-            f.occurrence_id = Some(occ_id.clone());
-            f.outcome = Some(outcome_id.clone());
-            f.relation_role = Some(Id::from(b.relation_role.as_str()));
-            f.receipt_sha256 = Some(receipt_sha256.clone());
-            let (fact_i, _) = self.intern(f);
-            let fact_id = self.id_of(fact_i);
-            let real = self.edge(EdgeKind::RealizesFact, &occ_id, &fact_id);
-            let has = self.edge(EdgeKind::HasOutcome, &fact_id, &outcome_id);
-            self.fwd[occ_i as usize].push(Link {
-                node: fact_i,
+            let fact = self.push(
+                Rec::Fact {
+                    receipt,
+                    binding: bi as u32,
+                    origin,
+                    occurrence: occ,
+                    outcome,
+                    role: Id::from(b.relation_role.as_str()),
+                },
+                false,
+            );
+            let real = self.edge(EdgeKind::RealizesFact, End::Node(occ), fact);
+            let has = self.edge(EdgeKind::HasOutcome, End::Node(fact), outcome);
+            self.fwd[occ as usize].push(Link {
+                node: fact,
                 edge: real,
             });
-            self.back[fact_i as usize].push(Link {
-                node: occ_i,
+            self.back[fact as usize].push(Link {
+                node: occ,
                 edge: real,
             });
-            self.fwd[fact_i as usize].push(Link {
-                node: occ_i,
+            self.fwd[fact as usize].push(Link {
+                node: occ,
                 edge: real,
             });
-            self.back[fact_i as usize].push(Link {
-                node: origin_i,
+            self.back[fact as usize].push(Link {
+                node: origin,
                 edge: part,
             });
-            self.fwd[origin_i as usize].push(Link {
-                node: fact_i,
+            self.fwd[origin as usize].push(Link {
+                node: fact,
                 edge: part,
             });
-            self.fwd[fact_i as usize].push(Link {
-                node: out_i,
+            self.fwd[fact as usize].push(Link {
+                node: outcome,
                 edge: has,
             });
-            self.back[out_i as usize].push(Link {
-                node: fact_i,
+            self.back[outcome as usize].push(Link {
+                node: fact,
                 edge: has,
             });
         }
 
-        if let Some((_, first)) = outcomes.first() {
+        let first = outcomes.first().map(|&(_, i)| self.id(i).clone());
+        self.outcome_scratch = outcomes;
+        if let Some(first) = &first {
             for alias in &r.outcome_aliases {
                 let ids = self.aliases.entry(alias.clone()).or_default();
-                if !ids.contains(first) {
-                    ids.push(first.clone());
+                if !ids.iter().any(|id| **id == **first) {
+                    ids.push(first.to_string());
                 }
             }
         }
-        Ok(outcomes)
+        Ok(first)
+    }
+
+    fn view(&self) -> &View {
+        self.view.get_or_init(|| {
+            let nodes: Vec<Node> = (0..self.recs.len() as u32)
+                .map(|i| self.public_node(i))
+                .collect();
+            let index = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.id.clone(), i as u32))
+                .collect();
+            let edges = (0..self.edge_recs.len() as u32)
+                .map(|e| {
+                    let (kind, from, to) = self.edge_parts(e);
+                    Edge {
+                        id: self.edge_id(e).clone(),
+                        kind,
+                        from: Id::from(from),
+                        to: Id::from(to),
+                    }
+                })
+                .collect();
+            View {
+                nodes,
+                edges,
+                index,
+            }
+        })
+    }
+
+    fn public_node(&self, i: u32) -> Node {
+        let rec = &self.recs[i as usize];
+        let mut n = Node::blank(rec.kind());
+        n.id = self.id(i).clone();
+        match rec {
+            Rec::Occurrence { receipt } => {
+                let r = &self.receipt_data[*receipt as usize];
+                n.stage = Some(r.stage);
+                n.native_id = Some(r.native_id.clone());
+                n.sequence = Some(r.sequence);
+                n.transform = Some(r.transform.clone());
+                n.receipt_id = Some(r.receipt_id.clone());
+            }
+            Rec::Source { label } => n.source = Some(label.clone()),
+            Rec::Origin { outcome, run } => {
+                n.outcome_id = Some(outcome.clone());
+                n.outcome_run_id = run.clone();
+            }
+            Rec::Outcome {
+                receipt,
+                occurrence,
+                ordinal,
+                category,
+            } => {
+                let r = &self.receipt_data[*receipt as usize];
+                n.category = *category;
+                n.occurrence_id = Some(self.id(*occurrence).clone());
+                n.ordinal = Some(*ordinal);
+                n.payload_sha256 = Some(r.payload_sha256.clone());
+                n.receipt_id = Some(r.receipt_id.clone());
+            }
+            Rec::Fact {
+                receipt,
+                binding,
+                origin,
+                occurrence,
+                outcome,
+                role,
+            } => {
+                let r = &self.receipt_data[*receipt as usize];
+                n.fact_id = Some(Id::from(format!("{}/{binding}", r.receipt_id)));
+                n.sequence = Some(r.sequence);
+                n.origin = Some(self.id(*origin).clone());
+                n.transform = Some(r.transform.clone());
+                n.occurrence_id = Some(self.id(*occurrence).clone());
+                n.outcome = Some(self.id(*outcome).clone());
+                n.relation_role = Some(role.clone());
+                n.receipt_sha256 = Some(Id::from(receipt_sha256(&r.receipt_id)));
+            }
+        }
+        n
     }
 
     /// The snapshot's canonical bytes (what `graph.json` holds, without trailing newline) and its
     /// `graph_id` (hex SHA-256 of the same object without `graph_id`).
     pub fn to_canonical(&self) -> (String, Vec<u8>) {
-        let mut head = Vec::with_capacity(self.nodes.len() * 400 + self.edges.len() * 260);
+        let mut head = Vec::with_capacity(self.recs.len() * 400 + self.edge_recs.len() * 260);
         head.extend_from_slice(b"{\"aliases\":{");
         let mut keys: Vec<&String> = self.aliases.keys().collect();
         keys.sort_by(|a, b| cmp_utf16(a, b));
@@ -448,11 +870,11 @@ impl Snapshot {
             head.push(b']');
         }
         let _ = write!(head, "}},\"complete\":{},\"edges\":[", self.complete());
-        for (i, e) in self.edges.iter().enumerate() {
-            if i > 0 {
+        for e in 0..self.edge_recs.len() as u32 {
+            if e > 0 {
                 head.push(b',');
             }
-            write_edge(&mut head, e, &self.run_id, true);
+            self.write_edge_rec(&mut head, e, true);
         }
         head.extend_from_slice(b"],\"entities\":[");
         self.write_kinds(
@@ -480,7 +902,7 @@ impl Snapshot {
             head.push(b'}');
         }
         head.push(b']');
-        let mut tail = Vec::with_capacity(self.nodes.len() * 300);
+        let mut tail = Vec::with_capacity(self.recs.len() * 300);
         tail.extend_from_slice(b",\"occurrences\":[");
         self.write_kinds(&mut tail, &[NodeKind::Occurrence]);
         tail.extend_from_slice(b"],\"receipts\":[");
@@ -518,12 +940,20 @@ impl Snapshot {
 
     fn write_kinds(&self, out: &mut Vec<u8>, kinds: &[NodeKind]) {
         let mut first = true;
-        for n in self.nodes.iter().filter(|n| kinds.contains(&n.kind)) {
+        for i in 0..self.recs.len() as u32 {
+            if !kinds.contains(&self.recs[i as usize].kind()) {
+                continue;
+            }
             if !first {
                 out.push(b',');
             }
             first = false;
-            write_node(out, n, &self.run_id, true);
+            self.write_rec(out, i, true);
         }
     }
+}
+
+/// The hex SHA-256 part of a receipt id.
+fn receipt_sha256(receipt_id: &str) -> &str {
+    receipt_id.get(RECEIPT_PREFIX.len()..).unwrap_or("")
 }

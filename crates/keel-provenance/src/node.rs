@@ -138,15 +138,15 @@ impl Node {
 }
 
 /// Writes object members; callers add them in sorted key order (checked in debug builds).
-struct Members<'a> {
-    out: &'a mut Vec<u8>,
+pub(crate) struct Members<'a> {
+    pub(crate) out: &'a mut Vec<u8>,
     first: bool,
     #[cfg(debug_assertions)]
     last: &'static str,
 }
 
 impl<'a> Members<'a> {
-    fn new(out: &'a mut Vec<u8>) -> Self {
+    pub(crate) fn new(out: &'a mut Vec<u8>) -> Self {
         out.push(b'{');
         Members {
             out,
@@ -155,7 +155,7 @@ impl<'a> Members<'a> {
             last: "",
         }
     }
-    fn key(&mut self, k: &'static str) {
+    pub(crate) fn key(&mut self, k: &'static str) {
         #[cfg(debug_assertions)]
         {
             debug_assert!(
@@ -172,20 +172,20 @@ impl<'a> Members<'a> {
         write_str(self.out, k);
         self.out.push(b':');
     }
-    fn str(&mut self, k: &'static str, v: &str) {
+    pub(crate) fn str(&mut self, k: &'static str, v: &str) {
         self.key(k);
         write_str(self.out, v);
     }
-    fn opt(&mut self, k: &'static str, v: Option<&str>) {
+    pub(crate) fn opt(&mut self, k: &'static str, v: Option<&str>) {
         if let Some(v) = v {
             self.str(k, v);
         }
     }
-    fn num(&mut self, k: &'static str, v: u64) {
+    pub(crate) fn num(&mut self, k: &'static str, v: u64) {
         self.key(k);
         let _ = write!(self.out, "{v}");
     }
-    fn end(self) {
+    pub(crate) fn end(self) {
         self.out.push(b'}');
     }
 }

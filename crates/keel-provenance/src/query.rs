@@ -21,7 +21,7 @@
 //! `complete` is `false` when the walk reached a child run that is not in scope.
 
 use crate::fxhash::{FxMap, FxSet};
-use crate::graph::Snapshot;
+use crate::graph::{Rec, Snapshot};
 use crate::node::{Node, NodeKind};
 use crate::receipt::RECEIPT_PREFIX;
 use serde::{Deserialize, Serialize};
@@ -126,7 +126,7 @@ impl<'a> QueryScope<'a> {
 
     fn resolve(&self, target: &str) -> Result<(usize, u32), QueryError> {
         for (gi, g) in self.graphs.iter().enumerate() {
-            if let Some(&i) = g.index.get(target) {
+            if let Some(i) = g.find(target) {
                 return Ok((gi, i));
             }
         }
@@ -134,7 +134,7 @@ impl<'a> QueryScope<'a> {
         let mut hits: Vec<(usize, u32)> = Vec::new();
         for (gi, g) in self.graphs.iter().enumerate() {
             for id in g.alias(alias) {
-                if let Some(&i) = g.index.get(id.as_str()) {
+                if let Some(i) = g.find(id) {
                     hits.push((gi, i));
                 }
             }
@@ -148,7 +148,7 @@ impl<'a> QueryScope<'a> {
                 target: target.to_owned(),
                 candidates: many
                     .iter()
-                    .map(|&(g, i)| self.graphs[g].nodes[i as usize].id.to_string())
+                    .map(|&(g, i)| self.graphs[g].id(i).to_string())
                     .collect(),
             }),
         }
@@ -220,6 +220,33 @@ impl NodeView {
     }
 }
 
+impl NodeView {
+    /// Project node `i` of `graph` through the allow-list (what [`NodeView::of`] gives for the
+    /// same node, without building it).
+    pub(crate) fn at(graph: &Snapshot, i: u32) -> NodeView {
+        let kind = graph.recs[i as usize].kind();
+        let (stage, transform, relation_role, category) = graph.labels(i);
+        let (origin, outcome, occurrence) = graph.refs(i);
+        let id = |n: Option<u32>| n.map(|n| graph.id(n).to_string());
+        NodeView {
+            id: graph.id(i).to_string(),
+            kind: kind.as_str().to_owned(),
+            stage: stage.map(|s| s.as_str().to_owned()),
+            transform: transform.map(str::to_owned),
+            relation_role: relation_role.map(str::to_owned),
+            category: category.map(|c| c.as_str().to_owned()),
+            origin: id(origin),
+            outcome: id(outcome),
+            occurrence_id: id(occurrence),
+            outcome_id: match &graph.recs[i as usize] {
+                Rec::Origin { outcome, .. } => Some(outcome.to_string()),
+                _ => None,
+            },
+            receipt_id: graph.receipt_of(i).map(str::to_owned),
+        }
+    }
+}
+
 /// One edge of a trace answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeView {
@@ -285,7 +312,7 @@ pub fn get_node(snapshot: &Snapshot, id: &str) -> Result<NodeView, QueryError> {
 pub fn get_node_in(scope: &QueryScope<'_>, id: &str) -> Result<NodeView, QueryError> {
     scope.check_complete()?;
     let (g, i) = scope.resolve(id)?;
-    Ok(NodeView::of(&scope.graphs[g].nodes[i as usize]))
+    Ok(NodeView::at(scope.graphs[g], i))
 }
 
 /// `trace` over one session.
@@ -327,7 +354,7 @@ pub fn trace_in(
         }
         path.push((g, n, d));
         let graph = scope.graphs[g];
-        let kind = graph.nodes[n as usize].kind;
+        let kind = graph.recs[n as usize].kind();
         if kind == NodeKind::Occurrence && (g, n) != start {
             continue;
         }
@@ -337,19 +364,21 @@ pub fn trace_in(
             Direction::Forward => &graph.fwd[n as usize],
         };
         for l in adjacency {
-            let step = u32::from(is_step(kind, graph.nodes[l.node as usize].kind));
+            let step = u32::from(is_step(kind, graph.recs[l.node as usize].kind()));
             links.push(((g, l.node), step, (g, l.edge)));
         }
-        if direction == Direction::Backward && kind == NodeKind::Origin {
-            let node = &graph.nodes[n as usize];
-            if let (Some(run), Some(outcome)) = (&node.outcome_run_id, &node.outcome_id) {
-                let target = scope
-                    .graph_of_run(run)
-                    .and_then(|cg| scope.graphs[cg].index.get(outcome).map(|&i| (cg, i)));
-                match (target, graph.cont_edge.get(&n)) {
-                    (Some(t), Some(&e)) => links.push((t, 0, (g, e))),
-                    _ => complete = false,
-                }
+        if direction == Direction::Backward
+            && let Rec::Origin {
+                outcome,
+                run: Some(run),
+            } = &graph.recs[n as usize]
+        {
+            let target = scope
+                .graph_of_run(run)
+                .and_then(|cg| scope.graphs[cg].find(outcome).map(|i| (cg, i)));
+            match (target, graph.cont_edge.get(&n)) {
+                (Some(t), Some(&e)) => links.push((t, 0, (g, e))),
+                _ => complete = false,
             }
         }
         for &(next, step, edge) in &links {
@@ -376,13 +405,10 @@ pub fn trace_in(
     let mut nodes = Vec::with_capacity(path.len());
     let mut formation_path = Vec::with_capacity(path.len());
     for &(g, n, d) in &path {
-        let node = &scope.graphs[g].nodes[n as usize];
-        formation_path.push(PathStep {
-            node_id: node.id.to_string(),
-            depth: d,
-        });
-        let view = NodeView::of(node);
-        if let Some(rid) = node.receipt_id.as_deref()
+        let graph = scope.graphs[g];
+        let view = NodeView::at(graph, n);
+        if !matches!(graph.recs[n as usize], Rec::Fact { .. })
+            && let Some(rid) = graph.receipt_of(n)
             && seen_receipts.insert(rid)
         {
             evidence_refs.push(EvidenceRef {
@@ -392,22 +418,27 @@ pub fn trace_in(
                 payload_visibility: "private".to_owned(),
             });
         }
+        formation_path.push(PathStep {
+            node_id: view.id.clone(),
+            depth: d,
+        });
         nodes.push(view);
     }
     let edges = edge_order
         .into_iter()
         .map(|(g, e)| {
-            let e = &scope.graphs[g].edges[e as usize];
+            let graph = scope.graphs[g];
+            let (kind, from, to) = graph.edge_parts(e);
             EdgeView {
-                id: e.id.to_string(),
-                kind: e.kind.as_str().to_owned(),
-                from: e.from.to_string(),
-                to: e.to.to_string(),
+                id: graph.edge_id(e).to_string(),
+                kind: kind.as_str().to_owned(),
+                from: from.to_owned(),
+                to: to.to_owned(),
             }
         })
         .collect();
     Ok(TraceResult {
-        target: scope.graphs[start.0].nodes[start.1 as usize].id.to_string(),
+        target: scope.graphs[start.0].id(start.1).to_string(),
         direction,
         complete,
         truncated,

@@ -36,12 +36,13 @@ use crate::fxhash::FxMap as HashMap;
 use crate::graph::Snapshot;
 use crate::jcs::{JcsError, Payload};
 use crate::model::{Binding, Disposition, Origin, Stage};
+use crate::node::Id;
 use crate::receipt::{Receipt, ReceiptInput, encode};
 
 /// What the recorder knows about one open call.
 #[derive(Debug, Clone, Default)]
 struct CallState {
-    last: Option<String>,
+    last: Option<Id>,
     denied: bool,
     executed: bool,
     exec_failed: bool,
@@ -58,11 +59,11 @@ pub struct Recorder {
     pending: Vec<String>,
     calls: HashMap<String, CallState>,
     /// Chain outcome id → call id (the newest outcome of each call only).
-    outcome_call: HashMap<String, String>,
+    outcome_call: HashMap<Id, String>,
     tokens: HashMap<String, String>,
     /// Execution token → its `tools/execute:enter` outcome (parents of nested dispatch).
-    token_outcome: HashMap<String, String>,
-    messages: HashMap<String, String>,
+    token_outcome: HashMap<String, Id>,
+    messages: HashMap<String, Id>,
 }
 
 const CALL_SOURCE: &str = "call:";
@@ -90,9 +91,9 @@ impl Recorder {
     ) -> Result<Recorder, crate::graph::CompileError> {
         let mut r = Recorder::new(run_id);
         for receipt in receipts {
-            let outcomes = r.graph.apply(receipt)?;
+            let primary = r.graph.apply_receipt(receipt)?;
             r.last_sha = Some(receipt.sha256().to_owned());
-            r.observe(receipt, outcomes.first().map(|(_, id)| id.as_str()));
+            r.observe(receipt, primary.as_ref());
         }
         Ok(r)
     }
@@ -134,7 +135,7 @@ impl Recorder {
         payload: &Payload<'_>,
         bindings: &[Binding],
         aliases: &[String],
-    ) -> Option<String> {
+    ) -> Option<Id> {
         let input = ReceiptInput {
             run_id: self.graph.run_id(),
             sequence: self.graph.receipts().len() as u64,
@@ -146,12 +147,11 @@ impl Recorder {
             previous: self.last_sha.as_deref(),
         };
         let reason = match encode(input, payload) {
-            Ok((receipt, line)) => match self.graph.apply(&receipt) {
-                Ok(outcomes) => {
+            Ok((receipt, line)) => match self.graph.apply_receipt(&receipt) {
+                Ok(primary) => {
                     self.pending.push(line);
                     self.last_sha = Some(receipt.sha256().to_owned());
-                    let primary = outcomes.into_iter().next().map(|(_, id)| id);
-                    self.observe(&receipt, primary.as_deref());
+                    self.observe(&receipt, primary.as_ref());
                     return primary;
                 }
                 Err(e) => format!("compile: {e}"),
@@ -181,7 +181,7 @@ impl Recorder {
         };
         // Only strings we control: encoding cannot fail, and neither can applying (no bindings).
         if let Ok((receipt, line)) = encode(input, &Payload::Obj(&members))
-            && self.graph.apply(&receipt).is_ok()
+            && self.graph.apply_receipt(&receipt).is_ok()
         {
             self.pending.push(line);
             self.last_sha = Some(receipt.sha256().to_owned());
@@ -189,11 +189,11 @@ impl Recorder {
     }
 
     /// Update call bookkeeping from a compiled receipt (shared by live capture and replay).
-    fn observe(&mut self, r: &Receipt, primary: Option<&str>) {
+    fn observe(&mut self, r: &Receipt, primary: Option<&Id>) {
         let call_id = match r.stage {
             Stage::AssistantMessage => {
                 if let Some(p) = primary {
-                    self.messages.insert(r.native_id.clone(), p.to_owned());
+                    self.messages.insert(r.native_id.clone(), p.clone());
                 }
                 return;
             }
@@ -206,7 +206,7 @@ impl Recorder {
                 Some(Origin::Outcome {
                     outcome,
                     run_id: None,
-                }) => self.outcome_call.remove(outcome),
+                }) => self.outcome_call.remove(outcome.as_str()),
                 Some(Origin::Source { source }) => source.strip_prefix(CALL_SOURCE).map(|c| {
                     self.calls.insert(c.to_owned(), CallState::default());
                     c.to_owned()
@@ -216,18 +216,18 @@ impl Recorder {
         };
         let Some(call_id) = call_id else { return };
         if let Some(p) = primary {
-            self.outcome_call.insert(p.to_owned(), call_id.clone());
+            self.outcome_call.insert(p.clone(), call_id.clone());
         }
         if r.stage == Stage::ExecuteEnter {
             self.tokens.insert(r.native_id.clone(), call_id.clone());
             if let Some(p) = primary {
-                self.token_outcome.insert(r.native_id.clone(), p.to_owned());
+                self.token_outcome.insert(r.native_id.clone(), p.clone());
             }
         }
         let Some(state) = self.calls.get_mut(&call_id) else {
             return;
         };
-        state.last = primary.map(str::to_owned).or(state.last.take());
+        state.last = primary.cloned().or(state.last.take());
         match r.stage {
             Stage::PreExecute if r.transform == "deny" || r.transform == "ask:denied" => {
                 state.denied = true

@@ -316,7 +316,7 @@ pub fn verify_bytes(bytes: &[u8], graph_bytes: Option<&[u8]>) -> Result<VerifyRe
     let failed = |f: VerifyFailure| VerifyError::Failed(Box::new(f));
     let mut snapshot = Snapshot::new(run_id.as_deref().unwrap_or(""));
     for (i, r) in scan.receipts.iter().enumerate() {
-        snapshot.apply(r).map_err(|e| {
+        snapshot.apply_receipt(r).map_err(|e| {
             let mut f = compile_failure(&e);
             f.line = Some(i + 1);
             failed(f)

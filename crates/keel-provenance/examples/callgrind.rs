@@ -1,0 +1,157 @@
+//! Deterministic workloads for instruction counting (stable on a noisy machine):
+//!
+//! ```text
+//! cargo build --profile bench -p keel-provenance --example callgrind
+//! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!     target/release/examples/callgrind WORKLOAD N
+//! ```
+//!
+//! Run each workload with `N` = 0 and with a larger `N`; the difference divided by `N` is the
+//! instruction count of one operation (setup is shared). Workloads: `capture` (every stage of one
+//! read-like call, in memory), `journal` (the same, then `Journal::flush`, no fsync), `trace`
+//! (one backward and one forward trace on a 3,000-fact graph), `verify` (offline verification of
+//! that graph's journal), `canonical` (the snapshot's canonical bytes, what `write_graph` writes),
+//! `replay` (re-opening that journal).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use keel_provenance::{
+    Direction, Dispatch, ExecuteResult, Journal, Payload, PostDecision, PreDecision, Recorder,
+    SettledResult, trace, verify,
+};
+use serde_json::{Value, json};
+use std::hint::black_box;
+
+struct Material {
+    message: Value,
+    tool_call: Value,
+    view: Value,
+    args: Value,
+    value: Value,
+    result_event: Value,
+}
+
+fn material() -> Material {
+    Material {
+        message: json!({"role": "assistant", "content": [{"type": "text", "text": "Reading the file."},
+            {"type": "tool-call", "id": "call_x", "name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}]}),
+        tool_call: json!({"turn": 1, "step": 1, "callId": "call_x", "name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}),
+        view: json!({"name": "read", "args": {"path": "src/main.rs"}}),
+        args: json!({"path": "src/main.rs", "offset": 0, "limit": 2000}),
+        value: json!({"path": "src/main.rs", "content": "fn main() {\n    println!(\"hello\");\n}\n", "lines": 3, "truncated": false}),
+        result_event: json!({"turn": 1, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": "call_x"}]}}),
+    }
+}
+
+/// Every stage of one read-like call (the same workload as the criterion bench).
+fn one_call(rec: &mut Recorder, m: &Material, i: usize) {
+    let (event, call, call_event, token, result_event) = (
+        format!("ev-{i}"),
+        format!("call_{i}"),
+        format!("ev-call-{i}"),
+        format!("tok-{i}"),
+        format!("ev-result-{i}"),
+    );
+    rec.assistant_message(&event, Payload::Value(&m.message));
+    rec.assistant_tool_call(&event, &call, "read", "{\"path\":\"src/main.rs\"}");
+    rec.tool_call_event(&call, &call_event, Payload::Value(&m.tool_call));
+    rec.pre_execute_enter(&call, Payload::Value(&m.view));
+    rec.pre_execute_decision(&call, PreDecision::Allow);
+    rec.execute_enter(
+        &call,
+        Dispatch {
+            token: &token,
+            parent_token: None,
+            arguments: Payload::Value(&m.args),
+        },
+    );
+    rec.execute_result(&token, ExecuteResult::Value(Payload::Value(&m.value)));
+    rec.post_execute(&call, Payload::Value(&m.value), PostDecision::Accept);
+    rec.settled(
+        &call,
+        SettledResult {
+            value: Payload::Value(&m.value),
+            content: Payload::Str("fn main() {}"),
+            is_error: false,
+            error_code: None,
+        },
+    );
+    rec.tool_result_event(&call, &result_event, Payload::Value(&m.result_event));
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let workload = args.get(1).map_or("capture", String::as_str);
+    let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let m = material();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    match workload {
+        "capture" => {
+            let mut rec = Recorder::new("bench");
+            for i in 0..n {
+                one_call(&mut rec, &m, i);
+                black_box(rec.drain_lines());
+            }
+        }
+        "journal" => {
+            let mut j =
+                Journal::open(&dir.path().join("j"), "bench").unwrap_or_else(|e| panic!("{e}"));
+            for i in 0..n {
+                one_call(j.recorder_mut(), &m, i);
+                black_box(j.flush().unwrap_or(0));
+            }
+        }
+        "trace" | "verify" | "canonical" | "replay" => {
+            let jdir = dir.path().join("v");
+            let mut j = Journal::open(&jdir, "bench").unwrap_or_else(|e| panic!("{e}"));
+            let mut i = 0;
+            while j.snapshot().fact_count() < 3_000 {
+                one_call(j.recorder_mut(), &m, i);
+                i += 1;
+            }
+            j.flush().unwrap_or_else(|e| panic!("{e}"));
+            j.write_graph().unwrap_or_else(|e| panic!("{e}"));
+            let s = j.snapshot();
+            // Forward from the assistant message outcome of call 137, as in the criterion bench.
+            let occurrence = s
+                .nodes()
+                .iter()
+                .find(|n| n.native_id.as_deref() == Some("ev-137"))
+                .map(|n| n.id.clone());
+            let message = s
+                .nodes()
+                .iter()
+                .find(|n| {
+                    n.occurrence_id.is_some()
+                        && n.occurrence_id == occurrence
+                        && n.fact_id.is_none()
+                })
+                .map(|n| n.id.to_string())
+                .unwrap_or_default();
+            for _ in 0..n {
+                match workload {
+                    "trace" => {
+                        black_box(trace(
+                            s,
+                            black_box("result:call_137"),
+                            Direction::Backward,
+                            32,
+                        ))
+                        .ok();
+                        black_box(trace(s, black_box(&message), Direction::Forward, 32)).ok();
+                    }
+                    "verify" => {
+                        black_box(verify(&jdir).unwrap_or_else(|e| panic!("{e}")));
+                    }
+                    "canonical" => {
+                        black_box(s.to_canonical());
+                    }
+                    _ => {
+                        black_box(Journal::open(&jdir, "bench").map(|j| j.snapshot().fact_count()))
+                            .ok();
+                    }
+                }
+            }
+        }
+        other => eprintln!("unknown workload {other}"),
+    }
+}
