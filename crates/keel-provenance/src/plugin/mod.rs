@@ -54,6 +54,18 @@ pub enum StoreMode {
     Memory,
 }
 
+/// Whether `tools/settled` fsyncs the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fsync {
+    /// fsync before every `tool/result` (default): receipts are durable first.
+    #[default]
+    Always,
+    /// Write only (the OS flushes later); for benchmarks and throwaway sessions. Step and turn
+    /// boundaries still fsync and publish `graph.json`.
+    Never,
+}
+
 /// The `[plugins.config]` table of a `provenance` row.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +73,9 @@ pub struct ProvenanceConfig {
     /// `journal` (default) or `memory`.
     #[serde(default)]
     pub store: StoreMode,
+    /// `always` (default) or `never`.
+    #[serde(default)]
+    pub fsync: Fsync,
 }
 
 /// The catalogue entry: `use = "provenance"`.
@@ -79,7 +94,9 @@ impl Plugin for ProvenancePlugin {
     fn install(&self, host: &mut HostBuilder, config: Value) -> Result<(), PluginError> {
         let config: ProvenanceConfig = plugin_config(self.id(), config)?;
         let provenance = match config.store {
-            StoreMode::Journal => Provenance::journal(host.keel_home.clone()),
+            StoreMode::Journal => {
+                Provenance::journal(host.keel_home.clone()).with_fsync(config.fsync)
+            }
             StoreMode::Memory => Provenance::in_memory(),
         };
         provenance.install(host);
@@ -102,6 +119,8 @@ pub(crate) struct State {
     sink: Sink,
     /// The bound session (prefix of event ids).
     session: String,
+    /// fsync in `tools/settled`.
+    pub(crate) fsync: Fsync,
     seams: stages::Bookkeeping,
 }
 
@@ -125,8 +144,14 @@ impl State {
     /// Write pending receipts; with `durable`, fsync them and publish `graph.json` as well
     /// (`graph` = false skips the graph).
     fn flush(&mut self, durability: Durability) {
-        let Sink::Journal(j) = &mut self.sink else {
-            return;
+        let j = match &mut self.sink {
+            Sink::Journal(j) => j,
+            // Nothing is written in memory mode; drop the journal lines so they do not pile up.
+            Sink::Memory(r) => {
+                r.drain_lines();
+                return;
+            }
+            Sink::Unbound => return,
         };
         let mut result = j.flush().map(|_| ());
         if result.is_ok() && durability != Durability::Write {
@@ -160,6 +185,14 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// Choose whether `tools/settled` fsyncs (default [`Fsync::Always`]).
+    pub fn with_fsync(self, fsync: Fsync) -> Provenance {
+        self.lock().fsync = fsync;
+        self
+    }
+}
+
+impl Provenance {
     /// Capture into `$KEEL_HOME/provenance/<session id>/` (`home` = `$KEEL_HOME`) once bound.
     pub fn journal(home: PathBuf) -> Provenance {
         Provenance::with_home(Some(home))
@@ -175,6 +208,7 @@ impl Provenance {
             state: Arc::new(Mutex::new(State {
                 sink: Sink::Unbound,
                 session: String::new(),
+                fsync: Fsync::Always,
                 seams: stages::Bookkeeping::default(),
             })),
             home,

@@ -28,6 +28,7 @@ impl State {
             sink,
             session,
             seams,
+            ..
         } = self;
         let recorder = match sink {
             super::Sink::Unbound => return None,

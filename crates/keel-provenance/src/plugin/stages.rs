@@ -363,6 +363,10 @@ impl SettledHook for Capture {
             },
         );
         // Durable before the host appends `tool/result`.
-        state.flush(Durability::Sync);
+        let durability = match state.fsync {
+            super::Fsync::Always => Durability::Sync,
+            super::Fsync::Never => Durability::Write,
+        };
+        state.flush(durability);
     }
 }
