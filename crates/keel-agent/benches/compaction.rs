@@ -142,6 +142,26 @@ fn prune_pass(index: &mut SurfaceIndex, session: &Session) -> Vec<ToolResultEven
         .collect()
 }
 
+/// The target: sync (nothing new), select, plan the prunes and build the replacements.
+#[inline(never)]
+fn target_pass(
+    index: &mut SurfaceIndex,
+    session: &Session,
+) -> (
+    Option<keel_agent::compaction::plan::SummarySpan>,
+    Vec<ToolResultEvent>,
+) {
+    index.sync(session);
+    let span = summary_span(index, RULES);
+    (span, prune_pass(index, session))
+}
+
+/// The cold build alone.
+#[inline(never)]
+fn cold_build(session: &Session) -> SurfaceIndex {
+    SurfaceIndex::of(session)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p) as usize]
 }
@@ -155,6 +175,15 @@ fn median_of(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
 fn bench(c: &mut Criterion) {
     let mut index = SurfaceIndex::default();
     let (session, mut steps) = surface(MESSAGES, &mut index);
+    if std::env::var_os("COMPACTION_BENCH_ONCE").is_some() {
+        // For instruction counts: `valgrind --tool=callgrind --toggle-collect='*target_pass*'`
+        // (or `*cold_build*`); the first pass searches the candidates for markers, the second
+        // is the steady state.
+        black_box(cold_build(&session));
+        black_box(target_pass(&mut index, &session));
+        black_box(target_pass(&mut index, &session));
+        std::process::exit(0);
+    }
     steps.sort();
     eprintln!(
         "per-step incremental sync over {} steps: median {:?}, p99 {:?}, max {:?}, total {:?}",
@@ -190,7 +219,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("compaction_100k");
     g.sample_size(20);
     g.bench_function("index: cold build (one-off)", |b| {
-        b.iter(|| black_box(SurfaceIndex::of(&session)))
+        b.iter(|| black_box(cold_build(&session)))
     });
     g.bench_function("index: sync, nothing new", |b| {
         b.iter(|| index.sync(black_box(&session)))
@@ -202,11 +231,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(prune_pass(&mut index, &session)))
     });
     g.bench_function("target: sync + select + prune plan + replacements", |b| {
-        b.iter(|| {
-            index.sync(&session);
-            let span = summary_span(&index, RULES);
-            black_box((span, prune_pass(&mut index, &session)))
-        })
+        b.iter(|| black_box(target_pass(&mut index, &session)))
     });
     g.finish();
 

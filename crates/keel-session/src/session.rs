@@ -103,9 +103,9 @@ impl Session {
     }
 
     /// [`Session::whole_event`] for each of `seqs`, in order. Cheapest when the seqs mostly
-    /// ascend, as surface nodes do: each lookup searches forward from the previous one
-    /// (galloping, so O(log distance)) instead of over the whole log, and touches the stored
-    /// events in memory order.
+    /// ascend, as surface nodes do: each lookup searches only the records that can hold the seq
+    /// given the previous one (each record holds at least one seq), so a log of whole events is
+    /// read in one probe per seq, and a log with delta runs in O(log distance) probes.
     pub fn whole_events<'a, I>(
         &'a self,
         seqs: I,
@@ -115,9 +115,10 @@ impl Session {
         I::IntoIter: 'a,
     {
         let recs = self.records.records();
-        let mut at = 0usize;
+        let events = self.records.len();
+        let mut at = None;
         seqs.into_iter()
-            .map(move |seq| (seq, whole_from(recs, &mut at, seq.0)))
+            .map(move |seq| (seq, whole_from(recs, events, &mut at, seq.0)))
     }
 
     /// Every event in seq order (delta chunks rebuilt on the fly).
@@ -370,30 +371,39 @@ fn first_seq(rec: &Record) -> u64 {
     }
 }
 
-/// The whole event at `seq` in `recs`, searching forward from record `*at` when it does not
-/// start past `seq` (else over all of `recs`); leaves `*at` at the record holding `seq`.
-fn whole_from<'a>(recs: &'a [Record], at: &mut usize, seq: u64) -> Option<&'a SessionEvent> {
-    let i = match recs.get(*at) {
-        Some(rec) if first_seq(rec) <= seq => {
-            // Gallop: recs[lo] starts at or before seq; find a bound past it.
-            let (mut lo, mut step) = (*at, 1usize);
-            let hi = loop {
-                let hi = lo.saturating_add(step);
-                match recs.get(hi) {
-                    Some(rec) if first_seq(rec) <= seq => {
-                        lo = hi;
-                        step = step.saturating_mul(2);
-                    }
-                    _ => break hi.min(recs.len()),
-                }
-            };
-            lo + recs[lo + 1..hi].partition_point(|r| first_seq(r) <= seq)
-        }
-        _ => recs
-            .partition_point(|r| first_seq(r) <= seq)
-            .checked_sub(1)?,
+/// The whole event at `seq` in `recs` (holding `events` seqs), after a lookup that ended at
+/// record `*at`; leaves `*at` at the record holding `seq`.
+fn whole_from<'a>(
+    recs: &'a [Record],
+    events: u64,
+    at: &mut Option<usize>,
+    seq: u64,
+) -> Option<&'a SessionEvent> {
+    if seq >= events || recs.is_empty() {
+        return None;
+    }
+    let (n, s) = (usize::try_from(events).ok()?, usize::try_from(seq).ok()?);
+    // Every record holds at least one seq, so the one holding `seq` has at most `seq` records
+    // before it and at most `events - 1 - seq` after it.
+    let last = recs.len() - 1;
+    let mut lo = (last + s + 1).saturating_sub(n);
+    let mut hi = s.min(last);
+    if let Some(a) = *at
+        && let Some(rec) = recs.get(a)
+        && first_seq(rec) <= seq
+    {
+        let ahead = usize::try_from(seq - first_seq(rec)).unwrap_or(usize::MAX);
+        lo = lo.max(a);
+        hi = hi.min(a.saturating_add(ahead));
+    }
+    // The answer is the last record in lo..=hi starting at or before `seq`; in a log of whole
+    // events it is `hi`.
+    let i = if lo >= hi || first_seq(&recs[hi]) <= seq {
+        hi
+    } else {
+        (lo + recs[lo..hi].partition_point(|r| first_seq(r) <= seq)).checked_sub(1)?
     };
-    *at = i;
+    *at = Some(i);
     match &recs[i] {
         Record::Event(e) if e.seq.0 == seq => Some(e),
         _ => None,
@@ -464,6 +474,8 @@ mod tests {
         }
         let n = s.len();
         let mut seqs: Vec<Seq> = (0..n + 3).map(Seq).collect();
+        seqs.extend((0..n).rev().map(Seq));
+        seqs.extend((0..n).step_by(5).map(Seq));
         seqs.extend([
             Seq(n - 1),
             Seq(0),

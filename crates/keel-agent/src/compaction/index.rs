@@ -165,6 +165,21 @@ impl SurfaceIndex {
         self.result_bytes.get(position).copied().unwrap_or(0)
     }
 
+    /// Positions of the `tool/result`s that are not replacements, estimated above
+    /// `over_tokens` and with more than `over_bytes` of result text (before the marker check).
+    pub fn prune_candidates(&self, over_tokens: u64, over_bytes: u64) -> Vec<usize> {
+        let nodes = self.tokens.iter().zip(&self.flags).zip(&self.result_bytes);
+        nodes
+            .enumerate()
+            .filter(|&(_, ((&tokens, &flags), &bytes))| {
+                tokens > over_tokens
+                    && flags & (TOOL_RESULT | REPLACEMENT) == TOOL_RESULT
+                    && bytes > over_bytes
+            })
+            .map(|(position, _)| position)
+            .collect()
+    }
+
     /// Whether node `position`'s result texts carry a pruning marker, searched once (through
     /// `session`, which must be the log the index was synced with) and remembered.
     pub fn carries_marker(&mut self, position: usize, session: &Session) -> bool {
@@ -465,9 +480,16 @@ mod tests {
         let (a, b) = (format!("c{t}a"), format!("c{t}b"));
         append(
             s,
-            assistant(t, vec![call(&a), call(&b), call("same")], t.is_multiple_of(3)),
+            assistant(
+                t,
+                vec![call(&a), call(&b), call("same")],
+                t.is_multiple_of(3),
+            ),
         );
-        append(s, result(t, &a, if t.is_multiple_of(2) { 9000 } else { 100 }));
+        append(
+            s,
+            result(t, &a, if t.is_multiple_of(2) { 9000 } else { 100 }),
+        );
         append(s, result(t, &b, 50));
         append(s, result(t, "same", 10));
         index.sync(s);
