@@ -28,17 +28,17 @@ PY
 work=$(mktemp -d)
 home=$(mktemp -d)
 trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work" "$home"' EXIT
+rm -f "$out/requests.jsonl" "$out/mock.url"
 "$MOCK" --script "$out/script.yaml" --record "$out/requests.jsonl" > "$out/mock.url" &
 mock_pid=$!
 for _ in $(seq 50); do [ -s "$out/mock.url" ] && break; sleep 0.1; done
 url=$(head -1 "$out/mock.url")
-rm -f "$out/requests.jsonl"
 
 echo "== keel run: $steps steps, $steps bash calls (loopback mock model)"
 KEEL_HOME=$home DEEPSEEK_API_KEY=sk-bench KEEL_REPORT_RUSAGE=1 \
   /usr/bin/time -v "$KEEL" --cwd "$work" --base-url "$url" --approval auto \
   run "run the steps" > "$out/answer.txt" 2> "$out/run.stderr" || true
-grep -E 'keel-rusage|Elapsed|Maximum resident|User time|System time' "$out/run.stderr"
+grep -E 'keel-rusage|keel-timing|Elapsed|Maximum resident|User time|System time' "$out/run.stderr"
 python3 - "$out/run.stderr" "$steps" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read(); steps = int(sys.argv[2])
@@ -59,6 +59,11 @@ sys_bytes = len(json.dumps(system["content"], ensure_ascii=False, separators=(",
 tools_bytes = len(json.dumps(body.get("tools", []), ensure_ascii=False, separators=(",", ":")).encode())
 print(f"system prompt {sys_bytes} B + tool schemas {tools_bytes} B ({len(body.get('tools', []))} tools) = {sys_bytes + tools_bytes} B")
 PY
+
+echo "== start-up to first request (10 runs of a one-step scripted task; keel-timing)"
+for _ in $(seq 10); do
+  KEEL_HOME=$home KEEL_REPORT_RUSAGE=1 "$KEEL" --cwd "$work" run --script "$out/one.yaml" hi 2>&1 >/dev/null | grep -o 'first_request_ms=[0-9.]*'
+done | sort -t= -k2 -n | awk -F= '{a[NR]=$2} END {print "median first_request_ms=" a[int((NR+1)/2)] " (min " a[1] ", max " a[NR] ")"}'
 
 if command -v hyperfine >/dev/null; then
   echo "== keel --version"

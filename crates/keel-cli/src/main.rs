@@ -11,7 +11,11 @@ mod plugins;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// When the process started (for `KEEL_REPORT_RUSAGE` timings).
+pub static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
 fn main() -> ExitCode {
+    STARTED.get_or_init(std::time::Instant::now);
     let cli = cli::Cli::parse();
     let code = match cmd::dispatch(cli) {
         Ok(code) => code,

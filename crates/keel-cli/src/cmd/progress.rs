@@ -20,6 +20,20 @@ impl Progress {
 
     /// Register the observer.
     pub fn install(&self, hooks: &mut HookRegistry) {
+        if std::env::var_os("KEEL_REPORT_RUSAGE").is_some() {
+            // Start-up to the first model request: measured where the stream is opened (after
+            // the durability flush that precedes every request).
+            let reported = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            hooks.llm_stream.push(keel_agent::hooks::middleware(move |call, next| {
+                if !reported.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(start) = crate::STARTED.get() {
+                        let ms = start.elapsed().as_secs_f64() * 1000.0;
+                        let _ = writeln!(std::io::stderr(), "keel-timing first_request_ms={ms:.3}");
+                    }
+                }
+                next.run(call)
+            }));
+        }
         if self.json {
             hooks.session_event.push(Arc::new(|ev| {
                 if let Ok(line) = ev.to_json() {
