@@ -359,11 +359,13 @@ pub(crate) fn parse<'a>(line: &'a str, scratch: &mut Scratch) -> Option<Fast<'a>
                         None if ty? == "assistant/chunk" => {
                             let at = c.i;
                             match delta_data(&mut c, scratch) {
-                                Some(d) => Data::Delta(d),
-                                None => {
+                                Ok(d) => Data::Delta(d),
+                                Err(Miss::NotDelta) => {
                                     c.i = at;
+                                    scratch.clear();
                                     Data::Body(c.body(ty?)?)
                                 }
+                                Err(Miss::Bail) => return None,
                             }
                         }
                         None => Data::Body(c.body(ty?)?),
@@ -515,26 +517,35 @@ pub(crate) enum Text<'a> {
     Scratch,
 }
 
-fn delta_data<'a>(c: &mut Cur<'a>, scratch: &mut Scratch) -> Option<DeltaData<'a>> {
+/// Why a chunk was not read as a delta.
+enum Miss {
+    /// Its type is not a delta type: the general reader makes an event of it too.
+    NotDelta,
+    /// Anything else: leave the whole line to the general reader.
+    Bail,
+}
+
+fn delta_data<'a>(c: &mut Cur<'a>, scratch: &mut Scratch) -> Result<DeltaData<'a>, Miss> {
     let (mut turn, mut step, mut chunk) = (None, None, None);
-    if c.open(b'{', b'}')? {
+    let bail = |o: Option<()>| o.ok_or(Miss::Bail);
+    if c.open(b'{', b'}').ok_or(Miss::Bail)? {
         loop {
-            match c.key()? {
-                "turn" => once(&mut turn, c.u32()?)?,
-                "step" => once(&mut step, c.u32()?)?,
-                "chunk" => once(&mut chunk, delta_chunk(c, scratch)?)?,
-                _ => return None,
+            match c.key().ok_or(Miss::Bail)? {
+                "turn" => bail(once(&mut turn, c.u32().ok_or(Miss::Bail)?))?,
+                "step" => bail(once(&mut step, c.u32().ok_or(Miss::Bail)?))?,
+                "chunk" => bail(once(&mut chunk, delta_chunk(c, scratch)?))?,
+                _ => return Err(Miss::Bail),
             }
-            if !c.more(b'}')? {
+            if !c.more(b'}').ok_or(Miss::Bail)? {
                 break;
             }
         }
     }
-    let (kind, index, text, id, name) = chunk?;
-    Some(DeltaData {
+    let (kind, index, text, id, name) = chunk.ok_or(Miss::Bail)?;
+    Ok(DeltaData {
         kind,
-        turn: turn?,
-        step: step?,
+        turn: turn.ok_or(Miss::Bail)?,
+        step: step.ok_or(Miss::Bail)?,
         index,
         text,
         id,
@@ -550,9 +561,25 @@ type ChunkFields<'a> = (
     Option<(usize, usize)>,
 );
 
-fn delta_chunk<'a>(c: &mut Cur<'a>, scratch: &mut Scratch) -> Option<ChunkFields<'a>> {
-    let (mut ty, mut index, mut text, mut args, mut id, mut name) =
-        (None, None, None, None, None, None);
+fn delta_chunk<'a>(c: &mut Cur<'a>, scratch: &mut Scratch) -> Result<ChunkFields<'a>, Miss> {
+    let mut ty = None;
+    let fields = delta_fields(c, scratch, &mut ty);
+    match (fields, ty) {
+        (Some(f), _) => Ok(f),
+        (None, Some("text-delta" | "reasoning-delta" | "tool-call-delta") | None) => {
+            Err(Miss::Bail)
+        }
+        (None, Some(_)) => Err(Miss::NotDelta),
+    }
+}
+
+/// The fields of a delta chunk; `ty` is its type once read.
+fn delta_fields<'a>(
+    c: &mut Cur<'a>,
+    scratch: &mut Scratch,
+    ty: &mut Option<&'a str>,
+) -> Option<ChunkFields<'a>> {
+    let (mut index, mut text, mut args, mut id, mut name) = (None, None, None, None, None);
     let read_text = |c: &mut Cur<'a>, scratch: &mut Scratch| -> Option<Text<'a>> {
         let at = c.i;
         if let Some(s) = c.plain_str() {
@@ -569,7 +596,7 @@ fn delta_chunk<'a>(c: &mut Cur<'a>, scratch: &mut Scratch) -> Option<ChunkFields
     if c.open(b'{', b'}')? {
         loop {
             match c.key()? {
-                "type" => once(&mut ty, c.plain_str()?)?,
+                "type" => once(ty, c.plain_str()?)?,
                 "index" => once(&mut index, c.u32()?)?,
                 "text" => once(&mut text, read_text(c, scratch)?)?,
                 "argumentsDelta" => once(&mut args, read_text(c, scratch)?)?,
@@ -583,14 +610,12 @@ fn delta_chunk<'a>(c: &mut Cur<'a>, scratch: &mut Scratch) -> Option<ChunkFields
         }
     }
     let index = index?;
-    match ty? {
-        "text-delta" | "reasoning-delta" if args.is_none() && id.is_none() && name.is_none() => {
-            let kind = if ty? == "text-delta" {
-                PackedKind::Text
-            } else {
-                PackedKind::Reasoning
-            };
-            Some((kind, index, text?, None, None))
+    match (*ty)? {
+        "text-delta" if args.is_none() && id.is_none() && name.is_none() => {
+            Some((PackedKind::Text, index, text?, None, None))
+        }
+        "reasoning-delta" if args.is_none() && id.is_none() && name.is_none() => {
+            Some((PackedKind::Reasoning, index, text?, None, None))
         }
         "tool-call-delta" if text.is_none() => Some((
             PackedKind::ToolCall,
@@ -634,6 +659,139 @@ impl Scratch {
                 Text::Line(s) => s,
                 Text::Scratch => &self.text,
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The fast reader against the general one: whenever the fast reader returns a line, the
+    //! general reader returns the same one, on real and synthetic lines and on mutations of them.
+
+    use super::super::parse::{Line, Scratch, parse_general};
+    use crate::record::Delta;
+    use crate::store::encode::encode_records;
+    use crate::synth::{SynthOptions, generate};
+    use pretty_assertions::assert_eq;
+    use rand::{Rng, SeedableRng};
+    use serde_json::{Value, json};
+
+    fn delta(d: &Delta<'_>) -> Value {
+        json!({ "delta": [
+            d.kind.type_name(), d.seq, d.time, d.turn, d.step, d.index, d.id, d.name, d.text
+        ] })
+    }
+
+    /// What the session makes of a line: an event it stores as a delta counts as that delta.
+    fn repr(line: Line<'_>) -> Value {
+        match line {
+            Line::Event(e) => match Delta::of_event(&e) {
+                Some(d) => delta(&d),
+                None => json!({ "event": serde_json::to_value(&e).unwrap() }),
+            },
+            Line::Delta(d) => delta(&d),
+            Line::Row(r) => {
+                let texts: Vec<&str> = (0..r.len()).map(|i| r.text(i)).collect();
+                json!({ "row": [
+                    r.kind.type_name(), r.seq0, r.time0, r.turn, r.step, r.index, r.id, r.name,
+                    r.dt, texts
+                ] })
+            }
+        }
+    }
+
+    /// The fast reading of `line`, if any, checked against the general one.
+    fn check(line: &str) -> bool {
+        let mut s1 = Scratch::default();
+        let mut s2 = Scratch::default();
+        let Some(fast) = super::parse(line, &mut s1) else {
+            return false;
+        };
+        let fast = repr(fast.resolve(&s1));
+        let general = parse_general(line, &mut s2).map(repr).unwrap_or_else(|e| {
+            panic!("fast path accepted what the general one refuses ({e}): {line}")
+        });
+        assert_eq!(fast, general, "{line}");
+        true
+    }
+
+    fn corpus() -> (Vec<String>, usize) {
+        let session = generate(&SynthOptions {
+            events: 600,
+            ..SynthOptions::default()
+        })
+        .unwrap();
+        let mut buf = Vec::new();
+        encode_records(session.records().records(), 0, &mut buf).unwrap();
+        let mut lines: Vec<String> = String::from_utf8(buf)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let synthetic = lines.len();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/testdata/dsh-sessions");
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            for name in ["session.plain.jsonl", "session.jsonl"] {
+                if let Ok(text) = std::fs::read_to_string(entry.path().join(name)) {
+                    lines.extend(text.lines().skip(1).map(str::to_owned));
+                }
+            }
+        }
+        lines.extend(
+            [
+                r#"{"type":"text-chunks","seq0":3,"time0":-7,"data":{"turn":1,"step":2,"index":0,"dt":[1,-2,0],"texts":["a\n\"b\"","\u00e9\ud83d\ude00 x","\\\/\b\f\r\t",""]}}"#,
+                r#" { "data" : {"index":4,"texts":[],"step":1,"turn":1} , "seq0":0 ,"time0":0, "type":"text-chunks" } "#,
+                r#"{"type":"tool-call-chunks","seq0":9,"time0":5,"data":{"turn":1,"step":1,"index":2,"dt":[0],"id":"c\"1","name":"bash","args":["{\"a\":","1}"]}}"#,
+                r#"{"type":"reasoning-chunks","seq0":1,"time0":1,"data":{"turn":1,"step":1,"index":0,"texts":["a"],"args":["b"]}}"#,
+                r#"{"type":"text-chunks","seq0":1,"time0":1,"seq":4,"data":{"turn":1,"step":1,"index":0,"texts":["a"]},"ignorable":true}"#,
+                r#"{"type":"assistant/chunk","seq":5,"time":6,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x\ty"}}}"#,
+                r#"{"type":"assistant/chunk","seq":5,"time":6,"data":{"chunk":{"text":"q","index":0,"type":"reasoning-delta"},"step":1,"turn":1}}"#,
+                r#"{"type":"assistant/chunk","seq":5,"time":6,"data":{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":2,"id":"c","name":"n"}}}"#,
+                r#"{"type":"assistant/chunk","seq":5,"time":6,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x","id":"c"}}}"#,
+                r#"{"type":"assistant/chunk","seq":5,"time":6,"ignorable":true,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"x"}}}"#,
+                r#"{"type":"assistant/chunk","seq":5,"time":6,"data":{"turn":1,"step":1,"chunk":{"type":"block-start","index":0,"blockType":"text"}}}"#,
+                r#"{"type":"future/x","seq":1,"time":2,"ignorable":true,"data":{"v":[1,{"w":null}]}}"#,
+                r#"{"type":"turn/start","seq":1,"time":2}"#,
+                r#"{"type":"turn/start","seq":1,"time":2,"data":{"turn":1},"seq0":null}"#,
+                r#"{"type":"user/message","seq":4,"time":5,"data":{"role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"id":"u"},"surfaceOp":{"op":"replace","start":1,"end":2},"sourceEventSeqs":[1,2]}"#,
+                r#"{"type":"turn/start","seq":01,"time":2,"data":{"turn":1}}"#,
+                r#"{"type":"turn/start","seq":1.0,"time":2,"data":{"turn":1}}"#,
+                r#"{"type":"turn/start","seq":1,"time":-0,"data":{"turn":1}}"#,
+                r#"{"type":"turn/start","seq":1,"seq":1,"time":2,"data":{"turn":1}}"#,
+                r#"{"type":"turn/start","seq":99999999999999999999,"time":2,"data":{"turn":1}}"#,
+                r#"{"type":"session/title","seq":0,"time":1,"data":{"title":"\ud800"}}"#,
+            ]
+            .map(str::to_owned),
+        );
+        (lines, synthetic)
+    }
+
+    #[test]
+    fn fast_reader_agrees_with_the_general_one() {
+        let (lines, synthetic) = corpus();
+        let taken = lines.iter().filter(|l| check(l)).count();
+        // Every line keel writes takes the fast path.
+        assert!(lines[..synthetic].iter().all(|l| check(l)));
+        assert!(taken > synthetic);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        const BYTES: &[u8] = b" \"\\{}[],:0159-.eEnulltrfa\x01\x7f";
+        for _ in 0..40_000 {
+            let mut b = lines[rng.gen_range(0..lines.len())].clone().into_bytes();
+            for _ in 0..rng.gen_range(1..4) {
+                let at = rng.gen_range(0..=b.len());
+                match rng.gen_range(0..3) {
+                    0 => b.insert(at, BYTES[rng.gen_range(0..BYTES.len())]),
+                    1 if at < b.len() => {
+                        b.remove(at);
+                    }
+                    _ if at < b.len() => b[at] = BYTES[rng.gen_range(0..BYTES.len())],
+                    _ => {}
+                }
+            }
+            if let Ok(line) = String::from_utf8(b) {
+                check(&line);
+            }
         }
     }
 }

@@ -180,7 +180,10 @@ pub(crate) fn parse_line<'a>(
 }
 
 /// Parse one event line (not the header) the general way.
-fn parse_general<'a>(line: &'a str, scratch: &'a mut Scratch) -> Result<Line<'a>, RecordError> {
+pub(crate) fn parse_general<'a>(
+    line: &'a str,
+    scratch: &'a mut Scratch,
+) -> Result<Line<'a>, RecordError> {
     let env: Envelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
     let data = env.data.map(RawValue::get).unwrap_or("null");
     let kind = match env.ty.as_ref() {
