@@ -12,8 +12,8 @@ use crate::seams::{FlushPoint, HookRegistry, InboxInserted};
 use futures::future::BoxFuture;
 use keel_llm::{ModelInfo, Provider, RetryPolicy};
 use keel_protocol::{
-    ApprovalPolicyEvent, EventBody, Message, MessageSource, SandboxModeEvent, Seq, SessionEvent, SessionId,
-    SurfaceOp, ToolCallBlock,
+    ApprovalPolicyEvent, EventBody, Message, MessageSource, SandboxModeEvent, Seq, SessionEvent,
+    SessionId, SurfaceOp, ToolCallBlock,
 };
 use keel_session::PersistentSession;
 use keel_tools::{ApprovalOutcome, Pipeline, SandboxMode};
@@ -58,7 +58,11 @@ impl ApprovalPolicy {
 /// Answers approval requests when the policy is `ask` (an interactive front end).
 pub trait Approver: Send + Sync {
     /// Decide on `call`; `reason` says why approval is needed.
-    fn decide<'a>(&'a self, call: &'a ToolCallBlock, reason: &'a str) -> BoxFuture<'a, ApprovalOutcome>;
+    fn decide<'a>(
+        &'a self,
+        call: &'a ToolCallBlock,
+        reason: &'a str,
+    ) -> BoxFuture<'a, ApprovalOutcome>;
 }
 
 /// Static settings of an agent.
@@ -96,7 +100,12 @@ pub struct AgentConfig {
 
 impl AgentConfig {
     /// Defaults for `model` in `cwd`.
-    pub fn new(provider_name: impl Into<String>, model: impl Into<String>, model_info: ModelInfo, cwd: PathBuf) -> Self {
+    pub fn new(
+        provider_name: impl Into<String>,
+        model: impl Into<String>,
+        model_info: ModelInfo,
+        cwd: PathBuf,
+    ) -> Self {
         AgentConfig {
             provider_name: provider_name.into(),
             model: model.into(),
@@ -134,6 +143,7 @@ pub(crate) struct Inner {
     pub(crate) provider: Arc<dyn Provider>,
     pub(crate) pipeline: Pipeline,
     pub(crate) hooks: HookRegistry,
+    pub(crate) global_hooks: HookRegistry,
     pub(crate) approver: Option<Arc<dyn Approver>>,
     pub(crate) instructions: Vec<InstructionFile>,
     pub(crate) log: Mutex<PersistentSession>,
@@ -151,7 +161,10 @@ pub struct Agent {
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Agent").field("session", &self.session_id()).field("model", &self.inner.config.model).finish()
+        f.debug_struct("Agent")
+            .field("session", &self.session_id())
+            .field("model", &self.inner.config.model)
+            .finish()
     }
 }
 
@@ -162,13 +175,21 @@ pub struct AgentBuilder {
     pipeline: Pipeline,
     log: PersistentSession,
     hooks: HookRegistry,
+    agent_hooks: HookRegistry,
     approver: Option<Arc<dyn Approver>>,
 }
 
 impl AgentBuilder {
-    /// Hooks (already layered global + agent; see [`HookRegistry::layered`]).
+    /// Global hooks: this agent's and, inherited, its children's (subagents).
     pub fn hooks(mut self, hooks: HookRegistry) -> Self {
         self.hooks = hooks;
+        self
+    }
+
+    /// Hooks for this agent only, run after the global ones and not inherited by children
+    /// (a front end's progress printer, a per-session journal).
+    pub fn agent_hooks(mut self, hooks: HookRegistry) -> Self {
+        self.agent_hooks = hooks;
         self
     }
 
@@ -195,7 +216,8 @@ impl AgentBuilder {
                 config: self.config,
                 provider: self.provider,
                 pipeline: self.pipeline,
-                hooks: self.hooks,
+                hooks: HookRegistry::layered(&self.hooks, &self.agent_hooks),
+                global_hooks: self.hooks,
                 approver: self.approver,
                 instructions,
                 log: Mutex::new(self.log),
@@ -206,9 +228,13 @@ impl AgentBuilder {
         };
         if fresh {
             let sandbox = agent.sandbox();
-            agent.push(EventBody::SandboxMode(Box::new(SandboxModeEvent { mode: sandbox.as_str().to_owned() })))?;
+            agent.push(EventBody::SandboxMode(Box::new(SandboxModeEvent {
+                mode: sandbox.as_str().to_owned(),
+            })))?;
             let policy = agent.inner.config.approval.as_str().to_owned();
-            agent.push(EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent { policy })))?;
+            agent.push(EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent {
+                policy,
+            })))?;
         }
         Ok(agent)
     }
@@ -216,7 +242,10 @@ impl AgentBuilder {
 
 impl LoopState {
     fn rebuild(session: &keel_session::Session) -> LoopState {
-        let mut state = LoopState { turn: session.turn_state().last_turn, ..LoopState::default() };
+        let mut state = LoopState {
+            turn: session.turn_state().last_turn,
+            ..LoopState::default()
+        };
         for ev in session.events() {
             match &ev.body {
                 EventBody::InboxSpliced(s) => state.inbox.replay(s),
@@ -224,7 +253,9 @@ impl LoopState {
                 EventBody::SessionEndSeed(_) => state.inbox = Inbox::default(),
                 EventBody::RequestHeader(h) => state.last_header = Some(h.header.clone()),
                 EventBody::RequestContext(c) => state.last_context = serde_json::to_value(c).ok(),
-                EventBody::UserMessage(m) if m.source.plugin_id() == Some(crate::request::RUNTIME_CONTEXT_PLUGIN) => {
+                EventBody::UserMessage(m)
+                    if m.source.plugin_id() == Some(crate::request::RUNTIME_CONTEXT_PLUGIN) =>
+                {
                     state.last_runtime = Some(m.text());
                 }
                 _ => {}
@@ -236,8 +267,21 @@ impl LoopState {
 
 impl Agent {
     /// Start building an agent over a session log.
-    pub fn builder(config: AgentConfig, provider: Arc<dyn Provider>, pipeline: Pipeline, log: PersistentSession) -> AgentBuilder {
-        AgentBuilder { config, provider, pipeline, log, hooks: HookRegistry::default(), approver: None }
+    pub fn builder(
+        config: AgentConfig,
+        provider: Arc<dyn Provider>,
+        pipeline: Pipeline,
+        log: PersistentSession,
+    ) -> AgentBuilder {
+        AgentBuilder {
+            config,
+            provider,
+            pipeline,
+            log,
+            hooks: HookRegistry::default(),
+            agent_hooks: HookRegistry::default(),
+            approver: None,
+        }
     }
 
     /// The session id.
@@ -260,9 +304,14 @@ impl Agent {
         &self.inner.provider
     }
 
-    /// The hooks in force.
+    /// The hooks in force (global, then agent-scoped).
     pub fn hooks(&self) -> &HookRegistry {
         &self.inner.hooks
+    }
+
+    /// The global hooks only: what a child agent inherits.
+    pub fn global_hooks(&self) -> &HookRegistry {
+        &self.inner.global_hooks
     }
 
     /// The sandbox mode.
@@ -272,11 +321,17 @@ impl Agent {
 
     /// Lock the session log (never hold the guard across an await).
     pub fn log(&self) -> MutexGuard<'_, PersistentSession> {
-        self.inner.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .log
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, LoopState> {
-        self.inner.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Append a non-surface event.
@@ -285,11 +340,20 @@ impl Agent {
     }
 
     /// Append a surface event.
-    pub fn push_surface(&self, body: EventBody, op: SurfaceOp, sources: Vec<Seq>) -> Result<Seq, AgentError> {
+    pub fn push_surface(
+        &self,
+        body: EventBody,
+        op: SurfaceOp,
+        sources: Vec<Seq>,
+    ) -> Result<Seq, AgentError> {
         self.commit(body, Some((op, sources)))
     }
 
-    fn commit(&self, body: EventBody, surface: Option<(SurfaceOp, Vec<Seq>)>) -> Result<Seq, AgentError> {
+    fn commit(
+        &self,
+        body: EventBody,
+        surface: Option<(SurfaceOp, Vec<Seq>)>,
+    ) -> Result<Seq, AgentError> {
         let observers = &self.inner.hooks.session_event;
         let (seq, copy): (Seq, Option<SessionEvent>) = {
             let mut log = self.log();
@@ -297,7 +361,11 @@ impl Agent {
                 Some((op, sources)) => log.push_surface(body, op, sources)?,
                 None => log.push(body)?,
             };
-            let copy = if observers.is_empty() { None } else { log.session().event(seq).map(|e| e.into_owned()) };
+            let copy = if observers.is_empty() {
+                None
+            } else {
+                log.session().event(seq).map(|e| e.into_owned())
+            };
             (seq, copy)
         };
         if let Some(ev) = copy {
@@ -321,29 +389,42 @@ impl Agent {
     pub fn enqueue(&self, mode: InboxMode, message: Message) -> Result<bool, AgentError> {
         let (splice, wake) = self.state().inbox.insert(mode, message.clone());
         self.push(EventBody::InboxSpliced(Box::new(splice)))?;
-        self.inner.hooks.inbox_inserted.notify(&InboxInserted { mode, message });
+        self.inner
+            .hooks
+            .inbox_inserted
+            .notify(&InboxInserted { mode, message });
         Ok(wake)
     }
 
     /// Queue a human prompt as its own turn.
     pub fn followup(&self, text: &str) -> Result<(), AgentError> {
-        self.enqueue(InboxMode::Followup, user_message(text)).map(|_| ())
+        self.enqueue(InboxMode::Followup, user_message(text))
+            .map(|_| ())
     }
 
     /// Queue a human message for the next step of the running turn.
     pub fn steer(&self, text: &str) -> Result<(), AgentError> {
-        self.enqueue(InboxMode::Steer, user_message(text)).map(|_| ())
+        self.enqueue(InboxMode::Steer, user_message(text))
+            .map(|_| ())
     }
 
     /// Cancel the running turn (first Ctrl-C). Streamed text is kept, unstarted tool calls get
     /// `ABORTED_BEFORE_DISPATCH`, running ones `ABORTED`; the turn ends `aborted`.
     pub fn cancel_turn(&self) {
-        self.inner.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()).cancel();
+        self.inner
+            .turn_cancel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .cancel();
     }
 
     pub(crate) fn new_turn_token(&self) -> CancellationToken {
         let token = CancellationToken::new();
-        *self.inner.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()) = token.clone();
+        *self
+            .inner
+            .turn_cancel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = token.clone();
         token
     }
 
@@ -355,5 +436,9 @@ impl Agent {
 
 /// A human message.
 pub fn user_message(text: &str) -> Message {
-    Message::user_text(text, MessageSource::user(), uuid::Uuid::new_v4().to_string())
+    Message::user_text(
+        text,
+        MessageSource::user(),
+        uuid::Uuid::new_v4().to_string(),
+    )
 }

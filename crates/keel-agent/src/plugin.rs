@@ -41,8 +41,11 @@ pub type OnAgent = Box<dyn FnOnce(&Agent) + Send>;
 
 /// What plugins install into, before the agent is built.
 pub struct HostBuilder {
-    /// Hooks (global for this agent and its children).
+    /// Global hooks: this agent's and its children's (subagents inherit them).
     pub hooks: HookRegistry,
+    /// Hooks of this agent only (not inherited by children): per-session observers such as a
+    /// progress printer or a journal.
+    pub agent_hooks: HookRegistry,
     /// Extra tools to register.
     pub tools: Vec<Arc<dyn Tool>>,
     /// Called with the agent once built.
@@ -61,6 +64,7 @@ impl HostBuilder {
     pub fn new(cwd: PathBuf, keel_home: PathBuf) -> Self {
         HostBuilder {
             hooks: HookRegistry::default(),
+            agent_hooks: HookRegistry::default(),
             tools: Vec::new(),
             on_agent: Vec::new(),
             cwd,
@@ -89,6 +93,13 @@ pub trait Plugin: Send + Sync {
 
 /// Deserialise a plugin's configuration, naming the plugin in errors.
 pub fn plugin_config<T: DeserializeOwned>(plugin: &str, config: Value) -> Result<T, PluginError> {
-    let config = if config.is_null() { Value::Object(Default::default()) } else { config };
-    serde_json::from_value(config).map_err(|e| PluginError::Config { plugin: plugin.to_owned(), message: e.to_string() })
+    let config = if config.is_null() {
+        Value::Object(Default::default())
+    } else {
+        config
+    };
+    serde_json::from_value(config).map_err(|e| PluginError::Config {
+        plugin: plugin.to_owned(),
+        message: e.to_string(),
+    })
 }

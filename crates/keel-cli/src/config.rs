@@ -200,7 +200,10 @@ pub struct Loaded {
 }
 
 fn parse_layer(name: &str, text: &str) -> Result<Table> {
-    let table: Table = toml::from_str(text).map_err(|e| anyhow!("{name}: {}", e.message().trim()).context(format!("invalid configuration in {name}")))?;
+    let table: Table = toml::from_str(text).map_err(|e| {
+        anyhow!("{name}: {}", e.message().trim())
+            .context(format!("invalid configuration in {name}"))
+    })?;
     validate(name, &table)?;
     Ok(table)
 }
@@ -220,14 +223,19 @@ fn read_layer(path: &Path) -> Result<Option<Layer>> {
             Ok(Some(Layer { name, table }))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(anyhow!("cannot read configuration file {}: {e}", path.display())),
+        Err(e) => Err(anyhow!(
+            "cannot read configuration file {}: {e}",
+            path.display()
+        )),
     }
 }
 
 /// Parse `-c key=value` into a one-key table. The value is TOML when it parses as TOML
 /// (`true`, `3`, `"x"`, `[1]`), otherwise a plain string.
 pub fn override_table(spec: &str) -> Result<Table> {
-    let (key, raw) = spec.split_once('=').ok_or_else(|| anyhow!("-c {spec}: expected key=value"))?;
+    let (key, raw) = spec
+        .split_once('=')
+        .ok_or_else(|| anyhow!("-c {spec}: expected key=value"))?;
     let key = key.trim();
     if key.is_empty() {
         bail!("-c {spec}: empty key");
@@ -243,7 +251,10 @@ pub fn override_table(spec: &str) -> Result<Table> {
         if i + 1 == parts.len() {
             cur.insert((*part).to_owned(), value.clone());
         } else {
-            cur = match cur.entry((*part).to_owned()).or_insert_with(|| Value::Table(Table::new())) {
+            cur = match cur
+                .entry((*part).to_owned())
+                .or_insert_with(|| Value::Table(Table::new()))
+            {
                 Value::Table(t) => t,
                 _ => bail!("-c {spec}: {part} is not a table"),
             };
@@ -254,12 +265,18 @@ pub fn override_table(spec: &str) -> Result<Table> {
 
 /// Load and merge every layer.
 pub fn load(sources: &Sources) -> Result<Loaded> {
-    let mut layers = vec![Layer { name: "defaults".to_owned(), table: parse_layer("defaults", DEFAULTS)? }];
+    let mut layers = vec![Layer {
+        name: "defaults".to_owned(),
+        table: parse_layer("defaults", DEFAULTS)?,
+    }];
     if let Some(l) = read_layer(&sources.home.join("config.toml"))? {
         layers.push(l);
     }
     if let Some(profile) = &sources.profile {
-        let path = sources.home.join("profiles").join(format!("{profile}.toml"));
+        let path = sources
+            .home
+            .join("profiles")
+            .join(format!("{profile}.toml"));
         match read_layer(&path)? {
             Some(l) => layers.push(l),
             None => bail!("profile {profile:?} not found: expected {}", path.display()),
@@ -290,22 +307,40 @@ pub fn merge_layers(layers: &[Layer]) -> Result<Loaded> {
     for layer in layers {
         merge_into(&mut table, &layer.table, "", &layer.name, &mut origin);
     }
-    let config = Config::deserialize(Value::Table(table.clone())).map_err(|e| anyhow!("invalid merged configuration: {e}"))?;
+    let config = Config::deserialize(Value::Table(table.clone()))
+        .map_err(|e| anyhow!("invalid merged configuration: {e}"))?;
     let mut seen = std::collections::BTreeSet::new();
     for row in &config.plugins {
         if !seen.insert(row.id.clone()) {
             bail!("plugin row id {:?} appears twice in one layer", row.id);
         }
     }
-    Ok(Loaded { config, table, origin })
+    Ok(Loaded {
+        config,
+        table,
+        origin,
+    })
 }
 
-fn merge_into(dst: &mut Table, src: &Table, prefix: &str, layer: &str, origin: &mut BTreeMap<String, String>) {
+fn merge_into(
+    dst: &mut Table,
+    src: &Table,
+    prefix: &str,
+    layer: &str,
+    origin: &mut BTreeMap<String, String>,
+) {
     for (key, value) in src {
-        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
         match (key.as_str(), value, dst.get_mut(key)) {
             ("plugins", Value::Array(rows), _) if prefix.is_empty() => {
-                let existing = match dst.entry("plugins").or_insert_with(|| Value::Array(Vec::new())) {
+                let existing = match dst
+                    .entry("plugins")
+                    .or_insert_with(|| Value::Array(Vec::new()))
+                {
                     Value::Array(a) => a,
                     other => {
                         *other = Value::Array(Vec::new());
@@ -316,9 +351,16 @@ fn merge_into(dst: &mut Table, src: &Table, prefix: &str, layer: &str, origin: &
                     }
                 };
                 for row in rows {
-                    let id = row.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let id = row
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
                     origin.insert(format!("plugins[{id}]"), layer.to_owned());
-                    match existing.iter_mut().find(|r| r.get("id").and_then(Value::as_str) == Some(id.as_str())) {
+                    match existing
+                        .iter_mut()
+                        .find(|r| r.get("id").and_then(Value::as_str) == Some(id.as_str()))
+                    {
                         Some(slot) => {
                             // A later layer replaces the row's whole config; other fields merge.
                             if let (Value::Table(slot_t), Value::Table(row_t)) = (slot, row) {
@@ -356,13 +398,20 @@ pub fn dump(loaded: &Loaded) -> String {
 
 fn dump_table(table: &Table, prefix: &str, origin: &BTreeMap<String, String>, out: &mut String) {
     for (key, value) in table {
-        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
         match value {
             Value::Table(t) => dump_table(t, &path, origin, out),
             Value::Array(rows) if path == "plugins" => {
                 for row in rows {
                     let id = row.get("id").and_then(Value::as_str).unwrap_or_default();
-                    let layer = origin.get(&format!("plugins[{id}]")).map(String::as_str).unwrap_or("?");
+                    let layer = origin
+                        .get(&format!("plugins[{id}]"))
+                        .map(String::as_str)
+                        .unwrap_or("?");
                     out.push_str(&format!("plugins[{id}] = {}  # {layer}\n", inline(row)));
                 }
             }
@@ -377,7 +426,10 @@ fn dump_table(table: &Table, prefix: &str, origin: &BTreeMap<String, String>, ou
 fn inline(value: &Value) -> String {
     match value {
         Value::Table(t) => {
-            let parts: Vec<String> = t.iter().map(|(k, v)| format!("{k} = {}", inline(v))).collect();
+            let parts: Vec<String> = t
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", inline(v)))
+                .collect();
             format!("{{ {} }}", parts.join(", "))
         }
         Value::Array(a) => format!("[{}]", a.iter().map(inline).collect::<Vec<_>>().join(", ")),
@@ -390,7 +442,11 @@ mod tests {
     use super::*;
 
     fn sources(home: &Path, project: &Path) -> Sources {
-        Sources { home: home.to_path_buf(), project: project.to_path_buf(), ..Sources::default() }
+        Sources {
+            home: home.to_path_buf(),
+            project: project.to_path_buf(),
+            ..Sources::default()
+        }
     }
 
     #[test]
@@ -414,15 +470,29 @@ mod tests {
         assert_eq!(loaded.config.model.as_deref(), Some("deepseek-chat"));
         assert_eq!(loaded.config.agent.max_steps, Some(7));
         assert_eq!(loaded.config.sandbox.as_deref(), Some("read-only"));
-        let row = &loaded.config.plugins[0];
+        let row = loaded
+            .config
+            .plugins
+            .iter()
+            .find(|r| r.id == "provenance")
+            .unwrap();
         assert_eq!(row.enabled, Some(true));
         let cfg = row.config.as_ref().unwrap();
         assert_eq!(cfg.get("mode").and_then(Value::as_str), Some("memory"));
-        assert!(cfg.get("extra").is_none(), "a later layer replaces the whole row config");
+        assert!(
+            cfg.get("extra").is_none(),
+            "a later layer replaces the whole row config"
+        );
         let dump = dump(&loaded);
         assert!(dump.contains("model = \"deepseek-chat\"  # "), "{dump}");
-        assert!(dump.contains("agent.max_steps = 7  # -c agent.max_steps=7"), "{dump}");
-        assert!(dump.contains("provider = \"deepseek\"  # defaults"), "{dump}");
+        assert!(
+            dump.contains("agent.max_steps = 7  # -c agent.max_steps=7"),
+            "{dump}"
+        );
+        assert!(
+            dump.contains("provider = \"deepseek\"  # defaults"),
+            "{dump}"
+        );
         assert!(dump.contains(".keel/config.toml"), "{dump}");
     }
 
@@ -431,10 +501,19 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let project = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.toml"), "[agent]\nmax_stepz = 3\n").unwrap();
-        let err = format!("{:#}", load(&sources(home.path(), project.path())).unwrap_err());
-        assert!(err.contains("config.toml") && err.contains("max_stepz"), "{err}");
+        let err = format!(
+            "{:#}",
+            load(&sources(home.path(), project.path())).unwrap_err()
+        );
+        assert!(
+            err.contains("config.toml") && err.contains("max_stepz"),
+            "{err}"
+        );
         std::fs::write(home.path().join("config.toml"), "model = \n").unwrap();
-        let err = format!("{:#}", load(&sources(home.path(), project.path())).unwrap_err());
+        let err = format!(
+            "{:#}",
+            load(&sources(home.path(), project.path())).unwrap_err()
+        );
         assert!(err.contains("config.toml"), "{err}");
         let mut s = sources(tempfile::tempdir().unwrap().path(), project.path());
         s.profile = Some("nope".into());

@@ -259,7 +259,10 @@ async fn run(script: &str, capture: Capture, work: &Path, home: &Path, session: 
         Arc::new(registry),
         Workspace::new(work, SandboxMode::WorkspaceWrite).unwrap(),
     )
-    .hooks(host.hooks.tools.clone())
+    .hooks(keel_tools::PipelineHooks::layered(
+        &host.hooks.tools,
+        &host.agent_hooks.tools,
+    ))
     .plan_state(cfg.plan.clone())
     .build()
     .unwrap();
@@ -272,6 +275,7 @@ async fn run(script: &str, capture: Capture, work: &Path, home: &Path, session: 
     );
     let agent = Agent::builder(config, provider, pipeline, log)
         .hooks(host.hooks)
+        .agent_hooks(host.agent_hooks)
         .build()
         .unwrap();
     HostBuilder::bind(host.on_agent, &agent);

@@ -8,9 +8,12 @@ use crate::agent::{Agent, ApprovalPolicy};
 use crate::inbox::InboxMode;
 use crate::jobs::JOB_TOOL_NAMES;
 use keel_protocol::{
-    ApprovalPolicyEvent, EventBody, KnownSource, Message, MessageSource, Seq, SessionHeader, SessionId, TurnEndReason,
+    ApprovalPolicyEvent, EventBody, KnownSource, Message, MessageSource, Seq, SessionHeader,
+    SessionId, TurnEndReason,
 };
-use keel_session::{Format, PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms};
+use keel_session::{
+    Format, PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms,
+};
 use keel_tools::{Pipeline, ToolError};
 use serde_json::{Map, json};
 use std::path::PathBuf;
@@ -63,24 +66,33 @@ pub(crate) fn build(
         SubagentMode::Fork => fork_session(parent, id.clone(), task.depth)?,
     };
     let format = Format::of_path(parent.log().writer().path());
-    let options = WriterOptions { format, ..WriterOptions::default() };
+    let options = WriterOptions {
+        format,
+        ..WriterOptions::default()
+    };
     let log = PersistentSession::create(store, &parent.config().cwd, session, options)
         .map_err(|e| failed("cannot create its session file", e))?;
     let path = log.writer().path().to_path_buf();
 
-    let allowed = |name: &str| config.tools.as_ref().is_none_or(|list| list.iter().any(|t| t == name));
-    let mut registry = parent
-        .pipeline()
-        .registry()
-        .filtered(|name| allowed(name) && !NOT_INHERITED.contains(&name) && !JOB_TOOL_NAMES.contains(&name));
+    let allowed = |name: &str| {
+        config
+            .tools
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|t| t == name))
+    };
+    let mut registry = parent.pipeline().registry().filtered(|name| {
+        allowed(name) && !NOT_INHERITED.contains(&name) && !JOB_TOOL_NAMES.contains(&name)
+    });
     let nested = (task.depth < config.max_depth && allowed("subagent"))
         .then(|| SubagentTool::new(config.clone(), store.clone()));
     if let Some(tool) = &nested {
-        registry.register(tool.clone()).map_err(|e| failed("cannot register its subagent tool", e))?;
+        registry
+            .register(tool.clone())
+            .map_err(|e| failed("cannot register its subagent tool", e))?;
     }
     let pp = parent.pipeline();
     let pipeline = Pipeline::builder(Arc::new(registry), pp.workspace().clone())
-        .hooks(parent.hooks().tools.clone())
+        .hooks(parent.global_hooks().tools.clone())
         .plan_state(pp.plan_state().clone())
         .spill(pp.spill_config().clone())
         .subprocess(pp.subprocess().clone())
@@ -94,7 +106,7 @@ pub(crate) fn build(
     };
     let policy = agent_config.approval;
     let agent = Agent::builder(agent_config, parent.provider().clone(), pipeline, log)
-        .hooks(parent.hooks().clone())
+        .hooks(parent.global_hooks().clone())
         .build()
         .map_err(|e| failed("cannot build the agent", e))?;
     if let Some(tool) = &nested {
@@ -102,15 +114,24 @@ pub(crate) fn build(
     }
     if config.mode == SubagentMode::Fork {
         // The seed carries the parent's policy; the child's own follows it.
-        let event = ApprovalPolicyEvent { policy: policy.as_str().to_owned() };
-        agent.push(EventBody::ApprovalPolicy(Box::new(event))).map_err(|e| failed("cannot write its log", e))?;
+        let event = ApprovalPolicyEvent {
+            policy: policy.as_str().to_owned(),
+        };
+        agent
+            .push(EventBody::ApprovalPolicy(Box::new(event)))
+            .map_err(|e| failed("cannot write its log", e))?;
     }
     let mut extra = Map::new();
     extra.insert("parentSession".into(), json!(parent.session_id()));
     extra.insert("callId".into(), json!(task.call_id));
-    let source = MessageSource::Known(KnownSource::Plugin { plugin: SUBAGENT_PLUGIN.into(), extra });
+    let source = MessageSource::Known(KnownSource::Plugin {
+        plugin: SUBAGENT_PLUGIN.into(),
+        extra,
+    });
     let first = Message::user_text(task.prompt, source, uuid::Uuid::new_v4().to_string());
-    agent.enqueue(InboxMode::Followup, first).map_err(|e| failed("cannot write its log", e))?;
+    agent
+        .enqueue(InboxMode::Followup, first)
+        .map_err(|e| failed("cannot write its log", e))?;
     Ok(Child { agent, id, path })
 }
 
@@ -122,16 +143,22 @@ fn fork_session(parent: &Agent, id: SessionId, depth: u32) -> Result<Session, To
         let s = log.session();
         let boundary = match s.last_turn_end() {
             Some(end) => Seq(end.0 + 1),
-            None => s.events().find(|e| matches!(e.body, EventBody::TurnStart(_))).map_or(s.next_seq(), |e| e.seq),
+            None => s
+                .events()
+                .find(|e| matches!(e.body, EventBody::TurnStart(_)))
+                .map_or(s.next_seq(), |e| e.seq),
         };
-        s.fork(boundary, id).map_err(|e| failed("cannot fork the session", e))?
+        s.fork(boundary, id)
+            .map_err(|e| failed("cannot fork the session", e))?
     };
     let mut header = forked.header().clone();
     header.origin = Some("subagent".into());
     header.delegation_depth = depth;
     let mut child = Session::new(header);
     for ev in forked.events() {
-        child.append(ev.into_owned()).map_err(|e| failed("cannot copy the seed", e))?;
+        child
+            .append(ev.into_owned())
+            .map_err(|e| failed("cannot copy the seed", e))?;
     }
     Ok(child)
 }
@@ -152,10 +179,15 @@ pub(crate) async fn run(child: &Child, cancel: &CancellationToken) -> Result<Str
     };
     let place = format!("subagent session {} ({})", child.id, child.path.display());
     match result {
-        Ok(Some(o)) if o.completed() && o.final_text.is_empty() => Ok("(the subagent finished without a final answer)".into()),
+        Ok(Some(o)) if o.completed() && o.final_text.is_empty() => {
+            Ok("(the subagent finished without a final answer)".into())
+        }
         Ok(Some(o)) if o.completed() => Ok(o.final_text),
         Ok(Some(o)) => {
-            let mut why = format!("the subagent's turn ended {} without an answer; see {place}", describe(&o.reason));
+            let mut why = format!(
+                "the subagent's turn ended {} without an answer; see {place}",
+                describe(&o.reason)
+            );
             if !o.final_text.is_empty() {
                 why.push_str(&format!(". Its last text:\n{}", o.final_text));
             }
@@ -170,7 +202,10 @@ fn describe(reason: &TurnEndReason) -> String {
     match reason {
         TurnEndReason::Completed => "completed".into(),
         TurnEndReason::Aborted { reason } => format!("aborted ({reason})"),
-        TurnEndReason::Blocked { reason } => format!("blocked ({})", reason.as_deref().unwrap_or("no reason given")),
+        TurnEndReason::Blocked { reason } => format!(
+            "blocked ({})",
+            reason.as_deref().unwrap_or("no reason given")
+        ),
         TurnEndReason::Error { code, message } => format!("with error {code}: {message}"),
         TurnEndReason::MaxTokens => "at the model's output limit".into(),
         TurnEndReason::Interrupted => "interrupted".into(),

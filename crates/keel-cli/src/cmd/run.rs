@@ -7,7 +7,10 @@ use crate::cmd::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
 use keel_agent::plugin::HostBuilder;
 use keel_agent::{Agent, AgentConfig, ApprovalPolicy, TurnOutcome};
-use keel_llm::{ApiKey, Format as ScriptFormat, ModelCatalogue, ModelInfo, ModelOverride, OpenAiProvider, Provider, ProviderConfig, ScriptedProvider};
+use keel_llm::{
+    ApiKey, Format as ScriptFormat, ModelCatalogue, ModelInfo, ModelOverride, OpenAiProvider,
+    Provider, ProviderConfig, ScriptedProvider,
+};
 use keel_protocol::SessionHeader;
 use keel_session::{Format, PersistentSession, Session, WriterOptions, new_session_id, now_ms};
 use keel_tools::spill::SpillConfig;
@@ -33,35 +36,78 @@ struct Resolved {
 fn resolve(ctx: &Ctx, script: Option<&Path>) -> Result<Resolved> {
     let config = ctx.config()?;
     let c = &config.config;
-    let model = ctx.common.model.clone().or_else(|| c.model.clone()).unwrap_or_else(|| keel_llm::DEFAULT_MODEL.to_owned());
-    let provider_name = ctx.common.provider.clone().or_else(|| c.provider.clone()).unwrap_or_else(|| "deepseek".into());
-    let sandbox_name = ctx.common.sandbox.clone().or_else(|| c.sandbox.clone()).unwrap_or_else(|| "workspace-write".into());
-    let sandbox: SandboxMode = sandbox_name.parse().map_err(|e| anyhow!("--sandbox: {e}"))?;
-    let approval_name = ctx.common.approval.clone().or_else(|| c.approval.clone()).unwrap_or_else(|| "ask".into());
-    let approval = ApprovalPolicy::parse(&approval_name)
-        .ok_or_else(|| anyhow!("--approval: unknown policy {approval_name:?}; expected ask, never or auto"))?;
+    let model = ctx
+        .common
+        .model
+        .clone()
+        .or_else(|| c.model.clone())
+        .unwrap_or_else(|| keel_llm::DEFAULT_MODEL.to_owned());
+    let provider_name = ctx
+        .common
+        .provider
+        .clone()
+        .or_else(|| c.provider.clone())
+        .unwrap_or_else(|| "deepseek".into());
+    let sandbox_name = ctx
+        .common
+        .sandbox
+        .clone()
+        .or_else(|| c.sandbox.clone())
+        .unwrap_or_else(|| "workspace-write".into());
+    let sandbox: SandboxMode = sandbox_name
+        .parse()
+        .map_err(|e| anyhow!("--sandbox: {e}"))?;
+    let approval_name = ctx
+        .common
+        .approval
+        .clone()
+        .or_else(|| c.approval.clone())
+        .unwrap_or_else(|| "ask".into());
+    let approval = ApprovalPolicy::parse(&approval_name).ok_or_else(|| {
+        anyhow!("--approval: unknown policy {approval_name:?}; expected ask, never or auto")
+    })?;
 
     let mut catalogue = ModelCatalogue::default();
     for (name, o) in &c.models {
-        catalogue.apply_override(name, ModelOverride { context_window: o.context_window, max_output: o.max_output });
+        catalogue.apply_override(
+            name,
+            ModelOverride {
+                context_window: o.context_window,
+                max_output: o.max_output,
+            },
+        );
     }
     catalogue.apply_override(
         &model,
-        ModelOverride { context_window: ctx.common.context_window, max_output: ctx.common.max_output },
+        ModelOverride {
+            context_window: ctx.common.context_window,
+            max_output: ctx.common.max_output,
+        },
     );
     let info = catalogue.lookup(&model);
 
     let provider: Arc<dyn Provider> = match script {
         Some(path) => Arc::new(
-            ScriptedProvider::from_path(path).with_context(|| format!("cannot use model script {}", path.display()))?.with_name("scripted"),
+            ScriptedProvider::from_path(path)
+                .with_context(|| format!("cannot use model script {}", path.display()))?
+                .with_name("scripted"),
         ),
         None => {
             let pc = c.providers.get(&provider_name).cloned().unwrap_or_default();
             if !c.providers.contains_key(&provider_name) && provider_name != "deepseek" {
-                bail!("unknown provider {provider_name:?}: add a [providers.{provider_name}] table with base_url and api_key_env to the configuration");
+                bail!(
+                    "unknown provider {provider_name:?}: add a [providers.{provider_name}] table with base_url and api_key_env to the configuration"
+                );
             }
-            let base_url = ctx.common.base_url.clone().or(pc.base_url).unwrap_or_else(|| keel_llm::DEFAULT_BASE_URL.to_owned());
-            let key_env = pc.api_key_env.unwrap_or_else(|| keel_llm::API_KEY_ENV.to_owned());
+            let base_url = ctx
+                .common
+                .base_url
+                .clone()
+                .or(pc.base_url)
+                .unwrap_or_else(|| keel_llm::DEFAULT_BASE_URL.to_owned());
+            let key_env = pc
+                .api_key_env
+                .unwrap_or_else(|| keel_llm::API_KEY_ENV.to_owned());
             let key = ApiKey::from_env(&key_env)?;
             let mut pconf = ProviderConfig::new(provider_name.clone(), base_url, key);
             if let Some(secs) = pc.idle_timeout_secs {
@@ -71,12 +117,29 @@ fn resolve(ctx: &Ctx, script: Option<&Path>) -> Result<Resolved> {
             Arc::new(OpenAiProvider::new(pconf)?)
         }
     };
-    let provider_name = if script.is_some() { "scripted".to_owned() } else { provider_name };
-    Ok(Resolved { provider, provider_name, model, info, sandbox, approval, config })
+    let provider_name = if script.is_some() {
+        "scripted".to_owned()
+    } else {
+        provider_name
+    };
+    Ok(Resolved {
+        provider,
+        provider_name,
+        model,
+        info,
+        sandbox,
+        approval,
+        config,
+    })
 }
 
 /// Build the agent over `log`.
-fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progress) -> Result<Agent> {
+fn build_agent(
+    ctx: &Ctx,
+    r: &Resolved,
+    log: PersistentSession,
+    progress: &Progress,
+) -> Result<Agent> {
     let c = &r.config.config;
     let session_id = log.session().header().id.clone();
     let cfg = BuiltinConfig::default();
@@ -93,27 +156,39 @@ fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progr
     }
     let mut sub = SubprocessConfig::from_process_env(&spill_dir);
     sub.forward = c.tools.forward_env.clone().unwrap_or_default();
-    let workspace = Workspace::new(&ctx.cwd, r.sandbox).with_context(|| format!("cannot use workspace {}", ctx.cwd.display()))?;
+    let workspace = Workspace::new(&ctx.cwd, r.sandbox)
+        .with_context(|| format!("cannot use workspace {}", ctx.cwd.display()))?;
     let subprocess = SubprocessService::new(sub);
     let mut host = HostBuilder::new(ctx.cwd.clone(), ctx.home.clone());
     host.subprocess = Some(subprocess.clone());
-    progress.install(&mut host.hooks);
+    progress.install(&mut host.agent_hooks);
     crate::plugins::install_rows(&r.config, &mut host, &crate::plugins::forced(&ctx.common))?;
     let mut registry = registry;
     for tool in std::mem::take(&mut host.tools) {
         let name = tool.schema().name;
-        registry.register(tool).map_err(|e| anyhow!("cannot register plugin tool {name}: {e}"))?;
+        registry
+            .register(tool)
+            .map_err(|e| anyhow!("cannot register plugin tool {name}: {e}"))?;
     }
     let registry = Arc::new(registry);
     let hooks = host.hooks;
+    let agent_hooks = host.agent_hooks;
     let pipeline = Pipeline::builder(registry, workspace)
-        .hooks(hooks.tools.clone())
+        .hooks(keel_tools::PipelineHooks::layered(
+            &hooks.tools,
+            &agent_hooks.tools,
+        ))
         .plan_state(cfg.plan.clone())
         .spill(spill)
         .subprocess(subprocess)
         .build()
         .with_context(|| format!("cannot prepare the spill directory {}", spill_dir.display()))?;
-    let mut config = AgentConfig::new(r.provider_name.clone(), r.model.clone(), r.info, ctx.cwd.clone());
+    let mut config = AgentConfig::new(
+        r.provider_name.clone(),
+        r.model.clone(),
+        r.info,
+        ctx.cwd.clone(),
+    );
     config.keel_home = Some(ctx.home.clone());
     config.approval = r.approval;
     config.thinking = c.agent.thinking;
@@ -134,20 +209,40 @@ fn build_agent(ctx: &Ctx, r: &Resolved, log: PersistentSession, progress: &Progr
     if let Some(ms) = c.agent.retry_base_ms {
         config.retry.base_delay = Duration::from_millis(ms);
     }
-    let agent = Agent::builder(config, r.provider.clone(), pipeline, log).hooks(hooks).build()?;
+    let agent = Agent::builder(config, r.provider.clone(), pipeline, log)
+        .hooks(hooks)
+        .agent_hooks(agent_hooks)
+        .build()?;
     HostBuilder::bind(host.on_agent, &agent);
     Ok(agent)
 }
 
 fn new_log(ctx: &Ctx, zstd: bool) -> Result<PersistentSession> {
-    let header = SessionHeader::new(new_session_id(), now_ms(), Some(ctx.cwd.display().to_string()));
-    let options = WriterOptions { format: if zstd { Format::Zstd } else { Format::Plain }, ..WriterOptions::default() };
-    PersistentSession::create(&ctx.store, &ctx.cwd, Session::new(header), options)
-        .with_context(|| format!("cannot create a session under {}", ctx.store.home().display()))
+    let header = SessionHeader::new(
+        new_session_id(),
+        now_ms(),
+        Some(ctx.cwd.display().to_string()),
+    );
+    let options = WriterOptions {
+        format: if zstd { Format::Zstd } else { Format::Plain },
+        ..WriterOptions::default()
+    };
+    PersistentSession::create(&ctx.store, &ctx.cwd, Session::new(header), options).with_context(
+        || {
+            format!(
+                "cannot create a session under {}",
+                ctx.store.home().display()
+            )
+        },
+    )
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("cannot start the async runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }
 
 /// Drive queued turns with Ctrl-C handling; returns the last outcome.
@@ -160,7 +255,10 @@ fn drive(agent: &Agent) -> Result<Option<TurnOutcome>> {
             while tokio::signal::ctrl_c().await.is_ok() {
                 presses += 1;
                 if presses == 1 {
-                    let _ = writeln!(std::io::stderr(), "\nkeel: cancelling the turn (Ctrl-C again to exit)");
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\nkeel: cancelling the turn (Ctrl-C again to exit)"
+                    );
                     watcher.cancel_turn();
                 } else {
                     std::process::exit(130);
@@ -188,8 +286,19 @@ fn finish(agent: &Agent, outcome: Option<TurnOutcome>, json: bool) -> Result<Exi
             writeln!(out, "{}", outcome.final_text)?;
         }
     }
-    writeln!(err, "keel: turn {} ended: {} — session {} ({})", outcome.turn, describe(&outcome.reason), agent.session_id(), path.display())?;
-    Ok(if outcome.completed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    writeln!(
+        err,
+        "keel: turn {} ended: {} — session {} ({})",
+        outcome.turn,
+        describe(&outcome.reason),
+        agent.session_id(),
+        path.display()
+    )?;
+    Ok(if outcome.completed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn describe(reason: &keel_protocol::TurnEndReason) -> String {
@@ -197,10 +306,16 @@ fn describe(reason: &keel_protocol::TurnEndReason) -> String {
     match reason {
         Completed => "completed".into(),
         Aborted { reason } => format!("aborted ({reason})"),
-        Blocked { reason } => format!("blocked ({})", reason.as_deref().unwrap_or("no reason given")),
+        Blocked { reason } => format!(
+            "blocked ({})",
+            reason.as_deref().unwrap_or("no reason given")
+        ),
         // A model failure's message already starts with its code; say it once.
         Error { code, message } => {
-            let detail = message.strip_prefix(code.as_str()).and_then(|m| m.strip_prefix(": ")).unwrap_or(message);
+            let detail = message
+                .strip_prefix(code.as_str())
+                .and_then(|m| m.strip_prefix(": "))
+                .unwrap_or(message);
             format!("error {code}: {detail}")
         }
         MaxTokens => "the model hit its output limit (max-tokens)".into(),
@@ -213,7 +328,9 @@ fn read_prompt(prompt: Option<String>) -> Result<String> {
         Some(p) => p,
         None => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).context("cannot read the prompt from stdin")?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("cannot read the prompt from stdin")?;
             s
         }
     };
@@ -244,10 +361,19 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot resume {}", path.display()))?;
     let mut err = std::io::stderr().lock();
     if let Some(torn) = &load.torn {
-        writeln!(err, "keel: dropped a torn last record of {} at line {} ({})", path.display(), torn.line, torn.reason)?;
+        writeln!(
+            err,
+            "keel: dropped a torn last record of {} at line {} ({})",
+            path.display(),
+            torn.line,
+            torn.reason
+        )?;
     }
     if !repair.is_noop() {
-        writeln!(err, "keel: crash repair closed the interrupted turn: {repair:?}")?;
+        writeln!(
+            err,
+            "keel: crash repair closed the interrupted turn: {repair:?}"
+        )?;
     }
     drop(err);
     let r = resolve(ctx, args.script.as_deref())?;
@@ -295,11 +421,12 @@ fn latest_session(ctx: &Ctx) -> Result<PathBuf> {
     let mut sessions = ctx.store.list(Some(&ctx.cwd));
     sessions.retain(|s| s.problem.is_none());
     sessions.sort_by_key(|s| std::cmp::Reverse((s.last_modified, s.created)));
-    sessions
-        .into_iter()
-        .next()
-        .map(|s| s.path)
-        .ok_or_else(|| anyhow!("no session to resume in {} (see `keel sessions list --all`)", ctx.cwd.display()))
+    sessions.into_iter().next().map(|s| s.path).ok_or_else(|| {
+        anyhow!(
+            "no session to resume in {} (see `keel sessions list --all`)",
+            ctx.cwd.display()
+        )
+    })
 }
 
 /// `keel demo`.
@@ -309,30 +436,48 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
             std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
             d.canonicalize()?
         }
-        None => tempfile::Builder::new().prefix("keel-demo-").tempdir().context("cannot create a temp dir")?.keep(),
+        None => tempfile::Builder::new()
+            .prefix("keel-demo-")
+            .tempdir()
+            .context("cannot create a temp dir")?
+            .keep(),
     };
     crate::cmd::demo::write_project(&dir)?;
     let demo_ctx = Ctx {
-        common: crate::cli::Common { cwd: Some(dir.clone()), approval: Some("auto".into()), ..ctx.common.clone() },
+        common: crate::cli::Common {
+            cwd: Some(dir.clone()),
+            approval: Some("auto".into()),
+            ..ctx.common.clone()
+        },
         home: ctx.home.clone(),
         cwd: dir.clone(),
         store: keel_session::Store::new(ctx.home.clone()),
     };
-    let provider: Arc<dyn Provider> =
-        Arc::new(ScriptedProvider::from_str(crate::cmd::demo::SCRIPT, ScriptFormat::Yaml)?.with_name("scripted"));
+    let provider: Arc<dyn Provider> = Arc::new(
+        ScriptedProvider::from_str(crate::cmd::demo::SCRIPT, ScriptFormat::Yaml)?
+            .with_name("scripted"),
+    );
     let mut r = resolve_scripted(&demo_ctx, provider)?;
     r.approval = ApprovalPolicy::Auto;
     let progress = Progress::new(args.json);
     let agent = build_agent(&demo_ctx, &r, new_log(&demo_ctx, false)?, &progress)?;
     let mut err = std::io::stderr().lock();
-    writeln!(err, "keel demo: a scripted model works on a small project in {}", dir.display())?;
+    writeln!(
+        err,
+        "keel demo: a scripted model works on a small project in {}",
+        dir.display()
+    )?;
     drop(err);
     agent.followup(crate::cmd::demo::PROMPT)?;
     let outcome = drive(&agent)?;
     let code = finish(&agent, outcome, args.json)?;
     let path = agent.log().writer().path().to_path_buf();
     let mut err = std::io::stderr().lock();
-    writeln!(err, "keel demo: see the whole session with:\n  keel sessions show {}", path.display())?;
+    writeln!(
+        err,
+        "keel demo: see the whole session with:\n  keel sessions show {}",
+        path.display()
+    )?;
     Ok(code)
 }
 

@@ -222,7 +222,8 @@ impl Provenance {
     /// Register the seams and the query tools on `host`, and bind to the session once the
     /// agent is built.
     pub fn install(&self, host: &mut HostBuilder) {
-        seams::install(self, &mut host.hooks);
+        // Agent-scoped: the journal belongs to this session; a subagent must not write into it.
+        seams::install(self, &mut host.agent_hooks);
         host.tools.push(Arc::new(TraceTool::new(self.clone())));
         host.tools.push(Arc::new(GetNodeTool::new(self.clone())));
         let me = self.clone();
