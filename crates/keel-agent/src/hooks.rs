@@ -33,7 +33,13 @@ impl<'a, I: Send + 'a, O: Send + 'a> Next<'a, I, O> {
     /// Run the rest of the chain (ending in the built-in default).
     pub fn run(self, input: I) -> BoxFuture<'a, O> {
         match self.rest.split_first() {
-            Some((hook, rest)) => hook.handle(input, Next { rest, terminal: self.terminal }),
+            Some((hook, rest)) => hook.handle(
+                input,
+                Next {
+                    rest,
+                    terminal: self.terminal,
+                },
+            ),
             None => (self.terminal)(input),
         }
     }
@@ -46,7 +52,9 @@ pub struct Chain<I, O> {
 
 impl<I, O> Clone for Chain<I, O> {
     fn clone(&self) -> Self {
-        Chain { hooks: self.hooks.clone() }
+        Chain {
+            hooks: self.hooks.clone(),
+        }
     }
 }
 
@@ -89,7 +97,12 @@ impl<I: Send, O: Send> Chain<I, O> {
         I: 'a,
         O: 'a,
     {
-        Next { rest: &self.hooks, terminal }.run(input).await
+        Next {
+            rest: &self.hooks,
+            terminal,
+        }
+        .run(input)
+        .await
     }
 }
 
@@ -125,7 +138,9 @@ pub struct Observers<T: ?Sized> {
 
 impl<T: ?Sized> Clone for Observers<T> {
     fn clone(&self) -> Self {
-        Observers { list: self.list.clone() }
+        Observers {
+            list: self.list.clone(),
+        }
     }
 }
 
@@ -169,7 +184,9 @@ pub struct Serial<T: ?Sized, R> {
 
 impl<T: ?Sized, R> Clone for Serial<T, R> {
     fn clone(&self) -> Self {
-        Serial { list: self.list.clone() }
+        Serial {
+            list: self.list.clone(),
+        }
     }
 }
 

@@ -6,8 +6,8 @@ use crate::error::AgentError;
 use crate::seams::FlushPoint;
 use async_trait::async_trait;
 use keel_protocol::{
-    ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq, SurfaceOp,
-    ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
+    ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq,
+    SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
 };
 use keel_tools::{ApprovalOutcome, JobControl, PipelineHost, ToolOutcome};
 use std::collections::HashMap;
@@ -28,7 +28,13 @@ pub(crate) struct StepHost<'a> {
 
 impl<'a> StepHost<'a> {
     pub(crate) fn new(agent: &'a Agent, turn: u32, step: u32) -> Self {
-        StepHost { agent, turn, step, calls: Mutex::new(HashMap::new()), error: Mutex::new(None) }
+        StepHost {
+            agent,
+            turn,
+            step,
+            calls: Mutex::new(HashMap::new()),
+            error: Mutex::new(None),
+        }
     }
 
     fn keep(&self, r: Result<Seq, AgentError>) -> Option<Seq> {
@@ -49,8 +55,17 @@ impl<'a> StepHost<'a> {
 
     /// Append the `tool/result` of `outcome` (also used for results the loop makes itself,
     /// e.g. `ABORTED_BEFORE_DISPATCH` for calls of an interrupted message).
-    pub(crate) fn commit_result(&self, call_id: &str, outcome: &ToolOutcome) -> Result<Seq, AgentError> {
-        let call_seq = self.calls.lock().unwrap_or_else(|p| p.into_inner()).get(call_id).copied();
+    pub(crate) fn commit_result(
+        &self,
+        call_id: &str,
+        outcome: &ToolOutcome,
+    ) -> Result<Seq, AgentError> {
+        let call_seq = self
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(call_id)
+            .copied();
         let message = Message {
             role: Role::User,
             content: vec![ContentBlock::ToolResult(ToolResultBlock {
@@ -67,7 +82,8 @@ impl<'a> StepHost<'a> {
             message,
             meta: outcome.meta.clone(),
         }));
-        self.agent.push_surface(body, SurfaceOp::Append, call_seq.into_iter().collect())
+        self.agent
+            .push_surface(body, SurfaceOp::Append, call_seq.into_iter().collect())
     }
 }
 
@@ -82,7 +98,10 @@ impl PipelineHost for StepHost<'_> {
             arguments: call.arguments.clone(),
         }));
         if let Some(seq) = self.keep(self.agent.push(body)) {
-            self.calls.lock().unwrap_or_else(|p| p.into_inner()).insert(call.id.clone(), seq);
+            self.calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(call.id.clone(), seq);
         }
     }
 
@@ -93,11 +112,14 @@ impl PipelineHost for StepHost<'_> {
     }
 
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
-        self.keep(self.agent.push(EventBody::ApprovalAsked(Box::new(ApprovalAsked {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            reason: reason.to_owned(),
-        }))));
+        self.keep(
+            self.agent
+                .push(EventBody::ApprovalAsked(Box::new(ApprovalAsked {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    reason: reason.to_owned(),
+                }))),
+        );
         let (outcome, by) = match (self.agent.config().approval, &self.agent.inner.approver) {
             (ApprovalPolicy::Auto, _) => (ApprovalOutcome::Approved, "policy"),
             (ApprovalPolicy::Never, _) => (
@@ -115,12 +137,15 @@ impl PipelineHost for StepHost<'_> {
             ApprovalOutcome::Approved => (true, None),
             ApprovalOutcome::Denied { reason } => (false, reason.clone()),
         };
-        self.keep(self.agent.push(EventBody::ApprovalDecided(Box::new(ApprovalDecided {
-            call_id: call.id.clone(),
-            approved,
-            by: by.to_owned(),
-            reason: why,
-        }))));
+        self.keep(
+            self.agent
+                .push(EventBody::ApprovalDecided(Box::new(ApprovalDecided {
+                    call_id: call.id.clone(),
+                    approved,
+                    by: by.to_owned(),
+                    reason: why,
+                }))),
+        );
         outcome
     }
 

@@ -36,13 +36,26 @@ impl Inbox {
         };
         let start = queue.len() as u32;
         queue.push_back(message.clone());
-        (InboxSpliced { target, start, removed_count: 0, inserted: vec![message] }, wake)
+        (
+            InboxSpliced {
+                target,
+                start,
+                removed_count: 0,
+                inserted: vec![message],
+            },
+            wake,
+        )
     }
 
     /// Claim the next turn's input (one follow-up message).
     pub fn claim_turn(&mut self) -> Option<(Message, InboxSpliced)> {
         let message = self.next_turn.pop_front()?;
-        let splice = InboxSpliced { target: InboxTarget::NextTurn, start: 0, removed_count: 1, inserted: Vec::new() };
+        let splice = InboxSpliced {
+            target: InboxTarget::NextTurn,
+            start: 0,
+            removed_count: 1,
+            inserted: Vec::new(),
+        };
         Some((message, splice))
     }
 
@@ -118,7 +131,10 @@ mod tests {
         assert_eq!(m.text(), "a");
         rebuilt.replay(&s);
         let (ms, s) = inbox.claim_step().unwrap();
-        assert_eq!(ms.iter().map(|m| m.text()).collect::<Vec<_>>(), vec!["b", "c"]);
+        assert_eq!(
+            ms.iter().map(|m| m.text()).collect::<Vec<_>>(),
+            vec!["b", "c"]
+        );
         rebuilt.replay(&s);
         assert!(!inbox.has_turn() && !inbox.has_step_input());
         assert!(!rebuilt.has_turn() && !rebuilt.has_step_input());

@@ -40,7 +40,10 @@ pub struct PromptSection {
 impl PromptSection {
     /// A section.
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
-        PromptSection { name: name.into(), text: text.into() }
+        PromptSection {
+            name: name.into(),
+            text: text.into(),
+        }
     }
 }
 
@@ -64,8 +67,14 @@ pub struct PromptInputs<'a> {
 /// Assemble the sections in their fixed order.
 pub fn sections(inputs: &PromptInputs<'_>) -> Vec<PromptSection> {
     let cwd = inputs.cwd.display().to_string();
-    let persona = inputs.persona.replace("{{model}}", inputs.model).replace("{{cwd}}", &cwd);
-    let mut out = vec![PromptSection::new("persona", persona), PromptSection::new("tools", TOOL_GUIDANCE)];
+    let persona = inputs
+        .persona
+        .replace("{{model}}", inputs.model)
+        .replace("{{cwd}}", &cwd);
+    let mut out = vec![
+        PromptSection::new("persona", persona),
+        PromptSection::new("tools", TOOL_GUIDANCE),
+    ];
     if inputs.plan_mode {
         out.push(PromptSection::new("plan-mode", PLAN_MODE_POLICY));
     }
@@ -111,7 +120,12 @@ pub const INSTRUCTION_FILE_NAMES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
 /// Load instruction files: the user's global one (`$KEEL_HOME/AGENTS.md`) first, then from the
 /// workspace root down to `cwd`, each directory's `AGENTS.md` then `CLAUDE.md`. Files past the
 /// byte budget are cut with a marker; unreadable files are skipped.
-pub fn load_instructions(keel_home: Option<&Path>, root: &Path, cwd: &Path, budget: usize) -> Vec<InstructionFile> {
+pub fn load_instructions(
+    keel_home: Option<&Path>,
+    root: &Path,
+    cwd: &Path,
+    budget: usize,
+) -> Vec<InstructionFile> {
     let mut candidates: Vec<(PathBuf, String)> = Vec::new();
     if let Some(home) = keel_home {
         for name in INSTRUCTION_FILE_NAMES {
@@ -129,7 +143,10 @@ pub fn load_instructions(keel_home: Option<&Path>, root: &Path, cwd: &Path, budg
     for dir in dirs {
         for name in INSTRUCTION_FILE_NAMES {
             let path = dir.join(name);
-            let label = path.strip_prefix(root).map(|p| p.display().to_string()).unwrap_or_else(|_| path.display().to_string());
+            let label = path
+                .strip_prefix(root)
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| path.display().to_string());
             candidates.push((path, label));
         }
     }
@@ -139,7 +156,9 @@ pub fn load_instructions(keel_home: Option<&Path>, root: &Path, cwd: &Path, budg
         if remaining == 0 {
             break;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
         if text.trim().is_empty() {
             continue;
         }
@@ -148,7 +167,10 @@ pub fn load_instructions(keel_home: Option<&Path>, root: &Path, cwd: &Path, budg
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            format!("{}\n[... cut: instruction budget of {budget} bytes reached]", &text[..cut])
+            format!(
+                "{}\n[... cut: instruction budget of {budget} bytes reached]",
+                &text[..cut]
+            )
         } else {
             text
         };
@@ -176,7 +198,9 @@ mod tests {
         };
         let names: Vec<_> = sections(&inputs).into_iter().map(|s| s.name).collect();
         assert_eq!(names, vec!["persona", "tools", "x"]);
-        assert!(render(&sections(&inputs)).starts_with("model=deepseek-v4-flash cwd=/tmp/work\n\n"));
+        assert!(
+            render(&sections(&inputs)).starts_with("model=deepseek-v4-flash cwd=/tmp/work\n\n")
+        );
         inputs.plan_mode = true;
         let names: Vec<_> = sections(&inputs).into_iter().map(|s| s.name).collect();
         assert_eq!(names, vec!["persona", "tools", "plan-mode", "x"]);
@@ -192,9 +216,16 @@ mod tests {
         std::fs::write(root.path().join("sub/CLAUDE.md"), "x".repeat(100)).unwrap();
         let files = load_instructions(Some(home.path()), root.path(), &root.path().join("sub"), 40);
         let labels: Vec<_> = files.iter().map(|f| f.label.as_str()).collect();
-        assert_eq!(labels, vec!["~/AGENTS.md (user)", "AGENTS.md", "sub/CLAUDE.md"]);
+        assert_eq!(
+            labels,
+            vec!["~/AGENTS.md (user)", "AGENTS.md", "sub/CLAUDE.md"]
+        );
         assert_eq!(files[0].text, "global rule");
         assert!(files[2].text.contains("instruction budget of 40 bytes"));
-        assert!(files[2].text.starts_with(&"x".repeat(40 - "global rule".len() - "root rule".len())));
+        assert!(
+            files[2]
+                .text
+                .starts_with(&"x".repeat(40 - "global rule".len() - "root rule".len()))
+        );
     }
 }

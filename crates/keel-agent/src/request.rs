@@ -13,8 +13,8 @@ use crate::seams::{CallConfig, ContextRequest, Projection, PromptCtx};
 use futures::FutureExt;
 use keel_llm::ChatRequest;
 use keel_protocol::{
-    ContentBlock, ContextProjection, EventBody, KnownSource, Message, MessageSource, RequestContext, RequestHeader, Role,
-    Seq, SurfaceOp,
+    ContentBlock, ContextProjection, EventBody, KnownSource, Message, MessageSource,
+    RequestContext, RequestHeader, Role, Seq, SurfaceOp,
 };
 use keel_session::DerivedMessage;
 use keel_tools::{PlanModeSection, SandboxMode};
@@ -90,12 +90,20 @@ impl Agent {
         extra.insert("form".into(), json!("snapshot"));
         extra.insert(
             "sections".into(),
-            Value::Array(facts.iter().map(|f| json!({"name": f.name, "text": f.text})).collect()),
+            Value::Array(
+                facts
+                    .iter()
+                    .map(|f| json!({"name": f.name, "text": f.text}))
+                    .collect(),
+            ),
         );
         Some(Message {
             role: Role::User,
             content: vec![ContentBlock::text(text)],
-            source: MessageSource::Known(KnownSource::Plugin { plugin: RUNTIME_CONTEXT_PLUGIN.into(), extra }),
+            source: MessageSource::Known(KnownSource::Plugin {
+                plugin: RUNTIME_CONTEXT_PLUGIN.into(),
+                extra,
+            }),
             id: uuid::Uuid::new_v4().to_string(),
         })
     }
@@ -103,14 +111,23 @@ impl Agent {
     /// Append the runtime context if it changed.
     pub(crate) fn push_runtime_context(&self) -> Result<(), AgentError> {
         if let Some(m) = self.runtime_context_message() {
-            self.push_surface(EventBody::UserMessage(Box::new(m)), SurfaceOp::Append, Vec::new())?;
+            self.push_surface(
+                EventBody::UserMessage(Box::new(m)),
+                SurfaceOp::Append,
+                Vec::new(),
+            )?;
         }
         Ok(())
     }
 
     /// Build the step's request: call config (`agent/request`), projection (`agent/context`),
     /// header/context events when changed.
-    pub(crate) async fn build_request(&self, turn: u32, step: u32, turn_start: Seq) -> Result<ChatRequest, AgentError> {
+    pub(crate) async fn build_request(
+        &self,
+        turn: u32,
+        step: u32,
+        turn_start: Seq,
+    ) -> Result<ChatRequest, AgentError> {
         let cfg = &self.inner.config;
         let base = CallConfig {
             model: cfg.model.clone(),
@@ -122,7 +139,11 @@ impl Agent {
         let call = if self.inner.hooks.request.is_empty() {
             base
         } else {
-            self.inner.hooks.request.run(base, &|c| async move { c }.boxed()).await
+            self.inner
+                .hooks
+                .request
+                .run(base, &|c| async move { c }.boxed())
+                .await
         };
         let system = self.system_prompt();
         let tools = self.inner.pipeline.registry().schemas();
@@ -131,12 +152,29 @@ impl Agent {
         let messages = if self.inner.hooks.context.is_empty() {
             nodes.iter().map(|d| d.message.clone()).collect()
         } else {
-            let required: Vec<Seq> = nodes.iter().map(|d| d.seq).filter(|s| *s > turn_start).collect();
+            let required: Vec<Seq> = nodes
+                .iter()
+                .map(|d| d.seq)
+                .filter(|s| *s > turn_start)
+                .collect();
             let all: Vec<Seq> = nodes.iter().map(|d| d.seq).collect();
-            let req = ContextRequest { agent: self.clone(), turn, step, nodes: nodes.clone(), required: required.clone() };
-            let default = Projection { policy: "default".into(), include: all.clone() };
-            let projection =
-                self.inner.hooks.context.run(req, &move |_| std::future::ready(default.clone()).boxed()).await;
+            let req = ContextRequest {
+                agent: self.clone(),
+                turn,
+                step,
+                nodes: nodes.clone(),
+                required: required.clone(),
+            };
+            let default = Projection {
+                policy: "default".into(),
+                include: all.clone(),
+            };
+            let projection = self
+                .inner
+                .hooks
+                .context
+                .run(req, &move |_| std::future::ready(default.clone()).boxed())
+                .await;
             let include = enforce_projection(&nodes, &required, &projection.include);
             if include.len() != all.len() || projection.policy != "default" {
                 let omitted = (all.len() - include.len()) as u64;
@@ -149,7 +187,11 @@ impl Agent {
                 })))?;
             }
             let set: BTreeSet<Seq> = include.into_iter().collect();
-            nodes.iter().filter(|d| set.contains(&d.seq)).map(|d| d.message.clone()).collect()
+            nodes
+                .iter()
+                .filter(|d| set.contains(&d.seq))
+                .map(|d| d.message.clone())
+                .collect()
         };
 
         let info = cfg.model_info;
@@ -185,7 +227,10 @@ impl Agent {
             (h, c)
         };
         if header_changed {
-            self.push(EventBody::RequestHeader(Box::new(RequestHeader { header, extra: Map::new() })))?;
+            self.push(EventBody::RequestHeader(Box::new(RequestHeader {
+                header,
+                extra: Map::new(),
+            })))?;
         }
         if context_changed {
             self.push(EventBody::RequestContext(Box::new(RequestContext {
@@ -214,7 +259,11 @@ impl Agent {
 /// count, and surface order is kept.
 pub fn enforce_projection(nodes: &[DerivedMessage], required: &[Seq], include: &[Seq]) -> Vec<Seq> {
     let on_surface: BTreeSet<Seq> = nodes.iter().map(|d| d.seq).collect();
-    let mut set: BTreeSet<Seq> = include.iter().copied().filter(|s| on_surface.contains(s)).collect();
+    let mut set: BTreeSet<Seq> = include
+        .iter()
+        .copied()
+        .filter(|s| on_surface.contains(s))
+        .collect();
     set.extend(required.iter().copied().filter(|s| on_surface.contains(s)));
     // Pair assistant tool calls with their results.
     let mut call_owner: HashMap<&str, Seq> = HashMap::new();
@@ -237,7 +286,11 @@ pub fn enforce_projection(nodes: &[DerivedMessage], required: &[Seq], include: &
             set.extend(results.iter().copied());
         }
     }
-    nodes.iter().map(|d| d.seq).filter(|s| set.contains(s)).collect()
+    nodes
+        .iter()
+        .map(|d| d.seq)
+        .filter(|s| set.contains(s))
+        .collect()
 }
 
 fn sandbox_fact(mode: SandboxMode) -> String {
@@ -263,7 +316,10 @@ mod tests {
     use keel_protocol::{ToolCallBlock, ToolResultBlock};
 
     fn node(seq: u64, message: Message) -> DerivedMessage {
-        DerivedMessage { seq: Seq(seq), message }
+        DerivedMessage {
+            seq: Seq(seq),
+            message,
+        }
     }
 
     fn user(t: &str) -> Message {
@@ -274,17 +330,31 @@ mod tests {
     fn projection_keeps_required_pairs_and_order() {
         let call = Message {
             role: Role::Assistant,
-            content: vec![ContentBlock::ToolCall(ToolCallBlock { id: "c1".into(), name: "read".into(), arguments: "{}".into() })],
+            content: vec![ContentBlock::ToolCall(ToolCallBlock {
+                id: "c1".into(),
+                name: "read".into(),
+                arguments: "{}".into(),
+            })],
             source: MessageSource::model("p", "m"),
             id: "a".into(),
         };
         let result = Message {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult(ToolResultBlock { tool_call_id: "c1".into(), content: vec![], is_error: false })],
+            content: vec![ContentBlock::ToolResult(ToolResultBlock {
+                tool_call_id: "c1".into(),
+                content: vec![],
+                is_error: false,
+            })],
             source: MessageSource::tool("c1"),
             id: "r".into(),
         };
-        let nodes = vec![node(1, user("a")), node(3, call), node(5, result), node(7, user("b")), node(9, user("c"))];
+        let nodes = vec![
+            node(1, user("a")),
+            node(3, call),
+            node(5, result),
+            node(7, user("b")),
+            node(9, user("c")),
+        ];
         // Asking only for the result pulls in its call; the required seq is added; order kept;
         // unknown seqs are ignored.
         let got = enforce_projection(&nodes, &[Seq(9)], &[Seq(5), Seq(42)]);

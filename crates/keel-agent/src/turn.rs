@@ -16,12 +16,16 @@
 use crate::agent::Agent;
 use crate::error::AgentError;
 use crate::host::StepHost;
-use crate::seams::{ErrorDecision, FlushPoint, PreStep, PreStepOutcome, RequestError, StopDecision, StreamCall, TurnStopping};
+use crate::seams::{
+    ErrorDecision, FlushPoint, PreStep, PreStepOutcome, RequestError, StopDecision, StreamCall,
+    TurnStopping,
+};
 use futures::FutureExt;
 use keel_llm::{Assembled, ChatRequest, Interrupted, RetryDecision};
 use keel_protocol::{
-    AssistantChunk, AssistantMessageEvent, ContentBlock, EventBody, FinishReason, LlmRetry, Message, MessageSource, Role,
-    Seq, StepRef, SurfaceOp, ToolCallBlock, ToolErrorCode, TurnEnd, TurnEndReason, TurnStart,
+    AssistantChunk, AssistantMessageEvent, ContentBlock, EventBody, FinishReason, LlmRetry,
+    Message, MessageSource, Role, Seq, StepRef, SurfaceOp, ToolCallBlock, ToolErrorCode, TurnEnd,
+    TurnEndReason, TurnStart,
 };
 use keel_tools::ToolOutcome;
 use std::sync::Mutex;
@@ -91,7 +95,10 @@ impl Agent {
             step += 1;
             if step > self.config().max_steps {
                 break TurnEndReason::Blocked {
-                    reason: Some(format!("the turn reached its step limit ({}); raise agent.max_steps to go further", self.config().max_steps)),
+                    reason: Some(format!(
+                        "the turn reached its step limit ({}); raise agent.max_steps to go further",
+                        self.config().max_steps
+                    )),
                 };
             }
             let claimed = self.state().inbox.claim_step();
@@ -99,10 +106,24 @@ impl Agent {
                 self.push(EventBody::InboxSpliced(Box::new(splice)))?;
                 pending.extend(messages);
             }
-            match self.run_step(turn, step, turn_start, std::mem::take(&mut pending), &cancel, &mut final_text).await? {
+            match self
+                .run_step(
+                    turn,
+                    step,
+                    turn_start,
+                    std::mem::take(&mut pending),
+                    &cancel,
+                    &mut final_text,
+                )
+                .await?
+            {
                 StepEnd::Continue => continue,
                 StepEnd::EndTurn(TurnEndReason::Completed) => {
-                    let stopping = TurnStopping { agent: self.clone(), turn, final_text: final_text.clone() };
+                    let stopping = TurnStopping {
+                        agent: self.clone(),
+                        turn,
+                        final_text: final_text.clone(),
+                    };
                     let decisions = self.hooks().turn_stopping.run(&stopping).await;
                     let more: Vec<Message> = decisions
                         .into_iter()
@@ -130,9 +151,16 @@ impl Agent {
             }
         };
         self.state().running = false;
-        self.push(EventBody::TurnEnd(TurnEnd { turn, reason: reason.clone() }))?;
+        self.push(EventBody::TurnEnd(TurnEnd {
+            turn,
+            reason: reason.clone(),
+        }))?;
         self.flush(FlushPoint::TurnBoundary).await?;
-        Ok(TurnOutcome { turn, reason, final_text })
+        Ok(TurnOutcome {
+            turn,
+            reason,
+            final_text,
+        })
     }
 
     async fn run_step(
@@ -147,31 +175,65 @@ impl Agent {
         let entered = if self.hooks().pre_step.is_empty() {
             claimed
         } else {
-            let input = PreStep { agent: self.clone(), turn, step, messages: claimed };
-            match self.hooks().pre_step.run(input, &|p| std::future::ready(PreStepOutcome::Enter(p.messages)).boxed()).await {
+            let input = PreStep {
+                agent: self.clone(),
+                turn,
+                step,
+                messages: claimed,
+            };
+            match self
+                .hooks()
+                .pre_step
+                .run(input, &|p| {
+                    std::future::ready(PreStepOutcome::Enter(p.messages)).boxed()
+                })
+                .await
+            {
                 PreStepOutcome::Enter(m) => m,
-                PreStepOutcome::Reject(reason) => return Ok(StepEnd::EndTurn(TurnEndReason::Blocked { reason: Some(reason) })),
+                PreStepOutcome::Reject(reason) => {
+                    return Ok(StepEnd::EndTurn(TurnEndReason::Blocked {
+                        reason: Some(reason),
+                    }));
+                }
             }
         };
         let step_ref = StepRef { turn, step };
         self.push(EventBody::StepStart(step_ref))?;
         for m in entered {
-            self.push_surface(EventBody::UserMessage(Box::new(m)), SurfaceOp::Append, Vec::new())?;
+            self.push_surface(
+                EventBody::UserMessage(Box::new(m)),
+                SurfaceOp::Append,
+                Vec::new(),
+            )?;
         }
         self.push_runtime_context()?;
 
         let mut attempt = 0u32;
         let streamed = loop {
             let request = self.build_request(turn, step, turn_start).await?;
-            let observed = crate::seams::LlmRequest { session: self.session_id(), turn, step, attempt, request: request.clone() };
+            let observed = crate::seams::LlmRequest {
+                session: self.session_id(),
+                turn,
+                step,
+                attempt,
+                request: request.clone(),
+            };
             self.hooks().llm_request.run(&observed).await;
             self.flush(FlushPoint::BeforeRequest).await?;
             let (result, chunk_seqs) = self.stream(turn, step, request, cancel).await?;
             match result {
                 Ok(assembled) => break Ok((assembled, chunk_seqs)),
-                Err(interrupted) if cancel.is_cancelled() => break Err((interrupted, chunk_seqs, true)),
+                Err(interrupted) if cancel.is_cancelled() => {
+                    break Err((interrupted, chunk_seqs, true));
+                }
                 Err(interrupted) => {
-                    let input = RequestError { agent: self.clone(), turn, step, attempt, failure: interrupted.failure.clone() };
+                    let input = RequestError {
+                        agent: self.clone(),
+                        turn,
+                        step,
+                        attempt,
+                        failure: interrupted.failure.clone(),
+                    };
                     let policy = self.config().retry.clone();
                     let decision = self
                         .hooks()
@@ -216,15 +278,25 @@ impl Agent {
                 self.push(EventBody::StepEnd(step_ref))?;
                 self.flush(FlushPoint::StepBoundary).await?;
                 let f = interrupted.failure;
-                return Ok(StepEnd::EndTurn(TurnEndReason::Error { code: f.code.as_str().to_owned(), message: f.to_string() }));
+                return Ok(StepEnd::EndTurn(TurnEndReason::Error {
+                    code: f.code.as_str().to_owned(),
+                    message: f.to_string(),
+                }));
             }
         };
 
-        let Assembled { content, usage, finish } = assembled;
+        let Assembled {
+            content,
+            usage,
+            finish,
+        } = assembled;
         let message = Message {
             role: Role::Assistant,
             content,
-            source: MessageSource::model(self.config().provider_name.clone(), self.config().model.clone()),
+            source: MessageSource::model(
+                self.config().provider_name.clone(),
+                self.config().model.clone(),
+            ),
             id: uuid::Uuid::new_v4().to_string(),
         };
         let calls: Vec<ToolCallBlock> = message.tool_calls().cloned().collect();
@@ -248,7 +320,9 @@ impl Agent {
 
         if !calls.is_empty() {
             let host = StepHost::new(self, turn, step);
-            self.pipeline().run_batch(&calls, &host, cancel.clone()).await;
+            self.pipeline()
+                .run_batch(&calls, &host, cancel.clone())
+                .await;
             if let Some(e) = host.take_error() {
                 return Err(e);
             }
@@ -256,7 +330,9 @@ impl Agent {
         self.push(EventBody::StepEnd(step_ref))?;
         self.flush(FlushPoint::StepBoundary).await?;
         if cancel.is_cancelled() {
-            return Ok(StepEnd::EndTurn(TurnEndReason::Aborted { reason: "cancelled by the user".into() }));
+            return Ok(StepEnd::EndTurn(TurnEndReason::Aborted {
+                reason: "cancelled by the user".into(),
+            }));
         }
         if max_tokens {
             return Ok(StepEnd::EndTurn(TurnEndReason::MaxTokens));
@@ -275,24 +351,36 @@ impl Agent {
         request: ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<(Result<Assembled, Interrupted>, Vec<Seq>), AgentError> {
-        let call = StreamCall { request, cancel: cancel.clone() };
+        let call = StreamCall {
+            request,
+            cancel: cancel.clone(),
+        };
         let provider = self.provider().clone();
         let stream = if self.hooks().llm_stream.is_empty() {
             provider.stream(call.request, call.cancel)
         } else {
             self.hooks()
                 .llm_stream
-                .run(call, &move |c| std::future::ready(provider.stream(c.request, c.cancel)).boxed())
+                .run(call, &move |c| {
+                    std::future::ready(provider.stream(c.request, c.cancel)).boxed()
+                })
                 .await
         };
         let seqs = Mutex::new(Vec::new());
         let failure: Mutex<Option<AgentError>> = Mutex::new(None);
         let result = keel_llm::assemble(stream, |chunk| {
-            let body = EventBody::AssistantChunk(Box::new(AssistantChunk { turn, step, chunk: chunk.clone() }));
+            let body = EventBody::AssistantChunk(Box::new(AssistantChunk {
+                turn,
+                step,
+                chunk: chunk.clone(),
+            }));
             match self.push(body) {
                 Ok(seq) => seqs.lock().unwrap_or_else(|p| p.into_inner()).push(seq),
                 Err(e) => {
-                    failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                    failure
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(e);
                 }
             }
         })
@@ -305,13 +393,21 @@ impl Agent {
 
     /// Cancellation mid-stream: keep what streamed as an interrupted assistant message, answer
     /// its complete tool calls with `ABORTED_BEFORE_DISPATCH`, close the step.
-    async fn abort_step(&self, step_ref: StepRef, interrupted: Interrupted, chunk_seqs: Vec<Seq>) -> Result<StepEnd, AgentError> {
+    async fn abort_step(
+        &self,
+        step_ref: StepRef,
+        interrupted: Interrupted,
+        chunk_seqs: Vec<Seq>,
+    ) -> Result<StepEnd, AgentError> {
         let content: Vec<ContentBlock> = interrupted.partial;
         if !content.is_empty() {
             let message = Message {
                 role: Role::Assistant,
                 content,
-                source: MessageSource::model(self.config().provider_name.clone(), self.config().model.clone()),
+                source: MessageSource::model(
+                    self.config().provider_name.clone(),
+                    self.config().model.clone(),
+                ),
                 id: uuid::Uuid::new_v4().to_string(),
             };
             let calls: Vec<ToolCallBlock> = message.tool_calls().cloned().collect();
@@ -339,6 +435,8 @@ impl Agent {
         }
         self.push(EventBody::StepEnd(step_ref))?;
         self.flush(FlushPoint::StepBoundary).await?;
-        Ok(StepEnd::EndTurn(TurnEndReason::Aborted { reason: "cancelled by the user".into() }))
+        Ok(StepEnd::EndTurn(TurnEndReason::Aborted {
+            reason: "cancelled by the user".into(),
+        }))
     }
 }

@@ -61,33 +61,63 @@ responses:
     let first = guarded(rig.agent.run_pending()).await.unwrap().unwrap();
     assert_eq!(first.final_text, "Started it.");
     let results = tool_results(&events_of(&rig.agent));
-    assert!(results[0].starts_with("Started background job bash-1."), "{}", results[0]);
+    assert!(
+        results[0].starts_with("Started background job bash-1."),
+        "{}",
+        results[0]
+    );
     assert_eq!(running(&rig.agent), 1, "the job waits for its file");
     assert!(!rig.agent.has_pending_turn());
 
     std::fs::write(rig.work.path().join("go"), "").unwrap();
     let woke = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
-    assert_eq!((woke.turn, woke.final_text.as_str()), (2, "It printed go-done."));
+    assert_eq!(
+        (woke.turn, woke.final_text.as_str()),
+        (2, "It printed go-done.")
+    );
     assert_eq!(running(&rig.agent), 0);
 
     let events = events_of(&rig.agent);
     let n = notices(&events);
     assert_eq!(n.len(), 1);
-    assert_eq!(n[0].0, InboxTarget::NextTurn, "an idle owner is woken with a follow-up turn");
-    assert_eq!(n[0].1, "Background job bash-1 (bash: wait for go) finished: completed (exit code 0).\nOutput:\ngo-done\n");
+    assert_eq!(
+        n[0].0,
+        InboxTarget::NextTurn,
+        "an idle owner is woken with a follow-up turn"
+    );
+    assert_eq!(
+        n[0].1,
+        "Background job bash-1 (bash: wait for go) finished: completed (exit code 0).\nOutput:\ngo-done\n"
+    );
     let results = tool_results(&events);
-    assert!(results[1].starts_with("bash-1 [completed] wait for go (exit code 0)"), "{}", results[1]);
+    assert!(
+        results[1].starts_with("bash-1 [completed] wait for go (exit code 0)"),
+        "{}",
+        results[1]
+    );
     assert!(results[1].ends_with("---\ngo-done\n"), "{}", results[1]);
-    assert!(results[2].starts_with("bash-1 [completed] wait for go"), "{}", results[2]);
+    assert!(
+        results[2].starts_with("bash-1 [completed] wait for go"),
+        "{}",
+        results[2]
+    );
     // The wake-up turn's request carries the notice as a user message.
     let reqs = rig.provider.requests();
-    assert!(reqs[2].messages.iter().any(|m| m.text().starts_with("Background job bash-1")));
+    assert!(
+        reqs[2]
+            .messages
+            .iter()
+            .any(|m| m.text().starts_with("Background job bash-1"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wake_ups_stop_after_three_in_a_row_until_a_human_message() {
     let bg = |id: &str, file: &str| {
-        format!("      - {{id: {id}, name: bash, arguments: {{command: \"{}\", run_in_background: true}}}}\n", wait_for(file))
+        format!(
+            "      - {{id: {id}, name: bash, arguments: {{command: \"{}\", run_in_background: true}}}}\n",
+            wait_for(file)
+        )
     };
     let script = format!(
         "responses:\n  - tool_calls:\n{}{}{}{}  - text: started four\n  - text: wake one\n  - text: wake two\n  - text: wake three\n  - tool_calls:\n{}  - text: started five\n  - text: wake again\n",
@@ -97,7 +127,16 @@ async fn wake_ups_stop_after_three_in_a_row_until_a_human_message() {
         bg("a4", "g4"),
         bg("a5", "g5"),
     );
-    let rig = rig(&script, Options { jobs: Some(JobsConfig { max_wakeups: 3, ..JobsConfig::default() }), ..Options::default() });
+    let rig = rig(
+        &script,
+        Options {
+            jobs: Some(JobsConfig {
+                max_wakeups: 3,
+                ..JobsConfig::default()
+            }),
+            ..Options::default()
+        },
+    );
     let agent = &rig.agent;
     let touch = |f: &str| std::fs::write(rig.work.path().join(f), "").unwrap();
     agent.followup("Start four jobs.").unwrap();
@@ -115,9 +154,23 @@ async fn wake_ups_stop_after_three_in_a_row_until_a_human_message() {
     touch("g4");
     until(|| running(agent) == 0).await;
     assert!(!agent.has_pending_turn());
-    assert!(guarded(agent.run_until_idle()).await.unwrap().is_none(), "nothing to run, nothing to wait for");
-    let targets: Vec<InboxTarget> = notices(&events_of(agent)).into_iter().map(|(t, _)| t).collect();
-    assert_eq!(targets, vec![InboxTarget::NextTurn, InboxTarget::NextTurn, InboxTarget::NextTurn, InboxTarget::NextStep]);
+    assert!(
+        guarded(agent.run_until_idle()).await.unwrap().is_none(),
+        "nothing to run, nothing to wait for"
+    );
+    let targets: Vec<InboxTarget> = notices(&events_of(agent))
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(
+        targets,
+        vec![
+            InboxTarget::NextTurn,
+            InboxTarget::NextTurn,
+            InboxTarget::NextTurn,
+            InboxTarget::NextStep
+        ]
+    );
 
     // A human message resets the budget; the held notice joins that turn.
     agent.followup("Start one more.").unwrap();
@@ -125,11 +178,19 @@ async fn wake_ups_stop_after_three_in_a_row_until_a_human_message() {
     assert_eq!(o.final_text, "started five");
     let reqs = rig.provider.requests();
     let human_turn = &reqs[reqs.len() - 2];
-    assert!(human_turn.messages.iter().any(|m| m.text().starts_with("Background job bash-4")));
+    assert!(
+        human_turn
+            .messages
+            .iter()
+            .any(|m| m.text().starts_with("Background job bash-4"))
+    );
     touch("g5");
     let o = guarded(agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(o.final_text, "wake again");
-    assert_eq!(notices(&events_of(agent)).last().unwrap().0, InboxTarget::NextTurn);
+    assert_eq!(
+        notices(&events_of(agent)).last().unwrap().0,
+        InboxTarget::NextTurn
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,13 +218,26 @@ responses:
 "#,
         wait_for("go")
     );
-    let rig = rig(&script, Options { hooks, ..Options::default() });
+    let rig = rig(
+        &script,
+        Options {
+            hooks,
+            ..Options::default()
+        },
+    );
     rig.agent.followup("go").unwrap();
     let o = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
-    assert_eq!((o.turn, o.final_text.as_str()), (1, "And it is already done."));
+    assert_eq!(
+        (o.turn, o.final_text.as_str()),
+        (1, "And it is already done.")
+    );
     let n = notices(&events_of(&rig.agent));
     assert_eq!(n.len(), 1);
-    assert_eq!(n[0].0, InboxTarget::NextStep, "a busy owner gets the notice in its running turn");
+    assert_eq!(
+        n[0].0,
+        InboxTarget::NextStep,
+        "a busy owner gets the notice in its running turn"
+    );
     assert_eq!(rig.provider.requests().len(), 3);
 }
 
@@ -183,16 +257,32 @@ responses:
     guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     let results = tool_results(&events_of(&rig.agent));
     assert_eq!(results[2], "Killed job bash-1.");
-    assert_eq!(results[3], "INVALID_ARGS: no job with id 'bash-9' (see job_list)");
+    assert_eq!(
+        results[3],
+        "INVALID_ARGS: no job with id 'bash-9' (see job_list)"
+    );
     let pid = std::fs::read_to_string(rig.work.path().join("pid")).unwrap();
     let proc_dir = format!("/proc/{}", pid.trim());
     until(|| !std::path::Path::new(&proc_dir).exists()).await;
     let jobs = rig.jobs.as_ref().unwrap().list(&rig.agent.session_id());
-    assert_eq!((jobs[0].status, jobs[0].summary.as_deref()), (JobStatus::Killed, Some("killed")));
+    assert_eq!(
+        (jobs[0].status, jobs[0].summary.as_deref()),
+        (JobStatus::Killed, Some("killed"))
+    );
     // What it printed before the kill is kept (the pipe is drained after the group dies).
-    let output = || rig.jobs.as_ref().unwrap().output(&rig.agent.session_id(), "bash-1").unwrap().text;
+    let output = || {
+        rig.jobs
+            .as_ref()
+            .unwrap()
+            .output(&rig.agent.session_id(), "bash-1")
+            .unwrap()
+            .text
+    };
     until(|| output() == "started\n").await;
-    assert!(notices(&events_of(&rig.agent)).is_empty(), "a kill is not announced");
+    assert!(
+        notices(&events_of(&rig.agent)).is_empty(),
+        "a kill is not announced"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,11 +294,25 @@ responses:
       - {id: c2, name: subagent, arguments: {description: "x", prompt: "y", run_in_background: true}}
   - text: "ok"
 "#;
-    let rig = rig(script, Options { jobs: None, ..Options::default() });
+    let rig = rig(
+        script,
+        Options {
+            jobs: None,
+            ..Options::default()
+        },
+    );
     rig.agent.followup("go").unwrap();
     guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     let results = tool_results(&events_of(&rig.agent));
-    assert!(results[0].starts_with("DENIED: background jobs are not available"), "{}", results[0]);
-    assert!(results[1].starts_with("DENIED: background subagents are not available"), "{}", results[1]);
+    assert!(
+        results[0].starts_with("DENIED: background jobs are not available"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[1].starts_with("DENIED: background subagents are not available"),
+        "{}",
+        results[1]
+    );
     assert!(!rig.work.path().join("made").exists());
 }

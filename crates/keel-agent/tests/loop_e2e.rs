@@ -25,7 +25,11 @@ responses:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_step_task_reads_edits_runs_and_answers() {
     let f = fixture(TASK, HookRegistry::default());
-    std::fs::write(f.work.path().join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    std::fs::write(
+        f.work.path().join("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
     f.agent.followup("Fix add in calc.py and run it.").unwrap();
     let outcome = f.agent.run_pending().await.unwrap().unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
@@ -45,13 +49,19 @@ async fn multi_step_task_reads_edits_runs_and_answers() {
     assert_eq!(results.len(), 4);
     assert!(results[0].contains("a - b"), "{}", results[0]);
     assert!(results[2].contains('5'), "bash output: {}", results[2]);
-    assert!(evs.iter().any(|e| matches!(&e.body, EventBody::TodoWrite(t) if t.todos.len() == 1)));
+    assert!(
+        evs.iter()
+            .any(|e| matches!(&e.body, EventBody::TodoWrite(t) if t.todos.len() == 1))
+    );
     let t = types(&f);
     assert_eq!(t.iter().filter(|t| *t == "step/start").count(), 4);
     assert_eq!(t.iter().filter(|t| *t == "tool/call").count(), 4);
     assert_eq!(t.last().map(String::as_str), Some("turn/end"));
     // The file on disk loads to the same log, with valid brackets.
-    f.agent.flush(keel_agent::seams::FlushPoint::TurnBoundary).await.unwrap();
+    f.agent
+        .flush(keel_agent::seams::FlushPoint::TurnBoundary)
+        .await
+        .unwrap();
     let loaded = Store::load(&f.session_path).unwrap();
     assert_eq!(loaded.session.len(), f.agent.log().session().len());
     loaded.session.check_invariants().unwrap();
@@ -59,7 +69,10 @@ async fn multi_step_task_reads_edits_runs_and_answers() {
     let reqs = f.provider.requests();
     assert_eq!(reqs.len(), 4);
     for pair in reqs.windows(2) {
-        assert_eq!(pair[0].messages[..], pair[1].messages[..pair[0].messages.len()]);
+        assert_eq!(
+            pair[0].messages[..],
+            pair[1].messages[..pair[0].messages.len()]
+        );
         assert_eq!(pair[0].system, pair[1].system);
         assert_eq!(pair[0].tools, pair[1].tools);
     }
@@ -90,5 +103,11 @@ responses:
     // The second request carries all three error results after the assistant message.
     let reqs = f.provider.requests();
     let last = reqs.last().unwrap();
-    assert_eq!(last.messages.iter().filter(|m| m.tool_results().next().is_some()).count(), 3);
+    assert_eq!(
+        last.messages
+            .iter()
+            .filter(|m| m.tool_results().next().is_some())
+            .count(),
+        3
+    );
 }

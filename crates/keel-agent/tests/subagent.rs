@@ -42,19 +42,42 @@ responses:
     let seen: Arc<Mutex<Vec<(&'static str, SubagentNotice)>>> = Arc::default();
     let mut hooks = HookRegistry::default();
     let s = seen.clone();
-    hooks.subagent_started.push(Arc::new(move |n: &SubagentNotice| s.lock().unwrap().push(("started", n.clone()))));
+    hooks
+        .subagent_started
+        .push(Arc::new(move |n: &SubagentNotice| {
+            s.lock().unwrap().push(("started", n.clone()))
+        }));
     let s = seen.clone();
-    hooks.subagent_finished.push(Arc::new(move |n: &SubagentNotice| s.lock().unwrap().push(("finished", n.clone()))));
-    let config = SubagentConfig { max_depth: 1, ..SubagentConfig::default() };
-    let rig = rig(script, Options { subagent: Some(config), hooks, ..Options::default() });
+    hooks
+        .subagent_finished
+        .push(Arc::new(move |n: &SubagentNotice| {
+            s.lock().unwrap().push(("finished", n.clone()))
+        }));
+    let config = SubagentConfig {
+        max_depth: 1,
+        ..SubagentConfig::default()
+    };
+    let rig = rig(
+        script,
+        Options {
+            subagent: Some(config),
+            hooks,
+            ..Options::default()
+        },
+    );
 
-    rig.agent.followup("How many files? Ask a subagent.").unwrap();
+    rig.agent
+        .followup("How many files? Ask a subagent.")
+        .unwrap();
     let outcome = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(outcome.final_text, "The subagent says 2.");
 
     // The child's final answer is the parent's tool result, byte for byte.
     let parent_events = events_of(&rig.agent);
-    assert_eq!(tool_results(&parent_events), vec!["There are 2 files.".to_owned()]);
+    assert_eq!(
+        tool_results(&parent_events),
+        vec!["There are 2 files.".to_owned()]
+    );
     let d = descriptors(&rig);
     assert_eq!(d.len(), 1);
     let child_id = d[0].child_session.clone();
@@ -82,7 +105,11 @@ responses:
     let first = &user_messages(&child_events)[0];
     assert_eq!(first.text(), PROMPT);
     assert_eq!(first.source.plugin_id(), Some(SUBAGENT_PLUGIN));
-    assert!(child_events.iter().any(|e| matches!(&e.body, EventBody::ApprovalPolicy(p) if p.policy == "never")));
+    assert!(
+        child_events
+            .iter()
+            .any(|e| matches!(&e.body, EventBody::ApprovalPolicy(p) if p.policy == "never"))
+    );
     let ends: Vec<_> = child_events
         .iter()
         .filter_map(|e| match &e.body {
@@ -98,15 +125,39 @@ responses:
     let reqs = rig.provider.requests();
     assert_eq!(reqs.len(), 3);
     let parent_tools = tool_names(&reqs[0]);
-    assert!(parent_tools.iter().any(|t| t == "subagent") && parent_tools.iter().any(|t| t == "job_output"));
-    assert_eq!(tool_names(&reqs[1]), vec!["read", "write", "edit", "glob", "grep", "bash", "todo_write"]);
-    assert_eq!(reqs[1].messages.iter().filter(|m| m.text() == PROMPT).count(), 1);
+    assert!(
+        parent_tools.iter().any(|t| t == "subagent")
+            && parent_tools.iter().any(|t| t == "job_output")
+    );
+    assert_eq!(
+        tool_names(&reqs[1]),
+        vec![
+            "read",
+            "write",
+            "edit",
+            "glob",
+            "grep",
+            "bash",
+            "todo_write"
+        ]
+    );
+    assert_eq!(
+        reqs[1]
+            .messages
+            .iter()
+            .filter(|m| m.text() == PROMPT)
+            .count(),
+        1
+    );
 
     // Observers.
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].0, "started");
-    assert_eq!((seen[0].1.child.clone(), seen[0].1.result.clone()), (child_id.clone(), None));
+    assert_eq!(
+        (seen[0].1.child.clone(), seen[0].1.result.clone()),
+        (child_id.clone(), None)
+    );
     assert_eq!(seen[1].0, "finished");
     assert_eq!(seen[1].1.result.as_deref(), Some("There are 2 files."));
     assert_eq!(seen[1].1.parent, rig.agent.session_id());
@@ -121,15 +172,36 @@ responses:
       - {id: c1, name: subagent, arguments: {description: "x", prompt: "do x"}}
   - text: "ok, myself then"
 "#;
-    let config = SubagentConfig { max_depth: 0, ..SubagentConfig::default() };
-    let shallow = rig(script, Options { subagent: Some(config), ..Options::default() });
+    let config = SubagentConfig {
+        max_depth: 0,
+        ..SubagentConfig::default()
+    };
+    let shallow = rig(
+        script,
+        Options {
+            subagent: Some(config),
+            ..Options::default()
+        },
+    );
     shallow.agent.followup("delegate").unwrap();
-    guarded(shallow.agent.run_until_idle()).await.unwrap().unwrap();
+    guarded(shallow.agent.run_until_idle())
+        .await
+        .unwrap()
+        .unwrap();
     let results = tool_results(&events_of(&shallow.agent));
     assert_eq!(results.len(), 1);
-    assert!(results[0].starts_with("DENIED: delegation depth limit reached"), "{}", results[0]);
+    assert!(
+        results[0].starts_with("DENIED: delegation depth limit reached"),
+        "{}",
+        results[0]
+    );
     assert!(descriptors(&shallow).is_empty(), "no child was created");
-    assert!(std::fs::read_dir(shallow.home.path().join("sessions")).unwrap().count() == 1);
+    assert!(
+        std::fs::read_dir(shallow.home.path().join("sessions"))
+            .unwrap()
+            .count()
+            == 1
+    );
 
     // With max_depth 2, a child (depth 1) keeps a subagent tool; its child (depth 2) does not,
     // and a depth-2 call to it is unknown.
@@ -145,17 +217,45 @@ responses:
   - text: "child done"
   - text: "parent done"
 "#;
-    let config = SubagentConfig { max_depth: 2, ..SubagentConfig::default() };
-    let deep = rig(script, Options { subagent: Some(config), ..Options::default() });
+    let config = SubagentConfig {
+        max_depth: 2,
+        ..SubagentConfig::default()
+    };
+    let deep = rig(
+        script,
+        Options {
+            subagent: Some(config),
+            ..Options::default()
+        },
+    );
     deep.agent.followup("go deep").unwrap();
     let outcome = guarded(deep.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(outcome.final_text, "parent done");
     let reqs = deep.provider.requests();
-    assert!(tool_names(&reqs[1]).contains(&"subagent".to_owned()), "depth 1 may delegate");
-    assert!(!tool_names(&reqs[2]).contains(&"subagent".to_owned()), "depth 2 may not");
-    let last_of_grandchild = reqs[3].messages.last().unwrap().tool_results().next().unwrap().text();
-    assert!(last_of_grandchild.starts_with("UNKNOWN_TOOL"), "{last_of_grandchild}");
-    assert_eq!(tool_results(&events_of(&deep.agent)), vec!["child done".to_owned()]);
+    assert!(
+        tool_names(&reqs[1]).contains(&"subagent".to_owned()),
+        "depth 1 may delegate"
+    );
+    assert!(
+        !tool_names(&reqs[2]).contains(&"subagent".to_owned()),
+        "depth 2 may not"
+    );
+    let last_of_grandchild = reqs[3]
+        .messages
+        .last()
+        .unwrap()
+        .tool_results()
+        .next()
+        .unwrap()
+        .text();
+    assert!(
+        last_of_grandchild.starts_with("UNKNOWN_TOOL"),
+        "{last_of_grandchild}"
+    );
+    assert_eq!(
+        tool_results(&events_of(&deep.agent)),
+        vec!["child done".to_owned()]
+    );
     let child = descriptors(&deep)[0].child_session.clone();
     let child_log = load(&session_file(&deep, child.as_str()));
     let grand = child_log
@@ -184,12 +284,22 @@ responses:
 "#;
     // A read-only sandbox asks before commands; the parent could ask (an approver would be
     // consulted), the child may not.
-    let rig = rig(script, Options { sandbox: SandboxMode::ReadOnly, approval: ApprovalPolicy::Ask, ..Options::default() });
+    let rig = rig(
+        script,
+        Options {
+            sandbox: SandboxMode::ReadOnly,
+            approval: ApprovalPolicy::Ask,
+            ..Options::default()
+        },
+    );
     rig.agent.followup("go").unwrap();
     guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert!(!rig.work.path().join("ran.txt").exists());
     let child = descriptors(&rig)[0].child_session.clone();
-    let child_events: Vec<_> = load(&session_file(&rig, child.as_str())).events().map(|e| e.into_owned()).collect();
+    let child_events: Vec<_> = load(&session_file(&rig, child.as_str()))
+        .events()
+        .map(|e| e.into_owned())
+        .collect();
     let decided: Vec<_> = child_events
         .iter()
         .filter_map(|e| match &e.body {
@@ -198,8 +308,15 @@ responses:
         })
         .collect();
     assert_eq!(decided, vec![(false, "policy".to_owned())]);
-    assert!(tool_results(&child_events)[0].starts_with("DENIED"), "{:?}", tool_results(&child_events));
-    assert_eq!(tool_results(&events_of(&rig.agent)), vec!["I was not allowed to run it.".to_owned()]);
+    assert!(
+        tool_results(&child_events)[0].starts_with("DENIED"),
+        "{:?}",
+        tool_results(&child_events)
+    );
+    assert_eq!(
+        tool_results(&events_of(&rig.agent)),
+        vec!["I was not allowed to run it.".to_owned()]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,8 +329,17 @@ responses:
   - text: "14"
   - text: "The fork says 14."
 "#;
-    let config = SubagentConfig { mode: SubagentMode::Fork, ..SubagentConfig::default() };
-    let rig = rig(script, Options { subagent: Some(config), ..Options::default() });
+    let config = SubagentConfig {
+        mode: SubagentMode::Fork,
+        ..SubagentConfig::default()
+    };
+    let rig = rig(
+        script,
+        Options {
+            subagent: Some(config),
+            ..Options::default()
+        },
+    );
     rig.agent.followup("First question?").unwrap();
     rig.agent.followup("Now delegate the doubling.").unwrap();
     let outcome = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
@@ -235,20 +361,44 @@ responses:
     // parent's inbox at the boundary, did not leak into the child.
     let first_turn_end = {
         let parent = rig.agent.log();
-        parent.session().events().find(|e| matches!(e.body, EventBody::TurnEnd(_))).unwrap().seq.0
+        parent
+            .session()
+            .events()
+            .find(|e| matches!(e.body, EventBody::TurnEnd(_)))
+            .unwrap()
+            .seq
+            .0
     };
     assert!(boundary.0 > first_turn_end);
     assert_eq!(h.seed_length, Some(first_turn_end + 1));
     let child_events: Vec<_> = child.events().map(|e| e.into_owned()).collect();
-    assert!(matches!(child_events[first_turn_end as usize + 1].body, EventBody::SessionEndSeed(_)));
-    assert_eq!(child_events.iter().filter(|e| matches!(e.body, EventBody::TurnStart(_))).count(), 2);
+    assert!(matches!(
+        child_events[first_turn_end as usize + 1].body,
+        EventBody::SessionEndSeed(_)
+    ));
+    assert_eq!(
+        child_events
+            .iter()
+            .filter(|e| matches!(e.body, EventBody::TurnStart(_)))
+            .count(),
+        2
+    );
     child.check_invariants().unwrap();
     // The child's request carries the parent's first exchange, then the prompt.
     let reqs = rig.provider.requests();
-    let texts: Vec<String> = reqs[2].messages.iter().map(|m| m.text()).filter(|t| !t.starts_with("Current runtime")).collect();
+    let texts: Vec<String> = reqs[2]
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .filter(|t| !t.starts_with("Current runtime"))
+        .collect();
     assert_eq!(
         texts,
-        vec!["First question?".to_owned(), "The answer to the first question is 7.".to_owned(), "Double the earlier answer.".to_owned()]
+        vec![
+            "First question?".to_owned(),
+            "The answer to the first question is 7.".to_owned(),
+            "Double the earlier answer.".to_owned()
+        ]
     );
 }
 
@@ -280,12 +430,19 @@ responses:
     assert_eq!(jobs.running(&rig.agent.session_id()), 1);
     std::fs::write(rig.work.path().join("release"), "").unwrap();
     let outcome = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
-    assert_eq!((outcome.turn, outcome.final_text.as_str()), (2, "The subagent found 42."));
+    assert_eq!(
+        (outcome.turn, outcome.final_text.as_str()),
+        (2, "The subagent found 42.")
+    );
 
     let events = events_of(&rig.agent);
     let results = tool_results(&events);
     assert_eq!(results.len(), 1);
-    assert!(results[0].starts_with("Started subagent job subagent-1"), "{}", results[0]);
+    assert!(
+        results[0].starts_with("Started subagent job subagent-1"),
+        "{}",
+        results[0]
+    );
     let d = &descriptors(&rig)[0];
     assert!(d.background);
     // The answer arrived as a keel/jobs notice that woke the idle parent.
@@ -295,16 +452,27 @@ responses:
         .map(|m| m.text())
         .collect();
     assert_eq!(notices.len(), 1);
-    assert!(notices[0].starts_with("Background job subagent-1 (subagent: research) finished: completed"), "{}", notices[0]);
+    assert!(
+        notices[0]
+            .starts_with("Background job subagent-1 (subagent: research) finished: completed"),
+        "{}",
+        notices[0]
+    );
     assert!(notices[0].contains("The answer is 42."), "{}", notices[0]);
     let jobs = rig.jobs.as_ref().unwrap().list(&rig.agent.session_id());
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].status, keel_tools::JobStatus::Completed);
 
     let child = load(&session_file(&rig, d.child_session.as_str()));
-    assert_eq!(child.header().parent_session.as_ref(), Some(&rig.agent.session_id()));
+    assert_eq!(
+        child.header().parent_session.as_ref(),
+        Some(&rig.agent.session_id())
+    );
     assert_eq!(child.header().origin.as_deref(), Some("subagent"));
-    assert_eq!(user_messages(&child.events().map(|e| e.into_owned()).collect::<Vec<_>>())[0].text(), "Find the answer.");
+    assert_eq!(
+        user_messages(&child.events().map(|e| e.into_owned()).collect::<Vec<_>>())[0].text(),
+        "Find the answer."
+    );
 }
 
 #[test]
@@ -318,8 +486,24 @@ fn the_added_tools_schemas_stay_small() {
         let wire = serde_json::json!({"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}});
         sizes.push((name, serde_json::to_vec(&wire).unwrap().len()));
     }
-    let fork = rig("responses: []", Options { subagent: Some(SubagentConfig { mode: SubagentMode::Fork, ..SubagentConfig::default() }), ..Options::default() });
-    let s = fork.agent.pipeline().registry().get("subagent").unwrap().schema().clone();
+    let fork = rig(
+        "responses: []",
+        Options {
+            subagent: Some(SubagentConfig {
+                mode: SubagentMode::Fork,
+                ..SubagentConfig::default()
+            }),
+            ..Options::default()
+        },
+    );
+    let s = fork
+        .agent
+        .pipeline()
+        .registry()
+        .get("subagent")
+        .unwrap()
+        .schema()
+        .clone();
     let wire = serde_json::json!({"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}});
     sizes.push(("subagent (fork)", serde_json::to_vec(&wire).unwrap().len()));
     assert!(sizes.iter().all(|(_, n)| *n <= 400), "{sizes:?}");

@@ -50,7 +50,10 @@ fn results_identical_on_and_off_trace_and_verify() {
     };
     let norm = |env: &Env| -> Vec<(String, String, bool)> {
         let ws = env.ws.display().to_string();
-        results(env).into_iter().map(|(id, text, err)| (id, text.replace(&ws, "WS"), err)).collect()
+        results(env)
+            .into_iter()
+            .map(|(id, text, err)| (id, text.replace(&ws, "WS"), err))
+            .collect()
     };
     let (a, b) = (norm(&on), norm(&off));
     assert_eq!(a, b);
@@ -83,7 +86,11 @@ fn results_identical_on_and_off_trace_and_verify() {
     let mut cmd = on.keel("http://127.0.0.1:9");
     let out = run(cmd.args(["trace", "r_fail", "--format", "dot"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert!(out.stdout.starts_with("digraph provenance {"), "{}", out.stdout);
+    assert!(
+        out.stdout.starts_with("digraph provenance {"),
+        "{}",
+        out.stdout
+    );
     let mut cmd = on.keel("http://127.0.0.1:9");
     let out = run(cmd.args(["trace", "nope", "--session", &id]));
     assert_eq!(out.code, Some(1));
@@ -103,8 +110,12 @@ fn flip(file: &Path, offset: usize) -> Vec<u8> {
 fn any_single_byte_flip_fails_verification() {
     let env = Env::new();
     env.write("a.txt", "a\n");
-    let mock = Mock::start("- tool_calls: [ { id: c1, name: read, arguments: { path: a.txt } } ]\n- text: ok\n");
-    let out = run(env.keel(&mock.base_url()).args(["--provenance", "run", "go"]));
+    let mock = Mock::start(
+        "- tool_calls: [ { id: c1, name: read, arguments: { path: a.txt } } ]\n- text: ok\n",
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--provenance", "run", "go"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let id = session_id(&env.only_session());
     let dir = journal(&env, &id);
@@ -118,7 +129,10 @@ fn any_single_byte_flip_fails_verification() {
         let mut bytes = receipts.clone();
         bytes[offset] ^= 0x01;
         let r = keel_provenance::verify_bytes(&bytes, Some(&graph));
-        assert!(r.is_err(), "receipts.jsonl: flipping byte {offset} went undetected");
+        assert!(
+            r.is_err(),
+            "receipts.jsonl: flipping byte {offset} went undetected"
+        );
     }
     let edge = 2048.min(graph.len());
     let offsets = (0..graph.len()).filter(|&o| o < edge || o >= graph.len() - edge || o % 7 == 0);
@@ -126,7 +140,10 @@ fn any_single_byte_flip_fails_verification() {
         let mut bytes = graph.clone();
         bytes[offset] ^= 0x01;
         let r = keel_provenance::verify_bytes(&receipts, Some(&bytes));
-        assert!(r.is_err(), "graph.json: flipping byte {offset} went undetected");
+        assert!(
+            r.is_err(),
+            "graph.json: flipping byte {offset} went undetected"
+        );
     }
     for name in ["receipts.jsonl", "graph.json"] {
         let file = dir.join(name);
@@ -137,7 +154,13 @@ fn any_single_byte_flip_fails_verification() {
             let original = flip(&file, offset);
             let out = verify(&env, &id);
             std::fs::write(&file, &original).unwrap();
-            assert_eq!(out.code, Some(1), "{name} byte {offset}: {}{}", out.stdout, out.stderr);
+            assert_eq!(
+                out.code,
+                Some(1),
+                "{name} byte {offset}: {}{}",
+                out.stdout,
+                out.stderr
+            );
             assert!(out.stdout.starts_with("invalid: "), "{}", out.stdout);
         }
     }
@@ -154,16 +177,17 @@ fn sigkill_mid_tool_leaves_a_prefix_that_resume_closes() {
 "#,
     );
     env.write("a.txt", "a\n");
-    let running = spawn(env.keel(&mock.base_url()).args([
-        "--provenance",
-        "--approval",
-        "auto",
-        "run",
-        "go",
-    ]));
+    let running =
+        spawn(
+            env.keel(&mock.base_url())
+                .args(["--provenance", "--approval", "auto", "run", "go"]),
+        );
     let deadline = std::time::Instant::now() + support::HANG_GUARD;
     while !env.ws.join("started").exists() {
-        assert!(std::time::Instant::now() < deadline, "hang guard: the slow tool never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "hang guard: the slow tool never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     running.signal(libc::SIGKILL);
@@ -171,12 +195,22 @@ fn sigkill_mid_tool_leaves_a_prefix_that_resume_closes() {
     assert_eq!(out.code, None, "killed by the signal");
     let id = session_id(&env.only_session());
     let out = verify(&env, &id);
-    assert_eq!(out.code, Some(0), "a killed run verifies as a prefix: {}", out.stdout);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "a killed run verifies as a prefix: {}",
+        out.stdout
+    );
     let receipts = std::fs::read_to_string(journal(&env, &id).join("receipts.jsonl")).unwrap();
-    assert!(receipts.contains("\"native_id\":\"slow\""), "the slow call was captured");
+    assert!(
+        receipts.contains("\"native_id\":\"slow\""),
+        "the slow call was captured"
+    );
     assert!(!receipts.contains("outcome_unobserved"));
 
-    let out = run(env.keel(&mock.base_url()).args(["--provenance", "resume", &id]));
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--provenance", "resume", &id]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let out = verify(&env, &id);
     assert_eq!(out.code, Some(0), "{}", out.stdout);

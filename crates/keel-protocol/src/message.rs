@@ -29,7 +29,11 @@ pub struct Message {
 
 impl Message {
     /// A user message with one text block.
-    pub fn user_text(text: impl Into<String>, source: MessageSource, id: impl Into<String>) -> Self {
+    pub fn user_text(
+        text: impl Into<String>,
+        source: MessageSource,
+        id: impl Into<String>,
+    ) -> Self {
         Message {
             role: Role::User,
             content: vec![ContentBlock::Text { text: text.into() }],
@@ -198,15 +202,23 @@ impl MessageSource {
     }
     /// `{"kind":"model", provider, model}`.
     pub fn model(provider: impl Into<String>, model: impl Into<String>) -> Self {
-        MessageSource::Known(KnownSource::Model { provider: provider.into(), model: model.into() })
+        MessageSource::Known(KnownSource::Model {
+            provider: provider.into(),
+            model: model.into(),
+        })
     }
     /// `{"kind":"tool","callId"}`.
     pub fn tool(call_id: impl Into<String>) -> Self {
-        MessageSource::Known(KnownSource::Tool { call_id: call_id.into() })
+        MessageSource::Known(KnownSource::Tool {
+            call_id: call_id.into(),
+        })
     }
     /// `{"kind":"plugin","plugin"}`.
     pub fn plugin(plugin: impl Into<String>) -> Self {
-        MessageSource::Known(KnownSource::Plugin { plugin: plugin.into(), extra: Map::new() })
+        MessageSource::Known(KnownSource::Plugin {
+            plugin: plugin.into(),
+            extra: Map::new(),
+        })
     }
     /// True for messages a human typed.
     pub fn is_user(&self) -> bool {

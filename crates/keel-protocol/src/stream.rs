@@ -243,7 +243,13 @@ pub struct ModelFailure {
 impl ModelFailure {
     /// A failure with a code and message.
     pub fn new(code: FailureCode, message: impl Into<String>) -> Self {
-        ModelFailure { code, message: message.into(), status: None, retry_after_ms: None, request_id: None }
+        ModelFailure {
+            code,
+            message: message.into(),
+            status: None,
+            retry_after_ms: None,
+            request_id: None,
+        }
     }
 }
 

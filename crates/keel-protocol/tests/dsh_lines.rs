@@ -15,13 +15,19 @@ fn every_dsh_line_parses_and_round_trips() {
         let path = testdata().join(dir).join("session.plain.jsonl");
         let text = std::fs::read_to_string(&path).unwrap();
         for (n, line) in text.lines().enumerate() {
-            let rec = LogRecord::parse(line).unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
+            let rec = LogRecord::parse(line)
+                .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
             let original: serde_json::Value = serde_json::from_str(line).unwrap();
             let again = match &rec {
                 LogRecord::Header(h) => serde_json::to_value(h).unwrap(),
                 LogRecord::Event(e) => {
                     events += 1;
-                    assert!(!matches!(e.body, EventBody::Other(_)) || e.type_name() == "session/title-llm-request", "{}", e.type_name());
+                    assert!(
+                        !matches!(e.body, EventBody::Other(_))
+                            || e.type_name() == "session/title-llm-request",
+                        "{}",
+                        e.type_name()
+                    );
                     serde_json::to_value(e).unwrap()
                 }
                 LogRecord::Packed(p) => serde_json::to_value(p).unwrap(),

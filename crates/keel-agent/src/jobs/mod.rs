@@ -73,7 +73,8 @@ pub fn install(host: &mut HostBuilder, config: JobsConfig) -> Arc<JobService> {
     let service = JobService::new(config);
     host.tools.extend(tools::all(service.config()));
     let attach = service.clone();
-    host.on_agent.push(Box::new(move |agent| attach.attach(agent)));
+    host.on_agent
+        .push(Box::new(move |agent| attach.attach(agent)));
     service
 }
 

@@ -58,13 +58,19 @@ impl JobNotice {
         } else {
             let shown = self.tail.len() as u64;
             if shown < self.output_bytes {
-                out.push_str(&format!("\nLast {shown} of {} bytes of output:\n", self.output_bytes));
+                out.push_str(&format!(
+                    "\nLast {shown} of {} bytes of output:\n",
+                    self.output_bytes
+                ));
             } else {
                 out.push_str("\nOutput:\n");
             }
             out.push_str(&self.tail);
             if shown < self.output_bytes {
-                out.push_str(&format!("\n(more with job_output {{\"job_id\":\"{}\"}})", self.id));
+                out.push_str(&format!(
+                    "\n(more with job_output {{\"job_id\":\"{}\"}})",
+                    self.id
+                ));
             }
         }
         out
@@ -78,7 +84,10 @@ impl JobNotice {
         Message {
             role: Role::User,
             content: vec![ContentBlock::text(self.render())],
-            source: MessageSource::Known(KnownSource::Plugin { plugin: JOBS_PLUGIN.into(), extra }),
+            source: MessageSource::Known(KnownSource::Plugin {
+                plugin: JOBS_PLUGIN.into(),
+                extra,
+            }),
             id: uuid::Uuid::new_v4().to_string(),
         }
     }
@@ -109,7 +118,10 @@ mod tests {
     #[test]
     fn renders_state_and_a_capped_tail() {
         let n = JobNotice::new(&job("boom\n", 5));
-        assert_eq!(n.render(), "Background job bash-1 (bash: make test) finished: failed (exit code 2).\nOutput:\nboom\n");
+        assert_eq!(
+            n.render(),
+            "Background job bash-1 (bash: make test) finished: failed (exit code 2).\nOutput:\nboom\n"
+        );
         let long = "x".repeat(5_000);
         let n = JobNotice::new(&job(&long, 9_000));
         let text = n.render();

@@ -35,7 +35,11 @@ pub(crate) struct TailBuffer {
 
 impl TailBuffer {
     fn new(cap: usize) -> Self {
-        TailBuffer { buf: VecDeque::new(), total: 0, cap }
+        TailBuffer {
+            buf: VecDeque::new(),
+            total: 0,
+            cap,
+        }
     }
 
     fn push(&mut self, chunk: &[u8]) {
@@ -100,7 +104,11 @@ impl Job {
     fn snapshot(&self) -> JobOutput {
         let info = self.info();
         let mut out = lock(&self.output);
-        JobOutput { info, truncated: out.truncated(), text: out.text() }
+        JobOutput {
+            info,
+            truncated: out.truncated(),
+            text: out.text(),
+        }
     }
 
     /// Settle if still running; false when an earlier settlement won.
@@ -134,7 +142,10 @@ struct State {
 
 impl State {
     fn job_mut(&mut self, owner: &SessionId, id: &str) -> Result<&mut Job, JobError> {
-        self.jobs.iter_mut().find(|j| j.id == id && &j.owner == owner).ok_or_else(|| JobError::NoSuchJob(id.to_owned()))
+        self.jobs
+            .iter_mut()
+            .find(|j| j.id == id && &j.owner == owner)
+            .ok_or_else(|| JobError::NoSuchJob(id.to_owned()))
     }
 }
 
@@ -148,7 +159,10 @@ pub struct JobService {
 impl std::fmt::Debug for JobService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = lock(&self.state);
-        f.debug_struct("JobService").field("jobs", &state.jobs.len()).field("owners", &state.owners.len()).finish()
+        f.debug_struct("JobService")
+            .field("jobs", &state.jobs.len())
+            .field("owners", &state.owners.len())
+            .finish()
     }
 }
 
@@ -170,7 +184,11 @@ impl Drop for Waiting<'_> {
 impl JobService {
     /// A service with no jobs and no owners.
     pub fn new(config: JobsConfig) -> Arc<JobService> {
-        Arc::new(JobService { config, next: AtomicU64::new(0), state: Mutex::new(State::default()) })
+        Arc::new(JobService {
+            config,
+            next: AtomicU64::new(0),
+            state: Mutex::new(State::default()),
+        })
     }
 
     /// Its settings.
@@ -203,9 +221,15 @@ impl JobService {
         let id = {
             let mut state = lock(&self.state);
             if !state.owners.contains_key(owner) {
-                return Err(JobError::Unavailable(format!("session {owner} is not attached to the job service")));
+                return Err(JobError::Unavailable(format!(
+                    "session {owner} is not attached to the job service"
+                )));
             }
-            let running = state.jobs.iter().filter(|j| j.status == JobStatus::Running).count();
+            let running = state
+                .jobs
+                .iter()
+                .filter(|j| j.status == JobStatus::Running)
+                .count();
             if running >= self.config.max_running {
                 return Err(JobError::TooMany { running });
             }
@@ -228,7 +252,10 @@ impl JobService {
             id
         };
         let sink = OutputSink::new(move |bytes| lock(&output).push(bytes));
-        let work = (spec.run)(JobIo { cancel, output: sink });
+        let work = (spec.run)(JobIo {
+            cancel,
+            output: sink,
+        });
         let service = self.clone();
         let (job_owner, job_id) = (owner.clone(), id.clone());
         runtime.spawn(async move {
@@ -250,7 +277,9 @@ impl JobService {
         };
         let (notice, target) = {
             let mut state = lock(&self.state);
-            let Ok(job) = state.job_mut(owner, id) else { return };
+            let Ok(job) = state.job_mut(owner, id) else {
+                return;
+            };
             if !job.settle(status, result.summary) {
                 return;
             }
@@ -261,9 +290,16 @@ impl JobService {
             });
             (notice, target)
         };
-        let Some((agent, signal, ledger)) = target else { return };
+        let Some((agent, signal, ledger)) = target else {
+            return;
+        };
         if let (Some(notice), Some(inner)) = (notice, agent.upgrade()) {
-            wake::deliver(&Agent { inner }, &ledger, self.config.max_wakeups, notice.message());
+            wake::deliver(
+                &Agent { inner },
+                &ledger,
+                self.config.max_wakeups,
+                notice.message(),
+            );
         }
         if let Some(o) = lock(&self.state).owners.get_mut(owner) {
             o.delivering = o.delivering.saturating_sub(1);
@@ -297,12 +333,20 @@ impl JobService {
             .filter(|j| &j.owner == owner && j.status == JobStatus::Running)
             .map(|j| j.id.clone())
             .collect();
-        running.into_iter().filter(|id| self.kill(owner, id).is_ok()).collect()
+        running
+            .into_iter()
+            .filter(|id| self.kill(owner, id).is_ok())
+            .collect()
     }
 
     /// `owner`'s jobs, oldest first.
     pub fn list(&self, owner: &SessionId) -> Vec<JobInfo> {
-        lock(&self.state).jobs.iter().filter(|j| &j.owner == owner).map(Job::info).collect()
+        lock(&self.state)
+            .jobs
+            .iter()
+            .filter(|j| &j.owner == owner)
+            .map(Job::info)
+            .collect()
     }
 
     /// State and buffered output of `owner`'s job `id`.
@@ -328,7 +372,11 @@ impl JobService {
             job.waiters += 1;
             job.settled.subscribe()
         };
-        let waiting = Waiting { service: self, owner, id };
+        let waiting = Waiting {
+            service: self,
+            owner,
+            id,
+        };
         tokio::select! {
             _ = tokio::time::timeout(timeout, settled.wait_for(|done| *done)) => {}
             () = cancel.cancelled() => {}
@@ -341,12 +389,23 @@ impl JobService {
     pub fn running(&self, owner: &SessionId) -> usize {
         let state = lock(&self.state);
         let delivering = state.owners.get(owner).map_or(0, |o| o.delivering);
-        delivering + state.jobs.iter().filter(|j| &j.owner == owner && j.status == JobStatus::Running).count()
+        delivering
+            + state
+                .jobs
+                .iter()
+                .filter(|j| &j.owner == owner && j.status == JobStatus::Running)
+                .count()
     }
 
     /// The owner's wake signal and ledger.
-    pub(crate) fn owner_parts(&self, owner: &SessionId) -> Option<(Arc<Notify>, Arc<Mutex<WakeLedger>>)> {
-        lock(&self.state).owners.get(owner).map(|o| (o.signal.clone(), o.ledger.clone()))
+    pub(crate) fn owner_parts(
+        &self,
+        owner: &SessionId,
+    ) -> Option<(Arc<Notify>, Arc<Mutex<WakeLedger>>)> {
+        lock(&self.state)
+            .owners
+            .get(owner)
+            .map(|o| (o.signal.clone(), o.ledger.clone()))
     }
 }
 
@@ -367,7 +426,12 @@ impl JobControl for OwnerView {
     fn output(&self, id: &str) -> Result<JobOutput, JobError> {
         self.service.output(&self.owner, id)
     }
-    async fn wait(&self, id: &str, timeout: Duration, cancel: &CancellationToken) -> Result<JobOutput, JobError> {
+    async fn wait(
+        &self,
+        id: &str,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<JobOutput, JobError> {
         self.service.wait(&self.owner, id, timeout, cancel).await
     }
     fn kill(&self, id: &str) -> Result<JobInfo, JobError> {
@@ -398,7 +462,10 @@ mod tests {
         let seen = job.settled.subscribe();
         assert!(job.settle(JobStatus::Killed, "killed".into()));
         assert!(!job.settle(JobStatus::Completed, "exit code 0".into()));
-        assert_eq!((job.status, job.summary.as_deref(), *seen.borrow()), (JobStatus::Killed, Some("killed"), true));
+        assert_eq!(
+            (job.status, job.summary.as_deref(), *seen.borrow()),
+            (JobStatus::Killed, Some("killed"), true)
+        );
     }
 
     #[test]
@@ -407,7 +474,10 @@ mod tests {
         b.push(b"ab");
         assert_eq!((b.text(), b.truncated()), ("ab".to_owned(), false));
         b.push(b"cdef");
-        assert_eq!((b.text(), b.total, b.truncated()), ("cdef".to_owned(), 6, true));
+        assert_eq!(
+            (b.text(), b.total, b.truncated()),
+            ("cdef".to_owned(), 6, true)
+        );
         b.push(b"0123456789");
         assert_eq!(b.text(), "6789");
         // A multi-byte character cut at the front is dropped, not garbled.

@@ -6,7 +6,9 @@
 use super::JobsConfig;
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
-use keel_tools::{ExecMode, JobControl, JobInfo, JobOutput, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
+use keel_tools::{
+    ExecMode, JobControl, JobInfo, JobOutput, Tool, ToolContext, ToolEffect, ToolError, ToolOutput,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -16,7 +18,9 @@ use std::time::Duration;
 pub const JOB_TOOL_NAMES: [&str; 3] = ["job_output", "job_list", "job_kill"];
 
 fn control(ctx: &ToolContext<'_>) -> Result<Arc<dyn JobControl>, ToolError> {
-    ctx.host.jobs().ok_or_else(|| ToolError::Denied("background jobs are not available in this session".into()))
+    ctx.host.jobs().ok_or_else(|| {
+        ToolError::Denied("background jobs are not available in this session".into())
+    })
 }
 
 fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
@@ -24,11 +28,24 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
 }
 
 fn state_line(info: &JobInfo) -> String {
-    let mut line = format!("{} [{}] {}", info.id, info.status.as_str(), info.description);
-    if let Some(summary) = info.summary.as_deref().filter(|s| *s != info.status.as_str()) {
+    let mut line = format!(
+        "{} [{}] {}",
+        info.id,
+        info.status.as_str(),
+        info.description
+    );
+    if let Some(summary) = info
+        .summary
+        .as_deref()
+        .filter(|s| *s != info.status.as_str())
+    {
         line.push_str(&format!(" ({summary})"));
     }
-    line.push_str(&format!(", {:.1}s, {} bytes of output", info.elapsed_ms as f64 / 1000.0, info.output_bytes));
+    line.push_str(&format!(
+        ", {:.1}s, {} bytes of output",
+        info.elapsed_ms as f64 / 1000.0,
+        info.output_bytes
+    ));
     line
 }
 
@@ -38,7 +55,11 @@ fn render_output(out: &JobOutput) -> ToolOutput {
         text.push_str(&format!("\n[showing the last {} bytes]", out.text.len()));
     }
     text.push_str("\n---\n");
-    text.push_str(if out.text.is_empty() { "(no output yet)" } else { &out.text });
+    text.push_str(if out.text.is_empty() {
+        "(no output yet)"
+    } else {
+        &out.text
+    });
     ToolOutput::text(text).with_value(json!({ "job": out.info }))
 }
 
@@ -81,12 +102,16 @@ impl Tool for JobOutputTool {
         let a: OutputArgs = parse(args)?;
         let jobs = control(ctx)?;
         let out = if a.wait {
-            let limit = a.timeout_ms.map_or(self.wait_default, Duration::from_millis).min(self.wait_max);
+            let limit = a
+                .timeout_ms
+                .map_or(self.wait_default, Duration::from_millis)
+                .min(self.wait_max);
             jobs.wait(&a.job_id, limit, &ctx.cancel).await
         } else {
             jobs.output(&a.job_id)
         };
-        out.map(|o| render_output(&o)).map_err(|e| ToolError::InvalidArgs(e.to_string()))
+        out.map(|o| render_output(&o))
+            .map_err(|e| ToolError::InvalidArgs(e.to_string()))
     }
 }
 
@@ -99,7 +124,8 @@ impl Tool for JobListTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "job_list".into(),
-            description: "List your background jobs (id, status, description, runtime, output size).".into(),
+            description:
+                "List your background jobs (id, status, description, runtime, output size).".into(),
             parameters: json!({"type":"object","properties":{}}),
         }
     }
@@ -134,7 +160,9 @@ impl Tool for JobKillTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "job_kill".into(),
-            description: "Stop a running background job (kills its processes or cancels its subagent).".into(),
+            description:
+                "Stop a running background job (kills its processes or cancels its subagent)."
+                    .into(),
             parameters: json!({"type":"object","properties":{"job_id":{"type":"string"}},"required":["job_id"]}),
         }
     }
@@ -144,10 +172,16 @@ impl Tool for JobKillTool {
     }
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let a: KillArgs = parse(args)?;
-        let info = control(ctx)?.kill(&a.job_id).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+        let info = control(ctx)?
+            .kill(&a.job_id)
+            .map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
         let text = match info.summary.as_deref() {
             Some("killed") => format!("Killed job {}.", info.id),
-            _ => format!("Job {} had already finished: {}", info.id, state_line(&info)),
+            _ => format!(
+                "Job {} had already finished: {}",
+                info.id,
+                state_line(&info)
+            ),
         };
         Ok(ToolOutput::text(text).with_value(json!({ "job": info })))
     }

@@ -37,12 +37,18 @@ impl WakeLedger {
         let session = log.session();
         let end = session.len();
         for seq in self.scanned..end {
-            let Some(ev) = session.event(Seq(seq)) else { continue };
-            let EventBody::InboxSpliced(splice) = &ev.body else { continue };
+            let Some(ev) = session.event(Seq(seq)) else {
+                continue;
+            };
+            let EventBody::InboxSpliced(splice) = &ev.body else {
+                continue;
+            };
             for m in &splice.inserted {
                 if m.source.is_user() {
                     self.consecutive = 0;
-                } else if splice.target == InboxTarget::NextTurn && m.source.plugin_id() == Some(JOBS_PLUGIN) {
+                } else if splice.target == InboxTarget::NextTurn
+                    && m.source.plugin_id() == Some(JOBS_PLUGIN)
+                {
                     self.consecutive += 1;
                 }
             }
@@ -54,18 +60,33 @@ impl WakeLedger {
 /// Hand `notice` to `agent`: inject while a turn runs, wake with a follow-up while idle and the
 /// budget allows, inject otherwise. Returns whether it woke the agent. A log failure is
 /// dropped here: the log refuses every later append too, and the agent's own loop reports it.
-pub(crate) fn deliver(agent: &Agent, ledger: &Mutex<WakeLedger>, max_wakeups: u32, notice: Message) -> bool {
+pub(crate) fn deliver(
+    agent: &Agent,
+    ledger: &Mutex<WakeLedger>,
+    max_wakeups: u32,
+    notice: Message,
+) -> bool {
     let mut ledger = ledger.lock().unwrap_or_else(|p| p.into_inner());
     ledger.catch_up(agent);
     let (splice, mode) = {
         let mut state = agent.state();
-        let mode = if !state.running && ledger.consecutive < max_wakeups { InboxMode::Followup } else { InboxMode::Inject };
+        let mode = if !state.running && ledger.consecutive < max_wakeups {
+            InboxMode::Followup
+        } else {
+            InboxMode::Inject
+        };
         (state.inbox.insert(mode, notice.clone()).0, mode)
     };
-    if agent.push(EventBody::InboxSpliced(Box::new(splice))).is_err() {
+    if agent
+        .push(EventBody::InboxSpliced(Box::new(splice)))
+        .is_err()
+    {
         return false;
     }
-    agent.hooks().inbox_inserted.notify(&InboxInserted { mode, message: notice });
+    agent.hooks().inbox_inserted.notify(&InboxInserted {
+        mode,
+        message: notice,
+    });
     mode == InboxMode::Followup
 }
 
@@ -78,12 +99,17 @@ impl Agent {
     /// Job control scoped to this agent, for its tools.
     pub(crate) fn job_control(&self) -> Option<Arc<dyn JobControl>> {
         let service = self.jobs()?.clone();
-        Some(Arc::new(OwnerView { service, owner: self.session_id() }))
+        Some(Arc::new(OwnerView {
+            service,
+            owner: self.session_id(),
+        }))
     }
 
     /// Kill this agent's running jobs (a front end about to exit). Returns their ids.
     pub fn kill_jobs(&self) -> Vec<String> {
-        self.jobs().map(|s| s.kill_owned(&self.session_id())).unwrap_or_default()
+        self.jobs()
+            .map(|s| s.kill_owned(&self.session_id()))
+            .unwrap_or_default()
     }
 
     /// Run pending turns, then, while this agent's background jobs are running and may still
@@ -97,9 +123,13 @@ impl Agent {
             if let Some(outcome) = self.run_pending().await? {
                 last = Some(outcome);
             }
-            let Some(service) = self.jobs() else { return Ok(last) };
+            let Some(service) = self.jobs() else {
+                return Ok(last);
+            };
             let owner = self.session_id();
-            let Some((signal, ledger)) = service.owner_parts(&owner) else { return Ok(last) };
+            let Some((signal, ledger)) = service.owner_parts(&owner) else {
+                return Ok(last);
+            };
             if self.has_pending_turn() {
                 continue;
             }

@@ -77,7 +77,11 @@ pub struct SubagentConfig {
 
 impl Default for SubagentConfig {
     fn default() -> Self {
-        SubagentConfig { mode: SubagentMode::Spawn, max_depth: 3, tools: None }
+        SubagentConfig {
+            mode: SubagentMode::Spawn,
+            max_depth: 3,
+            tools: None,
+        }
     }
 }
 

@@ -22,7 +22,10 @@ pub struct SubagentTool {
 
 impl std::fmt::Debug for SubagentTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SubagentTool").field("config", &self.config).field("bound", &self.agent.get().is_some()).finish()
+        f.debug_struct("SubagentTool")
+            .field("config", &self.config)
+            .field("bound", &self.agent.get().is_some())
+            .finish()
     }
 }
 
@@ -37,7 +40,11 @@ struct Args {
 impl SubagentTool {
     /// An unbound tool; children's sessions go to `store`.
     pub fn new(config: Arc<SubagentConfig>, store: Store) -> Arc<SubagentTool> {
-        Arc::new(SubagentTool { config, store, agent: OnceLock::new() })
+        Arc::new(SubagentTool {
+            config,
+            store,
+            agent: OnceLock::new(),
+        })
     }
 
     /// Bind to the agent whose calls this tool serves (the first binding wins).
@@ -47,7 +54,9 @@ impl SubagentTool {
 
     fn parent(&self) -> Result<Agent, ToolError> {
         let inner = self.agent.get().and_then(Weak::upgrade).ok_or_else(|| {
-            ToolError::Failed("the subagent tool is not bound to a running agent (a bug in the host)".into())
+            ToolError::Failed(
+                "the subagent tool is not bound to a running agent (a bug in the host)".into(),
+            )
         })?;
         Ok(Agent { inner })
     }
@@ -84,7 +93,8 @@ impl Tool for SubagentTool {
     }
 
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        let a: Args = serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+        let a: Args =
+            serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
         let parent = self.parent()?;
         let depth = parent.log().session().header().delegation_depth + 1;
         if depth > self.config.max_depth {
@@ -102,17 +112,23 @@ impl Tool for SubagentTool {
             })?),
             false => None,
         };
-        let task = Assignment { prompt: &a.prompt, call_id: &ctx.call.id, depth };
+        let task = Assignment {
+            prompt: &a.prompt,
+            call_id: &ctx.call.id,
+            depth,
+        };
         let child = child::build(&parent, &self.config, &self.store, &task)?;
         ctx.host
-            .emit(EventBody::SubagentDescriptor(Box::new(SubagentDescriptor {
-                child_session: child.id.clone(),
-                description: a.description.clone(),
-                mode: self.config.mode.as_str().to_owned(),
-                background: a.run_in_background,
-                call_id: Some(ctx.call.id.clone()),
-                delegation_depth: depth,
-            })))
+            .emit(EventBody::SubagentDescriptor(Box::new(
+                SubagentDescriptor {
+                    child_session: child.id.clone(),
+                    description: a.description.clone(),
+                    mode: self.config.mode.as_str().to_owned(),
+                    background: a.run_in_background,
+                    call_id: Some(ctx.call.id.clone()),
+                    delegation_depth: depth,
+                },
+            )))
             .await;
         let mut notice = SubagentNotice {
             parent: parent.session_id(),
@@ -122,13 +138,16 @@ impl Tool for SubagentTool {
             result: None,
         };
         parent.hooks().subagent_started.notify(&notice);
-        let value = json!({ "childSession": child.id, "sessionFile": child.path.display().to_string() });
+        let value =
+            json!({ "childSession": child.id, "sessionFile": child.path.display().to_string() });
 
         let Some(jobs) = jobs else {
             let result = child::run(&child, &ctx.cancel).await;
             notice.result = Some(result.clone().unwrap_or_else(|e| e));
             parent.hooks().subagent_finished.notify(&notice);
-            return result.map(|text| ToolOutput::text(text).with_value(value)).map_err(ToolError::Failed);
+            return result
+                .map(|text| ToolOutput::text(text).with_value(value))
+                .map_err(ToolError::Failed);
         };
         let finished = parent.hooks().subagent_finished.clone();
         let child_id = child.id.clone();
@@ -151,7 +170,9 @@ impl Tool for SubagentTool {
                 })
             }),
         };
-        let id = jobs.spawn(job).map_err(|e| ToolError::Failed(format!("could not start the subagent job: {e}")))?;
+        let id = jobs
+            .spawn(job)
+            .map_err(|e| ToolError::Failed(format!("could not start the subagent job: {e}")))?;
         Ok(ToolOutput::text(format!(
             "Started subagent job {id} (session {child_id}). You will be notified when it finishes; read its answer \
              with job_output {{\"job_id\":\"{id}\"}}."

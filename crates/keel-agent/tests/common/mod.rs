@@ -4,7 +4,7 @@
 
 use keel_agent::{Agent, AgentConfig, ApprovalPolicy, HookRegistry};
 use keel_llm::{Format, ModelCatalogue, Provider, ScriptedProvider};
-use keel_protocol::{SessionHeader, SessionEvent};
+use keel_protocol::{SessionEvent, SessionHeader};
 use keel_session::{PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms};
 use keel_tools::{BuiltinConfig, Pipeline, SandboxMode, ToolRegistry, Workspace};
 use std::path::PathBuf;
@@ -19,11 +19,23 @@ pub struct Fixture {
 }
 
 pub fn fixture(script_yaml: &str, hooks: HookRegistry) -> Fixture {
-    fixture_with(script_yaml, hooks, SandboxMode::WorkspaceWrite, ApprovalPolicy::Ask)
+    fixture_with(
+        script_yaml,
+        hooks,
+        SandboxMode::WorkspaceWrite,
+        ApprovalPolicy::Ask,
+    )
 }
 
-pub fn fixture_with(script_yaml: &str, hooks: HookRegistry, sandbox: SandboxMode, approval: ApprovalPolicy) -> Fixture {
-    fixture_config(script_yaml, hooks, sandbox, |config| config.approval = approval)
+pub fn fixture_with(
+    script_yaml: &str,
+    hooks: HookRegistry,
+    sandbox: SandboxMode,
+    approval: ApprovalPolicy,
+) -> Fixture {
+    fixture_config(script_yaml, hooks, sandbox, |config| {
+        config.approval = approval
+    })
 }
 
 /// Like [`fixture_with`], with any change to the agent's config (e.g. a small context window).
@@ -36,10 +48,16 @@ pub fn fixture_config(
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().canonicalize().unwrap();
-    let provider = Arc::new(ScriptedProvider::from_str(script_yaml, Format::Yaml).unwrap().with_name("scripted"));
+    let provider = Arc::new(
+        ScriptedProvider::from_str(script_yaml, Format::Yaml)
+            .unwrap()
+            .with_name("scripted"),
+    );
     let store = Store::new(home.path().to_path_buf());
     let header = SessionHeader::new(new_session_id(), now_ms(), Some(cwd.display().to_string()));
-    let log = PersistentSession::create(&store, &cwd, Session::new(header), WriterOptions::default()).unwrap();
+    let log =
+        PersistentSession::create(&store, &cwd, Session::new(header), WriterOptions::default())
+            .unwrap();
     let session_path = log.writer().path().to_path_buf();
     let cfg = BuiltinConfig::default();
     let registry = Arc::new(ToolRegistry::with_builtins(&cfg));
@@ -52,14 +70,32 @@ pub fn fixture_config(
     let mut config = AgentConfig::new("scripted", model, info, cwd);
     config.retry = keel_llm::RetryPolicy::seeded(7);
     edit(&mut config);
-    let agent = Agent::builder(config, provider.clone() as Arc<dyn Provider>, pipeline, log).hooks(hooks).build().unwrap();
-    Fixture { home, work, agent, provider, session_path }
+    let agent = Agent::builder(config, provider.clone() as Arc<dyn Provider>, pipeline, log)
+        .hooks(hooks)
+        .build()
+        .unwrap();
+    Fixture {
+        home,
+        work,
+        agent,
+        provider,
+        session_path,
+    }
 }
 
 pub fn events(f: &Fixture) -> Vec<SessionEvent> {
-    f.agent.log().session().events().map(|e| e.into_owned()).collect()
+    f.agent
+        .log()
+        .session()
+        .events()
+        .map(|e| e.into_owned())
+        .collect()
 }
 
 pub fn types(f: &Fixture) -> Vec<String> {
-    events(f).iter().map(|e| e.type_name().to_owned()).filter(|t| t != "assistant/chunk").collect()
+    events(f)
+        .iter()
+        .map(|e| e.type_name().to_owned())
+        .filter(|t| t != "assistant/chunk")
+        .collect()
 }

@@ -8,12 +8,19 @@ use anyhow::{Context, Result};
 use std::path::Path;
 
 /// The task given to the agent.
-pub const PROMPT: &str = "The test in test.sh fails. Find the bug in add.sh, fix it, and make sure the test passes.";
+pub const PROMPT: &str =
+    "The test in test.sh fails. Find the bug in add.sh, fix it, and make sure the test passes.";
 
 /// The project's files.
 pub const FILES: &[(&str, &str)] = &[
-    ("README.md", "# demo\n\n`add.sh A B` prints A + B. Run `sh test.sh` to test it.\n"),
-    ("add.sh", "#!/bin/sh\n# add.sh A B: print the sum of A and B\necho $(( $1 - $2 ))\n"),
+    (
+        "README.md",
+        "# demo\n\n`add.sh A B` prints A + B. Run `sh test.sh` to test it.\n",
+    ),
+    (
+        "add.sh",
+        "#!/bin/sh\n# add.sh A B: print the sum of A and B\necho $(( $1 - $2 ))\n",
+    ),
     (
         "test.sh",
         "#!/bin/sh\ngot=$(sh add.sh 2 3)\nif [ \"$got\" = \"5\" ]; then echo \"ok: add 2 3 = 5\"; else echo \"FAIL: add 2 3 = $got, expected 5\"; exit 1; fi\n",

@@ -33,9 +33,16 @@ impl Ctx {
             Some(dir) => dir.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
-        let cwd = cwd.canonicalize().with_context(|| format!("working directory {} does not exist", cwd.display()))?;
+        let cwd = cwd
+            .canonicalize()
+            .with_context(|| format!("working directory {} does not exist", cwd.display()))?;
         let store = Store::new(home.clone());
-        Ok(Ctx { common, home, cwd, store })
+        Ok(Ctx {
+            common,
+            home,
+            cwd,
+            store,
+        })
     }
 
     /// Load the layered configuration.
@@ -54,7 +61,10 @@ impl Ctx {
 pub fn keel_home() -> PathBuf {
     match std::env::var_os("KEEL_HOME") {
         Some(h) if !h.is_empty() => PathBuf::from(h),
-        _ => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".keel"),
+        _ => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join(".keel"),
     }
 }
 

@@ -24,15 +24,18 @@ impl Progress {
             // Start-up to the first model request: measured where the stream is opened (after
             // the durability flush that precedes every request).
             let reported = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            hooks.llm_stream.push(keel_agent::hooks::middleware(move |call, next| {
-                if !reported.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    if let Some(start) = crate::STARTED.get() {
-                        let ms = start.elapsed().as_secs_f64() * 1000.0;
-                        let _ = writeln!(std::io::stderr(), "keel-timing first_request_ms={ms:.3}");
+            hooks
+                .llm_stream
+                .push(keel_agent::hooks::middleware(move |call, next| {
+                    if !reported.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        if let Some(start) = crate::STARTED.get() {
+                            let ms = start.elapsed().as_secs_f64() * 1000.0;
+                            let _ =
+                                writeln!(std::io::stderr(), "keel-timing first_request_ms={ms:.3}");
+                        }
                     }
-                }
-                next.run(call)
-            }));
+                    next.run(call)
+                }));
         }
         if self.json {
             hooks.session_event.push(Arc::new(|ev| {
@@ -48,26 +51,48 @@ impl Progress {
             let _ = match &ev.body {
                 EventBody::AssistantChunk(c) => match &c.chunk {
                     StreamChunk::TextDelta { text, .. } => write!(err, "{text}"),
-                    StreamChunk::BlockEnd { block: keel_protocol::ContentBlock::Text { .. }, .. } => writeln!(err),
+                    StreamChunk::BlockEnd {
+                        block: keel_protocol::ContentBlock::Text { .. },
+                        ..
+                    } => writeln!(err),
                     _ => Ok(()),
                 },
-                EventBody::ToolCall(c) => writeln!(err, "→ {} {}", c.name, short(&c.arguments, 120)),
+                EventBody::ToolCall(c) => {
+                    writeln!(err, "→ {} {}", c.name, short(&c.arguments, 120))
+                }
                 EventBody::ToolResult(r) => {
-                    let text = r.message.tool_results().map(|b| b.text()).collect::<String>();
+                    let text = r
+                        .message
+                        .tool_results()
+                        .map(|b| b.text())
+                        .collect::<String>();
                     let first = text.lines().next().unwrap_or("");
                     let lines = text.lines().count();
                     let failed = r.message.tool_results().any(|b| b.is_error);
                     if failed {
                         writeln!(err, "  ✗ {}", short(first, 160))
                     } else {
-                        writeln!(err, "  ✓ {} line{}", lines, if lines == 1 { "" } else { "s" })
+                        writeln!(
+                            err,
+                            "  ✓ {} line{}",
+                            lines,
+                            if lines == 1 { "" } else { "s" }
+                        )
                     }
                 }
                 EventBody::LlmRetry(r) => {
-                    writeln!(err, "keel: model call failed ({}), retry {} in {} ms", r.failure.code, r.attempt, r.delay_ms)
+                    writeln!(
+                        err,
+                        "keel: model call failed ({}), retry {} in {} ms",
+                        r.failure.code, r.attempt, r.delay_ms
+                    )
                 }
                 EventBody::ApprovalDecided(d) if !d.approved => {
-                    writeln!(err, "  ✗ not approved: {}", d.reason.as_deref().unwrap_or("denied"))
+                    writeln!(
+                        err,
+                        "  ✗ not approved: {}",
+                        d.reason.as_deref().unwrap_or("denied")
+                    )
                 }
                 _ => Ok(()),
             };
