@@ -24,6 +24,7 @@ use super::prune::is_pruned;
 use keel_protocol::{ContentBlock, EventBody, Role, Seq, SessionEvent, SurfaceOp};
 use keel_session::Session;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// No position (a node without a paired earlier call; an id without a call yet).
 const NONE: usize = usize::MAX;
@@ -59,7 +60,7 @@ pub struct SurfaceIndex {
     open_from: Vec<usize>,
     /// Per interned id, the position of the last call with it so far (`NONE`).
     last_call: Vec<usize>,
-    ids: HashMap<Box<str>, usize>,
+    ids: HashMap<Box<str>, usize, BuildHasherDefault<IdHasher>>,
     /// Sum of `tokens`.
     total: u64,
 }
@@ -95,11 +96,13 @@ impl SurfaceIndex {
             && nodes.len() >= have
             && (have == 0 || nodes[have - 1] == self.seqs[have - 1]);
         if appended {
+            self.reserve(nodes.len() - have);
             for (seq, event) in session.whole_events(nodes[have..].iter().copied()) {
                 self.push(seq, event);
             }
         } else if !self.merge(session) {
             *self = SurfaceIndex::default();
+            self.reserve(nodes.len());
             for (seq, event) in session.whole_events(nodes.iter().copied()) {
                 self.push(seq, event);
             }
@@ -215,6 +218,15 @@ impl SurfaceIndex {
         balanced
     }
 
+    fn reserve(&mut self, nodes: usize) {
+        self.seqs.reserve(nodes);
+        self.tokens.reserve(nodes);
+        self.flags.reserve(nodes);
+        self.result_bytes.reserve(nodes);
+        self.link_end.reserve(nodes);
+        self.open_from.reserve(nodes);
+    }
+
     /// Index one more node at the end.
     fn push(&mut self, seq: Seq, event: Option<&SessionEvent>) {
         let message = event.and_then(|e| e.body.surface_message());
@@ -297,6 +309,8 @@ impl SurfaceIndex {
             return false;
         }
         let old = std::mem::take(self);
+        self.reserve(nodes.len());
+        self.links.reserve(old.links.len());
         self.ids = old.ids;
         self.last_call = old.last_call;
         self.last_call.fill(NONE);
@@ -334,6 +348,37 @@ impl SurfaceIndex {
             j += 1;
         }
         true
+    }
+}
+
+/// FxHash (rustc's): tool-call ids are short and many, and SipHash dominated a cold build.
+/// Not collision-resistant; the ids come from the provider and keel, not from an adversary.
+#[derive(Debug, Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0xf135_7aea_2e62_a9c5;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        let mut w = [0u8; 8];
+        let rest = chunks.remainder();
+        w[..rest.len()].copy_from_slice(rest);
+        self.0 =
+            (self.0.rotate_left(5) ^ u64::from_le_bytes(w) ^ rest.len() as u64).wrapping_mul(K);
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(i)).wrapping_mul(0xf135_7aea_2e62_a9c5);
+    }
+
+    fn finish(&self) -> u64 {
+        // The multiply leaves the low bits weak; hashbrown uses the top 7 bits and low bits.
+        self.0.rotate_left(26)
     }
 }
 

@@ -76,6 +76,9 @@ pub fn is_pruned(text: &str) -> bool {
     text.contains(MARKERS_END) && (text.contains(MARKER_SUFFIX) || text.contains(DSH_MARKER))
 }
 
+/// What precedes the byte count in keel's marker line.
+const MARKER_START: &str = "\n[... ";
+
 /// How both markers end.
 const MARKERS_END: &str = "...]";
 
@@ -85,13 +88,17 @@ pub fn prune_text(text: &str, head_bytes: usize, tail_bytes: usize) -> Option<St
     let head_end = floor_boundary(text, head_bytes.min(text.len()));
     let tail_start = ceil_boundary(text, text.len().saturating_sub(tail_bytes).max(head_end));
     let removed = tail_start - head_end;
-    let marker = format!("\n[... {removed}{MARKER_SUFFIX}\n");
-    if removed <= marker.len() {
+    let count = removed.to_string();
+    let marker_len = MARKER_START.len() + count.len() + MARKER_SUFFIX.len() + 1;
+    if removed <= marker_len {
         return None;
     }
-    let mut out = String::with_capacity(head_end + marker.len() + text.len() - tail_start);
+    let mut out = String::with_capacity(head_end + marker_len + text.len() - tail_start);
     out.push_str(&text[..head_end]);
-    out.push_str(&marker);
+    out.push_str(MARKER_START);
+    out.push_str(&count);
+    out.push_str(MARKER_SUFFIX);
+    out.push('\n');
     out.push_str(&text[tail_start..]);
     Some(out)
 }
