@@ -77,12 +77,11 @@ impl Plugin for HooksPlugin {
             }
             None => HooksConfig::default(),
         };
-        if row.project_settings {
-            if let Some(project) =
+        if row.project_settings
+            && let Some(project) =
                 command_hooks::load_project_settings(&host.cwd).map_err(|e| setup(e.to_string()))?
-            {
-                merged.merge(project);
-            }
+        {
+            merged.merge(project);
         }
         if merged.is_empty() {
             return Ok(());

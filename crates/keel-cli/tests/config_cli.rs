@@ -1,5 +1,6 @@
 //! Configuration through the real binary: profiles enabling and configuring plugins, and broken
 //! configuration files giving clear errors that name the file.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,6 +1,6 @@
 //! Shared fixture: an agent over a real temp workspace and a real session file, driven by a
 //! scripted model.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use keel_agent::{Agent, AgentConfig, ApprovalPolicy, HookRegistry};
 use keel_llm::{Format, ModelCatalogue, Provider, ScriptedProvider};

@@ -27,12 +27,11 @@ impl Progress {
             hooks
                 .llm_stream
                 .push(keel_agent::hooks::middleware(move |call, next| {
-                    if !reported.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                        if let Some(start) = crate::STARTED.get() {
-                            let ms = start.elapsed().as_secs_f64() * 1000.0;
-                            let _ =
-                                writeln!(std::io::stderr(), "keel-timing first_request_ms={ms:.3}");
-                        }
+                    if !reported.swap(true, std::sync::atomic::Ordering::Relaxed)
+                        && let Some(start) = crate::STARTED.get()
+                    {
+                        let ms = start.elapsed().as_secs_f64() * 1000.0;
+                        let _ = writeln!(std::io::stderr(), "keel-timing first_request_ms={ms:.3}");
                     }
                     next.run(call)
                 }));
