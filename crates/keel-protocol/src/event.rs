@@ -134,7 +134,14 @@ pub struct SessionEvent {
 impl SessionEvent {
     /// A plain (non-surface) event.
     pub fn new(seq: Seq, time: TimeMs, body: EventBody) -> Self {
-        SessionEvent { seq, time, body, ignorable: false, surface_op: None, source_event_seqs: Vec::new() }
+        SessionEvent {
+            seq,
+            time,
+            body,
+            ignorable: false,
+            surface_op: None,
+            source_event_seqs: Vec::new(),
+        }
     }
 
     /// The event's `type` string.
@@ -305,7 +312,10 @@ event_bodies! {
 impl EventBody {
     /// True for the three surface-eligible types.
     pub fn is_surface_eligible(&self) -> bool {
-        matches!(self, EventBody::UserMessage(_) | EventBody::AssistantMessage(_) | EventBody::ToolResult(_))
+        matches!(
+            self,
+            EventBody::UserMessage(_) | EventBody::AssistantMessage(_) | EventBody::ToolResult(_)
+        )
     }
 
     /// The message carried by a surface-eligible event.
@@ -406,8 +416,14 @@ impl PackedChunks {
                 time += self.dt.get(i - 1).copied().unwrap_or(0);
             }
             let chunk = match self.kind {
-                PackedKind::Text => StreamChunk::TextDelta { index: self.index, text: text.clone() },
-                PackedKind::Reasoning => StreamChunk::ReasoningDelta { index: self.index, text: text.clone() },
+                PackedKind::Text => StreamChunk::TextDelta {
+                    index: self.index,
+                    text: text.clone(),
+                },
+                PackedKind::Reasoning => StreamChunk::ReasoningDelta {
+                    index: self.index,
+                    text: text.clone(),
+                },
                 PackedKind::ToolCall => StreamChunk::ToolCallDelta {
                     index: self.index,
                     id: if i == 0 { self.id.clone() } else { None },
@@ -418,7 +434,11 @@ impl PackedChunks {
             SessionEvent::new(
                 Seq(self.seq0.0 + i as u64),
                 time,
-                EventBody::AssistantChunk(Box::new(AssistantChunk { turn: self.turn, step: self.step, chunk })),
+                EventBody::AssistantChunk(Box::new(AssistantChunk {
+                    turn: self.turn,
+                    step: self.step,
+                    chunk,
+                })),
             )
         })
     }
@@ -515,9 +535,15 @@ impl LogRecord {
         }
         let env: Envelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
         let data = env.data.map(RawValue::get).unwrap_or("null");
-        let payload_err = |source| RecordError::Payload { type_name: env.ty.to_string(), seq: env.seq.or(env.seq0), source };
+        let payload_err = |source| RecordError::Payload {
+            type_name: env.ty.to_string(),
+            seq: env.seq.or(env.seq0),
+            source,
+        };
         match env.ty.as_ref() {
-            "session" => serde_json::from_str(line).map(LogRecord::Header).map_err(payload_err),
+            "session" => serde_json::from_str(line)
+                .map(LogRecord::Header)
+                .map_err(payload_err),
             "text-chunks" | "reasoning-chunks" | "tool-call-chunks" => {
                 #[derive(Deserialize)]
                 struct Data {
