@@ -140,22 +140,29 @@ fn check_loaded(file: &Path, loaded: Loaded) -> CheckReport {
         Err(v) => v.iter().map(ToString::to_string).collect(),
     };
     let (plan, _) = session.plan_repair();
-    let names = super::transcript::call_names(&session);
-    let repair: Vec<PlannedEvent> = plan
-        .iter()
-        .map(|e| PlannedEvent {
-            seq: e.seq,
-            type_name: e.type_name().to_owned(),
-            summary: event_summary(e, &names),
-        })
-        .collect();
-    let mut repaired = session.clone();
-    let violations_after_repair = match repaired.repair() {
-        Err(e) => vec![format!("the repair itself fails: {e}")],
-        Ok(_) => match repaired.check_invariants() {
-            Ok(()) => Vec::new(),
-            Err(v) => v.iter().map(ToString::to_string).collect(),
-        },
+    // Nothing to close (the usual case): skip the call-name index and the trial repair on a
+    // copy, which would cost as much as the load itself on a million-event log.
+    let (repair, violations_after_repair) = if plan.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        let names = super::transcript::call_names(&session);
+        let repair: Vec<PlannedEvent> = plan
+            .iter()
+            .map(|e| PlannedEvent {
+                seq: e.seq,
+                type_name: e.type_name().to_owned(),
+                summary: event_summary(e, &names),
+            })
+            .collect();
+        let mut repaired = session.clone();
+        let after = match repaired.repair() {
+            Err(e) => vec![format!("the repair itself fails: {e}")],
+            Ok(_) => match repaired.check_invariants() {
+                Ok(()) => Vec::new(),
+                Err(v) => v.iter().map(ToString::to_string).collect(),
+            },
+        };
+        (repair, after)
     };
     let derived_messages = session.derive_messages().len();
     let torn_tail = report.torn.as_ref().map(|t| TornFacts {
