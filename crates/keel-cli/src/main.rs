@@ -11,11 +11,6 @@ mod plugins;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// mimalloc: the session loader and the agent loop allocate many small, short-lived objects;
-/// measured on a 1.3M-event log it cuts `keel sessions check` time (see bench/README.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// When the process started (for `KEEL_REPORT_RUSAGE` timings).
 pub static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 
