@@ -3,6 +3,8 @@
 //! summary, later requests are shorter and keep the recent tail, and `keel sessions show`
 //! still shows everything that happened.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use serde_json::Value;
