@@ -1,0 +1,127 @@
+//! Subagents and background jobs through the real binary and the loopback mock model: a
+//! foreground child with its own session file and lineage, and a background `bash` job whose
+//! completion wakes the idle agent for a follow-up turn.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+fn user_texts(events: &[Value]) -> Vec<String> {
+    of_type(events, "user/message")
+        .iter()
+        .map(|e| {
+            e["data"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_foreground_subagent_runs_in_its_own_session_and_answers_the_parent() {
+    let env = Env::new();
+    // Foreground delegation is sequential: parent step 1, the child's only step, parent step 2.
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - {id: call_sub, name: subagent, arguments: {description: "count files", prompt: "CHILD-TASK: say how many files there are.\nExactly."}}
+  - text: "CHILD-ANSWER: there are 0 files."
+  - text: "The child says there are 0 files."
+"#,
+    );
+    let out =
+        run(env
+            .keel(&mock.base_url())
+            .args(["--approval", "auto", "run", "delegate the count"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stdout.contains("The child says there are 0 files."),
+        "{}",
+        out.stdout
+    );
+
+    let files = env.session_files();
+    assert_eq!(files.len(), 2, "parent and child sessions: {files:?}");
+    let mut parent = None;
+    let mut child = None;
+    for f in &files {
+        let loaded = keel_session::Store::load(f).unwrap();
+        if loaded.session.header().parent_session.is_some() {
+            child = Some(loaded);
+        } else {
+            parent = Some(loaded);
+        }
+    }
+    let (parent, child) = (parent.unwrap(), child.unwrap());
+    let ch = child.session.header();
+    assert_eq!(
+        ch.parent_session.as_ref(),
+        Some(&parent.session.header().id)
+    );
+    assert_eq!(ch.origin.as_deref(), Some("subagent"));
+    assert_eq!(ch.delegation_depth, 1);
+    child.session.check_invariants().unwrap();
+    let child_events = to_values(&child.session);
+    // The prompt is the child's first user message, byte for byte.
+    assert_eq!(
+        user_texts(&child_events)[0],
+        "CHILD-TASK: say how many files there are.\nExactly."
+    );
+    let parent_events = to_values(&parent.session);
+    assert_eq!(of_type(&parent_events, "subagent/descriptor").len(), 1);
+    let results = tool_results(&parent_events);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].0, "call_sub");
+    assert!(
+        results[0].1.contains("CHILD-ANSWER: there are 0 files."),
+        "{}",
+        results[0].1
+    );
+    assert!(!results[0].2);
+}
+
+#[test]
+fn a_background_job_wakes_the_idle_agent_with_a_follow_up_turn() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - {id: call_bg, name: bash, arguments: {command: "sleep 0.3; echo BG-DONE-MARKER", run_in_background: true}}
+  - text: "Started it in the background."
+  - text: "The background job finished."
+"#,
+    );
+    let out =
+        run(env
+            .keel(&mock.base_url())
+            .args(["--approval", "auto", "run", "start the slow job"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stdout.contains("The background job finished."),
+        "{}",
+        out.stdout
+    );
+
+    let events = load_consistent(&env.only_session());
+    let ends = turn_end_reasons(&events);
+    assert_eq!(
+        ends.len(),
+        2,
+        "the job's completion woke a second turn: {ends:?}"
+    );
+    // The second turn's input is the job notice carrying the job's output, from the jobs plugin.
+    let notices: Vec<&Value> = of_type(&events, "user/message")
+        .into_iter()
+        .filter(|e| e["data"]["source"]["plugin"] == "keel/jobs")
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].to_string().contains("BG-DONE-MARKER"));
+    // The last request the model saw carried the notice.
+    let last = mock.requests().last().cloned().unwrap();
+    assert!(last.to_string().contains("BG-DONE-MARKER"));
+}
