@@ -125,3 +125,87 @@ responses:
     let last = mock.requests().last().cloned().unwrap();
     assert!(last.to_string().contains("BG-DONE-MARKER"));
 }
+
+#[test]
+fn the_depth_limit_from_a_plugin_row_refuses_delegation() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.ws.join(".keel")).unwrap();
+    env.write(
+        ".keel/config.toml",
+        "[[plugins]]\nid = \"subagent\"\n[plugins.config]\nmax_depth = 0\n",
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - {id: call_sub, name: subagent, arguments: {description: "nested", prompt: "do it"}}
+  - text: "Could not delegate."
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "delegate"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(
+        env.session_files().len(),
+        1,
+        "no child session may be created"
+    );
+    let results = tool_results(&load_consistent(&env.only_session()));
+    assert!(results[0].2, "the subagent call must fail: {results:?}");
+    assert!(
+        results[0].1.to_lowercase().contains("depth"),
+        "{}",
+        results[0].1
+    );
+}
+
+#[test]
+fn claude_settings_hooks_deny_a_tool_call_and_add_context() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.ws.join(".claude")).unwrap();
+    env.write(
+        ".claude/settings.json",
+        r#"{"hooks": {
+  "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "cat > pre.json; echo 'no shell today' >&2; exit 2"}]}],
+  "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo HOOK-CONTEXT-LINE"}]}]
+}}"#,
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - {id: call_sh, name: bash, arguments: {command: "echo ran > ran.txt"}}
+  - text: "The hook refused the command."
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "run something"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        !env.ws.join("ran.txt").exists(),
+        "the denied command must not run"
+    );
+    // The hook saw Claude Code's payload on stdin.
+    let payload: Value = serde_json::from_str(&env.read("pre.json")).unwrap();
+    assert_eq!(payload["hook_event_name"], "PreToolUse");
+    assert_eq!(payload["tool_name"], "Bash");
+    assert_eq!(payload["tool_input"]["command"], "echo ran > ran.txt");
+    assert!(
+        payload["transcript_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("session.jsonl")
+    );
+    let events = load_consistent(&env.only_session());
+    let results = tool_results(&events);
+    assert!(
+        results[0].2 && results[0].1.contains("no shell today"),
+        "{results:?}"
+    );
+    assert!(of_type(&events, "hook/invoked").len() >= 2);
+    assert!(of_type(&events, "hook/result").len() >= 2);
+    // UserPromptSubmit's stdout reached the model as context.
+    assert!(mock.requests()[0].to_string().contains("HOOK-CONTEXT-LINE"));
+}
