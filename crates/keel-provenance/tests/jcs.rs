@@ -8,16 +8,13 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 fn vectors_dir() -> PathBuf {
-    let candidates = [
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/jcs"),
-        PathBuf::from("/work/shared/testdata/jcs"),
-    ];
-    for c in candidates {
-        if c.join("input").is_dir() {
-            return c;
-        }
-    }
-    panic!("JCS vectors not found (expected shared/testdata/jcs beside the repository)");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/jcs");
+    assert!(
+        dir.join("input").is_dir(),
+        "JCS vectors not found at {} (expected shared/testdata/jcs beside the repository)",
+        dir.display()
+    );
+    dir
 }
 
 #[test]
