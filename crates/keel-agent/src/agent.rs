@@ -135,7 +135,7 @@ pub(crate) struct LoopState {
     pub(crate) running: bool,
     pub(crate) last_runtime: Option<String>,
     pub(crate) last_header: Option<Value>,
-    pub(crate) last_context: Option<Value>,
+    pub(crate) last_context: Option<keel_protocol::RequestContext>,
 }
 
 pub(crate) struct Inner {
@@ -252,7 +252,7 @@ impl LoopState {
                 // Input still pending at a fork's boundary belongs to the parent.
                 EventBody::SessionEndSeed(_) => state.inbox = Inbox::default(),
                 EventBody::RequestHeader(h) => state.last_header = Some(h.header.clone()),
-                EventBody::RequestContext(c) => state.last_context = serde_json::to_value(c).ok(),
+                EventBody::RequestContext(c) => state.last_context = Some((**c).clone()),
                 EventBody::UserMessage(m)
                     if m.source.plugin_id() == Some(crate::request::RUNTIME_CONTEXT_PLUGIN) =>
                 {

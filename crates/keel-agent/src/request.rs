@@ -17,7 +17,7 @@ use keel_protocol::{
     RequestContext, RequestHeader, Role, Seq, SurfaceOp,
 };
 use keel_session::DerivedMessage;
-use keel_tools::{PlanModeSection, SandboxMode};
+use keel_tools::SandboxMode;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -46,17 +46,14 @@ impl Agent {
             contributed.extend(c(&ctx));
         }
         let cfg = &self.inner.config;
-        let mut sections = prompt::sections(&PromptInputs {
+        let sections = prompt::sections(&PromptInputs {
             persona: &cfg.persona,
             model: &cfg.model,
             cwd: &cfg.cwd,
-            plan_mode: false,
+            plan_mode: ctx.plan_mode,
             contributed,
             instructions: &self.inner.instructions,
         });
-        if ctx.plan_mode {
-            sections.insert(2, PromptSection::new("plan-mode", PlanModeSection::TEXT));
-        }
         prompt::render(&sections)
     }
 
@@ -207,22 +204,21 @@ impl Agent {
             "system": system,
             "tools": tools,
         });
-        let context = serde_json::to_value(RequestContext {
+        let context = RequestContext {
             provider: cfg.provider_name.clone(),
             model: call.model.clone(),
             context_window: info.context_window,
             max_output: Some(info.max_output),
-        })
-        .ok();
+        };
         let (header_changed, context_changed) = {
             let mut state = self.state();
             let h = state.last_header.as_ref() != Some(&header);
-            let c = state.last_context != context;
+            let c = state.last_context.as_ref() != Some(&context);
             if h {
                 state.last_header = Some(header.clone());
             }
             if c {
-                state.last_context = context.clone();
+                state.last_context = Some(context.clone());
             }
             (h, c)
         };
@@ -233,12 +229,7 @@ impl Agent {
             })))?;
         }
         if context_changed {
-            self.push(EventBody::RequestContext(Box::new(RequestContext {
-                provider: cfg.provider_name.clone(),
-                model: call.model.clone(),
-                context_window: info.context_window,
-                max_output: Some(info.max_output),
-            })))?;
+            self.push(EventBody::RequestContext(Box::new(context)))?;
         }
         Ok(ChatRequest {
             model: call.model,
