@@ -537,6 +537,12 @@ impl Snapshot {
         i
     }
 
+    /// Record `edge` from `from` to `to` in both adjacency lists.
+    fn link(&mut self, from: u32, to: u32, edge: u32) {
+        self.fwd[from as usize].push(Link { node: to, edge });
+        self.back[to as usize].push(Link { node: from, edge });
+    }
+
     fn edge(&mut self, kind: EdgeKind, from: End, to: u32) -> u32 {
         let i = self.edge_recs.len() as u32;
         self.edge_recs.push(EdgeRec { kind, from, to });
@@ -661,11 +667,7 @@ impl Snapshot {
                             self.local_origins.insert(prev, i);
                             let e = self.edge(EdgeKind::ContinuesAsOrigin, End::Node(prev), i);
                             self.cont_edge.insert(i, e);
-                            self.back[i as usize].push(Link {
-                                node: prev,
-                                edge: e,
-                            });
-                            self.fwd[prev as usize].push(Link { node: i, edge: e });
+                            self.link(prev, i, e);
                             i
                         }
                     }
@@ -723,34 +725,15 @@ impl Snapshot {
             );
             let real = self.edge(EdgeKind::RealizesFact, End::Node(occ), fact);
             let has = self.edge(EdgeKind::HasOutcome, End::Node(fact), outcome);
-            self.fwd[occ as usize].push(Link {
-                node: fact,
-                edge: real,
-            });
-            self.back[fact as usize].push(Link {
-                node: occ,
-                edge: real,
-            });
+            self.link(occ, fact, real);
+            // A fact also leads forward to its occurrence (traversal from a fact reaches the
+            // stage it realises); there is no matching backward link.
             self.fwd[fact as usize].push(Link {
                 node: occ,
                 edge: real,
             });
-            self.back[fact as usize].push(Link {
-                node: origin,
-                edge: part,
-            });
-            self.fwd[origin as usize].push(Link {
-                node: fact,
-                edge: part,
-            });
-            self.fwd[fact as usize].push(Link {
-                node: outcome,
-                edge: has,
-            });
-            self.back[outcome as usize].push(Link {
-                node: fact,
-                edge: has,
-            });
+            self.link(origin, fact, part);
+            self.link(fact, outcome, has);
         }
 
         let first = outcomes.first().map(|&(_, i)| self.id(i).clone());
