@@ -58,7 +58,7 @@ fn pipeline(dir: &Path, hooks: PipelineHooks) -> Pipeline {
 }
 
 /// Hooks of a bound provenance capture (`None`: provenance off).
-fn capture(dir: &Path, home: Option<(&Path, Fsync)>) -> PipelineHooks {
+fn capture(dir: &Path, home: Option<(&Path, Fsync)>) -> (PipelineHooks, Option<Provenance>) {
     let p = match home {
         None => Provenance::in_memory(),
         Some((home, fsync)) => Provenance::journal(home.to_path_buf()).with_fsync(fsync),
@@ -68,7 +68,8 @@ fn capture(dir: &Path, home: Option<(&Path, Fsync)>) -> PipelineHooks {
     if let Err(e) = p.bind(&SessionId("bench".into())) {
         panic!("bind: {e}");
     }
-    host.hooks.tools
+    // Provenance hooks are agent-scoped (a subagent must not write into this journal).
+    (host.agent_hooks.tools, Some(p))
 }
 
 fn bench(c: &mut Criterion) {
@@ -78,8 +79,8 @@ fn bench(c: &mut Criterion) {
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let dir = tmp.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
-    let cases: Vec<(&str, PipelineHooks)> = vec![
-        ("off", PipelineHooks::new()),
+    let cases: Vec<(&str, (PipelineHooks, Option<Provenance>))> = vec![
+        ("off", (PipelineHooks::new(), None)),
         ("memory", capture(&dir, None)),
         (
             "journal_no_fsync",
@@ -91,7 +92,7 @@ fn bench(c: &mut Criterion) {
         ),
     ];
     let mut group = c.benchmark_group("pipeline_call");
-    for (name, hooks) in cases {
+    for (name, (hooks, prov)) in cases {
         let p = pipeline(&dir, hooks);
         // A fresh call id per call, as in a session (a repeated id is a different workload).
         let mut n = 0u64;
@@ -106,6 +107,11 @@ fn bench(c: &mut Criterion) {
                 rt.block_on(p.run_batch(&call, &NullHost, CancellationToken::new()))
             })
         });
+        // The capture must really have happened: a bench of empty hooks measures nothing.
+        if let (Some(prov), true) = (prov, n > 0) {
+            let receipts = prov.with_snapshot(|s| s.receipts().len()).unwrap_or(0);
+            assert!(receipts > 0, "{name}: provenance captured nothing");
+        }
     }
     group.finish();
 }

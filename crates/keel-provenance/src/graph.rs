@@ -43,6 +43,9 @@ pub(crate) struct Link {
     pub edge: u32,
 }
 
+/// The links of one node in one direction.
+pub(crate) type Links = smallvec::SmallVec<[Link; 2]>;
+
 /// A capture failure: the graph is incomplete from this receipt on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
@@ -203,8 +206,9 @@ pub struct Snapshot {
     edge_ids: Vec<OnceLock<Id>>,
     /// `participates_in` edges by (origin, occurrence), the only edge kind that can repeat.
     participation: FxMap<(u32, u32), u32>,
-    pub(crate) back: Vec<Vec<Link>>,
-    pub(crate) fwd: Vec<Vec<Link>>,
+    /// Per-node links; most nodes have one or two in each direction, kept inline.
+    pub(crate) back: Vec<Links>,
+    pub(crate) fwd: Vec<Links>,
     /// Origin node → its `continues_as_origin` edge (needed when the outcome is in a child run).
     pub(crate) cont_edge: FxMap<u32, u32>,
     pub(crate) aliases: BTreeMap<String, Vec<String>>,
@@ -525,8 +529,8 @@ impl Snapshot {
         }
         self.recs.push(rec);
         self.ids.push(OnceLock::new());
-        self.back.push(Vec::new());
-        self.fwd.push(Vec::new());
+        self.back.push(Links::new());
+        self.fwd.push(Links::new());
         if eager {
             let mut buf = std::mem::take(&mut self.scratch);
             let id = self.hash_node(&mut buf, i);
