@@ -58,7 +58,7 @@ fn pipeline(dir: &Path, hooks: PipelineHooks) -> Pipeline {
 }
 
 /// Hooks of a bound provenance capture (`None`: provenance off).
-fn capture(dir: &Path, home: Option<(&Path, Fsync)>) -> (PipelineHooks, Option<Provenance>) {
+fn capture(dir: &Path, home: Option<(&Path, Fsync)>) -> Case {
     let p = match home {
         None => Provenance::in_memory(),
         Some((home, fsync)) => Provenance::journal(home.to_path_buf()).with_fsync(fsync),
@@ -72,6 +72,14 @@ fn capture(dir: &Path, home: Option<(&Path, Fsync)>) -> (PipelineHooks, Option<P
     (host.agent_hooks.tools, Some(p))
 }
 
+/// A case's pipeline hooks and its capture (`None`: provenance off).
+type Case = (PipelineHooks, Option<Provenance>);
+
+/// Calls per session: each bench session rebinds capture to a fresh session (journal) after
+/// this many calls, outside the timed region. A long real session has hundreds of tool calls;
+/// 1,000 keeps the graph realistic while the bench runs ~10^5 calls.
+const SESSION_CALLS: u64 = 1_000;
+
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -79,37 +87,79 @@ fn bench(c: &mut Criterion) {
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let dir = tmp.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
-    let cases: Vec<(&str, (PipelineHooks, Option<Provenance>))> = vec![
-        ("off", (PipelineHooks::new(), None)),
-        ("memory", capture(&dir, None)),
+    // (name, hooks, capture, calls per session; 0 = one session for the whole run)
+    let cases: Vec<(&str, Case, u64)> = vec![
+        ("off", (PipelineHooks::new(), None), 0),
+        ("memory", capture(&dir, None), SESSION_CALLS),
         (
             "journal_no_fsync",
             capture(&dir, Some((&dir.join("home-a"), Fsync::Never))),
+            SESSION_CALLS,
         ),
         (
             "journal_fsync",
             capture(&dir, Some((&dir.join("home-b"), Fsync::Always))),
+            SESSION_CALLS,
         ),
+        // The graph grows through the whole run (~10^5 calls): cache misses and page faults
+        // of a very large graph, for comparison.
+        ("memory_unbounded", capture(&dir, None), 0),
     ];
     let mut group = c.benchmark_group("pipeline_call");
-    for (name, (hooks, prov)) in cases {
+    for (name, (hooks, prov), per_session) in cases {
         let p = pipeline(&dir, hooks);
         // A fresh call id per call, as in a session (a repeated id is a different workload).
         let mut n = 0u64;
+        let mut sessions = 0u64;
+        let mut last_receipts = 0;
         group.bench_function(name, |b| {
-            b.iter(|| {
-                n += 1;
-                let call = [ToolCallBlock {
-                    id: format!("call_{n}"),
-                    name: "echo".into(),
-                    arguments: r#"{"text":"hello"}"#.into(),
-                }];
-                rt.block_on(p.run_batch(&call, &NullHost, CancellationToken::new()))
+            b.iter_custom(|iters| {
+                let mut total = std::time::Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    let in_session = if per_session == 0 {
+                        left
+                    } else {
+                        let used = n % per_session;
+                        if used == 0
+                            && n > 0
+                            && let Some(prov) = &prov
+                        {
+                            last_receipts = prov.with_snapshot(|s| s.receipts().len()).unwrap_or(0);
+                            sessions += 1;
+                            let id = SessionId(format!("bench-{sessions}"));
+                            if let Err(e) = prov.bind(&id) {
+                                panic!("bind: {e}");
+                            }
+                        }
+                        left.min(per_session - used)
+                    };
+                    let start = std::time::Instant::now();
+                    for _ in 0..in_session {
+                        n += 1;
+                        let call = [ToolCallBlock {
+                            id: format!("call_{n}"),
+                            name: "echo".into(),
+                            arguments: r#"{"text":"hello"}"#.into(),
+                        }];
+                        std::hint::black_box(rt.block_on(p.run_batch(
+                            &call,
+                            &NullHost,
+                            CancellationToken::new(),
+                        )));
+                    }
+                    total += start.elapsed();
+                    left -= in_session;
+                }
+                total
             })
         });
         // The capture must really have happened: a bench of empty hooks measures nothing.
         if let (Some(prov), true) = (prov, n > 0) {
-            let receipts = prov.with_snapshot(|s| s.receipts().len()).unwrap_or(0);
+            let receipts = prov
+                .with_snapshot(|s| s.receipts().len())
+                .unwrap_or(0)
+                .max(last_receipts);
             assert!(receipts > 0, "{name}: provenance captured nothing");
         }
     }

@@ -23,15 +23,18 @@
 //! [`Node`] / [`Edge`] view on first call after a change.
 
 use crate::fxhash::FxMap;
+use crate::fxhash::FxSet;
 use crate::hash::push_hex;
 use crate::jcs::{cmp_utf16, write_str};
 use crate::model::{Disposition, Origin, Stage};
 use crate::node::{Edge, EdgeKind, Id, Members, Node, NodeKind};
-use crate::receipt::{RECEIPT_PREFIX, Receipt, disposition_of};
+use crate::receipt::{Hex64, RECEIPT_PREFIX, Receipt, ReceiptView, disposition_of};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Mutex, OnceLock, PoisonError};
+
+/// Graphs with at least this many nodes are serialized on two threads.
+const PARALLEL_MIN_NODES: usize = 4_000;
 
 /// Schema name written in every snapshot.
 pub const SCHEMA: &str = "keel-provenance/jcs/1";
@@ -61,7 +64,7 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptRef {
     /// Receipt id.
-    pub receipt_id: String,
+    pub receipt_id: Id,
     /// Sequence.
     pub sequence: u64,
     /// Stage.
@@ -103,10 +106,9 @@ pub enum CompileError {
 /// What one receipt contributes to the nodes it creates (shared by index).
 #[derive(Debug, Clone)]
 struct ReceiptData {
-    receipt_id: Id,
     native_id: Id,
     transform: Id,
-    payload_sha256: Id,
+    payload_sha256: Hex64,
     stage: Stage,
     sequence: u64,
 }
@@ -211,7 +213,11 @@ pub struct Snapshot {
     pub(crate) fwd: Vec<Links>,
     /// Origin node → its `continues_as_origin` edge (needed when the outcome is in a child run).
     pub(crate) cont_edge: FxMap<u32, u32>,
-    pub(crate) aliases: BTreeMap<String, Vec<String>>,
+    pub(crate) aliases: FxMap<String, Vec<Id>>,
+    /// Transforms and roles (a small vocabulary), shared.
+    interned: FxSet<Id>,
+    /// The previous receipt's native id (consecutive stages of a call share it).
+    last_native: Option<Id>,
     pub(crate) failures: Vec<Failure>,
     pub(crate) receipts: Vec<ReceiptRef>,
     facts: usize,
@@ -239,7 +245,9 @@ impl Snapshot {
             back: Vec::new(),
             fwd: Vec::new(),
             cont_edge: FxMap::default(),
-            aliases: BTreeMap::new(),
+            aliases: FxMap::default(),
+            interned: FxSet::default(),
+            last_native: None,
             failures: Vec::new(),
             receipts: Vec::new(),
             facts: 0,
@@ -256,7 +264,7 @@ impl Snapshot {
     ) -> Result<Snapshot, CompileError> {
         let mut s = Snapshot::new(run_id);
         for r in receipts {
-            s.apply_receipt(r)?;
+            s.apply_receipt(r.view())?;
         }
         Ok(s)
     }
@@ -298,7 +306,7 @@ impl Snapshot {
     }
 
     /// Node ids an alias is bound to (more than one means the alias is ambiguous).
-    pub fn alias(&self, alias: &str) -> &[String] {
+    pub fn alias(&self, alias: &str) -> &[Id] {
         self.aliases.get(alias).map_or(&[], Vec::as_slice)
     }
 
@@ -377,7 +385,7 @@ impl Snapshot {
         match &self.recs[i as usize] {
             Rec::Occurrence { receipt }
             | Rec::Outcome { receipt, .. }
-            | Rec::Fact { receipt, .. } => Some(&self.receipt_data[*receipt as usize].receipt_id),
+            | Rec::Fact { receipt, .. } => Some(&self.receipts[*receipt as usize].receipt_id),
             Rec::Source { .. } | Rec::Origin { .. } => None,
         }
     }
@@ -445,7 +453,7 @@ impl Snapshot {
                 m.opt("id", id);
                 m.str("kind", kind);
                 m.str("native_id", &r.native_id);
-                m.str("receipt_id", &r.receipt_id);
+                m.str("receipt_id", &self.receipts[*receipt as usize].receipt_id);
                 m.str("run_id", run_id);
                 m.num("sequence", r.sequence);
                 m.str("stage", r.stage.as_str());
@@ -476,8 +484,8 @@ impl Snapshot {
                 m.str("kind", kind);
                 m.str("occurrence_id", self.id(*occurrence));
                 m.num("ordinal", u64::from(*ordinal));
-                m.str("payload_sha256", &r.payload_sha256);
-                m.str("receipt_id", &r.receipt_id);
+                m.str("payload_sha256", r.payload_sha256.as_str());
+                m.str("receipt_id", &self.receipts[*receipt as usize].receipt_id);
                 m.str("run_id", run_id);
             }
             Rec::Fact {
@@ -491,14 +499,15 @@ impl Snapshot {
                 let r = &self.receipt_data[*receipt as usize];
                 m.key("fact_id");
                 m.out.push(b'"');
-                m.out.extend_from_slice(r.receipt_id.as_bytes());
+                let receipt_id = &self.receipts[*receipt as usize].receipt_id;
+                m.out.extend_from_slice(receipt_id.as_bytes());
                 let _ = write!(m.out, "/{binding}\"");
                 m.opt("id", id);
                 m.str("kind", kind);
                 m.str("occurrence_id", self.id(*occurrence));
                 m.str("origin", self.id(*origin));
                 m.str("outcome", self.id(*outcome));
-                m.str("receipt_sha256", receipt_sha256(&r.receipt_id));
+                m.str("receipt_sha256", receipt_sha256(receipt_id));
                 m.str("relation_role", role);
                 m.str("run_id", run_id);
                 m.num("sequence", r.sequence);
@@ -557,7 +566,7 @@ impl Snapshot {
     /// Compile one receipt; returns the outcome node ids of its ordinals, in ordinal order of
     /// first appearance. The receipt must be the next of this run.
     pub fn apply(&mut self, r: &Receipt) -> Result<Vec<(u32, String)>, CompileError> {
-        self.apply_receipt(r)?;
+        self.apply_receipt(r.view())?;
         Ok(self
             .outcome_scratch
             .iter()
@@ -565,13 +574,23 @@ impl Snapshot {
             .collect())
     }
 
+    /// A shared copy of `s` from the small vocabulary of transforms and roles.
+    fn intern(&mut self, s: &str) -> Id {
+        if let Some(id) = self.interned.get(s) {
+            return id.clone();
+        }
+        let id = Id::from(s);
+        self.interned.insert(id.clone());
+        id
+    }
+
     /// [`Snapshot::apply`] without building the answer: returns the first outcome's id.
-    pub(crate) fn apply_receipt(&mut self, r: &Receipt) -> Result<Option<Id>, CompileError> {
+    pub(crate) fn apply_receipt(&mut self, r: ReceiptView<'_>) -> Result<Option<Id>, CompileError> {
         let expected = self.receipts.len() as u64;
         if r.run_id != self.run_id || r.sequence != expected {
             return Err(CompileError::OutOfSequence {
-                receipt_id: r.receipt_id.clone(),
-                run_id: r.run_id.clone(),
+                receipt_id: r.receipt_id.to_owned(),
+                run_id: r.run_id.to_owned(),
                 sequence: r.sequence,
                 expected_run: self.run_id.clone(),
                 expected_sequence: expected,
@@ -586,13 +605,13 @@ impl Snapshot {
             {
                 let known = self
                     .index
-                    .get(outcome.as_str())
+                    .get(&**outcome)
                     .is_some_and(|&i| matches!(self.recs[i as usize], Rec::Outcome { .. }));
                 if !known {
                     return Err(CompileError::UnknownOutcome {
-                        receipt_id: r.receipt_id.clone(),
+                        receipt_id: r.receipt_id.to_owned(),
                         binding: bi,
-                        outcome: outcome.clone(),
+                        outcome: outcome.to_string(),
                     });
                 }
             }
@@ -601,23 +620,31 @@ impl Snapshot {
             self.view = OnceLock::new();
         }
         self.receipts.push(ReceiptRef {
-            receipt_id: r.receipt_id.clone(),
+            receipt_id: Id::from(r.receipt_id),
             sequence: r.sequence,
             stage: r.stage,
         });
         if r.stage == Stage::CaptureFailure {
             self.failures.push(Failure {
-                receipt_id: r.receipt_id.clone(),
-                native_id: r.native_id.clone(),
-                reason: r.transform.clone(),
+                receipt_id: r.receipt_id.to_owned(),
+                native_id: r.native_id.to_owned(),
+                reason: r.transform.to_owned(),
             });
         }
         let receipt = self.receipt_data.len() as u32;
+        let native_id = match &self.last_native {
+            Some(last) if **last == *r.native_id => last.clone(),
+            _ => {
+                let id = Id::from(r.native_id);
+                self.last_native = Some(id.clone());
+                id
+            }
+        };
+        let transform = self.intern(r.transform);
         self.receipt_data.push(ReceiptData {
-            receipt_id: Id::from(r.receipt_id.as_str()),
-            native_id: Id::from(r.native_id.as_str()),
-            transform: Id::from(r.transform.as_str()),
-            payload_sha256: Id::from(r.payload_sha256.as_str()),
+            native_id,
+            transform,
+            payload_sha256: Hex64::parse(r.payload_sha256),
             stage: r.stage,
             sequence: r.sequence,
         });
@@ -625,7 +652,7 @@ impl Snapshot {
 
         let mut outcomes = std::mem::take(&mut self.outcome_scratch);
         outcomes.clear();
-        for b in &r.bindings {
+        for b in r.bindings {
             if outcomes.iter().any(|&(o, _)| o == b.outcome) {
                 continue;
             }
@@ -633,7 +660,7 @@ impl Snapshot {
                 receipt,
                 occurrence: occ,
                 ordinal: b.outcome,
-                category: disposition_of(&r.bindings, b.outcome),
+                category: disposition_of(r.bindings, b.outcome),
             };
             outcomes.push((b.outcome, self.push(rec, true)));
         }
@@ -659,7 +686,7 @@ impl Snapshot {
                     run_id: None,
                 } => {
                     // Checked above: the outcome is a node of this run.
-                    let prev = self.index.get(outcome.as_str()).copied().unwrap_or(0);
+                    let prev = self.index.get(&**outcome).copied().unwrap_or(0);
                     match self.local_origins.get(&prev) {
                         Some(&i) => i,
                         None => {
@@ -680,7 +707,7 @@ impl Snapshot {
                     outcome,
                     run_id: Some(run),
                 } => {
-                    let key = (Id::from(outcome.as_str()), Id::from(run.as_str()));
+                    let key = (outcome.clone(), run.clone());
                     match self.child_origins.get(&key) {
                         Some(&i) => i,
                         None => {
@@ -716,6 +743,7 @@ impl Snapshot {
             let Some(&(_, outcome)) = outcomes.iter().find(|&&(o, _)| o == b.outcome) else {
                 continue;
             };
+            let role = self.intern(&b.relation_role);
             let fact = self.push(
                 Rec::Fact {
                     receipt,
@@ -723,7 +751,7 @@ impl Snapshot {
                     origin,
                     occurrence: occ,
                     outcome,
-                    role: Id::from(b.relation_role.as_str()),
+                    role,
                 },
                 false,
             );
@@ -743,10 +771,10 @@ impl Snapshot {
         let first = outcomes.first().map(|&(_, i)| self.id(i).clone());
         self.outcome_scratch = outcomes;
         if let Some(first) = &first {
-            for alias in &r.outcome_aliases {
+            for alias in r.outcome_aliases {
                 let ids = self.aliases.entry(alias.clone()).or_default();
                 if !ids.iter().any(|id| **id == **first) {
-                    ids.push(first.to_string());
+                    ids.push(first.clone());
                 }
             }
         }
@@ -793,7 +821,7 @@ impl Snapshot {
                 n.native_id = Some(r.native_id.clone());
                 n.sequence = Some(r.sequence);
                 n.transform = Some(r.transform.clone());
-                n.receipt_id = Some(r.receipt_id.clone());
+                n.receipt_id = Some(self.receipts[*receipt as usize].receipt_id.clone());
             }
             Rec::Source { label } => n.source = Some(label.clone()),
             Rec::Origin { outcome, run } => {
@@ -810,8 +838,8 @@ impl Snapshot {
                 n.category = *category;
                 n.occurrence_id = Some(self.id(*occurrence).clone());
                 n.ordinal = Some(*ordinal);
-                n.payload_sha256 = Some(r.payload_sha256.clone());
-                n.receipt_id = Some(r.receipt_id.clone());
+                n.payload_sha256 = Some(Id::from(r.payload_sha256.as_str()));
+                n.receipt_id = Some(self.receipts[*receipt as usize].receipt_id.clone());
             }
             Rec::Fact {
                 receipt,
@@ -822,14 +850,15 @@ impl Snapshot {
                 role,
             } => {
                 let r = &self.receipt_data[*receipt as usize];
-                n.fact_id = Some(Id::from(format!("{}/{binding}", r.receipt_id)));
+                let receipt_id = &self.receipts[*receipt as usize].receipt_id;
+                n.fact_id = Some(Id::from(format!("{receipt_id}/{binding}")));
                 n.sequence = Some(r.sequence);
                 n.origin = Some(self.id(*origin).clone());
                 n.transform = Some(r.transform.clone());
                 n.occurrence_id = Some(self.id(*occurrence).clone());
                 n.outcome = Some(self.id(*outcome).clone());
                 n.relation_role = Some(role.clone());
-                n.receipt_sha256 = Some(Id::from(receipt_sha256(&r.receipt_id)));
+                n.receipt_sha256 = Some(Id::from(receipt_sha256(receipt_id)));
             }
         }
         n
@@ -837,7 +866,63 @@ impl Snapshot {
 
     /// The snapshot's canonical bytes (what `graph.json` holds, without trailing newline) and its
     /// `graph_id` (hex SHA-256 of the same object without `graph_id`).
+    ///
+    /// Most of the cost is hashing the lazily identified nodes and edges; a large graph does that,
+    /// and writes the two halves of the document, on two threads.
     pub fn to_canonical(&self) -> (String, Vec<u8>) {
+        let (mut head, tail) = if self.recs.len() >= PARALLEL_MIN_NODES {
+            self.warm_ids();
+            std::thread::scope(|s| {
+                let tail = std::thread::Builder::new()
+                    .name("keel-provenance-graph".into())
+                    .spawn_scoped(s, || self.write_tail());
+                let head = self.write_head();
+                let tail = match tail {
+                    Ok(t) => t.join().unwrap_or_else(|_| self.write_tail()),
+                    Err(_) => self.write_tail(),
+                };
+                (head, tail)
+            })
+        } else {
+            (self.write_head(), self.write_tail())
+        };
+        let mut hasher = Sha256::new();
+        hasher.update(&head);
+        hasher.update(&tail);
+        let mut graph_id = String::with_capacity(64);
+        push_hex(&mut graph_id, &hasher.finalize());
+        head.extend_from_slice(b",\"graph_id\":\"");
+        head.extend_from_slice(graph_id.as_bytes());
+        head.push(b'"');
+        head.extend_from_slice(&tail);
+        (graph_id, head)
+    }
+
+    /// Hash every node and edge id now, the two halves on two threads (ids depend only on
+    /// earlier nodes, so the threads never wait on each other in a cycle).
+    fn warm_ids(&self) {
+        let (n, e) = (self.recs.len() as u32, self.edge_recs.len() as u32);
+        let warm = |nodes: std::ops::Range<u32>, edges: std::ops::Range<u32>| {
+            for i in nodes {
+                self.id(i);
+            }
+            for k in edges {
+                self.edge_id(k);
+            }
+        };
+        std::thread::scope(|s| {
+            let upper = std::thread::Builder::new()
+                .name("keel-provenance-ids".into())
+                .spawn_scoped(s, || warm(n / 2..n, e / 2..e));
+            warm(0..n / 2, 0..e / 2);
+            if let Ok(upper) = upper {
+                let _ = upper.join();
+            }
+        });
+    }
+
+    /// `{"aliases":…,"complete":…,"edges":…,"entities":…,"facts":…,"failures":[…]`
+    fn write_head(&self) -> Vec<u8> {
         let mut head = Vec::with_capacity(self.recs.len() * 400 + self.edge_recs.len() * 260);
         head.extend_from_slice(b"{\"aliases\":{");
         let mut keys: Vec<&String> = self.aliases.keys().collect();
@@ -889,6 +974,11 @@ impl Snapshot {
             head.push(b'}');
         }
         head.push(b']');
+        head
+    }
+
+    /// `,"occurrences":…,"receipts":…,"run_id":…,"schema":…}`
+    fn write_tail(&self) -> Vec<u8> {
         let mut tail = Vec::with_capacity(self.recs.len() * 300);
         tail.extend_from_slice(b",\"occurrences\":[");
         self.write_kinds(&mut tail, &[NodeKind::Occurrence]);
@@ -908,16 +998,7 @@ impl Snapshot {
         tail.extend_from_slice(b",\"schema\":");
         write_str(&mut tail, SCHEMA);
         tail.push(b'}');
-        let mut hasher = Sha256::new();
-        hasher.update(&head);
-        hasher.update(&tail);
-        let mut graph_id = String::with_capacity(64);
-        push_hex(&mut graph_id, &hasher.finalize());
-        head.extend_from_slice(b",\"graph_id\":\"");
-        head.extend_from_slice(graph_id.as_bytes());
-        head.push(b'"');
-        head.extend_from_slice(&tail);
-        (graph_id, head)
+        tail
     }
 
     /// The `graph_id` of the current snapshot.

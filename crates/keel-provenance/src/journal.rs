@@ -231,22 +231,18 @@ impl Journal {
     /// Append pending receipt lines (one `write`, no fsync). Returns how many were written. On
     /// error the file is cut back to its last complete line and the lines stay pending.
     pub fn flush(&mut self) -> Result<usize, JournalError> {
-        let lines = self.recorder.pending_lines();
-        if lines.is_empty() {
+        let (bytes, count) = self.recorder.pending_bytes();
+        if count == 0 {
             return Ok(0);
         }
-        let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for l in lines {
-            buf.extend_from_slice(l.as_bytes());
-            buf.push(b'\n');
-        }
         let path = self.dir.join(RECEIPTS_FILE);
-        if let Err(e) = self.file.write_all(&buf) {
+        if let Err(e) = self.file.write_all(bytes) {
             let _ = self.file.set_len(self.len);
             return Err(io(&path)(e));
         }
-        self.len += buf.len() as u64;
-        Ok(self.recorder.drain_lines().len())
+        self.len += bytes.len() as u64;
+        self.recorder.clear_pending();
+        Ok(count)
     }
 
     /// fsync `receipts.jsonl`.

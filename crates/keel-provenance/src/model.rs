@@ -4,7 +4,9 @@
 //! external source, or an earlier outcome node) led to which outcome of this capture, in what
 //! role, and — where the path did not reach a result — the explicit [`Disposition`].
 
+use crate::node::Id;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// A runtime boundary where a formation fact is observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -129,10 +131,10 @@ pub enum Origin {
     /// An earlier outcome node, in this run or (for a subagent join) in a child run.
     Outcome {
         /// The outcome (or disposition) node id.
-        outcome: String,
+        outcome: Id,
         /// The run holding that node when it is not this run (a child session).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        run_id: Option<String>,
+        run_id: Option<Id>,
     },
 }
 
@@ -144,7 +146,7 @@ pub struct Binding {
     /// Ordinal of the outcome (within the capture) it produces.
     pub outcome: u32,
     /// What role the origin plays (`proposes`, `continues`, `nested_in`, `joins_child`…).
-    pub relation_role: String,
+    pub relation_role: Cow<'static, str>,
     /// Set when this path did not reach a result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disposition: Option<Disposition>,
@@ -152,24 +154,24 @@ pub struct Binding {
 
 impl Binding {
     /// A binding from an earlier outcome of this run to outcome 0.
-    pub fn continues(outcome_id: &str, role: &str) -> Binding {
+    pub fn continues(outcome_id: &Id, role: &'static str) -> Binding {
         Binding {
             origin: Origin::Outcome {
-                outcome: outcome_id.to_owned(),
+                outcome: outcome_id.clone(),
                 run_id: None,
             },
             outcome: 0,
-            relation_role: role.to_owned(),
+            relation_role: Cow::Borrowed(role),
             disposition: None,
         }
     }
 
     /// A binding from an external source to outcome 0.
-    pub fn from_source(source: String, role: &str) -> Binding {
+    pub fn from_source(source: String, role: &'static str) -> Binding {
         Binding {
             origin: Origin::Source { source },
             outcome: 0,
-            relation_role: role.to_owned(),
+            relation_role: Cow::Borrowed(role),
             disposition: None,
         }
     }

@@ -69,65 +69,206 @@ pub struct ReceiptInput<'a> {
     pub previous: Option<&'a str>,
 }
 
+/// A receipt's fields, borrowed: what the graph compiles from. Capture builds one from its
+/// [`ReceiptInput`] and the encoder's hashes, so nothing is copied into an owned [`Receipt`];
+/// replay and verification borrow a decoded [`Receipt`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReceiptView<'a> {
+    pub receipt_id: &'a str,
+    pub run_id: &'a str,
+    pub sequence: u64,
+    pub stage: Stage,
+    pub native_id: &'a str,
+    pub transform: &'a str,
+    pub bindings: &'a [Binding],
+    pub outcome_aliases: &'a [String],
+    pub payload_sha256: &'a str,
+}
+
+impl Receipt {
+    /// This receipt, borrowed.
+    pub(crate) fn view(&self) -> ReceiptView<'_> {
+        ReceiptView {
+            receipt_id: &self.receipt_id,
+            run_id: &self.run_id,
+            sequence: self.sequence,
+            stage: self.stage,
+            native_id: &self.native_id,
+            transform: &self.transform,
+            bindings: &self.bindings,
+            outcome_aliases: &self.outcome_aliases,
+            payload_sha256: &self.payload_sha256,
+        }
+    }
+}
+
+/// 64 lower-case hex digits, inline (a SHA-256).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hex64([u8; 64]);
+
+impl Hex64 {
+    /// The hex of `digest` (32 bytes).
+    pub(crate) fn of(digest: &[u8]) -> Hex64 {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [b'0'; 64];
+        for (i, &b) in digest.iter().take(32).enumerate() {
+            out[2 * i] = HEX[usize::from(b >> 4)];
+            out[2 * i + 1] = HEX[usize::from(b & 0xf)];
+        }
+        Hex64(out)
+    }
+
+    /// From 64 hex digits (anything else, which a checked receipt never has, gives zeros).
+    pub(crate) fn parse(hex: &str) -> Hex64 {
+        let mut out = [b'0'; 64];
+        if hex.len() == 64 {
+            out.copy_from_slice(hex.as_bytes());
+        }
+        Hex64(out)
+    }
+
+    /// As text (always ASCII).
+    pub(crate) fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for Hex64 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What encoding produced besides the line: the receipt id and the payload hash.
+#[derive(Debug, Clone)]
+pub(crate) struct Encoded {
+    /// `receipt_` + hex SHA-256.
+    pub receipt_id: String,
+    /// Hex SHA-256 of the payload's canonical bytes.
+    pub payload_sha256: Hex64,
+}
+
+/// Reusable buffers for encoding receipts (capture encodes one per stage).
+#[derive(Debug, Default)]
+pub(crate) struct Encoder {
+    payload: Vec<u8>,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Encoder {
+    /// Encode a receipt; when `line` is given, its journal line and a newline are appended to
+    /// it (memory-only capture needs the hashes, not the line).
+    pub(crate) fn encode(
+        &mut self,
+        input: ReceiptInput<'_>,
+        payload: &Payload<'_>,
+        line: Option<&mut Vec<u8>>,
+    ) -> Result<Encoded, JcsError> {
+        let Encoder {
+            payload: payload_bytes,
+            head,
+            tail,
+        } = self;
+        payload_bytes.clear();
+        jcs::write_payload(payload_bytes, payload)?;
+        let payload_sha256 = Hex64::of(&Sha256::digest(&payload_bytes[..]));
+
+        head.clear();
+        head.extend_from_slice(b"{\"bindings\":");
+        write_bindings(head, input.bindings);
+        head.extend_from_slice(b",\"native_id\":");
+        jcs::write_str(head, input.native_id);
+        head.extend_from_slice(b",\"outcome_aliases\":[");
+        for (i, a) in input.outcome_aliases.iter().enumerate() {
+            if i > 0 {
+                head.push(b',');
+            }
+            jcs::write_str(head, a);
+        }
+        head.extend_from_slice(b"],\"payload\":");
+        head.extend_from_slice(payload_bytes);
+        head.extend_from_slice(b",\"payload_sha256\":\"");
+        head.extend_from_slice(&payload_sha256.0);
+        head.extend_from_slice(b"\",\"previous_receipt_sha256\":");
+        match input.previous {
+            Some(p) => jcs::write_str(head, p),
+            None => head.extend_from_slice(b"null"),
+        }
+        tail.clear();
+        tail.extend_from_slice(b",\"run_id\":");
+        jcs::write_str(tail, input.run_id);
+        tail.extend_from_slice(b",\"sequence\":");
+        tail.extend_from_slice(itoa_u64(input.sequence).bytes());
+        tail.extend_from_slice(b",\"stage\":");
+        jcs::write_str(tail, input.stage.as_str());
+        tail.extend_from_slice(b",\"transform\":");
+        jcs::write_str(tail, input.transform);
+        tail.push(b'}');
+
+        let mut hasher = Sha256::new();
+        hasher.update(&head[..]);
+        hasher.update(&tail[..]);
+        let mut receipt_id = String::with_capacity(RECEIPT_PREFIX.len() + 64);
+        receipt_id.push_str(RECEIPT_PREFIX);
+        push_hex(&mut receipt_id, &hasher.finalize());
+
+        if let Some(line) = line {
+            line.reserve(head.len() + tail.len() + receipt_id.len() + 18);
+            line.extend_from_slice(head);
+            line.extend_from_slice(b",\"receipt_id\":\"");
+            line.extend_from_slice(receipt_id.as_bytes());
+            line.push(b'"');
+            line.extend_from_slice(tail);
+            line.push(b'\n');
+        }
+        Ok(Encoded {
+            receipt_id,
+            payload_sha256,
+        })
+    }
+}
+
+/// Decimal digits of `n` without allocating.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+fn itoa_u64(mut n: u64) -> Digits {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    Digits { buf, start: i }
+}
+
 /// Encode a receipt: returns it and its journal line (without the newline).
 pub fn encode(
     input: ReceiptInput<'_>,
     payload: &Payload<'_>,
 ) -> Result<(Receipt, String), JcsError> {
-    let mut payload_bytes = Vec::with_capacity(256);
-    jcs::write_payload(&mut payload_bytes, payload)?;
-    let payload_sha256 = sha256_hex(&payload_bytes);
-
-    let mut head = Vec::with_capacity(payload_bytes.len() + 512);
-    head.extend_from_slice(b"{\"bindings\":");
-    write_bindings(&mut head, input.bindings);
-    head.extend_from_slice(b",\"native_id\":");
-    jcs::write_str(&mut head, input.native_id);
-    head.extend_from_slice(b",\"outcome_aliases\":[");
-    for (i, a) in input.outcome_aliases.iter().enumerate() {
-        if i > 0 {
-            head.push(b',');
-        }
-        jcs::write_str(&mut head, a);
-    }
-    head.extend_from_slice(b"],\"payload\":");
-    head.extend_from_slice(&payload_bytes);
-    head.extend_from_slice(b",\"payload_sha256\":\"");
-    head.extend_from_slice(payload_sha256.as_bytes());
-    head.extend_from_slice(b"\",\"previous_receipt_sha256\":");
-    match input.previous {
-        Some(p) => jcs::write_str(&mut head, p),
-        None => head.extend_from_slice(b"null"),
-    }
-    let mut tail = Vec::with_capacity(128);
-    tail.extend_from_slice(b",\"run_id\":");
-    jcs::write_str(&mut tail, input.run_id);
-    tail.extend_from_slice(b",\"sequence\":");
-    tail.extend_from_slice(input.sequence.to_string().as_bytes());
-    tail.extend_from_slice(b",\"stage\":");
-    jcs::write_str(&mut tail, input.stage.as_str());
-    tail.extend_from_slice(b",\"transform\":");
-    jcs::write_str(&mut tail, input.transform);
-    tail.push(b'}');
-
-    let mut hasher = Sha256::new();
-    hasher.update(&head);
-    hasher.update(&tail);
-    let mut receipt_id = String::with_capacity(RECEIPT_PREFIX.len() + 64);
-    receipt_id.push_str(RECEIPT_PREFIX);
-    push_hex(&mut receipt_id, &hasher.finalize());
-
-    let mut line = head;
-    line.extend_from_slice(b",\"receipt_id\":\"");
-    line.extend_from_slice(receipt_id.as_bytes());
-    line.push(b'"');
-    line.extend_from_slice(&tail);
+    let mut line = Vec::new();
+    let encoded = Encoder::default().encode(input, payload, Some(&mut line))?;
+    line.pop();
     let line = String::from_utf8(line).map_err(|_| JcsError::Syntax {
         offset: 0,
         what: "invalid UTF-8",
     })?;
     let receipt = Receipt {
-        receipt_id,
+        receipt_id: encoded.receipt_id,
         run_id: input.run_id.to_owned(),
         sequence: input.sequence,
         stage: input.stage,
@@ -135,7 +276,7 @@ pub fn encode(
         transform: input.transform.to_owned(),
         bindings: input.bindings.to_vec(),
         outcome_aliases: input.outcome_aliases.to_vec(),
-        payload_sha256,
+        payload_sha256: encoded.payload_sha256.as_str().to_owned(),
         previous_receipt_sha256: input.previous.map(str::to_owned),
     };
     Ok((receipt, line))
@@ -169,7 +310,7 @@ fn write_bindings(out: &mut Vec<u8>, bindings: &[Binding]) {
             }
         }
         out.extend_from_slice(b"},\"outcome\":");
-        out.extend_from_slice(b.outcome.to_string().as_bytes());
+        out.extend_from_slice(itoa_u64(u64::from(b.outcome)).bytes());
         out.extend_from_slice(b",\"relation_role\":");
         jcs::write_str(out, &b.relation_role);
         out.push(b'}');

@@ -37,7 +37,7 @@ use crate::graph::Snapshot;
 use crate::jcs::{JcsError, Payload};
 use crate::model::{Binding, Disposition, Origin, Stage};
 use crate::node::Id;
-use crate::receipt::{Receipt, ReceiptInput, encode};
+use crate::receipt::{Encoder, RECEIPT_PREFIX, Receipt, ReceiptInput, ReceiptView};
 
 /// What the recorder knows about one open call.
 #[derive(Debug, Clone, Default)]
@@ -51,16 +51,21 @@ struct CallState {
 }
 
 /// In-memory capture: receipts, hash chain and graph. Pending journal lines accumulate until
-/// [`Recorder::drain_lines`] (the [`crate::Journal`] drains them at flush).
+/// the [`crate::Journal`] writes them at flush (or [`Recorder::drain_lines`]).
 #[derive(Debug)]
 pub struct Recorder {
     graph: Snapshot,
-    last_sha: Option<String>,
-    pending: Vec<String>,
-    calls: HashMap<String, CallState>,
+    run_id: String,
+    encoder: Encoder,
+    /// Journal lines not yet written, each ending in a newline.
+    pending: Vec<u8>,
+    pending_count: usize,
+    /// `false`: memory-only capture, no journal lines are kept (hashes are still computed).
+    keep_lines: bool,
+    calls: HashMap<Id, CallState>,
     /// Chain outcome id → call id (the newest outcome of each call only).
-    outcome_call: HashMap<Id, String>,
-    tokens: HashMap<String, String>,
+    outcome_call: HashMap<Id, Id>,
+    tokens: HashMap<String, Id>,
     /// Execution token → its `tools/execute:enter` outcome (parents of nested dispatch).
     token_outcome: HashMap<String, Id>,
     messages: HashMap<String, Id>,
@@ -68,20 +73,39 @@ pub struct Recorder {
 
 const CALL_SOURCE: &str = "call:";
 
+/// The fields of a compiled receipt that call bookkeeping reads.
+#[derive(Debug, Clone, Copy)]
+struct Observed<'a> {
+    stage: Stage,
+    native_id: &'a str,
+    transform: &'a str,
+    bindings: &'a [Binding],
+}
+
 impl Recorder {
     /// A recorder for run (session) `run_id`. Nothing time- or random-dependent is hashed: the
     /// same workload gives the same bytes.
     pub fn new(run_id: &str) -> Recorder {
         Recorder {
             graph: Snapshot::new(run_id),
-            last_sha: None,
+            run_id: run_id.to_owned(),
+            encoder: Encoder::default(),
             pending: Vec::new(),
+            pending_count: 0,
+            keep_lines: true,
             calls: HashMap::default(),
             outcome_call: HashMap::default(),
             tokens: HashMap::default(),
             token_outcome: HashMap::default(),
             messages: HashMap::default(),
         }
+    }
+
+    /// A recorder that keeps no journal lines (memory-only capture): receipts are still hashed
+    /// and chained, so the graph is the same.
+    pub fn without_lines(mut self) -> Recorder {
+        self.keep_lines = false;
+        self
     }
 
     /// Rebuild the recorder state from decoded receipts (replay of a journal).
@@ -91,9 +115,14 @@ impl Recorder {
     ) -> Result<Recorder, crate::graph::CompileError> {
         let mut r = Recorder::new(run_id);
         for receipt in receipts {
-            let primary = r.graph.apply_receipt(receipt)?;
-            r.last_sha = Some(receipt.sha256().to_owned());
-            r.observe(receipt, primary.as_ref());
+            let primary = r.graph.apply_receipt(receipt.view())?;
+            let seen = Observed {
+                stage: receipt.stage,
+                native_id: &receipt.native_id,
+                transform: &receipt.transform,
+                bindings: &receipt.bindings,
+            };
+            r.observe(seen, primary.as_ref());
         }
         Ok(r)
     }
@@ -103,14 +132,34 @@ impl Recorder {
         &self.graph
     }
 
-    /// Journal lines not yet drained, oldest first.
-    pub fn pending_lines(&self) -> &[String] {
-        &self.pending
+    /// Journal lines not yet written, oldest first.
+    pub fn pending_lines(&self) -> Vec<&str> {
+        std::str::from_utf8(&self.pending)
+            .unwrap_or_default()
+            .lines()
+            .collect()
+    }
+
+    /// The pending journal lines as bytes, each ending in a newline, and how many there are.
+    pub fn pending_bytes(&self) -> (&[u8], usize) {
+        (&self.pending, self.pending_count)
+    }
+
+    /// Forget the pending journal lines (written, or not wanted).
+    pub fn clear_pending(&mut self) {
+        self.pending.clear();
+        self.pending_count = 0;
     }
 
     /// Take the pending journal lines.
     pub fn drain_lines(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.pending)
+        let lines = self
+            .pending_lines()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.clear_pending();
+        lines
     }
 
     /// Call ids with no `tool/result` (or close) captured yet.
@@ -119,10 +168,79 @@ impl Recorder {
             .calls
             .iter()
             .filter(|(_, s)| !s.done)
-            .map(|(k, _)| k.as_str())
+            .map(|(k, _)| &**k)
             .collect();
         open.sort_unstable();
         open
+    }
+
+    /// Encode a receipt, append its line and compile it. Returns the primary outcome node id,
+    /// or why it failed (nothing is kept then).
+    fn record(
+        &mut self,
+        stage: Stage,
+        native_id: &str,
+        transform: &str,
+        payload: &Payload<'_>,
+        bindings: &[Binding],
+        aliases: &[String],
+    ) -> Result<Option<Id>, String> {
+        let sequence = self.graph.receipts().len() as u64;
+        let previous = self
+            .graph
+            .receipts()
+            .last()
+            .map(|r| r.receipt_id.get(RECEIPT_PREFIX.len()..).unwrap_or(""));
+        let input = ReceiptInput {
+            run_id: &self.run_id,
+            sequence,
+            stage,
+            native_id,
+            transform,
+            bindings,
+            outcome_aliases: aliases,
+            previous,
+        };
+        let mark = self.pending.len();
+        let line = if self.keep_lines {
+            Some(&mut self.pending)
+        } else {
+            None
+        };
+        let encoded = self
+            .encoder
+            .encode(input, payload, line)
+            .map_err(|e| jcs_reason(&e))?;
+        let view = ReceiptView {
+            receipt_id: &encoded.receipt_id,
+            run_id: &self.run_id,
+            sequence,
+            stage,
+            native_id,
+            transform,
+            bindings,
+            outcome_aliases: aliases,
+            payload_sha256: encoded.payload_sha256.as_str(),
+        };
+        match self.graph.apply_receipt(view) {
+            Ok(primary) => {
+                if self.keep_lines {
+                    self.pending_count += 1;
+                }
+                let seen = Observed {
+                    stage,
+                    native_id,
+                    transform,
+                    bindings,
+                };
+                self.observe(seen, primary.as_ref());
+                Ok(primary)
+            }
+            Err(e) => {
+                self.pending.truncate(mark);
+                Err(format!("compile: {e}"))
+            }
+        }
     }
 
     /// Record a receipt; on a payload or compile failure record a `capture/failure` instead.
@@ -136,30 +254,13 @@ impl Recorder {
         bindings: &[Binding],
         aliases: &[String],
     ) -> Option<Id> {
-        let input = ReceiptInput {
-            run_id: self.graph.run_id(),
-            sequence: self.graph.receipts().len() as u64,
-            stage,
-            native_id,
-            transform,
-            bindings,
-            outcome_aliases: aliases,
-            previous: self.last_sha.as_deref(),
-        };
-        let reason = match encode(input, payload) {
-            Ok((receipt, line)) => match self.graph.apply_receipt(&receipt) {
-                Ok(primary) => {
-                    self.pending.push(line);
-                    self.last_sha = Some(receipt.sha256().to_owned());
-                    self.observe(&receipt, primary.as_ref());
-                    return primary;
-                }
-                Err(e) => format!("compile: {e}"),
-            },
-            Err(e) => jcs_reason(&e),
-        };
-        self.failure(stage, native_id, &reason);
-        None
+        match self.record(stage, native_id, transform, payload, bindings, aliases) {
+            Ok(primary) => primary,
+            Err(reason) => {
+                self.failure(stage, native_id, &reason);
+                None
+            }
+        }
     }
 
     /// Record a capture failure receipt (marks the graph incomplete).
@@ -169,47 +270,41 @@ impl Recorder {
             ("stage", Payload::Str(stage.as_str())),
             ("detail", Payload::Str(detail)),
         ];
-        let input = ReceiptInput {
-            run_id: self.graph.run_id(),
-            sequence: self.graph.receipts().len() as u64,
-            stage: Stage::CaptureFailure,
-            native_id,
-            transform: code,
-            bindings: &[],
-            outcome_aliases: &[],
-            previous: self.last_sha.as_deref(),
-        };
         // Only strings we control: encoding cannot fail, and neither can applying (no bindings).
-        if let Ok((receipt, line)) = encode(input, &Payload::Obj(&members))
-            && self.graph.apply_receipt(&receipt).is_ok()
-        {
-            self.pending.push(line);
-            self.last_sha = Some(receipt.sha256().to_owned());
-        }
+        let _ = self.record(
+            Stage::CaptureFailure,
+            native_id,
+            code,
+            &Payload::Obj(&members),
+            &[],
+            &[],
+        );
     }
 
     /// Update call bookkeeping from a compiled receipt (shared by live capture and replay).
-    fn observe(&mut self, r: &Receipt, primary: Option<&Id>) {
-        let call_id = match r.stage {
+    fn observe(&mut self, r: Observed<'_>, primary: Option<&Id>) {
+        let call_id: Option<Id> = match r.stage {
             Stage::AssistantMessage => {
                 if let Some(p) = primary {
-                    self.messages.insert(r.native_id.clone(), p.clone());
+                    self.messages.insert(r.native_id.to_owned(), p.clone());
                 }
                 return;
             }
             Stage::CaptureFailure | Stage::AssistantAttempt => return,
             Stage::AssistantToolCall => {
-                self.calls.insert(r.native_id.clone(), CallState::default());
-                Some(r.native_id.clone())
+                let c = Id::from(r.native_id);
+                self.calls.insert(c.clone(), CallState::default());
+                Some(c)
             }
             _ => match r.bindings.first().map(|b| &b.origin) {
                 Some(Origin::Outcome {
                     outcome,
                     run_id: None,
-                }) => self.outcome_call.remove(outcome.as_str()),
+                }) => self.outcome_call.remove(&**outcome),
                 Some(Origin::Source { source }) => source.strip_prefix(CALL_SOURCE).map(|c| {
-                    self.calls.insert(c.to_owned(), CallState::default());
-                    c.to_owned()
+                    let c = Id::from(c);
+                    self.calls.insert(c.clone(), CallState::default());
+                    c
                 }),
                 _ => None,
             },
@@ -219,15 +314,17 @@ impl Recorder {
             self.outcome_call.insert(p.clone(), call_id.clone());
         }
         if r.stage == Stage::ExecuteEnter {
-            self.tokens.insert(r.native_id.clone(), call_id.clone());
+            self.tokens.insert(r.native_id.to_owned(), call_id.clone());
             if let Some(p) = primary {
-                self.token_outcome.insert(r.native_id.clone(), p.clone());
+                self.token_outcome.insert(r.native_id.to_owned(), p.clone());
             }
         }
         let Some(state) = self.calls.get_mut(&call_id) else {
             return;
         };
-        state.last = primary.cloned().or(state.last.take());
+        if let Some(p) = primary {
+            state.last = Some(p.clone());
+        }
         match r.stage {
             Stage::PreExecute if r.transform == "deny" || r.transform == "ask:denied" => {
                 state.denied = true
@@ -244,8 +341,8 @@ impl Recorder {
     }
 
     /// The binding continuing `call_id`'s chain (a `call:` source when its start was not seen).
-    fn chain(&self, call_id: &str, role: &str) -> Binding {
-        match self.calls.get(call_id).and_then(|s| s.last.as_deref()) {
+    fn chain(&self, call_id: &str, role: &'static str) -> Binding {
+        match self.calls.get(call_id).and_then(|s| s.last.as_ref()) {
             Some(last) => Binding::continues(last, role),
             None => Binding::from_source(format!("{CALL_SOURCE}{call_id}"), role),
         }
@@ -394,11 +491,11 @@ impl Recorder {
     pub fn subagent_join(&mut self, call_id: &str, child: ChildLink<'_>) {
         let child_origin = Binding {
             origin: Origin::Outcome {
-                outcome: child.node_id.to_owned(),
-                run_id: Some(child.run_id.to_owned()),
+                outcome: Id::from(child.node_id),
+                run_id: Some(Id::from(child.run_id)),
             },
             outcome: 0,
-            relation_role: "joins_child".to_owned(),
+            relation_role: "joins_child".into(),
             disposition: None,
         };
         let b = [self.chain(call_id, "awaits"), child_origin];
@@ -423,7 +520,7 @@ impl Recorder {
             .tokens
             .get(token)
             .cloned()
-            .unwrap_or_else(|| token.to_owned());
+            .unwrap_or_else(|| Id::from(token));
         let b = [self.chain(&call_id, "returns")];
         let code = match result {
             ExecuteResult::Error { code: Some(c), .. } => Some(c.as_str()),

@@ -168,50 +168,73 @@ fn fail(code: VerifyCode, file: &'static str, detail: impl Into<String>) -> Veri
     }
 }
 
-/// Read and check every complete line (checks 1 and 2).
+/// Journals with at least this many lines are decoded on two threads.
+const PARALLEL_MIN_LINES: usize = 512;
+
+/// Decode and self-check one line (check 1); `lineno` counts from 1.
+fn decode_at(raw: &[u8], lineno: usize) -> Result<Receipt, VerifyFailure> {
+    let text = std::str::from_utf8(raw).map_err(|_| {
+        let mut f = fail(
+            VerifyCode::ReceiptHashMismatch,
+            RECEIPTS_FILE,
+            "line is not UTF-8",
+        );
+        f.line = Some(lineno);
+        f
+    })?;
+    decode_line(text).map_err(|lf| VerifyFailure {
+        code: VerifyCode::ReceiptHashMismatch,
+        file: RECEIPTS_FILE,
+        line: Some(lineno),
+        receipt_id: lf.receipt_id.clone(),
+        field: Some(lf.field.to_owned()),
+        detail: lf.detail,
+    })
+}
+
+/// Decode every line (the two halves of a long journal on two threads); results in line order.
+fn decode_lines(bytes: &[u8], lines: &[(usize, usize)]) -> Vec<Result<Receipt, VerifyFailure>> {
+    let decode = |from: usize, part: &[(usize, usize)]| -> Vec<Result<Receipt, VerifyFailure>> {
+        part.iter()
+            .enumerate()
+            .map(|(k, &(a, b))| decode_at(&bytes[a..b], from + k + 1))
+            .collect()
+    };
+    if lines.len() < PARALLEL_MIN_LINES {
+        return decode(0, lines);
+    }
+    let mid = lines.len() / 2;
+    let (first, second) = lines.split_at(mid);
+    std::thread::scope(|s| {
+        let upper = std::thread::Builder::new()
+            .name("keel-provenance-verify".into())
+            .spawn_scoped(s, || decode(mid, second));
+        let mut out = decode(0, first);
+        match upper.map(|h| h.join()) {
+            Ok(Ok(rest)) => out.extend(rest),
+            _ => out.extend(decode(mid, second)),
+        }
+        out
+    })
+}
+
+/// Read and check every complete line (checks 1 and 2). The first failing line is reported,
+/// whichever check it fails.
 pub(crate) fn scan_receipts(
     bytes: &[u8],
     expected_run: Option<&str>,
 ) -> Result<Scan, VerifyFailure> {
-    let mut receipts: Vec<Receipt> = Vec::new();
+    let mut lines: Vec<(usize, usize)> = Vec::new();
     let mut pos = 0usize;
+    while let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') {
+        lines.push((pos, pos + nl));
+        pos += nl + 1;
+    }
+    let mut receipts: Vec<Receipt> = Vec::with_capacity(lines.len());
     let mut run: Option<String> = expected_run.map(str::to_owned);
-    while pos < bytes.len() {
+    for decoded in decode_lines(bytes, &lines) {
         let lineno = receipts.len() + 1;
-        let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') else {
-            let rest = &bytes[pos..];
-            let torn = TornTail {
-                line: lineno,
-                offset: pos as u64,
-                bytes: rest.len() as u64,
-                sha256: sha256_hex(rest),
-            };
-            return Ok(Scan {
-                receipts,
-                torn: Some(torn),
-                good_len: pos as u64,
-            });
-        };
-        let raw = &bytes[pos..pos + nl];
-        let at_line = |mut f: VerifyFailure| {
-            f.line = Some(lineno);
-            f
-        };
-        let text = std::str::from_utf8(raw).map_err(|_| {
-            at_line(fail(
-                VerifyCode::ReceiptHashMismatch,
-                RECEIPTS_FILE,
-                "line is not UTF-8",
-            ))
-        })?;
-        let r = decode_line(text).map_err(|lf| VerifyFailure {
-            code: VerifyCode::ReceiptHashMismatch,
-            file: RECEIPTS_FILE,
-            line: Some(lineno),
-            receipt_id: lf.receipt_id.clone(),
-            field: Some(lf.field.to_owned()),
-            detail: lf.detail,
-        })?;
+        let r = decoded?;
         let seq_fail = |field: &str, detail: String| VerifyFailure {
             code: VerifyCode::ReceiptSequenceMismatch,
             file: RECEIPTS_FILE,
@@ -251,11 +274,19 @@ pub(crate) fn scan_receipts(
             None => run = Some(r.run_id.clone()),
         }
         receipts.push(r);
-        pos += nl + 1;
     }
+    let torn = (pos < bytes.len()).then(|| {
+        let rest = &bytes[pos..];
+        TornTail {
+            line: receipts.len() + 1,
+            offset: pos as u64,
+            bytes: rest.len() as u64,
+            sha256: sha256_hex(rest),
+        }
+    });
     Ok(Scan {
         receipts,
-        torn: None,
+        torn,
         good_len: pos as u64,
     })
 }
@@ -316,7 +347,7 @@ pub fn verify_bytes(bytes: &[u8], graph_bytes: Option<&[u8]>) -> Result<VerifyRe
     let failed = |f: VerifyFailure| VerifyError::Failed(Box::new(f));
     let mut snapshot = Snapshot::new(run_id.as_deref().unwrap_or(""));
     for (i, r) in scan.receipts.iter().enumerate() {
-        snapshot.apply_receipt(r).map_err(|e| {
+        snapshot.apply_receipt(r.view()).map_err(|e| {
             let mut f = compile_failure(&e);
             f.line = Some(i + 1);
             failed(f)

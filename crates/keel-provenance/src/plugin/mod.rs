@@ -148,7 +148,7 @@ impl State {
             Sink::Journal(j) => j,
             // Nothing is written in memory mode; drop the journal lines so they do not pile up.
             Sink::Memory(r) => {
-                r.drain_lines();
+                r.clear_pending();
                 return;
             }
             Sink::Unbound => return,
@@ -241,7 +241,7 @@ impl Provenance {
         let mut state = self.lock();
         state.session = session.as_str().to_owned();
         let Some(home) = &self.home else {
-            state.sink = Sink::Memory(Recorder::new(session.as_str()));
+            state.sink = Sink::Memory(Recorder::new(session.as_str()).without_lines());
             return Ok(None);
         };
         match Journal::open_in_home(home, session) {
@@ -251,7 +251,7 @@ impl Provenance {
                 Ok(Some(report))
             }
             Err(e) => {
-                let mut recorder = Recorder::new(session.as_str());
+                let mut recorder = Recorder::new(session.as_str()).without_lines();
                 recorder.failure(
                     Stage::CaptureFailure,
                     "journal",
