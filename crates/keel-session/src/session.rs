@@ -177,6 +177,17 @@ impl Session {
         &self.derived.messages
     }
 
+    /// How many messages [`Session::derive_messages`] would return, without building them (no
+    /// message is cloned; the cached derived messages are neither used nor updated).
+    pub fn derived_message_count(&self) -> usize {
+        self.whole_events(self.surface.nodes().iter().copied())
+            .filter(|(_, e)| {
+                e.and_then(|e| e.body.surface_message())
+                    .is_some_and(crate::surface::derives)
+            })
+            .count()
+    }
+
     /// Append a complete event after validating it (see [`AppendError`] for the rules).
     pub fn append(&mut self, event: SessionEvent) -> Result<(), AppendError> {
         if let Err(source) = serde_json::to_writer(std::io::sink(), &event) {

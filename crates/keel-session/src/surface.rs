@@ -52,6 +52,12 @@ pub struct DerivedMessage {
     pub message: Message,
 }
 
+/// Whether a surface node's message becomes a derived message (empty assistant messages do
+/// not).
+pub(crate) fn derives(m: &Message) -> bool {
+    !(m.role == Role::Assistant && m.is_empty())
+}
+
 /// Incrementally maintained derived messages.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Derived {
@@ -77,7 +83,7 @@ impl Derived {
         }
         for &seq in &surface.nodes[self.upto..] {
             if let Some(m) = message(seq)
-                && !(m.role == Role::Assistant && m.is_empty())
+                && derives(m)
             {
                 self.messages.push(DerivedMessage {
                     seq,

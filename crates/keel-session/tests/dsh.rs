@@ -111,6 +111,8 @@ fn project(v: &Value) -> Value {
 
 fn check_against_requests(dir: &str, file: &str) {
     let mut loaded = load(dir, file);
+    let count = loaded.session.derived_message_count();
+    assert_eq!(count, loaded.session.derive_messages().len());
     let derived: Vec<Value> = loaded
         .session
         .derive_messages()
@@ -232,7 +234,9 @@ fn compaction_prune_replaces_the_tool_result_on_the_surface() {
         "{nodes:?}"
     );
     assert_eq!(nodes[..4], [Seq(7), Seq(8), Seq(30), Seq(36)]);
+    let count = s.derived_message_count();
     let derived = s.derive_messages();
+    assert_eq!(derived.len(), count);
     assert_eq!(derived[3].seq, Seq(36));
     assert_eq!(s.check_invariants(), Ok(()));
 }

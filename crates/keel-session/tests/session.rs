@@ -121,6 +121,7 @@ fn replace_spans_are_validated_against_the_current_surface() {
         .unwrap();
     assert_eq!(s.surface().nodes(), &[seq, nodes[3]]);
     assert_eq!(s.surface().generation(), gen0 + 1);
+    assert_eq!(s.derived_message_count(), 2);
     let derived = s.derive_messages();
     assert_eq!(before, 4);
     assert_eq!(derived.len(), 2);
@@ -219,6 +220,7 @@ fn derive_is_incremental_and_skips_empty_assistant_messages() {
         1,
         "empty assistant message skipped"
     );
+    assert_eq!(b.s.derived_message_count(), 1);
     b.user("again");
     let d = b.s.derive_messages();
     assert_eq!(

@@ -112,11 +112,12 @@ pub struct PlannedEvent {
     pub summary: String,
 }
 
-/// Check the session file at `file` (already resolved).
-pub fn check(file: &Path) -> CheckReport {
+/// Check the session file at `file` (already resolved). The loaded session, when it could be
+/// loaded, is handed back with the report so that a caller about to exit may skip freeing it.
+pub fn check(file: &Path) -> (CheckReport, Option<Loaded>) {
     match Store::load(file) {
-        Err(e) => corrupt(file, &e),
-        Ok(loaded) => check_loaded(file, loaded),
+        Err(e) => (corrupt(file, &e), None),
+        Ok(loaded) => (check_loaded(file, &loaded), Some(loaded)),
     }
 }
 
@@ -129,11 +130,8 @@ fn corrupt(file: &Path, e: &LoadError) -> CheckReport {
     }
 }
 
-fn check_loaded(file: &Path, loaded: Loaded) -> CheckReport {
-    let Loaded {
-        mut session,
-        report,
-    } = loaded;
+fn check_loaded(file: &Path, loaded: &Loaded) -> CheckReport {
+    let Loaded { session, report } = loaded;
     let state = session.turn_state();
     let violations: Vec<String> = match session.check_invariants() {
         Ok(()) => Vec::new(),
@@ -145,7 +143,7 @@ fn check_loaded(file: &Path, loaded: Loaded) -> CheckReport {
     let (repair, violations_after_repair) = if plan.is_empty() {
         (Vec::new(), Vec::new())
     } else {
-        let names = super::transcript::call_names(&session);
+        let names = super::transcript::call_names(session);
         let repair: Vec<PlannedEvent> = plan
             .iter()
             .map(|e| PlannedEvent {
@@ -164,7 +162,9 @@ fn check_loaded(file: &Path, loaded: Loaded) -> CheckReport {
         };
         (repair, after)
     };
-    let derived_messages = session.derive_messages().len();
+    // Only the number is reported: count what deriving would give without cloning every
+    // message of the history.
+    let derived_messages = session.derived_message_count();
     let torn_tail = report.torn.as_ref().map(|t| TornFacts {
         line: t.line,
         offset: t.offset,
