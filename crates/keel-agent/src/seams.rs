@@ -219,6 +219,24 @@ pub struct SubagentNotice {
     pub result: Option<String>,
 }
 
+/// `subagent/build`: the child agent about to be built.
+#[derive(Debug, Clone)]
+pub struct ChildBuild {
+    /// Parent session.
+    pub parent: SessionId,
+    /// Child session (its log exists; the agent does not yet).
+    pub child: SessionId,
+    /// The parent's call that spawns it.
+    pub call_id: String,
+    /// The child's delegation depth (1 for a child of a top-level session).
+    pub depth: u32,
+}
+
+/// A `subagent/build` hook: adds hooks scoped to the child agent (not inherited by its own
+/// children), e.g. a per-session journal. It runs from the parent's layered hooks, so a hook
+/// registered agent-scoped sees only that agent's own children.
+pub type ChildHook = Arc<dyn Fn(&ChildBuild, &mut HookRegistry) + Send + Sync>;
+
 /// Every seam's registered hooks.
 #[derive(Clone, Default)]
 pub struct HookRegistry {
@@ -250,6 +268,8 @@ pub struct HookRegistry {
     pub subagent_started: Observers<SubagentNotice>,
     /// `subagent/finished`.
     pub subagent_finished: Observers<SubagentNotice>,
+    /// `subagent/build`.
+    pub subagent_build: Vec<ChildHook>,
     /// The tool pipeline's seams.
     pub tools: PipelineHooks,
 }
@@ -261,6 +281,8 @@ impl HookRegistry {
         prompt_sections.extend(agent.prompt_sections.iter().cloned());
         let mut prompt_context = global.prompt_context.clone();
         prompt_context.extend(agent.prompt_context.iter().cloned());
+        let mut subagent_build = global.subagent_build.clone();
+        subagent_build.extend(agent.subagent_build.iter().cloned());
         HookRegistry {
             inbox_inserted: global.inbox_inserted.extended(&agent.inbox_inserted),
             prompt_sections,
@@ -276,6 +298,7 @@ impl HookRegistry {
             session_flush: global.session_flush.extended(&agent.session_flush),
             subagent_started: global.subagent_started.extended(&agent.subagent_started),
             subagent_finished: global.subagent_finished.extended(&agent.subagent_finished),
+            subagent_build,
             tools: PipelineHooks::layered(&global.tools, &agent.tools),
         }
     }

@@ -224,3 +224,135 @@ fn sigkill_mid_tool_leaves_a_prefix_that_resume_closes() {
     assert_eq!(close[0]["native_id"], "slow");
     assert_eq!(close[0]["bindings"][0]["disposition"], "outcome_unobserved");
 }
+
+#[test]
+fn a_subagent_has_its_own_journal_and_its_chain_joins_the_spawning_call() {
+    let env = Env::new();
+    env.write("notes.txt", "one\ntwo\n");
+    // Parent step 1 spawns the child; the child reads a file and answers; parent step 2 traces
+    // its subagent result with the `trace` tool; parent step 3 ends the turn.
+    let mock = Mock::start(
+        r#"
+- tool_calls: [ { id: call_sub, name: subagent, arguments: { description: "read notes", prompt: "read notes.txt" } } ]
+- tool_calls: [ { id: c_read, name: read, arguments: { path: notes.txt } } ]
+- text: "CHILD-ANSWER: two lines"
+- tool_calls: [ { id: q_trace, name: trace, arguments: { target_id: "result:call_sub", max_depth: 6 } } ]
+- text: done
+"#,
+    );
+    let out = run(env.keel(&mock.base_url()).args([
+        "--provenance",
+        "--approval",
+        "auto",
+        "run",
+        "delegate",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let files = env.session_files();
+    assert_eq!(files.len(), 2, "parent and child sessions: {files:?}");
+    let (mut parent, mut child) = (None, None);
+    for f in &files {
+        let loaded = keel_session::Store::load(f).unwrap();
+        let id = session_id(f);
+        if loaded.session.header().parent_session.is_some() {
+            child = Some(id);
+        } else {
+            parent = Some(id);
+        }
+    }
+    let (parent, child) = (parent.unwrap(), child.unwrap());
+    // Each session has its own journal, and both verify.
+    for id in [&parent, &child] {
+        let out = verify(&env, id);
+        assert_eq!(out.code, Some(0), "{id}: {}{}", out.stdout, out.stderr);
+    }
+    let child_receipts =
+        std::fs::read_to_string(journal(&env, &child).join("receipts.jsonl")).unwrap();
+    assert!(
+        child_receipts.contains("\"native_id\":\"c_read\""),
+        "the child's own call is in the child's journal"
+    );
+    let parent_receipts =
+        std::fs::read_to_string(journal(&env, &parent).join("receipts.jsonl")).unwrap();
+    assert!(
+        !parent_receipts.contains("c_read"),
+        "the child's calls stay out of the parent's journal"
+    );
+    // The join sits inside the spawning call's formation: enter, join, result.
+    let stages: Vec<(String, String)> = parent_receipts
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| {
+            (
+                r["stage"].as_str().unwrap().to_owned(),
+                r["native_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let at = |stage: &str| stages.iter().position(|(s, _)| s == stage).unwrap();
+    assert!(
+        at("tools/execute:enter") < at("subagent/join"),
+        "{stages:?}"
+    );
+    assert!(at("subagent/join") < at("tools/execute"), "{stages:?}");
+    assert_eq!(stages[at("subagent/join")].1, child);
+
+    // A backward trace from the parent's subagent result reaches into the child's chain: the
+    // trace tool (as the model saw it) and `keel trace` agree. Depth 6 crosses settled, post,
+    // execute and the join into the child's tool result and its first stages (and keeps the
+    // answer under the tool output limit).
+    let child_ids: Vec<String> = child_receipts
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["receipt_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let reaches_child = |answer: &Value| {
+        answer["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n["receipt_id"].as_str())
+            .filter(|r| child_ids.iter().any(|c| c == r))
+            .count()
+    };
+    let events = support::load_consistent(files.iter().find(|f| session_id(f) == parent).unwrap());
+    let tool_answer = tool_results(&events)
+        .into_iter()
+        .find(|(id, _, _)| id == "q_trace")
+        .unwrap();
+    assert!(!tool_answer.2, "{}", tool_answer.1);
+    let tool_answer: Value = serde_json::from_str(&tool_answer.1).unwrap();
+    assert_eq!(tool_answer["complete"], true, "{tool_answer}");
+    assert!(reaches_child(&tool_answer) > 0, "{tool_answer}");
+
+    let out = run(env.keel("http://127.0.0.1:9").args([
+        "trace",
+        "result:call_sub",
+        "--session",
+        &parent,
+        "--max-depth",
+        "6",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let cli_answer: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(cli_answer["complete"], true, "{cli_answer}");
+    assert_eq!(reaches_child(&cli_answer), reaches_child(&tool_answer));
+    let stages_of = |a: &Value| -> Vec<String> {
+        a["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n["stage"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(
+        stages_of(&cli_answer).contains(&"subagent/join".to_owned()),
+        "{cli_answer}"
+    );
+}

@@ -319,6 +319,19 @@ impl Snapshot {
         Some(self.id(i as u32))
     }
 
+    /// Runs (child sessions) whose nodes this graph joins, in order of first join.
+    pub fn child_runs(&self) -> Vec<&str> {
+        let mut runs: Vec<&str> = Vec::new();
+        for rec in &self.recs {
+            if let Rec::Origin { run: Some(run), .. } = rec
+                && !runs.contains(&&**run)
+            {
+                runs.push(run);
+            }
+        }
+        runs
+    }
+
     /// Number of fact nodes.
     pub fn fact_count(&self) -> usize {
         self.facts

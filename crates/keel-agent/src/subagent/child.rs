@@ -7,6 +7,7 @@ use super::{SUBAGENT_PLUGIN, SubagentConfig, SubagentMode};
 use crate::agent::{Agent, ApprovalPolicy};
 use crate::inbox::InboxMode;
 use crate::jobs::JOB_TOOL_NAMES;
+use crate::seams::{ChildBuild, HookRegistry};
 use keel_protocol::{
     ApprovalPolicyEvent, EventBody, KnownSource, Message, MessageSource, Seq, SessionHeader,
     SessionId, TurnEndReason,
@@ -14,7 +15,7 @@ use keel_protocol::{
 use keel_session::{
     Format, PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms,
 };
-use keel_tools::{Pipeline, ToolError};
+use keel_tools::{Pipeline, PipelineHooks, ToolError};
 use serde_json::{Map, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -90,9 +91,23 @@ pub(crate) fn build(
             .register(tool.clone())
             .map_err(|e| failed("cannot register its subagent tool", e))?;
     }
+    // `subagent/build`: hooks scoped to this child (a plugin's per-session journal).
+    let info = ChildBuild {
+        parent: parent.session_id(),
+        child: id.clone(),
+        call_id: task.call_id.to_owned(),
+        depth: task.depth,
+    };
+    let mut own = HookRegistry::default();
+    for hook in &parent.hooks().subagent_build {
+        hook(&info, &mut own);
+    }
     let pp = parent.pipeline();
     let pipeline = Pipeline::builder(Arc::new(registry), pp.workspace().clone())
-        .hooks(parent.global_hooks().tools.clone())
+        .hooks(PipelineHooks::layered(
+            &parent.global_hooks().tools,
+            &own.tools,
+        ))
         .plan_state(pp.plan_state().clone())
         .spill(pp.spill_config().clone())
         .subprocess(pp.subprocess().clone())
@@ -107,6 +122,7 @@ pub(crate) fn build(
     let policy = agent_config.approval;
     let agent = Agent::builder(agent_config, parent.provider().clone(), pipeline, log)
         .hooks(parent.global_hooks().clone())
+        .agent_hooks(own)
         .build()
         .map_err(|e| failed("cannot build the agent", e))?;
     if let Some(tool) = &nested {

@@ -11,9 +11,9 @@
 use super::Ctx;
 use crate::cli::{ProvenanceCommand, TraceArgs, TraceDirection, TraceFormatArg};
 use anyhow::{Context, Result, bail};
-use keel_provenance::query::trace;
+use keel_provenance::query::{QueryScope, trace_in};
 use keel_provenance::verify::{VerifyError, verify};
-use keel_provenance::{Direction, TraceFormat, load_snapshot, render};
+use keel_provenance::{Direction, Snapshot, TraceFormat, load_snapshot, render};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -104,7 +104,13 @@ pub fn trace_cmd(ctx: &Ctx, args: TraceArgs) -> Result<ExitCode> {
         TraceDirection::Backward => Direction::Backward,
         TraceDirection::Forward => Direction::Forward,
     };
-    let answer = match trace(&snapshot, &args.target, direction, args.max_depth) {
+    // Subagent sessions joined into this graph (and theirs) are in scope, like for the tool.
+    let children = child_snapshots(&dir, &snapshot, &mut err)?;
+    let mut scope = QueryScope::new(&snapshot);
+    for child in &children {
+        scope = scope.with_child(child);
+    }
+    let answer = match trace_in(&scope, &args.target, direction, args.max_depth) {
         Ok(a) => a,
         Err(e) => {
             writeln!(err, "keel: trace {}: {e}", args.target)?;
@@ -127,6 +133,32 @@ pub fn trace_cmd(ctx: &Ctx, args: TraceArgs) -> Result<ExitCode> {
         writeln!(out)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The journals of the subagent sessions `root` joins, transitively (siblings of `dir` under
+/// `$KEEL_HOME/provenance/`). A child without a journal is left out with a warning: a trace
+/// reaching into it reports `complete: false`.
+fn child_snapshots(dir: &Path, root: &Snapshot, err: &mut impl Write) -> Result<Vec<Snapshot>> {
+    let Some(store) = dir.parent() else {
+        return Ok(Vec::new());
+    };
+    let mut seen = vec![root.run_id().to_owned()];
+    let mut pending: Vec<String> = root.child_runs().into_iter().map(str::to_owned).collect();
+    let mut children = Vec::new();
+    while let Some(run) = pending.pop() {
+        if seen.contains(&run) || run.contains('/') || run.contains("..") {
+            continue;
+        }
+        seen.push(run.clone());
+        match load_snapshot(&store.join(&run)) {
+            Ok((child, _)) => {
+                pending.extend(child.child_runs().into_iter().map(str::to_owned));
+                children.push(child);
+            }
+            Err(e) => writeln!(err, "keel: subagent session {run}: {e}")?,
+        }
+    }
+    Ok(children)
 }
 
 /// `keel provenance …`.

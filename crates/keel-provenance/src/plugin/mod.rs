@@ -33,6 +33,7 @@ mod tools;
 use crate::graph::Snapshot;
 use crate::journal::{Journal, JournalError, ResumeReport};
 use crate::model::Stage;
+use crate::query::QueryScope;
 use crate::recorder::Recorder;
 use keel_agent::plugin::{HostBuilder, Plugin, PluginError, plugin_config};
 use keel_protocol::SessionId;
@@ -125,6 +126,14 @@ pub(crate) struct State {
 }
 
 impl State {
+    fn snapshot(&self) -> Option<&Snapshot> {
+        match &self.sink {
+            Sink::Unbound => None,
+            Sink::Memory(r) => Some(r.snapshot()),
+            Sink::Journal(j) => Some(j.snapshot()),
+        }
+    }
+
     fn recorder(&mut self) -> Option<&mut Recorder> {
         match &mut self.sink {
             Sink::Unbound => None,
@@ -182,6 +191,8 @@ pub(crate) enum Durability {
 pub struct Provenance {
     state: Arc<Mutex<State>>,
     home: Option<PathBuf>,
+    /// Captures of this agent's subagents (child session id → its handle), in spawn order.
+    children: Arc<Mutex<Vec<(String, Provenance)>>>,
 }
 
 impl Provenance {
@@ -212,7 +223,57 @@ impl Provenance {
                 seams: stages::Bookkeeping::default(),
             })),
             home,
+            children: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// A capture for a subagent of this agent: same store and fsync policy, unbound.
+    pub(crate) fn for_child(&self) -> Provenance {
+        let child = Provenance::with_home(self.home.clone());
+        child.lock().fsync = self.lock().fsync;
+        child
+    }
+
+    fn children(&self) -> MutexGuard<'_, Vec<(String, Provenance)>> {
+        self.children.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remember `child`'s capture under its session id.
+    pub(crate) fn add_child(&self, session: &str, child: Provenance) {
+        self.children().push((session.to_owned(), child));
+    }
+
+    /// The capture of child session `session`, if this agent spawned it.
+    pub(crate) fn child(&self, session: &str) -> Option<Provenance> {
+        self.children()
+            .iter()
+            .find(|(id, _)| id == session)
+            .map(|(_, p)| p.clone())
+    }
+
+    /// This capture and every descendant's (subagents, their subagents…), parents first.
+    fn family(&self) -> Vec<Provenance> {
+        let mut all = vec![self.clone()];
+        let mut i = 0;
+        while i < all.len() {
+            let kids: Vec<Provenance> = all[i].children().iter().map(|(_, p)| p.clone()).collect();
+            all.extend(kids);
+            i += 1;
+        }
+        all
+    }
+
+    /// Run `f` on a query scope of this session and its subagents' sessions (`None` before
+    /// binding). Locks are taken parents first, as everywhere else.
+    pub fn with_scope<R>(&self, f: impl FnOnce(&QueryScope<'_>) -> R) -> Option<R> {
+        let family = self.family();
+        let guards: Vec<MutexGuard<'_, State>> = family.iter().map(Provenance::lock).collect();
+        let mut snapshots = guards.iter().filter_map(|g| g.snapshot());
+        let mut scope = QueryScope::new(snapshots.next()?);
+        for child in snapshots {
+            scope = scope.with_child(child);
+        }
+        Some(f(&scope))
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

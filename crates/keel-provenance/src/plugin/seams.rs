@@ -16,7 +16,7 @@ use crate::jcs::Payload;
 use crate::model::Stage;
 use crate::recorder::Recorder;
 use keel_agent::HookRegistry;
-use keel_agent::seams::FlushPoint;
+use keel_agent::seams::{ChildBuild, FlushPoint, SubagentNotice};
 use keel_protocol::{ContentBlock, EventBody, SessionEvent};
 use serde_json::Value;
 use std::sync::Arc;
@@ -54,6 +54,25 @@ pub(crate) fn install(p: &Provenance, hooks: &mut HookRegistry) {
     hooks
         .session_event
         .push(Arc::new(move |ev: &SessionEvent| events.on_event(ev)));
+    // Subagents: each child gets its own capture (its own journal), scoped to the child agent;
+    // when it finishes, its newest outcome joins the spawning call's chain.
+    let parent = p.clone();
+    hooks
+        .subagent_build
+        .push(Arc::new(move |info: &ChildBuild, child_hooks: &mut HookRegistry| {
+            let child = parent.for_child();
+            install(&child, child_hooks);
+            if let Err(e) = child.bind(&info.child) {
+                tracing::warn!(child = %info.child, "provenance of the subagent is in memory only: {e}");
+            }
+            parent.add_child(info.child.as_str(), child);
+        }));
+    let joins = p.clone();
+    hooks
+        .subagent_finished
+        .push(Arc::new(move |n: &SubagentNotice| {
+            joins.on_child_finished(n)
+        }));
     let flush = p.clone();
     hooks
         .session_flush
@@ -81,6 +100,28 @@ fn event_payload(ev: &SessionEvent) -> Result<Value, serde_json::Error> {
 }
 
 impl Provenance {
+    /// `subagent/finished`: publish the child's graph and join its newest outcome to the call
+    /// that spawned it (inside that call's formation when the call is still running, i.e. a
+    /// foreground subagent; after its result for a background job).
+    fn on_child_finished(&self, n: &SubagentNotice) {
+        let (Some(call_id), Some(child)) = (&n.call_id, self.child(n.child.as_str())) else {
+            return;
+        };
+        child.checkpoint();
+        let link = child
+            .with_snapshot(|s| s.last_outcome().map(|node| (node.to_owned(), s.graph_id())))
+            .flatten();
+        let Some((node, graph)) = link else {
+            // The child captured nothing (no tool calls): there is no chain to join.
+            return;
+        };
+        let mut state = self.lock();
+        let Some((r, bk, _)) = state.parts() else {
+            return;
+        };
+        bk.join(r, call_id, node, n.child.as_str().to_owned(), graph);
+    }
+
     /// `session/event`: record `assistant/message` (+ its call blocks), `tool/call`,
     /// `tool/result`.
     fn on_event(&self, ev: &SessionEvent) {

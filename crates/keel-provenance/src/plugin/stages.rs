@@ -13,7 +13,9 @@
 use super::Durability;
 use super::Provenance;
 use super::seams::is_query;
-use crate::capture::{Approval, Dispatch, ExecuteResult, PostDecision, PreDecision, SettledResult};
+use crate::capture::{
+    Approval, ChildLink, Dispatch, ExecuteResult, PostDecision, PreDecision, SettledResult,
+};
 use crate::jcs::Payload;
 use crate::recorder::Recorder;
 use async_trait::async_trait;
@@ -49,6 +51,11 @@ enum Stage {
     Post {
         incoming: Value,
         decision: PostKind,
+    },
+    Join {
+        node: String,
+        run: String,
+        graph: String,
     },
 }
 
@@ -112,6 +119,24 @@ impl Bookkeeping {
             .push(stage);
     }
 
+    /// A child session's outcome joins `call_id`: buffered with the call's running dispatch
+    /// (committed in order at its `tools/settled`), or recorded now when none is running.
+    pub(crate) fn join(
+        &mut self,
+        r: &mut Recorder,
+        call_id: &str,
+        node: String,
+        run: String,
+        graph: String,
+    ) {
+        let running = self.buffered.values_mut().find(|b| b.call_id == call_id);
+        let stage = Stage::Join { node, run, graph };
+        match running {
+            Some(b) => b.stages.push(stage),
+            None => replay(r, call_id, stage),
+        }
+    }
+
     /// Commit the buffered stages of `token` to `r`, in observation order.
     fn commit(&mut self, token: ExecToken, r: &mut Recorder) {
         let Some(b) = self.buffered.remove(&token) else {
@@ -170,6 +195,14 @@ fn replay(r: &mut Recorder, call_id: &str, stage: Stage) {
             };
             r.post_execute(call_id, incoming, decision);
         }
+        Stage::Join { node, run, graph } => r.subagent_join(
+            call_id,
+            ChildLink {
+                node_id: &node,
+                run_id: &run,
+                graph_id: &graph,
+            },
+        ),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::Provenance;
 use crate::query::{
-    DEFAULT_TRACE_DEPTH, Direction, MAX_TRACE_DEPTH, QueryError, QueryScope, get_node_in, trace_in,
+    DEFAULT_TRACE_DEPTH, Direction, MAX_TRACE_DEPTH, QueryError, get_node_in, trace_in,
 };
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
@@ -101,7 +101,7 @@ impl Tool for TraceTool {
         let depth = a.max_depth.unwrap_or(DEFAULT_TRACE_DEPTH);
         let answer = self
             .provenance
-            .with_snapshot(|s| trace_in(&QueryScope::new(s), &a.target_id, a.direction, depth))
+            .with_scope(|scope| trace_in(scope, &a.target_id, a.direction, depth))
             .ok_or_else(not_bound)?
             .map_err(query_error)?;
         json_output(&answer)
@@ -156,7 +156,7 @@ impl Tool for GetNodeTool {
             .map_err(|e| ToolError::InvalidArgs(format!("INVALID_ARGUMENT: {e}")))?;
         let answer = self
             .provenance
-            .with_snapshot(|s| get_node_in(&QueryScope::new(s), &a.id))
+            .with_scope(|scope| get_node_in(scope, &a.id))
             .ok_or_else(not_bound)?
             .map_err(query_error)?;
         json_output(&answer)
