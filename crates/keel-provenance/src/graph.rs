@@ -33,6 +33,14 @@ use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
+/// Occurrence stage, occurrence/fact transform, fact role, disposition category of a node.
+pub(crate) type Labels<'a> = (
+    Option<Stage>,
+    Option<&'a Id>,
+    Option<&'a Id>,
+    Option<Disposition>,
+);
+
 /// Graphs with at least this many nodes are serialized on two threads.
 const PARALLEL_MIN_NODES: usize = 4_000;
 
@@ -358,11 +366,11 @@ impl Snapshot {
     }
 
     /// Kind and endpoint ids of edge `e`.
-    pub(crate) fn edge_parts(&self, e: u32) -> (EdgeKind, &str, &str) {
+    pub(crate) fn edge_parts(&self, e: u32) -> (EdgeKind, &Id, &Id) {
         let rec = &self.edge_recs[e as usize];
         let from = match &rec.from {
-            End::Node(n) => &**self.id(*n),
-            End::External(id) => &**id,
+            End::Node(n) => self.id(*n),
+            End::External(id) => id,
         };
         (rec.kind, from, self.id(rec.to))
     }
@@ -394,7 +402,7 @@ impl Snapshot {
     }
 
     /// The receipt id behind a node (occurrences, outcomes, facts).
-    pub(crate) fn receipt_of(&self, i: u32) -> Option<&str> {
+    pub(crate) fn receipt_of(&self, i: u32) -> Option<&Id> {
         match &self.recs[i as usize] {
             Rec::Occurrence { receipt }
             | Rec::Outcome { receipt, .. }
@@ -404,15 +412,7 @@ impl Snapshot {
     }
 
     /// Occurrence stage, occurrence/fact transform, fact role, disposition category.
-    pub(crate) fn labels(
-        &self,
-        i: u32,
-    ) -> (
-        Option<Stage>,
-        Option<&str>,
-        Option<&str>,
-        Option<Disposition>,
-    ) {
+    pub(crate) fn labels(&self, i: u32) -> Labels<'_> {
         match &self.recs[i as usize] {
             Rec::Occurrence { receipt } => {
                 let r = &self.receipt_data[*receipt as usize];
@@ -810,8 +810,8 @@ impl Snapshot {
                     Edge {
                         id: self.edge_id(e).clone(),
                         kind,
-                        from: Id::from(from),
-                        to: Id::from(to),
+                        from: from.clone(),
+                        to: to.clone(),
                     }
                 })
                 .collect();

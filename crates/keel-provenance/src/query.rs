@@ -22,6 +22,7 @@
 
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{Rec, Snapshot};
+use crate::node::Id;
 use crate::node::{Node, NodeKind};
 use crate::receipt::RECEIPT_PREFIX;
 use serde::{Deserialize, Serialize};
@@ -155,62 +156,65 @@ impl<'a> QueryScope<'a> {
     }
 }
 
+/// A fixed word of the vocabulary (kind, stage, category…): borrowed when produced, owned when
+/// deserialized.
+pub type Label = std::borrow::Cow<'static, str>;
+
 /// The allow-listed structural projection of a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeView {
     /// Node id.
-    pub id: String,
+    pub id: Id,
     /// Node kind.
-    pub kind: String,
+    pub kind: Label,
     /// Occurrence: stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<String>,
+    pub stage: Option<Label>,
     /// Occurrence, fact: transform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transform: Option<String>,
+    pub transform: Option<Id>,
     /// Fact: relation role.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relation_role: Option<String>,
+    pub relation_role: Option<Id>,
     /// Disposition: category.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub category: Option<String>,
+    pub category: Option<Label>,
     /// Fact: origin node id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<String>,
+    pub origin: Option<Id>,
     /// Fact: outcome node id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<Id>,
     /// Fact, outcome: occurrence node id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub occurrence_id: Option<String>,
+    pub occurrence_id: Option<Id>,
     /// Origin: the outcome it continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome_id: Option<String>,
+    pub outcome_id: Option<Id>,
     /// Occurrence, outcome, fact: the receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receipt_id: Option<String>,
+    pub receipt_id: Option<Id>,
 }
 
 impl NodeView {
     /// Project a node through the allow-list.
     pub fn of(n: &Node) -> NodeView {
-        let text = |v: &Option<crate::node::Id>| v.as_deref().map(str::to_owned);
-        let receipt_id = text(&n.receipt_id).or_else(|| {
+        let receipt_id = n.receipt_id.clone().or_else(|| {
             n.receipt_sha256
                 .as_ref()
-                .map(|s| format!("{RECEIPT_PREFIX}{s}"))
+                .map(|s| Id::from(format!("{RECEIPT_PREFIX}{s}")))
         });
         NodeView {
-            id: n.id.to_string(),
-            kind: n.kind.as_str().to_owned(),
-            stage: n.stage.map(|s| s.as_str().to_owned()),
-            transform: text(&n.transform),
-            relation_role: text(&n.relation_role),
-            category: n.category.map(|c| c.as_str().to_owned()),
-            origin: text(&n.origin),
-            outcome: text(&n.outcome),
-            occurrence_id: text(&n.occurrence_id),
-            outcome_id: text(&n.outcome_id),
+            id: n.id.clone(),
+            kind: Label::Borrowed(n.kind.as_str()),
+            stage: n.stage.map(|s| Label::Borrowed(s.as_str())),
+            transform: n.transform.clone(),
+            relation_role: n.relation_role.clone(),
+            category: n.category.map(|c| Label::Borrowed(c.as_str())),
+            origin: n.origin.clone(),
+            outcome: n.outcome.clone(),
+            occurrence_id: n.occurrence_id.clone(),
+            outcome_id: n.outcome_id.clone(),
             receipt_id: if n.kind == NodeKind::Source || n.kind == NodeKind::Origin {
                 None
             } else {
@@ -227,22 +231,22 @@ impl NodeView {
         let kind = graph.recs[i as usize].kind();
         let (stage, transform, relation_role, category) = graph.labels(i);
         let (origin, outcome, occurrence) = graph.refs(i);
-        let id = |n: Option<u32>| n.map(|n| graph.id(n).to_string());
+        let id = |n: Option<u32>| n.map(|n| graph.id(n).clone());
         NodeView {
-            id: graph.id(i).to_string(),
-            kind: kind.as_str().to_owned(),
-            stage: stage.map(|s| s.as_str().to_owned()),
-            transform: transform.map(str::to_owned),
-            relation_role: relation_role.map(str::to_owned),
-            category: category.map(|c| c.as_str().to_owned()),
+            id: graph.id(i).clone(),
+            kind: Label::Borrowed(kind.as_str()),
+            stage: stage.map(|s| Label::Borrowed(s.as_str())),
+            transform: transform.cloned(),
+            relation_role: relation_role.cloned(),
+            category: category.map(|c| Label::Borrowed(c.as_str())),
             origin: id(origin),
             outcome: id(outcome),
             occurrence_id: id(occurrence),
             outcome_id: match &graph.recs[i as usize] {
-                Rec::Origin { outcome, .. } => Some(outcome.to_string()),
+                Rec::Origin { outcome, .. } => Some(outcome.clone()),
                 _ => None,
             },
-            receipt_id: graph.receipt_of(i).map(str::to_owned),
+            receipt_id: graph.receipt_of(i).cloned(),
         }
     }
 }
@@ -251,20 +255,20 @@ impl NodeView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeView {
     /// Edge id.
-    pub id: String,
+    pub id: Id,
     /// Edge kind.
-    pub kind: String,
+    pub kind: Label,
     /// From node id.
-    pub from: String,
+    pub from: Id,
     /// To node id.
-    pub to: String,
+    pub to: Id,
 }
 
 /// A step of the formation path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathStep {
     /// Node id.
-    pub node_id: String,
+    pub node_id: Id,
     /// Formation steps from the target.
     pub depth: u32,
 }
@@ -273,20 +277,20 @@ pub struct PathStep {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EvidenceRef {
     /// Receipt id.
-    pub receipt_id: String,
+    pub receipt_id: Id,
     /// Hex SHA-256 of the receipt.
     pub receipt_sha256: String,
     /// The receipt is part of the compiled journal.
     pub evidence_available: bool,
     /// Always `"private"`: payloads are not shown by queries.
-    pub payload_visibility: String,
+    pub payload_visibility: Label,
 }
 
 /// Answer of `trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceResult {
     /// The resolved target node id.
-    pub target: String,
+    pub target: Id,
     /// Direction walked.
     pub direction: Direction,
     /// `false` when the walk reached a run outside the scope.
@@ -412,10 +416,10 @@ pub fn trace_in(
             && seen_receipts.insert(rid)
         {
             evidence_refs.push(EvidenceRef {
-                receipt_id: rid.to_owned(),
+                receipt_id: rid.clone(),
                 receipt_sha256: rid.strip_prefix(RECEIPT_PREFIX).unwrap_or(rid).to_owned(),
                 evidence_available: true,
-                payload_visibility: "private".to_owned(),
+                payload_visibility: Label::Borrowed("private"),
             });
         }
         formation_path.push(PathStep {
@@ -430,15 +434,15 @@ pub fn trace_in(
             let graph = scope.graphs[g];
             let (kind, from, to) = graph.edge_parts(e);
             EdgeView {
-                id: graph.edge_id(e).to_string(),
-                kind: kind.as_str().to_owned(),
-                from: from.to_owned(),
-                to: to.to_owned(),
+                id: graph.edge_id(e).clone(),
+                kind: Label::Borrowed(kind.as_str()),
+                from: from.clone(),
+                to: to.clone(),
             }
         })
         .collect();
     Ok(TraceResult {
-        target: scope.graphs[start.0].id(start.1).to_string(),
+        target: scope.graphs[start.0].id(start.1).clone(),
         direction,
         complete,
         truncated,

@@ -34,9 +34,14 @@ pub fn short_id(id: &str) -> &str {
 
 fn describe(n: &NodeView) -> String {
     let mut parts: Vec<&str> = Vec::new();
-    for v in [&n.stage, &n.transform, &n.relation_role, &n.category]
-        .into_iter()
-        .flatten()
+    for v in [
+        n.stage.as_deref(),
+        n.transform.as_deref(),
+        n.relation_role.as_deref(),
+        n.category.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
     {
         parts.push(v);
     }
@@ -98,7 +103,7 @@ pub fn render_dot(result: &TraceResult) -> String {
         "digraph provenance {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
     );
     for n in &result.nodes {
-        let shape = match n.kind.as_str() {
+        let shape = match &*n.kind {
             "occurrence" => "box",
             "fact" => "ellipse",
             "disposition" => "octagon",

@@ -19,7 +19,10 @@ fn stages(s: &Snapshot) -> Vec<&'static str> {
 /// Stages of the occurrences a backward trace reached, in path order.
 fn traced_stages(s: &Snapshot, target: &str) -> Vec<String> {
     let t = trace(s, target, Direction::Backward, 64).unwrap_or_else(|e| panic!("{e}"));
-    t.nodes.iter().filter_map(|n| n.stage.clone()).collect()
+    t.nodes
+        .iter()
+        .filter_map(|n| n.stage.as_deref().map(str::to_owned))
+        .collect()
 }
 
 fn categories(s: &Snapshot) -> Vec<&'static str> {

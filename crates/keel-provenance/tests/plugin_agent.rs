@@ -322,12 +322,17 @@ const CANCEL: &str = r#"
 
 fn occurrence_stages(snap: &keel_provenance::Snapshot, target: &str) -> Vec<String> {
     let t = trace(snap, target, Direction::Backward, 32).unwrap();
-    t.nodes.iter().filter_map(|n| n.stage.clone()).collect()
+    t.nodes
+        .iter()
+        .filter_map(|n| n.stage.as_deref().map(str::to_owned))
+        .collect()
 }
 
 fn category(snap: &keel_provenance::Snapshot, target: &str) -> Option<String> {
     let t = trace(snap, target, Direction::Backward, 32).unwrap();
-    t.nodes.iter().find_map(|n| n.category.clone())
+    t.nodes
+        .iter()
+        .find_map(|n| n.category.as_deref().map(str::to_owned))
 }
 
 /// Receipt stages recorded for one call (by native id: the call id or its dispatch label).
@@ -484,7 +489,7 @@ async fn concurrent_calls_keep_independent_chains() {
         let mut seen: Vec<&str> = t
             .evidence_refs
             .iter()
-            .map(|e| native[&e.receipt_id].as_str())
+            .map(|e| native[&*e.receipt_id].as_str())
             .collect();
         seen.sort_unstable();
         seen.dedup();
