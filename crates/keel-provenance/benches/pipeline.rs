@@ -5,71 +5,24 @@
 //!
 //! `cargo bench -p keel-provenance --bench pipeline`
 
-use async_trait::async_trait;
+#[path = "support/echo_pipeline.rs"]
+mod echo_pipeline;
+
 use criterion::{Criterion, criterion_group, criterion_main};
-use keel_agent::plugin::HostBuilder;
-use keel_protocol::{SessionId, ToolCallBlock, ToolSchema};
+use echo_pipeline::{call, capture_hooks, pipeline, runtime};
+use keel_protocol::SessionId;
 use keel_provenance::Provenance;
 use keel_provenance::plugin::Fsync;
-use keel_tools::{
-    ExecMode, NullHost, Pipeline, PipelineHooks, SandboxMode, Tool, ToolContext, ToolEffect,
-    ToolError, ToolOutput, ToolRegistry, Workspace,
-};
-use serde_json::{Value, json};
+use keel_tools::PipelineHooks;
 use std::path::Path;
-use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
-/// A tool that does nothing but answer.
-struct Echo;
-
-#[async_trait]
-impl Tool for Echo {
-    fn schema(&self) -> ToolSchema {
-        ToolSchema {
-            name: "echo".into(),
-            description: "bench: echo".into(),
-            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-        }
-    }
-    fn mode(&self) -> ExecMode {
-        ExecMode::Parallel
-    }
-    fn effect(&self) -> ToolEffect {
-        ToolEffect::ReadOnly
-    }
-    async fn execute(&self, args: Value, _: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        let text = args["text"].as_str().unwrap_or_default().to_owned();
-        Ok(ToolOutput::text(text).with_value(json!({"bytes": 5})))
-    }
-}
-
-fn pipeline(dir: &Path, hooks: PipelineHooks) -> Pipeline {
-    let mut registry = ToolRegistry::new();
-    if registry.register(Arc::new(Echo)).is_err() {
-        panic!("cannot register the bench tool");
-    }
-    let ws = Workspace::new(dir, SandboxMode::WorkspaceWrite)
-        .unwrap_or_else(|e| panic!("workspace: {e}"));
-    Pipeline::builder(Arc::new(registry), ws)
-        .hooks(hooks)
-        .build()
-        .unwrap_or_else(|e| panic!("pipeline: {e}"))
-}
-
-/// Hooks of a bound provenance capture (`None`: provenance off).
+/// Hooks of a bound provenance capture in memory, or journaled under `home`.
 fn capture(dir: &Path, home: Option<(&Path, Fsync)>) -> Case {
     let p = match home {
         None => Provenance::in_memory(),
         Some((home, fsync)) => Provenance::journal(home.to_path_buf()).with_fsync(fsync),
     };
-    let mut host = HostBuilder::new(dir.to_path_buf(), dir.to_path_buf());
-    p.install(&mut host);
-    if let Err(e) = p.bind(&SessionId("bench".into())) {
-        panic!("bind: {e}");
-    }
-    // Provenance hooks are agent-scoped (a subagent must not write into this journal).
-    (host.agent_hooks.tools, Some(p))
+    (capture_hooks(dir, &p), Some(p))
 }
 
 /// A case's pipeline hooks and its capture (`None`: provenance off).
@@ -81,10 +34,7 @@ type Case = (PipelineHooks, Option<Provenance>);
 const SESSION_CALLS: u64 = 1_000;
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let rt = runtime();
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let dir = tmp.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
     // (name, hooks, capture, calls per session; 0 = one session for the whole run)
@@ -137,16 +87,7 @@ fn bench(c: &mut Criterion) {
                     let start = std::time::Instant::now();
                     for _ in 0..in_session {
                         n += 1;
-                        let call = [ToolCallBlock {
-                            id: format!("call_{n}"),
-                            name: "echo".into(),
-                            arguments: r#"{"text":"hello"}"#.into(),
-                        }];
-                        std::hint::black_box(rt.block_on(p.run_batch(
-                            &call,
-                            &NullHost,
-                            CancellationToken::new(),
-                        )));
+                        call(&rt, &p, n);
                     }
                     total += start.elapsed();
                     left -= in_session;

@@ -159,80 +159,26 @@ fn main() {
     }
 }
 
+#[path = "../benches/support/echo_pipeline.rs"]
+mod echo_pipeline;
+
 mod pipeline {
-    use async_trait::async_trait;
-    use keel_agent::plugin::HostBuilder;
-    use keel_protocol::{SessionId, ToolCallBlock, ToolSchema};
+    use super::echo_pipeline::{call, capture_hooks, pipeline, runtime};
     use keel_provenance::Provenance;
-    use keel_tools::{
-        ExecMode, NullHost, Pipeline, PipelineHooks, SandboxMode, Tool, ToolContext, ToolEffect,
-        ToolError, ToolOutput, ToolRegistry, Workspace,
-    };
-    use serde_json::{Value, json};
-    use std::sync::Arc;
-    use tokio_util::sync::CancellationToken;
-
-    struct Echo;
-
-    #[async_trait]
-    impl Tool for Echo {
-        fn schema(&self) -> ToolSchema {
-            ToolSchema {
-                name: "echo".into(),
-                description: "bench: echo".into(),
-                parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-            }
-        }
-        fn mode(&self) -> ExecMode {
-            ExecMode::Parallel
-        }
-        fn effect(&self) -> ToolEffect {
-            ToolEffect::ReadOnly
-        }
-        async fn execute(&self, args: Value, _: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-            let text = args["text"].as_str().unwrap_or_default().to_owned();
-            Ok(ToolOutput::text(text).with_value(json!({"bytes": 5})))
-        }
-    }
+    use keel_tools::PipelineHooks;
 
     pub fn run(capture: bool, n: usize) {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let dir = tmp.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
         let hooks = if capture {
-            let p = Provenance::in_memory();
-            let mut host = HostBuilder::new(dir.clone(), dir.clone());
-            p.install(&mut host);
-            p.bind(&SessionId("bench".into()))
-                .unwrap_or_else(|e| panic!("{e}"));
-            host.agent_hooks.tools
+            capture_hooks(&dir, &Provenance::in_memory())
         } else {
             PipelineHooks::new()
         };
-        let mut registry = ToolRegistry::new();
-        registry
-            .register(Arc::new(Echo))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let ws =
-            Workspace::new(&dir, SandboxMode::WorkspaceWrite).unwrap_or_else(|e| panic!("{e}"));
-        let pipeline = Pipeline::builder(Arc::new(registry), ws)
-            .hooks(hooks)
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        for i in 0..n {
-            let call = [ToolCallBlock {
-                id: format!("call_{i}"),
-                name: "echo".into(),
-                arguments: r#"{"text":"hello"}"#.into(),
-            }];
-            std::hint::black_box(rt.block_on(pipeline.run_batch(
-                &call,
-                &NullHost,
-                CancellationToken::new(),
-            )));
+        let p = pipeline(&dir, hooks);
+        let rt = runtime();
+        for i in 0..n as u64 {
+            call(&rt, &p, i);
         }
     }
 }
