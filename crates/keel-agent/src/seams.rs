@@ -232,10 +232,20 @@ pub struct ChildBuild {
     pub depth: u32,
 }
 
-/// A `subagent/build` hook: adds hooks scoped to the child agent (not inherited by its own
-/// children), e.g. a per-session journal. It runs from the parent's layered hooks, so a hook
-/// registered agent-scoped sees only that agent's own children.
-pub type ChildHook = Arc<dyn Fn(&ChildBuild, &mut HookRegistry) + Send + Sync>;
+/// What a `subagent/build` hook adds to the child agent.
+#[derive(Default)]
+pub struct ChildSetup {
+    /// Hooks scoped to the child (not inherited by its own children).
+    pub hooks: HookRegistry,
+    /// Tools of the child; each replaces an inherited tool of the same name (e.g. a query tool
+    /// bound to the child's own session instead of the parent's).
+    pub tools: Vec<Arc<dyn keel_tools::Tool>>,
+}
+
+/// A `subagent/build` hook: fills the child's [`ChildSetup`], e.g. with a per-session journal.
+/// It runs from the parent's layered hooks, so a hook registered agent-scoped sees only that
+/// agent's own children.
+pub type ChildHook = Arc<dyn Fn(&ChildBuild, &mut ChildSetup) + Send + Sync>;
 
 /// Every seam's registered hooks.
 #[derive(Clone, Default)]

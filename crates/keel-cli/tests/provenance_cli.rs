@@ -229,13 +229,18 @@ fn sigkill_mid_tool_leaves_a_prefix_that_resume_closes() {
 fn a_subagent_has_its_own_journal_and_its_chain_joins_the_spawning_call() {
     let env = Env::new();
     env.write("notes.txt", "one\ntwo\n");
-    // Parent step 1 spawns the child; the child reads a file and answers; parent step 2 traces
-    // its subagent result with the `trace` tool; parent step 3 ends the turn.
+    // Parent step 1 spawns child A, which reads a file, traces its own call and answers;
+    // parent step 2 spawns child B, which traces A's call (a sibling's: out of its scope);
+    // parent step 3 traces its first subagent result with the `trace` tool; step 4 ends.
     let mock = Mock::start(
         r#"
 - tool_calls: [ { id: call_sub, name: subagent, arguments: { description: "read notes", prompt: "read notes.txt" } } ]
 - tool_calls: [ { id: c_read, name: read, arguments: { path: notes.txt } } ]
+- tool_calls: [ { id: c_own, name: trace, arguments: { target_id: "result:c_read", max_depth: 2 } } ]
 - text: "CHILD-ANSWER: two lines"
+- tool_calls: [ { id: call_sub2, name: subagent, arguments: { description: "peek", prompt: "trace it" } } ]
+- tool_calls: [ { id: c_sibling, name: trace, arguments: { target_id: "result:c_read" } } ]
+- text: "B done"
 - tool_calls: [ { id: q_trace, name: trace, arguments: { target_id: "result:call_sub", max_depth: 6 } } ]
 - text: done
 "#,
@@ -249,20 +254,33 @@ fn a_subagent_has_its_own_journal_and_its_chain_joins_the_spawning_call() {
     ]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let files = env.session_files();
-    assert_eq!(files.len(), 2, "parent and child sessions: {files:?}");
-    let (mut parent, mut child) = (None, None);
+    assert_eq!(files.len(), 3, "parent and two child sessions: {files:?}");
+    let (mut parent, mut children) = (None, Vec::new());
     for f in &files {
         let loaded = keel_session::Store::load(f).unwrap();
-        let id = session_id(f);
         if loaded.session.header().parent_session.is_some() {
-            child = Some(id);
+            children.push(f);
         } else {
-            parent = Some(id);
+            parent = Some(session_id(f));
         }
     }
-    let (parent, child) = (parent.unwrap(), child.unwrap());
-    // Each session has its own journal, and both verify.
-    for id in [&parent, &child] {
+    let parent = parent.unwrap();
+    let results_of = |f: &std::path::Path| tool_results(&support::load_consistent(f));
+    let (a, b): (Vec<&PathBuf>, Vec<&PathBuf>) = children
+        .into_iter()
+        .partition(|f| results_of(f).iter().any(|r| r.0 == "c_read"));
+    let (child, sibling) = (session_id(a[0]), results_of(b[0]));
+    // A child's query tools answer over its own session: its own call traces completely; a
+    // sibling's call is out of its scope.
+    let own = results_of(a[0])
+        .into_iter()
+        .find(|r| r.0 == "c_own")
+        .unwrap();
+    assert!(!own.2 && own.1.contains("\"complete\":true"), "{own:?}");
+    let peek = sibling.iter().find(|r| r.0 == "c_sibling").unwrap();
+    assert!(peek.2 && peek.1.contains("UNKNOWN_TARGET"), "{peek:?}");
+    // Each session has its own journal, and they verify.
+    for id in [&parent, &child, &session_id(b[0])] {
         let out = verify(&env, id);
         assert_eq!(out.code, Some(0), "{id}: {}{}", out.stdout, out.stderr);
     }

@@ -343,7 +343,12 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, VerifyError> {
 /// Verify the contents of `receipts.jsonl` and (if present) `graph.json`.
 pub fn verify_bytes(bytes: &[u8], graph_bytes: Option<&[u8]>) -> Result<VerifyReport, VerifyError> {
     let scan = scan_receipts(bytes, None).map_err(|f| VerifyError::Failed(Box::new(f)))?;
-    let run_id = scan.receipts.first().map(|r| r.run_id.clone());
+    // An empty journal (a session that captured nothing) names its run only in graph.json.
+    let run_id = scan
+        .receipts
+        .first()
+        .map(|r| r.run_id.clone())
+        .or_else(|| graph_bytes.and_then(claimed_run_id));
     let failed = |f: VerifyFailure| VerifyError::Failed(Box::new(f));
     let mut snapshot = Snapshot::new(run_id.as_deref().unwrap_or(""));
     for (i, r) in scan.receipts.iter().enumerate() {
@@ -401,6 +406,18 @@ pub fn verify_bytes(bytes: &[u8], graph_bytes: Option<&[u8]>) -> Result<VerifyRe
     report.graph_receipts = Some(covered);
     report.graph_id = Some(claimed_id);
     Ok(report)
+}
+
+/// The `run_id` a `graph.json` claims, if it can be read (the rest is checked by comparison).
+fn claimed_run_id(bytes: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    match jcs::parse_strict(text.trim_end_matches('\n')).ok()? {
+        Value::Object(mut m) => match m.remove("run_id") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Check 4 on `graph.json` alone; returns (receipts covered, graph_id).

@@ -300,3 +300,26 @@ fn read_only_load_matches_and_writes_nothing() {
     );
     assert!(loaded.nodes().iter().all(|n| n.category.is_none()));
 }
+
+#[test]
+fn a_journal_that_captured_nothing_verifies_and_its_graph_is_still_checked() {
+    // A subagent that only asked questions has an empty receipts.jsonl; its graph.json names
+    // the run, and is checked against the empty compilation of that run.
+    let home = tempfile::tempdir().unwrap();
+    let mut j = Journal::open_in_home(home.path(), &SessionId("quiet".into())).unwrap();
+    j.write_graph().unwrap();
+    let dir = j.dir().to_owned();
+    drop(j);
+    let report = verify(&dir).unwrap();
+    assert_eq!(
+        (report.receipts, report.run_id.as_deref()),
+        (0, Some("quiet"))
+    );
+    let graph = dir.join("graph.json");
+    let bytes = std::fs::read(&graph).unwrap();
+    let at = bytes.windows(5).position(|w| w == b"quiet").unwrap();
+    let mut forged = bytes.clone();
+    forged[at] = b'Q';
+    std::fs::write(&graph, forged).unwrap();
+    assert!(verify(&dir).is_err(), "a changed run id must not verify");
+}

@@ -7,7 +7,7 @@ use super::{SUBAGENT_PLUGIN, SubagentConfig, SubagentMode};
 use crate::agent::{Agent, ApprovalPolicy};
 use crate::inbox::InboxMode;
 use crate::jobs::JOB_TOOL_NAMES;
-use crate::seams::{ChildBuild, HookRegistry};
+use crate::seams::{ChildBuild, ChildSetup};
 use keel_protocol::{
     ApprovalPolicyEvent, EventBody, KnownSource, Message, MessageSource, Seq, SessionHeader,
     SessionId, TurnEndReason,
@@ -75,6 +75,21 @@ pub(crate) fn build(
         .map_err(|e| failed("cannot create its session file", e))?;
     let path = log.writer().path().to_path_buf();
 
+    // `subagent/build`: hooks and tools scoped to this child (a plugin's per-session journal
+    // and the query tools bound to it).
+    let info = ChildBuild {
+        parent: parent.session_id(),
+        child: id.clone(),
+        call_id: task.call_id.to_owned(),
+        depth: task.depth,
+    };
+    let mut own = ChildSetup::default();
+    for hook in &parent.hooks().subagent_build {
+        hook(&info, &mut own);
+    }
+    let ChildSetup { hooks: own, tools } = own;
+    let provided: Vec<String> = tools.iter().map(|t| t.schema().name).collect();
+
     let allowed = |name: &str| {
         config
             .tools
@@ -82,25 +97,25 @@ pub(crate) fn build(
             .is_none_or(|list| list.iter().any(|t| t == name))
     };
     let mut registry = parent.pipeline().registry().filtered(|name| {
-        allowed(name) && !NOT_INHERITED.contains(&name) && !JOB_TOOL_NAMES.contains(&name)
+        allowed(name)
+            && !NOT_INHERITED.contains(&name)
+            && !JOB_TOOL_NAMES.contains(&name)
+            && !provided.iter().any(|p| p == name)
     });
+    for tool in tools {
+        let name = tool.schema().name;
+        if allowed(&name) {
+            registry
+                .register(tool)
+                .map_err(|e| failed(&format!("cannot register its tool {name}"), e))?;
+        }
+    }
     let nested = (task.depth < config.max_depth && allowed("subagent"))
         .then(|| SubagentTool::new(config.clone(), store.clone()));
     if let Some(tool) = &nested {
         registry
             .register(tool.clone())
             .map_err(|e| failed("cannot register its subagent tool", e))?;
-    }
-    // `subagent/build`: hooks scoped to this child (a plugin's per-session journal).
-    let info = ChildBuild {
-        parent: parent.session_id(),
-        child: id.clone(),
-        call_id: task.call_id.to_owned(),
-        depth: task.depth,
-    };
-    let mut own = HookRegistry::default();
-    for hook in &parent.hooks().subagent_build {
-        hook(&info, &mut own);
     }
     let pp = parent.pipeline();
     let pipeline = Pipeline::builder(Arc::new(registry), pp.workspace().clone())

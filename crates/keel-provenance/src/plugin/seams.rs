@@ -11,12 +11,12 @@
 //! capture cannot change a tool result.
 
 use super::stages::{Bookkeeping, Capture};
-use super::{Durability, Provenance, QUERY_TOOLS, State};
+use super::{Durability, GetNodeTool, Provenance, QUERY_TOOLS, State, TraceTool};
 use crate::jcs::Payload;
 use crate::model::Stage;
 use crate::recorder::Recorder;
 use keel_agent::HookRegistry;
-use keel_agent::seams::{ChildBuild, FlushPoint, SubagentNotice};
+use keel_agent::seams::{ChildBuild, ChildSetup, FlushPoint, SubagentNotice};
 use keel_protocol::{ContentBlock, EventBody, SessionEvent};
 use serde_json::Value;
 use std::sync::Arc;
@@ -59,9 +59,12 @@ pub(crate) fn install(p: &Provenance, hooks: &mut HookRegistry) {
     let parent = p.clone();
     hooks
         .subagent_build
-        .push(Arc::new(move |info: &ChildBuild, child_hooks: &mut HookRegistry| {
+        .push(Arc::new(move |info: &ChildBuild, setup: &mut ChildSetup| {
             let child = parent.for_child();
-            install(&child, child_hooks);
+            install(&child, &mut setup.hooks);
+            // The child's trace/get_node answer over its own session (and its subagents').
+            setup.tools.push(Arc::new(TraceTool::new(child.clone())));
+            setup.tools.push(Arc::new(GetNodeTool::new(child.clone())));
             if let Err(e) = child.bind(&info.child) {
                 tracing::warn!(child = %info.child, "provenance of the subagent is in memory only: {e}");
             }
