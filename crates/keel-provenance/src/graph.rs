@@ -68,6 +68,16 @@ pub struct Failure {
     pub reason: String,
 }
 
+impl Failure {
+    /// Whether the failure concerns one stage of one call or event (its payload could not be
+    /// canonicalized, or its receipt not compiled): the graph lacks that stage only. Anything
+    /// else (journal I/O, a torn tail cut at resume, a journal that could not open) may have
+    /// lost receipts of any call.
+    pub fn is_local(&self) -> bool {
+        self.reason.starts_with("payload_") || self.reason == "compile"
+    }
+}
+
 /// Reference to a receipt the graph was compiled from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptRef {
@@ -399,6 +409,18 @@ impl Snapshot {
         }
         *covered = self.recs.len();
         map.get(id).copied()
+    }
+
+    /// The native id behind a node: the one its occurrence observed (occurrences, outcomes,
+    /// facts), or the id a source label names (`model:<event id>`, `call:<call id>`).
+    pub(crate) fn native_of(&self, i: u32) -> Option<&str> {
+        match &self.recs[i as usize] {
+            Rec::Occurrence { receipt }
+            | Rec::Outcome { receipt, .. }
+            | Rec::Fact { receipt, .. } => Some(&self.receipt_data[*receipt as usize].native_id),
+            Rec::Source { label } => Some(label.split_once(':').map_or(&**label, |(_, id)| id)),
+            _ => None,
+        }
     }
 
     /// The receipt id behind a node (occurrences, outcomes, facts).

@@ -8,8 +8,11 @@
 //! Targets: a node id; or an alias — a provider call id, a `tool/result` event id, or
 //! `result:<call id>`. An alias bound to more than one node answers `AMBIGUOUS_TARGET` with the
 //! candidates (never "the newest"). A query is scoped to a [`QueryScope`]: the calling session's
-//! snapshot and its children's; anything else is `UNKNOWN_TARGET`. A scope with a capture failure
-//! answers `CAPTURE_INCOMPLETE` instead of a partial picture.
+//! snapshot and its children's; anything else is `UNKNOWN_TARGET`. A capture failure answers
+//! `CAPTURE_INCOMPLETE` instead of a partial picture: a failure that may have lost receipts of
+//! any call (journal I/O, a torn tail cut at resume) for every query in scope; a failure of one
+//! stage (a payload that could not be canonicalized) for the queries whose walk passes through
+//! that call or event.
 //!
 //! Traversal is a breadth-first walk of the requested neighbourhood only, over the per-binding
 //! indexes: backward, an outcome leads to its facts, a fact to its occurrence and to *its own*
@@ -111,14 +114,35 @@ impl<'a> QueryScope<'a> {
         self
     }
 
+    /// A failure that may have lost receipts of any call makes every answer incomplete.
     fn check_complete(&self) -> Result<(), QueryError> {
-        match self.graphs.iter().find(|g| !g.complete()) {
-            Some(g) => Err(QueryError::CaptureIncomplete {
-                run_id: g.run_id().to_owned(),
-                failures: g.failures().len(),
-            }),
+        match self
+            .graphs
+            .iter()
+            .find(|g| g.failures().iter().any(|f| !f.is_local()))
+        {
+            Some(g) => Err(incomplete(g)),
             None => Ok(()),
         }
+    }
+
+    /// A failure of one stage makes incomplete the answers that walk through its call or event.
+    fn check_visited(&self, visited: &[(usize, u32, u32)]) -> Result<(), QueryError> {
+        for (gi, g) in self.graphs.iter().enumerate() {
+            if g.failures().is_empty() {
+                continue;
+            }
+            let failed: FxSet<&str> = g.failures().iter().map(|f| &*f.native_id).collect();
+            let touched = visited
+                .iter()
+                .filter(|&&(vg, _, _)| vg == gi)
+                .filter_map(|&(_, n, _)| g.native_of(n))
+                .any(|native| failed.contains(native));
+            if touched {
+                return Err(incomplete(g));
+            }
+        }
+        Ok(())
     }
 
     fn graph_of_run(&self, run_id: &str) -> Option<usize> {
@@ -316,6 +340,7 @@ pub fn get_node(snapshot: &Snapshot, id: &str) -> Result<NodeView, QueryError> {
 pub fn get_node_in(scope: &QueryScope<'_>, id: &str) -> Result<NodeView, QueryError> {
     scope.check_complete()?;
     let (g, i) = scope.resolve(id)?;
+    scope.check_visited(&[(g, i, 0)])?;
     Ok(NodeView::at(scope.graphs[g], i))
 }
 
@@ -404,6 +429,7 @@ pub fn trace_in(
             }
         }
     }
+    scope.check_visited(&path)?;
     let mut evidence_refs = Vec::new();
     let mut seen_receipts: FxSet<&str> = FxSet::default();
     let mut nodes = Vec::with_capacity(path.len());
@@ -451,6 +477,13 @@ pub fn trace_in(
         edges,
         evidence_refs,
     })
+}
+
+fn incomplete(g: &Snapshot) -> QueryError {
+    QueryError::CaptureIncomplete {
+        run_id: g.run_id().to_owned(),
+        failures: g.failures().len(),
+    }
 }
 
 /// A node or edge: (graph in scope, index).

@@ -432,6 +432,9 @@ fn redaction_never_leaks_through_queries() {
 #[test]
 fn uncanonicalizable_payload_marks_the_graph_incomplete() {
     let mut rec = Recorder::new("run-1");
+    // An unrelated call first: its answers stay complete.
+    assistant(&mut rec, "ev-0", &[("d", "read", "{}")]);
+    read_call(&mut rec, "d", "t-d");
     assistant(&mut rec, "ev-1", &[("c", "read", "{}")]);
     until_decision(&mut rec, "c", PreDecision::Allow);
     rec.execute_enter(
@@ -460,6 +463,10 @@ fn uncanonicalizable_payload_marks_the_graph_incomplete() {
         get_node(s, "c").map_err(|e| e.code()),
         Err("CAPTURE_INCOMPLETE")
     );
+    // Only the walks through the failed call: the other call's chain answers, complete.
+    let other = trace(s, "result:d", Direction::Backward, 32).unwrap();
+    assert!(other.complete && other.nodes.len() > 10, "{other:?}");
+    assert!(get_node(s, "d").is_ok());
     // The chain still continued past the failed stages.
     assert_eq!(
         s.receipts().last().map(|r| r.stage),
