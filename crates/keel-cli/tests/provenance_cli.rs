@@ -241,7 +241,7 @@ fn a_subagent_has_its_own_journal_and_its_chain_joins_the_spawning_call() {
 - tool_calls: [ { id: call_sub2, name: subagent, arguments: { description: "peek", prompt: "trace it" } } ]
 - tool_calls: [ { id: c_sibling, name: trace, arguments: { target_id: "result:c_read" } } ]
 - text: "B done"
-- tool_calls: [ { id: q_trace, name: trace, arguments: { target_id: "result:call_sub", max_depth: 6 } } ]
+- tool_calls: [ { id: q_trace, name: trace, arguments: { target_id: "result:call_sub", max_depth: 64 } } ]
 - text: done
 "#,
     );
@@ -315,10 +315,10 @@ fn a_subagent_has_its_own_journal_and_its_chain_joins_the_spawning_call() {
     assert!(at("subagent/join") < at("tools/execute"), "{stages:?}");
     assert_eq!(stages[at("subagent/join")].1, child);
 
-    // A backward trace from the parent's subagent result reaches into the child's chain: the
-    // trace tool (as the model saw it) and `keel trace` agree. Depth 6 crosses settled, post,
-    // execute and the join into the child's tool result and its first stages (and keeps the
-    // answer under the tool output limit).
+    // A backward trace from the parent's subagent result reaches into the child's chain, both
+    // through the trace tool (as the model saw it: depth 64 would be over the tool's answer
+    // budget, so it answers at the largest depth that fits, as whole JSON) and `keel trace`
+    // (depth 6 crosses settled, post, execute and the join into the child's last stages).
     let child_ids: Vec<String> = child_receipts
         .lines()
         .map(|l| {
@@ -343,8 +343,14 @@ fn a_subagent_has_its_own_journal_and_its_chain_joins_the_spawning_call() {
         .find(|(id, _, _)| id == "q_trace")
         .unwrap();
     assert!(!tool_answer.2, "{}", tool_answer.1);
+    assert!(
+        tool_answer.1.len() <= keel_provenance::plugin::TRACE_ANSWER_BUDGET,
+        "{}",
+        tool_answer.1.len()
+    );
     let tool_answer: Value = serde_json::from_str(&tool_answer.1).unwrap();
     assert_eq!(tool_answer["complete"], true, "{tool_answer}");
+    assert_eq!(tool_answer["truncated"], true, "cut to fit the budget");
     assert!(reaches_child(&tool_answer) > 0, "{tool_answer}");
 
     let out = run(env.keel("http://127.0.0.1:9").args([
@@ -360,7 +366,7 @@ fn a_subagent_has_its_own_journal_and_its_chain_joins_the_spawning_call() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let cli_answer: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(cli_answer["complete"], true, "{cli_answer}");
-    assert_eq!(reaches_child(&cli_answer), reaches_child(&tool_answer));
+    assert!(reaches_child(&cli_answer) > 0, "{cli_answer}");
     let stages_of = |a: &Value| -> Vec<String> {
         a["nodes"]
             .as_array()

@@ -42,7 +42,9 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub use tools::{GET_NODE_TOOL, GetNodeTool, QUERY_TOOLS, TRACE_TOOL, TraceTool};
+pub use tools::{
+    GET_NODE_TOOL, GetNodeTool, QUERY_TOOLS, TRACE_ANSWER_BUDGET, TRACE_TOOL, TraceTool,
+};
 
 /// Where captured receipts go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -6,7 +6,7 @@
 
 use super::Provenance;
 use crate::query::{
-    DEFAULT_TRACE_DEPTH, Direction, MAX_TRACE_DEPTH, QueryError, get_node_in, trace_in,
+    DEFAULT_TRACE_DEPTH, Direction, MAX_TRACE_DEPTH, QueryError, QueryScope, get_node_in, trace_in,
 };
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
@@ -42,6 +42,43 @@ fn json_output(v: &impl serde::Serialize) -> Result<ToolOutput, ToolError> {
     serde_json::to_string(v)
         .map(ToolOutput::text)
         .map_err(|e| ToolError::Failed(format!("cannot encode the answer: {e}")))
+}
+
+/// Largest `trace` answer handed to the model (bytes of JSON): under the pipeline's spill
+/// threshold, so the model never gets a JSON document cut in the middle.
+pub const TRACE_ANSWER_BUDGET: usize = 32 * 1024;
+
+/// The trace at `depth`, or — when its JSON exceeds [`TRACE_ANSWER_BUDGET`] — at the largest
+/// smaller depth whose answer fits (`truncated: true` then says the walk was cut).
+fn fitting_trace(
+    scope: &QueryScope<'_>,
+    target: &str,
+    direction: Direction,
+    depth: u32,
+) -> Result<String, ToolError> {
+    let encode = |d: u32| -> Result<String, ToolError> {
+        let answer = trace_in(scope, target, direction, d).map_err(query_error)?;
+        serde_json::to_string(&answer)
+            .map_err(|e| ToolError::Failed(format!("cannot encode the answer: {e}")))
+    };
+    let full = encode(depth)?;
+    if full.len() <= TRACE_ANSWER_BUDGET || depth == 0 {
+        return Ok(full);
+    }
+    // Binary search for the largest depth below `depth` that fits (depth 0 always answers).
+    let (mut lo, mut hi) = (0u32, depth - 1);
+    let mut best = encode(0)?;
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        let text = encode(mid)?;
+        if text.len() <= TRACE_ANSWER_BUDGET {
+            lo = mid;
+            best = text;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Ok(best)
 }
 
 /// `trace {target_id, direction?, max_depth?}`.
@@ -99,12 +136,11 @@ impl Tool for TraceTool {
         let a: TraceArgs = serde_json::from_value(args)
             .map_err(|e| ToolError::InvalidArgs(format!("INVALID_ARGUMENT: {e}")))?;
         let depth = a.max_depth.unwrap_or(DEFAULT_TRACE_DEPTH);
-        let answer = self
+        let text = self
             .provenance
-            .with_scope(|scope| trace_in(scope, &a.target_id, a.direction, depth))
-            .ok_or_else(not_bound)?
-            .map_err(query_error)?;
-        json_output(&answer)
+            .with_scope(|scope| fitting_trace(scope, &a.target_id, a.direction, depth))
+            .ok_or_else(not_bound)??;
+        Ok(ToolOutput::text(text))
     }
 }
 
