@@ -202,6 +202,16 @@ pub(crate) enum Next<'a> {
     End,
 }
 
+/// What [`Lines::next_block`] found.
+pub(crate) enum Block {
+    /// Whole lines, each with its newline.
+    Lines(Vec<u8>),
+    /// The text ends with an unfinished line (no newline).
+    Unfinished,
+    /// The end of the text.
+    End,
+}
+
 /// The lines of a [`Source`]'s text, up to an optional cut.
 pub(crate) struct Lines {
     pub(crate) src: Source,
@@ -251,6 +261,35 @@ impl Lines {
                     self.base + start as u64,
                     &self.buf[start..],
                 ));
+            }
+            self.refill()?;
+        }
+    }
+
+    /// The next lines, whole and at least `min` bytes in all unless the text ends first, as one
+    /// owned block (handed over, not copied: the buffer keeps only what follows the block).
+    pub(crate) fn next_block(&mut self, min: usize) -> io::Result<Block> {
+        loop {
+            let rest = &self.buf[self.pos..];
+            if self.done || rest.len() >= min {
+                if let Some(nl) = memchr::memrchr(b'\n', rest) {
+                    let cut = self.pos + nl + 1;
+                    let mut tail = Vec::with_capacity(self.buf.len() - cut + (PIECE as usize));
+                    tail.extend_from_slice(&self.buf[cut..]);
+                    let mut block = std::mem::replace(&mut self.buf, tail);
+                    block.truncate(cut);
+                    block.drain(..self.pos);
+                    self.base += cut as u64;
+                    self.pos = 0;
+                    return Ok(Block::Lines(block));
+                }
+                if self.done {
+                    return Ok(if rest.is_empty() {
+                        Block::End
+                    } else {
+                        Block::Unfinished
+                    });
+                }
             }
             self.refill()?;
         }

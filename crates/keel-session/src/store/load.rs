@@ -8,9 +8,14 @@
 //! [`LoadError::Corrupt`]; otherwise everything from the defect on is a torn tail — dropped and
 //! reported ([`TornTail`]), cut at the start of the damaged frame for zstd files since a frame is
 //! one durable batch. Unknown event types not marked `ignorable` refuse to load.
+//!
+//! Files of `Tuning::min_file` bytes or more are first read on two threads
+//! (`super::pipeline`), which loads only a sound file; at any defect the file is read again
+//! here, sequentially, so every error and torn tail is found and worded by the code above.
 
 use super::lines::{Lines, Next, Source};
 use super::parse::{Line, Scratch, parse_line};
+use super::pipeline::{self, Tuning};
 use super::{DSH_ZSTD_FILE, Format, PLAIN_FILE, ZSTD_FILE};
 use crate::error::AppendError;
 use crate::session::Session;
@@ -141,6 +146,12 @@ pub fn session_file(path: &Path) -> std::io::Result<PathBuf> {
 
 /// Load the session at `path` (a session directory or file).
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+    load_tuned(path, Some(Tuning::default()))
+}
+
+/// [`load`], on two threads when `two_threads` is set and the file is big enough (see
+/// [`super::pipeline`]), else (and always after a defect) the sequential way.
+pub(crate) fn load_tuned(path: &Path, two_threads: Option<Tuning>) -> Result<Loaded, LoadError> {
     let file = session_file(path).map_err(|source| LoadError::Io {
         path: path.to_owned(),
         source,
@@ -156,6 +167,28 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     };
     let mut lines = open(u64::MAX)?;
     let (header, header_end) = read_header(&file, &mut lines)?;
+    if let Some(tuning) = two_threads
+        && std::fs::metadata(&file).is_ok_and(|m| m.len() >= tuning.min_file)
+    {
+        let mut session = Session::new(header.clone());
+        let sound = pipeline::ingest(&mut lines, &mut session, tuning)
+            .filter(|_| lines.src.zstd().is_none_or(|z| z.damage.is_none()));
+        if let Some(appended) = sound {
+            let report = LoadReport {
+                valid_len: lines.src.file_len(),
+                path: file,
+                format,
+                events: session.len(),
+                lines: 1 + appended,
+                torn: None,
+            };
+            return Ok(Loaded { session, report });
+        }
+        // A defect somewhere: read again the sequential way, which finds and reports it.
+        drop(session);
+        lines = open(u64::MAX)?;
+        read_header(&file, &mut lines)?;
+    }
     let mut ingest = Ingest::new(&file, header.clone());
     let line_defect = ingest.run(&mut lines)?;
     // A damaged frame ends the text: it is the defect when no line before it is.

@@ -11,6 +11,7 @@ mod fast;
 mod lines;
 pub mod load;
 pub(crate) mod parse;
+mod pipeline;
 mod writer;
 
 pub use load::{LoadError, LoadReport, Loaded, TornTail};
