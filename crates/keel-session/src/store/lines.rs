@@ -10,7 +10,7 @@
 //! [`Source::later`] then reads what the frames after it decode to, skipping damaged ones.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek};
 
 /// Bytes read from a plain file at a time.
 const PIECE: u64 = 1 << 20;
@@ -86,6 +86,32 @@ impl Source {
                 Ok(n > 0)
             }
             Source::Zstd(z) => Ok(z.fill(buf, at)),
+        }
+    }
+
+    /// Go back to decoded offset `at` (not past what was read): a plain file seeks there, a zstd
+    /// file to the start of the frame that decoded to `at`, forgetting that frame, the ones after
+    /// it and any damage met since. Returns the decoded offset reading resumes at.
+    fn rewind(&mut self, at: u64) -> io::Result<u64> {
+        match self {
+            Source::Plain { file, read } => {
+                file.seek(io::SeekFrom::Start(at))?;
+                *read = at;
+                Ok(at)
+            }
+            Source::Zstd(z) => {
+                let i = z.frames.partition_point(|&(_, dec)| dec <= at);
+                let (off, dec) = match i.checked_sub(1).and_then(|i| z.frames.get(i)) {
+                    Some(&(off, dec)) => (off, dec),
+                    None => (0, 0),
+                };
+                z.frames.truncate(i.saturating_sub(1));
+                z.off = usize::try_from(off).unwrap_or(usize::MAX);
+                z.damage = None;
+                z.later = false;
+                z.tmp.clear();
+                Ok(dec)
+            }
         }
     }
 
@@ -204,8 +230,8 @@ pub(crate) enum Next<'a> {
 
 /// What [`Lines::next_block`] found.
 pub(crate) enum Block {
-    /// Whole lines, each with its newline.
-    Lines(Vec<u8>),
+    /// Whole lines, each with its newline, the first starting at this decoded offset.
+    Lines(u64, Vec<u8>),
     /// The text ends with an unfinished line (no newline).
     Unfinished,
     /// The end of the text.
@@ -273,6 +299,7 @@ impl Lines {
             let rest = &self.buf[self.pos..];
             if self.done || rest.len() >= min {
                 if let Some(nl) = memchr::memrchr(b'\n', rest) {
+                    let start = self.base + self.pos as u64;
                     let cut = self.pos + nl + 1;
                     let mut tail = Vec::with_capacity(self.buf.len() - cut + (PIECE as usize));
                     tail.extend_from_slice(&self.buf[cut..]);
@@ -281,7 +308,7 @@ impl Lines {
                     block.drain(..self.pos);
                     self.base += cut as u64;
                     self.pos = 0;
-                    return Ok(Block::Lines(block));
+                    return Ok(Block::Lines(start, block));
                 }
                 if self.done {
                     return Ok(if rest.is_empty() {
@@ -309,6 +336,36 @@ impl Lines {
             self.done = true;
         }
         Ok(())
+    }
+
+    /// Decoded offset of the next line.
+    pub(crate) fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Go back to decoded offset `at`, the start of a line read before (or the end of the text
+    /// read so far): the next line is the one starting there, with the same offset, and a zstd
+    /// file records its frames and damage again from the frame holding `at`, exactly as on the
+    /// first reading.
+    pub(crate) fn rewind(&mut self, at: u64) -> io::Result<()> {
+        let start = self.src.rewind(at)?;
+        self.buf.clear();
+        self.pos = 0;
+        self.base = start;
+        self.done = false;
+        while !self.done && self.base + (self.buf.len() as u64) < at {
+            self.refill()?;
+        }
+        match usize::try_from(at - self.base) {
+            Ok(skip) if skip <= self.buf.len() => {
+                self.pos = skip;
+                Ok(())
+            }
+            _ => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file got shorter while it was read",
+            )),
+        }
     }
 
     /// Give back the source.

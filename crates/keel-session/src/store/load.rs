@@ -9,9 +9,9 @@
 //! reported ([`TornTail`]), cut at the start of the damaged frame for zstd files since a frame is
 //! one durable batch. Unknown event types not marked `ignorable` refuse to load.
 //!
-//! Files of `Tuning::min_file` bytes or more are first read on two threads
-//! (`super::pipeline`), which loads only a sound file; at any defect the file is read again
-//! here, sequentially, so every error and torn tail is found and worded by the code above.
+//! Files of `Tuning::min_file` bytes or more are read on two threads (`super::pipeline`) up to
+//! the end or the first line that does not parse or append; from there on they are read here,
+//! one line at a time, so every error and torn tail is found and worded by the code above.
 
 use super::lines::{Lines, Next, Source};
 use super::parse::{Line, Scratch, parse_line};
@@ -167,29 +167,10 @@ pub(crate) fn load_tuned(path: &Path, two_threads: Option<Tuning>) -> Result<Loa
     };
     let mut lines = open(u64::MAX)?;
     let (header, header_end) = read_header(&file, &mut lines)?;
-    if let Some(tuning) = two_threads
-        && std::fs::metadata(&file).is_ok_and(|m| m.len() >= tuning.min_file)
-    {
-        let mut session = Session::new(header.clone());
-        let sound = pipeline::ingest(&mut lines, &mut session, tuning)
-            .filter(|_| lines.src.zstd().is_none_or(|z| z.damage.is_none()));
-        if let Some(appended) = sound {
-            let report = LoadReport {
-                valid_len: lines.src.file_len(),
-                path: file,
-                format,
-                events: session.len(),
-                lines: 1 + appended,
-                torn: None,
-            };
-            return Ok(Loaded { session, report });
-        }
-        // A defect somewhere: read again the sequential way, which finds and reports it.
-        drop(session);
-        lines = open(u64::MAX)?;
-        read_header(&file, &mut lines)?;
-    }
+    let two_threads =
+        two_threads.filter(|t| std::fs::metadata(&file).is_ok_and(|m| m.len() >= t.min_file));
     let mut ingest = Ingest::new(&file, header.clone());
+    ingest.run_two_threads(&mut lines, two_threads)?;
     let line_defect = ingest.run(&mut lines)?;
     // A damaged frame ends the text: it is the defect when no line before it is.
     let damage = lines.src.zstd().and_then(|z| z.damage.clone());
@@ -263,6 +244,7 @@ pub(crate) fn load_tuned(path: &Path, two_threads: Option<Tuning>) -> Result<Loa
         let mut lines = open(cut_decoded)?;
         read_header(&file, &mut lines)?;
         let mut again = Ingest::new(&file, header);
+        again.run_two_threads(&mut lines, two_threads)?;
         let cut_defect = again.run(&mut lines)?;
         let read = again.line_no - u64::from(cut_defect.is_some());
         (again.session, read)
@@ -345,6 +327,29 @@ impl<'p> Ingest<'p> {
             line_no: 1,
             scratch: Scratch::default(),
         }
+    }
+
+    /// With `tuning`, append lines on two threads ([`pipeline::ingest`]) as far as they parse
+    /// and append, and leave `lines` at the first line not appended, for [`Ingest::run`].
+    fn run_two_threads(
+        &mut self,
+        lines: &mut Lines,
+        tuning: Option<Tuning>,
+    ) -> Result<(), LoadError> {
+        let Some(tuning) = tuning else {
+            return Ok(());
+        };
+        let done = pipeline::ingest(lines, &mut self.session, tuning);
+        self.line_no += done.lines;
+        if !done.whole {
+            // Stopped before the end: go on from the first line not appended, which meets
+            // whatever stopped the two threads again.
+            lines.rewind(done.at).map_err(|source| LoadError::Io {
+                path: self.path.to_owned(),
+                source,
+            })?;
+        }
+        Ok(())
     }
 
     /// Append every line to the session. Stops at the first defect, which is returned; the

@@ -1,4 +1,4 @@
-//! Loading a big, sound session file on two threads.
+//! Loading a big session file on two threads.
 //!
 //! A reader thread reads (plain) or decodes (zstd) the text after the header and cuts it into
 //! blocks of whole lines ([`Lines::next_block`]). Each block is parsed ([`parse_line`]) into a
@@ -7,12 +7,13 @@
 //! appends the batches in file order through the session's validation, exactly as
 //! [`super::load`]'s sequential reader appends lines one at a time.
 //!
-//! This path only ever loads a file that is sound from end to end. At the first line it cannot
-//! parse or append, an unfinished last line, a damaged zstd frame or a read error it gives up
-//! and [`super::load`] reads the file again the sequential way, which finds and words the defect
-//! (file, line, seq), decides between torn tail and corruption, and cuts. So errors and torn
-//! tails are reported by one code path only, and a sound file loads to the same session either
-//! way: the same lines, parsed by the same function, appended in the same order.
+//! It stops at the first line it cannot read, parse or append (or an unfinished last line, or
+//! a read error) and hands back how far it got: the session then holds exactly the lines
+//! before that one, and [`super::load`] rewinds the text to it and goes on the sequential way,
+//! which meets the same line again and alone words the defect (file, line, seq), decides
+//! between torn tail and corruption, and cuts. So a sound file loads to the same session either
+//! way (the same lines, parsed by the same function, appended in the same order), and a damaged
+//! one fails or tears exactly as it would sequentially.
 
 use super::lines::{Block, Lines};
 use super::parse::{Line, Row, Scratch, parse_line};
@@ -82,8 +83,11 @@ struct Batch {
     text: String,
     ends: Vec<usize>,
     dt: Vec<i64>,
-    /// A line could not be parsed (it and the lines after it are not in `items`).
-    defect: bool,
+    /// Decoded offset of each line in `items`, then of the line that could not be parsed, if
+    /// one could not (it and the lines after it are not in `items`).
+    starts: Vec<u64>,
+    /// Decoded offset just past the block.
+    end: u64,
 }
 
 impl Batch {
@@ -130,17 +134,22 @@ impl Batch {
         self.items.push(item);
     }
 
-    /// Append every line to `session`; false at the first one it refuses.
-    fn append_to(self, session: &mut Session) -> bool {
+    /// Append every line to `session`. At the first line it refuses or that could not be
+    /// parsed: `Err` with the number of lines appended before it and its offset (the session
+    /// holds exactly the lines before it: a refused append changes nothing).
+    fn append_to(self, session: &mut Session) -> Result<u64, (u64, u64)> {
         let Batch {
             items,
             text,
             ends,
             dt,
-            defect,
+            starts,
+            end,
         } = self;
+        let n = items.len();
+        let stop = |i: usize| Err((i as u64, starts.get(i).copied().unwrap_or(end)));
         let opt = |r: &Option<Range<usize>>| r.clone().and_then(|r| text.get(r));
-        for item in items {
+        for (i, item) in items.into_iter().enumerate() {
             let res = match item {
                 Item::Event(ev) => session.append_parsed(ev),
                 Item::Delta {
@@ -154,7 +163,7 @@ impl Batch {
                     name,
                     text: t,
                 } => {
-                    let Some(t) = text.get(t) else { return false };
+                    let Some(t) = text.get(t) else { return stop(i) };
                     session.append_delta(&Delta {
                         kind,
                         seq,
@@ -181,7 +190,7 @@ impl Batch {
                     text: t,
                 } => {
                     let (Some(t), Some(d), Some(e)) = (text.get(t), dt.get(d), ends.get(e)) else {
-                        return false;
+                        return stop(i);
                     };
                     session.append_row(&Row {
                         kind,
@@ -199,41 +208,51 @@ impl Batch {
                 }
             };
             if res.is_err() {
-                return false;
+                return stop(i);
             }
         }
-        !defect
+        if starts.len() > n {
+            return stop(n);
+        }
+        Ok(n as u64)
     }
 }
 
-/// Parse a block of whole lines (each ending in a newline).
-fn parse_block(block: &[u8], scratch: &mut Scratch) -> Batch {
-    let mut batch = Batch::default();
-    // Newlines are ASCII: when the block is UTF-8, so is each of its lines.
-    let Ok(text) = std::str::from_utf8(block) else {
-        batch.defect = true;
-        return batch;
+/// Parse a block of whole lines (each ending in a newline) starting at decoded offset `start`,
+/// up to the first line that cannot be parsed.
+fn parse_block(start: u64, block: &[u8], scratch: &mut Scratch) -> Batch {
+    let mut batch = Batch {
+        end: start + block.len() as u64,
+        ..Batch::default()
     };
-    let text = text.strip_suffix('\n').unwrap_or(text);
-    if text.len() + 1 != block.len() {
-        batch.defect = true;
-        return batch;
-    }
-    for line in text.split('\n') {
+    // Newlines are ASCII: the lines before the first bad byte are UTF-8, and parse; the line
+    // holding it is a defect.
+    let (text, bad) = match std::str::from_utf8(block) {
+        Ok(text) => (text, false),
+        Err(e) => {
+            let good = &block[..e.valid_up_to()];
+            let cut = memchr::memrchr(b'\n', good).map_or(0, |nl| nl + 1);
+            (std::str::from_utf8(&block[..cut]).unwrap_or(""), true)
+        }
+    };
+    let mut at = start;
+    for line in text.split_terminator('\n') {
+        batch.starts.push(at);
+        at += line.len() as u64 + 1;
         match parse_line(line, scratch) {
             Ok(line) => batch.push(line),
-            Err(_) => {
-                batch.defect = true;
-                break;
-            }
+            Err(_) => return batch,
         }
+    }
+    if bad {
+        batch.starts.push(at);
     }
     batch
 }
 
 /// What the reader hands over: a block to parse, or one it parsed.
 enum Msg {
-    Raw(Vec<u8>),
+    Raw(u64, Vec<u8>),
     Parsed(Batch),
 }
 
@@ -245,29 +264,46 @@ enum End {
     Stopped,
 }
 
-/// Read `lines` to the end on a second thread and append every line to `session`: the number
-/// of lines appended when the whole text was read and appended (a damaged zstd frame, which
-/// ends the text, is left to the caller to check); `None` at the first defect of any kind,
-/// after which `session` holds some prefix of the log and must be thrown away.
-pub(crate) fn ingest(lines: &mut Lines, session: &mut Session, tuning: Tuning) -> Option<u64> {
+/// How far [`ingest`] got.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Progress {
+    /// Lines appended.
+    pub(crate) lines: u64,
+    /// Decoded offset just past them: where the first line not appended starts.
+    pub(crate) at: u64,
+    /// The text ended right after them (a damaged zstd frame, which ends the text, is left to
+    /// the caller to check). Then `lines` stands at the end of the text; else it stands
+    /// anywhere and must be rewound to `at`.
+    pub(crate) whole: bool,
+}
+
+/// Read `lines` on a second thread and append its lines to `session`, in order, up to the end
+/// of the text or the first line that cannot be read, parsed or appended.
+pub(crate) fn ingest(lines: &mut Lines, session: &mut Session, tuning: Tuning) -> Progress {
+    let mut progress = Progress {
+        lines: 0,
+        at: lines.offset(),
+        whole: false,
+    };
     let (tx, rx) = mpsc::sync_channel::<Msg>(AHEAD);
     // Blocks sent and not yet taken by the appender.
     let waiting = &AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        // Owns the sender: the channel closes when the reader returns.
-        let reader = scope.spawn(move || {
+        // Owns the sender: the channel closes when the reader returns. No thread to be had:
+        // leave the file to the sequential reader.
+        let reader = std::thread::Builder::new().spawn_scoped(scope, move || {
             let mut scratch = Scratch::default();
             loop {
                 let block = match lines.next_block(tuning.block) {
-                    Ok(Block::Lines(block)) => block,
+                    Ok(Block::Lines(start, block)) => (start, block),
                     Ok(Block::End) => return End::Clean,
                     Ok(Block::Unfinished) | Err(_) => return End::Stopped,
                 };
                 // Parse here while the appender is busy; hand the block over when it waits.
                 let msg = if waiting.load(Ordering::Acquire) > 0 {
-                    Msg::Parsed(parse_block(&block, &mut scratch))
+                    Msg::Parsed(parse_block(block.0, &block.1, &mut scratch))
                 } else {
-                    Msg::Raw(block)
+                    Msg::Raw(block.0, block.1)
                 };
                 waiting.fetch_add(1, Ordering::AcqRel);
                 if tx.send(msg).is_err() {
@@ -275,28 +311,36 @@ pub(crate) fn ingest(lines: &mut Lines, session: &mut Session, tuning: Tuning) -
                 }
             }
         });
+        let Ok(reader) = reader else {
+            return progress;
+        };
         let mut scratch = Scratch::default();
-        let mut appended = 0u64;
         let mut sound = true;
         while let Ok(msg) = rx.recv() {
             waiting.fetch_sub(1, Ordering::AcqRel);
             let batch = match msg {
-                Msg::Raw(block) => parse_block(&block, &mut scratch),
+                Msg::Raw(start, block) => parse_block(start, &block, &mut scratch),
                 Msg::Parsed(batch) => batch,
             };
-            appended += batch.items.len() as u64;
-            if !batch.append_to(session) {
-                sound = false;
-                break;
+            let end = batch.end;
+            match batch.append_to(session) {
+                Ok(n) => {
+                    progress.lines += n;
+                    progress.at = end;
+                }
+                Err((n, at)) => {
+                    progress.lines += n;
+                    progress.at = at;
+                    sound = false;
+                    break;
+                }
             }
         }
         // Stops the reader if it is still sending.
         drop(rx);
         let end = reader.join();
-        match (sound, end) {
-            (true, Ok(End::Clean)) => Some(appended),
-            _ => None,
-        }
+        progress.whole = sound && matches!(end, Ok(End::Clean));
+        progress
     })
 }
 
@@ -344,7 +388,7 @@ mod tests {
             min_file: 0,
             block: 200,
         };
-        super::ingest(&mut lines, &mut session, tuning).is_some()
+        super::ingest(&mut lines, &mut session, tuning).whole
     }
 
     fn synth(dir: &Path, name: &str) -> PathBuf {
@@ -384,45 +428,84 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
         for name in ["session.jsonl", "session.jsonl.zst"] {
+            let zstd = name.ends_with(".zst");
             let path = synth(dir.path(), name);
             let good = std::fs::read(&path).unwrap();
             let mut kinds = std::collections::BTreeSet::new();
-            for round in 0..60 {
+            for round in 0..72 {
                 let mut b = good.clone();
-                match round % 4 {
-                    // Torn anywhere.
-                    0 => b.truncate(rng.gen_range(0..b.len())),
-                    // A flipped byte.
-                    1 => {
-                        let at = rng.gen_range(0..b.len());
-                        b[at] ^= 1 << rng.gen_range(0..8);
-                    }
-                    // A line cut out, or a foreign event type in the middle.
-                    _ if name.ends_with(".zst") => {
-                        let at = rng.gen_range(b.len() / 2..b.len());
-                        b[at] = b[at].wrapping_add(1);
-                    }
-                    2 => {
+                let len = b.len();
+                match round % 6 {
+                    // Torn anywhere, or near the end.
+                    0 => b.truncate(rng.gen_range(0..len)),
+                    1 => b.truncate(rng.gen_range(len - 2000..len)),
+                    // A flipped byte anywhere, or near the end.
+                    2 => b[rng.gen_range(0..len)] ^= 1 << rng.gen_range(0..8),
+                    3 if zstd => b[rng.gen_range(len - len / 10..len)] ^= 1 << rng.gen_range(0..8),
+                    // A line cut out.
+                    3 => {
                         let nls: Vec<usize> = memchr::memchr_iter(b'\n', &b).collect();
                         let i = rng.gen_range(1..nls.len() - 1);
                         b.drain(nls[i - 1] + 1..=nls[i]);
                     }
-                    _ => {
+                    // Garbage after a cut.
+                    4 if zstd => {
+                        b.truncate(rng.gen_range(len / 2..len));
+                        b.extend((0..rng.gen_range(1..300)).map(|_| rng.gen_range(0..=255u8)));
+                    }
+                    // A foreign event type.
+                    4 => {
                         let text = String::from_utf8(b).unwrap();
-                        let text = text.replacen(
-                            "\"type\":\"step/start\"",
-                            "\"type\":\"step/begin\"",
-                            1 + round % 7,
-                        );
-                        b = text.into_bytes();
+                        let n = 1 + round % 7;
+                        b = text
+                            .replacen("\"type\":\"step/start\"", "\"type\":\"step/begin\"", n)
+                            .into_bytes();
+                    }
+                    // A byte that is not UTF-8, or a missing last newline.
+                    _ if zstd || round % 12 == 5 => {
+                        b = good.clone();
+                        if !zstd {
+                            b.pop();
+                        } else {
+                            b.truncate(len - rng.gen_range(1..40));
+                        }
+                    }
+                    _ => {
+                        let at = rng.gen_range(len / 3..len);
+                        b.insert(at, 0xff);
                     }
                 }
                 std::fs::write(&path, &b).unwrap();
+                if !zstd {
+                    // The same text in sound zstd frames cut anywhere: a bad line inside a
+                    // frame that decodes.
+                    let mut z = Vec::new();
+                    let mut rest = &b[..];
+                    while !rest.is_empty() {
+                        let n = rng.gen_range(1..6000).min(rest.len());
+                        z.extend(super::super::compress_frame(&rest[..n], 1, &path).unwrap());
+                        rest = &rest[n..];
+                    }
+                    let zpath = dir.path().join("reframed.jsonl.zst");
+                    std::fs::write(&zpath, &z).unwrap();
+                    same(&zpath);
+                }
                 let out = same(&path);
-                kinds.insert(out.split([':', '{', ' ']).next().unwrap_or("").to_owned());
+                let kind = if let Some(e) = out.strip_prefix("error: ") {
+                    e.split(": ").nth(1).unwrap_or(e).chars().take(12).collect()
+                } else if out.contains("torn: None") {
+                    "whole".to_owned()
+                } else {
+                    "torn".to_owned()
+                };
+                kinds.insert(kind);
             }
-            // Both loaded (torn) and refused files were seen.
-            assert!(kinds.len() >= 2, "{kinds:?}");
+            // Torn tails and refusals were both met.
+            eprintln!("{name}: {kinds:?}");
+            assert!(
+                kinds.contains("torn") && kinds.len() >= 2,
+                "{name}: {kinds:?}"
+            );
         }
     }
 }
