@@ -218,36 +218,66 @@ impl Batch {
     }
 }
 
-/// Parse a block of whole lines (each ending in a newline) starting at decoded offset `start`,
-/// up to the first line that cannot be parsed.
-fn parse_block(start: u64, block: &[u8], scratch: &mut Scratch) -> Batch {
-    let mut batch = Batch {
-        end: start + block.len() as u64,
-        ..Batch::default()
-    };
-    // Newlines are ASCII: the lines before the first bad byte are UTF-8, and parse; the line
-    // holding it is a defect.
-    let (text, bad) = match std::str::from_utf8(block) {
-        Ok(text) => (text, false),
-        Err(e) => {
-            let good = &block[..e.valid_up_to()];
-            let cut = memchr::memrchr(b'\n', good).map_or(0, |nl| nl + 1);
-            (std::str::from_utf8(&block[..cut]).unwrap_or(""), true)
+/// A thread's parsing state: the scratch buffers, and the sizes of its last batch (the next
+/// one is sized like it, so that its buffers do not grow by copying).
+#[derive(Default)]
+struct Parser {
+    scratch: Scratch,
+    last: [usize; 4],
+}
+
+impl Parser {
+    /// Parse a block of whole lines (each ending in a newline) starting at decoded offset
+    /// `start`, up to the first line that cannot be parsed.
+    fn parse_block(&mut self, start: u64, block: &[u8]) -> Batch {
+        let room = |n: usize| n + n / 4 + 16;
+        let [items, text, ends, dt] = self.last;
+        let mut batch = Batch {
+            items: Vec::with_capacity(room(items)),
+            text: String::with_capacity(room(text)),
+            ends: Vec::with_capacity(room(ends)),
+            dt: Vec::with_capacity(room(dt)),
+            starts: Vec::with_capacity(room(items)),
+            end: start + block.len() as u64,
+        };
+        // Newlines are ASCII: the lines before the first bad byte are UTF-8, and parse; the
+        // line holding it is a defect.
+        let (text, bad) = match std::str::from_utf8(block) {
+            Ok(text) => (text, false),
+            Err(e) => {
+                let good = &block[..e.valid_up_to()];
+                let cut = memchr::memrchr(b'\n', good).map_or(0, |nl| nl + 1);
+                (std::str::from_utf8(&block[..cut]).unwrap_or(""), true)
+            }
+        };
+        let mut at = 0;
+        let mut stopped = false;
+        for nl in memchr::memchr_iter(b'\n', text.as_bytes()) {
+            batch.starts.push(start + at as u64);
+            // Both ends are at ASCII bytes, so at char boundaries.
+            let parsed = text
+                .get(at..nl)
+                .map(|line| parse_line(line, &mut self.scratch));
+            at = nl + 1;
+            match parsed {
+                Some(Ok(line)) => batch.push(line),
+                _ => {
+                    stopped = true;
+                    break;
+                }
+            }
         }
-    };
-    let mut at = start;
-    for line in text.split_terminator('\n') {
-        batch.starts.push(at);
-        at += line.len() as u64 + 1;
-        match parse_line(line, scratch) {
-            Ok(line) => batch.push(line),
-            Err(_) => return batch,
+        if bad && !stopped {
+            batch.starts.push(start + at as u64);
         }
+        self.last = [
+            batch.items.len(),
+            batch.text.len(),
+            batch.ends.len(),
+            batch.dt.len(),
+        ];
+        batch
     }
-    if bad {
-        batch.starts.push(at);
-    }
-    batch
 }
 
 /// What the reader hands over: a block to parse, or one it parsed.
@@ -292,7 +322,7 @@ pub(crate) fn ingest(lines: &mut Lines, session: &mut Session, tuning: Tuning) -
         // Owns the sender: the channel closes when the reader returns. No thread to be had:
         // leave the file to the sequential reader.
         let reader = std::thread::Builder::new().spawn_scoped(scope, move || {
-            let mut scratch = Scratch::default();
+            let mut parser = Parser::default();
             loop {
                 let block = match lines.next_block(tuning.block) {
                     Ok(Block::Lines(start, block)) => (start, block),
@@ -301,7 +331,7 @@ pub(crate) fn ingest(lines: &mut Lines, session: &mut Session, tuning: Tuning) -
                 };
                 // Parse here while the appender is busy; hand the block over when it waits.
                 let msg = if waiting.load(Ordering::Acquire) > 0 {
-                    Msg::Parsed(parse_block(block.0, &block.1, &mut scratch))
+                    Msg::Parsed(parser.parse_block(block.0, &block.1))
                 } else {
                     Msg::Raw(block.0, block.1)
                 };
@@ -314,12 +344,12 @@ pub(crate) fn ingest(lines: &mut Lines, session: &mut Session, tuning: Tuning) -
         let Ok(reader) = reader else {
             return progress;
         };
-        let mut scratch = Scratch::default();
+        let mut parser = Parser::default();
         let mut sound = true;
         while let Ok(msg) = rx.recv() {
             waiting.fetch_sub(1, Ordering::AcqRel);
             let batch = match msg {
-                Msg::Raw(start, block) => parse_block(start, &block, &mut scratch),
+                Msg::Raw(start, block) => parser.parse_block(start, &block),
                 Msg::Parsed(batch) => batch,
             };
             let end = batch.end;
