@@ -113,11 +113,13 @@ pub struct PlannedEvent {
 }
 
 /// Check the session file at `file` (already resolved). The loaded session, when it could be
-/// loaded, is handed back with the report so that a caller about to exit may skip freeing it.
+/// loaded, is handed back with the report so that a caller about to exit may skip freeing it;
+/// crash repair has been tried on it in memory (nothing is written), so it is not the file's
+/// session any more.
 pub fn check(file: &Path) -> (CheckReport, Option<Loaded>) {
     match Store::load(file) {
         Err(e) => (corrupt(file, &e), None),
-        Ok(loaded) => (check_loaded(file, &loaded), Some(loaded)),
+        Ok(mut loaded) => (check_loaded(file, &mut loaded), Some(loaded)),
     }
 }
 
@@ -130,7 +132,7 @@ fn corrupt(file: &Path, e: &LoadError) -> CheckReport {
     }
 }
 
-fn check_loaded(file: &Path, loaded: &Loaded) -> CheckReport {
+fn check_loaded(file: &Path, loaded: &mut Loaded) -> CheckReport {
     let Loaded { session, report } = loaded;
     let state = session.turn_state();
     let violations: Vec<String> = match session.check_invariants() {
@@ -138,33 +140,54 @@ fn check_loaded(file: &Path, loaded: &Loaded) -> CheckReport {
         Err(v) => v.iter().map(ToString::to_string).collect(),
     };
     let (plan, _) = session.plan_repair();
-    // Nothing to close (the usual case): skip the call-name index and the trial repair on a
-    // copy, which would cost as much as the load itself on a million-event log.
-    let (repair, violations_after_repair) = if plan.is_empty() {
-        (Vec::new(), Vec::new())
+    let repair: Vec<PlannedEvent> = if plan.is_empty() {
+        Vec::new()
     } else {
         let names = super::transcript::call_names(session);
-        let repair: Vec<PlannedEvent> = plan
-            .iter()
+        plan.iter()
             .map(|e| PlannedEvent {
                 seq: e.seq,
                 type_name: e.type_name().to_owned(),
                 summary: event_summary(e, &names),
             })
-            .collect();
-        let mut repaired = session.clone();
-        let after = match repaired.repair() {
-            Err(e) => vec![format!("the repair itself fails: {e}")],
-            Ok(_) => match repaired.check_invariants() {
-                Ok(()) => Vec::new(),
-                Err(v) => v.iter().map(ToString::to_string).collect(),
-            },
-        };
-        (repair, after)
+            .collect()
     };
     // Only the number is reported: count what deriving would give without cloning every
     // message of the history.
     let derived_messages = session.derived_message_count();
+    let facts = LoadedFacts {
+        format: match report.format {
+            Format::Plain => "plain",
+            Format::Zstd => "zstd",
+        },
+        id: session.header().id.to_string(),
+        events: session.len(),
+        lines: report.lines,
+        turns: session.turn_count(),
+        open_turn: state.open_turn,
+        open_step: state.open_step.map(|s| format!("{}.{}", s.turn, s.step)),
+        last_turn_end: session.last_turn_end(),
+        surface_nodes: session.surface().nodes().len(),
+        replacements: session.surface().generation(),
+        derived_messages,
+        torn_tail: None,
+        violations: Vec::new(),
+        repair: Vec::new(),
+        violations_after_repair: Vec::new(),
+    };
+    // Trial repair, in memory on the loaded session itself (the facts above are taken first;
+    // a copy would cost as much as the load on a million-event log). Nothing is written.
+    let violations_after_repair = if plan.is_empty() {
+        Vec::new()
+    } else {
+        match session.repair() {
+            Err(e) => vec![format!("the repair itself fails: {e}")],
+            Ok(_) => match session.check_invariants() {
+                Ok(()) => Vec::new(),
+                Err(v) => v.iter().map(ToString::to_string).collect(),
+            },
+        }
+    };
     let torn_tail = report.torn.as_ref().map(|t| TornFacts {
         line: t.line,
         offset: t.offset,
@@ -183,24 +206,11 @@ fn check_loaded(file: &Path, loaded: &Loaded) -> CheckReport {
         status,
         error: None,
         loaded: Some(LoadedFacts {
-            format: match report.format {
-                Format::Plain => "plain",
-                Format::Zstd => "zstd",
-            },
-            id: session.header().id.to_string(),
-            events: session.len(),
-            lines: report.lines,
-            turns: session.turn_count(),
-            open_turn: state.open_turn,
-            open_step: state.open_step.map(|s| format!("{}.{}", s.turn, s.step)),
-            last_turn_end: session.last_turn_end(),
-            surface_nodes: session.surface().nodes().len(),
-            replacements: session.surface().generation(),
-            derived_messages,
             torn_tail,
             violations,
             repair,
             violations_after_repair,
+            ..facts
         }),
     }
 }
