@@ -435,3 +435,66 @@ fn hostile_numbers_never_panic() {
         }
     }
 }
+
+#[test]
+fn list_caches_summaries_beside_the_log_and_refreshes_them_when_the_log_changes() {
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::new(home.path().to_owned());
+    let cwd = Path::new("/home/user/project");
+    let mut b = B {
+        s: Session::new(SessionHeader::new(
+            SessionId("session-cache".into()),
+            1,
+            Some(cwd.display().to_string()),
+        )),
+    };
+    b.full_turn(1);
+    let w = store.create(cwd, &b.s, WriterOptions::default()).unwrap();
+    let dir = store.session_dir(cwd, "session-cache");
+    let cache = dir.join(SUMMARY_FILE);
+    assert!(!cache.exists());
+
+    // The first listing summarizes the log and leaves the cache, no more readable than the log.
+    let first = store.list(Some(cwd));
+    assert_eq!((first[0].turns, first[0].problem.clone()), (1, None));
+    assert!(cache.is_file());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&cache) & !mode(&dir.join("session.jsonl")), 0);
+
+    // A later listing believes the cache while the log keeps its size and mtime: a doctored
+    // cache shows through (proof that the log was not read again).
+    let doctored = std::fs::read_to_string(&cache)
+        .unwrap()
+        .replace("prompt 1", "from the cache");
+    std::fs::write(&cache, doctored).unwrap();
+    let cached = store.list(Some(cwd));
+    assert_eq!(cached[0].first_prompt.as_deref(), Some("from the cache"));
+
+    // The log grows: the cache is stale, the listing reads the log again and rewrites it.
+    let events: Vec<SessionEvent> = {
+        let before = b.s.len();
+        b.full_turn(2);
+        b.s.events()
+            .skip(before as usize)
+            .map(|e| e.into_owned())
+            .collect()
+    };
+    for ev in events {
+        w.enqueue_owned(ev);
+    }
+    w.flush().unwrap();
+    let fresh = store.list(Some(cwd));
+    assert_eq!(fresh[0].turns, 2);
+    assert_eq!(fresh[0].first_prompt.as_deref(), Some("prompt 1"));
+
+    // A cache that is garbage (or of another version) is ignored and replaced.
+    std::fs::write(&cache, b"{not json").unwrap();
+    assert_eq!(store.list(Some(cwd))[0].turns, 2);
+    assert!(
+        std::fs::read_to_string(&cache)
+            .unwrap()
+            .contains("\"turns\":2")
+    );
+    w.close().unwrap();
+}

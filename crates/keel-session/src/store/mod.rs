@@ -12,9 +12,11 @@ mod lines;
 pub mod load;
 pub(crate) mod parse;
 mod pipeline;
+mod summary_cache;
 mod writer;
 
 pub use load::{LoadError, LoadReport, Loaded, TornTail};
+pub use summary_cache::SUMMARY_FILE;
 pub use writer::{FlushTicket, SessionWriter, WriterOptions};
 
 use crate::Session;
@@ -446,6 +448,17 @@ fn read_dirs(dir: &Path) -> Vec<PathBuf> {
 
 fn summarize(dir: &Path) -> SessionSummary {
     let path = load::session_file(dir).unwrap_or_else(|_| dir.join(PLAIN_FILE));
+    if let Some(cached) = summary_cache::read(dir, &path) {
+        return cached;
+    }
+    let before = summary_cache::stamp(&path);
+    let s = summarize_from_log(dir, path);
+    summary_cache::write(dir, &s.path, before, &s);
+    s
+}
+
+/// Summarize by loading the whole log.
+fn summarize_from_log(dir: &Path, path: PathBuf) -> SessionSummary {
     let last_modified = fs::metadata(&path).and_then(|m| m.modified()).ok();
     let mut s = SessionSummary {
         id: dir
