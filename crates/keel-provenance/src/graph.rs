@@ -173,6 +173,14 @@ impl Rec {
     }
 }
 
+/// A node's id: hashed when the node was added (occurrences, outcomes: later receipts name
+/// them), or on first use (sources, origins, facts).
+#[derive(Debug, Clone)]
+enum IdSlot {
+    Eager(Id),
+    Lazy(OnceLock<Id>),
+}
+
 /// Where an edge starts: a node of this run, or a node id of a child run.
 #[derive(Debug, Clone)]
 enum End {
@@ -213,7 +221,7 @@ pub struct Snapshot {
     pub(crate) run_id: String,
     receipt_data: Vec<ReceiptData>,
     pub(crate) recs: Vec<Rec>,
-    ids: Vec<OnceLock<Id>>,
+    ids: Vec<IdSlot>,
     /// Occurrence, outcome and disposition ids (hashed at apply) → index.
     index: FxMap<Id, u32>,
     lazy_index: LazyIndex,
@@ -357,10 +365,13 @@ impl Snapshot {
 
     /// The id of node `i`, hashed on first use.
     pub(crate) fn id(&self, i: u32) -> &Id {
-        self.ids[i as usize].get_or_init(|| {
-            let mut buf = Vec::with_capacity(512);
-            self.hash_node(&mut buf, i)
-        })
+        match &self.ids[i as usize] {
+            IdSlot::Eager(id) => id,
+            IdSlot::Lazy(cell) => cell.get_or_init(|| {
+                let mut buf = Vec::with_capacity(512);
+                self.hash_node(&mut buf, i)
+            }),
+        }
     }
 
     /// The id of edge `e`, hashed on first use.
@@ -572,16 +583,19 @@ impl Snapshot {
             self.facts += 1;
         }
         self.recs.push(rec);
-        self.ids.push(OnceLock::new());
         self.back.push(Links::new());
         self.fwd.push(Links::new());
-        if eager {
+        // Hashing a node reads only earlier nodes' ids, so its own slot can come after.
+        let slot = if eager {
             let mut buf = std::mem::take(&mut self.scratch);
             let id = self.hash_node(&mut buf, i);
             self.scratch = buf;
             self.index.insert(id.clone(), i);
-            let _ = self.ids[i as usize].set(id);
-        }
+            IdSlot::Eager(id)
+        } else {
+            IdSlot::Lazy(OnceLock::new())
+        };
+        self.ids.push(slot);
         i
     }
 

@@ -151,14 +151,19 @@ pub(crate) struct Encoded {
 /// Reusable buffers for encoding receipts (capture encodes one per stage).
 #[derive(Debug, Default)]
 pub(crate) struct Encoder {
+    /// `{"bindings":…,"native_id":…,"outcome_aliases":[…],"payload":`
+    pre: Vec<u8>,
     payload: Vec<u8>,
-    head: Vec<u8>,
+    /// `,"payload_sha256":"…","previous_receipt_sha256":…`
+    mid: Vec<u8>,
+    /// `,"run_id":…,"sequence":…,"stage":…,"transform":…}`
     tail: Vec<u8>,
 }
 
 impl Encoder {
     /// Encode a receipt; when `line` is given, its journal line and a newline are appended to
-    /// it (memory-only capture needs the hashes, not the line).
+    /// it (memory-only capture needs the hashes, not the line). The receipt's data bytes are
+    /// hashed piece by piece, so the payload is never copied but into the line.
     pub(crate) fn encode(
         &mut self,
         input: ReceiptInput<'_>,
@@ -166,34 +171,35 @@ impl Encoder {
         line: Option<&mut Vec<u8>>,
     ) -> Result<Encoded, JcsError> {
         let Encoder {
+            pre,
             payload: payload_bytes,
-            head,
+            mid,
             tail,
         } = self;
         payload_bytes.clear();
         jcs::write_payload(payload_bytes, payload)?;
         let payload_sha256 = Hex64::of(&Sha256::digest(&payload_bytes[..]));
 
-        head.clear();
-        head.extend_from_slice(b"{\"bindings\":");
-        write_bindings(head, input.bindings);
-        head.extend_from_slice(b",\"native_id\":");
-        jcs::write_str(head, input.native_id);
-        head.extend_from_slice(b",\"outcome_aliases\":[");
+        pre.clear();
+        pre.extend_from_slice(b"{\"bindings\":");
+        write_bindings(pre, input.bindings);
+        pre.extend_from_slice(b",\"native_id\":");
+        jcs::write_str(pre, input.native_id);
+        pre.extend_from_slice(b",\"outcome_aliases\":[");
         for (i, a) in input.outcome_aliases.iter().enumerate() {
             if i > 0 {
-                head.push(b',');
+                pre.push(b',');
             }
-            jcs::write_str(head, a);
+            jcs::write_str(pre, a);
         }
-        head.extend_from_slice(b"],\"payload\":");
-        head.extend_from_slice(payload_bytes);
-        head.extend_from_slice(b",\"payload_sha256\":\"");
-        head.extend_from_slice(&payload_sha256.0);
-        head.extend_from_slice(b"\",\"previous_receipt_sha256\":");
+        pre.extend_from_slice(b"],\"payload\":");
+        mid.clear();
+        mid.extend_from_slice(b",\"payload_sha256\":\"");
+        mid.extend_from_slice(&payload_sha256.0);
+        mid.extend_from_slice(b"\",\"previous_receipt_sha256\":");
         match input.previous {
-            Some(p) => jcs::write_str(head, p),
-            None => head.extend_from_slice(b"null"),
+            Some(p) => jcs::write_str(mid, p),
+            None => mid.extend_from_slice(b"null"),
         }
         tail.clear();
         tail.extend_from_slice(b",\"run_id\":");
@@ -207,15 +213,20 @@ impl Encoder {
         tail.push(b'}');
 
         let mut hasher = Sha256::new();
-        hasher.update(&head[..]);
-        hasher.update(&tail[..]);
+        for part in [&pre[..], &payload_bytes[..], &mid[..], &tail[..]] {
+            hasher.update(part);
+        }
         let mut receipt_id = String::with_capacity(RECEIPT_PREFIX.len() + 64);
         receipt_id.push_str(RECEIPT_PREFIX);
         push_hex(&mut receipt_id, &hasher.finalize());
 
         if let Some(line) = line {
-            line.reserve(head.len() + tail.len() + receipt_id.len() + 18);
-            line.extend_from_slice(head);
+            line.reserve(
+                pre.len() + payload_bytes.len() + mid.len() + tail.len() + receipt_id.len() + 18,
+            );
+            line.extend_from_slice(pre);
+            line.extend_from_slice(payload_bytes);
+            line.extend_from_slice(mid);
             line.extend_from_slice(b",\"receipt_id\":\"");
             line.extend_from_slice(receipt_id.as_bytes());
             line.push(b'"');
