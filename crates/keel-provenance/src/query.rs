@@ -25,8 +25,7 @@
 
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{Rec, Snapshot};
-use crate::node::Id;
-use crate::node::{Node, NodeKind};
+use crate::node::{Id, Node, NodeKind};
 use crate::receipt::RECEIPT_PREFIX;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
