@@ -454,6 +454,15 @@ fn list_caches_summaries_beside_the_log_and_refreshes_them_when_the_log_changes(
     let cache = dir.join(SUMMARY_FILE);
     assert!(!cache.exists());
 
+    // Logs hold prompts and file contents: owner only.
+    let log_mode = std::fs::metadata(dir.join("session.jsonl"))
+        .unwrap()
+        .permissions();
+    let dir_mode = std::fs::metadata(&dir).unwrap().permissions();
+    assert_eq!(
+        (log_mode.mode() & 0o777, dir_mode.mode() & 0o777),
+        (0o600, 0o700)
+    );
     // The first listing summarizes the log and leaves the cache, no more readable than the log.
     let first = store.list(Some(cwd));
     assert_eq!((first[0].turns, first[0].problem.clone()), (1, None));

@@ -246,7 +246,7 @@ impl Store {
         options: WriterOptions,
     ) -> Result<SessionWriter, StoreError> {
         let dir = path.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(dir).map_err(|e| StoreError::io("create directory", dir, e))?;
+        private_dir_all(dir).map_err(|e| StoreError::io("create directory", dir, e))?;
         if path.exists() {
             return Err(StoreError::Exists {
                 path: path.to_owned(),
@@ -269,7 +269,7 @@ impl Store {
             uuid::Uuid::new_v4()
         ));
         let publish = || -> Result<(), StoreError> {
-            let mut f = File::create(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
+            let mut f = private_file(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
             f.write_all(&buf)
                 .map_err(|e| StoreError::io("write", &tmp, e))?;
             f.sync_all().map_err(|e| StoreError::io("fsync", &tmp, e))?;
@@ -492,6 +492,26 @@ fn summarize_from_log(dir: &Path, path: PathBuf) -> SessionSummary {
         Err(e) => s.problem = Some(e.to_string()),
     }
     s
+}
+
+/// Create `dir` and its missing parents readable by the owner only (0700): session logs hold
+/// prompts, file contents and command output. Existing directories keep their mode.
+pub fn private_dir_all(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Create a new file (never replacing one) readable and writable by the owner only (0600).
+pub fn private_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {

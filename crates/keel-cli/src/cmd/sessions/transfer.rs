@@ -150,11 +150,12 @@ pub fn import(
 
 /// Write `bytes` to `dest` atomically, never replacing an existing file.
 fn publish(dir: &Path, dest: &Path, bytes: &[u8], id: &str) -> Result<()> {
-    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!(".{id}.import-{}", std::process::id()));
+    keel_session::store::private_dir_all(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = dir.join(format!(".{id}.import-{}", uuid::Uuid::new_v4()));
     let write = || -> Result<()> {
-        let mut f =
-            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut f = keel_session::store::private_file(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
         f.write_all(bytes)
             .and_then(|()| f.sync_all())
             .with_context(|| format!("cannot write {}", tmp.display()))?;
