@@ -7,82 +7,14 @@
 //! `cargo bench -p keel-provenance --bench provenance`
 #![allow(clippy::print_stderr)] // the bench reports the graph size it measured
 
+#[path = "support/read_call.rs"]
+mod read_call;
+
 use criterion::{Criterion, criterion_group, criterion_main};
-use keel_provenance::{
-    Direction, Dispatch, ExecuteResult, Journal, Payload, PostDecision, PreDecision, Recorder,
-    SettledResult, trace, verify,
-};
-use serde_json::{Value, json};
+use keel_provenance::{Direction, Journal, Recorder, trace, verify};
+use read_call::{Ids, Material, ids, material, one_call};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-
-struct Ids {
-    event: String,
-    call: String,
-    call_event: String,
-    token: String,
-    result_event: String,
-}
-
-fn ids(i: usize) -> Ids {
-    Ids {
-        event: format!("ev-{i}"),
-        call: format!("call_{i}"),
-        call_event: format!("ev-call-{i}"),
-        token: format!("tok-{i}"),
-        result_event: format!("ev-result-{i}"),
-    }
-}
-
-struct Material {
-    message: Value,
-    tool_call: Value,
-    view: Value,
-    args: Value,
-    value: Value,
-    result_event: Value,
-}
-
-fn material() -> Material {
-    Material {
-        message: json!({"role": "assistant", "content": [{"type": "text", "text": "Reading the file."},
-            {"type": "tool-call", "id": "call_x", "name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}]}),
-        tool_call: json!({"turn": 1, "step": 1, "callId": "call_x", "name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}),
-        view: json!({"name": "read", "args": {"path": "src/main.rs"}}),
-        args: json!({"path": "src/main.rs", "offset": 0, "limit": 2000}),
-        value: json!({"path": "src/main.rs", "content": "fn main() {\n    println!(\"hello\");\n}\n", "lines": 3, "truncated": false}),
-        result_event: json!({"turn": 1, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": "call_x"}]}}),
-    }
-}
-
-/// Every stage of one read-like call, including its assistant message.
-fn one_call(rec: &mut Recorder, m: &Material, id: &Ids) {
-    rec.assistant_message(&id.event, Payload::Value(&m.message));
-    rec.assistant_tool_call(&id.event, &id.call, "read", "{\"path\":\"src/main.rs\"}");
-    rec.tool_call_event(&id.call, &id.call_event, Payload::Value(&m.tool_call));
-    rec.pre_execute_enter(&id.call, Payload::Value(&m.view));
-    rec.pre_execute_decision(&id.call, PreDecision::Allow);
-    rec.execute_enter(
-        &id.call,
-        Dispatch {
-            token: &id.token,
-            parent_token: None,
-            arguments: Payload::Value(&m.args),
-        },
-    );
-    rec.execute_result(&id.token, ExecuteResult::Value(Payload::Value(&m.value)));
-    rec.post_execute(&id.call, Payload::Value(&m.value), PostDecision::Accept);
-    rec.settled(
-        &id.call,
-        SettledResult {
-            value: Payload::Value(&m.value),
-            content: Payload::Str("fn main() {}"),
-            is_error: false,
-            error_code: None,
-        },
-    );
-    rec.tool_result_event(&id.call, &id.result_event, Payload::Value(&m.result_event));
-}
 
 /// The same call with capture off: the stage material exists, nothing records it.
 fn one_call_off(m: &Material, id: &Ids) {

@@ -16,69 +16,12 @@
 //! in-memory capture).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use keel_provenance::{
-    Direction, Dispatch, ExecuteResult, Journal, Payload, PostDecision, PreDecision, Recorder,
-    SettledResult, trace, verify,
-};
-use serde_json::{Value, json};
+#[path = "../benches/support/read_call.rs"]
+mod read_call;
+
+use keel_provenance::{Direction, Journal, Recorder, trace, verify};
+use read_call::{ids, material, one_call};
 use std::hint::black_box;
-
-struct Material {
-    message: Value,
-    tool_call: Value,
-    view: Value,
-    args: Value,
-    value: Value,
-    result_event: Value,
-}
-
-fn material() -> Material {
-    Material {
-        message: json!({"role": "assistant", "content": [{"type": "text", "text": "Reading the file."},
-            {"type": "tool-call", "id": "call_x", "name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}]}),
-        tool_call: json!({"turn": 1, "step": 1, "callId": "call_x", "name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}),
-        view: json!({"name": "read", "args": {"path": "src/main.rs"}}),
-        args: json!({"path": "src/main.rs", "offset": 0, "limit": 2000}),
-        value: json!({"path": "src/main.rs", "content": "fn main() {\n    println!(\"hello\");\n}\n", "lines": 3, "truncated": false}),
-        result_event: json!({"turn": 1, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": "call_x"}]}}),
-    }
-}
-
-/// Every stage of one read-like call (the same workload as the criterion bench).
-fn one_call(rec: &mut Recorder, m: &Material, i: usize) {
-    let (event, call, call_event, token, result_event) = (
-        format!("ev-{i}"),
-        format!("call_{i}"),
-        format!("ev-call-{i}"),
-        format!("tok-{i}"),
-        format!("ev-result-{i}"),
-    );
-    rec.assistant_message(&event, Payload::Value(&m.message));
-    rec.assistant_tool_call(&event, &call, "read", "{\"path\":\"src/main.rs\"}");
-    rec.tool_call_event(&call, &call_event, Payload::Value(&m.tool_call));
-    rec.pre_execute_enter(&call, Payload::Value(&m.view));
-    rec.pre_execute_decision(&call, PreDecision::Allow);
-    rec.execute_enter(
-        &call,
-        Dispatch {
-            token: &token,
-            parent_token: None,
-            arguments: Payload::Value(&m.args),
-        },
-    );
-    rec.execute_result(&token, ExecuteResult::Value(Payload::Value(&m.value)));
-    rec.post_execute(&call, Payload::Value(&m.value), PostDecision::Accept);
-    rec.settled(
-        &call,
-        SettledResult {
-            value: Payload::Value(&m.value),
-            content: Payload::Str("fn main() {}"),
-            is_error: false,
-            error_code: None,
-        },
-    );
-    rec.tool_result_event(&call, &result_event, Payload::Value(&m.result_event));
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -90,7 +33,7 @@ fn main() {
         "capture" => {
             let mut rec = Recorder::new("bench");
             for i in 0..n {
-                one_call(&mut rec, &m, i);
+                one_call(&mut rec, &m, &ids(i));
                 black_box(rec.drain_lines());
             }
         }
@@ -98,7 +41,7 @@ fn main() {
             let mut j =
                 Journal::open(&dir.path().join("j"), "bench").unwrap_or_else(|e| panic!("{e}"));
             for i in 0..n {
-                one_call(j.recorder_mut(), &m, i);
+                one_call(j.recorder_mut(), &m, &ids(i));
                 black_box(j.flush().unwrap_or(0));
             }
         }
@@ -107,7 +50,7 @@ fn main() {
             let mut j = Journal::open(&jdir, "bench").unwrap_or_else(|e| panic!("{e}"));
             let mut i = 0;
             while j.snapshot().fact_count() < 3_000 {
-                one_call(j.recorder_mut(), &m, i);
+                one_call(j.recorder_mut(), &m, &ids(i));
                 i += 1;
             }
             j.flush().unwrap_or_else(|e| panic!("{e}"));
