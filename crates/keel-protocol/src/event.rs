@@ -369,6 +369,16 @@ impl PackedKind {
             PackedKind::ToolCall => "tool-call-chunks",
         }
     }
+
+    /// The kind of a row whose `type` is `ty` (`None`: not a packed row).
+    pub fn from_type_name(ty: &str) -> Option<PackedKind> {
+        match ty {
+            "text-chunks" => Some(PackedKind::Text),
+            "reasoning-chunks" => Some(PackedKind::Reasoning),
+            "tool-call-chunks" => Some(PackedKind::ToolCall),
+            _ => None,
+        }
+    }
 }
 
 /// A packed row: `k` consecutive `assistant/chunk` delta events of one block, seqs
@@ -513,38 +523,51 @@ pub enum RecordError {
     MissingField(&'static str),
 }
 
+/// The fields every record line may carry around its `data`, borrowed from the line: what a
+/// reader looks at before it knows the record's shape.
+#[derive(Debug, Deserialize)]
+pub struct RecordEnvelope<'a> {
+    /// `type`.
+    #[serde(borrow, rename = "type")]
+    pub ty: Cow<'a, str>,
+    /// `seq` (events).
+    pub seq: Option<u64>,
+    /// `time` (events).
+    pub time: Option<i64>,
+    /// `seq0` (packed rows).
+    pub seq0: Option<u64>,
+    /// `time0` (packed rows).
+    pub time0: Option<i64>,
+    /// `data`, unparsed.
+    #[serde(borrow)]
+    pub data: Option<&'a RawValue>,
+    /// `ignorable`.
+    #[serde(default)]
+    pub ignorable: bool,
+    /// `surfaceOp`.
+    #[serde(rename = "surfaceOp")]
+    pub surface_op: Option<SurfaceOp>,
+    /// `sourceEventSeqs`.
+    #[serde(rename = "sourceEventSeqs")]
+    pub source_event_seqs: Option<Vec<Seq>>,
+}
+
 impl LogRecord {
     /// Parse one line (without its newline).
     pub fn parse(line: &str) -> Result<LogRecord, RecordError> {
-        #[derive(Deserialize)]
-        struct Envelope<'a> {
-            #[serde(borrow, rename = "type")]
-            ty: Cow<'a, str>,
-            seq: Option<u64>,
-            time: Option<i64>,
-            seq0: Option<u64>,
-            time0: Option<i64>,
-            #[serde(borrow)]
-            data: Option<&'a RawValue>,
-            #[serde(default)]
-            ignorable: bool,
-            #[serde(rename = "surfaceOp")]
-            surface_op: Option<SurfaceOp>,
-            #[serde(rename = "sourceEventSeqs")]
-            source_event_seqs: Option<Vec<Seq>>,
-        }
-        let env: Envelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
+        let env: RecordEnvelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
         let data = env.data.map(RawValue::get).unwrap_or("null");
         let payload_err = |source| RecordError::Payload {
             type_name: env.ty.to_string(),
             seq: env.seq.or(env.seq0),
             source,
         };
-        match env.ty.as_ref() {
-            "session" => serde_json::from_str(line)
+        let packed = PackedKind::from_type_name(&env.ty);
+        match (env.ty.as_ref(), packed) {
+            ("session", _) => serde_json::from_str(line)
                 .map(LogRecord::Header)
                 .map_err(payload_err),
-            "text-chunks" | "reasoning-chunks" | "tool-call-chunks" => {
+            (_, Some(kind)) => {
                 #[derive(Deserialize)]
                 struct Data {
                     turn: u32,
@@ -557,11 +580,6 @@ impl LogRecord {
                     id: Option<String>,
                     name: Option<String>,
                 }
-                let kind = match env.ty.as_ref() {
-                    "text-chunks" => PackedKind::Text,
-                    "reasoning-chunks" => PackedKind::Reasoning,
-                    _ => PackedKind::ToolCall,
-                };
                 let d: Data = serde_json::from_str(data).map_err(payload_err)?;
                 Ok(LogRecord::Packed(PackedChunks {
                     kind,
@@ -576,7 +594,7 @@ impl LogRecord {
                     name: d.name,
                 }))
             }
-            ty => {
+            (ty, None) => {
                 let seq = env.seq.ok_or(RecordError::MissingField("seq"))?;
                 let time = env.time.ok_or(RecordError::MissingField("time"))?;
                 let body = EventBody::parse(ty, data).map_err(payload_err)?;

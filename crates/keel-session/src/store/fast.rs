@@ -354,7 +354,7 @@ pub(crate) fn parse<'a>(line: &'a str, scratch: &mut Scratch) -> Option<Fast<'a>
                 "seq0" => once(&mut seq0, c.u64()?)?,
                 "time0" => once(&mut time0, c.i64()?)?,
                 "data" => {
-                    let d = match row_kind(ty?) {
+                    let d = match PackedKind::from_type_name(ty?) {
                         Some(_) => Data::Row(row_data(&mut c, scratch)?),
                         None if ty? == "assistant/chunk" => {
                             let at = c.i;
@@ -386,7 +386,7 @@ pub(crate) fn parse<'a>(line: &'a str, scratch: &mut Scratch) -> Option<Fast<'a>
         return None;
     }
     let ty = ty?;
-    if let Some(kind) = row_kind(ty) {
+    if let Some(kind) = PackedKind::from_type_name(ty) {
         // The general reader parses but ignores these on a row; leave them to it.
         if ignorable.is_some() || surface_op.is_some() || sources.is_some() {
             return None;
@@ -422,15 +422,6 @@ pub(crate) fn parse<'a>(line: &'a str, scratch: &mut Scratch) -> Option<Fast<'a>
         surface_op,
         source_event_seqs,
     }))
-}
-
-fn row_kind(ty: &str) -> Option<PackedKind> {
-    match ty {
-        "text-chunks" => Some(PackedKind::Text),
-        "reasoning-chunks" => Some(PackedKind::Reasoning),
-        "tool-call-chunks" => Some(PackedKind::ToolCall),
-        _ => None,
-    }
 }
 
 /// A packed row's `data`; its texts, id and name are in the scratch buffers.

@@ -5,7 +5,7 @@
 //! every other line becomes a [`SessionEvent`] through keel-protocol's payload types.
 
 use crate::record::Delta;
-use keel_protocol::{EventBody, PackedKind, RecordError, Seq, SessionEvent, SurfaceOp};
+use keel_protocol::{EventBody, PackedKind, RecordEnvelope, RecordError, Seq, SessionEvent};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -13,24 +13,6 @@ use std::borrow::Cow;
 /// A borrowed JSON string (owned only when it had escapes).
 #[derive(Deserialize)]
 struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, rename = "type")]
-    ty: Cow<'a, str>,
-    seq: Option<u64>,
-    time: Option<i64>,
-    seq0: Option<u64>,
-    time0: Option<i64>,
-    #[serde(borrow)]
-    data: Option<&'a RawValue>,
-    #[serde(default)]
-    ignorable: bool,
-    #[serde(rename = "surfaceOp")]
-    surface_op: Option<SurfaceOp>,
-    #[serde(rename = "sourceEventSeqs")]
-    source_event_seqs: Option<Vec<Seq>>,
-}
 
 #[derive(Deserialize)]
 struct PackedData<'a> {
@@ -184,14 +166,9 @@ pub(crate) fn parse_general<'a>(
     line: &'a str,
     scratch: &'a mut Scratch,
 ) -> Result<Line<'a>, RecordError> {
-    let env: Envelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
+    let env: RecordEnvelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
     let data = env.data.map(RawValue::get).unwrap_or("null");
-    let kind = match env.ty.as_ref() {
-        "text-chunks" => Some(PackedKind::Text),
-        "reasoning-chunks" => Some(PackedKind::Reasoning),
-        "tool-call-chunks" => Some(PackedKind::ToolCall),
-        _ => None,
-    };
+    let kind = PackedKind::from_type_name(&env.ty);
     if let Some(kind) = kind {
         let seq0 = env.seq0.ok_or(RecordError::MissingField("seq0"))?;
         let time0 = env.time0.ok_or(RecordError::MissingField("time0"))?;
