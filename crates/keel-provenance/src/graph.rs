@@ -486,7 +486,8 @@ impl Snapshot {
     }
 
     /// Canonical JSON of node `i`; with `with_id` its `graph.json` entry, without it the bytes its
-    /// id is hashed from (see [`crate::node::write_node`] for the same shape from a [`Node`]).
+    /// id is hashed from. The only serializer of nodes (the public [`Node`] view is built from
+    /// the same records).
     fn write_rec(&self, out: &mut Vec<u8>, i: u32, with_id: bool) {
         let id = with_id.then(|| &**self.id(i));
         let rec = &self.recs[i as usize];

@@ -190,63 +190,6 @@ impl<'a> Members<'a> {
     }
 }
 
-/// Canonical JSON of a node; with `with_id` it is the `graph.json` entry, without it the bytes
-/// the id is hashed from.
-pub fn write_node(out: &mut Vec<u8>, n: &Node, run_id: &str, with_id: bool) {
-    let mut m = Members::new(out);
-    let id = with_id.then_some(&*n.id);
-    let kind = n.kind.as_str();
-    match n.kind {
-        NodeKind::Occurrence => {
-            m.opt("id", id);
-            m.str("kind", kind);
-            m.opt("native_id", n.native_id.as_deref());
-            m.opt("receipt_id", n.receipt_id.as_deref());
-            m.str("run_id", run_id);
-            m.num("sequence", n.sequence.unwrap_or(0));
-            m.opt("stage", n.stage.map(Stage::as_str));
-            m.opt("transform", n.transform.as_deref());
-        }
-        NodeKind::Source => {
-            m.opt("id", id);
-            m.str("kind", kind);
-            m.str("run_id", run_id);
-            m.opt("source", n.source.as_deref());
-        }
-        NodeKind::Origin => {
-            m.opt("id", id);
-            m.str("kind", kind);
-            m.opt("outcome_id", n.outcome_id.as_deref());
-            m.opt("outcome_run_id", n.outcome_run_id.as_deref());
-            m.str("run_id", run_id);
-        }
-        NodeKind::Outcome | NodeKind::Disposition => {
-            m.opt("category", n.category.map(Disposition::as_str));
-            m.opt("id", id);
-            m.str("kind", kind);
-            m.opt("occurrence_id", n.occurrence_id.as_deref());
-            m.num("ordinal", u64::from(n.ordinal.unwrap_or(0)));
-            m.opt("payload_sha256", n.payload_sha256.as_deref());
-            m.opt("receipt_id", n.receipt_id.as_deref());
-            m.str("run_id", run_id);
-        }
-        NodeKind::Fact => {
-            m.opt("fact_id", n.fact_id.as_deref());
-            m.opt("id", id);
-            m.str("kind", kind);
-            m.opt("occurrence_id", n.occurrence_id.as_deref());
-            m.opt("origin", n.origin.as_deref());
-            m.opt("outcome", n.outcome.as_deref());
-            m.opt("receipt_sha256", n.receipt_sha256.as_deref());
-            m.opt("relation_role", n.relation_role.as_deref());
-            m.str("run_id", run_id);
-            m.num("sequence", n.sequence.unwrap_or(0));
-            m.opt("transform", n.transform.as_deref());
-        }
-    }
-    m.end();
-}
-
 /// One edge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edge {
@@ -258,17 +201,4 @@ pub struct Edge {
     pub from: Id,
     /// Target node id.
     pub to: Id,
-}
-
-/// Canonical JSON of an edge (see [`write_node`] for `with_id`).
-pub fn write_edge(out: &mut Vec<u8>, e: &Edge, run_id: &str, with_id: bool) {
-    let mut m = Members::new(out);
-    m.str("from", &e.from);
-    if with_id {
-        m.str("id", &e.id);
-    }
-    m.str("kind", e.kind.as_str());
-    m.str("run_id", run_id);
-    m.str("to", &e.to);
-    m.end();
 }
