@@ -57,6 +57,19 @@ enum StepEnd {
 }
 
 impl Agent {
+    /// An assistant message of this agent's model.
+    fn model_message(&self, content: Vec<ContentBlock>) -> Message {
+        Message {
+            role: Role::Assistant,
+            content,
+            source: MessageSource::model(
+                self.config().provider_name.clone(),
+                self.config().model.clone(),
+            ),
+            id: uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
     /// Run turns while follow-ups wait in the inbox. Returns the last turn's outcome (`None`
     /// when nothing was waiting).
     pub async fn run_pending(&self) -> Result<Option<TurnOutcome>, AgentError> {
@@ -290,15 +303,7 @@ impl Agent {
             usage,
             finish,
         } = assembled;
-        let message = Message {
-            role: Role::Assistant,
-            content,
-            source: MessageSource::model(
-                self.config().provider_name.clone(),
-                self.config().model.clone(),
-            ),
-            id: uuid::Uuid::new_v4().to_string(),
-        };
+        let message = self.model_message(content);
         let calls: Vec<ToolCallBlock> = message.tool_calls().cloned().collect();
         let text = message.text();
         if !text.is_empty() {
@@ -401,15 +406,7 @@ impl Agent {
     ) -> Result<StepEnd, AgentError> {
         let content: Vec<ContentBlock> = interrupted.partial;
         if !content.is_empty() {
-            let message = Message {
-                role: Role::Assistant,
-                content,
-                source: MessageSource::model(
-                    self.config().provider_name.clone(),
-                    self.config().model.clone(),
-                ),
-                id: uuid::Uuid::new_v4().to_string(),
-            };
+            let message = self.model_message(content);
             let calls: Vec<ToolCallBlock> = message.tool_calls().cloned().collect();
             self.push_surface(
                 EventBody::AssistantMessage(Box::new(AssistantMessageEvent {

@@ -44,13 +44,7 @@ impl Message {
 
     /// Concatenated text of the `text` blocks (reasoning and tool blocks excluded).
     pub fn text(&self) -> String {
-        let mut out = String::new();
-        for block in &self.content {
-            if let ContentBlock::Text { text } = block {
-                out.push_str(text);
-            }
-        }
-        out
+        text_of(&self.content)
     }
 
     /// The tool calls this message proposes, in order.
@@ -108,6 +102,17 @@ impl ContentBlock {
     }
 }
 
+/// The concatenated text of the text blocks of `content` (other blocks are skipped).
+pub fn text_of(content: &[ContentBlock]) -> String {
+    let mut out = String::new();
+    for block in content {
+        if let ContentBlock::Text { text } = block {
+            out.push_str(text);
+        }
+    }
+    out
+}
+
 /// An image reference.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -146,13 +151,7 @@ pub struct ToolResultBlock {
 impl ToolResultBlock {
     /// Concatenated text of the result's text blocks.
     pub fn text(&self) -> String {
-        let mut out = String::new();
-        for block in &self.content {
-            if let ContentBlock::Text { text } = block {
-                out.push_str(text);
-            }
-        }
-        out
+        text_of(&self.content)
     }
 }
 

@@ -46,13 +46,7 @@ impl ToolOutcome {
 
     /// Concatenated text of the content's text blocks.
     pub fn text(&self) -> String {
-        let mut out = String::new();
-        for block in &self.content {
-            if let ContentBlock::Text { text } = block {
-                out.push_str(text);
-            }
-        }
-        out
+        keel_protocol::text_of(&self.content)
     }
 
     /// An error outcome whose text is `CODE: message`.

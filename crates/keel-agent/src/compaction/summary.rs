@@ -115,14 +115,7 @@ pub(crate) async fn request_summary(agent: &Agent, request: ChatRequest) -> Resu
     let stream = agent.provider().stream(request, CancellationToken::new());
     match keel_llm::assemble(stream, |_| {}).await {
         Ok(assembled) => {
-            let text: String = assembled
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let text = keel_protocol::text_of(&assembled.content);
             if text.trim().is_empty() {
                 Err("the summary response had no text".into())
             } else {
