@@ -256,8 +256,9 @@ impl Session {
 
     /// Append `body` as a plain event with the next seq and the current time.
     pub fn push(&mut self, body: EventBody) -> Result<Seq, AppendError> {
-        let seq = self.next_seq();
-        self.append(SessionEvent::new(seq, now_ms(), body))?;
+        let ev = self.stamp(body, None);
+        let seq = ev.seq;
+        self.append(ev)?;
         Ok(seq)
     }
 
@@ -269,10 +270,8 @@ impl Session {
         op: SurfaceOp,
         sources: Vec<Seq>,
     ) -> Result<Seq, AppendError> {
-        let seq = self.next_seq();
-        let mut ev = SessionEvent::new(seq, now_ms(), body);
-        ev.surface_op = Some(op);
-        ev.source_event_seqs = sources;
+        let ev = self.stamp(body, Some((op, sources)));
+        let seq = ev.seq;
         self.append(ev)?;
         Ok(seq)
     }
