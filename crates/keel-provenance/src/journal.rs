@@ -122,6 +122,8 @@ pub struct Journal {
     len: u64,
     recorder: Recorder,
     report: ResumeReport,
+    /// The last `graph.json` this journal published: receipts it covered, its `graph_id`.
+    published: Option<(usize, String)>,
 }
 
 impl Journal {
@@ -188,6 +190,7 @@ impl Journal {
             len: scan.good_len,
             recorder,
             report,
+            published: None,
         };
         if journal.report.receipts > 0 {
             journal.report.closed_calls = journal
@@ -253,6 +256,14 @@ impl Journal {
 
     /// Publish `graph.json` atomically; returns the `graph_id`.
     pub fn write_graph(&mut self) -> Result<String, JournalError> {
+        // The snapshot changes only with receipts: a graph already published for as many is
+        // this one (step boundaries without tool calls, a subagent's final publish).
+        let receipts = self.recorder.snapshot().receipts().len();
+        if let Some((covered, graph_id)) = &self.published
+            && *covered == receipts
+        {
+            return Ok(graph_id.clone());
+        }
         let (graph_id, mut bytes) = self.recorder.snapshot().to_canonical();
         bytes.push(b'\n');
         let tmp = self.dir.join(".graph.json.tmp");
@@ -272,7 +283,17 @@ impl Journal {
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(io(&self.dir))?;
+        self.published = Some((receipts, graph_id.clone()));
         Ok(graph_id)
+    }
+
+    /// The `graph_id` of the `graph.json` last published, if it is still the current snapshot's.
+    pub fn published_graph_id(&self) -> Option<&str> {
+        let receipts = self.recorder.snapshot().receipts().len();
+        match &self.published {
+            Some((covered, id)) if *covered == receipts => Some(id),
+            _ => None,
+        }
     }
 
     /// Close: open calls become `outcome_unobserved`, receipts are flushed and synced, and the

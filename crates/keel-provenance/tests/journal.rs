@@ -323,3 +323,24 @@ fn a_journal_that_captured_nothing_verifies_and_its_graph_is_still_checked() {
     std::fs::write(&graph, forged).unwrap();
     assert!(verify(&dir).is_err(), "a changed run id must not verify");
 }
+
+#[test]
+fn graph_json_is_rewritten_only_when_receipts_changed_it() {
+    let home = tempfile::tempdir().unwrap();
+    let mut j = Journal::open_in_home(home.path(), &SessionId("steps".into())).unwrap();
+    workload(j.recorder_mut());
+    j.flush().unwrap();
+    let first = j.write_graph().unwrap();
+    let graph = j.dir().join(GRAPH_FILE);
+    // A step boundary without new receipts: same id, the file is not written again.
+    std::fs::remove_file(&graph).unwrap();
+    assert_eq!(j.write_graph().unwrap(), first);
+    assert_eq!(j.published_graph_id(), Some(first.as_str()));
+    assert!(!graph.exists());
+    // A new receipt changes the snapshot: published again, under a new id.
+    read_call(j.recorder_mut(), "later", "t-later");
+    assert_eq!(j.published_graph_id(), None);
+    let second = j.write_graph().unwrap();
+    assert_ne!(second, first);
+    assert!(graph.is_file());
+}

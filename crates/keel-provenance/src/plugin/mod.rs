@@ -345,4 +345,19 @@ impl Provenance {
     pub fn checkpoint(&self) {
         self.lock().flush(Durability::Graph);
     }
+
+    /// [`Provenance::checkpoint`], then the newest outcome node and the `graph_id` of the
+    /// snapshot (as published, in journal mode): what a parent joins. `None` before binding or
+    /// when nothing produced an outcome.
+    pub(crate) fn publish(&self) -> Option<(String, String)> {
+        let mut state = self.lock();
+        state.flush(Durability::Graph);
+        let graph_id = match &state.sink {
+            Sink::Journal(j) => j.published_graph_id().map(str::to_owned),
+            _ => None,
+        };
+        let s = state.snapshot()?;
+        let node = s.last_outcome()?.to_owned();
+        Some((node, graph_id.unwrap_or_else(|| s.graph_id())))
+    }
 }

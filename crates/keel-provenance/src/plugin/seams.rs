@@ -110,11 +110,7 @@ impl Provenance {
         let (Some(call_id), Some(child)) = (&n.call_id, self.child(n.child.as_str())) else {
             return;
         };
-        child.checkpoint();
-        let link = child
-            .with_snapshot(|s| s.last_outcome().map(|node| (node.to_owned(), s.graph_id())))
-            .flatten();
-        let Some((node, graph)) = link else {
+        let Some((node, graph)) = child.publish() else {
             // The child captured nothing (no tool calls): there is no chain to join.
             return;
         };
