@@ -10,7 +10,7 @@
 //! | `tools/observe` | `tools/pre-execute:enter`, `tools/pre-execute`, `tools/guard`, `tools/execute:enter`, `tools/execute`, `tools/post-execute` (buffered per dispatch) |
 //! | `tools/settled` (awaited, model order) | the call's buffered stages, `tools/settled`; then the journal is flushed and fsynced |
 //! | `session/event` `tool/result` | `tool/result` (aliases: call id, event id) |
-//! | `session/flush` | pending receipts written; at step and turn boundaries also fsynced and `graph.json` published |
+//! | `session/flush` | pending receipts written; at step and turn boundaries also fsynced and `graph.json` published (when new receipts changed it) |
 //!
 //! — and, once the agent exists (`on_agent`), binds it to the session: the journal
 //! `$KEEL_HOME/provenance/<session id>/` is created or resumed (a resumed journal closes calls
