@@ -11,7 +11,7 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// File name of the cache, in the session's directory.
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -27,17 +27,19 @@ struct Stamp {
 
 impl Stamp {
     fn of(file: &Path) -> Option<Stamp> {
+        Stamp::with_time(file).map(|(stamp, _)| stamp)
+    }
+
+    /// The stamp and the modification time, from one `stat`.
+    fn with_time(file: &Path) -> Option<(Stamp, SystemTime)> {
         let meta = fs::metadata(file).ok()?;
-        let modified_ns = meta
-            .modified()
-            .ok()?
-            .duration_since(UNIX_EPOCH)
-            .ok()?
-            .as_nanos();
-        Some(Stamp {
+        let modified = meta.modified().ok()?;
+        let modified_ns = modified.duration_since(UNIX_EPOCH).ok()?.as_nanos();
+        let stamp = Stamp {
             len: meta.len(),
             modified_ns,
-        })
+        };
+        Some((stamp, modified))
     }
 }
 
@@ -57,7 +59,7 @@ struct Cached {
 
 /// The cached summary of the session file in `dir`, if the cache matches the file.
 pub(crate) fn read(dir: &Path, file: &Path) -> Option<SessionSummary> {
-    let stamp = Stamp::of(file)?;
+    let (stamp, modified) = Stamp::with_time(file)?;
     let bytes = fs::read(dir.join(SUMMARY_FILE)).ok()?;
     let c: Cached = serde_json::from_slice(&bytes).ok()?;
     if c.version != VERSION || c.stamp != stamp {
@@ -72,7 +74,7 @@ pub(crate) fn read(dir: &Path, file: &Path) -> Option<SessionSummary> {
         turns: c.turns,
         title: c.title,
         first_prompt: c.first_prompt,
-        last_modified: fs::metadata(file).and_then(|m| m.modified()).ok(),
+        last_modified: Some(modified),
         compressed: super::Format::of_path(file) == super::Format::Zstd,
         parent: c.parent,
         problem: None,
