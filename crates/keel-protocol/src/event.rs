@@ -370,7 +370,9 @@ impl PackedKind {
         }
     }
 
-    /// The kind of a row whose `type` is `ty` (`None`: not a packed row).
+    /// The kind of a row whose `type` is `ty` (`None`: not a packed row). On the loader's
+    /// per-line path.
+    #[inline]
     pub fn from_type_name(ty: &str) -> Option<PackedKind> {
         match ty {
             "text-chunks" => Some(PackedKind::Text),
