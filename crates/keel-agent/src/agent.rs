@@ -16,10 +16,12 @@ use keel_protocol::{
     SessionId, SurfaceOp, ToolCallBlock,
 };
 use keel_session::PersistentSession;
-use keel_tools::{ApprovalOutcome, Pipeline, SandboxMode};
+use keel_tools::spill::SpillConfig;
+use keel_tools::subprocess::SubprocessService;
+use keel_tools::{ApprovalOutcome, Pipeline, PlanState, SandboxMode, ToolRegistry, Workspace};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use tokio_util::sync::CancellationToken;
 
 /// What happens when a tool call needs approval.
@@ -149,8 +151,9 @@ pub(crate) struct Inner {
     pub(crate) log: Mutex<PersistentSession>,
     pub(crate) state: Mutex<LoopState>,
     pub(crate) turn_cancel: Mutex<CancellationToken>,
-    /// The job service this agent owns jobs in, once attached ([`crate::jobs`]).
-    pub(crate) jobs: OnceLock<Arc<crate::jobs::JobService>>,
+    /// The background service this agent owns jobs in, once attached
+    /// ([`crate::background`]).
+    pub(crate) background: OnceLock<Arc<dyn crate::background::Background>>,
 }
 
 /// A running agent. Clone to share.
@@ -168,11 +171,43 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-/// Builds an [`Agent`].
+/// The tools of an agent and how they run: what [`AgentBuilder`] turns into the agent's
+/// [`Pipeline`]. The pipeline's seams are not set here: they are the agent's own
+/// ([`HookRegistry::tools`], global then agent-scoped), so the pipeline and the agent cannot
+/// disagree about which tool hooks run.
+pub struct ToolSetup {
+    /// The registered tools.
+    pub registry: ToolRegistry,
+    /// Workspace roots and sandbox mode.
+    pub workspace: Workspace,
+    /// Plan-mode state shared with `exit_plan_mode` and the prompt (`None`: the registry's).
+    pub plan_state: Option<Arc<PlanState>>,
+    /// Where large results spill (`None`: the pipeline's default).
+    pub spill: Option<SpillConfig>,
+    /// The subprocess service tools run commands with (`None`: the pipeline's default).
+    pub subprocess: Option<SubprocessService>,
+}
+
+impl ToolSetup {
+    /// `registry` in `workspace`, with the registry's plan state and the pipeline's defaults.
+    pub fn new(registry: ToolRegistry, workspace: Workspace) -> Self {
+        ToolSetup {
+            registry,
+            workspace,
+            plan_state: None,
+            spill: None,
+            subprocess: None,
+        }
+    }
+}
+
+/// Builds an [`Agent`]: its tool pipeline (from a [`ToolSetup`] and the agent's tool seams),
+/// its seams (global, then agent-scoped) and its loop state. The one place where an agent is
+/// assembled: `keel-host`'s factory and child agents (subagents) both come through here.
 pub struct AgentBuilder {
     config: AgentConfig,
     provider: Arc<dyn Provider>,
-    pipeline: Pipeline,
+    tools: ToolSetup,
     log: PersistentSession,
     hooks: HookRegistry,
     agent_hooks: HookRegistry,
@@ -203,10 +238,30 @@ impl AgentBuilder {
     /// has its loop state (turn counter, inbox, last runtime context and request header)
     /// rebuilt from the log.
     pub fn build(self) -> Result<Agent, AgentError> {
+        let hooks = HookRegistry::layered(&self.hooks, &self.agent_hooks);
+        let ToolSetup {
+            registry,
+            workspace,
+            plan_state,
+            spill,
+            subprocess,
+        } = self.tools;
+        let mut pipeline =
+            Pipeline::builder(Arc::new(registry), workspace).hooks(hooks.tools.clone());
+        if let Some(plan_state) = plan_state {
+            pipeline = pipeline.plan_state(plan_state);
+        }
+        if let Some(spill) = spill {
+            pipeline = pipeline.spill(spill);
+        }
+        if let Some(subprocess) = subprocess {
+            pipeline = pipeline.subprocess(subprocess);
+        }
+        let pipeline = pipeline.build().map_err(AgentError::ToolSetup)?;
         let instructions = prompt::load_instructions(
             self.config.keel_home.as_deref(),
             &self.config.cwd,
-            self.pipeline.workspace().cwd(),
+            pipeline.workspace().cwd(),
             self.config.instructions_budget,
         );
         let fresh = self.log.session().is_empty();
@@ -215,15 +270,15 @@ impl AgentBuilder {
             inner: Arc::new(Inner {
                 config: self.config,
                 provider: self.provider,
-                pipeline: self.pipeline,
-                hooks: HookRegistry::layered(&self.hooks, &self.agent_hooks),
+                pipeline,
+                hooks,
                 global_hooks: self.hooks,
                 approver: self.approver,
                 instructions,
                 log: Mutex::new(self.log),
                 state: Mutex::new(state),
                 turn_cancel: Mutex::new(CancellationToken::new()),
-                jobs: OnceLock::new(),
+                background: OnceLock::new(),
             }),
         };
         if fresh {
@@ -237,6 +292,70 @@ impl AgentBuilder {
             })))?;
         }
         Ok(agent)
+    }
+}
+
+/// A weak handle to an [`Agent`]: held by tools and hooks that an agent's own seams keep alive
+/// (so they must not keep the agent alive in turn).
+#[derive(Clone, Default)]
+pub struct WeakAgent(Weak<Inner>);
+
+impl std::fmt::Debug for WeakAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("WeakAgent")
+            .field(&(self.0.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl WeakAgent {
+    /// The agent, while it lives.
+    pub fn upgrade(&self) -> Option<Agent> {
+        self.0.upgrade().map(|inner| Agent { inner })
+    }
+
+    /// True when this handle points at `agent`.
+    pub fn is(&self, agent: &Agent) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&agent.inner))
+    }
+}
+
+/// A slot bound once to the agent a tool or hook serves: tools and hooks are registered before
+/// their agent exists, and bound to it afterwards (an `on_agent` callback of the plugin
+/// install). The first binding wins.
+#[derive(Default)]
+pub struct AgentSlot(OnceLock<WeakAgent>);
+
+impl std::fmt::Debug for AgentSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AgentSlot").field(&self.is_bound()).finish()
+    }
+}
+
+impl AgentSlot {
+    /// An unbound slot.
+    pub fn new() -> Self {
+        AgentSlot(OnceLock::new())
+    }
+
+    /// Bind to `agent`; returns false when the slot was bound before (the first binding wins).
+    pub fn bind(&self, agent: &Agent) -> bool {
+        self.0.set(agent.downgrade()).is_ok()
+    }
+
+    /// True once bound (even if the agent has since gone).
+    pub fn is_bound(&self) -> bool {
+        self.0.get().is_some()
+    }
+
+    /// True when bound to `agent`.
+    pub fn holds(&self, agent: &Agent) -> bool {
+        self.0.get().is_some_and(|w| w.is(agent))
+    }
+
+    /// The bound agent, while it lives.
+    pub fn get(&self) -> Option<Agent> {
+        self.0.get().and_then(WeakAgent::upgrade)
     }
 }
 
@@ -266,22 +385,37 @@ impl LoopState {
 }
 
 impl Agent {
-    /// Start building an agent over a session log.
+    /// Start building an agent over a session log, with `tools` as its tool set.
     pub fn builder(
         config: AgentConfig,
         provider: Arc<dyn Provider>,
-        pipeline: Pipeline,
+        tools: ToolSetup,
         log: PersistentSession,
     ) -> AgentBuilder {
         AgentBuilder {
             config,
             provider,
-            pipeline,
+            tools,
             log,
             hooks: HookRegistry::default(),
             agent_hooks: HookRegistry::default(),
             approver: None,
         }
+    }
+
+    /// A weak handle to this agent.
+    pub fn downgrade(&self) -> WeakAgent {
+        WeakAgent(Arc::downgrade(&self.inner))
+    }
+
+    /// The cancellation token of the running (or last) turn: work done on the turn's behalf
+    /// outside the loop (a command hook) stops with it.
+    pub fn turn_cancel_token(&self) -> CancellationToken {
+        self.inner
+            .turn_cancel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The session id.
@@ -380,7 +514,10 @@ impl Agent {
         let ticket = self.log().flush_ticket();
         tokio::task::spawn_blocking(move || ticket.wait())
             .await
-            .map_err(|e| AgentError::Internal(format!("flush task failed: {e}")))??;
+            .map_err(|source| AgentError::Task {
+                what: "the flush task",
+                source,
+            })??;
         self.inner.hooks.session_flush.run(&point).await;
         Ok(())
     }
@@ -426,6 +563,11 @@ impl Agent {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = token.clone();
         token
+    }
+
+    /// The number of the running turn, or of the last one (0 before the first).
+    pub fn current_turn(&self) -> u32 {
+        self.state().turn
     }
 
     /// True when a follow-up turn is waiting.

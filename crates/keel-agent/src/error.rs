@@ -12,7 +12,18 @@ pub enum AgentError {
     /// The session file could not be written; nothing more can be committed.
     #[error("session file could not be written: {0}")]
     Store(#[from] StoreError),
-    /// An internal task failed (a bug).
-    #[error("internal error: {0}")]
-    Internal(String),
+    /// The tool pipeline could not be prepared (its spill directory): the agent cannot be
+    /// built; report it to the user.
+    #[error("cannot prepare the tools: {0}")]
+    ToolSetup(#[source] std::io::Error),
+    /// A blocking task of the loop (the durability wait) could not be joined: a bug or a
+    /// runtime shutting down; the turn cannot continue.
+    #[error("{what} failed")]
+    Task {
+        /// Which task.
+        what: &'static str,
+        /// Why it failed.
+        #[source]
+        source: tokio::task::JoinError,
+    },
 }

@@ -7,13 +7,12 @@
 #![deny(missing_docs)]
 
 pub mod agent;
-pub mod command_hooks;
+pub mod background;
 pub mod compaction;
 pub mod error;
 pub mod hooks;
 mod host;
 pub mod inbox;
-pub mod jobs;
 pub mod plugin;
 pub mod prompt;
 pub mod request;
@@ -21,7 +20,10 @@ pub mod seams;
 pub mod subagent;
 mod turn;
 
-pub use agent::{Agent, AgentBuilder, AgentConfig, ApprovalPolicy, Approver, user_message};
+pub use agent::{
+    Agent, AgentBuilder, AgentConfig, AgentSlot, ApprovalPolicy, Approver, ToolSetup, WeakAgent,
+    user_message,
+};
 pub use error::AgentError;
 pub use host::HEADLESS_DENIAL;
 pub use inbox::{Inbox, InboxMode};

@@ -1,8 +1,8 @@
 //! Plugins: Rust types compiled into the binary and enabled by configuration rows.
 //!
-//! A [`Plugin`] installs itself into a [`HostBuilder`] before the agent is built: it registers
-//! hooks on the seams, adds tools, and may ask to be handed the [`Agent`] once it exists
-//! ([`HostBuilder::on_agent`]) — for tools and hooks that must append to the log or start
+//! A [`Plugin`] installs itself into an [`InstallContext`] before the agent is built: it
+//! registers hooks on the seams, adds tools, and may ask to be handed the [`Agent`] once it
+//! exists ([`InstallContext::on_agent`]) — for tools and hooks that must append to the log or start
 //! child agents. Configuration arrives as the row's `config` table converted to JSON; a plugin
 //! deserialises it with [`plugin_config`] into its own struct with `deny_unknown_fields`, so an
 //! unknown key is an error naming the plugin and the key.
@@ -10,37 +10,101 @@
 use crate::agent::Agent;
 use crate::seams::HookRegistry;
 use keel_tools::Tool;
+use keel_tools::subprocess::SubprocessService;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// A built-in plugin's identity: the id its `[[plugins]]` row uses (`use = "jobs"`) and, derived
+/// from it, the qualified name its messages carry in the session log as their source
+/// (`{"kind":"plugin","plugin":"keel/jobs"}`). Written once per plugin with [`plugin_id!`],
+/// so the two spellings cannot drift apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PluginId {
+    id: &'static str,
+    source: &'static str,
+}
+
+impl PluginId {
+    #[doc(hidden)]
+    pub const fn from_parts(id: &'static str, source: &'static str) -> Self {
+        PluginId { id, source }
+    }
+
+    /// The id of its configuration row (`jobs`).
+    pub const fn as_str(self) -> &'static str {
+        self.id
+    }
+
+    /// The plugin name in the sources of the messages it writes (`keel/jobs`).
+    pub const fn source(self) -> &'static str {
+        self.source
+    }
+}
+
+impl std::fmt::Display for PluginId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id)
+    }
+}
+
+/// Declare a built-in plugin's [`PluginId`]: `plugin_id!("jobs")` is the row id `jobs` with the
+/// message source `keel/jobs`.
+#[macro_export]
+macro_rules! plugin_id {
+    ($id:literal) => {
+        $crate::plugin::PluginId::from_parts($id, concat!("keel/", $id))
+    };
+}
+
 /// Why a plugin could not be installed.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
     /// The row's `config` does not fit the plugin; fix the configuration.
-    #[error("plugin {plugin}: invalid config: {message}")]
+    #[error("plugin {plugin}: invalid config: {source}")]
     Config {
         /// Plugin id.
-        plugin: String,
+        plugin: &'static str,
         /// What is wrong (names the key).
-        message: String,
+        #[source]
+        source: serde_json::Error,
     },
-    /// The plugin could not prepare what it needs (files, directories).
-    #[error("plugin {plugin}: {message}")]
+    /// The plugin could not prepare what it needs (files, directories, other settings it
+    /// reads); the agent is not built.
+    #[error("plugin {plugin}: {what}")]
     Setup {
         /// Plugin id.
-        plugin: String,
+        plugin: &'static str,
         /// What failed.
-        message: String,
+        what: String,
+        /// The underlying error, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+}
+
+impl PluginError {
+    /// A setup failure of `plugin`: `what` failed because of `source`.
+    pub fn setup(
+        plugin: PluginId,
+        what: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        PluginError::Setup {
+            plugin: plugin.as_str(),
+            what: what.into(),
+            source: Some(Box::new(source)),
+        }
+    }
 }
 
 /// A callback run once the agent is built.
 pub type OnAgent = Box<dyn FnOnce(&Agent) + Send>;
 
-/// What plugins install into, before the agent is built.
-pub struct HostBuilder {
+/// What a plugin installs into, before the agent is built: seams, tools, callbacks for the
+/// built agent, and what it may read (the workspace, `$KEEL_HOME`, the merged configuration).
+pub struct InstallContext {
     /// Global hooks: this agent's and its children's (subagents inherit them).
     pub hooks: HookRegistry,
     /// Hooks of this agent only (not inherited by children): per-session observers such as a
@@ -55,25 +119,33 @@ pub struct HostBuilder {
     /// `$KEEL_HOME`.
     pub keel_home: PathBuf,
     /// The subprocess service tools use (credential scrub, process groups); plugins that run
-    /// commands (command hooks) reuse it. `None` until the front end sets it.
-    pub subprocess: Option<keel_tools::subprocess::SubprocessService>,
+    /// commands (command hooks) reuse it.
+    pub subprocess: SubprocessService,
+    /// The merged configuration as JSON, for plugins that own a top-level section (`[hooks]`).
+    pub settings: Value,
 }
 
-impl HostBuilder {
-    /// An empty builder.
-    pub fn new(cwd: PathBuf, keel_home: PathBuf) -> Self {
-        HostBuilder {
+impl InstallContext {
+    /// An empty context for an agent in `cwd`, running commands with `subprocess`.
+    pub fn new(cwd: PathBuf, keel_home: PathBuf, subprocess: SubprocessService) -> Self {
+        InstallContext {
             hooks: HookRegistry::default(),
             agent_hooks: HookRegistry::default(),
             tools: Vec::new(),
             on_agent: Vec::new(),
             cwd,
             keel_home,
-            subprocess: None,
+            subprocess,
+            settings: Value::Object(Default::default()),
         }
     }
 
-    /// Run the `on_agent` callbacks.
+    /// The top-level configuration section `key`, if the configuration has it.
+    pub fn section(&self, key: &str) -> Option<&Value> {
+        self.settings.get(key)
+    }
+
+    /// Run the `on_agent` callbacks with the built agent.
     pub fn bind(callbacks: Vec<OnAgent>, agent: &Agent) {
         for f in callbacks {
             f(agent);
@@ -83,23 +155,28 @@ impl HostBuilder {
 
 /// A built-in plugin.
 pub trait Plugin: Send + Sync {
-    /// The id used in `[[plugins]]` rows (`use = "<id>"`).
-    fn id(&self) -> &'static str;
+    /// Its identity (the `use = "<id>"` of `[[plugins]]` rows).
+    fn id(&self) -> PluginId;
     /// One line for `keel config dump` and the docs.
     fn description(&self) -> &'static str;
-    /// Install into `host` with the row's configuration (`{}` when the row has none).
-    fn install(&self, host: &mut HostBuilder, config: Value) -> Result<(), PluginError>;
+    /// Whether its row in the built-in defaults is enabled.
+    fn enabled_by_default(&self) -> bool;
+    /// Install into `ctx` with the row's configuration (`{}` when the row has none).
+    fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError>;
 }
 
 /// Deserialise a plugin's configuration, naming the plugin in errors.
-pub fn plugin_config<T: DeserializeOwned>(plugin: &str, config: Value) -> Result<T, PluginError> {
+pub fn plugin_config<T: DeserializeOwned>(
+    plugin: PluginId,
+    config: Value,
+) -> Result<T, PluginError> {
     let config = if config.is_null() {
         Value::Object(Default::default())
     } else {
         config
     };
-    serde_json::from_value(config).map_err(|e| PluginError::Config {
-        plugin: plugin.to_owned(),
-        message: e.to_string(),
+    serde_json::from_value(config).map_err(|source| PluginError::Config {
+        plugin: plugin.as_str(),
+        source,
     })
 }

@@ -240,6 +240,9 @@ pub struct ChildSetup {
     /// Tools of the child; each replaces an inherited tool of the same name (e.g. a query tool
     /// bound to the child's own session instead of the parent's).
     pub tools: Vec<Arc<dyn keel_tools::Tool>>,
+    /// Names of the parent's tools the child does not inherit (the job tools: children own no
+    /// jobs).
+    pub withheld: Vec<String>,
 }
 
 /// A `subagent/build` hook: fills the child's [`ChildSetup`], e.g. with a per-session journal.

@@ -131,7 +131,7 @@ async fn pressure_compacts_a_long_session_keeping_the_tail_and_every_event() {
         let EventBody::UserMessage(m) = &next.body else {
             unreachable!()
         };
-        assert_eq!(m.source.plugin_id(), Some(compaction::COMPACTION_PLUGIN));
+        assert_eq!(m.source.plugin_id(), Some(compaction::ID.source()));
         assert!(
             m.text().starts_with(SummaryMessage::PREAMBLE),
             "{}",
@@ -167,7 +167,7 @@ async fn pressure_compacts_a_long_session_keeping_the_tail_and_every_event() {
     let mut compacted_seen = 0;
     for pair in normal.windows(2) {
         let (a, b) = (pair[0], pair[1]);
-        let summarised = b.messages[0].source.plugin_id() == Some(compaction::COMPACTION_PLUGIN)
+        let summarised = b.messages[0].source.plugin_id() == Some(compaction::ID.source())
             && b.messages[0] != a.messages[0];
         if !summarised {
             assert_eq!(
@@ -261,7 +261,7 @@ async fn overflow_compacts_once_and_retries_the_step() {
     assert!(request_bytes(retried) < request_bytes(failed));
     assert_eq!(
         retried.messages[0].source.plugin_id(),
-        Some(compaction::COMPACTION_PLUGIN)
+        Some(compaction::ID.source())
     );
     // The open step's own input survived: the human's prompt of turn 3 is still sent.
     assert!(

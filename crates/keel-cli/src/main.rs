@@ -5,8 +5,6 @@
 
 mod cli;
 mod cmd;
-mod config;
-mod plugins;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -9,7 +9,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use keel_llm::BlockAssembler;
-use keel_llm::script::{Format, Script};
+use keel_llm::script::{Script, ScriptFormat};
 use keel_llm::script_render::{Delivery, plan};
 use keel_llm::sse::SseParser;
 use keel_llm::translate::StreamTranslator;
@@ -25,7 +25,7 @@ fn sse_stream() -> (Vec<u8>, usize) {
         "tool_calls": [{"name": "write", "arguments": args}, {"name": "bash", "arguments": {"command": "cargo test"}}],
     }]))
     .unwrap();
-    let script = Script::from_str(&yaml, Format::Yaml).unwrap();
+    let script = Script::from_str(&yaml, ScriptFormat::Yaml).unwrap();
     let Delivery::Stream(stream) = plan(&script.responses[0], 1, "deepseek-v4-flash", (1000, 512))
     else {
         panic!("not a stream")

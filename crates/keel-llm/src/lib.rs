@@ -35,5 +35,5 @@ pub use openai::{
 pub use provider::{ChunkStream, Interrupted, Provider, assemble};
 pub use request::{ChatRequest, request_body, request_body_bytes};
 pub use retry::{RetryDecision, RetryPolicy, is_retryable};
-pub use script::{Format, Script, ScriptError, ScriptedResponse};
+pub use script::{Script, ScriptError, ScriptFormat, ScriptedResponse};
 pub use scripted::ScriptedProvider;

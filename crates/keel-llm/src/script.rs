@@ -53,7 +53,7 @@ pub enum ScriptError {
 
 /// Text format of a script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum ScriptFormat {
     /// JSON.
     Json,
     /// YAML (a superset of JSON).
@@ -240,7 +240,7 @@ pub struct ScriptedResponse {
 
 impl Script {
     /// Parses a script.
-    pub fn from_str(text: &str, format: Format) -> Result<Script, ScriptError> {
+    pub fn from_str(text: &str, format: ScriptFormat) -> Result<Script, ScriptError> {
         Script::parse(text, format, None)
     }
 
@@ -251,13 +251,17 @@ impl Script {
             source,
         })?;
         let format = match path.extension().and_then(|e| e.to_str()) {
-            Some("json") => Format::Json,
-            _ => Format::Yaml,
+            Some("json") => ScriptFormat::Json,
+            _ => ScriptFormat::Yaml,
         };
         Script::parse(&text, format, Some(path))
     }
 
-    fn parse(text: &str, format: Format, origin: Option<&Path>) -> Result<Script, ScriptError> {
+    fn parse(
+        text: &str,
+        format: ScriptFormat,
+        origin: Option<&Path>,
+    ) -> Result<Script, ScriptError> {
         let err = |message: String| ScriptError::Parse {
             origin: origin.map(Path::to_owned),
             message,
@@ -269,14 +273,18 @@ impl Script {
             .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("---"))
             .is_some_and(|l| l.starts_with('[') || l.starts_with('-'));
         let script = match (format, is_list) {
-            (Format::Json, true) => Script {
+            (ScriptFormat::Json, true) => Script {
                 responses: serde_json::from_str(text).map_err(|e| err(e.to_string()))?,
             },
-            (Format::Json, false) => serde_json::from_str(text).map_err(|e| err(e.to_string()))?,
-            (Format::Yaml, true) => Script {
+            (ScriptFormat::Json, false) => {
+                serde_json::from_str(text).map_err(|e| err(e.to_string()))?
+            }
+            (ScriptFormat::Yaml, true) => Script {
                 responses: serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?,
             },
-            (Format::Yaml, false) => serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?,
+            (ScriptFormat::Yaml, false) => {
+                serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?
+            }
         };
         for (n, response) in script.responses.iter().enumerate() {
             if let Some(i) = response.tool_calls.iter().position(|c| c.name.is_empty()) {
@@ -388,8 +396,8 @@ responses:
                   {"name": "bash", "arguments": "{\"command\": \"ls\""}]},
   {"behavior": "rate_limit", "retry_after": 2}
 ]"#;
-        let a = Script::from_str(yaml, Format::Yaml).unwrap();
-        let b = Script::from_str(json, Format::Json).unwrap();
+        let a = Script::from_str(yaml, ScriptFormat::Yaml).unwrap();
+        let b = Script::from_str(json, ScriptFormat::Json).unwrap();
         assert_eq!(a, b);
         assert_eq!(
             a.responses[1].tool_calls[0].arguments.to_raw(),
@@ -404,9 +412,10 @@ responses:
 
     #[test]
     fn bad_scripts_are_clear_errors() {
-        let e = Script::from_str("responses: [{ txet: hi }]", Format::Yaml).unwrap_err();
+        let e = Script::from_str("responses: [{ txet: hi }]", ScriptFormat::Yaml).unwrap_err();
         assert!(e.to_string().starts_with("invalid script: "), "{e}");
-        let e = Script::from_str(r#"[{"tool_calls":[{"name":""}]}]"#, Format::Json).unwrap_err();
+        let e =
+            Script::from_str(r#"[{"tool_calls":[{"name":""}]}]"#, ScriptFormat::Json).unwrap_err();
         assert!(
             e.to_string()
                 .contains("response 1: tool call 1 has an empty name"),
@@ -420,7 +429,7 @@ responses:
     fn cursor_takes_first_unused_match_and_reports_exhaustion() {
         let script = Script::from_str(
             r#"[{"match":{"last_tool_result_contains":"42"},"text":"tool saw 42"},{"text":"first"},{"match":{"last_user_contains":"bye"},"text":"bye"}]"#,
-            Format::Json,
+            ScriptFormat::Json,
         )
         .unwrap();
         let mut cursor = ScriptCursor::new(script);

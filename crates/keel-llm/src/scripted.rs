@@ -10,7 +10,7 @@ use crate::catalogue::ModelCatalogue;
 use crate::classify::http_failure;
 use crate::provider::{ChunkStream, Provider};
 use crate::request::{ChatRequest, NO_OUTPUT, request_body_bytes};
-use crate::script::{Format, Script, ScriptCursor, ScriptError};
+use crate::script::{Script, ScriptCursor, ScriptError, ScriptFormat};
 use crate::script_render::{Delivery, PromptCacheSim, Stall, plan};
 use crate::translate::{Progress, StreamTranslator};
 use futures::StreamExt;
@@ -78,7 +78,7 @@ impl ScriptedProvider {
     }
 
     /// Parses a script.
-    pub fn from_str(text: &str, format: Format) -> Result<Self, ScriptError> {
+    pub fn from_str(text: &str, format: ScriptFormat) -> Result<Self, ScriptError> {
         Ok(ScriptedProvider::new(Script::from_str(text, format)?))
     }
 

@@ -5,8 +5,8 @@
 
 use futures::StreamExt;
 use keel_llm::{
-    ApiKey, Assembled, ChatRequest, Format, Interrupted, OpenAiProvider, Provider, ProviderConfig,
-    RetryDecision, RetryPolicy, Script, ScriptedProvider, assemble,
+    ApiKey, Assembled, ChatRequest, Interrupted, OpenAiProvider, Provider, ProviderConfig,
+    RetryDecision, RetryPolicy, Script, ScriptFormat, ScriptedProvider, assemble,
 };
 use keel_protocol::{
     ContentBlock, FailureCode, FinishReason, Message, MessageSource, Role, StreamChunk, TokenUsage,
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 const KEY: &str = "sk-test-secret-key-123";
 
 fn script(yaml: &str) -> Script {
-    Script::from_str(yaml, Format::Yaml).unwrap()
+    Script::from_str(yaml, ScriptFormat::Yaml).unwrap()
 }
 
 fn provider(server: &MockServer, idle: Duration) -> OpenAiProvider {
@@ -427,7 +427,7 @@ async fn scripted_provider_matches_the_http_client() {
 - { behaviour: connection_reset }
 "#;
     let (_server, http) = serve(yaml).await;
-    let scripted = ScriptedProvider::from_str(yaml, Format::Yaml).unwrap();
+    let scripted = ScriptedProvider::from_str(yaml, ScriptFormat::Yaml).unwrap();
     for n in 0..9 {
         let a = call(&http, request("x")).await;
         let b = call(&scripted, request("x")).await;

@@ -55,7 +55,7 @@ pub use journal::{
     GRAPH_FILE, Journal, JournalError, RECEIPTS_FILE, ResumeReport, journal_dir, load_snapshot,
 };
 pub use model::{Binding, Disposition, Origin, Stage};
-pub use plugin::{Provenance, ProvenanceConfig, ProvenancePlugin};
+pub use plugin::{ID, Provenance, ProvenanceConfig, ProvenancePlugin};
 pub use query::{
     Direction, NodeView, QueryError, QueryScope, TraceResult, get_node, get_node_in, trace,
     trace_in,

@@ -5,17 +5,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use async_trait::async_trait;
-use keel_agent::plugin::HostBuilder;
+use keel_agent::ToolSetup;
+use keel_agent::plugin::InstallContext;
 use keel_agent::{Agent, AgentConfig};
-use keel_llm::{Format, ModelCatalogue, Provider, ScriptedProvider};
+use keel_llm::{ModelCatalogue, Provider, ScriptFormat, ScriptedProvider};
 use keel_protocol::{ContentBlock, SessionHeader, SessionId, ToolSchema};
 use keel_provenance::{Direction, Provenance, load_snapshot, trace};
 use keel_session::{PersistentSession, Session, Store, WriterOptions};
 use keel_tools::{
     BatchOptions, BuiltinConfig, ExecMode, ExecuteMiddleware, GuardDecision, GuardHook,
-    HookContext, Next, NullHost, Pipeline, PipelineHooks, PostDecision, PostExecuteHook,
-    PreDecision, PreExecuteHook, ResultDraft, SandboxMode, Tool, ToolContext, ToolEffect,
-    ToolError, ToolOutput, ToolRegistry, Workspace,
+    HookContext, Next, NullHost, PipelineHooks, PostDecision, PostExecuteHook, PreDecision,
+    PreExecuteHook, ResultDraft, SandboxMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput,
+    ToolRegistry, Workspace,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -231,7 +232,7 @@ fn write_files(work: &Path) {
 
 async fn run(script: &str, capture: Capture, work: &Path, home: &Path, session: &str) -> Ran {
     let provider: Arc<dyn Provider> = Arc::new(
-        ScriptedProvider::from_str(script, Format::Yaml)
+        ScriptedProvider::from_str(script, ScriptFormat::Yaml)
             .unwrap()
             .with_name("scripted"),
     );
@@ -240,7 +241,10 @@ async fn run(script: &str, capture: Capture, work: &Path, home: &Path, session: 
     let log =
         PersistentSession::create(&store, work, Session::new(header), WriterOptions::default())
             .unwrap();
-    let mut host = HostBuilder::new(work.to_path_buf(), home.to_path_buf());
+    let subprocess = keel_tools::subprocess::SubprocessService::new(
+        keel_tools::subprocess::SubprocessConfig::from_process_env(home.join("spill")),
+    );
+    let mut host = InstallContext::new(work.to_path_buf(), home.to_path_buf(), subprocess);
     host.hooks.tools = hooks();
     if capture == Capture::Journal {
         Provenance::journal(home.to_path_buf()).install(&mut host);
@@ -255,17 +259,10 @@ async fn run(script: &str, capture: Capture, work: &Path, home: &Path, session: 
     for t in std::mem::take(&mut host.tools) {
         registry.register(t).unwrap();
     }
-    let pipeline = Pipeline::builder(
-        Arc::new(registry),
+    let tools = ToolSetup::new(
+        registry,
         Workspace::new(work, SandboxMode::WorkspaceWrite).unwrap(),
-    )
-    .hooks(keel_tools::PipelineHooks::layered(
-        &host.hooks.tools,
-        &host.agent_hooks.tools,
-    ))
-    .plan_state(cfg.plan.clone())
-    .build()
-    .unwrap();
+    );
     let model = "deepseek-v4-flash";
     let config = AgentConfig::new(
         "scripted",
@@ -273,12 +270,12 @@ async fn run(script: &str, capture: Capture, work: &Path, home: &Path, session: 
         ModelCatalogue::default().lookup(model),
         work.to_path_buf(),
     );
-    let agent = Agent::builder(config, provider, pipeline, log)
+    let agent = Agent::builder(config, provider, tools, log)
         .hooks(host.hooks)
         .agent_hooks(host.agent_hooks)
         .build()
         .unwrap();
-    HostBuilder::bind(host.on_agent, &agent);
+    InstallContext::bind(host.on_agent, &agent);
     let _ = cell.set(agent.clone());
     agent.followup("go").unwrap();
     agent.run_pending().await.unwrap();

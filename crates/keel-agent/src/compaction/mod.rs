@@ -31,12 +31,40 @@ pub mod summary;
 
 pub use config::CompactionConfig;
 pub use engine::Compactor;
-pub use summary::{COMPACTION_PLUGIN, SummaryInstruction, SummaryMessage};
+pub use summary::{SummaryInstruction, SummaryMessage};
 
 use crate::agent::Agent;
 use crate::error::AgentError;
+use crate::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use crate::seams::HookRegistry;
 use keel_protocol::{Seq, SeqSpan};
+use serde_json::Value;
+
+/// The `compaction` plugin's identity (its summaries' source is `keel/compaction`).
+pub const ID: PluginId = crate::plugin_id!("compaction");
+
+/// The `compaction` plugin: [`install`] with the row's [`CompactionConfig`]. Compaction is
+/// part of the core (the loop's overflow recovery and `keel compact` need it); the row only
+/// turns its automatic triggers on or off.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CompactionPlugin;
+
+impl Plugin for CompactionPlugin {
+    fn id(&self) -> PluginId {
+        ID
+    }
+    fn description(&self) -> &'static str {
+        "prune oversized tool results and summarise old history when the context window fills"
+    }
+    fn enabled_by_default(&self) -> bool {
+        true
+    }
+    fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
+        let config: CompactionConfig = plugin_config(ID, config)?;
+        install(&mut ctx.hooks, config);
+        Ok(())
+    }
+}
 
 /// Why compaction ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

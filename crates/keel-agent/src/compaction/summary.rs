@@ -15,7 +15,7 @@ use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 
 /// Plugin id written in the source of compaction summaries.
-pub const COMPACTION_PLUGIN: &str = "keel/compaction";
+pub(crate) const COMPACTION_PLUGIN: &str = super::ID.source();
 
 /// The user message that closes the summary request.
 #[derive(Debug, Clone, Copy)]

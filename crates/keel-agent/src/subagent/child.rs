@@ -3,10 +3,9 @@
 //! cancellation follows the caller's.
 
 use super::tool::SubagentTool;
-use super::{SUBAGENT_PLUGIN, SubagentConfig, SubagentMode};
-use crate::agent::{Agent, ApprovalPolicy};
+use super::{ID, SubagentConfig, SubagentMode};
+use crate::agent::{Agent, ApprovalPolicy, ToolSetup};
 use crate::inbox::InboxMode;
-use crate::jobs::JOB_TOOL_NAMES;
 use crate::seams::{ChildBuild, ChildSetup};
 use keel_protocol::{
     ApprovalPolicyEvent, EventBody, KnownSource, Message, MessageSource, Seq, SessionHeader,
@@ -15,14 +14,14 @@ use keel_protocol::{
 use keel_session::{
     Format, PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms,
 };
-use keel_tools::{Pipeline, PipelineHooks, ToolError};
+use keel_tools::ToolError;
 use serde_json::{Map, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Tools a child never inherits: its own `subagent` is bound to it instead, plan approval
-/// needs the human, and children own no jobs.
+/// Tools a child never inherits: its own `subagent` is bound to it instead, and plan approval
+/// needs the human. Plugins withhold their own (the job tools) through `subagent/build`.
 const NOT_INHERITED: [&str; 2] = ["subagent", "exit_plan_mode"];
 
 /// A child agent ready to run its first turn.
@@ -87,7 +86,11 @@ pub(crate) fn build(
     for hook in &parent.hooks().subagent_build {
         hook(&info, &mut own);
     }
-    let ChildSetup { hooks: own, tools } = own;
+    let ChildSetup {
+        hooks: own,
+        tools,
+        withheld,
+    } = own;
     let provided: Vec<String> = tools.iter().map(|t| t.schema().name).collect();
 
     let allowed = |name: &str| {
@@ -99,7 +102,7 @@ pub(crate) fn build(
     let mut registry = parent.pipeline().registry().filtered(|name| {
         allowed(name)
             && !NOT_INHERITED.contains(&name)
-            && !JOB_TOOL_NAMES.contains(&name)
+            && !withheld.iter().any(|w| w == name)
             && !provided.iter().any(|p| p == name)
     });
     for tool in tools {
@@ -118,16 +121,13 @@ pub(crate) fn build(
             .map_err(|e| failed("cannot register its subagent tool", e))?;
     }
     let pp = parent.pipeline();
-    let pipeline = Pipeline::builder(Arc::new(registry), pp.workspace().clone())
-        .hooks(PipelineHooks::layered(
-            &parent.global_hooks().tools,
-            &own.tools,
-        ))
-        .plan_state(pp.plan_state().clone())
-        .spill(pp.spill_config().clone())
-        .subprocess(pp.subprocess().clone())
-        .build()
-        .map_err(|e| failed("cannot prepare its tools", e))?;
+    let tool_setup = ToolSetup {
+        registry,
+        workspace: pp.workspace().clone(),
+        plan_state: Some(pp.plan_state().clone()),
+        spill: Some(pp.spill_config().clone()),
+        subprocess: Some(pp.subprocess().clone()),
+    };
 
     let mut agent_config = parent.config().clone();
     agent_config.approval = match agent_config.approval {
@@ -135,7 +135,7 @@ pub(crate) fn build(
         ApprovalPolicy::Ask | ApprovalPolicy::Never => ApprovalPolicy::Never,
     };
     let policy = agent_config.approval;
-    let agent = Agent::builder(agent_config, parent.provider().clone(), pipeline, log)
+    let agent = Agent::builder(agent_config, parent.provider().clone(), tool_setup, log)
         .hooks(parent.global_hooks().clone())
         .agent_hooks(own)
         .build()
@@ -156,7 +156,7 @@ pub(crate) fn build(
     extra.insert("parentSession".into(), json!(parent.session_id()));
     extra.insert("callId".into(), json!(task.call_id));
     let source = MessageSource::Known(KnownSource::Plugin {
-        plugin: SUBAGENT_PLUGIN.into(),
+        plugin: ID.source().into(),
         extra,
     });
     let first = Message::user_text(task.prompt, source, uuid::Uuid::new_v4().to_string());

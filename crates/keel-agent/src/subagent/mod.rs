@@ -32,17 +32,18 @@ mod tool;
 
 pub use tool::SubagentTool;
 
-use crate::plugin::{HostBuilder, Plugin, PluginError, plugin_config};
+use crate::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_session::Store;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// Plugin id in the source of a child's first message.
-pub const SUBAGENT_PLUGIN: &str = "keel/subagent";
+/// The `subagent` plugin's identity (the source of a child's first message is
+/// `keel/subagent`).
+pub const ID: PluginId = crate::plugin_id!("subagent");
 
 /// How a child session starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SubagentMode {
     /// A fresh session: the child sees only its prompt.
@@ -63,7 +64,7 @@ impl SubagentMode {
 }
 
 /// Settings of the `subagent` tool (`[[plugins]] use = "subagent"`, `[plugins.config]`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SubagentConfig {
     /// `spawn` or `fork`.
@@ -85,14 +86,14 @@ impl Default for SubagentConfig {
     }
 }
 
-/// Register the `subagent` tool in `host` (child sessions go to the store under
-/// `host.keel_home`) and bind it to the agent once built ([`HostBuilder::bind`]). Background
-/// children need the jobs service too ([`crate::jobs::install`]).
-pub fn install(host: &mut HostBuilder, config: SubagentConfig) -> Arc<SubagentTool> {
-    let tool = SubagentTool::new(Arc::new(config), Store::new(host.keel_home.clone()));
-    host.tools.push(tool.clone());
+/// Register the `subagent` tool in `ctx` (child sessions go to the store under
+/// `ctx.keel_home`) and bind it to the agent once built ([`InstallContext::bind`]). Background
+/// children need a background service too (the `jobs` plugin).
+pub fn install(ctx: &mut InstallContext, config: SubagentConfig) -> Arc<SubagentTool> {
+    let tool = SubagentTool::new(Arc::new(config), Store::new(ctx.keel_home.clone()));
+    ctx.tools.push(tool.clone());
     let bind = tool.clone();
-    host.on_agent.push(Box::new(move |agent| bind.bind(agent)));
+    ctx.on_agent.push(Box::new(move |agent| bind.bind(agent)));
     tool
 }
 
@@ -101,15 +102,18 @@ pub fn install(host: &mut HostBuilder, config: SubagentConfig) -> Arc<SubagentTo
 pub struct SubagentPlugin;
 
 impl Plugin for SubagentPlugin {
-    fn id(&self) -> &'static str {
-        "subagent"
+    fn id(&self) -> PluginId {
+        ID
     }
     fn description(&self) -> &'static str {
         "the subagent tool: delegate a task to a child agent (spawn or fork), foreground or as a job"
     }
-    fn install(&self, host: &mut HostBuilder, config: Value) -> Result<(), PluginError> {
-        let config: SubagentConfig = plugin_config(self.id(), config)?;
-        install(host, config);
+    fn enabled_by_default(&self) -> bool {
+        true
+    }
+    fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
+        let config: SubagentConfig = plugin_config(ID, config)?;
+        install(ctx, config);
         Ok(())
     }
 }

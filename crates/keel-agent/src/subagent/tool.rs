@@ -3,7 +3,7 @@
 
 use super::child::{self, Assignment, Child};
 use super::{SubagentConfig, SubagentMode};
-use crate::agent::{Agent, Inner};
+use crate::agent::{Agent, AgentSlot};
 use crate::seams::SubagentNotice;
 use async_trait::async_trait;
 use keel_protocol::{EventBody, SubagentDescriptor, ToolSchema};
@@ -11,20 +11,20 @@ use keel_session::Store;
 use keel_tools::{JobResult, JobSpec, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 
 /// The `subagent` tool of one agent (bound after the agent is built).
 pub struct SubagentTool {
     config: Arc<SubagentConfig>,
     store: Store,
-    agent: OnceLock<Weak<Inner>>,
+    agent: AgentSlot,
 }
 
 impl std::fmt::Debug for SubagentTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SubagentTool")
             .field("config", &self.config)
-            .field("bound", &self.agent.get().is_some())
+            .field("bound", &self.agent.is_bound())
             .finish()
     }
 }
@@ -43,22 +43,21 @@ impl SubagentTool {
         Arc::new(SubagentTool {
             config,
             store,
-            agent: OnceLock::new(),
+            agent: AgentSlot::new(),
         })
     }
 
     /// Bind to the agent whose calls this tool serves (the first binding wins).
     pub fn bind(&self, agent: &Agent) {
-        let _ = self.agent.set(Arc::downgrade(&agent.inner));
+        self.agent.bind(agent);
     }
 
     fn parent(&self) -> Result<Agent, ToolError> {
-        let inner = self.agent.get().and_then(Weak::upgrade).ok_or_else(|| {
+        self.agent.get().ok_or_else(|| {
             ToolError::Failed(
                 "the subagent tool is not bound to a running agent (a bug in the host)".into(),
             )
-        })?;
-        Ok(Agent { inner })
+        })
     }
 }
 

@@ -10,9 +10,9 @@ use std::process::ExitCode;
 pub fn run(ctx: &Ctx, cmd: ConfigCommand) -> Result<ExitCode> {
     match cmd {
         ConfigCommand::Dump => {
-            let loaded = ctx.config()?;
+            let host = ctx.host()?;
             let mut out = std::io::stdout().lock();
-            out.write_all(crate::config::dump(&loaded).as_bytes())?;
+            out.write_all(keel_host::config::dump(host.config()).as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
     }

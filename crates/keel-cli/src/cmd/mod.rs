@@ -45,14 +45,52 @@ impl Ctx {
         })
     }
 
-    /// Load the layered configuration.
-    pub fn config(&self) -> Result<crate::config::Loaded> {
-        crate::config::load(&crate::config::Sources {
+    /// Load the layered configuration of this workspace (flags `--profile`, `--config`, `-c`).
+    pub fn host(&self) -> Result<keel_host::Host> {
+        Ok(keel_host::Host::load(&keel_host::Sources {
             home: self.home.clone(),
             project: self.cwd.clone(),
             profile: self.common.profile.clone(),
             config_file: self.common.config_file.clone(),
             overrides: self.common.overrides.clone(),
+        })?)
+    }
+
+    /// The command-line flags that override the configuration, typed (`--sandbox`,
+    /// `--approval` are parsed here so a misspelling names the flag).
+    pub fn flags(&self) -> Result<keel_host::Flags> {
+        let c = &self.common;
+        let sandbox = c
+            .sandbox
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--sandbox: {e}"))?;
+        let approval = c
+            .approval
+            .as_deref()
+            .map(|name| {
+                keel_agent::ApprovalPolicy::parse(name).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--approval: unknown policy {name:?}; expected ask, never or auto"
+                    )
+                })
+            })
+            .transpose()?;
+        Ok(keel_host::Flags {
+            model: c.model.clone(),
+            provider: c.provider.clone(),
+            base_url: c.base_url.clone(),
+            api_key: None,
+            sandbox,
+            approval,
+            context_window: c.context_window,
+            max_output: c.max_output,
+            enable: if c.provenance {
+                vec![keel_provenance::ID.as_str()]
+            } else {
+                Vec::new()
+            },
         })
     }
 }

@@ -5,236 +5,41 @@ use super::Ctx;
 use crate::cli::{CompactArgs, DemoArgs, ResumeArgs, RunArgs};
 use crate::cmd::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
-use keel_agent::plugin::HostBuilder;
-use keel_agent::{Agent, AgentConfig, ApprovalPolicy, TurnOutcome};
-use keel_llm::{
-    ApiKey, Format as ScriptFormat, ModelCatalogue, ModelInfo, ModelOverride, OpenAiProvider,
-    Provider, ProviderConfig, ScriptedProvider,
-};
-use keel_protocol::SessionHeader;
-use keel_session::{Format, PersistentSession, Session, WriterOptions, new_session_id, now_ms};
-use keel_tools::spill::SpillConfig;
-use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
-use keel_tools::{BuiltinConfig, Pipeline, SandboxMode, ToolRegistry, Workspace};
+use keel_agent::{Agent, ApprovalPolicy, TurnOutcome};
+use keel_host::{AgentFactory, BuildOptions, LogFormat, ModelSource};
+use keel_llm::{Provider, ScriptFormat, ScriptedProvider};
+use keel_session::{PersistentSession, WriterOptions};
+use keel_tools::SandboxMode;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// Everything resolved from flags and configuration that an agent needs.
-struct Resolved {
-    provider: Arc<dyn Provider>,
-    provider_name: String,
-    model: String,
-    info: ModelInfo,
-    sandbox: SandboxMode,
-    approval: ApprovalPolicy,
-    config: crate::config::Loaded,
-}
-
-fn resolve(ctx: &Ctx, script: Option<&Path>) -> Result<Resolved> {
-    let config = ctx.config()?;
-    let c = &config.config;
-    let model = ctx
-        .common
-        .model
-        .clone()
-        .or_else(|| c.model.clone())
-        .unwrap_or_else(|| keel_llm::DEFAULT_MODEL.to_owned());
-    let provider_name = ctx
-        .common
-        .provider
-        .clone()
-        .or_else(|| c.provider.clone())
-        .unwrap_or_else(|| "deepseek".into());
-    let sandbox_name = ctx
-        .common
-        .sandbox
-        .clone()
-        .or_else(|| c.sandbox.clone())
-        .unwrap_or_else(|| "workspace-write".into());
-    let sandbox: SandboxMode = sandbox_name
-        .parse()
-        .map_err(|e| anyhow!("--sandbox: {e}"))?;
-    let approval_name = ctx
-        .common
-        .approval
-        .clone()
-        .or_else(|| c.approval.clone())
-        .unwrap_or_else(|| "ask".into());
-    let approval = ApprovalPolicy::parse(&approval_name).ok_or_else(|| {
-        anyhow!("--approval: unknown policy {approval_name:?}; expected ask, never or auto")
-    })?;
-
-    let mut catalogue = ModelCatalogue::default();
-    for (name, o) in &c.models {
-        catalogue.apply_override(
-            name,
-            ModelOverride {
-                context_window: o.context_window,
-                max_output: o.max_output,
-            },
-        );
+/// The model a command talks to: `--script FILE` or the configured provider.
+fn model_source(script: Option<&Path>) -> ModelSource {
+    match script {
+        Some(path) => ModelSource::Script(path.to_path_buf()),
+        None => ModelSource::Configured,
     }
-    catalogue.apply_override(
-        &model,
-        ModelOverride {
-            context_window: ctx.common.context_window,
-            max_output: ctx.common.max_output,
-        },
-    );
-    let info = catalogue.lookup(&model);
-
-    let provider: Arc<dyn Provider> = match script {
-        Some(path) => Arc::new(
-            ScriptedProvider::from_path(path)
-                .with_context(|| format!("cannot use model script {}", path.display()))?
-                .with_name("scripted"),
-        ),
-        None => {
-            let pc = c.providers.get(&provider_name).cloned().unwrap_or_default();
-            if !c.providers.contains_key(&provider_name) && provider_name != "deepseek" {
-                bail!(
-                    "unknown provider {provider_name:?}: add a [providers.{provider_name}] table with base_url and api_key_env to the configuration"
-                );
-            }
-            let base_url = ctx
-                .common
-                .base_url
-                .clone()
-                .or(pc.base_url)
-                .unwrap_or_else(|| keel_llm::DEFAULT_BASE_URL.to_owned());
-            let key_env = pc
-                .api_key_env
-                .unwrap_or_else(|| keel_llm::API_KEY_ENV.to_owned());
-            let key = ApiKey::from_env(&key_env)?;
-            let mut pconf = ProviderConfig::new(provider_name.clone(), base_url, key);
-            if let Some(secs) = pc.idle_timeout_secs {
-                pconf.idle_timeout = Duration::from_secs(secs);
-            }
-            pconf.catalogue = catalogue.clone();
-            Arc::new(OpenAiProvider::new(pconf)?)
-        }
-    };
-    let provider_name = if script.is_some() {
-        "scripted".to_owned()
-    } else {
-        provider_name
-    };
-    Ok(Resolved {
-        provider,
-        provider_name,
-        model,
-        info,
-        sandbox,
-        approval,
-        config,
-    })
 }
 
-/// Build the agent over `log`.
+/// Build the agent over `log`, with the progress printer as its own hooks.
 fn build_agent(
-    ctx: &Ctx,
-    r: &Resolved,
+    factory: &AgentFactory<'_>,
     log: PersistentSession,
     progress: &Progress,
 ) -> Result<Agent> {
-    let c = &r.config.config;
-    let session_id = log.session().header().id.clone();
-    let cfg = BuiltinConfig::default();
-    let mut bash = keel_tools::builtins::bash::BashConfig::default();
-    if let Some(ms) = c.tools.bash_timeout_ms {
-        bash.default_timeout = Duration::from_millis(ms);
-    }
-    let cfg = BuiltinConfig { bash, ..cfg };
-    let registry = ToolRegistry::with_builtins(&cfg);
-    let spill_dir = ctx.home.join("spill").join(session_id.as_str());
-    let mut spill = SpillConfig::new(&spill_dir);
-    if let Some(bytes) = c.tools.spill_bytes {
-        spill.threshold = bytes;
-    }
-    let mut sub = SubprocessConfig::from_process_env(&spill_dir);
-    sub.forward = c.tools.forward_env.clone().unwrap_or_default();
-    let workspace = Workspace::new(&ctx.cwd, r.sandbox)
-        .with_context(|| format!("cannot use workspace {}", ctx.cwd.display()))?;
-    let subprocess = SubprocessService::new(sub);
-    let mut host = HostBuilder::new(ctx.cwd.clone(), ctx.home.clone());
-    host.subprocess = Some(subprocess.clone());
-    progress.install(&mut host.agent_hooks);
-    crate::plugins::install_rows(&r.config, &mut host, &crate::plugins::forced(&ctx.common))?;
-    let mut registry = registry;
-    for tool in std::mem::take(&mut host.tools) {
-        let name = tool.schema().name;
-        registry
-            .register(tool)
-            .map_err(|e| anyhow!("cannot register plugin tool {name}: {e}"))?;
-    }
-    let registry = Arc::new(registry);
-    let hooks = host.hooks;
-    let agent_hooks = host.agent_hooks;
-    let pipeline = Pipeline::builder(registry, workspace)
-        .hooks(keel_tools::PipelineHooks::layered(
-            &hooks.tools,
-            &agent_hooks.tools,
-        ))
-        .plan_state(cfg.plan.clone())
-        .spill(spill)
-        .subprocess(subprocess)
-        .build()
-        .with_context(|| format!("cannot prepare the spill directory {}", spill_dir.display()))?;
-    let mut config = AgentConfig::new(
-        r.provider_name.clone(),
-        r.model.clone(),
-        r.info,
-        ctx.cwd.clone(),
-    );
-    config.keel_home = Some(ctx.home.clone());
-    config.approval = r.approval;
-    config.thinking = c.agent.thinking;
-    config.reasoning_effort = c.agent.reasoning_effort.clone();
-    config.temperature = c.agent.temperature;
-    if let Some(n) = c.agent.max_steps {
-        config.max_steps = n;
-    }
-    if let Some(b) = c.agent.instructions_budget {
-        config.instructions_budget = b;
-    }
-    if let Some(p) = &c.agent.persona {
-        config.persona = p.clone();
-    }
-    if let Some(n) = c.agent.retry_max {
-        config.retry.max_retries = n;
-    }
-    if let Some(ms) = c.agent.retry_base_ms {
-        config.retry.base_delay = Duration::from_millis(ms);
-    }
-    let agent = Agent::builder(config, r.provider.clone(), pipeline, log)
-        .hooks(hooks)
-        .agent_hooks(agent_hooks)
-        .build()?;
-    HostBuilder::bind(host.on_agent, &agent);
-    Ok(agent)
+    let mut options = BuildOptions::default();
+    progress.install(&mut options.agent_hooks);
+    Ok(factory.build(log, options)?)
 }
 
-fn new_log(ctx: &Ctx, zstd: bool) -> Result<PersistentSession> {
-    let header = SessionHeader::new(
-        new_session_id(),
-        now_ms(),
-        Some(ctx.cwd.display().to_string()),
-    );
-    let options = WriterOptions {
-        format: if zstd { Format::Zstd } else { Format::Plain },
-        ..WriterOptions::default()
-    };
-    PersistentSession::create(&ctx.store, &ctx.cwd, Session::new(header), options).with_context(
-        || {
-            format!(
-                "cannot create a session under {}",
-                ctx.store.home().display()
-            )
-        },
-    )
+fn log_format(zstd: bool) -> LogFormat {
+    if zstd {
+        LogFormat::Zstd
+    } else {
+        LogFormat::Plain
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -343,9 +148,11 @@ fn read_prompt(prompt: Option<String>) -> Result<String> {
 /// `keel run`.
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let prompt = read_prompt(args.prompt)?;
-    let r = resolve(ctx, args.script.as_deref())?;
+    let host = ctx.host()?;
+    let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
     let progress = Progress::new(args.json);
-    let agent = build_agent(ctx, &r, new_log(ctx, args.zstd)?, &progress)?;
+    let log = factory.new_session(log_format(args.zstd))?;
+    let agent = build_agent(&factory, log, &progress)?;
     agent.followup(&prompt)?;
     let outcome = drive(&agent)?;
     finish(&agent, outcome, args.json)
@@ -376,9 +183,10 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
         )?;
     }
     drop(err);
-    let r = resolve(ctx, args.script.as_deref())?;
+    let host = ctx.host()?;
+    let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
     let progress = Progress::new(args.json);
-    let agent = build_agent(ctx, &r, log, &progress)?;
+    let agent = build_agent(&factory, log, &progress)?;
     if let Some(prompt) = args.prompt {
         agent.followup(&prompt)?;
     }
@@ -394,8 +202,9 @@ pub fn compact(ctx: &Ctx, args: CompactArgs) -> Result<ExitCode> {
     };
     let (log, _, _) = PersistentSession::resume(&path, WriterOptions::default())
         .with_context(|| format!("cannot open {}", path.display()))?;
-    let r = resolve(ctx, args.script.as_deref())?;
-    let agent = build_agent(ctx, &r, log, &Progress::new(false))?;
+    let host = ctx.host()?;
+    let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
+    let agent = build_agent(&factory, log, &Progress::new(false))?;
     let report = runtime()?.block_on(keel_agent::compaction::compact_now(
         &agent,
         keel_agent::compaction::CompactionReason::Manual,
@@ -457,10 +266,17 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
         ScriptedProvider::from_str(crate::cmd::demo::SCRIPT, ScriptFormat::Yaml)?
             .with_name("scripted"),
     );
-    let mut r = resolve_scripted(&demo_ctx, provider)?;
-    r.approval = ApprovalPolicy::Auto;
+    let host = demo_ctx.host()?;
+    // The demo always runs the default model in the workspace sandbox, approving its edits.
+    let flags = keel_host::Flags {
+        model: Some(keel_llm::DEFAULT_MODEL.to_owned()),
+        sandbox: Some(SandboxMode::WorkspaceWrite),
+        approval: Some(ApprovalPolicy::Auto),
+        ..demo_ctx.flags()?
+    };
+    let factory = host.factory(flags, ModelSource::Provider(provider))?;
     let progress = Progress::new(args.json);
-    let agent = build_agent(&demo_ctx, &r, new_log(&demo_ctx, false)?, &progress)?;
+    let agent = build_agent(&factory, factory.new_session(LogFormat::Plain)?, &progress)?;
     let mut err = std::io::stderr().lock();
     writeln!(
         err,
@@ -479,19 +295,4 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
         path.display()
     )?;
     Ok(code)
-}
-
-fn resolve_scripted(ctx: &Ctx, provider: Arc<dyn Provider>) -> Result<Resolved> {
-    let config = ctx.config()?;
-    let model = keel_llm::DEFAULT_MODEL.to_owned();
-    let info = ModelCatalogue::default().lookup(&model);
-    Ok(Resolved {
-        provider,
-        provider_name: "scripted".into(),
-        model,
-        info,
-        sandbox: SandboxMode::WorkspaceWrite,
-        approval: ApprovalPolicy::Auto,
-        config,
-    })
 }

@@ -5,7 +5,7 @@
 //! Only the model is mocked: files, child processes and the session store are real.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test binary uses a subset
 
-use keel_llm::{Format as ScriptFormat, Script};
+use keel_llm::{Script, ScriptFormat};
 use keel_testkit::MockServer;
 use serde_json::Value;
 use std::io::Read;

@@ -3,7 +3,7 @@
 //! capture bound to a session, and one call per `run_batch`.
 
 use async_trait::async_trait;
-use keel_agent::plugin::HostBuilder;
+use keel_agent::plugin::InstallContext;
 use keel_protocol::{SessionId, ToolCallBlock, ToolSchema};
 use keel_provenance::Provenance;
 use keel_tools::{
@@ -55,7 +55,10 @@ pub fn pipeline(dir: &Path, hooks: PipelineHooks) -> Pipeline {
 
 /// The tool hooks of `p` installed and bound to a session (provenance hooks are agent-scoped).
 pub fn capture_hooks(dir: &Path, p: &Provenance) -> PipelineHooks {
-    let mut host = HostBuilder::new(dir.to_path_buf(), dir.to_path_buf());
+    let subprocess = keel_tools::subprocess::SubprocessService::new(
+        keel_tools::subprocess::SubprocessConfig::from_process_env(dir.join("spill")),
+    );
+    let mut host = InstallContext::new(dir.to_path_buf(), dir.to_path_buf(), subprocess);
     p.install(&mut host);
     if let Err(e) = p.bind(&SessionId("bench".into())) {
         panic!("bind: {e}");

@@ -35,7 +35,7 @@ use crate::journal::{Journal, JournalError, ResumeReport};
 use crate::model::Stage;
 use crate::query::QueryScope;
 use crate::recorder::Recorder;
-use keel_agent::plugin::{HostBuilder, Plugin, PluginError, plugin_config};
+use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_protocol::SessionId;
 use serde::Deserialize;
 use serde_json::Value;
@@ -81,28 +81,35 @@ pub struct ProvenanceConfig {
     pub fsync: Fsync,
 }
 
+/// The plugin's identity: row id `provenance`.
+pub const ID: PluginId = keel_agent::plugin_id!("provenance");
+
 /// The catalogue entry: `use = "provenance"`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProvenancePlugin;
 
 impl Plugin for ProvenancePlugin {
-    fn id(&self) -> &'static str {
-        "provenance"
+    fn id(&self) -> PluginId {
+        ID
     }
 
     fn description(&self) -> &'static str {
         "record how every tool result was formed (hash-chained receipts); trace and get_node tools"
     }
 
-    fn install(&self, host: &mut HostBuilder, config: Value) -> Result<(), PluginError> {
-        let config: ProvenanceConfig = plugin_config(self.id(), config)?;
+    fn enabled_by_default(&self) -> bool {
+        false
+    }
+
+    fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
+        let config: ProvenanceConfig = plugin_config(ID, config)?;
         let provenance = match config.store {
             StoreMode::Journal => {
-                Provenance::journal(host.keel_home.clone()).with_fsync(config.fsync)
+                Provenance::journal(ctx.keel_home.clone()).with_fsync(config.fsync)
             }
             StoreMode::Memory => Provenance::in_memory(),
         };
-        provenance.install(host);
+        provenance.install(ctx);
         Ok(())
     }
 }
@@ -282,15 +289,15 @@ impl Provenance {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Register the seams and the query tools on `host`, and bind to the session once the
+    /// Register the seams and the query tools on `ctx`, and bind to the session once the
     /// agent is built.
-    pub fn install(&self, host: &mut HostBuilder) {
+    pub fn install(&self, ctx: &mut InstallContext) {
         // Agent-scoped: the journal belongs to this session; a subagent must not write into it.
-        seams::install(self, &mut host.agent_hooks);
-        host.tools.push(Arc::new(TraceTool::new(self.clone())));
-        host.tools.push(Arc::new(GetNodeTool::new(self.clone())));
+        seams::install(self, &mut ctx.agent_hooks);
+        ctx.tools.push(Arc::new(TraceTool::new(self.clone())));
+        ctx.tools.push(Arc::new(GetNodeTool::new(self.clone())));
         let me = self.clone();
-        host.on_agent.push(Box::new(move |agent| {
+        ctx.on_agent.push(Box::new(move |agent| {
             if let Err(e) = me.bind(&agent.session_id()) {
                 tracing::warn!("provenance disabled for this session: {e}");
             }

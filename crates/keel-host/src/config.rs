@@ -6,14 +6,75 @@
 //! replacing a row's whole `config`. Every layer is validated on its own, so an unknown key or a
 //! bad value is reported with the file (or flag) that holds it. `keel config dump` prints the
 //! merged result with the layer that set each key.
+//!
+//! The defaults layer is [`DEFAULTS`] followed by one `[[plugins]]` row per catalogue plugin,
+//! enabled as the plugin itself says ([`keel_agent::plugin::Plugin::enabled_by_default`]).
+//! Values with a fixed vocabulary (`sandbox`, `approval`) are typed when a layer is parsed, so a
+//! misspelling names the layer that holds it.
 
-use anyhow::{Context, Result, anyhow, bail};
-use serde::Deserialize;
+use keel_agent::ApprovalPolicy;
+use keel_agent::plugin::Plugin;
+use keel_tools::SandboxMode;
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use toml::{Table, Value};
 
-/// Built-in defaults, as a TOML document (also the reference for `docs/config.md`).
+/// Why the configuration could not be loaded. Every variant names the layer (file or flag)
+/// involved; the front end reports it and stops.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A layer is not valid TOML, or holds an unknown key or a bad value.
+    #[error("invalid configuration in {layer}: {message}")]
+    Invalid {
+        /// The file path, `defaults`, or `-c key=value`.
+        layer: String,
+        /// What is wrong (names the key).
+        message: String,
+    },
+    /// A configuration file exists but cannot be read.
+    #[error("cannot read configuration file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--profile NAME` names no file.
+    #[error("profile {name:?} not found: expected {}", path.display())]
+    ProfileNotFound {
+        /// The profile name.
+        name: String,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// `--config FILE` names no file.
+    #[error("configuration file {} not found", path.display())]
+    FileNotFound {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A `-c` flag is not `key=value` over tables.
+    #[error("-c {spec}: {message}")]
+    Override {
+        /// The value of the flag.
+        spec: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two `[[plugins]]` rows of one layer share an id.
+    #[error("plugin row id {id:?} appears twice in one layer")]
+    DuplicateRow {
+        /// The id.
+        id: String,
+    },
+}
+
+type Result<T, E = ConfigError> = std::result::Result<T, E>;
+
+/// Built-in defaults, as a TOML document (also the reference for `docs/config.md`); the
+/// plugin rows follow from the catalogue ([`defaults_text`]).
 pub const DEFAULTS: &str = r#"
 model = "deepseek-v4-flash"
 provider = "deepseek"
@@ -36,26 +97,6 @@ retry_base_ms = 500
 spill_bytes = 50000
 bash_timeout_ms = 120000
 forward_env = []
-
-[[plugins]]
-id = "compaction"
-enabled = true
-
-[[plugins]]
-id = "jobs"
-enabled = true
-
-[[plugins]]
-id = "subagent"
-enabled = true
-
-[[plugins]]
-id = "hooks"
-enabled = true
-
-[[plugins]]
-id = "provenance"
-enabled = false
 "#;
 
 /// The typed view of a merged configuration. Every field is optional in a layer; the defaults
@@ -68,15 +109,17 @@ pub struct Config {
     /// Provider name (a key of `providers`).
     pub provider: Option<String>,
     /// `read-only`, `workspace-write` or `full-access`.
-    pub sandbox: Option<String>,
+    #[serde(default, deserialize_with = "sandbox_mode")]
+    pub sandbox: Option<SandboxMode>,
     /// `ask`, `never` or `auto`.
-    pub approval: Option<String>,
+    #[serde(default, deserialize_with = "approval_policy")]
+    pub approval: Option<ApprovalPolicy>,
     /// OpenAI-compatible endpoints by name.
     #[serde(default)]
-    pub providers: BTreeMap<String, ProviderConfig>,
+    pub providers: BTreeMap<String, ProviderSection>,
     /// Per-model overrides.
     #[serde(default)]
-    pub models: BTreeMap<String, ModelOverride>,
+    pub models: BTreeMap<String, ModelSection>,
     /// Agent loop settings.
     #[serde(default)]
     pub agent: AgentSection,
@@ -94,7 +137,7 @@ pub struct Config {
 /// `[providers.<name>]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProviderConfig {
+pub struct ProviderSection {
     /// Base URL (`/chat/completions` is appended).
     pub base_url: Option<String>,
     /// Environment variable holding the API key.
@@ -106,7 +149,7 @@ pub struct ProviderConfig {
 /// `[models.<name>]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ModelOverride {
+pub struct ModelSection {
     /// Context window in tokens.
     pub context_window: Option<u64>,
     /// Default max output tokens.
@@ -188,6 +231,18 @@ pub struct Sources {
     pub overrides: Vec<String>,
 }
 
+impl Sources {
+    /// The layers of a workspace: `$KEEL_HOME/config.toml` and the project's
+    /// `.keel/config.toml`, no profile, no extra file, no `-c`.
+    pub fn for_workspace(home: PathBuf, project: PathBuf) -> Self {
+        Sources {
+            home,
+            project,
+            ..Sources::default()
+        }
+    }
+}
+
 /// The merged configuration with provenance of every key.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -199,19 +254,52 @@ pub struct Loaded {
     pub origin: BTreeMap<String, String>,
 }
 
+/// The defaults layer: [`DEFAULTS`] and a row per plugin of `plugins`, enabled as the plugin
+/// says.
+pub fn defaults_text(plugins: &[Box<dyn Plugin>]) -> String {
+    let mut text = DEFAULTS.to_owned();
+    for p in plugins {
+        text.push_str(&format!(
+            "\n[[plugins]]\nid = {:?}\nenabled = {}\n",
+            p.id().as_str(),
+            p.enabled_by_default()
+        ));
+    }
+    text
+}
+
+fn sandbox_mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SandboxMode>, D::Error> {
+    let Some(name) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    name.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+fn approval_policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ApprovalPolicy>, D::Error> {
+    let Some(name) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    ApprovalPolicy::parse(&name).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "unknown approval policy {name:?}; expected ask, never or auto"
+        ))
+    })
+}
+
 fn parse_layer(name: &str, text: &str) -> Result<Table> {
-    let table: Table = toml::from_str(text).map_err(|e| {
-        anyhow!("{name}: {}", e.message().trim())
-            .context(format!("invalid configuration in {name}"))
+    let table: Table = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+        layer: name.to_owned(),
+        message: e.message().trim().to_owned(),
     })?;
     validate(name, &table)?;
     Ok(table)
 }
 
 fn validate(name: &str, table: &Table) -> Result<()> {
-    Config::deserialize(Value::Table(table.clone()))
-        .map_err(|e| anyhow!("{name}: {e}"))
-        .with_context(|| format!("invalid configuration in {name}"))?;
+    Config::deserialize(Value::Table(table.clone())).map_err(|e| ConfigError::Invalid {
+        layer: name.to_owned(),
+        message: e.to_string(),
+    })?;
     Ok(())
 }
 
@@ -223,22 +311,26 @@ fn read_layer(path: &Path) -> Result<Option<Layer>> {
             Ok(Some(Layer { name, table }))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(anyhow!(
-            "cannot read configuration file {}: {e}",
-            path.display()
-        )),
+        Err(source) => Err(ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
 /// Parse `-c key=value` into a one-key table. The value is TOML when it parses as TOML
 /// (`true`, `3`, `"x"`, `[1]`), otherwise a plain string.
 pub fn override_table(spec: &str) -> Result<Table> {
+    let bad = |message: String| ConfigError::Override {
+        spec: spec.to_owned(),
+        message,
+    };
     let (key, raw) = spec
         .split_once('=')
-        .ok_or_else(|| anyhow!("-c {spec}: expected key=value"))?;
+        .ok_or_else(|| bad("expected key=value".into()))?;
     let key = key.trim();
     if key.is_empty() {
-        bail!("-c {spec}: empty key");
+        return Err(bad("empty key".into()));
     }
     let value = match toml::from_str::<Table>(&format!("v = {raw}")) {
         Ok(mut t) => t.remove("v").unwrap_or(Value::String(raw.to_owned())),
@@ -256,18 +348,18 @@ pub fn override_table(spec: &str) -> Result<Table> {
                 .or_insert_with(|| Value::Table(Table::new()))
             {
                 Value::Table(t) => t,
-                _ => bail!("-c {spec}: {part} is not a table"),
+                _ => return Err(bad(format!("{part} is not a table"))),
             };
         }
     }
     Ok(table)
 }
 
-/// Load and merge every layer.
-pub fn load(sources: &Sources) -> Result<Loaded> {
+/// Load and merge every layer; the defaults layer has a row for each of `plugins`.
+pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
     let mut layers = vec![Layer {
         name: "defaults".to_owned(),
-        table: parse_layer("defaults", DEFAULTS)?,
+        table: parse_layer("defaults", &defaults_text(plugins))?,
     }];
     if let Some(l) = read_layer(&sources.home.join("config.toml"))? {
         layers.push(l);
@@ -279,7 +371,12 @@ pub fn load(sources: &Sources) -> Result<Loaded> {
             .join(format!("{profile}.toml"));
         match read_layer(&path)? {
             Some(l) => layers.push(l),
-            None => bail!("profile {profile:?} not found: expected {}", path.display()),
+            None => {
+                return Err(ConfigError::ProfileNotFound {
+                    name: profile.clone(),
+                    path,
+                });
+            }
         }
     }
     if let Some(l) = read_layer(&sources.project.join(".keel").join("config.toml"))? {
@@ -288,7 +385,7 @@ pub fn load(sources: &Sources) -> Result<Loaded> {
     if let Some(file) = &sources.config_file {
         match read_layer(file)? {
             Some(l) => layers.push(l),
-            None => bail!("configuration file {} not found", file.display()),
+            None => return Err(ConfigError::FileNotFound { path: file.clone() }),
         }
     }
     for spec in &sources.overrides {
@@ -307,12 +404,15 @@ pub fn merge_layers(layers: &[Layer]) -> Result<Loaded> {
     for layer in layers {
         merge_into(&mut table, &layer.table, "", &layer.name, &mut origin);
     }
-    let config = Config::deserialize(Value::Table(table.clone()))
-        .map_err(|e| anyhow!("invalid merged configuration: {e}"))?;
+    let config =
+        Config::deserialize(Value::Table(table.clone())).map_err(|e| ConfigError::Invalid {
+            layer: "the merged configuration".into(),
+            message: e.to_string(),
+        })?;
     let mut seen = std::collections::BTreeSet::new();
     for row in &config.plugins {
         if !seen.insert(row.id.clone()) {
-            bail!("plugin row id {:?} appears twice in one layer", row.id);
+            return Err(ConfigError::DuplicateRow { id: row.id.clone() });
         }
     }
     Ok(Loaded {
@@ -466,10 +566,10 @@ mod tests {
         .unwrap();
         let mut s = sources(home.path(), project.path());
         s.overrides = vec!["agent.max_steps=7".into(), "sandbox=read-only".into()];
-        let loaded = load(&s).unwrap();
+        let loaded = load(&s, &crate::catalogue::builtin()).unwrap();
         assert_eq!(loaded.config.model.as_deref(), Some("deepseek-chat"));
         assert_eq!(loaded.config.agent.max_steps, Some(7));
-        assert_eq!(loaded.config.sandbox.as_deref(), Some("read-only"));
+        assert_eq!(loaded.config.sandbox, Some(SandboxMode::ReadOnly));
         let row = loaded
             .config
             .plugins
@@ -503,7 +603,11 @@ mod tests {
         std::fs::write(home.path().join("config.toml"), "[agent]\nmax_stepz = 3\n").unwrap();
         let err = format!(
             "{:#}",
-            load(&sources(home.path(), project.path())).unwrap_err()
+            load(
+                &sources(home.path(), project.path()),
+                &crate::catalogue::builtin()
+            )
+            .unwrap_err()
         );
         assert!(
             err.contains("config.toml") && err.contains("max_stepz"),
@@ -512,12 +616,16 @@ mod tests {
         std::fs::write(home.path().join("config.toml"), "model = \n").unwrap();
         let err = format!(
             "{:#}",
-            load(&sources(home.path(), project.path())).unwrap_err()
+            load(
+                &sources(home.path(), project.path()),
+                &crate::catalogue::builtin()
+            )
+            .unwrap_err()
         );
         assert!(err.contains("config.toml"), "{err}");
         let mut s = sources(tempfile::tempdir().unwrap().path(), project.path());
         s.profile = Some("nope".into());
-        let err = format!("{:#}", load(&s).unwrap_err());
+        let err = format!("{:#}", load(&s, &crate::catalogue::builtin()).unwrap_err());
         assert!(err.contains("profile \"nope\" not found"), "{err}");
     }
 }

@@ -19,8 +19,11 @@
 //! The first agent bound wins; a child agent inheriting the registry runs the tool events
 //! (logged in the bound agent's session) but not `SessionStart`, `UserPromptSubmit` or `Stop`.
 //!
-//! The tool adapters live in [`HookRegistry::tools`]; pass `hooks.tools` to the
-//! [`keel_tools::Pipeline`] builder after calling [`install`].
+//! The tool adapters live in [`HookRegistry::tools`], which the agent builder turns into its
+//! pipeline's seams. The plugin row is `hooks` ([`CommandHooksPlugin`]); it reads keel's
+//! `[hooks]` configuration section and, unless its row says otherwise, the project's
+//! `.claude/settings.json`.
+#![deny(missing_docs)]
 
 mod adapters;
 pub mod config;
@@ -28,16 +31,17 @@ pub mod names;
 mod output;
 mod runner;
 
-pub use adapters::HOOKS_PLUGIN;
 pub use config::{
     DEFAULT_TIMEOUT, HookCommand, HookEvent, HooksConfig, HooksConfigError, Matcher, MatcherGroup,
     PROJECT_SETTINGS_FILES, load_project_settings, parse_settings,
 };
 
-use crate::agent::Agent;
-use crate::seams::HookRegistry;
+use keel_agent::Agent;
+use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
+use keel_agent::seams::HookRegistry;
 use keel_tools::subprocess::SubprocessService;
 use runner::Shared;
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,4 +121,70 @@ pub fn install(
         hooks.turn_stopping.push(adapters::stop(shared.clone()));
     }
     CommandHooks { shared }
+}
+
+/// The plugin's identity: row id `hooks`; messages hooks add have the source `keel/hooks`.
+pub const ID: PluginId = keel_agent::plugin_id!("hooks");
+
+/// The `hooks` row's own settings (`[plugins.config]`).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct HooksRow {
+    /// Read `.claude/settings.json` and `.claude/settings.local.json` of the project.
+    project_settings: bool,
+    /// Timeout of commands without their own, in seconds.
+    default_timeout_secs: u64,
+    /// `Stop` continuations allowed per turn.
+    max_stop_continuations: u32,
+}
+
+impl Default for HooksRow {
+    fn default() -> Self {
+        HooksRow {
+            project_settings: true,
+            default_timeout_secs: 60,
+            max_stop_continuations: 8,
+        }
+    }
+}
+
+/// The `hooks` plugin: command hooks from keel's `[hooks]` configuration section and the
+/// project's `.claude/settings.json` (+ `.local.json`), run by the agent's subprocess service.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CommandHooksPlugin;
+
+impl Plugin for CommandHooksPlugin {
+    fn id(&self) -> PluginId {
+        ID
+    }
+    fn description(&self) -> &'static str {
+        "command hooks compatible with Claude Code (SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Stop)"
+    }
+    fn enabled_by_default(&self) -> bool {
+        true
+    }
+    fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
+        let row: HooksRow = plugin_config(ID, config)?;
+        let mut merged = match ctx.section("hooks") {
+            Some(value) => HooksConfig::from_value(value.clone(), "keel configuration [hooks]")
+                .map_err(|e| PluginError::setup(ID, "invalid [hooks] section", e))?,
+            None => HooksConfig::default(),
+        };
+        if row.project_settings
+            && let Some(project) = load_project_settings(&ctx.cwd)
+                .map_err(|e| PluginError::setup(ID, "cannot read the project's settings", e))?
+        {
+            merged.merge(project);
+        }
+        if merged.is_empty() {
+            return Ok(());
+        }
+        let mut options = HooksOptions::new(ctx.cwd.clone());
+        options.default_timeout = Duration::from_secs(row.default_timeout_secs);
+        options.max_stop_continuations = row.max_stop_continuations;
+        let installed = install(&mut ctx.hooks, merged, ctx.subprocess.clone(), options);
+        ctx.on_agent
+            .push(Box::new(move |agent| installed.bind(agent)));
+        Ok(())
+    }
 }

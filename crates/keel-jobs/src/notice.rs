@@ -6,9 +6,6 @@ use keel_protocol::{ContentBlock, KnownSource, Message, MessageSource, Role};
 use keel_tools::JobOutput;
 use serde_json::{Map, json};
 
-/// Plugin id of job notices (message source).
-pub const JOBS_PLUGIN: &str = "keel/jobs";
-
 /// Bytes of a job's output tail quoted in its notice.
 pub const NOTICE_OUTPUT_CAP: usize = 1_500;
 
@@ -85,7 +82,7 @@ impl JobNotice {
             role: Role::User,
             content: vec![ContentBlock::text(self.render())],
             source: MessageSource::Known(KnownSource::Plugin {
-                plugin: JOBS_PLUGIN.into(),
+                plugin: crate::ID.source().into(),
                 extra,
             }),
             id: uuid::Uuid::new_v4().to_string(),
@@ -127,6 +124,6 @@ mod tests {
         let text = n.render();
         assert!(text.contains("Last 1500 of 9000 bytes"), "{text}");
         assert!(text.len() < NOTICE_OUTPUT_CAP + 300);
-        assert_eq!(n.message().source.plugin_id(), Some(JOBS_PLUGIN));
+        assert_eq!(n.message().source.plugin_id(), Some(crate::ID.source()));
     }
 }

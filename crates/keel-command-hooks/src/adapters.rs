@@ -18,14 +18,14 @@
 //! `Stop` runs at most [`super::HooksOptions::max_stop_continuations`] continuations per turn;
 //! the payload's `stop_hook_active` is true once a `Stop` hook has continued the turn.
 
-use super::config::HookEvent;
-use super::names;
-use super::output::{Effect, HookContextMessage, PostToolFeedback, StopHookReason};
-use super::runner::Shared;
-use crate::agent::Agent;
-use crate::hooks::{Middleware, SerialHook, middleware};
-use crate::seams::{PreStep, PreStepOutcome, StopDecision, TurnStopping};
+use crate::config::HookEvent;
+use crate::names;
+use crate::output::{Effect, HookContextMessage, PostToolFeedback, StopHookReason};
+use crate::runner::Shared;
 use async_trait::async_trait;
+use keel_agent::Agent;
+use keel_agent::hooks::{Middleware, SerialHook, middleware};
+use keel_agent::seams::{PreStep, PreStepOutcome, StopDecision, TurnStopping};
 use keel_protocol::{ContentBlock, Message, MessageSource};
 use keel_tools::{
     HookContext, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,
@@ -33,13 +33,10 @@ use keel_tools::{
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-/// Plugin id of the messages hooks add.
-pub const HOOKS_PLUGIN: &str = "keel/hooks";
-
 fn hook_message(text: String) -> Message {
     Message::user_text(
         text,
-        MessageSource::plugin(HOOKS_PLUGIN),
+        MessageSource::plugin(crate::ID.source()),
         uuid::Uuid::new_v4().to_string(),
     )
 }
@@ -70,7 +67,7 @@ fn tool_fields(payload: &mut Map<String, Value>, name: &str, args: &Value) {
 impl Shared {
     /// Remember a `continue: false` from a tool hook for the next step of the bound agent's turn.
     fn set_halt(&self, agent: Option<&Agent>, reason: String) {
-        let turn = agent.map_or(0, |a| a.state().turn);
+        let turn = agent.map_or(0, |a| a.current_turn());
         self.state().halt = Some((turn, reason));
     }
 

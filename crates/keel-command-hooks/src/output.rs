@@ -12,7 +12,7 @@
 //! The result of one command is an [`Effect`]; the seam adapters combine the effects of every
 //! matching command. Model-visible text is built by the named fragments at the end.
 
-use super::config::HookEvent;
+use crate::config::HookEvent;
 use serde::Deserialize;
 use std::time::Duration;
 

@@ -2,16 +2,16 @@
 //! real agent (real tools on a temp workspace, a real session file), a scripted model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use keel_agent::command_hooks::{self, CommandHooks, HOOKS_PLUGIN, HooksConfigError, HooksOptions};
-use keel_agent::{Agent, AgentConfig, HookRegistry};
-use keel_llm::{ChatRequest, Format, ModelCatalogue, Provider, ScriptedProvider};
+use keel_agent::{Agent, HookRegistry, ToolSetup};
+use keel_command_hooks::{self as command_hooks, CommandHooks, HooksConfigError, HooksOptions};
+use keel_llm::{ChatRequest, ModelCatalogue, Provider, ScriptFormat, ScriptedProvider};
 use keel_protocol::{EventBody, HookResult, Message, SessionHeader, TurnEndReason};
 use keel_session::{PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms};
+use keel_testkit::agent::{FIXTURE_MODEL, write_file};
 use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
-use keel_tools::{BuiltinConfig, Pipeline, SandboxMode, ToolRegistry, Workspace};
+use keel_tools::{BuiltinConfig, SandboxMode, ToolRegistry, Workspace};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -26,7 +26,8 @@ struct Hooked {
 }
 
 /// Write `files` (relative to the workspace; `.sh` files made executable), load the project's
-/// hook settings and build an agent with them installed.
+/// hook settings and build an agent with them installed, run by a subprocess service whose
+/// environment holds a credential-named variable (to see it scrubbed).
 fn hooked(
     script_yaml: &str,
     files: &[(&str, &str)],
@@ -36,12 +37,7 @@ fn hooked(
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().canonicalize().unwrap();
     for (rel, text) in files {
-        let path = cwd.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, text).unwrap();
-        if rel.ends_with(".sh") {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        write_file(&cwd, rel, text);
     }
     let config = command_hooks::load_project_settings(&cwd)
         .unwrap()
@@ -55,7 +51,7 @@ fn hooked(
     let handle = command_hooks::install(&mut hooks, config, SubprocessService::new(sub), options);
 
     let provider = Arc::new(
-        ScriptedProvider::from_str(script_yaml, Format::Yaml)
+        ScriptedProvider::from_str(script_yaml, ScriptFormat::Yaml)
             .unwrap()
             .with_name("scripted"),
     );
@@ -65,25 +61,14 @@ fn hooked(
         PersistentSession::create(&store, &cwd, Session::new(header), WriterOptions::default())
             .unwrap();
     let session_path = log.writer().path().to_path_buf();
-    let cfg = BuiltinConfig::default();
-    let registry = Arc::new(ToolRegistry::with_builtins(&cfg));
-    let pipeline = Pipeline::builder(
-        registry,
+    let tools = ToolSetup::new(
+        ToolRegistry::with_builtins(&BuiltinConfig::default()),
         Workspace::new(&cwd, SandboxMode::WorkspaceWrite).unwrap(),
-    )
-    .hooks(hooks.tools.clone())
-    .plan_state(cfg.plan.clone())
-    .build()
-    .unwrap();
-    let model = "deepseek-v4-flash";
-    let mut config = AgentConfig::new(
-        "scripted",
-        model,
-        ModelCatalogue::default().lookup(model),
-        cwd.clone(),
     );
+    let info = ModelCatalogue::default().lookup(FIXTURE_MODEL);
+    let mut config = keel_agent::AgentConfig::new("scripted", FIXTURE_MODEL, info, cwd.clone());
     config.retry = keel_llm::RetryPolicy::seeded(7);
-    let agent = Agent::builder(config, provider.clone() as Arc<dyn Provider>, pipeline, log)
+    let agent = Agent::builder(config, provider.clone() as Arc<dyn Provider>, tools, log)
         .hooks(hooks)
         .build()
         .unwrap();
@@ -154,7 +139,7 @@ fn hook_messages(request: &ChatRequest) -> Vec<&Message> {
     request
         .messages
         .iter()
-        .filter(|m| m.source.plugin_id() == Some(HOOKS_PLUGIN))
+        .filter(|m| m.source.plugin_id() == Some(keel_command_hooks::ID.source()))
         .collect()
 }
 

@@ -5,22 +5,24 @@
 //! kinds), hands its future a [`JobIo`] and runs it on the tokio runtime. The first settlement
 //! wins: the future's own [`JobResult`] ([`JobService::finish`]) or a kill
 //! ([`JobService::kill`]); the loser is ignored. Every settlement signals the owner's driver
-//! ([`crate::Agent::run_until_idle`]); a natural one also delivers a notice to the owner
+//! ([`Agent::run_until_idle`], waiting in [`Background::idle`]); a natural one also delivers a notice to the owner
 //! ([`super::wake`]) unless a `job_output` call was waiting for it (that call reports it).
 //! Locks are never held across an await, and the service lock is released before the owner's
 //! log is touched.
 
-use super::JobsConfig;
-use super::notice::JobNotice;
-use super::wake::{self, WakeLedger};
-use crate::agent::{Agent, Inner};
+use crate::JobsConfig;
+use crate::notice::JobNotice;
+use crate::wake::{self, WakeLedger};
 use futures::FutureExt;
+use futures::future::BoxFuture;
+use keel_agent::background::{Background, IdleWait};
+use keel_agent::{Agent, WeakAgent};
 use keel_protocol::SessionId;
 use keel_tools::jobs::OutputSink;
 use keel_tools::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -126,7 +128,7 @@ impl Job {
 
 /// One agent whose jobs the service holds.
 pub(crate) struct Owner {
-    pub(crate) agent: Weak<Inner>,
+    pub(crate) agent: WeakAgent,
     pub(crate) signal: Arc<Notify>,
     pub(crate) ledger: Arc<Mutex<WakeLedger>>,
     /// Settled jobs whose notice is being delivered: still counted as running, so a driver
@@ -151,6 +153,8 @@ impl State {
 
 /// Background jobs of one or more owner agents. Shared (`Arc`); see the module docs.
 pub struct JobService {
+    /// Itself, for the job control handed out through the background seam.
+    me: std::sync::Weak<JobService>,
     config: JobsConfig,
     next: AtomicU64,
     state: Mutex<State>,
@@ -184,11 +188,17 @@ impl Drop for Waiting<'_> {
 impl JobService {
     /// A service with no jobs and no owners.
     pub fn new(config: JobsConfig) -> Arc<JobService> {
-        Arc::new(JobService {
+        Arc::new_cyclic(|me| JobService {
+            me: me.clone(),
             config,
             next: AtomicU64::new(0),
             state: Mutex::new(State::default()),
         })
+    }
+
+    /// The service `agent` owns jobs in, if it is attached to one.
+    pub fn of(agent: &Agent) -> Option<&JobService> {
+        agent.background_as::<JobService>()
     }
 
     /// Its settings.
@@ -200,11 +210,11 @@ impl JobService {
     /// its finished jobs notify or wake it, and [`Agent::run_until_idle`] waits for them. An
     /// agent attaches to one service; attaching it to a second one is ignored.
     pub fn attach(self: &Arc<Self>, agent: &Agent) {
-        if agent.inner.jobs.set(self.clone()).is_err() {
+        if !agent.attach_background(self.clone()) {
             return;
         }
         let owner = Owner {
-            agent: Arc::downgrade(&agent.inner),
+            agent: agent.downgrade(),
             signal: Arc::new(Notify::new()),
             ledger: Arc::new(Mutex::new(WakeLedger::default())),
             delivering: 0,
@@ -293,13 +303,8 @@ impl JobService {
         let Some((agent, signal, ledger)) = target else {
             return;
         };
-        if let (Some(notice), Some(inner)) = (notice, agent.upgrade()) {
-            wake::deliver(
-                &Agent { inner },
-                &ledger,
-                self.config.max_wakeups,
-                notice.message(),
-            );
+        if let (Some(notice), Some(agent)) = (notice, agent.upgrade()) {
+            wake::deliver(&agent, &ledger, self.config.max_wakeups, notice.message());
         }
         if let Some(o) = lock(&self.state).owners.get_mut(owner) {
             o.delivering = o.delivering.saturating_sub(1);
@@ -406,6 +411,42 @@ impl JobService {
             .owners
             .get(owner)
             .map(|o| (o.signal.clone(), o.ledger.clone()))
+    }
+}
+
+impl Background for JobService {
+    fn control(&self, owner: &Agent) -> Option<Arc<dyn JobControl>> {
+        let id = owner.session_id();
+        let service = lock(&self.state)
+            .owners
+            .contains_key(&id)
+            .then(|| self.me.upgrade())??;
+        Some(Arc::new(OwnerView { service, owner: id }))
+    }
+
+    fn idle<'a>(&'a self, owner: &'a Agent) -> BoxFuture<'a, IdleWait> {
+        Box::pin(async move {
+            let id = owner.session_id();
+            let Some((signal, ledger)) = self.owner_parts(&id) else {
+                return IdleWait::Done;
+            };
+            let may_wake = {
+                let mut ledger = ledger.lock().unwrap_or_else(|p| p.into_inner());
+                ledger.catch_up(owner);
+                ledger.consecutive() < self.config.max_wakeups
+            };
+            if self.running(&id) == 0 || !may_wake {
+                return IdleWait::Done;
+            }
+            // Every settlement of an owned job signals (`notify_one` keeps a permit, so one
+            // that lands between the checks above and this wait is not lost).
+            signal.notified().await;
+            IdleWait::Settled
+        })
+    }
+
+    fn stop_owned(&self, owner: &Agent) -> Vec<String> {
+        self.kill_owned(&owner.session_id())
     }
 }
 

@@ -10,14 +10,14 @@
 //! `CLAUDE_PROJECT_DIR` and `KEEL_PROJECT_DIR`; a timeout or a cancelled turn stops the whole
 //! process group (SIGTERM, grace, SIGKILL).
 
-use super::HooksOptions;
-use super::config::{HookCommand, HookEvent, HooksConfig};
-use super::output::{Effect, RunOutput, Status, interpret};
-use crate::agent::{Agent, Inner};
+use crate::HooksOptions;
+use crate::config::{HookCommand, HookEvent, HooksConfig};
+use crate::output::{Effect, RunOutput, Status, interpret};
+use keel_agent::{Agent, AgentSlot};
 use keel_protocol::{EventBody, HookInvoked, HookResult};
 use keel_tools::subprocess::{CommandSpec, RunEnd, SubprocessService};
 use serde_json::{Map, Value};
-use std::sync::{Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
 /// Bytes of each output stream kept (JSON decisions must fit).
@@ -40,7 +40,7 @@ pub(crate) struct Shared {
     pub(crate) config: HooksConfig,
     pub(crate) runner: SubprocessService,
     pub(crate) options: HooksOptions,
-    agent: OnceLock<Weak<Inner>>,
+    agent: AgentSlot,
     state: Mutex<State>,
 }
 
@@ -54,7 +54,7 @@ impl Shared {
             config,
             runner,
             options,
-            agent: OnceLock::new(),
+            agent: AgentSlot::new(),
             state: Mutex::new(State::default()),
         }
     }
@@ -66,22 +66,17 @@ impl Shared {
     /// Bind the agent whose log receives tool hooks' events (first binding wins). Weak, so the
     /// agent's own hook registry holding these hooks does not keep it alive.
     pub(crate) fn bind(&self, agent: &Agent) {
-        let _ = self.agent.set(std::sync::Arc::downgrade(&agent.inner));
+        self.agent.bind(agent);
     }
 
     /// True when `agent` is the bound agent (not, say, a child agent sharing these hooks).
     pub(crate) fn is_bound(&self, agent: &Agent) -> bool {
-        self.agent
-            .get()
-            .is_some_and(|w| std::ptr::eq(w.as_ptr(), std::sync::Arc::as_ptr(&agent.inner)))
+        self.agent.holds(agent)
     }
 
     /// The bound agent, while it lives.
     pub(crate) fn agent(&self) -> Option<Agent> {
-        self.agent
-            .get()
-            .and_then(Weak::upgrade)
-            .map(|inner| Agent { inner })
+        self.agent.get()
     }
 
     /// The fields every event's payload has.
@@ -125,12 +120,7 @@ impl Shared {
         }
         let stdin = Value::Object(payload).to_string().into_bytes();
         let cancel = match agent {
-            Some(a) => a
-                .inner
-                .turn_cancel
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            Some(a) => a.turn_cancel_token(),
             None => CancellationToken::new(),
         };
         for cmd in &commands {

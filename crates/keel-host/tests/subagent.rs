@@ -3,16 +3,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod subagent_support;
+mod support;
 
 use keel_agent::seams::SubagentNotice;
-use keel_agent::subagent::{SUBAGENT_PLUGIN, SubagentConfig, SubagentMode};
+use keel_agent::subagent::{SubagentConfig, SubagentMode};
 use keel_agent::{ApprovalPolicy, HookRegistry};
 use keel_protocol::{EventBody, SubagentDescriptor, TurnEndReason};
 use keel_tools::SandboxMode;
 use pretty_assertions::assert_eq;
 use std::sync::{Arc, Mutex};
-use subagent_support::*;
+use support::*;
 
 fn descriptors(rig: &Rig) -> Vec<SubagentDescriptor> {
     events_of(&rig.agent)
@@ -104,7 +104,10 @@ responses:
     let child_events: Vec<_> = child.events().map(|e| e.into_owned()).collect();
     let first = &user_messages(&child_events)[0];
     assert_eq!(first.text(), PROMPT);
-    assert_eq!(first.source.plugin_id(), Some(SUBAGENT_PLUGIN));
+    assert_eq!(
+        first.source.plugin_id(),
+        Some(keel_agent::subagent::ID.source())
+    );
     assert!(
         child_events
             .iter()
@@ -197,7 +200,7 @@ responses:
     );
     assert!(descriptors(&shallow).is_empty(), "no child was created");
     assert!(
-        std::fs::read_dir(shallow.home.path().join("sessions"))
+        std::fs::read_dir(shallow.fixture.home.path().join("sessions"))
             .unwrap()
             .count()
             == 1
@@ -294,7 +297,7 @@ responses:
     );
     rig.agent.followup("go").unwrap();
     guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
-    assert!(!rig.work.path().join("ran.txt").exists());
+    assert!(!rig.fixture.work.path().join("ran.txt").exists());
     let child = descriptors(&rig)[0].child_session.clone();
     let child_events: Vec<_> = load(&session_file(&rig, child.as_str()))
         .events()
@@ -426,9 +429,9 @@ responses:
     rig.agent.followup("Research in the background.").unwrap();
     let first = guarded(rig.agent.run_pending()).await.unwrap().unwrap();
     assert_eq!(first.final_text, "Waiting for the subagent.");
-    let jobs = rig.jobs.as_ref().unwrap();
+    let jobs = rig.jobs().unwrap();
     assert_eq!(jobs.running(&rig.agent.session_id()), 1);
-    std::fs::write(rig.work.path().join("release"), "").unwrap();
+    std::fs::write(rig.fixture.work.path().join("release"), "").unwrap();
     let outcome = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(
         (outcome.turn, outcome.final_text.as_str()),
@@ -448,7 +451,7 @@ responses:
     // The answer arrived as a keel/jobs notice that woke the idle parent.
     let notices: Vec<String> = user_messages(&events)
         .iter()
-        .filter(|m| m.source.plugin_id() == Some(keel_agent::jobs::JOBS_PLUGIN))
+        .filter(|m| m.source.plugin_id() == Some(keel_jobs::ID.source()))
         .map(|m| m.text())
         .collect();
     assert_eq!(notices.len(), 1);
@@ -459,7 +462,7 @@ responses:
         notices[0]
     );
     assert!(notices[0].contains("The answer is 42."), "{}", notices[0]);
-    let jobs = rig.jobs.as_ref().unwrap().list(&rig.agent.session_id());
+    let jobs = rig.jobs().unwrap().list(&rig.agent.session_id());
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].status, keel_tools::JobStatus::Completed);
 

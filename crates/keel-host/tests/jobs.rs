@@ -4,16 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod subagent_support;
+mod support;
 
-use keel_agent::jobs::{JOBS_PLUGIN, JobsConfig};
 use keel_agent::seams::{StopDecision, TurnStopping};
 use keel_agent::{Agent, HookRegistry};
+use keel_jobs::JobsConfig;
 use keel_protocol::{EventBody, InboxTarget, SessionEvent};
 use keel_tools::JobStatus;
 use pretty_assertions::assert_eq;
 use std::sync::Arc;
-use subagent_support::*;
+use support::*;
 
 /// `(target, text)` of every job notice put into the inbox.
 fn notices(events: &[SessionEvent]) -> Vec<(InboxTarget, String)> {
@@ -26,7 +26,7 @@ fn notices(events: &[SessionEvent]) -> Vec<(InboxTarget, String)> {
         .flat_map(|s| {
             s.inserted
                 .iter()
-                .filter(|m| m.source.plugin_id() == Some(JOBS_PLUGIN))
+                .filter(|m| m.source.plugin_id() == Some(keel_jobs::ID.source()))
                 .map(|m| (s.target, m.text()))
                 .collect::<Vec<_>>()
         })
@@ -34,7 +34,9 @@ fn notices(events: &[SessionEvent]) -> Vec<(InboxTarget, String)> {
 }
 
 fn running(agent: &Agent) -> usize {
-    agent.jobs().unwrap().running(&agent.session_id())
+    keel_jobs::JobService::of(agent)
+        .unwrap()
+        .running(&agent.session_id())
 }
 
 fn wait_for(file: &str) -> String {
@@ -69,7 +71,7 @@ responses:
     assert_eq!(running(&rig.agent), 1, "the job waits for its file");
     assert!(!rig.agent.has_pending_turn());
 
-    std::fs::write(rig.work.path().join("go"), "").unwrap();
+    std::fs::write(rig.fixture.work.path().join("go"), "").unwrap();
     let woke = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(
         (woke.turn, woke.final_text.as_str()),
@@ -138,7 +140,7 @@ async fn wake_ups_stop_after_three_in_a_row_until_a_human_message() {
         },
     );
     let agent = &rig.agent;
-    let touch = |f: &str| std::fs::write(rig.work.path().join(f), "").unwrap();
+    let touch = |f: &str| std::fs::write(rig.fixture.work.path().join(f), "").unwrap();
     agent.followup("Start four jobs.").unwrap();
     guarded(agent.run_pending()).await.unwrap().unwrap();
     assert_eq!(running(agent), 4);
@@ -261,18 +263,17 @@ responses:
         results[3],
         "INVALID_ARGS: no job with id 'bash-9' (see job_list)"
     );
-    let pid = std::fs::read_to_string(rig.work.path().join("pid")).unwrap();
+    let pid = std::fs::read_to_string(rig.fixture.work.path().join("pid")).unwrap();
     let proc_dir = format!("/proc/{}", pid.trim());
     until(|| !std::path::Path::new(&proc_dir).exists()).await;
-    let jobs = rig.jobs.as_ref().unwrap().list(&rig.agent.session_id());
+    let jobs = rig.jobs().unwrap().list(&rig.agent.session_id());
     assert_eq!(
         (jobs[0].status, jobs[0].summary.as_deref()),
         (JobStatus::Killed, Some("killed"))
     );
     // What it printed before the kill is kept (the pipe is drained after the group dies).
     let output = || {
-        rig.jobs
-            .as_ref()
+        rig.jobs()
             .unwrap()
             .output(&rig.agent.session_id(), "bash-1")
             .unwrap()
@@ -314,5 +315,5 @@ responses:
         "{}",
         results[1]
     );
-    assert!(!rig.work.path().join("made").exists());
+    assert!(!rig.fixture.work.path().join("made").exists());
 }

@@ -3,17 +3,17 @@
 //! `Stop` (Claude Code's `SubagentStop` is not supported).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod subagent_support;
+mod support;
 
 use keel_agent::HookRegistry;
-use keel_agent::command_hooks::{self, HooksConfig, HooksOptions};
+use keel_command_hooks::{self as command_hooks, HooksConfig, HooksOptions};
 use keel_protocol::EventBody;
 use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use subagent_support::*;
+use support::*;
 
 fn recorder(dir: &Path, name: &str) -> String {
     let path = dir.join(format!("{name}.sh"));
@@ -68,7 +68,7 @@ responses:
     rig.agent.followup("Delegate it.").unwrap();
     let outcome = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(outcome.final_text, "parent done");
-    assert!(rig.work.path().join("child.txt").exists());
+    assert!(rig.fixture.work.path().join("child.txt").exists());
 
     let parent = rig.agent.session_id().as_str().to_owned();
     let ups = payloads(dir, "ups");

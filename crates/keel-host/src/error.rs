@@ -1,0 +1,99 @@
+//! Errors of host assembly: configuration, model route, plugins, the agent itself.
+
+use crate::config::ConfigError;
+use keel_agent::AgentError;
+use keel_agent::plugin::PluginError;
+use std::path::PathBuf;
+
+/// Why an agent could not be assembled. Every variant names what is involved (the layer, the
+/// row, the provider, the path); a front end reports it to the user and stops.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The layered configuration could not be loaded.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The configured provider has no `[providers.NAME]` table.
+    #[error(
+        "unknown provider {name:?}: add a [providers.{name}] table with base_url and api_key_env to the configuration"
+    )]
+    UnknownProvider {
+        /// The provider name.
+        name: String,
+    },
+    /// The provider could not be set up (API key, base URL, HTTP client).
+    #[error(transparent)]
+    Provider(#[from] keel_llm::ConfigError),
+    /// A model script (`--script`) could not be read.
+    #[error("cannot use model script {}", path.display())]
+    Script {
+        /// The script file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: keel_llm::ScriptError,
+    },
+    /// The working directory cannot be a workspace.
+    #[error("cannot use workspace {}", path.display())]
+    Workspace {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `[[plugins]]` row names no catalogue plugin.
+    #[error(
+        "unknown plugin {uses:?} in the [[plugins]] row with id {row:?} (set in {layer}); known plugins: {}",
+        known.join(", ")
+    )]
+    UnknownPlugin {
+        /// What the row uses.
+        uses: String,
+        /// The row id.
+        row: String,
+        /// The layer that set the row.
+        layer: String,
+        /// The catalogue's ids.
+        known: Vec<&'static str>,
+    },
+    /// A row's `config` table cannot be handed to its plugin.
+    #[error("plugin row {row:?}: cannot convert its config")]
+    RowConfig {
+        /// The row id.
+        row: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A plugin refused its configuration or could not set itself up.
+    #[error("{source} (row {row:?}, set in {layer})")]
+    Plugin {
+        /// The row id.
+        row: String,
+        /// The layer that set the row.
+        layer: String,
+        /// The plugin's error.
+        source: PluginError,
+    },
+    /// A plugin tool has the name of a tool already registered.
+    #[error("cannot register plugin tool {name}")]
+    ToolName {
+        /// The tool's name.
+        name: String,
+        /// Why.
+        #[source]
+        source: keel_tools::registry::RegistryError,
+    },
+    /// A session file could not be created.
+    #[error("cannot create a session under {}", home.display())]
+    Session {
+        /// `$KEEL_HOME`.
+        home: PathBuf,
+        /// Why.
+        #[source]
+        source: keel_session::StoreError,
+    },
+    /// The agent could not be built (its first events, its tools).
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+}

@@ -1,0 +1,410 @@
+//! The agent factory: from a loaded configuration and a front end's flags to a running
+//! [`Agent`].
+//!
+//! ```text
+//! Host::load(Sources) ─► layered config (+ catalogue default rows)
+//!   Host::factory(Flags, ModelSource) ─► model route (provider, model, window), sandbox, approval
+//!     AgentFactory::build(log, BuildOptions)
+//!       ─► built-in tools (bash limits) + subprocess service + spill dir + workspace
+//!       ─► plugins install into an InstallContext (seams, tools, on_agent callbacks)
+//!       ─► AgentBuilder (registry → pipeline with the agent's tool seams → agent)
+//!       ─► on_agent callbacks bind plugin tools and services to the built agent
+//! ```
+//!
+//! Every front end (the CLI, a terminal UI, an ACP server, a delegation provider) and the test
+//! fixtures build agents here; child agents (subagents) inherit their parent's assembly
+//! through the same [`keel_agent::AgentBuilder`].
+
+use crate::catalogue;
+use crate::config::{self, Loaded, Sources};
+use crate::error::HostError;
+use keel_agent::plugin::{InstallContext, Plugin};
+use keel_agent::{Agent, AgentConfig, ApprovalPolicy, Approver, HookRegistry, ToolSetup};
+use keel_llm::{
+    ApiKey, ModelCatalogue, ModelInfo, ModelOverride, OpenAiProvider, Provider, ProviderConfig,
+    ScriptedProvider,
+};
+use keel_protocol::SessionHeader;
+use keel_session::{
+    Format as LogFormat, PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms,
+};
+use keel_tools::builtins::bash::BashConfig;
+use keel_tools::spill::SpillConfig;
+use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
+use keel_tools::{BuiltinConfig, SandboxMode, ToolRegistry, Workspace};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a front end says about this run, over the configuration (command-line flags). `None`
+/// leaves the configured value.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// Model name.
+    pub model: Option<String>,
+    /// Provider name (a `[providers.NAME]` table, or `deepseek`).
+    pub provider: Option<String>,
+    /// Base URL of the provider's endpoint.
+    pub base_url: Option<String>,
+    /// An API key held by the front end itself (instead of the provider's `api_key_env`).
+    pub api_key: Option<ApiKey>,
+    /// Sandbox mode.
+    pub sandbox: Option<SandboxMode>,
+    /// Approval policy.
+    pub approval: Option<ApprovalPolicy>,
+    /// Context window of the model, in tokens.
+    pub context_window: Option<u64>,
+    /// Output budget of the model, in tokens.
+    pub max_output: Option<u64>,
+    /// Plugin ids enabled for this run whatever their rows say (`--provenance`).
+    pub enable: Vec<&'static str>,
+}
+
+/// Where the model comes from.
+#[derive(Clone)]
+pub enum ModelSource {
+    /// The configured provider (an OpenAI-compatible endpoint).
+    Configured,
+    /// A model script file replayed by the scripted provider (`--script FILE`).
+    Script(PathBuf),
+    /// A provider the front end made (the embedded demo script, a test double).
+    Provider(Arc<dyn Provider>),
+}
+
+impl std::fmt::Debug for ModelSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelSource::Configured => f.write_str("Configured"),
+            ModelSource::Script(p) => f.debug_tuple("Script").field(p).finish(),
+            ModelSource::Provider(p) => f.debug_tuple("Provider").field(&p.name()).finish(),
+        }
+    }
+}
+
+/// The model a run talks to.
+#[derive(Clone)]
+pub struct ModelRoute {
+    /// The provider.
+    pub provider: Arc<dyn Provider>,
+    /// Its name in message sources (`deepseek`, `scripted`, a `[providers.NAME]` key).
+    pub provider_name: String,
+    /// The model name.
+    pub model: String,
+    /// What keel knows of the model (window, output budget).
+    pub info: ModelInfo,
+}
+
+impl std::fmt::Debug for ModelRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelRoute")
+            .field("provider", &self.provider_name)
+            .field("model", &self.model)
+            .finish()
+    }
+}
+
+/// A loaded configuration for one workspace: what every agent of a front end is built from.
+pub struct Host {
+    home: PathBuf,
+    cwd: PathBuf,
+    store: Store,
+    loaded: Loaded,
+    plugins: Vec<Box<dyn Plugin>>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("home", &self.home)
+            .field("cwd", &self.cwd)
+            .finish()
+    }
+}
+
+impl Host {
+    /// Load the layered configuration of `sources` (home, project, profile, files, `-c`) with
+    /// the built-in plugin catalogue.
+    pub fn load(sources: &Sources) -> Result<Host, HostError> {
+        let plugins = catalogue::builtin();
+        let loaded = config::load(sources, &plugins)?;
+        Ok(Host {
+            home: sources.home.clone(),
+            cwd: sources.project.clone(),
+            store: Store::new(sources.home.clone()),
+            loaded,
+            plugins,
+        })
+    }
+
+    /// The merged configuration with the layer of every key.
+    pub fn config(&self) -> &Loaded {
+        &self.loaded
+    }
+
+    /// The session store under `$KEEL_HOME`.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The workspace root.
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Resolve `flags` over the configuration into a factory for agents talking to `model`.
+    pub fn factory(&self, flags: Flags, model: ModelSource) -> Result<AgentFactory<'_>, HostError> {
+        let c = &self.loaded.config;
+        let sandbox = flags
+            .sandbox
+            .or(c.sandbox)
+            .unwrap_or(SandboxMode::WorkspaceWrite);
+        let approval = flags.approval.or(c.approval).unwrap_or_default();
+        let route = self.route(&flags, model)?;
+        Ok(AgentFactory {
+            host: self,
+            route,
+            sandbox,
+            approval,
+            enable: flags.enable,
+        })
+    }
+
+    fn route(&self, flags: &Flags, source: ModelSource) -> Result<ModelRoute, HostError> {
+        let c = &self.loaded.config;
+        let model = flags
+            .model
+            .clone()
+            .or_else(|| c.model.clone())
+            .unwrap_or_else(|| keel_llm::DEFAULT_MODEL.to_owned());
+        let mut catalogue = ModelCatalogue::default();
+        for (name, o) in &c.models {
+            let o = ModelOverride {
+                context_window: o.context_window,
+                max_output: o.max_output,
+            };
+            catalogue.apply_override(name, o);
+        }
+        let flagged = ModelOverride {
+            context_window: flags.context_window,
+            max_output: flags.max_output,
+        };
+        catalogue.apply_override(&model, flagged);
+        let info = catalogue.lookup(&model);
+        let (provider, provider_name): (Arc<dyn Provider>, String) = match source {
+            ModelSource::Provider(p) => (p, "scripted".into()),
+            ModelSource::Script(path) => {
+                let p = ScriptedProvider::from_path(&path)
+                    .map_err(|source| HostError::Script { path, source })?;
+                (Arc::new(p.with_name("scripted")), "scripted".into())
+            }
+            ModelSource::Configured => {
+                let name = flags
+                    .provider
+                    .clone()
+                    .or_else(|| c.provider.clone())
+                    .unwrap_or_else(|| "deepseek".into());
+                let section = match c.providers.get(&name) {
+                    Some(s) => s.clone(),
+                    None if name == "deepseek" => Default::default(),
+                    None => return Err(HostError::UnknownProvider { name }),
+                };
+                let base_url = flags
+                    .base_url
+                    .clone()
+                    .or(section.base_url)
+                    .unwrap_or_else(|| keel_llm::DEFAULT_BASE_URL.to_owned());
+                let key = match &flags.api_key {
+                    Some(key) => key.clone(),
+                    None => ApiKey::from_env(
+                        section
+                            .api_key_env
+                            .as_deref()
+                            .unwrap_or(keel_llm::API_KEY_ENV),
+                    )?,
+                };
+                let mut pconf = ProviderConfig::new(name.clone(), base_url, key);
+                if let Some(secs) = section.idle_timeout_secs {
+                    pconf.idle_timeout = Duration::from_secs(secs);
+                }
+                pconf.catalogue = catalogue;
+                (Arc::new(OpenAiProvider::new(pconf)?), name)
+            }
+        };
+        Ok(ModelRoute {
+            provider,
+            provider_name,
+            model,
+            info,
+        })
+    }
+}
+
+/// A change to an agent's settings after the configuration is applied.
+pub type ConfigEdit = Box<dyn FnOnce(&mut AgentConfig) + Send>;
+
+/// Per-agent additions of a front end.
+#[derive(Default)]
+pub struct BuildOptions {
+    /// Global hooks, registered before the plugins' (inherited by child agents).
+    pub hooks: HookRegistry,
+    /// Hooks of this agent only (a progress printer, a UI's event feed).
+    pub agent_hooks: HookRegistry,
+    /// Answers approvals when the policy is `ask` (an interactive front end).
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Adjusts the agent's settings last (a test's seeded retry policy, a UI's persona).
+    pub edit_config: Option<ConfigEdit>,
+}
+
+/// Builds agents from a resolved configuration ([`Host::factory`]).
+pub struct AgentFactory<'h> {
+    host: &'h Host,
+    route: ModelRoute,
+    sandbox: SandboxMode,
+    approval: ApprovalPolicy,
+    enable: Vec<&'static str>,
+}
+
+impl std::fmt::Debug for AgentFactory<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentFactory")
+            .field("route", &self.route)
+            .field("sandbox", &self.sandbox)
+            .field("approval", &self.approval)
+            .finish()
+    }
+}
+
+impl AgentFactory<'_> {
+    /// The model route agents get.
+    pub fn route(&self) -> &ModelRoute {
+        &self.route
+    }
+
+    /// The sandbox mode agents get.
+    pub fn sandbox(&self) -> SandboxMode {
+        self.sandbox
+    }
+
+    /// The approval policy agents get.
+    pub fn approval(&self) -> ApprovalPolicy {
+        self.approval
+    }
+
+    /// A new, empty session log for the workspace, in `format`.
+    pub fn new_session(&self, format: LogFormat) -> Result<PersistentSession, HostError> {
+        let cwd = &self.host.cwd;
+        let header =
+            SessionHeader::new(new_session_id(), now_ms(), Some(cwd.display().to_string()));
+        let options = WriterOptions {
+            format,
+            ..WriterOptions::default()
+        };
+        PersistentSession::create(&self.host.store, cwd, Session::new(header), options).map_err(
+            |source| HostError::Session {
+                home: self.host.home.clone(),
+                source,
+            },
+        )
+    }
+
+    /// A new agent on a new plain session, with no front-end additions.
+    pub fn new_agent(&self) -> Result<Agent, HostError> {
+        self.build(self.new_session(LogFormat::Plain)?, BuildOptions::default())
+    }
+
+    /// Build an agent over `log` (new or resumed): built-in tools, the enabled plugins, the
+    /// front end's `options`; plugin callbacks are bound to the agent before it is returned.
+    pub fn build(&self, log: PersistentSession, options: BuildOptions) -> Result<Agent, HostError> {
+        let host = self.host;
+        let c = &host.loaded.config;
+        let session_id = log.session().header().id.clone();
+
+        let mut builtins = BuiltinConfig::default();
+        let mut bash = BashConfig::default();
+        if let Some(ms) = c.tools.bash_timeout_ms {
+            bash.default_timeout = Duration::from_millis(ms);
+        }
+        builtins.bash = bash;
+        let spill_dir = host.home.join("spill").join(session_id.as_str());
+        let mut spill = SpillConfig::new(&spill_dir);
+        if let Some(bytes) = c.tools.spill_bytes {
+            spill.threshold = bytes;
+        }
+        let mut sub = SubprocessConfig::from_process_env(&spill_dir);
+        sub.forward = c.tools.forward_env.clone().unwrap_or_default();
+        let subprocess = SubprocessService::new(sub);
+        let workspace =
+            Workspace::new(&host.cwd, self.sandbox).map_err(|source| HostError::Workspace {
+                path: host.cwd.clone(),
+                source,
+            })?;
+
+        let mut ctx = InstallContext::new(host.cwd.clone(), host.home.clone(), subprocess.clone());
+        ctx.hooks = options.hooks;
+        ctx.agent_hooks = options.agent_hooks;
+        ctx.settings = serde_json::to_value(&host.loaded.table).unwrap_or_default();
+        catalogue::install_rows(&host.plugins, &host.loaded, &mut ctx, &self.enable)?;
+
+        let mut registry = ToolRegistry::with_builtins(&builtins);
+        for tool in std::mem::take(&mut ctx.tools) {
+            let name = tool.schema().name;
+            registry
+                .register(tool)
+                .map_err(|source| HostError::ToolName { name, source })?;
+        }
+        let tools = ToolSetup {
+            registry,
+            workspace,
+            plan_state: Some(builtins.plan.clone()),
+            spill: Some(spill),
+            subprocess: Some(subprocess),
+        };
+
+        let mut config = self.agent_config();
+        if let Some(edit) = options.edit_config {
+            edit(&mut config);
+        }
+        let mut builder = Agent::builder(config, self.route.provider.clone(), tools, log)
+            .hooks(ctx.hooks)
+            .agent_hooks(ctx.agent_hooks);
+        if let Some(approver) = options.approver {
+            builder = builder.approver(approver);
+        }
+        let agent = builder.build()?;
+        InstallContext::bind(ctx.on_agent, &agent);
+        Ok(agent)
+    }
+
+    fn agent_config(&self) -> AgentConfig {
+        let host = self.host;
+        let a = &host.loaded.config.agent;
+        let r = &self.route;
+        let mut config = AgentConfig::new(
+            r.provider_name.clone(),
+            r.model.clone(),
+            r.info,
+            host.cwd.clone(),
+        );
+        config.keel_home = Some(host.home.clone());
+        config.approval = self.approval;
+        config.thinking = a.thinking;
+        config.reasoning_effort = a.reasoning_effort.clone();
+        config.temperature = a.temperature;
+        if let Some(n) = a.max_steps {
+            config.max_steps = n;
+        }
+        if let Some(b) = a.instructions_budget {
+            config.instructions_budget = b;
+        }
+        if let Some(p) = &a.persona {
+            config.persona = p.clone();
+        }
+        if let Some(n) = a.retry_max {
+            config.retry.max_retries = n;
+        }
+        if let Some(ms) = a.retry_base_ms {
+            config.retry.base_delay = Duration::from_millis(ms);
+        }
+        config
+    }
+}

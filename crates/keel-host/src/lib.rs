@@ -1,0 +1,30 @@
+//! keel's host assembly: the one place that turns configuration into a running agent.
+//!
+//! A front end (the `keel` binary, a terminal UI, an ACP server, a delegation provider, a test)
+//! loads a [`Host`] for a workspace (the layered configuration of [`config`], with the
+//! [`catalogue`] of built-in plugins), resolves its flags into an [`AgentFactory`]
+//! ([`Host::factory`]: model route, sandbox, approval) and builds agents with it
+//! ([`AgentFactory::build`]). The factory registers the built-in tools, installs the enabled
+//! plugins, builds the agent through [`keel_agent::AgentBuilder`] and binds the plugins to it.
+//!
+//! ```no_run
+//! # async fn f(url: String) -> Result<(), Box<dyn std::error::Error>> {
+//! use keel_host::{Flags, Host, ModelSource, Sources};
+//! let host = Host::load(&Sources::for_workspace("/tmp/home".into(), "/tmp/work".into()))?;
+//! let flags = Flags { base_url: Some(url), ..Flags::default() };
+//! let agent = host.factory(flags, ModelSource::Configured)?.new_agent()?;
+//! agent.followup("hello")?;
+//! let outcome = agent.run_until_idle().await?;
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+pub mod catalogue;
+pub mod config;
+mod error;
+mod factory;
+
+pub use config::{ConfigError, Loaded, Sources};
+pub use error::HostError;
+pub use factory::{AgentFactory, BuildOptions, ConfigEdit, Flags, Host, ModelRoute, ModelSource};
+pub use keel_session::Format as LogFormat;

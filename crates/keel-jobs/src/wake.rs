@@ -1,0 +1,80 @@
+//! Wake-ups: how a finished job reaches its owner and the wake budget (the loop that waits for
+//! them, [`Agent::run_until_idle`], is the core's; it asks [`crate::JobService`] through the
+//! background seam).
+//!
+//! A notice joins a busy owner's running turn ([`InboxMode::Inject`]: the next step sees it).
+//! An idle owner is woken with a follow-up turn ([`InboxMode::Followup`]) unless it has already
+//! been woken [`super::JobsConfig::max_wakeups`] times in a row with no human message in
+//! between; then the notice is injected without waking and waits for the next human turn.
+//!
+//! The budget is read from the owner's log, not kept beside it: a [`WakeLedger`] scans
+//! `agent/inbox/spliced` events incrementally, counting follow-ups inserted by `keel/jobs` and
+//! resetting at every inserted message whose source is the human
+//! ([`MessageSource::user`](keel_protocol::MessageSource::user)). A resumed session therefore
+//! keeps its count.
+
+use keel_agent::Agent;
+use keel_agent::background::TurnActivity;
+use keel_agent::inbox::InboxMode;
+use keel_protocol::{EventBody, InboxTarget, Message, Seq};
+use std::sync::Mutex;
+
+/// Consecutive job wake-ups since the last human message, as read from an owner's log.
+#[derive(Debug, Default)]
+pub(crate) struct WakeLedger {
+    scanned: u64,
+    consecutive: u32,
+}
+
+impl WakeLedger {
+    /// Read the events appended since the last call.
+    pub(crate) fn catch_up(&mut self, agent: &Agent) {
+        let log = agent.log();
+        let session = log.session();
+        let end = session.len();
+        for seq in self.scanned..end {
+            let Some(ev) = session.event(Seq(seq)) else {
+                continue;
+            };
+            let EventBody::InboxSpliced(splice) = &ev.body else {
+                continue;
+            };
+            for m in &splice.inserted {
+                if m.source.is_user() {
+                    self.consecutive = 0;
+                } else if splice.target == InboxTarget::NextTurn
+                    && m.source.plugin_id() == Some(crate::ID.source())
+                {
+                    self.consecutive += 1;
+                }
+            }
+        }
+        self.scanned = end;
+    }
+
+    /// Wake-ups in a row since the last human message.
+    pub(crate) fn consecutive(&self) -> u32 {
+        self.consecutive
+    }
+}
+
+/// Hand `notice` to `agent`: inject while a turn runs, wake with a follow-up while idle and the
+/// budget allows, inject otherwise. Returns whether it woke the agent. A log failure is
+/// dropped here: the log refuses every later append too, and the agent's own loop reports it.
+pub(crate) fn deliver(
+    agent: &Agent,
+    ledger: &Mutex<WakeLedger>,
+    max_wakeups: u32,
+    notice: Message,
+) -> bool {
+    let mut ledger = ledger.lock().unwrap_or_else(|p| p.into_inner());
+    ledger.catch_up(agent);
+    let mode = agent.deliver(notice, |activity| {
+        if activity == TurnActivity::Idle && ledger.consecutive < max_wakeups {
+            InboxMode::Followup
+        } else {
+            InboxMode::Inject
+        }
+    });
+    mode.is_ok_and(|m| m == InboxMode::Followup)
+}
