@@ -69,7 +69,7 @@ pub struct AgentOptions {
     /// Files to write in the workspace before the agent is built (`.sh` files executable).
     pub files: Vec<(String, String)>,
     /// A last change to the agent's settings (after the retry policy is seeded).
-    pub edit: Option<Box<dyn FnOnce(&mut AgentConfig) + Send>>,
+    pub edit: Option<keel_host::ConfigEdit>,
 }
 
 impl Default for AgentOptions {
