@@ -223,7 +223,7 @@ impl BlockAssembler {
     pub fn partial(&self) -> Vec<ContentBlock> {
         self.slots
             .iter()
-            .filter_map(|slot| slot.clone().into_block(false))
+            .filter_map(|slot| slot.clone().into_block(OpenToolCall::Drop))
             .collect()
     }
 
@@ -231,14 +231,18 @@ impl BlockAssembler {
     /// stream finished with something other than `max-tokens` (a provider that does not close
     /// its blocks); after `max-tokens`, or with no `finish` at all, they are dropped.
     pub fn finish(self) -> Assembled {
-        let keep_open = matches!(
+        let open_calls = if matches!(
             self.finish,
             Some(FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Error { .. })
-        );
+        ) {
+            OpenToolCall::Keep
+        } else {
+            OpenToolCall::Drop
+        };
         let content = self
             .slots
             .into_iter()
-            .filter_map(|slot| slot.into_block(keep_open))
+            .filter_map(|slot| slot.into_block(open_calls))
             .collect();
         Assembled {
             content,
@@ -248,8 +252,17 @@ impl BlockAssembler {
     }
 }
 
+/// What becomes of a tool call never closed by `block-end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpenToolCall {
+    /// Keep it as received (the provider does not close its blocks).
+    Keep,
+    /// Drop it (the stream was cut or hit its output limit).
+    Drop,
+}
+
 impl Slot {
-    fn into_block(self, keep_open_tool_call: bool) -> Option<ContentBlock> {
+    fn into_block(self, open_call: OpenToolCall) -> Option<ContentBlock> {
         if let Some(done) = self.done {
             return Some(done);
         }
@@ -258,7 +271,7 @@ impl Slot {
             BlockType::Reasoning if !self.buf.is_empty() => {
                 Some(ContentBlock::Reasoning { text: self.buf })
             }
-            BlockType::ToolCall if keep_open_tool_call => {
+            BlockType::ToolCall if open_call == OpenToolCall::Keep => {
                 Some(ContentBlock::ToolCall(ToolCallBlock {
                     id: self.id.unwrap_or_default(),
                     name: self.name.unwrap_or_default(),

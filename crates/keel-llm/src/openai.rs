@@ -280,12 +280,12 @@ impl Call {
             )),
             Ok(Some(Ok(bytes))) => {
                 self.parser.feed(&bytes);
-                let result = self.drain_events(false);
+                let result = self.drain_events(BodyState::Streaming);
                 self.pending = std::mem::take(&mut self.scratch).into_iter();
                 result
             }
             Ok(None) => {
-                let result = self.drain_events(true);
+                let result = self.drain_events(BodyState::Ended);
                 self.pending = std::mem::take(&mut self.scratch).into_iter();
                 result?;
                 if self.translator.is_done() {
@@ -298,12 +298,11 @@ impl Call {
     }
 
     /// Translates every complete event; at end of body also the unterminated remainder.
-    fn drain_events(&mut self, eof: bool) -> Result<(), ModelFailure> {
+    fn drain_events(&mut self, body: BodyState) -> Result<(), ModelFailure> {
         loop {
-            let event = if eof {
-                self.parser.finish()
-            } else {
-                self.parser.next_event()
+            let event = match body {
+                BodyState::Ended => self.parser.finish(),
+                BodyState::Streaming => self.parser.next_event(),
             };
             let Some(event) = event else { return Ok(()) };
             let event = event.map_err(|e| {
@@ -409,6 +408,15 @@ async fn read_error_body(
         }
         Ok(String::from_utf8_lossy(&body).into_owned())
     }
+}
+
+/// Whether the response body may still bring bytes (what `Call::drain_events` may parse).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyState {
+    /// More bytes may come: only complete events are taken.
+    Streaming,
+    /// The body ended: an unterminated last event is taken too.
+    Ended,
 }
 
 #[cfg(test)]

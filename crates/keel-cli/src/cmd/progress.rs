@@ -6,16 +6,32 @@ use keel_protocol::{EventBody, StreamChunk};
 use std::io::Write;
 use std::sync::Arc;
 
+/// Where a headless run's output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Progress lines on stderr, the final answer on stdout.
+    Text,
+    /// Every session event as a JSON line on stdout (`--json`).
+    Json,
+}
+
+impl Output {
+    /// `--json` given or not.
+    pub fn from_json_flag(json: bool) -> Self {
+        if json { Output::Json } else { Output::Text }
+    }
+}
+
 /// How progress is shown.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
-    json: bool,
+    output: Output,
 }
 
 impl Progress {
-    /// `json`: events as JSON lines on stdout instead of human progress on stderr.
-    pub fn new(json: bool) -> Self {
-        Progress { json }
+    /// Progress for `output`.
+    pub fn new(output: Output) -> Self {
+        Progress { output }
     }
 
     /// Register the observer.
@@ -36,7 +52,7 @@ impl Progress {
                     next.run(call)
                 }));
         }
-        if self.json {
+        if self.output == Output::Json {
             hooks.session_event.push(Arc::new(|ev| {
                 if let Ok(line) = ev.to_json() {
                     let mut out = std::io::stdout().lock();

@@ -3,7 +3,7 @@
 
 use super::Ctx;
 use crate::cli::{CompactArgs, DemoArgs, ResumeArgs, RunArgs};
-use crate::cmd::progress::Progress;
+use crate::cmd::progress::{Output, Progress};
 use anyhow::{Context, Result, anyhow, bail};
 use keel_agent::{Agent, ApprovalPolicy, TurnOutcome};
 use keel_host::{AgentFactory, BuildOptions, LogFormat, ModelSource};
@@ -78,14 +78,14 @@ fn drive(agent: &Agent) -> Result<Option<TurnOutcome>> {
     })
 }
 
-fn finish(agent: &Agent, outcome: Option<TurnOutcome>, json: bool) -> Result<ExitCode> {
+fn finish(agent: &Agent, outcome: Option<TurnOutcome>, output: Output) -> Result<ExitCode> {
     let path = agent.log().writer().path().to_path_buf();
     let mut err = std::io::stderr().lock();
     let Some(outcome) = outcome else {
         writeln!(err, "keel: nothing to run (session {})", agent.session_id())?;
         return Ok(ExitCode::SUCCESS);
     };
-    if !json {
+    if output == Output::Text {
         let mut out = std::io::stdout().lock();
         if !outcome.final_text.is_empty() {
             writeln!(out, "{}", outcome.final_text)?;
@@ -150,12 +150,12 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let prompt = read_prompt(args.prompt)?;
     let host = ctx.host()?;
     let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
-    let progress = Progress::new(args.json);
+    let progress = Progress::new(Output::from_json_flag(args.json));
     let log = factory.new_session(log_format(args.zstd))?;
     let agent = build_agent(&factory, log, &progress)?;
     agent.followup(&prompt)?;
     let outcome = drive(&agent)?;
-    finish(&agent, outcome, args.json)
+    finish(&agent, outcome, Output::from_json_flag(args.json))
 }
 
 /// `keel resume`.
@@ -185,13 +185,13 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     drop(err);
     let host = ctx.host()?;
     let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
-    let progress = Progress::new(args.json);
+    let progress = Progress::new(Output::from_json_flag(args.json));
     let agent = build_agent(&factory, log, &progress)?;
     if let Some(prompt) = args.prompt {
         agent.followup(&prompt)?;
     }
     let outcome = drive(&agent)?;
-    finish(&agent, outcome, args.json)
+    finish(&agent, outcome, Output::from_json_flag(args.json))
 }
 
 /// `keel compact`.
@@ -204,7 +204,7 @@ pub fn compact(ctx: &Ctx, args: CompactArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot open {}", path.display()))?;
     let host = ctx.host()?;
     let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
-    let agent = build_agent(&factory, log, &Progress::new(false))?;
+    let agent = build_agent(&factory, log, &Progress::new(Output::Text))?;
     let report = runtime()?.block_on(keel_agent::compaction::compact_now(
         &agent,
         keel_agent::compaction::CompactionReason::Manual,
@@ -275,7 +275,7 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
         ..demo_ctx.flags()?
     };
     let factory = host.factory(flags, ModelSource::Provider(provider))?;
-    let progress = Progress::new(args.json);
+    let progress = Progress::new(Output::from_json_flag(args.json));
     let agent = build_agent(&factory, factory.new_session(LogFormat::Plain)?, &progress)?;
     let mut err = std::io::stderr().lock();
     writeln!(
@@ -286,7 +286,7 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
     drop(err);
     agent.followup(crate::cmd::demo::PROMPT)?;
     let outcome = drive(&agent)?;
-    let code = finish(&agent, outcome, args.json)?;
+    let code = finish(&agent, outcome, Output::from_json_flag(args.json))?;
     let path = agent.log().writer().path().to_path_buf();
     let mut err = std::io::stderr().lock();
     writeln!(

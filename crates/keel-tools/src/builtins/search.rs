@@ -221,7 +221,12 @@ impl Tool for GrepTool {
                 .before_context(context)
                 .after_context(context)
                 .build();
-            let mut out = Collector::new(mode, context > 0);
+            let gaps = if context > 0 {
+                Gaps::Separated
+            } else {
+                Gaps::Joined
+            };
+            let mut out = Collector::new(mode, gaps);
             for path in files(&base) {
                 if cancel.is_cancelled() {
                     return Err(ToolError::Aborted("grep was cancelled".into()));
@@ -248,7 +253,7 @@ impl Tool for GrepTool {
 /// Collects grep output for every mode, enforcing the caps.
 struct Collector {
     mode: OutputMode,
-    separators: bool,
+    gaps: Gaps,
     out: String,
     lines: usize,
     files_matched: usize,
@@ -259,11 +264,20 @@ struct Collector {
     full: bool,
 }
 
+/// Whether non-adjacent context groups are separated by `--` (ripgrep's habit with context).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gaps {
+    /// Groups follow each other (no context lines were asked for).
+    Joined,
+    /// A `--` line between groups that are not adjacent.
+    Separated,
+}
+
 impl Collector {
-    fn new(mode: OutputMode, separators: bool) -> Self {
+    fn new(mode: OutputMode, gaps: Gaps) -> Self {
         Collector {
             mode,
-            separators,
+            gaps,
             out: String::new(),
             lines: 0,
             files_matched: 0,
@@ -309,7 +323,7 @@ impl Collector {
     fn content_line(&mut self, number: Option<u64>, bytes: &[u8], sep: char) {
         let n = number.unwrap_or(0);
         let gap = self.new_file || self.last_line.is_some_and(|l| n > l + 1);
-        if self.separators && gap && !self.out.is_empty() {
+        if self.gaps == Gaps::Separated && gap && !self.out.is_empty() {
             self.push_line("--");
         }
         self.last_line = Some(n);
