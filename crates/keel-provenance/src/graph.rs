@@ -24,11 +24,11 @@
 
 use crate::fxhash::FxMap;
 use crate::fxhash::FxSet;
-use crate::hash::push_hex;
-use crate::jcs::{cmp_utf16, write_str};
 use crate::model::{Disposition, Origin, Stage};
 use crate::node::{Edge, EdgeKind, Id, Members, Node, NodeKind};
 use crate::receipt::{Hex64, RECEIPT_PREFIX, Receipt, ReceiptView, disposition_of};
+use keel_jcs::digest::push_hex;
+use keel_jcs::{cmp_utf16, write_str};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::sync::{Mutex, OnceLock, PoisonError};
