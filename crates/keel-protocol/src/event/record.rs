@@ -3,9 +3,11 @@
 //! ([`RecordError`]).
 //!
 //! Data flow: line → [`RecordEnvelope`] (`type`, seqs, times, unparsed `data`, flags) → by
-//! `type`: the header, a packed row, or an event whose `data` [`EventBody::parse`] reads.
+//! `type`: the header, a packed row, or an event whose `data` [`super::EventBody::parse`]
+//! reads. The readers are the session store's (keel-session `store::parse`, which also turns a
+//! line into an owned [`LogRecord`]); this crate only defines the shapes.
 
-use super::{EventBody, PackedChunks, PackedKind, SessionEvent, SessionHeader, SurfaceOp};
+use super::{PackedChunks, SessionEvent, SessionHeader, SurfaceOp};
 use crate::ids::Seq;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -70,63 +72,4 @@ pub struct RecordEnvelope<'a> {
     /// `sourceEventSeqs`.
     #[serde(rename = "sourceEventSeqs")]
     pub source_event_seqs: Option<Vec<Seq>>,
-}
-
-impl LogRecord {
-    /// Parse one line (without its newline).
-    pub fn parse(line: &str) -> Result<LogRecord, RecordError> {
-        let env: RecordEnvelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
-        let data = env.data.map(RawValue::get).unwrap_or("null");
-        let payload_err = |source| RecordError::Payload {
-            type_name: env.ty.to_string(),
-            seq: env.seq.or(env.seq0),
-            source,
-        };
-        let packed = PackedKind::from_type_name(&env.ty);
-        match (env.ty.as_ref(), packed) {
-            ("session", _) => serde_json::from_str(line)
-                .map(LogRecord::Header)
-                .map_err(payload_err),
-            (_, Some(kind)) => {
-                #[derive(Deserialize)]
-                struct Data {
-                    turn: u32,
-                    step: u32,
-                    index: u32,
-                    #[serde(default)]
-                    dt: Vec<i64>,
-                    texts: Option<Vec<String>>,
-                    args: Option<Vec<String>>,
-                    id: Option<String>,
-                    name: Option<String>,
-                }
-                let d: Data = serde_json::from_str(data).map_err(payload_err)?;
-                Ok(LogRecord::Packed(PackedChunks {
-                    kind,
-                    seq0: Seq(env.seq0.ok_or(RecordError::MissingField("seq0"))?),
-                    time0: env.time0.ok_or(RecordError::MissingField("time0"))?,
-                    turn: d.turn,
-                    step: d.step,
-                    index: d.index,
-                    dt: d.dt,
-                    texts: d.texts.or(d.args).unwrap_or_default(),
-                    id: d.id,
-                    name: d.name,
-                }))
-            }
-            (ty, None) => {
-                let seq = env.seq.ok_or(RecordError::MissingField("seq"))?;
-                let time = env.time.ok_or(RecordError::MissingField("time"))?;
-                let body = EventBody::parse(ty, data).map_err(payload_err)?;
-                Ok(LogRecord::Event(SessionEvent {
-                    seq: Seq(seq),
-                    time,
-                    body,
-                    ignorable: env.ignorable,
-                    surface_op: env.surface_op,
-                    source_event_seqs: env.source_event_seqs.unwrap_or_default(),
-                }))
-            }
-        }
-    }
 }
