@@ -2,8 +2,8 @@
 //! and the classification of calls that did not reach a result into explicit dispositions.
 
 use crate::graph::Snapshot;
-use crate::jcs::Payload;
 use crate::model::Disposition;
+use keel_jcs::Payload;
 use keel_protocol::ToolErrorCode;
 
 /// How a pre-execute `ask` was answered.

@@ -2,9 +2,9 @@
 //!
 //! Records formation facts observed at real runtime boundaries of the tool pipeline
 //! (assistant message → tool call → pre-execute decision → dispatch → post-execute → settled →
-//! `tool/result`) as hash-chained receipts in canonical JSON (RFC 8785 + SHA-256), compiles them
-//! into a graph, answers the model-callable `trace` / `get_node` queries through a field
-//! allow-list, and validates a journal offline. See `docs/provenance.md` for the file layout,
+//! `tool/result`) as hash-chained receipts in canonical JSON (RFC 8785 + SHA-256, from
+//! [`keel_jcs`]), compiles them into a graph, answers the model-callable `trace` / `get_node`
+//! queries through a field allow-list, and validates a journal offline. See `docs/provenance.md` for the file layout,
 //! the query schemas and the validator codes.
 //!
 //! Data flow: pipeline stage → [`Recorder`] method → [`receipt::encode`] (canonical payload,
@@ -37,8 +37,6 @@
 pub mod capture;
 mod fxhash;
 pub mod graph;
-pub mod hash;
-pub mod jcs;
 pub mod journal;
 pub mod model;
 pub mod node;
@@ -50,10 +48,10 @@ pub mod render;
 pub mod verify;
 
 pub use graph::{Failure, ReceiptRef, SCHEMA, Snapshot};
-pub use jcs::Payload;
 pub use journal::{
     GRAPH_FILE, Journal, JournalError, RECEIPTS_FILE, ResumeReport, journal_dir, load_snapshot,
 };
+pub use keel_jcs::Payload;
 pub use model::{Binding, Disposition, Origin, Stage};
 pub use plugin::{ID, Provenance, ProvenanceConfig, ProvenancePlugin};
 pub use query::{

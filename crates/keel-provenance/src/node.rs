@@ -3,8 +3,8 @@
 //! node's entry in `graph.json` is that same object plus `id`. Payloads never enter a node: an
 //! outcome carries only the SHA-256 of its capture's payload.
 
-use crate::jcs::write_str;
 use crate::model::{Disposition, Stage};
+use keel_jcs::write_str;
 use std::io::Write;
 use std::sync::Arc;
 

@@ -7,9 +7,9 @@
 //! and never copied into a tree); [`decode_line`] is its inverse and checks everything a line can
 //! check on its own: canonical form, receipt hash, payload hash.
 
-use crate::hash::{is_sha256_hex, push_hex, sha256_hex};
-use crate::jcs::{self, JcsError, Payload};
 use crate::model::{Binding, Disposition, Origin, Stage};
+use keel_jcs::digest::{is_sha256_hex, push_hex, sha256_hex};
+use keel_jcs::{JcsError, Payload};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -177,20 +177,20 @@ impl Encoder {
             tail,
         } = self;
         payload_bytes.clear();
-        jcs::write_payload(payload_bytes, payload)?;
+        keel_jcs::write_payload(payload_bytes, payload)?;
         let payload_sha256 = Hex64::of(&Sha256::digest(&payload_bytes[..]));
 
         pre.clear();
         pre.extend_from_slice(b"{\"bindings\":");
         write_bindings(pre, input.bindings);
         pre.extend_from_slice(b",\"native_id\":");
-        jcs::write_str(pre, input.native_id);
+        keel_jcs::write_str(pre, input.native_id);
         pre.extend_from_slice(b",\"outcome_aliases\":[");
         for (i, a) in input.outcome_aliases.iter().enumerate() {
             if i > 0 {
                 pre.push(b',');
             }
-            jcs::write_str(pre, a);
+            keel_jcs::write_str(pre, a);
         }
         pre.extend_from_slice(b"],\"payload\":");
         mid.clear();
@@ -198,18 +198,18 @@ impl Encoder {
         mid.extend_from_slice(&payload_sha256.0);
         mid.extend_from_slice(b"\",\"previous_receipt_sha256\":");
         match input.previous {
-            Some(p) => jcs::write_str(mid, p),
+            Some(p) => keel_jcs::write_str(mid, p),
             None => mid.extend_from_slice(b"null"),
         }
         tail.clear();
         tail.extend_from_slice(b",\"run_id\":");
-        jcs::write_str(tail, input.run_id);
+        keel_jcs::write_str(tail, input.run_id);
         tail.extend_from_slice(b",\"sequence\":");
         tail.extend_from_slice(itoa_u64(input.sequence).bytes());
         tail.extend_from_slice(b",\"stage\":");
-        jcs::write_str(tail, input.stage.as_str());
+        keel_jcs::write_str(tail, input.stage.as_str());
         tail.extend_from_slice(b",\"transform\":");
-        jcs::write_str(tail, input.transform);
+        keel_jcs::write_str(tail, input.transform);
         tail.push(b'}');
 
         let mut hasher = Sha256::new();
@@ -302,28 +302,28 @@ fn write_bindings(out: &mut Vec<u8>, bindings: &[Binding]) {
         out.push(b'{');
         if let Some(d) = b.disposition {
             out.extend_from_slice(b"\"disposition\":");
-            jcs::write_str(out, d.as_str());
+            keel_jcs::write_str(out, d.as_str());
             out.push(b',');
         }
         out.extend_from_slice(b"\"origin\":{");
         match &b.origin {
             Origin::Source { source } => {
                 out.extend_from_slice(b"\"source\":");
-                jcs::write_str(out, source);
+                keel_jcs::write_str(out, source);
             }
             Origin::Outcome { outcome, run_id } => {
                 out.extend_from_slice(b"\"outcome\":");
-                jcs::write_str(out, outcome);
+                keel_jcs::write_str(out, outcome);
                 if let Some(run) = run_id {
                     out.extend_from_slice(b",\"run_id\":");
-                    jcs::write_str(out, run);
+                    keel_jcs::write_str(out, run);
                 }
             }
         }
         out.extend_from_slice(b"},\"outcome\":");
         out.extend_from_slice(itoa_u64(u64::from(b.outcome)).bytes());
         out.extend_from_slice(b",\"relation_role\":");
-        jcs::write_str(out, &b.relation_role);
+        keel_jcs::write_str(out, &b.relation_role);
         out.push(b'}');
     }
     out.push(b']');
@@ -355,9 +355,10 @@ fn malformed(field: &'static str, detail: impl Into<String>) -> LineFault {
 /// Decode and self-check one journal line: strict JSON, canonical bytes, receipt hash, payload
 /// hash, field types. Chain and sequence are checked by the caller, which knows the previous line.
 pub fn decode_line(line: &str) -> Result<Receipt, LineFault> {
-    let value =
-        jcs::parse_strict(line).map_err(|e| malformed("line", format!("not strict JSON: {e}")))?;
-    let canonical = jcs::to_canonical_vec(&value).map_err(|e| malformed("line", e.to_string()))?;
+    let value = keel_jcs::parse_strict(line)
+        .map_err(|e| malformed("line", format!("not strict JSON: {e}")))?;
+    let canonical =
+        keel_jcs::to_canonical_vec(&value).map_err(|e| malformed("line", e.to_string()))?;
     let Value::Object(map) = &value else {
         return Err(malformed("line", "not a JSON object"));
     };

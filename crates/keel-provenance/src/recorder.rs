@@ -34,10 +34,10 @@ pub use crate::capture::{
 };
 use crate::fxhash::FxMap as HashMap;
 use crate::graph::Snapshot;
-use crate::jcs::{JcsError, Payload};
 use crate::model::{Binding, Disposition, Origin, Stage};
 use crate::node::Id;
 use crate::receipt::{Encoder, RECEIPT_PREFIX, Receipt, ReceiptInput, ReceiptView};
+use keel_jcs::{JcsError, Payload};
 
 /// What the recorder knows about one open call.
 #[derive(Debug, Clone, Default)]

@@ -20,10 +20,9 @@
 //! failure: the journal verifies as the prefix before it and the report names the tail.
 
 use crate::graph::{CompileError, Snapshot};
-use crate::hash::sha256_hex;
-use crate::jcs;
 use crate::journal::{GRAPH_FILE, RECEIPTS_FILE};
 use crate::receipt::{Receipt, decode_line};
+use keel_jcs::digest::sha256_hex;
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -411,7 +410,7 @@ pub fn verify_bytes(bytes: &[u8], graph_bytes: Option<&[u8]>) -> Result<VerifyRe
 /// The `run_id` a `graph.json` claims, if it can be read (the rest is checked by comparison).
 fn claimed_run_id(bytes: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?;
-    match jcs::parse_strict(text.trim_end_matches('\n')).ok()? {
+    match keel_jcs::parse_strict(text.trim_end_matches('\n')).ok()? {
         Value::Object(mut m) => match m.remove("run_id") {
             Some(Value::String(s)) => Some(s),
             _ => None,
@@ -431,9 +430,10 @@ fn check_graph_file(bytes: &[u8]) -> Result<(usize, String), VerifyFailure> {
     let body = text
         .strip_suffix('\n')
         .ok_or_else(|| g("missing final newline".into(), "graph.json"))?;
-    let mut value =
-        jcs::parse_strict(body).map_err(|e| g(format!("not strict JSON: {e}"), "graph.json"))?;
-    let canonical = jcs::to_canonical_vec(&value).map_err(|e| g(e.to_string(), "graph.json"))?;
+    let mut value = keel_jcs::parse_strict(body)
+        .map_err(|e| g(format!("not strict JSON: {e}"), "graph.json"))?;
+    let canonical =
+        keel_jcs::to_canonical_vec(&value).map_err(|e| g(e.to_string(), "graph.json"))?;
     if canonical != body.as_bytes() {
         return Err(g("not in canonical (JCS) form".into(), "graph.json"));
     }
@@ -444,7 +444,7 @@ fn check_graph_file(bytes: &[u8]) -> Result<(usize, String), VerifyFailure> {
         Some(Value::String(s)) => s,
         _ => return Err(g("missing graph_id".into(), "graph_id")),
     };
-    let content = jcs::to_canonical_vec(&value).map_err(|e| g(e.to_string(), "graph.json"))?;
+    let content = keel_jcs::to_canonical_vec(&value).map_err(|e| g(e.to_string(), "graph.json"))?;
     let actual = sha256_hex(&content);
     if actual != claimed {
         return Err(g(
@@ -465,7 +465,7 @@ fn first_difference(expected: &[u8], found: &[u8]) -> VerifyFailure {
     let parse = |b: &[u8]| {
         std::str::from_utf8(b)
             .ok()
-            .and_then(|t| jcs::parse_strict(t.trim_end()).ok())
+            .and_then(|t| keel_jcs::parse_strict(t.trim_end()).ok())
     };
     let mut field = "graph.json".to_owned();
     let mut detail = "graph.json differs from the compilation of the receipts".to_owned();

@@ -22,12 +22,13 @@ fn values(s: &keel_session::Session) -> Vec<Value> {
         .collect()
 }
 
-/// The events a file stands for, expanding packed rows (independent of keel-session).
+/// The events a file stands for, line by line with the store's line parser (not the loader),
+/// expanding packed rows.
 fn expected_events(dir: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(testdata().join(dir).join("session.plain.jsonl")).unwrap();
     let mut out = vec![];
     for line in text.lines().skip(1) {
-        match LogRecord::parse(line).unwrap() {
+        match keel_session::store::parse_record(line).unwrap() {
             LogRecord::Event(e) => out.push(serde_json::to_value(&e).unwrap()),
             LogRecord::Packed(p) => {
                 out.extend(p.expand().map(|e| serde_json::to_value(&e).unwrap()))

@@ -69,7 +69,7 @@ fn deltas_are_written_as_packed_rows() {
         "{text}"
     );
     for line in text.lines().skip(1) {
-        LogRecord::parse(line).unwrap();
+        keel_session::store::parse_record(line).unwrap();
     }
 }
 

@@ -12,11 +12,11 @@
 
 use super::stages::{Bookkeeping, Capture};
 use super::{Durability, GetNodeTool, Provenance, QUERY_TOOLS, State, TraceTool};
-use crate::jcs::Payload;
 use crate::model::Stage;
 use crate::recorder::Recorder;
 use keel_agent::HookRegistry;
 use keel_agent::seams::{ChildBuild, ChildSetup, FlushPoint, SubagentNotice};
+use keel_jcs::Payload;
 use keel_protocol::{ContentBlock, EventBody, SessionEvent};
 use serde_json::Value;
 use std::sync::Arc;

@@ -16,9 +16,9 @@ use super::seams::is_query;
 use crate::capture::{
     Approval, ChildLink, Dispatch, ExecuteResult, PostDecision, PreDecision, SettledResult,
 };
-use crate::jcs::Payload;
 use crate::recorder::Recorder;
 use async_trait::async_trait;
+use keel_jcs::Payload;
 use keel_protocol::{ContentBlock, ToolErrorCode};
 use keel_tools::{
     ApprovalOutcome, ExecToken, HookContext, PipelineObserver, ResultDraft, SettledHook, ToolError,

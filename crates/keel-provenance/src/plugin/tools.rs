@@ -1,7 +1,9 @@
 //! The model-callable query tools `trace` and `get_node`, over the calling session's live
 //! snapshot. Answers are the allow-listed projections of [`crate::query`] as JSON text; query
 //! errors are tool errors whose text starts with the query code (`UNKNOWN_TARGET`,
-//! `AMBIGUOUS_TARGET` with the candidate node ids, `CAPTURE_INCOMPLETE`, `INVALID_ARGUMENT`).
+//! `AMBIGUOUS_TARGET` with the candidate node ids, `CAPTURE_INCOMPLETE`). Arguments the tool
+//! cannot use (unreadable, or `INVALID_ARGUMENT` from the query) are `INVALID_ARGS` errors whose
+//! text is the detail alone, so the model reads one code (`INVALID_ARGS: <detail>`), not two.
 //! Their own calls are not captured (see `seams.rs`).
 
 use super::Provenance;
@@ -26,12 +28,20 @@ fn query_error(e: QueryError) -> ToolError {
         QueryError::AmbiguousTarget { candidates, .. } => {
             format!("{e}; candidates: {}", candidates.join(", "))
         }
+        // The pipeline writes `INVALID_ARGS: ` before the text; `INVALID_ARGUMENT: ` would say
+        // the same thing twice.
+        QueryError::InvalidArgument { detail } => detail.clone(),
         _ => e.to_string(),
     };
     match e {
         QueryError::CaptureIncomplete { .. } => ToolError::Failed(text),
         _ => ToolError::InvalidArgs(text),
     }
+}
+
+/// Arguments that do not deserialize (the pipeline's schema check lets few through).
+fn bad_args(e: serde_json::Error) -> ToolError {
+    ToolError::InvalidArgs(e.to_string())
 }
 
 fn not_bound() -> ToolError {
@@ -92,6 +102,17 @@ impl TraceTool {
     pub fn new(provenance: Provenance) -> Self {
         TraceTool { provenance }
     }
+
+    /// The answer to one call (what [`Tool::execute`] returns; it needs no context).
+    fn answer(&self, args: Value) -> Result<ToolOutput, ToolError> {
+        let a: TraceArgs = serde_json::from_value(args).map_err(bad_args)?;
+        let depth = a.max_depth.unwrap_or(DEFAULT_TRACE_DEPTH);
+        let text = self
+            .provenance
+            .with_scope(|scope| fitting_trace(scope, &a.target_id, a.direction, depth))
+            .ok_or_else(not_bound)??;
+        Ok(ToolOutput::text(text))
+    }
 }
 
 #[derive(Deserialize)]
@@ -133,14 +154,7 @@ impl Tool for TraceTool {
     }
 
     async fn execute(&self, args: Value, _ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        let a: TraceArgs = serde_json::from_value(args)
-            .map_err(|e| ToolError::InvalidArgs(format!("INVALID_ARGUMENT: {e}")))?;
-        let depth = a.max_depth.unwrap_or(DEFAULT_TRACE_DEPTH);
-        let text = self
-            .provenance
-            .with_scope(|scope| fitting_trace(scope, &a.target_id, a.direction, depth))
-            .ok_or_else(not_bound)??;
-        Ok(ToolOutput::text(text))
+        self.answer(args)
     }
 }
 
@@ -154,6 +168,17 @@ impl GetNodeTool {
     /// A `get_node` tool over `provenance`'s session.
     pub fn new(provenance: Provenance) -> Self {
         GetNodeTool { provenance }
+    }
+
+    /// The answer to one call (what [`Tool::execute`] returns; it needs no context).
+    fn answer(&self, args: Value) -> Result<ToolOutput, ToolError> {
+        let a: GetNodeArgs = serde_json::from_value(args).map_err(bad_args)?;
+        let answer = self
+            .provenance
+            .with_scope(|scope| get_node_in(scope, &a.id))
+            .ok_or_else(not_bound)?
+            .map_err(query_error)?;
+        json_output(&answer)
     }
 }
 
@@ -188,13 +213,80 @@ impl Tool for GetNodeTool {
     }
 
     async fn execute(&self, args: Value, _ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        let a: GetNodeArgs = serde_json::from_value(args)
-            .map_err(|e| ToolError::InvalidArgs(format!("INVALID_ARGUMENT: {e}")))?;
-        let answer = self
-            .provenance
-            .with_scope(|scope| get_node_in(scope, &a.id))
-            .ok_or_else(not_bound)?
-            .map_err(query_error)?;
-        json_output(&answer)
+        self.answer(args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::{SessionId, ToolErrorCode};
+
+    fn bound() -> Provenance {
+        let p = Provenance::in_memory();
+        p.bind(&SessionId("s-tools".into())).unwrap();
+        p
+    }
+
+    /// The model-facing text (what the pipeline puts in the result) carries `code` and then
+    /// the detail, with no second `SOME_CODE:` prefix.
+    fn one_code(e: &ToolError, code: ToolErrorCode) -> String {
+        assert_eq!(e.code(), code);
+        let text = e.model_text();
+        let detail = text
+            .strip_prefix(&format!("{}: ", code.as_str()))
+            .unwrap_or_else(|| panic!("{text}"));
+        let head = detail.split(':').next().unwrap_or("");
+        assert!(
+            !(head.len() > 1 && head.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')),
+            "two codes: {text}"
+        );
+        text
+    }
+
+    #[test]
+    fn invalid_arguments_read_as_one_code() {
+        let p = bound();
+        let trace = TraceTool::new(p.clone());
+        let e = trace
+            .answer(json!({"target_id": "x", "max_depth": MAX_TRACE_DEPTH + 1}))
+            .unwrap_err();
+        assert_eq!(
+            one_code(&e, ToolErrorCode::InvalidArgs),
+            format!(
+                "INVALID_ARGS: max_depth {} is above {MAX_TRACE_DEPTH}",
+                MAX_TRACE_DEPTH + 1
+            )
+        );
+        for args in [
+            json!({}),
+            json!({"target_id": 5}),
+            json!({"target_id": "x", "direction": "up"}),
+        ] {
+            let e = trace.answer(args).unwrap_err();
+            one_code(&e, ToolErrorCode::InvalidArgs);
+        }
+        let get = GetNodeTool::new(p);
+        for args in [json!({}), json!({"id": ["x"]})] {
+            let e = get.answer(args).unwrap_err();
+            one_code(&e, ToolErrorCode::InvalidArgs);
+        }
+    }
+
+    #[test]
+    fn query_codes_stay_in_the_query_layer() {
+        // The query API (and `keel trace`) keep their own code.
+        let e = QueryError::InvalidArgument {
+            detail: "max_depth 300 is above 256".into(),
+        };
+        assert_eq!(e.code(), "INVALID_ARGUMENT");
+        assert_eq!(
+            e.to_string(),
+            "INVALID_ARGUMENT: max_depth 300 is above 256"
+        );
+        assert_eq!(
+            query_error(e).model_text(),
+            "INVALID_ARGS: max_depth 300 is above 256"
+        );
     }
 }

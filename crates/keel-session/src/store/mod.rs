@@ -16,6 +16,7 @@ mod summary_cache;
 mod writer;
 
 pub use load::{LoadError, LoadReport, Loaded, TornTail};
+pub use parse::parse_record;
 pub use summary_cache::SUMMARY_FILE;
 pub use writer::{FlushTicket, SessionWriter, WriterOptions};
 

@@ -3,9 +3,14 @@
 //! Delta chunks (single `assistant/chunk` deltas and packed rows) are parsed into borrowed
 //! [`Delta`]s that go straight into the session's compact storage without building events;
 //! every other line becomes a [`SessionEvent`] through keel-protocol's payload types.
+//! [`parse_line`] tries the fast reader (`fast.rs`) and falls back to [`parse_general`];
+//! [`parse_record`] is the same reading of one line, owned, for callers outside the loader.
 
 use crate::record::Delta;
-use keel_protocol::{EventBody, PackedKind, RecordEnvelope, RecordError, Seq, SessionEvent};
+use keel_protocol::{
+    EventBody, LogRecord, PackedChunks, PackedKind, RecordEnvelope, RecordError, Seq, SessionEvent,
+    SessionHeader,
+};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -119,6 +124,22 @@ impl Row<'_> {
         }
     }
 
+    /// The row as an owned [`PackedChunks`].
+    pub(crate) fn to_packed(self) -> PackedChunks {
+        PackedChunks {
+            kind: self.kind,
+            seq0: Seq(self.seq0),
+            time0: self.time0,
+            turn: self.turn,
+            step: self.step,
+            index: self.index,
+            dt: self.dt.to_vec(),
+            texts: (0..self.len()).map(|i| self.text(i).to_owned()).collect(),
+            id: self.id.map(str::to_owned),
+            name: self.name.map(str::to_owned),
+        }
+    }
+
     /// Member `i` as a delta, given its time.
     pub(crate) fn member(&self, i: usize, time: i64) -> Delta<'_> {
         Delta {
@@ -148,6 +169,26 @@ fn payload(ty: &str, seq: Option<u64>) -> impl FnOnce(serde_json::Error) -> Reco
         seq,
         source,
     }
+}
+
+/// Read one line of a session file into an owned [`LogRecord`] with the loader's own parser:
+/// a line of type `session` is the header; any other goes through [`parse_line`] (the fast
+/// reader, else the general one), a delta becoming its `assistant/chunk` event and a packed row
+/// its [`PackedChunks`]. For callers that look at single lines (tests, tools); the loader itself
+/// never builds owned records.
+pub fn parse_record(line: &str) -> Result<LogRecord, RecordError> {
+    let env: RecordEnvelope<'_> = serde_json::from_str(line).map_err(RecordError::Envelope)?;
+    if env.ty == "session" {
+        return serde_json::from_str::<SessionHeader>(line)
+            .map(LogRecord::Header)
+            .map_err(payload(&env.ty, env.seq.or(env.seq0)));
+    }
+    let mut scratch = Scratch::default();
+    Ok(match parse_line(line, &mut scratch)? {
+        Line::Event(e) => LogRecord::Event(e),
+        Line::Delta(d) => LogRecord::Event(d.as_event()),
+        Line::Row(r) => LogRecord::Packed(r.to_packed()),
+    })
 }
 
 /// Parse one event line (not the header), the fast way when the line allows it.

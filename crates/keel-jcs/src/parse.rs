@@ -2,7 +2,7 @@
 //! surrogates, duplicate member names and overflowing numbers as typed [`JcsError`]s, parses
 //! numbers with correct rounding (`str::parse::<f64>`), and bounds nesting depth.
 
-use super::{JcsError, MAX_DEPTH};
+use crate::{JcsError, MAX_DEPTH};
 use serde_json::{Map, Number, Value};
 
 /// Parse JSON text strictly into a `serde_json::Value` (RFC 8259 grammar, I-JSON restrictions).

@@ -1,17 +1,17 @@
 //! RFC 8785 conformance: the official vectors byte for byte, the strict guard, and properties
 //! (idempotence; independence from key order and whitespace; number round trip).
 
-use keel_provenance::jcs::{self, JcsError, canonicalize_str, parse_strict, to_canonical_vec};
+use keel_jcs::{self as jcs, JcsError, canonicalize_str, parse_strict, to_canonical_vec};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::Value;
 use std::path::PathBuf;
 
 fn vectors_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/jcs");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata");
     assert!(
         dir.join("input").is_dir(),
-        "JCS vectors not found at {} (expected shared/testdata/jcs beside the repository)",
+        "JCS vectors not found at {} (see testdata/README.md)",
         dir.display()
     );
     dir

@@ -2,7 +2,7 @@
 //! requires: the shortest digit string that round-trips (taken from Rust's shortest `{:e}`
 //! formatting), then laid out in plain or exponent form by the ECMAScript rules.
 
-use super::JcsError;
+use crate::JcsError;
 use serde_json::Number;
 use std::io::Write;
 

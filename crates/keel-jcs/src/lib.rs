@@ -1,10 +1,12 @@
-//! Canonical JSON (RFC 8785, "JCS") and the strict guard that runs before anything is hashed.
+//! keel-jcs: canonical JSON (RFC 8785, "JCS"), the strict guard that runs before anything is
+//! hashed, and SHA-256 digests of canonical bytes ([`digest`]). A leaf crate: any plugin crate may
+//! use it without depending on another plugin.
 //!
-//! Data flow: a value (a `serde_json::Value`, a typed [`Payload`] tree built by the recorder, or
-//! raw JSON text parsed by [`parse_strict`]) is written by [`write_value`] / [`write_payload`] into
-//! a byte buffer: object members sorted by UTF-16 code units, numbers in ECMAScript's
+//! Data flow: a value (a `serde_json::Value`, a typed [`Payload`] tree built from borrowed pieces,
+//! or raw JSON text parsed by [`parse_strict`]) is written by [`write_value`] / [`write_payload`]
+//! into a byte buffer: object members sorted by UTF-16 code units, numbers in ECMAScript's
 //! `Number.prototype.toString` form (shortest round trip, `1e+30`, `-0` → `0`), strings with the
-//! minimal escapes, UTF-8 output, no whitespace. The bytes are what [`crate::hash`] digests.
+//! minimal escapes, UTF-8 output, no whitespace. The bytes are what [`digest`] hashes.
 //!
 //! The guard: values that JCS cannot represent are refused with a typed [`JcsError`] instead of
 //! being approximated: NaN and ±∞ (only reachable through `f64` inputs or number literals that
@@ -14,7 +16,9 @@
 //!
 //! Integers outside ±2^53 are canonicalized the way ECMAScript reads them: as the nearest IEEE
 //! double (`12345678901234567890` → `12345678901234567000`).
+#![deny(missing_docs)]
 
+pub mod digest;
 mod number;
 mod parse;
 
@@ -30,8 +34,8 @@ pub const MAX_DEPTH: usize = 256;
 /// Why a value could not be canonicalized.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JcsError {
-    /// A number is NaN or infinite (an `f64` input, or a literal such as `1e400`). The recorder
-    /// treats this as a capture failure; the tool result itself is unaffected.
+    /// A number is NaN or infinite (an `f64` input, or a literal such as `1e400`). (keel's
+    /// provenance recorder treats this as a capture failure; the tool result is unaffected.)
     #[error("number is not finite (NaN or infinity) at byte {offset}")]
     NonFinite {
         /// Byte offset in the input text (0 for non-text inputs).
@@ -66,8 +70,8 @@ pub enum JcsError {
     },
 }
 
-/// A value to canonicalize, built without copying the caller's data: the recorder assembles
-/// stage payloads from borrowed pieces.
+/// A value to canonicalize, built without copying the caller's data (e.g. the provenance
+/// recorder assembles stage payloads from borrowed pieces).
 #[derive(Debug, Clone, Copy)]
 pub enum Payload<'a> {
     /// JSON `null`.

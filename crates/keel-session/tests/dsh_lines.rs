@@ -1,7 +1,8 @@
-//! Every line of the real DeepSeek Harness logs parses, and re-serialising a parsed event
-//! yields the same JSON value (no field dropped or renamed).
+//! Every line of the real DeepSeek Harness logs parses (with the store's line parser), and
+//! re-serialising a parsed event yields the same JSON value (no field dropped or renamed).
 
 use keel_protocol::{EventBody, LogRecord};
+use keel_session::store::parse_record;
 use std::path::PathBuf;
 
 fn testdata() -> PathBuf {
@@ -15,8 +16,8 @@ fn every_dsh_line_parses_and_round_trips() {
         let path = testdata().join(dir).join("session.plain.jsonl");
         let text = std::fs::read_to_string(&path).unwrap();
         for (n, line) in text.lines().enumerate() {
-            let rec = LogRecord::parse(line)
-                .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
+            let rec =
+                parse_record(line).unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
             let original: serde_json::Value = serde_json::from_str(line).unwrap();
             let again = match &rec {
                 LogRecord::Header(h) => serde_json::to_value(h).unwrap(),
