@@ -5,7 +5,7 @@ use keel_protocol::{EventBody, LogRecord};
 use std::path::PathBuf;
 
 fn testdata() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/dsh-sessions")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dsh-sessions")
 }
 
 #[test]
