@@ -8,10 +8,10 @@
 //! directory) and then loaded back to verify it.
 
 use super::render::render_markdown;
-use super::transcript::Transcript;
 use crate::cli::ExportFormat;
 use anyhow::{Context, Result, bail};
 use keel_session::store::{PLAIN_FILE, ZSTD_FILE, load::session_file};
+use keel_session::view::Transcript;
 use keel_session::{Format, Loaded, Session, Store};
 use std::fs::{self, File};
 use std::io::Write;
