@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::{Fixture, Log, RecordingHost, call, run_one};
+use common::{Fixture, call, run_one};
+use keel_testkit::recording::{Log, RecordingHost};
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::{CommandSpec, OutputMode, RunEnd};
 use keel_tools::{Pipeline, SandboxMode, Workspace};
