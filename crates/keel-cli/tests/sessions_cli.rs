@@ -1,5 +1,5 @@
 //! `keel sessions list|show|check|export|import` against the real DeepSeek Harness logs in
-//! `shared/testdata/dsh-sessions`, run through the real `keel` binary with `KEEL_HOME` in a temp
+//! `testdata/dsh-sessions`, run through the real `keel` binary with `KEEL_HOME` in a temp
 //! directory. Damaged copies (torn last line, corrupted middle line, garbage bytes) are made
 //! from the fixtures in temp directories.
 
@@ -11,10 +11,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/testdata/dsh-sessions"
-);
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/dsh-sessions");
 const ALL: [&str; 5] = [
     "read-file",
     "multi-step",

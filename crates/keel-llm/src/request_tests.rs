@@ -6,7 +6,10 @@ use keel_protocol::{MessageSource, ToolCallBlock, ToolResultBlock};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-const DSH_REQUESTS: &str = "../../../shared/testdata/dsh-sessions/multi-step/requests.jsonl";
+const DSH_REQUESTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../testdata/dsh-sessions/multi-step/requests.jsonl"
+);
 
 fn msg(role: Role, content: Vec<ContentBlock>) -> Message {
     Message {

@@ -8,7 +8,8 @@
 //! [`Session::repair`] close what a crash left open. [`store::Store`] places sessions on disk,
 //! [`store::SessionWriter`] appends batches durably, [`store::load`] reads keel and dsh files
 //! (plain and zstd, packed chunk rows included). [`PersistentSession`] bundles a session with
-//! its writer. [`synth`] generates realistic synthetic logs for benchmarks.
+//! its writer. [`view`] computes read-only views for front ends (the transcript, the health
+//! check). [`synth`] generates realistic synthetic logs for benchmarks.
 #![deny(missing_docs)]
 
 mod error;
@@ -21,6 +22,7 @@ mod session;
 pub mod store;
 mod surface;
 pub mod synth;
+pub mod view;
 
 pub use error::{AppendError, ForkError, RepairError};
 pub use invariants::{InvariantViolation, TurnState};

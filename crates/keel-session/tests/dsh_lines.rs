@@ -6,7 +6,7 @@ use keel_session::store::parse_record;
 use std::path::PathBuf;
 
 fn testdata() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/dsh-sessions")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dsh-sessions")
 }
 
 #[test]

@@ -11,11 +11,10 @@
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
 use keel_protocol::{ToolCallBlock, ToolSchema};
+use keel_testkit::recording::PassThrough;
 use keel_tools::{
-    ExecMode, ExecuteMiddleware, GuardDecision, GuardHook, HookContext, Next, NullHost, Pipeline,
-    PipelineHooks, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,
-    SandboxMode, SettledHook, Tool, ToolContext, ToolEffect, ToolError, ToolOutcome, ToolOutput,
-    ToolRegistry, Workspace, default_tool_schemas_bytes,
+    ExecMode, NullHost, Pipeline, SandboxMode, Tool, ToolContext, ToolEffect, ToolError,
+    ToolOutput, ToolRegistry, Workspace, default_tool_schemas_bytes,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -44,53 +43,12 @@ impl Tool for Noop {
     }
 }
 
-struct PassAll;
-
-#[async_trait]
-impl PreExecuteHook for PassAll {
-    async fn pre_execute(&self, _c: &HookContext<'_>, _a: &Value) -> PreDecision {
-        PreDecision::Allow
-    }
-}
-#[async_trait]
-impl GuardHook for PassAll {
-    async fn check(&self, _c: &HookContext<'_>, _a: &Value) -> GuardDecision {
-        GuardDecision::Pass
-    }
-}
-#[async_trait]
-impl ExecuteMiddleware for PassAll {
-    async fn around(
-        &self,
-        _c: &HookContext<'_>,
-        a: Value,
-        next: Next<'_>,
-    ) -> Result<ToolOutput, ToolError> {
-        next.run(a).await
-    }
-}
-#[async_trait]
-impl PostExecuteHook for PassAll {
-    async fn post_execute(&self, _c: &HookContext<'_>, _r: &ResultDraft) -> PostDecision {
-        PostDecision::Accept
-    }
-}
-#[async_trait]
-impl SettledHook for PassAll {
-    async fn settled(&self, _c: &HookContext<'_>, _o: &ToolOutcome) {}
-}
-
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let mut reg = ToolRegistry::new();
     reg.register(Arc::new(Noop)).unwrap();
-    let pass = Arc::new(PassAll);
-    let hooks = PipelineHooks::new()
-        .pre_execute(pass.clone())
-        .guard(pass.clone())
-        .execute(pass.clone())
-        .post_execute(pass.clone())
-        .settled(pass);
+    // One hook per seam that changes nothing: the seams' own cost.
+    let hooks = PassThrough::hooks();
     let pipeline = Pipeline::builder(
         Arc::new(reg),
         Workspace::new(dir.path(), SandboxMode::WorkspaceWrite).unwrap(),

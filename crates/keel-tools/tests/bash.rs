@@ -3,14 +3,15 @@
 
 mod common;
 
-use common::{Fixture, Log, RecordingHost, call, run_one};
+use common::{Fixture, call, run_one};
+use keel_testkit::recording::{Log, RecordingHost};
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::{CommandSpec, OutputMode, RunEnd};
 use keel_tools::{Pipeline, SandboxMode, Workspace};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// True while `pid` exists and is not a zombie.
@@ -24,8 +25,10 @@ fn alive(pid: i32) -> bool {
     }
 }
 
+/// Waits (up to a generous 30 s, polling) for `pid` to be gone; false if it never goes. The
+/// bound only keeps a broken kill from hanging the test: the assertion is that it is gone.
 async fn wait_dead(pid: i32) -> bool {
-    for _ in 0..50 {
+    for _ in 0..600 {
         if !alive(pid) {
             return true;
         }
@@ -37,6 +40,20 @@ async fn wait_dead(pid: i32) -> bool {
 fn pid_in(f: &Fixture, name: &str) -> i32 {
     f.read(name).trim().parse().unwrap()
 }
+
+/// Waits (up to 30 s, polling) until the script has written a whole line to `path`.
+async fn wait_for_line(path: &std::path::Path) {
+    for _ in 0..600 {
+        if std::fs::read_to_string(path).is_ok_and(|s| s.ends_with('\n')) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} was never written", path.display());
+}
+
+/// Written by a script only if it ran past its long sleep, i.e. nobody stopped it.
+const FINISHED: &str = "finished.marker";
 
 #[tokio::test]
 async fn output_and_exit_codes() {
@@ -124,14 +141,13 @@ async fn environment_is_scrubbed_unless_forwarded() {
 async fn timeout_kills_the_whole_process_tree() {
     let f = Fixture::new();
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
-    let script = "echo started; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; sleep 300";
-    let started = Instant::now();
+    let script = "echo started; sleep 300 & echo $! > child.pid; echo $$ > shell.pid; \
+                  sleep 30; echo finished > finished.marker";
     let out = run_one(
         &p,
         call("1", "bash", json!({"command": script, "timeout_ms": 500})),
     )
     .await;
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert!(out.is_error);
     assert_eq!(out.code(), Some("TOOL_TIMEOUT"));
     assert!(
@@ -147,6 +163,10 @@ async fn timeout_kills_the_whole_process_tree() {
     let (shell, child) = (pid_in(&f, "shell.pid"), pid_in(&f, "child.pid"));
     assert!(wait_dead(shell).await, "shell {shell} survived");
     assert!(wait_dead(child).await, "grandchild {child} survived");
+    assert!(
+        !f.ws.join(FINISHED).exists(),
+        "the shell ran to its end: the timeout did not stop it"
+    );
 }
 
 #[tokio::test]
@@ -172,12 +192,14 @@ async fn cancellation_during_bash_kills_the_group() {
     let host = RecordingHost::new(Log::default(), false);
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
+    // Cancel once the script is running (it has written both pids).
+    let shell_pid = f.ws.join("shell.pid");
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        wait_for_line(&shell_pid).await;
         trigger.cancel();
     });
-    let script = "sleep 300 & echo $! > child.pid; sleep 300";
-    let started = Instant::now();
+    let script = "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; \
+                  sleep 30; echo finished > finished.marker";
     let out = p
         .run_batch(
             &[call("1", "bash", json!({"command": script}))],
@@ -185,9 +207,14 @@ async fn cancellation_during_bash_kills_the_group() {
             cancel,
         )
         .await;
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(out[0].code(), Some("ABORTED"));
-    assert!(wait_dead(pid_in(&f, "child.pid")).await);
+    let (shell, child) = (pid_in(&f, "shell.pid"), pid_in(&f, "child.pid"));
+    assert!(wait_dead(shell).await, "shell {shell} survived");
+    assert!(wait_dead(child).await, "background child {child} survived");
+    assert!(
+        !f.ws.join(FINISHED).exists(),
+        "the shell ran to its end: cancellation did not stop it"
+    );
 }
 
 #[tokio::test]
@@ -221,7 +248,6 @@ async fn large_output_keeps_the_tail_and_spills_the_whole_stream_privately() {
 async fn background_children_do_not_hold_the_call() {
     let f = Fixture::new();
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
-    let started = Instant::now();
     let out = run_one(
         &p,
         call(
@@ -231,13 +257,14 @@ async fn background_children_do_not_hold_the_call() {
         ),
     )
     .await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "waited for the background child"
-    );
     assert_eq!(out.text(), "done\n");
+    // The call is back while the background child still runs: had the call waited for it (or
+    // for the output pipe it holds), it would be gone by now.
     let bg = pid_in(&f, "bg.pid");
-    assert!(alive(bg), "a background child outlives a normal exit");
+    assert!(
+        alive(bg),
+        "the background child is gone: the call waited for it, or killed it at a normal exit"
+    );
     // SAFETY: plain kill(2) of a process this test started.
     unsafe { libc::kill(bg, libc::SIGKILL) };
 }
@@ -284,10 +311,15 @@ async fn subprocess_service_runs_argv_with_stdin_and_separate_streams() {
 async fn subprocess_timeout_reports_timed_out() {
     let f = Fixture::new();
     let svc = f.service(vec![], &[]);
-    let spec = CommandSpec::new(["sleep", "30"]).timeout(Duration::from_millis(200));
-    let started = Instant::now();
+    let spec = CommandSpec::new(["sh", "-c", "sleep 30; echo finished > finished.marker"])
+        .cwd(&f.ws)
+        .timeout(Duration::from_millis(200));
     let out = svc.run(spec, &CancellationToken::new()).await.unwrap();
     assert_eq!(out.end, RunEnd::TimedOut);
     assert_eq!(out.signal, Some(libc::SIGTERM));
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(out.code, None, "killed, not exited");
+    assert!(
+        !f.ws.join(FINISHED).exists(),
+        "the command ran to its end: the timeout did not stop it"
+    );
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Fixture, call, run_one};
+use keel_testkit::recording::{Log, RecordingHost};
 use keel_tools::SandboxMode;
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -435,8 +436,8 @@ async fn read_only_sandbox_refuses_changes_and_asks_before_bash() {
     );
 
     // bash is an `ask`: denied by a host that refuses, run when approved.
-    let log = common::Log::default();
-    let refuse = common::RecordingHost::new(log.clone(), false);
+    let log = Log::default();
+    let refuse = RecordingHost::new(log.clone(), false);
     let out = p
         .run_batch(
             &[call("4", "bash", json!({"command":"echo hi"}))],
@@ -451,7 +452,7 @@ async fn read_only_sandbox_refuses_changes_and_asks_before_bash() {
         out[0].text()
     );
     assert!(log.snapshot().contains(&"host:ask:4".to_owned()));
-    let approve = common::RecordingHost::new(log.clone(), true);
+    let approve = RecordingHost::new(log.clone(), true);
     let out = p
         .run_batch(
             &[call("5", "bash", json!({"command":"echo hi"}))],

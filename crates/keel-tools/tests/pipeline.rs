@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::recorder::{Recorder, ids, par, setup};
-use common::{Fixture, Log, RecordingHost, call, raw_call};
+use common::{Fixture, call, ids, par, raw_call, setup};
 use keel_protocol::{ContentBlock, EventBody, PlanModeEvent, TodoStatus};
+use keel_testkit::recording::{Log, RecordingHooks, RecordingHost};
 use keel_tools::{
     BatchOptions, GuardDecision, PostDecision, PreDecision, SandboxMode, ToolOutcome,
     enter_plan_mode,
@@ -19,11 +19,7 @@ use tokio_util::sync::CancellationToken;
 async fn phases_run_in_order_with_one_token_and_effective_args() {
     let log = Log::default();
     let (s, p) = setup(
-        Recorder {
-            log: log.clone(),
-            rewrite: Some(json!({"text":"rewritten"})),
-            ..Default::default()
-        },
+        RecordingHooks::new(log.clone()).with_rewrite(json!({"text":"rewritten"})),
         par,
     );
     let host = RecordingHost::new(log.clone(), false);
@@ -52,7 +48,7 @@ async fn phases_run_in_order_with_one_token_and_effective_args() {
             "host:settled:c1",
         ]
     );
-    let seen = s.rec.seen.lock().unwrap().clone();
+    let seen = s.rec.seen();
     let token = seen[0].1;
     assert!(
         seen.iter()
@@ -61,14 +57,14 @@ async fn phases_run_in_order_with_one_token_and_effective_args() {
     );
 
     // A nested batch carries its parent's token to the hooks; its own token is fresh.
-    s.rec.seen.lock().unwrap().clear();
+    s.rec.clear_seen();
     let opts = BatchOptions {
         cancel: CancellationToken::new(),
         parent: Some(token),
     };
     p.run_batch_with(&[call("c2", "probe", json!({}))], &host, opts)
         .await;
-    let seen = s.rec.seen.lock().unwrap().clone();
+    let seen = s.rec.seen();
     assert!(
         seen.iter()
             .all(|(_, t, parent)| *t != token && *parent == Some(token)),
@@ -79,11 +75,7 @@ async fn phases_run_in_order_with_one_token_and_effective_args() {
 #[tokio::test]
 async fn pre_execute_deny_means_no_body_and_no_guard() {
     let log = Log::default();
-    let rec = Recorder {
-        log: log.clone(),
-        pre: Some(PreDecision::Deny("not today".into())),
-        ..Default::default()
-    };
+    let rec = RecordingHooks::new(log.clone()).with_pre(PreDecision::Deny("not today".into()));
     let (s, p) = setup(rec, par);
     let host = RecordingHost::new(log.clone(), true);
     let out = p
@@ -112,11 +104,7 @@ async fn pre_execute_deny_means_no_body_and_no_guard() {
 async fn pre_execute_ask_goes_to_the_host() {
     for approve in [true, false] {
         let log = Log::default();
-        let rec = Recorder {
-            log: log.clone(),
-            pre: Some(PreDecision::Ask("risky".into())),
-            ..Default::default()
-        };
+        let rec = RecordingHooks::new(log.clone()).with_pre(PreDecision::Ask("risky".into()));
         let (s, p) = setup(rec, par);
         let host = RecordingHost::new(log.clone(), approve);
         let out = p
@@ -126,10 +114,7 @@ async fn pre_execute_ask_goes_to_the_host() {
                 CancellationToken::new(),
             )
             .await;
-        assert_eq!(
-            host.asked.lock().unwrap().clone(),
-            vec![("c1".to_owned(), "risky".to_owned())]
-        );
+        assert_eq!(host.asked(), vec![("c1".to_owned(), "risky".to_owned())]);
         if approve {
             assert_eq!(out[0].text(), "ok");
             assert_eq!(s.probe.bodies.load(Ordering::SeqCst), 1);
@@ -146,11 +131,8 @@ async fn pre_execute_ask_goes_to_the_host() {
 #[tokio::test]
 async fn guard_denial_stops_the_call_before_checkpoint() {
     let log = Log::default();
-    let rec = Recorder {
-        log: log.clone(),
-        guard: Some(GuardDecision::Deny("contract says no".into())),
-        ..Default::default()
-    };
+    let rec =
+        RecordingHooks::new(log.clone()).with_guard(GuardDecision::Deny("contract says no".into()));
     let (s, p) = setup(rec, par);
     let host = RecordingHost::new(log.clone(), true);
     let out = p
@@ -197,13 +179,7 @@ async fn post_execute_replaces_or_blocks() {
         ),
     ];
     for (decision, text, is_error, meta) in cases {
-        let (_s, p) = setup(
-            Recorder {
-                post: Some(decision),
-                ..Default::default()
-            },
-            par,
-        );
+        let (_s, p) = setup(RecordingHooks::default().with_post(decision), par);
         let host = RecordingHost::new(Log::default(), false);
         let out = p
             .run_batch(
@@ -221,7 +197,7 @@ async fn post_execute_replaces_or_blocks() {
 
 #[tokio::test]
 async fn bad_arguments_and_unknown_tools_are_error_results() {
-    let (s, p) = setup(Recorder::default(), par);
+    let (s, p) = setup(RecordingHooks::default(), par);
     let host = RecordingHost::new(Log::default(), false);
     let calls = [
         raw_call("1", "probe", "{\"ms\": 1,"),

@@ -4,9 +4,9 @@
 mod common;
 
 use async_trait::async_trait;
-use common::recorder::{Recorder, ids, par, setup};
-use common::{Fixture, Log, Probe, ProbeTool, RecordingHost, call};
+use common::{Fixture, Probe, ProbeTool, call, ids, par, setup};
 use keel_protocol::ContentBlock;
+use keel_testkit::recording::{Log, RecordingHooks, RecordingHost};
 use keel_tools::{ExecMode, SandboxMode, Tool, ToolError, ToolOutcome, ToolOutput};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -19,13 +19,7 @@ use tokio_util::sync::CancellationToken;
 #[tokio::test]
 async fn parallel_calls_overlap_and_commit_in_model_order() {
     let log = Log::default();
-    let (s, p) = setup(
-        Recorder {
-            log: log.clone(),
-            ..Default::default()
-        },
-        par,
-    );
+    let (s, p) = setup(RecordingHooks::new(log.clone()), par);
     let host = RecordingHost::new(log.clone(), false);
     let calls = [
         call("a", "probe", json!({"ms":600,"text":"A"})),
@@ -89,13 +83,7 @@ async fn parallelism_is_bounded() {
 #[tokio::test]
 async fn exclusive_calls_run_alone() {
     let log = Log::default();
-    let (s, p) = setup(
-        Recorder {
-            log: log.clone(),
-            ..Default::default()
-        },
-        par,
-    );
+    let (s, p) = setup(RecordingHooks::new(log.clone()), par);
     let host = RecordingHost::new(log.clone(), false);
     let calls = [
         call("p1", "probe", json!({"ms":100})),
@@ -128,7 +116,7 @@ async fn exclusive_calls_run_alone() {
 
 #[tokio::test]
 async fn large_text_results_are_spilled_after_post_execute() {
-    let (s, p) = setup(Recorder::default(), par);
+    let (s, p) = setup(RecordingHooks::default(), par);
     let host = RecordingHost::new(Log::default(), false);
     let big = format!("HEAD{}TAIL", "z".repeat(60_000));
     let out = p
@@ -152,7 +140,7 @@ async fn large_text_results_are_spilled_after_post_execute() {
         0o600
     );
     assert_eq!(
-        s.rec.post_text_len.lock().unwrap().clone(),
+        s.rec.post_text_lens(),
         vec![big.len()],
         "post-execute saw the full text"
     );
@@ -162,13 +150,7 @@ async fn large_text_results_are_spilled_after_post_execute() {
 #[tokio::test]
 async fn cancellation_before_dispatch_runs_no_body() {
     let log = Log::default();
-    let (s, p) = setup(
-        Recorder {
-            log: log.clone(),
-            ..Default::default()
-        },
-        par,
-    );
+    let (s, p) = setup(RecordingHooks::new(log.clone()), par);
     let host = RecordingHost::new(log.clone(), false);
     let cancel = CancellationToken::new();
     cancel.cancel();
@@ -194,7 +176,7 @@ async fn cancellation_before_dispatch_runs_no_body() {
 
 #[tokio::test]
 async fn cancellation_during_a_body_aborts_it_and_stops_later_calls() {
-    let (s, p) = setup(Recorder::default(), par);
+    let (s, p) = setup(RecordingHooks::default(), par);
     let host = RecordingHost::new(Log::default(), false);
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
@@ -216,7 +198,7 @@ async fn cancellation_during_a_body_aborts_it_and_stops_later_calls() {
 
 #[tokio::test]
 async fn a_body_ignoring_cancellation_is_abandoned_after_the_grace() {
-    let (s, p) = setup(Recorder::default(), |probe| {
+    let (s, p) = setup(RecordingHooks::default(), |probe| {
         let mut t = ProbeTool::new("stubborn", ExecMode::Exclusive, probe);
         t.stubborn = true;
         vec![Arc::new(t)]
@@ -249,7 +231,7 @@ async fn a_body_ignoring_cancellation_is_abandoned_after_the_grace() {
 
 #[tokio::test]
 async fn tool_timeouts_and_failures_have_codes() {
-    let (_s, p) = setup(Recorder::default(), |probe| {
+    let (_s, p) = setup(RecordingHooks::default(), |probe| {
         let mut t = ProbeTool::new("slow", ExecMode::Parallel, probe);
         t.timeout = Some(Duration::from_millis(100));
         vec![
@@ -300,7 +282,7 @@ impl Tool for BadOutput {
 
 #[tokio::test]
 async fn non_result_content_is_invalid_tool_output() {
-    let (_s, p) = setup(Recorder::default(), |_| vec![Arc::new(BadOutput)]);
+    let (_s, p) = setup(RecordingHooks::default(), |_| vec![Arc::new(BadOutput)]);
     let out = p
         .run_batch(
             &[call("a", "bad", json!({}))],

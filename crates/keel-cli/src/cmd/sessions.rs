@@ -2,7 +2,9 @@
 //!
 //! Every subcommand resolves its argument through the store (a path, an id or an id prefix),
 //! loads the file with keel-session's loader (plain or zstd, keel's or dsh's) and only reads it;
-//! `import` is the one writer, and it only creates a new session directory. Results go to
+//! `import` is the one writer, and it only creates a new session directory. The views (the
+//! transcript, the check report, one-line event summaries) are computed by keel-session's
+//! `view` module; the modules here render them ([`render`], [`check`], [`fmt`]). Results go to
 //! stdout, warnings (a dropped torn tail) to stderr. Exit codes: 0 success, 2 any error (bad
 //! argument, unreadable or corrupt file); `check` adds 1 for a repairable session. See
 //! `docs/sessions.md`.
@@ -10,12 +12,12 @@
 mod check;
 mod fmt;
 mod render;
-mod transcript;
 mod transfer;
 
 use super::Ctx;
 use crate::cli::SessionsCommand;
 use anyhow::{Context, Result, anyhow};
+use keel_session::view::{Transcript, call_names, check_file, event_summary};
 use keel_session::{Loaded, SessionSummary, Store};
 use render::render_text;
 use serde_json::json;
@@ -23,7 +25,6 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use transcript::Transcript;
 
 /// Run a `sessions` subcommand.
 pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
@@ -209,7 +210,7 @@ fn show(ctx: &Ctx, query: &str, events: bool, as_json: bool) -> Result<ExitCode>
             }
         }
         (true, false) => {
-            let names = transcript::call_names(session);
+            let names = call_names(session);
             let mut text = String::new();
             for ev in session.events() {
                 let _ = writeln!(
@@ -217,7 +218,7 @@ fn show(ctx: &Ctx, query: &str, events: bool, as_json: bool) -> Result<ExitCode>
                     "{:>6}  {:<25}  {}",
                     ev.seq.0,
                     ev.type_name(),
-                    fmt::event_summary(&ev, &names)
+                    event_summary(&ev, &names)
                 );
             }
             out = text.into_bytes();
@@ -235,7 +236,7 @@ fn show(ctx: &Ctx, query: &str, events: bool, as_json: bool) -> Result<ExitCode>
 
 fn check(ctx: &Ctx, query: &str, as_json: bool) -> Result<ExitCode> {
     let file = resolve(ctx, query)?;
-    let (report, loaded) = check::check(&file);
+    let (report, loaded) = check_file(&file);
     // The process exits right after this command: freeing a million-event session (every
     // record, run and message, one allocation at a time) would cost a third as much as loading
     // it, for memory the OS takes back at exit anyway.
@@ -247,7 +248,7 @@ fn check(ctx: &Ctx, query: &str, as_json: bool) -> Result<ExitCode> {
     } else {
         emit(check::render(&report).as_bytes())?;
     }
-    Ok(ExitCode::from(report.status.exit_code()))
+    Ok(ExitCode::from(check::exit_code(report.status)))
 }
 
 fn export(

@@ -720,8 +720,8 @@ mod tests {
             .map(str::to_owned)
             .collect();
         let synthetic = lines.len();
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/testdata/dsh-sessions");
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dsh-sessions");
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             for name in ["session.plain.jsonl", "session.jsonl"] {
                 if let Ok(text) = std::fs::read_to_string(entry.path().join(name)) {

@@ -2,9 +2,10 @@
 //!
 //! Layout: `$KEEL_HOME/sessions/--<project key>--/<id>/session.jsonl` (or `session.jsonl.zst`;
 //! dsh's `session.jsonl.zstd` is read too). The first line is the header. The first write (header
-//! plus the events the session already holds) is published atomically: temp file, fsync, hard
-//! link to the final name (never clobbering), fsync of the directory. Later batches are appended
-//! and fsynced by a [`SessionWriter`]. Loading is in [`load`].
+//! plus the events the session already holds) is published atomically by [`publish_file`]: temp
+//! file, fsync, hard link to the final name (never clobbering), fsync of the directory; `keel
+//! sessions import` publishes its copies the same way. Later batches are appended and fsynced by
+//! a [`SessionWriter`]. Loading is in [`load`].
 
 mod encode;
 mod fast;
@@ -12,17 +13,18 @@ mod lines;
 pub mod load;
 pub(crate) mod parse;
 mod pipeline;
+mod publish;
 mod summary_cache;
 mod writer;
 
 pub use load::{LoadError, LoadReport, Loaded, TornTail};
 pub use parse::parse_record;
+pub use publish::{PublishError, publish_file};
 pub use summary_cache::SUMMARY_FILE;
 pub use writer::{FlushTicket, SessionWriter, WriterOptions};
 
 use crate::Session;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -130,6 +132,22 @@ impl StoreError {
             path: path.to_owned(),
             seq: e.seq,
             source: Arc::new(e.source),
+        }
+    }
+}
+
+impl From<PublishError> for StoreError {
+    /// A failed publish in the words of the other store operations (`cannot <op> <path>`).
+    fn from(e: PublishError) -> StoreError {
+        match e {
+            PublishError::CreateTemp { path, source } => StoreError::io("create", &path, source),
+            PublishError::Write { path, source } => StoreError::io("write", &path, source),
+            PublishError::SyncFile { path, source } => StoreError::io("fsync", &path, source),
+            PublishError::Exists { path } => StoreError::Exists { path },
+            PublishError::Link { path, source } => StoreError::io("publish", &path, source),
+            PublishError::SyncDir { dir, source } => {
+                StoreError::io("fsync directory", &dir, source)
+            }
         }
     }
 }
@@ -264,28 +282,7 @@ impl Store {
         if options.format == Format::Zstd {
             buf = compress_frame(&buf, options.zstd_level, path)?;
         }
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            session.header().id,
-            uuid::Uuid::new_v4()
-        ));
-        let publish = || -> Result<(), StoreError> {
-            let mut f = private_file(&tmp).map_err(|e| StoreError::io("create", &tmp, e))?;
-            f.write_all(&buf)
-                .map_err(|e| StoreError::io("write", &tmp, e))?;
-            f.sync_all().map_err(|e| StoreError::io("fsync", &tmp, e))?;
-            fs::hard_link(&tmp, path).map_err(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => StoreError::Exists {
-                    path: path.to_owned(),
-                },
-                _ => StoreError::io("publish", path, e),
-            })
-        };
-        let published = publish();
-        // The temp name is private; failing to remove it leaves litter, not damage.
-        let _ = fs::remove_file(&tmp);
-        published?;
-        sync_dir(dir)?;
+        publish_file(path, &buf, session.header().id.as_str())?;
         let file = OpenOptions::new()
             .append(true)
             .open(path)
@@ -513,10 +510,4 @@ pub fn private_file(path: &Path) -> std::io::Result<File> {
         .create_new(true)
         .mode(0o600)
         .open(path)
-}
-
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io("fsync directory", dir, e))
 }

@@ -440,8 +440,7 @@ mod tests {
             assert!(out.contains("torn: None"), "{out:.300}");
             assert!(taken_whole(&path));
         }
-        let fixtures =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/dsh-sessions");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dsh-sessions");
         for entry in std::fs::read_dir(&fixtures).into_iter().flatten().flatten() {
             for name in ["session.plain.jsonl", "session.jsonl", "session.jsonl.zstd"] {
                 let path = entry.path().join(name);

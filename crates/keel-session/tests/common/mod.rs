@@ -6,7 +6,7 @@ use keel_session::Session;
 use std::path::PathBuf;
 
 pub fn testdata() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/dsh-sessions")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dsh-sessions")
 }
 
 pub fn header(id: &str) -> SessionHeader {

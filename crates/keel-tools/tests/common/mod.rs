@@ -1,91 +1,22 @@
-//! Shared fixtures: a real temporary workspace, a recording host, a probe tool.
+//! Shared fixtures: a real temporary workspace, a probe tool, and pipelines wired with
+//! keel-testkit's recording hooks. The recording host and hooks themselves are
+//! `keel_testkit::recording`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-pub mod recorder;
-
 use async_trait::async_trait;
-use keel_protocol::{EventBody, ToolCallBlock, ToolSchema};
+use keel_protocol::{ToolCallBlock, ToolSchema};
+use keel_testkit::recording::{Log, RecordingHooks, RecordingHost};
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
 use keel_tools::{
-    ApprovalOutcome, BuiltinConfig, ExecMode, Pipeline, PipelineHooks, PipelineHost, SandboxMode,
-    Tool, ToolContext, ToolEffect, ToolError, ToolOutcome, ToolOutput, ToolRegistry, Workspace,
+    BuiltinConfig, ExecMode, Pipeline, PipelineHooks, SandboxMode, Tool, ToolContext, ToolEffect,
+    ToolError, ToolOutcome, ToolOutput, ToolRegistry, Workspace,
 };
 use serde_json::{Value, json};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// A shared, ordered log of what happened.
-#[derive(Clone, Default)]
-pub struct Log(pub Arc<Mutex<Vec<String>>>);
-
-impl Log {
-    pub fn push(&self, s: impl Into<String>) {
-        self.0.lock().unwrap().push(s.into());
-    }
-    pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-    pub fn snapshot(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// A host that records every call and answers approvals with a fixed decision.
-pub struct RecordingHost {
-    pub log: Log,
-    pub approve: bool,
-    pub emitted: Mutex<Vec<EventBody>>,
-    pub asked: Mutex<Vec<(String, String)>>,
-}
-
-impl RecordingHost {
-    pub fn new(log: Log, approve: bool) -> Self {
-        RecordingHost {
-            log,
-            approve,
-            emitted: Mutex::new(Vec::new()),
-            asked: Mutex::new(Vec::new()),
-        }
-    }
-    pub fn emitted(&self) -> Vec<EventBody> {
-        self.emitted.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl PipelineHost for RecordingHost {
-    async fn call_started(&self, call: &ToolCallBlock) {
-        self.log.push(format!("host:call_started:{}", call.id));
-    }
-    async fn checkpoint(&self) {
-        self.log.push("host:checkpoint");
-    }
-    async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
-        self.log.push(format!("host:ask:{}", call.id));
-        self.asked
-            .lock()
-            .unwrap()
-            .push((call.id.clone(), reason.to_owned()));
-        if self.approve {
-            ApprovalOutcome::Approved
-        } else {
-            ApprovalOutcome::Denied {
-                reason: Some("not now".into()),
-            }
-        }
-    }
-    async fn emit(&self, body: EventBody) {
-        self.log.push(format!("host:emit:{}", body.type_name()));
-        self.emitted.lock().unwrap().push(body);
-    }
-    async fn settled(&self, call: &ToolCallBlock, outcome: &ToolOutcome) {
-        assert_eq!(call.id, outcome.call_id);
-        self.log.push(format!("host:settled:{}", call.id));
-    }
-}
 
 /// A temporary workspace (`ws/`) next to an outside directory (`outside/`) and a spill dir.
 pub struct Fixture {
@@ -278,4 +209,44 @@ impl Tool for ProbeTool {
             .to_owned();
         Ok(ToolOutput::text(text).with_value(json!({"probe": ctx.call.id})))
     }
+}
+
+/// A fixture, the log shared by the hooks, the host and the probes, the probe counters and
+/// the hooks.
+pub struct Setup {
+    pub f: Fixture,
+    pub log: Log,
+    pub probe: Arc<Probe>,
+    pub rec: Arc<RecordingHooks>,
+}
+
+/// A pipeline with `rec` at every seam and the tools `tools` builds around the shared probe
+/// counters (which log into `rec.log`).
+pub fn setup(
+    rec: RecordingHooks,
+    tools: impl FnOnce(&Arc<Probe>) -> Vec<Arc<dyn Tool>>,
+) -> (Setup, Pipeline) {
+    let f = Fixture::new();
+    let log = rec.log().clone();
+    let probe = Arc::new(Probe {
+        log: log.clone(),
+        ..Probe::default()
+    });
+    let rec = Arc::new(rec);
+    let reg = f.registry(tools(&probe));
+    let p = f.pipeline_with(SandboxMode::WorkspaceWrite, reg, rec.hooks());
+    (Setup { f, log, probe, rec }, p)
+}
+
+/// A parallel probe tool (`probe`) and an exclusive one (`solo`).
+pub fn par(probe: &Arc<Probe>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ProbeTool::new("probe", ExecMode::Parallel, probe)),
+        Arc::new(ProbeTool::new("solo", ExecMode::Exclusive, probe)),
+    ]
+}
+
+/// The call ids of outcomes, in order.
+pub fn ids(out: &[ToolOutcome]) -> Vec<&str> {
+    out.iter().map(|o| o.call_id.as_str()).collect()
 }

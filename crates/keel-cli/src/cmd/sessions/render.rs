@@ -1,10 +1,10 @@
-//! Rendering a [`Transcript`] for people: indented plain text (`keel sessions show`) and
+//! Rendering a [`Transcript`] (keel-session's transcript view) for people: indented plain text (`keel sessions show`) and
 //! Markdown (`keel sessions export --format markdown`). Both walk the same model in the same
 //! order; long material is shortened here (reasoning, runtime context, tool results), never in
 //! the model, which `--json` prints whole.
 
 use super::fmt::{abbrev, compact_args, first_lines, format_time, one_line};
-use super::transcript::{Block, Entry, Fate, Item, Origin, Transcript};
+use keel_session::view::transcript::{Block, Entry, Fate, Item, Origin, Transcript};
 use std::fmt::Write as _;
 
 /// Characters of reasoning shown.

@@ -4,17 +4,18 @@
 //! packed chunk rows *expanded* into their `assistant/chunk` events, so any JSONL reader sees
 //! every seq) or as the Markdown transcript. Import validates a DeepSeek Harness (or keel)
 //! session file and copies its committed bytes, unchanged, into keel's store under the project
-//! of the header's `cwd`, published atomically (temp file, fsync, no-clobber link, fsync of the
-//! directory) and then loaded back to verify it.
+//! of the header's `cwd`, published atomically by the store's [`publish_file`] (temp file, fsync,
+//! no-clobber link, fsync of the directory) and then loaded back to verify it.
 
 use super::render::render_markdown;
-use super::transcript::Transcript;
 use crate::cli::ExportFormat;
 use anyhow::{Context, Result, bail};
-use keel_session::store::{PLAIN_FILE, ZSTD_FILE, load::session_file};
+use keel_session::store::{
+    PLAIN_FILE, PublishError, ZSTD_FILE, load::session_file, private_dir_all, publish_file,
+};
+use keel_session::view::Transcript;
 use keel_session::{Format, Loaded, Session, Store};
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The session as plain JSONL: header, then every event (packed rows expanded).
@@ -148,29 +149,14 @@ pub fn import(
     })
 }
 
-/// Write `bytes` to `dest` atomically, never replacing an existing file.
+/// Write `bytes` to `dest` atomically, never replacing an existing file (the store's own
+/// publish: temp file, fsync, no-clobber link, fsync of the directory).
 fn publish(dir: &Path, dest: &Path, bytes: &[u8], id: &str) -> Result<()> {
-    keel_session::store::private_dir_all(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!(".{id}.import-{}", uuid::Uuid::new_v4()));
-    let write = || -> Result<()> {
-        let mut f = keel_session::store::private_file(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(bytes)
-            .and_then(|()| f.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        fs::hard_link(&tmp, dest).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => {
-                anyhow::anyhow!("{} already exists; nothing imported", dest.display())
-            }
-            _ => anyhow::Error::new(e).context(format!("cannot publish {}", dest.display())),
-        })
-    };
-    let res = write();
-    // The temp name is private to this import; failing to remove it leaves litter, not damage.
-    let _ = fs::remove_file(&tmp);
-    res?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot fsync {}", dir.display()))
+    private_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    publish_file(dest, bytes, id).map_err(|e| match e {
+        PublishError::Exists { path } => {
+            anyhow::anyhow!("{} already exists; nothing imported", path.display())
+        }
+        e => anyhow::Error::new(e),
+    })
 }

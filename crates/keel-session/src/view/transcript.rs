@@ -1,18 +1,19 @@
 //! The readable transcript of a session: turns → steps → items, built from every event as it
 //! was appended (so history that compaction later replaced is still shown, marked with what
-//! replaced it), rendered as text (`sessions show`), Markdown (`sessions export --format
-//! markdown`) or JSON (`sessions show --json`).
+//! replaced it). Front ends render it as text or Markdown, or print it as JSON (its serde shape
+//! is the `keel sessions show --json` format).
 //!
 //! Data flow: [`Transcript::build`] makes two passes over the events: the first collects which
 //! seqs a `surfaceOp: replace` shadowed and the tool calls' names and results, the second places
-//! each event under the open turn and step. The renderers ([`super::render`]) only read the
-//! model. Streamed `assistant/chunk`s are not shown (the `assistant/message` holds them).
+//! each event under the open turn and step. Renderers only read the model. Streamed
+//! `assistant/chunk`s are not shown (the `assistant/message` holds them).
 
+use super::summary::event_summary;
+use crate::Session;
 use keel_protocol::{
     ContentBlock, EventBody, KnownSource, MessageSource, Seq, SessionEvent, SurfaceOp, TimeMs,
     TurnEndReason,
 };
-use keel_session::Session;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -289,12 +290,13 @@ impl Index {
     }
 
     /// The tool name of a call id, if the log names it.
-    pub fn call_name(&self, id: &str) -> Option<&str> {
+    fn call_name(&self, id: &str) -> Option<&str> {
         self.call_names.get(id).map(String::as_str)
     }
 }
 
-/// Tool names by call id, for one-line event summaries.
+/// Tool names by call id (from assistant messages and `tool/call` events), for
+/// [`super::event_summary`].
 pub fn call_names(session: &Session) -> HashMap<String, String> {
     Index::of(session).call_names
 }
@@ -530,7 +532,7 @@ fn item_of(ix: &Index, ev: &SessionEvent) -> Option<Item> {
         | EventBody::ContextProjection(_) => Item::Note {
             seq,
             event: ev.type_name().to_owned(),
-            text: super::fmt::event_summary(ev, &ix.call_names),
+            text: event_summary(ev, &ix.call_names),
         },
         _ => return None,
     };
