@@ -47,6 +47,15 @@ const WORDS: &[&str] = &[
     "input", "module", "path", "and",
 ];
 
+/// Where a generated step stands in its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StepPlace {
+    /// More steps follow: the step calls a tool.
+    Inner,
+    /// The turn's last step: the model answers without a tool call.
+    Last,
+}
+
 struct Rng(u64);
 
 impl Rng {
@@ -153,7 +162,7 @@ impl<E> Gen<'_, E> {
         Ok(block)
     }
 
-    fn step(&mut self, s: StepRef, last: bool, prompt: Option<&str>) -> Result<(), E> {
+    fn step(&mut self, s: StepRef, place: StepPlace, prompt: Option<&str>) -> Result<(), E> {
         self.emit(EventBody::StepStart(s), None)?;
         if let Some(p) = prompt {
             let m = Message::user_text(p, MessageSource::user(), format!("u-{}", self.seq));
@@ -175,7 +184,7 @@ impl<E> Gen<'_, E> {
         let text_n = n(20, &mut self.rng);
         content.push(self.block(s, 1, BlockType::Text, text_n, None)?);
         let call_id = format!("call_{}_{}", s.turn, s.step);
-        if !last {
+        if place == StepPlace::Inner {
             let args_n = n(30, &mut self.rng);
             content.push(self.block(
                 s,
@@ -192,7 +201,7 @@ impl<E> Gen<'_, E> {
             reasoning_tokens: 0,
         };
         self.chunk(s, StreamChunk::Usage { usage })?;
-        let finish = if last {
+        let finish = if place == StepPlace::Last {
             FinishReason::Stop
         } else {
             FinishReason::ToolCalls
@@ -311,10 +320,14 @@ pub fn generate_into<E>(
             None,
         )?;
         for step in 1..=options.steps_per_turn.max(1) {
-            let last = step == options.steps_per_turn.max(1);
+            let place = if step == options.steps_per_turn.max(1) {
+                StepPlace::Last
+            } else {
+                StepPlace::Inner
+            };
             g.step(
                 StepRef { turn, step },
-                last,
+                place,
                 (step == 1).then_some(prompt.as_str()),
             )?;
         }

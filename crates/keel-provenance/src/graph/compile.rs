@@ -33,7 +33,7 @@ impl Snapshot {
         self.check_next(&r)?;
         self.check_references(&r)?;
         let receipt = self.record_receipt(&r);
-        let occ = self.push(Rec::Occurrence { receipt }, true);
+        let occ = self.push(Rec::Occurrence { receipt }, IdHashing::Now);
         let mut outcomes = std::mem::take(&mut self.outcome_scratch);
         self.add_outcomes(receipt, occ, r.bindings, &mut outcomes);
         for (bi, b) in r.bindings.iter().enumerate() {
@@ -150,7 +150,7 @@ impl Snapshot {
                 ordinal: b.outcome,
                 category: disposition_of(bindings, b.outcome),
             };
-            outcomes.push((b.outcome, self.push(rec, true)));
+            outcomes.push((b.outcome, self.push(rec, IdHashing::Now)));
         }
     }
 
@@ -179,7 +179,7 @@ impl Snapshot {
                 outcome,
                 role,
             },
-            false,
+            IdHashing::Later,
         );
         self.link_fact(fact, origin, occ, outcome, part);
     }
@@ -209,7 +209,7 @@ impl Snapshot {
             Rec::Source {
                 label: label.clone(),
             },
-            false,
+            IdHashing::Later,
         );
         self.sources.insert(label, i);
         i
@@ -227,7 +227,7 @@ impl Snapshot {
             outcome: self.id(prev).clone(),
             run: None,
         };
-        let i = self.push(rec, false);
+        let i = self.push(rec, IdHashing::Later);
         self.local_origins.insert(prev, i);
         let e = self.edge(EdgeKind::ContinuesAsOrigin, End::Node(prev), i);
         self.cont_edge.insert(i, e);
@@ -246,7 +246,7 @@ impl Snapshot {
             outcome: key.0.clone(),
             run: Some(key.1.clone()),
         };
-        let i = self.push(rec, false);
+        let i = self.push(rec, IdHashing::Later);
         let e = self.edge(EdgeKind::ContinuesAsOrigin, End::External(key.0.clone()), i);
         self.cont_edge.insert(i, e);
         self.child_origins.insert(key, i);
@@ -294,8 +294,8 @@ impl Snapshot {
         }
     }
 
-    /// Add node `rec`; with `eager` its id is hashed now and indexed.
-    fn push(&mut self, rec: Rec, eager: bool) -> u32 {
+    /// Add node `rec`; with [`IdHashing::Now`] its id is hashed now and indexed.
+    fn push(&mut self, rec: Rec, hashing: IdHashing) -> u32 {
         let i = self.recs.len() as u32;
         if matches!(rec, Rec::Fact { .. }) {
             self.facts += 1;
@@ -304,7 +304,7 @@ impl Snapshot {
         self.back.push(Links::new());
         self.fwd.push(Links::new());
         // Hashing a node reads only earlier nodes' ids, so its own slot can come after.
-        let slot = if eager {
+        let slot = if hashing == IdHashing::Now {
             let mut buf = std::mem::take(&mut self.scratch);
             let id = self.hash_node(&mut buf, i);
             self.scratch = buf;
@@ -340,4 +340,13 @@ impl Snapshot {
         self.interned.insert(id.clone());
         id
     }
+}
+
+/// When a new node's id is hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdHashing {
+    /// At once, and indexed (nodes other receipts refer to by id).
+    Now,
+    /// When the graph is published.
+    Later,
 }

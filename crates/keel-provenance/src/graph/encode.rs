@@ -38,7 +38,7 @@ impl Snapshot {
     pub(crate) fn edge_id(&self, e: u32) -> &Id {
         self.edge_ids[e as usize].get_or_init(|| {
             let mut buf = Vec::with_capacity(320);
-            self.write_edge_rec(&mut buf, e, false);
+            self.write_edge_rec(&mut buf, e, IdField::Omit);
             let mut id = String::with_capacity(69);
             id.push_str("edge_");
             push_hex(&mut id, &Sha256::digest(&buf));
@@ -58,7 +58,7 @@ impl Snapshot {
 
     pub(super) fn hash_node(&self, buf: &mut Vec<u8>, i: u32) -> Id {
         buf.clear();
-        self.write_rec(buf, i, false);
+        self.write_rec(buf, i, IdField::Omit);
         let kind = self.recs[i as usize].kind().as_str();
         let mut id = String::with_capacity(kind.len() + 65);
         id.push_str(kind);
@@ -67,11 +67,11 @@ impl Snapshot {
         Id::from(id)
     }
 
-    /// Canonical JSON of node `i`; with `with_id` its `graph.json` entry, without it the bytes its
+    /// Canonical JSON of node `i`; with [`IdField::Write`] its `graph.json` entry, without it the bytes its
     /// id is hashed from. The only serializer of nodes (the public [`Node`] view is built from
     /// the same records).
-    fn write_rec(&self, out: &mut Vec<u8>, i: u32, with_id: bool) {
-        let id = with_id.then(|| &**self.id(i));
+    fn write_rec(&self, out: &mut Vec<u8>, i: u32, id_field: IdField) {
+        let id = (id_field == IdField::Write).then(|| &**self.id(i));
         let rec = &self.recs[i as usize];
         let kind = rec.kind().as_str();
         let run_id = self.run_id.as_str();
@@ -146,11 +146,11 @@ impl Snapshot {
         m.end();
     }
 
-    fn write_edge_rec(&self, out: &mut Vec<u8>, e: u32, with_id: bool) {
+    fn write_edge_rec(&self, out: &mut Vec<u8>, e: u32, id_field: IdField) {
         let (kind, from, to) = self.edge_parts(e);
         let mut m = Members::new(out);
         m.str("from", from);
-        if with_id {
+        if id_field == IdField::Write {
             m.str("id", self.edge_id(e));
         }
         m.str("kind", kind.as_str());
@@ -241,7 +241,7 @@ impl Snapshot {
             if e > 0 {
                 head.push(b',');
             }
-            self.write_edge_rec(&mut head, e, true);
+            self.write_edge_rec(&mut head, e, IdField::Write);
         }
         head.extend_from_slice(b"],\"entities\":[");
         self.write_kinds(
@@ -311,7 +311,7 @@ impl Snapshot {
                 out.push(b',');
             }
             first = false;
-            self.write_rec(out, i, true);
+            self.write_rec(out, i, IdField::Write);
         }
     }
 }
@@ -319,4 +319,14 @@ impl Snapshot {
 /// The hex SHA-256 part of a receipt id.
 pub(super) fn receipt_sha256(receipt_id: &str) -> &str {
     receipt_id.get(RECEIPT_PREFIX.len()..).unwrap_or("")
+}
+
+/// Whether an encoded record carries its own `id` (its `graph.json` entry) or not (the bytes
+/// its id is hashed from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IdField {
+    /// The record as hashed: no `id`.
+    Omit,
+    /// The record as published: with its `id`.
+    Write,
 }

@@ -722,7 +722,7 @@ mod tests {
         let synthetic = lines.len();
         let dir =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dsh-sessions");
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             for name in ["session.plain.jsonl", "session.jsonl"] {
                 if let Ok(text) = std::fs::read_to_string(entry.path().join(name)) {
                     lines.extend(text.lines().skip(1).map(str::to_owned));

@@ -49,8 +49,8 @@ pub(crate) struct Zstd {
 
 impl Source {
     /// Open `file` for reading in `format`.
-    pub(crate) fn open(file: &std::path::Path, zstd: bool) -> io::Result<Source> {
-        if zstd {
+    pub(crate) fn open(file: &std::path::Path, format: super::Format) -> io::Result<Source> {
+        if format == super::Format::Zstd {
             Ok(Source::Zstd(Box::new(Zstd {
                 data: std::fs::read(file)?,
                 off: 0,
@@ -219,7 +219,7 @@ fn bulk<'a>(
 }
 
 /// What [`Lines::next`] found.
-pub(crate) enum Next<'a> {
+pub(crate) enum LineRead<'a> {
     /// A whole line (without its newline) starting at this decoded offset.
     Line(u64, &'a [u8]),
     /// The text ends with this unfinished line (no newline) at this offset.
@@ -266,24 +266,24 @@ impl Lines {
     }
 
     /// The next line.
-    pub(crate) fn next(&mut self) -> io::Result<Next<'_>> {
+    pub(crate) fn next(&mut self) -> io::Result<LineRead<'_>> {
         loop {
             let rest = &self.buf[self.pos..];
             if let Some(nl) = memchr::memchr(b'\n', rest) {
                 let start = self.pos;
                 self.pos += nl + 1;
-                return Ok(Next::Line(
+                return Ok(LineRead::Line(
                     self.base + start as u64,
                     &self.buf[start..start + nl],
                 ));
             }
             if self.done {
                 if rest.is_empty() {
-                    return Ok(Next::End);
+                    return Ok(LineRead::End);
                 }
                 let start = self.pos;
                 self.pos = self.buf.len();
-                return Ok(Next::Unfinished(
+                return Ok(LineRead::Unfinished(
                     self.base + start as u64,
                     &self.buf[start..],
                 ));

@@ -13,7 +13,7 @@
 //! the end or the first line that does not parse or append; from there on they are read here,
 //! one line at a time, so every error and torn tail is found and worded by the code above.
 
-use super::lines::{Lines, Next, Source};
+use super::lines::{LineRead, Lines, Source};
 use super::parse::{Line, Scratch, parse_line};
 use super::pipeline::{self, Tuning};
 use super::{DSH_ZSTD_FILE, Format, PLAIN_FILE, ZSTD_FILE};
@@ -158,7 +158,7 @@ pub(crate) fn load_tuned(path: &Path, two_threads: Option<Tuning>) -> Result<Loa
     })?;
     let format = Format::of_path(&file);
     let open = |limit| {
-        Source::open(&file, format == Format::Zstd)
+        Source::open(&file, format)
             .map(|src| Lines::new(src, limit))
             .map_err(|source| LoadError::Io {
                 path: file.clone(),
@@ -274,7 +274,7 @@ fn read_header(path: &Path, lines: &mut Lines) -> Result<(SessionHeader, u64), L
         reason,
     };
     let line = match lines.next() {
-        Ok(Next::Line(_, line)) => line,
+        Ok(LineRead::Line(_, line)) => line,
         Ok(_) => return Err(header_err("no complete first line".to_owned())),
         Err(source) => {
             return Err(LoadError::Io {
@@ -361,14 +361,14 @@ impl<'p> Ingest<'p> {
                 source,
             })?;
             let (offset, res) = match next {
-                Next::End => return Ok(None),
-                Next::Unfinished(offset, _) => (
+                LineRead::End => return Ok(None),
+                LineRead::Unfinished(offset, _) => (
                     offset,
                     Err(Reason::Defect(
                         "the last record has no newline (torn write)".to_owned(),
                     )),
                 ),
-                Next::Line(offset, bytes) => (offset, self.feed(bytes)),
+                LineRead::Line(offset, bytes) => (offset, self.feed(bytes)),
             };
             self.line_no += 1;
             match res {
@@ -406,8 +406,8 @@ impl<'p> Ingest<'p> {
     fn turn_end_follows(&mut self, lines: &mut Lines) -> std::io::Result<bool> {
         loop {
             let line = match lines.next()? {
-                Next::End => return Ok(false),
-                Next::Line(_, line) | Next::Unfinished(_, line) => line,
+                LineRead::End => return Ok(false),
+                LineRead::Line(_, line) | LineRead::Unfinished(_, line) => line,
             };
             if memchr::memmem::find(line, b"\"turn/end\"").is_some()
                 && std::str::from_utf8(line)

@@ -407,10 +407,10 @@ mod tests {
     /// Whether the two-thread reader takes `path` whole (rather than leaving it to the
     /// sequential one).
     fn taken_whole(path: &Path) -> bool {
-        use super::super::lines::{Lines, Next, Source};
-        let zstd = crate::store::Format::of_path(path) == crate::store::Format::Zstd;
-        let mut lines = Lines::new(Source::open(path, zstd).unwrap(), u64::MAX);
-        let Ok(Next::Line(_, header)) = lines.next() else {
+        use super::super::lines::{LineRead, Lines, Source};
+        let format = crate::store::Format::of_path(path);
+        let mut lines = Lines::new(Source::open(path, format).unwrap(), u64::MAX);
+        let Ok(LineRead::Line(_, header)) = lines.next() else {
             panic!("no header in {}", path.display())
         };
         let mut session = crate::Session::new(serde_json::from_slice(header).unwrap());
@@ -441,15 +441,22 @@ mod tests {
             assert!(taken_whole(&path));
         }
         let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dsh-sessions");
-        for entry in std::fs::read_dir(&fixtures).into_iter().flatten().flatten() {
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&fixtures).unwrap().flatten() {
             for name in ["session.plain.jsonl", "session.jsonl", "session.jsonl.zstd"] {
                 let path = entry.path().join(name);
                 if path.is_file() {
                     same(&path);
                     assert!(taken_whole(&path), "{}", path.display());
+                    seen += 1;
                 }
             }
         }
+        assert!(
+            seen >= 5,
+            "the dsh fixtures were not found in {}",
+            fixtures.display()
+        );
     }
 
     #[test]
