@@ -153,7 +153,7 @@ impl PipelineHost for StepHost<'_> {
         self.keep(self.agent.push(body));
     }
 
-    async fn settled(&self, call: &ToolCallBlock, outcome: &ToolOutcome) {
+    async fn commit_result(&self, call: &ToolCallBlock, outcome: &ToolOutcome) {
         let r = self.commit_result(&call.id, outcome);
         self.keep(r);
     }

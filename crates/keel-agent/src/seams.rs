@@ -15,19 +15,19 @@
 //! | `session/event` | observe | committed [`SessionEvent`] |
 //! | `session/flush` | serial (awaited) | [`FlushPoint`] |
 //! | `subagent/started`, `subagent/finished` | observe | [`SubagentNotice`] |
-//! | `tools/*` | see `keel_tools::hooks` | held in [`HookRegistry::tools`] |
+//! | `tools/*` | see `keel_tools::seams` | held in [`HookRegistry::tools`] |
 //!
 //! Hooks that need the agent (to read the session, call the provider, append events) receive an
 //! [`Agent`] handle in their payload.
 
 use crate::agent::Agent;
-use crate::hooks::{Chain, Observers, Serial};
 use crate::inbox::InboxMode;
+use crate::modes::{Observers, Serial, Waterfall};
 use crate::prompt::PromptSection;
 use keel_llm::{ChatRequest, ChunkStream};
 use keel_protocol::{Message, ModelFailure, Seq, SessionEvent, SessionId};
 use keel_session::DerivedMessage;
-use keel_tools::PipelineHooks;
+use keel_tools::ToolHooks;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -260,17 +260,17 @@ pub struct HookRegistry {
     /// `prompt/context`.
     pub prompt_context: Vec<Contributor>,
     /// `agent/pre-step`.
-    pub pre_step: Chain<PreStep, PreStepOutcome>,
+    pub pre_step: Waterfall<PreStep, PreStepOutcome>,
     /// `agent/context`.
-    pub context: Chain<ContextRequest, Projection>,
+    pub context: Waterfall<ContextRequest, Projection>,
     /// `agent/request`.
-    pub request: Chain<CallConfig, CallConfig>,
+    pub request: Waterfall<CallConfig, CallConfig>,
     /// `llm/request`.
     pub llm_request: Serial<LlmRequest, ()>,
     /// `llm/stream`.
-    pub llm_stream: Chain<StreamCall, ChunkStream>,
+    pub llm_stream: Waterfall<StreamCall, ChunkStream>,
     /// `agent/request-error`.
-    pub request_error: Chain<RequestError, ErrorDecision>,
+    pub request_error: Waterfall<RequestError, ErrorDecision>,
     /// `agent/turn-stopping`.
     pub turn_stopping: Serial<TurnStopping, StopDecision>,
     /// `session/event`.
@@ -284,7 +284,7 @@ pub struct HookRegistry {
     /// `subagent/build`.
     pub subagent_build: Vec<ChildHook>,
     /// The tool pipeline's seams.
-    pub tools: PipelineHooks,
+    pub tools: ToolHooks,
 }
 
 impl HookRegistry {
@@ -312,7 +312,7 @@ impl HookRegistry {
             subagent_started: global.subagent_started.extended(&agent.subagent_started),
             subagent_finished: global.subagent_finished.extended(&agent.subagent_finished),
             subagent_build,
-            tools: PipelineHooks::layered(&global.tools, &agent.tools),
+            tools: ToolHooks::layered(&global.tools, &agent.tools),
         }
     }
 }

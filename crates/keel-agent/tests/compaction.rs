@@ -533,7 +533,7 @@ async fn invalid_config_is_refused_by_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pressure_is_measured_on_the_projection_when_one_is_active() {
-    use keel_agent::hooks::middleware;
+    use keel_agent::modes::middleware;
     use keel_agent::seams::{ContextRequest, Projection};
     const TURNS: usize = 20;
     let mut hooks = HookRegistry::default();

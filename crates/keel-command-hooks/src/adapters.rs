@@ -24,7 +24,7 @@ use crate::output::{Effect, HookContextMessage, PostToolFeedback, StopHookReason
 use crate::runner::Shared;
 use async_trait::async_trait;
 use keel_agent::Agent;
-use keel_agent::hooks::{Middleware, SerialHook, middleware};
+use keel_agent::modes::{Middleware, SerialHook, middleware};
 use keel_agent::seams::{PreStep, PreStepOutcome, StopDecision, TurnStopping};
 use keel_protocol::{ContentBlock, Message, MessageSource};
 use keel_tools::{

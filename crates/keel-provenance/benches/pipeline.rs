@@ -13,7 +13,7 @@ use echo_pipeline::{call, capture_hooks, pipeline, runtime};
 use keel_protocol::SessionId;
 use keel_provenance::Provenance;
 use keel_provenance::plugin::Fsync;
-use keel_tools::PipelineHooks;
+use keel_tools::ToolHooks;
 use std::path::Path;
 
 /// Hooks of a bound provenance capture in memory, or journaled under `home`.
@@ -26,7 +26,7 @@ fn capture(dir: &Path, home: Option<(&Path, Fsync)>) -> Case {
 }
 
 /// A case's pipeline hooks and its capture (`None`: provenance off).
-type Case = (PipelineHooks, Option<Provenance>);
+type Case = (ToolHooks, Option<Provenance>);
 
 /// Calls per session: each bench session rebinds capture to a fresh session (journal) after
 /// this many calls, outside the timed region. A long real session has hundreds of tool calls;
@@ -39,7 +39,7 @@ fn bench(c: &mut Criterion) {
     let dir = tmp.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
     // (name, hooks, capture, calls per session; 0 = one session for the whole run)
     let cases: Vec<(&str, Case, u64)> = vec![
-        ("off", (PipelineHooks::new(), None), 0),
+        ("off", (ToolHooks::new(), None), 0),
         ("memory", capture(&dir, None), SESSION_CALLS),
         (
             "journal_no_fsync",

@@ -108,7 +108,7 @@ mod echo_pipeline;
 mod pipeline {
     use super::echo_pipeline::{call, capture_hooks, pipeline, runtime};
     use keel_provenance::Provenance;
-    use keel_tools::PipelineHooks;
+    use keel_tools::ToolHooks;
 
     pub fn run(capture: bool, n: usize) {
         let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -116,7 +116,7 @@ mod pipeline {
         let hooks = if capture {
             capture_hooks(&dir, &Provenance::in_memory())
         } else {
-            PipelineHooks::new()
+            ToolHooks::new()
         };
         let p = pipeline(&dir, hooks);
         let rt = runtime();

@@ -13,9 +13,9 @@ use keel_protocol::{ContentBlock, SessionHeader, SessionId, ToolSchema};
 use keel_provenance::{Direction, Provenance, load_snapshot, trace};
 use keel_session::{PersistentSession, Session, Store, WriterOptions};
 use keel_tools::{
-    BatchOptions, BuiltinConfig, ExecMode, ExecuteMiddleware, GuardDecision, GuardHook,
-    HookContext, Next, NullHost, PipelineHooks, PostDecision, PostExecuteHook, PreDecision,
-    PreExecuteHook, ResultDraft, SandboxMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput,
+    BatchOptions, BuiltinConfig, ExecMode, ExecuteMiddleware, ExecuteNext, GuardDecision,
+    GuardHook, HookContext, NullHost, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook,
+    ResultDraft, SandboxMode, Tool, ToolContext, ToolEffect, ToolError, ToolHooks, ToolOutput,
     ToolRegistry, Workspace,
 };
 use pretty_assertions::assert_eq;
@@ -64,7 +64,7 @@ impl ExecuteMiddleware for ShortCircuit {
         &self,
         _: &HookContext<'_>,
         args: Value,
-        next: Next<'_>,
+        next: ExecuteNext<'_>,
     ) -> Result<ToolOutput, ToolError> {
         if path_arg(&args) == "blocked.txt" {
             return Err(ToolError::Failed(
@@ -214,8 +214,8 @@ impl Ran {
     }
 }
 
-fn hooks() -> PipelineHooks {
-    PipelineHooks::new()
+fn hooks() -> ToolHooks {
+    ToolHooks::new()
         .pre_execute(Arc::new(DenyPre))
         .guard(Arc::new(Guard))
         .execute(Arc::new(ShortCircuit))

@@ -5,7 +5,7 @@
 //!
 //! Data flow: the host and the hooks push one line per event into a shared, ordered [`Log`]
 //! (`host:call_started:<id>`, `pre:<id>`, `guard:<id>`, `host:checkpoint`, `exec:before:<id>`,
-//! `exec:after:<id>`, `post:<id>`, `settled:<id>`, `host:settled:<id>`, …). Give the host and
+//! `exec:after:<id>`, `post:<id>`, `settled:<id>`, `host:commit:<id>`, …). Give the host and
 //! the hooks clones of one log (and tools under test, too) to assert on the interleaving of
 //! everything that happened in a batch. The doubles also keep typed records (emitted events,
 //! approval requests, exec tokens, post-execute content lengths) for finer assertions.
@@ -16,9 +16,9 @@
 use async_trait::async_trait;
 use keel_protocol::{ContentBlock, EventBody, ToolCallBlock};
 use keel_tools::{
-    ApprovalOutcome, ExecToken, ExecuteMiddleware, GuardDecision, GuardHook, HookContext, Next,
-    PipelineHooks, PipelineHost, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook,
-    ResultDraft, SettledHook, ToolError, ToolOutcome, ToolOutput,
+    ApprovalOutcome, ExecToken, ExecuteMiddleware, ExecuteNext, GuardDecision, GuardHook,
+    HookContext, PipelineHost, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook,
+    ResultDraft, SettledHook, ToolError, ToolHooks, ToolOutcome, ToolOutput,
 };
 use serde_json::Value;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -53,7 +53,7 @@ impl Log {
 /// fixed decision.
 ///
 /// Lines: `host:call_started:<id>`, `host:checkpoint`, `host:ask:<id>`, `host:emit:<type>`,
-/// `host:settled:<id>`.
+/// `host:commit:<id>`.
 #[derive(Debug)]
 pub struct RecordingHost {
     log: Log,
@@ -119,12 +119,12 @@ impl PipelineHost for RecordingHost {
 
     /// # Panics
     /// When `outcome` is not the outcome of `call`.
-    async fn settled(&self, call: &ToolCallBlock, outcome: &ToolOutcome) {
+    async fn commit_result(&self, call: &ToolCallBlock, outcome: &ToolOutcome) {
         assert_eq!(
             call.id, outcome.call_id,
             "settled with another call's outcome"
         );
-        self.log.push(format!("host:settled:{}", call.id));
+        self.log.push(format!("host:commit:{}", call.id));
     }
 }
 
@@ -186,8 +186,8 @@ impl RecordingHooks {
     }
 
     /// These hooks installed at every seam.
-    pub fn hooks(self: &Arc<Self>) -> PipelineHooks {
-        PipelineHooks::new()
+    pub fn hooks(self: &Arc<Self>) -> ToolHooks {
+        ToolHooks::new()
             .pre_execute(self.clone())
             .guard(self.clone())
             .execute(self.clone())
@@ -244,7 +244,7 @@ impl ExecuteMiddleware for RecordingHooks {
         &self,
         ctx: &HookContext<'_>,
         args: Value,
-        next: Next<'_>,
+        next: ExecuteNext<'_>,
     ) -> Result<ToolOutput, ToolError> {
         self.note("exec:before", ctx);
         let args = self.rewrite.clone().unwrap_or(args);
@@ -287,9 +287,9 @@ pub struct PassThrough;
 
 impl PassThrough {
     /// A pass-through hook installed at every seam.
-    pub fn hooks() -> PipelineHooks {
+    pub fn hooks() -> ToolHooks {
         let pass = Arc::new(PassThrough);
-        PipelineHooks::new()
+        ToolHooks::new()
             .pre_execute(pass.clone())
             .guard(pass.clone())
             .execute(pass.clone())
@@ -318,7 +318,7 @@ impl ExecuteMiddleware for PassThrough {
         &self,
         _ctx: &HookContext<'_>,
         args: Value,
-        next: Next<'_>,
+        next: ExecuteNext<'_>,
     ) -> Result<ToolOutput, ToolError> {
         next.run(args).await
     }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use keel_protocol::{ToolCallBlock, ToolSchema};
 use keel_testkit::recording::{Log, PassThrough, RecordingHooks, RecordingHost};
 use keel_tools::{
-    NullHost, Pipeline, PipelineHooks, PreDecision, SandboxMode, Tool, ToolContext, ToolError,
+    NullHost, Pipeline, PreDecision, SandboxMode, Tool, ToolContext, ToolError, ToolHooks,
     ToolOutput, ToolRegistry, Workspace,
 };
 use pretty_assertions::assert_eq;
@@ -33,7 +33,7 @@ impl Tool for Echo {
     }
 }
 
-fn pipeline(dir: &std::path::Path, hooks: PipelineHooks) -> Pipeline {
+fn pipeline(dir: &std::path::Path, hooks: ToolHooks) -> Pipeline {
     let mut registry = ToolRegistry::new();
     registry.register(Arc::new(Echo)).unwrap();
     Pipeline::builder(
@@ -75,7 +75,7 @@ async fn host_and_hooks_log_every_seam_in_order() {
             "exec:after:c1",
             "post:c1",
             "settled:c1",
-            "host:settled:c1",
+            "host:commit:c1",
         ]
     );
     let seen = rec.seen();
@@ -115,7 +115,7 @@ async fn an_ask_goes_to_the_host_which_answers_as_configured() {
 #[tokio::test]
 async fn pass_through_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let bare = pipeline(dir.path(), PipelineHooks::new());
+    let bare = pipeline(dir.path(), ToolHooks::new());
     let passed = pipeline(dir.path(), PassThrough::hooks());
     let calls = [echo("c1", "a"), echo("c2", "b")];
     let a = bare

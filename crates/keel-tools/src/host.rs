@@ -78,7 +78,7 @@ pub trait PipelineHost: Send + Sync {
     async fn emit(&self, body: EventBody);
 
     /// The frozen final result of `call`, in model order, after the `tools/settled` hooks.
-    async fn settled(&self, call: &ToolCallBlock, outcome: &ToolOutcome);
+    async fn commit_result(&self, call: &ToolCallBlock, outcome: &ToolOutcome);
 
     /// Background job control for the agent running this call, scoped to it; `None` (the
     /// default) when it has no job service, and tools then refuse to start background work.
@@ -102,5 +102,5 @@ impl PipelineHost for NullHost {
         }
     }
     async fn emit(&self, _body: EventBody) {}
-    async fn settled(&self, _call: &ToolCallBlock, _outcome: &ToolOutcome) {}
+    async fn commit_result(&self, _call: &ToolCallBlock, _outcome: &ToolOutcome) {}
 }

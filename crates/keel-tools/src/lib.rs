@@ -19,28 +19,28 @@
 
 pub mod builtins;
 pub mod error;
-pub mod hooks;
 pub mod host;
 pub mod jobs;
 pub mod pipeline;
 pub mod plan;
 pub mod registry;
 pub mod schema;
+pub mod seams;
 pub mod spill;
 pub mod subprocess;
 pub mod tool;
 pub mod workspace;
 
 pub use error::ToolError;
-pub use hooks::{
-    ExecToken, ExecuteMiddleware, GuardDecision, GuardHook, HookContext, Next, PipelineHooks,
-    PipelineObserver, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,
-    SettledHook, ToolInfo,
-};
 pub use host::{ApprovalOutcome, NullHost, PipelineHost, ToolOutcome};
 pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
 pub use plan::{PlanModeSection, PlanState, enter_plan_mode};
 pub use registry::{BuiltinConfig, RegisteredTool, ToolRegistry, default_tool_schemas_bytes};
+pub use seams::{
+    ExecToken, ExecuteMiddleware, ExecuteNext, GuardDecision, GuardHook, HookContext,
+    PipelineObserver, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,
+    SettledHook, ToolHooks, ToolInfo,
+};
 pub use tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
 pub use workspace::{Access, SandboxMode, Workspace};

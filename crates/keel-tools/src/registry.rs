@@ -4,9 +4,9 @@
 //! (prompt-cache stability).
 
 use crate::builtins::{self, BashConfig};
-use crate::hooks::ToolInfo;
 use crate::plan::PlanState;
 use crate::schema::{SchemaDefect, check_schema};
+use crate::seams::ToolInfo;
 use crate::tool::Tool;
 use keel_protocol::ToolSchema;
 use serde_json::{Value, json};

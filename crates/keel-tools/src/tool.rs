@@ -6,8 +6,8 @@
 //! sandbox) and an optional timeout enforced by the pipeline around the body.
 
 use crate::error::ToolError;
-use crate::hooks::ExecToken;
 use crate::host::PipelineHost;
+use crate::seams::ExecToken;
 use crate::spill::SpillConfig;
 use crate::subprocess::SubprocessService;
 use crate::workspace::Workspace;

@@ -45,7 +45,7 @@ async fn phases_run_in_order_with_one_token_and_effective_args() {
             "exec:after:c1",
             "post:c1",
             "settled:c1",
-            "host:settled:c1",
+            "host:commit:c1",
         ]
     );
     let seen = s.rec.seen();
@@ -95,7 +95,7 @@ async fn pre_execute_deny_means_no_body_and_no_guard() {
             "host:call_started:c1",
             "pre:c1",
             "settled:c1",
-            "host:settled:c1"
+            "host:commit:c1"
         ]
     );
 }
@@ -151,7 +151,7 @@ async fn guard_denial_stops_the_call_before_checkpoint() {
             "pre:c1",
             "guard:c1",
             "settled:c1",
-            "host:settled:c1"
+            "host:commit:c1"
         ]
     );
 }

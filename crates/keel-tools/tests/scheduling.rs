@@ -40,11 +40,11 @@ async fn parallel_calls_overlap_and_commit_in_model_order() {
     let events = s.log.take();
     let settled: Vec<&String> = events
         .iter()
-        .filter(|e| e.starts_with("host:settled"))
+        .filter(|e| e.starts_with("host:commit"))
         .collect();
     assert_eq!(
         settled,
-        vec!["host:settled:a", "host:settled:b", "host:settled:c"]
+        vec!["host:commit:a", "host:commit:b", "host:commit:c"]
     );
     let ends: Vec<&String> = events
         .iter()
@@ -168,7 +168,7 @@ async fn cancellation_before_dispatch_runs_no_body() {
     assert_eq!(s.probe.bodies.load(Ordering::SeqCst), 0);
     let events = s.log.take();
     assert!(
-        events.contains(&"host:settled:b".to_owned())
+        events.contains(&"host:commit:b".to_owned())
             && !events.iter().any(|e| e == "host:checkpoint"),
         "{events:?}"
     );

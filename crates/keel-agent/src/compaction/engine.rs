@@ -23,7 +23,7 @@ use super::{
     CompactionConfig, CompactionError, CompactionOutcome, CompactionReason, CompactionReport,
 };
 use crate::agent::Agent;
-use crate::hooks::{SerialHook, middleware};
+use crate::modes::{SerialHook, middleware};
 use crate::request::enforce_projection;
 use crate::seams::{
     ContextRequest, ErrorDecision, HookRegistry, LlmRequest, PreStep, Projection, RequestError,

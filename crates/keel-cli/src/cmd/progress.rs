@@ -42,7 +42,7 @@ impl Progress {
             let reported = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             hooks
                 .llm_stream
-                .push(keel_agent::hooks::middleware(move |call, next| {
+                .push(keel_agent::modes::middleware(move |call, next| {
                     if !reported.swap(true, std::sync::atomic::Ordering::Relaxed)
                         && let Some(start) = crate::STARTED.get()
                     {

@@ -7,8 +7,8 @@ use keel_agent::plugin::InstallContext;
 use keel_protocol::{SessionId, ToolCallBlock, ToolSchema};
 use keel_provenance::Provenance;
 use keel_tools::{
-    ExecMode, NullHost, Pipeline, PipelineHooks, SandboxMode, Tool, ToolContext, ToolEffect,
-    ToolError, ToolOutput, ToolRegistry, Workspace,
+    ExecMode, NullHost, Pipeline, SandboxMode, Tool, ToolContext, ToolEffect, ToolError, ToolHooks,
+    ToolOutput, ToolRegistry, Workspace,
 };
 use serde_json::{Value, json};
 use std::path::Path;
@@ -40,7 +40,7 @@ impl Tool for Echo {
 }
 
 /// The real pipeline with only the echo tool, in workspace `dir`.
-pub fn pipeline(dir: &Path, hooks: PipelineHooks) -> Pipeline {
+pub fn pipeline(dir: &Path, hooks: ToolHooks) -> Pipeline {
     let mut registry = ToolRegistry::new();
     if let Err(e) = registry.register(Arc::new(Echo)) {
         panic!("cannot register the bench tool: {e}");
@@ -54,7 +54,7 @@ pub fn pipeline(dir: &Path, hooks: PipelineHooks) -> Pipeline {
 }
 
 /// The tool hooks of `p` installed and bound to a session (provenance hooks are agent-scoped).
-pub fn capture_hooks(dir: &Path, p: &Provenance) -> PipelineHooks {
+pub fn capture_hooks(dir: &Path, p: &Provenance) -> ToolHooks {
     let subprocess = keel_tools::subprocess::SubprocessService::new(
         keel_tools::subprocess::SubprocessConfig::from_process_env(dir.join("spill")),
     );

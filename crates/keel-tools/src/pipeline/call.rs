@@ -5,14 +5,14 @@
 
 use super::{BatchOptions, Dispatched, Pipeline};
 use crate::error::ToolError;
-use crate::hooks::{
-    BodyRunner, ExecToken, GuardDecision, HookContext, Next, PipelineObserver, PostDecision,
-    PreDecision, ResultDraft,
-};
 use crate::host::{ApprovalOutcome, PipelineHost, ToolOutcome};
 use crate::plan::plan_mode_denial;
 use crate::registry::RegisteredTool;
 use crate::schema;
+use crate::seams::{
+    BodyRunner, ExecToken, ExecuteNext, GuardDecision, HookContext, PipelineObserver, PostDecision,
+    PreDecision, ResultDraft,
+};
 use crate::spill::{ceil_char_boundary, floor_char_boundary};
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput};
 use crate::workspace::SandboxMode;
@@ -237,7 +237,7 @@ impl Pipeline {
             hook_ctx: ctx,
             observers,
         };
-        let next = Next {
+        let next = ExecuteNext {
             rest: &self.hooks.execute,
             ctx,
             body: &body,

@@ -11,10 +11,10 @@
 
 mod call;
 
-use crate::hooks::{ExecToken, HookContext, PipelineHooks, ToolInfo};
 use crate::host::{PipelineHost, ToolOutcome};
 use crate::plan::PlanState;
 use crate::registry::ToolRegistry;
+use crate::seams::{ExecToken, HookContext, ToolHooks, ToolInfo};
 use crate::spill::SpillConfig;
 use crate::subprocess::{SubprocessConfig, SubprocessService};
 use crate::tool::ExecMode;
@@ -45,7 +45,7 @@ pub struct BatchOptions {
 /// Runs tool calls. Cheap to share (`Arc`); holds no per-batch state.
 pub struct Pipeline {
     registry: Arc<ToolRegistry>,
-    hooks: PipelineHooks,
+    hooks: ToolHooks,
     workspace: Workspace,
     subprocess: SubprocessService,
     spill: SpillConfig,
@@ -69,7 +69,7 @@ impl std::fmt::Debug for Pipeline {
 pub struct PipelineBuilder {
     registry: Arc<ToolRegistry>,
     workspace: Workspace,
-    hooks: PipelineHooks,
+    hooks: ToolHooks,
     subprocess: Option<SubprocessService>,
     spill: Option<SpillConfig>,
     plan: Option<Arc<PlanState>>,
@@ -78,8 +78,8 @@ pub struct PipelineBuilder {
 }
 
 impl PipelineBuilder {
-    /// Hooks (global ones layered with the agent's; see [`PipelineHooks::layered`]).
-    pub fn hooks(mut self, hooks: PipelineHooks) -> Self {
+    /// Hooks (global ones layered with the agent's; see [`ToolHooks::layered`]).
+    pub fn hooks(mut self, hooks: ToolHooks) -> Self {
         self.hooks = hooks;
         self
     }
@@ -154,7 +154,7 @@ impl Pipeline {
         PipelineBuilder {
             registry,
             workspace,
-            hooks: PipelineHooks::default(),
+            hooks: ToolHooks::default(),
             subprocess: None,
             spill: None,
             plan: None,
@@ -273,7 +273,7 @@ impl Pipeline {
         for hook in &self.hooks.settled {
             hook.settled(&ctx, &done.outcome).await;
         }
-        host.settled(call, &done.outcome).await;
+        host.commit_result(call, &done.outcome).await;
         done.outcome
     }
 }

@@ -9,8 +9,8 @@ use keel_testkit::recording::{Log, RecordingHooks, RecordingHost};
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
 use keel_tools::{
-    BuiltinConfig, ExecMode, Pipeline, PipelineHooks, SandboxMode, Tool, ToolContext, ToolEffect,
-    ToolError, ToolOutcome, ToolOutput, ToolRegistry, Workspace,
+    BuiltinConfig, ExecMode, Pipeline, SandboxMode, Tool, ToolContext, ToolEffect, ToolError,
+    ToolHooks, ToolOutcome, ToolOutput, ToolRegistry, Workspace,
 };
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -80,14 +80,14 @@ impl Fixture {
     }
 
     pub fn pipeline(&self, sandbox: SandboxMode) -> Pipeline {
-        self.pipeline_with(sandbox, self.registry(vec![]), PipelineHooks::new())
+        self.pipeline_with(sandbox, self.registry(vec![]), ToolHooks::new())
     }
 
     pub fn pipeline_with(
         &self,
         sandbox: SandboxMode,
         registry: Arc<ToolRegistry>,
-        hooks: PipelineHooks,
+        hooks: ToolHooks,
     ) -> Pipeline {
         Pipeline::builder(registry, Workspace::new(&self.ws, sandbox).unwrap())
             .hooks(hooks)

@@ -3,7 +3,7 @@
 //! Modes (see ARCHITECTURE.md, "Seams"):
 //! - **observe**: called after the fact; an observer cannot change anything and its failures
 //!   are contained (an observer that wants to fail logs instead).
-//! - **waterfall**: an async middleware chain. Each hook receives the payload and a [`Next`]; it
+//! - **waterfall**: an async middleware chain. Each hook receives the payload and a [`WaterfallNext`]; it
 //!   may delegate (`next.run(payload)`), transform before or after delegating, or return without
 //!   delegating to short-circuit. Hooks run in registration order, the built-in default last.
 //! - **serial**: awaited one after another in registration order.
@@ -20,22 +20,22 @@ use std::sync::Arc;
 /// A waterfall hook over input `I` producing `O`.
 pub trait Middleware<I, O>: Send + Sync {
     /// Handle `input`; call `next.run(..)` to delegate to the rest of the chain.
-    fn handle<'a>(&'a self, input: I, next: Next<'a, I, O>) -> BoxFuture<'a, O>;
+    fn handle<'a>(&'a self, input: I, next: WaterfallNext<'a, I, O>) -> BoxFuture<'a, O>;
 }
 
 /// The rest of a waterfall chain.
-pub struct Next<'a, I, O> {
+pub struct WaterfallNext<'a, I, O> {
     rest: &'a [Arc<dyn Middleware<I, O>>],
     terminal: &'a (dyn Fn(I) -> BoxFuture<'a, O> + Send + Sync),
 }
 
-impl<'a, I: Send + 'a, O: Send + 'a> Next<'a, I, O> {
+impl<'a, I: Send + 'a, O: Send + 'a> WaterfallNext<'a, I, O> {
     /// Run the rest of the chain (ending in the built-in default).
     pub fn run(self, input: I) -> BoxFuture<'a, O> {
         match self.rest.split_first() {
             Some((hook, rest)) => hook.handle(
                 input,
-                Next {
+                WaterfallNext {
                     rest,
                     terminal: self.terminal,
                 },
@@ -46,25 +46,25 @@ impl<'a, I: Send + 'a, O: Send + 'a> Next<'a, I, O> {
 }
 
 /// An ordered waterfall chain.
-pub struct Chain<I, O> {
+pub struct Waterfall<I, O> {
     hooks: Vec<Arc<dyn Middleware<I, O>>>,
 }
 
-impl<I, O> Clone for Chain<I, O> {
+impl<I, O> Clone for Waterfall<I, O> {
     fn clone(&self) -> Self {
-        Chain {
+        Waterfall {
             hooks: self.hooks.clone(),
         }
     }
 }
 
-impl<I, O> Default for Chain<I, O> {
+impl<I, O> Default for Waterfall<I, O> {
     fn default() -> Self {
-        Chain { hooks: Vec::new() }
+        Waterfall { hooks: Vec::new() }
     }
 }
 
-impl<I: Send, O: Send> Chain<I, O> {
+impl<I: Send, O: Send> Waterfall<I, O> {
     /// Append a hook (runs after those registered before it).
     pub fn push(&mut self, hook: Arc<dyn Middleware<I, O>>) {
         self.hooks.push(hook);
@@ -81,10 +81,10 @@ impl<I: Send, O: Send> Chain<I, O> {
     }
 
     /// This chain followed by `other`'s hooks.
-    pub fn extended(&self, other: &Chain<I, O>) -> Chain<I, O> {
+    pub fn extended(&self, other: &Waterfall<I, O>) -> Waterfall<I, O> {
         let mut hooks = self.hooks.clone();
         hooks.extend(other.hooks.iter().cloned());
-        Chain { hooks }
+        Waterfall { hooks }
     }
 
     /// Run the chain on `input`, ending in `terminal`.
@@ -97,7 +97,7 @@ impl<I: Send, O: Send> Chain<I, O> {
         I: 'a,
         O: 'a,
     {
-        Next {
+        WaterfallNext {
             rest: &self.hooks,
             terminal,
         }
@@ -111,14 +111,14 @@ pub fn middleware<I, O, F>(f: F) -> Arc<dyn Middleware<I, O>>
 where
     I: Send + 'static,
     O: Send + 'static,
-    F: for<'a> Fn(I, Next<'a, I, O>) -> BoxFuture<'a, O> + Send + Sync + 'static,
+    F: for<'a> Fn(I, WaterfallNext<'a, I, O>) -> BoxFuture<'a, O> + Send + Sync + 'static,
 {
     struct FnMiddleware<F>(F);
     impl<I, O, F> Middleware<I, O> for FnMiddleware<F>
     where
-        F: for<'a> Fn(I, Next<'a, I, O>) -> BoxFuture<'a, O> + Send + Sync,
+        F: for<'a> Fn(I, WaterfallNext<'a, I, O>) -> BoxFuture<'a, O> + Send + Sync,
     {
-        fn handle<'a>(&'a self, input: I, next: Next<'a, I, O>) -> BoxFuture<'a, O> {
+        fn handle<'a>(&'a self, input: I, next: WaterfallNext<'a, I, O>) -> BoxFuture<'a, O> {
             (self.0)(input, next)
         }
     }

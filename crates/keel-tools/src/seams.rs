@@ -1,7 +1,7 @@
 //! The tool seams: `tools/pre-execute`, `tools/guard`, `tools/execute`, `tools/post-execute`
 //! and `tools/settled`, declared here with their modes and payloads.
 //!
-//! Hooks are trait objects collected in a [`PipelineHooks`] (cloneable; [`PipelineHooks::layered`]
+//! Hooks are trait objects collected in a [`ToolHooks`] (cloneable; [`ToolHooks::layered`]
 //! puts global hooks before an agent's own). Every hook receives a [`HookContext`]: the call,
 //! the resolved tool's scheduling/effect, the dispatch's unique [`ExecToken`] and, for nested
 //! dispatch (a tool that runs tools), the parent dispatch's token.
@@ -110,19 +110,19 @@ pub trait GuardHook: Send + Sync {
 
 /// The rest of the `tools/execute` chain: the next middleware, or the body itself (which the
 /// pipeline runs under the tool's timeout and the batch's cancellation).
-pub struct Next<'a> {
+pub struct ExecuteNext<'a> {
     pub(crate) rest: &'a [Arc<dyn ExecuteMiddleware>],
     pub(crate) ctx: &'a HookContext<'a>,
     pub(crate) body: &'a (dyn BodyRunner + 'a),
 }
 
-impl<'a> Next<'a> {
+impl<'a> ExecuteNext<'a> {
     /// Run the rest of the chain with (possibly rewritten) arguments. Not calling it
     /// short-circuits the body.
     pub fn run(self, args: Value) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         match self.rest.split_first() {
             Some((first, rest)) => {
-                let next = Next {
+                let next = ExecuteNext {
                     rest,
                     ctx: self.ctx,
                     body: self.body,
@@ -140,7 +140,7 @@ pub(crate) trait BodyRunner: Send + Sync {
 }
 
 /// `tools/execute` — mode: **waterfall middleware** around the body, outermost registered
-/// first. Receives the effective arguments and a [`Next`]; may time, wrap, rewrite arguments,
+/// first. Receives the effective arguments and a [`ExecuteNext`]; may time, wrap, rewrite arguments,
 /// or return without calling `next` (short-circuit).
 #[async_trait]
 pub trait ExecuteMiddleware: Send + Sync {
@@ -149,7 +149,7 @@ pub trait ExecuteMiddleware: Send + Sync {
         &self,
         ctx: &HookContext<'_>,
         args: Value,
-        next: Next<'_>,
+        next: ExecuteNext<'_>,
     ) -> Result<ToolOutput, ToolError>;
 }
 
@@ -246,7 +246,7 @@ pub trait PipelineObserver: Send + Sync {
 
 /// The hooks attached to a pipeline, per seam, in run order.
 #[derive(Clone, Default)]
-pub struct PipelineHooks {
+pub struct ToolHooks {
     pub(crate) pre: Vec<Arc<dyn PreExecuteHook>>,
     pub(crate) guard: Vec<Arc<dyn GuardHook>>,
     pub(crate) execute: Vec<Arc<dyn ExecuteMiddleware>>,
@@ -255,9 +255,9 @@ pub struct PipelineHooks {
     pub(crate) observers: Vec<Arc<dyn PipelineObserver>>,
 }
 
-impl fmt::Debug for PipelineHooks {
+impl fmt::Debug for ToolHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PipelineHooks")
+        f.debug_struct("ToolHooks")
             .field("pre_execute", &self.pre.len())
             .field("guard", &self.guard.len())
             .field("execute", &self.execute.len())
@@ -268,21 +268,21 @@ impl fmt::Debug for PipelineHooks {
     }
 }
 
-impl PipelineHooks {
+impl ToolHooks {
     /// No hooks.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Global hooks followed by an agent's own (a child agent gets only the global ones).
-    pub fn layered(global: &PipelineHooks, agent: &PipelineHooks) -> Self {
+    pub fn layered(global: &ToolHooks, agent: &ToolHooks) -> Self {
         let mut out = global.clone();
         out.extend(agent);
         out
     }
 
     /// Append every hook of `other` after this one's, seam by seam.
-    pub fn extend(&mut self, other: &PipelineHooks) {
+    pub fn extend(&mut self, other: &ToolHooks) {
         self.pre.extend(other.pre.iter().cloned());
         self.guard.extend(other.guard.iter().cloned());
         self.execute.extend(other.execute.iter().cloned());
