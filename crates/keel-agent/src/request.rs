@@ -14,7 +14,7 @@ use futures::FutureExt;
 use keel_llm::ChatRequest;
 use keel_protocol::{
     ContentBlock, ContextProjection, EventBody, KnownSource, Message, MessageSource,
-    RequestContext, RequestHeader, Role, Seq, SurfaceOp,
+    RequestContext, RequestHeader, Role, Seq, StepNo, SurfaceOp, TurnNo,
 };
 use keel_session::DerivedMessage;
 use keel_tools::SandboxMode;
@@ -157,8 +157,8 @@ impl Agent {
             let all: Vec<Seq> = nodes.iter().map(|d| d.seq).collect();
             let req = ContextRequest {
                 agent: self.clone(),
-                turn,
-                step,
+                turn: TurnNo(turn),
+                step: StepNo(step),
                 nodes: nodes.clone(),
                 required: required.clone(),
             };

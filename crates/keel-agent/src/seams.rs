@@ -25,7 +25,7 @@ use crate::inbox::InboxMode;
 use crate::modes::{Observers, Serial, Waterfall};
 use crate::prompt::PromptSection;
 use keel_llm::{ChatRequest, ChunkStream};
-use keel_protocol::{Message, ModelFailure, Seq, SessionEvent, SessionId};
+use keel_protocol::{CallId, Message, ModelFailure, Seq, SessionEvent, SessionId, StepNo, TurnNo};
 use keel_session::DerivedMessage;
 use keel_tools::ToolHooks;
 use std::sync::Arc;
@@ -61,9 +61,9 @@ pub struct PreStep {
     /// The agent.
     pub agent: Agent,
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// Messages about to enter the surface.
     pub messages: Vec<Message>,
 }
@@ -83,9 +83,9 @@ pub struct ContextRequest {
     /// The agent.
     pub agent: Agent,
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// Current surface nodes, in order.
     pub nodes: Arc<[DerivedMessage]>,
     /// Seqs that must be included (the current turn's nodes). The host adds them back if a
@@ -125,9 +125,9 @@ pub struct LlmRequest {
     /// Session id.
     pub session: SessionId,
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// Attempt within the step (0 first, then retries).
     pub attempt: u32,
     /// The request as it will be sent.
@@ -149,9 +149,9 @@ pub struct RequestError {
     /// The agent.
     pub agent: Agent,
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// Retries already made in this step.
     pub attempt: u32,
     /// The failure.
@@ -177,7 +177,7 @@ pub struct TurnStopping {
     /// The agent.
     pub agent: Agent,
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// The final assistant text of the turn.
     pub final_text: String,
 }
@@ -212,7 +212,7 @@ pub struct SubagentNotice {
     /// Child session.
     pub child: SessionId,
     /// The call that spawned it.
-    pub call_id: Option<String>,
+    pub call_id: Option<CallId>,
     /// Description.
     pub description: String,
     /// Final answer (finished only).
@@ -227,7 +227,7 @@ pub struct ChildBuild {
     /// Child session (its log exists; the agent does not yet).
     pub child: SessionId,
     /// The parent's call that spawns it.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The child's delegation depth (1 for a child of a top-level session).
     pub depth: u32,
 }

@@ -24,8 +24,8 @@ use futures::FutureExt;
 use keel_llm::{Assembled, ChatRequest, Interrupted, RetryDecision};
 use keel_protocol::{
     AssistantChunk, AssistantMessageEvent, ContentBlock, EventBody, FinishReason, LlmRetry,
-    Message, MessageSource, Role, Seq, StepRef, SurfaceOp, ToolCallBlock, ToolErrorCode, TurnEnd,
-    TurnEndReason, TurnStart,
+    Message, MessageSource, Role, Seq, StepNo, StepRef, SurfaceOp, ToolCallBlock, ToolErrorCode,
+    TurnEnd, TurnEndReason, TurnNo, TurnStart,
 };
 use keel_tools::ToolOutcome;
 use std::sync::Mutex;
@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnOutcome {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Why it ended.
     pub reason: TurnEndReason,
     /// The last assistant text of the turn.
@@ -134,7 +134,7 @@ impl Agent {
                 StepEnd::EndTurn(TurnEndReason::Completed) => {
                     let stopping = TurnStopping {
                         agent: self.clone(),
-                        turn,
+                        turn: TurnNo(turn),
                         final_text: final_text.clone(),
                     };
                     let decisions = self.hooks().turn_stopping.run(&stopping).await;
@@ -170,7 +170,7 @@ impl Agent {
         }))?;
         self.flush(FlushPoint::TurnBoundary).await?;
         Ok(TurnOutcome {
-            turn,
+            turn: TurnNo(turn),
             reason,
             final_text,
         })
@@ -190,8 +190,8 @@ impl Agent {
         } else {
             let input = PreStep {
                 agent: self.clone(),
-                turn,
-                step,
+                turn: TurnNo(turn),
+                step: StepNo(step),
                 messages: claimed,
             };
             match self
@@ -226,8 +226,8 @@ impl Agent {
             let request = self.build_request(turn, step, turn_start).await?;
             let observed = crate::seams::LlmRequest {
                 session: self.session_id(),
-                turn,
-                step,
+                turn: TurnNo(turn),
+                step: StepNo(step),
                 attempt,
                 request: request.clone(),
             };
@@ -242,8 +242,8 @@ impl Agent {
                 Err(interrupted) => {
                     let input = RequestError {
                         agent: self.clone(),
-                        turn,
-                        step,
+                        turn: TurnNo(turn),
+                        step: StepNo(step),
                         attempt,
                         failure: interrupted.failure.clone(),
                     };

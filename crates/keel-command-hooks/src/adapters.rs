@@ -76,14 +76,14 @@ impl Shared {
         let agent = Some(&input.agent);
         let halt = self.state().halt.take();
         if let Some((turn, reason)) = halt
-            && turn == input.turn
+            && turn == input.turn.0
         {
             return Err(reason);
         }
         let mut before = Vec::new();
         let first = !std::mem::replace(&mut self.state().session_started, true);
         if first && self.config.has(HookEvent::SessionStart) {
-            let source = if input.turn == 1 && input.step == 1 {
+            let source = if input.turn.0 == 1 && input.step.0 == 1 {
                 "startup"
             } else {
                 "resume"
@@ -148,7 +148,7 @@ impl Shared {
             return StopDecision::Stop;
         }
         let previous = match self.state().stop_continued {
-            Some((turn, n)) if turn == t.turn => n,
+            Some((turn, n)) if turn == t.turn.0 => n,
             _ => 0,
         };
         if previous >= self.options.max_stop_continuations {
@@ -166,7 +166,7 @@ impl Shared {
         }
         match joined(effects.iter().filter_map(|e| e.block.as_deref())) {
             Some(reason) => {
-                self.state().stop_continued = Some((t.turn, previous + 1));
+                self.state().stop_continued = Some((t.turn.0, previous + 1));
                 StopDecision::Continue(vec![hook_message(
                     StopHookReason { text: &reason }.render(),
                 )])

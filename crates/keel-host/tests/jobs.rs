@@ -74,7 +74,7 @@ responses:
     std::fs::write(rig.fixture.work.path().join("go"), "").unwrap();
     let woke = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(
-        (woke.turn, woke.final_text.as_str()),
+        (woke.turn.0, woke.final_text.as_str()),
         (2, "It printed go-done.")
     );
     assert_eq!(running(&rig.agent), 0);
@@ -230,7 +230,7 @@ responses:
     rig.agent.followup("go").unwrap();
     let o = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(
-        (o.turn, o.final_text.as_str()),
+        (o.turn.0, o.final_text.as_str()),
         (1, "And it is already done.")
     );
     let n = notices(&events_of(&rig.agent));

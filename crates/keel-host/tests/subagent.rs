@@ -434,7 +434,7 @@ responses:
     std::fs::write(rig.fixture.work.path().join("release"), "").unwrap();
     let outcome = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(
-        (outcome.turn, outcome.final_text.as_str()),
+        (outcome.turn.0, outcome.final_text.as_str()),
         (2, "The subagent found 42.")
     );
 

@@ -47,3 +47,49 @@ impl From<&str> for SessionId {
 
 /// Milliseconds since the Unix epoch, as written in `time` fields.
 pub type TimeMs = i64;
+
+/// Number of a turn within its session: 1 for the first (the `turn` field of step events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TurnNo(pub u32);
+
+impl fmt::Display for TurnNo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Number of a step within its turn: 1 for the first (the `step` field of step events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StepNo(pub u32);
+
+impl fmt::Display for StepNo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Identifier of one tool call, as the model gave it (`callId` / `toolCallId` in the log).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CallId(pub String);
+
+impl CallId {
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for CallId {
+    fn from(s: &str) -> Self {
+        CallId(s.to_owned())
+    }
+}

@@ -31,7 +31,7 @@ use crate::seams::{
 use futures::FutureExt;
 use keel_protocol::{
     CompactionEnd, CompactionSpan, CompactionStart, EventBody, FailureCode, Message, Seq, SeqSpan,
-    SessionId, StepRef, SurfaceOp,
+    SessionId, StepNo, StepRef, SurfaceOp, TurnNo,
 };
 use keel_session::{DerivedMessage, Session};
 use std::collections::{BTreeSet, HashMap};
@@ -131,8 +131,8 @@ impl Compactor {
             Box::pin(async move {
                 let run = Run {
                     reason: CompactionReason::Pressure,
-                    turn: input.turn,
-                    step: input.step,
+                    turn: input.turn.0,
+                    step: input.step.0,
                     pending: &input.messages,
                     protect_from: None,
                 };
@@ -160,8 +160,8 @@ impl Compactor {
         let memory = self.memory.clone();
         let observe: SerialHook<LlmRequest, ()> = Arc::new(move |r: &LlmRequest| {
             let sent = Sent {
-                turn: r.turn,
-                step: r.step,
+                turn: r.turn.0,
+                step: r.step.0,
                 raw: meter::request_tokens(&r.request),
             };
             lock(&memory.sent).insert(r.session.clone(), sent);
@@ -259,8 +259,8 @@ impl Compactor {
     async fn recover_overflow(&self, input: &RequestError) -> Option<ErrorDecision> {
         let agent = &input.agent;
         let here = StepRef {
-            turn: input.turn,
-            step: input.step,
+            turn: input.turn.0,
+            step: input.step.0,
         };
         {
             let mut done = lock(&self.memory.overflow);
@@ -273,8 +273,8 @@ impl Compactor {
         let protect_from = step_start(agent.log().session(), here);
         let run = Run {
             reason: CompactionReason::Overflow,
-            turn: input.turn,
-            step: input.step,
+            turn: input.turn.0,
+            step: input.step.0,
             pending: &[],
             protect_from,
         };
@@ -527,8 +527,8 @@ async fn projected_tokens(agent: &Agent, turn: u32, step: u32) -> u64 {
     };
     let req = ContextRequest {
         agent: agent.clone(),
-        turn,
-        step,
+        turn: TurnNo(turn),
+        step: StepNo(step),
         nodes: nodes.clone(),
         required: required.clone(),
     };

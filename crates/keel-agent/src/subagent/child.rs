@@ -8,8 +8,8 @@ use crate::agent::{Agent, ApprovalPolicy, ToolSetup};
 use crate::inbox::InboxMode;
 use crate::seams::{ChildBuild, ChildSetup};
 use keel_protocol::{
-    ApprovalPolicyEvent, EventBody, KnownSource, Message, MessageSource, Seq, SessionHeader,
-    SessionId, TurnEndReason,
+    ApprovalPolicyEvent, CallId, EventBody, KnownSource, Message, MessageSource, Seq,
+    SessionHeader, SessionId, TurnEndReason,
 };
 use keel_session::{
     Format, PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms,
@@ -79,7 +79,7 @@ pub(crate) fn build(
     let info = ChildBuild {
         parent: parent.session_id(),
         child: id.clone(),
-        call_id: task.call_id.to_owned(),
+        call_id: CallId::from(task.call_id),
         depth: task.depth,
     };
     let mut own = ChildSetup::default();

@@ -6,7 +6,7 @@ use super::{SubagentConfig, SubagentMode};
 use crate::agent::{Agent, AgentSlot};
 use crate::seams::SubagentNotice;
 use async_trait::async_trait;
-use keel_protocol::{EventBody, SubagentDescriptor, ToolSchema};
+use keel_protocol::{CallId, EventBody, SubagentDescriptor, ToolSchema};
 use keel_session::Store;
 use keel_tools::{JobResult, JobSpec, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde::Deserialize;
@@ -132,7 +132,7 @@ impl Tool for SubagentTool {
         let mut notice = SubagentNotice {
             parent: parent.session_id(),
             child: child.id.clone(),
-            call_id: Some(ctx.call.id.clone()),
+            call_id: Some(CallId(ctx.call.id.clone())),
             description: a.description.clone(),
             result: None,
         };

@@ -118,7 +118,13 @@ impl Provenance {
         let Some((r, bk, _)) = state.parts() else {
             return;
         };
-        bk.join(r, call_id, node, n.child.as_str().to_owned(), graph);
+        bk.join(
+            r,
+            call_id.as_str(),
+            node,
+            n.child.as_str().to_owned(),
+            graph,
+        );
     }
 
     /// `session/event`: record `assistant/message` (+ its call blocks), `tool/call`,
