@@ -33,6 +33,73 @@ fn resume(env: &Env, id: &str, prompt: &str) -> (Output, Value) {
     (out, requests.into_iter().next().unwrap())
 }
 
+/// Wait (bounded, generously) for process group `pgid` to be gone; fail naming `what` if it
+/// outlives the wait, after killing it so that no test leaves processes behind.
+fn assert_group_ends(pgid: i32, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while group_alive(pgid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let survived = group_alive(pgid);
+    kill_group(pgid);
+    assert!(!survived, "{what}'s process group {pgid} outlived keel");
+}
+
+#[test]
+fn sigkill_of_keel_alone_kills_the_whole_tool_tree() {
+    let env = Env::new();
+    // The tree: bash → sh → (sleep 1 in the background, sleep 1), then `touch marker` — the
+    // side effect nobody would be watching if the tree outlived keel.
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls: [{ id: tree, name: bash, arguments: { command: "echo $$ > pgid.txt; sh -c 'sleep 1 & echo up > up.txt; sleep 1; touch marker'; touch marker2" } }]
+  - text: "not reached"
+"#,
+    );
+    let keel =
+        spawn(
+            env.keel(&mock.base_url())
+                .args(["--approval", "auto", "run", "start the tree"]),
+        );
+    let pgid: i32 = env.wait_for_file("pgid.txt").trim().parse().unwrap();
+    env.wait_for_file("up.txt");
+    assert!(group_alive(pgid), "the tree runs before the kill");
+    keel.signal(libc::SIGKILL); // keel alone, not its process group
+    let out = keel.wait();
+    assert_eq!(out.code, None, "killed by a signal");
+    assert_group_ends(pgid, "the tool's tree");
+    // Past the moment the tree would have done its side effect had it lived on.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!env.ws.join("marker").exists(), "the inner sh finished");
+    assert!(!env.ws.join("marker2").exists(), "bash finished");
+}
+
+#[test]
+fn background_children_of_a_tool_live_through_the_turn_and_end_with_keel() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls: [{ id: bg, name: bash, arguments: { command: "sleep 30 > /dev/null 2>&1 & echo $$ > pgid.txt" } }]
+  - tool_calls: [{ id: check, name: bash, arguments: { command: "kill -0 -$(cat pgid.txt) && echo still-there" } }]
+  - text: "done"
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "start a server"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let events = load_consistent(&env.only_session());
+    let results = tool_results(&events);
+    assert!(
+        results[1].1.contains("still-there"),
+        "the background child outlives its command: {results:?}"
+    );
+    let pgid: i32 = env.read("pgid.txt").trim().parse().unwrap();
+    assert_group_ends(pgid, "the tool's background child");
+}
+
 #[test]
 fn sigint_mid_stream_keeps_the_partial_answer_and_resume_continues() {
     let env = Env::new();
@@ -144,16 +211,7 @@ responses:
     assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
 
     // The command's whole process group is gone (killed, not orphaned).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while group_alive(pgid) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let survived = group_alive(pgid);
-    kill_group(pgid);
-    assert!(
-        !survived,
-        "the cancelled command's process group {pgid} outlived keel"
-    );
+    assert_group_ends(pgid, "the cancelled command");
     assert!(!env.ws.join("finished.txt").exists());
 
     let path = env.only_session();
@@ -199,8 +257,8 @@ responses:
     keel.signal(libc::SIGKILL);
     let out = keel.wait();
     assert_eq!(out.code, None, "killed by a signal");
-    // keel could not clean up; its command lives on in its own process group.
-    kill_group(runs.trim().parse().unwrap());
+    // keel could not clean up, but its reaper did: the command died with keel.
+    assert_group_ends(runs.trim().parse().unwrap(), "the running command");
 
     let path = env.only_session();
     let before = keel_session::Store::load(&path).unwrap();

@@ -2,9 +2,12 @@
 //! with a scrubbed environment, feeds an optional stdin payload, captures a tail-capped copy
 //! of its output (the full stream spilled to a private file once it outgrows the cap), and on
 //! timeout or cancellation sends SIGTERM to the whole group, waits a grace period, then
-//! SIGKILLs the group. Dropping a run in flight SIGKILLs the group too.
+//! SIGKILLs the group. Dropping a run in flight SIGKILLs the group too. Every group is
+//! registered with the [`reaper`], so it dies with keel however keel goes (SIGKILL included).
 //!
 //! Used by the `bash` tool and, by the agent loop, for command hooks.
+
+pub mod reaper;
 
 use crate::spill::create_private_file;
 use std::ffi::{OsStr, OsString};
@@ -249,12 +252,27 @@ pub enum SubprocessError {
     Io(#[from] std::io::Error),
 }
 
-/// Kills the process group on drop unless disarmed.
+/// Kills the process group on drop unless the leader [exited](GroupGuard::exited) by itself.
+/// The group stays registered with the [`reaper`] until it is known to be gone.
 struct GroupGuard {
     pgid: Option<i32>,
 }
 
 impl GroupGuard {
+    fn new(pgid: Option<i32>) -> Self {
+        if let Some(pgid) = pgid {
+            reaper::register(pgid);
+        }
+        GroupGuard { pgid }
+    }
+
+    /// The leader exited normally: background children may outlive it (until keel goes).
+    fn exited(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            reaper::linger(pgid);
+        }
+    }
+
     fn signal(&self, sig: i32) {
         if let Some(pgid) = self.pgid {
             // SAFETY: kill(2) has no memory-safety preconditions; a negative pid addresses the
@@ -269,8 +287,39 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.signal(libc::SIGKILL);
+        if let Some(pgid) = self.pgid {
+            reaper::release(pgid);
+        }
     }
 }
+
+/// Between fork and exec: have the kernel SIGKILL the child if keel dies first (see
+/// [`reaper`] for the rest of its tree). Fails the spawn if keel is already gone.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut tokio::process::Command) {
+    let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+    let in_child = move || {
+        // SAFETY: prctl(2) with PR_SET_PDEATHSIG takes plain integers.
+        let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+        if rc == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: getppid(2) cannot fail and touches no memory.
+        if unsafe { libc::getppid() } != parent {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        Ok(())
+    };
+    // SAFETY: `in_child` runs in the forked child before exec and calls only prctl(2) and
+    // getppid(2), which are async-signal-safe, and builds an io::Error from a raw code (no
+    // allocation).
+    unsafe {
+        cmd.pre_exec(in_child);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut tokio::process::Command) {}
 
 impl SubprocessService {
     /// A service with `cfg`.
@@ -311,6 +360,7 @@ impl SubprocessService {
             .envs(self.scrubbed_env())
             .envs(spec.env.iter().cloned());
         cmd.process_group(0).kill_on_drop(true);
+        die_with_parent(&mut cmd);
         if let Some(dir) = &spec.cwd {
             cmd.current_dir(dir);
         }
@@ -337,9 +387,7 @@ impl SubprocessService {
             program: program.clone(),
             source,
         })?;
-        let mut guard = GroupGuard {
-            pgid: child.id().and_then(|p| i32::try_from(p).ok()),
-        };
+        let mut guard = GroupGuard::new(child.id().and_then(|p| i32::try_from(p).ok()));
 
         if let (Some(payload), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {
@@ -399,7 +447,7 @@ impl SubprocessService {
             }
         };
         if end == RunEnd::Exited {
-            guard.pgid = None; // background children may outlive a normal exit
+            guard.exited(); // background children may outlive a normal exit, not keel
         }
         let stdout = finish(out_task, &stop).await;
         let stderr = finish(err_task, &stop).await;

@@ -1,0 +1,143 @@
+//! Children die with keel. Every process group the subprocess service starts is registered with
+//! a *reaper*: one small watcher process (`/bin/sh` running a read loop, started on first use,
+//! in its own process group) that holds the read end of a pipe whose only write end is keel's.
+//! When keel goes by any means — a normal exit, a panic, SIGKILL from the OOM killer — the kernel
+//! closes that write end, the watcher reads end-of-file and SIGKILLs every group still
+//! registered, then exits. No code in keel has to run at its death.
+//!
+//! Why this and not `PR_SET_PDEATHSIG` alone: the parent-death signal reaches only the direct
+//! child (`sh -c …`); the rest of its tree (`sleep 30 &`) lives on in the group. The direct child
+//! also gets `PR_SET_PDEATHSIG(SIGKILL)` (set between fork and exec), which covers the short
+//! window between the spawn and the registration, and a reaper that could not be started.
+//!
+//! A group is released when keel has seen all of it end: at once when the run was killed, and
+//! for a group whose leader exited normally (it may have left background children) as soon as
+//! `kill(-pgid, 0)` says the group is empty, checked at every later spawn. Linux does not reuse a
+//! process-group id while any member lives, so a registered id names only our group.
+//!
+//! Limits: a process that leaves the group on purpose (`setsid`, a daemon's double fork) is not
+//! reached; a cgroup or a PID namespace would be needed for that.
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+/// The watcher's program: `+PGID` registers, `-PGID` releases, end-of-file kills what is left.
+/// `kill` and `read` are shell built-ins; no other program is started.
+const WATCHER: &str = r#"trap '' INT HUP TERM QUIT
+groups=' '
+while IFS= read -r line; do
+  case $line in
+    +*) groups="$groups${line#+} " ;;
+    -*) p=${line#-}
+        case $groups in *" $p "*) groups="${groups%% $p *} ${groups#* $p }" ;; esac ;;
+  esac
+done
+for p in $groups; do kill -KILL -"$p" 2>/dev/null; done
+"#;
+
+struct Reaper {
+    /// The pipe to the watcher; `None` when it could not be started or has gone.
+    pipe: Option<ChildStdin>,
+    /// Groups whose leader exited normally, still registered until found empty.
+    lingering: Vec<i32>,
+}
+
+fn reaper() -> &'static Mutex<Reaper> {
+    static REAPER: OnceLock<Mutex<Reaper>> = OnceLock::new();
+    REAPER.get_or_init(|| Mutex::new(Reaper::start()))
+}
+
+impl Reaper {
+    fn start() -> Reaper {
+        let spawned = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(WATCHER)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
+        let pipe = match spawned {
+            // The handle is dropped without waiting: the watcher must outlive keel, and a
+            // watcher that ends early is reaped by init once keel is gone.
+            Ok(mut child) => child.stdin.take(),
+            Err(_) => None,
+        };
+        Reaper {
+            pipe,
+            lingering: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, op: char, pgid: i32) {
+        if let Some(pipe) = &mut self.pipe
+            && writeln!(pipe, "{op}{pgid}").is_err()
+        {
+            self.pipe = None; // the watcher is gone; the parent-death signal still holds
+        }
+    }
+
+    /// Release lingering groups that have no member left.
+    fn sweep(&mut self) {
+        let mut empty = Vec::new();
+        self.lingering.retain(|&pgid| {
+            let alive = group_alive(pgid);
+            if !alive {
+                empty.push(pgid);
+            }
+            alive
+        });
+        for pgid in empty {
+            self.send('-', pgid);
+        }
+    }
+}
+
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks for existence; no memory is involved.
+    let rc = unsafe { libc::kill(-pgid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+fn with_reaper(f: impl FnOnce(&mut Reaper)) {
+    // A poisoned lock only means another thread panicked mid-write; the state is still usable.
+    let mut guard = reaper()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    f(&mut guard);
+}
+
+/// Register a new process group: it is killed if keel goes before [`release`] or [`linger`].
+pub(crate) fn register(pgid: i32) {
+    with_reaper(|r| {
+        r.sweep();
+        r.send('+', pgid);
+    });
+}
+
+/// The group was killed and reaped: forget it.
+pub(crate) fn release(pgid: i32) {
+    with_reaper(|r| r.send('-', pgid));
+}
+
+/// The group's leader exited normally; members may live on. Keep it registered until it is
+/// found empty.
+pub(crate) fn linger(pgid: i32) {
+    with_reaper(|r| {
+        if group_alive(pgid) {
+            r.lingering.push(pgid);
+        } else {
+            r.send('-', pgid);
+        }
+    });
+}
+
+/// Whether the watcher is running (for diagnostics and tests).
+pub fn active() -> bool {
+    let mut up = false;
+    with_reaper(|r| up = r.pipe.is_some());
+    up
+}
