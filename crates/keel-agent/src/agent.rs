@@ -18,6 +18,7 @@ use keel_protocol::{
 use keel_session::PersistentSession;
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::SubprocessService;
+use keel_tools::subprocess::confine::Enforcement;
 use keel_tools::{ApprovalOutcome, Pipeline, PlanState, SandboxMode, ToolRegistry, Workspace};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -283,8 +284,10 @@ impl AgentBuilder {
         };
         if fresh {
             let sandbox = agent.sandbox();
+            let confinement = agent.inner.pipeline.workspace().confinement();
             agent.push(EventBody::SandboxMode(Box::new(SandboxModeEvent {
                 mode: sandbox.as_str().to_owned(),
+                enforcement: Some(confinement.enforcement().to_string()),
             })))?;
             let policy = agent.inner.config.approval.as_str().to_owned();
             agent.push(EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent {
@@ -451,6 +454,16 @@ impl Agent {
     /// The sandbox mode.
     pub fn sandbox(&self) -> SandboxMode {
         self.inner.pipeline.workspace().sandbox()
+    }
+
+    /// How far the OS enforces the sandbox for commands on this machine.
+    pub fn sandbox_enforcement(&self) -> Enforcement {
+        self.inner
+            .pipeline
+            .workspace()
+            .confinement()
+            .enforcement()
+            .clone()
     }
 
     /// Lock the session log (never hold the guard across an await).

@@ -78,8 +78,12 @@ type Result<T, E = ConfigError> = std::result::Result<T, E>;
 pub const DEFAULTS: &str = r#"
 model = "deepseek-v4-flash"
 provider = "deepseek"
-sandbox = "workspace-write"
 approval = "ask"
+
+[sandbox]
+mode = "workspace-write"
+network = true
+writable_roots = []
 
 [providers.deepseek]
 base_url = "https://api.deepseek.com"
@@ -108,9 +112,9 @@ pub struct Config {
     pub model: Option<String>,
     /// Provider name (a key of `providers`).
     pub provider: Option<String>,
-    /// `read-only`, `workspace-write` or `full-access`.
-    #[serde(default, deserialize_with = "sandbox_mode")]
-    pub sandbox: Option<SandboxMode>,
+    /// `[sandbox]` (a plain `sandbox = "MODE"` is read as `[sandbox] mode = "MODE"`).
+    #[serde(default)]
+    pub sandbox: SandboxSection,
     /// `ask`, `never` or `auto`.
     #[serde(default, deserialize_with = "approval_policy")]
     pub approval: Option<ApprovalPolicy>,
@@ -132,6 +136,19 @@ pub struct Config {
     /// Command hooks in Claude Code's shape (`[[hooks.PreToolUse]] matcher = "bash"` with
     /// `[[hooks.PreToolUse.hooks]] type = "command" command = "…"`); see docs/hooks.md.
     pub hooks: Option<Table>,
+}
+
+/// `[sandbox]`: how far tools may reach (docs/config.md, docs/sandbox.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    /// `read-only`, `workspace-write` or `full-access`.
+    #[serde(default, deserialize_with = "sandbox_mode")]
+    pub mode: Option<SandboxMode>,
+    /// Whether commands may use the network (false closes TCP where the kernel can).
+    pub network: Option<bool>,
+    /// Directories writable besides the workspace under `workspace-write`.
+    pub writable_roots: Option<Vec<PathBuf>>,
 }
 
 /// `[providers.<name>]`.
@@ -287,12 +304,23 @@ fn approval_policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ApprovalPol
 }
 
 fn parse_layer(name: &str, text: &str) -> Result<Table> {
-    let table: Table = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+    let mut table: Table = toml::from_str(text).map_err(|e| ConfigError::Invalid {
         layer: name.to_owned(),
         message: e.message().trim().to_owned(),
     })?;
+    expand_shorthands(&mut table);
     validate(name, &table)?;
     Ok(table)
+}
+
+/// `sandbox = "MODE"` (the short spelling, and what `--sandbox` and `-c sandbox=MODE` say) is
+/// `[sandbox] mode = "MODE"`, so that layers merge key by key whichever spelling they use.
+fn expand_shorthands(table: &mut Table) {
+    if let Some(Value::String(mode)) = table.get("sandbox") {
+        let mut section = Table::new();
+        section.insert("mode".into(), Value::String(mode.clone()));
+        table.insert("sandbox".into(), Value::Table(section));
+    }
 }
 
 fn validate(name: &str, table: &Table) -> Result<()> {
@@ -389,7 +417,8 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         }
     }
     for spec in &sources.overrides {
-        let table = override_table(spec)?;
+        let mut table = override_table(spec)?;
+        expand_shorthands(&mut table);
         let name = format!("-c {spec}");
         validate(&name, &table)?;
         layers.push(Layer { name, table });
@@ -569,7 +598,7 @@ mod tests {
         let loaded = load(&s, &crate::catalogue::builtin()).unwrap();
         assert_eq!(loaded.config.model.as_deref(), Some("deepseek-chat"));
         assert_eq!(loaded.config.agent.max_steps, Some(7));
-        assert_eq!(loaded.config.sandbox, Some(SandboxMode::ReadOnly));
+        assert_eq!(loaded.config.sandbox.mode, Some(SandboxMode::ReadOnly));
         let row = loaded
             .config
             .plugins

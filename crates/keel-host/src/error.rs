@@ -41,6 +41,15 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// A `sandbox.writable_roots` entry cannot be used.
+    #[error("sandbox.writable_roots: cannot use {}", path.display())]
+    WritableRoot {
+        /// The directory, as resolved against the workspace.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A `[[plugins]]` row names no catalogue plugin.
     #[error(
         "unknown plugin {uses:?} in the [[plugins]] row with id {row:?} (set in {layer}); known plugins: {}",

@@ -156,7 +156,7 @@ impl Host {
         let c = &self.loaded.config;
         let sandbox = flags
             .sandbox
-            .or(c.sandbox)
+            .or(c.sandbox.mode)
             .unwrap_or(SandboxMode::WorkspaceWrite);
         let approval = flags.approval.or(c.approval).unwrap_or_default();
         let route = self.route(&flags, model)?;
@@ -333,11 +333,18 @@ impl AgentFactory<'_> {
         let mut sub = SubprocessConfig::from_process_env(&spill_dir);
         sub.forward = c.tools.forward_env.clone().unwrap_or_default();
         let subprocess = SubprocessService::new(sub);
-        let workspace =
+        let mut workspace =
             Workspace::new(&host.cwd, self.sandbox).map_err(|source| HostError::Workspace {
                 path: host.cwd.clone(),
                 source,
             })?;
+        workspace.set_network(c.sandbox.network.unwrap_or(true));
+        for root in c.sandbox.writable_roots.iter().flatten() {
+            let path = host.cwd.join(root);
+            workspace
+                .add_writable(&path)
+                .map_err(|source| HostError::WritableRoot { path, source })?;
+        }
 
         let mut ctx = InstallContext::new(host.cwd.clone(), host.home.clone(), subprocess.clone());
         ctx.hooks = options.hooks;

@@ -563,7 +563,10 @@ fn one_of_each() -> Vec<EventBody> {
             included_seqs: vec![Seq(0)],
             omitted_count: 1,
         })),
-        EventBody::SandboxMode(Box::new(SandboxModeEvent { mode: "m".into() })),
+        EventBody::SandboxMode(Box::new(SandboxModeEvent {
+            mode: "m".into(),
+            enforcement: None,
+        })),
         EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent {
             policy: "never".into(),
         })),

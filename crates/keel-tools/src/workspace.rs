@@ -8,10 +8,12 @@
 //! symlinks pointing out are all refused the same way.
 
 use crate::error::ToolError;
+use crate::subprocess::confine::{ConfineSpec, Confinement};
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 
 /// How far file tools and commands may reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,8 +75,13 @@ pub enum Access {
 pub struct Workspace {
     roots: Vec<PathBuf>,
     readable: Vec<PathBuf>,
+    writable: Vec<PathBuf>,
     cwd: PathBuf,
     sandbox: SandboxMode,
+    network: bool,
+    temp: PathBuf,
+    /// Built on first use from the fields above; reset when one of them changes.
+    confinement: OnceLock<Arc<Confinement>>,
 }
 
 impl Workspace {
@@ -84,15 +91,73 @@ impl Workspace {
         Ok(Workspace {
             roots: vec![root.clone()],
             readable: Vec::new(),
+            writable: Vec::new(),
             cwd: root,
             sandbox,
+            network: true,
+            temp: std::fs::canonicalize(std::env::temp_dir())
+                .unwrap_or_else(|_| std::env::temp_dir()),
+            confinement: OnceLock::new(),
         })
     }
 
     /// Add another root (must exist).
     pub fn add_root(&mut self, root: impl AsRef<Path>) -> io::Result<()> {
         self.roots.push(std::fs::canonicalize(root.as_ref())?);
+        self.confinement = OnceLock::new();
         Ok(())
+    }
+
+    /// Allow writes (by file tools and commands) under `dir` as well, outside the roots:
+    /// `sandbox.writable_roots`. Must exist.
+    pub fn add_writable(&mut self, dir: impl AsRef<Path>) -> io::Result<()> {
+        self.writable.push(std::fs::canonicalize(dir.as_ref())?);
+        self.confinement = OnceLock::new();
+        Ok(())
+    }
+
+    /// Whether commands may use the network (`sandbox.network`; default true).
+    pub fn set_network(&mut self, allowed: bool) {
+        self.network = allowed;
+        self.confinement = OnceLock::new();
+    }
+
+    /// The temp directory commands may write to, and get as `TMPDIR` (default: keel's own,
+    /// `$TMPDIR` or `/tmp`). Must exist.
+    pub fn set_temp_dir(&mut self, dir: impl AsRef<Path>) -> io::Result<()> {
+        self.temp = std::fs::canonicalize(dir.as_ref())?;
+        self.confinement = OnceLock::new();
+        Ok(())
+    }
+
+    /// The temp directory commands may write to.
+    pub fn temp_dir(&self) -> &Path {
+        &self.temp
+    }
+
+    /// Whether commands may use the network.
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// Extra writable roots.
+    pub fn writable(&self) -> &[PathBuf] {
+        &self.writable
+    }
+
+    /// The OS confinement commands run in (built once, on first use).
+    pub fn confinement(&self) -> Arc<Confinement> {
+        self.confinement
+            .get_or_init(|| {
+                Arc::new(Confinement::prepare(&ConfineSpec {
+                    mode: self.sandbox,
+                    roots: &self.roots,
+                    extra_writable: &self.writable,
+                    temp: &self.temp,
+                    network: self.network,
+                }))
+            })
+            .clone()
     }
 
     /// Allow reads (never writes) under `dir`, e.g. the spill directory. Must exist.
@@ -155,6 +220,7 @@ impl Workspace {
 
     fn allows(&self, real: &Path, access: Access) -> bool {
         self.roots.iter().any(|r| real.starts_with(r))
+            || self.writable.iter().any(|r| real.starts_with(r))
             || (access == Access::Read && self.readable.iter().any(|r| real.starts_with(r)))
     }
 

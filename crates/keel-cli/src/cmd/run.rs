@@ -31,7 +31,16 @@ fn build_agent(
 ) -> Result<Agent> {
     let mut options = BuildOptions::default();
     progress.install(&mut options.agent_hooks);
-    Ok(factory.build(log, options)?)
+    let agent = factory.build(log, options)?;
+    let enforcement = agent.sandbox_enforcement();
+    if !enforcement.is_complete() {
+        // Said once, at start: the mode asks for more than this kernel enforces.
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("keel: warning: sandbox {}: {enforcement}", agent.sandbox());
+        }
+    }
+    Ok(agent)
 }
 
 fn log_format(zstd: bool) -> LogFormat {

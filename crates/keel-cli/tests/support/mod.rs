@@ -22,8 +22,9 @@ pub const HANG_GUARD: Duration = Duration::from_secs(120);
 /// API key the tests hand to `keel` (the mock accepts any).
 pub const API_KEY: &str = "sk-test";
 
-/// A temp directory holding the workspace (`ws/`), a directory beside it (`outside/`) and
-/// `$KEEL_HOME` (`home/`).
+/// A temp directory holding the workspace (`ws/`), a directory beside it (`outside/`),
+/// `$KEEL_HOME` (`home/`) and keel's `$TMPDIR` (`tmp/`: the only temp directory the sandbox
+/// lets commands write, so `outside/` is outside every writable place).
 pub struct Env {
     root: tempfile::TempDir,
     /// The workspace (canonical), passed as `--cwd`.
@@ -42,7 +43,7 @@ impl Env {
             .unwrap();
         let base = root.path().canonicalize().unwrap();
         let (ws, outside, home) = (base.join("ws"), base.join("outside"), base.join("home"));
-        for d in [&ws, &outside, &home] {
+        for d in [&ws, &outside, &home, &base.join("tmp")] {
             std::fs::create_dir_all(d).unwrap();
         }
         Env {
@@ -84,6 +85,7 @@ impl Env {
         }
         cmd.env("KEEL_HOME", &self.home)
             .env("HOME", self.root())
+            .env("TMPDIR", self.root().join("tmp"))
             .env("DEEPSEEK_API_KEY", API_KEY)
             .arg("--base-url")
             .arg(base_url)

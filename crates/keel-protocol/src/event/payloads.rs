@@ -430,6 +430,10 @@ pub struct ContextProjection {
 pub struct SandboxModeEvent {
     /// Mode name.
     pub mode: String,
+    /// How far the OS enforces the mode for commands (keel's extension; dsh writes none), e.g.
+    /// `landlock (ABI 7): writes confined, network open` or `none: commands run unconfined (…)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<String>,
 }
 
 /// `approval/policy`.

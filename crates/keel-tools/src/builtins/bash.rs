@@ -134,7 +134,9 @@ impl Tool for BashTool {
             .timeout(limit)
             .output(OutputMode::Merged)
             .cap(self.cfg.output_cap)
-            .label("bash");
+            .label("bash")
+            .env("TMPDIR", ctx.workspace.temp_dir())
+            .confine(ctx.workspace.confinement());
         if a.run_in_background {
             let description = a.description.clone().unwrap_or_else(|| a.command.clone());
             return start_job(ctx, spec, limit, description);

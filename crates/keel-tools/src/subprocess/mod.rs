@@ -7,9 +7,11 @@
 //!
 //! Used by the `bash` tool and, by the agent loop, for command hooks.
 
+pub mod confine;
 pub mod reaper;
 
 use crate::spill::create_private_file;
+use confine::Confinement;
 use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -113,6 +115,7 @@ pub struct CommandSpec {
     cap: usize,
     label: String,
     tee: Option<OutputSink>,
+    confine: Option<Arc<Confinement>>,
 }
 
 impl CommandSpec {
@@ -132,6 +135,7 @@ impl CommandSpec {
             cap: 30_000,
             label: "cmd".into(),
             tee: None,
+            confine: None,
         }
     }
     /// Working directory.
@@ -172,6 +176,11 @@ impl CommandSpec {
     /// Also hand every chunk of output to `sink` as it is read (both streams, in read order).
     pub fn tee(mut self, sink: OutputSink) -> Self {
         self.tee = Some(sink);
+        self
+    }
+    /// Run the command (and all it starts) inside `confinement` (see [`confine`]).
+    pub fn confine(mut self, confinement: Arc<Confinement>) -> Self {
+        self.confine = Some(confinement);
         self
     }
 }
@@ -361,6 +370,9 @@ impl SubprocessService {
             .envs(spec.env.iter().cloned());
         cmd.process_group(0).kill_on_drop(true);
         die_with_parent(&mut cmd);
+        if let Some(confinement) = &spec.confine {
+            confinement.apply(&mut cmd);
+        }
         if let Some(dir) = &spec.cwd {
             cmd.current_dir(dir);
         }

@@ -89,7 +89,17 @@ impl Fixture {
         registry: Arc<ToolRegistry>,
         hooks: ToolHooks,
     ) -> Pipeline {
-        Pipeline::builder(registry, Workspace::new(&self.ws, sandbox).unwrap())
+        self.pipeline_for(Workspace::new(&self.ws, sandbox).unwrap(), registry, hooks)
+    }
+
+    /// A pipeline over a workspace the test set up itself (extra roots, temp dir, network).
+    pub fn pipeline_for(
+        &self,
+        workspace: Workspace,
+        registry: Arc<ToolRegistry>,
+        hooks: ToolHooks,
+    ) -> Pipeline {
+        Pipeline::builder(registry, workspace)
             .hooks(hooks)
             .spill(SpillConfig::new(&self.spill))
             .subprocess(self.service(vec![], &[]))

@@ -1,0 +1,278 @@
+//! OS confinement of tool commands (Linux Landlock).
+//!
+//! File tools check every path against the workspace themselves; a command run by `bash` can
+//! open any path, so the kernel has to say no. Under `workspace-write` a confined command (and
+//! every process it starts: Landlock domains are inherited and cannot be left) may write only
+//! beneath the workspace roots, the configured extra writable roots, the system temp directory
+//! (keel's `$TMPDIR`, else `/tmp`, handed to commands as `TMPDIR`) and a few device files (`/dev/null`, `/dev/tty`, …); under
+//! `read-only` only beneath temp and those devices; `full-access` is not confined. Writes cover
+//! creating, writing, truncating, removing, renaming and linking files and directories.
+//!
+//! Reads stay open: compilers, interpreters, `git` and the shell read system directories, the
+//! toolchain, the user's configuration and caches all over the file system, and no list of
+//! readable places is both safe and complete. The threat the sandbox answers is a command that
+//! changes or destroys things outside the project; the credential scrub of the environment
+//! answers the other one. With `sandbox.network = false` TCP connects and binds are refused too
+//! (Landlock ABI 4 and later; UDP and Unix sockets are not covered by Landlock).
+//!
+//! The ruleset is built once per workspace, in keel, before any command runs; the forked child
+//! only calls `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self` between fork and exec,
+//! both async-signal-safe, and a child that cannot restrict itself does not start. When the
+//! kernel cannot enforce (no Landlock, Landlock disabled, an ABI without network rules when the
+//! network is to be closed) the [`Enforcement`] says so; keel reports it and never claims a
+//! confinement it does not have.
+
+use crate::workspace::SandboxMode;
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr,
+};
+use std::fmt;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Device files a confined command may still write (`> /dev/null` is everywhere in scripts).
+const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// What a confinement is asked to allow.
+#[derive(Debug, Clone)]
+pub struct ConfineSpec<'a> {
+    /// The sandbox mode.
+    pub mode: SandboxMode,
+    /// Workspace roots (writable under `workspace-write`).
+    pub roots: &'a [PathBuf],
+    /// Extra writable roots from the configuration (under `workspace-write`).
+    pub extra_writable: &'a [PathBuf],
+    /// The temp directory (writable in every confined mode).
+    pub temp: &'a Path,
+    /// Whether commands may use the network.
+    pub network: bool,
+}
+
+/// Whether the network restriction asked for is in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkRule {
+    /// The network is open (as configured).
+    Open,
+    /// TCP connect and bind are refused.
+    TcpClosed,
+    /// A closed network was asked for but this kernel's Landlock cannot enforce it.
+    NotEnforced,
+}
+
+/// How far the kernel enforces the sandbox for commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enforcement {
+    /// `full-access`: commands are not confined.
+    Unconfined,
+    /// Landlock confines writes (and the network as [`NetworkRule`] says).
+    Landlock {
+        /// The kernel's Landlock ABI version.
+        abi: i32,
+        /// The network rule in force.
+        network: NetworkRule,
+    },
+    /// The kernel cannot enforce: commands run unconfined although the mode asks otherwise.
+    Unavailable {
+        /// Why, for the user.
+        reason: String,
+    },
+}
+
+impl Enforcement {
+    /// True when everything the mode and the configuration ask for is enforced.
+    pub fn is_complete(&self) -> bool {
+        match self {
+            Enforcement::Unconfined => true,
+            Enforcement::Landlock { network, .. } => *network != NetworkRule::NotEnforced,
+            Enforcement::Unavailable { .. } => false,
+        }
+    }
+}
+
+impl fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Enforcement::Unconfined => f.write_str("none (full-access)"),
+            Enforcement::Landlock { abi, network } => {
+                write!(f, "landlock (ABI {abi}): writes confined")?;
+                match network {
+                    NetworkRule::Open => f.write_str(", network open"),
+                    NetworkRule::TcpClosed => f.write_str(", TCP closed"),
+                    NetworkRule::NotEnforced => f.write_str(
+                        ", network NOT closed (Landlock network rules need ABI 4 or later)",
+                    ),
+                }
+            }
+            Enforcement::Unavailable { reason } => {
+                write!(f, "none: commands run unconfined ({reason})")
+            }
+        }
+    }
+}
+
+/// A prepared confinement: the ruleset (when there is one) and what it enforces.
+#[derive(Debug)]
+pub struct Confinement {
+    ruleset: Option<OwnedFd>,
+    enforcement: Enforcement,
+}
+
+impl Confinement {
+    /// No confinement (`full-access`, or tests of other things).
+    pub fn none() -> Self {
+        Confinement {
+            ruleset: None,
+            enforcement: Enforcement::Unconfined,
+        }
+    }
+
+    /// Build the ruleset `spec` asks for on this kernel.
+    pub fn prepare(spec: &ConfineSpec<'_>) -> Self {
+        if spec.mode == SandboxMode::FullAccess {
+            return Confinement::none();
+        }
+        let abi = kernel_abi();
+        if abi <= 0 {
+            let reason = match -abi {
+                libc::EOPNOTSUPP => "Landlock is disabled in this kernel".to_owned(),
+                libc::ENOSYS => "this kernel has no Landlock".to_owned(),
+                e => format!(
+                    "Landlock is not usable: {}",
+                    std::io::Error::from_raw_os_error(e)
+                ),
+            };
+            return Confinement::unavailable(reason);
+        }
+        let mut writable: Vec<&Path> = Vec::new();
+        if spec.mode == SandboxMode::WorkspaceWrite {
+            writable.extend(spec.roots.iter().map(PathBuf::as_path));
+            writable.extend(spec.extra_writable.iter().map(PathBuf::as_path));
+        }
+        writable.push(spec.temp);
+        let close_tcp = !spec.network && abi >= 4;
+        match build(abi, &writable, close_tcp) {
+            Ok(None) => Confinement::unavailable("Landlock gave no ruleset".to_owned()),
+            Ok(Some(fd)) => Confinement {
+                ruleset: Some(fd),
+                enforcement: Enforcement::Landlock {
+                    abi,
+                    network: if spec.network {
+                        NetworkRule::Open
+                    } else if close_tcp {
+                        NetworkRule::TcpClosed
+                    } else {
+                        NetworkRule::NotEnforced
+                    },
+                },
+            },
+            Err(e) => Confinement::unavailable(format!("Landlock setup failed: {e}")),
+        }
+    }
+
+    fn unavailable(reason: String) -> Self {
+        Confinement {
+            ruleset: None,
+            enforcement: Enforcement::Unavailable { reason },
+        }
+    }
+
+    /// What is enforced.
+    pub fn enforcement(&self) -> &Enforcement {
+        &self.enforcement
+    }
+
+    /// Arrange for the child of `cmd` to enter this confinement between fork and exec. The
+    /// ruleset descriptor must stay open (this value alive) until the spawn returns.
+    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {
+        let Some(ruleset) = &self.ruleset else {
+            return;
+        };
+        let fd = ruleset.as_raw_fd();
+        let in_child = move || {
+            // SAFETY: prctl(2) with PR_SET_NO_NEW_PRIVS takes plain integers.
+            let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: landlock_restrict_self(2) takes a descriptor this process holds open and
+            // plain flags; it touches no memory of ours.
+            let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        // SAFETY: `in_child` runs in the forked child before exec and makes only the two
+        // async-signal-safe system calls above; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(in_child);
+        }
+    }
+}
+
+/// The kernel's Landlock ABI version, or a negated errno.
+fn kernel_abi() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call only
+    // returns a number.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 {
+        -std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOSYS)
+    } else {
+        i32::try_from(v).unwrap_or(i32::MAX)
+    }
+}
+
+/// The write rights keel handles on a kernel of ABI `abi`: the classic write set, renames and
+/// links across directories (ABI 2) and truncation (ABI 3). Device ioctls (ABI 5) stay open:
+/// terminals need them.
+fn write_rights(abi: i32) -> BitFlags<AccessFs> {
+    AccessFs::from_write(ABI::from(abi.min(3)))
+}
+
+fn build(
+    abi: i32,
+    writable: &[&Path],
+    close_tcp: bool,
+) -> Result<Option<OwnedFd>, landlock::RulesetError> {
+    let dir_rights = write_rights(abi);
+    let file_rights = dir_rights & (AccessFs::WriteFile | AccessFs::Truncate);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(dir_rights)?;
+    if close_tcp {
+        ruleset = ruleset.handle_access(AccessNet::from_all(ABI::V4))?;
+    }
+    let mut created = ruleset.create()?;
+    let devices = WRITABLE_DEVICES.iter().map(Path::new);
+    for path in writable.iter().copied().chain(devices) {
+        // A configured root that does not exist grants nothing; it is not an error.
+        let Ok(fd) = PathFd::new(path) else {
+            continue;
+        };
+        let rights = if path.is_dir() {
+            dir_rights
+        } else {
+            file_rights
+        };
+        created = created.add_rule(PathBeneath::new(fd, rights))?;
+    }
+    Ok(created.into())
+}
