@@ -62,6 +62,7 @@ pub enum Command {
     /// A real agent loop driven by a scripted model in a fresh temp project: no key, no network.
     Demo(DemoArgs),
     /// Continue a session (cold resume with crash repair); no id = the latest of this directory.
+    /// `keel resume --last "PROMPT"` continues the latest session with a new prompt.
     Resume(ResumeArgs),
     /// Compact a session now (between turns): prune oversized tool results and summarise old
     /// history with the model, appending the replacement (nothing is deleted).
@@ -110,10 +111,15 @@ pub struct DemoArgs {
 /// `keel resume`.
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// Session id, id prefix or path; the latest session of this directory when absent.
+    /// Session id, id prefix or path; the latest session of this directory when absent. With
+    /// `--last` the one argument is the new prompt instead.
     pub session: Option<String>,
     /// A new prompt to run after resuming.
     pub prompt: Option<String>,
+    /// Resume the latest session of this directory (what plain `keel resume` picks); the only
+    /// argument, if any, is the new prompt: `keel resume --last "Continue."`.
+    #[arg(long)]
+    pub last: bool,
     /// Print every session event as one JSON object per line on stdout.
     #[arg(long)]
     pub json: bool,
