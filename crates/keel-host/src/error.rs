@@ -14,7 +14,7 @@ pub enum HostError {
     Config(#[from] ConfigError),
     /// The configured provider has no `[providers.NAME]` table.
     #[error(
-        "unknown provider {name:?}: add a [providers.{name}] table with base_url and api_key_env to the configuration"
+        "unknown provider {name:?}: add a [providers.{name}] table with base_url (and api_key_env if the server needs a key) to the configuration"
     )]
     UnknownProvider {
         /// The provider name.
