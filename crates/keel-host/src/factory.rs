@@ -37,6 +37,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Tokens a context window must keep free for the model's answer beyond keel's fixed prompt
+/// (system prompt and tool schemas) for an agent to be built at all.
+pub const ANSWER_RESERVE_TOKENS: u64 = 1024;
+
 /// What a front end says about this run, over the configuration (command-line flags). `None`
 /// leaves the configured value.
 #[derive(Debug, Clone, Default)]
@@ -382,8 +386,29 @@ impl AgentFactory<'_> {
             builder = builder.approver(approver);
         }
         let agent = builder.build()?;
+        Self::check_window(&agent)?;
         InstallContext::bind(ctx.on_agent, &agent);
         Ok(agent)
+    }
+
+    /// Fails when the model's window cannot hold the agent's fixed prompt plus
+    /// [`ANSWER_RESERVE_TOKENS`] (or the whole output budget when that is smaller): every
+    /// request would overflow, so say so before sending any.
+    fn check_window(agent: &Agent) -> Result<(), HostError> {
+        let info = agent.config().model_info;
+        let fixed = agent.fixed_prompt_tokens();
+        let reserve = ANSWER_RESERVE_TOKENS.min(info.max_output);
+        let needed = fixed + reserve;
+        if info.context_window < needed {
+            return Err(HostError::ContextWindowTooSmall {
+                model: agent.config().model.clone(),
+                window: info.context_window,
+                fixed,
+                reserve,
+                needed,
+            });
+        }
+        Ok(())
     }
 
     fn agent_config(&self) -> AgentConfig {

@@ -152,10 +152,30 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let log = factory.new_session(log_format(args.zstd))?;
-    let agent = build_agent(&factory, log, &progress)?;
+    let path = log.writer().path().to_path_buf();
+    let agent = match build_agent(&factory, log, &progress) {
+        Ok(agent) => agent,
+        Err(e) => {
+            // Nothing ran: leave no empty session behind for `keel resume` to pick.
+            discard_new_session(ctx, &path);
+            return Err(e);
+        }
+    };
     agent.followup(&prompt)?;
     let outcome = drive(&agent)?;
     finish(&agent, outcome, Output::from_json_flag(args.json))
+}
+
+/// Remove a session file this process just created, and its directory and spill directory
+/// when those are left empty. Best effort: a leftover file is a harmless empty session.
+fn discard_new_session(ctx: &Ctx, path: &Path) {
+    let _ = std::fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir(dir);
+        if let Some(id) = dir.file_name() {
+            let _ = std::fs::remove_dir(ctx.home.join("spill").join(id));
+        }
+    }
 }
 
 /// Which session `keel resume` continues, and the new prompt if any.
