@@ -57,6 +57,16 @@ impl Agent {
         prompt::render(&sections)
     }
 
+    /// Estimated tokens of the part of every request that is not history: the system prompt as
+    /// it would be sent now plus the tool schemas, by the same raw estimate the compaction
+    /// meter uses ([`crate::compaction::meter::base_tokens`]).
+    pub fn fixed_prompt_tokens(&self) -> u64 {
+        crate::compaction::meter::base_tokens(
+            &self.system_prompt(),
+            &self.inner.pipeline.registry().schemas(),
+        )
+    }
+
     /// The runtime-context facts as they are now.
     pub fn runtime_facts(&self) -> Vec<PromptSection> {
         let mut facts = vec![

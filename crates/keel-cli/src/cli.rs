@@ -22,9 +22,15 @@ pub struct Common {
     /// Provider name: a `[providers.<name>]` table of the configuration.
     #[arg(long, global = true)]
     pub provider: Option<String>,
-    /// Base URL of an OpenAI-compatible endpoint (`/chat/completions` is appended).
-    #[arg(long, global = true, env = "DEEPSEEK_BASE_URL")]
+    /// Base URL of an OpenAI-compatible server (`/chat/completions` is appended). No configured
+    /// key follows it (DEEPSEEK_API_KEY included): it gets the key of --api-key-env, or none.
+    /// (DEEPSEEK_BASE_URL, by contrast, moves the DeepSeek endpoint and its key with it.)
+    #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
+    /// Environment variable holding the API key for this run's endpoint (sent as the bearer
+    /// token); without it a --base-url server gets no Authorization header.
+    #[arg(long, global = true, value_name = "VAR")]
+    pub api_key_env: Option<String>,
     /// Named profile: $KEEL_HOME/profiles/NAME.toml.
     #[arg(long, global = true)]
     pub profile: Option<String>,
@@ -62,6 +68,7 @@ pub enum Command {
     /// A real agent loop driven by a scripted model in a fresh temp project: no key, no network.
     Demo(DemoArgs),
     /// Continue a session (cold resume with crash repair); no id = the latest of this directory.
+    /// `keel resume --last "PROMPT"` continues the latest session with a new prompt.
     Resume(ResumeArgs),
     /// Compact a session now (between turns): prune oversized tool results and summarise old
     /// history with the model, appending the replacement (nothing is deleted).
@@ -110,10 +117,15 @@ pub struct DemoArgs {
 /// `keel resume`.
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// Session id, id prefix or path; the latest session of this directory when absent.
+    /// Session id, id prefix or path; the latest session of this directory when absent. With
+    /// `--last` the one argument is the new prompt instead.
     pub session: Option<String>,
     /// A new prompt to run after resuming.
     pub prompt: Option<String>,
+    /// Resume the latest session of this directory (what plain `keel resume` picks); the only
+    /// argument, if any, is the new prompt: `keel resume --last "Continue."`.
+    #[arg(long)]
+    pub last: bool,
     /// Print every session event as one JSON object per line on stdout.
     #[arg(long)]
     pub json: bool,
@@ -194,7 +206,9 @@ pub enum ExportFormat {
 /// `keel config …`.
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// The effective configuration with the layer that set each key.
+    /// The effective configuration with the layer that set each key, then the model endpoint
+    /// of this run (`endpoint.*`): its URL and the environment variable whose key is sent there
+    /// (the name, never the value).
     Dump,
 }
 

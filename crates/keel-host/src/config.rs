@@ -85,6 +85,7 @@ mode = "workspace-write"
 network = true
 writable_roots = []
 
+# DEEPSEEK_API_KEY goes to this URL (or DEEPSEEK_BASE_URL's) only; see keel_host::endpoint.
 [providers.deepseek]
 base_url = "https://api.deepseek.com"
 api_key_env = "DEEPSEEK_API_KEY"
@@ -157,7 +158,9 @@ pub struct SandboxSection {
 pub struct ProviderSection {
     /// Base URL (`/chat/completions` is appended).
     pub base_url: Option<String>,
-    /// Environment variable holding the API key.
+    /// Environment variable holding the API key sent to `base_url` (none: no key is sent). A
+    /// layer that changes `base_url` must name it again for the key to follow (see
+    /// [`crate::endpoint`]).
     pub api_key_env: Option<String>,
     /// Idle stream timeout in seconds.
     pub idle_timeout_secs: Option<u64>,
@@ -269,6 +272,15 @@ pub struct Loaded {
     pub table: Table,
     /// Dotted key → layer that set it.
     pub origin: BTreeMap<String, String>,
+    /// Names of the layers, in the order they were merged (later overrides earlier).
+    pub layers: Vec<String>,
+}
+
+impl Loaded {
+    /// Position of the layer called `name` in the merge order (`None` when there is none).
+    pub fn layer_index(&self, name: &str) -> Option<usize> {
+        self.layers.iter().position(|l| l == name)
+    }
 }
 
 /// The defaults layer: [`DEFAULTS`] and a row per plugin of `plugins`, enabled as the plugin
@@ -448,6 +460,7 @@ pub fn merge_layers(layers: &[Layer]) -> Result<Loaded> {
         config,
         table,
         origin,
+        layers: layers.iter().map(|l| l.name.clone()).collect(),
     })
 }
 

@@ -14,7 +14,7 @@ pub enum HostError {
     Config(#[from] ConfigError),
     /// The configured provider has no `[providers.NAME]` table.
     #[error(
-        "unknown provider {name:?}: add a [providers.{name}] table with base_url and api_key_env to the configuration"
+        "unknown provider {name:?}: add a [providers.{name}] table with base_url (and api_key_env if the server needs a key) to the configuration"
     )]
     UnknownProvider {
         /// The provider name.
@@ -101,6 +101,27 @@ pub enum HostError {
         /// Why.
         #[source]
         source: keel_session::StoreError,
+    },
+    /// The model's context window cannot hold keel's fixed prompt (system prompt and tool
+    /// schemas) plus a reserve for the answer; found before any request. Report it and stop:
+    /// the user raises the window (`--context-window`, `[models.NAME] context_window`).
+    #[error(
+        "the context window of model {model} is {window} tokens, too small for keel's fixed \
+         prompt: the system prompt and tool schemas take about {fixed} tokens, plus {reserve} \
+         reserved for the answer ({needed} in all); raise it with --context-window N or \
+         context_window in the [models.\"{model}\"] table of the configuration"
+    )]
+    ContextWindowTooSmall {
+        /// The model.
+        model: String,
+        /// Its context window, in tokens.
+        window: u64,
+        /// Estimated tokens of the system prompt and tool schemas.
+        fixed: u64,
+        /// Tokens reserved for the answer.
+        reserve: u64,
+        /// `fixed + reserve`.
+        needed: u64,
     },
     /// The agent could not be built (its first events, its tools).
     #[error(transparent)]

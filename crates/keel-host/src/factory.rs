@@ -17,6 +17,7 @@
 
 use crate::catalogue;
 use crate::config::{self, Loaded, Sources};
+use crate::endpoint::{self, Endpoint, EndpointInputs};
 use crate::error::HostError;
 use keel_agent::plugin::{InstallContext, Plugin};
 use keel_agent::{Agent, AgentConfig, ApprovalPolicy, Approver, HookRegistry, ToolSetup};
@@ -36,6 +37,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Tokens a context window must keep free for the model's answer beyond keel's fixed prompt
+/// (system prompt and tool schemas) for an agent to be built at all.
+pub const ANSWER_RESERVE_TOKENS: u64 = 1024;
+
 /// What a front end says about this run, over the configuration (command-line flags). `None`
 /// leaves the configured value.
 #[derive(Debug, Clone, Default)]
@@ -44,9 +49,13 @@ pub struct Flags {
     pub model: Option<String>,
     /// Provider name (a `[providers.NAME]` table, or `deepseek`).
     pub provider: Option<String>,
-    /// Base URL of the provider's endpoint.
+    /// Base URL of a server of the run's own (`--base-url`): no configured key follows it
+    /// (see [`crate::endpoint`]).
     pub base_url: Option<String>,
-    /// An API key held by the front end itself (instead of the provider's `api_key_env`).
+    /// The environment variable holding the key for the run's endpoint (`--api-key-env`).
+    pub api_key_env: Option<String>,
+    /// An API key held by the front end itself (instead of an environment variable); sent to
+    /// whatever endpoint the run resolves to.
     pub api_key: Option<ApiKey>,
     /// Sandbox mode.
     pub sandbox: Option<SandboxMode>,
@@ -151,6 +160,21 @@ impl Host {
         &self.cwd
     }
 
+    /// The endpoint `flags` resolve to (provider, URL, and the variable whose key is sent), with
+    /// `DEEPSEEK_BASE_URL` read from the environment; see [`crate::endpoint`].
+    pub fn endpoint(&self, flags: &Flags) -> Result<Endpoint, HostError> {
+        let deepseek_base_url = std::env::var(endpoint::DEEPSEEK_BASE_URL_ENV).ok();
+        endpoint::resolve(
+            &self.loaded,
+            EndpointInputs {
+                provider: flags.provider.as_deref(),
+                base_url: flags.base_url.as_deref(),
+                api_key_env: flags.api_key_env.as_deref(),
+                deepseek_base_url: deepseek_base_url.as_deref(),
+            },
+        )
+    }
+
     /// Resolve `flags` over the configuration into a factory for agents talking to `model`.
     pub fn factory(&self, flags: Flags, model: ModelSource) -> Result<AgentFactory<'_>, HostError> {
         let c = &self.loaded.config;
@@ -198,31 +222,22 @@ impl Host {
                 (Arc::new(p.with_name("scripted")), "scripted".into())
             }
             ModelSource::Configured => {
-                let name = flags
-                    .provider
-                    .clone()
-                    .or_else(|| c.provider.clone())
-                    .unwrap_or_else(|| "deepseek".into());
-                let section = match c.providers.get(&name) {
-                    Some(s) => s.clone(),
-                    None if name == "deepseek" => Default::default(),
-                    None => return Err(HostError::UnknownProvider { name }),
+                let Endpoint {
+                    provider: name,
+                    base_url,
+                    key,
+                    ..
+                } = self.endpoint(flags)?;
+                let key = match (&flags.api_key, key) {
+                    (Some(key), _) => Some(key.clone()),
+                    (None, Some(source)) => Some(ApiKey::from_env(&source.var)?),
+                    (None, None) => None,
                 };
-                let base_url = flags
-                    .base_url
-                    .clone()
-                    .or(section.base_url)
-                    .unwrap_or_else(|| keel_llm::DEFAULT_BASE_URL.to_owned());
-                let key = match &flags.api_key {
-                    Some(key) => key.clone(),
-                    None => ApiKey::from_env(
-                        section
-                            .api_key_env
-                            .as_deref()
-                            .unwrap_or(keel_llm::API_KEY_ENV),
-                    )?,
+                let mut pconf = match key {
+                    Some(key) => ProviderConfig::new(name.clone(), base_url, key),
+                    None => ProviderConfig::without_key(name.clone(), base_url),
                 };
-                let mut pconf = ProviderConfig::new(name.clone(), base_url, key);
+                let section = c.providers.get(&name).cloned().unwrap_or_default();
                 if let Some(secs) = section.idle_timeout_secs {
                     pconf.idle_timeout = Duration::from_secs(secs);
                 }
@@ -378,8 +393,29 @@ impl AgentFactory<'_> {
             builder = builder.approver(approver);
         }
         let agent = builder.build()?;
+        Self::check_window(&agent)?;
         InstallContext::bind(ctx.on_agent, &agent);
         Ok(agent)
+    }
+
+    /// Fails when the model's window cannot hold the agent's fixed prompt plus
+    /// [`ANSWER_RESERVE_TOKENS`] (or the whole output budget when that is smaller): every
+    /// request would overflow, so say so before sending any.
+    fn check_window(agent: &Agent) -> Result<(), HostError> {
+        let info = agent.config().model_info;
+        let fixed = agent.fixed_prompt_tokens();
+        let reserve = ANSWER_RESERVE_TOKENS.min(info.max_output);
+        let needed = fixed + reserve;
+        if info.context_window < needed {
+            return Err(HostError::ContextWindowTooSmall {
+                model: agent.config().model.clone(),
+                window: info.context_window,
+                fixed,
+                reserve,
+                needed,
+            });
+        }
+        Ok(())
     }
 
     fn agent_config(&self) -> AgentConfig {

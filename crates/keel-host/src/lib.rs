@@ -21,10 +21,15 @@
 
 pub mod catalogue;
 pub mod config;
+pub mod endpoint;
 mod error;
 mod factory;
 
 pub use config::{ConfigError, Loaded, Sources};
+pub use endpoint::{Endpoint, EndpointInputs, KeySource};
 pub use error::HostError;
-pub use factory::{AgentFactory, BuildOptions, ConfigEdit, Flags, Host, ModelRoute, ModelSource};
+pub use factory::{
+    ANSWER_RESERVE_TOKENS, AgentFactory, BuildOptions, ConfigEdit, Flags, Host, ModelRoute,
+    ModelSource,
+};
 pub use keel_session::Format as LogFormat;

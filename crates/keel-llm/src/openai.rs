@@ -3,9 +3,10 @@
 //! Data flow per call: [`request_body_bytes`] → HTTP (reqwest) → body bytes → [`SseParser`] →
 //! [`StreamTranslator`] → chunks. Every wait (response headers, each body read) is bounded by
 //! the idle timeout (`TIMEOUT`) and raced against the caller's cancellation token (`ABORTED`).
-//! HTTP errors are classified by [`crate::classify`]. The API key is sent only in the
-//! `Authorization` header (marked sensitive), is redacted from every failure message, and never
-//! shows in `Debug` output.
+//! HTTP errors are classified by [`crate::classify`]. The API key, when the provider has one, is
+//! sent only in the `Authorization` header (marked sensitive), is redacted from every failure
+//! message, and never shows in `Debug` output; a provider without a key sends no
+//! `Authorization` header at all (local servers).
 
 use crate::catalogue::{DEFAULT_BASE_URL, ModelCatalogue};
 use crate::classify::{http_failure, parse_retry_after};
@@ -50,8 +51,8 @@ pub struct ProviderConfig {
     pub name: String,
     /// Base URL; `/chat/completions` is appended.
     pub base_url: String,
-    /// The API key.
-    pub api_key: ApiKey,
+    /// The API key sent as `Authorization: Bearer`; `None` sends no `Authorization` header.
+    pub api_key: Option<ApiKey>,
     /// A stream idle for this long fails with `TIMEOUT` (also bounds the wait for headers).
     pub idle_timeout: Duration,
     /// TCP/TLS connect timeout (a slow connect fails with `TRANSPORT`).
@@ -65,9 +66,18 @@ impl ProviderConfig {
     /// catalogue.
     pub fn new(name: impl Into<String>, base_url: impl Into<String>, api_key: ApiKey) -> Self {
         ProviderConfig {
+            api_key: Some(api_key),
+            ..ProviderConfig::without_key(name, base_url)
+        }
+    }
+
+    /// Like [`ProviderConfig::new`] for an endpoint that needs no key (a local server): no
+    /// `Authorization` header is sent.
+    pub fn without_key(name: impl Into<String>, base_url: impl Into<String>) -> Self {
+        ProviderConfig {
             name: name.into(),
             base_url: base_url.into(),
-            api_key,
+            api_key: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: Duration::from_secs(30),
             catalogue: ModelCatalogue::default(),
@@ -90,8 +100,8 @@ impl ProviderConfig {
 pub struct OpenAiProvider {
     name: String,
     endpoint: reqwest::Url,
-    auth: HeaderValue,
-    key: ApiKey,
+    auth: Option<HeaderValue>,
+    key: Option<ApiKey>,
     idle_timeout: Duration,
     catalogue: ModelCatalogue,
     client: reqwest::Client,
@@ -119,12 +129,19 @@ impl OpenAiProvider {
     /// Builds the client. Fails on an invalid base URL or if the HTTP client cannot be built.
     pub fn new(config: ProviderConfig) -> Result<Self, ConfigError> {
         let endpoint = endpoint_url(&config.base_url)?;
-        let mut auth = HeaderValue::from_str(&format!("Bearer {}", config.api_key.expose()))
-            .map_err(|_| ConfigError::MalformedApiKey {
-                var: config.name.clone(),
-                reason: "cannot be sent in an HTTP header",
-            })?;
-        auth.set_sensitive(true);
+        let auth =
+            match &config.api_key {
+                None => None,
+                Some(key) => {
+                    let mut auth = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                        .map_err(|_| ConfigError::MalformedApiKey {
+                            var: config.name.clone(),
+                            reason: "cannot be sent in an HTTP header",
+                        })?;
+                    auth.set_sensitive(true);
+                    Some(auth)
+                }
+            };
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .tcp_nodelay(true)
@@ -249,8 +266,10 @@ impl Call {
         if failure.request_id.is_none() {
             failure.request_id.clone_from(&self.request_id);
         }
-        let key = self.provider.key.expose();
-        if key.len() >= 4 && failure.message.contains(key) {
+        if let Some(key) = self.provider.key.as_ref().map(ApiKey::expose)
+            && key.len() >= 4
+            && failure.message.contains(key)
+        {
             failure.message = failure.message.replace(key, "<redacted>");
         }
         failure
@@ -324,15 +343,16 @@ impl Call {
             return Err(aborted());
         }
         let body = self.body.take().unwrap_or_default();
-        let request = self
+        let mut request = self
             .provider
             .client
             .post(self.provider.endpoint.clone())
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .header(AUTHORIZATION, self.provider.auth.clone())
-            .body(body)
-            .send();
+            .header(ACCEPT, "text/event-stream");
+        if let Some(auth) = &self.provider.auth {
+            request = request.header(AUTHORIZATION, auth.clone());
+        }
+        let request = request.body(body).send();
         let idle = self.provider.idle_timeout;
         let sent = tokio::select! {
             biased;

@@ -447,3 +447,18 @@ async fn scripted_provider_matches_the_http_client() {
     assert_eq!(scripted.remaining(), 0);
     assert_eq!(scripted.requests().len(), 9);
 }
+
+#[tokio::test]
+async fn the_key_goes_in_the_authorization_header_and_no_key_sends_none() {
+    let (server, with_key) = serve("responses:\n  - text: one\n  - text: two\n").await;
+    call(&with_key, request("a")).await.unwrap();
+    let keyless =
+        OpenAiProvider::new(ProviderConfig::without_key("local", server.base_url())).unwrap();
+    call(&keyless, request("b")).await.unwrap();
+    let auth: Vec<Option<String>> = server
+        .request_headers()
+        .iter()
+        .map(|h| h.get("Authorization").map(str::to_owned))
+        .collect();
+    assert_eq!(auth, vec![Some(format!("Bearer {KEY}")), None]);
+}

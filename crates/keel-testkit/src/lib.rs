@@ -18,5 +18,5 @@ pub mod agent;
 pub mod mock_server;
 pub mod recording;
 
-pub use mock_server::{MockOptions, MockServer};
+pub use mock_server::{Headers, MockOptions, MockServer};
 pub use recording::{Log, PassThrough, RecordingHooks, RecordingHost};

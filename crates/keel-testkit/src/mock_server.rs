@@ -4,7 +4,7 @@
 //! response (same selection and wire rendering as the scripted provider: see
 //! [`keel_llm::script_render`]), injects the script's faults (HTTP errors, resets, mid-stream
 //! disconnects, stalls, malformed JSON, tiny network writes, CRLF, comments) and records every
-//! request body. A deliberately small HTTP/1.1 implementation: one request per connection,
+//! request body and its headers. A deliberately small HTTP/1.1 implementation: one request per connection,
 //! answered with `Connection: close`; streams use chunked transfer encoding.
 
 use keel_llm::script::{Script, ScriptCursor};
@@ -38,6 +38,7 @@ struct State {
     cursor: Mutex<ScriptCursor>,
     cache: Mutex<PromptCacheSim>,
     requests: Mutex<Vec<Value>>,
+    headers: Mutex<Vec<Headers>>,
     record: Option<Mutex<std::fs::File>>,
     shutdown: CancellationToken,
 }
@@ -72,6 +73,7 @@ impl MockServer {
             cursor: Mutex::new(ScriptCursor::new(script)),
             cache: Mutex::new(PromptCacheSim::default()),
             requests: Mutex::new(Vec::new()),
+            headers: Mutex::new(Vec::new()),
             record,
             shutdown: CancellationToken::new(),
         });
@@ -119,6 +121,16 @@ impl MockServer {
             .clone()
     }
 
+    /// The headers of every chat-completions request received so far, in the order of
+    /// [`MockServer::requests`].
+    pub fn request_headers(&self) -> Vec<Headers> {
+        self.state
+            .headers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Script responses not served yet.
     pub fn remaining(&self) -> usize {
         self.state
@@ -135,9 +147,25 @@ impl Drop for MockServer {
     }
 }
 
+/// The headers of one request, names lower-cased, in the order received.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Headers(pub Vec<(String, String)>);
+
+impl Headers {
+    /// The value of the first header called `name` (any case), if any.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 struct Request {
     method: String,
     path: String,
+    headers: Headers,
     body: Vec<u8>,
 }
 
@@ -168,15 +196,16 @@ async fn read_request(socket: &mut TcpStream) -> std::io::Result<Option<Request>
     let method = first.next().unwrap_or_default().to_owned();
     let path = first.next().unwrap_or_default().to_owned();
     let mut length = 0usize;
+    let mut headers = Headers::default();
     for line in lines {
-        if let Some((name, value)) = line.split_once(':')
-            && name.trim().eq_ignore_ascii_case("content-length")
-        {
-            length = value
-                .trim()
-                .parse()
-                .map_err(|_| bad("bad content-length"))?;
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+        if name == "content-length" {
+            length = value.parse().map_err(|_| bad("bad content-length"))?;
         }
+        headers.0.push((name, value.to_owned()));
     }
     if length > MAX_BODY {
         return Err(bad("request body too large"));
@@ -190,7 +219,12 @@ async fn read_request(socket: &mut TcpStream) -> std::io::Result<Option<Request>
         body.extend_from_slice(&tmp[..n]);
     }
     body.truncate(length);
-    Ok(Some(Request { method, path, body }))
+    Ok(Some(Request {
+        method,
+        path,
+        headers,
+        body,
+    }))
 }
 
 fn reason_phrase(status: u16) -> &'static str {
@@ -262,6 +296,11 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(body.clone());
+    state
+        .headers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(request.headers.clone());
     if let Some(file) = &state.record {
         let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
         writeln!(file, "{body}")?;

@@ -13,6 +13,11 @@ pub fn run(ctx: &Ctx, cmd: ConfigCommand) -> Result<ExitCode> {
             let host = ctx.host()?;
             let mut out = std::io::stdout().lock();
             out.write_all(keel_host::config::dump(host.config()).as_bytes())?;
+            let endpoint = match host.endpoint(&ctx.flags()?) {
+                Ok(endpoint) => endpoint.dump(|var| std::env::var_os(var).is_some()),
+                Err(e) => format!("# endpoint: {e}\n"),
+            };
+            out.write_all(endpoint.as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -161,18 +161,70 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let log = factory.new_session(log_format(args.zstd))?;
-    let agent = build_agent(&factory, log, &progress)?;
+    let path = log.writer().path().to_path_buf();
+    let agent = match build_agent(&factory, log, &progress) {
+        Ok(agent) => agent,
+        Err(e) => {
+            // Nothing ran: leave no empty session behind for `keel resume` to pick.
+            discard_new_session(ctx, &path);
+            return Err(e);
+        }
+    };
     agent.followup(&prompt)?;
     let outcome = drive(&agent)?;
     finish(&agent, outcome, Output::from_json_flag(args.json))
 }
 
+/// Remove a session file this process just created, and its directory and spill directory
+/// when those are left empty. Best effort: a leftover file is a harmless empty session.
+fn discard_new_session(ctx: &Ctx, path: &Path) {
+    let _ = std::fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir(dir);
+        if let Some(id) = dir.file_name() {
+            let _ = std::fs::remove_dir(ctx.home.join("spill").join(id));
+        }
+    }
+}
+
+/// Which session `keel resume` continues, and the new prompt if any.
+fn resume_target(ctx: &Ctx, args: &ResumeArgs) -> Result<(PathBuf, Option<String>)> {
+    match (args.last, &args.session, &args.prompt) {
+        (true, Some(first), Some(second)) => bail!(
+            "--last takes at most one argument, the new prompt, but got two ({first:?} and \
+             {second:?}); to name a session, drop --last: keel resume SESSION PROMPT"
+        ),
+        (true, first, second) => Ok((latest_session(ctx)?, first.clone().or(second.clone()))),
+        (false, None, _) => Ok((latest_session(ctx)?, None)),
+        (false, Some(query), prompt) => match ctx.store.resolve(query, &ctx.cwd) {
+            Ok(path) => Ok((path, prompt.clone())),
+            // A lone argument that names no session is most likely a prompt.
+            Err(e @ keel_session::StoreError::NotFound { .. }) if prompt.is_none() => bail!(
+                "{e}; to continue the latest session of this directory with it as the new \
+                 prompt, run: keel resume --last {}",
+                shell_quote(query)
+            ),
+            Err(e) => Err(e.into()),
+        },
+    }
+}
+
+/// `text` as one shell word: double quotes when nothing inside is special to them, single
+/// quotes otherwise.
+fn shell_quote(text: &str) -> String {
+    if text
+        .chars()
+        .any(|c| matches!(c, '"' | '\\' | '$' | '`' | '!'))
+    {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    } else {
+        format!("\"{text}\"")
+    }
+}
+
 /// `keel resume`.
 pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
-    let path = match &args.session {
-        Some(q) => ctx.store.resolve(q, &ctx.cwd)?,
-        None => latest_session(ctx)?,
-    };
+    let (path, prompt) = resume_target(ctx, &args)?;
     let (log, load, repair) = PersistentSession::resume(&path, WriterOptions::default())
         .with_context(|| format!("cannot resume {}", path.display()))?;
     let mut err = std::io::stderr().lock();
@@ -196,7 +248,7 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let agent = build_agent(&factory, log, &progress)?;
-    if let Some(prompt) = args.prompt {
+    if let Some(prompt) = prompt {
         agent.followup(&prompt)?;
     }
     let outcome = drive(&agent)?;
@@ -304,4 +356,16 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
         path.display()
     )?;
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn shell_quote_keeps_one_word() {
+        assert_eq!(shell_quote("Continue."), "\"Continue.\"");
+        assert_eq!(shell_quote("say \"hi\""), "'say \"hi\"'");
+        assert_eq!(shell_quote("it's $HOME"), r"'it'\''s $HOME'");
+    }
 }

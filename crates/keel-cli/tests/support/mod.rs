@@ -71,9 +71,20 @@ impl Env {
         std::fs::read_to_string(self.ws.join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
     }
 
-    /// `keel --base-url URL --cwd WS` with `$KEEL_HOME` and the API key set and no stray
-    /// keel/DeepSeek variables inherited from the test's environment.
+    /// `keel --base-url URL --cwd WS` with `$KEEL_HOME` and `DEEPSEEK_API_KEY` set (which keel
+    /// must not send to a `--base-url` server) and no stray keel/DeepSeek variables inherited
+    /// from the test's environment.
     pub fn keel(&self, base_url: &str) -> Command {
+        let mut cmd = self.keel_bare();
+        cmd.env("DEEPSEEK_API_KEY", API_KEY)
+            .arg("--base-url")
+            .arg(base_url);
+        cmd
+    }
+
+    /// `keel --cwd WS` with `$KEEL_HOME` set and no keel/DeepSeek variables at all (no key, no
+    /// base URL).
+    pub fn keel_bare(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
         for var in [
             "DEEPSEEK_BASE_URL",
@@ -86,9 +97,6 @@ impl Env {
         cmd.env("KEEL_HOME", &self.home)
             .env("HOME", self.root())
             .env("TMPDIR", self.root().join("tmp"))
-            .env("DEEPSEEK_API_KEY", API_KEY)
-            .arg("--base-url")
-            .arg(base_url)
             .arg("--cwd")
             .arg(&self.ws)
             .stdin(Stdio::null());
@@ -217,6 +225,11 @@ impl Mock {
     /// Request bodies received, parsed.
     pub fn requests(&self) -> Vec<Value> {
         self.server.requests()
+    }
+
+    /// Request headers received, in the order of [`Mock::requests`].
+    pub fn request_headers(&self) -> Vec<keel_testkit::Headers> {
+        self.server.request_headers()
     }
 
     /// Request bodies exactly as sent (only with [`Mock::start_tapped`]).
