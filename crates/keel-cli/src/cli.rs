@@ -43,7 +43,9 @@ pub struct Common {
     /// Working directory (the workspace root); defaults to the current directory.
     #[arg(long, global = true, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// How far file tools reach: read-only, workspace-write (default) or full-access.
+    /// How far tools reach: read-only, workspace-write (default) or full-access. Under
+    /// workspace-write, bash and all it starts may write only inside the workspace and temp
+    /// (Landlock); see docs/sandbox.md.
     #[arg(long, global = true, value_name = "MODE")]
     pub sandbox: Option<String>,
     /// What happens when an action needs approval: ask (default; refused when headless), never, auto.

@@ -1,0 +1,207 @@
+//! Crash campaign: the real `keel` binary on a long scripted session, SIGKILLed alone at seeded
+//! random instants, resumed (`keel resume --last`), killed again, and so on. After every kill:
+//!
+//! - what was on disk before is still a prefix of the log (only a torn last record may go);
+//! - no tool call ran twice (every command appends its call id to `runs.log`);
+//! - no process a tool started outlived keel (every command records its process group, and
+//!   leaves a background child behind, in `pgids.log`);
+//! - `keel sessions check` says valid or repairable (never corrupt).
+//!
+//! At the end a normal resume completes and `sessions check` says valid. The suite runs 20 kills;
+//! `bench/crash.sh N [SEED]` runs a long campaign on a release build and prints the figures.
+//! `KEEL_CRASH_KILLS` and `KEEL_CRASH_SEED` set the number of kills and the seed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::*;
+
+/// xorshift64*: a seeded, dependency-free source of kill instants.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `n` tool steps; each command records its group and call id, starts a background child
+/// (which lingers after the command) and works for a few milliseconds.
+fn script_of(n: usize) -> String {
+    let mut s = String::from("responses:\n");
+    for i in 0..n {
+        let work = 5 + (i * 7) % 30;
+        s.push_str(&format!(
+            "  - tool_calls: [{{ id: c{i}, name: bash, arguments: {{ command: \"echo $$ >> pgids.log; echo c{i} >> runs.log; (sleep 2; echo late >> late.log) > /dev/null 2>&1 & sleep 0.0{work:02}\" }} }}]\n"
+        ));
+    }
+    s
+}
+
+/// Complete lines of a session file: what a later log must start with.
+fn complete_prefix(bytes: &[u8]) -> &[u8] {
+    match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &bytes[..=i],
+        None => &[],
+    }
+}
+
+fn pgids(ws: &Path) -> Vec<i32> {
+    std::fs::read_to_string(ws.join("pgids.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Call ids that ran more than once.
+fn reruns(ws: &Path) -> Vec<String> {
+    let mut seen = BTreeMap::<String, usize>::new();
+    for id in std::fs::read_to_string(ws.join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+    {
+        *seen.entry(id.to_owned()).or_default() += 1;
+    }
+    seen.into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(id, _)| id)
+        .collect()
+}
+
+#[derive(Debug, Default)]
+struct Figures {
+    kills: u64,
+    exited_before_kill: u64,
+    alive_after_1s: u64,
+    alive_after_5s: u64,
+    lost_prefixes: u64,
+    reruns: u64,
+    corrupt_checks: u64,
+    repairable_checks: u64,
+    tool_calls_run: usize,
+}
+
+#[test]
+fn sigkill_campaign_loses_nothing_reruns_nothing_and_orphans_nothing() {
+    let kills = env_or("KEEL_CRASH_KILLS", 20);
+    let seed = env_or("KEEL_CRASH_SEED", 0x6b65_656c);
+    let mut rng = Rng(seed | 1);
+    let env = Env::new();
+    let mock = Mock::start(&script_of(usize::try_from(kills).unwrap() * 40 + 50));
+    let mut fig = Figures::default();
+    let mut previous: Vec<u8> = Vec::new();
+    let started = Instant::now();
+
+    for k in 0..kills {
+        let has_session = !env.session_files().is_empty();
+        let mut cmd = env.keel(&mock.base_url());
+        cmd.args(["--approval", "auto"]);
+        if has_session {
+            cmd.args(["resume", "--last", "continue"]);
+        } else {
+            cmd.args(["run", "work through the steps"]);
+        }
+        let keel = spawn(&mut cmd);
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        // SAFETY: kill(2) on the pid of a child we own; it may have exited (ESRCH is fine).
+        let rc = unsafe { libc::kill(keel.pid(), libc::SIGKILL) };
+        let out = keel.wait();
+        if rc != 0 || out.code.is_some() {
+            fig.exited_before_kill += 1;
+        } else {
+            fig.kills += 1;
+        }
+
+        // No tool process outlives keel.
+        let groups = pgids(&env.ws);
+        let alive_at = |t: Duration| {
+            let deadline = Instant::now() + t;
+            loop {
+                let alive = groups.iter().filter(|&&g| group_alive(g)).count() as u64;
+                if alive == 0 || Instant::now() >= deadline {
+                    return alive;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let after_1s = alive_at(Duration::from_secs(1));
+        fig.alive_after_1s += after_1s;
+        if after_1s > 0 {
+            let after_5s = alive_at(Duration::from_secs(4));
+            fig.alive_after_5s += after_5s;
+            for &g in &groups {
+                kill_group(g);
+            }
+        }
+
+        // The committed log only grows.
+        if let Some(path) = env.session_files().first() {
+            let now = std::fs::read(path).unwrap();
+            if !now.starts_with(complete_prefix(&previous)) {
+                fig.lost_prefixes += 1;
+                eprintln!("kill {k}: the log lost committed records");
+            }
+            previous = now;
+            let check = run(env
+                .keel(&mock.base_url())
+                .args(["sessions", "check", &session_id(path)]));
+            match check.code {
+                Some(0) => {}
+                Some(1) => fig.repairable_checks += 1,
+                _ => {
+                    fig.corrupt_checks += 1;
+                    eprintln!("kill {k}: sessions check: {}", check.stdout);
+                }
+            }
+        }
+        let twice = reruns(&env.ws);
+        if !twice.is_empty() {
+            fig.reruns += twice.len() as u64;
+            eprintln!("kill {k}: ran twice: {twice:?}");
+        }
+    }
+
+    // A last, undisturbed resume ends the session cleanly.
+    let last = Mock::start("responses:\n  - text: \"All done.\"\n");
+    let out = run(env
+        .keel(&last.base_url())
+        .args(["--approval", "auto", "resume", "--last", "finish"]));
+    assert_eq!(out.code, Some(0), "final resume:\n{}", out.stderr);
+    let path = env.only_session();
+    let check = run(env
+        .keel(&last.base_url())
+        .args(["sessions", "check", &session_id(&path)]));
+    fig.tool_calls_run = std::fs::read_to_string(env.ws.join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .count();
+    eprintln!(
+        "crash campaign: seed {seed:#x}, {} s: {fig:?}",
+        started.elapsed().as_secs()
+    );
+    assert_eq!(check.code, Some(0), "final check:\n{}", check.stdout);
+    assert_eq!(fig.lost_prefixes, 0, "{fig:?}");
+    assert_eq!(fig.reruns, 0, "{fig:?}");
+    assert_eq!(fig.corrupt_checks, 0, "{fig:?}");
+    assert_eq!(fig.alive_after_1s, 0, "tool processes outlived keel: {fig:?}");
+    assert!(fig.kills >= kills / 2, "most segments were killed: {fig:?}");
+    assert!(fig.tool_calls_run > 0, "{fig:?}");
+}
