@@ -293,7 +293,7 @@ impl Agent {
                 let f = interrupted.failure;
                 return Ok(StepEnd::EndTurn(TurnEndReason::Error {
                     code: f.code.as_str().to_owned(),
-                    message: f.to_string(),
+                    message: f.detail(),
                 }));
             }
         };

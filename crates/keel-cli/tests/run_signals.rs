@@ -216,10 +216,14 @@ responses:
     let (out, request) = resume(&env, &session_id(&path), "next");
     assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
     assert!(
-        out.stderr.contains("crash repair"),
+        out.stderr.contains(
+            "keel: crash repair closed turn 1 as interrupted (it stopped in step 1); the outcome \
+             of 1 tool call is unknown (once): it may or may not have taken effect\n"
+        ),
         "stderr:\n{}",
         out.stderr
     );
+    assert!(!out.stderr.contains("RepairReport"), "{}", out.stderr);
     assert_eq!(env.read("runs.txt"), runs, "the command must not run again");
 
     let events = load_consistent(&path);
