@@ -212,6 +212,10 @@ impl Agent {
         };
         let step_ref = StepRef { turn, step };
         self.push(EventBody::StepStart(step_ref))?;
+        // The runtime context goes before the step's input: merged into one user message on
+        // the wire (no two user messages in a row), the human's words come last, which is what
+        // the model answers; and appending only after it keeps every sent byte stable.
+        self.push_runtime_context()?;
         for m in entered {
             self.push_surface(
                 EventBody::UserMessage(Box::new(m)),
@@ -219,7 +223,6 @@ impl Agent {
                 Vec::new(),
             )?;
         }
-        self.push_runtime_context()?;
 
         let mut attempt = 0u32;
         let streamed = loop {
