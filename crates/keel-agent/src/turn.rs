@@ -334,6 +334,14 @@ impl Agent {
             if let Some(e) = host.take_error() {
                 return Err(e);
             }
+            if let Some(notice) = host.take_stop() {
+                self.push(EventBody::StepEnd(step_ref))?;
+                self.flush(FlushPoint::StepBoundary).await?;
+                return Ok(StepEnd::EndTurn(TurnEndReason::Error {
+                    code: crate::repeat::REPEATED_TOOL_FAILURE.to_owned(),
+                    message: notice.stop_message(),
+                }));
+            }
         }
         self.push(EventBody::StepEnd(step_ref))?;
         self.flush(FlushPoint::StepBoundary).await?;
