@@ -93,6 +93,10 @@ pub struct AgentConfig {
     pub max_tokens: Option<u64>,
     /// Steps per turn before the turn ends `blocked`.
     pub max_steps: u32,
+    /// Identical failing tool calls in a row before the model is told to change course; at
+    /// twice this the turn is stopped (`REPEATED_TOOL_FAILURE`). 0 = off. See
+    /// [`crate::repeat`].
+    pub repeat_failure_limit: u32,
     /// Approval policy.
     pub approval: ApprovalPolicy,
     /// Byte budget for AGENTS.md / CLAUDE.md.
@@ -121,6 +125,7 @@ impl AgentConfig {
             temperature: None,
             max_tokens: None,
             max_steps: 200,
+            repeat_failure_limit: 3,
             approval: ApprovalPolicy::Ask,
             instructions_budget: prompt::DEFAULT_INSTRUCTIONS_BUDGET,
             retry: RetryPolicy::default(),
@@ -137,6 +142,7 @@ pub(crate) struct LoopState {
     /// input waits, just before it ends). Job notices inject while set and wake otherwise.
     pub(crate) running: bool,
     pub(crate) last_runtime: Option<String>,
+    pub(crate) repeats: crate::repeat::RepeatedFailures,
     pub(crate) last_header: Option<Value>,
     pub(crate) last_context: Option<keel_protocol::RequestContext>,
 }

@@ -3,6 +3,7 @@
 
 use crate::agent::{Agent, ApprovalPolicy};
 use crate::error::AgentError;
+use crate::repeat::{RepeatNotice, Verdict};
 use crate::seams::FlushPoint;
 use async_trait::async_trait;
 use keel_protocol::{
@@ -24,6 +25,7 @@ pub(crate) struct StepHost<'a> {
     pub(crate) step: u32,
     calls: Mutex<HashMap<String, Seq>>,
     error: Mutex<Option<AgentError>>,
+    stop: Mutex<Option<RepeatNotice>>,
 }
 
 impl<'a> StepHost<'a> {
@@ -34,6 +36,7 @@ impl<'a> StepHost<'a> {
             step,
             calls: Mutex::new(HashMap::new()),
             error: Mutex::new(None),
+            stop: Mutex::new(None),
         }
     }
 
@@ -46,6 +49,11 @@ impl<'a> StepHost<'a> {
                 None
             }
         }
+    }
+
+    /// The repeated failure that must stop the turn after this step, if one happened.
+    pub(crate) fn take_stop(&self) -> Option<RepeatNotice> {
+        self.stop.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// The first error any host method hit (the batch must then stop the turn).
@@ -154,7 +162,24 @@ impl PipelineHost for StepHost<'_> {
     }
 
     async fn commit_result(&self, call: &ToolCallBlock, outcome: &ToolOutcome) {
-        let r = self.commit_result(&call.id, outcome);
+        let limit = self.agent.config().repeat_failure_limit;
+        let verdict = self
+            .agent
+            .state()
+            .repeats
+            .observe(limit, self.turn, call, outcome);
+        let r = match verdict {
+            Verdict::Pass => self.commit_result(&call.id, outcome),
+            Verdict::Warn(notice) => self.commit_result(&call.id, &notice.apply(outcome)),
+            Verdict::Stop(notice) => {
+                let r = self.commit_result(&call.id, &notice.apply(outcome));
+                self.stop
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(notice);
+                r
+            }
+        };
         self.keep(r);
     }
 

@@ -202,13 +202,20 @@ impl Agent {
         };
 
         let info = cfg.model_info;
+        let ceiling = call
+            .max_tokens
+            .unwrap_or(info.max_output)
+            .min(info.max_output);
+        // The header records what goes out: reasoning settings the model does not take are
+        // not sent, so not logged either.
+        let sent = keel_llm::sent_reasoning(call.thinking, call.reasoning_effort.as_deref(), &info);
         let header = json!({
             "config": {
                 "provider": cfg.provider_name,
                 "model": call.model,
-                "maxTokens": call.max_tokens.unwrap_or(info.max_output),
-                "thinking": call.thinking,
-                "reasoningEffort": call.reasoning_effort,
+                "maxTokens": ceiling,
+                "thinking": sent.thinking,
+                "reasoningEffort": sent.effort,
                 "temperature": call.temperature,
             },
             "system": system,
@@ -241,18 +248,43 @@ impl Agent {
         if context_changed {
             self.push(EventBody::RequestContext(Box::new(context)))?;
         }
-        Ok(ChatRequest {
+        let mut request = ChatRequest {
             model: call.model,
             system,
             messages,
             tools,
-            max_tokens: call.max_tokens,
+            max_tokens: None,
             thinking: call.thinking,
             reasoning_effort: call.reasoning_effort,
             temperature: call.temperature,
             stop: Vec::new(),
-        })
+        };
+        request.max_tokens = Some(output_budget(
+            ceiling,
+            info.context_window,
+            prompt_estimate(&request),
+        ));
+        Ok(request)
     }
+}
+
+/// Smallest output budget keel asks for (a quarter of the window when that is smaller): below
+/// it the model cannot finish a useful answer; when even this does not fit, the provider
+/// reports the overflow and compaction takes over.
+pub const MIN_OUTPUT_TOKENS: u64 = 1024;
+
+/// A deliberately high estimate of a request's prompt tokens: three bytes a token (code and
+/// JSON are denser than the four of English prose), so the output budget errs small.
+pub fn prompt_estimate(request: &ChatRequest) -> u64 {
+    crate::compaction::meter::request_tokens(request).saturating_mul(4) / 3
+}
+
+/// `max_tokens` for a request: the configured `ceiling`, capped by what the window leaves after
+/// the prompt (`window − prompt`), but never below [`MIN_OUTPUT_TOKENS`] (or a quarter of the
+/// window, when smaller).
+pub fn output_budget(ceiling: u64, window: u64, prompt: u64) -> u64 {
+    let floor = MIN_OUTPUT_TOKENS.min(window / 4).max(1);
+    window.saturating_sub(prompt).max(floor).min(ceiling)
 }
 
 /// Apply the host rules to a projection: required seqs are included, an assistant message's
@@ -325,6 +357,27 @@ mod tests {
 
     fn user(t: &str) -> Message {
         Message::user_text(t, MessageSource::user(), t)
+    }
+
+    #[test]
+    fn output_budget_is_capped_by_the_window() {
+        let cases = [
+            // ceiling, window, prompt → max_tokens
+            (8_000, 128_000, 3_000, 8_000),
+            (8_000, 10_000, 3_000, 7_000),
+            (8_000, 512, 3_000, 128),
+            (8_000, 6_144, 6_000, 1_024),
+            (256_000, 1_000_000, 20_000, 256_000),
+            (500, 6_144, 6_000, 500),
+            (8_000, 0, 10, 1),
+        ];
+        for (ceiling, window, prompt, want) in cases {
+            assert_eq!(
+                output_budget(ceiling, window, prompt),
+                want,
+                "{ceiling} {window} {prompt}"
+            );
+        }
     }
 
     #[test]

@@ -212,6 +212,10 @@ impl Agent {
         };
         let step_ref = StepRef { turn, step };
         self.push(EventBody::StepStart(step_ref))?;
+        // The runtime context goes before the step's input: merged into one user message on
+        // the wire (no two user messages in a row), the human's words come last, which is what
+        // the model answers; and appending only after it keeps every sent byte stable.
+        self.push_runtime_context()?;
         for m in entered {
             self.push_surface(
                 EventBody::UserMessage(Box::new(m)),
@@ -219,7 +223,6 @@ impl Agent {
                 Vec::new(),
             )?;
         }
-        self.push_runtime_context()?;
 
         let mut attempt = 0u32;
         let streamed = loop {
@@ -293,7 +296,7 @@ impl Agent {
                 let f = interrupted.failure;
                 return Ok(StepEnd::EndTurn(TurnEndReason::Error {
                     code: f.code.as_str().to_owned(),
-                    message: f.to_string(),
+                    message: f.detail(),
                 }));
             }
         };
@@ -330,6 +333,14 @@ impl Agent {
                 .await;
             if let Some(e) = host.take_error() {
                 return Err(e);
+            }
+            if let Some(notice) = host.take_stop() {
+                self.push(EventBody::StepEnd(step_ref))?;
+                self.flush(FlushPoint::StepBoundary).await?;
+                return Ok(StepEnd::EndTurn(TurnEndReason::Error {
+                    code: crate::repeat::REPEATED_TOOL_FAILURE.to_owned(),
+                    message: notice.stop_message(),
+                }));
             }
         }
         self.push(EventBody::StepEnd(step_ref))?;

@@ -569,3 +569,187 @@ async fn pressure_is_measured_on_the_projection_when_one_is_active() {
     assert!(!of_type(&evs, "context/projection").is_empty());
     assert_eq!(f.agent.log().session().surface().generation(), 0);
 }
+
+/// The wire form of a request, as the provider would receive it.
+fn wire(r: &keel_llm::ChatRequest) -> serde_json::Value {
+    keel_llm::request_body(
+        r,
+        &keel_llm::ModelCatalogue::default().lookup(r.model.as_str()),
+    )
+}
+
+fn assert_no_consecutive_users(reqs: &[keel_llm::ChatRequest]) {
+    for (i, r) in reqs.iter().enumerate() {
+        let body = wire(r);
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert!(
+            !roles.windows(2).any(|w| w == ["user", "user"]),
+            "request {i}: {roles:?}"
+        );
+    }
+}
+
+fn overflow_compactor() -> HookRegistry {
+    let mut hooks = HookRegistry::default();
+    compaction::install(&mut hooks, CompactionConfig::default());
+    hooks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflow_prunes_first_and_does_not_summarise_when_pruning_fits() {
+    let script = r#"
+responses:
+  - match: {last_user_contains: "[task 01]"}
+    text: "Reading the big file."
+    tool_calls:
+      - {id: call_big, name: read, arguments: {path: "big.txt"}}
+  - match: {last_user_contains: "[task 01]"}
+    text: "Done 01."
+  - match: {last_user_contains: "[task 02]"}
+    behaviour: context_overflow
+  - match: {last_user_contains: "[task 02]"}
+    text: "Done 02."
+  - text: "SUMMARY: must not be asked for."
+"#;
+    let f = fixture_config(
+        script,
+        overflow_compactor(),
+        SandboxMode::WorkspaceWrite,
+        |c| c.approval = keel_agent::ApprovalPolicy::Auto,
+    );
+    let body: String = (1..=4000)
+        .map(|i| format!("line {i:05} of a big file\n"))
+        .collect();
+    std::fs::write(f.work.path().join("big.txt"), &body[..30_000]).unwrap();
+    for prompt in ["[task 01] read big.txt", "[task 02] and now?"] {
+        f.agent.followup(prompt).unwrap();
+        let outcome = f.agent.run_pending().await.unwrap().unwrap();
+        assert_eq!(outcome.reason, TurnEndReason::Completed, "{prompt}");
+    }
+    let t = types(&f);
+    let from = t.iter().position(|t| t == "compaction/start").unwrap();
+    assert_eq!(
+        t[from..from + 5],
+        [
+            "compaction/start",
+            "compaction/prune",
+            "tool/result",
+            "compaction/end",
+            "llm/retry"
+        ]
+    );
+    assert!(!t.iter().any(|t| t == "compaction/summary"));
+    let reqs = f.provider.requests();
+    // 2 for turn 1, then the overflow and its retry: no summary request.
+    assert_eq!(reqs.len(), 4);
+    let retried = &reqs[3];
+    assert!(request_bytes(retried) < request_bytes(&reqs[2]));
+    for prompt in ["[task 01] read big.txt", "[task 02] and now?"] {
+        assert!(
+            retried.messages.iter().any(|m| m.text() == prompt),
+            "{prompt} is still sent as typed"
+        );
+    }
+    assert_no_consecutive_users(&reqs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflow_summarises_earlier_turns_but_never_the_current_prompt() {
+    let script = r#"
+responses:
+  - match: {last_user_contains: "[task 01]"}
+    tool_calls:
+      - {id: call_01, name: read, arguments: {path: "f01.txt"}}
+  - match: {last_user_contains: "[task 01]"}
+    text: "Done 01."
+  - match: {last_user_contains: "[task 02]"}
+    tool_calls:
+      - {id: call_02, name: read, arguments: {path: "f02.txt"}}
+  - match: {last_user_contains: "[task 02]"}
+    behaviour: context_overflow
+  - text: "SUMMARY: f01 was read."
+  - text: "Done 02."
+"#;
+    let f = fixture_config(
+        script,
+        overflow_compactor(),
+        SandboxMode::WorkspaceWrite,
+        |c| c.approval = keel_agent::ApprovalPolicy::Auto,
+    );
+    write_files(&f, 2, 40);
+    for prompt in ["[task 01] read f01.txt", "[task 02] read f02.txt"] {
+        f.agent.followup(prompt).unwrap();
+        let outcome = f.agent.run_pending().await.unwrap().unwrap();
+        assert_eq!(outcome.reason, TurnEndReason::Completed, "{prompt}");
+    }
+    let evs = events(&f);
+    assert_eq!(of_type(&evs, "compaction/summary").len(), 1);
+    let reqs = f.provider.requests();
+    // 2 for turn 1; then step 1, the overflowing step 2, the summary, the retry.
+    assert_eq!(reqs.len(), 6);
+    let summary = &reqs[4];
+    assert!(is_summary_request(&summary.messages));
+    let summarised: String = summary.messages.iter().map(Message::text).collect();
+    assert!(summarised.contains("[task 01]"));
+    assert!(
+        !summarised.contains("[task 02]"),
+        "the current turn's prompt is not summarised"
+    );
+    let retried = &reqs[5];
+    assert!(
+        retried.messages[0]
+            .text()
+            .contains("SUMMARY: f01 was read.")
+    );
+    assert!(
+        retried
+            .messages
+            .iter()
+            .any(|m| m.text() == "[task 02] read f02.txt"),
+        "the prompt is sent as typed"
+    );
+    assert!(
+        retried
+            .messages
+            .iter()
+            .any(|m| m.tool_results().any(|r| r.tool_call_id == "call_02")),
+        "the current turn's work is kept"
+    );
+    assert_no_consecutive_users(&reqs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_turn_overflow_carries_the_prompt_word_for_word_in_the_summary() {
+    let script = r#"
+responses:
+  - tool_calls:
+      - {id: call_01, name: read, arguments: {path: "f01.txt"}}
+  - behaviour: context_overflow
+  - text: "SUMMARY: f01 was read."
+  - text: "Done."
+"#;
+    let f = fixture_config(
+        script,
+        overflow_compactor(),
+        SandboxMode::WorkspaceWrite,
+        |c| c.approval = keel_agent::ApprovalPolicy::Auto,
+    );
+    write_files(&f, 1, 40);
+    let prompt = "read f01.txt and\n\ntell me its first line";
+    f.agent.followup(prompt).unwrap();
+    let outcome = f.agent.run_pending().await.unwrap().unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    let reqs = f.provider.requests();
+    assert_eq!(reqs.len(), 4);
+    let summary = reqs[3].messages[0].text();
+    assert!(
+        summary.ends_with(&format!("{}\n\n{prompt}", SummaryMessage::KEPT)),
+        "{summary}"
+    );
+    assert_no_consecutive_users(&reqs);
+}

@@ -66,9 +66,11 @@ responses:
     assert_eq!(ch.delegation_depth, 1);
     child.session.check_invariants().unwrap();
     let child_events = to_values(&child.session);
-    // The prompt is the child's first user message, byte for byte.
+    // The prompt is the child's first user message after its runtime context, byte for byte.
+    let child_texts = user_texts(&child_events);
+    assert!(child_texts[0].starts_with("Current runtime context."));
     assert_eq!(
-        user_texts(&child_events)[0],
+        child_texts[1],
         "CHILD-TASK: say how many files there are.\nExactly."
     );
     let parent_events = to_values(&parent.session);

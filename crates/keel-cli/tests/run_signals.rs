@@ -274,10 +274,14 @@ responses:
     let (out, request) = resume(&env, &session_id(&path), "next");
     assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
     assert!(
-        out.stderr.contains("crash repair"),
+        out.stderr.contains(
+            "keel: crash repair closed turn 1 as interrupted (it stopped in step 1); the outcome \
+             of 1 tool call is unknown (once): it may or may not have taken effect\n"
+        ),
         "stderr:\n{}",
         out.stderr
     );
+    assert!(!out.stderr.contains("RepairReport"), "{}", out.stderr);
     assert_eq!(env.read("runs.txt"), runs, "the command must not run again");
 
     let events = load_consistent(&path);
@@ -346,10 +350,12 @@ responses:
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        roles,
-        ["system", "user", "user", "user"],
-        "prompt, runtime context, new prompt: {request}"
+    // The interrupted turn's runtime context and prompt, then the new prompt: one user message
+    // (never two in a row), the first request's bytes kept as its prefix.
+    assert_eq!(roles, ["system", "user"], "{request}");
+    let text = last_user_text(&request);
+    assert!(
+        text.starts_with("Current runtime context.") && text.ends_with("\n\nanswer\n\nnext"),
+        "{text}"
     );
-    assert_eq!(last_user_text(&request), "next");
 }

@@ -92,6 +92,7 @@ api_key_env = "DEEPSEEK_API_KEY"
 
 [agent]
 max_steps = 200
+repeat_failure_limit = 3
 thinking = true
 reasoning_effort = "high"
 instructions_budget = 16384
@@ -182,6 +183,9 @@ pub struct ModelSection {
 pub struct AgentSection {
     /// Steps per turn before the turn is stopped.
     pub max_steps: Option<u32>,
+    /// Identical failing tool calls in a row (same tool, arguments and error) before the model
+    /// is told to change course; at twice this the turn is stopped. 0 = off.
+    pub repeat_failure_limit: Option<u32>,
     /// Thinking on/off for models that support it.
     pub thinking: Option<bool>,
     /// Reasoning effort for models that support it.

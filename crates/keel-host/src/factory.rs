@@ -436,6 +436,9 @@ impl AgentFactory<'_> {
         if let Some(n) = a.max_steps {
             config.max_steps = n;
         }
+        if let Some(n) = a.repeat_failure_limit {
+            config.repeat_failure_limit = n;
+        }
         if let Some(b) = a.instructions_budget {
             config.instructions_budget = b;
         }

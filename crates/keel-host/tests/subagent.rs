@@ -93,8 +93,8 @@ responses:
         }
     );
 
-    // The child's log on disk: lineage header, the prompt as its first user message, one
-    // completed turn, a never-ask policy.
+    // The child's log on disk: lineage header, the prompt as its first user message after the
+    // runtime context, one completed turn, a never-ask policy.
     let child = load(&session_file(&rig, child_id.as_str()));
     let h = child.header();
     assert_eq!(h.parent_session.as_ref(), Some(&rig.agent.session_id()));
@@ -102,7 +102,13 @@ responses:
     assert_eq!(h.delegation_depth, 1);
     assert_eq!(h.seed_length, None);
     let child_events: Vec<_> = child.events().map(|e| e.into_owned()).collect();
-    let first = &user_messages(&child_events)[0];
+    let child_messages = user_messages(&child_events);
+    assert!(
+        child_messages[0]
+            .text()
+            .starts_with("Current runtime context.")
+    );
+    let first = &child_messages[1];
     assert_eq!(first.text(), PROMPT);
     assert_eq!(
         first.source.plugin_id(),
@@ -408,8 +414,8 @@ responses:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_child_runs_as_a_job_and_its_answer_reaches_the_parent() {
     // The parent's and the child's requests interleave, so responses are matched: the parent's
-    // by the job's tool result, the child's by its runtime context (it has no human message)
-    // and then by its own tool result. The child waits for a file the test creates once the
+    // by the job's tool result, the child's by its prompt (it has no human message, and its
+    // prompt is its last user message) and then by its own tool result. The child waits for a file the test creates once the
     // parent's turn is over, so its answer wakes an idle parent.
     let script = r#"
 responses:
@@ -417,7 +423,7 @@ responses:
       - {id: p1, name: subagent, arguments: {description: "research", prompt: "Find the answer.", run_in_background: true}}
   - match: {last_tool_result_contains: "Started subagent job"}
     text: "Waiting for the subagent."
-  - match: {last_user_contains: "Current runtime context"}
+  - match: {last_user_contains: "Find the answer."}
     tool_calls:
       - {id: k1, name: bash, arguments: {command: "while [ ! -f release ]; do sleep 0.02; done; echo released"}}
   - match: {last_tool_result_contains: "released"}
@@ -472,8 +478,9 @@ responses:
         Some(&rig.agent.session_id())
     );
     assert_eq!(child.header().origin.as_deref(), Some("subagent"));
+    // After the runtime context.
     assert_eq!(
-        user_messages(&child.events().map(|e| e.into_owned()).collect::<Vec<_>>())[0].text(),
+        user_messages(&child.events().map(|e| e.into_owned()).collect::<Vec<_>>())[1].text(),
         "Find the answer."
     );
 }

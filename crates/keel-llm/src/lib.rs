@@ -33,7 +33,7 @@ pub use openai::{
     ProviderConfig, resolve_base_url,
 };
 pub use provider::{ChunkStream, Interrupted, Provider, assemble};
-pub use request::{ChatRequest, request_body, request_body_bytes};
+pub use request::{ChatRequest, SentReasoning, request_body, request_body_bytes, sent_reasoning};
 pub use retry::{RetryDecision, RetryPolicy, is_retryable};
 pub use script::{Script, ScriptError, ScriptFormat, ScriptedResponse};
 pub use scripted::ScriptedProvider;

@@ -12,13 +12,28 @@
 //! message; an assistant message sends its text as `content` (`""` when none), its tool calls as
 //! `tool_calls` with raw argument strings, and — when it has tool calls and the model reasons —
 //! its reasoning as `reasoning_content`, which DeepSeek requires back inside a tool-call loop.
+//!
+//! No two `user` messages are ever sent in a row: a user message that follows another (the
+//! runtime context and the prompt, a compaction summary and the next prompt) is appended to it,
+//! texts joined by a blank line ([`USER_JOIN`]), parts concatenated. Strict chat templates
+//! (Gemma's "Conversation roles must alternate") reject consecutive user turns. Since history
+//! only grows at the end and merging only appends to the last user message, a message once sent
+//! keeps its bytes as a prefix in every later body (only a text message later joined by an image
+//! changes form, from a string to parts).
+//!
+//! Reasoning settings go out only to models that take them ([`sent_reasoning`]): `thinking` to
+//! reasoning models, `reasoning_effort` to models with effort levels and not with thinking off.
 
 use crate::catalogue::ModelInfo;
 use keel_protocol::{ContentBlock, Message, Role, ToolSchema};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// Text sent for a tool result with no text content.
 pub const NO_OUTPUT: &str = "(no output)";
+
+/// What separates the texts of consecutive user messages merged into one wire message.
+pub const USER_JOIN: &str = "\n\n";
 
 /// One model call, independent of any provider's wire format.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -42,6 +57,28 @@ pub struct ChatRequest {
     pub temperature: Option<f64>,
     /// Stop sequences.
     pub stop: Vec<String>,
+}
+
+/// The reasoning settings a request carries on the wire for a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentReasoning<'a> {
+    /// `thinking`: sent to reasoning models only.
+    pub thinking: Option<bool>,
+    /// `reasoning_effort`: sent to models with effort levels, unless thinking is off.
+    pub effort: Option<&'a str>,
+}
+
+/// What of `thinking` and `effort` goes out to a model described by `info` (what the session
+/// log's `request/header` records, too).
+pub fn sent_reasoning<'a>(
+    thinking: Option<bool>,
+    effort: Option<&'a str>,
+    info: &ModelInfo,
+) -> SentReasoning<'a> {
+    SentReasoning {
+        thinking: thinking.filter(|_| info.reasoning),
+        effort: effort.filter(|e| info.effort && thinking != Some(false) && !e.is_empty()),
+    }
 }
 
 #[derive(Serialize)]
@@ -99,14 +136,14 @@ enum WireMessage<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum UserContent<'a> {
-    Text(&'a str),
+    Text(Cow<'a, str>),
     Parts(Vec<ContentPart<'a>>),
 }
 
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum ContentPart<'a> {
-    Text { text: &'a str },
+    Text { text: Cow<'a, str> },
     ImageUrl { image_url: ImageUrl<'a> },
 }
 
@@ -166,21 +203,11 @@ fn wire_request<'a>(request: &'a ChatRequest, info: &ModelInfo) -> WireRequest<'
     for message in &request.messages {
         map_message(message, info, &mut messages);
     }
-    let thinking = if info.reasoning {
-        request.thinking.map(|on| Thinking {
-            kind: if on { "enabled" } else { "disabled" },
-        })
-    } else {
-        None
-    };
-    let reasoning_effort = if info.effort && request.thinking != Some(false) {
-        request
-            .reasoning_effort
-            .as_deref()
-            .filter(|e| !e.is_empty())
-    } else {
-        None
-    };
+    let sent = sent_reasoning(request.thinking, request.reasoning_effort.as_deref(), info);
+    let thinking = sent.thinking.map(|on| Thinking {
+        kind: if on { "enabled" } else { "disabled" },
+    });
+    let reasoning_effort = sent.effort;
     let max_tokens = request
         .max_tokens
         .unwrap_or(info.max_output)
@@ -268,17 +295,45 @@ fn map_user<'a>(message: &'a Message, out: &mut Vec<WireMessage<'a>>) {
                     },
                 });
             }
-            ContentBlock::Text { text } => parts.push(ContentPart::Text { text }),
+            ContentBlock::Text { text } => parts.push(ContentPart::Text {
+                text: Cow::Borrowed(text),
+            }),
             ContentBlock::Image(image) => parts.push(ContentPart::ImageUrl {
                 image_url: ImageUrl { url: &image.uri },
             }),
             ContentBlock::Reasoning { .. } | ContentBlock::ToolCall(_) => {}
         }
     }
-    let content = match parts.as_slice() {
-        [] => return,
-        [ContentPart::Text { text }] => UserContent::Text(text),
-        _ => UserContent::Parts(parts),
+    if parts.is_empty() {
+        return;
+    }
+    // Two user messages in a row (the runtime context and the prompt, a compaction summary and
+    // the next prompt, queued inputs) go out as one: strict chat templates reject consecutive
+    // user turns. Only ever appending to the last user message keeps every byte sent before.
+    if let Some(WireMessage::User { content: previous }) = out.last_mut() {
+        let joined = match std::mem::replace(previous, UserContent::Parts(Vec::new())) {
+            UserContent::Text(before) => match parts.as_slice() {
+                [ContentPart::Text { text }] => {
+                    UserContent::Text(Cow::Owned(format!("{before}{USER_JOIN}{text}")))
+                }
+                _ => {
+                    let mut all = vec![ContentPart::Text { text: before }];
+                    all.extend(parts);
+                    UserContent::Parts(all)
+                }
+            },
+            UserContent::Parts(mut all) => {
+                all.extend(parts);
+                UserContent::Parts(all)
+            }
+        };
+        *previous = joined;
+        return;
+    }
+    let content = match <[ContentPart<'_>; 1]>::try_from(parts) {
+        Ok([ContentPart::Text { text }]) => UserContent::Text(text),
+        Ok([part]) => UserContent::Parts(vec![part]),
+        Err(parts) => UserContent::Parts(parts),
     };
     out.push(WireMessage::User { content });
 }

@@ -77,23 +77,143 @@ fn from_wire(body: &Value) -> ChatRequest {
     req
 }
 
+/// dsh's body with consecutive `user` messages joined the way keel sends them (dsh sends its
+/// runtime context as a second user message; keel never sends two in a row).
+fn users_joined(body: &Value) -> Value {
+    let mut out = body.clone();
+    let mut messages: Vec<Value> = Vec::new();
+    for m in body["messages"].as_array().into_iter().flatten() {
+        match messages.last_mut() {
+            Some(prev) if prev["role"] == "user" && m["role"] == "user" => {
+                let joined = format!(
+                    "{}{USER_JOIN}{}",
+                    prev["content"].as_str().unwrap(),
+                    m["content"].as_str().unwrap()
+                );
+                prev["content"] = json!(joined);
+            }
+            _ => messages.push(m.clone()),
+        }
+    }
+    out["messages"] = json!(messages);
+    out
+}
+
 #[test]
 fn dsh_request_bodies_round_trip_exactly() {
     let text = std::fs::read_to_string(DSH_REQUESTS).unwrap();
     let mut checked = 0;
+    let mut joined = 0;
     for line in text.lines() {
         let recorded: Value = serde_json::from_str(line).unwrap();
         let body = &recorded["body"];
         let req = from_wire(body);
+        let expected = users_joined(body);
+        if &expected != body {
+            joined += 1;
+        }
         assert_eq!(
-            &request_body(&req, &flash()),
-            body,
+            request_body(&req, &flash()),
+            expected,
             "request {}",
             recorded["n"]
         );
         checked += 1;
     }
     assert_eq!(checked, 8);
+    assert!(
+        joined > 0,
+        "dsh's prompt + runtime context pairs are joined"
+    );
+}
+
+fn user(text: &str) -> Message {
+    msg(Role::User, vec![ContentBlock::text(text)])
+}
+
+fn roles(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn consecutive_user_messages_go_out_as_one_and_keep_their_bytes() {
+    let answer = msg(Role::Assistant, vec![ContentBlock::text("ok")]);
+    let first = ChatRequest {
+        model: "m".into(),
+        system: "sys".into(),
+        messages: vec![user("Current runtime context."), user("fix a.rs")],
+        ..ChatRequest::default()
+    };
+    let body = request_body(&first, &flash());
+    assert_eq!(roles(&body), ["system", "user"]);
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!("Current runtime context.\n\nfix a.rs")
+    );
+    // The turn failed unanswered; the next prompt and a summary-like user message follow.
+    let mut later = first.clone();
+    later.messages.push(user("try again"));
+    later.messages.push(answer.clone());
+    later.messages.push(user("[summary]"));
+    later.messages.push(user("next"));
+    let body2 = request_body(&later, &flash());
+    assert_eq!(roles(&body2), ["system", "user", "assistant", "user"]);
+    assert_eq!(body2["messages"][3]["content"], json!("[summary]\n\nnext"));
+    // Every byte of the first body's messages up to its last content's end is sent again.
+    let (b1, b2) = (
+        String::from_utf8(request_body_bytes(&first, &flash())).unwrap(),
+        String::from_utf8(request_body_bytes(&later, &flash())).unwrap(),
+    );
+    let cut = b1.find("fix a.rs").unwrap() + "fix a.rs".len();
+    assert_eq!(&b2[..cut], &b1[..cut]);
+
+    // Parts (an image) join as parts; tool messages between users keep them apart.
+    let image = msg(
+        Role::User,
+        vec![ContentBlock::Image(keel_protocol::ImageRef {
+            uri: "data:image/png;base64,AA".into(),
+            media_type: None,
+        })],
+    );
+    let mixed = ChatRequest {
+        messages: vec![user("look"), image],
+        ..ChatRequest::default()
+    };
+    let body = request_body(&mixed, &flash());
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+        ]}])
+    );
+}
+
+#[test]
+fn only_reasoning_settings_a_model_takes_are_sent() {
+    let cat = ModelCatalogue::default();
+    let chat = cat.lookup("deepseek-chat");
+    let cases = [
+        (&flash(), Some(true), Some("high"), Some(true), Some("high")),
+        (&flash(), Some(false), Some("high"), Some(false), None),
+        (&flash(), None, Some(""), None, None),
+        (&chat, Some(true), Some("high"), None, None),
+    ];
+    for (info, thinking, effort, want_thinking, want_effort) in cases {
+        assert_eq!(
+            sent_reasoning(thinking, effort, info),
+            SentReasoning {
+                thinking: want_thinking,
+                effort: want_effort
+            },
+            "{thinking:?} {effort:?}"
+        );
+    }
 }
 
 #[test]

@@ -98,6 +98,8 @@ pub enum Behaviour {
     ServerError,
     /// HTTP 400 saying the context is too long.
     ContextOverflow,
+    /// HTTP 400 rejecting the request for another reason.
+    InvalidRequest,
     /// HTTP 402 "Insufficient Balance".
     QuotaExceeded,
     /// HTTP 401.
@@ -222,6 +224,10 @@ pub struct ScriptedResponse {
     /// Error message for HTTP-error behaviours (a realistic default otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The whole HTTP error body of an HTTP-error behaviour, sent byte for byte (overrides
+    /// `message`), e.g. another server's error JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
     /// Characters per streamed text/reasoning delta and per tool-argument fragment (default 16
     /// and 8).
     #[serde(skip_serializing_if = "Option::is_none")]

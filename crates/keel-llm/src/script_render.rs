@@ -115,7 +115,7 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
     };
     let http = |status: u16, body: String| Delivery::HttpError {
         status,
-        body,
+        body: response.body.clone().unwrap_or(body),
         retry_after: None,
     };
     match response.behaviour {
@@ -123,10 +123,12 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
         Behaviour::RateLimit => {
             return Delivery::HttpError {
                 status: 429,
-                body: error_body(
-                    &message("Rate limit reached for requests"),
-                    "rate_limit_error",
-                ),
+                body: response.body.clone().unwrap_or_else(|| {
+                    error_body(
+                        &message("Rate limit reached for requests"),
+                        "rate_limit_error",
+                    )
+                }),
                 retry_after: Some(response.retry_after.unwrap_or(1.0)),
             };
         }
@@ -142,6 +144,17 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
                 error_body(
                     &message(
                         "This model's maximum context length is 131072 tokens. However, you requested 140000 tokens (139000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+                    ),
+                    "invalid_request_error",
+                ),
+            );
+        }
+        Behaviour::InvalidRequest => {
+            return http(
+                400,
+                error_body(
+                    &message(
+                        "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]",
                     ),
                     "invalid_request_error",
                 ),

@@ -253,16 +253,27 @@ impl ModelFailure {
     }
 }
 
-impl fmt::Display for ModelFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)?;
-        if let Some(status) = self.status {
-            write!(f, " (HTTP {status})")?;
+impl ModelFailure {
+    /// The message without the code: the HTTP status when the message does not already name it
+    /// (`(HTTP 400)`), then the provider's request id. This is what a `turn/end` error records
+    /// beside its code.
+    pub fn detail(&self) -> String {
+        let mut out = self.message.clone();
+        if let Some(status) = self.status
+            && !self.message.contains(&format!("HTTP {status}"))
+        {
+            out.push_str(&format!(" (HTTP {status})"));
         }
         if let Some(id) = &self.request_id {
-            write!(f, " [request {id}]")?;
+            out.push_str(&format!(" [request {id}]"));
         }
-        Ok(())
+        out
+    }
+}
+
+impl fmt::Display for ModelFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.detail())
     }
 }
 

@@ -35,6 +35,54 @@ impl RepairReport {
     }
 }
 
+/// One sentence for a person: what crash repair closed, naming the turn, the step and the
+/// call ids, e.g. `closed turn 2 as interrupted (it stopped in step 3); the outcome of 1 tool
+/// call is unknown (call_7): it may or may not have taken effect`.
+impl std::fmt::Display for RepairReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        match (self.closed_turn, self.closed_step) {
+            (Some(turn), Some(step)) => parts.push(format!(
+                "closed turn {turn} as interrupted (it stopped in step {})",
+                step.step
+            )),
+            (Some(turn), None) => parts.push(format!("closed turn {turn} as interrupted")),
+            (None, Some(step)) => {
+                parts.push(format!("closed step {} of turn {}", step.step, step.turn))
+            }
+            (None, None) => {}
+        }
+        let calls = |n: usize| {
+            if n == 1 {
+                "1 tool call".to_owned()
+            } else {
+                format!("{n} tool calls")
+            }
+        };
+        if !self.outcome_unknown.is_empty() {
+            let n = self.outcome_unknown.len();
+            parts.push(format!(
+                "the outcome of {} is unknown ({}): {} may or may not have taken effect",
+                calls(n),
+                self.outcome_unknown.join(", "),
+                if n == 1 { "it" } else { "they" }
+            ));
+        }
+        if !self.not_started.is_empty() {
+            parts.push(format!(
+                "{} never started ({})",
+                calls(self.not_started.len()),
+                self.not_started.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            f.write_str("nothing to repair")
+        } else {
+            f.write_str(&parts.join("; "))
+        }
+    }
+}
+
 /// The model-visible text of a synthesised crash-repair result: `CODE: explanation`, the same
 /// shape as every other tool error result, so the model sees the code.
 fn repair_text(code: ToolErrorCode, name: &str) -> String {
@@ -123,5 +171,34 @@ impl Session {
             self.append(ev)?;
         }
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_repair_report_reads_as_a_sentence() {
+        let report = RepairReport {
+            outcome_unknown: vec!["call_7".into()],
+            not_started: vec!["call_8".into(), "call_9".into()],
+            closed_step: Some(StepRef { turn: 2, step: 3 }),
+            closed_turn: Some(2),
+            appended: vec![Seq(10), Seq(11)],
+        };
+        assert_eq!(
+            report.to_string(),
+            "closed turn 2 as interrupted (it stopped in step 3); the outcome of 1 tool call is \
+             unknown (call_7): it may or may not have taken effect; 2 tool calls never started \
+             (call_8, call_9)"
+        );
+        let step_only = RepairReport {
+            closed_step: Some(StepRef { turn: 1, step: 1 }),
+            ..RepairReport::default()
+        };
+        assert_eq!(step_only.to_string(), "closed step 1 of turn 1");
+        assert_eq!(RepairReport::default().to_string(), "nothing to repair");
     }
 }

@@ -100,6 +100,9 @@ struct Run<'a> {
     pending: &'a [Message],
     /// Nodes at or after this seq stay (the open step's own nodes, overflow only).
     protect_from: Option<Seq>,
+    /// The window the result must fit: the model's, or less when an overflow showed the
+    /// server's is smaller.
+    window: u64,
 }
 
 /// Compaction with one configuration. Clone to share (the calibration memory is shared).
@@ -135,6 +138,7 @@ impl Compactor {
                     step: input.step.0,
                     pending: &input.messages,
                     protect_from: None,
+                    window: input.agent.config().model_info.context_window,
                 };
                 // A refused event is already reported by `compaction/end {failed}`; the step
                 // goes on uncompacted rather than dying for it.
@@ -187,6 +191,7 @@ impl Compactor {
             step: 0,
             pending: &[],
             protect_from: None,
+            window: agent.config().model_info.context_window,
         };
         self.run(agent, run).await
     }
@@ -271,12 +276,27 @@ impl Compactor {
             done.insert(id, here);
         }
         let protect_from = step_start(agent.log().session(), here);
+        // The request did not fit: the server's window is at most what it reports, and (in
+        // keel's calibrated estimate) below the estimate of the request that failed.
+        let configured = agent.config().model_info.context_window;
+        let reported = keel_llm::classify::reported_context_window(&input.failure.message);
+        let cal = self.calibration(agent);
+        let failed = lock(&self.memory.sent)
+            .get(&agent.session_id())
+            .filter(|s| (s.turn, s.step) == (here.turn, here.step))
+            .map(|s| cal.tokens(s.raw));
+        let window = [Some(configured), reported, failed]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(configured);
         let run = Run {
             reason: CompactionReason::Overflow,
             turn: input.turn.0,
             step: input.step.0,
             pending: &[],
             protect_from,
+            window,
         };
         match self.run(agent, run).await {
             Ok(report) if report.shrank() => Some(ErrorDecision::Retry {
@@ -287,7 +307,7 @@ impl Compactor {
     }
 
     async fn run(&self, agent: &Agent, run: Run<'_>) -> Result<CompactionReport, CompactionError> {
-        let window = agent.config().model_info.context_window;
+        let window = run.window;
         let cal = self.calibration(agent);
         let before = self.measure(agent, &run, cal).await;
         let mut report = CompactionReport {
@@ -332,7 +352,9 @@ impl Compactor {
         Ok(report)
     }
 
-    /// Prune, then summarise if still needed. Sets the report's outcome.
+    /// Prune, then summarise if pruning alone does not bring the request under the limit
+    /// (pressure and overflow; a manual compaction always summarises). Sets the report's
+    /// outcome.
     async fn compact(
         &self,
         agent: &Agent,
@@ -340,17 +362,24 @@ impl Compactor {
         cal: Calibration,
         report: &mut CompactionReport,
     ) -> Result<(), CompactionError> {
-        let window = agent.config().model_info.context_window;
+        let window = run.window;
         if self.config.prune {
             report.pruned = self.prune(agent, cal)?;
             if !report.pruned.is_empty() {
                 report.outcome = CompactionOutcome::Compacted;
                 let now = self.measure(agent, run, cal).await;
-                if run.reason == CompactionReason::Pressure && now < self.config.limit(window) {
+                if run.reason != CompactionReason::Manual && now < self.config.limit(window) {
                     return Ok(());
                 }
             }
         }
+        // The current turn's own prompt is never summarised away: the span stops before the
+        // turn when that leaves something to summarise; otherwise (one long turn) the prompt
+        // is carried word for word in the summary message.
+        let turn_from = match run.reason {
+            CompactionReason::Manual => None,
+            _ => turn_start(agent.log().session(), run.turn),
+        };
         let planned = self.indexed(agent, |session, index| {
             let tail_budget = match run.reason {
                 CompactionReason::Overflow => 0,
@@ -364,13 +393,28 @@ impl Compactor {
             let protect_from = run
                 .protect_from
                 .map_or(usize::MAX, |s| index.first_at_or_after(s));
-            let rules = SpanRules {
+            let rules = |protect_from| SpanRules {
                 tail_budget,
                 protect_from,
                 min_nodes: 2,
             };
-            summary_span(index, rules).map(|span| {
+            let before_turn = turn_from.map(|s| index.first_at_or_after(s).min(protect_from));
+            let span = before_turn
+                .and_then(|p| summary_span(index, rules(p)))
+                .or_else(|| summary_span(index, rules(protect_from)));
+            span.map(|span| {
                 let shadowed = index.seqs()[..span.len].to_vec();
+                let kept: Vec<String> = session
+                    .whole_events(
+                        shadowed
+                            .iter()
+                            .copied()
+                            .filter(|&s| turn_from.is_some_and(|t| s > t)),
+                    )
+                    .filter_map(|(_, e)| e?.body.surface_message())
+                    .filter(|m| m.source.is_user())
+                    .map(|m| m.text())
+                    .collect();
                 let sent = shadowed
                     .iter()
                     .zip(index.node_tokens())
@@ -380,10 +424,10 @@ impl Compactor {
                     .whole_events(sent)
                     .filter_map(|(_, e)| e?.body.surface_message().cloned())
                     .collect();
-                (span, shadowed, prefix)
+                (span, shadowed, prefix, kept)
             })
         });
-        let Some((span, shadowed, prefix)) = planned else {
+        let Some((span, shadowed, prefix, kept)) = planned else {
             if report.pruned.is_empty() {
                 report.outcome = CompactionOutcome::Skipped;
             }
@@ -407,18 +451,17 @@ impl Compactor {
             report.outcome = CompactionOutcome::Failed { error };
             return Ok(());
         }
-        self.apply_summary(agent, &span, shadowed, &text, cal, budget, report)
+        let summary = SummaryMessage::new(&text, summary_cap(budget)).keeping(&kept);
+        self.apply_summary(agent, &span, shadowed, summary, cal, report)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn apply_summary(
         &self,
         agent: &Agent,
         span: &SummarySpan,
         shadowed: Vec<Seq>,
-        text: &str,
+        summary: SummaryMessage,
         cal: Calibration,
-        budget: u64,
         report: &mut CompactionReport,
     ) -> Result<(), CompactionError> {
         let range = SeqSpan {
@@ -430,8 +473,7 @@ impl Compactor {
             shadowed_seqs: shadowed.clone(),
             shadowed_token_count: cal.tokens(span.tokens),
         })))?;
-        let cap = usize::try_from(budget.saturating_mul(8)).unwrap_or(usize::MAX);
-        let message = SummaryMessage::new(text, cap).into_message();
+        let message = summary.into_message();
         let seq = agent.push_surface(
             EventBody::UserMessage(Box::new(message)),
             SurfaceOp::Replace {
@@ -489,6 +531,11 @@ impl Compactor {
         }
         Ok(pruned)
     }
+}
+
+/// Bytes a summary of a `budget`-token summary request may keep.
+fn summary_cap(budget: u64) -> usize {
+    usize::try_from(budget.saturating_mul(8)).unwrap_or(usize::MAX)
 }
 
 /// Seq of the `step/start` of `step`, scanning back from the end of the log.

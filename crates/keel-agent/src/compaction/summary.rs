@@ -71,6 +71,25 @@ conversation was replaced by this summary to save context:";
         SummaryMessage { text }
     }
 
+    /// Heading of the current turn's prompts carried word for word by a summary that had to
+    /// cover them.
+    pub const KEPT: &'static str = "The user's request in the current turn, word for word:";
+
+    /// This summary followed by `prompts` (the current turn's human messages it replaces),
+    /// verbatim: a prompt is never summarised away. No prompts, no change.
+    pub fn keeping(mut self, prompts: &[String]) -> SummaryMessage {
+        if prompts.is_empty() {
+            return self;
+        }
+        self.text.push_str("\n\n");
+        self.text.push_str(Self::KEPT);
+        for p in prompts {
+            self.text.push_str("\n\n");
+            self.text.push_str(p);
+        }
+        self
+    }
+
     /// The text the model will see.
     pub fn text(&self) -> &str {
         &self.text
@@ -142,5 +161,22 @@ mod tests {
         let m = SummaryMessage::new("state: done", 100).into_message();
         assert_eq!(m.source.plugin_id(), Some(COMPACTION_PLUGIN));
         assert!(m.text().ends_with("\n\nstate: done"));
+    }
+
+    #[test]
+    fn a_summary_keeps_the_turns_prompts_word_for_word() {
+        let s = SummaryMessage::new("did things", 100).keeping(&["fix the bug in a.rs".into()]);
+        assert_eq!(
+            s.text(),
+            format!(
+                "{}\n\ndid things\n\n{}\n\nfix the bug in a.rs",
+                SummaryMessage::PREAMBLE,
+                SummaryMessage::KEPT
+            )
+        );
+        assert_eq!(
+            SummaryMessage::new("x", 100).keeping(&[]),
+            SummaryMessage::new("x", 100)
+        );
     }
 }

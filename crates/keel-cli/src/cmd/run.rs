@@ -238,10 +238,7 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
         )?;
     }
     if !repair.is_noop() {
-        writeln!(
-            err,
-            "keel: crash repair closed the interrupted turn: {repair:?}"
-        )?;
+        writeln!(err, "keel: crash repair {repair}")?;
     }
     drop(err);
     let host = ctx.host()?;

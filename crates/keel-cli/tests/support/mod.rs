@@ -491,8 +491,9 @@ pub fn tool_calls(events: &[Value]) -> Vec<(String, String)> {
 }
 
 /// Check a chat-completions request the way a strict endpoint does: every assistant tool call
-/// is answered by a `tool` message (in call order, right after it) and no `tool` message
-/// answers anything else. Returns the tool messages' contents by call id.
+/// is answered by a `tool` message (in call order, right after it), no `tool` message answers
+/// anything else, and no two `user` messages follow each other (strict chat templates such as
+/// Gemma's reject that). Returns the tool messages' contents by call id.
 pub fn assert_wire_valid(request: &Value) -> Vec<(String, String)> {
     let messages = request["messages"]
         .as_array()
@@ -502,6 +503,14 @@ pub fn assert_wire_valid(request: &Value) -> Vec<(String, String)> {
         Some(Value::from("system")),
         "first message must be the system prompt"
     );
+    for pair in messages.windows(2) {
+        assert!(
+            !(pair[0]["role"] == "user" && pair[1]["role"] == "user"),
+            "two user messages in a row: {} then {}",
+            pair[0],
+            pair[1]
+        );
+    }
     let mut answered = Vec::new();
     let mut i = 0;
     while i < messages.len() {

@@ -399,11 +399,18 @@ fn turn_end_reason(r: &TurnEndReason) -> (String, Option<String>) {
     let detail = match r {
         TurnEndReason::Aborted { reason } if !reason.is_empty() => Some(reason.clone()),
         TurnEndReason::Blocked { reason } => reason.clone(),
-        TurnEndReason::Error { code, message } => Some(if message.is_empty() {
-            code.clone()
-        } else {
-            format!("{code}: {message}")
-        }),
+        TurnEndReason::Error { code, message } => {
+            // Older logs recorded the message with its code in front: say the code once.
+            let message = message
+                .strip_prefix(code.as_str())
+                .and_then(|m| m.strip_prefix(": "))
+                .unwrap_or(message);
+            Some(if message.is_empty() {
+                code.clone()
+            } else {
+                format!("{code}: {message}")
+            })
+        }
         _ => None,
     };
     (r.kind().to_owned(), detail)
