@@ -123,7 +123,12 @@ async fn environment_is_scrubbed_unless_forwarded() {
         env.lines().any(|l| l == "GH_TOKEN=forwarded-value"),
         "{env}"
     );
-    for name in ["MY_API_KEY", "SOME_TOKEN", "DB_PASSWORD", "aws_secret_access"] {
+    for name in [
+        "MY_API_KEY",
+        "SOME_TOKEN",
+        "DB_PASSWORD",
+        "aws_secret_access",
+    ] {
         assert!(!env.contains(name), "{name} leaked:\n{env}");
     }
     // The values, as whole values (a random temp path may contain "t1").
