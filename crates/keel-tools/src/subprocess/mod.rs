@@ -268,9 +268,12 @@ struct GroupGuard {
 }
 
 impl GroupGuard {
-    fn new(pgid: Option<i32>) -> Self {
-        if let Some(pgid) = pgid {
-            reaper::register(pgid);
+    /// `by_child`: the child registered its group itself before exec.
+    fn new(pgid: Option<i32>, by_child: bool) -> Self {
+        match pgid {
+            Some(pgid) if by_child => reaper::registered(pgid),
+            Some(pgid) => reaper::register(pgid),
+            None => {}
         }
         GroupGuard { pgid }
     }
@@ -302,12 +305,17 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Between fork and exec: have the kernel SIGKILL the child if keel dies first (see
-/// [`reaper`] for the rest of its tree). Fails the spawn if keel is already gone.
+/// Between fork and exec: have the kernel SIGKILL the child if keel dies first, and register
+/// the child's process group with the [`reaper`] (through `reaper_fd`) for the rest of its
+/// tree. Fails the spawn if keel is already gone.
 #[cfg(target_os = "linux")]
-fn die_with_parent(cmd: &mut tokio::process::Command) {
+fn die_with_parent(cmd: &mut tokio::process::Command, reaper_fd: Option<std::os::fd::RawFd>) {
     let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
     let in_child = move || {
+        if let Some(fd) = reaper_fd {
+            // The group exists already (std sets it up before these closures run).
+            reaper::register_self_in_child(fd);
+        }
         // SAFETY: prctl(2) with PR_SET_PDEATHSIG takes plain integers.
         let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
         if rc == -1 {
@@ -319,16 +327,16 @@ fn die_with_parent(cmd: &mut tokio::process::Command) {
         }
         Ok(())
     };
-    // SAFETY: `in_child` runs in the forked child before exec and calls only prctl(2) and
-    // getppid(2), which are async-signal-safe, and builds an io::Error from a raw code (no
-    // allocation).
+    // SAFETY: `in_child` runs in the forked child before exec and calls only getpid(2),
+    // write(2), prctl(2) and getppid(2), which are async-signal-safe, and builds an io::Error
+    // from a raw code (no allocation).
     unsafe {
         cmd.pre_exec(in_child);
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_cmd: &mut tokio::process::Command) {}
+fn die_with_parent(_cmd: &mut tokio::process::Command, _reaper_fd: Option<std::os::fd::RawFd>) {}
 
 impl SubprocessService {
     /// A service with `cfg`.
@@ -369,7 +377,12 @@ impl SubprocessService {
             .envs(self.scrubbed_env())
             .envs(spec.env.iter().cloned());
         cmd.process_group(0).kill_on_drop(true);
-        die_with_parent(&mut cmd);
+        let reaper_fd = if cfg!(target_os = "linux") {
+            reaper::registration_fd()
+        } else {
+            None
+        };
+        die_with_parent(&mut cmd, reaper_fd);
         if let Some(confinement) = &spec.confine {
             confinement.apply(&mut cmd);
         }
@@ -399,7 +412,10 @@ impl SubprocessService {
             program: program.clone(),
             source,
         })?;
-        let mut guard = GroupGuard::new(child.id().and_then(|p| i32::try_from(p).ok()));
+        let mut guard = GroupGuard::new(
+            child.id().and_then(|p| i32::try_from(p).ok()),
+            reaper_fd.is_some(),
+        );
 
         if let (Some(payload), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {

@@ -5,10 +5,15 @@
 //! closes that write end, the watcher reads end-of-file and SIGKILLs every group still
 //! registered, then exits. No code in keel has to run at its death.
 //!
+//! The child registers its own group, between fork and exec (one `write(2)` of `+PID` to the
+//! watcher's pipe, whose descriptor it still holds until exec), so no instant exists in which a
+//! child runs unregistered: a kill of keel right after the fork is covered too (a crash campaign
+//! found that window when keel registered the group after the spawn returned).
+//!
 //! Why this and not `PR_SET_PDEATHSIG` alone: the parent-death signal reaches only the direct
 //! child (`sh -c …`); the rest of its tree (`sleep 30 &`) lives on in the group. The direct child
-//! also gets `PR_SET_PDEATHSIG(SIGKILL)` (set between fork and exec), which covers the short
-//! window between the spawn and the registration, and a reaper that could not be started.
+//! still gets `PR_SET_PDEATHSIG(SIGKILL)` (set between fork and exec), for the case of a watcher
+//! that could not be started.
 //!
 //! A group is released when keel has seen all of it end: at once when the run was killed, and
 //! for a group whose leader exited normally (it may have left background children) as soon as
@@ -19,6 +24,7 @@
 //! reached; a cgroup or a PID namespace would be needed for that.
 
 use std::io::Write;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -38,8 +44,11 @@ for p in $groups; do kill -KILL -"$p" 2>/dev/null; done
 "#;
 
 struct Reaper {
-    /// The pipe to the watcher; `None` when it could not be started or has gone.
+    /// The pipe to the watcher; `None` when it could not be started. Never closed while keel
+    /// runs (children write their registration to its descriptor, see [`registration_fd`]).
     pipe: Option<ChildStdin>,
+    /// A write failed: the watcher is gone.
+    broken: bool,
     /// Groups whose leader exited normally, still registered until found empty.
     lingering: Vec<i32>,
 }
@@ -68,15 +77,20 @@ impl Reaper {
         };
         Reaper {
             pipe,
+            broken: false,
             lingering: Vec::new(),
         }
     }
 
     fn send(&mut self, op: char, pgid: i32) {
+        // One write(2) of a few bytes: atomic on a pipe, so keel dying mid-line cannot leave
+        // the watcher a torn registration.
+        let line = format!("{op}{pgid}\n");
         if let Some(pipe) = &mut self.pipe
-            && writeln!(pipe, "{op}{pgid}").is_err()
+            && !self.broken
+            && pipe.write_all(line.as_bytes()).is_err()
         {
-            self.pipe = None; // the watcher is gone; the parent-death signal still holds
+            self.broken = true; // the watcher is gone; the parent-death signal still holds
         }
     }
 
@@ -110,6 +124,52 @@ fn with_reaper(f: impl FnOnce(&mut Reaper)) {
     f(&mut guard);
 }
 
+/// The watcher's pipe (started now if need be), for a child to register its own group between
+/// fork and exec: then no instant exists in which the child runs unregistered, even if keel is
+/// killed right after the fork. `None` when there is no working watcher.
+pub(crate) fn registration_fd() -> Option<RawFd> {
+    let mut fd = None;
+    with_reaper(|r| {
+        if !r.broken {
+            fd = r.pipe.as_ref().map(AsRawFd::as_raw_fd);
+        }
+    });
+    fd
+}
+
+/// Write `+<pid>\n` to `fd` from a forked child: no allocation, one write(2) (async-signal-safe).
+pub(crate) fn register_self_in_child(fd: RawFd) {
+    // SAFETY: getpid(2) cannot fail.
+    let pid = unsafe { libc::getpid() };
+    let mut buf = [0u8; 24];
+    let mut digits = [0u8; 12];
+    let mut n = 0;
+    let mut v = pid.unsigned_abs();
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf[0] = b'+';
+    for i in 0..n {
+        buf[1 + i] = digits[n - 1 - i];
+    }
+    buf[1 + n] = b'\n';
+    // SAFETY: writes our own stack buffer to a descriptor inherited from keel (open until
+    // exec); a failed write only means the watcher is gone.
+    unsafe {
+        libc::write(fd, buf.as_ptr().cast(), n + 2);
+    }
+}
+
+/// A child registered its own group: only sweep lingering groups.
+pub(crate) fn registered(_pgid: i32) {
+    with_reaper(Reaper::sweep);
+}
+
 /// Register a new process group: it is killed if keel goes before [`release`] or [`linger`].
 pub(crate) fn register(pgid: i32) {
     with_reaper(|r| {
@@ -137,7 +197,5 @@ pub(crate) fn linger(pgid: i32) {
 
 /// Whether the watcher is running (for diagnostics and tests).
 pub fn active() -> bool {
-    let mut up = false;
-    with_reaper(|r| up = r.pipe.is_some());
-    up
+    registration_fd().is_some()
 }
