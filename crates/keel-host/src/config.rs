@@ -347,13 +347,28 @@ fn validate(name: &str, table: &Table) -> Result<()> {
     Ok(())
 }
 
+/// One layer from TOML text: parsed, short spellings expanded, validated on its own; `name`
+/// (a file path, `defaults`) is what errors and `keel config dump` call it.
+pub fn layer_from_text(name: &str, text: &str) -> Result<Layer> {
+    let table = parse_layer(name, text)?;
+    Ok(Layer {
+        name: name.to_owned(),
+        table,
+    })
+}
+
+/// The layer of one `-c key=value` flag ([`override_table`]), validated on its own.
+pub fn override_layer(spec: &str) -> Result<Layer> {
+    let mut table = override_table(spec)?;
+    expand_shorthands(&mut table);
+    let name = format!("-c {spec}");
+    validate(&name, &table)?;
+    Ok(Layer { name, table })
+}
+
 fn read_layer(path: &Path) -> Result<Option<Layer>> {
     match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let name = path.display().to_string();
-            let table = parse_layer(&name, &text)?;
-            Ok(Some(Layer { name, table }))
-        }
+        Ok(text) => layer_from_text(&path.display().to_string(), &text).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(ConfigError::Read {
             path: path.to_path_buf(),
@@ -433,11 +448,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         }
     }
     for spec in &sources.overrides {
-        let mut table = override_table(spec)?;
-        expand_shorthands(&mut table);
-        let name = format!("-c {spec}");
-        validate(&name, &table)?;
-        layers.push(Layer { name, table });
+        layers.push(override_layer(spec)?);
     }
     merge_layers(&layers)
 }

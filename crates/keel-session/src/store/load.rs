@@ -149,6 +149,21 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     load_tuned(path, Some(Tuning::default()))
 }
 
+/// [`load`] read the sequential way only, whatever the file's size. For the fuzz target
+/// (`fuzz/fuzz_targets/session_load.rs`); not a stable API.
+#[doc(hidden)]
+pub fn load_sequential(path: &Path) -> Result<Loaded, LoadError> {
+    load_tuned(path, None)
+}
+
+/// [`load`] with the two-thread reader used for any file size, handing blocks of at least
+/// `block` bytes between the threads. For the fuzz target, which checks that it agrees with
+/// [`load_sequential`]; not a stable API.
+#[doc(hidden)]
+pub fn load_two_threads(path: &Path, block: usize) -> Result<Loaded, LoadError> {
+    load_tuned(path, Some(Tuning { min_file: 0, block }))
+}
+
 /// [`load`], on two threads when `two_threads` is set and the file is big enough (see
 /// [`super::pipeline`]), else (and always after a defect) the sequential way.
 pub(crate) fn load_tuned(path: &Path, two_threads: Option<Tuning>) -> Result<Loaded, LoadError> {

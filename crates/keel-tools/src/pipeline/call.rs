@@ -86,6 +86,28 @@ fn parse_args(raw: &str) -> Result<Value, serde_json::Error> {
     serde_json::from_str(raw)
 }
 
+/// The pipeline's first phase for one call: parse the model's raw `arguments` string of tool
+/// `name` (blank means `{}`) and validate it against the tool's `parameters` schema. `Err` is
+/// the `INVALID_ARGS` message the model gets back. Public so the fuzz target
+/// (`fuzz/fuzz_targets/tool_args.rs`) drives exactly this code; not a stable API.
+#[doc(hidden)]
+pub fn parse_and_validate(name: &str, parameters: &Value, raw: &str) -> Result<Value, String> {
+    let args = parse_args(raw).map_err(|e| {
+        format!(
+            "arguments for '{name}' are not valid JSON ({e}); send one JSON object \
+             matching the tool's parameters"
+        )
+    })?;
+    let violations = schema::validate(parameters, &args);
+    if !violations.is_empty() {
+        return Err(format!(
+            "arguments for '{name}' do not match its parameters: {}",
+            schema::describe(&violations)
+        ));
+    }
+    Ok(args)
+}
+
 fn error_draft(code: ToolErrorCode, message: &str) -> ResultDraft {
     ResultDraft {
         content: vec![ContentBlock::text(format!("{code}: {message}"))],
@@ -142,24 +164,10 @@ impl Pipeline {
     ) -> ResultDraft {
         let call = ctx.call;
         let name = call.name.as_str();
-        let args = match parse_args(&call.arguments) {
+        let args = match parse_and_validate(name, &entry.schema().parameters, &call.arguments) {
             Ok(v) => v,
-            Err(e) => {
-                let msg = format!(
-                    "arguments for '{name}' are not valid JSON ({e}); send one JSON object \
-                     matching the tool's parameters"
-                );
-                return error_draft(ToolErrorCode::InvalidArgs, &msg);
-            }
+            Err(msg) => return error_draft(ToolErrorCode::InvalidArgs, &msg),
         };
-        let violations = schema::validate(&entry.schema().parameters, &args);
-        if !violations.is_empty() {
-            let msg = format!(
-                "arguments for '{name}' do not match its parameters: {}",
-                schema::describe(&violations)
-            );
-            return error_draft(ToolErrorCode::InvalidArgs, &msg);
-        }
         let cancelled = || {
             error_draft(
                 ToolErrorCode::AbortedBeforeDispatch,

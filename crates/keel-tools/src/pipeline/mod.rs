@@ -11,6 +11,9 @@
 
 mod call;
 
+#[doc(hidden)]
+pub use call::parse_and_validate;
+
 use crate::host::{PipelineHost, ToolOutcome};
 use crate::plan::PlanState;
 use crate::registry::ToolRegistry;
