@@ -9,4 +9,4 @@ cd "$(dirname "$0")/.."
 export KEEL_CRASH_KILLS=${1:-500}
 [ -n "${2:-}" ] && export KEEL_CRASH_SEED=$2
 cargo test --release -q -p keel-cli --test crash_campaign -- --nocapture 2>&1 |
-  grep -E -A6 "crash campaign|after the final|kill [0-9]+:|test result|panicked"
+  grep -E -A6 "crash campaign|final resume|kill [0-9]+:|test result|panicked"

@@ -15,26 +15,12 @@
 
 mod support;
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
-
-/// xorshift64*: a seeded, dependency-free source of kill instants.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -119,7 +105,7 @@ struct Figures {
 fn sigkill_campaign_loses_nothing_reruns_nothing_and_orphans_nothing() {
     let kills = env_or("KEEL_CRASH_KILLS", 20);
     let seed = env_or("KEEL_CRASH_SEED", 0x6b65_656c);
-    let mut rng = Rng(seed | 1);
+    let mut rng = StdRng::seed_from_u64(seed);
     let env = Env::new();
     let mock = Mock::start(&script_of(usize::try_from(kills).unwrap() * 40 + 50));
     let mut fig = Figures::default();
@@ -136,7 +122,7 @@ fn sigkill_campaign_loses_nothing_reruns_nothing_and_orphans_nothing() {
             cmd.args(["run", "work through the steps"]);
         }
         let keel = spawn(&mut cmd);
-        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..300)));
         // SAFETY: kill(2) on the pid of a child we own; it may have exited (ESRCH is fine).
         let rc = unsafe { libc::kill(keel.pid(), libc::SIGKILL) };
         let out = keel.wait();
@@ -200,6 +186,10 @@ fn sigkill_campaign_loses_nothing_reruns_nothing_and_orphans_nothing() {
         }
     }
 
+    fig.tool_calls_run = std::fs::read_to_string(env.ws.join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .count();
     eprintln!(
         "crash campaign: seed {seed:#x}, {} s: {fig:?}",
         started.elapsed().as_secs()
@@ -218,13 +208,9 @@ fn sigkill_campaign_loses_nothing_reruns_nothing_and_orphans_nothing() {
     let check = run(env
         .keel(&last.base_url())
         .args(["sessions", "check", &session_id(&path)]));
-    fig.tool_calls_run = std::fs::read_to_string(env.ws.join("runs.log"))
-        .unwrap_or_default()
-        .lines()
-        .count();
     eprintln!(
-        "after the final resume: {} tool calls run",
-        fig.tool_calls_run
+        "final resume: exit {:?}; sessions check: exit {:?}",
+        out.code, check.code
     );
     assert_eq!(check.code, Some(0), "final check:\n{}", check.stdout);
     assert_eq!(fig.lost_prefixes, 0, "{fig:?}");
