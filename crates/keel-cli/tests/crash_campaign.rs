@@ -196,9 +196,10 @@ fn sigkill_campaign_loses_nothing_reruns_nothing_and_orphans_nothing() {
     );
     // A last, undisturbed resume ends the session cleanly (the long session may be compacted
     // first: the summary request gets an answer too).
-    let last = Mock::start(
-        "responses:\n  - text: \"Steps c0 and on were run.\"\n  - text: \"All done.\"\n",
-    );
+    let last = Mock::start(&format!(
+        "responses:\n{}",
+        "  - text: \"Steps c0 and on were run; all done.\"\n".repeat(5)
+    ));
     let out =
         run(env
             .keel(&last.base_url())
