@@ -13,6 +13,27 @@ fn sandbox_event(events: &[Value]) -> Value {
     of_type(events, "sandbox/mode")[0]["data"].clone()
 }
 
+/// Run `keel run` with `flags` against a model that calls `bash` once per command, in order,
+/// then answers; the run must succeed. Returns its output and the session's events.
+fn run_commands(env: &Env, flags: &[&str], commands: &[&str]) -> (Output, Vec<Value>) {
+    let mut script = String::from("responses:\n");
+    for (i, command) in commands.iter().enumerate() {
+        script.push_str(&format!(
+            "  - tool_calls: [{{ id: c{i}, name: bash, arguments: {{ command: {command:?} }} }}]\n"
+        ));
+    }
+    script.push_str("  - text: \"done\"\n");
+    let mock = Mock::start(&script);
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto"])
+        .args(flags)
+        .args(["run", "run the commands"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let events = load_consistent(&env.only_session());
+    (out, events)
+}
+
 fn landlock(event: &Value) -> bool {
     event["enforcement"]
         .as_str()
@@ -22,20 +43,12 @@ fn landlock(event: &Value) -> bool {
 #[test]
 fn workspace_write_confines_bash_and_logs_the_enforcement() {
     let env = Env::new();
-    let outside = env.outside.display().to_string();
-    let mock = Mock::start(&format!(
-        r#"
-responses:
-  - tool_calls: [{{ id: esc, name: bash, arguments: {{ command: "echo x > {outside}/escaped" }} }}]
-  - tool_calls: [{{ id: ins, name: bash, arguments: {{ command: "echo y > inside.txt && cat inside.txt" }} }}]
-  - text: "done"
-"#
-    ));
-    let out = run(env
-        .keel(&mock.base_url())
-        .args(["--approval", "auto", "run", "try both"]));
-    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
-    let events = load_consistent(&env.only_session());
+    let escape = format!("echo x > {}/escaped", env.outside.display());
+    let (out, events) = run_commands(
+        &env,
+        &[],
+        &[&escape, "echo y > inside.txt && cat inside.txt"],
+    );
     let mode = sandbox_event(&events);
     assert_eq!(mode["mode"], "workspace-write");
     if !landlock(&mode) {
@@ -60,24 +73,8 @@ responses:
 #[test]
 fn full_access_leaves_bash_unconfined() {
     let env = Env::new();
-    let outside = env.outside.display().to_string();
-    let mock = Mock::start(&format!(
-        r#"
-responses:
-  - tool_calls: [{{ id: esc, name: bash, arguments: {{ command: "echo x > {outside}/escaped" }} }}]
-  - text: "done"
-"#
-    ));
-    let out = run(env.keel(&mock.base_url()).args([
-        "--approval",
-        "auto",
-        "--sandbox",
-        "full-access",
-        "run",
-        "write outside",
-    ]));
-    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
-    let events = load_consistent(&env.only_session());
+    let escape = format!("echo x > {}/escaped", env.outside.display());
+    let (_, events) = run_commands(&env, &["--sandbox", "full-access"], &[&escape]);
     assert_eq!(sandbox_event(&events)["enforcement"], "none (full-access)");
     assert_eq!(
         std::fs::read_to_string(env.outside.join("escaped")).unwrap(),
@@ -90,23 +87,8 @@ fn a_closed_network_is_enforced_or_reported() {
     let env = Env::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let mock = Mock::start(&format!(
-        r#"
-responses:
-  - tool_calls: [{{ id: net, name: bash, arguments: {{ command: "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected" }} }}]
-  - text: "done"
-"#
-    ));
-    let out = run(env.keel(&mock.base_url()).args([
-        "--approval",
-        "auto",
-        "-c",
-        "sandbox.network=false",
-        "run",
-        "connect",
-    ]));
-    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
-    let events = load_consistent(&env.only_session());
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let (out, events) = run_commands(&env, &["-c", "sandbox.network=false"], &[&connect]);
     let mode = sandbox_event(&events);
     let enforcement = mode["enforcement"].as_str().unwrap();
     if enforcement.contains("TCP closed") {

@@ -271,7 +271,7 @@ impl GroupGuard {
     /// `by_child`: the child registered its group itself before exec.
     fn new(pgid: Option<i32>, by_child: bool) -> Self {
         match pgid {
-            Some(pgid) if by_child => reaper::registered(pgid),
+            Some(_) if by_child => reaper::sweep(),
             Some(pgid) => reaper::register(pgid),
             None => {}
         }

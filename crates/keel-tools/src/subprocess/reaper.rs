@@ -141,32 +141,30 @@ pub(crate) fn registration_fd() -> Option<RawFd> {
 pub(crate) fn register_self_in_child(fd: RawFd) {
     // SAFETY: getpid(2) cannot fail.
     let pid = unsafe { libc::getpid() };
-    let mut buf = [0u8; 24];
-    let mut digits = [0u8; 12];
-    let mut n = 0;
+    // `+`, at most 10 digits, `\n`, written from the end.
+    let mut buf = [0u8; 12];
+    let mut start = buf.len() - 1;
+    buf[start] = b'\n';
     let mut v = pid.unsigned_abs();
     loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
+        start -= 1;
+        buf[start] = b'0' + (v % 10) as u8;
         v /= 10;
         if v == 0 {
             break;
         }
     }
-    buf[0] = b'+';
-    for i in 0..n {
-        buf[1 + i] = digits[n - 1 - i];
-    }
-    buf[1 + n] = b'\n';
+    start -= 1;
+    buf[start] = b'+';
     // SAFETY: writes our own stack buffer to a descriptor inherited from keel (open until
     // exec); a failed write only means the watcher is gone.
     unsafe {
-        libc::write(fd, buf.as_ptr().cast(), n + 2);
+        libc::write(fd, buf[start..].as_ptr().cast(), buf.len() - start);
     }
 }
 
-/// A child registered its own group: only sweep lingering groups.
-pub(crate) fn registered(_pgid: i32) {
+/// A child registered its own group: only release lingering groups found empty.
+pub(crate) fn sweep() {
     with_reaper(Reaper::sweep);
 }
 
@@ -193,9 +191,4 @@ pub(crate) fn linger(pgid: i32) {
             r.send('-', pgid);
         }
     });
-}
-
-/// Whether the watcher is running (for diagnostics and tests).
-pub fn active() -> bool {
-    registration_fd().is_some()
 }
