@@ -161,10 +161,7 @@ pub fn load_instructions(
             continue;
         }
         let text = if text.len() > remaining {
-            let mut cut = remaining;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
+            let cut = text.floor_char_boundary(remaining);
             format!(
                 "{}\n[... cut: instruction budget of {budget} bytes reached]",
                 &text[..cut]

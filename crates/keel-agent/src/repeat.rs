@@ -178,10 +178,7 @@ fn bounded(text: &str) -> String {
     if text.len() <= MAX_QUOTED {
         return text.to_owned();
     }
-    let mut cut = MAX_QUOTED;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = text.floor_char_boundary(MAX_QUOTED);
     format!("{}…", &text[..cut])
 }
 

@@ -25,10 +25,7 @@ impl JobNotice {
     /// The notice for a settled job.
     pub fn new(job: &JobOutput) -> Self {
         let text = job.text.as_str();
-        let mut cut = text.len().saturating_sub(NOTICE_OUTPUT_CAP);
-        while !text.is_char_boundary(cut) {
-            cut += 1;
-        }
+        let cut = text.ceil_char_boundary(text.len().saturating_sub(NOTICE_OUTPUT_CAP));
         JobNotice {
             id: job.info.id.clone(),
             kind: job.info.kind.clone(),

@@ -134,11 +134,7 @@ pub fn error_detail(body: &str) -> String {
 
 fn truncate(mut s: String) -> String {
     if s.len() > MAX_DETAIL {
-        let mut cut = MAX_DETAIL;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
+        s.truncate(s.floor_char_boundary(MAX_DETAIL));
         s.push('…');
     }
     s

@@ -194,11 +194,7 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
         for (i, call) in response.tool_calls.iter().enumerate() {
             let mut args = call.arguments.to_raw();
             if response.behaviour == Behaviour::MaxTokens {
-                let mut cut = args.len() / 2;
-                while !args.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                args.truncate(cut);
+                args.truncate(args.floor_char_boundary(args.len() / 2));
             }
             streamed_chars += args.len();
             let id = call.id.clone().unwrap_or_else(|| format!("call_{n}_{i}"));

@@ -48,8 +48,8 @@ impl SpillConfig {
         let (mut file, path) = create_private_file(&self.dir, label)?;
         file.write_all(text.as_bytes())?;
         file.flush()?;
-        let head = &text[..floor_char_boundary(text, self.head.min(text.len()))];
-        let tail_start = ceil_char_boundary(text, text.len().saturating_sub(self.tail));
+        let head = &text[..text.floor_char_boundary(self.head)];
+        let tail_start = text.ceil_char_boundary(text.len().saturating_sub(self.tail));
         let tail = &text[tail_start.max(head.len())..];
         let omitted = text.len() - head.len() - tail.len();
         let replaced = format!(
@@ -96,25 +96,6 @@ fn sanitize(label: &str) -> String {
             }
         })
         .collect()
-}
-
-/// Largest char boundary `<= i`.
-pub(crate) fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    if i >= s.len() {
-        return s.len();
-    }
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-/// Smallest char boundary `>= i`.
-pub(crate) fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
-    while i < s.len() && !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i.min(s.len())
 }
 
 #[cfg(test)]

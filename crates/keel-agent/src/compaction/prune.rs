@@ -85,8 +85,8 @@ const MARKERS_END: &str = "...]";
 /// `text` cut to its head and tail around a marker naming the bytes removed; `None` when
 /// cutting would not make it shorter.
 pub fn prune_text(text: &str, head_bytes: usize, tail_bytes: usize) -> Option<String> {
-    let head_end = floor_boundary(text, head_bytes.min(text.len()));
-    let tail_start = ceil_boundary(text, text.len().saturating_sub(tail_bytes).max(head_end));
+    let head_end = text.floor_char_boundary(head_bytes);
+    let tail_start = text.ceil_char_boundary(text.len().saturating_sub(tail_bytes).max(head_end));
     let removed = tail_start - head_end;
     let count = removed.to_string();
     let marker_len = MARKER_START.len() + count.len() + MARKER_SUFFIX.len() + 1;
@@ -162,20 +162,6 @@ fn pruned_block(r: &ToolResultBlock, rules: PruneRules) -> Option<ToolResultBloc
         content,
         is_error: r.is_error,
     })
-}
-
-fn floor_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_boundary(s: &str, mut i: usize) -> usize {
-    while i < s.len() && !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]

@@ -61,10 +61,7 @@ conversation was replaced by this summary to save context:";
         if summary.len() <= max_bytes {
             text.push_str(summary);
         } else {
-            let mut cut = max_bytes;
-            while cut > 0 && !summary.is_char_boundary(cut) {
-                cut -= 1;
-            }
+            let cut = summary.floor_char_boundary(max_bytes);
             text.push_str(&summary[..cut]);
             text.push_str(Self::TRUNCATED);
         }

@@ -165,10 +165,7 @@ fn start_job(
         )
     })?;
     let service: SubprocessService = ctx.subprocess.clone();
-    let mut cut = description.len().min(JOB_DESCRIPTION_CAP);
-    while !description.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = description.floor_char_boundary(JOB_DESCRIPTION_CAP);
     let job = JobSpec {
         kind: "bash".into(),
         description: description[..cut].to_owned(),

@@ -13,7 +13,6 @@ use crate::seams::{
     BodyRunner, ExecToken, ExecuteNext, GuardDecision, HookContext, PipelineObserver, PostDecision,
     PreDecision, ResultDraft,
 };
-use crate::spill::{ceil_char_boundary, floor_char_boundary};
 use crate::tool::{Tool, ToolContext, ToolEffect, ToolOutput};
 use crate::workspace::SandboxMode;
 use futures::future::BoxFuture;
@@ -385,8 +384,10 @@ fn is_result_block(block: &ContentBlock) -> bool {
 }
 
 fn truncate_unspilled(text: &str, head: usize, tail: usize, err: &std::io::Error) -> String {
-    let h = floor_char_boundary(text, head);
-    let t = ceil_char_boundary(text, text.len().saturating_sub(tail)).max(h);
+    let h = text.floor_char_boundary(head);
+    let t = text
+        .ceil_char_boundary(text.len().saturating_sub(tail))
+        .max(h);
     format!(
         "{}\n\n[… {} bytes omitted; the full output could not be saved ({err}) …]\n\n{}",
         &text[..h],
