@@ -17,8 +17,16 @@ use keel_session::{Format, Store};
 use libfuzzer_sys::fuzz_target;
 use std::sync::LazyLock;
 
-static DIR: LazyLock<tempfile::TempDir> =
-    LazyLock::new(|| tempfile::tempdir().expect("a temporary directory"));
+/// In `/dev/shm` where there is one (files are rewritten at every execution).
+static DIR: LazyLock<tempfile::TempDir> = LazyLock::new(|| {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("a temporary directory")
+});
 
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 

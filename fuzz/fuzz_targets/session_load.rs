@@ -16,10 +16,23 @@ use keel_session::store::load::{load_sequential, load_two_threads};
 use keel_session::{LoadError, Loaded};
 use libfuzzer_sys::fuzz_target;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex};
 
-static DIR: LazyLock<tempfile::TempDir> =
-    LazyLock::new(|| tempfile::tempdir().expect("a temporary directory"));
+/// In `/dev/shm` where there is one: the files are rewritten at every execution, and a disk
+/// under them would cost more than the loads.
+static DIR: LazyLock<tempfile::TempDir> = LazyLock::new(|| {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("a temporary directory")
+});
+
+/// One compressor for the twins (a fresh zstd context per line was the biggest cost).
+static COMPRESSOR: LazyLock<Mutex<zstd::bulk::Compressor<'static>>> =
+    LazyLock::new(|| Mutex::new(zstd::bulk::Compressor::new(1).expect("a zstd compressor")));
 
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
@@ -94,9 +107,11 @@ fuzz_target!(|data: &[u8]| {
 
     // The same lines, one zstd frame each.
     let mut framed = Vec::new();
+    let mut compressor = COMPRESSOR.lock().expect("the compressor lock");
     for line in data.split_inclusive(|&b| b == b'\n') {
-        framed.extend(zstd::bulk::compress(line, 1).expect("zstd compresses"));
+        framed.extend(compressor.compress(line).expect("zstd compresses"));
     }
+    drop(compressor);
     let twin = write("twin.jsonl.zst", &framed);
     let twin_result = load_checked(&twin, framed.len());
     assert_eq!(
