@@ -492,6 +492,38 @@ impl Agent {
         self.commit(body, None)
     }
 
+    /// Append a plugin's own event (`continuity/projection`, …), marked `ignorable` so that a
+    /// reader that does not know `type_name` may skip it. `type_name` must be namespaced
+    /// (`plugin/…`) and not a type keel models.
+    pub fn push_ignorable(
+        &self,
+        type_name: &str,
+        data: serde_json::Value,
+    ) -> Result<Seq, AgentError> {
+        let observers = &self.inner.hooks.session_event;
+        let (seq, copy) = {
+            let mut log = self.log();
+            let body = EventBody::Other(Box::new(keel_protocol::OtherEvent {
+                type_name: type_name.to_owned(),
+                data,
+            }));
+            let mut event = log.session().stamp(body, None);
+            event.ignorable = true;
+            let seq = event.seq;
+            log.append(event)?;
+            let copy = if observers.is_empty() {
+                None
+            } else {
+                log.session().event(seq).map(|e| e.into_owned())
+            };
+            (seq, copy)
+        };
+        if let Some(ev) = copy {
+            observers.notify(&ev);
+        }
+        Ok(seq)
+    }
+
     /// Append a surface event.
     pub fn push_surface(
         &self,

@@ -12,6 +12,9 @@ pub enum AgentError {
     /// The session file could not be written; nothing more can be committed.
     #[error("session file could not be written: {0}")]
     Store(#[from] StoreError),
+    /// A hook stopped the loop (see [`crate::seams::HookError`]).
+    #[error(transparent)]
+    Hook(#[from] crate::seams::HookError),
     /// The tool pipeline could not be prepared (its spill directory): the agent cannot be
     /// built; report it to the user.
     #[error("cannot prepare the tools: {0}")]

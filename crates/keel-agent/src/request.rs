@@ -9,7 +9,7 @@
 use crate::agent::Agent;
 use crate::error::AgentError;
 use crate::prompt::{self, PromptInputs, PromptSection};
-use crate::seams::{CallConfig, ContextRequest, Projection, PromptCtx};
+use crate::seams::{CallConfig, ContextRequest, Projection, PromptCtx, RuntimeContext};
 use futures::FutureExt;
 use keel_llm::ChatRequest;
 use keel_protocol::{
@@ -115,14 +115,39 @@ impl Agent {
         })
     }
 
-    /// Append the runtime context if it changed.
-    pub(crate) fn push_runtime_context(&self) -> Result<(), AgentError> {
+    /// Append the runtime context if it changed, then what the `agent/runtime-context` hooks
+    /// add.
+    pub(crate) fn push_runtime_context(
+        &self,
+        turn: u32,
+        step: u32,
+        attempt: u32,
+    ) -> Result<(), AgentError> {
         if let Some(m) = self.runtime_context_message() {
             self.push_surface(
                 EventBody::UserMessage(Box::new(m)),
                 SurfaceOp::Append,
                 Vec::new(),
             )?;
+        }
+        let hooks = &self.inner.hooks.runtime_context;
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let input = RuntimeContext {
+            agent: self.clone(),
+            turn: TurnNo(turn),
+            step: StepNo(step),
+            attempt,
+        };
+        for hook in hooks {
+            for m in hook(&input)? {
+                self.push_surface(
+                    EventBody::UserMessage(Box::new(m)),
+                    SurfaceOp::Append,
+                    Vec::new(),
+                )?;
+            }
         }
         Ok(())
     }

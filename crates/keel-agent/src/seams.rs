@@ -5,6 +5,7 @@
 //! | `agent/inbox/inserted` | observe | [`InboxInserted`] |
 //! | `prompt/section` | contributors | [`PromptCtx`] → system-prompt sections |
 //! | `prompt/context` | contributors | [`PromptCtx`] → runtime-context facts |
+//! | `agent/runtime-context` | serial (sync) | [`RuntimeContext`] → sourced messages after the snapshot |
 //! | `agent/pre-step` | waterfall | [`PreStep`] → [`PreStepOutcome`] |
 //! | `agent/context` | waterfall | [`ContextRequest`] → [`Projection`] |
 //! | `agent/request` | waterfall | [`CallConfig`] → [`CallConfig`] |
@@ -54,6 +55,38 @@ pub struct PromptCtx {
 
 /// A contributor of prompt sections or runtime facts.
 pub type Contributor = Arc<dyn Fn(&PromptCtx) -> Vec<PromptSection> + Send + Sync>;
+
+/// `agent/runtime-context`: the step's runtime context is being assembled — before the step's
+/// input is logged, and again before a same-step retry (after an overflow compaction, say).
+/// Hooks return sourced `user` messages to log right after the runtime-context snapshot (on the
+/// wire they join the step's input into one user message); most calls return nothing, and a
+/// hook must make that case cheap (it runs before every request).
+#[derive(Clone)]
+pub struct RuntimeContext {
+    /// The agent.
+    pub agent: Agent,
+    /// Turn number.
+    pub turn: TurnNo,
+    /// Step number.
+    pub step: StepNo,
+    /// Attempt within the step (0 first, then retries).
+    pub attempt: u32,
+}
+
+/// A hook failed in a way that must stop the loop (a plugin's integrity check, say): the turn
+/// does not continue and the message reaches the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin {plugin}: {message}")]
+pub struct HookError {
+    /// Plugin id.
+    pub plugin: String,
+    /// What failed and what to do (names the file, the event or the setting).
+    pub message: String,
+}
+
+/// An `agent/runtime-context` hook.
+pub type RuntimeHook =
+    Arc<dyn Fn(&RuntimeContext) -> Result<Vec<Message>, HookError> + Send + Sync>;
 
 /// `agent/pre-step`: the messages claimed for this step, before they are logged.
 #[derive(Clone)]
@@ -259,6 +292,8 @@ pub struct HookRegistry {
     pub prompt_sections: Vec<Contributor>,
     /// `prompt/context`.
     pub prompt_context: Vec<Contributor>,
+    /// `agent/runtime-context`.
+    pub runtime_context: Vec<RuntimeHook>,
     /// `agent/pre-step`.
     pub pre_step: Waterfall<PreStep, PreStepOutcome>,
     /// `agent/context`.
@@ -294,12 +329,15 @@ impl HookRegistry {
         prompt_sections.extend(agent.prompt_sections.iter().cloned());
         let mut prompt_context = global.prompt_context.clone();
         prompt_context.extend(agent.prompt_context.iter().cloned());
+        let mut runtime_context = global.runtime_context.clone();
+        runtime_context.extend(agent.runtime_context.iter().cloned());
         let mut subagent_build = global.subagent_build.clone();
         subagent_build.extend(agent.subagent_build.iter().cloned());
         HookRegistry {
             inbox_inserted: global.inbox_inserted.extended(&agent.inbox_inserted),
             prompt_sections,
             prompt_context,
+            runtime_context,
             pre_step: global.pre_step.extended(&agent.pre_step),
             context: global.context.extended(&agent.context),
             request: global.request.extended(&agent.request),

@@ -215,7 +215,7 @@ impl Agent {
         // The runtime context goes before the step's input: merged into one user message on
         // the wire (no two user messages in a row), the human's words come last, which is what
         // the model answers; and appending only after it keeps every sent byte stable.
-        self.push_runtime_context()?;
+        self.push_runtime_context(turn, step, 0)?;
         for m in entered {
             self.push_surface(
                 EventBody::UserMessage(Box::new(m)),
@@ -277,7 +277,7 @@ impl Agent {
                                 _ = cancel.cancelled() => break Err((interrupted, chunk_seqs, true)),
                             }
                             // A same-step retry rebuilds the runtime context.
-                            self.push_runtime_context()?;
+                            self.push_runtime_context(turn, step, attempt)?;
                         }
                         ErrorDecision::GiveUp => break Err((interrupted, chunk_seqs, false)),
                     }

@@ -19,6 +19,7 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_agent::subagent::SubagentPlugin),
         Box::new(keel_command_hooks::CommandHooksPlugin),
         Box::new(keel_provenance::ProvenancePlugin),
+        Box::new(keel_continuity::ContinuityPlugin),
     ]
 }
 

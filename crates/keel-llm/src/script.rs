@@ -116,17 +116,34 @@ pub struct ScriptMatch {
     /// The request's last tool result contains this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_tool_result_contains: Option<String>,
+    /// The request's very last message (any role; its text) contains this: tells a
+    /// compaction's summary request (it ends with the summary instruction) from a step's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message_contains: Option<String>,
+}
+
+/// What a request offers to [`ScriptMatch`]: its last user text, last tool result and last
+/// message's text.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MatchInput<'a> {
+    /// The last user message (the human's, else any user text).
+    pub last_user: Option<&'a str>,
+    /// The last tool result.
+    pub last_tool: Option<&'a str>,
+    /// The last message's text.
+    pub last_message: Option<&'a str>,
 }
 
 impl ScriptMatch {
     /// True when every set condition holds.
-    pub fn matches(&self, last_user: Option<&str>, last_tool: Option<&str>) -> bool {
+    pub fn matches(&self, input: MatchInput<'_>) -> bool {
         let holds = |needle: &Option<String>, hay: Option<&str>| match needle {
             None => true,
             Some(n) => hay.is_some_and(|h| h.contains(n.as_str())),
         };
-        holds(&self.last_user_contains, last_user)
-            && holds(&self.last_tool_result_contains, last_tool)
+        holds(&self.last_user_contains, input.last_user)
+            && holds(&self.last_tool_result_contains, input.last_tool)
+            && holds(&self.last_message_contains, input.last_message)
     }
 }
 
@@ -344,8 +361,7 @@ impl ScriptCursor {
     /// Takes the next response for a request; returns its 1-based position in the script.
     pub fn take(
         &mut self,
-        last_user: Option<&str>,
-        last_tool: Option<&str>,
+        input: MatchInput<'_>,
     ) -> Result<(usize, ScriptedResponse), ScriptError> {
         let remaining = self.used.iter().filter(|u| !**u).count();
         if remaining == 0 {
@@ -354,10 +370,7 @@ impl ScriptCursor {
             });
         }
         let found = self.responses.iter().enumerate().position(|(i, r)| {
-            !self.used[i]
-                && r.matcher
-                    .as_ref()
-                    .is_none_or(|m| m.matches(last_user, last_tool))
+            !self.used[i] && r.matcher.as_ref().is_none_or(|m| m.matches(input))
         });
         match found {
             Some(i) => {
@@ -366,8 +379,8 @@ impl ScriptCursor {
             }
             None => Err(ScriptError::NoMatch {
                 remaining,
-                last_user: excerpt(last_user),
-                last_tool: excerpt(last_tool),
+                last_user: excerpt(input.last_user),
+                last_tool: excerpt(input.last_tool),
             }),
         }
     }
@@ -431,6 +444,14 @@ responses:
         assert!(e.to_string().contains("/nonexistent/script.yaml"), "{e}");
     }
 
+    fn input<'a>(user: Option<&'a str>, tool: Option<&'a str>) -> MatchInput<'a> {
+        MatchInput {
+            last_user: user,
+            last_tool: tool,
+            last_message: user,
+        }
+    }
+
     #[test]
     fn cursor_takes_first_unused_match_and_reports_exhaustion() {
         let script = Script::from_str(
@@ -439,18 +460,21 @@ responses:
         )
         .unwrap();
         let mut cursor = ScriptCursor::new(script);
-        assert_eq!(cursor.take(Some("hello"), None).unwrap().0, 2);
+        assert_eq!(cursor.take(input(Some("hello"), None)).unwrap().0, 2);
         assert!(matches!(
-            cursor.take(Some("hello"), None),
+            cursor.take(input(Some("hello"), None)),
             Err(ScriptError::NoMatch { remaining: 2, .. })
         ));
         assert_eq!(
-            cursor.take(Some("hello"), Some("answer is 42")).unwrap().0,
+            cursor
+                .take(input(Some("hello"), Some("answer is 42")))
+                .unwrap()
+                .0,
             1
         );
         assert_eq!(
             cursor
-                .take(Some("bye now"), None)
+                .take(input(Some("bye now"), None))
                 .unwrap()
                 .1
                 .text
@@ -458,10 +482,34 @@ responses:
             Some("bye")
         );
         assert_eq!(cursor.remaining(), 0);
-        let e = cursor.take(None, None).unwrap_err();
+        let e = cursor.take(input(None, None)).unwrap_err();
         assert_eq!(
             e.to_string(),
             "the model script is exhausted: all 3 responses were used"
+        );
+    }
+
+    #[test]
+    fn last_message_tells_a_summary_request_from_a_step() {
+        let script = Script::from_str(
+            r#"[{"match":{"last_message_contains":"Context compaction"},"text":"summary"},{"match":{"last_user_contains":"task"},"text":"step"}]"#,
+            ScriptFormat::Json,
+        )
+        .unwrap();
+        let mut cursor = ScriptCursor::new(script);
+        let step = MatchInput {
+            last_user: Some("the task"),
+            last_tool: None,
+            last_message: Some("file contents"),
+        };
+        assert_eq!(cursor.take(step).unwrap().1.text.as_deref(), Some("step"));
+        let summary = MatchInput {
+            last_message: Some("Context compaction: the conversation above"),
+            ..step
+        };
+        assert_eq!(
+            cursor.take(summary).unwrap().1.text.as_deref(),
+            Some("summary")
         );
     }
 }

@@ -113,11 +113,16 @@ impl ScriptedProvider {
     fn delivery(&self, request: &ChatRequest) -> Result<Delivery, ModelFailure> {
         let last_user = last_user_text(&request.messages);
         let last_tool = last_tool_result_text(&request.messages);
+        let last_message = request.messages.last().map(Message::text);
         let taken = self
             .cursor
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take(last_user.as_deref(), last_tool.as_deref());
+            .take(crate::script::MatchInput {
+                last_user: last_user.as_deref(),
+                last_tool: last_tool.as_deref(),
+                last_message: last_message.as_deref(),
+            });
         let (n, response) = taken.map_err(|e| {
             ModelFailure::new(FailureCode::InvalidRequest, format!("model script: {e}"))
         })?;

@@ -121,6 +121,15 @@ impl Session {
             .map(move |seq| (seq, whole_from(recs, events, &mut at, seq.0)))
     }
 
+    /// Every event stored whole, in seq order: all but the delta `assistant/chunk`s, which it
+    /// skips without building them (the cheap way to fold a long log over its other types).
+    pub fn whole_event_iter(&self) -> impl Iterator<Item = &SessionEvent> + '_ {
+        self.records.records().iter().filter_map(|rec| match rec {
+            crate::record::Record::Event(e) => Some(&**e),
+            crate::record::Record::Run(_) => None,
+        })
+    }
+
     /// Every event in seq order (delta chunks rebuilt on the fly).
     pub fn events(&self) -> impl Iterator<Item = Cow<'_, SessionEvent>> + '_ {
         self.records.iter()

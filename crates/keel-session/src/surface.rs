@@ -13,6 +13,7 @@ use keel_protocol::{Message, Role, Seq};
 pub struct Surface {
     nodes: Vec<Seq>,
     generation: u64,
+    last_replacement: Option<Seq>,
 }
 
 impl Surface {
@@ -24,6 +25,11 @@ impl Surface {
     /// The replace generation: 0 until the first replacement, +1 for each.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// The seq of the last event that replaced surface nodes (`surfaceOp` replace), if any.
+    pub fn last_replacement(&self) -> Option<Seq> {
+        self.last_replacement
     }
 
     /// Position of the node with seq `seq`, if it is on the surface.
@@ -40,6 +46,7 @@ impl Surface {
     pub(crate) fn replace(&mut self, from: usize, to: usize, seq: Seq) {
         self.nodes.splice(from..=to, std::iter::once(seq));
         self.generation += 1;
+        self.last_replacement = Some(seq);
     }
 }
 

@@ -7,7 +7,7 @@
 //! request body and its headers. A deliberately small HTTP/1.1 implementation: one request per connection,
 //! answered with `Connection: close`; streams use chunked transfer encoding.
 
-use keel_llm::script::{Script, ScriptCursor};
+use keel_llm::script::{MatchInput, Script, ScriptCursor};
 use keel_llm::script_render::{Delivery, PromptCacheSim, StreamPlan, plan};
 use serde_json::Value;
 use std::io::Write as _;
@@ -262,12 +262,13 @@ async fn write_error(
 }
 
 /// Text of the wire request's last message with `role`.
+/// The text of the last message of `role` (any role when `role` is empty).
 fn last_content(body: &Value, role: &str) -> Option<String> {
     let messages = body.get("messages")?.as_array()?;
     let message = messages
         .iter()
         .rev()
-        .find(|m| m.get("role").and_then(Value::as_str) == Some(role))?;
+        .find(|m| role.is_empty() || m.get("role").and_then(Value::as_str) == Some(role))?;
     match message.get("content")? {
         Value::String(s) => Some(s.clone()),
         Value::Array(parts) => Some(
@@ -306,11 +307,16 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
         writeln!(file, "{body}")?;
     }
     let (last_user, last_tool) = (last_content(&body, "user"), last_content(&body, "tool"));
+    let last_message = last_content(&body, "");
     let taken = state
         .cursor
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .take(last_user.as_deref(), last_tool.as_deref());
+        .take(MatchInput {
+            last_user: last_user.as_deref(),
+            last_tool: last_tool.as_deref(),
+            last_message: last_message.as_deref(),
+        });
     let (n, response) = match taken {
         Ok(t) => t,
         Err(e) => {

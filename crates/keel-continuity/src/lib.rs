@@ -1,0 +1,17 @@
+//! keel-continuity: keeps the execution basis — the human's exact words, the approved plan,
+//! the todo list, what delegated children returned, and the session's lineage — across the
+//! lossy boundaries of a long task: a surface replacement (compaction, pruning), a cold resume
+//! of a session whose surface holds one, the first request of a subagent.
+//!
+//! Everything is folded from the session log ([`basis`]), checked against anchors kept outside
+//! the workspace ([`anchors`]), rendered bounded ([`render`]) and delivered once per boundary
+//! through the runtime-context channel ([`plugin`]). Before the first boundary the plugin adds
+//! nothing to any request. Design: `docs/continuity.md`.
+
+pub mod anchors;
+pub mod basis;
+pub mod continuation;
+mod plugin;
+pub mod render;
+
+pub use plugin::{ContinuityConfig, ContinuityPlugin, ID, PROJECTION_EVENT};

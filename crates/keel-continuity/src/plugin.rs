@@ -1,0 +1,515 @@
+//! The `continuity` plugin row: one [`Tracker`] per agent (the top-level agent and every
+//! subagent), on these seams —
+//!
+//! | seam | what it does |
+//! |---|---|
+//! | `session/event` | anchors each committed human `user/message` (top-level sessions) |
+//! | `agent/inbox/inserted` | a child's first message: its delegation anchor |
+//! | `agent/runtime-context` | before each request: is a boundary pending? If so, fold, check the anchors, render, log `continuity/projection` and deliver the projection once |
+//! | `subagent/build` | gives the child its own tracker, linked to this one |
+//! | `agent/turn-stopping` | bounded max-tokens continuation (only with `max_token_continuations > 0`) |
+//!
+//! Before a boundary the runtime hook is a lock and two comparisons and adds nothing: the
+//! request is byte-for-byte the one keel sends without the plugin.
+
+use crate::anchors::{AnchorError, Anchors, Delegation, InitialMessage, SCHEMA_VERSION, Source};
+use crate::basis::{Basis, fold};
+use crate::continuation;
+use crate::render::{BoundaryKind, DEFAULT_BUDGET, Frame, Lineage, Rendered, render};
+use keel_agent::agent::{Agent, AgentSlot};
+use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
+use keel_agent::seams::{HookError, HookRegistry, RuntimeContext};
+use keel_protocol::{EventBody, KnownSource, Message, MessageSource, Seq, SessionEvent, SurfaceOp};
+use keel_session::Session;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The plugin's identity: row id `continuity`; its messages carry the source `keel/continuity`.
+pub const ID: PluginId = keel_agent::plugin_id!("continuity");
+
+/// The event type of a delivered (or empty) projection.
+pub const PROJECTION_EVENT: &str = "continuity/projection";
+
+/// The `[plugins.config]` table of a `continuity` row.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContinuityConfig {
+    /// Re-project at boundaries (default true).
+    #[serde(default = "yes")]
+    pub passive: bool,
+    /// Budget of a projection's text in bytes (default 262144).
+    #[serde(default = "budget")]
+    pub budget_bytes: usize,
+    /// How many child results a projection carries (default 3).
+    #[serde(default = "three")]
+    pub child_results: usize,
+    /// Continuations queued after a turn that ended at the output limit (default 0: none).
+    #[serde(default)]
+    pub max_token_continuations: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+fn budget() -> usize {
+    DEFAULT_BUDGET
+}
+fn three() -> usize {
+    3
+}
+
+impl Default for ContinuityConfig {
+    fn default() -> Self {
+        ContinuityConfig {
+            passive: true,
+            budget_bytes: DEFAULT_BUDGET,
+            child_results: 3,
+            max_token_continuations: 0,
+        }
+    }
+}
+
+/// The plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ContinuityPlugin;
+
+impl Plugin for ContinuityPlugin {
+    fn id(&self) -> PluginId {
+        ID
+    }
+
+    fn description(&self) -> &'static str {
+        "re-projects the human's words, the approved plan, the todo and child results after compaction, resume and delegation"
+    }
+
+    fn enabled_by_default(&self) -> bool {
+        true
+    }
+
+    fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
+        let config: ContinuityConfig = plugin_config(ID, config)?;
+        let shared = Arc::new(Shared {
+            anchors: Anchors::new(&ctx.keel_home),
+            config,
+        });
+        let top = Tracker::new(shared.clone(), None, None);
+        install_agent(&mut ctx.agent_hooks, top.clone());
+        if shared.config.max_token_continuations > 0 {
+            ctx.agent_hooks
+                .turn_stopping
+                .push(continuation::hook(shared.config.max_token_continuations));
+        }
+        ctx.on_agent.push(Box::new(move |agent| top.bind(agent)));
+        Ok(())
+    }
+}
+
+/// What every tracker of one install shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) anchors: Anchors,
+    pub(crate) config: ContinuityConfig,
+}
+
+/// Continuity's view of one agent.
+pub(crate) struct Tracker {
+    shared: Arc<Shared>,
+    parent: Option<Arc<Tracker>>,
+    /// A child's (own, parent's) session ids, from `subagent/build`.
+    ids: Option<(String, String)>,
+    agent: AgentSlot,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Read from the log once, at the first hook call.
+    ready: bool,
+    /// A top-level session (anchors its human messages).
+    top: bool,
+    /// Spawn or fork child: its boundary until delivered.
+    child: Option<BoundaryKind>,
+    /// Seed length of a fork (replacements before it are inherited, not boundaries).
+    seed: u64,
+    /// The log's length when this process first saw it (a replacement before it was found
+    /// on a cold load: a resume boundary).
+    loaded: u64,
+    /// The highest boundary seq already answered by a projection.
+    answered: Option<Seq>,
+    /// The root session of the task.
+    root: String,
+    /// The child's first message, once inserted.
+    first: Option<InitialMessage>,
+    /// An anchor failure seen by an observer, surfaced at the next request.
+    failure: Option<String>,
+}
+
+impl Tracker {
+    fn new(
+        shared: Arc<Shared>,
+        parent: Option<Arc<Tracker>>,
+        ids: Option<(String, String)>,
+    ) -> Arc<Tracker> {
+        Arc::new(Tracker {
+            shared,
+            parent,
+            ids,
+            agent: AgentSlot::new(),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bind(&self, agent: &Agent) {
+        self.agent.bind(agent);
+        let mut st = self.state();
+        if !st.ready {
+            self.init(&mut st, &agent.log().session().view());
+        }
+    }
+
+    /// Read what the log says: lineage, seed, loaded length, projections already delivered.
+    fn init(&self, st: &mut State, view: &LogView) {
+        st.ready = true;
+        st.loaded = view.len;
+        st.seed = view.seed;
+        st.answered = view.answered;
+        st.top = self.parent.is_none() && view.depth == 0;
+        st.child = match (&self.parent, view.depth) {
+            (_, 0) => None,
+            _ if view.child_answered => None,
+            _ if view.seed > 0 => Some(BoundaryKind::Fork),
+            _ => Some(BoundaryKind::Spawn),
+        };
+        if !st.root.is_empty() {
+            return;
+        }
+        st.root = match &self.parent {
+            Some(p) => p.root(),
+            None if view.depth > 0 => self
+                .shared
+                .anchors
+                .delegation(&view.id)
+                .ok()
+                .flatten()
+                .map(|d| d.root_session_id)
+                .unwrap_or_else(|| view.id.clone()),
+            None => view.id.clone(),
+        };
+    }
+
+    fn root(&self) -> String {
+        self.state().root.clone()
+    }
+
+    /// `session/event`: anchor a committed human message.
+    fn observe(&self, ev: &SessionEvent) {
+        let EventBody::UserMessage(m) = &ev.body else {
+            return;
+        };
+        if !m.source.is_user() {
+            return;
+        }
+        let mut st = self.state();
+        if !st.ready || !st.top {
+            // Not bound yet (the top agent is bound before its first turn) or a child (a
+            // child's messages are not the human's).
+            return;
+        }
+        let source = Source {
+            seq: ev.seq.0,
+            event_id: m.id.clone(),
+            digest: crate::anchors::content_digest(&m.content),
+        };
+        if let Err(e) = self.shared.anchors.anchor(&st.root, &[source]) {
+            st.failure.get_or_insert(e.to_string());
+        }
+    }
+
+    /// `agent/inbox/inserted`: a child's first message becomes its delegation anchor.
+    fn inserted(&self, message: &Message) {
+        let (Some(parent), Some((child_id, parent_id))) = (&self.parent, &self.ids) else {
+            return;
+        };
+        let mut st = self.state();
+        if st.first.is_some() {
+            return;
+        }
+        if st.root.is_empty() {
+            st.root = parent.root();
+        }
+        let first = InitialMessage {
+            id: message.id.clone(),
+            digest: crate::anchors::content_digest(&message.content),
+        };
+        let record = Delegation {
+            schema_version: SCHEMA_VERSION,
+            child_session_id: child_id.clone(),
+            parent_session_id: parent_id.clone(),
+            root_session_id: st.root.clone(),
+            initial_message: first.clone(),
+        };
+        if let Err(e) = self.shared.anchors.record_delegation(&record) {
+            st.failure.get_or_insert(e.to_string());
+        }
+        st.first = Some(first);
+    }
+
+    /// `agent/runtime-context`: deliver the projection of a pending boundary, once.
+    fn runtime(&self, ctx: &RuntimeContext) -> Result<Vec<Message>, HookError> {
+        let agent = &ctx.agent;
+        let mut st = self.state();
+        if !st.ready {
+            self.agent.bind(agent);
+            let view = agent.log().session().view();
+            self.init(&mut st, &view);
+        }
+        if let Some(message) = st.failure.take() {
+            return Err(hook_error(message));
+        }
+        let last = agent.log().session().surface().last_replacement();
+        let replaced = last.filter(|r| r.0 >= st.seed && st.answered.is_none_or(|a| *r > a));
+        let (kind, boundary) = match (st.child, replaced) {
+            (Some(kind), r) => (kind, r.unwrap_or(Seq(st.loaded))),
+            (None, Some(r)) if r.0 < st.loaded => (BoundaryKind::Resume, r),
+            (None, Some(r)) => (BoundaryKind::Replace, r),
+            (None, None) => return Ok(Vec::new()),
+        };
+        // A boundary: everything below runs once per boundary.
+        let projected = self.project(agent, &st, kind, boundary)?;
+        st.child = None;
+        st.answered = Some(st.answered.map_or(boundary, |a| a.max(boundary)));
+        drop(st);
+        if let Some(text) = &projected.text {
+            let mut extra = Map::new();
+            extra.insert("form".into(), json!("projection"));
+            extra.insert("boundarySeq".into(), json!(boundary.0));
+            extra.insert("kind".into(), json!(kind.as_str()));
+            let source = MessageSource::Known(KnownSource::Plugin {
+                plugin: ID.source().into(),
+                extra,
+            });
+            let message =
+                Message::user_text(text.clone(), source, uuid::Uuid::new_v4().to_string());
+            agent
+                .push_surface(
+                    EventBody::UserMessage(Box::new(message)),
+                    SurfaceOp::Append,
+                    Vec::new(),
+                )
+                .map_err(|e| hook_error(format!("cannot log the projection: {e}")))?;
+        }
+        let mut data = json!({
+            "boundarySeq": boundary.0,
+            "kind": kind.as_str(),
+            "items": projected.items,
+            "bytes": projected.bytes(),
+        });
+        if let Some(src) = &projected.source_session {
+            data["sourceSession"] = json!(src);
+        }
+        agent
+            .push_ignorable(PROJECTION_EVENT, data)
+            .map_err(|e| hook_error(format!("cannot log {PROJECTION_EVENT}: {e}")))?;
+        Ok(Vec::new())
+    }
+
+    /// Fold, verify against the anchors and render the projection of a boundary.
+    fn project(
+        &self,
+        agent: &Agent,
+        st: &State,
+        kind: BoundaryKind,
+        boundary: Seq,
+    ) -> Result<Projected, HookError> {
+        let config = &self.shared.config;
+        let own_id = agent.session_id().to_string();
+        // A spawned child folds its parent's log (its own holds only its prompt); everything
+        // else folds its own, up to now.
+        let parent_agent = self.parent.as_ref().and_then(|p| p.agent.get());
+        let spawn_source = (kind == BoundaryKind::Spawn)
+            .then_some(parent_agent.as_ref())
+            .flatten();
+        let (basis, on_surface, source_session) = match spawn_source {
+            Some(parent) => {
+                let id = parent.session_id().to_string();
+                let log = parent.log();
+                let s = log.session();
+                (
+                    fold(s, s.next_seq(), config.child_results),
+                    HashSet::new(),
+                    id,
+                )
+            }
+            None => {
+                let log = agent.log();
+                let s = log.session();
+                (
+                    fold(s, s.next_seq(), config.child_results),
+                    s.surface().nodes().iter().copied().collect(),
+                    own_id.clone(),
+                )
+            }
+        };
+        self.verify(st, &basis, &source_session)?;
+        let lineage = Lineage {
+            root: st.root.clone(),
+            parent: parent_agent
+                .map(|p| p.session_id().to_string())
+                .or_else(|| {
+                    agent
+                        .log()
+                        .session()
+                        .header()
+                        .parent_session
+                        .as_ref()
+                        .map(|p| p.to_string())
+                }),
+            current: own_id,
+            first_message: st.first.as_ref().map(|f| (f.id.clone(), f.digest.clone())),
+        };
+        let frame = Frame {
+            kind,
+            boundary,
+            source_session: &source_session,
+            lineage: &lineage,
+            budget: config.budget_bytes,
+        };
+        let Rendered { text, items } = render(&basis, &on_surface, &frame);
+        Ok(Projected {
+            text,
+            items,
+            source_session: (source_session != lineage.current).then_some(source_session),
+        })
+    }
+
+    /// The human messages of the basis must match the task's anchors (new ones are anchored).
+    fn verify(&self, st: &State, basis: &Basis, source_session: &str) -> Result<(), HookError> {
+        if basis.humans.is_empty() {
+            return Ok(());
+        }
+        // Only the root session's log holds the task's human messages under its seqs; a
+        // fork's seed copies them with the same seqs.
+        if source_session != st.root && st.seed == 0 {
+            return Ok(());
+        }
+        let sources: Vec<Source> = basis.humans.iter().map(|h| h.source()).collect();
+        self.shared
+            .anchors
+            .verify(&st.root, &sources)
+            .map_err(|e: AnchorError| hook_error(e.to_string()))
+    }
+}
+
+struct Projected {
+    text: Option<String>,
+    items: Vec<crate::render::Item>,
+    source_session: Option<String>,
+}
+
+impl Projected {
+    fn bytes(&self) -> usize {
+        self.text.as_ref().map_or(0, String::len)
+    }
+}
+
+fn hook_error(message: String) -> HookError {
+    HookError {
+        plugin: ID.as_str().to_owned(),
+        message,
+    }
+}
+
+/// What a tracker reads from the log once.
+pub(crate) struct LogView {
+    id: String,
+    len: u64,
+    seed: u64,
+    depth: u32,
+    answered: Option<Seq>,
+    child_answered: bool,
+}
+
+/// Reading [`LogView`] from a session.
+pub(crate) trait ViewLog {
+    fn view(&self) -> LogView;
+}
+
+impl ViewLog for Session {
+    fn view(&self) -> LogView {
+        let h = self.header();
+        let seed = h.seed_length.unwrap_or(0);
+        let mut answered: Option<Seq> = None;
+        let mut child_answered = false;
+        for ev in self.whole_event_iter() {
+            if let Some((boundary, kind)) = projection_marker(ev) {
+                if ev.seq.0 < seed {
+                    continue; // inherited from the parent
+                }
+                answered = Some(answered.map_or(boundary, |a| a.max(boundary)));
+                child_answered |= kind.is_child();
+            }
+        }
+        LogView {
+            id: h.id.to_string(),
+            len: self.len(),
+            seed,
+            depth: h.delegation_depth,
+            answered,
+            child_answered,
+        }
+    }
+}
+
+/// A `continuity/projection` event or a projection message: (boundary seq, kind).
+pub(crate) fn projection_marker(ev: &SessionEvent) -> Option<(Seq, BoundaryKind)> {
+    let (boundary, kind) = match &ev.body {
+        EventBody::Other(o) if o.type_name == PROJECTION_EVENT => {
+            (o.data.get("boundarySeq")?, o.data.get("kind")?)
+        }
+        EventBody::UserMessage(m) => match &m.source {
+            MessageSource::Known(KnownSource::Plugin { plugin, extra })
+                if plugin == ID.source() && extra.get("form")? == "projection" =>
+            {
+                (extra.get("boundarySeq")?, extra.get("kind")?)
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some((
+        Seq(boundary.as_u64()?),
+        BoundaryKind::parse(kind.as_str()?)?,
+    ))
+}
+
+/// Install `tracker`'s hooks into one agent's registry; children get their own trackers.
+fn install_agent(hooks: &mut HookRegistry, tracker: Arc<Tracker>) {
+    if tracker.shared.config.passive {
+        let t = tracker.clone();
+        hooks
+            .runtime_context
+            .push(Arc::new(move |ctx: &RuntimeContext| t.runtime(ctx)));
+    }
+    let t = tracker.clone();
+    hooks
+        .session_event
+        .push(Arc::new(move |ev: &SessionEvent| t.observe(ev)));
+    let t = tracker.clone();
+    hooks
+        .inbox_inserted
+        .push(Arc::new(move |ins: &keel_agent::seams::InboxInserted| {
+            t.inserted(&ins.message)
+        }));
+    let t = tracker;
+    hooks.subagent_build.push(Arc::new(move |build, setup| {
+        let ids = (build.child.to_string(), build.parent.to_string());
+        let child = Tracker::new(t.shared.clone(), Some(t.clone()), Some(ids));
+        install_agent(&mut setup.hooks, child);
+    }));
+}

@@ -1,0 +1,249 @@
+//! Rendering a projection: the items of a [`Basis`] whose source events are no longer on the
+//! surface, as one text block, bounded.
+//!
+//! Blocks in order: the human's words, the approved plan, the todo list, child results,
+//! lineage. The whole text stays within the budget (256 KiB by default): a block that does not
+//! fit in what is left is replaced by a line giving its size, its SHA-256 and the event to read.
+
+use crate::basis::Basis;
+use keel_protocol::{Seq, TodoStatus};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// The default budget of a projection's text, in bytes.
+pub const DEFAULT_BUDGET: usize = 256 * 1024;
+
+/// What kind of boundary a projection answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BoundaryKind {
+    /// A committed surface replacement (compaction, pruning) in this process.
+    Replace,
+    /// A replacement found on the surface when the session was loaded cold.
+    Resume,
+    /// The first request of a spawned subagent.
+    Spawn,
+    /// The first request of a forked subagent.
+    Fork,
+}
+
+impl BoundaryKind {
+    /// As written in the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoundaryKind::Replace => "replace",
+            BoundaryKind::Resume => "resume",
+            BoundaryKind::Spawn => "spawn",
+            BoundaryKind::Fork => "fork",
+        }
+    }
+
+    /// Parse [`BoundaryKind::as_str`].
+    pub fn parse(s: &str) -> Option<BoundaryKind> {
+        Some(match s {
+            "replace" => BoundaryKind::Replace,
+            "resume" => BoundaryKind::Resume,
+            "spawn" => BoundaryKind::Spawn,
+            "fork" => BoundaryKind::Fork,
+            _ => return None,
+        })
+    }
+
+    /// True for the child boundaries.
+    pub fn is_child(self) -> bool {
+        matches!(self, BoundaryKind::Spawn | BoundaryKind::Fork)
+    }
+}
+
+/// Where a session sits in its task.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lineage {
+    /// The root session of the task.
+    pub root: String,
+    /// The parent, for a child.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// This session.
+    pub current: String,
+    /// A child's first message: (id, digest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_message: Option<(String, String)>,
+}
+
+/// One rendered (or digested) item, as logged in `continuity/projection`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Item {
+    /// `human`, `plan`, `todo`, `child` or `lineage`.
+    pub kind: &'static str,
+    /// The source event (none for lineage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// SHA-256 of the item's text.
+    pub digest: String,
+    /// True when the item was over the budget and only its digest was rendered.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub omitted: bool,
+}
+
+/// A rendered projection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// The text to deliver; `None` when no item needs re-projecting.
+    pub text: Option<String>,
+    /// The items, in order.
+    pub items: Vec<Item>,
+}
+
+impl Rendered {
+    /// Bytes of the text.
+    pub fn bytes(&self) -> usize {
+        self.text.as_ref().map_or(0, String::len)
+    }
+}
+
+/// What to render around the basis.
+#[derive(Debug, Clone)]
+pub struct Frame<'a> {
+    /// The boundary.
+    pub kind: BoundaryKind,
+    /// Its seq (in the session the basis was folded from).
+    pub boundary: Seq,
+    /// The session the basis was folded from (named in "read event …" notes).
+    pub source_session: &'a str,
+    /// Lineage, rendered for children (and for any projection that renders something).
+    pub lineage: &'a Lineage,
+    /// Text budget in bytes.
+    pub budget: usize,
+}
+
+struct Block {
+    kind: &'static str,
+    seq: Option<Seq>,
+    title: String,
+    body: String,
+}
+
+/// Render the items of `basis` whose sources are not in `on_surface`.
+pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Rendered {
+    let gone = |seq: Seq| !on_surface.contains(&seq);
+    let mut blocks = Vec::new();
+    for h in basis.humans.iter().filter(|h| gone(h.seq)) {
+        blocks.push(Block {
+            kind: "human",
+            seq: Some(h.seq),
+            title: format!(
+                "The human's own words (seq {}, message {}, sha256 {})",
+                h.seq, h.id, h.digest
+            ),
+            body: h.text.clone(),
+        });
+    }
+    if let Some(p) = basis.plan.as_ref().filter(|p| gone(p.seq)) {
+        blocks.push(Block {
+            kind: "plan",
+            seq: Some(p.seq),
+            title: format!("The approved plan (exit_plan_mode, result seq {})", p.seq),
+            body: p.plan.clone(),
+        });
+    }
+    if let Some(t) = basis.todo.as_ref().filter(|t| t.result.is_none_or(&gone)) {
+        let mut body = String::new();
+        for item in &t.items {
+            let mark = match item.status {
+                TodoStatus::Completed => "[x]",
+                TodoStatus::InProgress => "[~]",
+                TodoStatus::Pending => "[ ]",
+            };
+            body.push_str(&format!("- {mark} {}\n", item.content));
+        }
+        if t.items.is_empty() {
+            body.push_str("(empty)\n");
+        }
+        blocks.push(Block {
+            kind: "todo",
+            seq: Some(t.seq),
+            title: format!(
+                "The todo list of the current turn (todo/write seq {})",
+                t.seq
+            ),
+            body: body.trim_end().to_owned(),
+        });
+    }
+    for c in basis.children.iter().filter(|c| gone(c.seq)) {
+        blocks.push(Block {
+            kind: "child",
+            seq: Some(c.seq),
+            title: format!(
+                "A subagent's result (result seq {}{}, prompt sha256 {}, result sha256 {})",
+                c.seq,
+                c.child_session
+                    .as_deref()
+                    .map(|s| format!(", child session {s}"))
+                    .unwrap_or_default(),
+                c.prompt_digest,
+                c.result_digest
+            ),
+            body: c.text.clone(),
+        });
+    }
+    if blocks.is_empty() && !frame.kind.is_child() {
+        return Rendered {
+            text: None,
+            items: Vec::new(),
+        };
+    }
+    let l = frame.lineage;
+    let mut lineage = format!("root session {}", l.root);
+    if let Some(p) = &l.parent {
+        lineage.push_str(&format!("; parent session {p}"));
+    }
+    lineage.push_str(&format!("; this session {}", l.current));
+    if let Some((id, digest)) = &l.first_message {
+        lineage.push_str(&format!("; first message {id} (sha256 {digest})"));
+    }
+    blocks.push(Block {
+        kind: "lineage",
+        seq: None,
+        title: "Lineage".to_owned(),
+        body: lineage,
+    });
+
+    let mut text = format!(
+        "Continuity ({}, boundary seq {}): these items are no longer in the visible history. \
+         They are the task's basis: the human's exact words and what was agreed take precedence \
+         over any summary.",
+        frame.kind.as_str(),
+        frame.boundary
+    );
+    let mut items = Vec::new();
+    for b in blocks {
+        let digest = keel_jcs::digest::sha256_hex(b.body.as_bytes());
+        let full = format!("\n\n## {}\n{}", b.title, b.body);
+        let omitted = text.len() + full.len() > frame.budget;
+        if omitted {
+            let read = b
+                .seq
+                .map(|s| format!("; read event seq {s} of session {}", frame.source_session))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "\n\n## {}\n({} bytes, over the continuity budget; sha256 {digest}{read})",
+                b.title,
+                b.body.len()
+            ));
+        } else {
+            text.push_str(&full);
+        }
+        items.push(Item {
+            kind: b.kind,
+            seq: b.seq.map(|s| s.0),
+            digest,
+            omitted,
+        });
+    }
+    Rendered {
+        text: Some(text),
+        items,
+    }
+}
