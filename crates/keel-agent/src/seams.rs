@@ -204,13 +204,18 @@ pub enum ErrorDecision {
     GiveUp,
 }
 
-/// `agent/turn-stopping`: the turn has nothing more owed.
+/// `agent/turn-stopping`: the turn has nothing more owed. Runs when a turn completes and when
+/// it ends at the output limit (`reason`); after a max-tokens end the turn ends whatever the
+/// hooks decide (a [`StopDecision::Continue`] is ignored — more work is a new turn, queued with
+/// [`Agent::enqueue`]).
 #[derive(Clone)]
 pub struct TurnStopping {
     /// The agent.
     pub agent: Agent,
     /// Turn number.
     pub turn: TurnNo,
+    /// How the turn would end: `Completed` or `MaxTokens`.
+    pub reason: keel_protocol::TurnEndReason,
     /// The final assistant text of the turn.
     pub final_text: String,
 }

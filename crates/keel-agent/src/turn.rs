@@ -135,6 +135,7 @@ impl Agent {
                     let stopping = TurnStopping {
                         agent: self.clone(),
                         turn: TurnNo(turn),
+                        reason: TurnEndReason::Completed,
                         final_text: final_text.clone(),
                     };
                     let decisions = self.hooks().turn_stopping.run(&stopping).await;
@@ -159,6 +160,20 @@ impl Agent {
                         }
                     }
                     pending = more;
+                }
+                StepEnd::EndTurn(TurnEndReason::MaxTokens) => {
+                    // The hooks hear of it (a bounded continuation queues a new turn); the turn
+                    // ends at the limit whatever they decide.
+                    if !self.hooks().turn_stopping.is_empty() {
+                        let stopping = TurnStopping {
+                            agent: self.clone(),
+                            turn: TurnNo(turn),
+                            reason: TurnEndReason::MaxTokens,
+                            final_text: final_text.clone(),
+                        };
+                        self.hooks().turn_stopping.run(&stopping).await;
+                    }
+                    break TurnEndReason::MaxTokens;
                 }
                 StepEnd::EndTurn(reason) => break reason,
             }

@@ -200,7 +200,14 @@ pub(crate) fn pre_step(shared: Arc<Shared>) -> Arc<dyn Middleware<PreStep, PreSt
 pub(crate) fn stop(shared: Arc<Shared>) -> SerialHook<TurnStopping, StopDecision> {
     Arc::new(move |t: &TurnStopping| {
         let s = shared.clone();
-        Box::pin(async move { s.on_stop(t).await })
+        Box::pin(async move {
+            // `Stop` is for a turn that completed (only those reached this seam before); a
+            // turn cut at the output limit does not run it.
+            if t.reason != keel_protocol::TurnEndReason::Completed {
+                return StopDecision::Stop;
+            }
+            s.on_stop(t).await
+        })
     })
 }
 

@@ -26,7 +26,11 @@ pub(crate) fn hook(limit: u32) -> SerialHook<TurnStopping, StopDecision> {
     Arc::new(move |t: &TurnStopping| {
         let agent = t.agent.clone();
         let turn = t.turn.0;
+        let at_limit = t.reason == keel_protocol::TurnEndReason::MaxTokens;
         Box::pin(async move {
+            if !at_limit {
+                return StopDecision::Stop;
+            }
             let (cut, used) = {
                 let log = agent.log();
                 let s = log.session();

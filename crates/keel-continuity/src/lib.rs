@@ -13,5 +13,6 @@ pub mod basis;
 pub mod continuation;
 mod plugin;
 pub mod render;
+pub mod show;
 
 pub use plugin::{ContinuityConfig, ContinuityPlugin, ID, PROJECTION_EVENT};

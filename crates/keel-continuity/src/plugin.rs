@@ -289,7 +289,8 @@ impl Tracker {
             let mut extra = Map::new();
             extra.insert("form".into(), json!("projection"));
             extra.insert("boundarySeq".into(), json!(boundary.0));
-            extra.insert("kind".into(), json!(kind.as_str()));
+            // Not `kind`: that is the source's own tag (`"kind": "plugin"`).
+            extra.insert("boundaryKind".into(), json!(kind.as_str()));
             let source = MessageSource::Known(KnownSource::Plugin {
                 plugin: ID.source().into(),
                 extra,
@@ -476,7 +477,7 @@ pub(crate) fn projection_marker(ev: &SessionEvent) -> Option<(Seq, BoundaryKind)
             MessageSource::Known(KnownSource::Plugin { plugin, extra })
                 if plugin == ID.source() && extra.get("form")? == "projection" =>
             {
-                (extra.get("boundarySeq")?, extra.get("kind")?)
+                (extra.get("boundarySeq")?, extra.get("boundaryKind")?)
             }
             _ => return None,
         },
