@@ -218,20 +218,28 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
         frame.boundary
     );
     let mut items = Vec::new();
+    // Room kept for the closing line when notes themselves no longer fit.
+    const CLOSING: usize = 160;
+    let mut unlisted = 0usize;
     for b in blocks {
         let digest = keel_jcs::digest::sha256_hex(b.body.as_bytes());
         let full = format!("\n\n## {}\n{}", b.title, b.body);
-        let omitted = text.len() + full.len() > frame.budget;
+        let omitted = text.len() + full.len() + CLOSING > frame.budget;
         if omitted {
             let read = b
                 .seq
                 .map(|s| format!("; read event seq {s} of session {}", frame.source_session))
                 .unwrap_or_default();
-            text.push_str(&format!(
+            let note = format!(
                 "\n\n## {}\n({} bytes, over the continuity budget; sha256 {digest}{read})",
                 b.title,
                 b.body.len()
-            ));
+            );
+            if text.len() + note.len() + CLOSING > frame.budget {
+                unlisted += 1;
+            } else {
+                text.push_str(&note);
+            }
         } else {
             text.push_str(&full);
         }
@@ -242,8 +250,92 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
             omitted,
         });
     }
+    if unlisted > 0 {
+        text.push_str(&format!(
+            "\n\n({unlisted} more items over the continuity budget; their digests and seqs are in this session's continuity/projection event)"
+        ));
+    }
     Rendered {
         text: Some(text),
         items,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::basis::{Basis, Human};
+
+    fn basis(texts: &[&str]) -> Basis {
+        Basis {
+            upto: Seq(100),
+            humans: texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Human {
+                    seq: Seq(i as u64 + 1),
+                    id: format!("m-{i}"),
+                    digest: crate::anchors::text_digest(t),
+                    text: (*t).to_owned(),
+                })
+                .collect(),
+            plan: None,
+            todo: None,
+            children: Vec::new(),
+        }
+    }
+
+    fn frame(budget: usize, lineage: &Lineage) -> Frame<'_> {
+        Frame {
+            kind: BoundaryKind::Replace,
+            boundary: Seq(50),
+            source_session: "s",
+            lineage,
+            budget,
+        }
+    }
+
+    #[test]
+    fn only_items_off_the_surface_are_rendered_and_nothing_when_all_are_on_it() {
+        let lineage = Lineage::default();
+        let b = basis(&["first", "second"]);
+        let on: HashSet<Seq> = [Seq(2)].into();
+        let r = render(&b, &on, &frame(DEFAULT_BUDGET, &lineage));
+        let text = r.text.unwrap();
+        assert!(text.contains("first") && !text.contains("\nsecond"));
+        assert_eq!(r.items.iter().map(|i| i.kind).collect::<Vec<_>>(), ["human", "lineage"]);
+        let all: HashSet<Seq> = [Seq(1), Seq(2)].into();
+        let r = render(&b, &all, &frame(DEFAULT_BUDGET, &lineage));
+        assert_eq!(r.text, None);
+        assert!(r.items.is_empty());
+    }
+
+    #[test]
+    fn an_over_budget_block_becomes_its_digest_and_the_event_to_read() {
+        let lineage = Lineage::default();
+        let big = "x".repeat(10_000);
+        let b = basis(&["small words", &big]);
+        let r = render(&b, &HashSet::new(), &frame(2_000, &lineage));
+        let text = r.text.unwrap();
+        assert!(text.len() <= 2_000, "{}", text.len());
+        assert!(text.contains("small words"));
+        assert!(!text.contains(&big));
+        assert!(text.contains(&crate::anchors::text_digest(&big)));
+        assert!(text.contains("read event seq 2 of session s"), "{text}");
+        assert!(r.items[1].omitted && !r.items[0].omitted);
+    }
+
+    #[test]
+    fn many_items_stay_within_the_budget() {
+        let lineage = Lineage::default();
+        let words: Vec<String> = (0..2_000).map(|i| format!("message {i} {}", "y".repeat(300))).collect();
+        let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+        let b = basis(&refs);
+        let r = render(&b, &HashSet::new(), &frame(DEFAULT_BUDGET, &lineage));
+        let text = r.text.unwrap();
+        assert!(text.len() <= DEFAULT_BUDGET, "{}", text.len());
+        assert!(text.contains("more items over the continuity budget"));
+        assert_eq!(r.items.len(), 2_001);
     }
 }

@@ -427,3 +427,30 @@ async fn the_continuation_budget_survives_a_resume() {
         "no continuation after the resume"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_disagrees_with_its_anchor_stops_the_turn_naming_the_file() {
+    let script = format!(
+        "responses:\n{SUMMARY}  - match: {{last_user_contains: \"[T0]\"}}\n    text: \"Noted.\"\n  - match: {{last_user_contains: \"[T1]\"}}\n    text: \"Fine.\"\n  - text: \"never sent\"\n"
+    );
+    let f = fixture(&script, rows(&[]));
+    turn(&f.agent, "[T0] the codeword is ZEBRA-7").await;
+    turn(&f.agent, "[T1] and OKAPI-3").await;
+    // Someone rewrites what the anchor says the human typed at T0.
+    let anchors = keel_continuity::anchors::Anchors::new(f.home.path());
+    let root = f.agent.session_id().to_string();
+    let path = anchors.authority_path(&root);
+    let mut a = anchors.authority(&root).unwrap();
+    assert_eq!(a.sources.len(), 2, "both human messages anchored as they were committed");
+    a.sources[0].digest = keel_continuity::anchors::text_digest("something else");
+    std::fs::write(&path, serde_json::to_vec(&a).unwrap()).unwrap();
+    compaction::compact_now(&f.agent, CompactionReason::Manual).await.unwrap();
+    f.agent.followup("[T2] go on").unwrap();
+    let e = f.agent.run_pending().await.unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("plugin continuity"), "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("was anchored with digest"), "{msg}");
+    // No request went out with an unverified projection.
+    assert_eq!(f.provider.requests().len(), 3);
+}
