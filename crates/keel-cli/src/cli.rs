@@ -87,6 +87,14 @@ pub enum Command {
     /// Provenance journals.
     #[command(subcommand)]
     Provenance(ProvenanceCommand),
+    /// Continuity: the task's basis keel re-projects after compaction, resume and delegation.
+    ///
+    /// The continuity plugin keeps the human's exact words, the approved plan, the todo list and
+    /// subagent results across lossy boundaries: when a summary replaced them, at a cold resume,
+    /// or at a subagent's first request, it re-projects what left the visible history, once per
+    /// boundary, checked against anchors (ids and SHA-256 digests) under `$KEEL_HOME/continuity`.
+    #[command(subcommand)]
+    Continuity(ContinuityCommand),
 }
 
 /// `keel run`.
@@ -262,5 +270,20 @@ pub enum ProvenanceCommand {
     Verify {
         /// Session id, id prefix, session path or journal directory.
         session: String,
+    },
+}
+
+/// `keel continuity …`.
+#[derive(Debug, Subcommand)]
+pub enum ContinuityCommand {
+    /// What a projection of a session would carry now: the pending boundary, the projections
+    /// already delivered, the anchored human messages (`$KEEL_HOME/continuity`) and the text.
+    /// Reads only; writes neither the session nor the anchors.
+    Show {
+        /// Session id, id prefix or path; the latest session of this directory when absent.
+        session: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
 }

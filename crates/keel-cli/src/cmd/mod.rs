@@ -1,6 +1,7 @@
 //! Command implementations and what they share ([`Ctx`]).
 
 mod config_cmd;
+mod continuity;
 mod demo;
 mod progress;
 mod provenance;
@@ -54,6 +55,14 @@ impl Ctx {
             config_file: self.common.config_file.clone(),
             overrides: self.common.overrides.clone(),
         })?)
+    }
+
+    /// The newest readable session file of this directory (what `keel resume` picks).
+    pub fn latest_session(&self) -> Option<PathBuf> {
+        let mut sessions = self.store.list(Some(&self.cwd));
+        sessions.retain(|s| s.problem.is_none());
+        sessions.sort_by_key(|s| std::cmp::Reverse((s.last_modified, s.created)));
+        sessions.into_iter().next().map(|s| s.path)
     }
 
     /// The command-line flags that override the configuration, typed (`--sandbox`,
@@ -119,5 +128,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Config(cmd) => config_cmd::run(&ctx, cmd),
         Command::Trace(args) => provenance::trace_cmd(&ctx, args),
         Command::Provenance(cmd) => provenance::run(&ctx, cmd),
+        Command::Continuity(cmd) => continuity::run(&ctx, cmd),
     }
 }

@@ -285,10 +285,7 @@ pub fn compact(ctx: &Ctx, args: CompactArgs) -> Result<ExitCode> {
 }
 
 fn latest_session(ctx: &Ctx) -> Result<PathBuf> {
-    let mut sessions = ctx.store.list(Some(&ctx.cwd));
-    sessions.retain(|s| s.problem.is_none());
-    sessions.sort_by_key(|s| std::cmp::Reverse((s.last_modified, s.created)));
-    sessions.into_iter().next().map(|s| s.path).ok_or_else(|| {
+    ctx.latest_session().ok_or_else(|| {
         anyhow!(
             "no session to resume in {} (see `keel sessions list --all`)",
             ctx.cwd.display()
