@@ -304,7 +304,10 @@ mod tests {
         let r = render(&b, &on, &frame(DEFAULT_BUDGET, &lineage));
         let text = r.text.unwrap();
         assert!(text.contains("first") && !text.contains("\nsecond"));
-        assert_eq!(r.items.iter().map(|i| i.kind).collect::<Vec<_>>(), ["human", "lineage"]);
+        assert_eq!(
+            r.items.iter().map(|i| i.kind).collect::<Vec<_>>(),
+            ["human", "lineage"]
+        );
         let all: HashSet<Seq> = [Seq(1), Seq(2)].into();
         let r = render(&b, &all, &frame(DEFAULT_BUDGET, &lineage));
         assert_eq!(r.text, None);
@@ -329,7 +332,9 @@ mod tests {
     #[test]
     fn many_items_stay_within_the_budget() {
         let lineage = Lineage::default();
-        let words: Vec<String> = (0..2_000).map(|i| format!("message {i} {}", "y".repeat(300))).collect();
+        let words: Vec<String> = (0..2_000)
+            .map(|i| format!("message {i} {}", "y".repeat(300)))
+            .collect();
         let refs: Vec<&str> = words.iter().map(String::as_str).collect();
         let b = basis(&refs);
         let r = render(&b, &HashSet::new(), &frame(DEFAULT_BUDGET, &lineage));

@@ -441,10 +441,16 @@ async fn a_log_that_disagrees_with_its_anchor_stops_the_turn_naming_the_file() {
     let root = f.agent.session_id().to_string();
     let path = anchors.authority_path(&root);
     let mut a = anchors.authority(&root).unwrap();
-    assert_eq!(a.sources.len(), 2, "both human messages anchored as they were committed");
+    assert_eq!(
+        a.sources.len(),
+        2,
+        "both human messages anchored as they were committed"
+    );
     a.sources[0].digest = keel_continuity::anchors::text_digest("something else");
     std::fs::write(&path, serde_json::to_vec(&a).unwrap()).unwrap();
-    compaction::compact_now(&f.agent, CompactionReason::Manual).await.unwrap();
+    compaction::compact_now(&f.agent, CompactionReason::Manual)
+        .await
+        .unwrap();
     f.agent.followup("[T2] go on").unwrap();
     let e = f.agent.run_pending().await.unwrap_err();
     let msg = e.to_string();
