@@ -66,11 +66,18 @@ responses:
     assert_eq!(ch.delegation_depth, 1);
     child.session.check_invariants().unwrap();
     let child_events = to_values(&child.session);
-    // The prompt is the child's first user message after its runtime context, byte for byte.
+    // The child's first user messages: its runtime context, continuity's projection (the
+    // parent's prompt and the lineage), then the prompt byte for byte.
     let child_texts = user_texts(&child_events);
     assert!(child_texts[0].starts_with("Current runtime context."));
+    assert!(
+        child_texts[1].starts_with("Continuity (spawn")
+            && child_texts[1].contains("delegate the count"),
+        "{}",
+        child_texts[1]
+    );
     assert_eq!(
-        child_texts[1],
+        child_texts[2],
         "CHILD-TASK: say how many files there are.\nExactly."
     );
     let parent_events = to_values(&parent.session);

@@ -123,6 +123,9 @@ struct Block {
     seq: Option<Seq>,
     title: String,
     body: String,
+    /// The item's digest when it has one of its own (a human message's anchor digest); else
+    /// the SHA-256 of `body`.
+    digest: Option<String>,
 }
 
 /// Render the items of `basis` whose sources are not in `on_surface`.
@@ -138,6 +141,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
                 h.seq, h.id, h.digest
             ),
             body: h.text.clone(),
+            digest: Some(h.digest.clone()),
         });
     }
     if let Some(p) = basis.plan.as_ref().filter(|p| gone(p.seq)) {
@@ -146,6 +150,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
             seq: Some(p.seq),
             title: format!("The approved plan (exit_plan_mode, result seq {})", p.seq),
             body: p.plan.clone(),
+            digest: None,
         });
     }
     if let Some(t) = basis.todo.as_ref().filter(|t| t.result.is_none_or(&gone)) {
@@ -169,6 +174,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
                 t.seq
             ),
             body: body.trim_end().to_owned(),
+            digest: None,
         });
     }
     for c in basis.children.iter().filter(|c| gone(c.seq)) {
@@ -186,6 +192,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
                 c.result_digest
             ),
             body: c.text.clone(),
+            digest: None,
         });
     }
     if blocks.is_empty() && !frame.kind.is_child() {
@@ -208,6 +215,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
         seq: None,
         title: "Lineage".to_owned(),
         body: lineage,
+        digest: None,
     });
 
     let mut text = format!(
@@ -222,7 +230,10 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
     const CLOSING: usize = 160;
     let mut unlisted = 0usize;
     for b in blocks {
-        let digest = keel_jcs::digest::sha256_hex(b.body.as_bytes());
+        let digest = b
+            .digest
+            .clone()
+            .unwrap_or_else(|| keel_jcs::digest::sha256_hex(b.body.as_bytes()));
         let full = format!("\n\n## {}\n{}", b.title, b.body);
         let omitted = text.len() + full.len() + CLOSING > frame.budget;
         if omitted {
@@ -324,7 +335,7 @@ mod tests {
         assert!(text.len() <= 2_000, "{}", text.len());
         assert!(text.contains("small words"));
         assert!(!text.contains(&big));
-        assert!(text.contains(&crate::anchors::text_digest(&big)));
+        assert!(text.contains(&b.humans[1].digest));
         assert!(text.contains("read event seq 2 of session s"), "{text}");
         assert!(r.items[1].omitted && !r.items[0].omitted);
     }
