@@ -316,3 +316,55 @@ fn a_corrupt_anchor_is_an_error_naming_the_file() {
     assert_eq!(out.code, Some(2), "stderr:\n{}", out.stderr);
     assert!(out.stderr.contains("no-such-session"), "{}", out.stderr);
 }
+
+/// The real binary against the loopback mock: with continuity on (the default) and off, a
+/// multi-step session that crosses no boundary sends the same request bodies, byte for byte,
+/// and writes nothing into the workspace.
+#[test]
+fn requests_are_byte_identical_with_continuity_on_and_off() {
+    let script = r#"
+responses:
+  - text: "Planning."
+    tool_calls:
+      - { id: t1, name: todo_write, arguments: { todos: [ { content: "read notes", status: in_progress } ] } }
+  - text: "Reading."
+    tool_calls:
+      - { id: r1, name: read, arguments: { path: notes.txt } }
+  - text: "notes.txt says hello."
+"#;
+    let env = Env::new();
+    env.write("notes.txt", "hello\n");
+    let off = env.root().join("off.toml");
+    std::fs::write(&off, "[[plugins]]\nid = \"continuity\"\nenabled = false\n").unwrap();
+    let off = off.display().to_string();
+    let listing = || {
+        let mut v: Vec<String> = std::fs::read_dir(env.root().join("ws"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let before = listing();
+    let mut bodies = Vec::new();
+    for extra in [vec![], vec!["--config", off.as_str()]] {
+        let mock = Mock::start_tapped(script);
+        let mut cmd = env.keel(&mock.base_url());
+        cmd.args(extra)
+            .args(["--approval", "auto", "run", "what do the notes say?"]);
+        let out = run(&mut cmd);
+        assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+        assert_eq!(out.stdout, "notes.txt says hello.\n");
+        bodies.push(mock.raw_requests());
+    }
+    assert_eq!(bodies[0].len(), 3);
+    assert_eq!(
+        bodies[0], bodies[1],
+        "request bodies differ with continuity on and off"
+    );
+    assert_eq!(listing(), before, "nothing written in the workspace");
+    // On: the prompt was anchored (under $KEEL_HOME, not the workspace).
+    assert!(env.root().join("home/continuity/authority").is_dir());
+}
