@@ -500,28 +500,16 @@ impl Agent {
         type_name: &str,
         data: serde_json::Value,
     ) -> Result<Seq, AgentError> {
-        let observers = &self.inner.hooks.session_event;
-        let (seq, copy) = {
-            let mut log = self.log();
-            let body = EventBody::Other(Box::new(keel_protocol::OtherEvent {
-                type_name: type_name.to_owned(),
-                data,
-            }));
+        let body = EventBody::Other(Box::new(keel_protocol::OtherEvent {
+            type_name: type_name.to_owned(),
+            data,
+        }));
+        self.commit_with(|log| {
             let mut event = log.session().stamp(body, None);
             event.ignorable = true;
             let seq = event.seq;
-            log.append(event)?;
-            let copy = if observers.is_empty() {
-                None
-            } else {
-                log.session().event(seq).map(|e| e.into_owned())
-            };
-            (seq, copy)
-        };
-        if let Some(ev) = copy {
-            observers.notify(&ev);
-        }
-        Ok(seq)
+            log.append(event).map(|()| seq)
+        })
     }
 
     /// Append a surface event.
@@ -539,13 +527,22 @@ impl Agent {
         body: EventBody,
         surface: Option<(SurfaceOp, Vec<Seq>)>,
     ) -> Result<Seq, AgentError> {
+        self.commit_with(|log| match surface {
+            Some((op, sources)) => log.push_surface(body, op, sources),
+            None => log.push(body),
+        })
+    }
+
+    /// Append one event with `append` under the log's lock, then tell the `session/event`
+    /// observers (outside the lock).
+    fn commit_with(
+        &self,
+        append: impl FnOnce(&mut PersistentSession) -> Result<Seq, keel_session::AppendError>,
+    ) -> Result<Seq, AgentError> {
         let observers = &self.inner.hooks.session_event;
         let (seq, copy): (Seq, Option<SessionEvent>) = {
             let mut log = self.log();
-            let seq = match surface {
-                Some((op, sources)) => log.push_surface(body, op, sources)?,
-                None => log.push(body)?,
-            };
+            let seq = append(&mut log)?;
             let copy = if observers.is_empty() {
                 None
             } else {

@@ -6,12 +6,10 @@
 
 use keel_agent::agent::Agent;
 use keel_agent::compaction::{self, CompactionReason};
-use keel_host::{BuildOptions, Flags, Host, ModelSource, Sources};
-use keel_llm::{Provider, ScriptFormat, ScriptedProvider};
+use keel_llm::ScriptedProvider;
 use keel_protocol::{EventBody, KnownSource, MessageSource, SessionEvent, TurnEndReason};
-use keel_session::{PersistentSession, WriterOptions};
 use keel_testkit::agent::{
-    AgentFixture, AgentOptions, FIXTURE_MODEL, PluginRow, agent_fixture, events_of, load_session,
+    AgentFixture, AgentOptions, PluginRow, agent_fixture, events_of, load_session, resume_fixture,
 };
 use pretty_assertions::assert_eq;
 use std::path::Path;
@@ -47,30 +45,7 @@ async fn turn(agent: &Agent, prompt: &str) -> keel_agent::TurnOutcome {
 
 /// Build a new agent on the session file at `path` (a cold resume), with `script`.
 fn resume(home: &Path, cwd: &Path, path: &Path, script: &str) -> (Agent, Arc<ScriptedProvider>) {
-    let provider = Arc::new(
-        ScriptedProvider::from_str(script, ScriptFormat::Yaml)
-            .unwrap()
-            .with_name("scripted"),
-    );
-    let host = Host::load(&Sources::for_workspace(
-        home.to_path_buf(),
-        cwd.to_path_buf(),
-    ))
-    .unwrap();
-    let flags = Flags {
-        model: Some(FIXTURE_MODEL.to_owned()),
-        approval: Some(keel_agent::ApprovalPolicy::Auto),
-        ..Flags::default()
-    };
-    let factory = host
-        .factory(
-            flags,
-            ModelSource::Provider(provider.clone() as Arc<dyn Provider>),
-        )
-        .unwrap();
-    let (log, _, _) = PersistentSession::resume(path, WriterOptions::default()).unwrap();
-    let agent = factory.build(log, BuildOptions::default()).unwrap();
-    (agent, provider)
+    resume_fixture(home, cwd, path, script, keel_agent::ApprovalPolicy::Auto)
 }
 
 fn projections(evs: &[SessionEvent]) -> Vec<serde_json::Value> {

@@ -115,28 +115,13 @@ pub fn agent_fixture(script_yaml: &str, opts: AgentOptions) -> AgentFixture {
         config_text(&opts.plugins, &opts.config_toml),
     )
     .unwrap();
-    let provider = Arc::new(
-        ScriptedProvider::from_str(script_yaml, ScriptFormat::Yaml)
-            .unwrap()
-            .with_name("scripted"),
-    );
+    let provider = scripted(script_yaml);
     let host = Host::load(&Sources::for_workspace(
         home.path().to_path_buf(),
         cwd.clone(),
     ))
     .unwrap();
-    let flags = Flags {
-        model: Some(FIXTURE_MODEL.to_owned()),
-        sandbox: Some(opts.sandbox),
-        approval: Some(opts.approval),
-        ..Flags::default()
-    };
-    let factory = host
-        .factory(
-            flags,
-            ModelSource::Provider(provider.clone() as Arc<dyn Provider>),
-        )
-        .unwrap();
+    let factory = fixture_factory(&host, &provider, opts.sandbox, opts.approval);
     let log = factory.new_session(LogFormat::Plain).unwrap();
     let session_path = log.writer().path().to_path_buf();
     let edit = opts.edit;
@@ -159,6 +144,56 @@ pub fn agent_fixture(script_yaml: &str, opts: AgentOptions) -> AgentFixture {
         provider,
         session_path,
     }
+}
+
+fn scripted(script_yaml: &str) -> Arc<ScriptedProvider> {
+    Arc::new(
+        ScriptedProvider::from_str(script_yaml, ScriptFormat::Yaml)
+            .unwrap()
+            .with_name("scripted"),
+    )
+}
+
+fn fixture_factory<'h>(
+    host: &'h Host,
+    provider: &Arc<ScriptedProvider>,
+    sandbox: SandboxMode,
+    approval: ApprovalPolicy,
+) -> keel_host::AgentFactory<'h> {
+    let flags = Flags {
+        model: Some(FIXTURE_MODEL.to_owned()),
+        sandbox: Some(sandbox),
+        approval: Some(approval),
+        ..Flags::default()
+    };
+    host.factory(
+        flags,
+        ModelSource::Provider(provider.clone() as Arc<dyn Provider>),
+    )
+    .unwrap()
+}
+
+/// A cold resume: a new agent on the session file at `session` (written by an earlier agent
+/// of a fixture whose `$KEEL_HOME` is `home` and workspace `cwd`), with a new scripted model.
+pub fn resume_fixture(
+    home: &Path,
+    cwd: &Path,
+    session: &Path,
+    script_yaml: &str,
+    approval: ApprovalPolicy,
+) -> (Agent, Arc<ScriptedProvider>) {
+    let provider = scripted(script_yaml);
+    let host = Host::load(&Sources::for_workspace(
+        home.to_path_buf(),
+        cwd.to_path_buf(),
+    ))
+    .unwrap();
+    let factory = fixture_factory(&host, &provider, SandboxMode::WorkspaceWrite, approval);
+    let (log, _, _) =
+        keel_session::PersistentSession::resume(session, keel_session::WriterOptions::default())
+            .unwrap();
+    let agent = factory.build(log, BuildOptions::default()).unwrap();
+    (agent, provider)
 }
 
 fn config_text(plugins: &[PluginRow], extra: &str) -> String {

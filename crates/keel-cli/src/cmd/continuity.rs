@@ -14,7 +14,6 @@ use anyhow::{Context, Result, anyhow};
 use keel_continuity::ContinuityConfig;
 use keel_continuity::anchors::Anchors;
 use keel_continuity::show::{Preview, preview};
-use keel_session::Store;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
@@ -99,22 +98,7 @@ fn config(ctx: &Ctx) -> Result<ContinuityConfig> {
 fn show(ctx: &Ctx, query: Option<&str>, as_json: bool) -> Result<ExitCode> {
     let file = resolve(ctx, query)?;
     let config = config(ctx)?;
-    let loaded = Store::load(&file).map_err(|e| {
-        anyhow!(
-            "{e}\n(`keel sessions check {}` reports what it can)",
-            file.display()
-        )
-    })?;
-    if let Some(t) = &loaded.report.torn {
-        warn(&format!(
-            "{}: torn tail at line {} dropped ({} bytes: {}); showing the {} committed events",
-            file.display(),
-            t.line,
-            t.dropped_bytes,
-            t.reason,
-            loaded.report.events
-        ));
-    }
+    let loaded = super::sessions::load(&file)?;
     let session = &loaded.session;
     let anchors = Anchors::new(&ctx.home);
     let p = preview(session, &anchors, &config).with_context(|| {

@@ -76,7 +76,7 @@ fn resolve(ctx: &Ctx, query: &str) -> Result<PathBuf> {
 }
 
 /// Load a resolved session file, warning about a dropped torn tail.
-fn load(file: &Path) -> Result<Loaded> {
+pub(super) fn load(file: &Path) -> Result<Loaded> {
     let loaded = Store::load(file).map_err(|e| {
         anyhow!(
             "{e}\n(`keel sessions check {}` reports what it can)",
