@@ -207,6 +207,15 @@ impl Tracker {
         self.state().root.clone()
     }
 
+    /// The agent of the task's root session, when this process runs it.
+    fn root_agent(&self) -> Option<Agent> {
+        let mut t = self;
+        while let Some(p) = &t.parent {
+            t = p;
+        }
+        t.agent.get()
+    }
+
     /// `session/event`: anchor a committed human message.
     fn observe(&self, ev: &SessionEvent) {
         let EventBody::UserMessage(m) = &ev.body else {
@@ -336,7 +345,7 @@ impl Tracker {
         let spawn_source = (kind == BoundaryKind::Spawn)
             .then_some(parent_agent.as_ref())
             .flatten();
-        let (basis, on_surface, source_session) = match spawn_source {
+        let (mut basis, on_surface, source_session) = match spawn_source {
             Some(parent) => {
                 let id = parent.session_id().to_string();
                 let log = parent.log();
@@ -357,7 +366,20 @@ impl Tracker {
                 )
             }
         };
-        self.verify(st, &basis, &source_session)?;
+        // A grandchild's parent holds no human message: the human's words come from the root.
+        if spawn_source.is_some()
+            && source_session != st.root
+            && let Some(root) = self.root_agent()
+        {
+            let log = root.log();
+            let s = log.session();
+            basis.humans = fold(s, s.next_seq(), 0).humans;
+        }
+        let humans_from = match spawn_source {
+            Some(_) if !basis.humans.is_empty() => st.root.clone(),
+            _ => source_session.clone(),
+        };
+        self.verify(st, &basis, &humans_from)?;
         let lineage = Lineage {
             root: st.root.clone(),
             parent: parent_agent

@@ -435,3 +435,55 @@ async fn a_log_that_disagrees_with_its_anchor_stops_the_turn_naming_the_file() {
     // No request went out with an unverified projection.
     assert_eq!(f.provider.requests().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grandchild_gets_the_root_humans_words_and_its_whole_lineage() {
+    let script = "responses:\n  - match: {last_user_contains: \"[T0]\"}\n    text: \"Delegating.\"\n    tool_calls:\n      - {id: c1, name: subagent, arguments: {description: \"child\", prompt: \"[CHILD] delegate again\"}}\n  - match: {last_user_contains: \"[CHILD]\"}\n    text: \"Delegating further.\"\n    tool_calls:\n      - {id: c2, name: subagent, arguments: {description: \"grandchild\", prompt: \"[GRAND] check ZEBRA-7\"}}\n  - match: {last_user_contains: \"[GRAND]\"}\n    text: \"GRAND-RESULT: fine.\"\n  - match: {last_user_contains: \"[CHILD]\"}\n    text: \"CHILD-RESULT: fine.\"\n  - match: {last_user_contains: \"[T0]\"}\n    text: \"Done.\"\n";
+    let mut plugins = rows(&[]);
+    let config: toml::Table = toml::from_str("max_depth = 2").unwrap();
+    plugins.push(PluginRow {
+        id: "subagent",
+        config,
+    });
+    let f = fixture(script, plugins);
+    assert_eq!(
+        turn(&f.agent, "[T0] the codeword is ZEBRA-7; get it checked")
+            .await
+            .final_text,
+        "Done."
+    );
+    let root = f.agent.session_id().to_string();
+    let sessions = f.session_path.parent().unwrap().parent().unwrap();
+    let mut grand = None;
+    let mut child = None;
+    for entry in std::fs::read_dir(sessions).unwrap() {
+        let s = load_session(&entry.unwrap().path());
+        match s.header().delegation_depth {
+            1 => child = Some(s),
+            2 => grand = Some(s),
+            _ => {}
+        }
+    }
+    let (child, grand) = (child.unwrap(), grand.unwrap());
+    let evs: Vec<SessionEvent> = grand.events().map(|e| e.into_owned()).collect();
+    let p = projections(&evs);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0]["kind"], "spawn");
+    let text = projection_texts(&evs).pop().unwrap();
+    assert!(
+        text.contains("[T0] the codeword is ZEBRA-7; get it checked"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("root session {root}")), "{text}");
+    assert!(
+        text.contains(&format!("parent session {}", child.header().id)),
+        "{text}"
+    );
+    let anchors = keel_continuity::anchors::Anchors::new(f.home.path());
+    let d = anchors
+        .delegation(&grand.header().id.to_string())
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.root_session_id, root);
+    assert_eq!(d.parent_session_id, child.header().id.to_string());
+}
