@@ -145,6 +145,11 @@ pub(crate) struct LoopState {
     pub(crate) repeats: crate::repeat::RepeatedFailures,
     pub(crate) last_header: Option<Value>,
     pub(crate) last_context: Option<keel_protocol::RequestContext>,
+    /// The prompt estimate of the last request built: (turn, step, tokens).
+    pub(crate) last_estimate: Option<(u32, u32, u64)>,
+    /// Provider prompt tokens per estimated token, from the last request the provider
+    /// reported usage for (never below 1: the estimate only ever grows).
+    pub(crate) prompt_factor: Option<f64>,
 }
 
 pub(crate) struct Inner {

@@ -58,13 +58,15 @@ impl Agent {
     }
 
     /// Estimated tokens of the part of every request that is not history: the system prompt as
-    /// it would be sent now plus the tool schemas, by the same raw estimate the compaction
-    /// meter uses ([`crate::compaction::meter::base_tokens`]).
+    /// it would be sent now plus the tool schemas, by the conservative estimate requests are
+    /// capped with (three bytes a token, [`prompt_estimate`]).
     pub fn fixed_prompt_tokens(&self) -> u64 {
         crate::compaction::meter::base_tokens(
             &self.system_prompt(),
             &self.inner.pipeline.registry().schemas(),
         )
+        .saturating_mul(4)
+            / 3
     }
 
     /// The runtime-context facts as they are now.
@@ -284,11 +286,13 @@ impl Agent {
             temperature: call.temperature,
             stop: Vec::new(),
         };
-        request.max_tokens = Some(output_budget(
-            ceiling,
-            info.context_window,
-            prompt_estimate(&request),
-        ));
+        let estimate = prompt_estimate(&request);
+        let prompt = {
+            let mut state = self.state();
+            state.last_estimate = Some((turn, step, estimate));
+            calibrated(estimate, state.prompt_factor)
+        };
+        request.max_tokens = Some(output_budget(ceiling, info.context_window, prompt));
         Ok(request)
     }
 }
@@ -302,6 +306,21 @@ pub const MIN_OUTPUT_TOKENS: u64 = 1024;
 /// JSON are denser than the four of English prose), so the output budget errs small.
 pub fn prompt_estimate(request: &ChatRequest) -> u64 {
     crate::compaction::meter::request_tokens(request).saturating_mul(4) / 3
+}
+
+/// `estimate` scaled by what the provider counted for an earlier request (`factor`, ≥ 1), so a
+/// tokenizer denser than 3 bytes a token does not push `prompt + max_tokens` past the window.
+pub fn calibrated(estimate: u64, factor: Option<f64>) -> u64 {
+    match factor {
+        Some(f) if f > 1.0 => (estimate as f64 * f).ceil() as u64,
+        _ => estimate,
+    }
+}
+
+/// Provider prompt tokens per estimated token for a request estimated at `estimate` that the
+/// provider reported as `reported` prompt tokens: at least 1, at most 3.
+pub fn prompt_factor(reported: u64, estimate: u64) -> Option<f64> {
+    (reported > 0 && estimate > 0).then(|| (reported as f64 / estimate as f64).clamp(1.0, 3.0))
 }
 
 /// `max_tokens` for a request: the configured `ceiling`, capped by what the window leaves after
@@ -382,6 +401,25 @@ mod tests {
 
     fn user(t: &str) -> Message {
         Message::user_text(t, MessageSource::user(), t)
+    }
+
+    #[test]
+    fn the_prompt_estimate_grows_with_what_the_provider_counted_and_never_shrinks() {
+        assert_eq!(prompt_factor(0, 100), None);
+        assert_eq!(prompt_factor(100, 0), None);
+        // A tokenizer at 2.7 bytes a token counts ~11% more than the 3-byte estimate.
+        let f = prompt_factor(2_610, 2_350);
+        assert_eq!(calibrated(3_000, f), 3_332);
+        // Fewer tokens than estimated: the estimate stands (never relaxed).
+        assert_eq!(calibrated(3_000, prompt_factor(1_000, 2_000)), 3_000);
+        // Clamped at 3.
+        assert_eq!(calibrated(1_000, prompt_factor(100_000, 1_000)), 3_000);
+        assert_eq!(calibrated(1_000, None), 1_000);
+        // What the cap does with it: 4096 window, the calibrated prompt leaves 764.
+        // What the cap does with it in a 4096 window: 764 left, so the floor (a quarter of the
+        // window) is asked for and the provider reports the overflow if even that is too much.
+        assert_eq!(output_budget(8_000, 4_096, calibrated(3_000, f)), 1_024);
+        assert_eq!(output_budget(8_000, 8_192, calibrated(3_000, f)), 4_860);
     }
 
     #[test]

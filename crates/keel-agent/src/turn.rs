@@ -321,6 +321,15 @@ impl Agent {
             usage,
             finish,
         } = assembled;
+        if let Some(u) = &usage {
+            let mut state = self.state();
+            if let Some((t, s, estimate)) = state.last_estimate
+                && (t, s) == (turn, step)
+                && let Some(f) = crate::request::prompt_factor(u.prompt_tokens(), estimate)
+            {
+                state.prompt_factor = Some(f);
+            }
+        }
         let message = self.model_message(content);
         let calls: Vec<ToolCallBlock> = message.tool_calls().cloned().collect();
         let text = message.text();

@@ -111,3 +111,43 @@ responses:
         3
     );
 }
+
+/// `max_tokens` leaves room for the prompt as the provider counts it: after a request whose
+/// reported prompt tokens exceed keel's estimate, later requests scale the estimate up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_tokens_follows_the_providers_prompt_count() {
+    let script = r#"
+responses:
+  - text: "Reading."
+    tool_calls:
+      - {id: r1, name: read, arguments: {path: "notes.txt"}}
+    usage: {prompt: 100000, completion: 10}
+  - text: "Done."
+"#;
+    let f = fixture_config(
+        script,
+        keel_agent::HookRegistry::default(),
+        keel_tools::SandboxMode::WorkspaceWrite,
+        |c| {
+            c.model_info.context_window = 16_384;
+            c.approval = keel_agent::ApprovalPolicy::Auto;
+        },
+    );
+    std::fs::write(f.work.path().join("notes.txt"), "hello\n").unwrap();
+    f.agent.followup("read notes.txt").unwrap();
+    f.agent.run_pending().await.unwrap().unwrap();
+    let reqs = f.provider.requests();
+    assert_eq!(reqs.len(), 2);
+    let ceiling = f.agent.config().model_info.max_output;
+    let e0 = keel_agent::request::prompt_estimate(&reqs[0]);
+    let e1 = keel_agent::request::prompt_estimate(&reqs[1]);
+    use keel_agent::request::{calibrated, output_budget, prompt_factor};
+    assert_eq!(reqs[0].max_tokens, Some(output_budget(ceiling, 16_384, e0)));
+    // 100,000 reported for a few thousand estimated: the factor is clamped at 3.
+    assert_eq!(prompt_factor(100_000, e0), Some(3.0));
+    assert_eq!(
+        reqs[1].max_tokens,
+        Some(output_budget(ceiling, 16_384, calibrated(e1, Some(3.0))))
+    );
+    assert!(reqs[1].max_tokens < Some(output_budget(ceiling, 16_384, e1)));
+}

@@ -682,10 +682,18 @@ fn max_tokens_is_capped_by_what_the_window_leaves() {
         seen[1].0 > seen[0].0 && seen[1].1 < seen[0].1,
         "the cap did not shrink as the prompt grew: {seen:?}"
     );
-    // Not asserted: prompt + max_tokens <= window. keel estimates the prompt at three bytes of
-    // its own JSON a token; this template and tokenizer make about 2.7, so the cap overshoots
-    // the room left by a few hundred tokens (docs/local-servers.md, "Results"). llama-server
-    // accepts that and stops generating at the end of its context.
+    // The first request is capped by keel's estimate (three bytes of its own JSON a token);
+    // this template and tokenizer make about 2.7, so it may overshoot the room left. From the
+    // second request on the estimate is scaled by what the server reported for the previous
+    // one: prompt + max_tokens fits the window, or max_tokens is keel's floor (a quarter of the
+    // window here), below which it never asks (the server then reports the overflow).
+    let floor = 1024.min(window / 4);
+    for &(p, m) in &seen[1..] {
+        assert!(
+            p + m <= window || m == floor,
+            "a calibrated request overshoots the window: {seen:?}"
+        );
+    }
     let overshoot: Vec<i64> = seen
         .iter()
         .map(|&(p, m)| (p + m) as i64 - window as i64)
@@ -807,10 +815,8 @@ fn a_window_too_small_for_the_fixed_prompt_is_refused_before_any_request() {
     drop(server);
 
     // At the smallest window keel accepts (the message's "(N in all)"), the real first request
-    // as this server renders it (tool schemas included) either fits, or its overflow is reported
-    // as such, never as a bad request. (With this template it does not fit: keel's estimate of
-    // its fixed prompt is about four bytes of its own JSON a token, and the template re-renders
-    // the schemas indented; docs/local-servers.md, "Results".)
+    // as this server renders it (tool schemas included, re-rendered indented by the template)
+    // fits: keel estimates its fixed prompt at three bytes a token, as it caps requests.
     let smallest: u64 = out
         .stderr
         .split(" in all)")
@@ -832,22 +838,12 @@ fn a_window_too_small_for_the_fixed_prompt_is_refused_before_any_request() {
     assert_eq!(requests.len(), 1, "stderr:\n{}", out.stderr);
     let prompt = server.prompt_tokens(&requests[0]);
     eprintln!("smallest accepted window {smallest}: the server counts {prompt} prompt tokens");
+    assert!(
+        prompt < smallest,
+        "the first request does not fit: {prompt} >= {smallest}"
+    );
     let codes = failure_codes(&load_consistent(&env.only_session()));
-    if prompt < smallest {
-        assert!(codes.is_empty(), "{codes:?}; stderr:\n{}", out.stderr);
-    } else {
-        assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
-        assert!(
-            !codes.is_empty() && codes.iter().all(|c| c == "CONTEXT_WINDOW_EXCEEDED"),
-            "{codes:?}; stderr:\n{}",
-            out.stderr
-        );
-        assert!(
-            out.stderr.contains("ended: error CONTEXT_WINDOW_EXCEEDED"),
-            "stderr:\n{}",
-            out.stderr
-        );
-    }
+    assert!(codes.is_empty(), "{codes:?}; stderr:\n{}", out.stderr);
 }
 
 #[test]
