@@ -11,8 +11,10 @@
 pub mod anchors;
 pub mod basis;
 pub mod continuation;
+pub mod control;
 mod plugin;
 pub mod render;
 pub mod show;
 
+pub use control::ControlMode;
 pub use plugin::{ContinuityConfig, ContinuityPlugin, ID, PROJECTION_EVENT};

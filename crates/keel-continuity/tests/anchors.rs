@@ -48,7 +48,9 @@ fn authority_is_private_ids_and_digests_only_and_refuses_a_conflict() {
 
     // Same seq and id, other digest: a hard error naming both digests and the file.
     let forged = source(7, "m-1", "the codeword is OKAPI-3");
-    let e = anchors.anchor("root-1", std::slice::from_ref(&forged)).unwrap_err();
+    let e = anchors
+        .anchor("root-1", std::slice::from_ref(&forged))
+        .unwrap_err();
     assert!(matches!(e, AnchorError::Conflict { seq: 7, .. }), "{e}");
     let msg = e.to_string();
     assert!(

@@ -1,0 +1,428 @@
+//! Explicit control mode (opt-in): a durable contract outside the workspace, five tools to
+//! keep it, and a `tools/guard` that admits a guarded tool (`write`, `edit`, `bash` by default)
+//! only with a one-use authorization bound to the contract's revision and targets, no
+//! unreviewed human message, and (for `write`/`edit`) a path inside the declared targets.
+//!
+//! | piece | where |
+//! |---|---|
+//! | the contract file, its verification, paths | [`contract`] |
+//! | `control_open`, `control_status`, `control_update`, `control_checkpoint`, `control_review_input` | `tools` |
+//! | activation, fencing human messages, revoking at a compaction | [`Controller::observe`] (`session/event`) |
+//! | admission | [`ControlGuard`] (`tools/guard`) |
+//!
+//! keel fixes an agent's tool list when it is built, so the five tools are registered when the
+//! continuity row says `control = "contract"` (active from the first message) or
+//! `control = "on-request"` (registered, but refused and the guard inert until a human message
+//! says "use explicit control"). With `control = "off"` (the default) nothing is registered
+//! and requests are byte-for-byte those of passive mode.
+
+pub mod contract;
+mod tools;
+
+use crate::anchors::Anchors;
+use async_trait::async_trait;
+use contract::{Authorization, Contract, ContractStore, covers, normalize};
+use keel_agent::agent::{Agent, AgentSlot};
+use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
+use keel_tools::{GuardDecision, GuardHook, HookContext};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use tools::{TOOL_NAMES, tools};
+
+/// Activation and every change of the contract's state are logged as ignorable events.
+pub const CONTROL_EVENT: &str = "continuity/control";
+/// A `control_checkpoint`.
+pub const CHECKPOINT_EVENT: &str = "continuity/checkpoint";
+/// The text that turns `on-request` control on (case-insensitive).
+pub const ACTIVATION_PHRASE: &str = "use explicit control";
+
+/// The `control` key of the continuity row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ControlMode {
+    /// No tools, no guard (the default).
+    #[default]
+    Off,
+    /// Active from the session's first message (`--control contract`).
+    Contract,
+    /// Tools registered; active from the first human message saying "use explicit control".
+    OnRequest,
+}
+
+/// A configuration layer turning contract mode on (what `--control contract` adds; `[[plugins]]`
+/// rows merge by id, so the row's other keys keep their values).
+pub const CONTRACT_LAYER_TOML: &str =
+    "[[plugins]]\nid = \"continuity\"\n[plugins.config]\ncontrol = \"contract\"\n";
+
+/// The tools guarded by default.
+pub fn default_guarded_tools() -> Vec<String> {
+    ["write", "edit", "bash"].map(String::from).to_vec()
+}
+
+/// Tools whose `path` argument must lie inside the declared targets.
+const PATH_TOOLS: [&str; 2] = ["write", "edit"];
+
+/// One task's control state, shared by the tools, the guard and the observer.
+pub struct Controller {
+    mode: ControlMode,
+    guarded: Vec<String>,
+    cwd: PathBuf,
+    store: ContractStore,
+    anchors: Anchors,
+    agent: AgentSlot,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    bound: bool,
+    active: bool,
+    activation_logged: bool,
+    root: String,
+    /// SHA-256 of the bytes keel last wrote (or logged): a file with other bytes was edited.
+    written: Option<String>,
+    /// A fence that could not be written: guarded tools are refused from then on.
+    failure: Option<String>,
+}
+
+/// An event to log once the lock is released.
+type Pending = Vec<(&'static str, Value)>;
+
+impl Controller {
+    /// A controller for one install.
+    pub(crate) fn new(
+        mode: ControlMode,
+        guarded: Vec<String>,
+        cwd: PathBuf,
+        keel_home: &std::path::Path,
+    ) -> Arc<Controller> {
+        Arc::new(Controller {
+            mode,
+            guarded,
+            cwd,
+            store: ContractStore::new(keel_home),
+            anchors: Anchors::new(keel_home),
+            agent: AgentSlot::new(),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The agent is built: learn the root session and what the log says (activation, the
+    /// digest of the contract keel last wrote).
+    pub(crate) fn bind(&self, agent: &Agent) {
+        if !self.agent.bind(agent) {
+            return;
+        }
+        let log = agent.log();
+        let session = log.session();
+        let header = session.header();
+        let id = header.id.to_string();
+        let root = if header.delegation_depth == 0 {
+            id.clone()
+        } else {
+            self.anchors
+                .delegation(&id)
+                .ok()
+                .flatten()
+                .map(|d| d.root_session_id)
+                .unwrap_or(id)
+        };
+        let mut st = self.state();
+        st.bound = true;
+        st.root = root;
+        st.active = self.mode == ControlMode::Contract;
+        for ev in session.whole_event_iter() {
+            let EventBody::Other(o) = &ev.body else {
+                continue;
+            };
+            if o.type_name != CONTROL_EVENT {
+                continue;
+            }
+            if o.data.get("active") == Some(&Value::Bool(true)) {
+                st.active = true;
+                st.activation_logged = true;
+            }
+            if let Some(d) = o.data.get("contractDigest").and_then(Value::as_str) {
+                st.written = Some(d.to_owned());
+            }
+        }
+    }
+
+    /// Whether control is active now.
+    pub fn is_active(&self) -> bool {
+        self.state().active
+    }
+
+    /// The contract file of this task (once bound).
+    pub fn contract_path(&self) -> PathBuf {
+        self.store.path(&self.state().root)
+    }
+
+    /// Read and verify the contract (refusing bytes keel did not write).
+    fn load(&self, st: &State) -> Result<Option<Contract>, String> {
+        let Some(bytes) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
+            return Ok(None);
+        };
+        let digest = keel_jcs::digest::sha256_hex(&bytes);
+        if let Some(w) = &st.written
+            && *w != digest
+        {
+            return Err(format!(
+                "continuity contract {} was changed outside keel (its sha256 is {digest}, keel last wrote {w}) and is not trusted (restore it, or remove it and call control_open again)",
+                self.store.path(&st.root).display()
+            ));
+        }
+        self.store
+            .parse(&st.root, &bytes)
+            .map(Some)
+            .map_err(|e| e.0)
+    }
+
+    fn save(&self, st: &mut State, c: &Contract) -> Result<String, String> {
+        let digest = self.store.save(c).map_err(|e| e.0)?;
+        st.written = Some(digest.clone());
+        Ok(digest)
+    }
+
+    /// Log `events` (after the lock is released). Errors name the event.
+    fn log(&self, events: Pending) -> Result<(), String> {
+        let Some(agent) = self.agent.get() else {
+            return Ok(());
+        };
+        for (kind, data) in events {
+            agent
+                .push_ignorable(kind, data)
+                .map_err(|e| format!("cannot log {kind}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// `session/event` (the top agent's): activation by the human's words, fencing each human
+    /// message that arrives once a contract is open, revoking an unused authorization when the
+    /// history is replaced (compaction).
+    pub(crate) fn observe(&self, ev: &SessionEvent) {
+        let mut events = Pending::new();
+        {
+            let mut st = self.state();
+            if !st.bound {
+                return;
+            }
+            match &ev.body {
+                EventBody::UserMessage(m) if m.source.is_user() => {
+                    let mut activated_now = false;
+                    if !st.active
+                        && self.mode == ControlMode::OnRequest
+                        && m.text().to_lowercase().contains(ACTIVATION_PHRASE)
+                    {
+                        st.active = true;
+                        activated_now = true;
+                    }
+                    if st.active && !st.activation_logged {
+                        st.activation_logged = true;
+                        let reason = if activated_now { "task text" } else { "config" };
+                        events.push((
+                            CONTROL_EVENT,
+                            json!({"active": true, "reason": reason, "inputSeq": ev.seq.0}),
+                        ));
+                    }
+                    if st.active && !activated_now {
+                        match self.fence(&mut st, ev.seq.0) {
+                            Ok(Some(e)) => events.push(e),
+                            Ok(None) => {}
+                            Err(e) => {
+                                st.failure.get_or_insert(format!(
+                                    "continuity could not fence human message seq {}: {e}",
+                                    ev.seq.0
+                                ));
+                            }
+                        }
+                    }
+                }
+                _ if st.active && matches!(ev.surface_op, Some(SurfaceOp::Replace { .. })) => {
+                    match self.revoke(
+                        &mut st,
+                        &format!("the history was replaced at seq {} (compaction)", ev.seq.0),
+                    ) {
+                        Ok(Some(e)) => events.push(e),
+                        Ok(None) => {}
+                        Err(e) => {
+                            st.failure.get_or_insert(e);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // An observer cannot fail; a log failure shows up on the next append.
+        let _ = self.log(events);
+    }
+
+    fn fence(&self, st: &mut State, seq: u64) -> Result<Option<(&'static str, Value)>, String> {
+        let Some(mut c) = self.load(st)? else {
+            return Ok(None);
+        };
+        if seq < c.opened_at_seq || c.fence.pending_input_seqs.contains(&seq) {
+            return Ok(None);
+        }
+        c.fence.pending_input_seqs.push(seq);
+        c.fence.pending_input_seqs.sort_unstable();
+        let digest = self.save(st, &c)?;
+        Ok(Some(change("fence", &c, digest, json!({"inputSeq": seq}))))
+    }
+
+    fn revoke(
+        &self,
+        st: &mut State,
+        reason: &str,
+    ) -> Result<Option<(&'static str, Value)>, String> {
+        let Some(mut c) = self.load(st)? else {
+            return Ok(None);
+        };
+        let Some(a) = c
+            .authorization
+            .as_mut()
+            .filter(|a| !a.used && a.revoked.is_none())
+        else {
+            return Ok(None);
+        };
+        a.revoked = Some(reason.to_owned());
+        let id = a.id.clone();
+        let digest = self.save(st, &c)?;
+        Ok(Some(change(
+            "revoke",
+            &c,
+            digest,
+            json!({"authorization": id, "reason": reason}),
+        )))
+    }
+
+    /// The guard's decision; admission consumes the authorization durably.
+    fn admit(&self, tool: &str, args: &Value) -> Result<(), String> {
+        let mut events = Pending::new();
+        {
+            let mut st = self.state();
+            if !st.active || !self.guarded.iter().any(|g| g == tool) {
+                return Ok(());
+            }
+            if let Some(f) = &st.failure {
+                return Err(f.clone());
+            }
+            let Some(mut c) = self.load(&st)? else {
+                return Err(format!(
+                    "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
+                ));
+            };
+            let rev = c.revision;
+            if let Some(seq) = c.fence.pending_input_seqs.first() {
+                return Err(format!(
+                    "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
+                ));
+            }
+            let path = if PATH_TOOLS.contains(&tool) {
+                let raw = args.get("path").and_then(Value::as_str).unwrap_or_default();
+                let p = normalize(&self.cwd, raw)
+                    .map_err(|e| format!("{tool} refused by explicit control: {e}"))?;
+                if !c.targets.iter().any(|t| covers(t, &p)) {
+                    return Err(format!(
+                        "{p} is outside the declared targets {:?} of contract revision {rev}: write only inside them, or call control_update with revision {rev} adding it to targets (with a rationale), then control_checkpoint with revision {} and authorize",
+                        c.targets,
+                        rev + 1
+                    ));
+                }
+                Some(p)
+            } else {
+                None
+            };
+            let digest_now = c.targets_digest.clone();
+            let again = format!("call control_checkpoint with revision {rev} and authorize");
+            let a: &mut Authorization = match c.authorization.as_mut() {
+                None => {
+                    return Err(format!(
+                        "no authorization for {tool}: {again} (intent: what you are about to do) first"
+                    ));
+                }
+                Some(a) => a,
+            };
+            if a.used {
+                return Err(format!(
+                    "authorization {} was already used (each one admits one guarded call): {again} again",
+                    a.id
+                ));
+            }
+            if let Some(r) = &a.revoked {
+                return Err(format!(
+                    "authorization {} was revoked ({r}): call control_status to re-read the contract, then {again} again",
+                    a.id
+                ));
+            }
+            if a.revision != rev || a.targets_digest != digest_now {
+                return Err(format!(
+                    "authorization {} was issued for revision {}, but the contract is now at revision {rev}: call control_status to re-read it, then {again}",
+                    a.id, a.revision
+                ));
+            }
+            if let Some(p) = &path
+                && !a.paths.is_empty()
+                && !a.paths.iter().any(|t| covers(t, p))
+            {
+                return Err(format!(
+                    "{p} is outside the paths {:?} authorization {} covers: {again} for it",
+                    a.paths, a.id
+                ));
+            }
+            a.used = true;
+            let id = a.id.clone();
+            let digest = self
+                .save(&mut st, &c)
+                .map_err(|e| format!("cannot consume the authorization: {e}"))?;
+            events.push(change(
+                "consume",
+                &c,
+                digest,
+                json!({"authorization": id, "tool": tool, "path": path}),
+            ));
+        }
+        self.log(events)
+    }
+}
+
+/// A `continuity/control` record of a contract change.
+fn change(action: &str, c: &Contract, digest: String, extra: Value) -> (&'static str, Value) {
+    let mut data = json!({
+        "action": action,
+        "revision": c.revision,
+        "contractDigest": digest,
+    });
+    if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
+        d.extend(extra);
+    }
+    (CONTROL_EVENT, data)
+}
+
+/// The `tools/guard` hook of explicit control.
+pub struct ControlGuard(pub(crate) Arc<Controller>);
+
+#[async_trait]
+impl GuardHook for ControlGuard {
+    async fn check(&self, ctx: &HookContext<'_>, args: &Value) -> GuardDecision {
+        match self.0.admit(&ctx.call.name, args) {
+            Ok(()) => GuardDecision::Pass,
+            Err(reason) => GuardDecision::Deny(reason),
+        }
+    }
+}
