@@ -8,7 +8,9 @@ use keel_agent::InboxMode;
 use keel_agent::agent::Agent;
 use keel_agent::compaction::{self, CompactionReason};
 use keel_protocol::{EventBody, KnownSource, Message, MessageSource, SessionEvent};
-use keel_testkit::agent::{AgentFixture, AgentOptions, PluginRow, agent_fixture, events_of};
+use keel_testkit::agent::{
+    AgentFixture, AgentOptions, PluginRow, agent_fixture, events_of, load_session,
+};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -63,16 +65,27 @@ fn script(turns: &[(&str, Vec<(&str, Value)>)]) -> String {
 }
 
 fn fixture(control: bool, script: &str, files: &[(&str, &str)]) -> AgentFixture {
+    fixture_with(control, script, files, &[])
+}
+
+fn fixture_with(
+    control: bool,
+    script: &str,
+    files: &[(&str, &str)],
+    extra: &[&'static str],
+) -> AgentFixture {
     let row = if control {
         PluginRow::with("continuity", &json!({"control": "contract"}))
     } else {
         PluginRow::new("continuity")
     };
+    let mut plugins = vec![row];
+    plugins.extend(extra.iter().map(|id| PluginRow::new(id)));
     agent_fixture(
         script,
         AgentOptions {
             approval: keel_agent::ApprovalPolicy::Auto,
-            plugins: vec![row],
+            plugins,
             files: files
                 .iter()
                 .map(|(p, t)| (p.to_string(), t.to_string()))
@@ -606,4 +619,191 @@ async fn on_request_mode_activates_on_the_humans_words() {
         unreachable!()
     };
     assert_eq!(o.data["reason"], "task text");
+}
+
+/// A human message after the contract is fenced; reviewed as unchanged, the work goes on with
+/// a fresh authorization. Passes in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legitimate_review_of_an_unchanged_message_then_write_runs_in_both_modes() {
+    let t1 = ("[T1]", vec![open(&["notes.txt"]), authorize(1)]);
+    let human = [
+        Step::Human("[T1] keep notes"),
+        Step::Human("[T2] and make it friendly"),
+    ];
+    // The fenced seq is deterministic: find it with a run that stops at the fence.
+    let probe = fixture(true, &script(std::slice::from_ref(&t1)), &[]);
+    drive(&probe.agent, &human).await;
+    let dir = probe.home.path().join("continuity/control");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let c: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let seq = c["fence"]["pendingInputSeqs"][0].as_u64().unwrap();
+
+    let turns = [
+        t1,
+        (
+            "[T2]",
+            vec![
+                (
+                    "control_review_input",
+                    json!({"revision": 1, "input_seq": seq, "outcome": "unchanged", "rationale": "same scope"}),
+                ),
+                authorize(1),
+                write("notes.txt", "hello, friend"),
+            ],
+        ),
+    ];
+    let (on, off) = both(&turns, &[], &human).await;
+    assert_eq!(read(&on.cwd, "notes.txt").as_deref(), Some("hello, friend"));
+    assert_eq!(
+        read(&off.cwd, "notes.txt").as_deref(),
+        Some("hello, friend")
+    );
+    let r = results(&on.agent);
+    assert!(
+        r.iter()
+            .any(|t| t.contains(&format!("input_seq {seq} reviewed (unchanged)"))),
+        "{r:#?}"
+    );
+}
+
+/// (10) A subagent's write outside the targets: the guard is global, the child is checked
+/// against the same contract.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hazard_a_subagent_writes_outside_the_targets() {
+    let mut s = format!("responses:\n{SUMMARY}");
+    s += &turn_script(
+        "[T1]",
+        &[
+            open(&["notes.txt"]),
+            authorize(1),
+            (
+                "subagent",
+                json!({"description": "helper", "prompt": "[CHILD] write the helper file"}),
+            ),
+        ],
+    );
+    s += &turn_script("[CHILD]", &[write("helper.txt", "x")]);
+    for _ in 0..4 {
+        s += "  - text: \"Done.\"\n";
+    }
+    let mut out = Vec::new();
+    for control in [true, false] {
+        let f = fixture_with(control, &s, &[], &["subagent"]);
+        drive(&f.agent, &[Step::Human("[T1] keep notes, with help")]).await;
+        out.push(f);
+    }
+    assert_eq!(read(&out[0].cwd, "helper.txt"), None);
+    assert!(read(&out[1].cwd, "helper.txt").is_some());
+    // The denial is in the child's own log.
+    let f = &out[0];
+    let child = events_of(&f.agent)
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::SubagentDescriptor(d) => Some(d.child_session.to_string()),
+            _ => None,
+        })
+        .unwrap();
+    let dir = f
+        .session_path
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join(child);
+    let evs: Vec<SessionEvent> = load_session(&dir)
+        .events()
+        .map(|e| e.into_owned())
+        .collect();
+    let r = keel_testkit::agent::tool_results(&evs);
+    assert!(
+        r.iter()
+            .any(|t| t.contains("DENIED")
+                && t.contains("helper.txt is outside the declared targets")),
+        "{r:#?}"
+    );
+}
+
+/// Build a new agent on the session file at `path` (a cold resume, a new process) with
+/// `script`, with the home's configuration (control on).
+fn resume(home: &Path, cwd: &Path, path: &Path, script: &str) -> Agent {
+    use keel_host::{BuildOptions, Flags, Host, ModelSource, Sources};
+    use keel_llm::{Provider, ScriptFormat, ScriptedProvider};
+    use keel_session::{PersistentSession, WriterOptions};
+    use std::sync::Arc;
+    let provider = Arc::new(
+        ScriptedProvider::from_str(script, ScriptFormat::Yaml)
+            .unwrap()
+            .with_name("scripted"),
+    );
+    let host = Host::load(&Sources::for_workspace(
+        home.to_path_buf(),
+        cwd.to_path_buf(),
+    ))
+    .unwrap();
+    let flags = Flags {
+        model: Some(keel_testkit::agent::FIXTURE_MODEL.to_owned()),
+        approval: Some(keel_agent::ApprovalPolicy::Auto),
+        ..Flags::default()
+    };
+    let factory = host
+        .factory(flags, ModelSource::Provider(provider as Arc<dyn Provider>))
+        .unwrap();
+    let (log, _, _) = PersistentSession::resume(path, WriterOptions::default()).unwrap();
+    factory.build(log, BuildOptions::default()).unwrap()
+}
+
+/// The contract and its authorization survive a restart (the resumed process admits the
+/// authorized write); a hand edit made while keel was down is still refused, because the
+/// digest of what keel last wrote is in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_contract_survives_a_restart_and_a_hand_edit_between_runs_is_refused() {
+    let s = script(&[("[T1]", vec![open(&["notes.txt"]), authorize(1)])]);
+    let AgentFixture {
+        home,
+        work: _work,
+        cwd,
+        agent,
+        session_path,
+        ..
+    } = fixture(true, &s, &[]);
+    drive(&agent, &[Step::Human("[T1] keep notes")]).await;
+    drop(agent);
+
+    // Process 2: the authorization issued by process 1 admits one write.
+    let next = format!(
+        "responses:\n{}  - text: \"Done.\"\n",
+        turn_script("[N1]", &[write("notes.txt", "hello")])
+    );
+    let agent = resume(home.path(), &cwd, &session_path, &next);
+    drive(&agent, &[Step::Notice("[N1] go on")]).await;
+    assert_eq!(read(&cwd, "notes.txt").as_deref(), Some("hello"));
+    drop(agent);
+
+    // Between runs: a hand edit that re-issues the authorization, self-consistent.
+    let file = std::fs::read_dir(home.path().join("continuity/control"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut c: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(c["authorization"]["used"], true);
+    c["authorization"]["used"] = json!(false);
+    std::fs::write(&file, serde_json::to_vec_pretty(&c).unwrap()).unwrap();
+
+    // Process 3: refused, naming the file.
+    let last = format!(
+        "responses:\n{}  - text: \"Done.\"\n",
+        turn_script("[N2]", &[write("notes.txt", "again")])
+    );
+    let agent = resume(home.path(), &cwd, &session_path, &last);
+    drive(&agent, &[Step::Notice("[N2] once more")]).await;
+    assert_eq!(read(&cwd, "notes.txt").as_deref(), Some("hello"));
+    denied_with(&agent, &file.display().to_string());
+    denied_with(&agent, "changed outside keel");
 }
