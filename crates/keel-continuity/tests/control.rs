@@ -807,3 +807,37 @@ async fn the_contract_survives_a_restart_and_a_hand_edit_between_runs_is_refused
     denied_with(&agent, &file.display().to_string());
     denied_with(&agent, "changed outside keel");
 }
+
+/// What `--control contract` needs: the continuity row's merged config with `control` set
+/// (`with_contract`), the user's other keys kept.
+#[test]
+fn with_contract_sets_control_and_keeps_the_users_keys() {
+    use keel_continuity::{ContinuityConfig, ControlMode, control::with_contract};
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[[plugins]]\nid = \"continuity\"\n[plugins.config]\nbudget_bytes = 4096\n",
+    )
+    .unwrap();
+    let host = keel_host::Host::load(&keel_host::Sources::for_workspace(
+        home.path().into(),
+        work.path().into(),
+    ))
+    .unwrap();
+    let row = host
+        .config()
+        .config
+        .plugins
+        .iter()
+        .find(|r| r.id == "continuity")
+        .unwrap();
+    let value = serde_json::to_value(toml::Value::Table(row.config.clone().unwrap())).unwrap();
+    let c: ContinuityConfig =
+        keel_agent::plugin::plugin_config(keel_continuity::ID, with_contract(value)).unwrap();
+    assert_eq!(c.control, ControlMode::Contract);
+    assert_eq!(c.budget_bytes, 4096);
+    let c: ContinuityConfig =
+        keel_agent::plugin::plugin_config(keel_continuity::ID, with_contract(Value::Null)).unwrap();
+    assert_eq!(c.control, ControlMode::Contract);
+}

@@ -52,10 +52,18 @@ pub enum ControlMode {
     OnRequest,
 }
 
-/// A configuration layer turning contract mode on (what `--control contract` adds; `[[plugins]]`
-/// rows merge by id, so the row's other keys keep their values).
-pub const CONTRACT_LAYER_TOML: &str =
-    "[[plugins]]\nid = \"continuity\"\n[plugins.config]\ncontrol = \"contract\"\n";
+/// What `--control contract` does to the continuity row's merged `config` (JSON, `null` when
+/// the row has none): the same table with `control = "contract"`. A configuration layer cannot
+/// do it alone: a later layer's `[[plugins]]` row replaces the row's whole `config`, which
+/// would drop the user's other keys.
+pub fn with_contract(row_config: Value) -> Value {
+    let mut map = match row_config {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    map.insert("control".into(), json!("contract"));
+    Value::Object(map)
+}
 
 /// The tools guarded by default.
 pub fn default_guarded_tools() -> Vec<String> {
