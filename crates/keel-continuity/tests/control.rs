@@ -630,18 +630,7 @@ async fn legitimate_review_of_an_unchanged_message_then_write_runs_in_both_modes
         Step::Human("[T1] keep notes"),
         Step::Human("[T2] and make it friendly"),
     ];
-    // The fenced seq is deterministic: find it with a run that stops at the fence.
-    let probe = fixture(true, &script(std::slice::from_ref(&t1)), &[]);
-    drive(&probe.agent, &human).await;
-    let dir = probe.home.path().join("continuity/control");
-    let file = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let c: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    let seq = c["fence"]["pendingInputSeqs"][0].as_u64().unwrap();
+    let seq = fenced_seq(&t1, &human).await;
 
     let turns = [
         t1,
@@ -840,4 +829,89 @@ fn with_contract_sets_control_and_keeps_the_users_keys() {
     let c: ContinuityConfig =
         keel_agent::plugin::plugin_config(keel_continuity::ID, with_contract(Value::Null)).unwrap();
     assert_eq!(c.control, ControlMode::Contract);
+}
+
+/// The seq of the human message the second step fences. Seqs are deterministic for a script:
+/// find it with a run that stops at the fence.
+async fn fenced_seq(t1: &(&str, Vec<(&str, Value)>), human: &[Step]) -> u64 {
+    let probe = fixture(true, &script(std::slice::from_ref(t1)), &[]);
+    drive(&probe.agent, human).await;
+    let dir = probe.home.path().join("continuity/control");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let c: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    c["fence"]["pendingInputSeqs"][0].as_u64().unwrap()
+}
+
+fn review(seq: u64, outcome: &str) -> (&'static str, Value) {
+    (
+        "control_review_input",
+        json!({"revision": 1, "input_seq": seq, "outcome": outcome, "rationale": "read it"}),
+    )
+}
+
+/// (11) The model admits the request changed but re-authorizes without recording the change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hazard_changed_request_reauthorized_without_an_update() {
+    let t1 = ("[T1]", vec![open(&["notes.txt"]), authorize(1)]);
+    let human = [
+        Step::Human("[T1] keep notes"),
+        Step::Human("[T2] no: keep them in a database instead"),
+    ];
+    let seq = fenced_seq(&t1, &human).await;
+    let turns = [
+        t1,
+        (
+            "[T2]",
+            vec![
+                review(seq, "changed"),
+                authorize(1),
+                write("notes.txt", "hello"),
+            ],
+        ),
+    ];
+    let (on, off) = both(&turns, &[], &human).await;
+    assert_eq!(read(&on.cwd, "notes.txt"), None);
+    assert!(read(&off.cwd, "notes.txt").is_some());
+    let r = results(&on.agent);
+    assert!(
+        r.iter().any(|t| t.contains(&format!(
+            "cannot authorize: human message input_seq {seq} changed the request"
+        ))),
+        "{r:#?}"
+    );
+    denied_with(&on.agent, "call control_update with revision 1");
+}
+
+/// A changed request recorded with control_update, then re-authorized: passes in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legitimate_changed_request_updated_then_write_runs_in_both_modes() {
+    let t1 = ("[T1]", vec![open(&["notes.txt"]), authorize(1)]);
+    let human = [
+        Step::Human("[T1] keep notes"),
+        Step::Human("[T2] put them in notes.md instead"),
+    ];
+    let seq = fenced_seq(&t1, &human).await;
+    let turns = [
+        t1,
+        (
+            "[T2]",
+            vec![
+                review(seq, "changed"),
+                (
+                    "control_update",
+                    json!({"revision": 1, "targets": ["notes.md"], "rationale": "the human moved the notes"}),
+                ),
+                authorize(2),
+                write("notes.md", "hello"),
+            ],
+        ),
+    ];
+    let (on, off) = both(&turns, &[], &human).await;
+    assert_eq!(read(&on.cwd, "notes.md").as_deref(), Some("hello"));
+    assert_eq!(read(&off.cwd, "notes.md").as_deref(), Some("hello"));
 }

@@ -6,7 +6,7 @@
 //! {"schemaVersion": 1, "rootSessionId": "…", "revision": 3, "openedAtSeq": 12,
 //!  "objective": "…", "acceptance": ["…"], "constraints": ["…"],
 //!  "targets": ["src", "README.md"], "targetsDigest": "<sha256 of the canonical JSON of targets>",
-//!  "fence": {"pendingInputSeqs": [41]},
+//!  "fence": {"pendingInputSeqs": [41], "awaitingUpdate": []},
 //!  "authorization": {"id": "auth-3", "revision": 3, "targetsDigest": "…", "intent": "…",
 //!                    "paths": [], "used": false, "revoked": null} | null,
 //!  "issued": 3, "leases": []}
@@ -30,6 +30,9 @@ pub const CONTRACT_SCHEMA_VERSION: u32 = 1;
 pub struct Fence {
     /// Seqs of the fenced `user/message` events, ascending.
     pub pending_input_seqs: Vec<u64>,
+    /// Seqs reviewed as `changed` whose change no `control_update` has recorded yet.
+    #[serde(default)]
+    pub awaiting_update: Vec<u64>,
 }
 
 /// A one-use pre-action authorization, bound to a revision and the targets' digest.

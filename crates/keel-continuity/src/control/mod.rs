@@ -341,6 +341,12 @@ impl Controller {
                     "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
                 ));
             }
+            if let Some(seq) = c.fence.awaiting_update.first() {
+                return Err(format!(
+                    "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
+                    rev + 1
+                ));
+            }
             let path = if PATH_TOOLS.contains(&tool) {
                 let raw = args.get("path").and_then(Value::as_str).unwrap_or_default();
                 let p = normalize(&self.cwd, raw)

@@ -225,6 +225,7 @@ impl Controller {
             ));
         }
         c.revision += 1;
+        c.fence.awaiting_update.clear();
         let digest = self.save(st, &c)?;
         events.push(change(
             "update",
@@ -254,6 +255,11 @@ impl Controller {
             if let Some(seq) = c.fence.pending_input_seqs.first() {
                 return Err(format!(
                     "cannot authorize: human message input_seq {seq} is not reviewed; call control_review_input with revision {rev} and input_seq {seq} first"
+                ));
+            }
+            if let Some(seq) = c.fence.awaiting_update.first() {
+                return Err(format!(
+                    "cannot authorize: human message input_seq {seq} changed the request and the contract does not say so yet; call control_update with revision {rev} first"
                 ));
             }
             let paths = normalize_all(&self.cwd, &auth.paths)?;
@@ -315,6 +321,9 @@ impl Controller {
         };
         c.fence.pending_input_seqs.remove(i);
         let changed = matches!(a.outcome, Outcome::Changed);
+        if changed {
+            c.fence.awaiting_update.push(a.input_seq);
+        }
         if changed
             && let Some(auth) = c
                 .authorization
