@@ -915,3 +915,52 @@ async fn legitimate_changed_request_updated_then_write_runs_in_both_modes() {
     assert_eq!(read(&on.cwd, "notes.md").as_deref(), Some("hello"));
     assert_eq!(read(&off.cwd, "notes.md").as_deref(), Some("hello"));
 }
+
+/// A crash between a logged change and the file write leaves the file one change behind the
+/// log: the next run rolls it forward from the contract the log carries. (Simulated by putting
+/// back the bytes from before the change; the same covers a deliberate revert, which cannot
+/// bring back a consumed authorization.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_one_change_behind_the_log_is_rolled_forward() {
+    let s = script(&[("[T1]", vec![open(&["notes.txt"]), authorize(1)])]);
+    let AgentFixture {
+        home,
+        work: _work,
+        cwd,
+        agent,
+        session_path,
+        ..
+    } = fixture(true, &s, &[]);
+    drive(&agent, &[Step::Human("[T1] keep notes")]).await;
+    let file = std::fs::read_dir(home.path().join("continuity/control"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let before = std::fs::read(&file).unwrap();
+    // The authorized write consumes auth-1 (logged, then written).
+    let next = format!(
+        "responses:\n{}  - text: \"Done.\"\n",
+        turn_script("[N1]", &[write("notes.txt", "hello")])
+    );
+    drop(agent);
+    let agent = resume(home.path(), &cwd, &session_path, &next);
+    drive(&agent, &[Step::Notice("[N1] go on")]).await;
+    assert_eq!(read(&cwd, "notes.txt").as_deref(), Some("hello"));
+    let after = std::fs::read(&file).unwrap();
+    drop(agent);
+
+    // The file as it was before the consume, the log one change ahead.
+    std::fs::write(&file, &before).unwrap();
+    std::fs::remove_file(cwd.join("notes.txt")).unwrap();
+    let last = format!(
+        "responses:\n{}  - text: \"Done.\"\n",
+        turn_script("[N2]", &[write("notes.txt", "again")])
+    );
+    let agent = resume(home.path(), &cwd, &session_path, &last);
+    assert_eq!(std::fs::read(&file).unwrap(), after, "rolled forward");
+    drive(&agent, &[Step::Notice("[N2] once more")]).await;
+    assert_eq!(read(&cwd, "notes.txt"), None);
+    denied_with(&agent, "auth-1 was already used");
+}

@@ -15,7 +15,9 @@
 //! A file that does not parse, carries an unknown key, another `schemaVersion`, another root
 //! session, a `targetsDigest` that is not the digest of its `targets`, or an authorization
 //! newer than the contract is refused with an error naming the file; so is a file whose bytes
-//! are not the ones keel last wrote (see `Controller`). It is never trusted.
+//! are not the ones keel last wrote (see `Controller`). It is never trusted. Every change is
+//! logged (with the whole contract) and made durable before the file is written, so a file one
+//! change behind the log is rolled forward at the next start.
 
 use crate::anchors::{self, AnchorError, text_digest};
 use serde::{Deserialize, Serialize};
@@ -250,13 +252,16 @@ impl ContractStore {
         Ok(c)
     }
 
-    /// Write `contract` atomically; returns the SHA-256 of the bytes written.
-    pub fn save(&self, contract: &Contract) -> Result<String, ContractError> {
-        let path = self.path(&contract.root_session_id);
-        let err = |e: AnchorError| ContractError(format!("continuity contract: {e}"));
-        let bytes = anchors::pretty_bytes(contract).map_err(err)?;
-        anchors::write_bytes_atomic(&path, &bytes).map_err(err)?;
-        Ok(keel_jcs::digest::sha256_hex(&bytes))
+    /// The bytes a contract is written as (pretty JSON and a newline).
+    pub fn bytes_of(&self, contract: &Contract) -> Result<Vec<u8>, ContractError> {
+        anchors::pretty_bytes(contract)
+            .map_err(|e: AnchorError| ContractError(format!("continuity contract: {e}")))
+    }
+
+    /// Write `bytes` as the contract of `root_session`, atomically.
+    pub fn write(&self, root_session: &str, bytes: &[u8]) -> Result<(), ContractError> {
+        anchors::write_bytes_atomic(&self.path(root_session), bytes)
+            .map_err(|e| ContractError(format!("continuity contract: {e}")))
     }
 }
 

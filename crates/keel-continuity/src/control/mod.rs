@@ -154,6 +154,8 @@ impl Controller {
         st.bound = true;
         st.root = root;
         st.active = self.mode == ControlMode::Contract;
+        let mut previous = None;
+        let mut logged = None;
         for ev in session.whole_event_iter() {
             let EventBody::Other(o) = &ev.body else {
                 continue;
@@ -166,9 +168,40 @@ impl Controller {
                 st.activation_logged = true;
             }
             if let Some(d) = o.data.get("contractDigest").and_then(Value::as_str) {
-                st.written = Some(d.to_owned());
+                previous = st.written.replace(d.to_owned());
+                logged = o.data.get("contract").cloned();
             }
         }
+        if let Err(e) = self.roll_forward(&mut st, previous, logged) {
+            st.failure.get_or_insert(e);
+        }
+    }
+
+    /// A file one change behind the log (a crash between the logged change and the file
+    /// write) is rewritten from the contract the log carries. Any other difference is left
+    /// for [`Controller::load`] to refuse.
+    fn roll_forward(
+        &self,
+        st: &mut State,
+        previous: Option<String>,
+        logged: Option<Value>,
+    ) -> Result<(), String> {
+        let (Some(written), Some(previous), Some(logged)) = (&st.written, previous, logged) else {
+            return Ok(());
+        };
+        let Some(bytes) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
+            return Ok(()); // removed on purpose: start over
+        };
+        if keel_jcs::digest::sha256_hex(&bytes) != previous {
+            return Ok(());
+        }
+        let c: Contract = serde_json::from_value(logged)
+            .map_err(|e| format!("the logged contract does not parse: {e}"))?;
+        let bytes = self.store.bytes_of(&c).map_err(|e| e.0)?;
+        if keel_jcs::digest::sha256_hex(&bytes) != *written {
+            return Ok(());
+        }
+        self.store.write(&st.root, &bytes).map_err(|e| e.0)
     }
 
     /// Whether control is active now.
@@ -201,10 +234,32 @@ impl Controller {
             .map_err(|e| e.0)
     }
 
-    fn save(&self, st: &mut State, c: &Contract) -> Result<String, String> {
-        let digest = self.store.save(c).map_err(|e| e.0)?;
-        st.written = Some(digest.clone());
-        Ok(digest)
+    /// Write-ahead: log the change with the whole new contract and its digest, wait until
+    /// the log is durable, then write the file. A crash in between leaves a file one change
+    /// behind the log, which the next run rolls forward ([`Controller::bind`]).
+    fn commit(
+        &self,
+        st: &mut State,
+        c: &Contract,
+        action: &str,
+        extra: Value,
+    ) -> Result<(), String> {
+        let bytes = self.store.bytes_of(c).map_err(|e| e.0)?;
+        let digest = keel_jcs::digest::sha256_hex(&bytes);
+        if let Some(agent) = self.agent.get() {
+            let (kind, mut data) = change(action, c, digest.clone(), extra);
+            data["contract"] = serde_json::to_value(c).map_err(|e| e.to_string())?;
+            agent
+                .push_ignorable(kind, data)
+                .map_err(|e| format!("cannot log {kind}: {e}"))?;
+            let ticket = agent.log().flush_ticket();
+            ticket
+                .wait()
+                .map_err(|e| format!("cannot make {kind} durable: {e}"))?;
+        }
+        self.store.write(&st.root, &bytes).map_err(|e| e.0)?;
+        st.written = Some(digest);
+        Ok(())
     }
 
     /// Log `events` (after the lock is released). Errors name the event.
@@ -224,6 +279,12 @@ impl Controller {
     /// message that arrives once a contract is open, revoking an unused authorization when the
     /// history is replaced (compaction).
     pub(crate) fn observe(&self, ev: &SessionEvent) {
+        // Only human messages and replacements matter; anything else (this controller's own
+        // records, logged while its lock is held) returns before locking.
+        let human = matches!(&ev.body, EventBody::UserMessage(m) if m.source.is_user());
+        if !human && !matches!(ev.surface_op, Some(SurfaceOp::Replace { .. })) {
+            return;
+        }
         let mut events = Pending::new();
         {
             let mut st = self.state();
@@ -250,8 +311,7 @@ impl Controller {
                     }
                     if st.active && !activated_now {
                         match self.fence(&mut st, ev.seq.0) {
-                            Ok(Some(e)) => events.push(e),
-                            Ok(None) => {}
+                            Ok(()) => {}
                             Err(e) => {
                                 st.failure.get_or_insert(format!(
                                     "continuity could not fence human message seq {}: {e}",
@@ -266,8 +326,7 @@ impl Controller {
                         &mut st,
                         &format!("the history was replaced at seq {} (compaction)", ev.seq.0),
                     ) {
-                        Ok(Some(e)) => events.push(e),
-                        Ok(None) => {}
+                        Ok(()) => {}
                         Err(e) => {
                             st.failure.get_or_insert(e);
                         }
@@ -280,138 +339,126 @@ impl Controller {
         let _ = self.log(events);
     }
 
-    fn fence(&self, st: &mut State, seq: u64) -> Result<Option<(&'static str, Value)>, String> {
+    fn fence(&self, st: &mut State, seq: u64) -> Result<(), String> {
         let Some(mut c) = self.load(st)? else {
-            return Ok(None);
+            return Ok(());
         };
         if seq < c.opened_at_seq || c.fence.pending_input_seqs.contains(&seq) {
-            return Ok(None);
+            return Ok(());
         }
         c.fence.pending_input_seqs.push(seq);
         c.fence.pending_input_seqs.sort_unstable();
-        let digest = self.save(st, &c)?;
-        Ok(Some(change("fence", &c, digest, json!({"inputSeq": seq}))))
+        self.commit(st, &c, "fence", json!({"inputSeq": seq}))
     }
 
-    fn revoke(
-        &self,
-        st: &mut State,
-        reason: &str,
-    ) -> Result<Option<(&'static str, Value)>, String> {
+    fn revoke(&self, st: &mut State, reason: &str) -> Result<(), String> {
         let Some(mut c) = self.load(st)? else {
-            return Ok(None);
+            return Ok(());
         };
         let Some(a) = c
             .authorization
             .as_mut()
             .filter(|a| !a.used && a.revoked.is_none())
         else {
-            return Ok(None);
+            return Ok(());
         };
         a.revoked = Some(reason.to_owned());
         let id = a.id.clone();
-        let digest = self.save(st, &c)?;
-        Ok(Some(change(
-            "revoke",
+        self.commit(
+            st,
             &c,
-            digest,
+            "revoke",
             json!({"authorization": id, "reason": reason}),
-        )))
+        )
     }
 
     /// The guard's decision; admission consumes the authorization durably.
     fn admit(&self, tool: &str, args: &Value) -> Result<(), String> {
-        let mut events = Pending::new();
-        {
-            let mut st = self.state();
-            if !st.active || !self.guarded.iter().any(|g| g == tool) {
-                return Ok(());
-            }
-            if let Some(f) = &st.failure {
-                return Err(f.clone());
-            }
-            let Some(mut c) = self.load(&st)? else {
+        let mut st = self.state();
+        if !st.active || !self.guarded.iter().any(|g| g == tool) {
+            return Ok(());
+        }
+        if let Some(f) = &st.failure {
+            return Err(f.clone());
+        }
+        let Some(mut c) = self.load(&st)? else {
+            return Err(format!(
+                "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
+            ));
+        };
+        let rev = c.revision;
+        if let Some(seq) = c.fence.pending_input_seqs.first() {
+            return Err(format!(
+                "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
+            ));
+        }
+        if let Some(seq) = c.fence.awaiting_update.first() {
+            return Err(format!(
+                "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
+                rev + 1
+            ));
+        }
+        let path = if PATH_TOOLS.contains(&tool) {
+            let raw = args.get("path").and_then(Value::as_str).unwrap_or_default();
+            let p = normalize(&self.cwd, raw)
+                .map_err(|e| format!("{tool} refused by explicit control: {e}"))?;
+            if !c.targets.iter().any(|t| covers(t, &p)) {
                 return Err(format!(
-                    "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
-                ));
-            };
-            let rev = c.revision;
-            if let Some(seq) = c.fence.pending_input_seqs.first() {
-                return Err(format!(
-                    "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
-                ));
-            }
-            if let Some(seq) = c.fence.awaiting_update.first() {
-                return Err(format!(
-                    "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
+                    "{p} is outside the declared targets {:?} of contract revision {rev}: write only inside them, or call control_update with revision {rev} adding it to targets (with a rationale), then control_checkpoint with revision {} and authorize",
+                    c.targets,
                     rev + 1
                 ));
             }
-            let path = if PATH_TOOLS.contains(&tool) {
-                let raw = args.get("path").and_then(Value::as_str).unwrap_or_default();
-                let p = normalize(&self.cwd, raw)
-                    .map_err(|e| format!("{tool} refused by explicit control: {e}"))?;
-                if !c.targets.iter().any(|t| covers(t, &p)) {
-                    return Err(format!(
-                        "{p} is outside the declared targets {:?} of contract revision {rev}: write only inside them, or call control_update with revision {rev} adding it to targets (with a rationale), then control_checkpoint with revision {} and authorize",
-                        c.targets,
-                        rev + 1
-                    ));
-                }
-                Some(p)
-            } else {
-                None
-            };
-            let digest_now = c.targets_digest.clone();
-            let again = format!("call control_checkpoint with revision {rev} and authorize");
-            let a: &mut Authorization = match c.authorization.as_mut() {
-                None => {
-                    return Err(format!(
-                        "no authorization for {tool}: {again} (intent: what you are about to do) first"
-                    ));
-                }
-                Some(a) => a,
-            };
-            if a.used {
+            Some(p)
+        } else {
+            None
+        };
+        let digest_now = c.targets_digest.clone();
+        let again = format!("call control_checkpoint with revision {rev} and authorize");
+        let a: &mut Authorization = match c.authorization.as_mut() {
+            None => {
                 return Err(format!(
-                    "authorization {} was already used (each one admits one guarded call): {again} again",
-                    a.id
+                    "no authorization for {tool}: {again} (intent: what you are about to do) first"
                 ));
             }
-            if let Some(r) = &a.revoked {
-                return Err(format!(
-                    "authorization {} was revoked ({r}): call control_status to re-read the contract, then {again} again",
-                    a.id
-                ));
-            }
-            if a.revision != rev || a.targets_digest != digest_now {
-                return Err(format!(
-                    "authorization {} was issued for revision {}, but the contract is now at revision {rev}: call control_status to re-read it, then {again}",
-                    a.id, a.revision
-                ));
-            }
-            if let Some(p) = &path
-                && !a.paths.is_empty()
-                && !a.paths.iter().any(|t| covers(t, p))
-            {
-                return Err(format!(
-                    "{p} is outside the paths {:?} authorization {} covers: {again} for it",
-                    a.paths, a.id
-                ));
-            }
-            a.used = true;
-            let id = a.id.clone();
-            let digest = self
-                .save(&mut st, &c)
-                .map_err(|e| format!("cannot consume the authorization: {e}"))?;
-            events.push(change(
-                "consume",
-                &c,
-                digest,
-                json!({"authorization": id, "tool": tool, "path": path}),
+            Some(a) => a,
+        };
+        if a.used {
+            return Err(format!(
+                "authorization {} was already used (each one admits one guarded call): {again} again",
+                a.id
             ));
         }
-        self.log(events)
+        if let Some(r) = &a.revoked {
+            return Err(format!(
+                "authorization {} was revoked ({r}): call control_status to re-read the contract, then {again} again",
+                a.id
+            ));
+        }
+        if a.revision != rev || a.targets_digest != digest_now {
+            return Err(format!(
+                "authorization {} was issued for revision {}, but the contract is now at revision {rev}: call control_status to re-read it, then {again}",
+                a.id, a.revision
+            ));
+        }
+        if let Some(p) = &path
+            && !a.paths.is_empty()
+            && !a.paths.iter().any(|t| covers(t, p))
+        {
+            return Err(format!(
+                "{p} is outside the paths {:?} authorization {} covers: {again} for it",
+                a.paths, a.id
+            ));
+        }
+        a.used = true;
+        let id = a.id.clone();
+        self.commit(
+            &mut st,
+            &c,
+            "consume",
+            json!({"authorization": id, "tool": tool, "path": path}),
+        )
+        .map_err(|e| format!("cannot consume the authorization: {e}"))
     }
 }
 

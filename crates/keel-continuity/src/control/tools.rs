@@ -5,7 +5,7 @@
 use super::contract::{
     Authorization, CONTRACT_SCHEMA_VERSION, Contract, Fence, covers, normalize_all, targets_digest,
 };
-use super::{CHECKPOINT_EVENT, Controller, Pending, State, change};
+use super::{CHECKPOINT_EVENT, Controller, Pending, State};
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
@@ -151,7 +151,7 @@ fn no_contract() -> String {
 }
 
 impl Controller {
-    fn open(&self, st: &mut State, args: Value, events: &mut Pending) -> Result<String, String> {
+    fn open(&self, st: &mut State, args: Value) -> Result<String, String> {
         let a: OpenArgs = parse(args)?;
         if let Some(c) = self.load(st)? {
             return Err(format!(
@@ -182,8 +182,7 @@ impl Controller {
             issued: 0,
             leases: Vec::new(),
         };
-        let digest = self.save(st, &c)?;
-        events.push(change("open", &c, digest, json!({})));
+        self.commit(st, &c, "open", json!({}))?;
         Ok(format!(
             "contract open at revision 1 (targets {:?}). Before a write, edit or bash: control_checkpoint with revision 1 and authorize.",
             c.targets
@@ -197,7 +196,7 @@ impl Controller {
         serde_json::to_string_pretty(&c).map_err(|e| e.to_string())
     }
 
-    fn update(&self, st: &mut State, args: Value, events: &mut Pending) -> Result<String, String> {
+    fn update(&self, st: &mut State, args: Value) -> Result<String, String> {
         let mut c = self.load(st)?.ok_or_else(no_contract)?;
         let a: UpdateArgs = parse(args)?;
         check_revision(&c, a.revision)?;
@@ -226,13 +225,7 @@ impl Controller {
         }
         c.revision += 1;
         c.fence.awaiting_update.clear();
-        let digest = self.save(st, &c)?;
-        events.push(change(
-            "update",
-            &c,
-            digest,
-            json!({"rationale": a.rationale}),
-        ));
+        self.commit(st, &c, "update", json!({"rationale": a.rationale}))?;
         Ok(format!(
             "contract at revision {} (targets {:?}); earlier authorizations no longer apply.",
             c.revision, c.targets
@@ -283,13 +276,7 @@ impl Controller {
                 used: false,
                 revoked: None,
             });
-            let digest = self.save(st, &c)?;
-            events.push(change(
-                "authorize",
-                &c,
-                digest,
-                json!({"authorization": id}),
-            ));
+            self.commit(st, &c, "authorize", json!({"authorization": id}))?;
             reply = format!(
                 "checkpoint recorded; authorization {id} issued for revision {rev}: it admits one write, edit or bash."
             );
@@ -303,7 +290,7 @@ impl Controller {
         Ok(reply)
     }
 
-    fn review(&self, st: &mut State, args: Value, events: &mut Pending) -> Result<String, String> {
+    fn review(&self, st: &mut State, args: Value) -> Result<String, String> {
         let mut c = self.load(st)?.ok_or_else(no_contract)?;
         let a: ReviewArgs = parse(args)?;
         check_revision(&c, a.revision)?;
@@ -335,13 +322,7 @@ impl Controller {
                 a.input_seq
             ));
         }
-        let digest = self.save(st, &c)?;
-        events.push(change(
-            "review",
-            &c,
-            digest,
-            json!({"inputSeq": a.input_seq, "outcome": if changed {"changed"} else {"unchanged"}, "rationale": a.rationale}),
-        ));
+        self.commit(st, &c, "review", json!({"inputSeq": a.input_seq, "outcome": if changed {"changed"} else {"unchanged"}, "rationale": a.rationale}))?;
         let rest = match c.fence.pending_input_seqs.first() {
             Some(s) => format!(" Still fenced: input_seq {s}."),
             None => String::new(),
@@ -369,11 +350,11 @@ impl Controller {
                 ));
             }
             let r = match name {
-                "control_open" => self.open(&mut st, args, &mut events),
+                "control_open" => self.open(&mut st, args),
                 "control_status" => self.status(&mut st),
-                "control_update" => self.update(&mut st, args, &mut events),
+                "control_update" => self.update(&mut st, args),
                 "control_checkpoint" => self.checkpoint(&mut st, args, &mut events),
-                _ => self.review(&mut st, args, &mut events),
+                _ => self.review(&mut st, args),
             };
             r.map_err(ToolError::InvalidArgs)?
         };
