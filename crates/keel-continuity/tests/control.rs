@@ -964,3 +964,58 @@ async fn a_file_one_change_behind_the_log_is_rolled_forward() {
     assert_eq!(read(&cwd, "notes.txt"), None);
     denied_with(&agent, "auth-1 was already used");
 }
+
+/// With control on, the five schemas ride on every request, and nothing else changes in the
+/// first request; with it off, none is there. The measured wire cost is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tools_ride_on_requests_only_when_configured() {
+    let s = "responses:\n  - text: \"Hi.\"\n";
+    let on = fixture(true, s, &[]);
+    let off = fixture(false, s, &[]);
+    for f in [&on, &off] {
+        drive(&f.agent, &[Step::Human("[T1] hello")]).await;
+    }
+    let names = |f: &AgentFixture| -> Vec<String> {
+        f.provider.requests()[0]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|n| n.starts_with("control_"))
+            .collect()
+    };
+    assert_eq!(
+        names(&on),
+        [
+            "control_open",
+            "control_status",
+            "control_update",
+            "control_checkpoint",
+            "control_review_input"
+        ]
+    );
+    assert!(names(&off).is_empty());
+    let wire = |r: &keel_llm::ChatRequest| {
+        let body = keel_llm::request_body(
+            r,
+            &keel_llm::ModelCatalogue::default().lookup(r.model.as_str()),
+        );
+        serde_json::to_string(&body).unwrap()
+    };
+    let (r_on, r_off) = (
+        on.provider.requests()[0].clone(),
+        off.provider.requests()[0].clone(),
+    );
+    let (a, b) = (wire(&r_on).len(), wire(&r_off).len());
+    eprintln!(
+        "first request: {a} bytes with control, {b} without (+{})",
+        a - b
+    );
+    assert!(a - b <= 3072, "+{} bytes", a - b);
+    // Without the five schemas, the bytes are those of control off (the workspace path in the
+    // system prompt aside: each fixture has its own).
+    let mut stripped = r_on;
+    stripped.tools.retain(|t| !t.name.starts_with("control_"));
+    let on_text = wire(&stripped).replace(&on.cwd.display().to_string(), "WS");
+    let off_text = wire(&r_off).replace(&off.cwd.display().to_string(), "WS");
+    assert_eq!(on_text, off_text);
+}
