@@ -8,6 +8,7 @@
 //! | `agent/runtime-context` | before each request: is a boundary pending? If so, fold, check the anchors, render, log `continuity/projection` and deliver the projection once |
 //! | `subagent/build` | gives the child its own tracker, linked to this one |
 //! | `agent/turn-stopping` | bounded max-tokens continuation (only with `max_token_continuations > 0`) |
+//! | `tools/guard`, `session/event`, five tools | explicit control (only with `control` other than `"off"`; [`crate::control`]) |
 //!
 //! Before a boundary the runtime hook is a lock and two comparisons and adds nothing: the
 //! request is byte-for-byte the one keel sends without the plugin.
@@ -539,8 +540,10 @@ fn install_control(ctx: &mut InstallContext, config: &ContinuityConfig) {
         &ctx.keel_home,
     );
     ctx.tools.extend(crate::control::tools(&controller));
-    ctx.hooks.tools =
-        std::mem::take(&mut ctx.hooks.tools).guard(Arc::new(ControlGuard(controller.clone())));
+    let hook = Arc::new(ControlGuard(controller.clone()));
+    ctx.hooks.tools = std::mem::take(&mut ctx.hooks.tools)
+        .guard(hook.clone())
+        .settled(hook);
     let c = controller.clone();
     ctx.agent_hooks
         .session_event

@@ -246,6 +246,43 @@ async fn legitimate_open_authorize_write_runs_in_both_modes() {
             "continuity/control consume"
         ]
     );
+    // One receipt, for the admitted write, durable before its result was appended.
+    let evs = events_of(&on.agent);
+    let receipts: Vec<(u64, Value)> = evs
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Other(o) if o.type_name == "continuity/receipt" => {
+                Some((e.seq.0, o.data.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    let (seq, r) = &receipts[0];
+    assert_eq!(r["callId"], "c_GO_2");
+    assert_eq!(r["tool"], "write");
+    assert_eq!(r["authorization"], "auth-1");
+    assert_eq!(r["path"], "notes.txt");
+    assert_eq!(r["isError"], false);
+    assert!(keel_jcs::digest::is_sha256_hex(
+        r["digest"].as_str().unwrap()
+    ));
+    let result_seq = evs
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::ToolResult(t) => t
+                .message
+                .tool_results()
+                .next()
+                .filter(|b| b.tool_call_id == "c_GO_2")
+                .map(|_| e.seq.0),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        *seq < result_seq,
+        "receipt {seq} before result {result_seq}"
+    );
     // Off: no control events, no contract.
     assert!(control_events(&off.agent).is_empty());
     assert!(!off.home.path().join("continuity/control").exists());

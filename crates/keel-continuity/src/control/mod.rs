@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use contract::{Authorization, Contract, ContractStore, covers, normalize};
 use keel_agent::agent::{Agent, AgentSlot};
 use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
-use keel_tools::{GuardDecision, GuardHook, HookContext};
+use keel_tools::{GuardDecision, GuardHook, HookContext, SettledHook, ToolOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -36,6 +36,8 @@ pub use tools::{TOOL_NAMES, tools};
 pub const CONTROL_EVENT: &str = "continuity/control";
 /// A `control_checkpoint`.
 pub const CHECKPOINT_EVENT: &str = "continuity/checkpoint";
+/// The receipt of an admitted guarded call.
+pub const RECEIPT_EVENT: &str = "continuity/receipt";
 /// The text that turns `on-request` control on (case-insensitive).
 pub const ACTIVATION_PHRASE: &str = "use explicit control";
 
@@ -102,6 +104,8 @@ struct State {
     written: Option<String>,
     /// A fence that could not be written: guarded tools are refused from then on.
     failure: Option<String>,
+    /// Calls admitted and not settled yet: call id → the receipt's fields.
+    admitted: std::collections::HashMap<String, Value>,
 }
 
 /// An event to log once the lock is released.
@@ -373,7 +377,7 @@ impl Controller {
     }
 
     /// The guard's decision; admission consumes the authorization durably.
-    fn admit(&self, tool: &str, args: &Value) -> Result<(), String> {
+    fn admit(&self, call_id: &str, tool: &str, args: &Value) -> Result<(), String> {
         let mut st = self.state();
         if !st.active || !self.guarded.iter().any(|g| g == tool) {
             return Ok(());
@@ -452,13 +456,42 @@ impl Controller {
         }
         a.used = true;
         let id = a.id.clone();
+        let receipt = json!({"callId": call_id, "tool": tool, "authorization": id, "revision": rev, "path": path});
         self.commit(
             &mut st,
             &c,
             "consume",
             json!({"authorization": id, "tool": tool, "path": path}),
         )
-        .map_err(|e| format!("cannot consume the authorization: {e}"))
+        .map_err(|e| format!("cannot consume the authorization: {e}"))?;
+        st.admitted.insert(call_id.to_owned(), receipt);
+        Ok(())
+    }
+
+    /// `tools/settled` of an admitted call: its receipt, durable before the result is
+    /// appended — `continuity/receipt {callId, tool, authorization, revision, path, isError,
+    /// digest}`, `digest` the SHA-256 of the canonical JSON of `{isError, content, error, meta}`.
+    fn settle(&self, outcome: &ToolOutcome) {
+        let Some(mut receipt) = self.state().admitted.remove(&outcome.call_id) else {
+            return;
+        };
+        let body = json!({
+            "isError": outcome.is_error,
+            "content": outcome.content,
+            "error": outcome.code(),
+            "meta": outcome.meta,
+        });
+        let bytes = keel_jcs::to_canonical_vec(&body)
+            .unwrap_or_else(|_| serde_json::to_vec(&body).unwrap_or_default());
+        receipt["isError"] = json!(outcome.is_error);
+        receipt["digest"] = json!(keel_jcs::digest::sha256_hex(&bytes));
+        let Some(agent) = self.agent.get() else {
+            return;
+        };
+        // A receipt that cannot be logged leaves the consumed authorization as the record.
+        if agent.push_ignorable(RECEIPT_EVENT, receipt).is_ok() {
+            let _ = agent.log().flush_ticket().wait();
+        }
     }
 }
 
@@ -475,13 +508,20 @@ fn change(action: &str, c: &Contract, digest: String, extra: Value) -> (&'static
     (CONTROL_EVENT, data)
 }
 
-/// The `tools/guard` hook of explicit control.
+/// The `tools/guard` and `tools/settled` hooks of explicit control.
 pub struct ControlGuard(pub(crate) Arc<Controller>);
+
+#[async_trait]
+impl SettledHook for ControlGuard {
+    async fn settled(&self, _ctx: &HookContext<'_>, outcome: &ToolOutcome) {
+        self.0.settle(outcome);
+    }
+}
 
 #[async_trait]
 impl GuardHook for ControlGuard {
     async fn check(&self, ctx: &HookContext<'_>, args: &Value) -> GuardDecision {
-        match self.0.admit(&ctx.call.name, args) {
+        match self.0.admit(&ctx.call.id, &ctx.call.name, args) {
             Ok(()) => GuardDecision::Pass,
             Err(reason) => GuardDecision::Deny(reason),
         }
