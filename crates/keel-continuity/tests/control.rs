@@ -1056,3 +1056,117 @@ async fn the_tools_ride_on_requests_only_when_configured() {
     let off_text = wire(&r_off).replace(&off.cwd.display().to_string(), "WS");
     assert_eq!(on_text, off_text);
 }
+
+// ---------------------------------------------------------------------------------------
+// A real SIGKILL during a guarded action.
+
+/// The child process of `a_sigkill_during_a_guarded_action_is_not_repeated`: runs an agent
+/// whose authorized `bash` appends to runs.txt, then sleeps until it is killed. Does nothing
+/// unless started by that test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of the SIGKILL test"]
+async fn crash_child_scenario() {
+    let Ok(dir) = std::env::var("KEEL_CRASH_CHILD") else {
+        return;
+    };
+    let control = std::env::var("KEEL_CRASH_CONTROL").as_deref() == Ok("1");
+    let s = script(&[(
+        "[T1]",
+        vec![
+            open(&["."]),
+            authorize(1),
+            (
+                "bash",
+                json!({"command": "echo start >> runs.txt; sleep 60; echo end >> runs.txt"}),
+            ),
+        ],
+    )]);
+    let f = fixture(control, &s, &[]);
+    let info = json!({
+        "home": f.home.path(),
+        "cwd": f.cwd,
+        "session": f.session_path,
+    });
+    std::fs::write(
+        Path::new(&dir).join("info.json"),
+        serde_json::to_vec(&info).unwrap(),
+    )
+    .unwrap();
+    drive(&f.agent, &[Step::Human("[T1] run the long job")]).await;
+    unreachable!("killed during the bash call");
+}
+
+/// Kill the child mid-`bash`, resume its session in this process, and let the model try the
+/// same action again: returns runs.txt and the resumed agent's tool results.
+async fn crash_and_resume(control: bool) -> (String, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "crash_child_scenario",
+            "--nocapture",
+        ])
+        .env("KEEL_CRASH_CHILD", dir.path())
+        .env("KEEL_CRASH_CONTROL", if control { "1" } else { "0" })
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let info_path = dir.path().join("info.json");
+    let started = keel_testkit::agent::guarded(async {
+        loop {
+            if let Ok(bytes) = std::fs::read(&info_path)
+                && let Ok(info) = serde_json::from_slice::<Value>(&bytes)
+            {
+                let cwd = info["cwd"].as_str().unwrap().to_owned();
+                if read(Path::new(&cwd), "runs.txt").is_some() {
+                    return info;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let home = Path::new(started["home"].as_str().unwrap()).to_path_buf();
+    let cwd = Path::new(started["cwd"].as_str().unwrap()).to_path_buf();
+    let session = Path::new(started["session"].as_str().unwrap()).to_path_buf();
+    let again = format!(
+        "responses:\n{}  - text: \"Done.\"\n",
+        turn_script(
+            "[N1]",
+            &[(
+                "bash",
+                json!({"command": "echo start >> runs.txt; echo end >> runs.txt"}),
+            )]
+        )
+    );
+    let agent = resume(&home, &cwd, &session, &again);
+    drive(&agent, &[Step::Notice("[N1] keel restarted; continue")]).await;
+    let runs = read(&cwd, "runs.txt").unwrap();
+    let r = results(&agent);
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&home);
+    let _ = std::fs::remove_dir_all(&cwd);
+    (runs, r)
+}
+
+/// (12) After a SIGKILL in the middle of an authorized `bash`, the resumed session's model
+/// runs the same action again: with control off it runs twice; with control on the
+/// authorization was consumed durably before the body started, so it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_during_a_guarded_action_is_not_repeated() {
+    let (runs_on, results_on) = crash_and_resume(true).await;
+    let (runs_off, _) = crash_and_resume(false).await;
+    eprintln!("after the SIGKILL, control on: {results_on:?}");
+    assert_eq!(runs_on, "start\n", "{results_on:#?}");
+    assert_eq!(runs_off.matches("start").count(), 2, "{runs_off}");
+    assert!(
+        results_on
+            .iter()
+            .any(|t| t.contains("DENIED") && t.contains("auth-1")),
+        "{results_on:#?}"
+    );
+}
