@@ -243,7 +243,8 @@ async fn legitimate_open_authorize_write_runs_in_both_modes() {
             "continuity/control open",
             "continuity/control authorize",
             "continuity/checkpoint ",
-            "continuity/control consume"
+            "continuity/control consume",
+            "continuity/control release"
         ]
     );
     // One receipt, for the admitted write, durable before its result was appended.
@@ -975,8 +976,8 @@ async fn a_file_one_change_behind_the_log_is_rolled_forward() {
         .unwrap()
         .unwrap()
         .path();
-    let before = std::fs::read(&file).unwrap();
-    // The authorized write consumes auth-1 (logged, then written).
+    // The authorized write consumes auth-1 (a lease), and its result releases the lease:
+    // each change logged, made durable, then written.
     let next = format!(
         "responses:\n{}  - text: \"Done.\"\n",
         turn_script("[N1]", &[write("notes.txt", "hello")])
@@ -986,9 +987,26 @@ async fn a_file_one_change_behind_the_log_is_rolled_forward() {
     drive(&agent, &[Step::Notice("[N1] go on")]).await;
     assert_eq!(read(&cwd, "notes.txt").as_deref(), Some("hello"));
     let after = std::fs::read(&file).unwrap();
+    // The contract before the last change (the release), as the log carries it.
+    let logged: Vec<(String, Value)> = events_of(&agent)
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Other(o) if o.type_name == "continuity/control" => Some((
+                o.data.get("action")?.as_str()?.to_owned(),
+                o.data.get("contract")?.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let actions: Vec<&str> = logged.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(actions, ["open", "authorize", "consume", "release"]);
+    use keel_continuity::control::contract::{Contract, ContractStore};
+    let before = ContractStore::new(home.path())
+        .bytes_of(&serde_json::from_value::<Contract>(logged[2].1.clone()).unwrap())
+        .unwrap();
     drop(agent);
 
-    // The file as it was before the consume, the log one change ahead.
+    // A crash between the logged release and the file write: the file one change behind.
     std::fs::write(&file, &before).unwrap();
     std::fs::remove_file(cwd.join("notes.txt")).unwrap();
     let last = format!(
@@ -1098,7 +1116,7 @@ async fn crash_child_scenario() {
 
 /// Kill the child mid-`bash`, resume its session in this process, and let the model try the
 /// same action again: returns runs.txt and the resumed agent's tool results.
-async fn crash_and_resume(control: bool) -> (String, Vec<String>) {
+async fn crash_and_resume(control: bool, resumed: &[(&str, Value)]) -> (String, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -1135,13 +1153,7 @@ async fn crash_and_resume(control: bool) -> (String, Vec<String>) {
     let session = Path::new(started["session"].as_str().unwrap()).to_path_buf();
     let again = format!(
         "responses:\n{}  - text: \"Done.\"\n",
-        turn_script(
-            "[N1]",
-            &[(
-                "bash",
-                json!({"command": "echo start >> runs.txt; echo end >> runs.txt"}),
-            )]
-        )
+        turn_script("[N1]", resumed)
     );
     let agent = resume(&home, &cwd, &session, &again);
     drive(&agent, &[Step::Notice("[N1] keel restarted; continue")]).await;
@@ -1158,15 +1170,49 @@ async fn crash_and_resume(control: bool) -> (String, Vec<String>) {
 /// authorization was consumed durably before the body started, so it does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkill_during_a_guarded_action_is_not_repeated() {
-    let (runs_on, results_on) = crash_and_resume(true).await;
-    let (runs_off, _) = crash_and_resume(false).await;
+    let again = [rerun()];
+    let (runs_on, results_on) = crash_and_resume(true, &again).await;
+    let (runs_off, _) = crash_and_resume(false, &again).await;
     eprintln!("after the SIGKILL, control on: {results_on:?}");
     assert_eq!(runs_on, "start\n", "{results_on:#?}");
     assert_eq!(runs_off.matches("start").count(), 2, "{runs_off}");
     assert!(
-        results_on
-            .iter()
-            .any(|t| t.contains("DENIED") && t.contains("auth-1")),
+        results_on.iter().any(|t| t.contains("DENIED")
+            && t.contains("admitted with auth-1 never settled")
+            && t.contains("indeterminate")),
         "{results_on:#?}"
+    );
+}
+
+fn rerun() -> (&'static str, Value) {
+    (
+        "bash",
+        json!({"command": "echo start >> runs.txt; echo end >> runs.txt"}),
+    )
+}
+
+/// After the SIGKILL, the legitimate way on: the model checks, records a checkpoint that
+/// accounts for the indeterminate call (its lease is resolved) with a new authorization, and
+/// the action runs once more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_sigkill_a_checkpoint_resolves_the_indeterminate_lease() {
+    let (runs, results) = crash_and_resume(
+        true,
+        &[
+            rerun(),
+            (
+                "control_checkpoint",
+                json!({"revision": 1, "note": "runs.txt shows one start and no end: the job died; run it again", "authorize": {"intent": "re-run the job"}}),
+            ),
+            rerun(),
+        ],
+    )
+    .await;
+    assert_eq!(runs, "start\nstart\nend\n", "{results:#?}");
+    assert!(
+        results
+            .iter()
+            .any(|t| t.contains("authorization auth-2 issued")),
+        "{results:#?}"
     );
 }

@@ -9,7 +9,9 @@
 //!  "fence": {"pendingInputSeqs": [41], "awaitingUpdate": []},
 //!  "authorization": {"id": "auth-3", "revision": 3, "targetsDigest": "…", "intent": "…",
 //!                    "paths": [], "used": false, "revoked": null} | null,
-//!  "issued": 3, "leases": []}
+//!  "issued": 3,
+//!  "leases": [{"callId": "…", "tool": "bash", "authorization": "auth-2", "revision": 2,
+//!              "path": null}]}
 //! ```
 //!
 //! A file that does not parse, carries an unknown key, another `schemaVersion`, another root
@@ -90,9 +92,27 @@ pub struct Contract {
     /// How many authorizations were issued (ids are `auth-<n>`).
     #[serde(default)]
     pub issued: u64,
-    /// Reserved for leases (not built yet): always empty.
+    /// Guarded calls admitted and not settled yet. One left over from another process was
+    /// stopped by a crash: its effect is indeterminate until a checkpoint accounts for it.
     #[serde(default)]
-    pub leases: Vec<serde_json::Value>,
+    pub leases: Vec<Lease>,
+}
+
+/// A guarded call between admission and its settled result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Lease {
+    /// The tool call id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The authorization it consumed.
+    pub authorization: String,
+    /// The contract revision.
+    pub revision: u64,
+    /// The `write`/`edit` path, if any.
+    #[serde(default)]
+    pub path: Option<String>,
 }
 
 /// SHA-256 of the RFC 8785 canonical JSON of the (normalised, sorted) targets.
@@ -245,9 +265,6 @@ impl ContractStore {
                 "authorization {} names revision {}, after the contract's {}",
                 a.id, a.revision, c.revision
             )));
-        }
-        if !c.leases.is_empty() {
-            return Err(invalid("leases are not supported by this keel".into()));
         }
         Ok(c)
     }

@@ -21,7 +21,7 @@ mod tools;
 
 use crate::anchors::Anchors;
 use async_trait::async_trait;
-use contract::{Authorization, Contract, ContractStore, covers, normalize};
+use contract::{Authorization, Contract, ContractStore, Lease, covers, normalize};
 use keel_agent::agent::{Agent, AgentSlot};
 use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
 use keel_tools::{GuardDecision, GuardHook, HookContext, SettledHook, ToolOutcome};
@@ -402,6 +402,22 @@ impl Controller {
                 rev + 1
             ));
         }
+        if let Some(l) = c
+            .leases
+            .iter()
+            .find(|l| !st.admitted.contains_key(&l.call_id))
+        {
+            return Err(format!(
+                "the guarded call {} ({}{}) admitted with {} never settled: keel stopped (crash or kill) while it ran, so its effect is indeterminate. Check the current state first, then call control_checkpoint with revision {rev}, a note saying what you found, and authorize if more work is needed",
+                l.call_id,
+                l.tool,
+                l.path
+                    .as_deref()
+                    .map(|p| format!(" {p}"))
+                    .unwrap_or_default(),
+                l.authorization
+            ));
+        }
         let path = if PATH_TOOLS.contains(&tool) {
             let raw = args.get("path").and_then(Value::as_str).unwrap_or_default();
             let p = normalize(&self.cwd, raw)
@@ -457,6 +473,13 @@ impl Controller {
         a.used = true;
         let id = a.id.clone();
         let receipt = json!({"callId": call_id, "tool": tool, "authorization": id, "revision": rev, "path": path});
+        c.leases.push(Lease {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            authorization: id.clone(),
+            revision: rev,
+            path: path.clone(),
+        });
         self.commit(
             &mut st,
             &c,
@@ -472,9 +495,16 @@ impl Controller {
     /// appended — `continuity/receipt {callId, tool, authorization, revision, path, isError,
     /// digest}`, `digest` the SHA-256 of the canonical JSON of `{isError, content, error, meta}`.
     fn settle(&self, outcome: &ToolOutcome) {
-        let Some(mut receipt) = self.state().admitted.remove(&outcome.call_id) else {
+        let mut st = self.state();
+        let Some(mut receipt) = st.admitted.remove(&outcome.call_id) else {
             return;
         };
+        // The lease ends with the result (a failure leaves it: indeterminate, the safe side).
+        if let Ok(Some(mut c)) = self.load(&st) {
+            c.leases.retain(|l| l.call_id != outcome.call_id);
+            let _ = self.commit(&mut st, &c, "release", json!({"callId": outcome.call_id}));
+        }
+        drop(st);
         let body = json!({
             "isError": outcome.is_error,
             "content": outcome.content,

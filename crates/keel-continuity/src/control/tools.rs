@@ -243,6 +243,19 @@ impl Controller {
         check_revision(&c, a.revision)?;
         let rev = c.revision;
         let mut reply = format!("checkpoint recorded at revision {rev}.");
+        // The note accounts for calls a crash left indeterminate.
+        let resolved: Vec<String> = c
+            .leases
+            .iter()
+            .filter(|l| !st.admitted.contains_key(&l.call_id))
+            .map(|l| l.call_id.clone())
+            .collect();
+        if !resolved.is_empty() {
+            c.leases.retain(|l| st.admitted.contains_key(&l.call_id));
+            if a.authorize.is_none() {
+                self.commit(st, &c, "resolve", json!({"resolved": resolved}))?;
+            }
+        }
         let mut issued = None;
         if let Some(auth) = a.authorize {
             if let Some(seq) = c.fence.pending_input_seqs.first() {
@@ -285,7 +298,7 @@ impl Controller {
         let (id, intent) = issued.unzip();
         events.push((
             CHECKPOINT_EVENT,
-            json!({"revision": rev, "note": a.note, "authorization": id, "intent": intent}),
+            json!({"revision": rev, "note": a.note, "authorization": id, "intent": intent, "resolved": resolved}),
         ));
         Ok(reply)
     }
