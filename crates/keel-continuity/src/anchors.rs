@@ -279,7 +279,7 @@ fn check_version(path: &Path, version: u32) -> Result<(), AnchorError> {
     })
 }
 
-fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, AnchorError> {
+pub(crate) fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, AnchorError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -299,7 +299,7 @@ fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, Anchor
 }
 
 /// Create `dir` and its parents with mode 0700.
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -310,7 +310,22 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// Write `value` to `path` atomically: a 0600 temp file beside it, fsync, rename, fsync of
 /// the directory. A crash leaves either the old file or the new one; the temp file (named
 /// `.<name>.tmp-<pid>`) is never read.
-fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), AnchorError> {
+pub(crate) fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), AnchorError> {
+    write_bytes_atomic(path, &pretty_bytes(value)?)
+}
+
+/// The bytes [`write_atomic`] writes for `value`: pretty JSON and a newline.
+pub(crate) fn pretty_bytes<T: Serialize>(value: &T) -> Result<Vec<u8>, AnchorError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| AnchorError::Invalid {
+        path: PathBuf::new(),
+        reason: format!("cannot serialise: {e}"),
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Write `bytes` to `path` atomically (see [`write_atomic`]).
+pub(crate) fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), AnchorError> {
     let io = |source| AnchorError::Io {
         path: path.to_owned(),
         source,
@@ -322,8 +337,6 @@ fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), AnchorError>
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
-    bytes.push(b'\n');
     let written = (|| {
         use std::os::unix::fs::OpenOptionsExt;
         let mut f = std::fs::OpenOptions::new()
@@ -332,7 +345,7 @@ fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), AnchorError>
             .truncate(true)
             .mode(0o600)
             .open(&tmp)?;
-        f.write_all(&bytes)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
         std::fs::rename(&tmp, path)?;

@@ -6,13 +6,16 @@
 //! Everything is folded from the session log ([`basis`]), checked against anchors kept outside
 //! the workspace ([`anchors`]), rendered bounded ([`render`]) and delivered once per boundary
 //! through the runtime-context channel ([`plugin`]). Before the first boundary the plugin adds
-//! nothing to any request. Design: `docs/continuity.md`.
+//! nothing to any request. Opt-in explicit control ([`control`]) adds a durable task contract,
+//! five tools and a `tools/guard` on write/edit/bash. Design: `docs/continuity.md`.
 
 pub mod anchors;
 pub mod basis;
 pub mod continuation;
+pub mod control;
 mod plugin;
 pub mod render;
 pub mod show;
 
+pub use control::ControlMode;
 pub use plugin::{ContinuityConfig, ContinuityPlugin, ID, PROJECTION_EVENT};

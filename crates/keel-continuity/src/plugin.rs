@@ -8,6 +8,7 @@
 //! | `agent/runtime-context` | before each request: is a boundary pending? If so, fold, check the anchors, render, log `continuity/projection` and deliver the projection once |
 //! | `subagent/build` | gives the child its own tracker, linked to this one |
 //! | `agent/turn-stopping` | bounded max-tokens continuation (only with `max_token_continuations > 0`) |
+//! | `tools/guard`, `session/event`, five tools | explicit control (only with `control` other than `"off"`; [`crate::control`]) |
 //!
 //! Before a boundary the runtime hook is a lock and two comparisons and adds nothing: the
 //! request is byte-for-byte the one keel sends without the plugin.
@@ -15,6 +16,7 @@
 use crate::anchors::{AnchorError, Anchors, Delegation, InitialMessage, SCHEMA_VERSION, Source};
 use crate::basis::{Basis, fold};
 use crate::continuation;
+use crate::control::{ControlGuard, ControlMode, Controller, default_guarded_tools};
 use crate::render::{BoundaryKind, DEFAULT_BUDGET, Frame, Lineage, Rendered, render};
 use keel_agent::agent::{Agent, AgentSlot};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
@@ -48,6 +50,14 @@ pub struct ContinuityConfig {
     /// Continuations queued after a turn that ended at the output limit (default 0: none).
     #[serde(default)]
     pub max_token_continuations: u32,
+    /// Explicit control mode: `"off"` (default), `"contract"` (what `--control contract`
+    /// sets: active from the first message) or `"on-request"` (active once a human message
+    /// says "use explicit control").
+    #[serde(default)]
+    pub control: ControlMode,
+    /// Tools the control guard admits only with an authorization (default write, edit, bash).
+    #[serde(default = "default_guarded_tools")]
+    pub guarded_tools: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -67,6 +77,8 @@ impl Default for ContinuityConfig {
             budget_bytes: DEFAULT_BUDGET,
             child_results: 3,
             max_token_continuations: 0,
+            control: ControlMode::Off,
+            guarded_tools: default_guarded_tools(),
         }
     }
 }
@@ -102,6 +114,9 @@ impl Plugin for ContinuityPlugin {
                 .push(continuation::hook(shared.config.max_token_continuations));
         }
         ctx.on_agent.push(Box::new(move |agent| top.bind(agent)));
+        if shared.config.control != ControlMode::Off {
+            install_control(ctx, &shared.config);
+        }
         Ok(())
     }
 }
@@ -535,4 +550,26 @@ fn install_agent(hooks: &mut HookRegistry, tracker: Arc<Tracker>) {
         let child = Tracker::new(t.shared.clone(), Some(t.clone()), Some(ids));
         install_agent(&mut setup.hooks, child);
     }));
+}
+
+/// Explicit control: the five tools, the guard (global, so a subagent's guarded calls are
+/// admitted against the same contract) and the top agent's observer.
+fn install_control(ctx: &mut InstallContext, config: &ContinuityConfig) {
+    let controller = Controller::new(
+        config.control,
+        config.guarded_tools.clone(),
+        ctx.cwd.clone(),
+        &ctx.keel_home,
+    );
+    ctx.tools.extend(crate::control::tools(&controller));
+    let hook = Arc::new(ControlGuard(controller.clone()));
+    ctx.hooks.tools = std::mem::take(&mut ctx.hooks.tools)
+        .guard(hook.clone())
+        .settled(hook);
+    let c = controller.clone();
+    ctx.agent_hooks
+        .session_event
+        .push(Arc::new(move |ev: &SessionEvent| c.observe(ev)));
+    ctx.on_agent
+        .push(Box::new(move |agent| controller.bind(agent)));
 }

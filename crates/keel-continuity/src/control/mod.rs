@@ -1,0 +1,559 @@
+//! Explicit control mode (opt-in): a durable contract outside the workspace, five tools to
+//! keep it, and a `tools/guard` that admits a guarded tool (`write`, `edit`, `bash` by default)
+//! only with a one-use authorization bound to the contract's revision and targets, no
+//! unreviewed human message, and (for `write`/`edit`) a path inside the declared targets.
+//!
+//! | piece | where |
+//! |---|---|
+//! | the contract file, its verification, paths | [`contract`] |
+//! | `control_open`, `control_status`, `control_update`, `control_checkpoint`, `control_review_input` | `tools` |
+//! | activation, fencing human messages, revoking at a compaction | [`Controller::observe`] (`session/event`) |
+//! | admission | [`ControlGuard`] (`tools/guard`) |
+//!
+//! keel fixes an agent's tool list when it is built, so the five tools are registered when the
+//! continuity row says `control = "contract"` (active from the first message) or
+//! `control = "on-request"` (registered, but refused and the guard inert until a human message
+//! says "use explicit control"). With `control = "off"` (the default) nothing is registered
+//! and requests are byte-for-byte those of passive mode.
+
+pub mod contract;
+mod tools;
+
+use crate::anchors::Anchors;
+use async_trait::async_trait;
+use contract::{Authorization, Contract, ContractStore, Lease, covers, normalize};
+use keel_agent::agent::{Agent, AgentSlot};
+use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
+use keel_tools::{GuardDecision, GuardHook, HookContext, SettledHook, ToolOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use tools::{TOOL_NAMES, tools};
+
+/// Activation and every change of the contract's state are logged as ignorable events.
+pub const CONTROL_EVENT: &str = "continuity/control";
+/// A `control_checkpoint`.
+pub const CHECKPOINT_EVENT: &str = "continuity/checkpoint";
+/// The receipt of an admitted guarded call.
+pub const RECEIPT_EVENT: &str = "continuity/receipt";
+/// The text that turns `on-request` control on (case-insensitive).
+pub const ACTIVATION_PHRASE: &str = "use explicit control";
+
+/// The `control` key of the continuity row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ControlMode {
+    /// No tools, no guard (the default).
+    #[default]
+    Off,
+    /// Active from the session's first message (`--control contract`).
+    Contract,
+    /// Tools registered; active from the first human message saying "use explicit control".
+    OnRequest,
+}
+
+/// What `--control contract` does to the continuity row's merged `config` (JSON, `null` when
+/// the row has none): the same table with `control = "contract"`. A configuration layer cannot
+/// do it alone: a later layer's `[[plugins]]` row replaces the row's whole `config`, which
+/// would drop the user's other keys.
+pub fn with_contract(row_config: Value) -> Value {
+    let mut map = match row_config {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    map.insert("control".into(), json!("contract"));
+    Value::Object(map)
+}
+
+/// The tools guarded by default.
+pub fn default_guarded_tools() -> Vec<String> {
+    ["write", "edit", "bash"].map(String::from).to_vec()
+}
+
+/// Tools whose `path` argument must lie inside the declared targets.
+const PATH_TOOLS: [&str; 2] = ["write", "edit"];
+
+/// One task's control state, shared by the tools, the guard and the observer.
+pub struct Controller {
+    mode: ControlMode,
+    guarded: Vec<String>,
+    cwd: PathBuf,
+    store: ContractStore,
+    anchors: Anchors,
+    agent: AgentSlot,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    bound: bool,
+    active: bool,
+    activation_logged: bool,
+    root: String,
+    /// SHA-256 of the bytes keel last wrote (or logged): a file with other bytes was edited.
+    written: Option<String>,
+    /// A fence that could not be written: guarded tools are refused from then on.
+    failure: Option<String>,
+    /// Calls admitted and not settled yet: call id → the receipt's fields.
+    admitted: std::collections::HashMap<String, Value>,
+}
+
+/// An event to log once the lock is released.
+type Pending = Vec<(&'static str, Value)>;
+
+impl Controller {
+    /// A controller for one install.
+    pub(crate) fn new(
+        mode: ControlMode,
+        guarded: Vec<String>,
+        cwd: PathBuf,
+        keel_home: &std::path::Path,
+    ) -> Arc<Controller> {
+        Arc::new(Controller {
+            mode,
+            guarded,
+            cwd,
+            store: ContractStore::new(keel_home),
+            anchors: Anchors::new(keel_home),
+            agent: AgentSlot::new(),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The agent is built: learn the root session and what the log says (activation, the
+    /// digest of the contract keel last wrote).
+    pub(crate) fn bind(&self, agent: &Agent) {
+        if !self.agent.bind(agent) {
+            return;
+        }
+        let log = agent.log();
+        let session = log.session();
+        let header = session.header();
+        let id = header.id.to_string();
+        let root = if header.delegation_depth == 0 {
+            id.clone()
+        } else {
+            self.anchors
+                .delegation(&id)
+                .ok()
+                .flatten()
+                .map(|d| d.root_session_id)
+                .unwrap_or(id)
+        };
+        let mut st = self.state();
+        st.bound = true;
+        st.root = root;
+        st.active = self.mode == ControlMode::Contract;
+        let mut previous = None;
+        let mut logged = None;
+        for ev in session.whole_event_iter() {
+            let EventBody::Other(o) = &ev.body else {
+                continue;
+            };
+            if o.type_name != CONTROL_EVENT {
+                continue;
+            }
+            if o.data.get("active") == Some(&Value::Bool(true)) {
+                st.active = true;
+                st.activation_logged = true;
+            }
+            if let Some(d) = o.data.get("contractDigest").and_then(Value::as_str) {
+                previous = st.written.replace(d.to_owned());
+                logged = o.data.get("contract").cloned();
+            }
+        }
+        if let Err(e) = self.roll_forward(&mut st, previous, logged) {
+            st.failure.get_or_insert(e);
+        }
+    }
+
+    /// A file one change behind the log (a crash between the logged change and the file
+    /// write) is rewritten from the contract the log carries. Any other difference is left
+    /// for [`Controller::load`] to refuse.
+    fn roll_forward(
+        &self,
+        st: &mut State,
+        previous: Option<String>,
+        logged: Option<Value>,
+    ) -> Result<(), String> {
+        let (Some(written), Some(previous), Some(logged)) = (&st.written, previous, logged) else {
+            return Ok(());
+        };
+        let Some(bytes) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
+            return Ok(()); // removed on purpose: start over
+        };
+        if keel_jcs::digest::sha256_hex(&bytes) != previous {
+            return Ok(());
+        }
+        let c: Contract = serde_json::from_value(logged)
+            .map_err(|e| format!("the logged contract does not parse: {e}"))?;
+        let bytes = self.store.bytes_of(&c).map_err(|e| e.0)?;
+        if keel_jcs::digest::sha256_hex(&bytes) != *written {
+            return Ok(());
+        }
+        self.store.write(&st.root, &bytes).map_err(|e| e.0)
+    }
+
+    /// Whether control is active now.
+    pub fn is_active(&self) -> bool {
+        self.state().active
+    }
+
+    /// The contract file of this task (once bound).
+    pub fn contract_path(&self) -> PathBuf {
+        self.store.path(&self.state().root)
+    }
+
+    /// Read and verify the contract (refusing bytes keel did not write).
+    fn load(&self, st: &State) -> Result<Option<Contract>, String> {
+        let Some(bytes) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
+            return Ok(None);
+        };
+        let digest = keel_jcs::digest::sha256_hex(&bytes);
+        if let Some(w) = &st.written
+            && *w != digest
+        {
+            return Err(format!(
+                "continuity contract {} was changed outside keel (its sha256 is {digest}, keel last wrote {w}) and is not trusted (restore it, or remove it and call control_open again)",
+                self.store.path(&st.root).display()
+            ));
+        }
+        self.store
+            .parse(&st.root, &bytes)
+            .map(Some)
+            .map_err(|e| e.0)
+    }
+
+    /// Write-ahead: log the change with the whole new contract and its digest, wait until
+    /// the log is durable, then write the file. A crash in between leaves a file one change
+    /// behind the log, which the next run rolls forward ([`Controller::bind`]).
+    fn commit(
+        &self,
+        st: &mut State,
+        c: &Contract,
+        action: &str,
+        extra: Value,
+    ) -> Result<(), String> {
+        let bytes = self.store.bytes_of(c).map_err(|e| e.0)?;
+        let digest = keel_jcs::digest::sha256_hex(&bytes);
+        if let Some(agent) = self.agent.get() {
+            let (kind, mut data) = change(action, c, digest.clone(), extra);
+            data["contract"] = serde_json::to_value(c).map_err(|e| e.to_string())?;
+            agent
+                .push_ignorable(kind, data)
+                .map_err(|e| format!("cannot log {kind}: {e}"))?;
+            let ticket = agent.log().flush_ticket();
+            ticket
+                .wait()
+                .map_err(|e| format!("cannot make {kind} durable: {e}"))?;
+        }
+        self.store.write(&st.root, &bytes).map_err(|e| e.0)?;
+        st.written = Some(digest);
+        Ok(())
+    }
+
+    /// Log `events` (after the lock is released). Errors name the event.
+    fn log(&self, events: Pending) -> Result<(), String> {
+        let Some(agent) = self.agent.get() else {
+            return Ok(());
+        };
+        for (kind, data) in events {
+            agent
+                .push_ignorable(kind, data)
+                .map_err(|e| format!("cannot log {kind}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// `session/event` (the top agent's): activation by the human's words, fencing each human
+    /// message that arrives once a contract is open, revoking an unused authorization when the
+    /// history is replaced (compaction).
+    pub(crate) fn observe(&self, ev: &SessionEvent) {
+        // Only human messages and replacements matter; anything else (this controller's own
+        // records, logged while its lock is held) returns before locking.
+        let human = matches!(&ev.body, EventBody::UserMessage(m) if m.source.is_user());
+        if !human && !matches!(ev.surface_op, Some(SurfaceOp::Replace { .. })) {
+            return;
+        }
+        let mut events = Pending::new();
+        {
+            let mut st = self.state();
+            if !st.bound {
+                return;
+            }
+            match &ev.body {
+                EventBody::UserMessage(m) if m.source.is_user() => {
+                    let mut activated_now = false;
+                    if !st.active
+                        && self.mode == ControlMode::OnRequest
+                        && m.text().to_lowercase().contains(ACTIVATION_PHRASE)
+                    {
+                        st.active = true;
+                        activated_now = true;
+                    }
+                    if st.active && !st.activation_logged {
+                        st.activation_logged = true;
+                        let reason = if activated_now { "task text" } else { "config" };
+                        events.push((
+                            CONTROL_EVENT,
+                            json!({"active": true, "reason": reason, "inputSeq": ev.seq.0}),
+                        ));
+                    }
+                    if st.active && !activated_now {
+                        match self.fence(&mut st, ev.seq.0) {
+                            Ok(()) => {}
+                            Err(e) => {
+                                st.failure.get_or_insert(format!(
+                                    "continuity could not fence human message seq {}: {e}",
+                                    ev.seq.0
+                                ));
+                            }
+                        }
+                    }
+                }
+                _ if st.active && matches!(ev.surface_op, Some(SurfaceOp::Replace { .. })) => {
+                    match self.revoke(
+                        &mut st,
+                        &format!("the history was replaced at seq {} (compaction)", ev.seq.0),
+                    ) {
+                        Ok(()) => {}
+                        Err(e) => {
+                            st.failure.get_or_insert(e);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // An observer cannot fail; a log failure shows up on the next append.
+        let _ = self.log(events);
+    }
+
+    fn fence(&self, st: &mut State, seq: u64) -> Result<(), String> {
+        let Some(mut c) = self.load(st)? else {
+            return Ok(());
+        };
+        if seq < c.opened_at_seq || c.fence.pending_input_seqs.contains(&seq) {
+            return Ok(());
+        }
+        c.fence.pending_input_seqs.push(seq);
+        c.fence.pending_input_seqs.sort_unstable();
+        self.commit(st, &c, "fence", json!({"inputSeq": seq}))
+    }
+
+    fn revoke(&self, st: &mut State, reason: &str) -> Result<(), String> {
+        let Some(mut c) = self.load(st)? else {
+            return Ok(());
+        };
+        let Some(a) = c
+            .authorization
+            .as_mut()
+            .filter(|a| !a.used && a.revoked.is_none())
+        else {
+            return Ok(());
+        };
+        a.revoked = Some(reason.to_owned());
+        let id = a.id.clone();
+        self.commit(
+            st,
+            &c,
+            "revoke",
+            json!({"authorization": id, "reason": reason}),
+        )
+    }
+
+    /// The guard's decision; admission consumes the authorization durably.
+    fn admit(&self, call_id: &str, tool: &str, args: &Value) -> Result<(), String> {
+        let mut st = self.state();
+        if !st.active || !self.guarded.iter().any(|g| g == tool) {
+            return Ok(());
+        }
+        if let Some(f) = &st.failure {
+            return Err(f.clone());
+        }
+        let Some(mut c) = self.load(&st)? else {
+            return Err(format!(
+                "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
+            ));
+        };
+        let rev = c.revision;
+        if let Some(seq) = c.fence.pending_input_seqs.first() {
+            return Err(format!(
+                "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
+            ));
+        }
+        if let Some(seq) = c.fence.awaiting_update.first() {
+            return Err(format!(
+                "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
+                rev + 1
+            ));
+        }
+        if let Some(l) = c
+            .leases
+            .iter()
+            .find(|l| !st.admitted.contains_key(&l.call_id))
+        {
+            return Err(format!(
+                "the guarded call {} ({}{}) admitted with {} never settled: keel stopped (crash or kill) while it ran, so its effect is indeterminate. Check the current state first, then call control_checkpoint with revision {rev}, a note saying what you found, and authorize if more work is needed",
+                l.call_id,
+                l.tool,
+                l.path
+                    .as_deref()
+                    .map(|p| format!(" {p}"))
+                    .unwrap_or_default(),
+                l.authorization
+            ));
+        }
+        let path = if PATH_TOOLS.contains(&tool) {
+            let raw = args.get("path").and_then(Value::as_str).unwrap_or_default();
+            let p = normalize(&self.cwd, raw)
+                .map_err(|e| format!("{tool} refused by explicit control: {e}"))?;
+            if !c.targets.iter().any(|t| covers(t, &p)) {
+                return Err(format!(
+                    "{p} is outside the declared targets {:?} of contract revision {rev}: write only inside them, or call control_update with revision {rev} adding it to targets (with a rationale), then control_checkpoint with revision {} and authorize",
+                    c.targets,
+                    rev + 1
+                ));
+            }
+            Some(p)
+        } else {
+            None
+        };
+        let digest_now = c.targets_digest.clone();
+        let again = format!("call control_checkpoint with revision {rev} and authorize");
+        let a: &mut Authorization = match c.authorization.as_mut() {
+            None => {
+                return Err(format!(
+                    "no authorization for {tool}: {again} (intent: what you are about to do) first"
+                ));
+            }
+            Some(a) => a,
+        };
+        if a.used {
+            return Err(format!(
+                "authorization {} was already used (each one admits one guarded call): {again} again",
+                a.id
+            ));
+        }
+        if let Some(r) = &a.revoked {
+            return Err(format!(
+                "authorization {} was revoked ({r}): call control_status to re-read the contract, then {again} again",
+                a.id
+            ));
+        }
+        if a.revision != rev || a.targets_digest != digest_now {
+            return Err(format!(
+                "authorization {} was issued for revision {}, but the contract is now at revision {rev}: call control_status to re-read it, then {again}",
+                a.id, a.revision
+            ));
+        }
+        if let Some(p) = &path
+            && !a.paths.is_empty()
+            && !a.paths.iter().any(|t| covers(t, p))
+        {
+            return Err(format!(
+                "{p} is outside the paths {:?} authorization {} covers: {again} for it",
+                a.paths, a.id
+            ));
+        }
+        a.used = true;
+        let id = a.id.clone();
+        let receipt = json!({"callId": call_id, "tool": tool, "authorization": id, "revision": rev, "path": path});
+        c.leases.push(Lease {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            authorization: id.clone(),
+            revision: rev,
+            path: path.clone(),
+        });
+        self.commit(
+            &mut st,
+            &c,
+            "consume",
+            json!({"authorization": id, "tool": tool, "path": path}),
+        )
+        .map_err(|e| format!("cannot consume the authorization: {e}"))?;
+        st.admitted.insert(call_id.to_owned(), receipt);
+        Ok(())
+    }
+
+    /// `tools/settled` of an admitted call: its receipt, durable before the result is
+    /// appended — `continuity/receipt {callId, tool, authorization, revision, path, isError,
+    /// digest}`, `digest` the SHA-256 of the canonical JSON of `{isError, content, error, meta}`.
+    fn settle(&self, outcome: &ToolOutcome) {
+        let mut st = self.state();
+        let Some(mut receipt) = st.admitted.remove(&outcome.call_id) else {
+            return;
+        };
+        // The lease ends with the result (a failure leaves it: indeterminate, the safe side).
+        if let Ok(Some(mut c)) = self.load(&st) {
+            c.leases.retain(|l| l.call_id != outcome.call_id);
+            let _ = self.commit(&mut st, &c, "release", json!({"callId": outcome.call_id}));
+        }
+        drop(st);
+        let body = json!({
+            "isError": outcome.is_error,
+            "content": outcome.content,
+            "error": outcome.code(),
+            "meta": outcome.meta,
+        });
+        let bytes = keel_jcs::to_canonical_vec(&body)
+            .unwrap_or_else(|_| serde_json::to_vec(&body).unwrap_or_default());
+        receipt["isError"] = json!(outcome.is_error);
+        receipt["digest"] = json!(keel_jcs::digest::sha256_hex(&bytes));
+        let Some(agent) = self.agent.get() else {
+            return;
+        };
+        // A receipt that cannot be logged leaves the consumed authorization as the record.
+        if agent.push_ignorable(RECEIPT_EVENT, receipt).is_ok() {
+            let _ = agent.log().flush_ticket().wait();
+        }
+    }
+}
+
+/// A `continuity/control` record of a contract change.
+fn change(action: &str, c: &Contract, digest: String, extra: Value) -> (&'static str, Value) {
+    let mut data = json!({
+        "action": action,
+        "revision": c.revision,
+        "contractDigest": digest,
+    });
+    if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
+        d.extend(extra);
+    }
+    (CONTROL_EVENT, data)
+}
+
+/// The `tools/guard` and `tools/settled` hooks of explicit control.
+pub struct ControlGuard(pub(crate) Arc<Controller>);
+
+#[async_trait]
+impl SettledHook for ControlGuard {
+    async fn settled(&self, _ctx: &HookContext<'_>, outcome: &ToolOutcome) {
+        self.0.settle(outcome);
+    }
+}
+
+#[async_trait]
+impl GuardHook for ControlGuard {
+    async fn check(&self, ctx: &HookContext<'_>, args: &Value) -> GuardDecision {
+        match self.0.admit(&ctx.call.id, &ctx.call.name, args) {
+            Ok(()) => GuardDecision::Pass,
+            Err(reason) => GuardDecision::Deny(reason),
+        }
+    }
+}
