@@ -60,6 +60,10 @@ pub struct Common {
     /// Record provenance of every tool result (enables the `provenance` plugin for this run).
     #[arg(long, global = true)]
     pub provenance: bool,
+    /// Explicit control for this task: a durable contract, and write/edit/bash admitted only
+    /// with a one-use authorization (docs/continuity.md, "Explicit control").
+    #[arg(long, global = true, value_name = "MODE", value_parser = ["contract"])]
+    pub control: Option<String>,
 }
 
 /// The commands.

@@ -368,3 +368,62 @@ responses:
     // On: the prompt was anchored (under $KEEL_HOME, not the workspace).
     assert!(env.root().join("home/continuity/authority").is_dir());
 }
+
+/// `keel run --control contract`: the control tools are offered, and a write before any
+/// contract is refused with what to do next, with a project row that configures continuity
+/// (the flag edits that row's config; `with_contract` keeps its other keys, unit-tested).
+#[test]
+fn control_contract_from_the_command_line_guards_writes() {
+    let script = r#"
+responses:
+  - text: "Writing."
+    tool_calls:
+      - { id: w1, name: write, arguments: { path: out.txt, content: "x" } }
+  - text: "Refused, as expected."
+"#;
+    let env = Env::new();
+    std::fs::create_dir_all(env.root().join("ws/.keel")).unwrap();
+    std::fs::write(
+        env.root().join("ws/.keel/config.toml"),
+        "[[plugins]]\nid = \"continuity\"\n[plugins.config]\nbudget_bytes = 300\n",
+    )
+    .unwrap();
+    let mock = Mock::start(script);
+    let out = run(env.keel(&mock.base_url()).args([
+        "--control",
+        "contract",
+        "--approval",
+        "auto",
+        "run",
+        "write out.txt",
+    ]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert!(!env.root().join("ws/out.txt").exists(), "the write ran");
+    let reqs = mock.requests();
+    let tools: Vec<String> = reqs[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    for t in [
+        "control_open",
+        "control_status",
+        "control_update",
+        "control_checkpoint",
+        "control_review_input",
+    ] {
+        assert!(tools.iter().any(|n| n == t), "{t} missing from {tools:?}");
+    }
+    let events = load_consistent(&env.only_session());
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].2, "the write is an error result: {results:?}");
+    assert!(results[0].1.contains("control_open"), "{results:?}");
+    // And without the flag: no control tools.
+    let mock = Mock::start("responses:\n  - text: \"ok\"\n");
+    let out = run(env.keel(&mock.base_url()).args(["run", "hi"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let body = serde_json::to_string(&mock.requests()[0]).unwrap();
+    assert!(!body.contains("control_open"));
+}

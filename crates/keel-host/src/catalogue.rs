@@ -24,14 +24,22 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
 }
 
 /// Install the enabled rows of `loaded` into `ctx`; `force_enable` lists plugin ids enabled by
-/// flags (`--provenance`) even when their row says otherwise, or when no row names them.
-/// Returns the ids of the rows installed.
+/// flags (`--provenance`) even when their row says otherwise, or when no row names them;
+/// `edits` change a plugin's merged row config (`--control contract`). Returns the ids of the
+/// rows installed.
 pub fn install_rows(
     plugins: &[Box<dyn Plugin>],
     loaded: &Loaded,
     ctx: &mut InstallContext,
     force_enable: &[&str],
+    edits: &[crate::factory::RowEdit],
 ) -> Result<Vec<String>, HostError> {
+    let edited = |uses: &str, config: Value| {
+        edits
+            .iter()
+            .filter(|e| e.plugin == uses)
+            .fold(config, |c, e| (e.edit)(c))
+    };
     let mut installed = Vec::new();
     let find = |uses: &str| plugins.iter().find(|p| p.id().as_str() == uses);
     for row in &loaded.config.plugins {
@@ -58,7 +66,7 @@ pub fn install_rows(
             None => Value::Object(Default::default()),
         };
         plugin
-            .install(ctx, config)
+            .install(ctx, edited(uses, config))
             .map_err(|source| HostError::Plugin {
                 row: row.id.clone(),
                 layer,
@@ -82,7 +90,7 @@ pub fn install_rows(
             known: plugins.iter().map(|p| p.id().as_str()).collect(),
         })?;
         plugin
-            .install(ctx, Value::Object(Default::default()))
+            .install(ctx, edited(id, Value::Object(Default::default())))
             .map_err(|source| HostError::Plugin {
                 row: (*id).to_owned(),
                 layer: "a command-line flag".into(),

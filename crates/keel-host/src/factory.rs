@@ -67,6 +67,20 @@ pub struct Flags {
     pub max_output: Option<u64>,
     /// Plugin ids enabled for this run whatever their rows say (`--provenance`).
     pub enable: Vec<&'static str>,
+    /// Changes to plugin rows' merged `config` for this run (`--control contract`), applied
+    /// after every configuration layer; the plugin is enabled as by [`Flags::enable`].
+    pub row_edits: Vec<RowEdit>,
+}
+
+/// A front end's change to one plugin's merged row `config` (JSON; `{}` when the row has
+/// none). A configuration layer cannot express it: a later layer's `[[plugins]]` row replaces
+/// the row's whole `config`, which would drop the user's other keys.
+#[derive(Debug, Clone, Copy)]
+pub struct RowEdit {
+    /// The plugin (`use` of its rows).
+    pub plugin: &'static str,
+    /// The change.
+    pub edit: fn(serde_json::Value) -> serde_json::Value,
 }
 
 /// Where the model comes from.
@@ -190,6 +204,7 @@ impl Host {
             sandbox,
             approval,
             enable: flags.enable,
+            row_edits: flags.row_edits,
         })
     }
 
@@ -277,6 +292,7 @@ pub struct AgentFactory<'h> {
     sandbox: SandboxMode,
     approval: ApprovalPolicy,
     enable: Vec<&'static str>,
+    row_edits: Vec<RowEdit>,
 }
 
 impl std::fmt::Debug for AgentFactory<'_> {
@@ -365,7 +381,15 @@ impl AgentFactory<'_> {
         ctx.hooks = options.hooks;
         ctx.agent_hooks = options.agent_hooks;
         ctx.settings = serde_json::to_value(&host.loaded.table).unwrap_or_default();
-        catalogue::install_rows(&host.plugins, &host.loaded, &mut ctx, &self.enable)?;
+        let mut enable = self.enable.clone();
+        enable.extend(self.row_edits.iter().map(|e| e.plugin));
+        catalogue::install_rows(
+            &host.plugins,
+            &host.loaded,
+            &mut ctx,
+            &enable,
+            &self.row_edits,
+        )?;
 
         let mut registry = ToolRegistry::with_builtins(&builtins);
         for tool in std::mem::take(&mut ctx.tools) {

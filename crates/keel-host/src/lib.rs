@@ -30,6 +30,6 @@ pub use endpoint::{Endpoint, EndpointInputs, KeySource};
 pub use error::HostError;
 pub use factory::{
     ANSWER_RESERVE_TOKENS, AgentFactory, BuildOptions, ConfigEdit, Flags, Host, ModelRoute,
-    ModelSource,
+    ModelSource, RowEdit,
 };
 pub use keel_session::Format as LogFormat;

@@ -101,6 +101,13 @@ impl Ctx {
             } else {
                 Vec::new()
             },
+            row_edits: match c.control.as_deref() {
+                Some("contract") => vec![keel_host::RowEdit {
+                    plugin: keel_continuity::ID.as_str(),
+                    edit: keel_continuity::control::with_contract,
+                }],
+                _ => Vec::new(),
+            },
         })
     }
 }
