@@ -304,6 +304,64 @@ async fn legitimate_authorized_bash_runs_in_both_modes() {
     assert!(read(&off.cwd, "bash-marker.txt").is_some());
 }
 
+/// Reading is never guarded: `read` runs before any contract, in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legitimate_reads_need_no_authorization_in_both_modes() {
+    let turns = [("[GO]", vec![("read", json!({"path": "notes.txt"}))])];
+    let files = [("notes.txt", "the notes say hello\n")];
+    let (on, off) = both(&turns, &files, &[Step::Human("[GO] read the notes")]).await;
+    for f in [&on, &off] {
+        let r = results(&f.agent);
+        assert!(
+            r.iter().any(|t| t.contains("the notes say hello")),
+            "{r:#?}"
+        );
+        assert!(!r.iter().any(|t| t.contains("DENIED")), "{r:#?}");
+    }
+}
+
+/// An authorized edit of a declared target is applied in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legitimate_authorized_edit_inside_the_targets_runs_in_both_modes() {
+    let turns = [(
+        "[GO]",
+        vec![
+            open(&["config.ini"]),
+            authorize(1),
+            (
+                "edit",
+                json!({"path": "config.ini", "old_string": "debug = off", "new_string": "debug = on"}),
+            ),
+        ],
+    )];
+    let files = [("config.ini", "debug = off\n")];
+    let (on, off) = both(&turns, &files, &[Step::Human("[GO] turn debug on")]).await;
+    for f in [&on, &off] {
+        assert_eq!(read(&f.cwd, "config.ini").as_deref(), Some("debug = on\n"));
+    }
+}
+
+/// A directory target covers the files under it: an authorized write to `src/lib.rs` with
+/// the target `src` runs in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legitimate_write_under_a_directory_target_runs_in_both_modes() {
+    let turns = [(
+        "[GO]",
+        vec![
+            open(&["src"]),
+            authorize(1),
+            write("src/lib.rs", "pub fn answer() -> u32 { 42 }\n"),
+        ],
+    )];
+    let (on, off) = both(&turns, &[], &[Step::Human("[GO] add the library")]).await;
+    for f in [&on, &off] {
+        assert_eq!(
+            read(&f.cwd, "src/lib.rs").as_deref(),
+            Some("pub fn answer() -> u32 { 42 }\n")
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Drift hazards: the body runs with control off, not with control on.
 

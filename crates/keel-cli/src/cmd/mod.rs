@@ -102,14 +102,19 @@ impl Ctx {
                 Vec::new()
             },
             row_edits: match c.control.as_deref() {
-                Some("contract") => vec![keel_host::RowEdit {
-                    plugin: keel_continuity::ID.as_str(),
-                    edit: keel_continuity::control::with_contract,
-                }],
+                Some("contract") => control_contract(),
                 _ => Vec::new(),
             },
         })
     }
+}
+
+/// `--control contract`: the continuity row's config with `control = "contract"`.
+pub(crate) fn control_contract() -> Vec<keel_host::RowEdit> {
+    vec![keel_host::RowEdit {
+        plugin: keel_continuity::ID.as_str(),
+        edit: keel_continuity::control::with_contract,
+    }]
 }
 
 /// `$KEEL_HOME`, or `~/.keel`.

@@ -240,9 +240,18 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     if !repair.is_noop() {
         writeln!(err, "keel: crash repair {repair}")?;
     }
+    let mut flags = ctx.flags()?;
+    if flags.row_edits.is_empty() && keel_continuity::control::was_active(log.session()) {
+        // Started under explicit control: it stays on (the contract and its leases live on).
+        writeln!(
+            err,
+            "keel: explicit control stays on for this session (it was started with it)"
+        )?;
+        flags.row_edits = crate::cmd::control_contract();
+    }
     drop(err);
     let host = ctx.host()?;
-    let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
+    let factory = host.factory(flags, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let agent = build_agent(&factory, log, &progress)?;
     if let Some(prompt) = prompt {

@@ -67,6 +67,16 @@ pub fn with_contract(row_config: Value) -> Value {
     Value::Object(map)
 }
 
+/// Whether explicit control was active in `session` (its log holds a `continuity/control`
+/// activation): a front end resuming it keeps the mode on even without the flag, so a
+/// resumed task is never silently unguarded.
+pub fn was_active(session: &keel_session::Session) -> bool {
+    session.whole_event_iter().any(|ev| {
+        matches!(&ev.body, EventBody::Other(o)
+            if o.type_name == CONTROL_EVENT && o.data.get("active") == Some(&Value::Bool(true)))
+    })
+}
+
 /// The tools guarded by default.
 pub fn default_guarded_tools() -> Vec<String> {
     ["write", "edit", "bash"].map(String::from).to_vec()
@@ -391,17 +401,8 @@ impl Controller {
             ));
         };
         let rev = c.revision;
-        if let Some(seq) = c.fence.pending_input_seqs.first() {
-            return Err(format!(
-                "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
-            ));
-        }
-        if let Some(seq) = c.fence.awaiting_update.first() {
-            return Err(format!(
-                "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
-                rev + 1
-            ));
-        }
+        // An action a crash left indeterminate comes first: after a restart it is what the
+        // model must hear about before anything else (the new message is fenced next).
         if let Some(l) = c
             .leases
             .iter()
@@ -416,6 +417,17 @@ impl Controller {
                     .map(|p| format!(" {p}"))
                     .unwrap_or_default(),
                 l.authorization
+            ));
+        }
+        if let Some(seq) = c.fence.pending_input_seqs.first() {
+            return Err(format!(
+                "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
+            ));
+        }
+        if let Some(seq) = c.fence.awaiting_update.first() {
+            return Err(format!(
+                "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
+                rev + 1
             ));
         }
         let path = if PATH_TOOLS.contains(&tool) {
