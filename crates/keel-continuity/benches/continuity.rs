@@ -9,6 +9,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use keel_agent::seams::RuntimeContext;
 use keel_continuity::anchors::Anchors;
 use keel_continuity::basis::fold;
+use keel_continuity::control::AdmissionBench;
 use keel_continuity::render::{BoundaryKind, DEFAULT_BUDGET, Frame, Lineage, render};
 use keel_protocol::{Seq, StepNo, TurnNo};
 use keel_session::synth::{SynthOptions, generate};
@@ -92,5 +93,36 @@ fn at_boundary(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, per_request, at_boundary);
+/// Guard admission of one guarded call under explicit control: issuing an authorization is
+/// the model's `control_checkpoint`, outside the measurement (`iter_batched` setup). The
+/// admission itself reads and checks the contract, consumes the authorization, takes the lease
+/// and writes the file: on tmpfs (`/dev/shm`, the fsyncs are free) that is the CPU part, on
+/// the disk of `$KEEL_HOME` it includes the file's fsyncs. (In a session the guard also waits
+/// for the write-ahead log record: one more fsync of the session file.)
+fn admission(c: &mut Criterion) {
+    let mut g = c.benchmark_group("control/admission");
+    let shm = std::path::Path::new("/dev/shm");
+    let homes = [
+        (
+            "tmpfs (no fsync cost)",
+            shm.is_dir().then(|| tempfile::tempdir_in(shm).unwrap()),
+        ),
+        ("disk (file fsyncs)", Some(tempfile::tempdir().unwrap())),
+    ];
+    for (name, home) in homes {
+        let Some(home) = home else { continue };
+        let cwd = tempfile::tempdir().unwrap();
+        let bench = std::cell::RefCell::new(AdmissionBench::new(home.path(), cwd.path()).unwrap());
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || bench.borrow_mut().authorize().unwrap(),
+                |()| bench.borrow_mut().admit().unwrap(),
+                criterion::BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, per_request, at_boundary, admission);
 criterion_main!(benches);

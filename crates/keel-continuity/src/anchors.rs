@@ -331,7 +331,9 @@ pub(crate) fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), Anchor
         source,
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    create_private_dir(dir).map_err(io)?;
+    if !dir.is_dir() {
+        create_private_dir(dir).map_err(io)?;
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -569,3 +569,94 @@ impl GuardHook for ControlGuard {
         }
     }
 }
+
+/// Guard admission without an agent, for `benches/continuity.rs`: a controller in contract
+/// mode over an open contract in `keel_home`. Not bound to an agent, so an admission does what
+/// the guard does minus the write-ahead log record (and its fsync): read and check the
+/// contract file, consume the authorization, take the lease, write the file (temp + fsync +
+/// rename + directory fsync). Not a stable API.
+#[doc(hidden)]
+pub struct AdmissionBench {
+    controller: Arc<Controller>,
+    root: String,
+    calls: u64,
+}
+
+#[doc(hidden)]
+impl AdmissionBench {
+    /// An open contract (targets `.`) for root session `root`.
+    pub fn new(keel_home: &std::path::Path, cwd: &std::path::Path) -> Result<Self, String> {
+        let controller = Controller::new(
+            ControlMode::Contract,
+            default_guarded_tools(),
+            cwd.to_owned(),
+            keel_home,
+        );
+        let root = "bench-root".to_owned();
+        {
+            let mut st = controller.state();
+            st.bound = true;
+            st.active = true;
+            st.root = root.clone();
+        }
+        let bench = AdmissionBench {
+            controller,
+            root,
+            calls: 0,
+        };
+        let targets = vec![".".to_owned()];
+        let c = Contract {
+            schema_version: contract::CONTRACT_SCHEMA_VERSION,
+            root_session_id: bench.root.clone(),
+            revision: 1,
+            opened_at_seq: 0,
+            objective: "bench".into(),
+            acceptance: vec!["fast".into()],
+            constraints: Vec::new(),
+            targets_digest: contract::targets_digest(&targets),
+            targets,
+            fence: contract::Fence::default(),
+            authorization: None,
+            issued: 0,
+            leases: Vec::new(),
+        };
+        bench.put(&c)?;
+        Ok(bench)
+    }
+
+    fn put(&self, c: &Contract) -> Result<(), String> {
+        let mut st = self.controller.state();
+        self.controller.commit(&mut st, c, "bench", Value::Null)
+    }
+
+    /// Issue a fresh authorization (and drop the lease of the last admitted call).
+    pub fn authorize(&mut self) -> Result<(), String> {
+        let st = self.controller.state();
+        let mut c = self
+            .controller
+            .load(&st)?
+            .ok_or_else(|| "no contract".to_owned())?;
+        drop(st);
+        c.issued += 1;
+        c.leases.clear();
+        c.authorization = Some(Authorization {
+            id: format!("auth-{}", c.issued),
+            revision: c.revision,
+            targets_digest: c.targets_digest.clone(),
+            intent: "bench".into(),
+            paths: Vec::new(),
+            used: false,
+            revoked: None,
+        });
+        self.controller.state().admitted.clear();
+        self.put(&c)
+    }
+
+    /// Admit one guarded `write` through the current authorization.
+    pub fn admit(&mut self) -> Result<(), String> {
+        self.calls += 1;
+        let id = format!("call-{}", self.calls);
+        self.controller
+            .admit(&id, "write", &json!({"path": "notes.txt", "content": "x"}))
+    }
+}
