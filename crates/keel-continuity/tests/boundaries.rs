@@ -165,25 +165,9 @@ fn child_script() -> String {
     )
 }
 
-/// The child's session file, from the parent's `subagent/descriptor`.
+/// The child's session, from the parent's `subagent/descriptor`.
 fn child_events(f: &AgentFixture) -> (String, Vec<SessionEvent>) {
-    let evs = events_of(&f.agent);
-    let child = evs
-        .iter()
-        .find_map(|e| match &e.body {
-            EventBody::SubagentDescriptor(d) => Some(d.child_session.to_string()),
-            _ => None,
-        })
-        .unwrap();
-    let dir = f
-        .session_path
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join(&child);
-    let session = load_session(&dir);
-    (child, session.events().map(|e| e.into_owned()).collect())
+    keel_testkit::agent::child_session_events(f)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,9 +8,7 @@ use keel_agent::InboxMode;
 use keel_agent::agent::Agent;
 use keel_agent::compaction::{self, CompactionReason};
 use keel_protocol::{EventBody, KnownSource, Message, MessageSource, SessionEvent};
-use keel_testkit::agent::{
-    AgentFixture, AgentOptions, PluginRow, agent_fixture, events_of, load_session,
-};
+use keel_testkit::agent::{AgentFixture, AgentOptions, PluginRow, agent_fixture, events_of};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -786,24 +784,7 @@ async fn hazard_a_subagent_writes_outside_the_targets() {
     assert!(read(&out[1].cwd, "helper.txt").is_some());
     // The denial is in the child's own log.
     let f = &out[0];
-    let child = events_of(&f.agent)
-        .iter()
-        .find_map(|e| match &e.body {
-            EventBody::SubagentDescriptor(d) => Some(d.child_session.to_string()),
-            _ => None,
-        })
-        .unwrap();
-    let dir = f
-        .session_path
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join(child);
-    let evs: Vec<SessionEvent> = load_session(&dir)
-        .events()
-        .map(|e| e.into_owned())
-        .collect();
+    let (_, evs) = keel_testkit::agent::child_session_events(f);
     let r = keel_testkit::agent::tool_results(&evs);
     assert!(
         r.iter()

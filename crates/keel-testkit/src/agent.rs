@@ -173,6 +173,25 @@ fn fixture_factory<'h>(
     .unwrap()
 }
 
+/// The first subagent child of a fixture's agent (from its `subagent/descriptor`): its
+/// session id and events, read from its session file.
+pub fn child_session_events(f: &AgentFixture) -> (String, Vec<SessionEvent>) {
+    let child = events_of(&f.agent)
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::SubagentDescriptor(d) => Some(d.child_session.to_string()),
+            _ => None,
+        })
+        .expect("a subagent/descriptor in the parent's log");
+    let store = f
+        .session_path
+        .parent()
+        .and_then(Path::parent)
+        .expect("the session's project directory");
+    let session = load_session(&store.join(&child));
+    (child, session.events().map(|e| e.into_owned()).collect())
+}
+
 /// A cold resume: a new agent on the session file at `session` (written by an earlier agent
 /// of a fixture whose `$KEEL_HOME` is `home` and workspace `cwd`), with a new scripted model.
 pub fn resume_fixture(

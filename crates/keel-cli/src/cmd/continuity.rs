@@ -26,16 +26,9 @@ pub fn run(ctx: &Ctx, cmd: ContinuityCommand) -> Result<ExitCode> {
     };
     match res {
         // `keel continuity show | head`: the reader left; that is not a failure.
-        Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
+        Err(e) if super::sessions::is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
         r => r,
     }
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }
 
 fn warn(msg: &str) {

@@ -50,7 +50,8 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
     }
 }
 
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
+/// The error is stdout closed by its reader (`… | head`).
+pub(super) fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
