@@ -415,7 +415,6 @@ mod tests {
         // Clamped at 3.
         assert_eq!(calibrated(1_000, prompt_factor(100_000, 1_000)), 3_000);
         assert_eq!(calibrated(1_000, None), 1_000);
-        // What the cap does with it: 4096 window, the calibrated prompt leaves 764.
         // What the cap does with it in a 4096 window: 764 left, so the floor (a quarter of the
         // window) is asked for and the provider reports the overflow if even that is too much.
         assert_eq!(output_budget(8_000, 4_096, calibrated(3_000, f)), 1_024);
