@@ -471,3 +471,83 @@ async fn a_grandchild_gets_the_root_humans_words_and_its_whole_lineage() {
     assert_eq!(d.root_session_id, root);
     assert_eq!(d.parent_session_id, child.header().id.to_string());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_continuation_while_a_newer_human_message_waits() {
+    // Every answer is cut at the output limit; the human types again before the turn ends.
+    let cut = "  - text: \"partial answer\"\n    finish: length\n";
+    let script = format!("responses:\n{cut}{cut}  - text: \"the rest\"\n");
+    let mut hooks = keel_agent::HookRegistry::default();
+    let typed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let once = typed.clone();
+    hooks.turn_stopping.push(std::sync::Arc::new(
+        move |t: &keel_agent::seams::TurnStopping| {
+            if !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                t.agent
+                    .followup("[T1] actually, stop and summarise")
+                    .unwrap();
+            }
+            Box::pin(async { keel_agent::seams::StopDecision::Stop })
+        },
+    ));
+    let mut plugins = rows(&[("continuity", "max_token_continuations = 2")]);
+    plugins.retain(|r| r.id == "continuity");
+    let f = agent_fixture(
+        &script,
+        AgentOptions {
+            approval: keel_agent::ApprovalPolicy::Auto,
+            plugins,
+            hooks,
+            ..AgentOptions::default()
+        },
+    );
+    // T0 (cut; the human typed meanwhile), T1 (cut; nothing waits: a continuation), the
+    // continuation's turn.
+    let o = turn(&f.agent, "[T0] write a long essay").await;
+    assert_eq!(o.final_text, "the rest");
+    assert!(typed.load(std::sync::atomic::Ordering::SeqCst));
+    let evs = events_of(&f.agent);
+    // The human's message took the next turn; no continuation was queued for T0.
+    let texts: Vec<String> = evs
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::UserMessage(m) if m.source.is_user() => Some(m.text()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "[T0] write a long essay",
+            "[T1] actually, stop and summarise"
+        ]
+    );
+    let continuations = evs
+        .iter()
+        .filter(|e| {
+            matches!(&e.body, EventBody::UserMessage(m)
+            if matches!(&m.source, MessageSource::Known(KnownSource::Plugin { extra, .. })
+                if extra.get("form").is_some_and(|f| f == "continuation")))
+        })
+        .count();
+    // T1 was cut too and nothing else waited: one continuation, after T1, not after T0.
+    assert_eq!(
+        continuations,
+        1,
+        "{:?}",
+        evs.iter().map(|e| e.type_name()).collect::<Vec<_>>()
+    );
+    // It was queued when T1 ended, not when T0 did (while the human's message waited).
+    let queued = evs
+        .iter()
+        .position(|e| {
+            matches!(&e.body, EventBody::InboxSpliced(i)
+                if i.inserted.iter().any(|m| m.text().starts_with("Your previous answer was cut off")))
+        })
+        .expect("the continuation entered the inbox");
+    let t1 = evs
+        .iter()
+        .position(|e| matches!(&e.body, EventBody::UserMessage(m) if m.text().starts_with("[T1]")))
+        .unwrap();
+    assert!(queued > t1, "queued at {queued}, before T1 (at {t1}) ran");
+}
