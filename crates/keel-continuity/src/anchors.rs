@@ -86,6 +86,36 @@ pub struct Authority {
     pub sources: Vec<Source>,
 }
 
+impl Authority {
+    /// Add `sources` (seq order) not anchored yet; one already anchored must carry the same id
+    /// and digest, else a [`AnchorError::Conflict`] naming `path` (this authority's file).
+    /// Returns the seqs added.
+    pub fn merge(&mut self, path: &Path, sources: &[Source]) -> Result<Vec<u64>, AnchorError> {
+        let mut added = Vec::new();
+        for s in sources {
+            match self.sources.binary_search_by_key(&s.seq, |a| a.seq) {
+                Ok(i) => {
+                    let a = &self.sources[i];
+                    if a.event_id != s.event_id || a.digest != s.digest {
+                        return Err(AnchorError::Conflict {
+                            path: path.to_owned(),
+                            seq: s.seq,
+                            event_id: format!("{} / {}", a.event_id, s.event_id),
+                            anchored: a.digest.clone(),
+                            found: s.digest.clone(),
+                        });
+                    }
+                }
+                Err(i) => {
+                    self.sources.insert(i, s.clone());
+                    added.push(s.seq);
+                }
+            }
+        }
+        Ok(added)
+    }
+}
+
 /// The first message of a delegated child.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -200,31 +230,11 @@ impl Anchors {
     pub fn anchor(&self, root_session: &str, sources: &[Source]) -> Result<usize, AnchorError> {
         let mut authority = self.authority(root_session)?;
         let path = self.authority_path(root_session);
-        let mut added = 0;
-        for s in sources {
-            match authority.sources.binary_search_by_key(&s.seq, |a| a.seq) {
-                Ok(i) => {
-                    let a = &authority.sources[i];
-                    if a.event_id != s.event_id || a.digest != s.digest {
-                        return Err(AnchorError::Conflict {
-                            path,
-                            seq: s.seq,
-                            event_id: format!("{} / {}", a.event_id, s.event_id),
-                            anchored: a.digest.clone(),
-                            found: s.digest.clone(),
-                        });
-                    }
-                }
-                Err(i) => {
-                    authority.sources.insert(i, s.clone());
-                    added += 1;
-                }
-            }
-        }
-        if added > 0 {
+        let added = authority.merge(&path, sources)?;
+        if !added.is_empty() {
             write_atomic(&path, &authority)?;
         }
-        Ok(added)
+        Ok(added.len())
     }
 
     /// Check the log's human messages against the authority: every anchored (seq, id) must

@@ -184,7 +184,7 @@ impl Tracker {
         self.agent.bind(agent);
         let mut st = self.state();
         if !st.ready {
-            self.init(&mut st, &agent.log().session().view());
+            self.init(&mut st, &LogView::of(agent.log().session()));
         }
     }
 
@@ -195,12 +195,7 @@ impl Tracker {
         st.seed = view.seed;
         st.answered = view.answered;
         st.top = self.parent.is_none() && view.depth == 0;
-        st.child = match (&self.parent, view.depth) {
-            (_, 0) => None,
-            _ if view.child_answered => None,
-            _ if view.seed > 0 => Some(BoundaryKind::Fork),
-            _ => Some(BoundaryKind::Spawn),
-        };
+        st.child = view.child_boundary();
         if !st.root.is_empty() {
             return;
         }
@@ -290,19 +285,16 @@ impl Tracker {
         let mut st = self.state();
         if !st.ready {
             self.agent.bind(agent);
-            let view = agent.log().session().view();
+            let view = LogView::of(agent.log().session());
             self.init(&mut st, &view);
         }
         if let Some(message) = st.failure.take() {
             return Err(hook_error(message));
         }
         let last = agent.log().session().surface().last_replacement();
-        let replaced = last.filter(|r| r.0 >= st.seed && st.answered.is_none_or(|a| *r > a));
-        let (kind, boundary) = match (st.child, replaced) {
-            (Some(kind), r) => (kind, r.unwrap_or(Seq(st.loaded))),
-            (None, Some(r)) if r.0 < st.loaded => (BoundaryKind::Resume, r),
-            (None, Some(r)) => (BoundaryKind::Replace, r),
-            (None, None) => return Ok(Vec::new()),
+        let Some((kind, boundary)) = pending(st.child, last, st.seed, st.answered, st.loaded)
+        else {
+            return Ok(Vec::new());
         };
         // A boundary: everything below runs once per boundary.
         let projected = self.project(agent, &st, kind, boundary)?;
@@ -463,28 +455,54 @@ fn hook_error(message: String) -> HookError {
     }
 }
 
-/// What a tracker reads from the log once.
-pub(crate) struct LogView {
-    id: String,
-    len: u64,
+/// The boundary a request would answer now, if one is pending: a delegated child's own
+/// (`child`, until answered), else the last replacement (`last`) when it is not inherited in
+/// a fork's seed and no projection answered it — a resume boundary when it was already in the
+/// log this process `loaded`.
+pub(crate) fn pending(
+    child: Option<BoundaryKind>,
+    last: Option<Seq>,
     seed: u64,
-    depth: u32,
     answered: Option<Seq>,
+    loaded: u64,
+) -> Option<(BoundaryKind, Seq)> {
+    let replaced = last.filter(|r| r.0 >= seed && answered.is_none_or(|a| *r > a));
+    match (child, replaced) {
+        (Some(kind), r) => Some((kind, r.unwrap_or(Seq(loaded)))),
+        (None, Some(r)) if r.0 < loaded => Some((BoundaryKind::Resume, r)),
+        (None, Some(r)) => Some((BoundaryKind::Replace, r)),
+        (None, None) => None,
+    }
+}
+
+/// What a tracker reads from the log once ([`LogView::of`]).
+pub(crate) struct LogView {
+    pub(crate) id: String,
+    pub(crate) len: u64,
+    pub(crate) seed: u64,
+    pub(crate) depth: u32,
+    /// The highest boundary a projection of this session's own answered.
+    pub(crate) answered: Option<Seq>,
     child_answered: bool,
 }
 
-/// Reading [`LogView`] from a session.
-pub(crate) trait ViewLog {
-    fn view(&self) -> LogView;
-}
+impl LogView {
+    /// A delegated child's own boundary, while no projection has answered it.
+    pub(crate) fn child_boundary(&self) -> Option<BoundaryKind> {
+        match (self.depth, self.seed) {
+            (0, _) => None,
+            _ if self.child_answered => None,
+            (_, 0) => Some(BoundaryKind::Spawn),
+            _ => Some(BoundaryKind::Fork),
+        }
+    }
 
-impl ViewLog for Session {
-    fn view(&self) -> LogView {
-        let h = self.header();
+    pub(crate) fn of(session: &Session) -> LogView {
+        let h = session.header();
         let seed = h.seed_length.unwrap_or(0);
         let mut answered: Option<Seq> = None;
         let mut child_answered = false;
-        for ev in self.whole_event_iter() {
+        for ev in session.whole_event_iter() {
             if let Some((boundary, kind)) = projection_marker(ev) {
                 if ev.seq.0 < seed {
                     continue; // inherited from the parent
@@ -495,7 +513,7 @@ impl ViewLog for Session {
         }
         LogView {
             id: h.id.to_string(),
-            len: self.len(),
+            len: session.len(),
             seed,
             depth: h.delegation_depth,
             answered,

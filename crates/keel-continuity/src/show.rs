@@ -3,7 +3,7 @@
 
 use crate::anchors::{AnchorError, Anchors, Authority, Delegation};
 use crate::basis::fold;
-use crate::plugin::{ContinuityConfig, projection_marker};
+use crate::plugin::{ContinuityConfig, LogView, pending, projection_marker};
 use crate::render::{BoundaryKind, Frame, Lineage, Rendered, render};
 use keel_protocol::Seq;
 use keel_session::Session;
@@ -91,42 +91,21 @@ pub fn preview(
             });
         }
     }
-    let answered = delivered.iter().map(|d| Seq(d.boundary_seq)).max();
+    // The plugin's own rule, as if a request went out now from a fresh process.
+    let view = LogView::of(session);
     let last = session.surface().last_replacement();
-    let pending = match (header.delegation_depth, last) {
-        (d, _) if d > 0 && !delivered.iter().any(|x| x.kind.is_child()) => Some((
-            if seed > 0 {
-                BoundaryKind::Fork
-            } else {
-                BoundaryKind::Spawn
-            },
-            0,
-        )),
-        (_, Some(r)) if r.0 >= seed && answered.is_none_or(|a| r > a) => {
-            Some((BoundaryKind::Resume, r.0))
-        }
-        _ => None,
-    };
+    let pending = pending(view.child_boundary(), last, seed, view.answered, view.len);
     let basis = fold(session, session.next_seq(), config.child_results);
     let authority = anchors.authority(&root)?;
-    let mut unanchored = Vec::new();
-    if root == id || seed > 0 {
-        for h in &basis.humans {
-            match authority.sources.iter().find(|s| s.seq == h.seq.0) {
-                Some(s) if s.event_id == h.id && s.digest == h.digest => {}
-                Some(s) => {
-                    return Err(AnchorError::Conflict {
-                        path: anchors.authority_path(&root),
-                        seq: h.seq.0,
-                        event_id: format!("{} / {}", s.event_id, h.id),
-                        anchored: s.digest.clone(),
-                        found: h.digest.clone(),
-                    });
-                }
-                None => unanchored.push(h.seq.0),
-            }
-        }
-    }
+    let unanchored = if root == id || seed > 0 {
+        let sources: Vec<_> = basis.humans.iter().map(|h| h.source()).collect();
+        // On a copy: `show` writes nothing.
+        authority
+            .clone()
+            .merge(&anchors.authority_path(&root), &sources)?
+    } else {
+        Vec::new()
+    };
     let on_surface: HashSet<Seq> = session.surface().nodes().iter().copied().collect();
     let lineage = Lineage {
         root: root.clone(),
@@ -139,11 +118,11 @@ pub fn preview(
             )
         }),
     };
-    let (kind, boundary) = pending.unwrap_or((BoundaryKind::Resume, last.map_or(0, |s| s.0)));
-    let pending = pending.map(|(kind, seq)| Pending { kind, seq });
+    let (kind, boundary) = pending.unwrap_or((BoundaryKind::Resume, last.unwrap_or(Seq(0))));
+    let pending = pending.map(|(kind, seq)| Pending { kind, seq: seq.0 });
     let frame = Frame {
         kind,
-        boundary: Seq(boundary),
+        boundary,
         source_session: &id,
         lineage: &lineage,
         budget: config.budget_bytes,
