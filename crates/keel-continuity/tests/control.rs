@@ -797,30 +797,7 @@ async fn hazard_a_subagent_writes_outside_the_targets() {
 /// Build a new agent on the session file at `path` (a cold resume, a new process) with
 /// `script`, with the home's configuration (control on).
 fn resume(home: &Path, cwd: &Path, path: &Path, script: &str) -> Agent {
-    use keel_host::{BuildOptions, Flags, Host, ModelSource, Sources};
-    use keel_llm::{Provider, ScriptFormat, ScriptedProvider};
-    use keel_session::{PersistentSession, WriterOptions};
-    use std::sync::Arc;
-    let provider = Arc::new(
-        ScriptedProvider::from_str(script, ScriptFormat::Yaml)
-            .unwrap()
-            .with_name("scripted"),
-    );
-    let host = Host::load(&Sources::for_workspace(
-        home.to_path_buf(),
-        cwd.to_path_buf(),
-    ))
-    .unwrap();
-    let flags = Flags {
-        model: Some(keel_testkit::agent::FIXTURE_MODEL.to_owned()),
-        approval: Some(keel_agent::ApprovalPolicy::Auto),
-        ..Flags::default()
-    };
-    let factory = host
-        .factory(flags, ModelSource::Provider(provider as Arc<dyn Provider>))
-        .unwrap();
-    let (log, _, _) = PersistentSession::resume(path, WriterOptions::default()).unwrap();
-    factory.build(log, BuildOptions::default()).unwrap()
+    keel_testkit::agent::resume_fixture(home, cwd, path, script, keel_agent::ApprovalPolicy::Auto).0
 }
 
 /// The contract and its authorization survive a restart (the resumed process admits the
