@@ -9,13 +9,13 @@
 //! error (exit 2) naming the file or the session.
 
 use super::Ctx;
+use super::sessions::{emit, warn};
 use crate::cli::ContinuityCommand;
 use anyhow::{Context, Result, anyhow};
 use keel_continuity::ContinuityConfig;
 use keel_continuity::anchors::Anchors;
 use keel_continuity::show::{Preview, preview};
 use std::fmt::Write as _;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,10 +29,6 @@ pub fn run(ctx: &Ctx, cmd: ContinuityCommand) -> Result<ExitCode> {
         Err(e) if super::sessions::is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
         r => r,
     }
-}
-
-fn warn(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "keel: warning: {msg}");
 }
 
 /// The session file `query` names, or the latest session of this directory.
@@ -108,11 +104,7 @@ fn show(ctx: &Ctx, query: Option<&str>, as_json: bool) -> Result<ExitCode> {
     } else {
         render_text(&p)
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("cannot write to stdout")?;
+    emit(out.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -59,7 +59,7 @@ pub(super) fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 /// Write a result to stdout.
-fn emit(bytes: &[u8]) -> Result<()> {
+pub(super) fn emit(bytes: &[u8]) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(bytes)
         .and_then(|()| out.flush())
@@ -67,7 +67,7 @@ fn emit(bytes: &[u8]) -> Result<()> {
 }
 
 /// Write a warning to stderr.
-fn warn(msg: &str) {
+pub(super) fn warn(msg: &str) {
     let _ = writeln!(std::io::stderr().lock(), "keel: warning: {msg}");
 }
 
