@@ -262,6 +262,19 @@ impl Anchors {
         Ok(Some(d))
     }
 
+    /// The root session of the task `session` (a session id, at `depth` delegations) belongs
+    /// to: itself at depth 0, else the root its delegation record names (itself when the
+    /// record is missing or unreadable: a child resumed on its own).
+    pub fn root_of(&self, session: &str, depth: u32) -> String {
+        if depth == 0 {
+            return session.to_owned();
+        }
+        self.delegation(session)
+            .ok()
+            .flatten()
+            .map_or_else(|| session.to_owned(), |d| d.root_session_id)
+    }
+
     /// Write the delegation record once: an existing one must be the same.
     pub fn record_delegation(&self, d: &Delegation) -> Result<(), AnchorError> {
         let path = self.delegation_path(&d.child_session_id);

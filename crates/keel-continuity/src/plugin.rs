@@ -201,15 +201,7 @@ impl Tracker {
         }
         st.root = match &self.parent {
             Some(p) => p.root(),
-            None if view.depth > 0 => self
-                .shared
-                .anchors
-                .delegation(&view.id)
-                .ok()
-                .flatten()
-                .map(|d| d.root_session_id)
-                .unwrap_or_else(|| view.id.clone()),
-            None => view.id.clone(),
+            None => self.shared.anchors.root_of(&view.id, view.depth),
         };
     }
 

@@ -157,16 +157,7 @@ impl Controller {
         let session = log.session();
         let header = session.header();
         let id = header.id.to_string();
-        let root = if header.delegation_depth == 0 {
-            id.clone()
-        } else {
-            self.anchors
-                .delegation(&id)
-                .ok()
-                .flatten()
-                .map(|d| d.root_session_id)
-                .unwrap_or(id)
-        };
+        let root = self.anchors.root_of(&id, header.delegation_depth);
         let mut st = self.state();
         st.bound = true;
         st.root = root;
