@@ -310,22 +310,9 @@ fn relay(client: TcpStream, upstream: u16, sink: &Mutex<Vec<Recorded>>) {
     let _ = down.join();
 }
 
-/// The complete HTTP/1.1 request at the start of `bytes` (Content-Length framed) and the bytes
-/// it spans.
+/// The complete HTTP/1.1 request at the start of `bytes` and the bytes it spans.
 fn parse_request(bytes: &[u8]) -> Option<(Recorded, usize)> {
-    let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&bytes[..head_end]).into_owned();
-    let length: usize = head
-        .split("\r\n")
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .map(|(_, v)| v.trim().parse().unwrap())
-        .unwrap_or(0);
-    let end = head_end + 4 + length;
-    (bytes.len() >= end).then(|| {
-        let body = bytes[head_end + 4..end].to_vec();
-        (Recorded { head, body }, end)
-    })
+    http_request(bytes).map(|(head, body, used)| (Recorded { head, body }, used))
 }
 
 /// `keel` against the relay: the sentinel in `DEEPSEEK_API_KEY`, the model name, the window,

@@ -281,7 +281,7 @@ impl Tap {
                             Ok(n) => n,
                         };
                         seen.extend_from_slice(&buf[..n]);
-                        while let Some((body, used)) = http_body(&seen[recorded..]) {
+                        while let Some((_, body, used)) = http_request(&seen[recorded..]) {
                             sink.lock().unwrap().push(body);
                             recorded += used;
                         }
@@ -302,11 +302,11 @@ impl Tap {
     }
 }
 
-/// The body of the complete HTTP/1.1 request at the start of `bytes` (Content-Length framed)
-/// and the bytes it spans.
-fn http_body(bytes: &[u8]) -> Option<(Vec<u8>, usize)> {
+/// The complete HTTP/1.1 request at the start of `bytes` (Content-Length framed): its head
+/// (request line and headers), its body, and the bytes it spans.
+pub fn http_request(bytes: &[u8]) -> Option<(String, Vec<u8>, usize)> {
     let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&bytes[..head_end]);
+    let head = String::from_utf8_lossy(&bytes[..head_end]).into_owned();
     let length: usize = head
         .split("\r\n")
         .filter_map(|l| l.split_once(':'))
@@ -314,7 +314,7 @@ fn http_body(bytes: &[u8]) -> Option<(Vec<u8>, usize)> {
         .map(|(_, v)| v.trim().parse().unwrap())
         .unwrap_or(0);
     let end = head_end + 4 + length;
-    (bytes.len() >= end).then(|| (bytes[head_end + 4..end].to_vec(), end))
+    (bytes.len() >= end).then(|| (head, bytes[head_end + 4..end].to_vec(), end))
 }
 
 /// What a finished `keel` process left.
