@@ -93,34 +93,34 @@ fn at_boundary(c: &mut Criterion) {
     g.finish();
 }
 
-/// Guard admission of one guarded call under explicit control: issuing an authorization is
-/// the model's `control_checkpoint`, outside the measurement (`iter_batched` setup). The
-/// admission itself reads and checks the contract, consumes the authorization, takes the lease
-/// and writes the file: on tmpfs (`/dev/shm`, the fsyncs are free) that is the CPU part, on
-/// the disk of `$KEEL_HOME` it includes the file's fsyncs. (In a session the guard also waits
-/// for the write-ahead log record: one more fsync of the session file.)
+/// Guard admission of one guarded call under explicit control, on a real agent's session
+/// log: issuing an authorization is the model's `control_checkpoint`, outside the measurement
+/// (`iter_batched` setup). The admission checks the contract (its file's stamp), consumes the
+/// authorization, takes the lease and logs the change (the file catches up when the call
+/// settles). "cpu" does not wait for the record's fsync (the session writer does it on its own
+/// thread); "with its fsync" waits, on the disk under `$TMPDIR`.
 fn admission(c: &mut Criterion) {
     let mut g = c.benchmark_group("control/admission");
-    let shm = std::path::Path::new("/dev/shm");
-    let homes = [
-        (
-            "tmpfs (no fsync cost)",
-            shm.is_dir().then(|| tempfile::tempdir_in(shm).unwrap()),
-        ),
-        ("disk (file fsyncs)", Some(tempfile::tempdir().unwrap())),
-    ];
-    for (name, home) in homes {
-        let Some(home) = home else { continue };
-        let cwd = tempfile::tempdir().unwrap();
-        let bench = std::cell::RefCell::new(AdmissionBench::new(home.path(), cwd.path()).unwrap());
-        g.bench_function(name, |b| {
-            b.iter_batched(
-                || bench.borrow_mut().authorize().unwrap(),
-                |()| bench.borrow_mut().admit().unwrap(),
-                criterion::BatchSize::PerIteration,
-            )
-        });
-    }
+    let f = agent_fixture(
+        "responses:\n  - text: \"unused\"\n",
+        AgentOptions::default(),
+    );
+    let bench =
+        std::cell::RefCell::new(AdmissionBench::new(&f.agent, f.home.path(), &f.cwd).unwrap());
+    g.bench_function("cpu", |b| {
+        b.iter_batched(
+            || bench.borrow_mut().authorize().unwrap(),
+            |()| bench.borrow_mut().admit().unwrap(),
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("with its fsync", |b| {
+        b.iter_batched(
+            || bench.borrow_mut().authorize().unwrap(),
+            |()| bench.borrow_mut().admit_durable().unwrap(),
+            criterion::BatchSize::PerIteration,
+        )
+    });
     g.finish();
 }
 

@@ -970,12 +970,13 @@ async fn legitimate_changed_request_updated_then_write_runs_in_both_modes() {
     assert_eq!(read(&off.cwd, "notes.md").as_deref(), Some("hello"));
 }
 
-/// A crash between a logged change and the file write leaves the file one change behind the
-/// log: the next run rolls it forward from the contract the log carries. (Simulated by putting
-/// back the bytes from before the change; the same covers a deliberate revert, which cannot
+/// The file is behind the log while a guarded call runs (its admission is logged, the file
+/// catches up when the call settles), and after a crash between a logged change and the file
+/// write: the next run rolls it forward from what the log carries. (Simulated by putting back
+/// the bytes from before the guarded call; the same covers a deliberate revert, which cannot
 /// bring back a consumed authorization.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_file_one_change_behind_the_log_is_rolled_forward() {
+async fn a_file_behind_the_log_is_rolled_forward() {
     let s = script(&[("[T1]", vec![open(&["notes.txt"]), authorize(1)])]);
     let AgentFixture {
         home,
@@ -992,8 +993,8 @@ async fn a_file_one_change_behind_the_log_is_rolled_forward() {
         .unwrap()
         .unwrap()
         .path();
-    // The authorized write consumes auth-1 (a lease), and its result releases the lease:
-    // each change logged, made durable, then written.
+    // The authorized write consumes auth-1 (a lease; logged only), and its result releases
+    // the lease (logged, made durable, then written).
     let next = format!(
         "responses:\n{}  - text: \"Done.\"\n",
         turn_script("[N1]", &[write("notes.txt", "hello")])
@@ -1004,25 +1005,30 @@ async fn a_file_one_change_behind_the_log_is_rolled_forward() {
     assert_eq!(read(&cwd, "notes.txt").as_deref(), Some("hello"));
     let after = std::fs::read(&file).unwrap();
     // The contract before the last change (the release), as the log carries it.
-    let logged: Vec<(String, Value)> = events_of(&agent)
+    let logged: Vec<(String, Option<Value>)> = events_of(&agent)
         .iter()
         .filter_map(|e| match &e.body {
             EventBody::Other(o) if o.type_name == "continuity/control" => Some((
                 o.data.get("action")?.as_str()?.to_owned(),
-                o.data.get("contract")?.clone(),
+                o.data.get("contract").cloned(),
             )),
             _ => None,
         })
         .collect();
     let actions: Vec<&str> = logged.iter().map(|(a, _)| a.as_str()).collect();
     assert_eq!(actions, ["open", "authorize", "consume", "release"]);
+    assert!(
+        logged[2].1.is_none(),
+        "a consume logs the change, not the contract"
+    );
     use keel_continuity::control::contract::{Contract, ContractStore};
     let before = ContractStore::new(home.path())
-        .bytes_of(&serde_json::from_value::<Contract>(logged[2].1.clone()).unwrap())
+        .bytes_of(&serde_json::from_value::<Contract>(logged[1].1.clone().unwrap()).unwrap())
         .unwrap();
     drop(agent);
 
-    // A crash between the logged release and the file write: the file one change behind.
+    // A crash between the logged release and the file write: the file as it was before the
+    // guarded call.
     std::fs::write(&file, &before).unwrap();
     std::fs::remove_file(cwd.join("notes.txt")).unwrap();
     let last = format!(

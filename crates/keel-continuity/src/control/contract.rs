@@ -18,8 +18,8 @@
 //! session, a `targetsDigest` that is not the digest of its `targets`, or an authorization
 //! newer than the contract is refused with an error naming the file; so is a file whose bytes
 //! are not the ones keel last wrote (see `Controller`). It is never trusted. Every change is
-//! logged (with the whole contract) and made durable before the file is written, so a file one
-//! change behind the log is rolled forward at the next start.
+//! logged (with the whole contract; an admission with only its lease) and made durable before
+//! the file is written, so a file behind the log is rolled forward at the next start.
 
 use crate::anchors::{self, AnchorError, text_digest};
 use serde::{Deserialize, Serialize};

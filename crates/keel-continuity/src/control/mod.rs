@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use contract::{Authorization, Contract, ContractStore, Lease, covers, normalize};
 use keel_agent::agent::{Agent, AgentSlot};
 use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
+use keel_session::store::FlushTicket;
 use keel_tools::{GuardDecision, GuardHook, HookContext, SettledHook, ToolOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -110,15 +111,40 @@ struct State {
     active: bool,
     activation_logged: bool,
     root: String,
-    /// SHA-256 of the bytes keel last wrote (or logged): a file with other bytes was edited.
-    written: Option<String>,
+    /// SHA-256 of the bytes keel last wrote to the contract file (or that the log says it
+    /// wrote): a file with other bytes was edited outside keel.
+    file_digest: Option<String>,
+    /// The file's identity and times when keel last wrote or verified it: while they are
+    /// unchanged the file need not be read again.
+    file_stamp: Option<FileStamp>,
+    /// The current contract. Ahead of the file while a guarded call runs: its admission is
+    /// durable in the log only, and the file catches up when the call settles.
+    cached: Option<Contract>,
     /// A fence that could not be written: guarded tools are refused from then on.
     failure: Option<String>,
     /// Calls admitted and not settled yet: call id → the receipt's fields.
     admitted: std::collections::HashMap<String, Value>,
-    /// The contract keel last wrote or read, with the SHA-256 of its bytes: a file with the
-    /// same digest need not be parsed and checked again.
-    cached: Option<(String, Contract)>,
+}
+
+/// What identifies one version of the contract file without reading it: device, inode,
+/// size, modification and change times (the change time cannot be set back by hand).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp([i64; 7]);
+
+impl FileStamp {
+    fn of(path: &std::path::Path) -> std::io::Result<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok(FileStamp([
+            m.dev() as i64,
+            m.ino() as i64,
+            m.size() as i64,
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        ]))
+    }
 }
 
 /// An event to log once the lock is released.
@@ -162,8 +188,10 @@ impl Controller {
         st.bound = true;
         st.root = root;
         st.active = self.mode == ControlMode::Contract;
-        let mut previous = None;
-        let mut logged = None;
+        // Digests of every contract keel wrote to the file, and the latest contract logged.
+        let mut written = std::collections::HashSet::new();
+        let mut latest = None;
+        let mut consumed = Vec::new(); // `consume` records after `latest`
         for ev in session.whole_event_iter() {
             let EventBody::Other(o) = &ev.body else {
                 continue;
@@ -176,40 +204,75 @@ impl Controller {
                 st.activation_logged = true;
             }
             if let Some(d) = o.data.get("contractDigest").and_then(Value::as_str) {
-                previous = st.written.replace(d.to_owned());
-                logged = o.data.get("contract").cloned();
+                written.insert(d.to_owned());
+            }
+            if let Some(c) = o.data.get("contract") {
+                latest = Some(c);
+                consumed.clear();
+            } else if let Some(l) = o.data.get("lease") {
+                consumed.push(l);
             }
         }
-        if let Err(e) = self.roll_forward(&mut st, previous, logged) {
+        let latest = latest.map(|c| {
+            let mut c: Contract = serde_json::from_value(c.clone())
+                .map_err(|e| format!("the logged contract does not parse: {e}"))?;
+            for l in consumed {
+                let lease = serde_json::from_value(l.clone())
+                    .map_err(|e| format!("a logged consume does not parse: {e}"))?;
+                consume(&mut c, lease);
+            }
+            Ok::<_, String>(c)
+        });
+        let latest = match latest.transpose() {
+            Ok(c) => c,
+            Err(e) => {
+                st.failure.get_or_insert(e);
+                return;
+            }
+        };
+        if let Err(e) = self.roll_forward(&mut st, &written, latest) {
             st.failure.get_or_insert(e);
         }
     }
 
-    /// A file one change behind the log (a crash between the logged change and the file
-    /// write) is rewritten from the contract the log carries. Any other difference is left
-    /// for [`Controller::load`] to refuse.
+    /// The log is ahead of the file after a crash between a logged change and the file
+    /// write, or while a guarded call ran (its admission is logged, the file catches up when
+    /// it settles): a file holding a contract keel wrote earlier is brought up to the latest
+    /// logged one. A file with bytes keel never wrote is left for [`Controller::load`] to
+    /// refuse; a removed file means start over.
     fn roll_forward(
         &self,
         st: &mut State,
-        previous: Option<String>,
-        logged: Option<Value>,
+        written: &std::collections::HashSet<String>,
+        latest: Option<Contract>,
     ) -> Result<(), String> {
-        let (Some(written), Some(previous), Some(logged)) = (&st.written, previous, logged) else {
+        let Some(c) = latest else {
             return Ok(());
         };
-        let Some(bytes) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
+        let bytes = self.store.bytes_of(&c).map_err(|e| e.0)?;
+        let digest = keel_jcs::digest::sha256_hex(&bytes);
+        let Some(file) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
             return Ok(()); // removed on purpose: start over
         };
-        if keel_jcs::digest::sha256_hex(&bytes) != previous {
+        let on_file = keel_jcs::digest::sha256_hex(&file);
+        if on_file == digest {
+            self.wrote(st, c, digest);
             return Ok(());
         }
-        let c: Contract = serde_json::from_value(logged)
-            .map_err(|e| format!("the logged contract does not parse: {e}"))?;
-        let bytes = self.store.bytes_of(&c).map_err(|e| e.0)?;
-        if keel_jcs::digest::sha256_hex(&bytes) != *written {
+        if !written.contains(&on_file) {
+            st.file_digest = Some(digest); // not keel's bytes: `load` refuses them
             return Ok(());
         }
-        self.store.write(&st.root, &bytes).map_err(|e| e.0)
+        self.store.write(&st.root, &bytes).map_err(|e| e.0)?;
+        self.wrote(st, c, digest);
+        Ok(())
+    }
+
+    /// The file now holds `c`, whose bytes have `digest`.
+    fn wrote(&self, st: &mut State, c: Contract, digest: String) {
+        st.file_digest = Some(digest);
+        st.file_stamp = FileStamp::of(&self.store.path(&st.root)).ok();
+        st.cached = Some(c);
     }
 
     /// Whether control is active now.
@@ -222,34 +285,96 @@ impl Controller {
         self.store.path(&self.state().root)
     }
 
-    /// Read and verify the contract (refusing bytes keel did not write).
-    fn load(&self, st: &State) -> Result<Option<Contract>, String> {
+    /// The current contract, verified: the file must hold bytes keel wrote (it is not read
+    /// again while its stamp is unchanged); the contract may be ahead of the file while a
+    /// guarded call runs.
+    fn load(&self, st: &mut State) -> Result<Option<Contract>, String> {
+        Ok(if self.refresh(st)? {
+            st.cached.clone()
+        } else {
+            None
+        })
+    }
+
+    /// [`Controller::load`] without the copy: whether there is a contract, now in
+    /// `st.cached`.
+    fn refresh(&self, st: &mut State) -> Result<bool, String> {
+        let path = self.store.path(&st.root);
+        let stamp = match FileStamp::of(&path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                st.cached = None; // removed on purpose: start over
+                st.file_stamp = None;
+                return Ok(false);
+            }
+            Err(e) => return Err(format!("continuity contract {}: {e}", path.display())),
+        };
+        if st.file_stamp == Some(stamp) && st.cached.is_some() {
+            return Ok(true);
+        }
         let Some(bytes) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
-            return Ok(None);
+            st.cached = None;
+            st.file_stamp = None;
+            return Ok(false);
         };
         let digest = keel_jcs::digest::sha256_hex(&bytes);
-        if let Some((d, c)) = &st.cached
-            && *d == digest
-        {
-            return Ok(Some(c.clone()));
+        if let Some(w) = &st.file_digest {
+            if *w != digest {
+                return Err(format!(
+                    "continuity contract {} was changed outside keel (its sha256 is {digest}, keel last wrote {w}) and is not trusted (restore it, or remove it and call control_open again)",
+                    path.display()
+                ));
+            }
+            if st.cached.is_some() {
+                st.file_stamp = Some(stamp); // touched, same bytes
+                return Ok(true);
+            }
         }
-        if let Some(w) = &st.written
-            && *w != digest
-        {
-            return Err(format!(
-                "continuity contract {} was changed outside keel (its sha256 is {digest}, keel last wrote {w}) and is not trusted (restore it, or remove it and call control_open again)",
-                self.store.path(&st.root).display()
-            ));
+        let c = self.store.parse(&st.root, &bytes).map_err(|e| e.0)?;
+        st.file_digest = Some(digest);
+        st.file_stamp = Some(stamp);
+        st.cached = Some(c);
+        Ok(true)
+    }
+
+    /// Log a change of the contract as `continuity/control {action, revision, contract,
+    /// contractDigest?, …extra}`; `contractDigest` (of the file bytes) only when the file will
+    /// be written with it. Returns the write-ahead ticket (none without an agent).
+    fn record(
+        &self,
+        st: &mut State,
+        c: &Contract,
+        action: &str,
+        extra: Value,
+        file_digest: Option<&str>,
+    ) -> Result<Option<FlushTicket>, String> {
+        st.cached = Some(c.clone());
+        let Some(agent) = self.agent.get() else {
+            return Ok(None);
+        };
+        let mut data = json!({
+            "action": action,
+            "revision": c.revision,
+            "contract": c,
+        });
+        if let Some(d) = data.as_object_mut() {
+            if let Some(digest) = file_digest {
+                d.insert("contractDigest".into(), json!(digest));
+            }
+            if let Value::Object(extra) = extra {
+                d.extend(extra);
+            }
         }
-        self.store
-            .parse(&st.root, &bytes)
-            .map(Some)
-            .map_err(|e| e.0)
+        agent
+            .push_ignorable(CONTROL_EVENT, data)
+            .map_err(|e| format!("cannot log {CONTROL_EVENT}: {e}"))?;
+        Ok(Some(agent.log().flush_ticket()))
     }
 
     /// Write-ahead: log the change with the whole new contract and its digest, wait until
-    /// the log is durable, then write the file. A crash in between leaves a file one change
-    /// behind the log, which the next run rolls forward ([`Controller::bind`]).
+    /// the log is durable, then write the file. A crash in between leaves the file behind the
+    /// log, which the next run rolls forward ([`Controller::bind`]). Blocks on the fsync:
+    /// call it off the async workers.
     fn commit(
         &self,
         st: &mut State,
@@ -259,20 +384,13 @@ impl Controller {
     ) -> Result<(), String> {
         let bytes = self.store.bytes_of(c).map_err(|e| e.0)?;
         let digest = keel_jcs::digest::sha256_hex(&bytes);
-        if let Some(agent) = self.agent.get() {
-            let (kind, mut data) = change(action, c, digest.clone(), extra);
-            data["contract"] = serde_json::to_value(c).map_err(|e| e.to_string())?;
-            agent
-                .push_ignorable(kind, data)
-                .map_err(|e| format!("cannot log {kind}: {e}"))?;
-            let ticket = agent.log().flush_ticket();
+        if let Some(ticket) = self.record(st, c, action, extra, Some(&digest))? {
             ticket
                 .wait()
-                .map_err(|e| format!("cannot make {kind} durable: {e}"))?;
+                .map_err(|e| format!("cannot make {CONTROL_EVENT} durable: {e}"))?;
         }
         self.store.write(&st.root, &bytes).map_err(|e| e.0)?;
-        st.cached = Some((digest.clone(), c.clone()));
-        st.written = Some(digest);
+        self.wrote(st, c.clone(), digest);
         Ok(())
     }
 
@@ -386,28 +504,37 @@ impl Controller {
         )
     }
 
-    /// The guard's decision; admission consumes the authorization durably.
-    fn admit(&self, call_id: &str, tool: &str, args: &Value) -> Result<(), String> {
+    /// The guard's decision. Admission consumes the authorization and takes the lease in
+    /// one logged change; the call may run once the returned ticket is durable (the file
+    /// catches up when the call settles).
+    fn admit(
+        &self,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Option<FlushTicket>, String> {
         let mut st = self.state();
         if !st.active || !self.guarded.iter().any(|g| g == tool) {
-            return Ok(());
+            return Ok(None);
         }
         if let Some(f) = &st.failure {
             return Err(f.clone());
         }
-        let Some(mut c) = self.load(&st)? else {
+        if !self.refresh(&mut st)? {
             return Err(format!(
                 "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
             ));
+        }
+        let State {
+            cached, admitted, ..
+        } = &mut *st;
+        let Some(c) = cached.as_mut() else {
+            return Ok(None); // `refresh` said there is one
         };
         let rev = c.revision;
         // An action a crash left indeterminate comes first: after a restart it is what the
         // model must hear about before anything else (the new message is fenced next).
-        if let Some(l) = c
-            .leases
-            .iter()
-            .find(|l| !st.admitted.contains_key(&l.call_id))
-        {
+        if let Some(l) = c.leases.iter().find(|l| !admitted.contains_key(&l.call_id)) {
             return Err(format!(
                 "the guarded call {} ({}{}) admitted with {} never settled: keel stopped (crash or kill) while it ran, so its effect is indeterminate. Check the current state first, then call control_checkpoint with revision {rev}, a note saying what you found, and authorize if more work is needed",
                 l.call_id,
@@ -482,72 +609,109 @@ impl Controller {
                 a.paths, a.id
             ));
         }
-        a.used = true;
-        let id = a.id.clone();
-        let receipt = json!({"callId": call_id, "tool": tool, "authorization": id, "revision": rev, "path": path});
-        c.leases.push(Lease {
+        let lease = Lease {
             call_id: call_id.to_owned(),
             tool: tool.to_owned(),
-            authorization: id.clone(),
+            authorization: a.id.clone(),
             revision: rev,
-            path: path.clone(),
-        });
-        self.commit(
-            &mut st,
-            &c,
-            "consume",
-            json!({"authorization": id, "tool": tool, "path": path}),
-        )
-        .map_err(|e| format!("cannot consume the authorization: {e}"))?;
-        st.admitted.insert(call_id.to_owned(), receipt);
-        Ok(())
+            path,
+        };
+        // The log record is the change itself (the contract it applies to is the one logged
+        // before it): no copy of the whole contract on the guarded path.
+        let data = json!({"action": "consume", "revision": rev, "lease": &lease});
+        let ticket = match self.agent.get() {
+            None => None,
+            Some(agent) => {
+                agent.push_ignorable(CONTROL_EVENT, data).map_err(|e| {
+                    format!("cannot consume the authorization: cannot log {CONTROL_EVENT}: {e}")
+                })?;
+                Some(agent.log().flush_ticket())
+            }
+        };
+        let receipt = json!({"callId": call_id, "tool": tool, "authorization": lease.authorization, "revision": rev, "path": lease.path});
+        consume(c, lease);
+        admitted.insert(call_id.to_owned(), receipt);
+        Ok(ticket)
     }
 
-    /// `tools/settled` of an admitted call: its receipt, durable before the result is
-    /// appended — `continuity/receipt {callId, tool, authorization, revision, path, isError,
-    /// digest}`, `digest` the SHA-256 of the canonical JSON of `{isError, content, error, meta}`.
-    fn settle(&self, outcome: &ToolOutcome) {
+    /// The admission of `call_id` could not be made durable: refuse it, and every guarded
+    /// call after it (its lease stays: indeterminate, the safe side).
+    fn admission_failed(&self, call_id: &str, error: String) -> String {
         let mut st = self.state();
-        let Some(mut receipt) = st.admitted.remove(&outcome.call_id) else {
+        st.admitted.remove(call_id);
+        let reason = format!("the admission of {call_id} could not be made durable: {error}");
+        st.failure.get_or_insert(reason.clone());
+        reason
+    }
+
+    /// `tools/settled` of an admitted call: the lease's release and the receipt, one fsync,
+    /// then the file brought up to date. The receipt — `continuity/receipt {callId, tool,
+    /// authorization, revision, path, isError, digest}`, `digest` the SHA-256 of the canonical
+    /// JSON of `{isError, content, error, meta}` — is durable before the result is appended.
+    /// Blocks on the fsync: call it off the async workers.
+    fn settle(&self, call_id: &str, is_error: bool, digest: String) {
+        let mut st = self.state();
+        let Some(mut receipt) = st.admitted.remove(call_id) else {
             return;
         };
         // The lease ends with the result (a failure leaves it: indeterminate, the safe side).
-        if let Ok(Some(mut c)) = self.load(&st) {
-            c.leases.retain(|l| l.call_id != outcome.call_id);
-            let _ = self.commit(&mut st, &c, "release", json!({"callId": outcome.call_id}));
+        let mut file = None;
+        if let Ok(Some(mut c)) = self.load(&mut st) {
+            c.leases.retain(|l| l.call_id != call_id);
+            if let Ok(bytes) = self.store.bytes_of(&c) {
+                let d = keel_jcs::digest::sha256_hex(&bytes);
+                if self
+                    .record(&mut st, &c, "release", json!({"callId": call_id}), Some(&d))
+                    .is_ok()
+                {
+                    file = Some((c, bytes, d));
+                }
+            }
         }
-        drop(st);
-        let body = json!({
-            "isError": outcome.is_error,
-            "content": outcome.content,
-            "error": outcome.code(),
-            "meta": outcome.meta,
-        });
-        let bytes = keel_jcs::to_canonical_vec(&body)
-            .unwrap_or_else(|_| serde_json::to_vec(&body).unwrap_or_default());
-        receipt["isError"] = json!(outcome.is_error);
-        receipt["digest"] = json!(keel_jcs::digest::sha256_hex(&bytes));
+        receipt["isError"] = json!(is_error);
+        receipt["digest"] = json!(digest);
         let Some(agent) = self.agent.get() else {
             return;
         };
         // A receipt that cannot be logged leaves the consumed authorization as the record.
-        if agent.push_ignorable(RECEIPT_EVENT, receipt).is_ok() {
-            let _ = agent.log().flush_ticket().wait();
+        if agent.push_ignorable(RECEIPT_EVENT, receipt).is_err()
+            || agent.log().flush_ticket().wait().is_err()
+        {
+            return;
+        }
+        if let Some((c, bytes, d)) = file
+            && self.store.write(&st.root, &bytes).is_ok()
+        {
+            self.wrote(&mut st, c, d);
         }
     }
 }
 
-/// A `continuity/control` record of a contract change.
-fn change(action: &str, c: &Contract, digest: String, extra: Value) -> (&'static str, Value) {
-    let mut data = json!({
-        "action": action,
-        "revision": c.revision,
-        "contractDigest": digest,
-    });
-    if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
-        d.extend(extra);
+/// An admission's change of the contract (at the guard, and replayed from its log record):
+/// the authorization is used, the call holds a lease.
+fn consume(c: &mut Contract, lease: Lease) {
+    if let Some(a) = c
+        .authorization
+        .as_mut()
+        .filter(|a| a.id == lease.authorization)
+    {
+        a.used = true;
     }
-    (CONTROL_EVENT, data)
+    c.leases.push(lease);
+}
+
+/// The digest a receipt carries: SHA-256 of the canonical JSON of `{isError, content, error,
+/// meta}`.
+fn outcome_digest(outcome: &ToolOutcome) -> String {
+    let body = json!({
+        "isError": outcome.is_error,
+        "content": outcome.content,
+        "error": outcome.code(),
+        "meta": outcome.meta,
+    });
+    let bytes = keel_jcs::to_canonical_vec(&body)
+        .unwrap_or_else(|_| serde_json::to_vec(&body).unwrap_or_default());
+    keel_jcs::digest::sha256_hex(&bytes)
 }
 
 /// The `tools/guard` and `tools/settled` hooks of explicit control.
@@ -556,58 +720,72 @@ pub struct ControlGuard(pub(crate) Arc<Controller>);
 #[async_trait]
 impl SettledHook for ControlGuard {
     async fn settled(&self, _ctx: &HookContext<'_>, outcome: &ToolOutcome) {
-        self.0.settle(outcome);
+        if !self.0.state().admitted.contains_key(&outcome.call_id) {
+            return;
+        }
+        let (controller, call_id) = (self.0.clone(), outcome.call_id.clone());
+        let (is_error, digest) = (outcome.is_error, outcome_digest(outcome));
+        // The fsync runs on a blocking thread, not on an async worker.
+        let _ = tokio::task::spawn_blocking(move || controller.settle(&call_id, is_error, digest))
+            .await;
     }
 }
 
 #[async_trait]
 impl GuardHook for ControlGuard {
     async fn check(&self, ctx: &HookContext<'_>, args: &Value) -> GuardDecision {
-        match self.0.admit(&ctx.call.id, &ctx.call.name, args) {
+        let ticket = match self.0.admit(&ctx.call.id, &ctx.call.name, args) {
+            Ok(None) => return GuardDecision::Pass,
+            Ok(Some(ticket)) => ticket,
+            Err(reason) => return GuardDecision::Deny(reason),
+        };
+        // The admission's one fsync, on a blocking thread.
+        let durable = match tokio::task::spawn_blocking(move || ticket.wait()).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match durable {
             Ok(()) => GuardDecision::Pass,
-            Err(reason) => GuardDecision::Deny(reason),
+            Err(e) => GuardDecision::Deny(self.0.admission_failed(&ctx.call.id, e)),
         }
     }
 }
 
-/// Guard admission without an agent, for `benches/continuity.rs`: a controller in contract
-/// mode over an open contract in `keel_home`. Not bound to an agent, so an admission does what
-/// the guard does minus the write-ahead log record (and its fsync): read and check the
-/// contract file, consume the authorization, take the lease, write the file (temp + fsync +
-/// rename + directory fsync). Not a stable API.
+/// Guard admission on a real agent's log, for `benches/continuity.rs`: a controller in
+/// contract mode, bound to `agent`, over an open contract. An admission does what the guard
+/// does: check the contract (its file's stamp, not its bytes, when unchanged), consume the
+/// authorization, take the lease and log the change; [`AdmissionBench::admit_durable`] also
+/// waits for that record's fsync. Not a stable API.
 #[doc(hidden)]
 pub struct AdmissionBench {
     controller: Arc<Controller>,
-    root: String,
     calls: u64,
 }
 
 #[doc(hidden)]
 impl AdmissionBench {
-    /// An open contract (targets `.`) for root session `root`.
-    pub fn new(keel_home: &std::path::Path, cwd: &std::path::Path) -> Result<Self, String> {
+    /// An open contract (targets `.`) for `agent`'s task, under `keel_home`.
+    pub fn new(
+        agent: &Agent,
+        keel_home: &std::path::Path,
+        cwd: &std::path::Path,
+    ) -> Result<Self, String> {
         let controller = Controller::new(
             ControlMode::Contract,
             default_guarded_tools(),
             cwd.to_owned(),
             keel_home,
         );
-        let root = "bench-root".to_owned();
-        {
-            let mut st = controller.state();
-            st.bound = true;
-            st.active = true;
-            st.root = root.clone();
-        }
+        controller.bind(agent);
+        let root = controller.state().root.clone();
         let bench = AdmissionBench {
             controller,
-            root,
             calls: 0,
         };
         let targets = vec![".".to_owned()];
         let c = Contract {
             schema_version: contract::CONTRACT_SCHEMA_VERSION,
-            root_session_id: bench.root.clone(),
+            root_session_id: root,
             revision: 1,
             opened_at_seq: 0,
             objective: "bench".into(),
@@ -629,13 +807,15 @@ impl AdmissionBench {
         self.controller.commit(&mut st, c, "bench", Value::Null)
     }
 
-    /// Issue a fresh authorization (and drop the lease of the last admitted call).
+    /// Issue a fresh authorization (and drop the lease of the last admitted call): the
+    /// model's `control_checkpoint`.
     pub fn authorize(&mut self) -> Result<(), String> {
-        let st = self.controller.state();
+        let mut st = self.controller.state();
         let mut c = self
             .controller
-            .load(&st)?
+            .load(&mut st)?
             .ok_or_else(|| "no contract".to_owned())?;
+        st.admitted.clear();
         drop(st);
         c.issued += 1;
         c.leases.clear();
@@ -648,12 +828,25 @@ impl AdmissionBench {
             used: false,
             revoked: None,
         });
-        self.controller.state().admitted.clear();
         self.put(&c)
     }
 
-    /// Admit one guarded `write` through the current authorization.
+    /// Admit one guarded `write` through the current authorization; its record's fsync is
+    /// not waited for.
     pub fn admit(&mut self) -> Result<(), String> {
+        self.admission().map(drop)
+    }
+
+    /// [`AdmissionBench::admit`], then wait until the record is durable (the guard's one
+    /// fsync).
+    pub fn admit_durable(&mut self) -> Result<(), String> {
+        match self.admission()? {
+            Some(t) => t.wait().map_err(|e| e.to_string()),
+            None => Err("not bound to an agent".into()),
+        }
+    }
+
+    fn admission(&mut self) -> Result<Option<FlushTicket>, String> {
         self.calls += 1;
         let id = format!("call-{}", self.calls);
         self.controller

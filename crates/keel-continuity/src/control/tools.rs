@@ -394,7 +394,12 @@ impl Tool for ControlTool {
         ExecMode::Exclusive
     }
     async fn execute(&self, args: Value, _ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        self.controller.call(self.name, args).map(ToolOutput::text)
+        // A change waits for the log's fsync and writes the file: off the async workers.
+        let (controller, name) = (self.controller.clone(), self.name);
+        tokio::task::spawn_blocking(move || controller.call(name, args))
+            .await
+            .map_err(|e| ToolError::Failed(format!("{name}: {e}")))?
+            .map(ToolOutput::text)
     }
 }
 
