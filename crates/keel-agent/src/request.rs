@@ -63,7 +63,7 @@ impl Agent {
     pub fn fixed_prompt_tokens(&self) -> u64 {
         crate::compaction::meter::base_tokens(
             &self.system_prompt(),
-            &self.inner.pipeline.registry().schemas(),
+            &self.inner.pipeline.registry().offered_schemas(),
         )
         .saturating_mul(4)
             / 3
@@ -180,7 +180,7 @@ impl Agent {
                 .await
         };
         let system = self.system_prompt();
-        let tools = self.inner.pipeline.registry().schemas();
+        let tools = self.inner.pipeline.registry().offered_schemas();
 
         let nodes: Arc<[DerivedMessage]> = self.log().derive_messages().to_vec().into();
         let messages = if self.inner.hooks.context.is_empty() {

@@ -698,7 +698,19 @@ async fn on_request_mode_activates_on_the_humans_words() {
         ],
     )
     .await;
-    // Before the phrase: no guard, and control tools refuse.
+    // Before the phrase: the schemas are not on the wire, there is no guard, and a control
+    // tool called anyway refuses. After it they are.
+    let offered = |i: usize| -> Vec<String> {
+        f.provider.requests()[i]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|n| n.starts_with("control_"))
+            .collect()
+    };
+    assert!(offered(0).is_empty(), "{:?}", offered(0));
+    let last = f.provider.requests().len() - 1;
+    assert_eq!(offered(last).len(), 5, "{:?}", offered(last));
     assert!(read(&f.cwd, "a.txt").is_some());
     let r = results(&f.agent);
     assert!(

@@ -179,6 +179,16 @@ impl ToolRegistry {
         self.tools.iter().map(|t| t.schema.clone()).collect()
     }
 
+    /// Schemas of the tools offered to the model now ([`Tool::offered`]), in registration
+    /// order: the `tools` of a request.
+    pub fn offered_schemas(&self) -> Vec<ToolSchema> {
+        self.tools
+            .iter()
+            .filter(|t| t.tool.offered())
+            .map(|t| t.schema.clone())
+            .collect()
+    }
+
     /// The `tools` array of a chat-completions request:
     /// `[{"type":"function","function":{name,description,parameters}}…]`.
     pub fn request_tools(&self) -> Value {

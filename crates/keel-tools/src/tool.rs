@@ -104,6 +104,13 @@ pub trait Tool: Send + Sync {
         None
     }
 
+    /// Whether the tool is offered to the model now: asked once per request, so a tool can
+    /// appear when a mode turns on (a change shows in the logged request header). A call to a
+    /// tool not offered still reaches it (it answers why it is not available). Default: always.
+    fn offered(&self) -> bool {
+        true
+    }
+
     /// Run the tool on schema-valid arguments.
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
 }

@@ -10,11 +10,12 @@
 //! | activation, fencing human messages, revoking at a compaction | [`Controller::observe`] (`session/event`) |
 //! | admission | [`ControlGuard`] (`tools/guard`) |
 //!
-//! keel fixes an agent's tool list when it is built, so the five tools are registered when the
-//! continuity row says `control = "contract"` (active from the first message) or
-//! `control = "on-request"` (registered, but refused and the guard inert until a human message
-//! says "use explicit control"). With `control = "off"` (the default) nothing is registered
-//! and requests are byte-for-byte those of passive mode.
+//! The five tools are registered when the continuity row says `control = "contract"` (active
+//! from the first message) or `control = "on-request"` (not offered to the model, refused if
+//! called, and the guard inert until a human message says "use explicit control"); they are
+//! offered ([`keel_tools::Tool::offered`]) only while control is active. With
+//! `control = "off"` (the default) nothing is registered and requests are byte-for-byte those
+//! of passive mode.
 
 pub mod contract;
 mod tools;

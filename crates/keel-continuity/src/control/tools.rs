@@ -393,6 +393,10 @@ impl Tool for ControlTool {
     fn mode(&self) -> ExecMode {
         ExecMode::Exclusive
     }
+    fn offered(&self) -> bool {
+        // `on-request`: not on the wire until the human's words turn control on.
+        self.controller.is_active()
+    }
     async fn execute(&self, args: Value, _ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         // A change waits for the log's fsync and writes the file: off the async workers.
         let (controller, name) = (self.controller.clone(), self.name);
