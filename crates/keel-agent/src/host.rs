@@ -97,6 +97,10 @@ impl<'a> StepHost<'a> {
 
 #[async_trait]
 impl PipelineHost for StepHost<'_> {
+    fn caller(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        Some(self.agent)
+    }
+
     async fn call_started(&self, call: &ToolCallBlock) {
         let body = EventBody::ToolCall(Box::new(ToolCallEvent {
             turn: self.turn,
@@ -186,4 +190,10 @@ impl PipelineHost for StepHost<'_> {
     fn jobs(&self) -> Option<Arc<dyn JobControl>> {
         self.agent.job_control()
     }
+}
+
+/// The agent running a tool call (`None` outside an agent loop): where a tool finds its
+/// session, its ancestors and its workspace without taking an id from the model.
+pub fn calling_agent<'a>(ctx: &'a keel_tools::ToolContext<'_>) -> Option<&'a Agent> {
+    ctx.host.caller().and_then(|c| c.downcast_ref::<Agent>())
 }

@@ -26,7 +26,7 @@ pub use agent::{
     user_message,
 };
 pub use error::AgentError;
-pub use host::HEADLESS_DENIAL;
+pub use host::{HEADLESS_DENIAL, calling_agent};
 pub use inbox::{Inbox, InboxMode};
 pub use seams::HookRegistry;
 pub use turn::TurnOutcome;

@@ -85,6 +85,13 @@ pub trait PipelineHost: Send + Sync {
     fn jobs(&self) -> Option<Arc<dyn JobControl>> {
         None
     }
+
+    /// Who is calling: the agent loop's own handle (keel-agent's `Agent`), for tools whose
+    /// identity comes from the caller (memory scopes, the session's own history) — no tool
+    /// takes a session id from the model. `None` (the default) outside an agent.
+    fn caller(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        None
+    }
 }
 
 /// A host that records nothing and denies every approval (headless without a log). For

@@ -1,0 +1,21 @@
+//! keel-memory: context projection and memory.
+//!
+//! | piece | where |
+//! |---|---|
+//! | the shared lexical scoring (memory search, `history_search`, lore, `relevant`) | [`lexical`] |
+//! | context modes (`native`, `managed`), projection policies (`recent`, `relevant`, plugins) | [`context`] |
+//! | the memory store (records, variables; SQLite under `$KEEL_HOME/memory/`) and its tools | [`store`] |
+//! | `history_search` over the durable log of this session and its ancestors | [`history`] |
+//! | the role-play preset (character cards, lorebooks) | [`roleplay`] |
+//! | the `memory` plugin row | [`plugin`] |
+//!
+//! Design: `docs/memory.md`, `docs/roleplay.md`.
+
+pub mod context;
+pub mod history;
+pub mod lexical;
+pub mod plugin;
+pub mod roleplay;
+pub mod store;
+
+pub use plugin::{ID, MemoryConfig, MemoryPlugin};

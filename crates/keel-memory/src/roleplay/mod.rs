@@ -1,0 +1,1 @@
+//! The role-play preset (in progress).
