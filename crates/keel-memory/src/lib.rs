@@ -7,11 +7,13 @@
 //! | the memory store (records, variables; SQLite under `$KEEL_HOME/memory/`) and its tools | [`store`] |
 //! | `history_search` over the durable log of this session and its ancestors | [`history`] |
 //! | the role-play preset (character cards, lorebooks) | [`roleplay`] |
+//! | framing of stored text returned to the model as data | [`framing`] |
 //! | the `memory` plugin row | [`plugin`] |
 //!
 //! Design: `docs/memory.md`, `docs/roleplay.md`.
 
 pub mod context;
+pub mod framing;
 pub mod history;
 pub mod lexical;
 pub mod plugin;
