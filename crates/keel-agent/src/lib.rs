@@ -15,6 +15,7 @@ pub mod inbox;
 pub mod modes;
 pub mod plugin;
 pub mod prompt;
+pub mod rebuild;
 pub mod repeat;
 pub mod request;
 pub mod seams;

@@ -14,7 +14,7 @@ use futures::FutureExt;
 use keel_llm::ChatRequest;
 use keel_protocol::{
     ContentBlock, ContextProjection, EventBody, KnownSource, Message, MessageSource,
-    RequestContext, RequestHeader, Role, Seq, StepNo, SurfaceOp, TurnNo,
+    RequestContext, RequestHeader, Role, Seq, SeqRuns, StepNo, SurfaceOp, TurnNo,
 };
 use keel_session::DerivedMessage;
 use keel_tools::SandboxMode;
@@ -182,52 +182,8 @@ impl Agent {
         let system = self.system_prompt();
         let tools = self.inner.pipeline.registry().offered_schemas();
 
-        let nodes: Arc<[DerivedMessage]> = self.log().derive_messages().to_vec().into();
-        let messages = if self.inner.hooks.context.is_empty() {
-            nodes.iter().map(|d| d.message.clone()).collect()
-        } else {
-            let required: Vec<Seq> = nodes
-                .iter()
-                .map(|d| d.seq)
-                .filter(|s| *s > turn_start)
-                .collect();
-            let all: Vec<Seq> = nodes.iter().map(|d| d.seq).collect();
-            let req = ContextRequest {
-                agent: self.clone(),
-                turn: TurnNo(turn),
-                step: StepNo(step),
-                nodes: nodes.clone(),
-                required: required.clone(),
-            };
-            let default = Projection {
-                policy: "default".into(),
-                include: all.clone(),
-            };
-            let projection = self
-                .inner
-                .hooks
-                .context
-                .run(req, &move |_| std::future::ready(default.clone()).boxed())
-                .await;
-            let include = enforce_projection(&nodes, &required, &projection.include);
-            if include.len() != all.len() || projection.policy != "default" {
-                let omitted = (all.len() - include.len()) as u64;
-                self.push(EventBody::ContextProjection(Box::new(ContextProjection {
-                    turn,
-                    step,
-                    policy: projection.policy.clone(),
-                    included_seqs: include.clone(),
-                    omitted_count: omitted,
-                })))?;
-            }
-            let set: BTreeSet<Seq> = include.into_iter().collect();
-            nodes
-                .iter()
-                .filter(|d| set.contains(&d.seq))
-                .map(|d| d.message.clone())
-                .collect()
-        };
-
+        let projected = self.project(turn, step, Some(turn_start)).await;
+        let messages = projected.messages();
         let info = cfg.model_info;
         let ceiling = call
             .max_tokens
@@ -293,8 +249,148 @@ impl Agent {
             calibrated(estimate, state.prompt_factor)
         };
         request.max_tokens = Some(output_budget(ceiling, info.context_window, prompt));
+        if let Some((policy, reason)) = &projected.refused {
+            self.push_ignorable(
+                PROJECTION_REFUSED_EVENT,
+                json!({"turn": turn, "step": step, "policy": policy, "reason": reason}),
+            )?;
+        }
+        if projected.policy != DEFAULT_POLICY {
+            let surface: Vec<Seq> = projected.nodes.iter().map(|d| d.seq).collect();
+            self.push(EventBody::ContextProjection(Box::new(ContextProjection {
+                turn,
+                step,
+                surface_generation: projected.generation,
+                policy: projected.policy.clone(),
+                revision: projected.revision.clone(),
+                include: SeqRuns::encode(&surface, &projected.include),
+                omitted_count: (surface.len() - projected.include.len()) as u64,
+                max_tokens: request.max_tokens,
+            })))?;
+        }
         Ok(request)
     }
+
+    /// The history one request of `turn`/`step` carries: the `agent/context` projection,
+    /// checked by the host ([`check_projection`]; a refused one is replaced by the whole
+    /// surface and reported), recomputed when the surface is replaced while a listener runs
+    /// (up to [`PROJECTION_RETRIES`] times). Without a listener: the whole surface. The token
+    /// meter measures the same.
+    pub async fn project(&self, turn: u32, step: u32, turn_start: Option<Seq>) -> Projected {
+        let mut attempt = 0;
+        loop {
+            let (nodes, generation, start) = {
+                let mut log = self.log();
+                let generation = log.session().surface().generation();
+                let start = turn_start.or_else(|| self::turn_start(log.session(), turn));
+                let nodes: Arc<[DerivedMessage]> = log.derive_messages().to_vec().into();
+                (nodes, generation, start)
+            };
+            let all: Vec<Seq> = nodes.iter().map(|d| d.seq).collect();
+            let whole = |refused| Projected {
+                nodes: nodes.clone(),
+                generation,
+                include: all.clone(),
+                policy: DEFAULT_POLICY.into(),
+                revision: None,
+                refused,
+            };
+            if self.inner.hooks.context.is_empty() {
+                return whole(None);
+            }
+            let required: Vec<Seq> = match start {
+                Some(start) => all.iter().copied().filter(|s| *s > start).collect(),
+                None => Vec::new(),
+            };
+            let req = ContextRequest {
+                agent: self.clone(),
+                turn: TurnNo(turn),
+                step: StepNo(step),
+                generation,
+                nodes: nodes.clone(),
+                required: required.clone(),
+            };
+            let default = Projection::whole(all.clone());
+            let projection = self
+                .inner
+                .hooks
+                .context
+                .run(req, &move |_| std::future::ready(default.clone()).boxed())
+                .await;
+            if self.log().session().surface().generation() != generation
+                && attempt < PROJECTION_RETRIES
+            {
+                attempt += 1;
+                continue; // replaced while the listener ran: its seqs may be stale
+            }
+            if projection.policy == DEFAULT_POLICY && projection.include == all {
+                return whole(None);
+            }
+            return match check_projection(&nodes, &required, &projection.include) {
+                Ok(include) => Projected {
+                    nodes,
+                    generation,
+                    include,
+                    policy: projection.policy,
+                    revision: projection.revision,
+                    refused: None,
+                },
+                Err(reason) => whole(Some((projection.policy, reason))),
+            };
+        }
+    }
+}
+
+/// Policy name of the whole surface (nothing logged).
+pub const DEFAULT_POLICY: &str = "default";
+
+/// How many times a projection is recomputed when the surface is replaced while a listener
+/// runs; after that the last one is checked as it is.
+pub const PROJECTION_RETRIES: usize = 3;
+
+/// An ignorable event: a listener's projection broke a host invariant and the whole surface
+/// was sent instead — `{turn, step, policy, reason}`.
+pub const PROJECTION_REFUSED_EVENT: &str = "context/projection-refused";
+
+/// The history of one request, as the host accepted it.
+#[derive(Debug, Clone)]
+pub struct Projected {
+    /// The surface it was chosen from.
+    pub nodes: Arc<[DerivedMessage]>,
+    /// That surface's generation.
+    pub generation: u64,
+    /// Included seqs, in surface order.
+    pub include: Vec<Seq>,
+    /// The policy ([`DEFAULT_POLICY`] for the whole surface).
+    pub policy: String,
+    /// The policy's revision string.
+    pub revision: Option<String>,
+    /// A listener's projection the host refused: `(policy, reason)`.
+    pub refused: Option<(String, String)>,
+}
+
+impl Projected {
+    /// The included messages, in order.
+    pub fn messages(&self) -> Vec<Message> {
+        if self.include.len() == self.nodes.len() {
+            return self.nodes.iter().map(|d| d.message.clone()).collect();
+        }
+        let set: BTreeSet<Seq> = self.include.iter().copied().collect();
+        self.nodes
+            .iter()
+            .filter(|d| set.contains(&d.seq))
+            .map(|d| d.message.clone())
+            .collect()
+    }
+}
+
+/// The seq of `turn`'s `turn/start` (the latest such), if the log has it.
+pub(crate) fn turn_start(session: &keel_session::Session, turn: u32) -> Option<Seq> {
+    (0..session.len()).rev().map(Seq).find(|&seq| {
+        session
+            .whole_event(seq)
+            .is_some_and(|e| matches!(&e.body, EventBody::TurnStart(t) if t.turn == turn))
+    })
 }
 
 /// Smallest output budget keel asks for (a quarter of the window when that is smaller): below
@@ -331,43 +427,79 @@ pub fn output_budget(ceiling: u64, window: u64, prompt: u64) -> u64 {
     window.saturating_sub(prompt).max(floor).min(ceiling)
 }
 
-/// Apply the host rules to a projection: required seqs are included, an assistant message's
-/// tool calls are never separated from their results (in either direction), only surface seqs
-/// count, and surface order is kept.
-pub fn enforce_projection(nodes: &[DerivedMessage], required: &[Seq], include: &[Seq]) -> Vec<Seq> {
-    let on_surface: BTreeSet<Seq> = nodes.iter().map(|d| d.seq).collect();
-    let mut set: BTreeSet<Seq> = include
-        .iter()
-        .copied()
-        .filter(|s| on_surface.contains(s))
-        .collect();
-    set.extend(required.iter().copied().filter(|s| on_surface.contains(s)));
-    // Pair assistant tool calls with their results.
+/// The host's invariants over a listener's `include`: only current surface nodes, each once,
+/// in surface order, and an assistant message with tool calls together with its results (all
+/// or none). A violation is refused with the reason (the caller sends the whole surface
+/// instead). Then the required seqs are merged, with the units they belong to, and the result
+/// comes back in surface order.
+pub fn check_projection(
+    nodes: &[DerivedMessage],
+    required: &[Seq],
+    include: &[Seq],
+) -> Result<Vec<Seq>, String> {
+    let position: HashMap<Seq, usize> = nodes.iter().enumerate().map(|(i, d)| (d.seq, i)).collect();
+    let mut set: BTreeSet<Seq> = BTreeSet::new();
+    let mut last: Option<(Seq, usize)> = None;
+    for &s in include {
+        let Some(&p) = position.get(&s) else {
+            return Err(format!("seq {} is not on the current surface", s.0));
+        };
+        if !set.insert(s) {
+            return Err(format!("seq {} is included twice", s.0));
+        }
+        if let Some((prev, q)) = last
+            && q > p
+        {
+            return Err(format!(
+                "seq {} comes after seq {} but precedes it on the surface (order must be kept)",
+                s.0, prev.0
+            ));
+        }
+        last = Some((s, p));
+    }
+    // Units: an assistant message with tool calls and the results answering them.
     let mut call_owner: HashMap<&str, Seq> = HashMap::new();
-    let mut groups: HashMap<Seq, Vec<Seq>> = HashMap::new();
+    let mut unit_of: HashMap<Seq, Seq> = HashMap::new();
+    let mut units: HashMap<Seq, Vec<Seq>> = HashMap::new();
     for d in nodes {
         for call in d.message.tool_calls() {
             call_owner.insert(call.id.as_str(), d.seq);
-            groups.entry(d.seq).or_default();
+            units.entry(d.seq).or_insert_with(|| vec![d.seq]);
+            unit_of.insert(d.seq, d.seq);
         }
         for result in d.message.tool_results() {
-            if let Some(owner) = call_owner.get(result.tool_call_id.as_str()) {
-                groups.entry(*owner).or_default().push(d.seq);
+            if let Some(&owner) = call_owner.get(result.tool_call_id.as_str()) {
+                units.entry(owner).or_default().push(d.seq);
+                unit_of.insert(d.seq, owner);
             }
         }
     }
-    for (owner, results) in &groups {
-        let any = set.contains(owner) || results.iter().any(|r| set.contains(r));
-        if any {
-            set.insert(*owner);
-            set.extend(results.iter().copied());
+    for (owner, members) in &units {
+        let inside = members.iter().filter(|m| set.contains(m)).count();
+        if inside != 0 && inside != members.len() {
+            let missing = members.iter().find(|m| !set.contains(m)).map_or(0, |m| m.0);
+            return Err(format!(
+                "the tool calls of assistant seq {} and their results are split (seq {missing} is left out): include the whole unit or none of it",
+                owner.0
+            ));
         }
     }
-    nodes
+    for r in required {
+        if !position.contains_key(r) {
+            continue;
+        }
+        match unit_of.get(r).and_then(|o| units.get(o)) {
+            Some(members) => set.extend(members.iter().copied()),
+            None => {
+                set.insert(*r);
+            }
+        }
+    }
+    Ok(nodes
         .iter()
         .map(|d| d.seq)
         .filter(|s| set.contains(s))
-        .collect()
+        .collect())
 }
 
 fn sandbox_fact(mode: SandboxMode) -> String {
@@ -471,11 +603,28 @@ mod tests {
             node(7, user("b")),
             node(9, user("c")),
         ];
-        // Asking only for the result pulls in its call; the required seq is added; order kept;
-        // unknown seqs are ignored.
-        let got = enforce_projection(&nodes, &[Seq(9)], &[Seq(5), Seq(42)]);
+        // A whole unit and a required seq: accepted, the required seq merged in order.
+        let got = check_projection(&nodes, &[Seq(9)], &[Seq(3), Seq(5)]).unwrap();
         assert_eq!(got, vec![Seq(3), Seq(5), Seq(9)]);
-        let got = enforce_projection(&nodes, &[], &[Seq(7), Seq(3)]);
+        // A required tool result brings its call along.
+        let got = check_projection(&nodes, &[Seq(5)], &[Seq(7)]).unwrap();
         assert_eq!(got, vec![Seq(3), Seq(5), Seq(7)]);
+        // Each invariant, refused with its reason.
+        let refused = |include: &[Seq]| check_projection(&nodes, &[], include).unwrap_err();
+        assert!(refused(&[Seq(5)]).contains("assistant seq 3"), "split");
+        assert!(refused(&[Seq(42)]).contains("seq 42 is not on the current surface"));
+        assert!(refused(&[Seq(7), Seq(7)]).contains("seq 7 is included twice"));
+        assert!(refused(&[Seq(9), Seq(7)]).contains("order must be kept"));
+    }
+
+    #[test]
+    fn seq_runs_round_trip_over_the_surface() {
+        let surface = [1, 3, 5, 7, 9, 11].map(Seq);
+        let include = [1, 3, 7, 11].map(Seq);
+        let runs = SeqRuns::encode(&surface, &include);
+        assert_eq!(runs.0, vec![[1, 2], [7, 1], [11, 1]]);
+        assert_eq!(runs.decode(&surface).unwrap(), include);
+        assert_eq!(SeqRuns(vec![[2, 1]]).decode(&surface), None);
+        assert_eq!(SeqRuns(vec![[9, 3]]).decode(&surface), None);
     }
 }

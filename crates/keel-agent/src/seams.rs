@@ -119,22 +119,40 @@ pub struct ContextRequest {
     pub turn: TurnNo,
     /// Step number.
     pub step: StepNo,
+    /// How many replacements produced `nodes` (the host recomputes when it changes while a
+    /// listener runs).
+    pub generation: u64,
     /// Current surface nodes, in order.
     pub nodes: Arc<[DerivedMessage]>,
-    /// Seqs that must be included (the current turn's nodes). The host adds them back if a
-    /// projection drops them.
+    /// Seqs that must be included (the current turn's nodes). The host adds them back, with
+    /// their tool-call units, if a projection drops them.
     pub required: Vec<Seq>,
 }
 
-/// A projection: which surface seqs to send. The host enforces: required seqs are included, an
-/// assistant tool call is never separated from its results, surface order is kept.
+/// A projection: which surface seqs to send. The host refuses one that names a seq not on the
+/// surface, names one twice, breaks surface order, or splits an assistant message's tool calls
+/// from their results (the whole surface is sent instead, and the refusal logged); it adds the
+/// required seqs back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Projection {
     /// Policy name (`default` means "everything"; anything else is logged as
     /// `context/projection`).
     pub policy: String,
-    /// Included seqs.
+    /// Included seqs, in surface order.
     pub include: Vec<Seq>,
+    /// The policy and its parameters (logged with the projection).
+    pub revision: Option<String>,
+}
+
+impl Projection {
+    /// The whole surface (`all` its seqs): the default.
+    pub fn whole(all: Vec<Seq>) -> Projection {
+        Projection {
+            policy: crate::request::DEFAULT_POLICY.into(),
+            include: all,
+            revision: None,
+        }
+    }
 }
 
 /// `agent/request`: call configuration for the step's request.

@@ -545,6 +545,7 @@ async fn pressure_is_measured_on_the_projection_when_one_is_active() {
                 Projection {
                     policy: "current-turn".into(),
                     include: Vec::new(),
+                    revision: None,
                 }
             })
         }));

@@ -64,6 +64,16 @@ pub struct Common {
     /// with a one-use authorization (docs/continuity.md, "Explicit control").
     #[arg(long, global = true, value_name = "MODE", value_parser = ["contract"])]
     pub control: Option<String>,
+    /// Memory, variable and history tools for this run (enables the `memory` plugin;
+    /// docs/memory.md).
+    #[arg(long, global = true)]
+    pub memory: bool,
+    /// Context mode from this turn on: native (the whole history), managed (a policy chooses
+    /// the history each request carries; the rest stays findable with history_search),
+    /// managed:recent or managed:relevant. Enables the `memory` plugin; a resumed session
+    /// keeps its mode unless this is given (docs/memory.md).
+    #[arg(long, global = true, value_name = "MODE", value_parser = ["native", "managed", "managed:recent", "managed:relevant"])]
+    pub context: Option<String>,
 }
 
 /// The commands.

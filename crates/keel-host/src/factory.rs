@@ -148,7 +148,12 @@ impl Host {
     /// Load the layered configuration of `sources` (home, project, profile, files, `-c`) with
     /// the built-in plugin catalogue.
     pub fn load(sources: &Sources) -> Result<Host, HostError> {
-        let plugins = catalogue::builtin();
+        Host::load_with(sources, catalogue::builtin())
+    }
+
+    /// [`Host::load`] with another plugin catalogue: an embedder's, with plugins of its own or
+    /// a built-in one set up differently (a memory plugin with one more projection policy).
+    pub fn load_with(sources: &Sources, plugins: Vec<Box<dyn Plugin>>) -> Result<Host, HostError> {
         let loaded = config::load(sources, &plugins)?;
         Ok(Host {
             home: sources.home.clone(),

@@ -5,7 +5,7 @@
 //! id = "memory"
 //! [plugins.config]
 //! tools = true              # memory_*, variable_*, history_search
-//! context_mode = "native"   # or "managed": a projection policy chooses the history sent
+//! context_mode = "managed"  # or "native" (unset: a resumed session keeps its logged mode)
 //! policy = "recent"         # managed mode's policy: "recent", "relevant", or a plugged-in one
 //! budget_fraction = 0.5     # managed mode: the history budget, a share of the context window
 //! global_writes = false     # memory_write to the `global` scope
@@ -27,9 +27,11 @@ pub struct MemoryConfig {
     /// Register the memory, variable and history tools.
     #[serde(default = "yes")]
     pub tools: bool,
-    /// The context mode a new session starts in.
+    /// The context mode: a new session starts in it, a resumed one switches to it (between
+    /// turns, logged). Unset: a resumed session keeps the mode its log says; a new one is
+    /// `native`.
     #[serde(default)]
-    pub context_mode: ContextMode,
+    pub context_mode: Option<ContextMode>,
     /// The projection policy of `managed` mode.
     #[serde(default = "recent")]
     pub policy: String,
@@ -55,7 +57,7 @@ impl Default for MemoryConfig {
     fn default() -> Self {
         MemoryConfig {
             tools: true,
-            context_mode: ContextMode::Native,
+            context_mode: None,
             policy: recent(),
             budget_fraction: half(),
             global_writes: false,
@@ -127,8 +129,43 @@ impl Plugin for MemoryPlugin {
         if config.tools {
             let tools = crate::store::tools(ctx, &config)?;
             ctx.tools.extend(tools);
-            ctx.tools.push(Arc::new(crate::history::HistorySearch));
+            ctx.tools
+                .push(Arc::new(crate::history::HistorySearch::default()));
         }
-        crate::context::install(ctx, &config, &self.policies)
+        crate::context::install(ctx, &config, &self.policies).map(|_| ())
     }
+}
+
+/// `row_config` (the memory row's merged config, `null` when it has none) with `context_mode`
+/// and `policy` set, its other keys kept: what `--context MODE[:POLICY]` does.
+pub fn with_context(row_config: Value, mode: ContextMode, policy: Option<&str>) -> Value {
+    let mut map = match row_config {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    map.insert("context_mode".into(), Value::from(mode.as_str()));
+    if let Some(p) = policy {
+        map.insert("policy".into(), Value::from(p));
+    }
+    Value::Object(map)
+}
+
+/// `--context native`.
+pub fn context_native(row_config: Value) -> Value {
+    with_context(row_config, ContextMode::Native, None)
+}
+
+/// `--context managed` (the configured policy, `recent` by default).
+pub fn context_managed(row_config: Value) -> Value {
+    with_context(row_config, ContextMode::Managed, None)
+}
+
+/// `--context managed:recent`.
+pub fn context_recent(row_config: Value) -> Value {
+    with_context(row_config, ContextMode::Managed, Some("recent"))
+}
+
+/// `--context managed:relevant`.
+pub fn context_relevant(row_config: Value) -> Value {
+    with_context(row_config, ContextMode::Managed, Some("relevant"))
 }

@@ -559,9 +559,12 @@ fn one_of_each() -> Vec<EventBody> {
         EventBody::ContextProjection(Box::new(ContextProjection {
             turn: 1,
             step: 1,
+            surface_generation: 0,
             policy: "p".into(),
-            included_seqs: vec![Seq(0)],
+            revision: None,
+            include: keel_protocol::SeqRuns(vec![[0, 1]]),
             omitted_count: 1,
+            max_tokens: None,
         })),
         EventBody::SandboxMode(Box::new(SandboxModeEvent {
             mode: "m".into(),

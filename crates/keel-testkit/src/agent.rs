@@ -70,6 +70,8 @@ pub struct AgentOptions {
     pub files: Vec<(String, String)>,
     /// A last change to the agent's settings (after the retry policy is seeded).
     pub edit: Option<keel_host::ConfigEdit>,
+    /// The plugin catalogue (default: the built-in one).
+    pub catalogue: Option<Vec<Box<dyn keel_agent::plugin::Plugin>>>,
 }
 
 impl Default for AgentOptions {
@@ -82,6 +84,7 @@ impl Default for AgentOptions {
             config_toml: String::new(),
             files: Vec::new(),
             edit: None,
+            catalogue: None,
         }
     }
 }
@@ -116,10 +119,11 @@ pub fn agent_fixture(script_yaml: &str, opts: AgentOptions) -> AgentFixture {
     )
     .unwrap();
     let provider = scripted(script_yaml);
-    let host = Host::load(&Sources::for_workspace(
-        home.path().to_path_buf(),
-        cwd.clone(),
-    ))
+    let sources = Sources::for_workspace(home.path().to_path_buf(), cwd.clone());
+    let host = match opts.catalogue {
+        Some(plugins) => Host::load_with(&sources, plugins),
+        None => Host::load(&sources),
+    }
     .unwrap();
     let factory = fixture_factory(&host, &provider, opts.sandbox, opts.approval);
     let log = factory.new_session(LogFormat::Plain).unwrap();

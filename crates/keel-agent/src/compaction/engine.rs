@@ -24,16 +24,14 @@ use super::{
 };
 use crate::agent::Agent;
 use crate::modes::{SerialHook, middleware};
-use crate::request::enforce_projection;
-use crate::seams::{
-    ContextRequest, ErrorDecision, HookRegistry, LlmRequest, PreStep, Projection, RequestError,
-};
+use crate::request::turn_start;
+use crate::seams::{ErrorDecision, HookRegistry, LlmRequest, PreStep, RequestError};
 use futures::FutureExt;
 use keel_protocol::{
     CompactionEnd, CompactionSpan, CompactionStart, EventBody, FailureCode, Message, Seq, SeqSpan,
-    SessionId, StepNo, StepRef, SurfaceOp, TurnNo,
+    SessionId, StepRef, SurfaceOp,
 };
-use keel_session::{DerivedMessage, Session};
+use keel_session::Session;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -547,47 +545,12 @@ fn step_start(session: &Session, step: StepRef) -> Option<Seq> {
     })
 }
 
-/// Seq of the `turn/start` of `turn`, scanning back from the end of the log.
-fn turn_start(session: &Session, turn: u32) -> Option<Seq> {
-    (0..session.len()).rev().map(Seq).find(|&seq| {
-        session
-            .whole_event(seq)
-            .is_some_and(|e| matches!(&e.body, EventBody::TurnStart(t) if t.turn == turn))
-    })
-}
-
 /// Raw tokens of the history the `agent/context` projection would send.
 async fn projected_tokens(agent: &Agent, turn: u32, step: u32) -> u64 {
-    let (nodes, start): (Arc<[DerivedMessage]>, Option<Seq>) = {
-        let mut log = agent.log();
-        let start = turn_start(log.session(), turn);
-        (log.derive_messages().to_vec().into(), start)
-    };
-    let required: Vec<Seq> = match start {
-        Some(start) => nodes.iter().map(|d| d.seq).filter(|s| *s > start).collect(),
-        None => Vec::new(),
-    };
-    let all: Vec<Seq> = nodes.iter().map(|d| d.seq).collect();
-    let default = Projection {
-        policy: "default".into(),
-        include: all,
-    };
-    let req = ContextRequest {
-        agent: agent.clone(),
-        turn: TurnNo(turn),
-        step: StepNo(step),
-        nodes: nodes.clone(),
-        required: required.clone(),
-    };
-    let projection = agent
-        .hooks()
-        .context
-        .run(req, &move |_| std::future::ready(default.clone()).boxed())
-        .await;
-    let include: BTreeSet<Seq> = enforce_projection(&nodes, &required, &projection.include)
-        .into_iter()
-        .collect();
-    nodes
+    let projected = agent.project(turn, step, None).await;
+    let include: BTreeSet<Seq> = projected.include.iter().copied().collect();
+    projected
+        .nodes
         .iter()
         .filter(|d| include.contains(&d.seq))
         .map(|d| meter::message_tokens(&d.message))

@@ -96,17 +96,36 @@ impl Ctx {
             approval,
             context_window: c.context_window,
             max_output: c.max_output,
-            enable: if c.provenance {
-                vec![keel_provenance::ID.as_str()]
-            } else {
-                Vec::new()
-            },
+            enable: [
+                c.provenance.then_some(keel_provenance::ID.as_str()),
+                (c.memory || c.context.is_some()).then_some(keel_memory::ID.as_str()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
             row_edits: match c.control.as_deref() {
                 Some("contract") => control_contract(),
                 _ => Vec::new(),
-            },
+            }
+            .into_iter()
+            .chain(context_edit(c.context.as_deref()))
+            .collect(),
         })
     }
+}
+
+/// `--context MODE`: the memory row's config with `context_mode` (and `policy`) set.
+fn context_edit(mode: Option<&str>) -> Option<keel_host::RowEdit> {
+    let edit: fn(serde_json::Value) -> serde_json::Value = match mode? {
+        "native" => keel_memory::plugin::context_native,
+        "managed:recent" => keel_memory::plugin::context_recent,
+        "managed:relevant" => keel_memory::plugin::context_relevant,
+        _ => keel_memory::plugin::context_managed,
+    };
+    Some(keel_host::RowEdit {
+        plugin: keel_memory::ID.as_str(),
+        edit,
+    })
 }
 
 /// `--control contract`: the continuity row's config with `control = "contract"`.

@@ -409,7 +409,9 @@ pub struct HookResult {
     pub duration_ms: u64,
 }
 
-/// `context/projection`.
+/// `context/projection`: the history one request carried when a projection policy chose it
+/// (`agent/context`). With the surface at this point of the log, it rebuilds the request's
+/// messages exactly; `maxTokens` completes the body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextProjection {
@@ -417,12 +419,62 @@ pub struct ContextProjection {
     pub turn: u32,
     /// Step number.
     pub step: u32,
+    /// How many replacements produced the surface the projection was chosen from.
+    #[serde(default)]
+    pub surface_generation: u64,
     /// Policy name.
     pub policy: String,
-    /// Surface seqs included, in order.
-    pub included_seqs: Vec<Seq>,
+    /// The policy and its parameters, as the policy names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The included surface nodes, run-length encoded in surface order: `[firstSeq, count]`
+    /// is `count` consecutive surface nodes starting at `firstSeq` ([`SeqRuns`]).
+    pub include: SeqRuns,
     /// Surface nodes left out.
     pub omitted_count: u64,
+    /// The request's `max_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+/// Seqs of surface nodes, run-length encoded over surface order: each `[first, count]` is
+/// `count` consecutive surface nodes starting at `first`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SeqRuns(pub Vec<[u64; 2]>);
+
+impl SeqRuns {
+    /// Encode `include` (a subsequence of `surface`, both in surface order).
+    pub fn encode(surface: &[Seq], include: &[Seq]) -> SeqRuns {
+        let mut runs: Vec<[u64; 2]> = Vec::new();
+        let mut want = include.iter().peekable();
+        let mut open = false;
+        for s in surface {
+            if want.peek() == Some(&s) {
+                want.next();
+                match runs.last_mut() {
+                    Some(run) if open => run[1] += 1,
+                    _ => runs.push([s.0, 1]),
+                }
+                open = true;
+            } else {
+                open = false;
+            }
+        }
+        SeqRuns(runs)
+    }
+
+    /// Decode against `surface`: the included seqs in surface order. `None` when a run does
+    /// not fit the surface (a first seq that is not on it, or a count past its end).
+    pub fn decode(&self, surface: &[Seq]) -> Option<Vec<Seq>> {
+        let mut out = Vec::new();
+        for &[first, count] in &self.0 {
+            let start = surface.iter().position(|s| s.0 == first)?;
+            let count = usize::try_from(count).ok()?;
+            out.extend_from_slice(surface.get(start..start.checked_add(count)?)?);
+        }
+        Some(out)
+    }
 }
 
 /// `sandbox/mode`.
