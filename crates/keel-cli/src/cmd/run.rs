@@ -241,13 +241,27 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
         writeln!(err, "keel: crash repair {repair}")?;
     }
     let mut flags = ctx.flags()?;
-    if flags.row_edits.is_empty() && keel_continuity::control::was_active(log.session()) {
+    let edits = |flags: &keel_host::Flags, id: &str| flags.row_edits.iter().any(|e| e.plugin == id);
+    if !edits(&flags, keel_continuity::ID.as_str())
+        && keel_continuity::control::was_active(log.session())
+    {
         // Started under explicit control: it stays on (the contract and its leases live on).
         writeln!(
             err,
             "keel: explicit control stays on for this session (it was started with it)"
         )?;
-        flags.row_edits = crate::cmd::control_contract();
+        flags.row_edits.extend(crate::cmd::control_contract());
+    }
+    let memory = keel_memory::ID.as_str();
+    if !flags.enable.contains(&memory)
+        && matches!(
+            keel_memory::context::logged_mode(log.session()),
+            Some((keel_memory::context::ContextMode::Managed, _))
+        )
+    {
+        // A managed session stays managed: without the plugin it would silently send the
+        // whole history. `--context native` switches it back.
+        flags.enable.push(memory);
     }
     drop(err);
     let host = ctx.host()?;
