@@ -150,21 +150,35 @@ impl HistoryIndex {
         self.docs.is_empty()
     }
 
-    /// Search `session` (which this index covers) for `query`: the best `limit` hits.
-    pub fn search(&self, session: &Session, query: &Query, limit: usize) -> Vec<Hit> {
+    /// Search `session` (which this index covers) for `query`: the best `limit` hits, leaving
+    /// out the assistant message that makes tool call `skip_call` (the search's own call).
+    pub fn search(
+        &self,
+        session: &Session,
+        query: &Query,
+        limit: usize,
+        skip_call: Option<&str>,
+    ) -> Vec<Hit> {
         if query.is_empty() {
             return Vec::new();
         }
         let mut found = self.matches(query);
         // Best first; ties to the newer message (a higher position).
         found.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-        found.truncate(limit);
         let total = query.terms().len() as f64;
         found
             .into_iter()
             .filter_map(|(doc, matched)| {
                 let seq = *self.docs.get(doc as usize)?;
                 let ev = session.whole_event(seq)?;
+                let own = skip_call.is_some_and(|id| {
+                    ev.body
+                        .surface_message()
+                        .is_some_and(|m| m.tool_calls().any(|c| c.id == id))
+                });
+                if own {
+                    return None;
+                }
                 let (role, text) = doc_text(ev)?;
                 Some(Hit {
                     session: session.header().id.clone(),
@@ -174,6 +188,7 @@ impl HistoryIndex {
                     excerpt: excerpt(&text, query),
                 })
             })
+            .take(limit)
             .collect()
     }
 }
@@ -208,19 +223,21 @@ fn sibling_dir(session_file: &Path, id: &SessionId) -> Option<PathBuf> {
 }
 
 impl HistorySearch {
-    /// Search the calling session (`session`, its file at `file`) and its ancestors.
+    /// Search the calling session (`session`, its file at `file`) and its ancestors, leaving
+    /// out the calling assistant message (the one making tool call `skip_call`).
     pub fn search(
         &self,
         session: &Session,
         file: &Path,
         query: &str,
         limit: usize,
+        skip_call: Option<&str>,
     ) -> Result<Vec<Hit>, String> {
         let query = Query::new(query);
         let mut indexes = self.indexes.lock().unwrap_or_else(|p| p.into_inner());
         let own = indexes.entry(session.header().id.clone()).or_default();
         own.extend(session);
-        let mut hits = own.search(session, &query, limit);
+        let mut hits = own.search(session, &query, limit, skip_call);
         let mut parent = session.header().parent_session.clone();
         let mut depth = 0;
         while let Some(id) = parent.take() {
@@ -242,7 +259,7 @@ impl HistorySearch {
                 index.file_len = len;
             }
             index.extend(&ancestor);
-            hits.extend(index.search(&ancestor, &query, limit));
+            hits.extend(index.search(&ancestor, &query, limit, None));
             parent = ancestor.header().parent_session.clone();
         }
         // This session's hits come first among equals (they were pushed first; the sort is
@@ -317,7 +334,7 @@ impl Tool for HistorySearch {
         let hits = {
             let log = agent.log();
             let file = log.writer().path().to_path_buf();
-            self.search(log.session(), &file, &a.query, limit)
+            self.search(log.session(), &file, &a.query, limit, Some(&ctx.call.id))
                 .map_err(ToolError::Failed)?
         };
         Ok(ToolOutput::text(as_data(

@@ -513,3 +513,127 @@ fn managed_mode_is_refused_without_compaction() {
     assert!(err.contains("context mode managed is refused"), "{err}");
     assert!(err.contains("`compaction` plugin row is disabled"), "{err}");
 }
+
+/// `relevant` brings back an old turn that shares words with the current message; `recent`
+/// over the same session does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relevant_brings_back_an_old_turn_that_matches_the_question() {
+    let turns = 12;
+    let mut s = script(turns - 1);
+    s += "  - match: {last_user_contains: \"[ask]\"}\n    text: \"It was about zebra03.\"\n";
+    let mut last_messages = Vec::new();
+    for policy in ["relevant", "recent"] {
+        let f = agent_fixture(
+            &s,
+            AgentOptions {
+                approval: keel_agent::ApprovalPolicy::Auto,
+                plugins: vec![
+                    memory(json!({"context_mode": "managed", "policy": policy, "budget_fraction": 0.25})),
+                    PluginRow::new("compaction"),
+                ],
+                files: files(turns),
+                edit: Some(Box::new(|c: &mut keel_agent::AgentConfig| {
+                    c.model_info.context_window = WINDOW;
+                })),
+                ..AgentOptions::default()
+            },
+        );
+        drive(&f.agent, turns - 1).await;
+        f.agent
+            .followup("[ask] what did I say about zebra03 and f03.txt?")
+            .unwrap();
+        assert!(f.agent.run_pending().await.unwrap().unwrap().completed());
+        let last = f.provider.requests().last().unwrap().clone();
+        last_messages.push(
+            last.messages
+                .iter()
+                .map(|m| m.text())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+        let evs = events_of(&f.agent);
+        let p = of_type(&evs, "context/projection");
+        let EventBody::ContextProjection(p) = &p.last().unwrap().body else {
+            unreachable!()
+        };
+        assert_eq!(p.policy, policy);
+        assert!(p.omitted_count > 0, "{policy}: nothing left out");
+    }
+    assert!(last_messages[0].contains("[t03]"), "relevant missed turn 3");
+    assert!(!last_messages[1].contains("[t03]"), "recent kept turn 3");
+}
+
+/// The mode is logged and kept by a resume; a resume asking for `native` switches back (at
+/// build, between turns) and sends the whole history again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_keeps_the_logged_mode_and_can_switch_it_between_turns() {
+    let turns = 8;
+    let AgentFixture {
+        home,
+        work: _work,
+        cwd,
+        agent,
+        session_path,
+        ..
+    } = fixture(
+        vec![memory(json!({"context_mode": "managed", "budget_fraction": 0.2}))],
+        HookRegistry::default(),
+        turns,
+    );
+    drive(&agent, turns - 2).await;
+    drop(agent);
+    let config = |mode: Option<&str>| {
+        let row = match mode {
+            Some(m) => format!(
+                "[[plugins]]\nid = \"memory\"\nenabled = true\n[plugins.config]\ncontext_mode = \"{m}\"\n"
+            ),
+            None => "[[plugins]]\nid = \"memory\"\nenabled = true\n".to_owned(),
+        };
+        std::fs::write(home.path().join("config.toml"), row).unwrap();
+    };
+    let resume = || {
+        keel_testkit::agent::resume_fixture(
+            home.path(),
+            &cwd,
+            &session_path,
+            &script(turns),
+            keel_agent::ApprovalPolicy::Auto,
+        )
+    };
+    // Resumed with the row but no mode: still managed (narrowed requests, no new mode event).
+    config(None);
+    let (agent, provider) = resume();
+    drive_one(&agent, turns - 1).await;
+    let surface = agent.log().derive_messages().len();
+    assert!(
+        provider.requests().iter().all(|r| r.messages.len() < surface),
+        "a resumed managed session sent its whole history"
+    );
+    assert_eq!(of_type(&events_of(&agent), "context/mode").len(), 1);
+    drop(agent);
+    // Resumed asking for native: one more mode event, and the whole surface is sent.
+    config(Some("native"));
+    let (agent, provider) = resume();
+    drive_one(&agent, turns).await;
+    let evs = events_of(&agent);
+    let modes = of_type(&evs, "context/mode");
+    assert_eq!(modes.len(), 2);
+    let EventBody::Other(o) = &modes[1].body else {
+        unreachable!()
+    };
+    assert_eq!(o.data["mode"], "native");
+    // The last request carried everything but the answer it produced.
+    let last = provider.requests().last().unwrap().messages.len();
+    assert_eq!(
+        last + 1,
+        agent.log().derive_messages().len(),
+        "native sends the whole surface"
+    );
+}
+
+async fn drive_one(agent: &Agent, n: usize) {
+    agent
+        .followup(&format!("[t{n:02}] remember zebra{n:02}, then read f{n:02}.txt"))
+        .unwrap();
+    assert!(agent.run_pending().await.unwrap().unwrap().completed());
+}
