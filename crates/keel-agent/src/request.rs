@@ -437,68 +437,84 @@ pub fn check_projection(
     required: &[Seq],
     include: &[Seq],
 ) -> Result<Vec<Seq>, String> {
-    let position: HashMap<Seq, usize> = nodes.iter().enumerate().map(|(i, d)| (d.seq, i)).collect();
-    let mut set: BTreeSet<Seq> = BTreeSet::new();
-    let mut last: Option<(Seq, usize)> = None;
-    for &s in include {
-        let Some(&p) = position.get(&s) else {
-            return Err(format!("seq {} is not on the current surface", s.0));
-        };
-        if !set.insert(s) {
-            return Err(format!("seq {} is included twice", s.0));
-        }
-        if let Some((prev, q)) = last
-            && q > p
-        {
-            return Err(format!(
-                "seq {} comes after seq {} but precedes it on the surface (order must be kept)",
-                s.0, prev.0
-            ));
-        }
-        last = Some((s, p));
-    }
-    // Units: an assistant message with tool calls and the results answering them.
-    let mut call_owner: HashMap<&str, Seq> = HashMap::new();
-    let mut unit_of: HashMap<Seq, Seq> = HashMap::new();
-    let mut units: HashMap<Seq, Vec<Seq>> = HashMap::new();
-    for d in nodes {
-        for call in d.message.tool_calls() {
-            call_owner.insert(call.id.as_str(), d.seq);
-            units.entry(d.seq).or_insert_with(|| vec![d.seq]);
-            unit_of.insert(d.seq, d.seq);
-        }
-        for result in d.message.tool_results() {
-            if let Some(&owner) = call_owner.get(result.tool_call_id.as_str()) {
-                units.entry(owner).or_default().push(d.seq);
-                unit_of.insert(d.seq, owner);
+    // Walk the surface and `include` together: each included seq must be found ahead of the
+    // previous one. On a miss, find out why (the error path may be slow).
+    let mut chosen = vec![false; nodes.len()];
+    let mut at = 0usize;
+    for (k, &s) in include.iter().enumerate() {
+        match nodes[at..].iter().position(|d| d.seq == s) {
+            Some(p) => {
+                chosen[at + p] = true;
+                at += p + 1;
+            }
+            None => {
+                return Err(match nodes.iter().position(|d| d.seq == s) {
+                    None => format!("seq {} is not on the current surface", s.0),
+                    Some(_) if include[..k].contains(&s) => {
+                        format!("seq {} is included twice", s.0)
+                    }
+                    Some(_) => format!(
+                        "seq {} comes after seq {} but precedes it on the surface (order must be kept)",
+                        s.0,
+                        include[k - 1].0
+                    ),
+                });
             }
         }
     }
-    for (owner, members) in &units {
-        let inside = members.iter().filter(|m| set.contains(m)).count();
-        if inside != 0 && inside != members.len() {
-            let missing = members.iter().find(|m| !set.contains(m)).map_or(0, |m| m.0);
+    // Units: an assistant message with tool calls and the results answering them. Unit ids are
+    // positions of their first node.
+    let mut owner_of_call: HashMap<&str, usize> = HashMap::new();
+    let mut unit_of: Vec<usize> = (0..nodes.len()).collect();
+    for (i, d) in nodes.iter().enumerate() {
+        if let Some(owner) = d
+            .message
+            .tool_results()
+            .find_map(|r| owner_of_call.get(r.tool_call_id.as_str()).copied())
+        {
+            unit_of[i] = owner;
+        }
+        for call in d.message.tool_calls() {
+            owner_of_call.insert(call.id.as_str(), i);
+        }
+    }
+    // Each unit all in or all out: compare every member with its unit's first node.
+    for (i, &u) in unit_of.iter().enumerate() {
+        if u != i && chosen[i] != chosen[u] {
+            let missing = if chosen[u] {
+                nodes[i].seq
+            } else {
+                nodes[u].seq
+            };
             return Err(format!(
-                "the tool calls of assistant seq {} and their results are split (seq {missing} is left out): include the whole unit or none of it",
-                owner.0
+                "the tool calls of assistant seq {} and their results are split (seq {} is left out): include the whole unit or none of it",
+                nodes[u].seq.0, missing.0
             ));
         }
     }
-    for r in required {
-        if !position.contains_key(r) {
-            continue;
+    // Required seqs, with their whole units.
+    if !required.is_empty() {
+        let want: BTreeSet<Seq> = required.iter().copied().collect();
+        let mut units: Vec<usize> = Vec::new();
+        for (i, d) in nodes.iter().enumerate() {
+            if want.contains(&d.seq) {
+                chosen[i] = true;
+                units.push(unit_of[i]);
+            }
         }
-        match unit_of.get(r).and_then(|o| units.get(o)) {
-            Some(members) => set.extend(members.iter().copied()),
-            None => {
-                set.insert(*r);
+        units.sort_unstable();
+        units.dedup();
+        for (i, u) in unit_of.iter().enumerate() {
+            if units.binary_search(u).is_ok() {
+                chosen[i] = true;
             }
         }
     }
     Ok(nodes
         .iter()
-        .map(|d| d.seq)
-        .filter(|s| set.contains(s))
+        .zip(&chosen)
+        .filter(|(_, c)| **c)
+        .map(|(d, _)| d.seq)
         .collect())
 }
 

@@ -12,11 +12,12 @@
 //! events appended since, so a repeated search is a few posting-list lookups.
 
 use crate::framing::as_data;
-use crate::lexical::{Query, estimate_tokens, tokens, truncate_to_tokens};
+use crate::lexical::{Query, estimate_tokens, for_each_token, truncate_to_tokens};
 use async_trait::async_trait;
 use keel_protocol::{EventBody, Seq, SessionId, SurfaceOp, ToolSchema};
 use keel_session::Session;
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -54,7 +55,7 @@ pub struct HistoryIndex {
     /// Messages indexed: their seqs, in log order.
     docs: Vec<Seq>,
     /// Term → positions in `docs`, ascending.
-    postings: HashMap<String, Vec<u32>>,
+    postings: FxHashMap<String, Vec<u32>>,
     /// The next seq to look at.
     next: u64,
     /// For an ancestor read from its file: the file's length when read.
@@ -100,6 +101,7 @@ impl HistoryIndex {
             return;
         }
         let start = self.next;
+        let mut seen: FxHashSet<String> = FxHashSet::default();
         let events: Box<dyn Iterator<Item = &keel_protocol::SessionEvent>> = if start == 0 {
             Box::new(session.whole_event_iter())
         } else {
@@ -117,19 +119,26 @@ impl HistoryIndex {
                 break;
             };
             self.docs.push(ev.seq);
-            let mut terms = tokens(&text);
-            terms.sort_unstable();
-            terms.dedup();
-            for t in terms {
-                self.postings.entry(t).or_default().push(doc);
-            }
+            seen.clear();
+            for_each_token(&text, |t| {
+                if seen.contains(t) {
+                    return;
+                }
+                seen.insert(t.to_owned());
+                match self.postings.get_mut(t) {
+                    Some(list) => list.push(doc),
+                    None => {
+                        self.postings.insert(t.to_owned(), vec![doc]);
+                    }
+                }
+            });
         }
         self.next = end;
     }
 
     /// The indexed messages matching `query`: `(doc position, matched terms)`.
     fn matches(&self, query: &Query) -> Vec<(u32, usize)> {
-        let mut counts: HashMap<u32, usize> = HashMap::new();
+        let mut counts: FxHashMap<u32, usize> = FxHashMap::default();
         for t in query.terms() {
             if let Some(list) = self.postings.get(t) {
                 for &d in list {

@@ -9,18 +9,41 @@ use std::collections::HashSet;
 /// repeats).
 pub fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    for_each_token(text, |t| out.push(t.to_owned()));
+    out
+}
+
+/// Call `f` with each token of `text` (as [`tokens`] gives them) without allocating one string
+/// per token: the cheap way to index a long text.
+pub fn for_each_token(text: &str, mut f: impl FnMut(&str)) {
     let mut cur = String::new();
-    for ch in text.chars() {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii() {
+            if b.is_ascii_alphanumeric() {
+                cur.push(b.to_ascii_lowercase() as char);
+            } else if !cur.is_empty() {
+                f(&cur);
+                cur.clear();
+            }
+            i += 1;
+            continue;
+        }
+        // A multi-byte character: decode it (the text is valid UTF-8, `i` on a boundary).
+        let ch = text[i..].chars().next().unwrap_or(' ');
         if ch.is_alphanumeric() {
             cur.extend(ch.to_lowercase());
         } else if !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
+            f(&cur);
+            cur.clear();
         }
+        i += ch.len_utf8();
     }
     if !cur.is_empty() {
-        out.push(cur);
+        f(&cur);
     }
-    out
 }
 
 /// A query prepared once: its distinct tokens.

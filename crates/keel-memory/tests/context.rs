@@ -528,7 +528,9 @@ async fn relevant_brings_back_an_old_turn_that_matches_the_question() {
             AgentOptions {
                 approval: keel_agent::ApprovalPolicy::Auto,
                 plugins: vec![
-                    memory(json!({"context_mode": "managed", "policy": policy, "budget_fraction": 0.25})),
+                    memory(
+                        json!({"context_mode": "managed", "policy": policy, "budget_fraction": 0.25}),
+                    ),
                     PluginRow::new("compaction"),
                 ],
                 files: files(turns),
@@ -576,7 +578,9 @@ async fn a_resume_keeps_the_logged_mode_and_can_switch_it_between_turns() {
         session_path,
         ..
     } = fixture(
-        vec![memory(json!({"context_mode": "managed", "budget_fraction": 0.2}))],
+        vec![memory(
+            json!({"context_mode": "managed", "budget_fraction": 0.2}),
+        )],
         HookRegistry::default(),
         turns,
     );
@@ -606,7 +610,10 @@ async fn a_resume_keeps_the_logged_mode_and_can_switch_it_between_turns() {
     drive_one(&agent, turns - 1).await;
     let surface = agent.log().derive_messages().len();
     assert!(
-        provider.requests().iter().all(|r| r.messages.len() < surface),
+        provider
+            .requests()
+            .iter()
+            .all(|r| r.messages.len() < surface),
         "a resumed managed session sent its whole history"
     );
     assert_eq!(of_type(&events_of(&agent), "context/mode").len(), 1);
@@ -633,7 +640,9 @@ async fn a_resume_keeps_the_logged_mode_and_can_switch_it_between_turns() {
 
 async fn drive_one(agent: &Agent, n: usize) {
     agent
-        .followup(&format!("[t{n:02}] remember zebra{n:02}, then read f{n:02}.txt"))
+        .followup(&format!(
+            "[t{n:02}] remember zebra{n:02}, then read f{n:02}.txt"
+        ))
         .unwrap();
     assert!(agent.run_pending().await.unwrap().unwrap().completed());
 }

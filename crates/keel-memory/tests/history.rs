@@ -8,7 +8,10 @@ use keel_testkit::agent::{AgentOptions, PluginRow, agent_fixture, events_of, too
 use serde_json::json;
 
 fn rows(extra: &[&'static str]) -> Vec<PluginRow> {
-    let mut v = vec![PluginRow::with("memory", &json!({})), PluginRow::new("compaction")];
+    let mut v = vec![
+        PluginRow::with("memory", &json!({})),
+        PluginRow::new("compaction"),
+    ];
     v.extend(extra.iter().map(|id| PluginRow::new(id)));
     v
 }
@@ -41,7 +44,12 @@ responses:
             ..AgentOptions::default()
         },
     );
-    for prompt in ["[t1] my capybara is called Ingrid", "[f1] a", "[f2] b", "[f3] c"] {
+    for prompt in [
+        "[t1] my capybara is called Ingrid",
+        "[f1] a",
+        "[f2] b",
+        "[f3] c",
+    ] {
         f.agent.followup(prompt).unwrap();
         assert!(f.agent.run_pending().await.unwrap().unwrap().completed());
     }
@@ -61,13 +69,21 @@ responses:
             .iter()
             .any(|d| d.message.text().contains("Ingrid"))
     );
-    f.agent.followup("[t2] what is the capybara called?").unwrap();
+    f.agent
+        .followup("[t2] what is the capybara called?")
+        .unwrap();
     assert!(f.agent.run_pending().await.unwrap().unwrap().completed());
     let r = tool_results(&events_of(&f.agent));
     let found = r.iter().find(|t| t.contains("history-data")).unwrap();
-    assert!(found.starts_with("The following is stored history data"), "{found}");
+    assert!(
+        found.starts_with("The following is stored history data"),
+        "{found}"
+    );
     assert!(found.contains("Ingrid"), "{found}");
-    assert!(found.contains(&format!("seq {} user", seq_of_t1.0)), "{found}");
+    assert!(
+        found.contains(&format!("seq {} user", seq_of_t1.0)),
+        "{found}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,9 +21,9 @@ use keel_agent::plugin::{InstallContext, PluginError};
 use keel_agent::seams::{ContextRequest, Projection};
 use keel_protocol::{ContentBlock, EventBody, KnownSource, Message, MessageSource, Seq};
 use keel_session::DerivedMessage;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use policies::{Recent, Relevant, builtin_policies};
@@ -75,62 +75,107 @@ pub trait Policy: Send + Sync {
     fn name(&self) -> &str;
     /// The projection's `revision`: the policy's name and parameters.
     fn revision(&self, input: &PolicyInput<'_>) -> String;
+    /// Whether it reads the lexical terms of nodes ([`NodeIndex::postings`]); the index builds
+    /// them only then.
+    fn needs_terms(&self) -> bool {
+        false
+    }
     /// The seqs to include, in surface order.
     fn project(&self, input: &PolicyInput<'_>) -> Vec<Seq>;
 }
 
-/// The surface of one request, indexed for policies.
+/// The surface of one session, indexed for policies and kept up to date across requests: the
+/// surface only grows between replacements, so a request indexes only the nodes appended since
+/// the last one (a replacement starts over).
+#[derive(Debug, Default)]
 pub struct NodeIndex {
+    generation: u64,
     seqs: Vec<Seq>,
     tokens: Vec<u64>,
-    terms: Vec<Arc<HashSet<String>>>,
     /// Each node's unit (an index into `units`).
     unit_of: Vec<usize>,
     /// Units in surface order: a lone node, or an assistant message with tool calls and the
     /// results answering them.
     units: Vec<Vec<usize>>,
+    /// Tool call id → the position of the assistant message making it.
+    calls: FxHashMap<String, usize>,
+    /// Term → positions of the nodes containing it (ascending), for the first `termed` nodes.
+    postings: FxHashMap<String, Vec<u32>>,
+    termed: usize,
 }
 
 impl NodeIndex {
-    /// Index `nodes`, reusing what `cache` knows of each seq.
-    fn build(nodes: &[DerivedMessage], cache: &mut NodeCache) -> NodeIndex {
-        let mut seqs = Vec::with_capacity(nodes.len());
-        let mut tokens = Vec::with_capacity(nodes.len());
-        let mut terms = Vec::with_capacity(nodes.len());
-        let mut owner_of_call: HashMap<&str, usize> = HashMap::new();
-        let mut unit_of = Vec::with_capacity(nodes.len());
-        let mut units: Vec<Vec<usize>> = Vec::new();
-        for (i, d) in nodes.iter().enumerate() {
-            let facts = cache.facts(d);
-            seqs.push(d.seq);
-            tokens.push(facts.0);
-            terms.push(facts.1);
+    /// An index of `nodes` (the surface of `generation`), terms included: what one request
+    /// of a fresh session costs.
+    pub fn of(nodes: &[DerivedMessage], generation: u64) -> NodeIndex {
+        let mut index = NodeIndex::default();
+        index.update(nodes, generation);
+        index.index_terms(nodes);
+        index
+    }
+
+    /// Bring the index up to date with `nodes`, the surface of `generation`.
+    pub fn update(&mut self, nodes: &[DerivedMessage], generation: u64) {
+        let n = self.seqs.len();
+        let same_prefix = generation == self.generation
+            && nodes.len() >= n
+            && (n == 0 || nodes[n - 1].seq == self.seqs[n - 1]);
+        if !same_prefix {
+            *self = NodeIndex {
+                generation,
+                ..NodeIndex::default()
+            };
+        }
+        for (i, d) in nodes.iter().enumerate().skip(self.seqs.len()) {
+            self.seqs.push(d.seq);
+            self.tokens
+                .push(keel_agent::compaction::meter::message_tokens(&d.message));
             let answered = d
                 .message
                 .tool_results()
-                .find_map(|r| owner_of_call.get(r.tool_call_id.as_str()).copied());
+                .find_map(|r| self.calls.get(r.tool_call_id.as_str()).copied());
             let unit = match answered {
-                Some(owner) => unit_of[owner],
+                Some(owner) => self.unit_of[owner],
                 None => {
-                    units.push(Vec::new());
-                    units.len() - 1
+                    self.units.push(Vec::new());
+                    self.units.len() - 1
                 }
             };
-            if let Some(u) = units.get_mut(unit) {
-                u.push(i);
-            }
-            unit_of.push(unit);
+            self.units[unit].push(i);
+            self.unit_of.push(unit);
             for call in d.message.tool_calls() {
-                owner_of_call.insert(call.id.as_str(), i);
+                self.calls.insert(call.id.clone(), i);
             }
         }
-        cache.retain(&seqs);
-        NodeIndex {
-            seqs,
-            tokens,
-            terms,
-            unit_of,
-            units,
+    }
+
+    /// Index the lexical terms of the nodes not indexed yet (`nodes` as given to
+    /// [`NodeIndex::update`]); scoring policies ask for it ([`Policy::needs_terms`]).
+    pub fn index_terms(&mut self, nodes: &[DerivedMessage]) {
+        let mut seen: FxHashSet<String> = FxHashSet::default();
+        for (i, d) in nodes
+            .iter()
+            .enumerate()
+            .take(self.seqs.len())
+            .skip(self.termed)
+        {
+            seen.clear();
+            let Ok(pos) = u32::try_from(i) else {
+                break;
+            };
+            crate::lexical::for_each_token(&searchable_text(&d.message), |t| {
+                if seen.contains(t) {
+                    return;
+                }
+                seen.insert(t.to_owned());
+                match self.postings.get_mut(t) {
+                    Some(list) => list.push(pos),
+                    None => {
+                        self.postings.insert(t.to_owned(), vec![pos]);
+                    }
+                }
+            });
+            self.termed = i + 1;
         }
     }
 
@@ -154,9 +199,9 @@ impl NodeIndex {
         self.tokens[i]
     }
 
-    /// The lexical terms of node `i` (text, tool arguments and results).
-    pub fn terms(&self, i: usize) -> &HashSet<String> {
-        &self.terms[i]
+    /// Positions of the nodes containing `term` (ascending); empty unless terms were indexed.
+    pub fn postings(&self, term: &str) -> &[u32] {
+        self.postings.get(term).map_or(&[], Vec::as_slice)
     }
 
     /// The unit of node `i`.
@@ -175,35 +220,6 @@ impl NodeIndex {
         p.sort_unstable();
         p.dedup();
         p.into_iter().map(|i| self.seqs[i]).collect()
-    }
-}
-
-/// Per-seq facts, kept across requests (a seq's message never changes).
-#[derive(Default)]
-struct NodeCache {
-    facts: HashMap<Seq, (u64, Arc<HashSet<String>>)>,
-}
-
-impl NodeCache {
-    fn facts(&mut self, d: &DerivedMessage) -> (u64, Arc<HashSet<String>>) {
-        self.facts
-            .entry(d.seq)
-            .or_insert_with(|| {
-                let tokens = keel_agent::compaction::meter::message_tokens(&d.message);
-                let terms: HashSet<String> = crate::lexical::tokens(&searchable_text(&d.message))
-                    .into_iter()
-                    .collect();
-                (tokens, Arc::new(terms))
-            })
-            .clone()
-    }
-
-    /// Forget seqs that left the surface, once they outnumber the ones on it.
-    fn retain(&mut self, on_surface: &[Seq]) {
-        if self.facts.len() > 2 * on_surface.len() + 64 {
-            let keep: HashSet<Seq> = on_surface.iter().copied().collect();
-            self.facts.retain(|s, _| keep.contains(s));
-        }
     }
 }
 
@@ -257,7 +273,7 @@ pub struct ContextManager {
     unavailable: Option<String>,
     agent: AgentSlot,
     state: Mutex<ModeState>,
-    cache: Mutex<NodeCache>,
+    index: Mutex<NodeIndex>,
 }
 
 impl std::fmt::Debug for ContextManager {
@@ -375,16 +391,20 @@ impl ContextManager {
             return None;
         }
         let policy = self.policy(&policy_name)?.clone();
-        let index = {
-            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            NodeIndex::build(&req.nodes, &mut cache)
-        };
-        let position: HashMap<Seq, usize> = (0..index.len()).map(|i| (index.seq(i), i)).collect();
-        let required: Vec<usize> = req
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        index.update(&req.nodes, req.generation);
+        if policy.needs_terms() {
+            index.index_terms(&req.nodes);
+        }
+        // The required seqs are the surface's tail (the current turn).
+        let first_required = req
             .required
-            .iter()
-            .filter_map(|s| position.get(s).copied())
-            .collect();
+            .first()
+            .and_then(|s| (0..index.len()).rev().find(|&i| index.seq(i) == *s));
+        let required: Vec<usize> = match first_required {
+            Some(f) => (f..index.len()).collect(),
+            None => Vec::new(),
+        };
         let pinned = pinned(&req.nodes);
         let window = req.agent.config().model_info.context_window;
         let budget_tokens = (window as f64 * self.budget_fraction) as u64;
@@ -455,7 +475,7 @@ pub fn logged_mode(session: &keel_session::Session) -> Option<(ContextMode, Stri
 
 /// Positions the mode keeps whatever the budget: the first human message on the surface (the
 /// task), the latest runtime-context snapshot, compaction summaries.
-fn pinned(nodes: &[DerivedMessage]) -> Vec<usize> {
+pub fn pinned(nodes: &[DerivedMessage]) -> Vec<usize> {
     let mut out = Vec::new();
     if let Some(i) = nodes.iter().position(|d| d.message.source.is_user()) {
         out.push(i);
@@ -480,8 +500,8 @@ fn pinned(nodes: &[DerivedMessage]) -> Vec<usize> {
     out
 }
 
-/// The latest human message's text.
-fn current_query(nodes: &[DerivedMessage]) -> String {
+/// The latest human message's text (what `relevant` scores against).
+pub fn current_query(nodes: &[DerivedMessage]) -> String {
     nodes
         .iter()
         .rev()
@@ -526,7 +546,7 @@ pub fn install(
             pending: None,
             turn: 0,
         }),
-        cache: Mutex::new(NodeCache::default()),
+        index: Mutex::new(NodeIndex::default()),
     });
     let wanted = config.context_mode.map(|m| (m, config.policy.clone()));
     if let Some((mode, policy)) = &wanted {

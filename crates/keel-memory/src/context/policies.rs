@@ -118,30 +118,40 @@ impl Policy for Relevant {
         )
     }
 
+    fn needs_terms(&self) -> bool {
+        true
+    }
+
     fn project(&self, input: &PolicyInput<'_>) -> Vec<Seq> {
         let mut s = Selection::base(input);
         let recent_budget = (input.budget_tokens as f64 * self.recent_share) as u64;
         s.newest(recent_budget);
         let query = Query::new(input.query);
-        if !query.is_empty() {
-            let units = input.index.units();
-            let mut scored: Vec<(f64, usize)> = (0..units.len())
-                .filter(|&u| !s.chosen[u])
-                .filter_map(|u| {
-                    let mut matched = 0usize;
-                    for t in query.terms() {
-                        if units[u].iter().any(|&i| input.index.terms(i).contains(t)) {
-                            matched += 1;
-                        }
-                    }
-                    (matched > 0).then(|| (100.0 * matched as f64 / query.terms().len() as f64, u))
-                })
-                .collect();
-            scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
-            for (_, u) in scored {
-                if s.used + s.cost(u) <= input.budget_tokens {
-                    s.take(u);
+        // Matched distinct query terms per unit, from the index's posting lists.
+        let units = input.index.units();
+        let mut matched = vec![0u32; units.len()];
+        let mut last_term = vec![u32::MAX; units.len()];
+        for (t, term) in query.terms().iter().enumerate() {
+            let t = t as u32;
+            for &p in input.index.postings(term) {
+                let u = input.index.unit_of(p as usize);
+                if last_term[u] != t && !s.chosen[u] {
+                    last_term[u] = t;
+                    matched[u] += 1;
                 }
+            }
+        }
+        let total = query.terms().len().max(1) as f64;
+        let mut scored: Vec<(f64, usize)> = matched
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m > 0)
+            .map(|(u, m)| (100.0 * f64::from(*m) / total, u))
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        for (_, u) in scored {
+            if s.used + s.cost(u) <= input.budget_tokens {
+                s.take(u);
             }
         }
         s.seqs()
