@@ -3,7 +3,7 @@
 //! session (cold: index and search; indexed: search).
 //!
 //! `cargo bench -p keel-memory --bench context`
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use keel_memory::context::{
