@@ -20,6 +20,7 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_command_hooks::CommandHooksPlugin),
         Box::new(keel_provenance::ProvenancePlugin),
         Box::new(keel_continuity::ContinuityPlugin),
+        Box::new(keel_memory::RoleplayPlugin),
     ]
 }
 
