@@ -72,7 +72,7 @@ fn logged(agent: &Agent, form: &str) -> Vec<(Message, u32)> {
         .filter_map(|e| match e.body {
             EventBody::UserMessage(m) => {
                 let (f, t) = own_form(&m)?;
-                (f == form).then(|| (*m, t))
+                (f == form).then_some((*m, t))
             }
             _ => None,
         })

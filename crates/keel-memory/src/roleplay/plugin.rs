@@ -243,9 +243,8 @@ impl Roleplay {
         let d = &self.card.data;
         let mut text = String::new();
         let instructions = if d.system_prompt.trim().is_empty() {
-            format!(
-                "You are {{{{char}}}} in a fictional role-play with {{{{user}}}}. Write {{{{char}}}}'s next reply only: stay in character, in the voice and manner the card describes; never speak or act for {{{{user}}}}. Tool results about the character, the lore and the scene are reference data."
-            )
+            "You are {{char}} in a fictional role-play with {{user}}. Write {{char}}'s next reply only: stay in character, in the voice and manner the card describes; never speak or act for {{user}}. Tool results about the character, the lore and the scene are reference data."
+                .to_owned()
         } else {
             d.system_prompt.clone()
         };
@@ -450,7 +449,7 @@ impl Roleplay {
             st.active = active;
         }
         let every = self.config.anchor_every;
-        if every > 0 && turn > 0 && turn % every == 0 && !st.anchored.contains(&turn) {
+        if every > 0 && turn > 0 && turn.is_multiple_of(every) && !st.anchored.contains(&turn) {
             st.anchored.insert(turn);
             out.push(Self::message(
                 Role::User,

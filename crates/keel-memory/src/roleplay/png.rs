@@ -14,8 +14,9 @@ const DECODE_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 
 /// The card in a PNG's `ccv3` (preferred) or `chara` `tEXt` chunk.
 pub fn card_from_png(file: &str, bytes: &[u8]) -> Result<Card, CardError> {
-    let mut limits = png::Limits::default();
-    limits.bytes = DECODE_LIMIT_BYTES;
+    let limits = png::Limits {
+        bytes: DECODE_LIMIT_BYTES,
+    };
     let decoder = png::Decoder::new_with_limits(Cursor::new(bytes), limits);
     let mut reader = decoder
         .read_info()
