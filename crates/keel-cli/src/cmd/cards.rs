@@ -193,12 +193,13 @@ pub fn chat(mut ctx: Ctx, args: ChatArgs) -> Result<ExitCode> {
             && !card.data.first_mes.trim().is_empty()
             && !args.json
         {
-            writeln!(
-                std::io::stderr(),
-                "{}: {}",
-                card.data.name,
-                card.data.first_mes.trim()
-            )?;
+            let greeting = card
+                .data
+                .first_mes
+                .trim()
+                .replace("{{char}}", &card.data.name)
+                .replace("{{user}}", "User");
+            writeln!(std::io::stderr(), "{}: {greeting}", card.data.name)?;
         }
         return super::run::run(
             &ctx,
