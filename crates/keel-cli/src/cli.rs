@@ -31,7 +31,9 @@ pub struct Common {
     /// token); without it a --base-url server gets no Authorization header.
     #[arg(long, global = true, value_name = "VAR")]
     pub api_key_env: Option<String>,
-    /// Named profile: $KEEL_HOME/profiles/NAME.toml.
+    /// Named profile: $KEEL_HOME/profiles/NAME.toml. `roleplay` is built in (when no such file
+    /// exists): it turns on the `roleplay` row and the `memory` row in managed context mode with
+    /// the `relevant` policy, with a role-play persona (docs/roleplay.md).
     #[arg(long, global = true)]
     pub profile: Option<String>,
     /// Extra configuration file, layered after the project's.
@@ -74,6 +76,9 @@ pub struct Common {
     /// keeps its mode unless this is given (docs/memory.md).
     #[arg(long, global = true, value_name = "MODE", value_parser = ["native", "managed", "managed:recent", "managed:relevant"])]
     pub context: Option<String>,
+    /// The card `keel chat --card` names (set by that command, not a flag of its own).
+    #[arg(skip)]
+    pub card: Option<String>,
 }
 
 /// The commands.
@@ -109,6 +114,63 @@ pub enum Command {
     /// boundary, checked against anchors (ids and SHA-256 digests) under `$KEEL_HOME/continuity`.
     #[command(subcommand)]
     Continuity(ContinuityCommand),
+    /// Role-play with a character card: one turn like `keel run`, under the `roleplay` profile.
+    ///
+    /// FILE_OR_ID is a card file (Character Card V2/V3 JSON, a PNG with a `ccv3`/`chara`
+    /// chunk, or a CHARX zip; imported into $KEEL_HOME/cards first) or the id of a stored card.
+    /// A new session opens with the card's greeting (printed on stderr). Continue a chat with
+    /// `--resume SESSION` or `--last` (the card is named again each time). See docs/roleplay.md.
+    Chat(ChatArgs),
+    /// Character cards stored under $KEEL_HOME/cards (import, show, list).
+    #[command(subcommand)]
+    Cards(CardsCommand),
+}
+
+/// `keel chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// What you say; read from stdin when absent.
+    pub prompt: Option<String>,
+    /// The character: a card file (imported first) or a stored card id.
+    #[arg(long, value_name = "FILE_OR_ID")]
+    pub card: String,
+    /// Continue this session (id, id prefix or path) instead of starting one.
+    #[arg(long, value_name = "SESSION", conflicts_with = "last")]
+    pub resume: Option<String>,
+    /// Continue the latest session of this directory.
+    #[arg(long)]
+    pub last: bool,
+    /// Print every session event as one JSON object per line on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Replay a model script instead of calling a model.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+}
+
+/// `keel cards …`.
+#[derive(Debug, Subcommand)]
+pub enum CardsCommand {
+    /// Import a card file (V2/V3 JSON, PNG with a `ccv3` or `chara` tEXt chunk, CHARX zip):
+    /// store it normalised as $KEEL_HOME/cards/ID.json and print ID.
+    Import {
+        /// The card file.
+        file: PathBuf,
+    },
+    /// Show a stored card: name, spec, persona fields, greeting, lorebook size.
+    Show {
+        /// The card id (see `keel cards list`).
+        id: String,
+        /// The stored card JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List stored cards: id, name, spec.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `keel run`.

@@ -21,6 +21,7 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_provenance::ProvenancePlugin),
         Box::new(keel_continuity::ContinuityPlugin),
         Box::new(keel_memory::MemoryPlugin::default()),
+        Box::new(keel_memory::RoleplayPlugin),
     ]
 }
 

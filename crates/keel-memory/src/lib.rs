@@ -21,3 +21,4 @@ pub mod roleplay;
 pub mod store;
 
 pub use plugin::{ID, MemoryConfig, MemoryPlugin};
+pub use roleplay::{RoleplayConfig, RoleplayPlugin};

@@ -1,5 +1,6 @@
 //! Command implementations and what they share ([`Ctx`]).
 
+mod cards;
 mod config_cmd;
 mod continuity;
 mod demo;
@@ -48,12 +49,13 @@ impl Ctx {
 
     /// Load the layered configuration of this workspace (flags `--profile`, `--config`, `-c`).
     pub fn host(&self) -> Result<keel_host::Host> {
+        let (profile, overrides) = cards::profile_sources(self);
         Ok(keel_host::Host::load(&keel_host::Sources {
             home: self.home.clone(),
             project: self.cwd.clone(),
-            profile: self.common.profile.clone(),
+            profile,
             config_file: self.common.config_file.clone(),
-            overrides: self.common.overrides.clone(),
+            overrides,
         })?)
     }
 
@@ -109,6 +111,7 @@ impl Ctx {
             }
             .into_iter()
             .chain(context_edit(c.context.as_deref()))
+            .chain(cards::roleplay_edits(self))
             .collect(),
         })
     }
@@ -160,5 +163,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Trace(args) => provenance::trace_cmd(&ctx, args),
         Command::Provenance(cmd) => provenance::run(&ctx, cmd),
         Command::Continuity(cmd) => continuity::run(&ctx, cmd),
+        Command::Cards(cmd) => cards::run(&ctx, cmd),
+        Command::Chat(args) => cards::chat(ctx, args),
     }
 }
