@@ -249,6 +249,11 @@ pub enum SessionsCommand {
         /// Raw events instead of a transcript.
         #[arg(long)]
         events: bool,
+        /// The request bodies rebuilt from the log, one JSON line each (`{turn, step, seq,
+        /// body}`): every request that logged a `context/projection` (managed context mode,
+        /// docs/memory.md), shaped for the model as keel's catalogue knows it.
+        #[arg(long, conflicts_with = "events")]
+        requests: bool,
         /// JSON output.
         #[arg(long)]
         json: bool,

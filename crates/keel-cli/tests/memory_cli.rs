@@ -65,6 +65,22 @@ fn a_managed_session_rebuilds_every_request_body_from_its_log() {
             r.step
         );
     }
+    // `keel sessions show --requests` prints the same bodies.
+    let out = run(env
+        .keel_bare()
+        .args(["sessions", "show", "--requests"])
+        .arg(env.only_session()));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), received.len());
+    for (line, got) in lines.iter().zip(&received) {
+        let got: serde_json::Value = serde_json::from_slice(got).unwrap();
+        assert_eq!(line["body"], got);
+    }
     // The policy narrowed the later requests; one mode event for the session.
     let events = to_values(&session);
     assert_eq!(of_type(&events, "context/mode").len(), 1);

@@ -7,13 +7,21 @@ use keel_protocol::EventBody;
 use keel_testkit::agent::{AgentOptions, PluginRow, agent_fixture, events_of, tool_results};
 use serde_json::json;
 
-fn rows(extra: &[&'static str]) -> Vec<PluginRow> {
-    let mut v = vec![
+/// An agent with the memory plugin (and compaction, and `extra` rows) over `script`.
+fn fixture(script: &str, extra: &[&'static str]) -> keel_testkit::agent::AgentFixture {
+    let mut plugins = vec![
         PluginRow::with("memory", &json!({})),
         PluginRow::new("compaction"),
     ];
-    v.extend(extra.iter().map(|id| PluginRow::new(id)));
-    v
+    plugins.extend(extra.iter().map(|id| PluginRow::new(id)));
+    agent_fixture(
+        script,
+        AgentOptions {
+            approval: keel_agent::ApprovalPolicy::Auto,
+            plugins,
+            ..AgentOptions::default()
+        },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,14 +44,7 @@ responses:
   - match: {last_user_contains: "[t2]"}
     text: "Ingrid."
 "#;
-    let f = agent_fixture(
-        script,
-        AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
-            plugins: rows(&[]),
-            ..AgentOptions::default()
-        },
-    );
+    let f = fixture(script, &[]);
     for prompt in [
         "[t1] my capybara is called Ingrid",
         "[f1] a",
@@ -100,14 +101,7 @@ responses:
     text: "It is QX-77."
   - text: "The child found it."
 "#;
-    let f = agent_fixture(
-        script,
-        AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
-            plugins: rows(&["subagent"]),
-            ..AgentOptions::default()
-        },
-    );
+    let f = fixture(script, &["subagent"]);
     f.agent
         .followup("[parent] the parcel code is QX-77; ask a helper to find it")
         .unwrap();
@@ -129,14 +123,7 @@ responses:
       - {id: h1, name: history_search, arguments: {querry: "typo"}}
   - text: "ok"
 "#;
-    let f = agent_fixture(
-        script,
-        AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
-            plugins: rows(&[]),
-            ..AgentOptions::default()
-        },
-    );
+    let f = fixture(script, &[]);
     f.agent.followup("[t1] go").unwrap();
     assert!(f.agent.run_pending().await.unwrap().unwrap().completed());
     let r = tool_results(&events_of(&f.agent));

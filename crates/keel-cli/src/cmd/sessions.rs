@@ -32,8 +32,14 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
         SessionsCommand::List { all, json } => list(ctx, all, json),
         SessionsCommand::Show {
             session,
+            requests: true,
+            ..
+        } => show_requests(ctx, &session),
+        SessionsCommand::Show {
+            session,
             events,
             json,
+            ..
         } => show(ctx, &session, events, json),
         SessionsCommand::Check { session, json } => check(ctx, &session, json),
         SessionsCommand::Export {
@@ -230,6 +236,27 @@ fn show(ctx: &Ctx, query: &str, events: bool, as_json: bool) -> Result<ExitCode>
             out.push(b'\n');
         }
         (false, false) => out = render_text(&Transcript::build(session)).into_bytes(),
+    }
+    emit(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keel sessions show ID --requests`: the request bodies rebuilt from the log.
+fn show_requests(ctx: &Ctx, query: &str) -> Result<ExitCode> {
+    let file = resolve(ctx, query)?;
+    let loaded = load(&file)?;
+    let rebuilt = keel_agent::rebuild::rebuild_requests(&loaded.session)
+        .with_context(|| format!("cannot rebuild the requests of {}", file.display()))?;
+    let catalogue = keel_llm::ModelCatalogue::default();
+    let mut out = Vec::new();
+    for r in &rebuilt {
+        let body = keel_llm::request_body(&r.request, &catalogue.lookup(&r.request.model));
+        serde_json::to_writer(
+            &mut out,
+            &serde_json::json!({"turn": r.turn, "step": r.step, "seq": r.at.0, "body": body}),
+        )
+        .context("cannot encode a request")?;
+        out.push(b'\n');
     }
     emit(&out)?;
     Ok(ExitCode::SUCCESS)
