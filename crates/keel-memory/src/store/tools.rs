@@ -96,6 +96,12 @@ pub fn tools(
         default_path(&ctx.keel_home),
         config.global_writes,
     ));
+    Ok(tools_with_shared(ctx, &shared))
+}
+
+/// The ten tools over `shared`, installed into `ctx` with the `turn/end` observer that clears
+/// the agent's turn variables.
+pub fn tools_with_shared(ctx: &mut InstallContext, shared: &Arc<Shared>) -> Vec<Arc<dyn Tool>> {
     let session: Arc<OnceLock<String>> = Arc::new(OnceLock::new());
     let bound = session.clone();
     ctx.on_agent.push(Box::new(move |agent| {
@@ -111,7 +117,7 @@ pub fn tools(
                 s.turn.clear(id);
             }
         }));
-    Ok(tools_over(&shared))
+    tools_over(shared)
 }
 
 /// The ten tools over `shared`.
