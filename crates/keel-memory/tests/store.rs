@@ -49,7 +49,12 @@ fn revisions_are_the_canonical_digest_and_writes_are_compare_and_swap() {
     let f = fx();
     let r = f
         .store
-        .write(&f.a, Scope::Project, new("The deploy key is in vault", 0.5), NOW)
+        .write(
+            &f.a,
+            Scope::Project,
+            new("The deploy key is in vault", 0.5),
+            NOW,
+        )
         .unwrap();
     assert_eq!(r.revision.len(), 16);
     assert_eq!(r.revision, r.compute_revision());
@@ -77,7 +82,8 @@ fn revisions_are_the_canonical_digest_and_writes_are_compare_and_swap() {
         other => panic!("expected a conflict, got {other:?}"),
     }
     assert!(matches!(
-        f.store.forget(&f.a, Scope::Project, &r.id, &r.revision, NOW + 3),
+        f.store
+            .forget(&f.a, Scope::Project, &r.id, &r.revision, NOW + 3),
         Err(StoreError::RevisionConflict { .. })
     ));
     assert_eq!(
@@ -100,8 +106,14 @@ fn revisions_are_the_canonical_digest_and_writes_are_compare_and_swap() {
         .unwrap();
     assert!(hits.is_empty(), "{hits:?}");
     assert!(matches!(
-        f.store
-            .update(&f.a, Scope::Project, &r.id, &gone.revision, changes(), NOW + 6),
+        f.store.update(
+            &f.a,
+            Scope::Project,
+            &r.id,
+            &gone.revision,
+            changes(),
+            NOW + 6
+        ),
         Err(StoreError::NotFound { .. })
     ));
     // Audit: who/what/when/old→new, failed attempts leave nothing.
@@ -153,13 +165,12 @@ fn expired_records_are_hidden() {
     assert_eq!(r.expires_at.as_deref(), Some("2025-06-15T14:00:00.000Z"));
     let q = Query::new("build token");
     assert_eq!(
-        f.store
-            .search(&f.a, &q, None, 5, now + 1000)
-            .unwrap()
-            .len(),
+        f.store.search(&f.a, &q, None, 5, now + 1000).unwrap().len(),
         1
     );
-    f.store.read(&f.a, Scope::Session, &r.id, now + 1000).unwrap();
+    f.store
+        .read(&f.a, Scope::Session, &r.id, now + 1000)
+        .unwrap();
     let later = now + 2 * 3_600_000;
     assert!(f.store.search(&f.a, &q, None, 5, later).unwrap().is_empty());
     assert!(matches!(
@@ -309,7 +320,9 @@ fn scopes_are_isolated_by_identity() {
         f.store.write(&f.a, Scope::Global, new("g", 0.5), NOW),
         Err(StoreError::Denied(_))
     ));
-    let open = Store::open(f.store.path()).unwrap().with_global_writes(true);
+    let open = Store::open(f.store.path())
+        .unwrap()
+        .with_global_writes(true);
     let g = open
         .write(&f.a, Scope::Global, new("global plan gamma", 0.5), NOW)
         .unwrap();
@@ -337,7 +350,11 @@ fn bad_input_names_the_field() {
     n.tags = (0..32).map(|i| format!("t{i}")).collect();
     let r = f.store.write(&f.a, Scope::Project, n, NOW).unwrap();
     assert_eq!(r.tags.len(), 32);
-    assert!(r.tags.windows(2).all(|w| w[0] < w[1]), "sorted: {:?}", r.tags);
+    assert!(
+        r.tags.windows(2).all(|w| w[0] < w[1]),
+        "sorted: {:?}",
+        r.tags
+    );
     assert_eq!(f.store.audit_log().unwrap().len(), 1);
 }
 
@@ -400,13 +417,12 @@ fn a_corrupt_file_is_a_clear_error_and_is_left_alone() {
         *b = 0xA5;
     }
     std::fs::write(&good, &bytes).unwrap();
-    let r = Store::open(&good)
-        .and_then(|s| s.search(&w, &Query::new("apples"), None, 5, NOW).map(|_| ()));
+    let r = Store::open(&good).and_then(|s| {
+        s.search(&w, &Query::new("apples"), None, 5, NOW)
+            .map(|_| ())
+    });
     let e = r.unwrap_err();
-    assert!(
-        e.to_string().contains(&good.display().to_string()),
-        "{e}"
-    );
+    assert!(e.to_string().contains(&good.display().to_string()), "{e}");
 }
 
 #[test]
@@ -415,10 +431,22 @@ fn variables_are_compare_and_swap_and_patched() {
     let b = who("sess-b", f.dir.path());
     let v1 = f
         .store
-        .var_write(&f.a, Scope::Session, "plan", &VarOp::Set(json!({"step": 1})), None, NOW)
+        .var_write(
+            &f.a,
+            Scope::Session,
+            "plan",
+            &VarOp::Set(json!({"step": 1})),
+            None,
+            NOW,
+        )
         .unwrap()
         .unwrap();
-    assert!(f.store.var_get(&b, Scope::Session, "plan").unwrap().is_none());
+    assert!(
+        f.store
+            .var_get(&b, Scope::Session, "plan")
+            .unwrap()
+            .is_none()
+    );
     let patch: Vec<keel_memory::store::variables::Change> = serde_json::from_value(json!([
         {"op": "set", "path": "/step", "value": 2},
         {"op": "set", "path": "/done/-", "value": "a"}
@@ -427,7 +455,14 @@ fn variables_are_compare_and_swap_and_patched() {
     // `/done/-` on a missing `done`: the set creates an object, so `-` is a key there.
     let v2 = f
         .store
-        .var_write(&f.a, Scope::Session, "plan", &VarOp::Patch(patch), Some(&v1.revision), NOW + 1)
+        .var_write(
+            &f.a,
+            Scope::Session,
+            "plan",
+            &VarOp::Patch(patch),
+            Some(&v1.revision),
+            NOW + 1,
+        )
         .unwrap()
         .unwrap();
     assert_eq!(v2.value, json!({"step": 2, "done": {"-": "a"}}));
@@ -448,10 +483,28 @@ fn variables_are_compare_and_swap_and_patched() {
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].revision, v2.revision);
     f.store
-        .var_write(&f.a, Scope::Session, "plan", &VarOp::Delete, Some(&v2.revision), NOW + 3)
+        .var_write(
+            &f.a,
+            Scope::Session,
+            "plan",
+            &VarOp::Delete,
+            Some(&v2.revision),
+            NOW + 3,
+        )
         .unwrap();
-    assert!(f.store.var_get(&f.a, Scope::Session, "plan").unwrap().is_none());
-    let ops: Vec<String> = f.store.audit_log().unwrap().into_iter().map(|a| a.op).collect();
+    assert!(
+        f.store
+            .var_get(&f.a, Scope::Session, "plan")
+            .unwrap()
+            .is_none()
+    );
+    let ops: Vec<String> = f
+        .store
+        .audit_log()
+        .unwrap()
+        .into_iter()
+        .map(|a| a.op)
+        .collect();
     assert_eq!(ops, ["variable_set", "variable_patch", "variable_delete"]);
 }
 
@@ -485,7 +538,10 @@ fn tool_bodies_refuse_bad_input_by_field() {
         "memory_write",
         json!({"scope": "session", "kind": "semantic", "content": "x", "session_id": "other"}),
     );
-    assert!(e.starts_with("INVALID_ARGS: session_id: not an argument"), "{e}");
+    assert!(
+        e.starts_with("INVALID_ARGS: session_id: not an argument"),
+        "{e}"
+    );
     let e = err("memory_search", json!({"query": "x", "limit": 50}));
     assert!(e.starts_with("INVALID_ARGS: limit:"), "{e}");
     let e = err("memory_search", json!({"query": "x", "max_tokens": 5000}));
