@@ -296,7 +296,7 @@ fn scopes_are_isolated_by_identity() {
             .collect()
     };
     assert_eq!(seen(&f.a).len(), 2);
-    assert_eq!(seen(&b), [shared.id.clone()]);
+    assert_eq!(seen(&b), std::slice::from_ref(&shared.id));
     assert!(seen(&other_project).iter().all(|id| *id != shared.id));
     assert!(matches!(
         f.store.read(&b, Scope::Session, &mine.id, NOW),

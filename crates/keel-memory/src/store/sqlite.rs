@@ -342,49 +342,45 @@ impl Store {
         new: NewRecord,
         now: i64,
     ) -> Result<Record, StoreError> {
+        let mut out = self.write_batch(who, scope, vec![new], now)?;
+        out.pop()
+            .ok_or_else(|| StoreError::Denied("nothing written".into()))
+    }
+
+    /// Write new records in `scope` in one transaction (an import): all or none.
+    pub fn write_batch(
+        &self,
+        who: &Identity,
+        scope: Scope,
+        news: Vec<NewRecord>,
+        now: i64,
+    ) -> Result<Vec<Record>, StoreError> {
         self.check_writable(scope)?;
-        check_content(&new.content)?;
-        let tags = normalize_tags(&new.tags)?;
-        let importance = check_unit("importance", new.importance.unwrap_or(0.5))?;
-        let confidence = check_unit("confidence", new.confidence.unwrap_or(1.0))?;
-        let expires_at = check_expiry(new.expires_at.as_deref(), now)?;
-        let at = rfc3339(now);
-        let mut rec = Record {
-            id: new_id(),
-            scope,
-            scope_id: who.scope_id(scope).to_owned(),
-            kind: new.kind,
-            content: new.content,
-            tags,
-            importance,
-            confidence,
-            source: who.actor(),
-            created_at: at.clone(),
-            updated_at: at,
-            expires_at,
-            deleted_at: None,
-            revision: String::new(),
-        };
-        rec.seal();
+        let recs = news
+            .into_iter()
+            .map(|n| build(who, scope, n, now))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.sql(e))?;
-        put_record(&tx, &rec, None).map_err(|e| self.sql(e))?;
-        audit(
-            &tx,
-            &rec.updated_at,
-            who,
-            "write",
-            &rec.id,
-            scope.as_str(),
-            &rec.scope_id,
-            None,
-            Some(&rec.revision),
-        )
-        .map_err(|e| self.sql(e))?;
+        for rec in &recs {
+            put_record(&tx, rec, None).map_err(|e| self.sql(e))?;
+            audit(
+                &tx,
+                &rec.updated_at,
+                who,
+                "write",
+                &rec.id,
+                scope.as_str(),
+                &rec.scope_id,
+                None,
+                Some(&rec.revision),
+            )
+            .map_err(|e| self.sql(e))?;
+        }
         tx.commit().map_err(|e| self.sql(e))?;
-        Ok(rec)
+        Ok(recs)
     }
 
     /// The visible record `id` of `scope`.
@@ -585,6 +581,34 @@ pub(super) fn sql_err(path: &Path, e: rusqlite::Error) -> StoreError {
             source: e,
         },
     }
+}
+
+/// A new record of `who` in `scope` from the model's fields, checked and sealed.
+fn build(who: &Identity, scope: Scope, new: NewRecord, now: i64) -> Result<Record, FieldError> {
+    check_content(&new.content)?;
+    let tags = normalize_tags(&new.tags)?;
+    let importance = check_unit("importance", new.importance.unwrap_or(0.5))?;
+    let confidence = check_unit("confidence", new.confidence.unwrap_or(1.0))?;
+    let expires_at = check_expiry(new.expires_at.as_deref(), now)?;
+    let at = rfc3339(now);
+    let mut rec = Record {
+        id: new_id(),
+        scope,
+        scope_id: who.scope_id(scope).to_owned(),
+        kind: new.kind,
+        content: new.content,
+        tags,
+        importance,
+        confidence,
+        source: who.actor(),
+        created_at: at.clone(),
+        updated_at: at,
+        expires_at,
+        deleted_at: None,
+        revision: String::new(),
+    };
+    rec.seal();
+    Ok(rec)
 }
 
 fn new_id() -> String {

@@ -395,11 +395,14 @@ fn load_var(conn: &rusqlite::Connection, skey: &str, name: &str) -> rusqlite::Re
     .optional()
 }
 
+/// One session's turn variables: the turn they belong to and the values by name.
+type TurnEntry = (u32, BTreeMap<String, Var>);
+
 /// Turn-scope variables: per session, the turn they belong to and their values. A session's
 /// entry is dropped at its `turn/end`; an entry of an older turn is also ignored on access.
 #[derive(Debug, Default)]
 pub struct TurnVars {
-    map: Mutex<HashMap<String, (u32, BTreeMap<String, Var>)>>,
+    map: Mutex<HashMap<String, TurnEntry>>,
 }
 
 impl TurnVars {
