@@ -110,16 +110,36 @@ pub fn agent_fixture(script_yaml: &str, opts: AgentOptions) -> AgentFixture {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let cwd = work.path().canonicalize().unwrap();
+    let (agent, provider, session_path) = agent_in(home.path(), &cwd, script_yaml, opts);
+    AgentFixture {
+        home,
+        work,
+        cwd,
+        agent,
+        provider,
+        session_path,
+    }
+}
+
+/// [`agent_fixture`] in directories the caller owns: `$KEEL_HOME` `home` (its `config.toml`
+/// rewritten from `opts`) and workspace `cwd` — two agents in one home share what lives
+/// there (memory stores, anchors). Returns the agent, its model and its session file.
+pub fn agent_in(
+    home: &Path,
+    cwd: &Path,
+    script_yaml: &str,
+    opts: AgentOptions,
+) -> (Agent, Arc<ScriptedProvider>, PathBuf) {
     for (rel, text) in &opts.files {
-        write_file(&cwd, rel, text);
+        write_file(cwd, rel, text);
     }
     std::fs::write(
-        home.path().join("config.toml"),
+        home.join("config.toml"),
         config_text(&opts.plugins, &opts.config_toml),
     )
     .unwrap();
     let provider = scripted(script_yaml);
-    let sources = Sources::for_workspace(home.path().to_path_buf(), cwd.clone());
+    let sources = Sources::for_workspace(home.to_path_buf(), cwd.to_path_buf());
     let host = match opts.catalogue {
         Some(plugins) => Host::load_with(&sources, plugins),
         None => Host::load(&sources),
@@ -140,14 +160,7 @@ pub fn agent_fixture(script_yaml: &str, opts: AgentOptions) -> AgentFixture {
         ..BuildOptions::default()
     };
     let agent = factory.build(log, options).unwrap();
-    AgentFixture {
-        home,
-        work,
-        cwd,
-        agent,
-        provider,
-        session_path,
-    }
+    (agent, provider, session_path)
 }
 
 fn scripted(script_yaml: &str) -> Arc<ScriptedProvider> {

@@ -42,13 +42,26 @@ pub enum ToolError {
     /// Any other failure of the body, explained for the model.
     #[error("{0}")]
     Failed(String),
+    /// A failure with a tool-specific code the model must see (`MEMORY_REVISION_CONFLICT`,
+    /// `VARIABLE_REVISION_CONFLICT`…): the model reads `CODE: message` with this code; the
+    /// result's `meta.code` stays `INVALID_ARGS` (the model should re-read and retry) and
+    /// `meta.error` carries this code, beside the other fields of `meta`.
+    #[error("{message}")]
+    Coded {
+        /// The specific code (`UPPER_SNAKE`).
+        code: &'static str,
+        /// Readable explanation.
+        message: String,
+        /// `{"error": code, ...details}`.
+        meta: Value,
+    },
 }
 
 impl ToolError {
     /// The error code recorded in `meta.code`.
     pub fn code(&self) -> ToolErrorCode {
         match self {
-            ToolError::InvalidArgs(_) => ToolErrorCode::InvalidArgs,
+            ToolError::InvalidArgs(_) | ToolError::Coded { .. } => ToolErrorCode::InvalidArgs,
             ToolError::Denied(_) => ToolErrorCode::Denied,
             ToolError::Timeout { .. } => ToolErrorCode::ToolTimeout,
             ToolError::Aborted(_) => ToolErrorCode::Aborted,
@@ -60,6 +73,7 @@ impl ToolError {
     pub fn meta(&self) -> Option<&Value> {
         match self {
             ToolError::Timeout { meta, .. } => meta.as_ref(),
+            ToolError::Coded { meta, .. } => Some(meta),
             _ => None,
         }
     }
@@ -73,8 +87,25 @@ impl ToolError {
         }
     }
 
-    /// Model-facing text: `CODE: message`.
+    /// A [`ToolError::Coded`] error: `details` (an object, or `null`) gains `"error": code`.
+    pub fn coded(code: &'static str, message: impl Into<String>, details: Value) -> Self {
+        let mut meta = match details {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        meta.insert("error".into(), Value::from(code));
+        ToolError::Coded {
+            code,
+            message: message.into(),
+            meta: Value::Object(meta),
+        }
+    }
+
+    /// Model-facing text: `CODE: message` (a [`ToolError::Coded`] error shows its own code).
     pub fn model_text(&self) -> String {
-        format!("{}: {self}", self.code())
+        match self {
+            ToolError::Coded { code, .. } => format!("{code}: {self}"),
+            _ => format!("{}: {self}", self.code()),
+        }
     }
 }

@@ -1,14 +1,23 @@
-//! The memory store: records and variables (in progress).
+//! The memory store: records and variables in one SQLite file under `$KEEL_HOME/memory/`, and
+//! the tools over it.
+//!
+//! | piece | where |
+//! |---|---|
+//! | records, scopes, limits, revisions, time stamps | [`records`] |
+//! | the SQLite file, CAS writes, audit log | [`sqlite`] |
+//! | deterministic search over the token index, what the model sees | [`search`] |
+//! | variables (`turn`, `session`, `project`, `agent`, `global`), patches | [`variables`] |
+//! | the ten tools | [`tools`] |
+//!
+//! Design: `docs/memory.md` (`## Memory store`, `## Memory and variable tools`).
 
-use crate::plugin::MemoryConfig;
-use keel_agent::plugin::{InstallContext, PluginError};
-use keel_tools::Tool;
-use std::sync::Arc;
+pub mod records;
+pub mod search;
+pub mod sqlite;
+pub mod tools;
+pub mod variables;
 
-/// The memory and variable tools for one install.
-pub fn tools(
-    _ctx: &InstallContext,
-    _config: &MemoryConfig,
-) -> Result<Vec<Arc<dyn Tool>>, PluginError> {
-    Ok(Vec::new())
-}
+pub use records::{Kind, Record, Scope};
+pub use search::Hit;
+pub use sqlite::{Changes, Identity, NewRecord, Store, StoreError, default_path};
+pub use tools::tools;
