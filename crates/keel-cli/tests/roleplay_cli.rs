@@ -88,7 +88,7 @@ fn chat_imports_the_card_runs_the_turn_and_resumes() {
     let env = Env::new();
     let path = write_card(&env);
     let mock = Mock::start(
-        "responses:\n  - text: \"The glade is quiet.\"\n  - text: \"The dragon? It sleeps.\"\n",
+        "responses:\n  - text: \"The glade is quiet.\"\n  - text: \"The dragon? It sleeps.\"\n  - text: \"Still here.\"\n",
     );
     let out = run(env
         .keel(&mock.base_url())
@@ -163,6 +163,23 @@ fn chat_imports_the_card_runs_the_turn_and_resumes() {
         "{last}"
     );
     assert_eq!(env.session_files().len(), 1);
+
+    // A plain `keel resume` of the chat plays the same card (the log names it), with the same
+    // system prompt, in the profile's managed context mode.
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["resume", "--last", "are you still there?"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "Still here.");
+    let reqs = mock.requests();
+    assert_eq!(
+        reqs[2]["messages"][0], reqs[1]["messages"][0],
+        "system prompt changed"
+    );
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "roleplay/card").len(), 1);
+    assert_eq!(of_type(&events, "context/mode").len(), 1);
+    assert_eq!(of_type(&events, "context/projection").len(), 3);
 }
 
 #[test]

@@ -61,6 +61,20 @@ pub(crate) fn roleplay_edits(ctx: &Ctx) -> Vec<keel_host::RowEdit> {
     ]
 }
 
+/// A resumed session that was a role-play chat (its log names the card) is resumed as one: the
+/// card and the profile again, unless the command line names a card or a profile itself.
+pub(crate) fn resumed(ctx: &Ctx, session: &keel_session::Session) -> Option<Ctx> {
+    if ctx.common.card.is_some() || ctx.common.profile.is_some() {
+        return None;
+    }
+    let card = keel_memory::roleplay::logged_card(session)?;
+    let _ = CHAT_CARD.set(card.clone());
+    let mut ctx = ctx.clone();
+    ctx.common.card = Some(card);
+    ctx.common.profile = Some(PROFILE.into());
+    Some(ctx)
+}
+
 /// `keel cards …`.
 pub fn run(ctx: &Ctx, cmd: CardsCommand) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// What every command may need: flags, `$KEEL_HOME`, the working directory and the store.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Ctx {
     /// Global flags.
     pub common: Common,

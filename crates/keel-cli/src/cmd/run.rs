@@ -227,6 +227,8 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     let (path, prompt) = resume_target(ctx, &args)?;
     let (log, load, repair) = PersistentSession::resume(&path, WriterOptions::default())
         .with_context(|| format!("cannot resume {}", path.display()))?;
+    let chat = crate::cmd::cards::resumed(ctx, log.session());
+    let ctx = chat.as_ref().unwrap_or(ctx);
     let mut err = std::io::stderr().lock();
     if let Some(torn) = &load.torn {
         writeln!(

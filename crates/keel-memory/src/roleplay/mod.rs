@@ -12,4 +12,4 @@ pub mod tools;
 
 pub use card::{Card, CardData, CardError, Spec};
 pub use lore::{Activation, Active, Key, Logic, LoreEntry, Lorebook};
-pub use plugin::{ID, RoleplayConfig, RoleplayPlugin};
+pub use plugin::{CARD_EVENT, ID, RoleplayConfig, RoleplayPlugin, logged_card};

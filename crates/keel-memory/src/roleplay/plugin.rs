@@ -43,6 +43,23 @@ pub const ID: PluginId = keel_agent::plugin_id!("roleplay");
 /// The prompt section's name.
 pub const SECTION: &str = "roleplay:character";
 
+/// The ignorable event naming the card a session started with: `roleplay/card {card}` (the
+/// row's `card`: a stored id or a file path).
+pub const CARD_EVENT: &str = "roleplay/card";
+
+/// The card `session` started with (its `roleplay/card`), if it was a role-play chat: what a
+/// plain resume needs to play the same character.
+pub fn logged_card(session: &keel_session::Session) -> Option<String> {
+    session.whole_event_iter().find_map(|ev| match &ev.body {
+        EventBody::Other(o) if o.type_name == CARD_EVENT => o
+            .data
+            .get("card")
+            .and_then(|c| c.as_str())
+            .map(str::to_owned),
+        _ => None,
+    })
+}
+
 /// The row's `config`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -300,6 +317,12 @@ impl Roleplay {
         let mut st = self.state();
         self.init(&mut st, agent);
         let empty = agent.log().session().surface().nodes().is_empty();
+        if empty && let Some(card) = &self.config.card {
+            // A resume finds the card here (`logged_card`) and plays it again.
+            if let Err(e) = agent.push_ignorable(CARD_EVENT, json!({"card": card})) {
+                st.failure = Some(format!("cannot log {CARD_EVENT}: {e}"));
+            }
+        }
         let greeting = self.card.data.first_mes.trim();
         if empty && self.config.greeting && !greeting.is_empty() {
             // An `assistant/message` event belongs to a model step; the greeting is a surface
