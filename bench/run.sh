@@ -34,9 +34,11 @@ mock_pid=$!
 for _ in $(seq 50); do [ -s "$out/mock.url" ] && break; sleep 0.1; done
 url=$(head -1 "$out/mock.url")
 
-echo "== keel run: $steps steps, $steps bash calls (loopback mock model)"
+echo "== keel ${KEEL_FLAGS:-} run: $steps steps, $steps bash calls (loopback mock model)"
+# KEEL_FLAGS: extra global flags for the measured run, e.g. KEEL_FLAGS="--context managed".
+# shellcheck disable=SC2086
 KEEL_HOME=$home DEEPSEEK_API_KEY=sk-bench KEEL_REPORT_RUSAGE=1 \
-  /usr/bin/time -v "$KEEL" --cwd "$work" --base-url "$url" --approval auto \
+  /usr/bin/time -v "$KEEL" --cwd "$work" --base-url "$url" --approval auto ${KEEL_FLAGS:-} \
   run "run the steps" > "$out/answer.txt" 2> "$out/run.stderr" || true
 grep -E 'keel-rusage|keel-timing|Elapsed|Maximum resident|User time|System time' "$out/run.stderr"
 python3 - "$out/run.stderr" "$steps" <<'PY'
