@@ -111,6 +111,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The name of the fake's executable (without the platform suffix).
 pub const BIN_NAME: &str = "fake-consult";
@@ -121,32 +122,91 @@ pub const PATH_OVERRIDE: &str = "KEEL_FAKE_CONSULT";
 /// The path of the built `fake-consult` executable.
 ///
 /// Looks at [`PATH_OVERRIDE`] first, then next to the running test executable: the target
-/// profile directory (`target/debug/fake-consult`, the parent of the test's `deps/`). Cargo builds
-/// the binary for keel-testkit's own tests; another crate's tests need it built first (`cargo
-/// build -p keel-testkit --bin fake-consult`, or any workspace-wide build), otherwise this
-/// returns a `NotFound` error saying so.
+/// profile directory (`target/debug/fake-consult`, the parent of the test's `deps/`), the way
+/// Cargo lays out keel-testkit's own binaries. Cargo builds the binary before keel-testkit's own
+/// integration tests, and for any workspace-wide build; when another crate's tests run alone it
+/// is missing, so this builds it once per process (`$CARGO build --manifest-path
+/// crates/keel-testkit/Cargo.toml --bin fake-consult` into the same target dir and profile) and
+/// returns an error naming the command when that fails.
 pub fn fake_consult_path() -> std::io::Result<PathBuf> {
     if let Some(path) = std::env::var_os(PATH_OVERRIDE) {
         return Ok(PathBuf::from(path));
     }
     let exe = std::env::current_exe()?;
-    let name = format!("{BIN_NAME}{}", std::env::consts::EXE_SUFFIX);
-    let mut dir = exe.parent();
-    let mut candidates = Vec::new();
-    // deps/<test>, then the profile dir, then one more level (examples/, build layouts).
-    for _ in 0..3 {
-        let Some(d) = dir else { break };
-        candidates.push(d.join(&name));
-        dir = d.parent();
+    if let Some(found) = find_next_to(&exe) {
+        return Ok(found);
     }
-    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| build_next_to(&exe))
+        .clone()
+        .map_err(|message| std::io::Error::new(std::io::ErrorKind::NotFound, message))
+}
+
+fn exe_name() -> String {
+    format!("{BIN_NAME}{}", std::env::consts::EXE_SUFFIX)
+}
+
+/// `deps/<name>`'s parent (the profile dir) and one level up, where Cargo puts binaries.
+fn find_next_to(exe: &Path) -> Option<PathBuf> {
+    let name = exe_name();
+    exe.ancestors()
+        .skip(1)
+        .take(3)
+        .map(|dir| dir.join(&name))
+        .find(|p| p.is_file())
+}
+
+fn build_next_to(exe: &Path) -> Result<PathBuf, String> {
+    let command = format!("cargo build -p keel-testkit --bin {BIN_NAME}");
+    let profile_dir = exe
+        .parent()
+        .filter(|d| d.ends_with("deps"))
+        .and_then(Path::parent)
+        .ok_or_else(|| {
             format!(
-                "{name} is not built next to {}: run `cargo build -p keel-testkit --bin {BIN_NAME}` \
-                 (same target dir and profile) or set {PATH_OVERRIDE}",
+                "{BIN_NAME} not found and {} is not in a Cargo deps dir: run `{command}` or set {PATH_OVERRIDE}",
                 exe.display()
-            ),
+            )
+        })?;
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug")
+        .to_owned();
+    let target_dir = profile_dir.parent().unwrap_or(profile_dir);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.arg("build")
+        .arg("--quiet")
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .args(["--bin", BIN_NAME])
+        .arg("--target-dir")
+        .arg(target_dir);
+    match profile.as_str() {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let out = cmd.output().map_err(|e| {
+        format!("{BIN_NAME} not found and cargo could not run ({e}): run `{command}`")
+    })?;
+    if !out.status.success() {
+        return Err(format!(
+            "{BIN_NAME} not found and `{command}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    find_next_to(exe).ok_or_else(|| {
+        format!(
+            "{BIN_NAME} was built but is not next to {}: set {PATH_OVERRIDE}",
+            exe.display()
         )
     })
 }
@@ -375,4 +435,22 @@ pub fn read_record(path: &Path) -> std::io::Result<Vec<Invocation>> {
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// Unit tests run without Cargo building the crate's binaries first, so this exercises the
+    /// build-on-demand path whenever the binary is absent (and the lookup when it is present).
+    #[test]
+    fn fake_consult_path_finds_or_builds_the_binary() {
+        #[allow(clippy::unwrap_used)]
+        let path = super::fake_consult_path().unwrap();
+        assert!(path.is_file(), "{}", path.display());
+        #[allow(clippy::unwrap_used)]
+        let out = std::process::Command::new(&path)
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "consult 1.3.0\n");
+    }
 }

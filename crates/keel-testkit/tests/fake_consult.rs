@@ -486,27 +486,31 @@ fn failed_job_result_exits_6_with_its_error() {
 #[test]
 fn logs_grow_over_time_and_tail() {
     let fx = Fx::new();
-    let sc = fx.scenario().log_lines(4, 300).run_ms(5_000);
+    let sc = fx.scenario().log_lines(4, 500).run_ms(5_000);
     fx.delegate(&sc, "x");
     let lines = |args: &[&str]| -> Vec<String> {
         let out = fx.run(&sc, args);
         assert_eq!(out.code, 0, "{}", out.stderr);
         out.stdout.lines().map(str::to_owned).collect()
     };
+    // One line at submission, one more every 500 ms, four in all.
     assert_eq!(lines(&["logs", "job-1"]), vec!["[job-1] log line 1"]);
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(600));
     let grown = lines(&["logs", "job-1"]);
-    assert!(grown.len() >= 3, "{grown:?}");
+    assert!(grown.len() >= 2, "{grown:?}");
+    assert_eq!(grown[..2], ["[job-1] log line 1", "[job-1] log line 2"]);
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert_eq!(lines(&["logs", "job-1"]).len(), 4);
     assert_eq!(
         lines(&["logs", "job-1", "--tail", "1"]),
-        vec![grown.last().unwrap().clone()]
+        vec!["[job-1] log line 4"]
     );
-    std::thread::sleep(Duration::from_millis(700));
     assert_eq!(
         lines(&["logs", "job-1", "--tail", "2"]),
         vec!["[job-1] log line 3", "[job-1] log line 4"]
     );
     assert_eq!(lines(&["logs", "job-1", "--tail", "10"]).len(), 4);
+    assert_eq!(fx.run(&sc, &["logs", "job-1", "--tail", "x"]).code, 2);
 }
 
 #[test]
