@@ -64,7 +64,7 @@
 //! # Environment
 //! | variable | default | effect |
 //! |---|---|---|
-//! | `FAKE_CONSULT_STATE_DIR` | — (required except for `--version`, `--help` and forced exits) | jobs and invocation counters (`state.json`), logs, patches |
+//! | `FAKE_CONSULT_STATE_DIR` | — (required except for `--version`, `--help` and forced exits; without it nothing is counted, so first-N failures never fire) | jobs and invocation counters (`state.json`, written under a lock file), logs, patches |
 //! | `FAKE_CONSULT_RECORD` | unset | file that gets one JSON line per invocation: `{argv (without the program name), env (only CONSULT_* variables), cwd}` |
 //! | `FAKE_CONSULT_VERSION` | `1.3.0` | what `--version` prints (`consult <v>`) and `capabilities` reports; below 1.2 `capabilities` is missing |
 //! | `FAKE_CONSULT_EXIT_<SUB>` | 0 | force exit code for a subcommand (`<SUB>` upper-cased: `VERSION`, `DOCTOR`, `DELEGATE`, `WAIT`, `STEER`, …); nothing on stdout, a code-specific line on stderr; 0 = not forced |
