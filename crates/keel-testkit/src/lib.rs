@@ -12,9 +12,14 @@
 //! [`PassThrough`] (hooks that change and record nothing, for benchmarks), all writing into one
 //! shared [`Log`]. keel-testkit is a dev-dependency only: keel-tools' own integration tests and
 //! benches use it too (Cargo allows that cycle for tests and benches, not for unit tests).
+//!
+//! [`consult`] is a fake `consult` delegation CLI: the `fake-consult` executable, driven only by
+//! `FAKE_CONSULT_*` environment variables ([`consult::FakeConsult`] builds them), found with
+//! [`consult::fake_consult_path`].
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod consult;
 pub mod mock_server;
 pub mod recording;
 
