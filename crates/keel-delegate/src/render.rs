@@ -163,9 +163,9 @@ pub fn failure(err: &DelegationError, display_id: &str, cap: usize) -> String {
     let mut out = format!("[{}] {}", err.code, bound_head(&err.message, 2_000).text);
     if let Some(d) = err.diagnosis.as_deref().filter(|d| !d.is_empty()) {
         let b = bound_head(d, cap.min(4_000));
-        out.push_str("\nProvider diagnosis (");
+        out.push_str("\nProvider diagnosis:\n");
         out.push_str(DATA_LINE);
-        out.push_str("):\n");
+        out.push('\n');
         out.push_str(&frame(display_id, Some("diagnosis"), &b.text));
         if let Some(note) = b.note("first") {
             out.push('\n');

@@ -420,7 +420,7 @@ async fn unknown_extension_keys_and_an_unready_provider_start_nothing() {
     assert!(
         res[2]
             .0
-            .starts_with("[not-ready] the inprocess provider is not ready\nProvider diagnosis ("),
+            .starts_with("[not-ready] the inprocess provider is not ready\nProvider diagnosis:\n"),
         "{}",
         res[2].0
     );
