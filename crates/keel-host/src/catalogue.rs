@@ -22,6 +22,7 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_continuity::ContinuityPlugin),
         Box::new(keel_memory::MemoryPlugin::default()),
         Box::new(keel_memory::RoleplayPlugin),
+        Box::new(keel_delegate::DelegatePlugin::default()),
     ]
 }
 

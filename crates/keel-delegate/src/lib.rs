@@ -1,0 +1,27 @@
+//! Delegation: hand one cold, self-contained prompt turn under one explicit authority grant to
+//! a separate agent, track it as a background job, steer it, and read back a bounded result
+//! framed as untrusted data (`specs/delegation.md`).
+//!
+//! ```text
+//! model ─► delegate tool ─► DelegationService::delegate (provider) ─► provider job id
+//!            └► JobControl::spawn "delegate-N": wait (provider) ─► result ─► job output
+//!                 job_kill ─► job cancel ─► DelegationService::cancel (best effort)
+//! provider reports ─► watch listener ─► Reports::deliver ─► Agent::deliver (wake or inject)
+//! ```
+//!
+//! Modules: [`seam`] (the provider-neutral vocabulary and trait), [`inprocess`] (a tiny
+//! provider for tests and demos), [`tools`] (the six tools; they know only the seam),
+//! [`render`] (bounding and untrusted framing), [`reports`] (mid-flight reports and the wake
+//! budget), [`plugin`] (the `delegate` row). The `consult` and `keel` providers are not built
+//! yet.
+
+#![deny(missing_docs)]
+
+pub mod inprocess;
+pub mod plugin;
+pub mod render;
+pub mod reports;
+pub mod seam;
+pub mod tools;
+
+pub use plugin::{DelegateConfig, DelegatePlugin, ID};

@@ -1,0 +1,177 @@
+//! The `delegate` plugin row (off by default; a `[[plugins]]` row turns it on):
+//!
+//! ```toml
+//! [[plugins]]
+//! id = "delegate"
+//! [plugins.config]
+//! provider = "inprocess"     # the only provider built so far (consult and keel are not yet)
+//! wake_budget = 3            # report wake-ups in a row before a human message is needed
+//! max_output_bytes = 16000   # bound of every delegate-authored text the model sees
+//! ```
+//!
+//! It registers the six tools (unconditionally while enabled) and withholds them from child
+//! agents, which own no background jobs. `delegate` needs the `jobs` plugin.
+
+use crate::inprocess::InProcessProvider;
+use crate::reports::Reports;
+use crate::seam::DelegationService;
+use crate::tools::{self, Shared, TOOL_NAMES};
+use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
+use keel_agent::seams::{ChildBuild, ChildSetup};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The plugin id (its notices' source is `keel/delegate`).
+pub const ID: PluginId = keel_agent::plugin_id!("delegate");
+
+/// Providers that can be selected now.
+pub const PROVIDERS: [&str; 1] = ["inprocess"];
+
+/// The row's `config`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DelegateConfig {
+    /// Which provider runs delegations. Only `inprocess` exists so far.
+    pub provider: String,
+    /// Wake-ups of an idle owner by `wake`-urgency reports in a row, before a human message
+    /// refills the budget; later reports are injected without waking.
+    pub wake_budget: u32,
+    /// Bytes of any delegate-authored text (answer, error, logs, report) the model sees.
+    pub max_output_bytes: usize,
+}
+
+impl Default for DelegateConfig {
+    fn default() -> Self {
+        DelegateConfig {
+            provider: "inprocess".into(),
+            wake_budget: 3,
+            max_output_bytes: crate::render::DEFAULT_MAX_OUTPUT_BYTES,
+        }
+    }
+}
+
+/// The `delegate` plugin. [`DelegatePlugin::default`] builds its provider from the row's
+/// config; [`DelegatePlugin::with_service`] plugs in a provider instance (tests, embedders).
+#[derive(Clone, Default)]
+pub struct DelegatePlugin {
+    service: Option<Arc<dyn DelegationService>>,
+}
+
+impl std::fmt::Debug for DelegatePlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelegatePlugin")
+            .field(
+                "service",
+                &self.service.as_ref().map(|s| s.name().to_owned()),
+            )
+            .finish()
+    }
+}
+
+impl DelegatePlugin {
+    /// A plugin whose delegations go to `service` (the row's `provider` must name it).
+    pub fn with_service(service: Arc<dyn DelegationService>) -> Self {
+        DelegatePlugin {
+            service: Some(service),
+        }
+    }
+}
+
+fn setup(what: String) -> PluginError {
+    PluginError::Setup {
+        plugin: ID.as_str(),
+        what,
+        source: None,
+    }
+}
+
+/// The provider the config selects.
+fn provider(config: &DelegateConfig) -> Result<Arc<dyn DelegationService>, PluginError> {
+    match config.provider.as_str() {
+        "inprocess" => Ok(Arc::new(InProcessProvider::new())),
+        p @ ("consult" | "keel" | "acp") => Err(setup(format!(
+            "the '{p}' delegation provider is not built yet; only \"inprocess\" can be selected for now"
+        ))),
+        p => Err(setup(format!(
+            "unknown delegation provider '{p}' (only \"inprocess\" can be selected for now)"
+        ))),
+    }
+}
+
+impl Plugin for DelegatePlugin {
+    fn id(&self) -> PluginId {
+        ID
+    }
+
+    fn description(&self) -> &'static str {
+        "delegation: hand one self-contained task to an outside agent as a background job, steer it, read its bounded answer as untrusted data"
+    }
+
+    fn enabled_by_default(&self) -> bool {
+        false
+    }
+
+    fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
+        let config: DelegateConfig = plugin_config(ID, config)?;
+        if config.max_output_bytes < 256 {
+            return Err(setup(format!(
+                "max_output_bytes {} is below the minimum of 256",
+                config.max_output_bytes
+            )));
+        }
+        let service = match &self.service {
+            Some(s) if s.name() == config.provider => s.clone(),
+            Some(s) => {
+                return Err(setup(format!(
+                    "provider '{}' is configured but this build plugs in '{}'",
+                    config.provider,
+                    s.name()
+                )));
+            }
+            None => provider(&config)?,
+        };
+        let reports = Arc::new(Reports::new(config.wake_budget, config.max_output_bytes));
+        let shared = Shared::new(service, reports, config.max_output_bytes);
+        ctx.tools.extend(tools::all(&shared));
+        ctx.hooks
+            .subagent_build
+            .push(Arc::new(|_: &ChildBuild, setup: &mut ChildSetup| {
+                setup
+                    .withheld
+                    .extend(TOOL_NAMES.iter().map(|n| (*n).to_owned()));
+            }));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_inprocess_provider_can_be_selected() {
+        let mut c = DelegateConfig::default();
+        assert_eq!(provider(&c).unwrap().name(), "inprocess");
+        c.provider = "consult".into();
+        let e = provider(&c).err().unwrap().to_string();
+        assert!(
+            e.contains("'consult'") && e.contains("not built yet"),
+            "{e}"
+        );
+        c.provider = "zzz".into();
+        let e = provider(&c).err().unwrap().to_string();
+        assert!(e.contains("unknown delegation provider 'zzz'"), "{e}");
+    }
+
+    #[test]
+    fn defaults_and_unknown_keys() {
+        let c: DelegateConfig = plugin_config(ID, serde_json::json!({})).unwrap();
+        assert_eq!(c, DelegateConfig::default());
+        assert_eq!((c.wake_budget, c.max_output_bytes), (3, 16_000));
+        let e = plugin_config::<DelegateConfig>(ID, serde_json::json!({"wake": 1}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("wake"), "{e}");
+    }
+}
