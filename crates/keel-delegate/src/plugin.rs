@@ -4,7 +4,8 @@
 //! [[plugins]]
 //! id = "delegate"
 //! [plugins.config]
-//! provider = "inprocess"     # the only provider built so far (consult and keel are not yet)
+//! provider = "keel"          # the default; not built yet, nor "consult": only the in-process
+//!                            # test provider "inprocess" can be selected so far
 //! wake_budget = 3            # report wake-ups in a row before a human message is needed
 //! max_output_bytes = 16000   # bound of every delegate-authored text the model sees
 //! ```
@@ -32,7 +33,8 @@ pub const PROVIDERS: [&str; 1] = ["inprocess"];
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DelegateConfig {
-    /// Which provider runs delegations. Only `inprocess` exists so far.
+    /// Which provider runs delegations: `keel` (the default) and `consult` are not built yet;
+    /// `inprocess` is the in-process test provider (scripted outcomes, no real agent).
     pub provider: String,
     /// Wake-ups of an idle owner by `wake`-urgency reports in a row, before a human message
     /// refills the budget; later reports are injected without waking.
@@ -44,7 +46,7 @@ pub struct DelegateConfig {
 impl Default for DelegateConfig {
     fn default() -> Self {
         DelegateConfig {
-            provider: "inprocess".into(),
+            provider: "keel".into(),
             wake_budget: 3,
             max_output_bytes: crate::render::DEFAULT_MAX_OUTPUT_BYTES,
         }
@@ -152,6 +154,9 @@ mod tests {
     #[test]
     fn only_the_inprocess_provider_can_be_selected() {
         let mut c = DelegateConfig::default();
+        let e = provider(&c).err().unwrap().to_string();
+        assert!(e.contains("'keel'") && e.contains("not built yet"), "{e}");
+        c.provider = "inprocess".into();
         assert_eq!(provider(&c).unwrap().name(), "inprocess");
         c.provider = "consult".into();
         let e = provider(&c).err().unwrap().to_string();

@@ -64,6 +64,10 @@ struct Rig {
 }
 
 fn rig(script: Script, config: DelegateConfig) -> Rig {
+    let config = DelegateConfig {
+        provider: "inprocess".into(),
+        ..config
+    };
     let p = Arc::new(InProcessProvider::new());
     let mut catalogue = keel_host::catalogue::builtin();
     catalogue.retain(|pl| pl.id().as_str() != "delegate");
