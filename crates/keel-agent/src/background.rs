@@ -133,3 +133,57 @@ impl Agent {
         }
     }
 }
+
+/// Consecutive wake-ups of an idle agent by one background source (a plugin's follow-up turns),
+/// read from the agent's log: `agent/inbox/spliced` events are scanned incrementally, counting
+/// follow-ups inserted by messages whose source is `source` and resetting at every inserted
+/// human message. A resumed session therefore keeps its count. Each wake budget (the jobs',
+/// delegation's) keeps its own ledger.
+#[derive(Debug)]
+pub struct WakeLedger {
+    source: &'static str,
+    scanned: u64,
+    consecutive: u32,
+}
+
+impl WakeLedger {
+    /// A ledger of the follow-ups inserted by `source` (a plugin's message source,
+    /// `PluginId::source`).
+    pub fn new(source: &'static str) -> WakeLedger {
+        WakeLedger {
+            source,
+            scanned: 0,
+            consecutive: 0,
+        }
+    }
+
+    /// Read the events appended to `agent`'s log since the last call.
+    pub fn catch_up(&mut self, agent: &crate::Agent) {
+        let log = agent.log();
+        let session = log.session();
+        let end = session.len();
+        for seq in self.scanned..end {
+            let Some(ev) = session.event(keel_protocol::Seq(seq)) else {
+                continue;
+            };
+            let keel_protocol::EventBody::InboxSpliced(splice) = &ev.body else {
+                continue;
+            };
+            for m in &splice.inserted {
+                if m.source.is_user() {
+                    self.consecutive = 0;
+                } else if splice.target == keel_protocol::InboxTarget::NextTurn
+                    && m.source.plugin_id() == Some(self.source)
+                {
+                    self.consecutive += 1;
+                }
+            }
+        }
+        self.scanned = end;
+    }
+
+    /// Wake-ups in a row since the last human message.
+    pub fn consecutive(&self) -> u32 {
+        self.consecutive
+    }
+}

@@ -19,50 +19,16 @@
 
 use crate::render::{DATA_LINE, bound_head, frame};
 use crate::seam::{DelegationEvent, EventListener, EventType, Urgency};
+use keel_agent::background::{TurnActivity, WakeLedger};
 use keel_agent::inbox::InboxMode;
-use keel_agent::{Agent, WeakAgent, background::TurnActivity};
-use keel_protocol::{
-    ContentBlock, EventBody, InboxTarget, KnownSource, Message, MessageSource, Role, Seq,
-};
+use keel_agent::{Agent, WeakAgent};
+use keel_protocol::{ContentBlock, KnownSource, Message, MessageSource, Role};
 use serde_json::{Map, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Consecutive delegation wake-ups since the last human message, read from an owner's log.
-#[derive(Debug, Default)]
-struct WakeLedger {
-    scanned: u64,
-    consecutive: u32,
-}
-
-impl WakeLedger {
-    fn catch_up(&mut self, agent: &Agent) {
-        let log = agent.log();
-        let session = log.session();
-        let end = session.len();
-        for seq in self.scanned..end {
-            let Some(ev) = session.event(Seq(seq)) else {
-                continue;
-            };
-            let EventBody::InboxSpliced(splice) = &ev.body else {
-                continue;
-            };
-            for m in &splice.inserted {
-                if m.source.is_user() {
-                    self.consecutive = 0;
-                } else if splice.target == InboxTarget::NextTurn
-                    && m.source.plugin_id() == Some(crate::ID.source())
-                {
-                    self.consecutive += 1;
-                }
-            }
-        }
-        self.scanned = end;
-    }
 }
 
 /// What happened to one report.
@@ -125,11 +91,11 @@ impl Reports {
         let message = self.notice(display_id, event, can_steer);
         let ledger = lock(&self.ledgers)
             .entry(agent.session_id().as_str().to_owned())
-            .or_default()
+            .or_insert_with(|| Arc::new(Mutex::new(WakeLedger::new(crate::ID.source()))))
             .clone();
         let mut ledger = lock(&ledger);
         ledger.catch_up(agent);
-        let wake = event.urgency == Urgency::Wake && ledger.consecutive < self.wake_budget;
+        let wake = event.urgency == Urgency::Wake && ledger.consecutive() < self.wake_budget;
         let mode = agent.deliver(message, |activity| {
             if wake && activity == TurnActivity::Idle {
                 InboxMode::Followup

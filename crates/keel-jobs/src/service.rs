@@ -12,9 +12,10 @@
 
 use crate::JobsConfig;
 use crate::notice::JobNotice;
-use crate::wake::{self, WakeLedger};
+use crate::wake;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use keel_agent::background::WakeLedger;
 use keel_agent::background::{Background, IdleWait};
 use keel_agent::{Agent, WeakAgent};
 use keel_protocol::SessionId;
@@ -216,7 +217,7 @@ impl JobService {
         let owner = Owner {
             agent: agent.downgrade(),
             signal: Arc::new(Notify::new()),
-            ledger: Arc::new(Mutex::new(WakeLedger::default())),
+            ledger: Arc::new(Mutex::new(wake::ledger())),
             delivering: 0,
         };
         lock(&self.state).owners.insert(agent.session_id(), owner);

@@ -14,48 +14,14 @@
 //! keeps its count.
 
 use keel_agent::Agent;
-use keel_agent::background::TurnActivity;
+use keel_agent::background::{TurnActivity, WakeLedger};
 use keel_agent::inbox::InboxMode;
-use keel_protocol::{EventBody, InboxTarget, Message, Seq};
+use keel_protocol::Message;
 use std::sync::Mutex;
 
-/// Consecutive job wake-ups since the last human message, as read from an owner's log.
-#[derive(Debug, Default)]
-pub(crate) struct WakeLedger {
-    scanned: u64,
-    consecutive: u32,
-}
-
-impl WakeLedger {
-    /// Read the events appended since the last call.
-    pub(crate) fn catch_up(&mut self, agent: &Agent) {
-        let log = agent.log();
-        let session = log.session();
-        let end = session.len();
-        for seq in self.scanned..end {
-            let Some(ev) = session.event(Seq(seq)) else {
-                continue;
-            };
-            let EventBody::InboxSpliced(splice) = &ev.body else {
-                continue;
-            };
-            for m in &splice.inserted {
-                if m.source.is_user() {
-                    self.consecutive = 0;
-                } else if splice.target == InboxTarget::NextTurn
-                    && m.source.plugin_id() == Some(crate::ID.source())
-                {
-                    self.consecutive += 1;
-                }
-            }
-        }
-        self.scanned = end;
-    }
-
-    /// Wake-ups in a row since the last human message.
-    pub(crate) fn consecutive(&self) -> u32 {
-        self.consecutive
-    }
+/// The jobs' wake ledger: follow-ups inserted by `keel/jobs`.
+pub(crate) fn ledger() -> WakeLedger {
+    WakeLedger::new(crate::ID.source())
 }
 
 /// Hand `notice` to `agent`: inject while a turn runs, wake with a follow-up while idle and the
@@ -70,7 +36,7 @@ pub(crate) fn deliver(
     let mut ledger = ledger.lock().unwrap_or_else(|p| p.into_inner());
     ledger.catch_up(agent);
     let mode = agent.deliver(notice, |activity| {
-        if activity == TurnActivity::Idle && ledger.consecutive < max_wakeups {
+        if activity == TurnActivity::Idle && ledger.consecutive() < max_wakeups {
             InboxMode::Followup
         } else {
             InboxMode::Inject
