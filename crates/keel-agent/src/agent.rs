@@ -166,6 +166,10 @@ pub(crate) struct Inner {
     /// The background service this agent owns jobs in, once attached
     /// ([`crate::background`]).
     pub(crate) background: OnceLock<Arc<dyn crate::background::Background>>,
+    /// Signalled when a message from outside the loop queues a follow-up turn
+    /// ([`Agent::deliver`]): `run_until_idle` wakes for it even while its background service
+    /// has nothing settled to report.
+    pub(crate) woken: tokio::sync::Notify,
 }
 
 /// A running agent. Clone to share.
@@ -291,6 +295,7 @@ impl AgentBuilder {
                 state: Mutex::new(state),
                 turn_cancel: Mutex::new(CancellationToken::new()),
                 background: OnceLock::new(),
+                woken: tokio::sync::Notify::new(),
             }),
         };
         if fresh {

@@ -107,11 +107,15 @@ impl Agent {
         self.hooks()
             .inbox_inserted
             .notify(&InboxInserted { mode, message });
+        if mode == InboxMode::Followup {
+            self.inner.woken.notify_one();
+        }
         Ok(mode)
     }
 
     /// Run pending turns, then, while background work of this agent may still wake it, wait
-    /// for it: each notice that wakes the agent queues a follow-up turn, which runs here.
+    /// for it: each notice that wakes the agent queues a follow-up turn, which runs here — a
+    /// follow-up queued by any [`Agent::deliver`] (a delegation's report) wakes the wait too.
     /// Returns the last turn's outcome (`None` when no turn ran). Without a background service
     /// this is [`Agent::run_pending`]. Work still running when it returns keeps running; see
     /// [`Agent::kill_jobs`].
@@ -127,8 +131,13 @@ impl Agent {
             if self.has_pending_turn() {
                 continue;
             }
-            if service.idle(self).await == IdleWait::Done && !self.has_pending_turn() {
-                return Ok(last);
+            tokio::select! {
+                wait = service.idle(self) => {
+                    if wait == IdleWait::Done && !self.has_pending_turn() {
+                        return Ok(last);
+                    }
+                }
+                () = self.inner.woken.notified() => {}
             }
         }
     }

@@ -543,3 +543,54 @@ async fn wake_reports_wake_an_idle_owner_within_the_budget_and_a_human_refills_i
     agent.run_pending().await.unwrap();
     assert_eq!(inserted_by(agent, "keel/delegate").len(), 6);
 }
+
+/// A front end waiting in `run_until_idle` while a delegation runs wakes for a `wake` report:
+/// the follow-up turn runs without waiting for the job to finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_report_wakes_run_until_idle_while_the_job_runs() {
+    let script = Script::default()
+        .turn("[t1]", &[("delegate", json!({"prompt": "slow"}))])
+        .on_notice("reports blocked", &[]);
+    let mut script = script;
+    // The job's completion notice, and anything after it.
+    for _ in 0..3 {
+        script.0.push(json!({"text": "noted"}));
+    }
+    let r = rig(script, DelegateConfig::default());
+    r.p.script(Outcome::completed("x").held());
+    let agent = r.f.agent.clone();
+    human(&agent, "[t1] go").await;
+    let before = r.f.provider.requests().len();
+    let waiting = tokio::spawn({
+        let agent = agent.clone();
+        async move { agent.run_until_idle().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(r.p.emit("ip-1", EventType::Blocked, Urgency::Wake, "A or B?"));
+    // The woken turn runs while the job is still held.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while r.f.provider.requests().len() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run_until_idle did not wake"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        r.p.job_status("ip-1").map(|s| format!("{s:?}")).as_deref(),
+        Some("Running")
+    );
+    let last = r.f.provider.requests().last().unwrap().clone();
+    assert!(
+        serde_json::to_string(&last.messages)
+            .unwrap()
+            .contains("A or B?")
+    );
+    // Finishing the job ends the wait.
+    assert!(r.p.finish("ip-1"));
+    let outcome = keel_testkit::agent::guarded(waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(outcome.is_some());
+}
