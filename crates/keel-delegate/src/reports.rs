@@ -12,10 +12,8 @@
 //! mode atomically with the insertion from whether a turn runs. The budget is read from the
 //! owner's log like the jobs' ledger, separately from it: follow-ups inserted by
 //! `keel/delegate` count, any inserted human message resets the count.
-//!
-//! Limitation: an owner parked in [`Agent::run_until_idle`] waiting on the job service is only
-//! signalled by job settlements, so a woken follow-up runs when the driver next looks at the
-//! inbox (at the latest when a job settles); a driver calling `run_pending` runs it at once.
+//! An owner parked in [`Agent::run_until_idle`] wakes for a queued follow-up at once
+//! (`Agent::deliver` signals its loop).
 
 use crate::render::{DATA_LINE, bound_head, frame};
 use crate::seam::{DelegationEvent, EventListener, EventType, Urgency};
