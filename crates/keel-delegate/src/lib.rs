@@ -17,6 +17,7 @@
 
 #![deny(missing_docs)]
 
+pub mod consult;
 pub mod inprocess;
 pub mod plugin;
 pub mod render;
