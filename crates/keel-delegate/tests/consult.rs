@@ -343,7 +343,7 @@ async fn delegate_status_result_logs_cancel() {
     let mine = p.status(&c, None).await.unwrap();
     assert_eq!(mine.len(), 1);
     let done = p
-        .wait(&c, &[job.id.clone()], Duration::from_secs(10))
+        .wait(&c, std::slice::from_ref(&job.id), Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(done[0].status, JobStatus::Completed);
@@ -354,7 +354,11 @@ async fn delegate_status_result_logs_cancel() {
     let e = p.result(&c_of(&fx), &job.id).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::NotFinal);
     let e = p
-        .wait(&c_of(&fx), &[job.id.clone()], Duration::from_millis(500))
+        .wait(
+            &c_of(&fx),
+            std::slice::from_ref(&job.id),
+            Duration::from_millis(500),
+        )
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::Timeout, "{e}");
