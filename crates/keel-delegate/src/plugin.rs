@@ -4,8 +4,11 @@
 //! [[plugins]]
 //! id = "delegate"
 //! [plugins.config]
-//! provider = "keel"          # the default; not built yet, nor "consult": only the in-process
-//!                            # test provider "inprocess" can be selected so far
+//! provider = "keel"          # the default; not built yet. "consult" (the consult CLI, partly
+//!                            # built: no report following, no review) and "inprocess" (the
+//!                            # in-process test provider) can be selected
+//! consult_path = "consult"   # the consult executable (a bare name is looked up on PATH)
+//! # consult_data_dir = "…"   # CONSULT_DATA_DIR for every consult spawn (unset: consult's own)
 //! wake_budget = 3            # report wake-ups in a row before a human message is needed
 //! max_output_bytes = 16000   # bound of every delegate-authored text the model sees
 //! ```
@@ -13,12 +16,14 @@
 //! It registers the six tools (unconditionally while enabled) and withholds them from child
 //! agents, which own no background jobs. `delegate` needs the `jobs` plugin.
 
+use crate::consult::{ConsultConfig, ConsultProvider};
 use crate::inprocess::InProcessProvider;
 use crate::reports::Reports;
 use crate::seam::DelegationService;
 use crate::tools::{self, Shared, TOOL_NAMES};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::seams::{ChildBuild, ChildSetup};
+use keel_tools::subprocess::SubprocessService;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
@@ -27,15 +32,20 @@ use std::sync::Arc;
 pub const ID: PluginId = keel_agent::plugin_id!("delegate");
 
 /// Providers that can be selected now.
-pub const PROVIDERS: [&str; 1] = ["inprocess"];
+pub const PROVIDERS: [&str; 2] = ["consult", "inprocess"];
 
 /// The row's `config`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DelegateConfig {
-    /// Which provider runs delegations: `keel` (the default) and `consult` are not built yet;
-    /// `inprocess` is the in-process test provider (scripted outcomes, no real agent).
+    /// Which provider runs delegations: `keel` (the default) is not built yet; `consult` runs
+    /// the consult CLI; `inprocess` is the in-process test provider (scripted outcomes, no real
+    /// agent).
     pub provider: String,
+    /// The consult executable (`provider = "consult"`); a bare name is looked up on `PATH`.
+    pub consult_path: String,
+    /// `CONSULT_DATA_DIR` stamped on every consult spawn, when set.
+    pub consult_data_dir: Option<String>,
     /// Wake-ups of an idle owner by `wake`-urgency reports in a row, before a human message
     /// refills the budget; later reports are injected without waking.
     pub wake_budget: u32,
@@ -47,6 +57,8 @@ impl Default for DelegateConfig {
     fn default() -> Self {
         DelegateConfig {
             provider: "keel".into(),
+            consult_path: "consult".into(),
+            consult_data_dir: None,
             wake_budget: 3,
             max_output_bytes: crate::render::DEFAULT_MAX_OUTPUT_BYTES,
         }
@@ -89,14 +101,25 @@ fn setup(what: String) -> PluginError {
 }
 
 /// The provider the config selects.
-fn provider(config: &DelegateConfig) -> Result<Arc<dyn DelegationService>, PluginError> {
+fn provider(
+    config: &DelegateConfig,
+    subprocess: &SubprocessService,
+) -> Result<Arc<dyn DelegationService>, PluginError> {
     match config.provider.as_str() {
         "inprocess" => Ok(Arc::new(InProcessProvider::new())),
-        p @ ("consult" | "keel" | "acp") => Err(setup(format!(
-            "the '{p}' delegation provider is not built yet; only \"inprocess\" can be selected for now"
+        "consult" => Ok(Arc::new(ConsultProvider::new(
+            subprocess.clone(),
+            ConsultConfig {
+                program: config.consult_path.clone().into(),
+                data_dir: config.consult_data_dir.clone().map(Into::into),
+                ..ConsultConfig::default()
+            },
+        ))),
+        p @ ("keel" | "acp") => Err(setup(format!(
+            "the '{p}' delegation provider is not built yet; \"consult\" or \"inprocess\" can be selected for now"
         ))),
         p => Err(setup(format!(
-            "unknown delegation provider '{p}' (only \"inprocess\" can be selected for now)"
+            "unknown delegation provider '{p}' (\"consult\" or \"inprocess\" can be selected for now)"
         ))),
     }
 }
@@ -131,7 +154,7 @@ impl Plugin for DelegatePlugin {
                     s.name()
                 )));
             }
-            None => provider(&config)?,
+            None => provider(&config, &ctx.subprocess)?,
         };
         let reports = Arc::new(Reports::new(config.wake_budget, config.max_output_bytes));
         let shared = Shared::new(service, reports, config.max_output_bytes);
@@ -152,20 +175,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_inprocess_provider_can_be_selected() {
+    fn the_consult_and_inprocess_providers_can_be_selected() {
+        let sp = SubprocessService::new(
+            keel_tools::subprocess::SubprocessConfig::from_process_env(std::env::temp_dir()),
+        );
         let mut c = DelegateConfig::default();
-        let e = provider(&c).err().unwrap().to_string();
+        let e = provider(&c, &sp).err().unwrap().to_string();
         assert!(e.contains("'keel'") && e.contains("not built yet"), "{e}");
         c.provider = "inprocess".into();
-        assert_eq!(provider(&c).unwrap().name(), "inprocess");
+        assert_eq!(provider(&c, &sp).unwrap().name(), "inprocess");
         c.provider = "consult".into();
-        let e = provider(&c).err().unwrap().to_string();
-        assert!(
-            e.contains("'consult'") && e.contains("not built yet"),
-            "{e}"
-        );
+        assert_eq!(provider(&c, &sp).unwrap().name(), "consult");
         c.provider = "zzz".into();
-        let e = provider(&c).err().unwrap().to_string();
+        let e = provider(&c, &sp).err().unwrap().to_string();
         assert!(e.contains("unknown delegation provider 'zzz'"), "{e}");
     }
 
