@@ -13,7 +13,7 @@
 //! provider for tests and demos), [`tools`] (the six tools; they know only the seam),
 //! [`render`] (bounding and untrusted framing), [`reports`] (mid-flight reports and the wake
 //! budget), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider, partly
-//! built: no report following, no review). The `keel` provider is not built yet.
+//! built: no report following). The `keel` provider is not built yet.
 
 #![deny(missing_docs)]
 

@@ -70,6 +70,7 @@ impl Fx {
             program: fake_consult_path().unwrap(),
             data_dir: self.data_dir.clone(),
             timeout: Duration::from_secs(30),
+            review_timeout: Duration::from_secs(30),
         }
     }
 
@@ -530,4 +531,64 @@ async fn events_are_read_once() {
     let later = p.events(&fx.caller(), &job.id, Some(1)).await.unwrap();
     assert_eq!(later.len(), 1);
     assert_eq!(later[0].message, "half way");
+}
+
+#[tokio::test]
+async fn review_blocks_for_findings_and_maps_exit_8() {
+    use keel_delegate::seam::ReviewSpec;
+    let fx = Fx::new(FakeConsult::new().review_text("1. [major] off by one"));
+    let p = fx.provider();
+    let caps = p.capabilities(&fx.caller()).await;
+    assert!(caps.can_review);
+    let r = p
+        .review(
+            &fx.caller(),
+            ReviewSpec {
+                base: Some("main".into()),
+                profile: Some("codex".into()),
+                ..ReviewSpec::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.job.kind.as_deref(), Some("review"));
+    assert_eq!(r.final_text.as_deref(), Some("1. [major] off by one"));
+    let record = read_record(&fx.record()).unwrap();
+    let argv = record.iter().find(|i| i.argv[0] == "review").unwrap();
+    assert_eq!(
+        argv.argv.join(" "),
+        "review --json --agent codex --base main --sandbox confined"
+    );
+
+    let fx = Fx::new(FakeConsult::new().exit("review", 8));
+    let e = fx
+        .provider()
+        .review(&fx.caller(), ReviewSpec::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ReviewUnsupported, "{e}");
+
+    let fx = Fx::new(FakeConsult::new().missing("review"));
+    let p = fx.provider();
+    assert!(!p.capabilities(&fx.caller()).await.can_review);
+    let e = p
+        .review(&fx.caller(), ReviewSpec::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ReviewUnsupported);
+    assert_eq!(fx.count("review"), 0);
+}
+
+#[tokio::test]
+async fn a_failed_result_is_delegate_failed_with_its_error_message() {
+    let fx = Fx::new(
+        FakeConsult::new()
+            .status("failed")
+            .error_message("ran out of disk"),
+    );
+    let p = fx.provider();
+    let job = p.delegate(&fx.caller(), spec("f")).await.unwrap();
+    let e = p.result(&fx.caller(), &job.id).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::DelegateFailed);
+    assert_eq!(e.diagnosis.as_deref(), Some("ran out of disk"));
 }

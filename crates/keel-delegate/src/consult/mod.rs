@@ -3,9 +3,9 @@
 //!
 //! Built so far: [`run_subcommand`] (argv, env stamping, exit-code mapping, one busy retry),
 //! v1 envelope parsing, a lazy memoized preflight (a failure cached for
-//! [`PREFLIGHT_RETRY_AFTER`]), `capabilities`, `delegate`, `status`, `wait`, `result`, `logs`,
-//! `cancel`, `steer` and one-shot `events`. Not yet: `events --follow` (so [`watch`] reports
-//! nothing) and `review`.
+//! [`PREFLIGHT_RETRY_AFTER`]), `capabilities`, `delegate`, `review`, `status`, `wait`,
+//! `result`, `logs`, `cancel`, `steer` and one-shot `events`. Not yet: `events --follow` (so
+//! [`watch`] reports nothing).
 //!
 //! [`watch`]: DelegationService::watch
 
@@ -17,8 +17,8 @@ pub use run::{ConsultConfig, ConsultError, run_subcommand};
 
 use crate::seam::{
     Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationEvent,
-    DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, SteerOutcome,
-    check_extensions,
+    DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, ReviewSpec,
+    SteerOutcome, check_extensions,
 };
 use async_trait::async_trait;
 use keel_tools::subprocess::SubprocessService;
@@ -54,6 +54,7 @@ struct Preflight {
     default_profile: Option<String>,
     can_steer: bool,
     can_report: bool,
+    can_review: bool,
     extensions: BTreeMap<String, String>,
     /// Jobs active at preflight time, with the session that started them.
     active: Vec<(Option<String>, DelegationJob)>,
@@ -111,6 +112,18 @@ fn default_extensions() -> BTreeMap<String, String> {
         ("sandbox".to_owned(), "confined|inherit".to_owned()),
         ("isolated".to_owned(), "boolean".to_owned()),
     ])
+}
+
+/// The `sandbox` extension (default `confined`).
+fn sandbox_of(extensions: &serde_json::Map<String, Value>) -> Result<&str, DelegationError> {
+    match extensions.get("sandbox") {
+        None => Ok("confined"),
+        Some(Value::String(s)) if s == "confined" || s == "inherit" => Ok(s.as_str()),
+        Some(other) => Err(DelegationError::new(
+            ErrorCode::Unsupported,
+            format!("extension 'sandbox' must be \"confined\" or \"inherit\", not {other}"),
+        )),
+    }
 }
 
 impl ConsultProvider {
@@ -245,7 +258,7 @@ impl ConsultProvider {
             .map(|a| a.name)
             .collect();
 
-        let (can_steer, can_report, extensions) = if (version.0, version.1) >= (1, 2) {
+        let (can_steer, can_report, can_review, extensions) = if (version.0, version.1) >= (1, 2) {
             let out = self
                 .run(caller, &args(["capabilities", "--json"]))
                 .await
@@ -259,11 +272,17 @@ impl ConsultProvider {
                 .collect();
             // keel only turns these two into argv.
             ext.retain(|k, _| default_extensions().contains_key(k));
-            (caps.features.steer, caps.features.events, ext)
+            (
+                caps.features.steer,
+                caps.features.events,
+                caps.features.review,
+                ext,
+            )
         } else {
             (
                 self.probe(caller, "steer").await?,
                 self.probe(caller, "events").await?,
+                self.probe(caller, "review").await?,
                 default_extensions(),
             )
         };
@@ -286,6 +305,7 @@ impl ConsultProvider {
             default_profile,
             can_steer,
             can_report,
+            can_review,
             extensions,
             active,
         })
@@ -336,8 +356,7 @@ impl DelegationService for ConsultProvider {
                 default_profile: p.default_profile.clone(),
                 can_steer: p.can_steer,
                 can_report: p.can_report,
-                // `review` is not wired into this provider yet.
-                can_review: false,
+                can_review: p.can_review,
                 extensions: p.extensions.clone(),
                 diagnosis: None,
                 active_from_earlier_sessions: p
@@ -369,16 +388,7 @@ impl DelegationService for ConsultProvider {
             ..Capabilities::default()
         };
         check_extensions(&spec.extensions, &caps)?;
-        let sandbox = match spec.extensions.get("sandbox") {
-            None => "confined",
-            Some(Value::String(s)) if s == "confined" || s == "inherit" => s.as_str(),
-            Some(other) => {
-                return Err(DelegationError::new(
-                    ErrorCode::Unsupported,
-                    format!("extension 'sandbox' must be \"confined\" or \"inherit\", not {other}"),
-                ));
-            }
-        };
+        let sandbox = sandbox_of(&spec.extensions)?;
         let isolated = match spec.extensions.get("isolated") {
             None => false,
             Some(Value::Bool(b)) => *b,
@@ -418,6 +428,62 @@ impl DelegationService for ConsultProvider {
         let out = self.run(caller, &argv).await?;
         let env: envelope::JobEnvelope = envelope::parse("delegate", &out)?;
         Ok(env.job.into_job())
+    }
+
+    async fn review(
+        &self,
+        caller: &Caller,
+        spec: ReviewSpec,
+    ) -> Result<DelegationResult, DelegationError> {
+        let p = self.preflight(caller).await?;
+        if !p.can_review {
+            return Err(DelegationError::new(
+                ErrorCode::ReviewUnsupported,
+                format!("consult {} has no review", p.version),
+            ));
+        }
+        let caps = Capabilities {
+            extensions: p.extensions.clone(),
+            ..Capabilities::default()
+        };
+        check_extensions(&spec.extensions, &caps)?;
+        let sandbox = sandbox_of(&spec.extensions)?;
+        let mut argv = args(["review", "--json"]);
+        if let Some(profile) = &spec.profile {
+            argv.extend(args(["--agent", profile.as_str()]));
+        }
+        match (&spec.base, &spec.job_id) {
+            (Some(_), Some(_)) => {
+                return Err(DelegationError::new(
+                    ErrorCode::Unsupported,
+                    "a review is of a base ref or of a job, not both",
+                ));
+            }
+            (Some(base), None) => argv.extend(args(["--base", base.as_str()])),
+            (None, Some(job)) => argv.extend(args(["--job", job.as_str()])),
+            (None, None) => {}
+        }
+        argv.extend(args(["--sandbox", sandbox]));
+        for (flag, value) in [
+            ("--model", &spec.model),
+            ("--effort", &spec.effort),
+            ("--label", &spec.label),
+        ] {
+            if let Some(v) = value {
+                argv.extend(args([flag, v.as_str()]));
+            }
+        }
+        // consult has no queued review: this blocks until the findings are in.
+        let out = run_subcommand(
+            &self.subprocess,
+            &self.config,
+            caller,
+            &argv,
+            self.config.review_timeout,
+        )
+        .await?;
+        let env: envelope::JobEnvelope = envelope::parse("review", &out)?;
+        Ok(env.into_result())
     }
 
     async fn status(
@@ -464,9 +530,33 @@ impl DelegationService for ConsultProvider {
     }
 
     async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        let out = self.run(caller, &args(["result", id, "--json"])).await?;
-        let env: envelope::JobEnvelope = envelope::parse("result", &out)?;
-        Ok(env.into_result())
+        let argv = args(["result", id, "--json"]);
+        let run = run::run_retrying(
+            &self.subprocess,
+            &self.config,
+            caller,
+            &argv,
+            self.config.timeout,
+        )
+        .await?;
+        match run.exit {
+            Some(0) => {
+                let env: envelope::JobEnvelope = envelope::parse("result", &run.stdout)?;
+                Ok(env.into_result())
+            }
+            Some(6) => {
+                // `delegate-failed`; the failed job's envelope (when trusted) gives the diagnosis.
+                let err: DelegationError = run::map_exit("result", &run).into();
+                let message = envelope::parse::<envelope::JobEnvelope>("result", &run.stdout)
+                    .ok()
+                    .and_then(|e| e.outcome.error_message);
+                Err(match message {
+                    Some(m) => err.with_diagnosis(m),
+                    None => err,
+                })
+            }
+            _ => Err(run::map_exit("result", &run).into()),
+        }
     }
 
     async fn logs(

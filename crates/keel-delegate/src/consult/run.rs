@@ -23,6 +23,8 @@ pub struct ConsultConfig {
     pub data_dir: Option<PathBuf>,
     /// Time limit of one non-blocking subcommand.
     pub timeout: Duration,
+    /// Time limit of a (blocking) `review`.
+    pub review_timeout: Duration,
 }
 
 impl Default for ConsultConfig {
@@ -31,6 +33,7 @@ impl Default for ConsultConfig {
             program: PathBuf::from("consult"),
             data_dir: None,
             timeout: Duration::from_secs(60),
+            review_timeout: Duration::from_secs(30 * 60),
         }
     }
 }
@@ -236,17 +239,26 @@ pub async fn run_subcommand(
     args: &[String],
     timeout: Duration,
 ) -> Result<String, ConsultError> {
-    let sub = subcommand_of(args);
-    let mut retried = false;
-    loop {
-        let run = spawn_once(subprocess, config, caller, args, timeout).await?;
-        match run.exit {
-            Some(0) => return Ok(run.stdout),
-            Some(3) if !retried => {
-                retried = true;
-                tokio::time::sleep(BUSY_RETRY_PAUSE).await;
-            }
-            _ => return Err(map_exit(&sub, &run)),
-        }
+    let run = run_retrying(subprocess, config, caller, args, timeout).await?;
+    match run.exit {
+        Some(0) => Ok(run.stdout),
+        _ => Err(map_exit(&subcommand_of(args), &run)),
     }
+}
+
+/// Spawn `consult <args>`, once more after a pause when it exits 3 (busy); the last run is
+/// returned whatever its end.
+pub(crate) async fn run_retrying(
+    subprocess: &SubprocessService,
+    config: &ConsultConfig,
+    caller: &Caller,
+    args: &[String],
+    timeout: Duration,
+) -> Result<RawRun, ConsultError> {
+    let run = spawn_once(subprocess, config, caller, args, timeout).await?;
+    if run.exit != Some(3) {
+        return Ok(run);
+    }
+    tokio::time::sleep(BUSY_RETRY_PAUSE).await;
+    spawn_once(subprocess, config, caller, args, timeout).await
 }
