@@ -12,8 +12,8 @@
 //! Modules: [`seam`] (the provider-neutral vocabulary and trait), [`inprocess`] (a tiny
 //! provider for tests and demos), [`tools`] (the six tools; they know only the seam),
 //! [`render`] (bounding and untrusted framing), [`reports`] (mid-flight reports and the wake
-//! budget), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider, partly
-//! built: no report following). The `keel` provider is not built yet.
+//! budget), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider). The `keel`
+//! provider is not built yet.
 
 #![deny(missing_docs)]
 

@@ -592,3 +592,81 @@ async fn a_failed_result_is_delegate_failed_with_its_error_message() {
     assert_eq!(e.code, ErrorCode::DelegateFailed);
     assert_eq!(e.diagnosis.as_deref(), Some("ran out of disk"));
 }
+
+fn collector() -> (
+    Arc<Mutex<Vec<keel_delegate::seam::DelegationEvent>>>,
+    keel_delegate::seam::EventListener,
+) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let sink = got.clone();
+    (got, Arc::new(move |e| sink.lock().unwrap().push(e)))
+}
+
+async fn settle(what: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !what() {
+        assert!(Instant::now() < deadline, "timed out waiting");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn follow_restarts_after_dying_without_duplicates_or_losses() {
+    let fx = Fx::new(
+        FakeConsult::new()
+            .run_ms(1_500)
+            .event("blocked", "need a key")
+            .event("progress", "half way")
+            .event("discovery", "found it")
+            .follow_die_after(1)
+            .follow_die_times(2),
+    );
+    let p = fx.provider();
+    let job = p.delegate(&fx.caller(), spec("f")).await.unwrap();
+    let (got, listener) = collector();
+    p.watch(&fx.caller(), &job.id, listener).unwrap();
+    settle(|| got.lock().unwrap().len() >= 3).await;
+    // The third follow ends by itself once the job is final.
+    settle(|| {
+        read_record(&fx.record())
+            .unwrap()
+            .iter()
+            .filter(|i| i.argv.iter().any(|a| a == "--follow"))
+            .count()
+            == 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let got = got.lock().unwrap();
+    let seqs: Vec<Option<u64>> = got.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![Some(1), Some(2), Some(3)]);
+    assert_eq!(got[0].urgency, keel_delegate::seam::Urgency::Wake);
+    let follows: Vec<String> = read_record(&fx.record())
+        .unwrap()
+        .iter()
+        .filter(|i| i.argv.iter().any(|a| a == "--follow"))
+        .map(|i| i.argv.join(" "))
+        .collect();
+    assert_eq!(
+        follows,
+        vec![
+            "events job-1 --json --follow".to_owned(),
+            "events job-1 --json --follow --since 1".to_owned(),
+            "events job-1 --json --follow --since 2".to_owned(),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn follow_restarts_without_progress_are_capped() {
+    let fx = Fx::new(FakeConsult::new().run_ms(60_000).exit("events", 4));
+    let p = fx.provider();
+    let job = p.delegate(&fx.caller(), spec("f")).await.unwrap();
+    let (got, listener) = collector();
+    p.watch(&fx.caller(), &job.id, listener).unwrap();
+    let want = 1 + u64::from(keel_delegate::consult::MAX_IDLE_RESTARTS);
+    settle(|| fx.count("events") >= want).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(fx.count("events"), want);
+    assert!(got.lock().unwrap().is_empty());
+}

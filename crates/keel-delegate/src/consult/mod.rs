@@ -4,15 +4,17 @@
 //! Built so far: [`run_subcommand`] (argv, env stamping, exit-code mapping, one busy retry),
 //! v1 envelope parsing, a lazy memoized preflight (a failure cached for
 //! [`PREFLIGHT_RETRY_AFTER`]), `capabilities`, `delegate`, `review`, `status`, `wait`,
-//! `result`, `logs`, `cancel`, `steer` and one-shot `events`. Not yet: `events --follow` (so
-//! [`watch`] reports nothing).
+//! `result`, `logs`, `cancel`, `steer`, one-shot `events`, and [`watch`] (one `events
+//! --follow` per watched job, restarted after it dies, no report delivered twice).
 //!
 //! [`watch`]: DelegationService::watch
 
 mod envelope;
+mod follow;
 mod run;
 
 pub use envelope::SCHEMA_VERSION;
+pub use follow::MAX_IDLE_RESTARTS;
 pub use run::{ConsultConfig, ConsultError, run_subcommand};
 
 use crate::seam::{
@@ -630,13 +632,20 @@ impl DelegationService for ConsultProvider {
 
     fn watch(
         &self,
-        _caller: &Caller,
-        _id: &str,
-        _listener: EventListener,
+        caller: &Caller,
+        id: &str,
+        listener: EventListener,
     ) -> Result<(), DelegationError> {
-        Err(DelegationError::new(
-            ErrorCode::Unsupported,
-            "the consult provider does not follow reports yet (events --follow is not built)",
-        ))
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            DelegationError::new(ErrorCode::Internal, "watch needs a tokio runtime")
+        })?;
+        handle.spawn(follow::follow(
+            self.subprocess.clone(),
+            self.config.clone(),
+            caller.clone(),
+            id.to_owned(),
+            listener,
+        ));
+        Ok(())
     }
 }

@@ -3,7 +3,7 @@
 //! mapping its exit code to the spec's error codes.
 
 use crate::seam::{Caller, DelegationError, ErrorCode};
-use keel_tools::subprocess::{CommandSpec, RunEnd, SubprocessService};
+use keel_tools::subprocess::{CommandSpec, OutputSink, RunEnd, SubprocessService};
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -162,6 +162,29 @@ pub(crate) async fn spawn_once(
     args: &[String],
     timeout: Duration,
 ) -> Result<RawRun, ConsultError> {
+    spawn(subprocess, config, caller, args, timeout, None).await
+}
+
+/// [`spawn_once`], also handing every chunk of output to `sink` as it is read.
+pub(crate) async fn spawn_once_tee(
+    subprocess: &SubprocessService,
+    config: &ConsultConfig,
+    caller: &Caller,
+    args: &[String],
+    timeout: Duration,
+    sink: OutputSink,
+) -> Result<RawRun, ConsultError> {
+    spawn(subprocess, config, caller, args, timeout, Some(sink)).await
+}
+
+async fn spawn(
+    subprocess: &SubprocessService,
+    config: &ConsultConfig,
+    caller: &Caller,
+    args: &[String],
+    timeout: Duration,
+    sink: Option<OutputSink>,
+) -> Result<RawRun, ConsultError> {
     let sub = subcommand_of(args);
     let mut argv = vec![config.program.clone().into_os_string()];
     argv.extend(args.iter().map(Into::into));
@@ -174,6 +197,9 @@ pub(crate) async fn spawn_once(
         .label("consult");
     if let Some(dir) = &config.data_dir {
         spec = spec.env("CONSULT_DATA_DIR", dir);
+    }
+    if let Some(sink) = sink {
+        spec = spec.tee(sink);
     }
     let out = subprocess
         .run(spec, &CancellationToken::new())
