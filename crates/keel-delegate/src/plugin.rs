@@ -5,8 +5,7 @@
 //! id = "delegate"
 //! [plugins.config]
 //! provider = "keel"          # the default; not built yet. "consult" (the consult CLI) and
-//!                            # "inprocess" (the
-//!                            # in-process test provider) can be selected
+//!                            # "inprocess" (the in-process test provider) can be selected
 //! consult_path = "consult"   # the consult executable (a bare name is looked up on PATH)
 //! # consult_data_dir = "…"   # CONSULT_DATA_DIR for every consult spawn (unset: consult's own)
 //! wake_budget = 3            # report wake-ups in a row before a human message is needed
