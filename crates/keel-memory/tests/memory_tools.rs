@@ -5,11 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use keel_agent::Agent;
-use keel_memory::store::tools::TOOL_NAMES;
+use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId};
+use keel_memory::store::tools::{Shared, TOOL_NAMES, tools_with_shared};
 use keel_memory::store::{Identity, Scope, Store, default_path};
 use keel_testkit::agent::{AgentOptions, PluginRow, agent_in, events_of, tool_results};
 use serde_json::{Value, json};
 use std::path::Path;
+use std::sync::Arc;
 
 fn script(turns: &[(&str, Vec<(&str, Value)>)]) -> String {
     let mut s = "responses:\n".to_owned();
@@ -36,6 +38,26 @@ fn agent(home: &Path, cwd: &Path, script_yaml: &str, config: Value) -> Agent {
         ..AgentOptions::default()
     };
     agent_in(home, cwd, script_yaml, opts).0
+}
+
+/// A `memory` plugin whose tools share a state the test holds.
+struct SharedMemory(Arc<Shared>);
+
+impl Plugin for SharedMemory {
+    fn id(&self) -> PluginId {
+        keel_memory::ID
+    }
+    fn description(&self) -> &'static str {
+        "the memory tools over a test's shared state"
+    }
+    fn enabled_by_default(&self) -> bool {
+        false
+    }
+    fn install(&self, ctx: &mut InstallContext, _config: Value) -> Result<(), PluginError> {
+        let tools = tools_with_shared(ctx, &self.0);
+        ctx.tools.extend(tools);
+        Ok(())
+    }
 }
 
 async fn turn(agent: &Agent, text: &str) {
@@ -247,8 +269,21 @@ async fn turn_variables_are_cleared_at_turn_end() {
             ],
         ),
     ]);
-    let a = agent(d.home.path(), &d.cwd, &s, json!({}));
+    // The memory tools over a state the test keeps, installed by a `memory` plugin of the
+    // test's catalogue, so it can see the turn variables go.
+    let shared = Arc::new(Shared::new(default_path(d.home.path()), false));
+    let mut catalogue = keel_host::catalogue::builtin();
+    catalogue.retain(|p| p.id() != keel_memory::ID);
+    catalogue.push(Box::new(SharedMemory(shared.clone())));
+    let opts = AgentOptions {
+        plugins: vec![PluginRow::new("memory")],
+        catalogue: Some(catalogue),
+        ..AgentOptions::default()
+    };
+    let a = agent_in(d.home.path(), &d.cwd, &s, opts).0;
     turn(&a, "[T1] work").await;
+    // The `turn/end` observer dropped the session's turn variables.
+    assert_eq!(shared.turn_vars().sessions(), 0);
     let r = results(&a);
     assert!(
         r[2].contains("variable scratch in scope turn") && r[2].contains("{\"step\":2}"),
