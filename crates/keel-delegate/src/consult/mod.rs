@@ -159,6 +159,22 @@ impl ConsultProvider {
         .await
     }
 
+    /// One spawn of `consult <argv>` with the default time limit, whatever its exit.
+    async fn spawn_once(
+        &self,
+        caller: &Caller,
+        argv: &[String],
+    ) -> Result<run::RawRun, ConsultError> {
+        run::spawn_once(
+            &self.subprocess,
+            &self.config,
+            caller,
+            argv,
+            self.config.timeout,
+        )
+        .await
+    }
+
     /// The memoized preflight: run once on first use; a failure is returned from the cache for
     /// [`PREFLIGHT_RETRY_AFTER`], then tried again.
     async fn preflight(&self, caller: &Caller) -> Result<Arc<Preflight>, DelegationError> {
@@ -212,15 +228,10 @@ impl ConsultProvider {
         let version_text = format!("{}.{}.{}", version.0, version.1, version.2);
 
         let doctor_argv = args(["doctor", "--json", "--read-only", "--sandbox", "confined"]);
-        let doctor_run = run::spawn_once(
-            &self.subprocess,
-            &self.config,
-            caller,
-            &doctor_argv,
-            self.config.timeout,
-        )
-        .await
-        .map_err(failed)?;
+        let doctor_run = self
+            .spawn_once(caller, &doctor_argv)
+            .await
+            .map_err(failed)?;
         let doctor: Option<envelope::Doctor> = envelope::parse("doctor", &doctor_run.stdout).ok();
         if doctor_run.exit != Some(0) || !doctor.as_ref().is_some_and(|d| d.ok) {
             let problems: Vec<String> = doctor
@@ -316,14 +327,7 @@ impl ConsultProvider {
     /// `<sub> --help` on builds without `capabilities`: exit 0 = present, 2 = missing.
     async fn probe(&self, caller: &Caller, sub: &str) -> Result<bool, DelegationError> {
         let argv = args([sub, "--help"]);
-        let run = run::spawn_once(
-            &self.subprocess,
-            &self.config,
-            caller,
-            &argv,
-            self.config.timeout,
-        )
-        .await?;
+        let run = self.spawn_once(caller, &argv).await?;
         match run.exit {
             Some(0) => Ok(true),
             Some(2) => Ok(false),
@@ -587,14 +591,7 @@ impl DelegationService for ConsultProvider {
     ) -> Result<SteerOutcome, DelegationError> {
         let argv = args(["steer", id, "--message", guidance]);
         // Never retried: a steer that reached the delegate must not arrive twice.
-        let run = run::spawn_once(
-            &self.subprocess,
-            &self.config,
-            caller,
-            &argv,
-            self.config.timeout,
-        )
-        .await?;
+        let run = self.spawn_once(caller, &argv).await?;
         let detail = || {
             if run.stderr.is_empty() {
                 format!("consult steer {}", run.how)
