@@ -36,7 +36,41 @@ const EXCERPT_CHARS: usize = 320;
 /// The `history_search` tool (one per install; its indexes live as long as the agent).
 #[derive(Debug, Default)]
 pub struct HistorySearch {
+    /// The calling sessions' indexes (their logs are live in memory).
     indexes: Mutex<HashMap<SessionId, HistoryIndex>>,
+    /// Ancestors read from their files, with their indexes: read again only when the file grew.
+    ancestors: Mutex<HashMap<SessionId, Ancestor>>,
+}
+
+/// An ancestor session as read from its file.
+#[derive(Debug)]
+struct Ancestor {
+    path: PathBuf,
+    len: u64,
+    session: Session,
+    index: HistoryIndex,
+}
+
+impl Ancestor {
+    /// Read the session in `dir` and index it.
+    fn read(dir: &Path) -> Option<Ancestor> {
+        let loaded = keel_session::Store::load(dir).ok()?;
+        let path = loaded.report.path;
+        let len = std::fs::metadata(&path).ok()?.len();
+        let mut index = HistoryIndex::default();
+        index.extend(&loaded.session);
+        Some(Ancestor {
+            path,
+            len,
+            session: loaded.session,
+            index,
+        })
+    }
+
+    /// Whether the file is still the one read.
+    fn current(&self) -> bool {
+        std::fs::metadata(&self.path).is_ok_and(|m| m.len() == self.len)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,8 +92,6 @@ pub struct HistoryIndex {
     postings: FxHashMap<String, Vec<u32>>,
     /// The next seq to look at.
     next: u64,
-    /// For an ancestor read from its file: the file's length when read.
-    file_len: Option<u64>,
 }
 
 /// One hit.
@@ -257,19 +289,19 @@ impl HistorySearch {
             let Some(dir) = sibling_dir(file, &id) else {
                 break;
             };
-            let Ok(loaded) = keel_session::Store::load(&dir) else {
-                break; // an ancestor not on disk here (imported, removed): search what there is
-            };
-            let ancestor = loaded.session;
-            let len = std::fs::metadata(&loaded.report.path).map(|m| m.len()).ok();
-            let index = indexes.entry(id.clone()).or_default();
-            if index.file_len != len {
-                *index = HistoryIndex::default();
-                index.file_len = len;
+            let mut ancestors = self.ancestors.lock().unwrap_or_else(|p| p.into_inner());
+            if !ancestors.get(&id).is_some_and(Ancestor::current) {
+                // Not read yet, or the file grew (a parent still running): read it again.
+                let Some(read) = Ancestor::read(&dir) else {
+                    break; // an ancestor not on disk here (imported, removed): search what there is
+                };
+                ancestors.insert(id.clone(), read);
             }
-            index.extend(&ancestor);
-            hits.extend(index.search(&ancestor, &query, limit, None));
-            parent = ancestor.header().parent_session.clone();
+            let Some(a) = ancestors.get(&id) else {
+                break;
+            };
+            hits.extend(a.index.search(&a.session, &query, limit, None));
+            parent = a.session.header().parent_session.clone();
         }
         // This session's hits come first among equals (they were pushed first; the sort is
         // stable).
