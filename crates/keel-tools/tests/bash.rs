@@ -326,3 +326,60 @@ async fn subprocess_timeout_reports_timed_out() {
         "the command ran to its end: the timeout did not stop it"
     );
 }
+
+#[tokio::test]
+async fn a_long_lived_child_reads_streamed_stdin_and_its_stdout_is_teed_alone() {
+    let f = Fixture::new();
+    let service = f.service(vec![], &[]);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = {
+        let seen = seen.clone();
+        keel_tools::subprocess::OutputSink::new(move |b| seen.lock().unwrap().extend_from_slice(b))
+    };
+    // Echo each stdin line to stdout as it comes, with noise on stderr; stop at "end".
+    let script = r#"while read -r l; do echo "err $l" >&2; echo "got $l"; [ "$l" = end ] && exit 0; done; exit 3"#;
+    let spec = CommandSpec::new(["sh", "-c", script])
+        .stdin_stream(rx)
+        .tee_stdout(sink)
+        .spill(false)
+        .cap(8);
+    let run = tokio::spawn({
+        let service = service.clone();
+        async move { service.run(spec, &CancellationToken::new()).await }
+    });
+    tx.send(b"one\n".to_vec()).unwrap();
+    // The child answers the first line before the second is sent: stdin stays open between.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !String::from_utf8_lossy(&seen.lock().unwrap()).contains("got one") {
+        assert!(std::time::Instant::now() < deadline, "no answer to the first line");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tx.send(b"two\nend\n".to_vec()).unwrap();
+    let out = run.await.unwrap().unwrap();
+    assert_eq!(out.code, Some(0));
+    let teed = String::from_utf8(seen.lock().unwrap().clone()).unwrap();
+    assert_eq!(teed, "got one\ngot two\ngot end\n", "stdout alone, in order");
+    // Only the 8-byte tail is kept and nothing spilled.
+    assert_eq!(out.stdout.tail, b"got end\n");
+    assert!(out.stdout.spill.is_none() && out.stdout.truncated());
+    assert!(out.stderr.text().contains("err end"));
+}
+
+#[tokio::test]
+async fn a_streamed_stdin_closes_when_the_sender_is_dropped() {
+    let f = Fixture::new();
+    let service = f.service(vec![], &[]);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let spec = CommandSpec::new(["sh", "-c", "cat; echo eof"]).stdin_stream(rx);
+    tx.send(b"a\n".to_vec()).unwrap();
+    drop(tx);
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        service.run(spec, &CancellationToken::new()),
+    )
+    .await
+    .expect("stdin was never closed")
+    .unwrap();
+    assert_eq!(out.stdout.text(), "a\neof\n");
+}

@@ -115,8 +115,16 @@ pub struct CommandSpec {
     cap: usize,
     label: String,
     tee: Option<OutputSink>,
+    tee_stdout: Option<OutputSink>,
+    spill: bool,
+    stdin_stream: Option<StdinStream>,
     confine: Option<Arc<Confinement>>,
 }
+
+/// Lines (or any bytes) written to a child's stdin while it runs: each message the sender
+/// sends is written as it arrives; stdin closes when every sender is dropped.
+#[derive(Debug, Clone)]
+struct StdinStream(Arc<std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>>>>);
 
 impl CommandSpec {
     /// Run `argv[0]` with the remaining arguments; separate streams, 30,000-byte tail cap.
@@ -135,6 +143,9 @@ impl CommandSpec {
             cap: 30_000,
             label: "cmd".into(),
             tee: None,
+            tee_stdout: None,
+            spill: true,
+            stdin_stream: None,
             confine: None,
         }
     }
@@ -146,6 +157,14 @@ impl CommandSpec {
     /// Bytes written to stdin (then closed). Without it, stdin is `/dev/null`.
     pub fn stdin(mut self, payload: impl Into<Vec<u8>>) -> Self {
         self.stdin = Some(payload.into());
+        self
+    }
+    /// Keep stdin open while the child runs and write each message received on `messages` to it
+    /// (a long-lived child steered through its stdin); stdin closes when the sender is dropped.
+    /// Replaces a [`CommandSpec::stdin`] payload.
+    pub fn stdin_stream(mut self, messages: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>) -> Self {
+        self.stdin = None;
+        self.stdin_stream = Some(StdinStream(Arc::new(std::sync::Mutex::new(Some(messages)))));
         self
     }
     /// Set a variable explicitly (never scrubbed).
@@ -176,6 +195,19 @@ impl CommandSpec {
     /// Also hand every chunk of output to `sink` as it is read (both streams, in read order).
     pub fn tee(mut self, sink: OutputSink) -> Self {
         self.tee = Some(sink);
+        self
+    }
+    /// Hand every chunk of stdout alone to `sink` as it is read (a child speaking a line
+    /// protocol on stdout while it writes diagnostics on stderr). Needs
+    /// [`OutputMode::Separate`] (the default).
+    pub fn tee_stdout(mut self, sink: OutputSink) -> Self {
+        self.tee_stdout = Some(sink);
+        self
+    }
+    /// Whether a stream that outgrows the cap is spilled whole to a private file (the default);
+    /// `false` keeps only the tail (a caller that keeps what it needs through a tee).
+    pub fn spill(mut self, spill: bool) -> Self {
+        self.spill = spill;
         self
     }
     /// Run the command (and all it starts) inside `confinement` (see [`confine`]).
@@ -389,7 +421,7 @@ impl SubprocessService {
         if let Some(dir) = &spec.cwd {
             cmd.current_dir(dir);
         }
-        cmd.stdin(if spec.stdin.is_some() {
+        cmd.stdin(if spec.stdin.is_some() || spec.stdin_stream.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -417,36 +449,63 @@ impl SubprocessService {
             reaper_fd.is_some(),
         );
 
-        if let (Some(payload), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
-            tokio::spawn(async move {
-                // A child that exits without reading its stdin is not an error.
-                let _ = stdin.write_all(&payload).await;
-            });
+        let stream = spec
+            .stdin_stream
+            .as_ref()
+            .and_then(|s| s.0.lock().ok().and_then(|mut r| r.take()));
+        match (spec.stdin.clone(), stream, child.stdin.take()) {
+            (Some(payload), _, Some(mut stdin)) => {
+                tokio::spawn(async move {
+                    // A child that exits without reading its stdin is not an error.
+                    let _ = stdin.write_all(&payload).await;
+                });
+            }
+            (None, Some(mut messages), Some(mut stdin)) => {
+                tokio::spawn(async move {
+                    while let Some(bytes) = messages.recv().await {
+                        // A child that stopped reading is not an error; its exit tells.
+                        if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err()
+                        {
+                            break;
+                        }
+                    }
+                });
+            }
+            _ => {}
         }
         let stop = CancellationToken::new();
-        let reader = |r: Option<Box<dyn AsyncRead + Send + Unpin>>, label: String| {
-            let capture = Capture::new(
+        let reader = |r: Option<Box<dyn AsyncRead + Send + Unpin>>,
+                      label: String,
+                      own: Option<OutputSink>| {
+            let mut capture = Capture::new(
                 spec.cap,
                 self.cfg.spill_dir.clone(),
                 label,
                 spec.tee.clone(),
             );
+            capture.own_tee = own;
+            capture.spill_failed = !spec.spill;
             let stop = stop.clone();
             r.map(|r| tokio::spawn(capture.drain(r, stop)))
         };
         let (out_task, err_task) = match merged_reader {
             Some(r) => {
                 let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(r))?;
-                (reader(Some(Box::new(rx)), spec.label.clone()), None)
+                (
+                    reader(Some(Box::new(rx)), spec.label.clone(), None),
+                    None,
+                )
             }
             None => (
                 reader(
                     child.stdout.take().map(|s| Box::new(s) as _),
                     format!("{}-out", spec.label),
+                    spec.tee_stdout.clone(),
                 ),
                 reader(
                     child.stderr.take().map(|s| Box::new(s) as _),
                     format!("{}-err", spec.label),
+                    None,
                 ),
             ),
         };
@@ -512,6 +571,8 @@ struct Capture {
     spill_dir: PathBuf,
     label: String,
     tee: Option<OutputSink>,
+    /// This stream's own tee ([`CommandSpec::tee_stdout`]).
+    own_tee: Option<OutputSink>,
 }
 
 impl Capture {
@@ -525,6 +586,7 @@ impl Capture {
             spill_dir,
             label,
             tee,
+            own_tee: None,
         }
     }
 
@@ -532,6 +594,9 @@ impl Capture {
         use std::io::Write;
         self.total += chunk.len() as u64;
         if let Some(tee) = &self.tee {
+            tee.write(chunk);
+        }
+        if let Some(tee) = &self.own_tee {
             tee.write(chunk);
         }
         if self.spill.is_none() && !self.spill_failed && self.buf.len() + chunk.len() > self.cap {
