@@ -123,6 +123,32 @@ pub struct InstallContext {
     pub subprocess: SubprocessService,
     /// The merged configuration as JSON, for plugins that own a top-level section (`[hooks]`).
     pub settings: Value,
+    /// How another keel process reaches this agent's model (`None` when the model lives only
+    /// in this process, like an embedded test double).
+    pub model_launch: Option<ModelLaunch>,
+}
+
+/// How to start another `keel run` on an agent's model route, for a plugin that runs keel as
+/// a child process (the keel delegation provider): the command-line arguments that name the
+/// route, and the variables that carry its credential. The credential is passed explicitly on
+/// that one spawn; the subprocess service's scrub keeps it out of every other child.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ModelLaunch {
+    /// `keel run` arguments (`--base-url URL --model M --api-key-env VAR`, or `--script FILE`).
+    pub args: Vec<String>,
+    /// Variables to set on the child (name, value): the credential the arguments name.
+    pub env: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ModelLaunch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the credential's value.
+        let names: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("ModelLaunch")
+            .field("args", &self.args)
+            .field("env", &names)
+            .finish()
+    }
 }
 
 impl InstallContext {
@@ -137,6 +163,7 @@ impl InstallContext {
             keel_home,
             subprocess,
             settings: Value::Object(Default::default()),
+            model_launch: None,
         }
     }
 

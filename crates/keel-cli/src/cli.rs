@@ -140,7 +140,8 @@ pub struct ChatArgs {
     /// Continue the latest session of this directory.
     #[arg(long)]
     pub last: bool,
-    /// Print every session event as one JSON object per line on stdout.
+    /// Print the session's records as JSON lines on stdout as they are written: the header,
+    /// then every event.
     #[arg(long)]
     pub json: bool,
     /// Replay a model script instead of calling a model.
@@ -187,6 +188,19 @@ pub struct RunArgs {
     /// Write the session file compressed (session.jsonl.zst).
     #[arg(long)]
     pub zstd: bool,
+    /// While the run lasts, read inbox messages from stdin, one JSON object per line:
+    /// {"steer": TEXT} joins the running turn at its next step, {"followup": TEXT} queues a turn
+    /// after it. Needs the prompt as an argument. keel's delegation provider steers its
+    /// delegates this way.
+    #[arg(long, requires = "prompt")]
+    pub inbox_stdin: bool,
+    /// Record this run as delegated by SESSION: the new session's header names SESSION as its
+    /// parent, with origin "delegate" (set by keel's delegation provider).
+    #[arg(long, value_name = "SESSION")]
+    pub delegated_from: Option<String>,
+    /// Delegation depth recorded with --delegated-from (default 1).
+    #[arg(long, value_name = "N", requires = "delegated_from")]
+    pub delegation_depth: Option<u32>,
 }
 
 /// `keel demo`.
@@ -212,7 +226,7 @@ pub struct ResumeArgs {
     /// argument, if any, is the new prompt: `keel resume --last "Continue."`.
     #[arg(long)]
     pub last: bool,
-    /// Print every session event as one JSON object per line on stdout.
+    /// Print the session's header, then every event from now on, as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
     /// Replay a model script instead of calling a model.

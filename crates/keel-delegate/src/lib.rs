@@ -12,13 +12,14 @@
 //! Modules: [`seam`] (the provider-neutral vocabulary and trait), [`inprocess`] (a tiny
 //! provider for tests and demos), [`tools`] (the six tools; they know only the seam),
 //! [`render`] (bounding and untrusted framing), [`reports`] (mid-flight reports and the wake
-//! budget), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider). The `keel`
-//! provider is not built yet.
+//! budget), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider), [`keel`]
+//! (another `keel run` process as the delegate).
 
 #![deny(missing_docs)]
 
 pub mod consult;
 pub mod inprocess;
+pub mod keel;
 pub mod plugin;
 pub mod render;
 pub mod reports;

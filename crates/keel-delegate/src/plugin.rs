@@ -4,8 +4,10 @@
 //! [[plugins]]
 //! id = "delegate"
 //! [plugins.config]
-//! provider = "keel"          # the default; not built yet. "consult" (the consult CLI) and
-//!                            # "inprocess" (the in-process test provider) can be selected
+//! provider = "keel"          # the default: another `keel run` process in its own session;
+//!                            # "consult" (the consult CLI) or "inprocess" (the test provider)
+//! # keel_path = "…"          # the keel executable for delegates (default: this one)
+//! keel_time_limit_sec = 3600 # wall-time limit of one keel delegate
 //! consult_path = "consult"   # the consult executable (a bare name is looked up on PATH)
 //! # consult_data_dir = "…"   # CONSULT_DATA_DIR for every consult spawn (unset: consult's own)
 //! wake_budget = 3            # report wake-ups in a row before a human message is needed
@@ -17,12 +19,12 @@
 
 use crate::consult::{ConsultConfig, ConsultProvider};
 use crate::inprocess::InProcessProvider;
+use crate::keel::{KeelConfig, KeelProvider};
 use crate::reports::Reports;
 use crate::seam::DelegationService;
 use crate::tools::{self, Shared, TOOL_NAMES};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::seams::{ChildBuild, ChildSetup};
-use keel_tools::subprocess::SubprocessService;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
@@ -31,16 +33,20 @@ use std::sync::Arc;
 pub const ID: PluginId = keel_agent::plugin_id!("delegate");
 
 /// Providers that can be selected now.
-pub const PROVIDERS: [&str; 2] = ["consult", "inprocess"];
+pub const PROVIDERS: [&str; 3] = ["keel", "consult", "inprocess"];
 
 /// The row's `config`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DelegateConfig {
-    /// Which provider runs delegations: `keel` (the default) is not built yet; `consult` runs
-    /// the consult CLI; `inprocess` is the in-process test provider (scripted outcomes, no real
-    /// agent).
+    /// Which provider runs delegations: `keel` (the default) runs another `keel run` process;
+    /// `consult` runs the consult CLI; `inprocess` is the in-process test provider (scripted
+    /// outcomes, no real agent).
     pub provider: String,
+    /// The keel executable delegates run (`provider = "keel"`); this executable when unset.
+    pub keel_path: Option<String>,
+    /// Wall-time limit of one keel delegate, in seconds.
+    pub keel_time_limit_sec: u64,
     /// The consult executable (`provider = "consult"`); a bare name is looked up on `PATH`.
     pub consult_path: String,
     /// `CONSULT_DATA_DIR` stamped on every consult spawn, when set.
@@ -56,6 +62,8 @@ impl Default for DelegateConfig {
     fn default() -> Self {
         DelegateConfig {
             provider: "keel".into(),
+            keel_path: None,
+            keel_time_limit_sec: 3600,
             consult_path: "consult".into(),
             consult_data_dir: None,
             wake_budget: 3,
@@ -102,23 +110,31 @@ fn setup(what: String) -> PluginError {
 /// The provider the config selects.
 fn provider(
     config: &DelegateConfig,
-    subprocess: &SubprocessService,
+    ctx: &InstallContext,
 ) -> Result<Arc<dyn DelegationService>, PluginError> {
     match config.provider.as_str() {
+        "keel" => {
+            let mut k = KeelConfig::new(ctx.model_launch.clone(), ctx.keel_home.clone());
+            if let Some(p) = &config.keel_path {
+                k.program = p.into();
+            }
+            k.time_limit = std::time::Duration::from_secs(config.keel_time_limit_sec.max(1));
+            Ok(Arc::new(KeelProvider::new(ctx.subprocess.clone(), k)))
+        }
         "inprocess" => Ok(Arc::new(InProcessProvider::new())),
         "consult" => Ok(Arc::new(ConsultProvider::new(
-            subprocess.clone(),
+            ctx.subprocess.clone(),
             ConsultConfig {
                 program: config.consult_path.clone().into(),
                 data_dir: config.consult_data_dir.clone().map(Into::into),
                 ..ConsultConfig::default()
             },
         ))),
-        p @ ("keel" | "acp") => Err(setup(format!(
-            "the '{p}' delegation provider is not built yet; \"consult\" or \"inprocess\" can be selected for now"
-        ))),
+        "acp" => Err(setup(
+            "the 'acp' delegation provider is not built yet; \"keel\", \"consult\" or \"inprocess\" can be selected".into(),
+        )),
         p => Err(setup(format!(
-            "unknown delegation provider '{p}' (\"consult\" or \"inprocess\" can be selected for now)"
+            "unknown delegation provider '{p}' (\"keel\", \"consult\" or \"inprocess\")"
         ))),
     }
 }
@@ -153,7 +169,7 @@ impl Plugin for DelegatePlugin {
                     s.name()
                 )));
             }
-            None => provider(&config, &ctx.subprocess)?,
+            None => provider(&config, ctx)?,
         };
         let reports = Arc::new(Reports::new(config.wake_budget, config.max_output_bytes));
         let shared = Shared::new(service, reports, config.max_output_bytes);
@@ -172,21 +188,25 @@ impl Plugin for DelegatePlugin {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel_tools::subprocess::SubprocessService;
 
     #[test]
-    fn the_consult_and_inprocess_providers_can_be_selected() {
+    fn every_built_provider_can_be_selected() {
         let sp = SubprocessService::new(
             keel_tools::subprocess::SubprocessConfig::from_process_env(std::env::temp_dir()),
         );
+        let ctx = InstallContext::new(std::env::temp_dir(), std::env::temp_dir(), sp);
         let mut c = DelegateConfig::default();
-        let e = provider(&c, &sp).err().unwrap().to_string();
-        assert!(e.contains("'keel'") && e.contains("not built yet"), "{e}");
-        c.provider = "inprocess".into();
-        assert_eq!(provider(&c, &sp).unwrap().name(), "inprocess");
-        c.provider = "consult".into();
-        assert_eq!(provider(&c, &sp).unwrap().name(), "consult");
+        assert_eq!(provider(&c, &ctx).unwrap().name(), "keel");
+        for p in PROVIDERS {
+            c.provider = p.into();
+            assert_eq!(provider(&c, &ctx).unwrap().name(), p);
+        }
+        c.provider = "acp".into();
+        let e = provider(&c, &ctx).err().unwrap().to_string();
+        assert!(e.contains("'acp'") && e.contains("not built yet"), "{e}");
         c.provider = "zzz".into();
-        let e = provider(&c, &sp).err().unwrap().to_string();
+        let e = provider(&c, &ctx).err().unwrap().to_string();
         assert!(e.contains("unknown delegation provider 'zzz'"), "{e}");
     }
 

@@ -19,7 +19,7 @@ use crate::catalogue;
 use crate::config::{self, Loaded, Sources};
 use crate::endpoint::{self, Endpoint, EndpointInputs};
 use crate::error::HostError;
-use keel_agent::plugin::{InstallContext, Plugin};
+use keel_agent::plugin::{InstallContext, ModelLaunch, Plugin};
 use keel_agent::{Agent, AgentConfig, ApprovalPolicy, Approver, HookRegistry, ToolSetup};
 use keel_llm::{
     ApiKey, ModelCatalogue, ModelInfo, ModelOverride, OpenAiProvider, Provider, ProviderConfig,
@@ -115,7 +115,13 @@ pub struct ModelRoute {
     pub model: String,
     /// What keel knows of the model (window, output budget).
     pub info: ModelInfo,
+    /// How another keel process reaches the same model (`None` for a front end's own
+    /// provider object, which lives only in this process).
+    pub launch: Option<ModelLaunch>,
 }
+
+/// The variable that carries the route's key to a keel child process ([`ModelLaunch`]).
+pub const CHILD_KEY_ENV: &str = "KEEL_CHILD_API_KEY";
 
 impl std::fmt::Debug for ModelRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -234,12 +240,31 @@ impl Host {
         };
         catalogue.apply_override(&model, flagged);
         let info = catalogue.lookup(&model);
-        let (provider, provider_name): (Arc<dyn Provider>, String) = match source {
-            ModelSource::Provider(p) => (p, "scripted".into()),
+        let mut launch_args = vec!["--model".to_owned(), model.clone()];
+        if let Some(n) = flags.context_window {
+            launch_args.extend(["--context-window".to_owned(), n.to_string()]);
+        }
+        if let Some(n) = flags.max_output {
+            launch_args.extend(["--max-output".to_owned(), n.to_string()]);
+        }
+        let (provider, provider_name, launch): (Arc<dyn Provider>, String, _) = match source {
+            ModelSource::Provider(p) => (p, "scripted".into(), None),
             ModelSource::Script(path) => {
-                let p = ScriptedProvider::from_path(&path)
-                    .map_err(|source| HostError::Script { path, source })?;
-                (Arc::new(p.with_name("scripted")), "scripted".into())
+                let p = ScriptedProvider::from_path(&path).map_err(|source| HostError::Script {
+                    path: path.clone(),
+                    source,
+                })?;
+                let abs = std::path::absolute(&path).unwrap_or(path);
+                launch_args.extend(["--script".to_owned(), abs.display().to_string()]);
+                let launch = ModelLaunch {
+                    args: launch_args,
+                    env: Vec::new(),
+                };
+                (
+                    Arc::new(p.with_name("scripted")) as Arc<dyn Provider>,
+                    "scripted".into(),
+                    Some(launch),
+                )
             }
             ModelSource::Configured => {
                 let Endpoint {
@@ -253,6 +278,15 @@ impl Host {
                     (None, Some(source)) => Some(ApiKey::from_env(&source.var)?),
                     (None, None) => None,
                 };
+                launch_args.extend(["--base-url".to_owned(), base_url.clone()]);
+                let mut launch = ModelLaunch::default();
+                if let Some(key) = &key {
+                    launch_args.extend(["--api-key-env".to_owned(), CHILD_KEY_ENV.to_owned()]);
+                    launch
+                        .env
+                        .push((CHILD_KEY_ENV.to_owned(), key.expose().to_owned()));
+                }
+                launch.args = launch_args;
                 let mut pconf = match key {
                     Some(key) => ProviderConfig::new(name.clone(), base_url, key),
                     None => ProviderConfig::without_key(name.clone(), base_url),
@@ -262,7 +296,7 @@ impl Host {
                     pconf.idle_timeout = Duration::from_secs(secs);
                 }
                 pconf.catalogue = catalogue;
-                (Arc::new(OpenAiProvider::new(pconf)?), name)
+                (Arc::new(OpenAiProvider::new(pconf)?), name, Some(launch))
             }
         };
         Ok(ModelRoute {
@@ -270,6 +304,7 @@ impl Host {
             provider_name,
             model,
             info,
+            launch,
         })
     }
 }
@@ -328,9 +363,20 @@ impl AgentFactory<'_> {
 
     /// A new, empty session log for the workspace, in `format`.
     pub fn new_session(&self, format: LogFormat) -> Result<PersistentSession, HostError> {
+        self.new_session_with(format, |_| {})
+    }
+
+    /// [`AgentFactory::new_session`] with its header adjusted by `edit` before it is written
+    /// (a delegated run records its parent session, origin and delegation depth).
+    pub fn new_session_with(
+        &self,
+        format: LogFormat,
+        edit: impl FnOnce(&mut SessionHeader),
+    ) -> Result<PersistentSession, HostError> {
         let cwd = &self.host.cwd;
-        let header =
+        let mut header =
             SessionHeader::new(new_session_id(), now_ms(), Some(cwd.display().to_string()));
+        edit(&mut header);
         let options = WriterOptions {
             format,
             ..WriterOptions::default()
@@ -386,6 +432,7 @@ impl AgentFactory<'_> {
         ctx.hooks = options.hooks;
         ctx.agent_hooks = options.agent_hooks;
         ctx.settings = serde_json::to_value(&host.loaded.table).unwrap_or_default();
+        ctx.model_launch = self.route.launch.clone();
         let mut enable = self.enable.clone();
         enable.extend(self.row_edits.iter().map(|e| e.plugin));
         catalogue::install_rows(

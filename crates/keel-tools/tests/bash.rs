@@ -352,14 +352,20 @@ async fn a_long_lived_child_reads_streamed_stdin_and_its_stdout_is_teed_alone() 
     // The child answers the first line before the second is sent: stdin stays open between.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !String::from_utf8_lossy(&seen.lock().unwrap()).contains("got one") {
-        assert!(std::time::Instant::now() < deadline, "no answer to the first line");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no answer to the first line"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tx.send(b"two\nend\n".to_vec()).unwrap();
     let out = run.await.unwrap().unwrap();
     assert_eq!(out.code, Some(0));
     let teed = String::from_utf8(seen.lock().unwrap().clone()).unwrap();
-    assert_eq!(teed, "got one\ngot two\ngot end\n", "stdout alone, in order");
+    assert_eq!(
+        teed, "got one\ngot two\ngot end\n",
+        "stdout alone, in order"
+    );
     // Only the 8-byte tail is kept and nothing spilled.
     assert_eq!(out.stdout.tail, b"got end\n");
     assert!(out.stdout.spill.is_none() && out.stdout.truncated());

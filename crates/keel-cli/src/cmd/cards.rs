@@ -209,6 +209,9 @@ pub fn chat(mut ctx: Ctx, args: ChatArgs) -> Result<ExitCode> {
                 json: args.json,
                 script: args.script,
                 zstd: false,
+                inbox_stdin: false,
+                delegated_from: None,
+                delegation_depth: None,
             },
         );
     }

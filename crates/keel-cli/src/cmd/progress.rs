@@ -34,6 +34,16 @@ impl Progress {
         Progress { output }
     }
 
+    /// With `--json`, the session header as the first line (the stream then holds the session
+    /// file's records in order).
+    pub fn header(&self, header: &keel_protocol::SessionHeader) -> std::io::Result<()> {
+        if self.output == Output::Json {
+            let line = serde_json::to_string(header)?;
+            writeln!(std::io::stdout().lock(), "{line}")?;
+        }
+        Ok(())
+    }
+
     /// Register the observer.
     pub fn install(&self, hooks: &mut HookRegistry) {
         if std::env::var_os("KEEL_REPORT_RUSAGE").is_some() {

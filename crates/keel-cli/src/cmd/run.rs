@@ -160,7 +160,23 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let host = ctx.host()?;
     let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
-    let log = factory.new_session(log_format(args.zstd))?;
+    let lineage = match &args.delegated_from {
+        Some(parent) => Some((
+            keel_protocol::SessionId(parent.clone()),
+            args.delegation_depth.unwrap_or(1),
+        )),
+        None => None,
+    };
+    let log = factory.new_session_with(log_format(args.zstd), |h| {
+        if let Some((parent, depth)) = lineage {
+            h.parent_session = Some(parent);
+            h.origin = Some("delegate".into());
+            h.delegation_depth = depth;
+        }
+    })?;
+    if args.json {
+        progress.header(log.session().header())?;
+    }
     let path = log.writer().path().to_path_buf();
     let agent = match build_agent(&factory, log, &progress) {
         Ok(agent) => agent,
@@ -171,8 +187,41 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
         }
     };
     agent.followup(&prompt)?;
+    if args.inbox_stdin {
+        read_inbox(agent.clone());
+    }
     let outcome = drive(&agent)?;
     finish(&agent, outcome, Output::from_json_flag(args.json))
+}
+
+/// `--inbox-stdin`: steer or queue from JSON lines on stdin until it closes. A line that is not
+/// `{"steer": TEXT}` or `{"followup": TEXT}` is reported on stderr and skipped.
+fn read_inbox(agent: Agent) {
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed: Result<serde_json::Map<String, serde_json::Value>, _> =
+                serde_json::from_str(&line);
+            let done = match parsed.as_ref().map(|m| {
+                (
+                    m.get("steer").and_then(|v| v.as_str()),
+                    m.get("followup").and_then(|v| v.as_str()),
+                )
+            }) {
+                Ok((Some(text), None)) => agent.steer(text).map_err(|e| e.to_string()),
+                Ok((None, Some(text))) => agent.followup(text).map_err(|e| e.to_string()),
+                _ => {
+                    Err("expected one JSON object {\"steer\": TEXT} or {\"followup\": TEXT}".into())
+                }
+            };
+            if let Err(e) = done {
+                let _ = writeln!(std::io::stderr(), "keel: --inbox-stdin: {e}");
+            }
+        }
+    });
 }
 
 /// Remove a session file this process just created, and its directory and spill directory
@@ -269,6 +318,9 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     let host = ctx.host()?;
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
+    if args.json {
+        progress.header(log.session().header())?;
+    }
     let agent = build_agent(&factory, log, &progress)?;
     if let Some(prompt) = prompt {
         agent.followup(&prompt)?;

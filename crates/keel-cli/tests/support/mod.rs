@@ -139,6 +139,26 @@ impl Env {
         files.into_iter().next().unwrap()
     }
 
+    /// The one session file whose header satisfies `pick` (panics when there are none or
+    /// several).
+    pub fn only_session_where(&self, pick: impl Fn(&Value) -> bool) -> PathBuf {
+        let files: Vec<PathBuf> = self
+            .session_files()
+            .into_iter()
+            .filter(|p| {
+                let text = std::fs::read_to_string(p).unwrap_or_default();
+                let header = text.lines().next().unwrap_or("{}");
+                pick(&serde_json::from_str(header).unwrap_or(Value::Null))
+            })
+            .collect();
+        assert_eq!(
+            files.len(),
+            1,
+            "expected exactly one such session: {files:?}"
+        );
+        files.into_iter().next().unwrap()
+    }
+
     /// Poll until the session log satisfies `done` (the file may not exist yet, and may end in
     /// a torn record while being written). Returns the events seen. Hang guard only.
     pub fn wait_for_log(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {

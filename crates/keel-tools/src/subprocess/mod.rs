@@ -464,8 +464,7 @@ impl SubprocessService {
                 tokio::spawn(async move {
                     while let Some(bytes) = messages.recv().await {
                         // A child that stopped reading is not an error; its exit tells.
-                        if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err()
-                        {
+                        if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
                             break;
                         }
                     }
@@ -491,10 +490,7 @@ impl SubprocessService {
         let (out_task, err_task) = match merged_reader {
             Some(r) => {
                 let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(r))?;
-                (
-                    reader(Some(Box::new(rx)), spec.label.clone(), None),
-                    None,
-                )
+                (reader(Some(Box::new(rx)), spec.label.clone(), None), None)
             }
             None => (
                 reader(

@@ -1,0 +1,197 @@
+//! The keel delegation provider end to end through the real binary: a supervisor `keel run`
+//! delegates to another `keel run --json` process (its own session, lineage in its header),
+//! write mode in an isolated git worktree returning a patch, the model route and its key
+//! passed explicitly, steering through the delegate's inbox, and `keel review`.
+//!
+//! One mock model serves both agents; responses are told apart by what each request ends with.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use support::{Env, Mock, load_consistent, of_type, run};
+
+const KEY: &str = "secret-route-key-77";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A git workspace with a buggy add.sh committed, and the delegate plugin on.
+fn project() -> Env {
+    let env = Env::new();
+    env.write("add.sh", "#!/bin/sh\necho $(( $1 - $2 ))\n");
+    env.write(
+        ".keel/config.toml",
+        "[[plugins]]\nid = \"delegate\"\nenabled = true\n",
+    );
+    git(&env.ws, &["init", "-q"]);
+    git(&env.ws, &["add", "-A"]);
+    git(&env.ws, &["commit", "-qm", "start"]);
+    env
+}
+
+/// `keel` on the mock with the key in MY_ROUTE_KEY, named by --api-key-env.
+fn keel(env: &Env, mock: &Mock) -> Command {
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.env("MY_ROUTE_KEY", KEY)
+        .args(["--api-key-env", "MY_ROUTE_KEY", "--approval", "auto"]);
+    cmd
+}
+
+/// The session files whose header names `parent` as parent session.
+fn children_of(env: &Env, parent: &str) -> Vec<(Value, Vec<Value>)> {
+    env.session_files()
+        .into_iter()
+        .filter_map(|p| {
+            let header: Value =
+                serde_json::from_str(std::fs::read_to_string(&p).ok()?.lines().next()?).ok()?;
+            (header["parentSession"] == parent).then(|| (header, load_consistent(&p)))
+        })
+        .collect()
+}
+
+fn texts(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_write_delegation_runs_in_a_worktree_and_returns_a_patch_and_its_answer() {
+    let env = project();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_message_contains: "SUPERVISE" }
+    tool_calls:
+      - { id: s1, name: delegate, arguments: { prompt: "DELEGATED: make add.sh add", mode: write, label: fix } }
+  - match: { last_message_contains: "DELEGATE-ANSWER" }
+    text: "SUPERVISOR-DONE"
+  - match: { last_tool_result_contains: "Started delegation delegate-1" }
+    text: "waiting for the delegate"
+  - match: { last_message_contains: "DELEGATED" }
+    tool_calls:
+      - { id: d1, name: edit, arguments: { path: add.sh, old_string: "$1 - $2", new_string: "$1 + $2" } }
+  - match: { last_tool_result_contains: "Edited add.sh" }
+    tool_calls:
+      - { id: d2, name: bash, arguments: { command: "env" } }
+  - match: { last_tool_result_contains: "PATH=" }
+    text: "DELEGATE-ANSWER: add.sh adds now"
+"#,
+    );
+    let out = run(keel(&env, &mock).args(["run", "SUPERVISE the fix"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("SUPERVISOR-DONE"), "{out:?}");
+
+    // The supervisor's workspace is untouched: the change is a patch.
+    assert_eq!(env.read("add.sh"), "#!/bin/sh\necho $(( $1 - $2 ))\n");
+    let sup = env.only_session_where(|h| h.get("parentSession").is_none());
+    let sup_id = support::session_id(&sup);
+    let events = load_consistent(&sup);
+    let all = texts(&events);
+    assert!(
+        all.contains("<untrusted-delegate-output job=\\\"delegate-1\\\">"),
+        "{all}"
+    );
+    assert!(all.contains("DELEGATE-ANSWER: add.sh adds now"), "{all}");
+    let patch = env
+        .home
+        .join("delegations")
+        .join(&sup_id)
+        .join("keel-1")
+        .join("changes.patch");
+    assert!(
+        all.contains(&patch.display().to_string()),
+        "patch path in the result: {all}"
+    );
+    let diff = std::fs::read_to_string(&patch).unwrap();
+    assert!(diff.contains("+echo $(( $1 + $2 ))"), "{diff}");
+    assert!(diff.contains("touched") || all.contains("add.sh"), "{all}");
+    // The worktree is gone.
+    let worktrees = git(&env.ws, &["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 1, "{worktrees}");
+
+    // The delegate's own session names its parent.
+    let children = children_of(&env, &sup_id);
+    assert_eq!(children.len(), 1, "one delegate session");
+    let (header, child) = &children[0];
+    assert_eq!(header["origin"], "delegate");
+    assert_eq!(header["delegationDepth"], 1);
+    assert!(
+        header["cwd"].as_str().unwrap().contains("worktree"),
+        "{header}"
+    );
+    // It reached the same model with the key, passed explicitly; its commands never saw it.
+    let auth: Vec<String> = mock
+        .request_headers()
+        .iter()
+        .map(|h| h.get("authorization").unwrap_or("").to_owned())
+        .collect();
+    assert!(auth.len() >= 5, "{auth:?}");
+    assert!(
+        auth.iter().all(|a| a == &format!("Bearer {KEY}")),
+        "{auth:?}"
+    );
+    let child_text = texts(child);
+    assert!(
+        child_text.contains("KEEL_DELEGATION_DEPTH=1"),
+        "{child_text}"
+    );
+    assert!(
+        !child_text.contains(KEY),
+        "the key leaked into the delegate's commands"
+    );
+    assert!(!child_text.contains("KEEL_CHILD_API_KEY"), "{child_text}");
+}
+
+#[test]
+fn a_running_delegate_is_steered_through_its_inbox() {
+    let env = project();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_message_contains: "SUPERVISE" }
+    tool_calls:
+      - { id: s1, name: delegate, arguments: { prompt: "DELEGATED: look around" } }
+  - match: { last_tool_result_contains: "Started delegation delegate-1" }
+    tool_calls:
+      - { id: s2, name: delegate_steer, arguments: { job_id: delegate-1, guidance: "GUIDANCE-XYZ: check add.sh" } }
+  - match: { last_message_contains: "DELEGATE-ANSWER" }
+    text: "SUPERVISOR-DONE"
+  - match: { last_tool_result_contains: "ccepted" }
+    text: "steered; waiting"
+  - match: { last_user_contains: "GUIDANCE-XYZ" }
+    text: "DELEGATE-ANSWER: steered to add.sh"
+  - match: { last_message_contains: "DELEGATED" }
+    tool_calls:
+      - { id: d1, name: bash, arguments: { command: "sleep 3; echo slept" } }
+  - match: { last_tool_result_contains: "slept" }
+    text: "DELEGATE-ANSWER: never steered"
+"#,
+    );
+    let out = run(keel(&env, &mock).args(["run", "SUPERVISE a look"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let sup = env.only_session_where(|h| h.get("parentSession").is_none());
+    let all = texts(&load_consistent(&sup));
+    assert!(all.contains("DELEGATE-ANSWER: steered to add.sh"), "{all}");
+    let (_, child) = children_of(&env, &support::session_id(&sup)).remove(0);
+    let splices = of_type(&child, "agent/inbox/spliced");
+    assert!(
+        splices
+            .iter()
+            .any(|e| e.to_string().contains("GUIDANCE-XYZ")),
+        "the guidance entered the delegate's inbox"
+    );
+}

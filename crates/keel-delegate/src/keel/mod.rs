@@ -1,0 +1,952 @@
+//! The `keel` provider: the delegate is another `keel run --json` process in its own session.
+//!
+//! ```text
+//! delegate ─► [write] git stash create / worktree add --detach  (an isolated copy)
+//!          └► keel run --json --inbox-stdin --delegated-from SUPERVISOR <model route> -- PROMPT
+//!               stdout (session records) ─► Stream: session id, log lines, the answer, acks
+//!               stdin  ◄─ {"steer": TEXT}            (delegate_steer)
+//!          exit ─► [write] git add -A; git diff --cached BASE ─► changes.patch; worktree removed
+//!               ─► job.json (the result, read back after the supervisor resumes)
+//! ```
+//!
+//! Authority: `read-only` runs in the caller's workspace under `--sandbox read-only
+//! --approval never`; `write` runs only inside an isolated git worktree of the caller's
+//! repository (its tracked changes included) under `--sandbox workspace-write --approval auto`,
+//! and the caller gets a patch, never a changed workspace. The model route and its credential
+//! come from the supervisor ([`ModelLaunch`]) and are passed on the spawn itself; nothing else of
+//! the supervisor's secrets reaches the delegate (the subprocess service scrubs them).
+//!
+//! Every job keeps its files under `$KEEL_HOME/delegations/<supervisor session>/<job id>/`:
+//! `log.txt` (one line per tool call, result and answer, bounded), `changes.patch`, `job.json`.
+
+mod stream;
+mod workspace;
+
+use crate::seam::{
+    Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationEvent,
+    DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, EventType,
+    JobStatus, Lineage, ReviewSpec, SteerOutcome, Urgency, check_extensions,
+};
+use async_trait::async_trait;
+use keel_agent::plugin::ModelLaunch;
+use keel_tools::subprocess::{CommandSpec, OutputSink, RunEnd, SubprocessService};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use stream::Stream;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// The variable a delegate is started with: its delegation depth (the supervisor's + 1).
+pub const DEPTH_ENV: &str = "KEEL_DELEGATION_DEPTH";
+
+/// How long a steer waits for the delegate to show the guidance in its inbox.
+const STEER_ACK: Duration = Duration::from_secs(10);
+
+/// Configuration of a [`KeelProvider`].
+#[derive(Debug, Clone)]
+pub struct KeelConfig {
+    /// The keel executable (the running one by default).
+    pub program: PathBuf,
+    /// How the delegate reaches the supervisor's model; `None` makes the provider not ready.
+    pub launch: Option<ModelLaunch>,
+    /// `$KEEL_HOME` (job files go under `delegations/`).
+    pub home: PathBuf,
+    /// Wall-time limit of one delegation.
+    pub time_limit: Duration,
+    /// Bytes of `log.txt` per job (later lines are counted, not written).
+    pub max_log_bytes: u64,
+}
+
+impl KeelConfig {
+    /// The running executable, `launch`, `home`, a one-hour limit, 8 MiB of log.
+    pub fn new(launch: Option<ModelLaunch>, home: PathBuf) -> Self {
+        KeelConfig {
+            program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("keel")),
+            launch,
+            home,
+            time_limit: Duration::from_secs(3600),
+            max_log_bytes: 8 << 20,
+        }
+    }
+}
+
+/// One delegation.
+struct Job {
+    caller: String,
+    result: DelegationResult,
+    events: Vec<DelegationEvent>,
+    listeners: Vec<EventListener>,
+    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    cancel: CancellationToken,
+    final_tx: watch::Sender<bool>,
+    stream: Arc<Stream>,
+}
+
+/// The keel provider (see the module docs).
+pub struct KeelProvider {
+    subprocess: SubprocessService,
+    config: KeelConfig,
+    depth: u32,
+    jobs: Arc<Mutex<HashMap<String, Job>>>,
+}
+
+impl std::fmt::Debug for KeelProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeelProvider")
+            .field("program", &self.config.program)
+            .field("launch", &self.config.launch)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> DelegationError {
+    DelegationError::new(code, message)
+}
+
+/// Now as RFC 3339 UTC (seconds).
+pub(crate) fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+impl KeelProvider {
+    /// A provider running `config.program` through `subprocess`. Its own delegation depth is
+    /// read from [`DEPTH_ENV`] (0 when unset): its delegates run one deeper.
+    pub fn new(subprocess: SubprocessService, config: KeelConfig) -> Self {
+        let depth = std::env::var(DEPTH_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        KeelProvider {
+            subprocess,
+            config,
+            depth,
+            jobs: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn session_dir(&self, caller: &Caller) -> PathBuf {
+        self.config
+            .home
+            .join("delegations")
+            .join(sanitize(&caller.session_id))
+    }
+
+    /// The next free `keel-N` of the caller's session (jobs of an earlier process of the same
+    /// session keep their directories, so numbering goes on after them).
+    fn next_id(&self, caller: &Caller) -> String {
+        let dir = self.session_dir(caller);
+        let on_disk = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_prefix("keel-")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0);
+        let in_memory = lock(&self.jobs)
+            .keys()
+            .filter_map(|k| k.strip_prefix("keel-")?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        format!("keel-{}", on_disk.max(in_memory) + 1)
+    }
+
+    fn not_ready(&self) -> Option<String> {
+        if self.config.launch.is_none() {
+            return Some(
+                "this agent's model lives only in its own process (an embedded provider); a keel \
+                 delegate needs a configured endpoint or a --script file"
+                    .into(),
+            );
+        }
+        None
+    }
+
+    /// A job of `caller`: in memory, or read back from its `job.json`.
+    fn lookup(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
+        if let Some(job) = lock(&self.jobs).get(id) {
+            if job.caller != caller.session_id {
+                return Err(DelegationError::unknown_job(id));
+            }
+            return Ok(job.result.clone());
+        }
+        if id.contains('/') || id.contains("..") {
+            return Err(DelegationError::unknown_job(id));
+        }
+        let path = self.session_dir(caller).join(id).join("job.json");
+        let text = std::fs::read_to_string(&path).map_err(|_| DelegationError::unknown_job(id))?;
+        serde_json::from_str(&text).map_err(|e| {
+            err(
+                ErrorCode::Internal,
+                format!("{} is not a delegation record: {e}", path.display()),
+            )
+        })
+    }
+
+    /// Start `prompt` as job `id` (shared by delegate and review).
+    async fn start(
+        &self,
+        caller: &Caller,
+        spec: &DelegateSpec,
+        kind: &str,
+    ) -> Result<(String, watch::Receiver<bool>), DelegationError> {
+        if let Some(why) = self.not_ready() {
+            return Err(err(ErrorCode::NotReady, why));
+        }
+        check_extensions(&spec.extensions, &capabilities_of(self, None))?;
+        if spec.effort.is_some() {
+            return Err(err(
+                ErrorCode::Unsupported,
+                "the keel provider has no reasoning-effort setting (leave `effort` out)",
+            ));
+        }
+        if let Some(p) = &spec.profile
+            && p != "default"
+            && !profiles(&self.config.home).contains(p)
+        {
+            return Err(err(
+                ErrorCode::Unsupported,
+                format!(
+                    "no keel profile '{p}' (profiles: {})",
+                    profiles(&self.config.home).join(", ")
+                ),
+            ));
+        }
+        let after_finals = self.after_receivers(caller, &spec.after)?;
+        let id = self.next_id(caller);
+        let dir = self.session_dir(caller).join(&id);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            err(
+                ErrorCode::Internal,
+                format!("cannot create {}: {e}", dir.display()),
+            )
+        })?;
+        let mut job = DelegationJob::new(
+            &id,
+            if spec.after.is_empty() {
+                JobStatus::Running
+            } else {
+                JobStatus::Queued
+            },
+        );
+        job.label = spec.label.clone();
+        job.profile = Some(spec.profile.clone().unwrap_or_else(|| "default".into()));
+        job.mode = Some(spec.mode);
+        job.kind = Some(kind.into());
+        job.submitted_at = Some(now_rfc3339());
+        let mut result = DelegationResult::new(job);
+        result.lineage = Lineage {
+            chain_id: None,
+            parent_job_id: None,
+            child_job_ids: Vec::new(),
+            delegation_depth: Some(self.depth + 1),
+        };
+        result.artifacts.log_path = Some(dir.join("log.txt").display().to_string());
+        let (final_tx, final_rx) = watch::channel(false);
+        let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let stream = Arc::new(Stream::new(
+            dir.join("log.txt"),
+            self.config.max_log_bytes,
+            STREAM_TAIL_LINES,
+        ));
+        lock(&self.jobs).insert(
+            id.clone(),
+            Job {
+                caller: caller.session_id.clone(),
+                result,
+                events: Vec::new(),
+                listeners: Vec::new(),
+                stdin: Some(stdin_tx),
+                cancel: cancel.clone(),
+                final_tx,
+                stream: stream.clone(),
+            },
+        );
+        let run = Run {
+            subprocess: self.subprocess.clone(),
+            config: self.config.clone(),
+            depth: self.depth + 1,
+            jobs: self.jobs.clone(),
+            id: id.clone(),
+            caller: caller.clone(),
+            spec: spec.clone(),
+            dir,
+            stream,
+            cancel,
+        };
+        tokio::spawn(run.go(after_finals, stdin_rx));
+        Ok((id, final_rx))
+    }
+
+    fn after_receivers(
+        &self,
+        caller: &Caller,
+        after: &[String],
+    ) -> Result<Vec<(String, watch::Receiver<bool>)>, DelegationError> {
+        let jobs = lock(&self.jobs);
+        after
+            .iter()
+            .map(|a| match jobs.get(a) {
+                Some(j) if j.caller == caller.session_id => Ok((a.clone(), j.final_tx.subscribe())),
+                _ => Err(DelegationError::unknown_job(a)),
+            })
+            .collect()
+    }
+
+    fn job_of(&self, caller: &Caller, id: &str) -> Result<(), DelegationError> {
+        match lock(&self.jobs).get(id) {
+            Some(j) if j.caller == caller.session_id => Ok(()),
+            _ => Err(DelegationError::unknown_job(id)),
+        }
+    }
+}
+
+/// Lines of a job's log kept in memory for `logs`.
+const STREAM_TAIL_LINES: usize = 400;
+
+/// Profiles a delegate can run under: `$KEEL_HOME/profiles/*.toml`, plus `default`.
+fn profiles(home: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(home.join("profiles"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            name.to_str()?.strip_suffix(".toml").map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    names.insert(0, "default".into());
+    names
+}
+
+fn capabilities_of(p: &KeelProvider, caller: Option<&Caller>) -> Capabilities {
+    let _ = caller;
+    let diagnosis = p.not_ready();
+    Capabilities {
+        ready: diagnosis.is_none(),
+        version: Some(env!("CARGO_PKG_VERSION").into()),
+        profiles: profiles(&p.config.home),
+        default_profile: Some("default".into()),
+        can_steer: true,
+        can_report: false,
+        can_review: true,
+        extensions: Default::default(),
+        diagnosis,
+        active_from_earlier_sessions: Vec::new(),
+    }
+}
+
+/// A file-name-safe form of a session id.
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One delegation's life, in its own task.
+struct Run {
+    subprocess: SubprocessService,
+    config: KeelConfig,
+    depth: u32,
+    jobs: Arc<Mutex<HashMap<String, Job>>>,
+    id: String,
+    caller: Caller,
+    spec: DelegateSpec,
+    dir: PathBuf,
+    stream: Arc<Stream>,
+    cancel: CancellationToken,
+}
+
+/// How a run ended, before it is written into the job.
+struct Ending {
+    status: JobStatus,
+    error: Option<String>,
+    artifacts: Option<(Option<String>, Vec<String>)>,
+}
+
+impl Run {
+    async fn go(
+        self,
+        after: Vec<(String, watch::Receiver<bool>)>,
+        stdin: mpsc::UnboundedReceiver<Vec<u8>>,
+    ) {
+        let ending = match self.wait_for(after).await {
+            Some(ending) => ending,
+            None => {
+                self.set_status(JobStatus::Running);
+                self.run(stdin).await
+            }
+        };
+        self.finish(ending);
+    }
+
+    /// Wait for the jobs this one runs after; `Some` when it must not run.
+    async fn wait_for(&self, after: Vec<(String, watch::Receiver<bool>)>) -> Option<Ending> {
+        for (id, mut rx) in after {
+            tokio::select! {
+                r = rx.wait_for(|f| *f) => { let _ = r; }
+                () = self.cancel.cancelled() => {
+                    return Some(Ending { status: JobStatus::Cancelled, error: None, artifacts: None });
+                }
+            }
+            let status = lock(&self.jobs).get(&id).map(|j| j.result.job.status);
+            if status != Some(JobStatus::Completed) {
+                return Some(Ending {
+                    status: JobStatus::Skipped,
+                    error: Some(format!(
+                        "not run: job {id} it runs after ended {}",
+                        status.map_or("unknown", JobStatus::as_str)
+                    )),
+                    artifacts: None,
+                });
+            }
+        }
+        None
+    }
+
+    fn set_status(&self, status: JobStatus) {
+        let mut jobs = lock(&self.jobs);
+        if let Some(j) = jobs.get_mut(&self.id) {
+            j.result.job.status = status;
+        }
+        drop(jobs);
+        self.lifecycle(status.as_str());
+    }
+
+    fn lifecycle(&self, state: &str) {
+        let (event, listeners) = {
+            let mut jobs = lock(&self.jobs);
+            let Some(j) = jobs.get_mut(&self.id) else {
+                return;
+            };
+            let event = DelegationEvent {
+                job_id: self.id.clone(),
+                seq: Some(j.events.len() as u64 + 1),
+                at: now_rfc3339(),
+                event_type: EventType::Lifecycle,
+                urgency: Urgency::Info,
+                message: format!("{} {state}", self.id),
+                data: None,
+                lifecycle: Some(state.into()),
+            };
+            j.events.push(event.clone());
+            (event, j.listeners.clone())
+        };
+        for l in listeners {
+            l(event.clone());
+        }
+    }
+
+    async fn run(&self, stdin: mpsc::UnboundedReceiver<Vec<u8>>) -> Ending {
+        let failed = |e: String| Ending {
+            status: JobStatus::Failed,
+            error: Some(e),
+            artifacts: None,
+        };
+        let Some(launch) = &self.config.launch else {
+            return failed("no model route for the delegate".into());
+        };
+        let isolated = match self.spec.mode {
+            DelegateMode::ReadOnly => None,
+            DelegateMode::Write => {
+                match workspace::Isolated::create(&self.subprocess, &self.caller.cwd, &self.dir)
+                    .await
+                {
+                    Ok(w) => Some(w),
+                    Err(e) => return failed(e),
+                }
+            }
+        };
+        let cwd = isolated
+            .as_ref()
+            .map_or_else(|| self.caller.cwd.clone(), |w| w.cwd.clone());
+        let mut argv: Vec<String> = vec![
+            self.config.program.display().to_string(),
+            "run".into(),
+            "--json".into(),
+            "--inbox-stdin".into(),
+            "--delegated-from".into(),
+            self.caller.session_id.clone(),
+            "--delegation-depth".into(),
+            self.depth.to_string(),
+            "--cwd".into(),
+            cwd.display().to_string(),
+        ];
+        argv.extend(
+            match self.spec.mode {
+                DelegateMode::ReadOnly => ["--sandbox", "read-only", "--approval", "never"],
+                DelegateMode::Write => ["--sandbox", "workspace-write", "--approval", "auto"],
+            }
+            .map(str::to_owned),
+        );
+        argv.extend(route_args(&launch.args, self.spec.model.as_deref()));
+        if let Some(p) = self.spec.profile.as_deref().filter(|p| *p != "default") {
+            argv.extend(["--profile".into(), p.to_owned()]);
+        }
+        argv.extend(["--".into(), self.spec.prompt.clone()]);
+        let mut cmd = CommandSpec::new(argv)
+            .cwd(&cwd)
+            .label(format!("delegate-{}", self.id))
+            .stdin_stream(stdin)
+            .tee_stdout(OutputSink::new({
+                let s = self.stream.clone();
+                move |b| s.feed(b)
+            }))
+            .spill(false)
+            .cap(4096)
+            .timeout(self.config.time_limit)
+            .env(DEPTH_ENV, self.depth.to_string());
+        for (k, v) in &launch.env {
+            cmd = cmd.env(k, v);
+        }
+        let out = self.subprocess.run(cmd, &self.cancel).await;
+        self.stream.flush();
+        // The delegate is gone: nothing reads its stdin any more.
+        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
+            j.stdin = None;
+        }
+        let mut ending = match out {
+            Err(e) => failed(format!("cannot start the keel delegate: {e}")),
+            Ok(out) => {
+                let turn = self.stream.turn_end();
+                match (out.end, out.code) {
+                    (RunEnd::Cancelled, _) => Ending {
+                        status: JobStatus::Cancelled,
+                        error: None,
+                        artifacts: None,
+                    },
+                    (RunEnd::TimedOut, _) => failed(format!(
+                        "the delegate ran past its time limit of {} s and was stopped",
+                        self.config.time_limit.as_secs()
+                    )),
+                    (RunEnd::Exited, Some(0)) => Ending {
+                        status: JobStatus::Completed,
+                        error: None,
+                        artifacts: None,
+                    },
+                    (RunEnd::Exited, code) => {
+                        let why = turn.unwrap_or_else(|| {
+                            let tail = out.stderr.text();
+                            let tail = tail.trim();
+                            match code {
+                                Some(c) => format!("keel exited {c}: {tail}"),
+                                None => format!("keel was killed by a signal: {tail}"),
+                            }
+                        });
+                        failed(why)
+                    }
+                }
+            }
+        };
+        if let Some(w) = isolated {
+            match w.collect(&self.subprocess, &self.dir).await {
+                Ok(found) => ending.artifacts = Some(found),
+                Err(e) => {
+                    if ending.error.is_none() {
+                        ending.error = Some(format!("the delegate's changes were lost: {e}"));
+                        ending.status = JobStatus::Failed;
+                    }
+                }
+            }
+        }
+        ending
+    }
+
+    fn finish(&self, ending: Ending) {
+        let (text, truncated) = self.stream.answer();
+        let session = self.stream.session_id();
+        let record = {
+            let mut jobs = lock(&self.jobs);
+            let Some(j) = jobs.get_mut(&self.id) else {
+                return;
+            };
+            let r = &mut j.result;
+            r.job.status = ending.status;
+            r.job.finished_at = Some(now_rfc3339());
+            r.final_text = text;
+            r.final_text_truncated = truncated;
+            r.error_message = ending.error;
+            if let Some((patch, touched)) = ending.artifacts {
+                r.artifacts.patch_path = patch;
+                r.artifacts.touched_files = touched;
+            }
+            r.lineage.chain_id = session;
+            j.stdin = None;
+            r.clone()
+        };
+        if let Ok(text) = serde_json::to_string_pretty(&record) {
+            let _ = std::fs::write(self.dir.join("job.json"), text);
+        }
+        self.lifecycle(ending.status.as_str());
+        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
+            j.listeners.clear();
+            let _ = j.final_tx.send(true);
+        }
+    }
+}
+
+/// The supervisor's route arguments, with `--model` replaced by `model` when given.
+fn route_args(args: &[String], model: Option<&str>) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len() + 2);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--model" && model.is_some() {
+            it.next();
+            continue;
+        }
+        out.push(a.clone());
+    }
+    if let Some(m) = model {
+        out.extend(["--model".into(), m.into()]);
+    }
+    out
+}
+
+#[async_trait]
+impl DelegationService for KeelProvider {
+    fn name(&self) -> &str {
+        "keel"
+    }
+
+    async fn capabilities(&self, caller: &Caller) -> Capabilities {
+        capabilities_of(self, Some(caller))
+    }
+
+    async fn delegate(
+        &self,
+        caller: &Caller,
+        spec: DelegateSpec,
+    ) -> Result<DelegationJob, DelegationError> {
+        let (id, _) = self.start(caller, &spec, "delegate").await?;
+        Ok(self.lookup(caller, &id)?.job)
+    }
+
+    async fn review(
+        &self,
+        caller: &Caller,
+        spec: ReviewSpec,
+    ) -> Result<DelegationResult, DelegationError> {
+        let change = match (&spec.base, &spec.job_id) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    ErrorCode::Unsupported,
+                    "a review takes a base or a job, not both",
+                ));
+            }
+            (_, Some(job)) => {
+                let r = self.lookup(caller, job)?;
+                let Some(patch) = r.artifacts.patch_path else {
+                    return Err(err(
+                        ErrorCode::Unsupported,
+                        format!(
+                            "job {job} left no patch to review (only finished write-mode jobs do)"
+                        ),
+                    ));
+                };
+                let text = std::fs::read_to_string(&patch)
+                    .map_err(|e| err(ErrorCode::Internal, format!("cannot read {patch}: {e}")))?;
+                workspace::Change {
+                    what: format!("the patch of delegation {job} ({patch})"),
+                    diff: text,
+                }
+            }
+            (base, None) => workspace::pinned_change(
+                &self.subprocess,
+                &caller.cwd,
+                base.as_deref().unwrap_or("HEAD"),
+            )
+            .await
+            .map_err(|e| err(ErrorCode::Unsupported, e))?,
+        };
+        let delegate = DelegateSpec {
+            prompt: workspace::review_prompt(&change),
+            profile: spec.profile,
+            mode: DelegateMode::ReadOnly,
+            after: Vec::new(),
+            label: spec.label.or_else(|| Some("review".into())),
+            model: spec.model,
+            effort: spec.effort,
+            extensions: spec.extensions,
+        };
+        let (id, mut done) = self.start(caller, &delegate, "review").await?;
+        let _ = done.wait_for(|f| *f).await;
+        let r = self.lookup(caller, &id)?;
+        match r.job.status {
+            JobStatus::Completed => Ok(r),
+            s => Err(err(
+                ErrorCode::DelegateFailed,
+                format!(
+                    "the review {id} ended {}: {}",
+                    s.as_str(),
+                    r.error_message.as_deref().unwrap_or("no reason given")
+                ),
+            )),
+        }
+    }
+
+    async fn status(
+        &self,
+        caller: &Caller,
+        id: Option<&str>,
+    ) -> Result<Vec<DelegationJob>, DelegationError> {
+        if let Some(id) = id {
+            return Ok(vec![self.lookup(caller, id)?.job]);
+        }
+        let mut jobs: Vec<DelegationJob> = lock(&self.jobs)
+            .values()
+            .filter(|j| j.caller == caller.session_id)
+            .map(|j| j.result.job.clone())
+            .collect();
+        jobs.sort_by_key(|j| {
+            j.id.strip_prefix("keel-")
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        });
+        Ok(jobs)
+    }
+
+    async fn wait(
+        &self,
+        caller: &Caller,
+        ids: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<DelegationJob>, DelegationError> {
+        let receivers = self.after_receivers(caller, ids)?;
+        let all = async {
+            for (_, mut rx) in receivers {
+                let _ = rx.wait_for(|f| *f).await;
+            }
+        };
+        if tokio::time::timeout(timeout, all).await.is_err() {
+            return Err(err(
+                ErrorCode::Timeout,
+                format!("not final after {} s", timeout.as_secs()),
+            ));
+        }
+        ids.iter()
+            .map(|id| self.lookup(caller, id).map(|r| r.job))
+            .collect()
+    }
+
+    async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
+        let r = self.lookup(caller, id)?;
+        if !r.job.status.is_final() {
+            return Err(err(
+                ErrorCode::NotFinal,
+                format!("job {id} is {}", r.job.status.as_str()),
+            ));
+        }
+        Ok(r)
+    }
+
+    async fn logs(
+        &self,
+        caller: &Caller,
+        id: &str,
+        tail: Option<usize>,
+    ) -> Result<String, DelegationError> {
+        let stream = match lock(&self.jobs).get(id) {
+            Some(j) if j.caller == caller.session_id => Some(j.stream.clone()),
+            Some(_) => return Err(DelegationError::unknown_job(id)),
+            None => None,
+        };
+        match stream {
+            Some(s) => Ok(s.tail(tail)),
+            None => {
+                let r = self.lookup(caller, id)?;
+                let path = r.artifacts.log_path.unwrap_or_default();
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let n = tail.unwrap_or(STREAM_TAIL_LINES).min(lines.len());
+                Ok(lines[lines.len() - n..].join("\n"))
+            }
+        }
+    }
+
+    async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
+        let (token, mut done) = {
+            let jobs = lock(&self.jobs);
+            match jobs.get(id) {
+                Some(j) if j.caller == caller.session_id => {
+                    (j.cancel.clone(), j.final_tx.subscribe())
+                }
+                _ => return Ok(self.lookup(caller, id)?.job),
+            }
+        };
+        token.cancel();
+        let _ = done.wait_for(|f| *f).await;
+        Ok(self.lookup(caller, id)?.job)
+    }
+
+    async fn steer(
+        &self,
+        caller: &Caller,
+        id: &str,
+        guidance: &str,
+    ) -> Result<SteerOutcome, DelegationError> {
+        self.job_of(caller, id)?;
+        let (stdin, stream, mut done, status) = {
+            let jobs = lock(&self.jobs);
+            let Some(j) = jobs.get(id) else {
+                return Err(DelegationError::unknown_job(id));
+            };
+            (
+                j.stdin.clone(),
+                j.stream.clone(),
+                j.final_tx.subscribe(),
+                j.result.job.status,
+            )
+        };
+        if status != JobStatus::Running {
+            return Ok(SteerOutcome::Refused {
+                detail: format!("job {id} is {}", status.as_str()),
+            });
+        }
+        let Some(stdin) = stdin else {
+            return Ok(SteerOutcome::Refused {
+                detail: format!("job {id} is finishing"),
+            });
+        };
+        let ack = stream.expect_inbox(guidance);
+        let line = serde_json::json!({ "steer": guidance }).to_string() + "\n";
+        if stdin.send(line.into_bytes()).is_err() {
+            return Ok(SteerOutcome::Refused {
+                detail: format!("job {id} is finishing"),
+            });
+        }
+        tokio::select! {
+            r = ack => match r {
+                Ok(()) => Ok(SteerOutcome::Accepted),
+                Err(_) => Ok(SteerOutcome::Refused { detail: format!("job {id} ended before it took the guidance") }),
+            },
+            _ = done.wait_for(|f| *f) => Ok(SteerOutcome::Refused {
+                detail: format!("job {id} ended before it took the guidance"),
+            }),
+            () = tokio::time::sleep(STEER_ACK) => Ok(SteerOutcome::Refused {
+                detail: format!("job {id} did not take the guidance within {} s", STEER_ACK.as_secs()),
+            }),
+        }
+    }
+
+    async fn events(
+        &self,
+        caller: &Caller,
+        id: &str,
+        from_seq: Option<u64>,
+    ) -> Result<Vec<DelegationEvent>, DelegationError> {
+        self.job_of(caller, id)?;
+        let jobs = lock(&self.jobs);
+        Ok(jobs
+            .get(id)
+            .map(|j| {
+                j.events
+                    .iter()
+                    .filter(|e| e.seq.unwrap_or(0) > from_seq.unwrap_or(0))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn watch(
+        &self,
+        caller: &Caller,
+        id: &str,
+        listener: EventListener,
+    ) -> Result<(), DelegationError> {
+        let past = {
+            let mut jobs = lock(&self.jobs);
+            let Some(j) = jobs.get_mut(id).filter(|j| j.caller == caller.session_id) else {
+                return Err(DelegationError::unknown_job(id));
+            };
+            if !j.result.job.status.is_final() {
+                j.listeners.push(listener.clone());
+            }
+            j.events.clone()
+        };
+        for e in past {
+            listener(e);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for KeelProvider {
+    fn drop(&mut self) {
+        // The supervisor is going: its delegates go with it (their trees are killed).
+        for j in lock(&self.jobs).values() {
+            j.cancel.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_override_replaces_the_routes_model() {
+        let args: Vec<String> = ["--model", "a", "--script", "/s.yaml"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(route_args(&args, None), args);
+        assert_eq!(
+            route_args(&args, Some("b")),
+            ["--script", "/s.yaml", "--model", "b"].map(String::from)
+        );
+    }
+
+    #[test]
+    fn rfc3339_has_the_shape() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(
+            t.starts_with("20") && t.ends_with('Z') && t.as_bytes()[10] == b'T',
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn session_ids_become_safe_directory_names() {
+        assert_eq!(sanitize("abc-1_2"), "abc-1_2");
+        assert_eq!(sanitize("../x y"), "___x_y");
+    }
+}

@@ -1,0 +1,353 @@
+//! A keel delegate's stdout: its session records as JSON lines (`keel run --json`). Read as
+//! they arrive, with bounded memory whatever the delegate writes: the session id from the
+//! header, one log line per tool call, result and answer (the last lines in memory, the rest in
+//! `log.txt` up to its cap), the answer, how the turn ended, and the inbox insertions that
+//! acknowledge a steer.
+
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use tokio::sync::oneshot;
+
+/// Longest record read whole; a longer one is skipped (and said so in the log).
+const MAX_LINE: usize = 8 << 20;
+/// Bytes of the answer kept (the tools bound what the model sees far below this).
+const MAX_ANSWER: usize = 256 * 1024;
+/// Characters of one log line.
+const LOG_LINE_CHARS: usize = 200;
+
+#[derive(Default)]
+struct State {
+    partial: Vec<u8>,
+    skipping: bool,
+    session_id: Option<String>,
+    answer: Option<String>,
+    answer_truncated: bool,
+    turn_end: Option<String>,
+    calls: HashMap<String, String>,
+    tail: VecDeque<String>,
+    log: Option<std::fs::File>,
+    log_bytes: u64,
+    log_dropped: u64,
+    acks: Vec<(String, oneshot::Sender<()>)>,
+}
+
+/// The reader of one delegate's stdout.
+pub(super) struct Stream {
+    state: Mutex<State>,
+    max_log: u64,
+    tail_lines: usize,
+}
+
+fn cut(text: &str, chars: usize) -> String {
+    let one_line = text.replace('\n', " ⏎ ");
+    match one_line.char_indices().nth(chars) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    }
+}
+
+/// The text blocks of a message (`{content: [{type: text, text}]}`), joined.
+fn text_of(message: &Value) -> String {
+    message
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+impl Stream {
+    /// A reader logging to `log_path` (created on the first line) up to `max_log` bytes and
+    /// keeping the last `tail_lines` log lines in memory.
+    pub(super) fn new(log_path: PathBuf, max_log: u64, tail_lines: usize) -> Self {
+        let log = std::fs::File::create(&log_path).ok();
+        Stream {
+            state: Mutex::new(State {
+                log,
+                ..State::default()
+            }),
+            max_log,
+            tail_lines,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes as read from the delegate's stdout.
+    pub(super) fn feed(&self, mut bytes: &[u8]) {
+        let mut s = self.state();
+        while let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
+            let (head, rest) = bytes.split_at(nl);
+            bytes = &rest[1..];
+            if s.skipping {
+                s.skipping = false;
+                s.partial.clear();
+                continue;
+            }
+            let line = if s.partial.is_empty() {
+                head.to_vec()
+            } else {
+                let mut l = std::mem::take(&mut s.partial);
+                l.extend_from_slice(head);
+                l
+            };
+            self.record(&mut s, &line);
+        }
+        if s.skipping {
+            return;
+        }
+        s.partial.extend_from_slice(bytes);
+        if s.partial.len() > MAX_LINE {
+            s.partial = Vec::new();
+            s.skipping = true;
+            self.log(
+                &mut s,
+                format!("(a record over {MAX_LINE} bytes was skipped)"),
+            );
+        }
+    }
+
+    /// The end of the stream: a last line without a newline is read too.
+    pub(super) fn flush(&self) {
+        let mut s = self.state();
+        if !s.partial.is_empty() && !s.skipping {
+            let line = std::mem::take(&mut s.partial);
+            self.record(&mut s, &line);
+        }
+        if let Some(f) = s.log.as_mut() {
+            let _ = f.flush();
+        }
+    }
+
+    fn record(&self, s: &mut State, line: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            let text = String::from_utf8_lossy(line);
+            if !text.trim().is_empty() {
+                self.log(
+                    s,
+                    format!("(not a session record) {}", cut(&text, LOG_LINE_CHARS)),
+                );
+            }
+            return;
+        };
+        let data = v.get("data").unwrap_or(&Value::Null);
+        match v.get("type").and_then(Value::as_str).unwrap_or_default() {
+            "session" => {
+                s.session_id = v.get("id").and_then(Value::as_str).map(str::to_owned);
+            }
+            "assistant/message" => {
+                let text = text_of(data.get("message").unwrap_or(&Value::Null));
+                if !text.trim().is_empty() {
+                    self.log(s, format!("assistant: {}", cut(&text, LOG_LINE_CHARS)));
+                    let mut text = text;
+                    s.answer_truncated = text.len() > MAX_ANSWER;
+                    if s.answer_truncated {
+                        let mut end = MAX_ANSWER;
+                        while !text.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        text.truncate(end);
+                    }
+                    s.answer = Some(text);
+                }
+            }
+            "tool/call" => {
+                let name = data.get("name").and_then(Value::as_str).unwrap_or("?");
+                let args = data.get("arguments").and_then(Value::as_str).unwrap_or("");
+                if let Some(id) = data.get("callId").and_then(Value::as_str) {
+                    s.calls.insert(id.to_owned(), name.to_owned());
+                }
+                self.log(s, format!("→ {name} {}", cut(args, LOG_LINE_CHARS)));
+            }
+            "tool/result" => {
+                let blocks = data
+                    .pointer("/message/content")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for b in blocks {
+                    let id = b.get("toolCallId").and_then(Value::as_str).unwrap_or("");
+                    let name = s.calls.remove(id).unwrap_or_else(|| "?".into());
+                    let error = b.get("isError").and_then(Value::as_bool) == Some(true);
+                    let text = text_of(&b);
+                    let first = text.lines().next().unwrap_or("");
+                    let how = if error { "error" } else { "ok" };
+                    self.log(s, format!("← {name} {how}: {}", cut(first, LOG_LINE_CHARS)));
+                }
+            }
+            "turn/end" => {
+                let reason = data.get("reason").unwrap_or(&Value::Null);
+                let kind = reason.get("kind").and_then(Value::as_str).unwrap_or("?");
+                self.log(s, format!("turn ended: {kind}"));
+                if kind != "completed" {
+                    let detail = ["message", "reason", "code"]
+                        .iter()
+                        .find_map(|k| reason.get(*k).and_then(Value::as_str))
+                        .map(|d| format!(": {}", cut(d, 500)))
+                        .unwrap_or_default();
+                    s.turn_end = Some(format!("the delegate's turn ended {kind}{detail}"));
+                }
+            }
+            "agent/inbox/spliced" => {
+                let texts: Vec<String> = data
+                    .get("inserted")
+                    .and_then(Value::as_array)
+                    .map(|ms| ms.iter().map(text_of).collect())
+                    .unwrap_or_default();
+                if texts.is_empty() {
+                    return;
+                }
+                let acks = std::mem::take(&mut s.acks);
+                for (want, tx) in acks {
+                    if texts.contains(&want) {
+                        let _ = tx.send(());
+                    } else {
+                        s.acks.push((want, tx));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn log(&self, s: &mut State, line: String) {
+        let bytes = line.len() as u64 + 1;
+        if s.log_bytes + bytes <= self.max_log {
+            if let Some(f) = s.log.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+            s.log_bytes += bytes;
+        } else {
+            s.log_dropped += 1;
+        }
+        if s.tail.len() == self.tail_lines {
+            s.tail.pop_front();
+        }
+        s.tail.push_back(line);
+    }
+
+    /// The last `n` log lines (all kept when `None`).
+    pub(super) fn tail(&self, n: Option<usize>) -> String {
+        let s = self.state();
+        let n = n.unwrap_or(s.tail.len()).min(s.tail.len());
+        let mut out: Vec<&str> = s
+            .tail
+            .iter()
+            .skip(s.tail.len() - n)
+            .map(String::as_str)
+            .collect();
+        let note;
+        if s.log_dropped > 0 {
+            note = format!(
+                "({} later lines are not in the log file: it reached its cap)",
+                s.log_dropped
+            );
+            out.push(&note);
+        }
+        out.join("\n")
+    }
+
+    /// The delegate's session id (from its header).
+    pub(super) fn session_id(&self) -> Option<String> {
+        self.state().session_id.clone()
+    }
+
+    /// The answer (the last assistant text) and whether it was cut.
+    pub(super) fn answer(&self) -> (Option<String>, bool) {
+        let s = self.state();
+        (s.answer.clone(), s.answer_truncated)
+    }
+
+    /// How the turn ended, when it did not complete.
+    pub(super) fn turn_end(&self) -> Option<String> {
+        self.state().turn_end.clone()
+    }
+
+    /// Resolves when a message with exactly `text` enters the delegate's inbox.
+    pub(super) fn expect_inbox(&self, text: &str) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.state().acks.push((text.to_owned(), tx));
+        rx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stream(dir: &tempfile::TempDir, max_log: u64) -> Stream {
+        Stream::new(dir.path().join("log.txt"), max_log, 3)
+    }
+
+    fn line(v: Value) -> Vec<u8> {
+        let mut b = serde_json::to_vec(&v).unwrap();
+        b.push(b'\n');
+        b
+    }
+
+    #[test]
+    fn records_split_anywhere_are_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = stream(&dir, 1 << 20);
+        let mut bytes = line(json!({"type": "session", "id": "s-1", "version": 0}));
+        bytes.extend(line(json!({"type": "assistant/message", "data": {"message": {"role": "assistant", "content": [{"type": "text", "text": "done ✓"}]}}})));
+        for chunk in bytes.chunks(7) {
+            s.feed(chunk);
+        }
+        s.flush();
+        assert_eq!(s.session_id().as_deref(), Some("s-1"));
+        assert_eq!(s.answer(), (Some("done ✓".into()), false));
+        assert_eq!(s.tail(None), "assistant: done ✓");
+    }
+
+    #[test]
+    fn memory_and_the_log_file_stay_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = stream(&dir, 100);
+        for i in 0..50 {
+            s.feed(&line(json!({"type": "tool/call", "data": {"callId": format!("c{i}"), "name": "bash", "arguments": "x".repeat(1000)}})));
+        }
+        // Garbage and an over-long record are skipped, not kept.
+        s.feed(b"not json\n");
+        s.feed(&vec![b'a'; MAX_LINE + 10]);
+        s.feed(b"tail\n");
+        s.flush();
+        let tail = s.tail(None);
+        assert_eq!(tail.lines().count(), 4, "3 kept + the cap note: {tail}");
+        assert!(
+            tail.contains("skipped") && tail.contains("reached its cap"),
+            "{tail}"
+        );
+        let file = std::fs::read_to_string(dir.path().join("log.txt")).unwrap();
+        assert!(file.len() <= 100, "{}", file.len());
+        assert!(s.state().partial.capacity() <= MAX_LINE + 64 * 1024);
+    }
+
+    #[test]
+    fn a_failed_turn_and_a_steer_ack_are_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = stream(&dir, 1 << 20);
+        let mut ack = s.expect_inbox("go left");
+        s.feed(&line(json!({"type": "agent/inbox/spliced", "data": {"target": "next-step", "start": 0, "inserted": [{"role": "user", "content": [{"type": "text", "text": "go right"}]}]}})));
+        assert!(ack.try_recv().is_err());
+        s.feed(&line(json!({"type": "agent/inbox/spliced", "data": {"target": "next-step", "start": 0, "inserted": [{"role": "user", "content": [{"type": "text", "text": "go left"}]}]}})));
+        assert!(ack.try_recv().is_ok());
+        s.feed(&line(json!({"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "error", "code": "AUTH", "message": "AUTH: bad key"}}})));
+        assert_eq!(
+            s.turn_end().as_deref(),
+            Some("the delegate's turn ended error: AUTH: bad key")
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! Git for the keel provider: the isolated worktree a write-mode delegate works in and the
+//! patch it leaves, and the pinned change a review reads. Every git command goes through the
+//! subprocess service.
+
+use keel_tools::subprocess::{CommandSpec, SubprocessService};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes of a diff put into a review prompt; a longer change is named by its command instead.
+const MAX_REVIEW_DIFF: usize = 200 * 1024;
+
+/// Run `git ARGS` in `dir`; stdout on success, a message naming the command otherwise.
+async fn git(sp: &SubprocessService, dir: &Path, args: &[&str]) -> Result<String, String> {
+    let mut argv = vec![
+        "git",
+        "-c",
+        "user.name=keel",
+        "-c",
+        "user.email=keel@localhost",
+    ];
+    argv.extend_from_slice(args);
+    let spec = CommandSpec::new(argv)
+        .cwd(dir)
+        .timeout(Duration::from_secs(120))
+        .cap(MAX_REVIEW_DIFF + 1024)
+        .label("delegate-git");
+    let out = sp
+        .run(spec, &CancellationToken::new())
+        .await
+        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    if out.code == Some(0) {
+        Ok(out.stdout.text())
+    } else {
+        Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            out.stderr.text().trim()
+        ))
+    }
+}
+
+/// An isolated worktree of the caller's repository.
+pub(super) struct Isolated {
+    /// The repository's top level (the caller's).
+    top: PathBuf,
+    /// The worktree.
+    tree: PathBuf,
+    /// The commit it starts from (HEAD plus the caller's tracked changes).
+    base: String,
+    /// Where the delegate runs: the caller's directory inside the worktree.
+    pub(super) cwd: PathBuf,
+}
+
+impl Isolated {
+    /// A detached worktree at `job_dir/worktree` holding the caller's committed and tracked
+    /// uncommitted state (untracked files stay behind).
+    pub(super) async fn create(
+        sp: &SubprocessService,
+        caller_cwd: &Path,
+        job_dir: &Path,
+    ) -> Result<Isolated, String> {
+        let top = git(sp, caller_cwd, &["rev-parse", "--show-toplevel"])
+            .await
+            .map_err(|e| {
+                format!(
+                    "write mode needs a git repository (the delegate works in an isolated \
+                     worktree and returns a patch): {} is not in one ({e})",
+                    caller_cwd.display()
+                )
+            })?;
+        let top = PathBuf::from(top.trim());
+        let stash = git(sp, &top, &["stash", "create"]).await?;
+        let base = match stash.trim() {
+            "" => git(sp, &top, &["rev-parse", "HEAD"])
+                .await?
+                .trim()
+                .to_owned(),
+            s => s.to_owned(),
+        };
+        let tree = job_dir.join("worktree");
+        let tree_s = tree.display().to_string();
+        git(sp, &top, &["worktree", "add", "--detach", &tree_s, &base]).await?;
+        let rel = caller_cwd
+            .canonicalize()
+            .ok()
+            .and_then(|c| {
+                let t = top.canonicalize().ok()?;
+                c.strip_prefix(&t).ok().map(Path::to_path_buf)
+            })
+            .unwrap_or_default();
+        Ok(Isolated {
+            cwd: tree.join(rel),
+            top,
+            tree,
+            base,
+        })
+    }
+
+    /// The delegate's changes as `job_dir/changes.patch` (none when it changed nothing) and
+    /// the files it touched; the worktree is removed.
+    pub(super) async fn collect(
+        self,
+        sp: &SubprocessService,
+        job_dir: &Path,
+    ) -> Result<(Option<String>, Vec<String>), String> {
+        let found = self.diff(sp, job_dir).await;
+        let tree_s = self.tree.display().to_string();
+        if git(sp, &self.top, &["worktree", "remove", "--force", &tree_s])
+            .await
+            .is_err()
+        {
+            let _ = std::fs::remove_dir_all(&self.tree);
+            let _ = git(sp, &self.top, &["worktree", "prune"]).await;
+        }
+        found
+    }
+
+    async fn diff(
+        &self,
+        sp: &SubprocessService,
+        job_dir: &Path,
+    ) -> Result<(Option<String>, Vec<String>), String> {
+        git(sp, &self.tree, &["add", "-A"]).await?;
+        let names = git(
+            sp,
+            &self.tree,
+            &["diff", "--cached", "--name-only", &self.base],
+        )
+        .await?;
+        let touched: Vec<String> = names.lines().map(str::to_owned).collect();
+        if touched.is_empty() {
+            return Ok((None, touched));
+        }
+        let patch = job_dir.join("changes.patch");
+        let output = format!("--output={}", patch.display());
+        git(
+            sp,
+            &self.tree,
+            &["diff", "--cached", "--binary", &output, &self.base],
+        )
+        .await?;
+        Ok((Some(patch.display().to_string()), touched))
+    }
+}
+
+/// A change to review.
+pub(super) struct Change {
+    /// What it is, for the prompt.
+    pub(super) what: String,
+    /// Its diff.
+    pub(super) diff: String,
+}
+
+/// The working tree's change against `base`, pinned to the commit `base` names now.
+pub(super) async fn pinned_change(
+    sp: &SubprocessService,
+    cwd: &Path,
+    base: &str,
+) -> Result<Change, String> {
+    let spec = format!("{base}^{{commit}}");
+    let sha = git(sp, cwd, &["rev-parse", "--verify", "--quiet", &spec])
+        .await
+        .map_err(|_| {
+            format!(
+                "'{base}' names no commit of the repository at {}",
+                cwd.display()
+            )
+        })?;
+    let sha = sha.trim().to_owned();
+    let diff = git(sp, cwd, &["diff", &sha]).await?;
+    if diff.trim().is_empty() {
+        return Err(format!("nothing to review: no change from {base} ({sha})"));
+    }
+    Ok(Change {
+        what: format!(
+            "the change from {base} (commit {sha}) to the working tree (`git diff {sha}`)"
+        ),
+        diff,
+    })
+}
+
+/// The review task handed to a read-only delegate.
+pub(super) fn review_prompt(change: &Change) -> String {
+    let diff = if change.diff.len() > MAX_REVIEW_DIFF {
+        let mut end = MAX_REVIEW_DIFF;
+        while !change.diff.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!(
+            "{}\n[the diff is cut here at {MAX_REVIEW_DIFF} bytes; read the rest yourself]",
+            &change.diff[..end]
+        )
+    } else {
+        change.diff.clone()
+    };
+    format!(
+        "Review {what}. Do not change any file.\n\n\
+         Report findings first, most severe first: for each, its severity (high, medium or \
+         low), the file and line, what is wrong and why it matters, and a concrete fix. Then, in \
+         one short paragraph, your overall assessment. If you find nothing wrong, say so plainly. \
+         Read the surrounding code where the diff alone does not settle a question.\n\n\
+         ```diff\n{diff}\n```",
+        what = change.what
+    )
+}
