@@ -76,6 +76,11 @@ pub struct Common {
     /// keeps its mode unless this is given (docs/memory.md).
     #[arg(long, global = true, value_name = "MODE", value_parser = ["native", "managed", "managed:recent", "managed:relevant"])]
     pub context: Option<String>,
+    /// Delegation for this run (enables the `delegate` plugin): `--delegate` hands tasks to
+    /// other keel processes; `--delegate=consult` to the consult CLI (Claude Code, Codex…);
+    /// `--delegate=inprocess` to the test provider. See docs/delegation.md.
+    #[arg(long, global = true, value_name = "PROVIDER", num_args = 0..=1, require_equals = true, default_missing_value = "keel", value_parser = ["keel", "consult", "inprocess"])]
+    pub delegate: Option<String>,
     /// The card `keel chat --card` names (set by that command, not a flag of its own).
     #[arg(skip)]
     pub card: Option<String>,
@@ -94,6 +99,14 @@ pub enum Command {
     /// Compact a session now (between turns): prune oversized tool results and summarise old
     /// history with the model, appending the replacement (nothing is deleted).
     Compact(CompactArgs),
+    /// A findings-first review of your change by a delegate (the `/review` command).
+    ///
+    /// Asks the delegation provider (`--delegate[=PROVIDER]`, else the `delegate` row, else
+    /// keel) to review the working tree's change from --base (default HEAD), pinned to the
+    /// commit it names now, or a finished write-mode delegation's patch (--job). The findings
+    /// are printed and injected into a session: a new one, or the one --resume/--last names,
+    /// so your next turn there sees them. Exit 1 when the provider cannot review.
+    Review(ReviewArgs),
     /// List, show, check, export and import sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -230,6 +243,26 @@ pub struct ResumeArgs {
     #[arg(long)]
     pub json: bool,
     /// Replay a model script instead of calling a model.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+}
+
+/// `keel review`.
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// Git ref the change is measured from (default HEAD: your uncommitted changes).
+    #[arg(long, value_name = "REF", conflicts_with = "job")]
+    pub base: Option<String>,
+    /// Review the patch of this finished write-mode delegation (its provider job id).
+    #[arg(long, value_name = "ID")]
+    pub job: Option<String>,
+    /// Inject the findings into this session (id, prefix or path) instead of a new one.
+    #[arg(long, value_name = "SESSION", conflicts_with = "last")]
+    pub resume: Option<String>,
+    /// Inject the findings into the latest session of this directory.
+    #[arg(long)]
+    pub last: bool,
+    /// Replay a model script instead of calling a model (the reviewer uses it too).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
 }

@@ -4,7 +4,7 @@
 //! passed explicitly, steering through the delegate's inbox, and `keel review`.
 //!
 //! One mock model serves both agents; responses are told apart by what each request ends with.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
 
@@ -166,6 +166,8 @@ responses:
     tool_calls:
       - { id: s1, name: delegate, arguments: { prompt: "DELEGATED: look around" } }
   - match: { last_tool_result_contains: "Started delegation delegate-1" }
+    behaviour: stall
+    stall_ms: 1500
     tool_calls:
       - { id: s2, name: delegate_steer, arguments: { job_id: delegate-1, guidance: "GUIDANCE-XYZ: check add.sh" } }
   - match: { last_message_contains: "DELEGATE-ANSWER" }
@@ -182,16 +184,92 @@ responses:
 "#,
     );
     let out = run(keel(&env, &mock).args(["run", "SUPERVISE a look"]));
+    if out.code != Some(0) {
+        for f in env.session_files() {
+            eprintln!("{}", std::fs::read_to_string(f).unwrap());
+        }
+    }
     assert_eq!(out.code, Some(0), "{out:?}");
     let sup = env.only_session_where(|h| h.get("parentSession").is_none());
     let all = texts(&load_consistent(&sup));
     assert!(all.contains("DELEGATE-ANSWER: steered to add.sh"), "{all}");
     let (_, child) = children_of(&env, &support::session_id(&sup)).remove(0);
+    // It took the guidance mid-turn: after its first tool call started.
+    let pos = |pred: &dyn Fn(&Value) -> bool| child.iter().position(pred).unwrap();
+    let bash = pos(&|e| e["type"] == "tool/call" && e["data"]["name"] == "bash");
+    let steer =
+        pos(&|e| e["type"] == "agent/inbox/spliced" && e.to_string().contains("GUIDANCE-XYZ"));
+    assert!(bash < steer, "steered while running");
+    assert!(
+        all.contains("Guidance delivered to delegate-1 (accepted)"),
+        "{all}"
+    );
     let splices = of_type(&child, "agent/inbox/spliced");
     assert!(
         splices
             .iter()
             .any(|e| e.to_string().contains("GUIDANCE-XYZ")),
         "the guidance entered the delegate's inbox"
+    );
+}
+
+#[test]
+fn keel_review_injects_a_delegates_findings_into_the_session() {
+    let env = project();
+    env.write("add.sh", "#!/bin/sh\necho $(( $1 * $2 ))\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "NEXT" }
+    text: "on it"
+  - match: { last_user_contains: "Review the change from HEAD" }
+    text: "FINDING-1 high add.sh:2 multiplies instead of adding"
+"#,
+    );
+    let out = run(keel(&env, &mock).arg("review"));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("FINDING-1"), "{out:?}");
+    assert!(
+        out.stdout
+            .contains("<untrusted-delegate-output job=\"keel-1\">"),
+        "{out:?}"
+    );
+    // The reviewer saw the pinned diff and ran read-only.
+    let asked = mock.requests()[0].to_string();
+    assert!(asked.contains("+echo $(( $1 * $2 ))"), "{asked}");
+    let head = git(&env.ws, &["rev-parse", "HEAD"]);
+    assert!(asked.contains(head.trim()), "pinned to the commit: {asked}");
+    let sup = env.only_session_where(|h| h.get("parentSession").is_none());
+    let (header, _) = children_of(&env, &support::session_id(&sup)).remove(0);
+    assert_eq!(header["origin"], "delegate");
+
+    // The next turn of that session sees the findings.
+    let id = support::session_id(&sup);
+    let out = run(keel(&env, &mock).args(["resume", &id, "NEXT fix them"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let last = mock.requests().last().unwrap().to_string();
+    assert!(
+        last.contains("FINDING-1") && last.contains("/review"),
+        "{last}"
+    );
+}
+
+#[test]
+fn keel_review_says_what_it_cannot_do() {
+    let env = project();
+    let mock = Mock::start("responses: []");
+    // Nothing changed since HEAD.
+    let out = run(keel(&env, &mock).arg("review"));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("nothing to review"), "{out:?}");
+    // A provider without the capability.
+    env.write("add.sh", "changed\n");
+    let out = run(keel(&env, &mock).args(["--delegate=inprocess", "review"]));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("[review-unsupported]"), "{out:?}");
+    assert!(mock.requests().is_empty());
+    assert!(
+        env.session_files().is_empty(),
+        "failed reviews leave no session"
     );
 }

@@ -12,7 +12,7 @@
 //! Modules: [`seam`] (the provider-neutral vocabulary and trait), [`inprocess`] (a tiny
 //! provider for tests and demos), [`tools`] (the six tools; they know only the seam),
 //! [`render`] (bounding and untrusted framing), [`reports`] (mid-flight reports and the wake
-//! budget), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider), [`keel`]
+//! budget), [`review`] (the human's `/review`), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider), [`keel`]
 //! (another `keel run` process as the delegate).
 
 #![deny(missing_docs)]
@@ -23,6 +23,7 @@ pub mod keel;
 pub mod plugin;
 pub mod render;
 pub mod reports;
+pub mod review;
 pub mod seam;
 pub mod tools;
 

@@ -21,6 +21,7 @@ use crate::consult::{ConsultConfig, ConsultProvider};
 use crate::inprocess::InProcessProvider;
 use crate::keel::{KeelConfig, KeelProvider};
 use crate::reports::Reports;
+use crate::review::ReviewCommand;
 use crate::seam::DelegationService;
 use crate::tools::{self, Shared, TOOL_NAMES};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
@@ -77,6 +78,7 @@ impl Default for DelegateConfig {
 #[derive(Clone, Default)]
 pub struct DelegatePlugin {
     service: Option<Arc<dyn DelegationService>>,
+    review: Option<ReviewCommand>,
 }
 
 impl std::fmt::Debug for DelegatePlugin {
@@ -95,8 +97,46 @@ impl DelegatePlugin {
     pub fn with_service(service: Arc<dyn DelegationService>) -> Self {
         DelegatePlugin {
             service: Some(service),
+            review: None,
         }
     }
+
+    /// The plugin and the front end's `/review` command, filled when the plugin is installed
+    /// into an agent (see [`crate::review`]).
+    pub fn with_review_command() -> (Self, ReviewCommand) {
+        let command = ReviewCommand::default();
+        let plugin = DelegatePlugin {
+            service: None,
+            review: Some(command.clone()),
+        };
+        (plugin, command)
+    }
+}
+
+/// A row `config` with `provider` set to `name` (the other keys kept).
+fn with_provider(mut config: Value, name: &str) -> Value {
+    if !config.is_object() {
+        config = Value::Object(Default::default());
+    }
+    if let Some(m) = config.as_object_mut() {
+        m.insert("provider".into(), Value::String(name.into()));
+    }
+    config
+}
+
+/// `--delegate`: the row's config with `provider = "keel"`.
+pub fn provider_keel(config: Value) -> Value {
+    with_provider(config, "keel")
+}
+
+/// `--delegate=consult`.
+pub fn provider_consult(config: Value) -> Value {
+    with_provider(config, "consult")
+}
+
+/// `--delegate=inprocess`.
+pub fn provider_inprocess(config: Value) -> Value {
+    with_provider(config, "inprocess")
 }
 
 fn setup(what: String) -> PluginError {
@@ -171,6 +211,9 @@ impl Plugin for DelegatePlugin {
             }
             None => provider(&config, ctx)?,
         };
+        if let Some(command) = &self.review {
+            command.fill(service.clone(), config.max_output_bytes);
+        }
         let reports = Arc::new(Reports::new(config.wake_budget, config.max_output_bytes));
         let shared = Shared::new(service, reports, config.max_output_bytes);
         ctx.tools.extend(tools::all(&shared));

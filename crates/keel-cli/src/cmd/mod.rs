@@ -49,14 +49,25 @@ impl Ctx {
 
     /// Load the layered configuration of this workspace (flags `--profile`, `--config`, `-c`).
     pub fn host(&self) -> Result<keel_host::Host> {
+        self.host_with(keel_host::catalogue::builtin())
+    }
+
+    /// [`Ctx::host`] with another plugin catalogue (a front end's own plugin instances).
+    pub fn host_with(
+        &self,
+        plugins: Vec<Box<dyn keel_agent::plugin::Plugin>>,
+    ) -> Result<keel_host::Host> {
         let (profile, overrides) = cards::profile_sources(self);
-        Ok(keel_host::Host::load(&keel_host::Sources {
-            home: self.home.clone(),
-            project: self.cwd.clone(),
-            profile,
-            config_file: self.common.config_file.clone(),
-            overrides,
-        })?)
+        Ok(keel_host::Host::load_with(
+            &keel_host::Sources {
+                home: self.home.clone(),
+                project: self.cwd.clone(),
+                profile,
+                config_file: self.common.config_file.clone(),
+                overrides,
+            },
+            plugins,
+        )?)
     }
 
     /// The newest readable session file of this directory (what `keel resume` picks).
@@ -111,10 +122,24 @@ impl Ctx {
             }
             .into_iter()
             .chain(context_edit(c.context.as_deref()))
+            .chain(delegate_edit(c.delegate.as_deref()))
             .chain(cards::roleplay_edits(self))
             .collect(),
         })
     }
+}
+
+/// `--delegate[=PROVIDER]`: the delegate row's config with `provider` set.
+fn delegate_edit(provider: Option<&str>) -> Option<keel_host::RowEdit> {
+    let edit: fn(serde_json::Value) -> serde_json::Value = match provider? {
+        "consult" => keel_delegate::plugin::provider_consult,
+        "inprocess" => keel_delegate::plugin::provider_inprocess,
+        _ => keel_delegate::plugin::provider_keel,
+    };
+    Some(keel_host::RowEdit {
+        plugin: keel_delegate::ID.as_str(),
+        edit,
+    })
 }
 
 /// `--context MODE`: the memory row's config with `context_mode` (and `policy`) set.
@@ -158,6 +183,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Demo(args) => run::demo(&ctx, args),
         Command::Resume(args) => run::resume(&ctx, args),
         Command::Compact(args) => run::compact(&ctx, args),
+        Command::Review(args) => run::review(&ctx, args),
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
         Command::Config(cmd) => config_cmd::run(&ctx, cmd),
         Command::Trace(args) => provenance::trace_cmd(&ctx, args),

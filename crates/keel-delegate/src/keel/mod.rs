@@ -9,8 +9,8 @@
 //!               ─► job.json (the result, read back after the supervisor resumes)
 //! ```
 //!
-//! Authority: `read-only` runs in the caller's workspace under `--sandbox read-only
-//! --approval never`; `write` runs only inside an isolated git worktree of the caller's
+//! Authority: `read-only` runs in the caller's workspace under `--sandbox read-only` (commands
+//! run without asking where the kernel confines them — Landlock — and are refused elsewhere); `write` runs only inside an isolated git worktree of the caller's
 //! repository (its tracked changes included) under `--sandbox workspace-write --approval auto`,
 //! and the caller gets a patch, never a changed workspace. The model route and its credential
 //! come from the supervisor ([`ModelLaunch`]) and are passed on the spawn itself; nothing else of
@@ -512,6 +512,10 @@ impl Run {
         ];
         argv.extend(
             match self.spec.mode {
+                // Commands run without asking only where the kernel confines them to reading.
+                DelegateMode::ReadOnly if read_only_is_enforced(&cwd) => {
+                    ["--sandbox", "read-only", "--approval", "auto"]
+                }
                 DelegateMode::ReadOnly => ["--sandbox", "read-only", "--approval", "never"],
                 DelegateMode::Write => ["--sandbox", "workspace-write", "--approval", "auto"],
             }
@@ -621,6 +625,23 @@ impl Run {
             let _ = j.final_tx.send(true);
         }
     }
+}
+
+/// Whether this kernel confines commands of a `read-only` sandbox in `cwd` (Landlock): a
+/// read-only delegate then runs commands without asking; elsewhere its commands are refused.
+fn read_only_is_enforced(cwd: &Path) -> bool {
+    use keel_tools::SandboxMode;
+    use keel_tools::subprocess::confine::{ConfineSpec, Confinement};
+    let roots = [cwd.to_path_buf()];
+    Confinement::prepare(&ConfineSpec {
+        mode: SandboxMode::ReadOnly,
+        roots: &roots,
+        extra_writable: &[],
+        temp: &std::env::temp_dir(),
+        network: true,
+    })
+    .enforcement()
+    .is_complete()
 }
 
 /// The supervisor's route arguments, with `--model` replaced by `model` when given.
