@@ -273,3 +273,26 @@ fn keel_review_says_what_it_cannot_do() {
         "failed reviews leave no session"
     );
 }
+
+#[test]
+fn keel_demo_delegate_runs_a_real_delegate_with_no_key_and_no_network() {
+    let env = Env::new();
+    let dir = env.root().join("demo");
+    let out = run(env
+        .keel_bare()
+        .args(["demo", "--delegate", "--dir"])
+        .arg(&dir));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("the delegate found"), "{out:?}");
+    assert!(
+        std::fs::read_to_string(dir.join("add.sh"))
+            .unwrap()
+            .contains("$1 + $2")
+    );
+    let sup = env.only_session_where(|h| h.get("parentSession").is_none());
+    let sup_events = load_consistent(&sup);
+    assert!(texts(&sup_events).contains("The bug is on line 3 of add.sh"));
+    let children = children_of(&env, &support::session_id(&sup));
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].0["origin"], "delegate");
+}

@@ -61,6 +61,45 @@ responses:
   - text: "Fixed: add.sh subtracted its arguments (`$1 - $2`); it now adds them (`$1 + $2`), and `sh test.sh` prints `ok: add 2 3 = 5`."
 "#;
 
+/// The task of `keel demo --delegate`.
+pub const DELEGATE_PROMPT: &str = "The test in test.sh fails. Have a delegate find the bug while you wait, then fix it and make sure the test passes.";
+
+/// The script of `keel demo --delegate`, shared by the supervisor and its delegate (another
+/// `keel run` process replaying the same file): each request takes the first unused response
+/// whose `match` holds, so the two agents' steps are told apart by what their requests end with
+/// (the delegate's first: its read of test.sh holds the text the supervisor's test run prints).
+pub const DELEGATE_SCRIPT: &str = r#"
+responses:
+  # The delegate.
+  - match: {last_message_contains: "INVESTIGATE"}
+    reasoning: "Read the script and its test."
+    tool_calls:
+      - {name: read, arguments: {path: "add.sh"}}
+      - {name: read, arguments: {path: "test.sh"}}
+  - match: {last_tool_result_contains: "got=$(sh add.sh 2 3)"}
+    text: "The bug is on line 3 of add.sh: it computes `$(( $1 - $2 ))`. Change it to `$(( $1 + $2 ))`; test.sh expects `add 2 3` to print 5."
+  # The supervisor.
+  - match: {last_message_contains: "Have a delegate find the bug"}
+    reasoning: "Investigation can run in a separate agent while I wait; it only needs to read."
+    text: "I'll hand the investigation to a delegate (read-only) and wait for its answer."
+    tool_calls:
+      - name: delegate
+        arguments:
+          label: "find the bug"
+          prompt: "INVESTIGATE: `sh test.sh` fails in this project. Find the bug in add.sh and say exactly which line to change and how. Do not edit any file."
+  - match: {last_tool_result_contains: "Started delegation delegate-1"}
+    text: "The delegate is working; its answer will arrive as a notice."
+  - match: {last_message_contains: "<untrusted-delegate-output"}
+    reasoning: "The delegate says add.sh subtracts. That is a claim to verify: the edit and the test run will show it."
+    tool_calls:
+      - {name: edit, arguments: {path: "add.sh", old_string: "$(( $1 - $2 ))", new_string: "$(( $1 + $2 ))"}}
+  - match: {last_tool_result_contains: "Edited add.sh"}
+    tool_calls:
+      - {name: bash, arguments: {command: "sh test.sh", description: "Run the test"}}
+  - match: {last_tool_result_contains: "ok: add 2 3 = 5"}
+    text: "Fixed: the delegate found that add.sh subtracted its arguments; it now adds them, and `sh test.sh` prints `ok: add 2 3 = 5`."
+"#;
+
 /// Write the project into `dir`.
 pub fn write_project(dir: &Path) -> Result<()> {
     for (name, text) in FILES {

@@ -467,10 +467,23 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
         cwd: dir.clone(),
         store: keel_session::Store::new(ctx.home.clone()),
     };
-    let provider: Arc<dyn Provider> = Arc::new(
-        ScriptedProvider::from_str(crate::cmd::demo::SCRIPT, ScriptFormat::Yaml)?
-            .with_name("scripted"),
-    );
+    let delegating = ctx.common.delegate.is_some();
+    let (source, prompt) = if delegating {
+        // The delegate is another keel process: it replays the script from a file.
+        let script = dir.with_extension("script.yaml");
+        std::fs::write(&script, crate::cmd::demo::DELEGATE_SCRIPT)
+            .with_context(|| format!("cannot write {}", script.display()))?;
+        (
+            ModelSource::Script(script),
+            crate::cmd::demo::DELEGATE_PROMPT,
+        )
+    } else {
+        let provider: Arc<dyn Provider> = Arc::new(
+            ScriptedProvider::from_str(crate::cmd::demo::SCRIPT, ScriptFormat::Yaml)?
+                .with_name("scripted"),
+        );
+        (ModelSource::Provider(provider), crate::cmd::demo::PROMPT)
+    };
     let host = demo_ctx.host()?;
     // The demo always runs the default model in the workspace sandbox, approving its edits.
     let flags = keel_host::Flags {
@@ -479,17 +492,22 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
         approval: Some(ApprovalPolicy::Auto),
         ..demo_ctx.flags()?
     };
-    let factory = host.factory(flags, ModelSource::Provider(provider))?;
+    let factory = host.factory(flags, source)?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let agent = build_agent(&factory, factory.new_session(LogFormat::Plain)?, &progress)?;
     let mut err = std::io::stderr().lock();
     writeln!(
         err,
-        "keel demo: a scripted model works on a small project in {}",
-        dir.display()
+        "keel demo: a scripted model works on a small project in {}{}",
+        dir.display(),
+        if delegating {
+            ", delegating to another keel process"
+        } else {
+            ""
+        }
     )?;
     drop(err);
-    agent.followup(crate::cmd::demo::PROMPT)?;
+    agent.followup(prompt)?;
     let outcome = drive(&agent)?;
     let code = finish(&agent, outcome, Output::from_json_flag(args.json))?;
     let path = agent.log().writer().path().to_path_buf();
