@@ -144,6 +144,21 @@ responses:
         auth.iter().all(|a| a == &format!("Bearer {KEY}")),
         "{auth:?}"
     );
+    // A delegate does not delegate further (max_depth 1): its requests offer no delegate tools.
+    let offered = |events: &[Value]| -> Vec<String> {
+        of_type(events, "request/header")[0]["data"]["header"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(offered(&events).contains(&"delegate".to_owned()));
+    assert!(
+        !offered(child).iter().any(|n| n.starts_with("delegate")),
+        "{:?}",
+        offered(child)
+    );
     let child_text = texts(child);
     assert!(
         child_text.contains("KEEL_DELEGATION_DEPTH=1"),

@@ -11,6 +11,7 @@
 //! consult_path = "consult"   # the consult executable (a bare name is looked up on PATH)
 //! # consult_data_dir = "…"   # CONSULT_DATA_DIR for every consult spawn (unset: consult's own)
 //! wake_budget = 3            # report wake-ups in a row before a human message is needed
+//! max_depth = 1              # delegation depth at which the tools are no longer offered
 //! max_output_bytes = 16000   # bound of every delegate-authored text the model sees
 //! ```
 //!
@@ -57,6 +58,10 @@ pub struct DelegateConfig {
     pub wake_budget: u32,
     /// Bytes of any delegate-authored text (answer, error, logs, report) the model sees.
     pub max_output_bytes: usize,
+    /// A process running at this delegation depth or deeper (a keel delegate is started with
+    /// its depth in `KEEL_DELEGATION_DEPTH`) gets no delegation tools: with the default 1, a
+    /// delegate does not delegate further.
+    pub max_depth: u32,
 }
 
 impl Default for DelegateConfig {
@@ -69,6 +74,7 @@ impl Default for DelegateConfig {
             consult_data_dir: None,
             wake_budget: 3,
             max_output_bytes: crate::render::DEFAULT_MAX_OUTPUT_BYTES,
+            max_depth: 1,
         }
     }
 }
@@ -199,6 +205,14 @@ impl Plugin for DelegatePlugin {
                 "max_output_bytes {} is below the minimum of 256",
                 config.max_output_bytes
             )));
+        }
+        let depth = std::env::var(crate::keel::DEPTH_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0);
+        if depth >= config.max_depth {
+            // A delegate this deep does its task itself.
+            return Ok(());
         }
         let service = match &self.service {
             Some(s) if s.name() == config.provider => s.clone(),
