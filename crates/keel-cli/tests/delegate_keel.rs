@@ -311,3 +311,134 @@ fn keel_demo_delegate_runs_a_real_delegate_with_no_key_and_no_network() {
     assert_eq!(children.len(), 1);
     assert_eq!(children[0].0["origin"], "delegate");
 }
+
+#[test]
+fn status_logs_kill_result_and_unknown_jobs_over_the_keel_provider() {
+    let env = project();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_message_contains: "SUPERVISE" }
+    tool_calls:
+      - { id: s1, name: delegate, arguments: { prompt: "DELEGATED: a long look", label: long } }
+  - match: { last_tool_result_contains: "Started delegation delegate-1" }
+    tool_calls:
+      - { id: s2, name: delegate_status, arguments: {} }
+  - match: { last_tool_result_contains: "delegate-1 [running]" }
+    behaviour: stall
+    stall_ms: 1500
+    tool_calls:
+      - { id: s3, name: delegate_logs, arguments: { job_id: delegate-1 } }
+  - match: { last_tool_result_contains: "sleep 30" }
+    tool_calls:
+      - { id: s4, name: job_kill, arguments: { job_id: delegate-1 } }
+  - match: { last_tool_result_contains: "Killed job delegate-1" }
+    behaviour: stall
+    stall_ms: 1000
+    tool_calls:
+      - { id: s5, name: delegate_result, arguments: { job_id: delegate-1 } }
+  - match: { last_tool_result_contains: "[cancelled]" }
+    tool_calls:
+      - { id: s6, name: delegate_result, arguments: { job_id: keel-99 } }
+  - match: { last_tool_result_contains: "[unknown-job]" }
+    text: "SUITE-DONE"
+  - match: { last_message_contains: "DELEGATED" }
+    tool_calls:
+      - { id: d1, name: bash, arguments: { command: "sleep 30" } }
+"#,
+    );
+    let out = run(keel(&env, &mock).args(["run", "SUPERVISE it"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("SUITE-DONE"), "{out:?}");
+    let sup = env.only_session_where(|h| h.get("parentSession").is_none());
+    let results = support::tool_results(&load_consistent(&sup));
+    let by = |id: &str| results.iter().find(|r| r.0 == id).unwrap().1.clone();
+    assert!(
+        by("s2").contains("delegate-1 [running] read-only"),
+        "{}",
+        by("s2")
+    );
+    assert!(
+        by("s3").contains("<untrusted-delegate-output job=\"delegate-1\" part=\"logs\">"),
+        "{}",
+        by("s3")
+    );
+    assert!(by("s3").contains("→ bash"), "{}", by("s3"));
+    assert!(by("s5").contains("delegate-1 [cancelled]"), "{}", by("s5"));
+    assert!(
+        by("s6").contains("[unknown-job] no delegation job 'keel-99'"),
+        "{}",
+        by("s6")
+    );
+}
+
+#[test]
+fn a_sigkilled_supervisors_delegation_is_reported_from_an_earlier_session() {
+    let env = project();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_message_contains: "SUPERVISE" }
+    tool_calls:
+      - { id: s1, name: delegate, arguments: { prompt: "DELEGATED: a long look" } }
+  - match: { last_tool_result_contains: "Started delegation delegate-1" }
+    text: "waiting"
+  - match: { last_user_contains: "NEXT" }
+    tool_calls:
+      - { id: n1, name: delegate_status, arguments: { job_id: keel-1 } }
+  - match: { last_tool_result_contains: "keel-1" }
+    text: "CHECKED"
+  - match: { last_message_contains: "DELEGATED" }
+    tool_calls:
+      - { id: d1, name: bash, arguments: { command: "sleep 60" } }
+"#,
+    );
+    let running = support::spawn(keel(&env, &mock).args(["run", "SUPERVISE it"]));
+    // Wait until the delegate runs its command, then kill the supervisor outright.
+    let job = env.home.join("delegations");
+    let deadline = std::time::Instant::now() + support::HANG_GUARD;
+    let child_started = || {
+        env.session_files().iter().any(|p| {
+            std::fs::read_to_string(p)
+                .is_ok_and(|t| t.contains("sleep 60") && t.contains("parentSession"))
+        })
+    };
+    while !child_started() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the delegate never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    running.signal(libc::SIGKILL);
+    let _ = running.wait();
+    let sup = env.only_session_where(|h| h.get("parentSession").is_none());
+    let id = support::session_id(&sup);
+    let record = std::fs::read_to_string(job.join(&id).join("keel-1").join("job.json")).unwrap();
+    assert!(record.contains("\"running\""), "{record}");
+    // Its delegate died with it (same process-group teardown keel gives every child).
+    let (child_header, _) = children_of(&env, &id).remove(0);
+    let child_id = child_header["id"].as_str().unwrap().to_owned();
+    let alive = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).contains(&id)
+                    && String::from_utf8_lossy(&c).contains("--delegated-from")
+            })
+        })
+    };
+    while alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "delegate {child_id} outlived its supervisor"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    let out = run(keel(&env, &mock).args(["resume", &id, "NEXT check"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let results = support::tool_results(&load_consistent(&sup));
+    let status = &results.iter().find(|r| r.0 == "n1").unwrap().1;
+    assert!(status.contains("keel-1 [unknown]"), "{status}");
+    assert!(status.contains("interrupted"), "{status}");
+}

@@ -205,12 +205,25 @@ impl KeelProvider {
         }
         let path = self.session_dir(caller).join(id).join("job.json");
         let text = std::fs::read_to_string(&path).map_err(|_| DelegationError::unknown_job(id))?;
-        serde_json::from_str(&text).map_err(|e| {
+        let mut r: DelegationResult = serde_json::from_str(&text).map_err(|e| {
             err(
                 ErrorCode::Internal,
                 format!("{} is not a delegation record: {e}", path.display()),
             )
-        })
+        })?;
+        if !r.job.status.is_final() {
+            // Recorded at its start by an earlier process of this session that ended before
+            // the delegation did; its delegate was stopped with it (its process group dies with
+            // the supervisor).
+            r.job.raw_status = Some(format!("{} (interrupted)", r.job.status.as_str()));
+            r.job.status = JobStatus::Unknown;
+            r.error_message = Some(
+                "from an earlier session: the supervisor process ended before this delegation \
+                 finished, and its delegate was stopped with it"
+                    .into(),
+            );
+        }
+        Ok(r)
     }
 
     /// Start `prompt` as job `id` (shared by delegate and review).
@@ -305,6 +318,9 @@ impl KeelProvider {
             stream,
             cancel,
         };
+        // Recorded now, so a supervisor that dies before the end leaves a trace its next
+        // process reports (see `lookup`).
+        run.record();
         tokio::spawn(run.go(after_finals, stdin_rx));
         Ok((id, final_rx))
     }
@@ -594,10 +610,21 @@ impl Run {
         ending
     }
 
+    /// Write the job's current result to `job.json` (best effort: memory stays the truth
+    /// while this process lives).
+    fn record(&self) {
+        let Some(record) = lock(&self.jobs).get(&self.id).map(|j| j.result.clone()) else {
+            return;
+        };
+        if let Ok(text) = serde_json::to_string_pretty(&record) {
+            let _ = std::fs::write(self.dir.join("job.json"), text);
+        }
+    }
+
     fn finish(&self, ending: Ending) {
         let (text, truncated) = self.stream.answer();
         let session = self.stream.session_id();
-        let record = {
+        {
             let mut jobs = lock(&self.jobs);
             let Some(j) = jobs.get_mut(&self.id) else {
                 return;
@@ -614,11 +641,8 @@ impl Run {
             }
             r.lineage.chain_id = session;
             j.stdin = None;
-            r.clone()
-        };
-        if let Ok(text) = serde_json::to_string_pretty(&record) {
-            let _ = std::fs::write(self.dir.join("job.json"), text);
         }
+        self.record();
         self.lifecycle(ending.status.as_str());
         if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
             j.listeners.clear();
