@@ -394,14 +394,22 @@ responses:
 "#,
     );
     let running = support::spawn(keel(&env, &mock).args(["run", "SUPERVISE it"]));
-    // Wait until the delegate runs its command, then kill the supervisor outright.
+    // Wait until the delegate runs its command and the supervisor's turn is over (it waits
+    // for the job), then kill the supervisor outright.
     let job = env.home.join("delegations");
     let deadline = std::time::Instant::now() + support::HANG_GUARD;
     let child_started = || {
-        env.session_files().iter().any(|p| {
-            std::fs::read_to_string(p)
-                .is_ok_and(|t| t.contains("sleep 60") && t.contains("parentSession"))
-        })
+        let files: Vec<String> = env
+            .session_files()
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .collect();
+        files
+            .iter()
+            .any(|t| t.contains("sleep 60") && t.contains("parentSession"))
+            && files
+                .iter()
+                .any(|t| !t.contains("parentSession") && t.contains("\"turn/end\""))
     };
     while !child_started() {
         assert!(
