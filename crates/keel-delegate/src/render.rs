@@ -95,6 +95,25 @@ pub fn status_line(display_id: &str, job: &DelegationJob) -> String {
     line
 }
 
+/// The section of `delegate_status` naming jobs the provider found still active from earlier
+/// sessions (at most 20 listed): they were not started in this session, keel does not track or
+/// stop them, and their state is as the provider reported it when it was first checked.
+pub fn earlier_sessions(jobs: &[DelegationJob]) -> String {
+    const SHOWN: usize = 20;
+    let mut out = format!(
+        "\n{} delegation(s) still active from an earlier session (reported when the provider was first checked in this session; not started here, not stopped by keel; ask delegate_status {{\"job_id\":\"…\"}} for its state now):",
+        jobs.len()
+    );
+    for job in jobs.iter().take(SHOWN) {
+        out.push('\n');
+        out.push_str(&status_line(&bound_head(&job.id, 80).text, job));
+    }
+    if jobs.len() > SHOWN {
+        out.push_str(&format!("\n… and {} more", jobs.len() - SHOWN));
+    }
+    out
+}
+
 /// A finished delegation: status, artifact paths, then the answer (and error message) framed.
 /// Returns the text and whether the answer was truncated (by the provider or by `cap`).
 pub fn finished(display_id: &str, result: &DelegationResult, cap: usize) -> (String, bool) {

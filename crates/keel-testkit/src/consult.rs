@@ -48,8 +48,9 @@
 //!   per `FAKE_CONSULT_EVENT_STEP_MS`, following new events (reports, steers) until the job is
 //!   final (exit 0) or dying with exit 4 after `FAKE_CONSULT_FOLLOW_DIE_AFTER` events. An event
 //!   is `{seq, at, type, urgency, message, data?}`; `seq` counts from 1 per job.
-//! - `report [ID] --type T --message M [--urgency wake|info] [--data JSON]` (the id defaults to
-//!   `CONSULT_JOB_ID`) → appends an event, prints `{schemaVersion, jobId, seq}`.
+//! - `report [ID] --type T --message M [--urgency wake|info] [--data JSON | --data-file PATH]`
+//!   (the id defaults to `CONSULT_JOB_ID`; `--data-file` is the fake's own, for data larger than
+//!   an argument may be) → appends an event, prints `{schemaVersion, jobId, seq}`.
 //! - `chain [ID] --json` → `{schemaVersion, chains: [{chainId, jobs: [{id, status, parentJobId,
 //!   delegationDepth}]}]}` (one chain for an id or `CONSULT_JOB_ID`, else all).
 //! - `<sub> --help` → a usage line, exit 0 (exit 2 `unknown subcommand` when the subcommand is

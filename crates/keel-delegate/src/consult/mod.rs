@@ -206,9 +206,8 @@ impl ConsultProvider {
 
     async fn run_preflight(&self, caller: &Caller) -> Result<Preflight, DelegationError> {
         let failed = |e: ConsultError| {
-            let diagnosis = DelegationError::from(e.clone()).diagnosis;
-            let err = not_ready(format!("consult preflight failed: {e}"));
-            match diagnosis {
+            let err = not_ready(format!("consult preflight failed: {}", e.headline()));
+            match e.stderr() {
                 Some(d) => err.with_diagnosis(d),
                 None => err,
             }
@@ -232,7 +231,14 @@ impl ConsultProvider {
             .spawn_once(caller, &doctor_argv)
             .await
             .map_err(failed)?;
-        let doctor: Option<envelope::Doctor> = envelope::parse("doctor", &doctor_run.stdout).ok();
+        let doctor = envelope::parse::<envelope::Doctor>("doctor", &doctor_run.stdout);
+        if doctor_run.exit == Some(0)
+            && let Err(e) = doctor
+        {
+            // A doctor that says nothing keel can trust: name the contract violation.
+            return Err(failed(e));
+        }
+        let doctor = doctor.ok();
         if doctor_run.exit != Some(0) || !doctor.as_ref().is_some_and(|d| d.ok) {
             let problems: Vec<String> = doctor
                 .map(|d| {
@@ -374,7 +380,7 @@ impl DelegationService for ConsultProvider {
             },
             Err(e) => Capabilities {
                 ready: false,
-                diagnosis: Some(match e.diagnosis {
+                diagnosis: Some(match e.diagnosis.filter(|d| !d.is_empty()) {
                     Some(d) => format!("{}: {d}", e.message),
                     None => e.message,
                 }),

@@ -114,19 +114,55 @@ impl ConsultError {
     }
 }
 
-impl From<ConsultError> for DelegationError {
-    fn from(e: ConsultError) -> Self {
-        let stderr = match &e {
+impl ConsultError {
+    /// consult's stderr, when this failure carries a non-empty one.
+    pub fn stderr(&self) -> Option<&str> {
+        match self {
             ConsultError::Exit { stderr, .. }
             | ConsultError::Usage { stderr, .. }
-            | ConsultError::Internal { stderr, .. } => Some(stderr.clone()),
-            _ => None,
-        };
-        let err = DelegationError::new(e.code(), e.to_string());
-        match stderr.filter(|s| !s.is_empty()) {
+            | ConsultError::Internal { stderr, .. } => {
+                Some(stderr.as_str()).filter(|s| !s.is_empty())
+            }
+            ConsultError::Spawn { .. } | ConsultError::Envelope { .. } => None,
+        }
+    }
+
+    /// What happened, without consult's stderr (which travels apart, as the diagnosis the
+    /// renders frame as untrusted: it may quote the delegate).
+    pub fn headline(&self) -> String {
+        match self {
+            ConsultError::Exit {
+                subcommand, exit, ..
+            } => format!("consult {subcommand} exited {exit}"),
+            ConsultError::Usage { subcommand, .. } => {
+                format!("consult {subcommand} rejected keel's arguments (exit 2)")
+            }
+            ConsultError::Internal {
+                subcommand, how, ..
+            } => {
+                format!("consult {subcommand} failed ({how})")
+            }
+            ConsultError::Spawn { .. } | ConsultError::Envelope { .. } => self.to_string(),
+        }
+    }
+}
+
+impl From<ConsultError> for DelegationError {
+    fn from(e: ConsultError) -> Self {
+        let err = DelegationError::new(e.code(), e.headline());
+        match e.stderr() {
             Some(s) => err.with_diagnosis(s),
             None => err,
         }
+    }
+}
+
+/// A time limit for messages: whole seconds as `60s`, anything else in milliseconds.
+fn limit_text(limit: Duration) -> String {
+    if limit.subsec_millis() == 0 && limit.as_secs() > 0 {
+        format!("{}s", limit.as_secs())
+    } else {
+        format!("{}ms", limit.as_millis())
     }
 }
 
@@ -210,7 +246,7 @@ async fn spawn(
         })?;
     let stderr = out.stderr.text().trim().to_owned();
     let (exit, how) = match (out.end, out.code, out.signal) {
-        (RunEnd::TimedOut, _, _) => (None, format!("timed out after {}s", timeout.as_secs())),
+        (RunEnd::TimedOut, _, _) => (None, format!("timed out after {}", limit_text(timeout))),
         (RunEnd::Cancelled, _, _) => (None, "cancelled".to_owned()),
         (RunEnd::Exited, Some(code), _) => (Some(code), format!("exit {code}")),
         (RunEnd::Exited, None, sig) => (None, format!("signal {}", sig.unwrap_or(0))),

@@ -103,12 +103,36 @@ impl Tool for StatusTool {
             .iter()
             .map(|j| render::status_line(&s.display_id(&who, &j.id), j))
             .collect();
-        let text = if lines.is_empty() {
-            "No delegations.".to_owned()
+        // The whole list also names the jobs the provider found still active from earlier
+        // sessions (a supervisor that crashed or was restarted): surfaced, never reaped.
+        let earlier: Vec<_> = if a.job_id.is_none() {
+            s.service
+                .capabilities(&who)
+                .await
+                .active_from_earlier_sessions
+                .into_iter()
+                .filter(|e| !jobs.iter().any(|j| j.id == e.id))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut text = if lines.is_empty() {
+            if earlier.is_empty() {
+                "No delegations.".to_owned()
+            } else {
+                "No delegations in this session.".to_owned()
+            }
         } else {
             lines.join("\n")
         };
-        Ok(ToolOutput::text(text).with_value(json!({ "jobs": jobs })))
+        if !earlier.is_empty() {
+            text.push_str(&render::earlier_sessions(&earlier));
+        }
+        let mut value = json!({ "jobs": jobs });
+        if !earlier.is_empty() {
+            value["activeFromEarlierSessions"] = json!(earlier);
+        }
+        Ok(ToolOutput::text(text).with_value(value))
     }
 }
 

@@ -1166,7 +1166,11 @@ fn events(store: &Store, args: &[String]) -> Result<(), Fail> {
 }
 
 fn report(store: &Store, args: &[String]) -> Result<(), Fail> {
-    let a = Args::parse(args, &["type", "message", "urgency", "data"], &["json"])?;
+    let a = Args::parse(
+        args,
+        &["type", "message", "urgency", "data", "data-file"],
+        &["json"],
+    )?;
     let id = match a.positional.as_slice() {
         [id] => id.clone(),
         [] => std::env::var("CONSULT_JOB_ID")
@@ -1188,7 +1192,15 @@ fn report(store: &Store, args: &[String]) -> Result<(), Fail> {
         .value("message")
         .ok_or_else(|| usage("consult report: --message is required"))?
         .to_owned();
-    let data = match a.value("data") {
+    // `--data-file` (a test convenience: argv strings are limited to 128 KiB) reads the JSON
+    // from a file.
+    let from_file = match a.value("data-file") {
+        Some(path) => {
+            Some(fs::read_to_string(path).map_err(|e| usage(format!("--data-file {path}: {e}")))?)
+        }
+        None => None,
+    };
+    let data = match from_file.as_deref().or(a.value("data")) {
         Some(raw) => Some(
             serde_json::from_str::<Value>(raw)
                 .map_err(|e| usage(format!("--data is not JSON: {e}")))?,
