@@ -9,6 +9,7 @@
 //! # keel_path = "…"          # the keel executable for delegates (default: this one)
 //! keel_time_limit_sec = 3600 # wall-time limit of one keel delegate
 //! consult_path = "consult"   # the consult executable (a bare name is looked up on PATH)
+//! consult_time_limit_sec = 60 # time limit of one non-blocking consult call
 //! # consult_data_dir = "…"   # CONSULT_DATA_DIR for every consult spawn (unset: consult's own)
 //! wake_budget = 3            # report wake-ups in a row before a human message is needed
 //! max_depth = 1              # delegation depth at which the tools are no longer offered
@@ -53,6 +54,8 @@ pub struct DelegateConfig {
     pub consult_path: String,
     /// `CONSULT_DATA_DIR` stamped on every consult spawn, when set.
     pub consult_data_dir: Option<String>,
+    /// Time limit of one non-blocking consult call (status, result, logs…), in seconds.
+    pub consult_time_limit_sec: u64,
     /// Wake-ups of an idle owner by `wake`-urgency reports in a row, before a human message
     /// refills the budget; later reports are injected without waking.
     pub wake_budget: u32,
@@ -72,6 +75,7 @@ impl Default for DelegateConfig {
             keel_time_limit_sec: 3600,
             consult_path: "consult".into(),
             consult_data_dir: None,
+            consult_time_limit_sec: 60,
             wake_budget: 3,
             max_output_bytes: crate::render::DEFAULT_MAX_OUTPUT_BYTES,
             max_depth: 1,
@@ -173,6 +177,7 @@ fn provider(
             ConsultConfig {
                 program: config.consult_path.clone().into(),
                 data_dir: config.consult_data_dir.clone().map(Into::into),
+                timeout: std::time::Duration::from_secs(config.consult_time_limit_sec.max(1)),
                 ..ConsultConfig::default()
             },
         ))),

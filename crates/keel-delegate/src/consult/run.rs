@@ -201,7 +201,7 @@ pub(crate) async fn spawn_once(
     spawn(subprocess, config, caller, args, timeout, None).await
 }
 
-/// [`spawn_once`], also handing every chunk of output to `sink` as it is read.
+/// [`spawn_once`], also handing every chunk of stdout (alone) to `sink` as it is read.
 pub(crate) async fn spawn_once_tee(
     subprocess: &SubprocessService,
     config: &ConsultConfig,
@@ -235,7 +235,8 @@ async fn spawn(
         spec = spec.env("CONSULT_DATA_DIR", dir);
     }
     if let Some(sink) = sink {
-        spec = spec.tee(sink);
+        // stdout alone: a stderr chunk must not land inside an NDJSON line.
+        spec = spec.tee_stdout(sink).spill(false);
     }
     let out = subprocess
         .run(spec, &CancellationToken::new())
