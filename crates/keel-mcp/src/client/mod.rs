@@ -1,0 +1,1 @@
+//! The MCP client: configured servers, connections and their tools as keel tools.

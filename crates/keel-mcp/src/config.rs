@@ -1,0 +1,1 @@
+//! MCP server configuration: `[mcp_servers.NAME]` and the project's `.mcp.json`.

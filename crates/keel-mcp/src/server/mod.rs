@@ -1,0 +1,1 @@
+//! keel as an MCP server (`keel mcp-server`).
