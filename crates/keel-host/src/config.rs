@@ -138,6 +138,9 @@ pub struct Config {
     /// Command hooks in Claude Code's shape (`[[hooks.PreToolUse]] matcher = "bash"` with
     /// `[[hooks.PreToolUse.hooks]] type = "command" command = "…"`); see docs/hooks.md.
     pub hooks: Option<Table>,
+    /// MCP servers by name (Codex's keys; docs/mcp.md). The project's `.mcp.json` adds more.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, keel_mcp::config::TomlServer>,
 }
 
 /// `[sandbox]`: how far tools may reach (docs/config.md, docs/sandbox.md).

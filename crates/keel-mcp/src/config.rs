@@ -1,1 +1,472 @@
-//! MCP server configuration: `[mcp_servers.NAME]` and the project's `.mcp.json`.
+//! MCP server configuration in the shapes users already have: keel's TOML
+//! `[mcp_servers.NAME]` (Codex's keys) and the project's `.mcp.json` (Claude Code's
+//! `mcpServers` object, with `${VAR}` and `${VAR:-default}` expansion). A server named in both
+//! is keel's: the TOML entry wins.
+//!
+//! ```toml
+//! [mcp_servers.files]
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+//! env = { LOG_LEVEL = "warn" }       # set on the server (after the credential scrub)
+//! startup_timeout_sec = 10
+//! tool_timeout_sec = 60
+//! disabled_tools = ["write_file"]
+//!
+//! [mcp_servers.tracker]
+//! url = "https://mcp.example.com/mcp"
+//! bearer_token_env_var = "TRACKER_TOKEN"
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Default time a server has to answer `initialize` and `tools/list`.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time limit of one tool call.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `[mcp_servers.NAME]` table as written (Codex's keys). Unknown keys are rejected by the
+/// configuration loader, naming the layer that holds them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TomlServer {
+    /// stdio: the program.
+    pub command: Option<String>,
+    /// stdio: its arguments.
+    pub args: Option<Vec<String>>,
+    /// stdio: variables set on the server (explicitly forwarded past the credential scrub).
+    pub env: Option<BTreeMap<String, String>>,
+    /// stdio: its working directory (default: the workspace).
+    pub cwd: Option<PathBuf>,
+    /// Streamable HTTP: the endpoint.
+    pub url: Option<String>,
+    /// Streamable HTTP: extra headers.
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Streamable HTTP: the variable holding the bearer token (never logged).
+    pub bearer_token_env_var: Option<String>,
+    /// `false` keeps the server configured but off.
+    pub enabled: Option<bool>,
+    /// Seconds to answer `initialize` and list tools (default 10).
+    pub startup_timeout_sec: Option<f64>,
+    /// Seconds one tool call may take (default 60).
+    pub tool_timeout_sec: Option<f64>,
+    /// Only these tools are offered (all when unset).
+    pub enabled_tools: Option<Vec<String>>,
+    /// These tools are never offered.
+    pub disabled_tools: Option<Vec<String>>,
+}
+
+/// How keel reaches a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking JSON-RPC on stdin/stdout.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Variables set on it.
+        env: BTreeMap<String, String>,
+        /// Its working directory (`None`: the workspace).
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// Extra headers.
+        headers: BTreeMap<String, String>,
+        /// The variable holding the bearer token.
+        bearer_token_env_var: Option<String>,
+    },
+}
+
+impl Transport {
+    /// What to call it in messages: the command line, or the URL.
+    pub fn describe(&self) -> String {
+        match self {
+            Transport::Stdio { command, args, .. } => std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Transport::Http { url, .. } => url.clone(),
+        }
+    }
+}
+
+/// One configured server, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Its name (the `NAME` of `mcp__NAME__tool`).
+    pub name: String,
+    /// How to reach it.
+    pub transport: Transport,
+    /// Whether it is used.
+    pub enabled: bool,
+    /// Time to start and list tools.
+    pub startup_timeout: Duration,
+    /// Time per tool call.
+    pub tool_timeout: Duration,
+    /// Only these tools (all when `None`).
+    pub enabled_tools: Option<Vec<String>>,
+    /// Never these tools.
+    pub disabled_tools: Vec<String>,
+    /// Where it was configured (a configuration layer, or the `.mcp.json` path).
+    pub origin: String,
+}
+
+impl ServerConfig {
+    /// Whether the tool called `tool` (the server's own name) is offered.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.enabled_tools
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|t| t == tool))
+            && !self.disabled_tools.iter().any(|t| t == tool)
+    }
+}
+
+/// A configuration problem: which server, where, what.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("MCP server '{server}' ({origin}): {message}")]
+pub struct ConfigProblem {
+    /// The server.
+    pub server: String,
+    /// Where it was configured.
+    pub origin: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn seconds(v: Option<f64>, default: Duration) -> Result<Duration, String> {
+    match v {
+        None => Ok(default),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => Ok(Duration::from_secs_f64(s)),
+        Some(s) => Err(format!("{s} is not a number of seconds in (0, 86400]")),
+    }
+}
+
+/// Resolve one TOML table.
+pub fn from_toml(name: &str, t: &TomlServer, origin: &str) -> Result<ServerConfig, ConfigProblem> {
+    let problem = |message: String| ConfigProblem {
+        server: name.to_owned(),
+        origin: origin.to_owned(),
+        message,
+    };
+    let transport = match (&t.command, &t.url) {
+        (Some(command), None) => {
+            if t.headers.is_some() || t.bearer_token_env_var.is_some() {
+                return Err(problem(
+                    "`headers` and `bearer_token_env_var` belong to a `url` server, not a `command` one".into(),
+                ));
+            }
+            Transport::Stdio {
+                command: command.clone(),
+                args: t.args.clone().unwrap_or_default(),
+                env: t.env.clone().unwrap_or_default(),
+                cwd: t.cwd.clone(),
+            }
+        }
+        (None, Some(url)) => {
+            if t.args.is_some() || t.env.is_some() || t.cwd.is_some() {
+                return Err(problem(
+                    "`args`, `env` and `cwd` belong to a `command` server, not a `url` one".into(),
+                ));
+            }
+            Transport::Http {
+                url: url.clone(),
+                headers: t.headers.clone().unwrap_or_default(),
+                bearer_token_env_var: t.bearer_token_env_var.clone(),
+            }
+        }
+        (Some(_), Some(_)) => return Err(problem("give `command` or `url`, not both".into())),
+        (None, None) => {
+            return Err(problem(
+                "give `command` (a stdio server) or `url` (streamable HTTP)".into(),
+            ));
+        }
+    };
+    Ok(ServerConfig {
+        name: name.to_owned(),
+        transport,
+        enabled: t.enabled.unwrap_or(true),
+        startup_timeout: seconds(t.startup_timeout_sec, DEFAULT_STARTUP_TIMEOUT)
+            .map_err(|e| problem(format!("startup_timeout_sec: {e}")))?,
+        tool_timeout: seconds(t.tool_timeout_sec, DEFAULT_TOOL_TIMEOUT)
+            .map_err(|e| problem(format!("tool_timeout_sec: {e}")))?,
+        enabled_tools: t.enabled_tools.clone(),
+        disabled_tools: t.disabled_tools.clone().unwrap_or_default(),
+        origin: origin.to_owned(),
+    })
+}
+
+/// Expand `${VAR}` and `${VAR:-default}` in `text` with `var`; an unset variable without a
+/// default is an error naming it. `$` not followed by `{` is kept.
+pub fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("unclosed '${{' in {text:?}"));
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        match (var(name), default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return Err(format!("${{{name}}} is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The servers of the project's `.mcp.json` (`{"mcpServers": {NAME: {...}}}`), expanded with
+/// `var`. A server that cannot be used (unknown transport, unset variable, bad shape) is left
+/// out and reported; a file that is not JSON is one problem.
+pub fn read_mcp_json(
+    project: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<ServerConfig>, Vec<ConfigProblem>) {
+    let path = project.join(".mcp.json");
+    let origin = path.display().to_string();
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return (Vec::new(), Vec::new());
+    };
+    let problem = |server: &str, message: String| ConfigProblem {
+        server: server.to_owned(),
+        origin: origin.clone(),
+        message,
+    };
+    let root: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return (Vec::new(), vec![problem("*", format!("not JSON: {e}"))]),
+    };
+    let Some(servers) = root.get("mcpServers").and_then(Value::as_object) else {
+        return (
+            Vec::new(),
+            vec![problem("*", "no `mcpServers` object".into())],
+        );
+    };
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    for (name, entry) in servers {
+        match mcp_json_server(name, entry, var, &origin) {
+            Ok(s) => out.push(s),
+            Err(message) => problems.push(problem(name, message)),
+        }
+    }
+    (out, problems)
+}
+
+fn mcp_json_server(
+    name: &str,
+    entry: &Value,
+    var: &dyn Fn(&str) -> Option<String>,
+    origin: &str,
+) -> Result<ServerConfig, String> {
+    let obj = entry.as_object().ok_or("not an object")?;
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => expand(s, var).map(Some).map_err(|e| format!("{key}: {e}")),
+            Some(_) => Err(format!("`{key}` must be a string")),
+        }
+    };
+    let map = |key: &str| -> Result<BTreeMap<String, String>, String> {
+        let mut out = BTreeMap::new();
+        match obj.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (k, v) in m {
+                    let v = v
+                        .as_str()
+                        .ok_or_else(|| format!("`{key}.{k}` must be a string"))?;
+                    out.insert(
+                        k.clone(),
+                        expand(v, var).map_err(|e| format!("{key}.{k}: {e}"))?,
+                    );
+                }
+            }
+            Some(_) => return Err(format!("`{key}` must be an object")),
+        }
+        Ok(out)
+    };
+    let kind = text("type")?;
+    let transport = match kind.as_deref() {
+        None | Some("stdio") if obj.contains_key("command") => Transport::Stdio {
+            command: text("command")?.unwrap_or_default(),
+            args: match obj.get("args") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|v| {
+                        v.as_str()
+                            .ok_or_else(|| "`args` must be strings".to_owned())
+                            .and_then(|s| expand(s, var).map_err(|e| format!("args: {e}")))
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err("`args` must be an array".into()),
+            },
+            env: map("env")?,
+            cwd: text("cwd")?.map(PathBuf::from),
+        },
+        None | Some("http" | "streamable-http") if obj.contains_key("url") => Transport::Http {
+            url: text("url")?.unwrap_or_default(),
+            headers: map("headers")?,
+            bearer_token_env_var: None,
+        },
+        Some(other @ ("stdio" | "http" | "streamable-http")) => {
+            return Err(format!(
+                "a `{other}` server needs `{}`",
+                if other == "stdio" { "command" } else { "url" }
+            ));
+        }
+        Some(other) => {
+            return Err(format!(
+                "unknown transport type '{other}' (keel speaks \"stdio\" and \"http\"; the legacy \"sse\" transport is not supported)"
+            ));
+        }
+        None => return Err("give `command` (stdio) or `url` (http)".into()),
+    };
+    Ok(ServerConfig {
+        name: name.to_owned(),
+        transport,
+        enabled: obj.get("disabled").and_then(Value::as_bool) != Some(true),
+        startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+        tool_timeout: DEFAULT_TOOL_TIMEOUT,
+        enabled_tools: None,
+        disabled_tools: Vec::new(),
+        origin: origin.to_owned(),
+    })
+}
+
+/// Every configured server, by name: the TOML tables (with the layer of each, from `origins`)
+/// over the `.mcp.json` ones. Returns the servers and the problems (each server with a problem
+/// is left out).
+pub fn resolve(
+    toml: &BTreeMap<String, TomlServer>,
+    origin_of: &dyn Fn(&str) -> String,
+    project: &Path,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<ServerConfig>, Vec<ConfigProblem>) {
+    let (json, mut problems) = read_mcp_json(project, var);
+    let mut by_name: BTreeMap<String, ServerConfig> =
+        json.into_iter().map(|s| (s.name.clone(), s)).collect();
+    for (name, t) in toml {
+        match from_toml(name, t, &origin_of(name)) {
+            Ok(s) => {
+                by_name.insert(name.clone(), s);
+            }
+            Err(p) => {
+                by_name.remove(name);
+                problems.push(p);
+            }
+        }
+    }
+    (by_name.into_values().collect(), problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOME_DIR" => Some("/h".into()),
+            "TOKEN" => Some("t0k".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn variables_expand_with_defaults_and_unset_ones_are_named() {
+        assert_eq!(expand("${HOME_DIR}/x $y", &env).unwrap(), "/h/x $y");
+        assert_eq!(expand("${NOPE:-d}", &env).unwrap(), "d");
+        assert_eq!(expand("${NOPE}", &env).unwrap_err(), "${NOPE} is not set");
+        assert!(expand("${OPEN", &env).unwrap_err().contains("unclosed"));
+    }
+
+    #[test]
+    fn toml_tables_resolve_and_bad_ones_say_why() {
+        let t = TomlServer {
+            command: Some("srv".into()),
+            args: Some(vec!["-v".into()]),
+            tool_timeout_sec: Some(2.5),
+            disabled_tools: Some(vec!["rm".into()]),
+            ..TomlServer::default()
+        };
+        let s = from_toml("a", &t, "project").unwrap();
+        assert_eq!(s.transport.describe(), "srv -v");
+        assert_eq!(s.tool_timeout, Duration::from_millis(2500));
+        assert_eq!(s.startup_timeout, DEFAULT_STARTUP_TIMEOUT);
+        assert!(s.allows("ls") && !s.allows("rm"));
+        let both = TomlServer {
+            command: Some("x".into()),
+            url: Some("http://h".into()),
+            ..TomlServer::default()
+        };
+        let e = from_toml("b", &both, "home").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "MCP server 'b' (home): give `command` or `url`, not both"
+        );
+        let bad = TomlServer {
+            url: Some("http://h".into()),
+            startup_timeout_sec: Some(-1.0),
+            ..TomlServer::default()
+        };
+        assert!(
+            from_toml("c", &bad, "x")
+                .unwrap_err()
+                .message
+                .contains("startup_timeout_sec")
+        );
+    }
+
+    #[test]
+    fn mcp_json_servers_merge_under_toml_ones_and_bad_entries_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(".mcp.json"),
+            r#"{"mcpServers": {
+                "fs": {"command": "npx", "args": ["-y", "server-fs", "${HOME_DIR}"], "env": {"T": "${TOKEN}"}},
+                "web": {"type": "http", "url": "https://x/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                "old": {"type": "sse", "url": "https://x/sse"},
+                "unset": {"command": "x", "args": ["${MISSING}"]},
+                "same": {"command": "from-json"}
+            }}"#,
+        )
+        .unwrap();
+        let mut toml = BTreeMap::new();
+        toml.insert(
+            "same".to_owned(),
+            TomlServer {
+                command: Some("from-toml".into()),
+                ..TomlServer::default()
+            },
+        );
+        let (servers, problems) = resolve(&toml, &|_| "home".into(), dir.path(), &env);
+        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["fs", "same", "web"]);
+        assert_eq!(servers[0].transport.describe(), "npx -y server-fs /h");
+        assert_eq!(servers[1].transport.describe(), "from-toml");
+        assert_eq!(servers[1].origin, "home");
+        match &servers[2].transport {
+            Transport::Http { headers, .. } => assert_eq!(headers["Authorization"], "Bearer t0k"),
+            other => panic!("{other:?}"),
+        }
+        let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].contains("'old'") && said[0].contains("unknown transport type 'sse'"));
+        assert!(said[1].contains("'unset'") && said[1].contains("${MISSING} is not set"));
+    }
+}

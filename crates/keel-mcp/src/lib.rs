@@ -6,4 +6,7 @@
 
 pub mod client;
 pub mod config;
+pub mod plugin;
 pub mod server;
+
+pub use plugin::{ID, McpPlugin};

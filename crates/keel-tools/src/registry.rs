@@ -126,7 +126,12 @@ impl ToolRegistry {
         if self.index.contains_key(&name) {
             return Err(RegistryError::Duplicate(name));
         }
-        check_schema(&schema.parameters).map_err(|source| RegistryError::InvalidSchema {
+        let checked = if tool.foreign_schema() {
+            crate::schema::check_foreign_schema(&schema.parameters)
+        } else {
+            check_schema(&schema.parameters)
+        };
+        checked.map_err(|source| RegistryError::InvalidSchema {
             tool: name.clone(),
             source,
         })?;

@@ -234,6 +234,32 @@ pub fn check_schema(schema: &Value) -> Result<(), SchemaDefect> {
     check_node(schema, "")
 }
 
+/// The check of a schema from outside keel ([`crate::Tool::foreign_schema`]): an object schema
+/// whose `properties`, if any, is an object of schemas. Other keywords pass through (the
+/// validator ignores the ones it does not know).
+pub fn check_foreign_schema(schema: &Value) -> Result<(), SchemaDefect> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(defect(
+            "",
+            "a tool's parameters must be a schema of type \"object\"",
+        ));
+    }
+    match schema.get("properties") {
+        None => Ok(()),
+        Some(Value::Object(props)) => match props
+            .iter()
+            .find(|(_, v)| !v.is_object() && !v.is_boolean())
+        {
+            Some((name, _)) => Err(defect(
+                &format!("/properties/{name}"),
+                "a schema must be an object",
+            )),
+            None => Ok(()),
+        },
+        Some(_) => Err(defect("/properties", "must be an object")),
+    }
+}
+
 fn defect(pointer: &str, message: impl Into<String>) -> SchemaDefect {
     SchemaDefect {
         pointer: pointer.to_owned(),

@@ -111,6 +111,14 @@ pub trait Tool: Send + Sync {
         true
     }
 
+    /// Whether the parameter schema comes from outside keel (an MCP server) and is passed to
+    /// the model as it is: it is then checked only for being an object schema, and arguments
+    /// are validated against the keywords keel knows (the tool's owner checks the rest).
+    /// Default: false (the schema must stay within keel's subset, see [`crate::schema`]).
+    fn foreign_schema(&self) -> bool {
+        false
+    }
+
     /// Run the tool on schema-valid arguments.
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
 }

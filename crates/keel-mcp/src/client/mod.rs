@@ -1,1 +1,8 @@
-//! The MCP client: configured servers, connections and their tools as keel tools.
+//! The MCP client: configured servers started on their own runtime ([`runtime`]), each a
+//! [`server::Server`] (stdio through the subprocess service, restarts), and their tools as keel
+//! tools ([`tool`]: names, schemas, result mapping).
+
+pub mod runtime;
+pub mod server;
+mod stdio;
+pub mod tool;

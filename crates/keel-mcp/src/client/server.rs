@@ -1,0 +1,293 @@
+//! One configured server: connecting (bounded by its startup timeout), its tool list, calls
+//! (bounded by the tool timeout, cancellation sent to the server when a call is abandoned), and
+//! restarts: a server whose connection broke is started again on the next call, at most
+//! [`MAX_RESTARTS`] times, then disabled for the session.
+
+use super::stdio::{self, StdioChild};
+use crate::config::{ServerConfig, Transport};
+use keel_tools::subprocess::SubprocessService;
+use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, JsonObject, Tool};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Restarts of a server whose connection broke, before it is disabled.
+pub const MAX_RESTARTS: u32 = 3;
+
+/// Longest JSON-RPC line read from a server (a longer one is dropped by the transport).
+const MAX_LINE: usize = 64 << 20;
+
+/// What the client tells servers, and hears from them.
+#[derive(Clone)]
+struct Handler {
+    changed: Arc<AtomicU64>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.client_info = Implementation::new("keel", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A live connection.
+struct Conn {
+    service: RunningService<RoleClient, Handler>,
+    child: Option<StdioChild>,
+    tools: Vec<Tool>,
+}
+
+/// Why a server could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    /// What happened.
+    pub reason: String,
+    /// The end of its stderr, when it is a process that said something.
+    pub stderr_tail: String,
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)?;
+        if !self.stderr_tail.is_empty() {
+            write!(f, "; its stderr ends: {}", self.stderr_tail)?;
+        }
+        Ok(())
+    }
+}
+
+/// How a call failed (the tool renders it as an error result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallFailure {
+    /// The call ran out of time (the server was told to cancel it).
+    Timeout(Duration),
+    /// The caller abandoned it (the server was told to cancel it).
+    Cancelled,
+    /// The server is gone or broke the protocol; it is restarted on the next call.
+    Broken(String),
+    /// The server is disabled (it failed to start, or broke too often).
+    Disabled(String),
+}
+
+/// One configured server (see the module docs).
+pub struct Server {
+    /// Its configuration.
+    pub config: ServerConfig,
+    subprocess: SubprocessService,
+    workspace: PathBuf,
+    state: tokio::sync::Mutex<State>,
+    restarts: AtomicU32,
+    /// Bumped on each `tools/list_changed` notification.
+    pub changed: Arc<AtomicU64>,
+}
+
+#[derive(Default)]
+struct State {
+    conn: Option<Conn>,
+    disabled: Option<String>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.config.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server not started yet.
+    pub fn new(config: ServerConfig, subprocess: SubprocessService, workspace: PathBuf) -> Self {
+        Server {
+            config,
+            subprocess,
+            workspace,
+            state: tokio::sync::Mutex::new(State::default()),
+            restarts: AtomicU32::new(0),
+            changed: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Connect and list its tools (bounded by the startup timeout); on the MCP runtime.
+    pub async fn start(&self) -> Result<Vec<Tool>, StartFailure> {
+        let mut state = self.state.lock().await;
+        match self.connect().await {
+            Ok(conn) => {
+                let tools = conn.tools.clone();
+                state.conn = Some(conn);
+                Ok(tools)
+            }
+            Err(f) => {
+                state.disabled = Some(f.to_string());
+                Err(f)
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, StartFailure> {
+        let limit = self.config.startup_timeout;
+        let handler = Handler {
+            changed: self.changed.clone(),
+        };
+        match &self.config.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let dir = match cwd {
+                    Some(c) if c.is_absolute() => c.clone(),
+                    Some(c) => self.workspace.join(c),
+                    None => self.workspace.clone(),
+                };
+                let (reader, writer, mut child) =
+                    stdio::spawn(&self.subprocess, command, args, env, &dir, &self.config.name);
+                let transport =
+                    AsyncRwTransport::new_client(reader, writer).with_max_line_length(MAX_LINE);
+                let started = async {
+                    let service = handler.serve(transport).await.map_err(|e| e.to_string())?;
+                    let tools = service
+                        .peer()
+                        .list_all_tools()
+                        .await
+                        .map_err(|e| format!("tools/list failed: {e}"))?;
+                    Ok::<_, String>((service, tools))
+                };
+                let outcome = tokio::select! {
+                    r = tokio::time::timeout(limit, started) => match r {
+                        Ok(r) => r,
+                        Err(_) => Err(format!(
+                            "no answer to initialize and tools/list within {} s (startup_timeout_sec)",
+                            limit.as_secs_f64()
+                        )),
+                    },
+                    // It exited before it answered.
+                    exit = &mut child.exit => Err(match exit {
+                        Ok(Ok(out)) => {
+                            let tail = out.stderr.text();
+                            return Err(StartFailure {
+                                reason: format!(
+                                    "it exited ({}) before answering initialize",
+                                    out.code.map_or_else(|| "by a signal".to_owned(), |c| format!("code {c}"))
+                                ),
+                                stderr_tail: tail.trim().to_owned(),
+                            });
+                        }
+                        Ok(Err(e)) => format!("cannot start it: {e}"),
+                        Err(e) => format!("cannot start it: {e}"),
+                    }),
+                };
+                match outcome {
+                    Ok((service, tools)) => Ok(Conn {
+                        service,
+                        child: Some(child),
+                        tools,
+                    }),
+                    Err(reason) => {
+                        child.kill.cancel();
+                        let tail = match tokio::time::timeout(Duration::from_secs(3), &mut child.exit)
+                            .await
+                        {
+                            Ok(Ok(Ok(out))) => out.stderr.text().trim().to_owned(),
+                            _ => String::new(),
+                        };
+                        Err(StartFailure {
+                            reason,
+                            stderr_tail: tail,
+                        })
+                    }
+                }
+            }
+            Transport::Http { .. } => Err(StartFailure {
+                reason: "the streamable HTTP transport is not built yet in this keel (stdio servers work)".into(),
+                stderr_tail: String::new(),
+            }),
+        }
+    }
+
+    /// Call `tool` with `arguments`; bounded by the tool timeout and `cancel`.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        cancel: CancellationToken,
+    ) -> Result<Value, CallFailure> {
+        let peer = {
+            let mut state = self.state.lock().await;
+            if let Some(why) = &state.disabled {
+                return Err(CallFailure::Disabled(why.clone()));
+            }
+            if state.conn.is_none() {
+                let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
+                if n > MAX_RESTARTS {
+                    let why = format!(
+                        "its connection broke {MAX_RESTARTS} times; it is disabled for this session"
+                    );
+                    state.disabled = Some(why.clone());
+                    return Err(CallFailure::Disabled(why));
+                }
+                match self.connect().await {
+                    Ok(conn) => state.conn = Some(conn),
+                    Err(f) => return Err(CallFailure::Broken(format!("restart {n} failed: {f}"))),
+                }
+            }
+            match &state.conn {
+                Some(c) => c.service.peer().clone(),
+                None => return Err(CallFailure::Broken("not connected".into())),
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let limit = self.config.tool_timeout;
+        // Dropping the call future (timeout, cancel) sends notifications/cancelled.
+        let outcome = tokio::select! {
+            r = peer.call_tool(params) => r,
+            () = tokio::time::sleep(limit) => return Err(CallFailure::Timeout(limit)),
+            () = cancel.cancelled() => return Err(CallFailure::Cancelled),
+        };
+        match outcome {
+            Ok(result) => serde_json::to_value(&result)
+                .map_err(|e| CallFailure::Broken(format!("unreadable result: {e}"))),
+            Err(e) => {
+                let broken = peer.is_transport_closed();
+                if broken {
+                    self.drop_connection().await;
+                    Err(CallFailure::Broken(format!(
+                        "the server went away during the call ({e}); it is restarted on the next call"
+                    )))
+                } else {
+                    Err(CallFailure::Broken(e.to_string()))
+                }
+            }
+        }
+    }
+
+    async fn drop_connection(&self) {
+        let conn = self.state.lock().await.conn.take();
+        if let Some(conn) = conn {
+            if let Some(child) = &conn.child {
+                child.kill.cancel();
+            }
+            let _ = conn.service.cancel().await;
+        }
+    }
+
+    /// The server's current tools (after a `list_changed`, re-listed).
+    pub async fn tools(&self) -> Option<Vec<Tool>> {
+        let state = self.state.lock().await;
+        let conn = state.conn.as_ref()?;
+        conn.service.peer().list_all_tools().await.ok()
+    }
+}

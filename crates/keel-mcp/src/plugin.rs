@@ -1,0 +1,143 @@
+//! The `mcp` plugin (on by default; it does nothing without configured servers, so the default
+//! request does not change). At install it reads `[mcp_servers.*]` and the project's
+//! `.mcp.json`, starts every enabled server in parallel on the MCP runtime, waits for each at
+//! most its startup timeout, and registers the tools of those that answered, sorted by server
+//! and tool name (requests stay prefix-stable). Each server's outcome is logged once as an
+//! ignorable `mcp/server` event: `{server, transport, origin, status: "ready", tools, skipped}`
+//! or `{server, transport, origin, status: "failed", error}` — front ends show failures.
+
+use crate::client::runtime::McpRuntime;
+use crate::client::server::Server;
+use crate::client::tool::{McpTool, assign_names};
+use crate::config::{self, ServerConfig, TomlServer};
+use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The plugin id.
+pub const ID: PluginId = keel_agent::plugin_id!("mcp");
+
+/// The event each server's start is logged as.
+pub const SERVER_EVENT: &str = "mcp/server";
+
+/// The `mcp` plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct McpPlugin;
+
+fn setup(what: String) -> PluginError {
+    PluginError::Setup {
+        plugin: ID.as_str(),
+        what,
+        source: None,
+    }
+}
+
+/// The servers the merged configuration (`settings`, the `mcp_servers` section) and the
+/// project's `.mcp.json` name, with the problems of those left out.
+pub fn configured(
+    settings: &Value,
+    project: &std::path::Path,
+) -> (Vec<ServerConfig>, Vec<config::ConfigProblem>) {
+    let toml: BTreeMap<String, TomlServer> = settings
+        .get("mcp_servers")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    config::resolve(&toml, &|_| "configuration".to_owned(), project, &|name| {
+        std::env::var(name).ok()
+    })
+}
+
+impl Plugin for McpPlugin {
+    fn id(&self) -> PluginId {
+        ID
+    }
+
+    fn description(&self) -> &'static str {
+        "MCP client: the tools of every configured Model Context Protocol server ([mcp_servers], .mcp.json) as mcp__<server>__<tool>"
+    }
+
+    fn enabled_by_default(&self) -> bool {
+        true
+    }
+
+    fn install(&self, ctx: &mut InstallContext, _config: Value) -> Result<(), PluginError> {
+        let (servers, problems) = configured(&ctx.settings, &ctx.cwd);
+        let servers: Vec<ServerConfig> = servers.into_iter().filter(|s| s.enabled).collect();
+        let mut events: Vec<Value> = problems
+            .iter()
+            .map(|p| {
+                json!({"server": p.server, "origin": p.origin, "status": "failed", "error": p.message})
+            })
+            .collect();
+        if servers.is_empty() {
+            push_events(ctx, events);
+            return Ok(());
+        }
+        let runtime = Arc::new(
+            McpRuntime::start().map_err(|e| setup(format!("cannot start the MCP runtime: {e}")))?,
+        );
+        let servers: Vec<Arc<Server>> = servers
+            .into_iter()
+            .map(|c| Arc::new(Server::new(c, ctx.subprocess.clone(), ctx.cwd.clone())))
+            .collect();
+        // Start every server at once; each is bounded by its own startup timeout.
+        let started = runtime
+            .wait({
+                let servers = servers.clone();
+                async move {
+                    let starts = servers.iter().map(|s| s.start());
+                    futures::future::join_all(starts).await
+                }
+            })
+            .ok_or_else(|| setup("the MCP runtime stopped while servers started".into()))?;
+        let mut offered: Vec<(Arc<Server>, rmcp::model::Tool)> = Vec::new();
+        for (server, outcome) in servers.iter().zip(started) {
+            let c = &server.config;
+            match outcome {
+                Ok(tools) => {
+                    let mut tools: Vec<_> =
+                        tools.into_iter().filter(|t| c.allows(&t.name)).collect();
+                    tools.sort_by(|a, b| a.name.cmp(&b.name));
+                    events.push(json!({
+                        "server": c.name, "transport": c.transport.describe(), "origin": c.origin,
+                        "status": "ready", "tools": tools.len(),
+                    }));
+                    offered.extend(tools.into_iter().map(|t| (server.clone(), t)));
+                }
+                Err(f) => events.push(json!({
+                    "server": c.name, "transport": c.transport.describe(), "origin": c.origin,
+                    "status": "failed", "error": f.reason, "stderrTail": f.stderr_tail,
+                })),
+            }
+        }
+        let pairs: Vec<(String, String)> = offered
+            .iter()
+            .map(|(s, t)| (s.config.name.clone(), t.name.to_string()))
+            .collect();
+        let names = assign_names(&pairs);
+        for ((server, tool), name) in offered.into_iter().zip(names) {
+            let server_name = server.config.name.clone();
+            match McpTool::new(server, runtime.clone(), &tool, name) {
+                Ok(t) => ctx.tools.push(Arc::new(t)),
+                Err(why) => events.push(json!({
+                    "server": server_name, "status": "tool-skipped", "tool": tool.name, "error": why,
+                })),
+            }
+        }
+        // The runtime lives as long as the tools that use it (and the agent holding them).
+        push_events(ctx, events);
+        Ok(())
+    }
+}
+
+fn push_events(ctx: &mut InstallContext, events: Vec<Value>) {
+    if events.is_empty() {
+        return;
+    }
+    ctx.on_agent.push(Box::new(move |agent| {
+        for e in events {
+            let _ = agent.push_ignorable(SERVER_EVENT, e);
+        }
+    }));
+}
