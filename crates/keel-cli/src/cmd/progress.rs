@@ -112,6 +112,9 @@ impl Progress {
                         r.failure.code, r.attempt, r.delay_ms
                     )
                 }
+                EventBody::Other(o) if o.type_name == keel_mcp::plugin::SERVER_EVENT => {
+                    mcp_notice(&mut err, &o.data)
+                }
                 EventBody::ApprovalDecided(d) if !d.approved => {
                     writeln!(
                         err,
@@ -122,6 +125,38 @@ impl Progress {
                 _ => Ok(()),
             };
         }));
+    }
+}
+
+/// An MCP server that could not be used, or a tool of it that was skipped, said once.
+fn mcp_notice(err: &mut impl Write, data: &serde_json::Value) -> std::io::Result<()> {
+    let field = |k: &str| data.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    match field("status") {
+        "failed" => {
+            let how = match field("transport") {
+                "" => String::new(),
+                t => format!(" ({})", short(t, 120)),
+            };
+            writeln!(
+                err,
+                "keel: MCP server '{}'{how} is not available: {}",
+                field("server"),
+                short(field("error"), 300)
+            )?;
+            let tail = field("stderrTail");
+            if !tail.is_empty() {
+                writeln!(err, "  its stderr ends: {}", short(tail, 400))?;
+            }
+            Ok(())
+        }
+        "tool-skipped" => writeln!(
+            err,
+            "keel: MCP server '{}': tool '{}' is not offered: {}",
+            field("server"),
+            field("tool"),
+            short(field("error"), 200)
+        ),
+        _ => Ok(()),
     }
 }
 
