@@ -157,6 +157,7 @@ impl<R: TaskRunner> KeelServer<R> {
             token,
             peer,
             count: 0,
+            request_ct: request_ct.clone(),
         };
         let joined = loop {
             tokio::select! {
@@ -185,16 +186,21 @@ impl<R: TaskRunner> KeelServer<R> {
     }
 }
 
-/// Forwards a call's progress updates as MCP progress notifications.
+/// Forwards a call's progress updates as MCP progress notifications, until the client
+/// cancels the request (it no longer knows the token then).
 struct Progress<'a> {
     token: Option<ProgressToken>,
     peer: &'a Peer<RoleServer>,
     count: u32,
+    request_ct: CancellationToken,
 }
 
 impl Progress<'_> {
     async fn send(&mut self, update: ProgressUpdate) {
         let Some(token) = &self.token else { return };
+        if self.request_ct.is_cancelled() {
+            return;
+        }
         self.count += 1;
         let param = ProgressNotificationParam::new(token.clone(), f64::from(self.count))
             .with_message(update.to_string());
