@@ -22,13 +22,38 @@ const transport = new StdioClientTransport({
   stderr: "inherit",
 });
 const client = new Client({ name: "keel-test-client", version: "0.0.0" });
-// Anything on keel's stdout that is not a protocol message shows up here.
+// Anything on keel's stdout that is not a protocol message shows up here. Progress for a
+// request this client has just cancelled may still be on its way (the protocol allows it):
+// that is kept apart.
 const transportErrors = [];
-client.onerror = (e) => transportErrors.push(String(e?.message ?? e));
+const lateProgress = [];
+let cancelSent = false;
+client.onerror = (e) => {
+  const message = String(e?.message ?? e);
+  if (cancelSent && message.includes("progress notification for an unknown token")) {
+    lateProgress.push(message);
+  } else {
+    transportErrors.push(message);
+  }
+};
 await client.connect(transport);
+// The SDK dispatches a notification in a microtask but a response at once, so a progress
+// notification read in the same chunk as its request's response would be handled after it
+// and dropped as "unknown token" although keel sent it first. Handing responses on a
+// macrotask later restores the wire order (keel's own order is what the test checks).
+const dispatch = transport.onmessage;
+transport.onmessage = (message, extra) => {
+  if ("id" in message && ("result" in message || "error" in message)) {
+    setImmediate(() => dispatch(message, extra));
+  } else {
+    dispatch(message, extra);
+  }
+};
+const say = (what) => process.stderr.write(`client: ${what}\n`);
 
 /** Call a tool, collecting its progress messages; errors are reported, not thrown. */
 async function call(name, args, extra = {}) {
+  say(`call ${name} ${JSON.stringify(args)}`);
   const progress = [];
   try {
     const result = await client.callTool({ name, arguments: args }, undefined, {
@@ -39,8 +64,10 @@ async function call(name, args, extra = {}) {
       },
       signal: extra.signal,
     });
+    say(`${name} answered`);
     return { result, progress };
   } catch (e) {
+    say(`${name} failed: ${e.message ?? e}`);
     return { error: { code: e.code ?? null, message: String(e.message ?? e) }, progress };
   }
 }
@@ -81,8 +108,15 @@ if (scenario === "main") {
       },
     },
   );
-  await stepping;
+  await Promise.race([
+    stepping,
+    new Promise((_, reject) =>
+      setTimeout(() => reject(new Error("the stalled call never reported its step")), 60_000).unref(),
+    ),
+  ]);
+  say("the stalled call is in its first step");
   report.concurrent = await call("keel", { prompt: "concurrent task" });
+  cancelSent = true;
   abort.abort("the test cancels");
   report.cancelled = await stalled;
   report.cancelledSession = stalledSession;
@@ -121,6 +155,9 @@ if (scenario === "main") {
   throw new Error(`unknown scenario ${scenario}`);
 }
 report.transportErrors = transportErrors;
+report.lateProgress = lateProgress;
 
+say("closing");
 await client.close();
+say("closed");
 process.stdout.write(JSON.stringify(report) + "\n");
