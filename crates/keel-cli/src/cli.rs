@@ -137,6 +137,22 @@ pub enum Command {
     /// Character cards stored under $KEEL_HOME/cards (import, show, list).
     #[command(subcommand)]
     Cards(CardsCommand),
+    /// Serve keel as an MCP server on stdin/stdout: the `keel` tool runs a task in a new
+    /// session, `keel_reply` continues one (docs/mcp.md).
+    ///
+    /// Add it to Claude Code with `claude mcp add keel -- keel mcp-server`. The global flags
+    /// (--model, --base-url, --sandbox, --approval, -c…) set every call's defaults; a call's
+    /// own `cwd`, `sandbox`, `approval` and `model` arguments override them. Stdout carries
+    /// only the protocol; logs go to stderr.
+    McpServer(McpServerArgs),
+}
+
+/// `keel mcp-server`.
+#[derive(Debug, Args)]
+pub struct McpServerArgs {
+    /// Replay a model script (JSON or YAML) instead of calling a model, in every call.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
 }
 
 /// `keel chat`.

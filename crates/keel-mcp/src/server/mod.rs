@@ -1,1 +1,235 @@
 //! keel as an MCP server (`keel mcp-server`).
+//!
+//! Two tools let another agent (Claude Code, Codex, another keel) delegate to keel over stdio:
+//!
+//! - `keel` (`prompt`, and optionally `cwd`, `sandbox`, `approval`, `model`) runs a task in a
+//!   new keel session and answers with the final text and the session id;
+//! - `keel_reply` (`session_id`, `prompt`) continues such a session with another turn.
+//!
+//! This module speaks the protocol; it does not build agents. A front end does, through a
+//! [`TaskRunner`] it hands to [`serve_stdio`] (the `keel` binary's runner uses `keel-host`,
+//! which this crate must not depend on). The runner gets a [`TurnControl`] with each call: a
+//! sink for [`ProgressUpdate`]s, which become MCP progress notifications when the request
+//! carries a progress token, and a cancellation token, cancelled when the client sends
+//! `notifications/cancelled` for the request (or the server shuts down). [`drive`] runs an
+//! agent's queued turns under that control and [`observe_progress`] turns the agent's session
+//! events into progress updates, so a runner only builds (or resumes) the agent.
+//!
+//! Calls run concurrently, each in its own session; a session runs one turn at a time, so a
+//! `keel_reply` to a session whose turn is still running is refused.
+
+mod drive;
+mod handler;
+mod tools;
+
+pub use drive::{drive, observe_progress};
+pub use handler::{KeelServer, answer_result};
+pub use tools::{KEEL_TOOL, REPLY_TOOL, parse_reply, parse_task, tools};
+
+use keel_agent::ApprovalPolicy;
+use keel_protocol::TurnEndReason;
+use keel_tools::SandboxMode;
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A new task: the `keel` tool's arguments, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRequest {
+    /// What to do (not blank).
+    pub prompt: String,
+    /// The workspace root; relative to the server's working directory. `None`: the server's.
+    pub cwd: Option<PathBuf>,
+    /// Sandbox mode; `None`: as configured.
+    pub sandbox: Option<SandboxMode>,
+    /// Approval policy; `None`: as configured. `ask` cannot ask anyone over MCP, so calls that
+    /// need approval are refused, as in any headless run.
+    pub approval: Option<ApprovalPolicy>,
+    /// Model name; `None`: as configured.
+    pub model: Option<String>,
+}
+
+/// Another turn in a session: the `keel_reply` tool's arguments, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyRequest {
+    /// The session id a `keel` call answered with.
+    pub session_id: String,
+    /// What to say next (not blank).
+    pub prompt: String,
+}
+
+/// How a call's turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The session the turn ran in.
+    pub session_id: String,
+    /// The last assistant text of the turn (may be empty).
+    pub final_text: String,
+    /// Why the turn ended; anything but `completed` makes the tool result an error.
+    pub turn_end: TurnEndReason,
+}
+
+impl Answer {
+    /// True when the turn completed normally.
+    pub fn completed(&self) -> bool {
+        self.turn_end == TurnEndReason::Completed
+    }
+}
+
+/// What a running call reports as it goes: each one becomes an MCP progress notification (when
+/// the client asked for progress) whose message is this value's [`fmt::Display`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgressUpdate {
+    /// The call's session exists (a new one, or the resumed one); reported before the turn
+    /// starts, so a client can find the session even when it cancels the call.
+    Started {
+        /// The session id.
+        session_id: String,
+    },
+    /// A step (one model request and its tool calls) opens.
+    Step {
+        /// Turn number.
+        turn: u32,
+        /// Step number within the turn, from 1.
+        step: u32,
+    },
+    /// A tool call starts.
+    ToolCall {
+        /// Tool name.
+        name: String,
+        /// Its arguments, shortened to one line.
+        summary: String,
+    },
+    /// A tool call's result arrived.
+    ToolResult {
+        /// False when the tool reported an error.
+        ok: bool,
+        /// The first line of the result, shortened.
+        summary: String,
+    },
+    /// A failed model request is retried.
+    Retry {
+        /// The failure code.
+        code: String,
+        /// Attempt number.
+        attempt: u32,
+    },
+    /// The turn ended.
+    TurnEnded {
+        /// The reason's kind (`completed`, `aborted`, …).
+        kind: String,
+    },
+}
+
+impl fmt::Display for ProgressUpdate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProgressUpdate::Started { session_id } => write!(f, "session {session_id} started"),
+            ProgressUpdate::Step { turn, step } => write!(f, "turn {turn} step {step}"),
+            ProgressUpdate::ToolCall { name, summary } => write!(f, "→ {name} {summary}"),
+            ProgressUpdate::ToolResult { ok: true, summary } => write!(f, "✓ {summary}"),
+            ProgressUpdate::ToolResult { ok: false, summary } => write!(f, "✗ {summary}"),
+            ProgressUpdate::Retry { code, attempt } => {
+                write!(f, "model call failed ({code}), retry {attempt}")
+            }
+            ProgressUpdate::TurnEnded { kind } => write!(f, "turn ended: {kind}"),
+        }
+    }
+}
+
+/// A call's controls, handed to the [`TaskRunner`]: report progress, and stop when cancelled.
+#[derive(Clone)]
+pub struct TurnControl {
+    progress: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
+    cancel: CancellationToken,
+}
+
+impl fmt::Debug for TurnControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TurnControl")
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TurnControl {
+    /// Controls reporting to `progress`, cancelled by `cancel`.
+    pub fn new(
+        progress: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
+        cancel: CancellationToken,
+    ) -> Self {
+        TurnControl { progress, cancel }
+    }
+
+    /// Controls that report nowhere and are never cancelled (tests, embedding).
+    pub fn detached() -> Self {
+        TurnControl::new(Arc::new(|_| {}), CancellationToken::new())
+    }
+
+    /// Report `update`.
+    pub fn report(&self, update: ProgressUpdate) {
+        (self.progress)(update);
+    }
+
+    /// The call's cancellation token.
+    pub fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// True once the call is cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+/// Runs the server's calls: what a front end implements (the `keel` binary with `keel-host`).
+///
+/// An `Err` is a failure before or around the turn (a bad `cwd`, a configuration error, an
+/// unknown session): its text reaches the client as an error result. A turn that ran and ended
+/// badly is an `Ok` [`Answer`] whose [`Answer::turn_end`] says why.
+pub trait TaskRunner: Send + Sync + 'static {
+    /// Run `task` in a new session.
+    fn run(
+        &self,
+        task: TaskRequest,
+        control: TurnControl,
+    ) -> impl Future<Output = Result<Answer, String>> + Send;
+
+    /// Run another turn in an existing session.
+    fn reply(
+        &self,
+        reply: ReplyRequest,
+        control: TurnControl,
+    ) -> impl Future<Output = Result<Answer, String>> + Send;
+}
+
+/// Why the server could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The MCP handshake failed (the client went away, or spoke something else).
+    #[error("MCP initialization failed: {0}")]
+    Initialize(String),
+    /// The service loop ended abnormally.
+    #[error("the MCP service stopped: {0}")]
+    Service(String),
+}
+
+/// How long [`serve_stdio`] waits, after the client closed the connection, for the turns it
+/// cancelled to end (and write their `turn/end`).
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serve `runner`'s tools over stdin/stdout until the client closes the connection; then cancel
+/// the calls still running and wait (at most [`SHUTDOWN_GRACE`]) for them to end. Must run in
+/// a Tokio runtime with IO and time enabled. Nothing else may write to stdout meanwhile.
+pub async fn serve_stdio<R: TaskRunner>(runner: R) -> Result<(), ServerError> {
+    let server = KeelServer::new(runner);
+    let running = rmcp::ServiceExt::serve(server.clone(), rmcp::transport::stdio_pipes())
+        .await
+        .map_err(|e| ServerError::Initialize(e.to_string()))?;
+    let quit = running.waiting().await;
+    server.shutdown(SHUTDOWN_GRACE).await;
+    quit.map(|_| ())
+        .map_err(|e| ServerError::Service(e.to_string()))
+}

@@ -1,0 +1,113 @@
+//! Running an agent's turns under a call's [`TurnControl`]: progress from its session events,
+//! and cancellation through [`Agent::cancel_turn`].
+
+use super::{Answer, ProgressUpdate, TurnControl};
+use keel_agent::{Agent, HookRegistry};
+use keel_protocol::{EventBody, SessionEvent};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a cancelled call repeats [`Agent::cancel_turn`] until the agent is idle: a cancel
+/// that lands between two turns (or before the first starts) would otherwise be lost, since
+/// every turn takes a fresh cancellation token.
+const RECANCEL_EVERY: Duration = Duration::from_millis(50);
+
+/// Register a `session/event` observer on `hooks` that reports the agent's steps, tool calls,
+/// tool results, retries and turn ends to `control`.
+pub fn observe_progress(hooks: &mut HookRegistry, control: &TurnControl) {
+    let control = control.clone();
+    hooks.session_event.push(Arc::new(move |ev: &SessionEvent| {
+        if let Some(update) = progress_of(ev) {
+            control.report(update);
+        }
+    }));
+}
+
+fn progress_of(ev: &SessionEvent) -> Option<ProgressUpdate> {
+    Some(match &ev.body {
+        EventBody::StepStart(s) => ProgressUpdate::Step {
+            turn: s.turn,
+            step: s.step,
+        },
+        EventBody::ToolCall(c) => ProgressUpdate::ToolCall {
+            name: c.name.clone(),
+            summary: short(&c.arguments, 120),
+        },
+        EventBody::ToolResult(r) => {
+            let text: String = r.message.tool_results().map(|b| b.text()).collect();
+            let ok = !r.message.tool_results().any(|b| b.is_error);
+            let first = text.lines().next().unwrap_or("(no output)");
+            ProgressUpdate::ToolResult {
+                ok,
+                summary: short(first, 120),
+            }
+        }
+        EventBody::LlmRetry(r) => ProgressUpdate::Retry {
+            code: r.failure.code.to_string(),
+            attempt: r.attempt,
+        },
+        EventBody::TurnEnd(t) => ProgressUpdate::TurnEnded {
+            kind: t.reason.kind().to_owned(),
+        },
+        _ => return None,
+    })
+}
+
+/// `s` on one line, cut to `max` characters.
+fn short(s: &str, max: usize) -> String {
+    let line: String = s
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    if line.chars().count() <= max {
+        line
+    } else {
+        let cut: String = line.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Run `agent`'s queued turns until it is idle ([`Agent::run_until_idle`]) and answer with the
+/// last turn's outcome. When `control` is cancelled, the running turn is cancelled
+/// ([`Agent::cancel_turn`]: it ends `aborted`, the log stays valid) and the agent's background
+/// jobs are stopped; the answer then says `aborted`. Background jobs still running when the
+/// agent goes idle are stopped too (the call owns the agent).
+pub async fn drive(agent: &Agent, control: &TurnControl) -> Result<Answer, String> {
+    let run = agent.run_until_idle();
+    tokio::pin!(run);
+    let cancel = control.cancel_token().clone();
+    let mut cancelling = false;
+    let outcome = loop {
+        tokio::select! {
+            out = &mut run => break out,
+            () = cancel.cancelled(), if !cancelling => {
+                cancelling = true;
+                agent.cancel_turn();
+                agent.kill_jobs();
+            }
+            () = tokio::time::sleep(RECANCEL_EVERY), if cancelling => agent.cancel_turn(),
+        }
+    };
+    agent.kill_jobs();
+    let session_id = agent.session_id().as_str().to_owned();
+    match outcome {
+        Ok(Some(outcome)) => Ok(Answer {
+            session_id,
+            final_text: outcome.final_text,
+            turn_end: outcome.reason,
+        }),
+        Ok(None) => Err(format!("session {session_id}: no turn ran")),
+        Err(e) => Err(format!("session {session_id}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_keeps_one_line_and_cuts() {
+        assert_eq!(short("a\nb", 10), "a b");
+        assert_eq!(short("abcdef", 3), "abc…");
+    }
+}
