@@ -1,6 +1,7 @@
 //! MCP servers' tools through the real `keel` binary and the loopback mock model, against the
 //! real `@modelcontextprotocol/server-everything` from npm (pinned in
-//! `crates/keel-mcp/tests/node/package.json`, installed by `.ci/run` with `npm ci`), plus a small
+//! `crates/keel-mcp/tests/node/package.json`, installed by `.ci/run` with `npm ci`, or by the
+//! first test that needs it), plus a small
 //! misbehaving server for the bad-input cases.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
@@ -8,26 +9,7 @@ mod support;
 
 use serde_json::Value;
 use std::path::PathBuf;
-use support::{Env, Mock, load_consistent, of_type, run, tool_results};
-
-/// Where the pinned npm packages' executables are: the repository's `node_modules/.bin`
-/// (`npm ci --prefix crates/keel-mcp/tests/node`), or `$KEEL_TEST_MCP_NODE_BIN`.
-fn node_bin(name: &str) -> PathBuf {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../keel-mcp/tests/node");
-    let dirs = [
-        Some(repo.join("node_modules/.bin")),
-        std::env::var_os("KEEL_TEST_MCP_NODE_BIN").map(PathBuf::from),
-    ];
-    for dir in dirs.into_iter().flatten() {
-        let p = dir.join(name);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!(
-        "{name} is not installed: run `npm ci --prefix crates/keel-mcp/tests/node` (what .ci/run does)"
-    );
-}
+use support::{Env, Mock, load_consistent, node_bin, of_type, run, tool_results};
 
 fn everything() -> String {
     node_bin("mcp-server-everything").display().to_string()
@@ -113,7 +95,11 @@ responses:
         .next()
         .unwrap();
     let bytes = std::fs::read(saved).unwrap();
-    assert_eq!(&bytes[1..4], b"PNG", "a real PNG on disk, not inline in the log");
+    assert_eq!(
+        &bytes[1..4],
+        b"PNG",
+        "a real PNG on disk, not inline in the log"
+    );
     let (links, _) = result_of(&events, "c5");
     assert!(links.contains("[resource link "), "{links}");
     // Every request offered the same tools in the same order (prefix-stable).
@@ -127,7 +113,10 @@ responses:
     assert_eq!(mcp, sorted, "sorted by name");
     for r in &requests[1..] {
         assert_eq!(tools_of(r), first);
-        assert_eq!(r["tools"], requests[0]["tools"], "byte-identical tool schemas");
+        assert_eq!(
+            r["tools"], requests[0]["tools"],
+            "byte-identical tool schemas"
+        );
     }
 }
 
@@ -158,7 +147,10 @@ responses:
     assert_eq!(out.code, Some(0), "{out:?}");
     let (envs, _) = result_of(&load_consistent(&env.only_session()), "c1");
     assert!(envs.contains("PLAIN_SETTING"), "{envs}");
-    assert!(envs.contains("given-on-purpose"), "explicit env reaches it: {envs}");
+    assert!(
+        envs.contains("given-on-purpose"),
+        "explicit env reaches it: {envs}"
+    );
     assert!(!envs.contains("leak-me-not"), "{envs}");
     assert!(!envs.contains("DEEPSEEK_API_KEY"), "{envs}");
 }
@@ -190,7 +182,11 @@ responses:
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("starting up"), "stderr tail: {}", out.stderr);
+    assert!(
+        out.stderr.contains("starting up"),
+        "stderr tail: {}",
+        out.stderr
+    );
     assert_eq!(
         out.stderr.matches("MCP server 'mute'").count(),
         1,
@@ -201,7 +197,11 @@ responses:
     let events = load_consistent(&env.only_session());
     let (echo, _) = result_of(&events, "c1");
     assert!(echo.contains("still works"));
-    assert!(!tools_of(&mock.requests()[0]).iter().any(|t| t.starts_with("mcp__mute__")));
+    assert!(
+        !tools_of(&mock.requests()[0])
+            .iter()
+            .any(|t| t.starts_with("mcp__mute__"))
+    );
 }
 
 #[test]
@@ -241,7 +241,10 @@ responses:
         if started && marker.exists() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the call never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -296,7 +299,8 @@ responses:
         .args(["run", "GO"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(
-        out.stderr.contains("MCP server 'legacy'") && out.stderr.contains("unknown transport type 'sse'"),
+        out.stderr.contains("MCP server 'legacy'")
+            && out.stderr.contains("unknown transport type 'sse'"),
         "{}",
         out.stderr
     );
@@ -309,7 +313,10 @@ fn bad_servers_get_clear_errors_and_the_session_continues() {
     let env = Env::new();
     config(
         &env,
-        &format!("[mcp_servers.bad]\ncommand = \"node\"\nargs = [{:?}]\n", bad_server()),
+        &format!(
+            "[mcp_servers.bad]\ncommand = \"node\"\nargs = [{:?}]\n",
+            bad_server()
+        ),
     );
     let mock = Mock::start(
         r#"
@@ -336,10 +343,22 @@ responses:
         out.stderr
     );
     let names = tools_of(&mock.requests()[0]);
-    let mcp: Vec<&String> = names.iter().filter(|n| n.starts_with("mcp__bad__")).collect();
-    assert!(mcp.iter().all(|n| n.len() <= 64 && !n.contains(' ')), "{mcp:?}");
-    assert!(mcp.iter().any(|n| n.starts_with("mcp__bad__with_spaces")), "{mcp:?}");
-    assert!(mcp.iter().any(|n| n.len() == 64), "the 200-character name is bounded: {mcp:?}");
+    let mcp: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("mcp__bad__"))
+        .collect();
+    assert!(
+        mcp.iter().all(|n| n.len() <= 64 && !n.contains(' ')),
+        "{mcp:?}"
+    );
+    assert!(
+        mcp.iter().any(|n| n.starts_with("mcp__bad__with_spaces")),
+        "{mcp:?}"
+    );
+    assert!(
+        mcp.iter().any(|n| n.len() == 64),
+        "the 200-character name is bounded: {mcp:?}"
+    );
     let events = load_consistent(&env.only_session());
     // 50 MB of text is spilled to a file, not put in the log.
     let (huge, _) = result_of(&events, "c1");

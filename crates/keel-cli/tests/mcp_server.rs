@@ -9,48 +9,9 @@
 mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use support::{Env, Mock, load_consistent, of_type, turn_end_reasons};
-
-/// crates/keel-mcp/tests/node.
-fn node_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../keel-mcp/tests/node")
-}
-
-/// Install the node modules once when they are missing (`npm ci` from the lock file). Test
-/// binaries run in parallel: an exclusive lock on a file beside them serialises the installs,
-/// and whoever comes second finds them installed.
-fn ensure_node_modules() -> PathBuf {
-    let dir = node_dir();
-    let marker = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
-    if marker.exists() {
-        return dir;
-    }
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(".npm-install.lock"))
-        .unwrap();
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a descriptor we own; released when `lock` is closed.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(rc, 0, "cannot lock {}", dir.display());
-    }
-    if !marker.exists() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .status()
-            .expect("npm is needed for the MCP tests");
-        assert!(status.success(), "npm ci in {} failed", dir.display());
-    }
-    drop(lock);
-    dir
-}
+use support::{Env, Mock, ensure_node_modules, load_consistent, of_type, turn_end_reasons};
 
 /// Run the node client's `scenario` against `keel --cwd WS <global> mcp-server <own>` in
 /// `env`; returns its JSON report.

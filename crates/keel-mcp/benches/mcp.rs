@@ -18,14 +18,17 @@ use tokio_util::sync::CancellationToken;
 
 fn everything() -> String {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node/node_modules/.bin");
-    [Some(repo), std::env::var_os("KEEL_TEST_MCP_NODE_BIN").map(PathBuf::from)]
-        .into_iter()
-        .flatten()
-        .map(|d| d.join("mcp-server-everything"))
-        .find(|p| p.exists())
-        .expect("npm ci --prefix crates/keel-mcp/tests/node")
-        .display()
-        .to_string()
+    [
+        Some(repo),
+        std::env::var_os("KEEL_TEST_MCP_NODE_BIN").map(PathBuf::from),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|d| d.join("mcp-server-everything"))
+    .find(|p| p.exists())
+    .expect("npm ci --prefix crates/keel-mcp/tests/node")
+    .display()
+    .to_string()
 }
 
 fn server(name: &str) -> Arc<Server> {
@@ -67,8 +70,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let s = s.clone();
             let args = args.clone();
-            rt.wait(async move { s.call("echo", Some(args), CancellationToken::new()).await.unwrap() })
-                .unwrap()
+            rt.wait(async move {
+                s.call("echo", Some(args), CancellationToken::new())
+                    .await
+                    .unwrap()
+            })
+            .unwrap()
         })
     });
     g.sample_size(10).measurement_time(Duration::from_secs(20));

@@ -606,3 +606,49 @@ pub fn kill_group(pgid: i32) {
         libc::kill(-pgid, libc::SIGKILL);
     }
 }
+
+/// crates/keel-mcp/tests/node: the pinned npm packages of the MCP tests.
+pub fn node_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../keel-mcp/tests/node")
+}
+
+/// Install the MCP tests' node modules once when they are missing (`npm ci` from the lock
+/// file; `.ci/run` does it first). Test binaries run in parallel: an exclusive lock on a file
+/// beside them serialises the installs, and whoever comes second finds them installed.
+pub fn ensure_node_modules() -> PathBuf {
+    let dir = node_dir();
+    let marker = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
+    if marker.exists() {
+        return dir;
+    }
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".npm-install.lock"))
+        .unwrap();
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor we own; released when `lock` is closed.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "cannot lock {}", dir.display());
+    }
+    if !marker.exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .status()
+            .expect("npm is needed for the MCP tests");
+        assert!(status.success(), "npm ci in {} failed", dir.display());
+    }
+    drop(lock);
+    dir
+}
+
+/// A pinned npm package's executable (`node_modules/.bin/NAME`), installed when missing.
+pub fn node_bin(name: &str) -> PathBuf {
+    let p = ensure_node_modules().join("node_modules/.bin").join(name);
+    assert!(p.exists(), "{} is not installed", p.display());
+    p
+}
