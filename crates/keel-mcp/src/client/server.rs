@@ -3,13 +3,14 @@
 //! restarts: a server whose connection broke is started again on the next call, at most
 //! [`MAX_RESTARTS`] times, then disabled for the session.
 
+use super::http;
 use super::stdio::{self, StdioChild};
 use crate::config::{ServerConfig, Transport};
 use keel_tools::subprocess::SubprocessService;
 use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, JsonObject, Tool};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -152,8 +153,14 @@ impl Server {
                     Some(c) => self.workspace.join(c),
                     None => self.workspace.clone(),
                 };
-                let (reader, writer, mut child) =
-                    stdio::spawn(&self.subprocess, command, args, env, &dir, &self.config.name);
+                let (reader, writer, mut child) = stdio::spawn(
+                    &self.subprocess,
+                    command,
+                    args,
+                    env,
+                    &dir,
+                    &self.config.name,
+                );
                 let transport =
                     AsyncRwTransport::new_client(reader, writer).with_max_line_length(MAX_LINE);
                 let started = async {
@@ -197,12 +204,13 @@ impl Server {
                     }),
                     Err(reason) => {
                         child.kill.cancel();
-                        let tail = match tokio::time::timeout(Duration::from_secs(3), &mut child.exit)
-                            .await
-                        {
-                            Ok(Ok(Ok(out))) => out.stderr.text().trim().to_owned(),
-                            _ => String::new(),
-                        };
+                        let tail =
+                            match tokio::time::timeout(Duration::from_secs(3), &mut child.exit)
+                                .await
+                            {
+                                Ok(Ok(Ok(out))) => out.stderr.text().trim().to_owned(),
+                                _ => String::new(),
+                            };
                         Err(StartFailure {
                             reason,
                             stderr_tail: tail,
@@ -210,10 +218,50 @@ impl Server {
                     }
                 }
             }
-            Transport::Http { .. } => Err(StartFailure {
-                reason: "the streamable HTTP transport is not built yet in this keel (stdio servers work)".into(),
-                stderr_tail: String::new(),
-            }),
+            Transport::Http {
+                url,
+                headers,
+                bearer_token_env_var,
+            } => {
+                let failure = |reason: String| StartFailure {
+                    reason,
+                    stderr_tail: String::new(),
+                };
+                // The token is read now (a changed variable counts at the next restart).
+                let transport =
+                    http::transport(url, headers, bearer_token_env_var.as_deref(), &|name| {
+                        std::env::var(name)
+                    })
+                    .map_err(failure)?;
+                let started = async {
+                    let service = handler
+                        .serve(transport)
+                        .await
+                        .map_err(|e| http::explain_init(&e))?;
+                    let tools = service
+                        .peer()
+                        .list_all_tools()
+                        .await
+                        .map_err(|e| format!("tools/list failed: {}", http::explain(&e)))?;
+                    Ok::<_, String>((service, tools))
+                };
+                match tokio::time::timeout(limit, started).await {
+                    Ok(Ok((service, tools))) => Ok(Conn {
+                        service,
+                        child: None,
+                        tools,
+                    }),
+                    Ok(Err(why)) => Err(failure(format!(
+                        "cannot connect to {}: {why}",
+                        http::redacted_url(url)
+                    ))),
+                    Err(_) => Err(failure(format!(
+                        "{} did not answer initialize and tools/list within {} s (startup_timeout_sec)",
+                        http::redacted_url(url),
+                        limit.as_secs_f64()
+                    ))),
+                }
+            }
         }
     }
 
@@ -261,11 +309,19 @@ impl Server {
             Ok(result) => serde_json::to_value(&result)
                 .map_err(|e| CallFailure::Broken(format!("unreadable result: {e}"))),
             Err(e) => {
-                let broken = peer.is_transport_closed();
+                // A stdio server's transport closes with its process; a streamable HTTP
+                // one stays open and answers the call with TransportClosed (its response
+                // stream broke) or TransportSend (the POST failed).
+                let broken = peer.is_transport_closed()
+                    || matches!(
+                        e,
+                        ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                    );
                 if broken {
                     self.drop_connection().await;
                     Err(CallFailure::Broken(format!(
-                        "the server went away during the call ({e}); it is restarted on the next call"
+                        "the server went away during the call ({}); it is restarted on the next call",
+                        http::explain(&e)
                     )))
                 } else {
                     Err(CallFailure::Broken(e.to_string()))
