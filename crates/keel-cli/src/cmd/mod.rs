@@ -4,6 +4,7 @@ mod cards;
 mod config_cmd;
 mod continuity;
 mod demo;
+mod mcp;
 mod progress;
 mod provenance;
 mod run;
@@ -191,5 +192,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Continuity(cmd) => continuity::run(&ctx, cmd),
         Command::Cards(cmd) => cards::run(&ctx, cmd),
         Command::Chat(args) => cards::chat(ctx, args),
+        Command::Mcp(cmd) => mcp::run(&ctx, cmd),
     }
 }
