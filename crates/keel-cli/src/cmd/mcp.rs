@@ -557,14 +557,16 @@ fn add(ctx: &Ctx, host: &Host, args: McpAddArgs) -> Result<ExitCode> {
         file.display()
     )?;
     writeln!(out, "check it with `keel mcp test {name}`")?;
-    if let Transport::Stdio { env, .. } = &resolved.transport {
-        for k in env.keys().filter(|k| secret_env(k)) {
-            writeln!(
-                std::io::stderr(),
-                "note: {k} looks secret; its value is stored in plain text in {}",
-                file.display()
-            )?;
-        }
+    let secrets: Vec<&String> = match &resolved.transport {
+        Transport::Stdio { env, .. } => env.keys().filter(|k| secret_env(k)).collect(),
+        Transport::Http { headers, .. } => headers.keys().filter(|k| secret_header(k)).collect(),
+    };
+    for k in secrets {
+        writeln!(
+            std::io::stderr(),
+            "note: {k} looks secret; its value is stored in plain text in {}",
+            file.display()
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
