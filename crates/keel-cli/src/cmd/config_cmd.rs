@@ -1,4 +1,5 @@
-//! `keel config dump`.
+//! `keel config dump`: the merged configuration with the layer of each key, every MCP server
+//! with where it is configured (a layer file or the `.mcp.json` path), and the model endpoint.
 
 use super::Ctx;
 use crate::cli::ConfigCommand;
@@ -12,7 +13,9 @@ pub fn run(ctx: &Ctx, cmd: ConfigCommand) -> Result<ExitCode> {
         ConfigCommand::Dump => {
             let host = ctx.host()?;
             let mut out = std::io::stdout().lock();
-            out.write_all(keel_host::config::dump(host.config()).as_bytes())?;
+            let loaded = super::mcp::redacted(host.config());
+            out.write_all(keel_host::config::dump(&loaded).as_bytes())?;
+            out.write_all(super::mcp::dump(&host).as_bytes())?;
             let endpoint = match host.endpoint(&ctx.flags()?) {
                 Ok(endpoint) => endpoint.dump(|var| std::env::var_os(var).is_some()),
                 Err(e) => format!("# endpoint: {e}\n"),

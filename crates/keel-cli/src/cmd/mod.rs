@@ -4,6 +4,7 @@ mod cards;
 mod config_cmd;
 mod continuity;
 mod demo;
+mod mcp;
 mod mcp_server;
 mod progress;
 mod provenance;
@@ -193,5 +194,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cards(cmd) => cards::run(&ctx, cmd),
         Command::Chat(args) => cards::chat(ctx, args),
         Command::McpServer(args) => mcp_server::run(&ctx, args),
+        Command::Mcp(cmd) => mcp::run(&ctx, cmd),
     }
 }

@@ -7,7 +7,7 @@ use super::http;
 use super::stdio::{self, StdioChild};
 use crate::config::{ServerConfig, Transport};
 use keel_tools::subprocess::SubprocessService;
-use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, JsonObject, Tool};
+use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, JsonObject, Prompt, Tool};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
@@ -65,6 +65,33 @@ impl std::fmt::Display for StartFailure {
             write!(f, "; its stderr ends: {}", self.stderr_tail)?;
         }
         Ok(())
+    }
+}
+
+/// A stdio server that ended (or never started) before it answered `initialize`.
+fn exited(
+    exit: Result<
+        Result<keel_tools::subprocess::CommandOutput, keel_tools::subprocess::SubprocessError>,
+        tokio::task::JoinError,
+    >,
+) -> StartFailure {
+    match exit {
+        Ok(Ok(out)) => StartFailure {
+            reason: format!(
+                "it exited ({}) before answering initialize",
+                out.code
+                    .map_or_else(|| "by a signal".to_owned(), |c| format!("code {c}"))
+            ),
+            stderr_tail: out.stderr.text().trim().to_owned(),
+        },
+        Ok(Err(e)) => StartFailure {
+            reason: format!("cannot start it: {e}"),
+            stderr_tail: String::new(),
+        },
+        Err(e) => StartFailure {
+            reason: format!("cannot start it: {e}"),
+            stderr_tail: String::new(),
+        },
     }
 }
 
@@ -181,20 +208,7 @@ impl Server {
                         )),
                     },
                     // It exited before it answered.
-                    exit = &mut child.exit => Err(match exit {
-                        Ok(Ok(out)) => {
-                            let tail = out.stderr.text();
-                            return Err(StartFailure {
-                                reason: format!(
-                                    "it exited ({}) before answering initialize",
-                                    out.code.map_or_else(|| "by a signal".to_owned(), |c| format!("code {c}"))
-                                ),
-                                stderr_tail: tail.trim().to_owned(),
-                            });
-                        }
-                        Ok(Err(e)) => format!("cannot start it: {e}"),
-                        Err(e) => format!("cannot start it: {e}"),
-                    }),
+                    exit = &mut child.exit => return Err(exited(exit)),
                 };
                 match outcome {
                     Ok((service, tools)) => Ok(Conn {
@@ -203,6 +217,13 @@ impl Server {
                         tools,
                     }),
                     Err(reason) => {
+                        // A server that could not start or died closes the connection first:
+                        // its exit (or the spawn error) says more than "connection closed".
+                        if let Ok(exit) =
+                            tokio::time::timeout(Duration::from_secs(1), &mut child.exit).await
+                        {
+                            return Err(exited(exit));
+                        }
                         child.kill.cancel();
                         let tail =
                             match tokio::time::timeout(Duration::from_secs(3), &mut child.exit)
@@ -337,6 +358,51 @@ impl Server {
                 child.kill.cancel();
             }
             let _ = conn.service.cancel().await;
+        }
+    }
+
+    /// The server's prompts (`prompts/list`, every page), bounded by the startup timeout; empty
+    /// when it does not offer prompts. `Err` when it is not connected or the listing failed.
+    pub async fn prompts(&self) -> Result<Vec<Prompt>, String> {
+        let peer = {
+            let state = self.state.lock().await;
+            match &state.conn {
+                Some(c) => c.service.peer().clone(),
+                None => {
+                    return Err(state
+                        .disabled
+                        .clone()
+                        .unwrap_or_else(|| "not started".into()));
+                }
+            }
+        };
+        let offers = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.prompts.is_some());
+        if !offers {
+            return Ok(Vec::new());
+        }
+        let limit = self.config.startup_timeout;
+        match tokio::time::timeout(limit, peer.list_all_prompts()).await {
+            Ok(Ok(prompts)) => Ok(prompts),
+            Ok(Err(e)) => Err(format!("prompts/list failed: {e}")),
+            Err(_) => Err(format!(
+                "no answer to prompts/list within {} s (startup_timeout_sec)",
+                limit.as_secs_f64()
+            )),
+        }
+    }
+
+    /// End the connection and the server's process tree, waiting (a few seconds at most) for
+    /// the process to exit. A later call starts it again (a restart).
+    pub async fn stop(&self) {
+        let conn = self.state.lock().await.conn.take();
+        if let Some(conn) = conn {
+            let _ = conn.service.cancel().await;
+            if let Some(mut child) = conn.child {
+                child.kill.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(5), &mut child.exit).await;
+            }
         }
     }
 
