@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use support::*;
 
 fn keel(env: &Env, args: &[&str]) -> Output {
@@ -36,17 +36,7 @@ fn global_config(env: &Env) -> PathBuf {
 /// (`crates/keel-mcp/tests/node`, `npm ci` there), else `$KEEL_TEST_MCP_NODE_BIN` (a directory
 /// holding it, e.g. `node_modules/.bin`).
 fn everything_bin() -> PathBuf {
-    let pinned = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../keel-mcp/tests/node/node_modules/.bin/mcp-server-everything");
-    if pinned.exists() {
-        return pinned;
-    }
-    match std::env::var_os("KEEL_TEST_MCP_NODE_BIN") {
-        Some(dir) => PathBuf::from(dir).join("mcp-server-everything"),
-        None => panic!(
-            "mcp-server-everything not found: run `npm ci` in crates/keel-mcp/tests/node, or set KEEL_TEST_MCP_NODE_BIN to the directory holding it"
-        ),
-    }
+    support::node_bin("mcp-server-everything")
 }
 
 #[test]

@@ -277,12 +277,10 @@ fn mcp_json_servers_expand_variables_and_a_bad_entry_is_named_and_skipped() {
     let env = Env::new();
     env.write(
         ".mcp.json",
-        &format!(
-            r#"{{"mcpServers": {{
-                "everything": {{"command": "${{EVERYTHING_BIN}}", "args": ["stdio"]}},
-                "legacy": {{"type": "sse", "url": "http://127.0.0.1:9/sse"}}
-            }}}}"#
-        ),
+        r#"{"mcpServers": {
+                "everything": {"command": "${EVERYTHING_BIN}", "args": ["stdio"]},
+                "legacy": {"type": "sse", "url": "http://127.0.0.1:9/sse"}
+            }}"#,
     );
     let mock = Mock::start(
         r#"
