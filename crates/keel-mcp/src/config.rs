@@ -30,7 +30,7 @@ pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One `[mcp_servers.NAME]` table as written (Codex's keys). Unknown keys are rejected by the
 /// configuration loader, naming the layer that holds them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TomlServer {
     /// stdio: the program.
@@ -59,8 +59,41 @@ pub struct TomlServer {
     pub disabled_tools: Option<Vec<String>>,
 }
 
+impl std::fmt::Debug for TomlServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names of `env` and `headers`, never their values (they may hold credentials).
+        let keys = |m: &Option<BTreeMap<String, String>>| {
+            m.as_ref().map(|m| m.keys().cloned().collect::<Vec<_>>())
+        };
+        f.debug_struct("TomlServer")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &keys(&self.env))
+            .field("cwd", &self.cwd)
+            .field("url", &self.url.as_deref().map(redact_url))
+            .field("headers", &keys(&self.headers))
+            .field("bearer_token_env_var", &self.bearer_token_env_var)
+            .field("enabled", &self.enabled)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `url` without its user information, query and fragment (what messages and events show).
+pub fn redact_url(url: &str) -> String {
+    let cut = url.find(['?', '#']).map_or(url, |i| &url[..i]);
+    match cut.split_once("://") {
+        Some((scheme, rest)) => {
+            let host_at = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(host_at);
+            let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{authority}{path}")
+        }
+        None => cut.to_owned(),
+    }
+}
+
 /// How keel reaches a server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Transport {
     /// A child process speaking JSON-RPC on stdin/stdout.
     Stdio {
@@ -84,15 +117,45 @@ pub enum Transport {
     },
 }
 
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .field("cwd", cwd)
+                .finish(),
+            Transport::Http {
+                url,
+                headers,
+                bearer_token_env_var,
+            } => f
+                .debug_struct("Http")
+                .field("url", &redact_url(url))
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .field("bearer_token_env_var", bearer_token_env_var)
+                .finish(),
+        }
+    }
+}
+
 impl Transport {
-    /// What to call it in messages: the command line, or the URL.
+    /// What to call it in messages and events: the command line, or the URL without user
+    /// information, query or fragment.
     pub fn describe(&self) -> String {
         match self {
             Transport::Stdio { command, args, .. } => std::iter::once(command.as_str())
                 .chain(args.iter().map(String::as_str))
                 .collect::<Vec<_>>()
                 .join(" "),
-            Transport::Http { url, .. } => url.clone(),
+            Transport::Http { url, .. } => redact_url(url),
         }
     }
 }
@@ -385,6 +448,43 @@ mod tests {
             "TOKEN" => Some("t0k".into()),
             _ => None,
         }
+    }
+
+    #[test]
+    fn urls_and_credentials_stay_out_of_messages_and_debug() {
+        assert_eq!(
+            redact_url("https://u:p@h.example:8443/mcp?key=s3cret#x"),
+            "https://h.example:8443/mcp"
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:9/mcp"),
+            "http://127.0.0.1:9/mcp"
+        );
+        let mut headers = BTreeMap::new();
+        headers.insert("Authorization".to_owned(), "Bearer s3cret".to_owned());
+        let t = Transport::Http {
+            url: "https://h/mcp?token=s3cret".into(),
+            headers: headers.clone(),
+            bearer_token_env_var: None,
+        };
+        let shown = format!("{t:?} {}", t.describe());
+        assert!(
+            !shown.contains("s3cret") && shown.contains("Authorization"),
+            "{shown}"
+        );
+        let mut env = BTreeMap::new();
+        env.insert("API_TOKEN".to_owned(), "s3cret".to_owned());
+        let toml = TomlServer {
+            command: Some("x".into()),
+            env: Some(env),
+            headers: Some(headers),
+            ..TomlServer::default()
+        };
+        let shown = format!("{toml:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("API_TOKEN"),
+            "{shown}"
+        );
     }
 
     #[test]
