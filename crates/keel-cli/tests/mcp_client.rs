@@ -369,3 +369,53 @@ responses:
     let (ok, failed) = result_of(&events, "c3");
     assert!(!failed && ok.contains("fine"), "{ok}");
 }
+
+#[test]
+fn resources_are_listed_and_read_through_two_tools() {
+    let env = Env::new();
+    config(
+        &env,
+        &format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            everything()
+        ),
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "GO" }
+    tool_calls:
+      - { id: r1, name: mcp_resources, arguments: {} }
+      - { id: r2, name: mcp_read_resource, arguments: { server: everything, uri: "demo://resource/static/document/features.md" } }
+      - { id: r3, name: mcp_read_resource, arguments: { server: nobody, uri: "x://y" } }
+  - text: "DONE"
+"#,
+    );
+    let out = run(env.keel(&mock.base_url()).args(["run", "GO"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let names = tools_of(&mock.requests()[0]);
+    assert!(
+        names.contains(&"mcp_resources".to_owned())
+            && names.contains(&"mcp_read_resource".to_owned())
+    );
+    let events = load_consistent(&env.only_session());
+    let (list, _) = result_of(&events, "r1");
+    assert!(
+        list.contains("demo://resource/static/document/features.md"),
+        "{list}"
+    );
+    let (doc, failed) = result_of(&events, "r2");
+    assert!(!failed, "{doc}");
+    let expected = std::fs::read_to_string(
+        support::node_dir()
+            .join("node_modules/@modelcontextprotocol/server-everything/dist/docs/features.md"),
+    )
+    .unwrap();
+    let first_line = expected.lines().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(doc.contains(first_line), "{doc}");
+    let (none, failed) = result_of(&events, "r3");
+    assert!(
+        failed && none.contains("no MCP server 'nobody' offers resources"),
+        "{none}"
+    );
+}

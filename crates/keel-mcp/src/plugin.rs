@@ -2,10 +2,12 @@
 //! request does not change). At install it reads `[mcp_servers.*]` and the project's
 //! `.mcp.json`, starts every enabled server in parallel on the MCP runtime, waits for each at
 //! most its startup timeout, and registers the tools of those that answered, sorted by server
-//! and tool name (requests stay prefix-stable). Each server's outcome is logged once as an
+//! and tool name (requests stay prefix-stable), then `mcp_resources` and `mcp_read_resource`
+//! when any of them offers resources. Each server's outcome is logged once as an
 //! ignorable `mcp/server` event: `{server, transport, origin, status: "ready", tools, skipped}`
 //! or `{server, transport, origin, status: "failed", error}` — front ends show failures.
 
+use crate::client::resources::{ListResources, ReadResource, ResourceServers};
 use crate::client::runtime::McpRuntime;
 use crate::client::server::Server;
 use crate::client::tool::{McpTool, assign_names};
@@ -124,6 +126,16 @@ impl Plugin for McpPlugin {
                     "server": server_name, "status": "tool-skipped", "tool": tool.name, "error": why,
                 })),
             }
+        }
+        let with_resources: Vec<Arc<Server>> = servers
+            .iter()
+            .filter(|s| s.offers_resources())
+            .cloned()
+            .collect();
+        if !with_resources.is_empty() {
+            let shared = ResourceServers::new(with_resources, runtime.clone());
+            ctx.tools.push(Arc::new(ListResources(shared.clone())));
+            ctx.tools.push(Arc::new(ReadResource(shared)));
         }
         // The runtime lives as long as the tools that use it (and the agent holding them).
         push_events(ctx, events);

@@ -3,6 +3,7 @@
 //! tools ([`tool`]: names, schemas, result mapping).
 
 mod http;
+pub mod resources;
 pub mod runtime;
 pub mod server;
 mod stdio;

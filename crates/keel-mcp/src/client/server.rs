@@ -116,6 +116,7 @@ pub struct Server {
     workspace: PathBuf,
     state: tokio::sync::Mutex<State>,
     restarts: AtomicU32,
+    resources: std::sync::atomic::AtomicBool,
     /// Bumped on each `tools/list_changed` notification.
     pub changed: Arc<AtomicU64>,
 }
@@ -143,6 +144,7 @@ impl Server {
             workspace,
             state: tokio::sync::Mutex::new(State::default()),
             restarts: AtomicU32::new(0),
+            resources: std::sync::atomic::AtomicBool::new(false),
             changed: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -153,6 +155,12 @@ impl Server {
         match self.connect().await {
             Ok(conn) => {
                 let tools = conn.tools.clone();
+                let resources = conn
+                    .service
+                    .peer()
+                    .peer_info()
+                    .is_some_and(|info| info.capabilities.resources.is_some());
+                self.resources.store(resources, Ordering::Relaxed);
                 state.conn = Some(conn);
                 Ok(tools)
             }
@@ -293,30 +301,7 @@ impl Server {
         arguments: Option<JsonObject>,
         cancel: CancellationToken,
     ) -> Result<Value, CallFailure> {
-        let peer = {
-            let mut state = self.state.lock().await;
-            if let Some(why) = &state.disabled {
-                return Err(CallFailure::Disabled(why.clone()));
-            }
-            if state.conn.is_none() {
-                let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
-                if n > MAX_RESTARTS {
-                    let why = format!(
-                        "its connection broke {MAX_RESTARTS} times; it is disabled for this session"
-                    );
-                    state.disabled = Some(why.clone());
-                    return Err(CallFailure::Disabled(why));
-                }
-                match self.connect().await {
-                    Ok(conn) => state.conn = Some(conn),
-                    Err(f) => return Err(CallFailure::Broken(format!("restart {n} failed: {f}"))),
-                }
-            }
-            match &state.conn {
-                Some(c) => c.service.peer().clone(),
-                None => return Err(CallFailure::Broken("not connected".into())),
-            }
-        };
+        let peer = self.peer().await?;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
         let limit = self.config.tool_timeout;
@@ -348,6 +333,67 @@ impl Server {
                     Err(CallFailure::Broken(e.to_string()))
                 }
             }
+        }
+    }
+
+    /// The connection's peer, (re)connecting when the last connection broke (at most
+    /// [`MAX_RESTARTS`] times, then the server is disabled).
+    async fn peer(&self) -> Result<rmcp::Peer<RoleClient>, CallFailure> {
+        let mut state = self.state.lock().await;
+        if let Some(why) = &state.disabled {
+            return Err(CallFailure::Disabled(why.clone()));
+        }
+        if state.conn.is_none() {
+            let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
+            if n > MAX_RESTARTS {
+                let why = format!(
+                    "its connection broke {MAX_RESTARTS} times; it is disabled for this session"
+                );
+                state.disabled = Some(why.clone());
+                return Err(CallFailure::Disabled(why));
+            }
+            match self.connect().await {
+                Ok(conn) => state.conn = Some(conn),
+                Err(f) => return Err(CallFailure::Broken(format!("restart {n} failed: {f}"))),
+            }
+        }
+        match &state.conn {
+            Some(c) => Ok(c.service.peer().clone()),
+            None => Err(CallFailure::Broken("not connected".into())),
+        }
+    }
+
+    /// Whether the server said at `initialize` that it offers resources.
+    pub fn offers_resources(&self) -> bool {
+        self.resources.load(Ordering::Relaxed)
+    }
+
+    /// Its resources (`resources/list`, every page) as JSON, bounded by the tool timeout.
+    pub async fn list_resources(&self) -> Result<Value, CallFailure> {
+        let peer = self.peer().await?;
+        let limit = self.config.tool_timeout;
+        match tokio::time::timeout(limit, peer.list_all_resources()).await {
+            Err(_) => Err(CallFailure::Timeout(limit)),
+            Ok(Err(e)) => Err(CallFailure::Broken(format!("resources/list failed: {e}"))),
+            Ok(Ok(list)) => serde_json::to_value(&list)
+                .map_err(|e| CallFailure::Broken(format!("unreadable resources/list: {e}"))),
+        }
+    }
+
+    /// The contents of resource `uri` (`resources/read`) as JSON, bounded by the tool timeout.
+    pub async fn read_resource(&self, uri: &str) -> Result<Value, CallFailure> {
+        let peer = self.peer().await?;
+        let params: rmcp::model::ReadResourceRequestParams =
+            serde_json::from_value(serde_json::json!({ "uri": uri }))
+                .map_err(|e| CallFailure::Broken(e.to_string()))?;
+        let limit = self.config.tool_timeout;
+        match tokio::time::timeout(limit, peer.read_resource(params)).await {
+            Err(_) => Err(CallFailure::Timeout(limit)),
+            Ok(Err(e)) => Err(CallFailure::Broken(format!(
+                "resources/read of {uri} failed: {e}"
+            ))),
+            Ok(Ok(r)) => serde_json::to_value(&r)
+                .map_err(|e| CallFailure::Broken(format!("unreadable resources/read: {e}"))),
         }
     }
 

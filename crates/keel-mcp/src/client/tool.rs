@@ -334,7 +334,12 @@ fn flush_text(texts: &mut Vec<String>, content: &mut Vec<ContentBlock>) {
 }
 
 /// Write base64 `data` to a private file in the spill directory; its path.
-fn save_media(ctx: &ToolContext<'_>, kind: &str, mime: &str, data: &str) -> Result<String, String> {
+pub(crate) fn save_media(
+    ctx: &ToolContext<'_>,
+    kind: &str,
+    mime: &str,
+    data: &str,
+) -> Result<String, String> {
     use base64::Engine as _;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
