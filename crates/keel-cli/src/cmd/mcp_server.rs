@@ -5,6 +5,7 @@
 //! goes to stderr.
 
 use super::Ctx;
+use super::run::{discard_new_session, keep_session_modes};
 use crate::cli::McpServerArgs;
 use anyhow::{Context, Result};
 use keel_agent::{Agent, ApprovalPolicy};
@@ -254,26 +255,6 @@ fn session_dir_name(path: &Path) -> Option<&str> {
     path.parent()?.file_name()?.to_str()
 }
 
-/// Like `keel resume`: a session started under explicit control keeps it, and a session in
-/// managed context mode stays managed.
-fn keep_session_modes(flags: &mut Flags, log: &PersistentSession) {
-    let edits = |flags: &Flags, id: &str| flags.row_edits.iter().any(|e| e.plugin == id);
-    if !edits(flags, keel_continuity::ID.as_str())
-        && keel_continuity::control::was_active(log.session())
-    {
-        flags.row_edits.extend(super::control_contract());
-    }
-    let memory = keel_memory::ID.as_str();
-    if !flags.enable.contains(&memory)
-        && matches!(
-            keel_memory::context::logged_mode(log.session()),
-            Some((keel_memory::context::ContextMode::Managed, _))
-        )
-    {
-        flags.enable.push(memory);
-    }
-}
-
 /// Build the agent over `log` with the call's progress observer.
 fn build_agent(
     factory: &AgentFactory<'_>,
@@ -306,16 +287,4 @@ fn start(
     control.report(ProgressUpdate::Started { session_id: id });
     agent.followup(prompt).map_err(failure)?;
     rt.block_on(server::drive(agent, control))
-}
-
-/// Remove a session file this process just created, and its directory and spill directory
-/// when those are left empty. Best effort: a leftover file is a harmless empty session.
-fn discard_new_session(ctx: &Ctx, path: &Path) {
-    let _ = std::fs::remove_file(path);
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::remove_dir(dir);
-        if let Some(id) = dir.file_name() {
-            let _ = std::fs::remove_dir(ctx.home.join("spill").join(id));
-        }
-    }
 }

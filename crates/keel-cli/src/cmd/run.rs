@@ -226,7 +226,7 @@ fn read_inbox(agent: Agent) {
 
 /// Remove a session file this process just created, and its directory and spill directory
 /// when those are left empty. Best effort: a leftover file is a harmless empty session.
-fn discard_new_session(ctx: &Ctx, path: &Path) {
+pub(super) fn discard_new_session(ctx: &Ctx, path: &Path) {
     let _ = std::fs::remove_file(path);
     if let Some(dir) = path.parent() {
         let _ = std::fs::remove_dir(dir);
@@ -271,6 +271,29 @@ fn shell_quote(text: &str) -> String {
     }
 }
 
+/// What a resumed session keeps whatever the flags say, unless a flag names it: explicit
+/// control when it was started with it (the contract and its leases live on), and managed
+/// context mode (without the plugin it would silently send the whole history; `--context
+/// native` switches it back). Returns whether explicit control was kept.
+pub(super) fn keep_session_modes(flags: &mut keel_host::Flags, log: &PersistentSession) -> bool {
+    let edits = |flags: &keel_host::Flags, id: &str| flags.row_edits.iter().any(|e| e.plugin == id);
+    let control = !edits(flags, keel_continuity::ID.as_str())
+        && keel_continuity::control::was_active(log.session());
+    if control {
+        flags.row_edits.extend(crate::cmd::control_contract());
+    }
+    let memory = keel_memory::ID.as_str();
+    if !flags.enable.contains(&memory)
+        && matches!(
+            keel_memory::context::logged_mode(log.session()),
+            Some((keel_memory::context::ContextMode::Managed, _))
+        )
+    {
+        flags.enable.push(memory);
+    }
+    control
+}
+
 /// `keel resume`.
 pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     let (path, prompt) = resume_target(ctx, &args)?;
@@ -292,27 +315,11 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
         writeln!(err, "keel: crash repair {repair}")?;
     }
     let mut flags = ctx.flags()?;
-    let edits = |flags: &keel_host::Flags, id: &str| flags.row_edits.iter().any(|e| e.plugin == id);
-    if !edits(&flags, keel_continuity::ID.as_str())
-        && keel_continuity::control::was_active(log.session())
-    {
-        // Started under explicit control: it stays on (the contract and its leases live on).
+    if keep_session_modes(&mut flags, &log) {
         writeln!(
             err,
             "keel: explicit control stays on for this session (it was started with it)"
         )?;
-        flags.row_edits.extend(crate::cmd::control_contract());
-    }
-    let memory = keel_memory::ID.as_str();
-    if !flags.enable.contains(&memory)
-        && matches!(
-            keel_memory::context::logged_mode(log.session()),
-            Some((keel_memory::context::ContextMode::Managed, _))
-        )
-    {
-        // A managed session stays managed: without the plugin it would silently send the
-        // whole history. `--context native` switches it back.
-        flags.enable.push(memory);
     }
     drop(err);
     let host = ctx.host()?;
