@@ -185,6 +185,20 @@ impl Host {
         &self.cwd
     }
 
+    /// The subprocess service agents of this configuration get: the process environment,
+    /// scrubbed, with `tools.forward_env` forwarded; long output spilled under `spill_dir`.
+    pub fn subprocess(&self, spill_dir: &Path) -> SubprocessService {
+        let mut sub = SubprocessConfig::from_process_env(spill_dir);
+        sub.forward = self
+            .loaded
+            .config
+            .tools
+            .forward_env
+            .clone()
+            .unwrap_or_default();
+        SubprocessService::new(sub)
+    }
+
     /// The endpoint `flags` resolve to (provider, URL, and the variable whose key is sent), with
     /// `DEEPSEEK_BASE_URL` read from the environment; see [`crate::endpoint`].
     pub fn endpoint(&self, flags: &Flags) -> Result<Endpoint, HostError> {
@@ -412,9 +426,7 @@ impl AgentFactory<'_> {
         if let Some(bytes) = c.tools.spill_bytes {
             spill.threshold = bytes;
         }
-        let mut sub = SubprocessConfig::from_process_env(&spill_dir);
-        sub.forward = c.tools.forward_env.clone().unwrap_or_default();
-        let subprocess = SubprocessService::new(sub);
+        let subprocess = host.subprocess(&spill_dir);
         let mut workspace =
             Workspace::new(&host.cwd, self.sandbox).map_err(|source| HostError::Workspace {
                 path: host.cwd.clone(),

@@ -7,7 +7,7 @@
 //! expanded for display), environment values and headers whose names look secret are hidden,
 //! and a bearer token is only ever named by its variable. `test` and `prompts` start servers
 //! the way `keel run` does: through keel's subprocess service (credential scrub, the
-//! configuration's `tools.forward_env`, own process group) on the MCP runtime.
+//! configuration's `tools.forward_env` (`Host::subprocess`), own process group) on the MCP runtime.
 
 use super::Ctx;
 use crate::cli::{McpAddArgs, McpCommand};
@@ -17,7 +17,7 @@ use keel_mcp::client::runtime::McpRuntime;
 use keel_mcp::client::server::{Server, StartFailure};
 use keel_mcp::client::tool::{assign_names, normalise_schema};
 use keel_mcp::config::{self, ConfigProblem, ServerConfig, TomlServer, Transport};
-use keel_tools::subprocess::{SubprocessConfig, SubprocessService, is_secret_name};
+use keel_tools::subprocess::is_secret_name;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -631,20 +631,6 @@ fn remove(host: &Host, name: &str) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// keel's subprocess service as `keel run` builds it (the process environment, scrubbed, with
-/// the configuration's `tools.forward_env`).
-fn subprocess(ctx: &Ctx, host: &Host) -> SubprocessService {
-    let mut sub = SubprocessConfig::from_process_env(ctx.home.join("spill").join("mcp"));
-    sub.forward = host
-        .config()
-        .config
-        .tools
-        .forward_env
-        .clone()
-        .unwrap_or_default();
-    SubprocessService::new(sub)
-}
-
 /// What came of starting one server.
 type Started = Result<
     (
@@ -663,7 +649,7 @@ fn start_all(
     with_prompts: bool,
 ) -> Result<Vec<Started>> {
     let runtime = McpRuntime::start().context("cannot start the MCP runtime")?;
-    let sp = subprocess(ctx, host);
+    let sp = host.subprocess(&ctx.home.join("spill").join("mcp"));
     let servers: Vec<Arc<Server>> = configs
         .into_iter()
         .map(|c| Arc::new(Server::new(c, sp.clone(), ctx.cwd.clone())))
