@@ -236,7 +236,8 @@ impl KeelProvider {
         if let Some(why) = self.not_ready() {
             return Err(err(ErrorCode::NotReady, why));
         }
-        check_extensions(&spec.extensions, &capabilities_of(self, None))?;
+        // The keel provider declares no extension keys: any key is rejected by name.
+        check_extensions(&spec.extensions, &Capabilities::default())?;
         if spec.effort.is_some() {
             return Err(err(
                 ErrorCode::Unsupported,
@@ -340,9 +341,15 @@ impl KeelProvider {
             .collect()
     }
 
-    fn job_of(&self, caller: &Caller, id: &str) -> Result<(), DelegationError> {
-        match lock(&self.jobs).get(id) {
-            Some(j) if j.caller == caller.session_id => Ok(()),
+    /// `f` on the caller's live job `id` (under the jobs lock); `unknown-job` otherwise.
+    fn with_job<T>(
+        &self,
+        caller: &Caller,
+        id: &str,
+        f: impl FnOnce(&mut Job) -> T,
+    ) -> Result<T, DelegationError> {
+        match lock(&self.jobs).get_mut(id) {
+            Some(j) if j.caller == caller.session_id => Ok(f(j)),
             _ => Err(DelegationError::unknown_job(id)),
         }
     }
@@ -367,8 +374,7 @@ fn profiles(home: &Path) -> Vec<String> {
     names
 }
 
-fn capabilities_of(p: &KeelProvider, caller: Option<&Caller>) -> Capabilities {
-    let _ = caller;
+fn capabilities_of(p: &KeelProvider) -> Capabilities {
     let diagnosis = p.not_ready();
     Capabilities {
         ready: diagnosis.is_none(),
@@ -691,8 +697,8 @@ impl DelegationService for KeelProvider {
         "keel"
     }
 
-    async fn capabilities(&self, caller: &Caller) -> Capabilities {
-        capabilities_of(self, Some(caller))
+    async fn capabilities(&self, _caller: &Caller) -> Capabilities {
+        capabilities_of(self)
     }
 
     async fn delegate(
@@ -867,19 +873,14 @@ impl DelegationService for KeelProvider {
         id: &str,
         guidance: &str,
     ) -> Result<SteerOutcome, DelegationError> {
-        self.job_of(caller, id)?;
-        let (stdin, stream, mut done, status) = {
-            let jobs = lock(&self.jobs);
-            let Some(j) = jobs.get(id) else {
-                return Err(DelegationError::unknown_job(id));
-            };
+        let (stdin, stream, mut done, status) = self.with_job(caller, id, |j| {
             (
                 j.stdin.clone(),
                 j.stream.clone(),
                 j.final_tx.subscribe(),
                 j.result.job.status,
             )
-        };
+        })?;
         if status != JobStatus::Running {
             return Ok(SteerOutcome::Refused {
                 detail: format!("job {id} is {}", status.as_str()),
@@ -917,18 +918,13 @@ impl DelegationService for KeelProvider {
         id: &str,
         from_seq: Option<u64>,
     ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.job_of(caller, id)?;
-        let jobs = lock(&self.jobs);
-        Ok(jobs
-            .get(id)
-            .map(|j| {
-                j.events
-                    .iter()
-                    .filter(|e| e.seq.unwrap_or(0) > from_seq.unwrap_or(0))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default())
+        self.with_job(caller, id, |j| {
+            j.events
+                .iter()
+                .filter(|e| e.seq.unwrap_or(0) > from_seq.unwrap_or(0))
+                .cloned()
+                .collect()
+        })
     }
 
     fn watch(
@@ -937,16 +933,12 @@ impl DelegationService for KeelProvider {
         id: &str,
         listener: EventListener,
     ) -> Result<(), DelegationError> {
-        let past = {
-            let mut jobs = lock(&self.jobs);
-            let Some(j) = jobs.get_mut(id).filter(|j| j.caller == caller.session_id) else {
-                return Err(DelegationError::unknown_job(id));
-            };
+        let past = self.with_job(caller, id, |j| {
             if !j.result.job.status.is_final() {
                 j.listeners.push(listener.clone());
             }
             j.events.clone()
-        };
+        })?;
         for e in past {
             listener(e);
         }
