@@ -353,6 +353,20 @@ impl ConsultProvider {
     }
 }
 
+/// `--model`, `--effort` and `--label`, each when given (delegate and review take the same).
+fn push_overrides(
+    argv: &mut Vec<String>,
+    model: &Option<String>,
+    effort: &Option<String>,
+    label: &Option<String>,
+) {
+    for (flag, value) in [("--model", model), ("--effort", effort), ("--label", label)] {
+        if let Some(v) = value {
+            argv.extend(args([flag, v.as_str()]));
+        }
+    }
+}
+
 #[async_trait]
 impl DelegationService for ConsultProvider {
     fn name(&self) -> &str {
@@ -423,15 +437,7 @@ impl DelegationService for ConsultProvider {
             argv.push("--isolated".to_owned());
         }
         argv.extend(args(["--sandbox", sandbox]));
-        for (flag, value) in [
-            ("--model", &spec.model),
-            ("--effort", &spec.effort),
-            ("--label", &spec.label),
-        ] {
-            if let Some(v) = value {
-                argv.extend(args([flag, v.as_str()]));
-            }
-        }
+        push_overrides(&mut argv, &spec.model, &spec.effort, &spec.label);
         for id in &spec.after {
             argv.extend(args(["--after", id.as_str()]));
         }
@@ -476,15 +482,7 @@ impl DelegationService for ConsultProvider {
             (None, None) => {}
         }
         argv.extend(args(["--sandbox", sandbox]));
-        for (flag, value) in [
-            ("--model", &spec.model),
-            ("--effort", &spec.effort),
-            ("--label", &spec.label),
-        ] {
-            if let Some(v) = value {
-                argv.extend(args([flag, v.as_str()]));
-            }
-        }
+        push_overrides(&mut argv, &spec.model, &spec.effort, &spec.label);
         // consult has no queued review: this blocks until the findings are in.
         let out = run_subcommand(
             &self.subprocess,
