@@ -78,17 +78,18 @@ impl std::fmt::Debug for TomlServer {
     }
 }
 
-/// `url` without its user information, query and fragment (what messages and events show).
+/// `url` without its user information, query and fragment (what messages and events show);
+/// `(not a URL)` when it does not parse.
 pub fn redact_url(url: &str) -> String {
-    let cut = url.find(['?', '#']).map_or(url, |i| &url[..i]);
-    match cut.split_once("://") {
-        Some((scheme, rest)) => {
-            let host_at = rest.find('/').unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(host_at);
-            let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            format!("{scheme}://{authority}{path}")
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
         }
-        None => cut.to_owned(),
+        Err(_) => "(not a URL)".to_owned(),
     }
 }
 

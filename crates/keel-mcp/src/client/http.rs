@@ -188,21 +188,12 @@ pub(crate) fn transport(
 
 /// `url` fit for a message: no user name, password or query.
 pub(crate) fn redacted_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            let had_query = u.query().is_some();
-            u.set_query(None);
-            u.set_fragment(None);
-            let mut shown = u.to_string();
-            if had_query {
-                shown.push_str("?…");
-            }
-            shown
-        }
-        Err(_) => "(not a URL)".to_owned(),
+    let had_query = reqwest::Url::parse(url).is_ok_and(|u| u.query().is_some());
+    let mut shown = crate::config::redact_url(url);
+    if had_query {
+        shown.push_str("?…");
     }
+    shown
 }
 
 /// An rmcp error as a message: rmcp names the transport by its Rust type
