@@ -20,6 +20,7 @@
 pub mod consult;
 pub mod inprocess;
 pub mod keel;
+mod lines;
 pub mod plugin;
 pub mod render;
 pub mod reports;

@@ -5,6 +5,7 @@
 
 use super::envelope::{EventV1, SCHEMA_VERSION};
 use super::run::{ConsultConfig, spawn_once_tee};
+use crate::lines::{LineBuffer, Piece};
 use crate::seam::{Caller, EventListener};
 use keel_tools::subprocess::{OutputSink, SubprocessService};
 use serde::Deserialize;
@@ -29,9 +30,17 @@ struct Line {
     event: EventV1,
 }
 
+/// Longest NDJSON line read; a longer one is dropped like any untrusted line.
+const MAX_LINE: usize = 8 << 20;
+
 /// Line assembly and de-duplication shared with the output sink.
 struct Stream {
-    partial: Vec<u8>,
+    lines: LineBuffer,
+    seen: Seen,
+}
+
+/// What was delivered: the last seq, how many events, to whom.
+struct Seen {
     last_seq: u64,
     delivered: u64,
     job_id: String,
@@ -40,13 +49,15 @@ struct Stream {
 
 impl Stream {
     fn feed(&mut self, bytes: &[u8]) {
-        self.partial.extend_from_slice(bytes);
-        while let Some(pos) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=pos).collect();
-            self.line(&line);
-        }
+        self.lines.feed(bytes, |piece| {
+            if let Piece::Line(line) = piece {
+                self.seen.line(line);
+            }
+        });
     }
+}
 
+impl Seen {
     fn line(&mut self, raw: &[u8]) {
         // Untrusted lines (another version, garbage, stderr text) are dropped.
         let Ok(line) = serde_json::from_slice::<Line>(raw) else {
@@ -79,17 +90,19 @@ pub(crate) async fn follow(
     listener: EventListener,
 ) {
     let stream = Arc::new(Mutex::new(Stream {
-        partial: Vec::new(),
-        last_seq: 0,
-        delivered: 0,
-        job_id: id.clone(),
-        listener,
+        lines: LineBuffer::new(MAX_LINE),
+        seen: Seen {
+            last_seq: 0,
+            delivered: 0,
+            job_id: id.clone(),
+            listener,
+        },
     }));
     let mut idle_restarts = 0;
     loop {
         let (since, before) = {
             let s = stream.lock().unwrap_or_else(PoisonError::into_inner);
-            (s.last_seq, s.delivered)
+            (s.seen.last_seq, s.seen.delivered)
         };
         let mut argv = vec![
             "events".to_owned(),
@@ -110,8 +123,8 @@ pub(crate) async fn follow(
         let run = spawn_once_tee(&subprocess, &config, &caller, &argv, FOLLOW_LIMIT, sink).await;
         let after = {
             let mut s = stream.lock().unwrap_or_else(PoisonError::into_inner);
-            s.partial.clear();
-            s.delivered
+            s.lines.clear();
+            s.seen.delivered
         };
         match run {
             Ok(r) if r.exit == Some(0) => return,

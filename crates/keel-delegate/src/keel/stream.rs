@@ -4,6 +4,7 @@
 //! `log.txt` up to its cap), the answer, how the turn ended, and the inbox insertions that
 //! acknowledge a steer.
 
+use crate::lines::{LineBuffer, Piece};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
@@ -18,10 +19,13 @@ const MAX_ANSWER: usize = 256 * 1024;
 /// Characters of one log line.
 const LOG_LINE_CHARS: usize = 200;
 
-#[derive(Default)]
 struct State {
-    partial: Vec<u8>,
-    skipping: bool,
+    lines: LineBuffer,
+    rec: Record,
+}
+
+#[derive(Default)]
+struct Record {
     session_id: Option<String>,
     answer: Option<String>,
     answer_truncated: bool,
@@ -72,8 +76,11 @@ impl Stream {
         let log = std::fs::File::create(&log_path).ok();
         Stream {
             state: Mutex::new(State {
-                log,
-                ..State::default()
+                lines: LineBuffer::new(MAX_LINE),
+                rec: Record {
+                    log,
+                    ..Record::default()
+                },
             }),
             max_log,
             tail_lines,
@@ -85,52 +92,32 @@ impl Stream {
     }
 
     /// Bytes as read from the delegate's stdout.
-    pub(super) fn feed(&self, mut bytes: &[u8]) {
-        let mut s = self.state();
-        while let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
-            let (head, rest) = bytes.split_at(nl);
-            bytes = &rest[1..];
-            if s.skipping {
-                s.skipping = false;
-                s.partial.clear();
-                continue;
-            }
-            let line = if s.partial.is_empty() {
-                head.to_vec()
-            } else {
-                let mut l = std::mem::take(&mut s.partial);
-                l.extend_from_slice(head);
-                l
-            };
-            self.record(&mut s, &line);
-        }
-        if s.skipping {
-            return;
-        }
-        s.partial.extend_from_slice(bytes);
-        if s.partial.len() > MAX_LINE {
-            s.partial = Vec::new();
-            s.skipping = true;
-            self.log(
-                &mut s,
-                format!("(a record over {MAX_LINE} bytes was skipped)"),
-            );
-        }
+    pub(super) fn feed(&self, bytes: &[u8]) {
+        let mut guard = self.state();
+        let State { lines, rec } = &mut *guard;
+        lines.feed(bytes, |piece| self.piece(rec, piece));
     }
 
     /// The end of the stream: a last line without a newline is read too.
     pub(super) fn flush(&self) {
-        let mut s = self.state();
-        if !s.partial.is_empty() && !s.skipping {
-            let line = std::mem::take(&mut s.partial);
-            self.record(&mut s, &line);
-        }
-        if let Some(f) = s.log.as_mut() {
+        let mut guard = self.state();
+        let State { lines, rec } = &mut *guard;
+        lines.finish(|piece| self.piece(rec, piece));
+        if let Some(f) = rec.log.as_mut() {
             let _ = f.flush();
         }
     }
 
-    fn record(&self, s: &mut State, line: &[u8]) {
+    fn piece(&self, s: &mut Record, piece: Piece<'_>) {
+        match piece {
+            Piece::Line(line) => self.record(s, line),
+            Piece::Oversized => {
+                self.log(s, format!("(a record over {MAX_LINE} bytes was skipped)"))
+            }
+        }
+    }
+
+    fn record(&self, s: &mut Record, line: &[u8]) {
         let Ok(v) = serde_json::from_slice::<Value>(line) else {
             let text = String::from_utf8_lossy(line);
             if !text.trim().is_empty() {
@@ -221,7 +208,7 @@ impl Stream {
         }
     }
 
-    fn log(&self, s: &mut State, line: String) {
+    fn log(&self, s: &mut Record, line: String) {
         let bytes = line.len() as u64 + 1;
         if s.log_bytes + bytes <= self.max_log {
             if let Some(f) = s.log.as_mut() {
@@ -239,7 +226,8 @@ impl Stream {
 
     /// The last `n` log lines (all kept when `None`).
     pub(super) fn tail(&self, n: Option<usize>) -> String {
-        let s = self.state();
+        let guard = self.state();
+        let s = &guard.rec;
         let n = n.unwrap_or(s.tail.len()).min(s.tail.len());
         let mut out: Vec<&str> = s
             .tail
@@ -260,24 +248,24 @@ impl Stream {
 
     /// The delegate's session id (from its header).
     pub(super) fn session_id(&self) -> Option<String> {
-        self.state().session_id.clone()
+        self.state().rec.session_id.clone()
     }
 
     /// The answer (the last assistant text) and whether it was cut.
     pub(super) fn answer(&self) -> (Option<String>, bool) {
-        let s = self.state();
+        let s = &self.state().rec;
         (s.answer.clone(), s.answer_truncated)
     }
 
     /// How the turn ended, when it did not complete.
     pub(super) fn turn_end(&self) -> Option<String> {
-        self.state().turn_end.clone()
+        self.state().rec.turn_end.clone()
     }
 
     /// Resolves when a message with exactly `text` enters the delegate's inbox.
     pub(super) fn expect_inbox(&self, text: &str) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        self.state().acks.push((text.to_owned(), tx));
+        self.state().rec.acks.push((text.to_owned(), tx));
         rx
     }
 }
@@ -332,7 +320,7 @@ mod tests {
         );
         let file = std::fs::read_to_string(dir.path().join("log.txt")).unwrap();
         assert!(file.len() <= 100, "{}", file.len());
-        assert!(s.state().partial.capacity() <= MAX_LINE + 64 * 1024);
+        assert!(s.state().lines.held() <= MAX_LINE + 64 * 1024);
     }
 
     #[test]
