@@ -172,6 +172,9 @@ pub(crate) struct Inner {
     pub(crate) woken: tokio::sync::Notify,
 }
 
+/// The ignorable event a tool left out of a changed tool source is logged as.
+pub const TOOL_SKIPPED_EVENT: &str = "tool/skipped";
+
 /// A running agent. Clone to share.
 #[derive(Clone)]
 pub struct Agent {
@@ -520,6 +523,20 @@ impl Agent {
             let seq = event.seq;
             log.append(event).map(|()| seq)
         })
+    }
+
+    /// Re-read the tool sources (see [`keel_tools::ToolSource`]); the loop calls this at each
+    /// turn start. A tool a source offers that cannot be registered is left out and logged as
+    /// an ignorable [`TOOL_SKIPPED_EVENT`] `{tool?, error}`. Returns whether the tools changed.
+    pub fn refresh_tools(&self) -> Result<bool, AgentError> {
+        let (changed, skipped) = self.inner.pipeline.refresh_tools();
+        for e in skipped {
+            self.push_ignorable(
+                TOOL_SKIPPED_EVENT,
+                serde_json::json!({"tool": e.tool(), "error": e.to_string()}),
+            )?;
+        }
+        Ok(changed)
     }
 
     /// Append a surface event.

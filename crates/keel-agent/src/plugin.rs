@@ -9,8 +9,8 @@
 
 use crate::agent::Agent;
 use crate::seams::HookRegistry;
-use keel_tools::Tool;
 use keel_tools::subprocess::SubprocessService;
+use keel_tools::{Tool, ToolSource};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -112,6 +112,9 @@ pub struct InstallContext {
     pub agent_hooks: HookRegistry,
     /// Extra tools to register.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Sources of tools whose set can change while the agent runs, registered after `tools`
+    /// and re-read at turn boundaries (an MCP server's, after `tools/list_changed`).
+    pub tool_sources: Vec<Arc<dyn ToolSource>>,
     /// Called with the agent once built.
     pub on_agent: Vec<OnAgent>,
     /// Workspace root.
@@ -158,6 +161,7 @@ impl InstallContext {
             hooks: HookRegistry::default(),
             agent_hooks: HookRegistry::default(),
             tools: Vec::new(),
+            tool_sources: Vec::new(),
             on_agent: Vec::new(),
             cwd,
             keel_home,

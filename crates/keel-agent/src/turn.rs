@@ -88,6 +88,9 @@ impl Agent {
 
     /// Run one turn from the inbox's next follow-up.
     async fn run_turn(&self) -> Result<TurnOutcome, AgentError> {
+        // A turn boundary: tool sources that changed since the last turn take effect now (the
+        // next request header shows the new tools), never in the middle of a turn.
+        self.refresh_tools()?;
         let cancel = self.new_turn_token();
         let turn = {
             let mut state = self.state();

@@ -205,6 +205,92 @@ responses:
 }
 
 #[test]
+fn a_tools_list_changed_takes_effect_at_the_next_turn_boundary_as_a_header_change() {
+    let env = Env::new();
+    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../keel-mcp/tests/node/dynamic-server.mjs")
+        .canonicalize()
+        .unwrap();
+    support::ensure_node_modules();
+    config(
+        &env,
+        &format!(
+            "[mcp_servers.dyn]\ncommand = \"node\"\nargs = [{:?}]\n",
+            server.display()
+        ),
+    );
+    // Turn 1 calls `unlock` (the server registers `secret` and notifies mid-turn); its answer
+    // stalls a little so the re-list is surely done before the turn ends. Turn 2 (a follow-up
+    // from stdin) sees and calls `secret`.
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "FIRST" }
+    tool_calls:
+      - { id: u1, name: mcp__dyn__unlock, arguments: {} }
+  - match: { last_tool_result_contains: "unlocked" }
+    text: "turn one done"
+    behaviour: stall
+    stall_ms: 500
+  - match: { last_user_contains: "SECOND" }
+    tool_calls:
+      - { id: s1, name: mcp__dyn__secret, arguments: {} }
+  - match: { last_tool_result_contains: "7421" }
+    text: "DONE"
+"#,
+    );
+    let mut running = support::spawn(
+        env.keel(&mock.base_url())
+            .args(["run", "--inbox-stdin", "FIRST"])
+            .stdin(std::process::Stdio::piped()),
+    );
+    {
+        use std::io::Write;
+        let mut stdin = running.take_stdin();
+        writeln!(stdin, r#"{{"followup": "SECOND"}}"#).unwrap();
+    }
+    let out = running.wait();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4, "{out:?}");
+    let secret = "mcp__dyn__secret".to_owned();
+    // Mid-turn: the notification arrived during turn 1, whose requests keep their tools.
+    assert_eq!(tools_of(&requests[0]), tools_of(&requests[1]));
+    assert!(!tools_of(&requests[1]).contains(&secret));
+    for r in &requests[2..] {
+        assert!(tools_of(r).contains(&secret), "{:?}", tools_of(r));
+    }
+    let events = load_consistent(&env.only_session());
+    let (answer, failed) = result_of(&events, "s1");
+    assert!(!failed && answer.contains("the secret is 7421"), "{answer}");
+    // Logged: a second request header, after the second turn's start, and the change.
+    let turns: Vec<u64> = of_type(&events, "turn/start")
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    let headers = of_type(&events, "request/header");
+    assert_eq!(headers.len(), 2, "one header per tool set");
+    assert!(headers[1]["seq"].as_u64().unwrap() > turns[1]);
+    let names = |h: &Value| -> Vec<String> {
+        h["data"]["header"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(!names(headers[0]).contains(&secret));
+    assert!(names(headers[1]).contains(&secret));
+    let changes: Vec<&Value> = of_type(&events, "mcp/server")
+        .into_iter()
+        .filter(|e| e["data"]["status"] == "tools-changed")
+        .collect();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0]["data"]["server"], "dyn");
+    assert_eq!(changes[0]["data"]["tools"], 2);
+}
+
+#[test]
 fn a_server_that_dies_mid_call_errors_that_call_and_is_restarted_for_the_next() {
     let env = Env::new();
     let marker = env.root().join("marker");

@@ -462,6 +462,17 @@ impl AgentFactory<'_> {
                 .register(tool)
                 .map_err(|source| HostError::ToolName { name, source })?;
         }
+        for source in std::mem::take(&mut ctx.tool_sources) {
+            // A source vets what it offers (an MCP server's tools are checked and skipped with
+            // a notice by the plugin); a refusal here is the source's bug, reported like a
+            // plugin tool's.
+            if let Some(e) = registry.add_source(source).into_iter().next() {
+                return Err(HostError::ToolName {
+                    name: e.tool().to_owned(),
+                    source: e,
+                });
+            }
+        }
         let tools = ToolSetup {
             registry,
             workspace,

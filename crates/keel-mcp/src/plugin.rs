@@ -1,16 +1,17 @@
 //! The `mcp` plugin (on by default; it does nothing without configured servers, so the default
 //! request does not change). At install it reads `[mcp_servers.*]` and the project's
 //! `.mcp.json`, starts every enabled server in parallel on the MCP runtime, waits for each at
-//! most its startup timeout, and registers the tools of those that answered, sorted by server
-//! and tool name (requests stay prefix-stable), then `mcp_resources` and `mcp_read_resource`
-//! when any of them offers resources. Each server's outcome is logged once as an
-//! ignorable `mcp/server` event: `{server, transport, origin, status: "ready", tools, skipped}`
-//! or `{server, transport, origin, status: "failed", error}` — front ends show failures.
+//! most its startup timeout, and offers the tools of those that answered as one tool source
+//! ([`McpToolSource`]: sorted by server and tool name so requests stay prefix-stable, re-read
+//! at turn boundaries after `tools/list_changed`), then `mcp_resources` and
+//! `mcp_read_resource` when any of them offers resources. Each server's outcome is logged once
+//! as an ignorable `mcp/server` event: `{server, transport, origin, status: "ready", tools}` or
+//! `{server, transport, origin, status: "failed", error}` — front ends show failures.
 
 use crate::client::resources::{ListResources, ReadResource, ResourceServers};
 use crate::client::runtime::McpRuntime;
 use crate::client::server::Server;
-use crate::client::tool::{McpTool, assign_names};
+use crate::client::source::McpToolSource;
 use crate::config::{self, ServerConfig, TomlServer};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId};
 use serde_json::{Value, json};
@@ -20,8 +21,7 @@ use std::sync::Arc;
 /// The plugin id.
 pub const ID: PluginId = keel_agent::plugin_id!("mcp");
 
-/// The event each server's start is logged as.
-pub const SERVER_EVENT: &str = "mcp/server";
+pub use crate::client::source::SERVER_EVENT;
 
 /// The `mcp` plugin.
 #[derive(Debug, Clone, Copy, Default)]
@@ -93,19 +93,18 @@ impl Plugin for McpPlugin {
                 }
             })
             .ok_or_else(|| setup("the MCP runtime stopped while servers started".into()))?;
-        let mut offered: Vec<(Arc<Server>, rmcp::model::Tool)> = Vec::new();
+        let mut ready: Vec<Arc<Server>> = Vec::new();
+        let mut listed: Vec<Vec<rmcp::model::Tool>> = Vec::new();
         for (server, outcome) in servers.iter().zip(started) {
             let c = &server.config;
             match outcome {
                 Ok(tools) => {
-                    let mut tools: Vec<_> =
-                        tools.into_iter().filter(|t| c.allows(&t.name)).collect();
-                    tools.sort_by(|a, b| a.name.cmp(&b.name));
                     events.push(json!({
                         "server": c.name, "transport": c.transport.describe(), "origin": c.origin,
-                        "status": "ready", "tools": tools.len(),
+                        "status": "ready", "tools": tools.iter().filter(|t| c.allows(&t.name)).count(),
                     }));
-                    offered.extend(tools.into_iter().map(|t| (server.clone(), t)));
+                    ready.push(server.clone());
+                    listed.push(tools);
                 }
                 Err(f) => events.push(json!({
                     "server": c.name, "transport": c.transport.describe(), "origin": c.origin,
@@ -113,20 +112,12 @@ impl Plugin for McpPlugin {
                 })),
             }
         }
-        let pairs: Vec<(String, String)> = offered
-            .iter()
-            .map(|(s, t)| (s.config.name.clone(), t.name.to_string()))
-            .collect();
-        let names = assign_names(&pairs);
-        for ((server, tool), name) in offered.into_iter().zip(names) {
-            let server_name = server.config.name.clone();
-            match McpTool::new(server, runtime.clone(), &tool, name) {
-                Ok(t) => ctx.tools.push(Arc::new(t)),
-                Err(why) => events.push(json!({
-                    "server": server_name, "status": "tool-skipped", "tool": tool.name, "error": why,
-                })),
-            }
-        }
+        let (source, skipped) = McpToolSource::new(runtime.clone(), ready, listed);
+        events.extend(skipped);
+        ctx.tool_sources.push(source.clone());
+        ctx.on_agent.push(Box::new(move |agent| {
+            source.agent.bind(agent);
+        }));
         let with_resources: Vec<Arc<Server>> = servers
             .iter()
             .filter(|s| s.offers_resources())

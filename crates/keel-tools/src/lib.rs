@@ -36,7 +36,10 @@ pub use host::{ApprovalOutcome, NullHost, PipelineHost, ToolOutcome};
 pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
 pub use plan::{PlanModeSection, PlanState, enter_plan_mode};
-pub use registry::{BuiltinConfig, RegisteredTool, ToolRegistry, default_tool_schemas_bytes};
+pub use registry::{
+    BuiltinConfig, RegisteredTool, RegistryError, ToolRegistry, ToolSource,
+    default_tool_schemas_bytes,
+};
 pub use seams::{
     ExecToken, ExecuteMiddleware, ExecuteNext, GuardDecision, GuardHook, HookContext,
     PipelineObserver, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,

@@ -2,6 +2,11 @@
 //! so a call costs one hash lookup. [`ToolRegistry::schemas`] lists tools in registration
 //! order, which is fixed for the built-ins, so requests carry identical bytes run to run
 //! (prompt-cache stability).
+//!
+//! A [`ToolSource`] contributes tools whose set can change while an agent runs (an MCP
+//! server's, after `tools/list_changed`). The registry holds the source's tools as of its last
+//! [`ToolRegistry::refreshed`]; the agent refreshes at turn boundaries only, so a turn's
+//! requests all carry the same tools.
 
 use crate::builtins::{self, BashConfig};
 use crate::plan::PlanState;
@@ -10,11 +15,31 @@ use crate::seams::ToolInfo;
 use crate::tool::Tool;
 use keel_protocol::ToolSchema;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Tools whose set can change while an agent runs. The registry re-reads a source when its
+/// [`ToolSource::generation`] moved since the last read.
+pub trait ToolSource: Send + Sync {
+    /// A counter that moves whenever [`ToolSource::tools`] would return a different set.
+    fn generation(&self) -> u64;
+    /// The current tools, in the order they are offered (keep it deterministic: requests stay
+    /// prefix-stable).
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
+}
+
+/// Where a source's tools sit in the registry, and the generation they were read at.
+#[derive(Clone)]
+struct SourceSlot {
+    source: Arc<dyn ToolSource>,
+    generation: u64,
+    at: usize,
+    len: usize,
+}
+
 /// A tool with its cached schema, scheduling and timeout.
+#[derive(Clone)]
 pub struct RegisteredTool {
     tool: Arc<dyn Tool>,
     schema: ToolSchema,
@@ -61,6 +86,16 @@ pub enum RegistryError {
     },
 }
 
+impl RegistryError {
+    /// The name of the tool that was refused.
+    pub fn tool(&self) -> &str {
+        match self {
+            RegistryError::Duplicate(name) | RegistryError::InvalidName(name) => name,
+            RegistryError::InvalidSchema { tool, .. } => tool,
+        }
+    }
+}
+
 /// Configuration of the built-in tools.
 #[derive(Debug, Clone, Default)]
 pub struct BuiltinConfig {
@@ -76,6 +111,7 @@ pub struct ToolRegistry {
     tools: Vec<RegisteredTool>,
     index: HashMap<String, usize>,
     plan: Arc<PlanState>,
+    sources: Vec<SourceSlot>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -150,21 +186,99 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// Add `source`'s current tools after the existing ones, and keep the source to re-read in
+    /// [`ToolRegistry::refreshed`]. Tools that cannot be registered are left out and returned.
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) -> Vec<RegistryError> {
+        self.add_source_beside(source, &HashSet::new())
+    }
+
+    /// [`ToolRegistry::add_source`], refusing the names in `reserved` too (tools registered
+    /// after the source, which keep their names when the source changes).
+    fn add_source_beside(
+        &mut self,
+        source: Arc<dyn ToolSource>,
+        reserved: &HashSet<&str>,
+    ) -> Vec<RegistryError> {
+        let generation = source.generation();
+        let at = self.tools.len();
+        let mut errors = Vec::new();
+        for tool in source.tools() {
+            let name = tool.schema().name;
+            let done = if reserved.contains(name.as_str()) {
+                Err(RegistryError::Duplicate(name))
+            } else {
+                self.register(tool)
+            };
+            errors.extend(done.err());
+        }
+        self.sources.push(SourceSlot {
+            source,
+            generation,
+            at,
+            len: self.tools.len() - at,
+        });
+        errors
+    }
+
+    /// When a source's generation moved: a registry with the same tools, each source's as it
+    /// offers them now (in the same place among the others), and the tools that could not be
+    /// registered. `None` when no source changed.
+    pub fn refreshed(&self) -> Option<(ToolRegistry, Vec<RegistryError>)> {
+        if self
+            .sources
+            .iter()
+            .all(|s| s.source.generation() == s.generation)
+        {
+            return None;
+        }
+        let from_sources: HashSet<usize> = self
+            .sources
+            .iter()
+            .flat_map(|s| s.at..s.at + s.len)
+            .collect();
+        let fixed: HashSet<&str> = self
+            .tools
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !from_sources.contains(i))
+            .map(|(_, t)| t.schema.name.as_str())
+            .collect();
+        let mut out = ToolRegistry {
+            plan: self.plan.clone(),
+            ..Self::default()
+        };
+        let mut errors = Vec::new();
+        let mut slots = self.sources.iter().peekable();
+        let mut i = 0;
+        loop {
+            if let Some(slot) = slots.next_if(|s| s.at == i) {
+                errors.extend(out.add_source_beside(slot.source.clone(), &fixed));
+                i += slot.len;
+                continue;
+            }
+            let Some(t) = self.tools.get(i) else { break };
+            out.push_checked(t.clone());
+            i += 1;
+        }
+        Some((out, errors))
+    }
+
+    /// Append a tool registered before (its name and schema were checked then).
+    fn push_checked(&mut self, t: RegisteredTool) {
+        self.index.insert(t.schema.name.clone(), self.tools.len());
+        self.tools.push(t);
+    }
+
     /// A registry holding the same tools (same instances, same order) whose names `keep`
-    /// accepts, sharing this one's plan-mode flag. Used for child agents' tool sets.
+    /// accepts, sharing this one's plan-mode flag; a snapshot (tool sources are not carried).
+    /// Used for child agents' tool sets.
     pub fn filtered(&self, keep: impl Fn(&str) -> bool) -> ToolRegistry {
         let mut out = ToolRegistry {
             plan: self.plan.clone(),
             ..Self::default()
         };
         for t in self.tools.iter().filter(|t| keep(&t.schema.name)) {
-            out.index.insert(t.schema.name.clone(), out.tools.len());
-            out.tools.push(RegisteredTool {
-                tool: t.tool.clone(),
-                schema: t.schema.clone(),
-                info: t.info,
-                timeout: t.timeout,
-            });
+            out.push_checked(t.clone());
         }
         out
     }

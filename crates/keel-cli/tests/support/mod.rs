@@ -366,6 +366,12 @@ impl Running {
         self.child.id() as i32
     }
 
+    /// The process's stdin, when it was spawned with `Stdio::piped()` (taken once).
+    #[allow(dead_code)]
+    pub fn take_stdin(&mut self) -> std::process::ChildStdin {
+        self.child.stdin.take().expect("spawned with a piped stdin")
+    }
+
     /// Send `signal` to the `keel` process (not to its tools).
     pub fn signal(&self, signal: i32) {
         // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).

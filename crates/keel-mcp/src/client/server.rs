@@ -14,8 +14,9 @@ use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Restarts of a server whose connection broke, before it is disabled.
@@ -27,7 +28,7 @@ const MAX_LINE: usize = 64 << 20;
 /// What the client tells servers, and hears from them.
 #[derive(Clone)]
 struct Handler {
-    changed: Arc<AtomicU64>,
+    changed: Arc<Notify>,
 }
 
 impl ClientHandler for Handler {
@@ -38,7 +39,7 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed.fetch_add(1, Ordering::Relaxed);
+        self.changed.notify_one();
     }
 }
 
@@ -117,8 +118,9 @@ pub struct Server {
     state: tokio::sync::Mutex<State>,
     restarts: AtomicU32,
     resources: std::sync::atomic::AtomicBool,
-    /// Bumped on each `tools/list_changed` notification.
-    pub changed: Arc<AtomicU64>,
+    /// Woken by each `tools/list_changed` notification, and when a restarted connection may
+    /// offer different tools.
+    pub changed: Arc<Notify>,
 }
 
 #[derive(Default)]
@@ -145,7 +147,7 @@ impl Server {
             state: tokio::sync::Mutex::new(State::default()),
             restarts: AtomicU32::new(0),
             resources: std::sync::atomic::AtomicBool::new(false),
-            changed: Arc::new(AtomicU64::new(0)),
+            changed: Arc::new(Notify::new()),
         }
     }
 
@@ -353,7 +355,10 @@ impl Server {
                 return Err(CallFailure::Disabled(why));
             }
             match self.connect().await {
-                Ok(conn) => state.conn = Some(conn),
+                Ok(conn) => {
+                    state.conn = Some(conn);
+                    self.changed.notify_one();
+                }
                 Err(f) => return Err(CallFailure::Broken(format!("restart {n} failed: {f}"))),
             }
         }
@@ -452,10 +457,16 @@ impl Server {
         }
     }
 
-    /// The server's current tools (after a `list_changed`, re-listed).
+    /// The server's current tools (re-listed after a `list_changed`), bounded by the startup
+    /// timeout; `None` when it is not connected or did not answer.
     pub async fn tools(&self) -> Option<Vec<Tool>> {
-        let state = self.state.lock().await;
-        let conn = state.conn.as_ref()?;
-        conn.service.peer().list_all_tools().await.ok()
+        let peer = {
+            let state = self.state.lock().await;
+            state.conn.as_ref()?.service.peer().clone()
+        };
+        tokio::time::timeout(self.config.startup_timeout, peer.list_all_tools())
+            .await
+            .ok()?
+            .ok()
     }
 }

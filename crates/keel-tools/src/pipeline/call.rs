@@ -124,8 +124,9 @@ impl Pipeline {
         opts: &BatchOptions,
     ) -> Dispatched {
         let token = ExecToken::fresh();
-        let Some(entry) = self.registry.get(&call.name) else {
-            let names: Vec<&str> = self.registry.names().collect();
+        let registry = self.registry();
+        let Some(entry) = registry.get(&call.name) else {
+            let names: Vec<&str> = registry.names().collect();
             let message = format!(
                 "no tool named '{}'. Available tools: {}",
                 call.name,

@@ -26,7 +26,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use keel_protocol::ToolCallBlock;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -47,7 +47,9 @@ pub struct BatchOptions {
 
 /// Runs tool calls. Cheap to share (`Arc`); holds no per-batch state.
 pub struct Pipeline {
-    registry: Arc<ToolRegistry>,
+    /// Replaced only by [`Pipeline::refresh_tools`] (at turn boundaries); each call reads one
+    /// snapshot.
+    registry: RwLock<Arc<ToolRegistry>>,
     hooks: ToolHooks,
     workspace: Workspace,
     subprocess: SubprocessService,
@@ -60,7 +62,7 @@ pub struct Pipeline {
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
-            .field("tools", &self.registry.names().collect::<Vec<_>>())
+            .field("tools", &self.registry().names().collect::<Vec<_>>())
             .field("hooks", &self.hooks)
             .field("workspace", &self.workspace)
             .field("max_parallel", &self.max_parallel)
@@ -132,7 +134,7 @@ impl PipelineBuilder {
         });
         let plan = self.plan.unwrap_or_else(|| self.registry.plan_state());
         Ok(Pipeline {
-            registry: self.registry,
+            registry: RwLock::new(self.registry),
             hooks: self.hooks,
             workspace,
             subprocess,
@@ -166,9 +168,28 @@ impl Pipeline {
         }
     }
 
-    /// The tools.
-    pub fn registry(&self) -> &ToolRegistry {
-        &self.registry
+    /// The tools now (a snapshot: [`Pipeline::refresh_tools`] may replace them later).
+    pub fn registry(&self) -> Arc<ToolRegistry> {
+        self.registry
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Re-read the registry's tool sources ([`ToolRegistry::refreshed`]); the agent calls this
+    /// between turns only. Returns whether the tools changed, and the tools left out.
+    pub fn refresh_tools(&self) -> (bool, Vec<crate::RegistryError>) {
+        let current = self.registry();
+        match current.refreshed() {
+            None => (false, Vec::new()),
+            Some((next, errors)) => {
+                *self
+                    .registry
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+                (true, errors)
+            }
+        }
     }
 
     /// The workspace and sandbox mode.
@@ -254,7 +275,7 @@ impl Pipeline {
 
     fn mode_of(&self, call: &ToolCallBlock) -> ExecMode {
         // Unknown tools fail before dispatch and cannot conflict with anything.
-        self.registry
+        self.registry()
             .get(&call.name)
             .map_or(ExecMode::Parallel, |t| t.info().mode)
     }
