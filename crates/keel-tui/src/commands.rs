@@ -1,0 +1,2 @@
+//! Slash commands: the built-in ones, and custom commands from Markdown files.
+//! (Being written.)
