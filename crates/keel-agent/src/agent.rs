@@ -539,6 +539,25 @@ impl Agent {
         Ok(changed)
     }
 
+    /// Turn plan mode on or off between turns (a person's `/plan`, Shift-Tab or `--plan`):
+    /// sets the flag the prompt and the pipeline read, and logs `plan/mode {active}`. Does
+    /// nothing when it is already so.
+    pub fn set_plan_mode(&self, active: bool) -> Result<(), AgentError> {
+        let plan = self.inner.pipeline.plan_state();
+        if plan.is_active() == active {
+            return Ok(());
+        }
+        plan.set_active(active);
+        self.push(EventBody::PlanMode(Box::new(
+            keel_protocol::PlanModeEvent {
+                active,
+                plan: None,
+                approved: None,
+            },
+        )))?;
+        Ok(())
+    }
+
     /// Append a surface event.
     pub fn push_surface(
         &self,

@@ -4,13 +4,20 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// keel — an agent harness for DeepSeek models (and any OpenAI-compatible endpoint).
+///
+/// `keel` in a terminal opens the interactive UI in the current directory (`keel "PROMPT"`
+/// sends a first prompt; docs/tui.md). Without a terminal (a pipe, CI) `keel "PROMPT"` runs
+/// headless like `keel run`.
 #[derive(Debug, Parser)]
 #[command(name = "keel", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,
+    /// The first prompt of an interactive session (headless without a terminal).
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// Flags shared by every command.
@@ -287,7 +294,7 @@ pub enum CardsCommand {
 }
 
 /// `keel run`.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct RunArgs {
     /// The task; read from stdin when absent.
     pub prompt: Option<String>,

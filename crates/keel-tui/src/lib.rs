@@ -1,4 +1,11 @@
 //! keel's interactive terminal front end (see `docs/tui.md`).
 
+pub mod app;
 pub mod commands;
+pub mod input;
 pub mod markdown;
+pub mod slash;
+pub mod transcript;
+pub mod view;
+
+pub use app::{AgentSource, Options, SessionEntry, Target, run};

@@ -10,10 +10,12 @@ mod progress;
 mod provenance;
 mod run;
 mod sessions;
+mod tui;
 
 use crate::cli::{Cli, Command, Common};
 use anyhow::{Context, Result};
 use keel_session::Store;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -178,11 +180,66 @@ pub fn keel_home() -> PathBuf {
 }
 
 /// Run the parsed command line.
+/// `keel` or `keel "PROMPT"`: the UI in a terminal; headless otherwise.
+fn interactive_or_headless(ctx: &Ctx, prompt: Option<String>) -> Result<ExitCode> {
+    if tui::is_interactive() {
+        return tui::interactive(ctx, prompt, None, false, None);
+    }
+    let mut err = std::io::stderr().lock();
+    match prompt {
+        Some(prompt) => {
+            writeln!(
+                err,
+                "keel: not a terminal: running the prompt headless (as `keel run`)"
+            )?;
+            drop(err);
+            run::run(
+                ctx,
+                crate::cli::RunArgs {
+                    prompt: Some(prompt),
+                    ..Default::default()
+                },
+            )
+        }
+        None => {
+            writeln!(
+                err,
+                "keel: not a terminal: the interactive UI needs one. Run a task headless with \
+                 `keel run \"PROMPT\"`, or see `keel --help`."
+            )?;
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ctx = Ctx::new(cli.common)?;
-    match cli.command {
+    let Some(command) = cli.command else {
+        return interactive_or_headless(&ctx, cli.prompt);
+    };
+    match command {
         Command::Run(args) => run::run(&ctx, args),
         Command::Demo(args) => run::demo(&ctx, args),
+        // `keel resume` without a prompt, in a terminal: continue it in the UI.
+        Command::Resume(args)
+            if args.prompt.is_none() && !args.json && tui::is_interactive() && !args.last =>
+        {
+            let path = match &args.session {
+                Some(q) => ctx.store.resolve(q, &ctx.cwd)?,
+                None => ctx.latest_session().ok_or_else(|| {
+                    anyhow::anyhow!("no session to resume in {}", ctx.cwd.display())
+                })?,
+            };
+            tui::interactive(&ctx, None, Some(&path), false, args.script)
+        }
+        Command::Resume(args)
+            if args.last && args.session.is_none() && !args.json && tui::is_interactive() =>
+        {
+            let path = ctx
+                .latest_session()
+                .ok_or_else(|| anyhow::anyhow!("no session to resume in {}", ctx.cwd.display()))?;
+            tui::interactive(&ctx, None, Some(&path), false, args.script)
+        }
         Command::Resume(args) => run::resume(&ctx, args),
         Command::Compact(args) => run::compact(&ctx, args),
         Command::Review(args) => run::review(&ctx, args),

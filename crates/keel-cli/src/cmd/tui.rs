@@ -1,0 +1,116 @@
+//! `keel` (and `keel "PROMPT"`, `keel resume` without a prompt) in a terminal: the interactive
+//! UI of `keel-tui`, with agents built here from the configuration and flags like every
+//! other command's.
+
+use super::Ctx;
+use anyhow::{Result, anyhow};
+use keel_agent::Agent;
+use keel_host::{BuildOptions, LogFormat, ModelSource};
+use keel_session::{PersistentSession, WriterOptions};
+use keel_tui::{AgentSource, SessionEntry, Target};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Whether both ends are a terminal (a person is there).
+pub fn is_interactive() -> bool {
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// Agents for the UI, built like `keel run`'s and `keel resume`'s.
+struct Source<'c> {
+    ctx: &'c Ctx,
+    script: Option<PathBuf>,
+}
+
+impl Source<'_> {
+    fn model(&self) -> ModelSource {
+        match &self.script {
+            Some(p) => ModelSource::Script(p.clone()),
+            None => ModelSource::Configured,
+        }
+    }
+
+    fn build_agent(&self, target: &Target, options: BuildOptions) -> Result<Agent> {
+        let mut flags = self.ctx.flags()?;
+        if let Some(model) = &target.model {
+            flags.model = Some(model.clone());
+        }
+        let log = match &target.resume {
+            Some(path) => {
+                let (log, _, _) = PersistentSession::resume(path, WriterOptions::default())
+                    .map_err(|e| anyhow!("cannot resume {}: {e}", path.display()))?;
+                super::run::keep_session_modes(&mut flags, &log);
+                log
+            }
+            None => {
+                let host = self.ctx.host()?;
+                let factory = host.factory(flags.clone(), self.model())?;
+                factory.new_session(LogFormat::Plain)?
+            }
+        };
+        let host = self.ctx.host()?;
+        let factory = host.factory(flags, self.model())?;
+        Ok(factory.build(log, options)?)
+    }
+}
+
+impl AgentSource for Source<'_> {
+    fn build(&self, target: &Target, options: BuildOptions) -> Result<Agent, String> {
+        self.build_agent(target, options)
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    fn resolve(&self, query: Option<&str>) -> Result<PathBuf, String> {
+        match query {
+            None => self
+                .ctx
+                .latest_session()
+                .ok_or_else(|| format!("no session to resume in {}", self.ctx.cwd.display())),
+            Some(q) => self
+                .ctx
+                .store
+                .resolve(q, &self.ctx.cwd)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    fn sessions(&self) -> Vec<SessionEntry> {
+        let mut list = self.ctx.store.list(Some(&self.ctx.cwd));
+        list.retain(|s| s.problem.is_none());
+        list.sort_by_key(|s| std::cmp::Reverse((s.last_modified, s.created)));
+        list.into_iter()
+            .map(|s| SessionEntry {
+                bytes: std::fs::metadata(&s.path).map_or(0, |m| m.len()),
+                modified: s
+                    .last_modified
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(s.created, |d| d.as_millis() as i64),
+                title: s.title.or(s.first_prompt).unwrap_or_default(),
+                id: s.id,
+                path: s.path,
+            })
+            .collect()
+    }
+}
+
+/// Open the UI: a new session (with `prompt` sent at once), or `resume`.
+pub fn interactive(
+    ctx: &Ctx,
+    prompt: Option<String>,
+    resume: Option<&Path>,
+    plan: bool,
+    script: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let source = Source { ctx, script };
+    keel_tui::run(
+        &source,
+        keel_tui::Options {
+            prompt,
+            resume: resume.map(Path::to_path_buf),
+            plan,
+        },
+    )
+    .map_err(|e| anyhow!(e))?;
+    Ok(ExitCode::SUCCESS)
+}

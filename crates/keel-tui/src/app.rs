@@ -1,0 +1,1000 @@
+//! The interactive loop: terminal events, the agent's committed events and approval questions
+//! arrive on one channel; the UI state changes; a frame is drawn when something changed (at
+//! most every 16 ms while text streams, never while nothing happens). The agent is built by
+//! the front end's [`AgentSource`] and driven on a small tokio runtime; the UI owns no loop
+//! logic: it queues follow-ups, steers, cancels and answers approvals through the agent's API.
+
+use crate::input::Input;
+use crate::transcript::{Cell, Detail, Level, ToolCard, ToolState, Transcript};
+use crate::view::{self, LineCache, Modal, Screen};
+use crossterm::event::{
+    DisableBracketedPaste, EnableBracketedPaste, Event, KeyCode, KeyEvent, KeyEventKind,
+    KeyModifiers,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use keel_agent::{Agent, Approver};
+use keel_host::BuildOptions;
+use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
+use keel_tools::ApprovalOutcome;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the UI asks the front end for: an agent on a new session or on an existing one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    /// Continue this session file (`None`: a new session).
+    pub resume: Option<PathBuf>,
+    /// Use this model instead of the configured one.
+    pub model: Option<String>,
+}
+
+/// One session, for `/sessions` and the picker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEntry {
+    /// Its file.
+    pub path: PathBuf,
+    /// Its id.
+    pub id: String,
+    /// Its title (the first prompt).
+    pub title: String,
+    /// Last modified (ms since the epoch).
+    pub modified: TimeMs,
+    /// File size in bytes.
+    pub bytes: u64,
+}
+
+/// How the front end builds agents for the UI (the `keel` binary implements it over its
+/// configuration and flags).
+pub trait AgentSource {
+    /// Build an agent for `target` with `options` (the UI's event feed and approver).
+    fn build(&self, target: &Target, options: BuildOptions) -> Result<Agent, String>;
+    /// The session a `/resume` argument names (`None`: the latest of this directory).
+    fn resolve(&self, query: Option<&str>) -> Result<PathBuf, String>;
+    /// This directory's sessions, newest first.
+    fn sessions(&self) -> Vec<SessionEntry>;
+}
+
+/// How the UI starts.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The first prompt, sent at once.
+    pub prompt: Option<String>,
+    /// The session to continue.
+    pub resume: Option<PathBuf>,
+    /// Start in plan mode.
+    pub plan: bool,
+}
+
+/// A question for the person, from the agent's approval seam.
+struct Ask {
+    call: ToolCallBlock,
+    reason: String,
+    reply: tokio::sync::oneshot::Sender<ApprovalOutcome>,
+}
+
+enum Msg {
+    Term(Event),
+    Agent(Box<SessionEvent>),
+    Ask(Ask),
+    /// The agent went idle (`Err`: why it stopped).
+    Idle(Result<(), String>),
+    /// A background job of the UI finished (/compact, /diff): what to show.
+    Show(Cell),
+    /// SIGTERM or SIGHUP: leave.
+    Quit,
+}
+
+/// Approvals asked in the UI; "for the session" answers are remembered here.
+struct UiApprover {
+    tx: Sender<Msg>,
+    allowed: Mutex<HashSet<String>>,
+}
+
+/// What "allow for the session" remembers: the exact command for `bash`, the tool otherwise.
+fn allow_key(call: &ToolCallBlock) -> String {
+    if call.name == "bash" {
+        let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+        let command = args.get("command").and_then(|c| c.as_str()).unwrap_or("");
+        format!("bash:{command}")
+    } else {
+        call.name.clone()
+    }
+}
+
+impl Approver for UiApprover {
+    fn decide<'a>(
+        &'a self,
+        call: &'a ToolCallBlock,
+        reason: &'a str,
+    ) -> BoxFuture<'a, ApprovalOutcome> {
+        let allowed = self
+            .allowed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&allow_key(call));
+        if allowed && call.name != "exit_plan_mode" {
+            return futures::future::ready(ApprovalOutcome::Approved).boxed();
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.tx.send(Msg::Ask(Ask {
+            call: call.clone(),
+            reason: reason.to_owned(),
+            reply,
+        }));
+        async move {
+            if sent.is_err() {
+                return ApprovalOutcome::Denied {
+                    reason: Some("the terminal UI has closed".into()),
+                };
+            }
+            answer.await.unwrap_or(ApprovalOutcome::Denied {
+                reason: Some("the terminal UI has closed".into()),
+            })
+        }
+        .boxed()
+    }
+}
+
+/// What an open modal is for.
+enum Pending {
+    Approval(Ask),
+    Plan(Ask),
+}
+
+/// The terminal put into raw mode on the alternate screen, restored on drop (and by the
+/// panic hook).
+struct TerminalGuard;
+
+fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let mut out = std::io::stdout();
+    let _ = crossterm::execute!(
+        out,
+        DisableBracketedPaste,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+}
+
+impl TerminalGuard {
+    fn enter() -> std::io::Result<TerminalGuard> {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            hook(info);
+        }));
+        enable_raw_mode()?;
+        crossterm::execute!(
+            std::io::stdout(),
+            EnterAlternateScreen,
+            EnableBracketedPaste
+        )?;
+        Ok(TerminalGuard)
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+fn now_ms() -> TimeMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as TimeMs)
+}
+
+/// The UI state.
+struct App<'s> {
+    source: &'s dyn AgentSource,
+    runtime: tokio::runtime::Runtime,
+    tx: Sender<Msg>,
+    approver: Arc<UiApprover>,
+    agent: Agent,
+    transcript: Transcript,
+    cache: LineCache,
+    input: Input,
+    scroll: usize,
+    running: bool,
+    queued: Vec<String>,
+    pending: Option<(Pending, Modal)>,
+    show_reasoning: bool,
+    completions: Vec<(String, String)>,
+    completion: usize,
+    hint: Option<(String, Instant)>,
+    last_ctrl_c: Option<Instant>,
+    quit: bool,
+    cwd: PathBuf,
+}
+
+/// Run the UI until the person leaves. Needs a terminal on stdin and stdout.
+pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+    let approver = Arc::new(UiApprover {
+        tx: tx.clone(),
+        allowed: Mutex::new(HashSet::new()),
+    });
+    let target = Target {
+        resume: options.resume.clone(),
+        model: None,
+    };
+    let agent = build(source, &target, &tx, &approver)?;
+    let cwd = agent.config().cwd.clone();
+    let mut app = App {
+        source,
+        runtime,
+        tx: tx.clone(),
+        approver,
+        agent,
+        transcript: Transcript::new(),
+        cache: LineCache::default(),
+        input: Input::new(),
+        scroll: 0,
+        running: false,
+        queued: Vec::new(),
+        pending: None,
+        show_reasoning: false,
+        completions: Vec::new(),
+        completion: 0,
+        hint: None,
+        last_ctrl_c: None,
+        quit: false,
+        cwd,
+    };
+    app.load_history(options.resume.is_some());
+    if options.plan {
+        app.set_plan_mode(true);
+    }
+    // Terminal events on their own thread; signals that end a terminal session.
+    {
+        let input_tx = tx.clone();
+        std::thread::Builder::new()
+            .name("keel-tui-input".into())
+            .spawn(move || {
+                while let Ok(event) = crossterm::event::read() {
+                    if input_tx.send(Msg::Term(event)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the input thread: {e}"))?;
+        let tx = tx.clone();
+        app.runtime.spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            let _ = tx.send(Msg::Quit);
+        });
+    }
+    let guard = TerminalGuard::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
+    let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
+        .map_err(|e| format!("cannot set up the terminal: {e}"))?;
+    if let Some(prompt) = options.prompt {
+        app.submit(prompt, false);
+    }
+    let outcome = app.event_loop(&mut terminal, &rx);
+    drop(terminal);
+    drop(guard);
+    app.agent.cancel_turn();
+    app.agent.kill_jobs();
+    let id = app.agent.session_id();
+    let mut err = std::io::stderr();
+    let _ = writeln!(
+        err,
+        "keel: session {id} — continue it with: keel resume {id}"
+    );
+    outcome
+}
+
+/// Build an agent whose committed events feed the UI and whose approvals the UI answers.
+fn build(
+    source: &dyn AgentSource,
+    target: &Target,
+    tx: &Sender<Msg>,
+    approver: &Arc<UiApprover>,
+) -> Result<Agent, String> {
+    let mut options = BuildOptions::default();
+    let feed = tx.clone();
+    options
+        .agent_hooks
+        .session_event
+        .push(Arc::new(move |ev: &SessionEvent| {
+            let _ = feed.send(Msg::Agent(Box::new(ev.clone())));
+        }));
+    options.approver = Some(approver.clone());
+    source.build(target, options)
+}
+
+impl App<'_> {
+    fn event_loop(
+        &mut self,
+        terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+        rx: &Receiver<Msg>,
+    ) -> Result<(), String> {
+        let mut dirty = true;
+        let mut last_draw = Instant::now() - Duration::from_secs(1);
+        const FRAME: Duration = Duration::from_millis(16);
+        while !self.quit {
+            if dirty && last_draw.elapsed() >= FRAME {
+                self.draw(terminal)?;
+                last_draw = Instant::now();
+                dirty = false;
+            }
+            // Animate while a step runs (spinner, elapsed time); otherwise wait for input.
+            let timeout = if dirty {
+                FRAME.saturating_sub(last_draw.elapsed())
+            } else if self.transcript.busy() || self.hint.is_some() {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_secs(3600)
+            };
+            match rx.recv_timeout(timeout) {
+                Ok(msg) => {
+                    self.handle(msg);
+                    // Take whatever else is waiting before the next frame.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.handle(msg);
+                    }
+                    dirty = true;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if self
+                        .hint
+                        .as_ref()
+                        .is_some_and(|(_, at)| at.elapsed() > Duration::from_secs(3))
+                    {
+                        self.hint = None;
+                    }
+                    dirty |= self.transcript.busy() || self.hint.is_none();
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn draw(
+        &mut self,
+        terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+    ) -> Result<(), String> {
+        let modal = self.pending.as_ref().map(|(_, m)| m);
+        let screen = Screen {
+            transcript: &self.transcript,
+            input: &self.input,
+            scroll: self.scroll,
+            modal,
+            now: now_ms(),
+            show_reasoning: self.show_reasoning,
+            completions: &self.completions,
+            completion: self.completion,
+            queued: &self.queued,
+            hint: self.hint.as_ref().map(|(h, _)| h.as_str()),
+        };
+        let cache = &mut self.cache;
+        terminal
+            .draw(|frame| view::draw(frame, &screen, cache))
+            .map(|_| ())
+            .map_err(|e| format!("cannot draw: {e}"))
+    }
+
+    fn say(&mut self, hint: impl Into<String>) {
+        self.hint = Some((hint.into(), Instant::now()));
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Term(Event::Key(key)) if key.kind != KeyEventKind::Release => self.key(key),
+            Msg::Term(Event::Paste(text)) => {
+                self.input.insert(&text);
+                self.update_completions();
+            }
+            Msg::Term(Event::Resize(..)) => self.cache.clear(),
+            Msg::Term(_) => {}
+            Msg::Agent(ev) => {
+                if let keel_protocol::EventBody::UserMessage(m) = &ev.body
+                    && m.source.is_user()
+                {
+                    let text = m.text();
+                    if let Some(i) = self.queued.iter().position(|q| *q == text) {
+                        self.queued.remove(i);
+                    }
+                }
+                let plan_decided = matches!(&ev.body, keel_protocol::EventBody::PlanMode(p) if p.approved.is_some());
+                self.transcript.apply(&ev);
+                if plan_decided {
+                    self.cache.clear();
+                }
+            }
+            Msg::Ask(ask) => self.ask(ask),
+            Msg::Idle(outcome) => {
+                self.running = false;
+                self.queued.clear();
+                if let Err(e) = outcome {
+                    self.transcript.notice(Level::Error, e);
+                }
+            }
+            Msg::Show(cell) => self.transcript.cells.push(cell),
+            Msg::Quit => self.quit = true,
+        }
+    }
+
+    fn ask(&mut self, ask: Ask) {
+        if ask.call.name == "exit_plan_mode" {
+            let args: serde_json::Value =
+                serde_json::from_str(&ask.call.arguments).unwrap_or_default();
+            let plan = args
+                .get("plan")
+                .and_then(|p| p.as_str())
+                .unwrap_or("(no plan given)")
+                .to_owned();
+            let modal = Modal {
+                title: "Approve this plan?".into(),
+                body: plan,
+                options: vec![
+                    "Approve and start".into(),
+                    "Keep planning (type feedback first, then choose)".into(),
+                ],
+                selected: 0,
+                markdown: true,
+            };
+            self.pending = Some((Pending::Plan(ask), modal));
+            return;
+        }
+        let args: serde_json::Value = serde_json::from_str(&ask.call.arguments).unwrap_or_default();
+        let what = match ask.call.name.as_str() {
+            "bash" => args
+                .get("command")
+                .and_then(|c| c.as_str())
+                .unwrap_or("")
+                .to_owned(),
+            _ => serde_json::to_string_pretty(&args).unwrap_or_default(),
+        };
+        let session_option = if ask.call.name == "bash" {
+            "Allow this command for the session".to_owned()
+        } else {
+            format!("Allow '{}' for the session", ask.call.name)
+        };
+        let modal = Modal {
+            title: format!("Allow {}?", ask.call.name),
+            body: format!("{what}\n\n{}", ask.reason),
+            options: vec![
+                "Allow once".into(),
+                session_option,
+                "Deny (what you typed is sent as the reason)".into(),
+            ],
+            selected: 0,
+            markdown: false,
+        };
+        self.pending = Some((Pending::Approval(ask), modal));
+    }
+
+    fn answer(&mut self, choice: usize) {
+        let Some((pending, _)) = self.pending.take() else {
+            return;
+        };
+        let typed = self.input.text().trim().to_owned();
+        let reason = (!typed.is_empty()).then_some(typed);
+        let (ask, outcome, consumed) = match pending {
+            Pending::Approval(ask) => match choice {
+                0 => (ask, ApprovalOutcome::Approved, false),
+                1 => {
+                    self.approver
+                        .allowed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(allow_key(&ask.call));
+                    (ask, ApprovalOutcome::Approved, false)
+                }
+                _ => {
+                    let consumed = reason.is_some();
+                    (ask, ApprovalOutcome::Denied { reason }, consumed)
+                }
+            },
+            Pending::Plan(ask) => match choice {
+                0 => (ask, ApprovalOutcome::Approved, false),
+                _ => {
+                    let consumed = reason.is_some();
+                    let reason = Some(match reason {
+                        Some(feedback) => format!("Keep planning. Feedback: {feedback}"),
+                        None => "Keep planning: the plan was not approved yet.".to_owned(),
+                    });
+                    (ask, ApprovalOutcome::Denied { reason }, consumed)
+                }
+            },
+        };
+        if consumed {
+            self.input.take();
+        }
+        let _ = ask.reply.send(outcome);
+    }
+
+    fn key(&mut self, key: KeyEvent) {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        let shift = key.modifiers.contains(KeyModifiers::SHIFT);
+        // Ctrl-C: cancel the turn; twice (or when idle with nothing typed twice) leave.
+        if ctrl && key.code == KeyCode::Char('c') {
+            let again = self
+                .last_ctrl_c
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(1500));
+            if again {
+                self.quit = true;
+                return;
+            }
+            self.last_ctrl_c = Some(Instant::now());
+            if let Some((pending, _)) = self.pending.take() {
+                let (Pending::Approval(ask) | Pending::Plan(ask)) = pending;
+                let _ = ask.reply.send(ApprovalOutcome::Denied {
+                    reason: Some("cancelled by the user".into()),
+                });
+            }
+            if self.running {
+                self.agent.cancel_turn();
+                self.say("cancelling the turn — Ctrl-C again to exit");
+            } else if !self.input.is_empty() {
+                self.input.take();
+                self.say("cleared — Ctrl-C again to exit");
+            } else {
+                self.say("Ctrl-C again (or Ctrl-D) to exit");
+            }
+            return;
+        }
+        if let Some((_, modal)) = self.pending.as_mut() {
+            match key.code {
+                KeyCode::Up => modal.selected = modal.selected.saturating_sub(1),
+                KeyCode::Down | KeyCode::Tab => {
+                    modal.selected = (modal.selected + 1).min(modal.options.len() - 1);
+                }
+                KeyCode::Enter => {
+                    let choice = modal.selected;
+                    self.answer(choice);
+                }
+                KeyCode::Char(c @ '1'..='9') if !ctrl => {
+                    let choice = c as usize - '1' as usize;
+                    if choice < modal.options.len() {
+                        self.answer(choice);
+                    }
+                }
+                KeyCode::Esc => {
+                    let last = modal.options.len() - 1;
+                    self.answer(last);
+                }
+                // Typing goes to the editor: a reason or feedback for the answer.
+                KeyCode::Char(c) if !ctrl => self.input.insert(&c.to_string()),
+                KeyCode::Backspace => self.input.backspace(),
+                _ => {}
+            }
+            return;
+        }
+        match key.code {
+            KeyCode::Char('d') if ctrl => {
+                if self.input.is_empty() {
+                    self.quit = true;
+                } else {
+                    self.input.delete();
+                }
+            }
+            KeyCode::Enter if alt || shift => self.input.insert("\n"),
+            KeyCode::Char('j') if ctrl => self.input.insert("\n"),
+            KeyCode::Enter => {
+                if !self.completions.is_empty() && self.accept_completion() {
+                    return;
+                }
+                let text = self.input.take();
+                self.submit(text, false);
+            }
+            // Ctrl-S: send what is typed into the running turn (steer).
+            KeyCode::Char('s') if ctrl => {
+                let text = self.input.take();
+                self.submit(text, true);
+            }
+            KeyCode::BackTab => {
+                let on = !self.transcript.plan_mode;
+                self.set_plan_mode(on);
+            }
+            KeyCode::Char('r') if ctrl => {
+                self.show_reasoning = !self.show_reasoning;
+            }
+            KeyCode::Char('u') if ctrl => self.input.kill_to_start(),
+            KeyCode::Char('w') if ctrl => self.input.kill_word(),
+            KeyCode::Char('a') if ctrl => self.input.home(),
+            KeyCode::Char('e') if ctrl => self.input.end(),
+            KeyCode::Char(c) if !ctrl => self.input.insert(&c.to_string()),
+            KeyCode::Backspace => self.input.backspace(),
+            KeyCode::Delete => self.input.delete(),
+            KeyCode::Left => self.input.left(),
+            KeyCode::Right => self.input.right(),
+            KeyCode::Home => self.input.home(),
+            KeyCode::End => self.input.end(),
+            KeyCode::Tab => {
+                self.accept_completion();
+            }
+            KeyCode::Up if !self.completions.is_empty() => {
+                self.completion = self.completion.saturating_sub(1);
+                return;
+            }
+            KeyCode::Down if !self.completions.is_empty() => {
+                self.completion = (self.completion + 1).min(self.completions.len() - 1);
+                return;
+            }
+            KeyCode::Up => self.input.up(),
+            KeyCode::Down => self.input.down(),
+            KeyCode::PageUp => self.scroll += 10,
+            KeyCode::PageDown => self.scroll = self.scroll.saturating_sub(10),
+            KeyCode::Esc => {
+                self.completions.clear();
+                self.scroll = 0;
+            }
+            _ => {}
+        }
+        self.update_completions();
+    }
+
+    /// Offer completions for a slash command or an `@path` being typed.
+    fn update_completions(&mut self) {
+        self.completions.clear();
+        let text = self.input.text();
+        if text.starts_with('/') && !text.contains(char::is_whitespace) {
+            self.completions = crate::slash::complete(text, &self.cwd);
+        } else if let Some((_, partial)) = self.input.at_word() {
+            self.completions = crate::slash::complete_path(&self.cwd, partial)
+                .into_iter()
+                .map(|p| (format!("@{p}"), String::new()))
+                .collect();
+        }
+        if self.completion >= self.completions.len() {
+            self.completion = 0;
+        }
+    }
+
+    /// Put the highlighted completion in the editor; false when there was none.
+    fn accept_completion(&mut self) -> bool {
+        let Some((name, _)) = self.completions.get(self.completion).cloned() else {
+            return false;
+        };
+        if let Some((start, _)) = self.input.at_word() {
+            let end = if name.ends_with('/') { "" } else { " " };
+            self.input.replace_word(start, &format!("{name}{end}"));
+        } else {
+            self.input.set(&format!("{name} "));
+        }
+        self.completions.clear();
+        self.update_completions();
+        true
+    }
+
+    /// Send `text`: a slash command, a steer into the running turn, or a follow-up.
+    fn submit(&mut self, text: String, steer: bool) {
+        if text.trim().is_empty() {
+            return;
+        }
+        self.scroll = 0;
+        if text.starts_with('/') && !text.starts_with("//") {
+            self.command(&text);
+            return;
+        }
+        let text = text
+            .strip_prefix('/')
+            .filter(|t| t.starts_with('/'))
+            .map_or(text.clone(), str::to_owned);
+        if self.running {
+            let sent = if steer {
+                self.agent.steer(&text)
+            } else {
+                self.agent.followup(&text)
+            };
+            match sent {
+                Ok(()) if steer => self.say("sent into the running turn"),
+                Ok(()) => {
+                    self.queued.push(text);
+                    self.say("queued: it runs when this turn ends (Ctrl-S steers instead)");
+                }
+                Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+            }
+            return;
+        }
+        if let Err(e) = self.agent.followup(&text) {
+            self.transcript.notice(Level::Error, e.to_string());
+            return;
+        }
+        self.start();
+    }
+
+    /// Drive the agent until it is idle, on the runtime.
+    fn start(&mut self) {
+        self.running = true;
+        let agent = self.agent.clone();
+        let tx = self.tx.clone();
+        self.runtime.spawn(async move {
+            let outcome = agent.run_until_idle().await;
+            let _ = tx.send(Msg::Idle(outcome.map(|_| ()).map_err(|e| e.to_string())));
+        });
+    }
+
+    fn set_plan_mode(&mut self, on: bool) {
+        if self.running {
+            self.say("plan mode changes between turns: wait for this turn or Ctrl-C it");
+            return;
+        }
+        match self.agent.set_plan_mode(on) {
+            Ok(()) => self.say(if on {
+                "plan mode on: the agent explores and proposes a plan (Shift-Tab to leave)"
+            } else {
+                "plan mode off"
+            }),
+            Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+        }
+    }
+
+    /// The history of a resumed session, as it was seen live.
+    fn load_history(&mut self, resumed: bool) {
+        let events: Vec<SessionEvent> = {
+            let log = self.agent.log();
+            log.session().events().map(|e| e.into_owned()).collect()
+        };
+        for ev in &events {
+            self.transcript.apply(ev);
+        }
+        if resumed {
+            self.transcript
+                .marker(format!("resumed session {}", self.agent.session_id()));
+        }
+    }
+
+    /// Replace the agent (new session, resumed session, other model).
+    fn switch(&mut self, target: Target) {
+        if self.running {
+            self.say("wait for the turn to end (or Ctrl-C it) first");
+            return;
+        }
+        match build(self.source, &target, &self.tx, &self.approver) {
+            Ok(agent) => {
+                self.agent.kill_jobs();
+                self.agent = agent;
+                self.transcript = Transcript::new();
+                self.cache.clear();
+                self.load_history(target.resume.is_some());
+            }
+            Err(e) => self.transcript.notice(Level::Error, e),
+        }
+    }
+
+    fn command(&mut self, text: &str) {
+        let (name, args) = match text.split_once(char::is_whitespace) {
+            Some((n, a)) => (n, a.trim()),
+            None => (text.trim(), ""),
+        };
+        match crate::slash::parse(name, args, &self.cwd) {
+            Ok(crate::slash::Action::Prompt(prompt)) => self.submit(prompt, false),
+            Ok(crate::slash::Action::Builtin(b)) => self.builtin(b, args),
+            Err(e) => self.transcript.notice(Level::Error, e),
+        }
+    }
+
+    fn builtin(&mut self, name: &str, args: &str) {
+        match name {
+            "help" => self
+                .transcript
+                .notice(Level::Info, crate::slash::help(&self.cwd)),
+            "quit" | "exit" => self.quit = true,
+            "new" => self.switch(Target::default()),
+            "resume" => match self.source.resolve((!args.is_empty()).then_some(args)) {
+                Ok(path) => self.switch(Target {
+                    resume: Some(path),
+                    model: None,
+                }),
+                Err(e) => self.transcript.notice(Level::Error, e),
+            },
+            "sessions" => {
+                let list = self.source.sessions();
+                let text = if list.is_empty() {
+                    "No sessions in this directory yet.".to_owned()
+                } else {
+                    let now = now_ms();
+                    let mut s = "Sessions (newest first; /resume ID continues one):".to_owned();
+                    for e in list.iter().take(20) {
+                        s.push_str(&format!(
+                            "\n{}  {:>6}  {:>7}  {}",
+                            &e.id,
+                            age(now - e.modified),
+                            size(e.bytes),
+                            crate::transcript::one_line(&e.title, 60)
+                        ));
+                    }
+                    s
+                };
+                self.transcript.notice(Level::Info, text);
+            }
+            "model" => {
+                if args.is_empty() {
+                    let model = self.transcript.usage.model.clone();
+                    self.transcript.notice(
+                        Level::Info,
+                        format!("Model: {model}. /model NAME switches."),
+                    );
+                } else {
+                    let path = self.agent.log().writer().path().to_path_buf();
+                    self.switch(Target {
+                        resume: Some(path),
+                        model: Some(args.to_owned()),
+                    });
+                }
+            }
+            "plan" => {
+                let on = !self.transcript.plan_mode;
+                self.set_plan_mode(on);
+            }
+            "todo" => {
+                let t = &self.transcript.todos;
+                let text = if t.is_empty() {
+                    "No todo list yet.".to_owned()
+                } else {
+                    t.iter()
+                        .map(|i| format!("[{:?}] {}", i.status, i.content))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                self.transcript.notice(Level::Info, text);
+            }
+            "status" => {
+                let u = &self.transcript.usage;
+                let text = format!(
+                    "Session {} ({})\nModel {} · context {} / {} tokens ({}%)\nSandbox {} · approval {}{}\nRequests {} · input {} tokens, {}% from cache · output {} tokens",
+                    self.agent.session_id(),
+                    self.agent.log().writer().path().display(),
+                    u.model,
+                    u.last_prompt,
+                    u.context_window,
+                    u.context_percent(),
+                    self.transcript.sandbox,
+                    self.transcript.approval,
+                    if self.transcript.plan_mode {
+                        " · plan mode"
+                    } else {
+                        ""
+                    },
+                    u.requests,
+                    u.prompt,
+                    u.cache_percent(),
+                    u.output
+                );
+                self.transcript.notice(Level::Info, text);
+            }
+            "compact" => {
+                if self.running {
+                    self.say("wait for the turn to end (or Ctrl-C it) first");
+                    return;
+                }
+                let agent = self.agent.clone();
+                let tx = self.tx.clone();
+                self.say("compacting…");
+                self.runtime.spawn(async move {
+                    let done = keel_agent::compaction::compact_now(
+                        &agent,
+                        keel_agent::compaction::CompactionReason::Manual,
+                    )
+                    .await;
+                    if let Err(e) = done {
+                        let _ = tx.send(Msg::Show(Cell::Notice(
+                            Level::Error,
+                            format!("Compaction failed: {e}"),
+                        )));
+                    }
+                });
+            }
+            "diff" => {
+                let cwd = self.cwd.clone();
+                let tx = self.tx.clone();
+                self.runtime.spawn(async move {
+                    let _ = tx.send(Msg::Show(git_diff(&cwd).await));
+                });
+            }
+            "review" => self.transcript.notice(
+                Level::Info,
+                "Review runs as its own command for now: keel review [--base REF] (findings are \
+                 injected into the session you name with --resume).",
+            ),
+            other => self
+                .transcript
+                .notice(Level::Error, format!("/{other} is not available here")),
+        }
+    }
+}
+
+fn age(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+fn size(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{} KiB", bytes / 1024),
+        _ => format!("{} MiB", bytes / 1_048_576),
+    }
+}
+
+/// `git diff` of the workspace as a card.
+async fn git_diff(cwd: &Path) -> Cell {
+    let out = tokio::process::Command::new("git")
+        .args(["diff", "--no-color", "--no-ext-diff"])
+        .current_dir(cwd)
+        .output()
+        .await;
+    let (state, summary, lines) = match out {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            let files = text.lines().filter(|l| l.starts_with("diff --git")).count();
+            let lines: Vec<(char, String)> = text
+                .lines()
+                .filter(|l| !l.starts_with("diff --git") && !l.starts_with("index "))
+                .take(200)
+                .map(|l| {
+                    let sign = match l.chars().next() {
+                        Some('+') if !l.starts_with("+++") => '+',
+                        Some('-') if !l.starts_with("---") => '-',
+                        _ => ' ',
+                    };
+                    let body = if sign == ' ' { l } else { &l[1..] };
+                    (sign, body.to_owned())
+                })
+                .collect();
+            let summary = if files == 0 {
+                "no changes".to_owned()
+            } else {
+                format!("{files} file(s) changed")
+            };
+            (ToolState::Done, summary, lines)
+        }
+        Ok(o) => (
+            ToolState::Failed,
+            String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            Vec::new(),
+        ),
+        Err(e) => (
+            ToolState::Failed,
+            format!("cannot run git: {e}"),
+            Vec::new(),
+        ),
+    };
+    let now = now_ms();
+    Cell::Tool(ToolCard {
+        call_id: String::new(),
+        name: "git diff".into(),
+        key_arg: cwd.display().to_string(),
+        started: now,
+        finished: Some(now),
+        state,
+        summary,
+        detail: Detail::Diff(lines),
+    })
+}

@@ -1,0 +1,585 @@
+//! Drawing: the conversation, the todo panel, completions, the prompt editor, the status line
+//! and modals. Pure functions of the UI state, so ratatui's test backend can snapshot them.
+
+use crate::input::Input;
+use crate::markdown;
+use crate::transcript::{Cell, Detail, Level, ToolCard, ToolState, Transcript, one_line};
+use keel_protocol::{TimeMs, TodoStatus};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Position, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use unicode_width::UnicodeWidthStr;
+
+/// Spinner frames of a running tool or step.
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// A question the UI asks in a modal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Modal {
+    /// Title.
+    pub title: String,
+    /// What is asked about (lines, Markdown for a plan).
+    pub body: String,
+    /// The choices.
+    pub options: Vec<String>,
+    /// The highlighted choice.
+    pub selected: usize,
+    /// The body is a plan (rendered as Markdown).
+    pub markdown: bool,
+}
+
+/// Everything a frame shows.
+#[derive(Debug)]
+pub struct Screen<'a> {
+    /// The conversation.
+    pub transcript: &'a Transcript,
+    /// The prompt editor.
+    pub input: &'a Input,
+    /// Lines scrolled up from the bottom of the conversation.
+    pub scroll: usize,
+    /// An open question.
+    pub modal: Option<&'a Modal>,
+    /// Now (ms since the epoch), for elapsed times and the spinner.
+    pub now: TimeMs,
+    /// Reasoning shown whole (not collapsed to one line).
+    pub show_reasoning: bool,
+    /// Completions offered for what is typed: `(name, description)`.
+    pub completions: &'a [(String, String)],
+    /// The highlighted completion.
+    pub completion: usize,
+    /// Prompts queued behind the running turn.
+    pub queued: &'a [String],
+    /// A one-line hint under the editor (Ctrl-C again to exit…).
+    pub hint: Option<&'a str>,
+}
+
+fn dim() -> Style {
+    Style::default().add_modifier(Modifier::DIM)
+}
+
+/// Wrap plain `text` to `width` columns (words kept whole when they fit).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut out = Vec::new();
+    for para in text.split('\n') {
+        let mut line = String::new();
+        let mut used = 0;
+        for word in para.split(' ') {
+            let w = word.width();
+            if used > 0 && used + 1 + w > width {
+                out.push(std::mem::take(&mut line));
+                used = 0;
+            }
+            if used > 0 {
+                line.push(' ');
+                used += 1;
+            }
+            if w > width {
+                // Break a long word.
+                for c in word.chars() {
+                    let cw = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+                    if used + cw > width && used > 0 {
+                        out.push(std::mem::take(&mut line));
+                        used = 0;
+                    }
+                    line.push(c);
+                    used += cw;
+                }
+            } else {
+                line.push_str(word);
+                used += w;
+            }
+        }
+        out.push(line);
+    }
+    out
+}
+
+fn elapsed(from: TimeMs, to: TimeMs) -> String {
+    let ms = (to - from).max(0);
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+fn spinner(now: TimeMs) -> &'static str {
+    SPINNER[((now / 80).rem_euclid(SPINNER.len() as i64)) as usize]
+}
+
+/// The lines of one tool card.
+fn tool_lines(card: &ToolCard, width: usize, now: TimeMs) -> Vec<Line<'static>> {
+    let (mark, style) = match card.state {
+        ToolState::Running => (spinner(now), Style::default().fg(Color::Cyan)),
+        ToolState::Done => ("✓", Style::default().fg(Color::Green)),
+        ToolState::Failed => ("✗", Style::default().fg(Color::Red)),
+        ToolState::Denied => ("⊘", Style::default().fg(Color::Yellow)),
+    };
+    let kind = match card.name.as_str() {
+        "subagent" => "subagent ",
+        n if n.starts_with("delegate") => "delegation ",
+        _ => "",
+    };
+    let time = match card.finished {
+        Some(end) => elapsed(card.started, end),
+        None => elapsed(card.started, now),
+    };
+    let head_room = width.saturating_sub(card.name.width() + kind.width() + time.width() + 8);
+    let mut lines = vec![Line::from(vec![
+        Span::raw("  "),
+        Span::styled(mark.to_owned(), style),
+        Span::raw(" "),
+        Span::styled(
+            format!("{kind}{}", card.name),
+            Style::default().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(" "),
+        Span::raw(one_line(&card.key_arg, head_room.max(1))),
+        Span::styled(format!(" ({time})"), dim()),
+    ])];
+    if !card.summary.is_empty() {
+        let style = match card.state {
+            ToolState::Failed | ToolState::Denied => Style::default().fg(Color::Red),
+            _ => dim(),
+        };
+        lines.push(Line::from(vec![
+            Span::styled("    ⎿ ", dim()),
+            Span::styled(
+                one_line(&card.summary, width.saturating_sub(6).max(1)),
+                style,
+            ),
+        ]));
+    }
+    match &card.detail {
+        Detail::None => {}
+        Detail::Diff(diff) => {
+            for (sign, text) in diff {
+                let style = match sign {
+                    '-' => Style::default().fg(Color::Red),
+                    '+' => Style::default().fg(Color::Green),
+                    _ => dim(),
+                };
+                lines.push(Line::from(vec![
+                    Span::raw("      "),
+                    Span::styled(
+                        one_line(&format!("{sign} {text}"), width.saturating_sub(6).max(1)),
+                        style,
+                    ),
+                ]));
+            }
+        }
+        Detail::Output { exit, tail } => {
+            if let Some(code) = exit {
+                let style = if *code == 0 {
+                    dim()
+                } else {
+                    Style::default().fg(Color::Red)
+                };
+                lines.push(Line::from(vec![
+                    Span::raw("      "),
+                    Span::styled(format!("exit {code}"), style),
+                ]));
+            }
+            for l in tail {
+                lines.push(Line::from(vec![
+                    Span::raw("      "),
+                    Span::styled(one_line(l, width.saturating_sub(6).max(1)), dim()),
+                ]));
+            }
+        }
+    }
+    lines
+}
+
+/// The lines of one cell at `width` columns.
+pub fn cell_lines(
+    cell: &Cell,
+    width: u16,
+    now: TimeMs,
+    show_reasoning: bool,
+) -> Vec<Line<'static>> {
+    let w = usize::from(width).max(4);
+    let mut lines = match cell {
+        Cell::User(text) => wrap(text, w - 2)
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let lead = if i == 0 { "› " } else { "  " };
+                Line::from(vec![
+                    Span::styled(
+                        lead,
+                        Style::default()
+                            .fg(Color::Cyan)
+                            .add_modifier(Modifier::BOLD),
+                    ),
+                    Span::styled(l, Style::default().add_modifier(Modifier::BOLD)),
+                ])
+            })
+            .collect(),
+        Cell::Assistant { text, .. } => markdown::render(text, width.saturating_sub(2).max(1))
+            .into_iter()
+            .map(|l| {
+                let mut spans = vec![Span::raw("  ")];
+                spans.extend(l.spans);
+                Line::from(spans)
+            })
+            .collect(),
+        Cell::Reasoning { text, streaming } => {
+            let style = dim().add_modifier(Modifier::ITALIC);
+            if show_reasoning {
+                wrap(text, w - 4)
+                    .into_iter()
+                    .map(|l| {
+                        Line::from(vec![Span::raw("  "), Span::styled(format!("┆ {l}"), style)])
+                    })
+                    .collect()
+            } else {
+                let label = if *streaming { "Thinking" } else { "Thought" };
+                vec![Line::from(vec![
+                    Span::raw("  "),
+                    Span::styled(one_line(&format!("✻ {label}: {text}"), w - 4), style),
+                ])]
+            }
+        }
+        Cell::Tool(card) => tool_lines(card, w, now),
+        Cell::Marker(text) => {
+            let label = format!(" {text} ");
+            let side = w.saturating_sub(label.width()) / 2;
+            vec![Line::styled(
+                format!("{}{label}{}", "─".repeat(side), "─".repeat(side)),
+                dim(),
+            )]
+        }
+        Cell::Notice(level, text) => {
+            let (mark, style) = match level {
+                Level::Error => (
+                    "✗ ",
+                    Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+                ),
+                Level::Info => ("• ", Style::default().fg(Color::Yellow)),
+            };
+            wrap(text, w - 2)
+                .into_iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    Line::from(vec![
+                        Span::styled(if i == 0 { mark } else { "  " }, style),
+                        Span::styled(l, style),
+                    ])
+                })
+                .collect()
+        }
+        Cell::Plan { text, approved } => {
+            let state = match approved {
+                None => "proposed plan — waiting for approval",
+                Some(true) => "plan approved",
+                Some(false) => "plan not approved — still planning",
+            };
+            let mut lines = vec![Line::from(Span::styled(
+                format!("  ▌ {state}"),
+                Style::default()
+                    .fg(Color::Magenta)
+                    .add_modifier(Modifier::BOLD),
+            ))];
+            lines.extend(
+                markdown::render(text, width.saturating_sub(4).max(1))
+                    .into_iter()
+                    .map(|l| {
+                        let mut spans =
+                            vec![Span::styled("  ▌ ", Style::default().fg(Color::Magenta))];
+                        spans.extend(l.spans);
+                        Line::from(spans)
+                    }),
+            );
+            lines
+        }
+    };
+    lines.push(Line::raw(""));
+    lines
+}
+
+/// Whether a cell's lines can be kept between frames (nothing in it moves).
+pub fn settled(cell: &Cell) -> bool {
+    match cell {
+        Cell::Assistant { streaming, .. } | Cell::Reasoning { streaming, .. } => !streaming,
+        Cell::Tool(t) => t.state != ToolState::Running,
+        Cell::Plan { approved, .. } => approved.is_some(),
+        _ => true,
+    }
+}
+
+/// Rendered lines of settled cells, kept between frames (a long session redraws only what
+/// changes).
+#[derive(Debug, Default)]
+pub struct LineCache {
+    width: u16,
+    show_reasoning: bool,
+    cells: Vec<Option<Vec<Line<'static>>>>,
+}
+
+impl LineCache {
+    /// The conversation's lines at `width`, the cached ones reused.
+    pub fn lines(&mut self, screen: &Screen<'_>, width: u16) -> Vec<Line<'static>> {
+        if self.width != width || self.show_reasoning != screen.show_reasoning {
+            self.cells.clear();
+            self.width = width;
+            self.show_reasoning = screen.show_reasoning;
+        }
+        let cells = &screen.transcript.cells;
+        self.cells.resize(cells.len(), None);
+        let mut out = Vec::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if let Some(lines) = &self.cells[i] {
+                out.extend(lines.iter().cloned());
+                continue;
+            }
+            let lines = cell_lines(cell, width, screen.now, screen.show_reasoning);
+            out.extend(lines.iter().cloned());
+            if settled(cell) {
+                self.cells[i] = Some(lines);
+            }
+        }
+        out
+    }
+
+    /// Forget everything (a cell changed in place: an approval decided a plan…).
+    pub fn clear(&mut self) {
+        self.cells.clear();
+    }
+}
+
+/// The status line.
+pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
+    let t = screen.transcript;
+    let mut spans = vec![Span::styled(
+        format!(
+            " {} ",
+            if t.usage.model.is_empty() {
+                "model"
+            } else {
+                &t.usage.model
+            }
+        ),
+        Style::default().fg(Color::Black).bg(Color::Cyan),
+    )];
+    let mut part = |text: String, style: Style| {
+        spans.push(Span::styled(" · ", dim()));
+        spans.push(Span::styled(text, style));
+    };
+    if !t.sandbox.is_empty() {
+        part(t.sandbox.clone(), Style::default());
+    }
+    if !t.approval.is_empty() {
+        part(format!("approval {}", t.approval), Style::default());
+    }
+    if t.plan_mode {
+        part(
+            "plan mode".into(),
+            Style::default()
+                .fg(Color::Magenta)
+                .add_modifier(Modifier::BOLD),
+        );
+    }
+    if t.usage.context_window > 0 {
+        part(
+            format!("context {}%", t.usage.context_percent()),
+            Style::default(),
+        );
+    }
+    if let Some((turn, step, started)) = t.step {
+        part(
+            format!(
+                "{} turn {turn} step {step} {}",
+                spinner(screen.now),
+                elapsed(started, screen.now)
+            ),
+            Style::default().fg(Color::Cyan),
+        );
+    }
+    if !screen.queued.is_empty() {
+        part(
+            format!("{} queued", screen.queued.len()),
+            Style::default().fg(Color::Yellow),
+        );
+    }
+    Line::from(spans)
+}
+
+fn todo_lines(t: &Transcript) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::styled(
+        " Todo",
+        Style::default().add_modifier(Modifier::BOLD),
+    )];
+    for item in &t.todos {
+        let (mark, style) = match item.status {
+            TodoStatus::Completed => ("☒", dim().add_modifier(Modifier::CROSSED_OUT)),
+            TodoStatus::InProgress => ("◐", Style::default().fg(Color::Cyan)),
+            _ => ("☐", Style::default()),
+        };
+        let text = match (&item.status, &item.active_form) {
+            (TodoStatus::InProgress, Some(active)) => active.clone(),
+            _ => item.content.clone(),
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!("  {mark} ")),
+            Span::styled(text, style),
+        ]));
+    }
+    lines
+}
+
+/// Whether the todo panel shows (a list with something left to do).
+fn todo_open(t: &Transcript) -> bool {
+    t.todos.iter().any(|i| i.status != TodoStatus::Completed)
+}
+
+/// Draw a frame.
+pub fn draw(frame: &mut Frame<'_>, screen: &Screen<'_>, cache: &mut LineCache) {
+    let area = frame.area();
+    let input_lines = screen.input.lines().len().clamp(1, 8) as u16;
+    let todo_height = if todo_open(screen.transcript) {
+        (screen.transcript.todos.len() as u16 + 1).min(8)
+    } else {
+        0
+    };
+    let completion_height = (screen.completions.len() as u16).min(8);
+    let hint_height = u16::from(screen.hint.is_some());
+    let [conversation, todo, completions, editor, hint, status] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(todo_height),
+        Constraint::Length(completion_height),
+        Constraint::Length(input_lines + 2),
+        Constraint::Length(hint_height),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+
+    // The conversation, bottom-anchored, scrolled up by `scroll` lines.
+    let lines = cache.lines(screen, conversation.width);
+    let height = usize::from(conversation.height);
+    let end = lines.len().saturating_sub(screen.scroll.min(lines.len()));
+    let start = end.saturating_sub(height);
+    let visible: Vec<Line<'static>> = lines[start..end].to_vec();
+    let pad = height.saturating_sub(visible.len()) as u16;
+    let shown = Rect {
+        y: conversation.y + pad,
+        height: conversation.height - pad,
+        ..conversation
+    };
+    frame.render_widget(Paragraph::new(visible), shown);
+
+    if todo_height > 0 {
+        frame.render_widget(Paragraph::new(todo_lines(screen.transcript)), todo);
+    }
+    if completion_height > 0 {
+        let rows: Vec<Line<'static>> = screen
+            .completions
+            .iter()
+            .take(8)
+            .enumerate()
+            .map(|(i, (name, desc))| {
+                let style = if i == screen.completion {
+                    Style::default().fg(Color::Black).bg(Color::Cyan)
+                } else {
+                    Style::default()
+                };
+                Line::from(vec![
+                    Span::styled(format!("  {name:<20}"), style),
+                    Span::styled(format!(" {desc}"), dim()),
+                ])
+            })
+            .collect();
+        frame.render_widget(Paragraph::new(rows), completions);
+    }
+
+    // The editor: the lines around the cursor.
+    let (line, col) = screen.input.cursor_line_col();
+    let all = screen.input.lines();
+    let first = line.saturating_sub(usize::from(input_lines) - 1);
+    let inner_width = usize::from(editor.width.saturating_sub(4)).max(1);
+    let skip = col.saturating_sub(inner_width - 1);
+    let text: Vec<Line<'static>> = all
+        .iter()
+        .skip(first)
+        .take(usize::from(input_lines))
+        .map(|l| {
+            let shown: String = if skip > 0 {
+                l.chars().skip(skip).collect()
+            } else {
+                (*l).to_owned()
+            };
+            Line::raw(shown)
+        })
+        .collect();
+    let title = if screen.transcript.plan_mode {
+        " plan › "
+    } else {
+        " › "
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(dim())
+        .title(title);
+    frame.render_widget(Paragraph::new(text).block(block), editor);
+    if screen.modal.is_none() {
+        frame.set_cursor_position(Position {
+            x: editor.x + 1 + (col - skip) as u16,
+            y: editor.y + 1 + (line - first) as u16,
+        });
+    }
+    if let Some(h) = screen.hint {
+        frame.render_widget(Paragraph::new(Line::styled(format!(" {h}"), dim())), hint);
+    }
+    frame.render_widget(Paragraph::new(status_line(screen)), status);
+
+    if let Some(modal) = screen.modal {
+        draw_modal(frame, modal, area);
+    }
+}
+
+fn draw_modal(frame: &mut Frame<'_>, modal: &Modal, area: Rect) {
+    let width = area.width.saturating_sub(4).min(100).max(20);
+    let inner = width.saturating_sub(4);
+    let mut body: Vec<Line<'static>> = if modal.markdown {
+        markdown::render(&modal.body, inner)
+    } else {
+        wrap(&modal.body, usize::from(inner))
+            .into_iter()
+            .map(Line::raw)
+            .collect()
+    };
+    let max_body = usize::from(area.height.saturating_sub(modal.options.len() as u16 + 6)).max(1);
+    if body.len() > max_body {
+        body.truncate(max_body.saturating_sub(1));
+        body.push(Line::styled("…", dim()));
+    }
+    body.push(Line::raw(""));
+    for (i, option) in modal.options.iter().enumerate() {
+        let selected = i == modal.selected;
+        let style = if selected {
+            Style::default().fg(Color::Black).bg(Color::Cyan)
+        } else {
+            Style::default()
+        };
+        body.push(Line::styled(
+            format!("{} {}. {option}", if selected { "›" } else { " " }, i + 1),
+            style,
+        ));
+    }
+    let height = (body.len() as u16 + 2).min(area.height);
+    let rect = Rect {
+        x: area.x + (area.width.saturating_sub(width)) / 2,
+        y: area.y + (area.height.saturating_sub(height)) / 2,
+        width: width.min(area.width),
+        height,
+    };
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(Style::default().fg(Color::Yellow))
+        .title(format!(" {} ", modal.title));
+    frame.render_widget(Paragraph::new(body).block(block), rect);
+}
