@@ -601,7 +601,10 @@ impl App<'_> {
             KeyCode::Enter if alt || shift => self.input.insert("\n"),
             KeyCode::Char('j') if ctrl => self.input.insert("\n"),
             KeyCode::Enter => {
-                if !self.completions.is_empty() && self.accept_completion() {
+                // On an `@path` completion Enter takes the path; on a slash command it runs
+                // the highlighted command.
+                let at_path = self.input.at_word().is_some();
+                if !self.completions.is_empty() && self.accept_completion() && at_path {
                     return;
                 }
                 let text = self.input.take();

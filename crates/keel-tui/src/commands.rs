@@ -706,8 +706,8 @@ struct FoundFile {
     text: Result<String, ProblemKind>,
 }
 
-/// The `.md` files under `dir` (sorted, subdirectories after reading each level in name
-/// order), their names prefixed with `namespace`.
+/// The `.md` files under `dir`, entries in name order (a subdirectory read where its name
+/// falls, at most [`MAX_DEPTH`] levels down), their names prefixed with `namespace`.
 fn scan_dir(
     dir: &Path,
     namespace: &[String],

@@ -1,0 +1,306 @@
+//! The interactive UI in a real terminal: the real `keel` binary in a `tmux` pane (installed by
+//! `.ci/run`), against the loopback mock model. Keys go in with `send-keys`, the screen comes
+//! back with `capture-pane`; the terminal's settings (`stty -a`) must be the same after keel
+//! exits as before it started.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{Env, Mock, load_consistent, of_type};
+
+/// One tmux server of its own (a private socket) with one 120×40 pane.
+struct Tmux {
+    socket: String,
+    dir: PathBuf,
+}
+
+fn have_tmux() -> bool {
+    let found = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is needed for the terminal UI tests (.ci/run installs it)"
+        );
+        eprintln!("skipping: tmux is not installed");
+    }
+    found
+}
+
+/// `s` as one shell word.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl Tmux {
+    /// Start `cmd` (its program, arguments and environment) in a new pane, wrapped so that
+    /// `stty -a` is recorded before and after it and its exit code is written to a file.
+    fn start(dir: &Path, cmd: &Command) -> Tmux {
+        let socket = format!("keel-test-{}-{}", std::process::id(), rand_suffix());
+        let mut script = String::from("#!/bin/sh\n");
+        for (k, v) in cmd.get_envs() {
+            let k = k.to_str().unwrap();
+            match v {
+                Some(v) => script.push_str(&format!("export {k}={}\n", quote(v.to_str().unwrap()))),
+                None => script.push_str(&format!("unset {k}\n")),
+            }
+        }
+        script.push_str("stty -a > stty-before.txt\n");
+        script.push_str(&quote(cmd.get_program().to_str().unwrap()));
+        for a in cmd.get_args() {
+            script.push(' ');
+            script.push_str(&quote(a.to_str().unwrap()));
+        }
+        script.push_str("\necho \"EXIT=$?\" > exit.txt\nstty -a > stty-after.txt\nsleep 600\n");
+        let path = dir.join("run.sh");
+        std::fs::write(&path, script).unwrap();
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-x",
+                "120",
+                "-y",
+                "40",
+            ])
+            .arg("-c")
+            .arg(dir)
+            .arg(format!("sh {}", path.display()))
+            .env_remove("TMUX")
+            .status()
+            .unwrap();
+        assert!(status.success(), "tmux new-session failed");
+        Tmux {
+            socket,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    /// Type `text` literally.
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "0", "-l", text]);
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-t", "0", "-p"])
+    }
+
+    /// Wait until the screen shows `what`; the screen then.
+    fn wait_for(&self, what: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the screen never showed {what:?}; it shows:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait for keel to exit; its exit code line.
+    fn wait_exit(&self) -> String {
+        let file = self.dir.join("exit.txt");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&file)
+                && text.ends_with('\n')
+            {
+                // stty -a after it runs next: give it a moment.
+                std::thread::sleep(Duration::from_millis(300));
+                return text.trim().to_owned();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "keel did not exit; the screen shows:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The terminal settings before keel started and after it exited.
+    fn stty(&self) -> (String, String) {
+        let read = |n: &str| std::fs::read_to_string(self.dir.join(n)).unwrap_or_default();
+        (read("stty-before.txt"), read("stty-after.txt"))
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        .into()
+}
+
+const SCRIPT: &str = r##"
+responses:
+  - match: { last_user_contains: "hello" }
+    text: "# Hi there\n\nThis is **keel** answering.\n\n- first point\n- second point\n"
+  - match: { last_user_contains: "please run" }
+    tool_calls:
+      - { id: b1, name: bash, arguments: { command: "echo from-bash" } }
+  - match: { last_tool_result_contains: "from-bash" }
+    text: "The command ran."
+  - text: "Summary: the user said hello and ran one command."
+"##;
+
+#[test]
+fn a_person_chats_approves_a_command_checks_status_compacts_and_leaves_a_clean_terminal() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let mut cmd = env.keel(&mock.base_url());
+    // Read-only: bash needs approval, so the modal appears.
+    cmd.args(["--sandbox", "read-only"]);
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for("approval ask");
+
+    t.type_text("hello");
+    t.keys(&["Enter"]);
+    t.wait_for("Hi there");
+
+    t.type_text("please run the command");
+    t.keys(&["Enter"]);
+    let modal = t.wait_for("Allow bash?");
+    assert!(modal.contains("echo from-bash"), "{modal}");
+    assert!(modal.contains("Allow once"), "{modal}");
+    t.keys(&["Enter"]);
+    let done = t.wait_for("The command ran.");
+    assert!(done.contains("✓ bash echo from-bash"), "{done}");
+
+    t.type_text("/status");
+    t.keys(&["Enter"]);
+    let status = t.wait_for("from cache");
+    assert!(status.contains("Sandbox read-only"), "{status}");
+
+    t.type_text("/compact");
+    t.keys(&["Enter"]);
+    t.wait_for("history compacted");
+
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let (before, after) = t.stty();
+    assert!(before.contains("speed"), "{before}");
+    assert_eq!(before, after, "the terminal settings were not restored");
+
+    // The log holds what the screen showed, approval included.
+    let events = load_consistent(&env.only_session());
+    let decided = of_type(&events, "approval/decided");
+    assert_eq!(decided.len(), 1);
+    assert_eq!(decided[0]["data"]["approved"], true);
+    assert_eq!(of_type(&events, "compaction/end").len(), 1);
+
+    // Resumed in a terminal, the history renders again, compaction marker included.
+    let path = env.only_session();
+    let mut resume = env.keel(&mock.base_url());
+    resume.args(["resume", path.to_str().unwrap()]);
+    let r = Tmux::start(env.root(), &resume);
+    let screen = r.wait_for("resumed session");
+    for seen in [
+        "Hi there",
+        "✓ bash echo from-bash",
+        "The command ran.",
+        "history compacted",
+    ] {
+        assert!(
+            screen.contains(seen),
+            "{seen:?} missing after resume:\n{screen}"
+        );
+    }
+    r.keys(&["C-c"]);
+    r.keys(&["C-c"]);
+    assert_eq!(r.wait_exit(), "EXIT=0");
+}
+
+#[test]
+fn ctrl_c_during_a_long_tool_cancels_the_turn_and_the_log_stays_valid() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "wait" }
+    tool_calls:
+      - { id: s1, name: bash, arguments: { command: "sleep 30" } }
+  - text: "unexpected"
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("wait for it");
+    t.keys(&["Enter"]);
+    t.wait_for("bash sleep 30");
+    std::thread::sleep(Duration::from_millis(300));
+    t.keys(&["C-c"]);
+    let screen = t.wait_for("turn cancelled");
+    assert!(screen.contains("Ctrl-C again"), "{screen}");
+    // Ctrl-C again leaves.
+    t.keys(&["C-c"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let (before, after) = t.stty();
+    assert_eq!(before, after, "the terminal settings were not restored");
+    let events = load_consistent(&env.only_session());
+    let ends = of_type(&events, "turn/end");
+    assert_eq!(ends.len(), 1);
+    assert_eq!(
+        ends[0]["data"]["reason"]["kind"], "aborted",
+        "{:?}",
+        ends[0]
+    );
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "nothing was asked after the cancel"
+    );
+}
+
+#[test]
+fn without_a_terminal_keel_says_how_to_run_headless() {
+    let env = Env::new();
+    let out = support::run(env.keel_bare().stdin(std::process::Stdio::null()));
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("not a terminal"), "{}", out.stderr);
+    assert!(out.stderr.contains("keel run"), "{}", out.stderr);
+}
