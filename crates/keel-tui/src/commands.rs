@@ -1,2 +1,976 @@
-//! Slash commands: the built-in ones, and custom commands from Markdown files.
-//! (Being written.)
+//! Slash commands: the built-in ones, custom commands from Markdown files, and commands other
+//! features register at run time (MCP server prompts, plugin commands).
+//!
+//! Pure logic, no terminal I/O: the UI asks a [`CommandSet`] to list ([`CommandSet::all`]),
+//! complete ([`CommandSet::complete`]) and parse ([`CommandSet::parse`]) what the user typed.
+//!
+//! # Names
+//!
+//! A command's [`CommandInfo::name`] is stored without its leading `/` (`help`,
+//! `frontend:component`, `mcp__github__review`); the user types `/name`.
+//!
+//! # Custom commands
+//!
+//! Markdown files, the way Claude Code users already have them, read from (in this order):
+//!
+//! 1. `<project>/.keel/commands/`
+//! 2. `<project>/.claude/commands/`
+//! 3. `<keel_home>/commands/`
+//! 4. `<home>/.claude/commands/`
+//!
+//! `review.md` is `/review`-like: its name is the file stem. A file in a subdirectory gets a
+//! namespaced name, `frontend/component.md` → `/frontend:component` (deeper ones
+//! `a:b:name`). Hidden files and directories (`.name`) are skipped. On a name clash the first
+//! one found wins and the later one is reported as shadowed ([`ProblemKind::Shadowed`]); a file
+//! named like a built-in is refused ([`ProblemKind::ShadowsBuiltin`]). A directory reached
+//! twice (the project is the home directory, say) is read once.
+//!
+//! The file body is the prompt. It may start with front matter between `---` lines, of which
+//! only `key: value` lines are read (values in `"…"` or `'…'` unquoted, other keys and lines
+//! ignored): `description:` (shown in completion) and `argument-hint:`. Without a description
+//! the first non-empty body line is used (leading `#`s dropped, cut to 80 characters). See
+//! [`expand_arguments`] for `$ARGUMENTS` and `$1`…`$9`.
+//!
+//! A file that can't be used (unreadable, not UTF-8, too large, a name with whitespace) is
+//! skipped and recorded in [`CommandSet::problems`]; loading never fails.
+//!
+//! # Escaping
+//!
+//! Text not starting with `/` is not a command. `//text` is a message that starts with `/`:
+//! [`CommandSet::parse`] says [`ParseError::NotACommand`] and [`unescape`] gives `/text`.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// A command file larger than this is skipped ([`ProblemKind::TooLarge`]).
+pub const MAX_COMMAND_FILE_BYTES: u64 = 1024 * 1024;
+
+/// How many subdirectory levels below a commands directory are read.
+const MAX_DEPTH: usize = 8;
+
+/// The longest description taken from a body line, in characters.
+const FALLBACK_DESCRIPTION_CHARS: usize = 80;
+
+/// keel's built-in commands, in the order they are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    /// `/help`: the commands and keys.
+    Help,
+    /// `/new`: a new session.
+    New,
+    /// `/resume [SESSION]`: resume a session.
+    Resume,
+    /// `/sessions`: list the sessions.
+    Sessions,
+    /// `/compact`: compact the conversation.
+    Compact,
+    /// `/model [NAME]`: show or switch the model.
+    Model,
+    /// `/plan`: toggle plan mode.
+    Plan,
+    /// `/todo`: the todo list.
+    Todo,
+    /// `/status`: the session's status.
+    Status,
+    /// `/diff`: the workspace's changes.
+    Diff,
+    /// `/review [--base REF]`: have the agent review the changes.
+    Review,
+    /// `/quit` (alias `/exit`): leave keel.
+    Quit,
+}
+
+impl Builtin {
+    /// Every built-in, in listing order.
+    pub const ALL: [Builtin; 12] = [
+        Builtin::Help,
+        Builtin::New,
+        Builtin::Resume,
+        Builtin::Sessions,
+        Builtin::Compact,
+        Builtin::Model,
+        Builtin::Plan,
+        Builtin::Todo,
+        Builtin::Status,
+        Builtin::Diff,
+        Builtin::Review,
+        Builtin::Quit,
+    ];
+
+    /// The name typed after `/`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Help => "help",
+            Builtin::New => "new",
+            Builtin::Resume => "resume",
+            Builtin::Sessions => "sessions",
+            Builtin::Compact => "compact",
+            Builtin::Model => "model",
+            Builtin::Plan => "plan",
+            Builtin::Todo => "todo",
+            Builtin::Status => "status",
+            Builtin::Diff => "diff",
+            Builtin::Review => "review",
+            Builtin::Quit => "quit",
+        }
+    }
+
+    /// Other names that invoke the same command (`exit` for [`Builtin::Quit`]).
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Builtin::Quit => &["exit"],
+            _ => &[],
+        }
+    }
+
+    /// A one-line description.
+    pub fn description(self) -> &'static str {
+        match self {
+            Builtin::Help => "Show the commands and keys",
+            Builtin::New => "Start a new session",
+            Builtin::Resume => "Resume a session (the most recent if none is named)",
+            Builtin::Sessions => "List the sessions",
+            Builtin::Compact => "Compact the conversation now",
+            Builtin::Model => "Show the model, or switch to NAME",
+            Builtin::Plan => "Toggle plan mode",
+            Builtin::Todo => "Show the todo list",
+            Builtin::Status => "Show the session's status",
+            Builtin::Diff => "Show the changes in the workspace",
+            Builtin::Review => "Have the agent review the changes (against REF if given)",
+            Builtin::Quit => "Quit keel",
+        }
+    }
+
+    /// What the arguments look like, for commands that take any.
+    pub fn argument_hint(self) -> Option<&'static str> {
+        match self {
+            Builtin::Resume => Some("[SESSION]"),
+            Builtin::Model => Some("[NAME]"),
+            Builtin::Review => Some("[--base REF]"),
+            _ => None,
+        }
+    }
+
+    /// The built-in called `name` (without `/`), by its name or an alias.
+    pub fn from_name(name: &str) -> Option<Builtin> {
+        Builtin::ALL
+            .into_iter()
+            .find(|b| b.name() == name || b.aliases().contains(&name))
+    }
+
+    fn info(self) -> CommandInfo {
+        CommandInfo {
+            name: self.name().to_owned(),
+            description: self.description().to_owned(),
+            argument_hint: self.argument_hint().map(str::to_owned),
+            kind: CommandKind::Builtin(self),
+            aliases: self.aliases().iter().map(|a| (*a).to_owned()).collect(),
+        }
+    }
+}
+
+/// Where a command comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandKind {
+    /// One of keel's own commands.
+    Builtin(Builtin),
+    /// A Markdown file.
+    Custom {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Registered at run time with [`CommandSet::add_external`].
+    External {
+        /// Who registered it, as given (e.g. `mcp:github`, `plugin:foo`).
+        source: String,
+    },
+}
+
+/// A command as listed and completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandInfo {
+    /// The name, without the leading `/`.
+    pub name: String,
+    /// One line for completion and `/help`.
+    pub description: String,
+    /// What the arguments look like (`[SESSION]`), if known.
+    pub argument_hint: Option<String>,
+    /// Where it comes from.
+    pub kind: CommandKind,
+    /// Other names for it, without `/` (only built-ins have any: `exit`).
+    pub aliases: Vec<String>,
+}
+
+impl CommandInfo {
+    /// The name as typed: `/name`.
+    pub fn slash_name(&self) -> String {
+        format!("/{}", self.name)
+    }
+
+    fn answers_to(&self, name: &str) -> bool {
+        self.name == name || self.aliases.iter().any(|a| a == name)
+    }
+}
+
+/// What an input line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    /// A built-in command; `args` is the text after its name, trimmed (maybe empty).
+    Builtin {
+        /// Which one.
+        which: Builtin,
+        /// The text after the name, trimmed.
+        args: String,
+    },
+    /// A custom command: its prompt with the arguments substituted, to send as the user's
+    /// message.
+    Custom {
+        /// The command's name, without `/`.
+        name: String,
+        /// The file's body with `$ARGUMENTS` and `$1`…`$9` expanded.
+        prompt: String,
+    },
+    /// A command registered with [`CommandSet::add_external`]; its owner runs it.
+    External {
+        /// The command's name, without `/`.
+        name: String,
+        /// The text after the name, trimmed.
+        args: String,
+    },
+}
+
+/// Why an input line is not an invocation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Not a command: plain text, an escaped `//text` (see [`unescape`]), or a path such as
+    /// `/usr/bin/env …`. The UI sends it as a message.
+    #[error("not a command")]
+    NotACommand,
+    /// Only `/` (and maybe whitespace).
+    #[error("no command name after '/'")]
+    MissingName,
+    /// No command has this name.
+    #[error("unknown command '/{name}'{}", did_you_mean(.suggestions))]
+    Unknown {
+        /// The name typed, without `/`.
+        name: String,
+        /// Up to 3 close names (without `/`), closest first.
+        suggestions: Vec<String>,
+    },
+}
+
+fn did_you_mean(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = suggestions.iter().map(|s| format!("/{s}")).collect();
+    format!(" (did you mean {}?)", names.join(", "))
+}
+
+/// A command file that was skipped, or a directory that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The command name the file would have had, without `/` (`None` for a directory).
+    pub name: Option<String>,
+    /// The file or directory.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub kind: ProblemKind,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.name {
+            Some(name) => write!(f, "/{name} ({}): {}", self.path.display(), self.kind),
+            None => write!(f, "{}: {}", self.path.display(), self.kind),
+        }
+    }
+}
+
+/// What is wrong with a command file (its [`fmt::Display`] is the reason shown to the user).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProblemKind {
+    /// Reading it failed.
+    #[error("unreadable: {reason}")]
+    Unreadable {
+        /// The I/O error.
+        reason: String,
+    },
+    /// Its bytes are not UTF-8.
+    #[error("not UTF-8")]
+    NotUtf8,
+    /// Larger than [`MAX_COMMAND_FILE_BYTES`].
+    #[error("larger than {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// Its name can't be typed: empty, or with whitespace, `/` or control characters.
+    #[error("not a usable command name")]
+    InvalidName,
+    /// Named like a built-in command (or its alias); the built-in is kept.
+    #[error("has the name of a built-in command, which it may not replace")]
+    ShadowsBuiltin,
+    /// An earlier file has the same name and wins.
+    #[error("shadowed by {}", .by.display())]
+    Shadowed {
+        /// The file that wins.
+        by: PathBuf,
+    },
+}
+
+/// Why [`CommandSet::add_external`] refused a command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddExternalError {
+    /// The name can't be typed: empty, or with whitespace, `/` or control characters.
+    #[error("'{0}' is not a usable command name")]
+    InvalidName(String),
+    /// A built-in, custom or earlier external command has the name; it is kept.
+    #[error("'/{name}' is taken")]
+    Taken {
+        /// The name.
+        name: String,
+        /// Where the command holding it comes from.
+        by: CommandKind,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Custom {
+    info: CommandInfo,
+    body: String,
+}
+
+/// The commands the UI knows: built-ins, custom commands from files, and external ones.
+///
+/// [`Default`] is the built-ins alone.
+#[derive(Debug, Clone)]
+pub struct CommandSet {
+    builtins: Vec<CommandInfo>,
+    /// Sorted by name.
+    custom: Vec<Custom>,
+    /// Sorted by name.
+    external: Vec<CommandInfo>,
+    problems: Vec<Problem>,
+}
+
+impl Default for CommandSet {
+    fn default() -> Self {
+        CommandSet {
+            builtins: Builtin::ALL.into_iter().map(Builtin::info).collect(),
+            custom: Vec::new(),
+            external: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+}
+
+impl CommandSet {
+    /// The built-ins and the custom commands under `project`, `keel_home` and `user_home` (see
+    /// the [module docs](self) for the directories and their precedence). Never fails: what
+    /// can't be used is in [`CommandSet::problems`]. Missing directories are not problems.
+    pub fn load(project: &Path, keel_home: &Path, user_home: Option<&Path>) -> CommandSet {
+        let mut roots = vec![
+            project.join(".keel").join("commands"),
+            project.join(".claude").join("commands"),
+            keel_home.join("commands"),
+        ];
+        if let Some(home) = user_home {
+            roots.push(home.join(".claude").join("commands"));
+        }
+
+        let mut set = CommandSet::default();
+        let mut found = Vec::new();
+        let mut seen_roots: HashSet<PathBuf> = HashSet::new();
+        for root in roots {
+            let canonical = match fs::canonicalize(&root) {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    set.problems.push(Problem {
+                        name: None,
+                        path: root,
+                        kind: ProblemKind::Unreadable {
+                            reason: e.to_string(),
+                        },
+                    });
+                    continue;
+                }
+            };
+            if !seen_roots.insert(canonical) {
+                continue;
+            }
+            scan_dir(&root, &[], 0, &mut found, &mut set.problems);
+        }
+
+        for file in found {
+            let FoundFile { name, path, text } = file;
+            if !valid_name(&name) {
+                set.problems.push(Problem {
+                    name: Some(name),
+                    path,
+                    kind: ProblemKind::InvalidName,
+                });
+                continue;
+            }
+            if Builtin::from_name(&name).is_some() {
+                set.problems.push(Problem {
+                    name: Some(name),
+                    path,
+                    kind: ProblemKind::ShadowsBuiltin,
+                });
+                continue;
+            }
+            if let Some(winner) = set.custom.iter().find(|c| c.info.name == name) {
+                let by = match &winner.info.kind {
+                    CommandKind::Custom { path } => path.clone(),
+                    _ => PathBuf::new(),
+                };
+                set.problems.push(Problem {
+                    name: Some(name),
+                    path,
+                    kind: ProblemKind::Shadowed { by },
+                });
+                continue;
+            }
+            let text = match text {
+                Ok(text) => text,
+                Err(kind) => {
+                    set.problems.push(Problem {
+                        name: Some(name),
+                        path,
+                        kind,
+                    });
+                    continue;
+                }
+            };
+            let parsed = parse_command_file(&text);
+            set.custom.push(Custom {
+                info: CommandInfo {
+                    name,
+                    description: parsed.description,
+                    argument_hint: parsed.argument_hint,
+                    kind: CommandKind::Custom { path },
+                    aliases: Vec::new(),
+                },
+                body: parsed.body,
+            });
+        }
+        set.custom.sort_by(|a, b| a.info.name.cmp(&b.info.name));
+        set
+    }
+
+    /// What was skipped while loading, in the order found.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// Every command: the built-ins in [`Builtin::ALL`] order, then the custom commands sorted
+    /// by name, then the external ones sorted by name.
+    pub fn all(&self) -> impl Iterator<Item = &CommandInfo> {
+        self.builtins
+            .iter()
+            .chain(self.custom.iter().map(|c| &c.info))
+            .chain(self.external.iter())
+    }
+
+    /// The command called `name` (without `/`; aliases count).
+    pub fn get(&self, name: &str) -> Option<&CommandInfo> {
+        self.all().find(|c| c.answers_to(name))
+    }
+
+    /// The commands `input` may be the start of, in [`CommandSet::all`] order (built-ins
+    /// first). `input` starts with `/`; the name typed so far is a prefix of the command's
+    /// name or an alias, ignoring ASCII case. `/` alone lists everything. Once the input has
+    /// whitespace after the name (the user is typing arguments) only a command with exactly
+    /// that name is returned, so the UI can keep showing its argument hint. Anything else
+    /// (no `/`, an escaped `//`) completes to nothing.
+    pub fn complete(&self, input: &str) -> Vec<&CommandInfo> {
+        let Some(rest) = input.strip_prefix('/') else {
+            return Vec::new();
+        };
+        if rest.starts_with('/') {
+            return Vec::new();
+        }
+        match rest.split_once(char::is_whitespace) {
+            Some((name, _)) => self.get(name).into_iter().collect(),
+            None => {
+                let prefix = rest.to_ascii_lowercase();
+                self.all()
+                    .filter(|c| {
+                        std::iter::once(&c.name)
+                            .chain(c.aliases.iter())
+                            .any(|n| n.to_ascii_lowercase().starts_with(&prefix))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// What `input` (a line the user submitted) asks for.
+    ///
+    /// The name runs from after the `/` to the first whitespace (a newline too); the rest,
+    /// trimmed, is the arguments. Names are case-sensitive. Plain text, `//text` and a path
+    /// (`/usr/bin/env …`, a first word with another `/`) are [`ParseError::NotACommand`].
+    pub fn parse(&self, input: &str) -> Result<Invocation, ParseError> {
+        let Some(rest) = input.strip_prefix('/') else {
+            return Err(ParseError::NotACommand);
+        };
+        if rest.starts_with('/') {
+            return Err(ParseError::NotACommand);
+        }
+        let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        if name.is_empty() {
+            return Err(ParseError::MissingName);
+        }
+        if name.contains('/') {
+            return Err(ParseError::NotACommand);
+        }
+        let args = args.trim();
+
+        if let Some(which) = Builtin::from_name(name) {
+            return Ok(Invocation::Builtin {
+                which,
+                args: args.to_owned(),
+            });
+        }
+        if let Some(custom) = self.custom.iter().find(|c| c.info.name == name) {
+            return Ok(Invocation::Custom {
+                name: name.to_owned(),
+                prompt: expand_arguments(&custom.body, args),
+            });
+        }
+        if self.external.iter().any(|c| c.name == name) {
+            return Ok(Invocation::External {
+                name: name.to_owned(),
+                args: args.to_owned(),
+            });
+        }
+        Err(ParseError::Unknown {
+            name: name.to_owned(),
+            suggestions: self.suggestions(name),
+        })
+    }
+
+    /// Register a command another feature runs: an MCP server's prompt (`mcp__server__prompt`)
+    /// or a plugin's command. `source` says whose it is (see
+    /// [`CommandSet::remove_external_source`]). Refused if the name is not usable or taken by a
+    /// built-in, custom or earlier external command.
+    pub fn add_external(
+        &mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        source: impl Into<String>,
+    ) -> Result<(), AddExternalError> {
+        self.add_external_with_hint(name, description, None, source)
+    }
+
+    /// [`CommandSet::add_external`] with an argument hint (e.g. an MCP prompt's arguments,
+    /// `<file> [focus]`).
+    pub fn add_external_with_hint(
+        &mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        argument_hint: Option<String>,
+        source: impl Into<String>,
+    ) -> Result<(), AddExternalError> {
+        let name = name.into();
+        if !valid_name(&name) {
+            return Err(AddExternalError::InvalidName(name));
+        }
+        if let Some(holder) = self.get(&name) {
+            return Err(AddExternalError::Taken {
+                by: holder.kind.clone(),
+                name,
+            });
+        }
+        let info = CommandInfo {
+            name,
+            description: description.into(),
+            argument_hint,
+            kind: CommandKind::External {
+                source: source.into(),
+            },
+            aliases: Vec::new(),
+        };
+        let at = self
+            .external
+            .partition_point(|c| c.name.as_str() < info.name.as_str());
+        self.external.insert(at, info);
+        Ok(())
+    }
+
+    /// Remove every external command registered with this `source` (a server that
+    /// disconnected or re-listed its prompts). Returns how many were removed.
+    pub fn remove_external_source(&mut self, source: &str) -> usize {
+        let before = self.external.len();
+        self.external
+            .retain(|c| !matches!(&c.kind, CommandKind::External { source: s } if s == source));
+        before - self.external.len()
+    }
+
+    /// Up to 3 names (without `/`) close to `typed`: by edit distance (a transposition counts
+    /// once, ASCII case ignored), or names `typed` is the start of; closest first, ties in
+    /// listing order.
+    fn suggestions(&self, typed: &str) -> Vec<String> {
+        let typed = typed.to_ascii_lowercase();
+        let limit = (typed.chars().count() / 3).max(2);
+        let mut scored: Vec<(usize, usize, &str)> = Vec::new();
+        let names = self
+            .all()
+            .flat_map(|c| std::iter::once(&c.name).chain(c.aliases.iter()));
+        for (order, name) in names.enumerate() {
+            let lower = name.to_ascii_lowercase();
+            let distance = if lower.starts_with(&typed) {
+                1
+            } else {
+                edit_distance(&typed, &lower)
+            };
+            if distance <= limit {
+                scored.push((distance, order, name));
+            }
+        }
+        scored.sort();
+        scored
+            .into_iter()
+            .take(3)
+            .map(|(_, _, n)| n.to_owned())
+            .collect()
+    }
+}
+
+/// For an escaped message (`//text`), the message as meant: `/text`. `None` for anything else.
+pub fn unescape(input: &str) -> Option<String> {
+    input.strip_prefix("//").map(|rest| format!("/{rest}"))
+}
+
+/// A custom command's prompt for `args` (the text after the command's name).
+///
+/// `$ARGUMENTS` becomes all of `args`; `$1`…`$9` the whitespace-separated words of `args`
+/// (a missing one becomes empty). Substitution is a single pass: `$` signs inside the
+/// arguments are left alone. If `template` has neither and `args` is not empty, the arguments
+/// are appended as a last paragraph `ARGUMENTS: <args>` (Claude Code does the same), so they
+/// are never silently dropped.
+pub fn expand_arguments(template: &str, args: &str) -> String {
+    let args = args.trim();
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let mut out = String::with_capacity(template.len() + args.len());
+    let mut used = false;
+    let mut rest = template;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix("ARGUMENTS") {
+            out.push_str(args);
+            used = true;
+            rest = tail;
+            continue;
+        }
+        match after.as_bytes().first() {
+            Some(digit @ b'1'..=b'9') => {
+                let index = usize::from(digit - b'1');
+                out.push_str(words.get(index).copied().unwrap_or(""));
+                used = true;
+                rest = &after[1..];
+            }
+            _ => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    if !used && !args.is_empty() {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str("ARGUMENTS: ");
+        out.push_str(args);
+    }
+    out
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '/')
+}
+
+struct FoundFile {
+    name: String,
+    path: PathBuf,
+    text: Result<String, ProblemKind>,
+}
+
+/// The `.md` files under `dir`, entries in name order (a subdirectory read where its name
+/// falls, at most [`MAX_DEPTH`] levels down), their names prefixed with `namespace`.
+fn scan_dir(
+    dir: &Path,
+    namespace: &[String],
+    depth: usize,
+    found: &mut Vec<FoundFile>,
+    problems: &mut Vec<Problem>,
+) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            problems.push(Problem {
+                name: None,
+                path: dir.to_path_buf(),
+                kind: ProblemKind::Unreadable {
+                    reason: e.to_string(),
+                },
+            });
+            return;
+        }
+    };
+    let mut names: Vec<(String, PathBuf)> = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                problems.push(Problem {
+                    name: None,
+                    path: dir.to_path_buf(),
+                    kind: ProblemKind::Unreadable {
+                        reason: e.to_string(),
+                    },
+                });
+                continue;
+            }
+        };
+        let path = entry.path();
+        match entry.file_name().into_string() {
+            Ok(file_name) => names.push((file_name, path)),
+            Err(raw) => {
+                // A name that is not UTF-8 can't be typed; only worth a word if it is meant
+                // to be a command.
+                if Path::new(&raw)
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+                {
+                    problems.push(Problem {
+                        name: None,
+                        path,
+                        kind: ProblemKind::InvalidName,
+                    });
+                }
+            }
+        }
+    }
+    names.sort();
+    for (file_name, path) in names {
+        if file_name.starts_with('.') {
+            continue;
+        }
+        let is_md = Path::new(&file_name)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("md"));
+        // Follows symlinks: a linked command file or directory is used like a real one.
+        let meta = match fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) => {
+                if is_md {
+                    found.push(FoundFile {
+                        name: command_name(namespace, &file_name),
+                        path,
+                        text: Err(ProblemKind::Unreadable {
+                            reason: e.to_string(),
+                        }),
+                    });
+                }
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            if depth < MAX_DEPTH {
+                let mut inner = namespace.to_vec();
+                inner.push(file_name);
+                scan_dir(&path, &inner, depth + 1, found, problems);
+            }
+        } else if meta.is_file() && is_md {
+            found.push(FoundFile {
+                name: command_name(namespace, &file_name),
+                text: read_text(&path),
+                path,
+            });
+        }
+    }
+}
+
+/// `namespace:…:stem` for the file `file_name` (`.md` dropped).
+fn command_name(namespace: &[String], file_name: &str) -> String {
+    let stem = Path::new(file_name)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or(file_name);
+    let mut name = namespace.join(":");
+    if !name.is_empty() {
+        name.push(':');
+    }
+    name.push_str(stem);
+    name
+}
+
+/// The file's text, at most [`MAX_COMMAND_FILE_BYTES`], without a byte-order mark and with
+/// CRLF line ends as LF.
+fn read_text(path: &Path) -> Result<String, ProblemKind> {
+    let unreadable = |e: std::io::Error| ProblemKind::Unreadable {
+        reason: e.to_string(),
+    };
+    let file = fs::File::open(path).map_err(unreadable)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_COMMAND_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_COMMAND_FILE_BYTES {
+        return Err(ProblemKind::TooLarge {
+            limit: MAX_COMMAND_FILE_BYTES,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|_| ProblemKind::NotUtf8)?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    Ok(text.replace("\r\n", "\n"))
+}
+
+struct CommandFile {
+    description: String,
+    argument_hint: Option<String>,
+    body: String,
+}
+
+/// Front matter and body of a command file's text (LF line ends).
+fn parse_command_file(text: &str) -> CommandFile {
+    let (front, body) = split_front_matter(text);
+    let mut description = None;
+    let mut argument_hint = None;
+    for line in front.lines() {
+        // Indented lines continue a YAML value (a list, a block); not ours.
+        if line.starts_with(char::is_whitespace) || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = unquote(value.trim());
+        if value.is_empty() {
+            continue;
+        }
+        match key.trim() {
+            "description" => description = Some(value),
+            "argument-hint" => argument_hint = Some(value),
+            _ => {}
+        }
+    }
+
+    // Leading blank lines and trailing whitespace are not part of the prompt; indentation
+    // of the first line is.
+    let mut body = body;
+    while let Some((first, rest)) = body.split_once('\n') {
+        if !first.trim().is_empty() {
+            break;
+        }
+        body = rest;
+    }
+    let body = body.trim_end().to_owned();
+    let description = description.unwrap_or_else(|| fallback_description(&body));
+    CommandFile {
+        description,
+        argument_hint,
+        body,
+    }
+}
+
+/// (front matter, body). Front matter needs a first line `---` and a closing `---` line;
+/// without the closing one the whole text is the body.
+fn split_front_matter(text: &str) -> (&str, &str) {
+    let Some((first, after_open)) = text.split_once('\n') else {
+        return ("", text);
+    };
+    if first.trim_end() != "---" {
+        return ("", text);
+    }
+    let mut offset = 0;
+    for line in after_open.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            return (&after_open[..offset], &after_open[offset + line.len()..]);
+        }
+        offset += line.len();
+    }
+    ("", text)
+}
+
+/// A front-matter value without its quotes: `"…"` (with `\"`, `\\`, `\n`, `\t` escapes) or
+/// `'…'` (with `''` for `'`). Anything else as is.
+fn unquote(value: &str) -> String {
+    if value.len() >= 2 && value.starts_with('"') && value.ends_with('"') {
+        let inner = &value[1..value.len() - 1];
+        let mut out = String::with_capacity(inner.len());
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(other) => out.push(other),
+                None => out.push('\\'),
+            }
+        }
+        return out;
+    }
+    if value.len() >= 2 && value.starts_with('\'') && value.ends_with('\'') {
+        return value[1..value.len() - 1].replace("''", "'");
+    }
+    value.to_owned()
+}
+
+/// The first non-empty line of `body`, without Markdown heading marks, at most
+/// [`FALLBACK_DESCRIPTION_CHARS`] characters (a cut one ends in `…`). Empty for an empty body.
+fn fallback_description(body: &str) -> String {
+    let Some(line) = body.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return String::new();
+    };
+    let line = line.trim_start_matches('#').trim_start();
+    if line.chars().count() <= FALLBACK_DESCRIPTION_CHARS {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(FALLBACK_DESCRIPTION_CHARS - 1).collect();
+    cut.truncate(cut.trim_end().len());
+    cut.push('…');
+    cut
+}
+
+/// Optimal-string-alignment distance between `a` and `b`, in characters: insertions,
+/// deletions, substitutions and swaps of neighbours cost 1.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let width = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * width];
+    for i in 0..=a.len() {
+        d[i * width] = i;
+    }
+    for (j, cell) in d.iter_mut().enumerate().take(width) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[(i - 1) * width + j] + 1)
+                .min(d[i * width + j - 1] + 1)
+                .min(d[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[(i - 2) * width + j - 2] + 1);
+            }
+            d[i * width + j] = best;
+        }
+    }
+    d[a.len() * width + b.len()]
+}
