@@ -304,3 +304,40 @@ fn without_a_terminal_keel_says_how_to_run_headless() {
     assert!(out.stderr.contains("not a terminal"), "{}", out.stderr);
     assert!(out.stderr.contains("keel run"), "{}", out.stderr);
 }
+
+#[test]
+fn keel_resume_in_a_terminal_picks_a_session_newest_first() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "alpha" }
+    text: "Alpha answered."
+  - match: { last_user_contains: "beta" }
+    text: "Beta answered."
+"#,
+    );
+    for prompt in ["alpha task", "beta task"] {
+        let out = support::run(env.keel(&mock.base_url()).args(["run", prompt]));
+        assert_eq!(out.code, Some(0), "{out:?}");
+        // Distinct modification times, newest last.
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.arg("resume");
+    let t = Tmux::start(env.root(), &cmd);
+    let picker = t.wait_for("Continue which session?");
+    let beta = picker.find("beta task").expect("beta listed");
+    let alpha = picker.find("alpha task").expect("alpha listed");
+    assert!(beta < alpha, "newest first:\n{picker}");
+    t.keys(&["Down"]);
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("resumed session");
+    assert!(screen.contains("Alpha answered."), "{screen}");
+    assert!(!screen.contains("Beta answered."), "{screen}");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}

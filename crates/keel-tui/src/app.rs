@@ -73,6 +73,8 @@ pub struct Options {
     pub resume: Option<PathBuf>,
     /// Start in plan mode.
     pub plan: bool,
+    /// Ask which session to continue first (`keel resume` in a terminal).
+    pub pick: bool,
 }
 
 /// A question for the person, from the agent's approval seam.
@@ -230,8 +232,34 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         tx: tx.clone(),
         allowed: Mutex::new(HashSet::new()),
     });
+    // The terminal first: the session picker draws before any agent exists.
+    let guard = TerminalGuard::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
+    let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
+        .map_err(|e| format!("cannot set up the terminal: {e}"))?;
+    // Terminal events on their own thread.
+    {
+        let input_tx = tx.clone();
+        std::thread::Builder::new()
+            .name("keel-tui-input".into())
+            .spawn(move || {
+                while let Ok(event) = crossterm::event::read() {
+                    if input_tx.send(Msg::Term(event)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the input thread: {e}"))?;
+    }
+    let mut resume = options.resume.clone();
+    if options.pick {
+        match pick_session(&mut terminal, &rx, &source.sessions())? {
+            Picked::Session(path) => resume = Some(path),
+            Picked::New => resume = None,
+            Picked::Quit => return Ok(()),
+        }
+    }
     let target = Target {
-        resume: options.resume.clone(),
+        resume: resume.clone(),
         model: None,
     };
     let agent = build(source, &target, &tx, &approver)?;
@@ -257,23 +285,12 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         quit: false,
         cwd,
     };
-    app.load_history(options.resume.is_some());
+    app.load_history(resume.is_some());
     if options.plan {
         app.set_plan_mode(true);
     }
-    // Terminal events on their own thread; signals that end a terminal session.
+    // Signals that end a terminal session.
     {
-        let input_tx = tx.clone();
-        std::thread::Builder::new()
-            .name("keel-tui-input".into())
-            .spawn(move || {
-                while let Ok(event) = crossterm::event::read() {
-                    if input_tx.send(Msg::Term(event)).is_err() {
-                        break;
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start the input thread: {e}"))?;
         let tx = tx.clone();
         app.runtime.spawn(async move {
             use tokio::signal::unix::{SignalKind, signal};
@@ -290,9 +307,6 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
             let _ = tx.send(Msg::Quit);
         });
     }
-    let guard = TerminalGuard::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
-    let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
-        .map_err(|e| format!("cannot set up the terminal: {e}"))?;
     if let Some(prompt) = options.prompt {
         app.submit(prompt, false);
     }
@@ -308,6 +322,53 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         "keel: session {id} — continue it with: keel resume {id}"
     );
     outcome
+}
+
+enum Picked {
+    Session(PathBuf),
+    New,
+    Quit,
+}
+
+/// The session picker: newest first; Enter continues the highlighted one, `n` starts a new
+/// session, Esc / Ctrl-C leaves.
+fn pick_session(
+    terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+    rx: &Receiver<Msg>,
+    sessions: &[SessionEntry],
+) -> Result<Picked, String> {
+    if sessions.is_empty() {
+        return Ok(Picked::New);
+    }
+    let mut modal = view::picker(sessions, now_ms());
+    loop {
+        terminal
+            .draw(|frame| view::draw_modal(frame, &modal, frame.area()))
+            .map_err(|e| format!("cannot draw: {e}"))?;
+        let Ok(msg) = rx.recv() else {
+            return Ok(Picked::Quit);
+        };
+        let Msg::Term(Event::Key(key)) = msg else {
+            continue;
+        };
+        if key.kind == KeyEventKind::Release {
+            continue;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Up => modal.selected = modal.selected.saturating_sub(1),
+            KeyCode::Down => modal.selected = (modal.selected + 1).min(modal.options.len() - 1),
+            KeyCode::PageUp => modal.selected = modal.selected.saturating_sub(10),
+            KeyCode::PageDown => {
+                modal.selected = (modal.selected + 10).min(modal.options.len() - 1);
+            }
+            KeyCode::Enter => return Ok(Picked::Session(sessions[modal.selected].path.clone())),
+            KeyCode::Char('n') if !ctrl => return Ok(Picked::New),
+            KeyCode::Esc | KeyCode::Char('q') => return Ok(Picked::Quit),
+            KeyCode::Char('c' | 'd') if ctrl => return Ok(Picked::Quit),
+            _ => {}
+        }
+    }
 }
 
 /// Build an agent whose committed events feed the UI and whose approvals the UI answers.
@@ -823,8 +884,8 @@ impl App<'_> {
                         s.push_str(&format!(
                             "\n{}  {:>6}  {:>7}  {}",
                             &e.id,
-                            age(now - e.modified),
-                            size(e.bytes),
+                            view::age(now - e.modified),
+                            view::size(e.bytes),
                             crate::transcript::one_line(&e.title, 60)
                         ));
                     }
@@ -925,24 +986,6 @@ impl App<'_> {
                 .transcript
                 .notice(Level::Error, format!("/{other} is not available here")),
         }
-    }
-}
-
-fn age(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
-
-fn size(bytes: u64) -> String {
-    match bytes {
-        0..1024 => format!("{bytes} B"),
-        1024..1_048_576 => format!("{} KiB", bytes / 1024),
-        _ => format!("{} MiB", bytes / 1_048_576),
     }
 }
 

@@ -118,22 +118,17 @@ fn tool_lines(card: &ToolCard, width: usize, now: TimeMs) -> Vec<Line<'static>> 
         ToolState::Failed => ("✗", Style::default().fg(Color::Red)),
         ToolState::Denied => ("⊘", Style::default().fg(Color::Yellow)),
     };
-    let kind = match card.name.as_str() {
-        "subagent" => "subagent ",
-        n if n.starts_with("delegate") => "delegation ",
-        _ => "",
-    };
     let time = match card.finished {
         Some(end) => elapsed(card.started, end),
         None => elapsed(card.started, now),
     };
-    let head_room = width.saturating_sub(card.name.width() + kind.width() + time.width() + 8);
+    let head_room = width.saturating_sub(card.name.width() + time.width() + 8);
     let mut lines = vec![Line::from(vec![
         Span::raw("  "),
         Span::styled(mark.to_owned(), style),
         Span::raw(" "),
         Span::styled(
-            format!("{kind}{}", card.name),
+            card.name.clone(),
             Style::default().add_modifier(Modifier::BOLD),
         ),
         Span::raw(" "),
@@ -321,8 +316,9 @@ pub struct LineCache {
 }
 
 impl LineCache {
-    /// The conversation's lines at `width`, the cached ones reused.
-    pub fn lines(&mut self, screen: &Screen<'_>, width: u16) -> Vec<Line<'static>> {
+    /// The last `needed` lines of the conversation at `width` (fewer when it is shorter),
+    /// oldest first. Only the cells those lines come from are rendered; settled ones once.
+    pub fn tail(&mut self, screen: &Screen<'_>, width: u16, needed: usize) -> Vec<Line<'static>> {
         if self.width != width || self.show_reasoning != screen.show_reasoning {
             self.cells.clear();
             self.width = width;
@@ -330,18 +326,28 @@ impl LineCache {
         }
         let cells = &screen.transcript.cells;
         self.cells.resize(cells.len(), None);
-        let mut out = Vec::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if let Some(lines) = &self.cells[i] {
-                out.extend(lines.iter().cloned());
-                continue;
+        let mut chunks: Vec<Vec<Line<'static>>> = Vec::new();
+        let mut have = 0;
+        for (i, cell) in cells.iter().enumerate().rev() {
+            if have >= needed {
+                break;
             }
-            let lines = cell_lines(cell, width, screen.now, screen.show_reasoning);
-            out.extend(lines.iter().cloned());
-            if settled(cell) {
-                self.cells[i] = Some(lines);
-            }
+            let lines = match &self.cells[i] {
+                Some(lines) => lines.clone(),
+                None => {
+                    let lines = cell_lines(cell, width, screen.now, screen.show_reasoning);
+                    if settled(cell) {
+                        self.cells[i] = Some(lines.clone());
+                    }
+                    lines
+                }
+            };
+            have += lines.len();
+            chunks.push(lines);
         }
+        let mut out: Vec<Line<'static>> = chunks.into_iter().rev().flatten().collect();
+        let extra = out.len().saturating_sub(needed);
+        out.drain(..extra);
         out
     }
 
@@ -458,9 +464,11 @@ pub fn draw(frame: &mut Frame<'_>, screen: &Screen<'_>, cache: &mut LineCache) {
     .areas(area);
 
     // The conversation, bottom-anchored, scrolled up by `scroll` lines.
-    let lines = cache.lines(screen, conversation.width);
     let height = usize::from(conversation.height);
-    let end = lines.len().saturating_sub(screen.scroll.min(lines.len()));
+    let lines = cache.tail(screen, conversation.width, height + screen.scroll);
+    // Scrolled past the top: the top.
+    let scroll = screen.scroll.min(lines.len().saturating_sub(height));
+    let end = lines.len() - scroll;
     let start = end.saturating_sub(height);
     let visible: Vec<Line<'static>> = lines[start..end].to_vec();
     let pad = height.saturating_sub(visible.len()) as u16;
@@ -540,7 +548,55 @@ pub fn draw(frame: &mut Frame<'_>, screen: &Screen<'_>, cache: &mut LineCache) {
     }
 }
 
-fn draw_modal(frame: &mut Frame<'_>, modal: &Modal, area: Rect) {
+/// The session picker as a modal: one option per session, newest first (title, age, size).
+pub fn picker(sessions: &[crate::SessionEntry], now: TimeMs) -> Modal {
+    let options = sessions
+        .iter()
+        .map(|s| {
+            let title = if s.title.is_empty() {
+                "(no prompt yet)"
+            } else {
+                &s.title
+            };
+            format!(
+                "{:<52} {:>5} ago {:>8}",
+                one_line(title, 52),
+                age(now - s.modified),
+                size(s.bytes)
+            )
+        })
+        .collect();
+    Modal {
+        title: "Continue which session?".into(),
+        body: "Enter continues the highlighted session · n starts a new one · Esc leaves".into(),
+        options,
+        selected: 0,
+        markdown: false,
+    }
+}
+
+/// `ms` as a short age: 42s, 5m, 3h, 2d.
+pub fn age(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// `bytes` as a short size: 512 B, 12 KiB, 3 MiB.
+pub fn size(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{} KiB", bytes / 1024),
+        _ => format!("{} MiB", bytes / 1_048_576),
+    }
+}
+
+/// Draw `modal` centred in `area`.
+pub fn draw_modal(frame: &mut Frame<'_>, modal: &Modal, area: Rect) {
     let width = area.width.saturating_sub(4).min(100).max(20);
     let inner = width.saturating_sub(4);
     let mut body: Vec<Line<'static>> = if modal.markdown {

@@ -183,7 +183,13 @@ pub fn keel_home() -> PathBuf {
 /// `keel` or `keel "PROMPT"`: the UI in a terminal; headless otherwise.
 fn interactive_or_headless(ctx: &Ctx, prompt: Option<String>) -> Result<ExitCode> {
     if tui::is_interactive() {
-        return tui::interactive(ctx, prompt, None, false, None);
+        return tui::interactive(
+            ctx,
+            tui::Start {
+                prompt,
+                ..Default::default()
+            },
+        );
     }
     let mut err = std::io::stderr().lock();
     match prompt {
@@ -220,25 +226,30 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match command {
         Command::Run(args) => run::run(&ctx, args),
         Command::Demo(args) => run::demo(&ctx, args),
-        // `keel resume` without a prompt, in a terminal: continue it in the UI.
-        Command::Resume(args)
-            if args.prompt.is_none() && !args.json && tui::is_interactive() && !args.last =>
-        {
-            let path = match &args.session {
-                Some(q) => ctx.store.resolve(q, &ctx.cwd)?,
-                None => ctx.latest_session().ok_or_else(|| {
+        // `keel resume` without a prompt, in a terminal: the picker (or the named session,
+        // or with --last the latest) in the UI.
+        Command::Resume(args) if args.prompt.is_none() && !args.json && tui::is_interactive() => {
+            let path = match (&args.session, args.last) {
+                (Some(_), true) => None,
+                (Some(q), false) => Some(ctx.store.resolve(q, &ctx.cwd)?),
+                (None, true) => Some(ctx.latest_session().ok_or_else(|| {
                     anyhow::anyhow!("no session to resume in {}", ctx.cwd.display())
-                })?,
+                })?),
+                (None, false) => None,
             };
-            tui::interactive(&ctx, None, Some(&path), false, args.script)
-        }
-        Command::Resume(args)
-            if args.last && args.session.is_none() && !args.json && tui::is_interactive() =>
-        {
-            let path = ctx
-                .latest_session()
-                .ok_or_else(|| anyhow::anyhow!("no session to resume in {}", ctx.cwd.display()))?;
-            tui::interactive(&ctx, None, Some(&path), false, args.script)
+            if args.last && args.session.is_some() {
+                // `keel resume --last PROMPT`: headless, as before.
+                return run::resume(&ctx, args);
+            }
+            tui::interactive(
+                &ctx,
+                tui::Start {
+                    pick: path.is_none(),
+                    resume: path.as_deref(),
+                    script: args.script,
+                    ..Default::default()
+                },
+            )
         }
         Command::Resume(args) => run::resume(&ctx, args),
         Command::Compact(args) => run::compact(&ctx, args),

@@ -94,14 +94,30 @@ impl AgentSource for Source<'_> {
     }
 }
 
-/// Open the UI: a new session (with `prompt` sent at once), or `resume`.
-pub fn interactive(
-    ctx: &Ctx,
-    prompt: Option<String>,
-    resume: Option<&Path>,
-    plan: bool,
-    script: Option<PathBuf>,
-) -> Result<ExitCode> {
+/// How the UI starts.
+#[derive(Debug, Default)]
+pub struct Start<'a> {
+    /// Sent at once.
+    pub prompt: Option<String>,
+    /// Continue this session.
+    pub resume: Option<&'a Path>,
+    /// Ask which session first.
+    pub pick: bool,
+    /// Plan mode from the start.
+    pub plan: bool,
+    /// A model script instead of the configured model.
+    pub script: Option<PathBuf>,
+}
+
+/// Open the UI: a new session (with `prompt` sent at once), `resume`, or the picker.
+pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
+    let Start {
+        prompt,
+        resume,
+        pick,
+        plan,
+        script,
+    } = start;
     let source = Source { ctx, script };
     keel_tui::run(
         &source,
@@ -109,6 +125,7 @@ pub fn interactive(
             prompt,
             resume: resume.map(Path::to_path_buf),
             plan,
+            pick,
         },
     )
     .map_err(|e| anyhow!(e))?;
