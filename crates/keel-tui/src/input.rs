@@ -110,7 +110,7 @@ impl Input {
         let col = before
             .rsplit('\n')
             .next()
-            .map_or(0, |l| unicode_width::UnicodeWidthStr::width(l));
+            .map_or(0, unicode_width::UnicodeWidthStr::width);
         (line, col)
     }
 
@@ -258,8 +258,8 @@ mod tests {
         i.insert("a\r\nb");
         assert_eq!(i.lines(), vec!["a", "b"]);
         i.insert(" see @src/ma");
-        assert_eq!(i.at_word(), Some((5, "src/ma")));
-        i.replace_word(5, "@src/main.rs ");
+        assert_eq!(i.at_word(), Some((8, "src/ma")));
+        i.replace_word(8, "@src/main.rs ");
         assert_eq!(i.text(), "a\nb see @src/main.rs ");
         i.kill_word();
         assert_eq!(i.text(), "a\nb see ");

@@ -597,7 +597,7 @@ pub fn size(bytes: u64) -> String {
 
 /// Draw `modal` centred in `area`.
 pub fn draw_modal(frame: &mut Frame<'_>, modal: &Modal, area: Rect) {
-    let width = area.width.saturating_sub(4).min(100).max(20);
+    let width = area.width.saturating_sub(4).clamp(20, 100);
     let inner = width.saturating_sub(4);
     let mut body: Vec<Line<'static>> = if modal.markdown {
         markdown::render(&modal.body, inner)
