@@ -103,6 +103,11 @@ fn bench(c: &mut Criterion) {
                 .unwrap();
         })
     });
+    // The Markdown of a 4 KB answer (re-rendered on each frame while it streams).
+    let doc = "## Result\n\nThe **parser** now returns `Result`:\n\n1. read `src/parse.rs`\n2. fix the loop\n\n| file | lines |\n|---|---|\n| a.rs | 10 |\n\n```rust\nfn main() {\n    let x = 42; // answer\n}\n```\n\n> quoted text with a [link](https://example.com)\n\n".repeat(16);
+    g.bench_function("markdown_4kb_answer", |b| {
+        b.iter(|| keel_tui::markdown::render(std::hint::black_box(&doc), 100))
+    });
     g.finish();
 }
 

@@ -559,24 +559,3 @@ still block */ let z = 1.5e3;
 ```"#;
     insta::assert_snapshot!("code_languages", markup(&render(text, 60)));
 }
-
-/// A 4 KB answer renders in well under a millisecond (release build:
-/// `cargo test --release -p keel-tui --test markdown -- --ignored`).
-#[test]
-#[ignore = "timing; meaningful in release builds only"]
-fn render_of_4kb_is_fast() {
-    let mut doc = String::new();
-    while doc.len() < 4096 {
-        doc.push_str(RICH);
-    }
-    let runs = 500;
-    let start = std::time::Instant::now();
-    for _ in 0..runs {
-        std::hint::black_box(render(std::hint::black_box(&doc), 100));
-    }
-    let each = start.elapsed() / runs;
-    assert!(
-        cfg!(debug_assertions) || each < std::time::Duration::from_millis(1),
-        "{each:?} per render"
-    );
-}
