@@ -12,8 +12,8 @@ use crate::seams::{FlushPoint, HookRegistry, InboxInserted};
 use futures::future::BoxFuture;
 use keel_llm::{ModelInfo, Provider, RetryPolicy};
 use keel_protocol::{
-    ApprovalPolicyEvent, EventBody, Message, MessageSource, SandboxModeEvent, Seq, SessionEvent,
-    SessionId, SurfaceOp, ToolCallBlock,
+    ApprovalPolicyEvent, EventBody, Message, MessageSource, PlanModeEvent, SandboxModeEvent, Seq,
+    SessionEvent, SessionId, SurfaceOp, ToolCallBlock,
 };
 use keel_session::PersistentSession;
 use keel_tools::spill::SpillConfig;
@@ -58,9 +58,14 @@ impl ApprovalPolicy {
     }
 }
 
-/// Answers approval requests when the policy is `ask` (an interactive front end).
+/// Answers approval requests when the policy is `ask` (an interactive front end). Without one
+/// (headless) every request is [`ApprovalOutcome::Unanswered`]: a call that needs approval is
+/// refused, and a plan submitted with `exit_plan_mode` is handed to the user as the turn's
+/// answer (the turn ends; see [`Agent::approve_plan`]). An approver may answer `Unanswered`
+/// itself to leave a decision for later.
 pub trait Approver: Send + Sync {
-    /// Decide on `call`; `reason` says why approval is needed.
+    /// Decide on `call`; `reason` says why approval is needed. For `exit_plan_mode` the plan is
+    /// the call's `plan` argument.
     fn decide<'a>(
         &'a self,
         call: &'a ToolCallBlock,
@@ -301,6 +306,10 @@ impl AgentBuilder {
                 woken: tokio::sync::Notify::new(),
             }),
         };
+        if !fresh && let Some(mode) = last_plan_mode(agent.log().session()) {
+            // A resumed session stays in (or out of) plan mode as its log left it.
+            agent.inner.pipeline.plan_state().set_active(mode.active);
+        }
         if fresh {
             let sandbox = agent.sandbox();
             let confinement = agent.inner.pipeline.workspace().confinement();
@@ -668,6 +677,82 @@ impl Agent {
     pub fn has_pending_turn(&self) -> bool {
         self.state().inbox.has_turn()
     }
+}
+
+/// What the model reads when the user approves its plan between turns
+/// ([`Agent::approve_plan`]); the user's own note follows it.
+pub const PLAN_APPROVED_PROMPT: &str =
+    "I approve the plan. Plan mode is off: carry out the plan now.";
+
+impl Agent {
+    /// True while plan mode is active (write tools refused, the plan-mode prompt section sent).
+    pub fn in_plan_mode(&self) -> bool {
+        self.inner.pipeline.plan_state().is_active()
+    }
+
+    /// Enter plan mode before a turn (a front end's `--plan`, `/plan`): sets the flag, so the
+    /// next request carries the plan-mode prompt section and tools that could change anything
+    /// are refused, and logs `plan/mode {active: true}`. Returns false (logging nothing) when
+    /// plan mode is already active. Between turns only: a running turn's requests would change
+    /// mid-way.
+    pub fn enter_plan_mode(&self) -> Result<bool, AgentError> {
+        let was = self.in_plan_mode();
+        self.set_plan_mode(true)?;
+        Ok(!was)
+    }
+
+    /// The plan awaiting the user's approval: plan mode is active and the last `plan/mode`
+    /// event holds a plan that was not approved (handed to the user because nobody could
+    /// answer, or refused in the turn). `None` otherwise.
+    pub fn proposed_plan(&self) -> Option<String> {
+        if !self.in_plan_mode() {
+            return None;
+        }
+        let last = last_plan_mode(self.log().session())?;
+        match last {
+            PlanModeEvent {
+                active: true,
+                plan: Some(plan),
+                approved: Some(false),
+            } => Some(plan),
+            _ => None,
+        }
+    }
+
+    /// Approve the plan awaiting approval ([`Agent::proposed_plan`]) between turns: plan mode
+    /// ends (logged `plan/mode {active: false, plan, approved: true}`) and a follow-up turn is
+    /// queued that tells the model so ([`PLAN_APPROVED_PROMPT`], then `note` when given).
+    /// Returns the approved plan, or `None` (nothing logged or queued) when no plan awaits
+    /// approval. In a turn, approval goes through the [`Approver`] instead.
+    pub fn approve_plan(&self, note: Option<&str>) -> Result<Option<String>, AgentError> {
+        let Some(plan) = self.proposed_plan() else {
+            return Ok(None);
+        };
+        self.inner.pipeline.plan_state().set_active(false);
+        self.push(EventBody::PlanMode(Box::new(PlanModeEvent {
+            active: false,
+            plan: Some(plan.clone()),
+            approved: Some(true),
+        })))?;
+        let text = match note.map(str::trim).filter(|n| !n.is_empty()) {
+            Some(note) => format!("{PLAN_APPROVED_PROMPT}\n\n{note}"),
+            None => PLAN_APPROVED_PROMPT.to_owned(),
+        };
+        self.followup(&text)?;
+        Ok(Some(plan))
+    }
+}
+
+/// The last `plan/mode` event of `session` (what plan mode it was left in).
+fn last_plan_mode(session: &keel_session::Session) -> Option<PlanModeEvent> {
+    session
+        .whole_event_iter()
+        .filter_map(|ev| match &ev.body {
+            EventBody::PlanMode(p) => Some(p),
+            _ => None,
+        })
+        .last()
+        .map(|p| (**p).clone())
 }
 
 /// A human message.

@@ -10,7 +10,7 @@ use keel_protocol::{
     ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq,
     SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
 };
-use keel_tools::{ApprovalOutcome, JobControl, PipelineHost, ToolOutcome};
+use keel_tools::{ApprovalOutcome, Handoff, JobControl, PipelineHost, ToolOutcome};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +26,7 @@ pub(crate) struct StepHost<'a> {
     calls: Mutex<HashMap<String, Seq>>,
     error: Mutex<Option<AgentError>>,
     stop: Mutex<Option<RepeatNotice>>,
+    handoff: Mutex<Option<Handoff>>,
 }
 
 impl<'a> StepHost<'a> {
@@ -37,6 +38,7 @@ impl<'a> StepHost<'a> {
             calls: Mutex::new(HashMap::new()),
             error: Mutex::new(None),
             stop: Mutex::new(None),
+            handoff: Mutex::new(None),
         }
     }
 
@@ -54,6 +56,14 @@ impl<'a> StepHost<'a> {
     /// The repeated failure that must stop the turn after this step, if one happened.
     pub(crate) fn take_stop(&self) -> Option<RepeatNotice> {
         self.stop.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// The hand-off a tool asked for in this step, if any (the turn then ends after it).
+    pub(crate) fn take_handoff(&self) -> Option<Handoff> {
+        self.handoff
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// The first error any host method hit (the batch must then stop the turn).
@@ -132,22 +142,30 @@ impl PipelineHost for StepHost<'_> {
                     reason: reason.to_owned(),
                 }))),
         );
+        // Nobody is asked under `never`, nor without an approver: the answer is `Unanswered`,
+        // which a call needing it now takes as a refusal and `exit_plan_mode` as "hand the
+        // plan to the user".
         let (outcome, by) = match (self.agent.config().approval, &self.agent.inner.approver) {
             (ApprovalPolicy::Auto, _) => (ApprovalOutcome::Approved, "policy"),
             (ApprovalPolicy::Never, _) => (
-                ApprovalOutcome::Denied {
+                ApprovalOutcome::Unanswered {
                     reason: Some("approval prompts are disabled (--approval never); do not retry this action".into()),
                 },
                 "policy",
             ),
             (ApprovalPolicy::Ask, Some(approver)) => (approver.decide(call, reason).await, "user"),
-            (ApprovalPolicy::Ask, None) => {
-                (ApprovalOutcome::Denied { reason: Some(HEADLESS_DENIAL.to_owned()) }, "headless")
-            }
+            (ApprovalPolicy::Ask, None) => (
+                ApprovalOutcome::Unanswered {
+                    reason: Some(HEADLESS_DENIAL.to_owned()),
+                },
+                "headless",
+            ),
         };
         let (approved, why) = match &outcome {
             ApprovalOutcome::Approved => (true, None),
-            ApprovalOutcome::Denied { reason } => (false, reason.clone()),
+            ApprovalOutcome::Denied { reason } | ApprovalOutcome::Unanswered { reason } => {
+                (false, reason.clone())
+            }
         };
         self.keep(
             self.agent
@@ -189,6 +207,13 @@ impl PipelineHost for StepHost<'_> {
 
     fn jobs(&self) -> Option<Arc<dyn JobControl>> {
         self.agent.job_control()
+    }
+
+    fn hand_off(&self, handoff: Handoff) {
+        self.handoff
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(handoff);
     }
 }
 

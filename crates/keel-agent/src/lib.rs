@@ -23,8 +23,8 @@ pub mod subagent;
 mod turn;
 
 pub use agent::{
-    Agent, AgentBuilder, AgentConfig, AgentSlot, ApprovalPolicy, Approver, TOOL_SKIPPED_EVENT,
-    ToolSetup, WeakAgent, user_message,
+    Agent, AgentBuilder, AgentConfig, AgentSlot, ApprovalPolicy, Approver, PLAN_APPROVED_PROMPT,
+    TOOL_SKIPPED_EVENT, ToolSetup, WeakAgent, user_message,
 };
 pub use error::AgentError;
 pub use host::{HEADLESS_DENIAL, calling_agent};

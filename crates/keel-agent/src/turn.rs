@@ -8,6 +8,9 @@
 //!   ─► another step while tools owe a request or step input waits
 //! ─► agent/turn-stopping ─► turn/end ─► flush
 //! ```
+//! A tool may hand the work back to the user ([`keel_tools::Handoff`]: `exit_plan_mode` when
+//! nobody can approve the plan now): the turn then ends after that step, `blocked` with the
+//! tool's reason, without another request and without `agent/turn-stopping`.
 //! Model failures go through `agent/request-error` (default: the retry policy) inside the same
 //! step; each retry is logged as `llm/retry` and rebuilds the request (runtime context
 //! included). Cancellation keeps streamed text as an interrupted assistant message and answers
@@ -38,8 +41,13 @@ pub struct TurnOutcome {
     pub turn: TurnNo,
     /// Why it ended.
     pub reason: TurnEndReason,
-    /// The last assistant text of the turn.
+    /// The last assistant text of the turn; after a hand-off, what was handed to the user
+    /// (the plan).
     pub final_text: String,
+    /// The turn ended because a tool handed the work back to the user (`exit_plan_mode` when
+    /// nobody could approve the plan now, see [`keel_tools::Handoff`]): `reason` is `blocked`
+    /// with the tool's reason. Not a failure: the user decides how it goes on.
+    pub handed_off: bool,
 }
 
 impl TurnOutcome {
@@ -54,6 +62,8 @@ enum StepEnd {
     Continue,
     /// The turn ends.
     EndTurn(TurnEndReason),
+    /// A tool handed the work back to the user: the turn ends without another request.
+    HandOff(keel_tools::Handoff),
 }
 
 impl Agent {
@@ -106,6 +116,7 @@ impl Agent {
             pending.push(message);
         }
         let mut final_text = String::new();
+        let mut handed_off = false;
         let mut step = 0u32;
         let reason = loop {
             step += 1;
@@ -179,6 +190,13 @@ impl Agent {
                     break TurnEndReason::MaxTokens;
                 }
                 StepEnd::EndTurn(reason) => break reason,
+                StepEnd::HandOff(handoff) => {
+                    final_text = handoff.answer;
+                    handed_off = true;
+                    break TurnEndReason::Blocked {
+                        reason: Some(handoff.reason),
+                    };
+                }
             }
         };
         self.state().running = false;
@@ -191,6 +209,7 @@ impl Agent {
             turn: TurnNo(turn),
             reason,
             final_text,
+            handed_off,
         })
     }
 
@@ -353,6 +372,7 @@ impl Agent {
             chunk_seqs,
         )?;
 
+        let mut handoff = None;
         if !calls.is_empty() {
             let host = StepHost::new(self, turn, step);
             self.pipeline()
@@ -369,6 +389,7 @@ impl Agent {
                     message: notice.stop_message(),
                 }));
             }
+            handoff = host.take_handoff();
         }
         self.push(EventBody::StepEnd(step_ref))?;
         self.flush(FlushPoint::StepBoundary).await?;
@@ -376,6 +397,9 @@ impl Agent {
             return Ok(StepEnd::EndTurn(TurnEndReason::Aborted {
                 reason: "cancelled by the user".into(),
             }));
+        }
+        if let Some(handoff) = handoff {
+            return Ok(StepEnd::HandOff(handoff));
         }
         if max_tokens {
             return Ok(StepEnd::EndTurn(TurnEndReason::MaxTokens));

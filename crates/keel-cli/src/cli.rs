@@ -97,11 +97,15 @@ pub struct Common {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one task headless: progress to stderr, the final answer to stdout.
+    ///
+    /// With --plan (or --permission-mode plan) the task starts in plan mode and, headless, ends
+    /// with the model's plan as the answer; see `keel resume --approve-plan`.
     Run(RunArgs),
     /// A real agent loop driven by a scripted model in a fresh temp project: no key, no network.
     Demo(DemoArgs),
     /// Continue a session (cold resume with crash repair); no id = the latest of this directory.
-    /// `keel resume --last "PROMPT"` continues the latest session with a new prompt.
+    /// `keel resume --last "PROMPT"` continues the latest session with a new prompt;
+    /// `--approve-plan` approves the plan a plan-mode session handed in.
     Resume(ResumeArgs),
     /// Compact a session now (between turns): prune oversized tool results and summarise old
     /// history with the model, appending the replacement (nothing is deleted).
@@ -293,6 +297,50 @@ pub enum CardsCommand {
     },
 }
 
+/// Claude Code's permission modes (`--permission-mode`), mapped onto keel's settings. An
+/// explicit --sandbox or --approval wins over what the mode implies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PermissionMode {
+    /// The configured sandbox and approval policy, unchanged (out of the box:
+    /// workspace-write, ask).
+    Default,
+    /// File edits inside the workspace without asking: --sandbox workspace-write.
+    #[value(name = "acceptEdits")]
+    AcceptEdits,
+    /// Plan mode, as --plan.
+    Plan,
+    /// Ask nobody; whatever needs approval is refused: --approval never.
+    #[value(name = "dontAsk")]
+    DontAsk,
+    /// Everything, without asking: --sandbox full-access --approval auto.
+    #[value(name = "bypassPermissions")]
+    BypassPermissions,
+}
+
+/// How a run starts: plan mode, or one of Claude Code's permission modes.
+#[derive(Debug, Clone, Args, Default)]
+pub struct ModeArgs {
+    /// Start in plan mode: the model may only read (write, edit, bash… are refused) until it
+    /// hands in a plan with exit_plan_mode. Headless, nobody can approve it in the run: the
+    /// plan is printed as the answer (exit 0) and plan mode stays on; approve it with
+    /// `keel resume SESSION --approve-plan`, or ask for changes with `keel resume SESSION
+    /// "…"`. Under --approval auto the plan is approved at once and the model carries it out.
+    #[arg(long, conflicts_with = "permission_mode")]
+    pub plan: bool,
+    /// Claude Code's permission modes: default (keel's settings), acceptEdits (--sandbox
+    /// workspace-write), plan (--plan), dontAsk (--approval never), bypassPermissions
+    /// (--sandbox full-access --approval auto). An explicit --sandbox or --approval wins.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub permission_mode: Option<PermissionMode>,
+}
+
+impl ModeArgs {
+    /// Whether the run starts in plan mode.
+    pub fn plan_mode(&self) -> bool {
+        self.plan || self.permission_mode == Some(PermissionMode::Plan)
+    }
+}
+
 /// `keel run`.
 #[derive(Debug, Args, Default)]
 pub struct RunArgs {
@@ -320,6 +368,8 @@ pub struct RunArgs {
     /// Delegation depth recorded with --delegated-from (default 1).
     #[arg(long, value_name = "N", requires = "delegated_from")]
     pub delegation_depth: Option<u32>,
+    #[command(flatten)]
+    pub mode: ModeArgs,
 }
 
 /// `keel demo`.
@@ -351,6 +401,14 @@ pub struct ResumeArgs {
     /// Replay a model script instead of calling a model.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// Approve the plan the session's last turn handed in (plan mode): plan mode ends and a
+    /// turn runs that carries the plan out, with PROMPT (if given) added to the approval.
+    /// Without it, resuming a session in plan mode goes on planning: PROMPT is feedback on the
+    /// plan.
+    #[arg(long, conflicts_with = "plan")]
+    pub approve_plan: bool,
+    #[command(flatten)]
+    pub mode: ModeArgs,
 }
 
 /// `keel review`.

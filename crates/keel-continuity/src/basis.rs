@@ -4,7 +4,9 @@
 //! a boundary seq:
 //! - **human authority**: every `user/message` whose source is the human, verbatim;
 //! - **approved plan**: the `plan` argument of the latest *successful* `exit_plan_mode` call
-//!   (its `tool/result` is not an error);
+//!   (its `tool/result` is not an error and does not say it was refused), or of one handed to
+//!   the user unapproved (headless) and approved later by a `plan/mode {approved: true}` event
+//!   naming the same plan;
 //! - **todo**: the last `todo/write` of the current turn (`turn/start` clears it), with the
 //!   `tool/result` of the call that wrote it;
 //! - **child results**: the last N successful foreground `subagent` results (a background
@@ -112,6 +114,8 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
     };
     let mut calls: HashMap<String, Call> = HashMap::new();
     let mut children = VecDeque::new();
+    // The last plan handed to the user without approval: approved later, between turns.
+    let mut handed_off: Option<Plan> = None;
     for ev in session.whole_event_iter() {
         if ev.seq >= upto {
             break;
@@ -124,6 +128,14 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
                 digest: content_digest(&m.content),
                 text: m.text(),
             }),
+            EventBody::PlanMode(p) if p.approved == Some(true) => {
+                if let Some(h) = handed_off
+                    .take()
+                    .filter(|h| p.plan.as_ref() == Some(&h.plan))
+                {
+                    basis.plan = Some(h);
+                }
+            }
             EventBody::TodoWrite(t) => {
                 basis.todo = Some(Todo {
                     seq: ev.seq,
@@ -147,6 +159,13 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
                     let Some(call) = calls.remove(&block.tool_call_id) else {
                         continue;
                     };
+                    // A tool's structured value: keel merges an object's fields into the
+                    // result's `meta` (any other value sits under `meta.value`).
+                    let field = |key: &str| {
+                        let meta = r.meta.as_ref()?;
+                        meta.get(key)
+                            .or_else(|| meta.get("value").and_then(|v| v.get(key)))
+                    };
                     match call.name.as_str() {
                         TODO_WRITE => {
                             if let Some(t) = basis.todo.as_mut().filter(|t| t.result.is_none()) {
@@ -157,28 +176,25 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
                         EXIT_PLAN_MODE => {
                             // keel's result says whether the human approved (a refusal is not
                             // an error result); a log without it (dsh) counts success.
-                            let approved = r
-                                .meta
-                                .as_ref()
-                                .and_then(|m| m.get("value")?.get("approved")?.as_bool())
-                                .unwrap_or(true);
-                            if !approved {
+                            let flag = |key: &str| field(key)?.as_bool();
+                            let Some(plan) = argument(&call.arguments, "plan") else {
                                 continue;
-                            }
-                            if let Some(plan) = argument(&call.arguments, "plan") {
-                                basis.plan = Some(Plan { seq: ev.seq, plan });
+                            };
+                            let plan = Plan { seq: ev.seq, plan };
+                            if flag("approved").unwrap_or(true) {
+                                basis.plan = Some(plan);
+                            } else if flag("handedOff") == Some(true) {
+                                handed_off = Some(plan);
                             }
                         }
                         _ => {
-                            let value = r.meta.as_ref().and_then(|m| m.get("value"));
-                            if value.is_some_and(|v| v.get("jobId").is_some()) {
+                            if field("jobId").is_some() {
                                 continue; // a background start, not an outcome
                             }
                             let text = block.text();
                             children.push_back(ChildResult {
                                 seq: ev.seq,
-                                child_session: value
-                                    .and_then(|v| v.get("childSession"))
+                                child_session: field("childSession")
                                     .and_then(|s| s.as_str())
                                     .map(str::to_owned),
                                 prompt_digest: text_digest(

@@ -263,3 +263,38 @@ fn surface_at(evs: &[SessionEvent], seq: Seq) -> HashSet<Seq> {
     }
     nodes.into_iter().collect()
 }
+
+/// A plan handed to the user unapproved (headless) is not the approved plan; once approved
+/// between turns (`Agent::approve_plan`), it is, with the handing-in call's result as its
+/// source; a plan refused for good never becomes one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_approved_after_it_was_handed_over_is_the_approved_plan() {
+    let f = agent_fixture(
+        "responses:\n  - tool_calls:\n      - {id: c_plan, name: exit_plan_mode, arguments: {plan: \"1. do it\"}}\n  - text: \"Done.\"\n",
+        AgentOptions::default(),
+    );
+    let plan = |agent: &Agent| {
+        let log = agent.log();
+        let s = log.session();
+        keel_continuity::basis::fold(s, s.next_seq(), 0).plan
+    };
+    f.agent.enter_plan_mode().unwrap();
+    f.agent.followup("plan it").unwrap();
+    let o = f.agent.run_pending().await.unwrap().unwrap();
+    assert!(o.handed_off);
+    assert_eq!(plan(&f.agent), None);
+    let result_seq = events_of(&f.agent)
+        .iter()
+        .rev()
+        .find(|e| e.type_name() == "tool/result")
+        .unwrap()
+        .seq;
+    f.agent.approve_plan(None).unwrap().unwrap();
+    assert_eq!(
+        plan(&f.agent),
+        Some(keel_continuity::basis::Plan {
+            seq: result_seq,
+            plan: "1. do it".into()
+        })
+    );
+}

@@ -72,6 +72,8 @@ pub struct AgentOptions {
     pub edit: Option<keel_host::ConfigEdit>,
     /// The plugin catalogue (default: the built-in one).
     pub catalogue: Option<Vec<Box<dyn keel_agent::plugin::Plugin>>>,
+    /// The approver (an interactive front end); `None`: headless.
+    pub approver: Option<Arc<dyn keel_agent::Approver>>,
 }
 
 impl Default for AgentOptions {
@@ -85,6 +87,7 @@ impl Default for AgentOptions {
             files: Vec::new(),
             edit: None,
             catalogue: None,
+            approver: None,
         }
     }
 }
@@ -151,6 +154,7 @@ pub fn agent_in(
     let edit = opts.edit;
     let options = BuildOptions {
         hooks: opts.hooks,
+        approver: opts.approver,
         edit_config: Some(Box::new(move |config: &mut AgentConfig| {
             config.retry = RetryPolicy::seeded(7);
             if let Some(edit) = edit {

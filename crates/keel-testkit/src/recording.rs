@@ -16,7 +16,7 @@
 use async_trait::async_trait;
 use keel_protocol::{ContentBlock, EventBody, ToolCallBlock};
 use keel_tools::{
-    ApprovalOutcome, ExecToken, ExecuteMiddleware, ExecuteNext, GuardDecision, GuardHook,
+    ApprovalOutcome, ExecToken, ExecuteMiddleware, ExecuteNext, GuardDecision, GuardHook, Handoff,
     HookContext, PipelineHost, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook,
     ResultDraft, SettledHook, ToolError, ToolHooks, ToolOutcome, ToolOutput,
 };
@@ -53,25 +53,47 @@ impl Log {
 /// fixed decision.
 ///
 /// Lines: `host:call_started:<id>`, `host:checkpoint`, `host:ask:<id>`, `host:emit:<type>`,
-/// `host:commit:<id>`.
+/// `host:commit:<id>`, `host:hand_off`.
 #[derive(Debug)]
 pub struct RecordingHost {
     log: Log,
-    approve: bool,
+    answer: ApprovalOutcome,
     emitted: Mutex<Vec<EventBody>>,
     asked: Mutex<Vec<(String, String)>>,
+    handoffs: Mutex<Vec<Handoff>>,
 }
 
 impl RecordingHost {
     /// A host logging into `log` that approves every request when `approve` is true and denies
     /// every one (with the reason `not now`) otherwise.
     pub fn new(log: Log, approve: bool) -> Self {
+        Self::answering(
+            log,
+            if approve {
+                ApprovalOutcome::Approved
+            } else {
+                ApprovalOutcome::Denied {
+                    reason: Some("not now".into()),
+                }
+            },
+        )
+    }
+
+    /// A host logging into `log` that answers every approval request with `answer` (e.g.
+    /// [`ApprovalOutcome::Unanswered`], as a headless run does).
+    pub fn answering(log: Log, answer: ApprovalOutcome) -> Self {
         RecordingHost {
             log,
-            approve,
+            answer,
             emitted: Mutex::new(Vec::new()),
             asked: Mutex::new(Vec::new()),
+            handoffs: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The hand-offs tools asked for so far, in order.
+    pub fn handoffs(&self) -> Vec<Handoff> {
+        lock(&self.handoffs).clone()
     }
 
     /// The log this host writes to.
@@ -103,13 +125,12 @@ impl PipelineHost for RecordingHost {
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
         self.log.push(format!("host:ask:{}", call.id));
         lock(&self.asked).push((call.id.clone(), reason.to_owned()));
-        if self.approve {
-            ApprovalOutcome::Approved
-        } else {
-            ApprovalOutcome::Denied {
-                reason: Some("not now".into()),
-            }
-        }
+        self.answer.clone()
+    }
+
+    fn hand_off(&self, handoff: Handoff) {
+        self.log.push("host:hand_off");
+        lock(&self.handoffs).push(handoff);
     }
 
     async fn emit(&self, body: EventBody) {

@@ -17,11 +17,37 @@ use std::sync::Arc;
 pub enum ApprovalOutcome {
     /// Go ahead.
     Approved,
-    /// Refused (by the user, a policy, or because nobody can answer in headless mode).
+    /// Refused (by the user or a policy).
     Denied {
         /// Shown to the model, when given.
         reason: Option<String>,
     },
+    /// Nobody could answer now: a headless run (no approver to ask) or one whose policy is
+    /// never to ask. A caller that needs the answer at once treats it as a refusal; one that
+    /// can leave the decision for later does so (`exit_plan_mode` hands the plan to the user
+    /// and ends the turn, see [`PipelineHost::hand_off`]).
+    Unanswered {
+        /// Why nobody could answer (shown to the model when the call is refused).
+        reason: Option<String>,
+    },
+}
+
+impl ApprovalOutcome {
+    /// True only for [`ApprovalOutcome::Approved`].
+    pub fn is_approved(&self) -> bool {
+        matches!(self, ApprovalOutcome::Approved)
+    }
+}
+
+/// A tool's request to end the turn after the current step and hand the work back to the user,
+/// who decides how it goes on (a plan nobody could approve now). The step's other calls still
+/// run and are answered; no further model request is made in this turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    /// Why the turn ends: logged in `turn/end` (kind `blocked`).
+    pub reason: String,
+    /// What the user should read: the turn's answer (the plan).
+    pub answer: String,
 }
 
 /// The final result of one call, as committed: the host turns it into a `tool/result` event.
@@ -71,7 +97,8 @@ pub trait PipelineHost: Send + Sync {
     async fn checkpoint(&self);
 
     /// A pre-execute hook (or a tool such as `exit_plan_mode`) asks for approval. Log
-    /// `approval/asked` / `approval/decided`; headless hosts deny.
+    /// `approval/asked` / `approval/decided`; a host with nobody to ask answers
+    /// [`ApprovalOutcome::Unanswered`].
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome;
 
     /// A tool emits an event (`todo/write`, `plan/mode`): append it.
@@ -79,6 +106,10 @@ pub trait PipelineHost: Send + Sync {
 
     /// The frozen final result of `call`, in model order, after the `tools/settled` hooks.
     async fn commit_result(&self, call: &ToolCallBlock, outcome: &ToolOutcome);
+
+    /// A tool ends the turn after this step, handing the work back to the user (see
+    /// [`Handoff`]). The first hand-off of a step wins. Default: ignored (a host without turns).
+    fn hand_off(&self, _handoff: Handoff) {}
 
     /// Background job control for the agent running this call, scoped to it; `None` (the
     /// default) when it has no job service, and tools then refuse to start background work.
@@ -94,7 +125,7 @@ pub trait PipelineHost: Send + Sync {
     }
 }
 
-/// A host that records nothing and denies every approval (headless without a log). For
+/// A host that records nothing and answers no approval (headless without a log). For
 /// benchmarks, tests and one-off tool runs.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NullHost;
@@ -104,7 +135,7 @@ impl PipelineHost for NullHost {
     async fn call_started(&self, _call: &ToolCallBlock) {}
     async fn checkpoint(&self) {}
     async fn ask_approval(&self, _call: &ToolCallBlock, _reason: &str) -> ApprovalOutcome {
-        ApprovalOutcome::Denied {
+        ApprovalOutcome::Unanswered {
             reason: Some("no one can approve in headless mode".into()),
         }
     }

@@ -32,10 +32,10 @@ pub mod tool;
 pub mod workspace;
 
 pub use error::ToolError;
-pub use host::{ApprovalOutcome, NullHost, PipelineHost, ToolOutcome};
+pub use host::{ApprovalOutcome, Handoff, NullHost, PipelineHost, ToolOutcome};
 pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
-pub use plan::{PlanModeSection, PlanState, enter_plan_mode};
+pub use plan::{PLAN_AWAITS_APPROVAL, PlanModeSection, PlanState, enter_plan_mode};
 pub use registry::{
     BuiltinConfig, RegisteredTool, RegistryError, ToolRegistry, ToolSource,
     default_tool_schemas_bytes,

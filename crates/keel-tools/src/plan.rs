@@ -5,6 +5,9 @@
 //! effect is not read-only (write, edit, bash…). The model leaves plan mode by calling
 //! `exit_plan_mode{plan}` (see [`crate::builtins::plan`]), which asks the host for approval
 //! and, once approved, clears the flag and emits `plan/mode{active:false, plan, approved:true}`.
+//! When nobody can answer now (headless), the plan is handed to the user instead: plan mode
+//! stays on, `plan/mode{active:true, plan, approved:false}` is emitted and the turn ends after
+//! the step with [`PLAN_AWAITS_APPROVAL`]; the user approves later, between turns.
 
 use crate::host::PipelineHost;
 use keel_protocol::{EventBody, PlanModeEvent};
@@ -56,6 +59,11 @@ make changes.";
         Self::TEXT
     }
 }
+
+/// Why a turn ends when `exit_plan_mode` handed its plan to the user (the `turn/end` reason,
+/// kind `blocked`).
+pub const PLAN_AWAITS_APPROVAL: &str =
+    "the plan awaits the user's approval (plan mode stays on until it is approved)";
 
 /// The policy message shown to the model when plan mode refuses a call.
 pub(crate) fn plan_mode_denial(tool: &str) -> String {

@@ -6,9 +6,10 @@ mod common;
 use common::{Fixture, call, ids, par, raw_call, setup};
 use keel_protocol::{ContentBlock, EventBody, PlanModeEvent, TodoStatus};
 use keel_testkit::recording::{Log, RecordingHooks, RecordingHost};
+use keel_tools::builtins::PLAN_HANDED_OFF;
 use keel_tools::{
-    BatchOptions, GuardDecision, PostDecision, PreDecision, SandboxMode, ToolOutcome,
-    enter_plan_mode,
+    ApprovalOutcome, BatchOptions, GuardDecision, Handoff, PLAN_AWAITS_APPROVAL, PostDecision,
+    PreDecision, SandboxMode, ToolOutcome, enter_plan_mode,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -347,6 +348,83 @@ async fn plan_mode_blocks_changes_until_a_plan_is_approved() {
         )
         .await;
     assert_eq!(again[0].code(), Some("TOOL_FAILED"));
+}
+
+/// Nobody can answer (headless): `exit_plan_mode` hands the plan to the user instead of being
+/// refused — plan mode stays on, the plan is logged unapproved, the host is asked to end the
+/// turn with the plan as its answer — while an ordinary call needing approval is refused.
+#[tokio::test]
+async fn an_unanswered_plan_is_handed_to_the_user() {
+    let f = Fixture::new();
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let plan = p.plan_state().clone();
+    let log = Log::default();
+    let headless = RecordingHost::answering(
+        log.clone(),
+        ApprovalOutcome::Unanswered {
+            reason: Some("nobody here".into()),
+        },
+    );
+    enter_plan_mode(&plan, &headless).await;
+    let out = p
+        .run_batch(
+            &[
+                call("1", "write", json!({"path":"a.txt","content":"b"})),
+                call("2", "exit_plan_mode", json!({"plan":"1. change a.txt"})),
+            ],
+            &headless,
+            CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(out[0].code(), Some("DENIED"));
+    assert!(!out[1].is_error, "{}", out[1].text());
+    assert_eq!(out[1].text(), PLAN_HANDED_OFF);
+    assert_eq!(
+        out[1].meta,
+        Some(json!({"approved": false, "handedOff": true}))
+    );
+    assert!(plan.is_active());
+    assert!(!f.ws.join("a.txt").exists());
+    assert_eq!(
+        headless.handoffs(),
+        vec![Handoff {
+            reason: PLAN_AWAITS_APPROVAL.to_owned(),
+            answer: "1. change a.txt".to_owned(),
+        }]
+    );
+    let last = headless.emitted().into_iter().rev().find_map(|e| match e {
+        EventBody::PlanMode(m) => Some(*m),
+        _ => None,
+    });
+    assert_eq!(
+        last,
+        Some(PlanModeEvent {
+            active: true,
+            plan: Some("1. change a.txt".into()),
+            approved: Some(false),
+        })
+    );
+
+    // Outside plan mode, a call needing approval is refused with the host's reason.
+    let rec = RecordingHooks::new(log.clone()).with_pre(PreDecision::Ask("risky".into()));
+    let (s, p) = setup(rec, par);
+    let out = p
+        .run_batch(
+            &[call("3", "probe", json!({}))],
+            &headless,
+            CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(
+        out[0].text(),
+        "DENIED: the user did not approve 'probe' (risky): nobody here"
+    );
+    assert_eq!(s.probe.bodies.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        headless.handoffs().len(),
+        1,
+        "only exit_plan_mode hands off"
+    );
 }
 
 #[tokio::test]

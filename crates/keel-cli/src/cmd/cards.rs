@@ -212,6 +212,7 @@ pub fn chat(mut ctx: Ctx, args: ChatArgs) -> Result<ExitCode> {
                 inbox_stdin: false,
                 delegated_from: None,
                 delegation_depth: None,
+                mode: Default::default(),
             },
         );
     }
@@ -232,6 +233,8 @@ pub fn chat(mut ctx: Ctx, args: ChatArgs) -> Result<ExitCode> {
             last,
             json: args.json,
             script: args.script,
+            approve_plan: false,
+            mode: Default::default(),
         },
     )
 }

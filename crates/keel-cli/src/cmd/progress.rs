@@ -3,8 +3,9 @@
 
 use keel_agent::HookRegistry;
 use keel_protocol::{EventBody, StreamChunk};
+use std::collections::HashSet;
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Where a headless run's output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +72,10 @@ impl Progress {
             }));
             return;
         }
-        hooks.session_event.push(Arc::new(|ev| {
+        // Calls of exit_plan_mode awaiting an answer: a plan nobody could approve is handed
+        // to the user, which the turn's end says (not a refused action).
+        let plans: Mutex<HashSet<String>> = Mutex::new(HashSet::new());
+        hooks.session_event.push(Arc::new(move |ev| {
             let mut err = std::io::stderr().lock();
             let _ = match &ev.body {
                 EventBody::AssistantChunk(c) => match &c.chunk {
@@ -115,13 +119,38 @@ impl Progress {
                 EventBody::Other(o) if o.type_name == keel_mcp::plugin::SERVER_EVENT => {
                     mcp_notice(&mut err, &o.data)
                 }
-                EventBody::ApprovalDecided(d) if !d.approved => {
-                    writeln!(
-                        err,
-                        "  ✗ not approved: {}",
-                        d.reason.as_deref().unwrap_or("denied")
-                    )
+                EventBody::ApprovalAsked(a) if a.tool == "exit_plan_mode" => {
+                    plans
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(a.call_id.clone());
+                    Ok(())
                 }
+                EventBody::ApprovalDecided(d) => {
+                    let plan = plans
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&d.call_id);
+                    if d.approved || plan {
+                        Ok(())
+                    } else {
+                        writeln!(
+                            err,
+                            "  ✗ not approved: {}",
+                            d.reason.as_deref().unwrap_or("denied")
+                        )
+                    }
+                }
+                EventBody::PlanMode(p) => match (p.active, p.approved) {
+                    (true, None) => writeln!(
+                        err,
+                        "keel: plan mode on: tools that could change anything are refused until \
+                         a plan is approved"
+                    ),
+                    (false, Some(true)) => writeln!(err, "keel: plan approved; plan mode off"),
+                    (false, _) => writeln!(err, "keel: plan mode off"),
+                    (true, Some(_)) => Ok(()),
+                },
                 _ => Ok(()),
             };
         }));

@@ -2,7 +2,9 @@
 //! headless, with progress on stderr and the final answer (or JSON events) on stdout.
 
 use super::Ctx;
-use crate::cli::{CompactArgs, DemoArgs, ResumeArgs, ReviewArgs, RunArgs};
+use crate::cli::{
+    CompactArgs, DemoArgs, ModeArgs, PermissionMode, ResumeArgs, ReviewArgs, RunArgs,
+};
 use crate::cmd::progress::{Output, Progress};
 use anyhow::{Context, Result, anyhow, bail};
 use keel_agent::{Agent, ApprovalPolicy, TurnOutcome};
@@ -92,6 +94,7 @@ fn finish(agent: &Agent, outcome: Option<TurnOutcome>, output: Output) -> Result
     let mut err = std::io::stderr().lock();
     let Some(outcome) = outcome else {
         writeln!(err, "keel: nothing to run (session {})", agent.session_id())?;
+        plan_hint(&mut err, agent)?;
         return Ok(ExitCode::SUCCESS);
     };
     if output == Output::Text {
@@ -100,19 +103,56 @@ fn finish(agent: &Agent, outcome: Option<TurnOutcome>, output: Output) -> Result
             writeln!(out, "{}", outcome.final_text)?;
         }
     }
+    let how = if outcome.handed_off {
+        "the plan awaits your approval".to_owned()
+    } else {
+        describe(&outcome.reason)
+    };
     writeln!(
         err,
-        "keel: turn {} ended: {} — session {} ({})",
+        "keel: turn {} ended: {how} — session {} ({})",
         outcome.turn,
-        describe(&outcome.reason),
         agent.session_id(),
         path.display()
     )?;
-    Ok(if outcome.completed() {
+    plan_hint(&mut err, agent)?;
+    // A plan handed to the user is this run's answer, not a failure.
+    Ok(if outcome.completed() || outcome.handed_off {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// How to go on when the session's plan awaits approval (said on stderr).
+fn plan_hint(err: &mut impl Write, agent: &Agent) -> Result<()> {
+    if agent.proposed_plan().is_some() {
+        let id = agent.session_id();
+        writeln!(
+            err,
+            "keel: plan mode stays on. Approve the plan and carry it out: keel resume {id} \
+             --approve-plan [\"NOTE\"]; ask for changes: keel resume {id} \"…\""
+        )?;
+    }
+    Ok(())
+}
+
+/// `--permission-mode`'s sandbox and approval, where no explicit --sandbox/--approval set them.
+fn apply_permission_mode(flags: &mut keel_host::Flags, mode: &ModeArgs) {
+    let (sandbox, approval) = match mode.permission_mode {
+        None | Some(PermissionMode::Default) | Some(PermissionMode::Plan) => (None, None),
+        Some(PermissionMode::AcceptEdits) => (Some(SandboxMode::WorkspaceWrite), None),
+        Some(PermissionMode::DontAsk) => (None, Some(ApprovalPolicy::Never)),
+        Some(PermissionMode::BypassPermissions) => {
+            (Some(SandboxMode::FullAccess), Some(ApprovalPolicy::Auto))
+        }
+    };
+    if flags.sandbox.is_none() {
+        flags.sandbox = sandbox;
+    }
+    if flags.approval.is_none() {
+        flags.approval = approval;
+    }
 }
 
 fn describe(reason: &keel_protocol::TurnEndReason) -> String {
@@ -158,7 +198,9 @@ fn read_prompt(prompt: Option<String>) -> Result<String> {
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let prompt = read_prompt(args.prompt)?;
     let host = ctx.host()?;
-    let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
+    let mut flags = ctx.flags()?;
+    apply_permission_mode(&mut flags, &args.mode);
+    let factory = host.factory(flags, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let lineage = match &args.delegated_from {
         Some(parent) => Some((
@@ -186,6 +228,11 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
             return Err(e);
         }
     };
+    if args.mode.plan_mode() {
+        // Before the first request: it carries the plan-mode section, and write tools are
+        // refused from the first step.
+        agent.enter_plan_mode()?;
+    }
     agent.followup(&prompt)?;
     if args.inbox_stdin {
         read_inbox(agent.clone());
@@ -314,7 +361,11 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     if !repair.is_noop() {
         writeln!(err, "keel: crash repair {repair}")?;
     }
+    if args.approve_plan && args.mode.plan_mode() {
+        bail!("--approve-plan ends plan mode; it cannot be given with --permission-mode plan");
+    }
     let mut flags = ctx.flags()?;
+    apply_permission_mode(&mut flags, &args.mode);
     if keep_session_modes(&mut flags, &log) {
         writeln!(
             err,
@@ -329,11 +380,34 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
         progress.header(log.session().header())?;
     }
     let agent = build_agent(&factory, log, &progress)?;
-    if let Some(prompt) = prompt {
-        agent.followup(&prompt)?;
+    if args.approve_plan {
+        approve_plan(&agent, prompt.as_deref())?;
+    } else {
+        if args.mode.plan_mode() {
+            agent.enter_plan_mode()?;
+        }
+        if let Some(prompt) = prompt {
+            agent.followup(&prompt)?;
+        }
     }
     let outcome = drive(&agent)?;
     finish(&agent, outcome, Output::from_json_flag(args.json))
+}
+
+/// `keel resume --approve-plan [NOTE]`: approve the plan the session handed in and queue the
+/// turn that carries it out; an error (nothing written) when no plan awaits approval.
+fn approve_plan(agent: &Agent, note: Option<&str>) -> Result<()> {
+    let id = agent.session_id();
+    if !agent.in_plan_mode() {
+        bail!("--approve-plan: session {id} is not in plan mode; there is no plan to approve");
+    }
+    if agent.approve_plan(note)?.is_none() {
+        bail!(
+            "--approve-plan: session {id} is in plan mode but no plan awaits approval (the \
+             model has not handed one in); ask for one: keel resume {id} \"…\""
+        );
+    }
+    Ok(())
 }
 
 /// `keel compact`.

@@ -264,7 +264,10 @@ impl PipelineObserver for Capture {
             (D::Allow, _) => (PreKind::Allow, None),
             (D::Deny(reason), _) => (PreKind::Deny, Some(reason.clone())),
             (D::Ask(_), Some(ApprovalOutcome::Approved)) => (PreKind::Approved, None),
-            (D::Ask(_), Some(ApprovalOutcome::Denied { .. })) => (PreKind::Refused, None),
+            (
+                D::Ask(_),
+                Some(ApprovalOutcome::Denied { .. } | ApprovalOutcome::Unanswered { .. }),
+            ) => (PreKind::Refused, None),
             (D::Ask(_), None) => return,
         };
         self.with(ctx, |_, bk| {

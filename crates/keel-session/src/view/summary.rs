@@ -77,6 +77,7 @@ pub fn event_summary(ev: &SessionEvent, names: &HashMap<String, String>) -> Stri
             format!("{} items: {}", t.todos.len(), items.join(", "))
         }
         EventBody::PlanMode(p) => match (p.active, p.approved) {
+            (true, Some(false)) => "plan not approved (yet); plan mode on".to_owned(),
             (true, _) => "plan mode on".to_owned(),
             (false, Some(true)) => "plan approved".to_owned(),
             (false, Some(false)) => "plan rejected".to_owned(),

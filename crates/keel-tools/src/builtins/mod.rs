@@ -10,7 +10,7 @@ pub mod search;
 
 pub use bash::{BashConfig, BashTool};
 pub use files::{EditTool, ReadTool, WriteTool};
-pub use plan::{ExitPlanModeTool, TodoWriteTool};
+pub use plan::{ExitPlanModeTool, PLAN_HANDED_OFF, TodoWriteTool};
 pub use search::{GlobTool, GrepTool};
 
 use crate::error::ToolError;

@@ -1,10 +1,11 @@
 //! `todo_write` (the whole todo list, logged as `todo/write`) and `exit_plan_mode` (asks the
-//! user to approve a plan; on approval ends plan mode and logs `plan/mode`).
+//! user to approve a plan; on approval ends plan mode and logs `plan/mode`; when nobody can
+//! answer now, hands the plan to the user and ends the turn, see [`crate::plan`]).
 
 use super::parse;
 use crate::error::ToolError;
-use crate::host::ApprovalOutcome;
-use crate::plan::PlanState;
+use crate::host::{ApprovalOutcome, Handoff};
+use crate::plan::{PLAN_AWAITS_APPROVAL, PlanState};
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
@@ -106,14 +107,14 @@ impl Tool for ExitPlanModeTool {
             .host
             .ask_approval(ctx.call, "approve the plan and leave plan mode")
             .await;
-        let approved = decided == ApprovalOutcome::Approved;
+        let approved = decided.is_approved();
         if approved {
             self.plan.set_active(false);
         }
         ctx.host
             .emit(EventBody::PlanMode(Box::new(PlanModeEvent {
                 active: !approved,
-                plan: Some(a.plan),
+                plan: Some(a.plan.clone()),
                 approved: Some(approved),
             })))
             .await;
@@ -126,7 +127,23 @@ impl Tool for ExitPlanModeTool {
                  call exit_plan_mode again.",
                 reason.map(|r| format!(" ({r})")).unwrap_or_default()
             ),
+            ApprovalOutcome::Unanswered { .. } => {
+                // Nobody can approve now: the plan goes to the user as this turn's answer and
+                // the turn ends; they approve (or ask for changes) in a later turn.
+                ctx.host.hand_off(Handoff {
+                    reason: PLAN_AWAITS_APPROVAL.to_owned(),
+                    answer: a.plan,
+                });
+                return Ok(ToolOutput::text(PLAN_HANDED_OFF)
+                    .with_value(json!({"approved": false, "handedOff": true})));
+            }
         };
         Ok(ToolOutput::text(text).with_value(json!({"approved": approved})))
     }
 }
+
+/// What the model reads when its plan was handed to the user because nobody could approve it
+/// now.
+pub const PLAN_HANDED_OFF: &str = "Nobody can approve the plan right now, so it was handed to the \
+user for review and this turn ends here. Plan mode stays on: make no changes. The user answers \
+in a later message: revise the plan if they ask for changes, or carry it out once they approve it.";

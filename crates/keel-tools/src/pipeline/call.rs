@@ -201,7 +201,9 @@ impl Pipeline {
                         o.pre_execute_decided(ctx, &asked, Some(&decided));
                     }
                 }
-                if let ApprovalOutcome::Denied { reason: why } = decided {
+                if let ApprovalOutcome::Denied { reason: why }
+                | ApprovalOutcome::Unanswered { reason: why } = decided
+                {
                     let mut msg = format!("the user did not approve '{name}' ({reason})");
                     if let Some(why) = why {
                         msg.push_str(": ");
