@@ -37,6 +37,22 @@ fn session(n: u64) -> Transcript {
     t
 }
 
+/// The screen of `t` with `input` typed, at the bottom, nothing open.
+fn screen<'a>(t: &'a Transcript, input: &'a Input) -> Screen<'a> {
+    Screen {
+        transcript: t,
+        input,
+        scroll: 0,
+        modal: None,
+        now: 0,
+        show_reasoning: false,
+        completions: &[],
+        completion: 0,
+        queued: &[],
+        hint: None,
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("tui");
     let t = session(2000);
@@ -46,18 +62,7 @@ fn bench(c: &mut Criterion) {
     let mut cache = LineCache::default();
     g.bench_function("redraw_200x60_2000_messages", |b| {
         b.iter(|| {
-            let screen = Screen {
-                transcript: &t,
-                input: &input,
-                scroll: 0,
-                modal: None,
-                now: 0,
-                show_reasoning: false,
-                completions: &[],
-                completion: 0,
-                queued: &[],
-                hint: None,
-            };
+            let screen = screen(&t, &input);
             terminal
                 .draw(|f| view::draw(f, &screen, &mut cache))
                 .unwrap();
@@ -86,18 +91,7 @@ fn bench(c: &mut Criterion) {
     let mut cache = LineCache::default();
     g.bench_function("stream_frame_200x60_2kb_answer", |b| {
         b.iter(|| {
-            let screen = Screen {
-                transcript: &answer,
-                input: &input,
-                scroll: 0,
-                modal: None,
-                now: 0,
-                show_reasoning: false,
-                completions: &[],
-                completion: 0,
-                queued: &[],
-                hint: None,
-            };
+            let screen = screen(&answer, &input);
             terminal
                 .draw(|f| view::draw(f, &screen, &mut cache))
                 .unwrap();
