@@ -104,6 +104,7 @@ pub enum Command {
     /// A real agent loop driven by a scripted model in a fresh temp project: no key, no network.
     Demo(DemoArgs),
     /// Continue a session (cold resume with crash repair); no id = the latest of this directory.
+    /// In a terminal without a prompt it continues in the interactive UI (no id: pick one).
     /// `keel resume --last "PROMPT"` continues the latest session with a new prompt;
     /// `--approve-plan` approves the plan a plan-mode session handed in.
     Resume(ResumeArgs),
