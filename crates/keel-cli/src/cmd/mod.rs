@@ -228,7 +228,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Demo(args) => run::demo(&ctx, args),
         // `keel resume` without a prompt, in a terminal: the picker (or the named session,
         // or with --last the latest) in the UI.
-        Command::Resume(args) if args.prompt.is_none() && !args.json && tui::is_interactive() => {
+        Command::Resume(args)
+            if args.prompt.is_none()
+                && !args.json
+                && !args.approve_plan
+                && args.mode.permission_mode.is_none()
+                && tui::is_interactive() =>
+        {
             let path = match (&args.session, args.last) {
                 (Some(_), true) => None,
                 (Some(q), false) => Some(ctx.store.resolve(q, &ctx.cwd)?),
@@ -245,6 +251,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 &ctx,
                 tui::Start {
                     pick: path.is_none(),
+                    plan: args.mode.plan,
                     resume: path.as_deref(),
                     script: args.script,
                     ..Default::default()
