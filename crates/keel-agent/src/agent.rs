@@ -164,6 +164,7 @@ pub(crate) struct Inner {
     pub(crate) hooks: HookRegistry,
     pub(crate) global_hooks: HookRegistry,
     pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) commands: Vec<Arc<dyn crate::plugin::CommandSource>>,
     pub(crate) instructions: Vec<InstructionFile>,
     pub(crate) log: Mutex<PersistentSession>,
     pub(crate) state: Mutex<LoopState>,
@@ -236,6 +237,7 @@ pub struct AgentBuilder {
     hooks: HookRegistry,
     agent_hooks: HookRegistry,
     approver: Option<Arc<dyn Approver>>,
+    commands: Vec<Arc<dyn crate::plugin::CommandSource>>,
 }
 
 impl AgentBuilder {
@@ -255,6 +257,12 @@ impl AgentBuilder {
     /// The approver used when the policy is `ask`. Without one, `ask` denies (headless).
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
+        self
+    }
+
+    /// Slash commands the plugins offer front ends ([`Agent::commands`]).
+    pub fn commands(mut self, commands: Vec<Arc<dyn crate::plugin::CommandSource>>) -> Self {
+        self.commands = commands;
         self
     }
 
@@ -298,6 +306,7 @@ impl AgentBuilder {
                 hooks,
                 global_hooks: self.hooks,
                 approver: self.approver,
+                commands: self.commands,
                 instructions,
                 log: Mutex::new(self.log),
                 state: Mutex::new(state),
@@ -431,6 +440,7 @@ impl Agent {
             hooks: HookRegistry::default(),
             agent_hooks: HookRegistry::default(),
             approver: None,
+            commands: Vec::new(),
         }
     }
 
@@ -546,6 +556,11 @@ impl Agent {
             )?;
         }
         Ok(changed)
+    }
+
+    /// The slash commands plugins offer interactive front ends (MCP server prompts…).
+    pub fn commands(&self) -> &[Arc<dyn crate::plugin::CommandSource>] {
+        &self.inner.commands
     }
 
     /// Turn plan mode on or off between turns (a person's `/plan`, Shift-Tab or `--plan`):

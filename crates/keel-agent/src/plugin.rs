@@ -99,6 +99,30 @@ impl PluginError {
     }
 }
 
+/// A slash command a plugin offers interactive front ends (an MCP server's prompt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginCommand {
+    /// The name typed after `/`.
+    pub name: String,
+    /// One line shown in completion.
+    pub description: String,
+    /// What goes after the name, when it takes arguments.
+    pub argument_hint: Option<String>,
+}
+
+/// Slash commands of a plugin: listed by front ends that have a command line, and expanded to
+/// the prompt they send.
+pub trait CommandSource: Send + Sync {
+    /// The commands (a stable order).
+    fn commands(&self) -> Vec<PluginCommand>;
+    /// The prompt `/name args` sends, or why there is none.
+    fn expand<'a>(
+        &'a self,
+        name: &'a str,
+        args: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, String>>;
+}
+
 /// A callback run once the agent is built.
 pub type OnAgent = Box<dyn FnOnce(&Agent) + Send>;
 
@@ -115,6 +139,8 @@ pub struct InstallContext {
     /// Sources of tools whose set can change while the agent runs, registered after `tools`
     /// and re-read at turn boundaries (an MCP server's, after `tools/list_changed`).
     pub tool_sources: Vec<Arc<dyn ToolSource>>,
+    /// Slash commands for interactive front ends ([`crate::Agent::commands`]).
+    pub commands: Vec<Arc<dyn CommandSource>>,
     /// Called with the agent once built.
     pub on_agent: Vec<OnAgent>,
     /// Workspace root.
@@ -162,6 +188,7 @@ impl InstallContext {
             agent_hooks: HookRegistry::default(),
             tools: Vec::new(),
             tool_sources: Vec::new(),
+            commands: Vec::new(),
             on_agent: Vec::new(),
             cwd,
             keel_home,

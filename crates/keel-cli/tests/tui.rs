@@ -341,3 +341,42 @@ responses:
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
 }
+
+#[test]
+fn an_mcp_server_prompt_is_a_slash_command_that_sends_its_text() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        ".keel/config.toml",
+        &format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            support::node_bin("mcp-server-everything")
+                .display()
+                .to_string()
+        ),
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "weather in Paris, France" }
+    text: "Sunny in Paris."
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("/mcp__everything__args");
+    let offered = t.wait_for("/mcp__everything__args-prompt");
+    assert!(offered.contains("[MCP everything]"), "{offered}");
+    t.keys(&["C-u"]);
+    t.type_text("/mcp__everything__args-prompt Paris France");
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("Sunny in Paris.");
+    assert!(
+        screen.contains("What's weather in Paris, France?"),
+        "{screen}"
+    );
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}

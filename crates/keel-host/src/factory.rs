@@ -487,7 +487,8 @@ impl AgentFactory<'_> {
         }
         let mut builder = Agent::builder(config, self.route.provider.clone(), tools, log)
             .hooks(ctx.hooks)
-            .agent_hooks(ctx.agent_hooks);
+            .agent_hooks(ctx.agent_hooks)
+            .commands(std::mem::take(&mut ctx.commands));
         if let Some(approver) = options.approver {
             builder = builder.approver(approver);
         }

@@ -8,6 +8,7 @@
 //! as an ignorable `mcp/server` event: `{server, transport, origin, status: "ready", tools}` or
 //! `{server, transport, origin, status: "failed", error}` — front ends show failures.
 
+use crate::client::prompts::PromptCommands;
 use crate::client::resources::{ListResources, ReadResource, ResourceServers};
 use crate::client::runtime::McpRuntime;
 use crate::client::server::Server;
@@ -111,6 +112,10 @@ impl Plugin for McpPlugin {
                     "status": "failed", "error": f.reason, "stderrTail": f.stderr_tail,
                 })),
             }
+        }
+        let prompts = PromptCommands::list(runtime.clone(), &ready);
+        if !prompts.is_empty() {
+            ctx.commands.push(Arc::new(prompts));
         }
         let (source, skipped) = McpToolSource::new(runtime.clone(), ready, listed);
         events.extend(skipped);

@@ -92,6 +92,8 @@ enum Msg {
     Idle(Result<(), String>),
     /// A background job of the UI finished (/compact, /diff): what to show.
     Show(Cell),
+    /// A plugin command expanded to this prompt: send it.
+    Send(String),
     /// SIGTERM or SIGHUP: leave.
     Quit,
 }
@@ -499,6 +501,7 @@ impl App<'_> {
                 }
             }
             Msg::Show(cell) => self.transcript.cells.push(cell),
+            Msg::Send(prompt) => self.submit(prompt, false),
             Msg::Quit => self.quit = true,
         }
     }
@@ -723,7 +726,7 @@ impl App<'_> {
         self.completions.clear();
         let text = self.input.text();
         if text.starts_with('/') && !text.contains(char::is_whitespace) {
-            self.completions = crate::slash::complete(text, &self.cwd);
+            self.completions = crate::slash::complete(text, &self.cwd, &self.externals());
         } else if let Some((_, partial)) = self.input.at_word() {
             self.completions = crate::slash::complete_path(&self.cwd, partial)
                 .into_iter()
@@ -852,18 +855,53 @@ impl App<'_> {
             Some((n, a)) => (n, a.trim()),
             None => (text.trim(), ""),
         };
-        match crate::slash::parse(name, args, &self.cwd) {
+        match crate::slash::parse(name, args, &self.cwd, &self.externals()) {
             Ok(crate::slash::Action::Prompt(prompt)) => self.submit(prompt, false),
+            Ok(crate::slash::Action::External { name, args }) => self.external(name, args),
             Ok(crate::slash::Action::Builtin(b)) => self.builtin(b, args),
             Err(e) => self.transcript.notice(Level::Error, e),
         }
     }
 
+    /// The agent's plugin commands (MCP server prompts).
+    fn externals(&self) -> Vec<keel_agent::plugin::PluginCommand> {
+        self.agent
+            .commands()
+            .iter()
+            .flat_map(|c| c.commands())
+            .collect()
+    }
+
+    /// Expand a plugin command through its source, then send the prompt.
+    fn external(&mut self, name: String, args: String) {
+        let Some(source) = self
+            .agent
+            .commands()
+            .iter()
+            .find(|c| c.commands().iter().any(|p| p.name == name))
+            .cloned()
+        else {
+            self.transcript
+                .notice(Level::Error, format!("/{name} is not available here"));
+            return;
+        };
+        let tx = self.tx.clone();
+        self.say(format!("asking for /{name}…"));
+        self.runtime.spawn(async move {
+            let msg = match source.expand(&name, &args).await {
+                Ok(prompt) => Msg::Send(prompt),
+                Err(e) => Msg::Show(Cell::Notice(Level::Error, e)),
+            };
+            let _ = tx.send(msg);
+        });
+    }
+
     fn builtin(&mut self, name: &str, args: &str) {
         match name {
-            "help" => self
-                .transcript
-                .notice(Level::Info, crate::slash::help(&self.cwd)),
+            "help" => {
+                let help = crate::slash::help(&self.cwd, &self.externals());
+                self.transcript.notice(Level::Info, help);
+            }
             "quit" | "exit" => self.quit = true,
             "new" => self.switch(Target::default()),
             "resume" => match self.source.resolve((!args.is_empty()).then_some(args)) {

@@ -1,6 +1,7 @@
 //! What the editor offers and runs after `/` and `@`: slash commands (built-in, custom from
 //! Markdown files) and workspace paths (gitignore-aware).
 
+use keel_agent::plugin::PluginCommand;
 use std::path::Path;
 
 /// What a slash command does.
@@ -10,6 +11,29 @@ pub enum Action {
     Builtin(&'static str),
     /// A prompt to send (a custom command, expanded).
     Prompt(String),
+    /// A plugin's command (an MCP server prompt), to expand through the agent.
+    External {
+        /// Its name.
+        name: String,
+        /// The text after it.
+        args: String,
+    },
+}
+
+/// The command set: built-ins, custom Markdown commands, and `externals` (the agent's plugin
+/// commands).
+fn set(cwd: &Path, externals: &[PluginCommand]) -> crate::commands::CommandSet {
+    let mut set = crate::commands::CommandSet::load(cwd, &keel_home(), home().as_deref());
+    for c in externals {
+        // A name taken by a built-in or custom command stays theirs.
+        let _ = set.add_external_with_hint(
+            c.name.clone(),
+            c.description.clone(),
+            c.argument_hint.clone(),
+            "plugin",
+        );
+    }
+    set
 }
 
 /// The built-in commands: name, description.
@@ -33,9 +57,9 @@ pub const BUILTINS: [(&str, &str); 13] = [
 ];
 
 /// Completions for `typed` (starting with `/`): `(name, description)`.
-pub fn complete(typed: &str, cwd: &Path) -> Vec<(String, String)> {
+pub fn complete(typed: &str, cwd: &Path, externals: &[PluginCommand]) -> Vec<(String, String)> {
     let prefix = typed.trim_start_matches('/');
-    let set = crate::commands::CommandSet::load(cwd, &keel_home(), home().as_deref());
+    let set = set(cwd, externals);
     set.complete(typed)
         .into_iter()
         .filter(|c| c.name.starts_with(prefix))
@@ -55,8 +79,13 @@ fn home() -> Option<std::path::PathBuf> {
 }
 
 /// Run `/name args`.
-pub fn parse(name: &str, args: &str, cwd: &Path) -> Result<Action, String> {
-    let set = crate::commands::CommandSet::load(cwd, &keel_home(), home().as_deref());
+pub fn parse(
+    name: &str,
+    args: &str,
+    cwd: &Path,
+    externals: &[PluginCommand],
+) -> Result<Action, String> {
+    let set = set(cwd, externals);
     let line = if args.is_empty() {
         name.to_owned()
     } else {
@@ -72,16 +101,16 @@ pub fn parse(name: &str, args: &str, cwd: &Path) -> Result<Action, String> {
                 .ok_or_else(|| format!("/{name} is not available here"))
         }
         Ok(crate::commands::Invocation::Custom { prompt, .. }) => Ok(Action::Prompt(prompt)),
-        Ok(crate::commands::Invocation::External { name, .. }) => {
-            Err(format!("/{name} is not available here"))
+        Ok(crate::commands::Invocation::External { name, args }) => {
+            Ok(Action::External { name, args })
         }
         Err(e) => Err(e.to_string()),
     }
 }
 
 /// `/help`: commands and keys.
-pub fn help(cwd: &Path) -> String {
-    let set = crate::commands::CommandSet::load(cwd, &keel_home(), home().as_deref());
+pub fn help(cwd: &Path, externals: &[PluginCommand]) -> String {
+    let set = set(cwd, externals);
     let mut s = String::from("Commands:");
     for c in set.all() {
         s.push_str(&format!("\n  /{:<14} {}", c.name, c.description));

@@ -3,6 +3,7 @@
 //! tools ([`tool`]: names, schemas, result mapping; [`source`]: the set, re-listed on change).
 
 mod http;
+pub mod prompts;
 pub mod resources;
 pub mod runtime;
 pub mod server;

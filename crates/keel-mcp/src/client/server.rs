@@ -444,6 +444,39 @@ impl Server {
         }
     }
 
+    /// The text of prompt `name` with `arguments` (`prompts/get`): its messages' text, in
+    /// order, bounded by the tool timeout.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<String, CallFailure> {
+        let peer = self.peer().await?;
+        let params: rmcp::model::GetPromptRequestParams =
+            serde_json::from_value(serde_json::json!({ "name": name, "arguments": arguments }))
+                .map_err(|e| CallFailure::Broken(e.to_string()))?;
+        let limit = self.config.tool_timeout;
+        let result = match tokio::time::timeout(limit, peer.get_prompt(params)).await {
+            Err(_) => return Err(CallFailure::Timeout(limit)),
+            Ok(Err(e)) => {
+                return Err(CallFailure::Broken(format!(
+                    "prompts/get {name} failed: {e}"
+                )));
+            }
+            Ok(Ok(r)) => r,
+        };
+        let value = serde_json::to_value(&result.messages)
+            .map_err(|e| CallFailure::Broken(format!("unreadable prompts/get: {e}")))?;
+        let texts: Vec<String> = value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.pointer("/content/text").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        Ok(texts.join("\n\n"))
+    }
+
     /// End the connection and the server's process tree, waiting (a few seconds at most) for
     /// the process to exit. A later call starts it again (a restart).
     pub async fn stop(&self) {

@@ -1,0 +1,163 @@
+//! Server prompts as slash commands for interactive front ends: `/mcp__<server>__<prompt>
+//! ARGS` expands to the prompt's text (`prompts/get`). The words after the name fill the
+//! prompt's arguments in order; the last argument takes the rest of the text.
+
+use super::runtime::McpRuntime;
+use super::server::{CallFailure, Server};
+use super::tool::wire_name;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use keel_agent::plugin::{CommandSource, PluginCommand};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// One server prompt.
+struct Entry {
+    server: Arc<Server>,
+    prompt: String,
+    arguments: Vec<String>,
+    command: PluginCommand,
+}
+
+/// The prompts of the ready servers, listed at start.
+pub struct PromptCommands {
+    runtime: Arc<McpRuntime>,
+    entries: Vec<Entry>,
+}
+
+impl PromptCommands {
+    /// List the prompts of `servers` (each bounded by its startup timeout; a server whose
+    /// listing fails offers none).
+    pub fn list(runtime: Arc<McpRuntime>, servers: &[Arc<Server>]) -> PromptCommands {
+        let listed = runtime
+            .wait({
+                let servers = servers.to_vec();
+                async move {
+                    let mut out = Vec::new();
+                    for s in servers {
+                        let prompts = s.prompts().await.unwrap_or_default();
+                        out.push((s, prompts));
+                    }
+                    out
+                }
+            })
+            .unwrap_or_default();
+        let mut entries = Vec::new();
+        for (server, prompts) in listed {
+            for p in prompts {
+                let arguments: Vec<String> = p
+                    .arguments
+                    .iter()
+                    .flatten()
+                    .map(|a| a.name.clone())
+                    .collect();
+                let hint = (!arguments.is_empty()).then(|| {
+                    arguments
+                        .iter()
+                        .map(|a| a.to_uppercase())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                });
+                let description = format!(
+                    "[MCP {}] {}",
+                    server.config.name,
+                    p.description.clone().unwrap_or_else(|| p.name.clone())
+                );
+                entries.push(Entry {
+                    command: PluginCommand {
+                        name: wire_name(&server.config.name, &p.name),
+                        description,
+                        argument_hint: hint,
+                    },
+                    server: server.clone(),
+                    prompt: p.name.clone(),
+                    arguments,
+                });
+            }
+        }
+        entries.sort_by(|a, b| a.command.name.cmp(&b.command.name));
+        PromptCommands { runtime, entries }
+    }
+
+    /// Whether any server offers a prompt.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// `args` spread over `names`: a word each, the last one takes the rest.
+fn fill(names: &[String], args: &str) -> Map<String, Value> {
+    let mut out = Map::new();
+    let mut rest = args.trim();
+    for (i, name) in names.iter().enumerate() {
+        if rest.is_empty() {
+            break;
+        }
+        let value = if i + 1 == names.len() {
+            std::mem::take(&mut rest)
+        } else {
+            match rest.split_once(char::is_whitespace) {
+                Some((word, tail)) => {
+                    let w = word;
+                    rest = tail.trim_start();
+                    w
+                }
+                None => std::mem::take(&mut rest),
+            }
+        };
+        out.insert(name.clone(), Value::String(value.to_owned()));
+    }
+    out
+}
+
+impl CommandSource for PromptCommands {
+    fn commands(&self) -> Vec<PluginCommand> {
+        self.entries.iter().map(|e| e.command.clone()).collect()
+    }
+
+    fn expand<'a>(&'a self, name: &'a str, args: &'a str) -> BoxFuture<'a, Result<String, String>> {
+        let Some(entry) = self.entries.iter().find(|e| e.command.name == name) else {
+            return futures::future::ready(Err(format!("no MCP prompt /{name}"))).boxed();
+        };
+        let server = entry.server.clone();
+        let prompt = entry.prompt.clone();
+        let arguments = fill(&entry.arguments, args);
+        let handle = self
+            .runtime
+            .spawn(async move { server.get_prompt(&prompt, arguments).await });
+        let who = entry.server.config.name.clone();
+        async move {
+            match handle.await {
+                Ok(Ok(text)) if text.trim().is_empty() => Err(format!(
+                    "MCP server '{who}': the prompt /{name} has no text"
+                )),
+                Ok(Ok(text)) => Ok(text),
+                Ok(Err(CallFailure::Timeout(d))) => Err(format!(
+                    "MCP server '{who}': no answer to prompts/get within {} s",
+                    d.as_secs_f64()
+                )),
+                Ok(Err(CallFailure::Broken(why) | CallFailure::Disabled(why))) => {
+                    Err(format!("MCP server '{who}': {why}"))
+                }
+                Ok(Err(CallFailure::Cancelled)) => Err("cancelled".into()),
+                Err(e) => Err(format!("MCP server '{who}': {e}")),
+            }
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fill;
+
+    #[test]
+    fn words_fill_arguments_in_order_and_the_last_takes_the_rest() {
+        let names = vec!["city".to_owned(), "note".to_owned()];
+        let m = fill(&names, " Paris  bring an umbrella ");
+        assert_eq!(m["city"], "Paris");
+        assert_eq!(m["note"], "bring an umbrella");
+        assert!(fill(&names, "").is_empty());
+        assert_eq!(fill(&names, "Rome").len(), 1);
+    }
+}
