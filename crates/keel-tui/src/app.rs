@@ -4,7 +4,9 @@
 //! the front end's [`AgentSource`] and driven on a small tokio runtime; the UI owns no loop
 //! logic: it queues follow-ups, steers, cancels and answers approvals through the agent's API.
 
+use crate::commands::Builtin;
 use crate::input::Input;
+use crate::slash::Slash;
 use crate::transcript::{Cell, Detail, Level, ToolCard, ToolState, Transcript};
 use crate::view::{self, LineCache, Modal, Screen};
 use crossterm::event::{
@@ -220,6 +222,8 @@ struct App<'s> {
     last_ctrl_c: Option<Instant>,
     quit: bool,
     cwd: PathBuf,
+    /// The slash commands of this agent.
+    slash: Slash,
 }
 
 /// Run the UI until the person leaves. Needs a terminal on stdin and stdout.
@@ -266,6 +270,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     };
     let agent = build(source, &target, &tx, &approver)?;
     let cwd = agent.config().cwd.clone();
+    let slash = slash_of(&agent);
     let mut app = App {
         source,
         runtime,
@@ -286,6 +291,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         last_ctrl_c: None,
         quit: false,
         cwd,
+        slash,
     };
     app.load_history(resume.is_some());
     if options.plan {
@@ -371,6 +377,15 @@ fn pick_session(
             _ => {}
         }
     }
+}
+
+/// The slash commands for `agent`: custom commands of its workspace and keel home, and its
+/// plugins' commands.
+fn slash_of(agent: &Agent) -> Slash {
+    let externals: Vec<keel_agent::plugin::PluginCommand> =
+        agent.commands().iter().flat_map(|c| c.commands()).collect();
+    let config = agent.config();
+    Slash::load(&config.cwd, config.keel_home.as_deref(), &externals)
 }
 
 /// Build an agent whose committed events feed the UI and whose approvals the UI answers.
@@ -726,7 +741,7 @@ impl App<'_> {
         self.completions.clear();
         let text = self.input.text();
         if text.starts_with('/') && !text.contains(char::is_whitespace) {
-            self.completions = crate::slash::complete(text, &self.cwd, &self.externals());
+            self.completions = self.slash.complete(text);
         } else if let Some((_, partial)) = self.input.at_word() {
             self.completions = crate::slash::complete_path(&self.cwd, partial)
                 .into_iter()
@@ -841,6 +856,7 @@ impl App<'_> {
         match build(self.source, &target, &self.tx, &self.approver) {
             Ok(agent) => {
                 self.agent.kill_jobs();
+                self.slash = slash_of(&agent);
                 self.agent = agent;
                 self.transcript = Transcript::new();
                 self.cache.clear();
@@ -855,21 +871,12 @@ impl App<'_> {
             Some((n, a)) => (n, a.trim()),
             None => (text.trim(), ""),
         };
-        match crate::slash::parse(name, args, &self.cwd, &self.externals()) {
+        match self.slash.parse(name, args) {
             Ok(crate::slash::Action::Prompt(prompt)) => self.submit(prompt, false),
             Ok(crate::slash::Action::External { name, args }) => self.external(name, args),
             Ok(crate::slash::Action::Builtin(b)) => self.builtin(b, args),
             Err(e) => self.transcript.notice(Level::Error, e),
         }
-    }
-
-    /// The agent's plugin commands (MCP server prompts).
-    fn externals(&self) -> Vec<keel_agent::plugin::PluginCommand> {
-        self.agent
-            .commands()
-            .iter()
-            .flat_map(|c| c.commands())
-            .collect()
     }
 
     /// Expand a plugin command through its source, then send the prompt.
@@ -896,22 +903,22 @@ impl App<'_> {
         });
     }
 
-    fn builtin(&mut self, name: &str, args: &str) {
-        match name {
-            "help" => {
-                let help = crate::slash::help(&self.cwd, &self.externals());
+    fn builtin(&mut self, which: Builtin, args: &str) {
+        match which {
+            Builtin::Help => {
+                let help = self.slash.help();
                 self.transcript.notice(Level::Info, help);
             }
-            "quit" | "exit" => self.quit = true,
-            "new" => self.switch(Target::default()),
-            "resume" => match self.source.resolve((!args.is_empty()).then_some(args)) {
+            Builtin::Quit => self.quit = true,
+            Builtin::New => self.switch(Target::default()),
+            Builtin::Resume => match self.source.resolve((!args.is_empty()).then_some(args)) {
                 Ok(path) => self.switch(Target {
                     resume: Some(path),
                     model: None,
                 }),
                 Err(e) => self.transcript.notice(Level::Error, e),
             },
-            "sessions" => {
+            Builtin::Sessions => {
                 let list = self.source.sessions();
                 let text = if list.is_empty() {
                     "No sessions in this directory yet.".to_owned()
@@ -931,7 +938,7 @@ impl App<'_> {
                 };
                 self.transcript.notice(Level::Info, text);
             }
-            "model" => {
+            Builtin::Model => {
                 if args.is_empty() {
                     let model = self.transcript.usage.model.clone();
                     self.transcript.notice(
@@ -946,11 +953,11 @@ impl App<'_> {
                     });
                 }
             }
-            "plan" => {
+            Builtin::Plan => {
                 let on = !self.transcript.plan_mode;
                 self.set_plan_mode(on);
             }
-            "todo" => {
+            Builtin::Todo => {
                 let t = &self.transcript.todos;
                 let text = if t.is_empty() {
                     "No todo list yet.".to_owned()
@@ -962,7 +969,7 @@ impl App<'_> {
                 };
                 self.transcript.notice(Level::Info, text);
             }
-            "status" => {
+            Builtin::Status => {
                 let u = &self.transcript.usage;
                 let text = format!(
                     "Session {} ({})\nModel {} · context {} / {} tokens ({}%)\nSandbox {} · approval {}{}\nRequests {} · input {} tokens, {}% from cache · output {} tokens",
@@ -986,7 +993,7 @@ impl App<'_> {
                 );
                 self.transcript.notice(Level::Info, text);
             }
-            "compact" => {
+            Builtin::Compact => {
                 if self.running {
                     self.say("wait for the turn to end (or Ctrl-C it) first");
                     return;
@@ -1008,21 +1015,18 @@ impl App<'_> {
                     }
                 });
             }
-            "diff" => {
+            Builtin::Diff => {
                 let cwd = self.cwd.clone();
                 let tx = self.tx.clone();
                 self.runtime.spawn(async move {
                     let _ = tx.send(Msg::Show(git_diff(&cwd).await));
                 });
             }
-            "review" => self.transcript.notice(
+            Builtin::Review => self.transcript.notice(
                 Level::Info,
                 "Review runs as its own command for now: keel review [--base REF] (findings are \
                  injected into the session you name with --resume).",
             ),
-            other => self
-                .transcript
-                .notice(Level::Error, format!("/{other} is not available here")),
         }
     }
 }
