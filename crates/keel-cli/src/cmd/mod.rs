@@ -179,7 +179,6 @@ pub fn keel_home() -> PathBuf {
     }
 }
 
-/// Run the parsed command line.
 /// `keel` or `keel "PROMPT"`: the UI in a terminal; headless otherwise.
 fn interactive_or_headless(ctx: &Ctx, prompt: Option<String>) -> Result<ExitCode> {
     if tui::is_interactive() {
@@ -218,6 +217,7 @@ fn interactive_or_headless(ctx: &Ctx, prompt: Option<String>) -> Result<ExitCode
     }
 }
 
+/// Run the parsed command line.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ctx = Ctx::new(cli.common)?;
     let Some(command) = cli.command else {
@@ -227,26 +227,20 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Run(args) => run::run(&ctx, args),
         Command::Demo(args) => run::demo(&ctx, args),
         // `keel resume` without a prompt, in a terminal: the picker (or the named session,
-        // or with --last the latest) in the UI.
+        // or with --last the latest) in the UI. `keel resume --last PROMPT` stays headless.
         Command::Resume(args)
             if args.prompt.is_none()
+                && (!args.last || args.session.is_none())
                 && !args.json
                 && !args.approve_plan
                 && args.mode.permission_mode.is_none()
                 && tui::is_interactive() =>
         {
             let path = match (&args.session, args.last) {
-                (Some(_), true) => None,
-                (Some(q), false) => Some(ctx.store.resolve(q, &ctx.cwd)?),
-                (None, true) => Some(ctx.latest_session().ok_or_else(|| {
-                    anyhow::anyhow!("no session to resume in {}", ctx.cwd.display())
-                })?),
+                (Some(q), _) => Some(ctx.store.resolve(q, &ctx.cwd)?),
+                (None, true) => Some(run::latest_session(&ctx)?),
                 (None, false) => None,
             };
-            if args.last && args.session.is_some() {
-                // `keel resume --last PROMPT`: headless, as before.
-                return run::resume(&ctx, args);
-            }
             tui::interactive(
                 &ctx,
                 tui::Start {

@@ -515,7 +515,7 @@ fn open_for_injection(path: &Path) -> Result<PersistentSession> {
     Ok(log)
 }
 
-fn latest_session(ctx: &Ctx) -> Result<PathBuf> {
+pub(super) fn latest_session(ctx: &Ctx) -> Result<PathBuf> {
     ctx.latest_session().ok_or_else(|| {
         anyhow!(
             "no session to resume in {} (see `keel sessions list --all`)",

@@ -36,21 +36,22 @@ impl Source<'_> {
         if let Some(model) = &target.model {
             flags.model = Some(model.clone());
         }
-        let log = match &target.resume {
+        // A resumed session keeps its modes (they change the flags the factory is made with).
+        let resumed = match &target.resume {
             Some(path) => {
                 let (log, _, _) = PersistentSession::resume(path, WriterOptions::default())
                     .map_err(|e| anyhow!("cannot resume {}: {e}", path.display()))?;
                 super::run::keep_session_modes(&mut flags, &log);
-                log
+                Some(log)
             }
-            None => {
-                let host = self.ctx.host()?;
-                let factory = host.factory(flags.clone(), self.model())?;
-                factory.new_session(LogFormat::Plain)?
-            }
+            None => None,
         };
         let host = self.ctx.host()?;
         let factory = host.factory(flags, self.model())?;
+        let log = match resumed {
+            Some(log) => log,
+            None => factory.new_session(LogFormat::Plain)?,
+        };
         Ok(factory.build(log, options)?)
     }
 }
@@ -63,10 +64,7 @@ impl AgentSource for Source<'_> {
 
     fn resolve(&self, query: Option<&str>) -> Result<PathBuf, String> {
         match query {
-            None => self
-                .ctx
-                .latest_session()
-                .ok_or_else(|| format!("no session to resume in {}", self.ctx.cwd.display())),
+            None => super::run::latest_session(self.ctx).map_err(|e| e.to_string()),
             Some(q) => self
                 .ctx
                 .store
