@@ -113,9 +113,11 @@ impl Plugin for McpPlugin {
                 })),
             }
         }
-        let prompts = PromptCommands::list(runtime.clone(), &ready);
-        if !prompts.is_empty() {
-            ctx.commands.push(Arc::new(prompts));
+        if !ready.is_empty() {
+            ctx.commands.push(Arc::new(PromptCommands::new(
+                runtime.clone(),
+                ready.clone(),
+            )));
         }
         let (source, skipped) = McpToolSource::new(runtime.clone(), ready, listed);
         events.extend(skipped);

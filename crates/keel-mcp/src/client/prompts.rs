@@ -9,7 +9,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_agent::plugin::{CommandSource, PluginCommand};
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// One server prompt.
 struct Entry {
@@ -19,69 +19,79 @@ struct Entry {
     command: PluginCommand,
 }
 
-/// The prompts of the ready servers, listed at start.
+/// The prompts of the ready servers, listed the first time a front end asks (a headless run
+/// never does, so it never pays for `prompts/list`).
 pub struct PromptCommands {
     runtime: Arc<McpRuntime>,
-    entries: Vec<Entry>,
+    servers: Vec<Arc<Server>>,
+    entries: OnceLock<Vec<Entry>>,
 }
 
 impl PromptCommands {
-    /// List the prompts of `servers` (each bounded by its startup timeout; a server whose
-    /// listing fails offers none).
-    pub fn list(runtime: Arc<McpRuntime>, servers: &[Arc<Server>]) -> PromptCommands {
-        let listed = runtime
-            .wait({
-                let servers = servers.to_vec();
-                async move {
-                    let mut out = Vec::new();
-                    for s in servers {
-                        let prompts = s.prompts().await.unwrap_or_default();
-                        out.push((s, prompts));
-                    }
-                    out
-                }
-            })
-            .unwrap_or_default();
-        let mut entries = Vec::new();
-        for (server, prompts) in listed {
-            for p in prompts {
-                let arguments: Vec<String> = p
-                    .arguments
-                    .iter()
-                    .flatten()
-                    .map(|a| a.name.clone())
-                    .collect();
-                let hint = (!arguments.is_empty()).then(|| {
-                    arguments
-                        .iter()
-                        .map(|a| a.to_uppercase())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                });
-                let description = format!(
-                    "[MCP {}] {}",
-                    server.config.name,
-                    p.description.clone().unwrap_or_else(|| p.name.clone())
-                );
-                entries.push(Entry {
-                    command: PluginCommand {
-                        name: wire_name(&server.config.name, &p.name),
-                        description,
-                        argument_hint: hint,
-                    },
-                    server: server.clone(),
-                    prompt: p.name.clone(),
-                    arguments,
-                });
-            }
+    /// The prompts of `servers`, not listed yet.
+    pub fn new(runtime: Arc<McpRuntime>, servers: Vec<Arc<Server>>) -> PromptCommands {
+        PromptCommands {
+            runtime,
+            servers,
+            entries: OnceLock::new(),
         }
-        entries.sort_by(|a, b| a.command.name.cmp(&b.command.name));
-        PromptCommands { runtime, entries }
     }
 
-    /// Whether any server offers a prompt.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+    /// Every server's prompts, listed at once (each bounded by its startup timeout; a server
+    /// whose listing fails offers none), sorted by command name.
+    fn entries(&self) -> &[Entry] {
+        self.entries.get_or_init(|| {
+            let servers = self.servers.clone();
+            let listed = self
+                .runtime
+                .wait(async move {
+                    let lists = servers.iter().map(|s| s.prompts());
+                    let lists = futures::future::join_all(lists).await;
+                    servers.into_iter().zip(lists).collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            let mut entries = Vec::new();
+            for (server, prompts) in listed {
+                for p in prompts.unwrap_or_default() {
+                    entries.push(Entry::new(&server, p));
+                }
+            }
+            entries.sort_by(|a, b| a.command.name.cmp(&b.command.name));
+            entries
+        })
+    }
+}
+
+impl Entry {
+    fn new(server: &Arc<Server>, p: rmcp::model::Prompt) -> Entry {
+        let arguments: Vec<String> = p
+            .arguments
+            .iter()
+            .flatten()
+            .map(|a| a.name.clone())
+            .collect();
+        let hint = (!arguments.is_empty()).then(|| {
+            arguments
+                .iter()
+                .map(|a| a.to_uppercase())
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        let description = format!(
+            "[MCP {}] {}",
+            server.config.name,
+            p.description.clone().unwrap_or_else(|| p.name.clone())
+        );
+        Entry {
+            command: PluginCommand {
+                name: wire_name(&server.config.name, &p.name),
+                description,
+                argument_hint: hint,
+            },
+            server: server.clone(),
+            prompt: p.name,
+            arguments,
+        }
     }
 }
 
@@ -112,11 +122,11 @@ fn fill(names: &[String], args: &str) -> Map<String, Value> {
 
 impl CommandSource for PromptCommands {
     fn commands(&self) -> Vec<PluginCommand> {
-        self.entries.iter().map(|e| e.command.clone()).collect()
+        self.entries().iter().map(|e| e.command.clone()).collect()
     }
 
     fn expand<'a>(&'a self, name: &'a str, args: &'a str) -> BoxFuture<'a, Result<String, String>> {
-        let Some(entry) = self.entries.iter().find(|e| e.command.name == name) else {
+        let Some(entry) = self.entries().iter().find(|e| e.command.name == name) else {
             return futures::future::ready(Err(format!("no MCP prompt /{name}"))).boxed();
         };
         let server = entry.server.clone();
