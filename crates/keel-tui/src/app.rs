@@ -779,10 +779,8 @@ impl App<'_> {
             self.command(&text);
             return;
         }
-        let text = text
-            .strip_prefix('/')
-            .filter(|t| t.starts_with('/'))
-            .map_or(text.clone(), str::to_owned);
+        // `//text` is a message that starts with `/`.
+        let text = crate::commands::unescape(&text).unwrap_or(text);
         if self.running {
             let sent = if steer {
                 self.agent.steer(&text)

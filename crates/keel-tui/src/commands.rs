@@ -715,16 +715,18 @@ fn scan_dir(
     found: &mut Vec<FoundFile>,
     problems: &mut Vec<Problem>,
 ) {
+    // A directory that cannot be read (or listed to the end) is a problem without a name.
+    let unreadable = |e: std::io::Error| Problem {
+        name: None,
+        path: dir.to_path_buf(),
+        kind: ProblemKind::Unreadable {
+            reason: e.to_string(),
+        },
+    };
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
-            problems.push(Problem {
-                name: None,
-                path: dir.to_path_buf(),
-                kind: ProblemKind::Unreadable {
-                    reason: e.to_string(),
-                },
-            });
+            problems.push(unreadable(e));
             return;
         }
     };
@@ -733,13 +735,7 @@ fn scan_dir(
         let entry = match entry {
             Ok(entry) => entry,
             Err(e) => {
-                problems.push(Problem {
-                    name: None,
-                    path: dir.to_path_buf(),
-                    kind: ProblemKind::Unreadable {
-                        reason: e.to_string(),
-                    },
-                });
+                problems.push(unreadable(e));
                 continue;
             }
         };
