@@ -16,6 +16,14 @@ pub struct Cli {
     /// The first prompt of an interactive session (headless without a terminal).
     #[arg(value_name = "PROMPT")]
     pub prompt: Option<String>,
+    /// Plan mode or a permission mode for the session `keel` opens (as for `keel run`).
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    /// Draw the interactive UI on the alternate screen, scrolled with PgUp/PgDn, instead of
+    /// printing the conversation into the terminal's own scrollback (where the terminal's
+    /// scrolling, search and copy work on it). Also KEEL_ALT_SCREEN=1.
+    #[arg(long, env = "KEEL_ALT_SCREEN", value_parser = clap::builder::FalseyValueParser::new())]
+    pub alt_screen: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }

@@ -110,6 +110,11 @@ impl Tmux {
         self.tmux(&["capture-pane", "-t", "0", "-p"])
     }
 
+    /// The pane's scrollback and screen together.
+    fn history(&self) -> String {
+        self.tmux(&["capture-pane", "-t", "0", "-p", "-S", "-"])
+    }
+
     /// Wait until the screen shows `what`; the screen then.
     fn wait_for(&self, what: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -379,4 +384,62 @@ responses:
     );
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
+}
+
+/// Two answers (one per keel run) of 90 numbered lines, more than the 40-row pane shows.
+fn long_answer_script() -> String {
+    let lines: Vec<String> = (1..=90).map(|i| format!("answer line {i:02}")).collect();
+    let answer = format!(
+        "  - match: {{ last_user_contains: \"long\" }}\n    text: {:?}\n",
+        lines.join("\n\n")
+    );
+    format!("responses:\n{answer}{answer}")
+}
+
+#[test]
+fn the_conversation_goes_into_the_terminals_own_scrollback_and_stays_after_exit() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(&long_answer_script());
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("a long answer please");
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("answer line 90");
+    // The start scrolled off the screen into the terminal's scrollback, in order, once.
+    assert!(!screen.contains("a long answer please"), "{screen}");
+    let history = t.history();
+    let prompt = history.find("› a long answer please").expect(&history);
+    let first = history.find("answer line 01").expect(&history);
+    let last = history.find("answer line 90").expect(&history);
+    assert!(prompt < first && first < last, "{history}");
+    assert_eq!(history.matches("answer line 45").count(), 1, "{history}");
+
+    // After exit the conversation is still there, and the shell's line comes under it.
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let after = t.history();
+    assert!(after.contains("answer line 01"), "{after}");
+    assert!(after.contains("keel: session "), "{after}");
+    assert!(
+        after.find("answer line 90") < after.find("keel: session "),
+        "{after}"
+    );
+    let (before, after) = t.stty();
+    assert_eq!(before, after, "the terminal settings were not restored");
+
+    // --alt-screen: the UI draws on the alternate screen and leaves nothing behind.
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.arg("--alt-screen");
+    let a = Tmux::start(env.root(), &cmd);
+    a.wait_for("approval ask");
+    a.type_text("a long answer please");
+    a.keys(&["Enter"]);
+    a.wait_for("answer line 90");
+    assert!(!a.history().contains("answer line 01"));
+    a.keys(&["C-d"]);
+    assert_eq!(a.wait_exit(), "EXIT=0");
+    assert!(!a.history().contains("answer line 90"), "{}", a.history());
 }

@@ -43,6 +43,7 @@ fn screen<'a>(t: &'a Transcript, input: &'a Input) -> Screen<'a> {
         transcript: t,
         input,
         scroll: 0,
+        from: 0,
         modal: None,
         now: 0,
         show_reasoning: false,

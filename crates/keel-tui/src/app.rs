@@ -7,6 +7,7 @@
 use crate::commands::Builtin;
 use crate::input::Input;
 use crate::slash::Slash;
+use crate::surface::Surface;
 use crate::transcript::{Cell, Detail, Level, ToolCard, ToolState, Transcript};
 use crate::view::{self, LineCache, Modal, Screen};
 use crossterm::event::{
@@ -22,11 +23,10 @@ use keel_agent::{Agent, Approver};
 use keel_host::BuildOptions;
 use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
 use keel_tools::ApprovalOutcome;
-use ratatui::Terminal;
-use ratatui::backend::CrosstermBackend;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,6 +77,9 @@ pub struct Options {
     pub plan: bool,
     /// Ask which session to continue first (`keel resume` in a terminal).
     pub pick: bool,
+    /// Draw on the alternate screen (the UI scrolls the conversation itself) instead of
+    /// printing the conversation into the terminal's own scrollback.
+    pub alternate_screen: bool,
 }
 
 /// A question for the person, from the agent's approval seam.
@@ -157,34 +160,35 @@ enum Pending {
     Plan(Ask),
 }
 
-/// The terminal put into raw mode on the alternate screen, restored on drop (and by the
-/// panic hook).
+/// The terminal put into raw mode (on the alternate screen with `--alt-screen`), restored on
+/// drop (and by the panic hook).
 struct TerminalGuard;
+
+/// Whether the UI entered the alternate screen (the panic hook reads it).
+static ALTERNATE: AtomicBool = AtomicBool::new(false);
 
 fn restore_terminal() {
     let _ = disable_raw_mode();
     let mut out = std::io::stdout();
-    let _ = crossterm::execute!(
-        out,
-        DisableBracketedPaste,
-        LeaveAlternateScreen,
-        crossterm::cursor::Show
-    );
+    let _ = crossterm::execute!(out, DisableBracketedPaste, crossterm::cursor::Show);
+    if ALTERNATE.swap(false, Ordering::SeqCst) {
+        let _ = crossterm::execute!(out, LeaveAlternateScreen);
+    }
 }
 
 impl TerminalGuard {
-    fn enter() -> std::io::Result<TerminalGuard> {
+    fn enter(alternate: bool) -> std::io::Result<TerminalGuard> {
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             restore_terminal();
             hook(info);
         }));
         enable_raw_mode()?;
-        crossterm::execute!(
-            std::io::stdout(),
-            EnterAlternateScreen,
-            EnableBracketedPaste
-        )?;
+        crossterm::execute!(std::io::stdout(), EnableBracketedPaste)?;
+        if alternate {
+            ALTERNATE.store(true, Ordering::SeqCst);
+            crossterm::execute!(std::io::stdout(), EnterAlternateScreen)?;
+        }
         Ok(TerminalGuard)
     }
 }
@@ -210,6 +214,10 @@ struct App<'s> {
     agent: Agent,
     transcript: Transcript,
     cache: LineCache,
+    /// The terminal.
+    surface: Surface,
+    /// Cells printed into the terminal's scrollback (the live area shows the rest).
+    committed: usize,
     input: Input,
     scroll: usize,
     running: bool,
@@ -239,9 +247,15 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         allowed: Mutex::new(HashSet::new()),
     });
     // The terminal first: the session picker draws before any agent exists.
-    let guard = TerminalGuard::enter().map_err(|e| format!("cannot set up the terminal: {e}"))?;
-    let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
-        .map_err(|e| format!("cannot set up the terminal: {e}"))?;
+    let setup = |e: std::io::Error| format!("cannot set up the terminal: {e}");
+    let guard = TerminalGuard::enter(options.alternate_screen).map_err(setup)?;
+    let mut surface = if options.alternate_screen {
+        Surface::alternate().map_err(setup)?
+    } else {
+        // Where the shell left the cursor, asked before the input thread reads the terminal.
+        let row = crossterm::cursor::position().map_or(u16::MAX, |(_, row)| row);
+        Surface::inline(row).map_err(setup)?
+    };
     // Terminal events on their own thread.
     {
         let input_tx = tx.clone();
@@ -258,7 +272,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     }
     let mut resume = options.resume.clone();
     if options.pick {
-        match pick_session(&mut terminal, &rx, &source.sessions())? {
+        match pick_session(&mut surface, &rx, &source.sessions())? {
             Picked::Session(path) => resume = Some(path),
             Picked::New => resume = None,
             Picked::Quit => return Ok(()),
@@ -279,6 +293,8 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         agent,
         transcript: Transcript::new(),
         cache: LineCache::default(),
+        surface,
+        committed: 0,
         input: Input::new(),
         scroll: 0,
         running: false,
@@ -318,8 +334,8 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     if let Some(prompt) = options.prompt {
         app.submit(prompt, false);
     }
-    let outcome = app.event_loop(&mut terminal, &rx);
-    drop(terminal);
+    let outcome = app.event_loop(&rx);
+    let _ = app.surface.leave();
     drop(guard);
     app.agent.cancel_turn();
     app.agent.kill_jobs();
@@ -341,7 +357,7 @@ enum Picked {
 /// The session picker: newest first; Enter continues the highlighted one, `n` starts a new
 /// session, Esc / Ctrl-C leaves.
 fn pick_session(
-    terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+    surface: &mut Surface,
     rx: &Receiver<Msg>,
     sessions: &[SessionEntry],
 ) -> Result<Picked, String> {
@@ -350,14 +366,20 @@ fn pick_session(
     }
     let mut modal = view::picker(sessions, now_ms());
     loop {
-        terminal
-            .draw(|frame| view::draw_modal(frame, &modal, frame.area()))
+        let (_, rows) = surface.size();
+        surface
+            .draw(rows, |frame| view::draw_modal(frame, &modal, frame.area()))
             .map_err(|e| format!("cannot draw: {e}"))?;
         let Ok(msg) = rx.recv() else {
             return Ok(Picked::Quit);
         };
-        let Msg::Term(Event::Key(key)) = msg else {
-            continue;
+        let key = match msg {
+            Msg::Term(Event::Key(key)) => key,
+            Msg::Term(Event::Resize(cols, rows)) => {
+                surface.resized(cols, rows);
+                continue;
+            }
+            _ => continue,
         };
         if key.kind == KeyEventKind::Release {
             continue;
@@ -408,17 +430,13 @@ fn build(
 }
 
 impl App<'_> {
-    fn event_loop(
-        &mut self,
-        terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
-        rx: &Receiver<Msg>,
-    ) -> Result<(), String> {
+    fn event_loop(&mut self, rx: &Receiver<Msg>) -> Result<(), String> {
         let mut dirty = true;
         let mut last_draw = Instant::now() - Duration::from_secs(1);
         const FRAME: Duration = Duration::from_millis(16);
         while !self.quit {
             if dirty && last_draw.elapsed() >= FRAME {
-                self.draw(terminal)?;
+                self.draw()?;
                 last_draw = Instant::now();
                 dirty = false;
             }
@@ -455,17 +473,31 @@ impl App<'_> {
         Ok(())
     }
 
-    fn draw(
-        &mut self,
-        terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
-    ) -> Result<(), String> {
+    fn draw(&mut self) -> Result<(), String> {
+        let failed = |e: std::io::Error| format!("cannot draw: {e}");
+        let (cols, rows) = self.surface.size();
+        let inline = self.surface.is_inline();
+        let now = now_ms();
+        if inline {
+            // Cells that can no longer change go into the terminal's scrollback, once.
+            let upto = view::settled_until(&self.transcript, self.committed);
+            if upto > self.committed {
+                let lines: Vec<_> = self.transcript.cells[self.committed..upto]
+                    .iter()
+                    .flat_map(|c| view::cell_lines(c, cols, now, self.show_reasoning))
+                    .collect();
+                self.surface.print_above(lines).map_err(failed)?;
+                self.committed = upto;
+            }
+        }
         let modal = self.pending.as_ref().map(|(_, m)| m);
         let screen = Screen {
             transcript: &self.transcript,
             input: &self.input,
             scroll: self.scroll,
+            from: if inline { self.committed } else { 0 },
             modal,
-            now: now_ms(),
+            now,
             show_reasoning: self.show_reasoning,
             completions: &self.completions,
             completion: self.completion,
@@ -473,10 +505,14 @@ impl App<'_> {
             hint: self.hint.as_ref().map(|(h, _)| h.as_str()),
         };
         let cache = &mut self.cache;
-        terminal
-            .draw(|frame| view::draw(frame, &screen, cache))
-            .map(|_| ())
-            .map_err(|e| format!("cannot draw: {e}"))
+        let height = if inline {
+            view::live_height(&screen, cache, cols, rows)
+        } else {
+            rows
+        };
+        self.surface
+            .draw(height, |frame| view::draw(frame, &screen, cache))
+            .map_err(failed)
     }
 
     fn say(&mut self, hint: impl Into<String>) {
@@ -490,7 +526,10 @@ impl App<'_> {
                 self.input.insert(&text);
                 self.update_completions();
             }
-            Msg::Term(Event::Resize(..)) => self.cache.clear(),
+            Msg::Term(Event::Resize(cols, rows)) => {
+                self.cache.clear();
+                self.surface.resized(cols, rows);
+            }
             Msg::Term(_) => {}
             Msg::Agent(ev) => {
                 if let keel_protocol::EventBody::UserMessage(m) = &ev.body
@@ -725,6 +764,9 @@ impl App<'_> {
             }
             KeyCode::Up => self.input.up(),
             KeyCode::Down => self.input.down(),
+            KeyCode::PageUp | KeyCode::PageDown if self.surface.is_inline() => {
+                self.say("the conversation is in the terminal's scrollback: scroll the terminal");
+            }
             KeyCode::PageUp => self.scroll += 10,
             KeyCode::PageDown => self.scroll = self.scroll.saturating_sub(10),
             KeyCode::Esc => {
@@ -859,6 +901,12 @@ impl App<'_> {
                 self.transcript = Transcript::new();
                 self.cache.clear();
                 self.load_history(target.resume.is_some());
+                // The same session on another model: its history is printed already.
+                self.committed = if target.model.is_some() {
+                    self.transcript.cells.len()
+                } else {
+                    0
+                };
             }
             Err(e) => self.transcript.notice(Level::Error, e),
         }

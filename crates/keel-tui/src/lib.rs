@@ -5,6 +5,7 @@ pub mod commands;
 pub mod input;
 pub mod markdown;
 pub mod slash;
+pub mod surface;
 pub mod transcript;
 pub mod view;
 

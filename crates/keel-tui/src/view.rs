@@ -39,6 +39,9 @@ pub struct Screen<'a> {
     pub input: &'a Input,
     /// Lines scrolled up from the bottom of the conversation.
     pub scroll: usize,
+    /// The first cell the conversation area shows: 0 on the alternate screen; in the
+    /// terminal's own scrollback, the first cell not yet printed above the live area.
+    pub from: usize,
     /// An open question.
     pub modal: Option<&'a Modal>,
     /// Now (ms since the epoch), for elapsed times and the spinner.
@@ -328,7 +331,7 @@ impl LineCache {
         self.cells.resize(cells.len(), None);
         let mut chunks: Vec<Vec<Line<'static>>> = Vec::new();
         let mut have = 0;
-        for (i, cell) in cells.iter().enumerate().rev() {
+        for (i, cell) in cells.iter().enumerate().skip(screen.from).rev() {
             if have >= needed {
                 break;
             }
@@ -442,9 +445,9 @@ fn todo_open(t: &Transcript) -> bool {
     t.todos.iter().any(|i| i.status != TodoStatus::Completed)
 }
 
-/// Draw a frame.
-pub fn draw(frame: &mut Frame<'_>, screen: &Screen<'_>, cache: &mut LineCache) {
-    let area = frame.area();
+/// The heights of what sits under the conversation: the todo panel, completions, the editor's
+/// lines, the hint.
+fn chrome(screen: &Screen<'_>) -> (u16, u16, u16, u16) {
     let input_lines = screen.input.lines().len().clamp(1, 8) as u16;
     let todo_height = if todo_open(screen.transcript) {
         (screen.transcript.todos.len() as u16 + 1).min(8)
@@ -453,6 +456,45 @@ pub fn draw(frame: &mut Frame<'_>, screen: &Screen<'_>, cache: &mut LineCache) {
     };
     let completion_height = (screen.completions.len() as u16).min(8);
     let hint_height = u16::from(screen.hint.is_some());
+    (todo_height, completion_height, input_lines, hint_height)
+}
+
+/// The first cell at or after `from` that may still change: the cells before it can be printed
+/// into the terminal's scrollback for good.
+pub fn settled_until(transcript: &Transcript, from: usize) -> usize {
+    transcript
+        .cells
+        .iter()
+        .skip(from)
+        .position(|c| !settled(c))
+        .map_or(transcript.cells.len(), |i| from + i)
+}
+
+/// Rows the live area needs at `width` on a screen of `rows`: the cells from `screen.from`
+/// (at least one row), the panels under them, and room for an open question.
+pub fn live_height(screen: &Screen<'_>, cache: &mut LineCache, width: u16, rows: u16) -> u16 {
+    let (todo, completions, input, hint) = chrome(screen);
+    let under = todo + completions + input + 2 + hint + 1;
+    let conversation = cache.tail(screen, width, usize::from(rows)).len().max(1) as u16;
+    let mut height = under.saturating_add(conversation);
+    if let Some(modal) = screen.modal {
+        let wanted = if modal.markdown {
+            rows
+        } else {
+            let inner = width.saturating_sub(4).clamp(20, 100).saturating_sub(4);
+            let body = wrap(&modal.body, usize::from(inner)).len() as u16;
+            // As draw_modal lays it out: borders, a blank line, the options, a margin.
+            body + modal.options.len() as u16 + 6
+        };
+        height = height.max(wanted);
+    }
+    height.clamp(1, rows.max(1))
+}
+
+/// Draw a frame.
+pub fn draw(frame: &mut Frame<'_>, screen: &Screen<'_>, cache: &mut LineCache) {
+    let area = frame.area();
+    let (todo_height, completion_height, input_lines, hint_height) = chrome(screen);
     let [conversation, todo, completions, editor, hint, status] = Layout::vertical([
         Constraint::Min(1),
         Constraint::Length(todo_height),

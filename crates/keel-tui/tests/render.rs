@@ -170,6 +170,7 @@ fn draw(t: &Transcript, modal: Option<&Modal>, now_ms: i64, width: u16, height: 
         transcript: t,
         input: &input,
         scroll: 0,
+        from: 0,
         modal,
         now: T0 + now_ms,
         show_reasoning: false,
@@ -380,4 +381,70 @@ fn the_session_picker() {
     assert!(screen.contains("2h ago"), "{screen}");
     assert!(screen.contains("(no prompt yet)"), "{screen}");
     insta::assert_snapshot!("picker", screen);
+}
+
+/// In the terminal's own scrollback, what settled is printed once and the live area keeps only
+/// the cells still changing, sized to them.
+#[test]
+fn the_live_area_holds_only_the_cells_still_changing() {
+    let events = vec![
+        ev(0, 0, "turn/start", json!({"turn": 1})),
+        ev(1, 0, "user/message", user("List the files.")),
+        ev(2, 0, "step/start", json!({"turn": 1, "step": 1})),
+        ev(
+            3,
+            5,
+            "tool/call",
+            call("c1", "bash", json!({"command": "ls"})),
+        ),
+    ];
+    let mut t = transcript(&events);
+    // The prompt can no longer change; the running bash card can.
+    assert_eq!(view::settled_until(&t, 0), 1);
+    assert_eq!(view::settled_until(&t, 1), 1);
+    let input = Input::new();
+    let screen = |t: &Transcript, from: usize| {
+        let mut cache = LineCache::default();
+        let screen = Screen {
+            transcript: t,
+            input: &input,
+            scroll: 0,
+            from,
+            modal: None,
+            now: T0 + 100,
+            show_reasoning: false,
+            completions: &[],
+            completion: 0,
+            queued: &[],
+            hint: None,
+        };
+        view::live_height(&screen, &mut cache, 80, 40)
+    };
+    // Editor (3 rows) + status (1) + the card (its line and a blank).
+    assert_eq!(screen(&t, 1), 6);
+    // From the start the prompt's two rows count too.
+    assert_eq!(screen(&t, 0), 8);
+    // Never taller than the screen.
+    let many: Vec<SessionEvent> = (0..100)
+        .map(|i| {
+            ev(
+                10 + i,
+                10,
+                "tool/call",
+                call(&format!("x{i}"), "bash", json!({"command": "ls"})),
+            )
+        })
+        .collect();
+    for e in &many {
+        t.apply(e);
+    }
+    assert_eq!(screen(&t, 1), 40);
+    // Once the card finishes everything has settled.
+    t.apply(&ev(
+        200,
+        50,
+        "tool/result",
+        result("c1", "a\nb", false, json!({"exitCode": 0})),
+    ));
+    assert_eq!(view::settled_until(&t, 1), 2);
 }

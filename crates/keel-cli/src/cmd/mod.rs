@@ -180,12 +180,19 @@ pub fn keel_home() -> PathBuf {
 }
 
 /// `keel` or `keel "PROMPT"`: the UI in a terminal; headless otherwise.
-fn interactive_or_headless(ctx: &Ctx, prompt: Option<String>) -> Result<ExitCode> {
+fn interactive_or_headless(
+    ctx: &Ctx,
+    prompt: Option<String>,
+    mode: crate::cli::ModeArgs,
+    alt_screen: bool,
+) -> Result<ExitCode> {
     if tui::is_interactive() {
         return tui::interactive(
             ctx,
             tui::Start {
                 prompt,
+                mode,
+                alt_screen,
                 ..Default::default()
             },
         );
@@ -202,6 +209,7 @@ fn interactive_or_headless(ctx: &Ctx, prompt: Option<String>) -> Result<ExitCode
                 ctx,
                 crate::cli::RunArgs {
                     prompt: Some(prompt),
+                    mode,
                     ..Default::default()
                 },
             )
@@ -221,7 +229,7 @@ fn interactive_or_headless(ctx: &Ctx, prompt: Option<String>) -> Result<ExitCode
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ctx = Ctx::new(cli.common)?;
     let Some(command) = cli.command else {
-        return interactive_or_headless(&ctx, cli.prompt);
+        return interactive_or_headless(&ctx, cli.prompt, cli.mode, cli.alt_screen);
     };
     match command {
         Command::Run(args) => run::run(&ctx, args),
@@ -245,7 +253,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 &ctx,
                 tui::Start {
                     pick: path.is_none(),
-                    plan: args.mode.plan,
+                    mode: args.mode.clone(),
+                    alt_screen: cli.alt_screen,
                     resume: path.as_deref(),
                     script: args.script,
                     ..Default::default()

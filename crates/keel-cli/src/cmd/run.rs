@@ -138,7 +138,7 @@ fn plan_hint(err: &mut impl Write, agent: &Agent) -> Result<()> {
 }
 
 /// `--permission-mode`'s sandbox and approval, where no explicit --sandbox/--approval set them.
-fn apply_permission_mode(flags: &mut keel_host::Flags, mode: &ModeArgs) {
+pub(super) fn apply_permission_mode(flags: &mut keel_host::Flags, mode: &ModeArgs) {
     let (sandbox, approval) = match mode.permission_mode {
         None | Some(PermissionMode::Default) | Some(PermissionMode::Plan) => (None, None),
         Some(PermissionMode::AcceptEdits) => (Some(SandboxMode::WorkspaceWrite), None),

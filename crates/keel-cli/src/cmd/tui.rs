@@ -21,6 +21,8 @@ pub fn is_interactive() -> bool {
 struct Source<'c> {
     ctx: &'c Ctx,
     script: Option<PathBuf>,
+    /// `--permission-mode`: its sandbox and approval apply to every agent of the UI.
+    mode: crate::cli::ModeArgs,
 }
 
 impl Source<'_> {
@@ -33,6 +35,7 @@ impl Source<'_> {
 
     fn build_agent(&self, target: &Target, options: BuildOptions) -> Result<Agent> {
         let mut flags = self.ctx.flags()?;
+        super::run::apply_permission_mode(&mut flags, &self.mode);
         if let Some(model) = &target.model {
             flags.model = Some(model.clone());
         }
@@ -101,8 +104,10 @@ pub struct Start<'a> {
     pub resume: Option<&'a Path>,
     /// Ask which session first.
     pub pick: bool,
-    /// Plan mode from the start.
-    pub plan: bool,
+    /// Plan mode or a permission mode from the start.
+    pub mode: crate::cli::ModeArgs,
+    /// The alternate screen instead of the terminal's scrollback.
+    pub alt_screen: bool,
     /// A model script instead of the configured model.
     pub script: Option<PathBuf>,
 }
@@ -113,10 +118,12 @@ pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
         prompt,
         resume,
         pick,
-        plan,
+        mode,
+        alt_screen,
         script,
     } = start;
-    let source = Source { ctx, script };
+    let plan = mode.plan_mode();
+    let source = Source { ctx, script, mode };
     keel_tui::run(
         &source,
         keel_tui::Options {
@@ -124,6 +131,7 @@ pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
             resume: resume.map(Path::to_path_buf),
             plan,
             pick,
+            alternate_screen: alt_screen,
         },
     )
     .map_err(|e| anyhow!(e))?;
