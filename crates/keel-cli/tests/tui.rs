@@ -197,6 +197,11 @@ fn a_person_chats_approves_a_command_checks_status_compacts_and_leaves_a_clean_t
     let mut cmd = env.keel(&mock.base_url());
     // Read-only: bash needs approval, so the modal appears.
     cmd.args(["--sandbox", "read-only"]);
+    // Prices for the mock's model (keel knows none for it): /status shows the cost.
+    for price in ["input_price=2", "cached_input_price=0.5", "output_price=8"] {
+        cmd.arg("-c")
+            .arg(format!("models.deepseek-v4-flash.{price}"));
+    }
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for("approval ask");
 
@@ -217,6 +222,10 @@ fn a_person_chats_approves_a_command_checks_status_compacts_and_leaves_a_clean_t
     t.keys(&["Enter"]);
     let status = t.wait_for("from cache");
     assert!(status.contains("Sandbox read-only"), "{status}");
+    assert!(
+        status.contains("Cost $0.0") && status.contains("at deepseek-v4-flash's prices"),
+        "{status}"
+    );
 
     t.type_text("/compact");
     t.keys(&["Enter"]);
@@ -430,11 +439,12 @@ fn the_conversation_goes_into_the_terminals_own_scrollback_and_stays_after_exit(
     let (before, after) = t.stty();
     assert_eq!(before, after, "the terminal settings were not restored");
 
-    // --alt-screen: the UI draws on the alternate screen and leaves nothing behind.
+    // --alt-screen: the UI draws on the alternate screen and leaves nothing behind. (--plan
+    // starts the session in plan mode.)
     let mut cmd = env.keel(&mock.base_url());
-    cmd.arg("--alt-screen");
+    cmd.args(["--alt-screen", "--plan"]);
     let a = Tmux::start(env.root(), &cmd);
-    a.wait_for("approval ask");
+    a.wait_for("plan mode");
     a.type_text("a long answer please");
     a.keys(&["Enter"]);
     a.wait_for("answer line 90");

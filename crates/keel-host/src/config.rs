@@ -178,6 +178,32 @@ pub struct ModelSection {
     pub context_window: Option<u64>,
     /// Default max output tokens.
     pub max_output: Option<u64>,
+    /// US dollars per million input tokens that miss the prompt cache (the UI's `/status`
+    /// shows the session's cost; DeepSeek's list prices are built in for the models keel knows
+    /// them for).
+    pub input_price: Option<f64>,
+    /// US dollars per million input tokens served from the prompt cache.
+    pub cached_input_price: Option<f64>,
+    /// US dollars per million output tokens.
+    pub output_price: Option<f64>,
+}
+
+impl Config {
+    /// What `model`'s tokens cost: the built-in list price with whatever `[models.NAME]` sets
+    /// over it; `None` when neither gives all three prices.
+    pub fn price(&self, model: &str) -> Option<keel_llm::Price> {
+        let builtin = keel_llm::builtin_price(model);
+        let set = self.models.get(model);
+        let pick = |own: Option<f64>, base: Option<f64>| own.or(base);
+        Some(keel_llm::Price {
+            input: pick(set.and_then(|m| m.input_price), builtin.map(|p| p.input))?,
+            cached_input: pick(
+                set.and_then(|m| m.cached_input_price),
+                builtin.map(|p| p.cached_input),
+            )?,
+            output: pick(set.and_then(|m| m.output_price), builtin.map(|p| p.output))?,
+        })
+    }
 }
 
 /// `[agent]`.
@@ -607,6 +633,27 @@ mod tests {
             project: project.to_path_buf(),
             ..Sources::default()
         }
+    }
+
+    #[test]
+    fn a_models_prices_come_from_the_list_with_the_configuration_over_it() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let mut s = sources(home.path(), project.path());
+        s.overrides = vec![
+            "models.deepseek-chat.output_price=0.5".into(),
+            "models.my-model.input_price=1".into(),
+            "models.my-model.cached_input_price=0.1".into(),
+        ];
+        let c = load(&s, &crate::catalogue::builtin()).unwrap().config;
+        let chat = c.price("deepseek-chat").unwrap();
+        assert_eq!(
+            (chat.input, chat.cached_input, chat.output),
+            (0.28, 0.028, 0.5)
+        );
+        // Two of three prices is no price.
+        assert_eq!(c.price("my-model"), None);
+        assert_eq!(c.price("deepseek-v4-flash"), None);
     }
 
     #[test]

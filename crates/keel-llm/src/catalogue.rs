@@ -137,9 +137,55 @@ impl ModelCatalogue {
     }
 }
 
+/// What a model's tokens cost, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// Input tokens that missed the provider's prompt cache.
+    pub input: f64,
+    /// Input tokens served from the prompt cache.
+    pub cached_input: f64,
+    /// Output tokens (reasoning included).
+    pub output: f64,
+}
+
+impl Price {
+    /// The cost in dollars of `input` prompt tokens (`cached` of them from the cache) and
+    /// `output` output tokens.
+    pub fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
+        let missed = input.saturating_sub(cached) as f64;
+        (missed * self.input + cached as f64 * self.cached_input + output as f64 * self.output)
+            / 1_000_000.0
+    }
+}
+
+/// DeepSeek's published list prices for the models whose prices keel knows (deepseek-chat and
+/// deepseek-reasoner, as DeepSeek priced them from 2025-09-29). Prices change: the
+/// configuration's `[models.NAME]` `input_price`, `cached_input_price` and `output_price`
+/// replace these and price any other model.
+pub fn builtin_price(model: &str) -> Option<Price> {
+    match model {
+        "deepseek-chat" | "deepseek-reasoner" => Some(Price {
+            input: 0.28,
+            cached_input: 0.028,
+            output: 0.42,
+        }),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_price_charges_cache_hits_at_their_own_rate() {
+        let p = builtin_price("deepseek-chat").unwrap();
+        // 1M input of which 400K cached, 100K output.
+        let cost = p.cost(1_000_000, 400_000, 100_000);
+        let want = 0.6 * 0.28 + 0.4 * 0.028 + 0.1 * 0.42;
+        assert!((cost - want).abs() < 1e-12, "{cost} vs {want}");
+        assert_eq!(builtin_price("some-other-model"), None);
+    }
     use pretty_assertions::assert_eq;
 
     #[test]

@@ -27,7 +27,9 @@ pub mod sse;
 pub mod translate;
 
 pub use assembler::{Assembled, AssemblyError, BlockAssembler};
-pub use catalogue::{DEFAULT_BASE_URL, DEFAULT_MODEL, ModelCatalogue, ModelInfo, ModelOverride};
+pub use catalogue::{
+    DEFAULT_BASE_URL, DEFAULT_MODEL, ModelCatalogue, ModelInfo, ModelOverride, Price, builtin_price,
+};
 pub use openai::{
     API_KEY_ENV, ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_IDLE_TIMEOUT, OpenAiProvider,
     ProviderConfig, resolve_base_url,

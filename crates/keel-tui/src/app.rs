@@ -64,6 +64,10 @@ pub trait AgentSource {
     fn resolve(&self, query: Option<&str>) -> Result<PathBuf, String>;
     /// This directory's sessions, newest first.
     fn sessions(&self) -> Vec<SessionEntry>;
+    /// What `model`'s tokens cost, when known (`/status` shows the session's cost).
+    fn price(&self, _model: &str) -> Option<keel_llm::Price> {
+        None
+    }
 }
 
 /// How the UI starts.
@@ -1037,7 +1041,21 @@ impl App<'_> {
                     u.cache_percent(),
                     u.output
                 );
-                self.transcript.notice(Level::Info, text);
+                let cost = match self.source.price(&u.model) {
+                    Some(p) => format!(
+                        "\nCost ${:.4} at {}'s prices (input ${} / cached ${} / output ${} per million tokens)",
+                        p.cost(u.prompt, u.cached, u.output),
+                        u.model,
+                        p.input,
+                        p.cached_input,
+                        p.output
+                    ),
+                    None => format!(
+                        "\nCost unknown: no price for {} (set input_price, cached_input_price and output_price, dollars per million tokens, in [models.\"{}\"])",
+                        u.model, u.model
+                    ),
+                };
+                self.transcript.notice(Level::Info, text + &cost);
             }
             Builtin::Compact => {
                 if self.running {

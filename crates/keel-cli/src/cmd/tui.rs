@@ -76,6 +76,11 @@ impl AgentSource for Source<'_> {
         }
     }
 
+    fn price(&self, model: &str) -> Option<keel_llm::Price> {
+        let host = self.ctx.host().ok()?;
+        host.config().config.price(model)
+    }
+
     fn sessions(&self) -> Vec<SessionEntry> {
         let mut list = self.ctx.store.list(Some(&self.ctx.cwd));
         list.retain(|s| s.problem.is_none());
