@@ -453,3 +453,61 @@ fn the_conversation_goes_into_the_terminals_own_scrollback_and_stays_after_exit(
     assert_eq!(a.wait_exit(), "EXIT=0");
     assert!(!a.history().contains("answer line 90"), "{}", a.history());
 }
+
+#[test]
+fn review_runs_a_delegated_reviewer_and_its_findings_reach_the_next_turn() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    env.write("add.sh", "#!/bin/sh\necho $(( $1 - $2 ))\n");
+    env.write(
+        ".keel/config.toml",
+        "[[plugins]]\nid = \"delegate\"\nenabled = true\n",
+    );
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&env.ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "start"]);
+    env.write("add.sh", "#!/bin/sh\necho $(( $1 * $2 ))\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "Review the change from HEAD" }
+    text: "FINDING-1 high add.sh:2 multiplies instead of adding"
+  - match: { last_user_contains: "NEXT" }
+    text: "Fixing it now."
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("/review");
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("FINDING-1");
+    assert!(screen.contains("multiplies instead of adding"), "{screen}");
+    // The reviewer saw the change.
+    assert!(
+        mock.requests()[0]
+            .to_string()
+            .contains("+echo $(( $1 * $2 ))")
+    );
+
+    t.type_text("NEXT fix them");
+    t.keys(&["Enter"]);
+    t.wait_for("Fixing it now.");
+    let last = mock.requests().last().unwrap().to_string();
+    assert!(
+        last.contains("FINDING-1") && last.contains("NEXT fix them"),
+        "{last}"
+    );
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}

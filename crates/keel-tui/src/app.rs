@@ -68,6 +68,23 @@ pub trait AgentSource {
     fn price(&self, _model: &str) -> Option<keel_llm::Price> {
         None
     }
+    /// `/review [REF]`: a delegated reviewer's findings on the workspace's change from `base`
+    /// (HEAD when `None`), for `agent`'s session; or why there are none.
+    fn review(&self, _agent: &Agent, _base: Option<String>) -> ReviewFuture {
+        Box::pin(async { Err("this front end cannot review".to_owned()) })
+    }
+}
+
+/// A review under way.
+pub type ReviewFuture = BoxFuture<'static, Result<Review, String>>;
+
+/// What `/review` found.
+#[derive(Debug, Clone)]
+pub struct Review {
+    /// The findings as the reviewer wrote them (framed as untrusted delegate output).
+    pub findings: String,
+    /// The message that carries them into the session's next turn.
+    pub notice: keel_protocol::Message,
 }
 
 /// How the UI starts.
@@ -103,6 +120,8 @@ enum Msg {
     Show(Cell),
     /// A plugin command expanded to this prompt: send it.
     Send(String),
+    /// `/review` finished.
+    Reviewed(Result<Review, String>),
     /// SIGTERM or SIGHUP: leave.
     Quit,
 }
@@ -559,6 +578,21 @@ impl App<'_> {
                 }
             }
             Msg::Show(cell) => self.transcript.cells.push(cell),
+            Msg::Reviewed(Ok(review)) => {
+                match self
+                    .agent
+                    .enqueue(keel_agent::InboxMode::Inject, review.notice)
+                {
+                    Ok(_) => {
+                        self.transcript.notice(Level::Info, review.findings);
+                        self.say("the findings go to the model with your next prompt");
+                    }
+                    Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+                }
+            }
+            Msg::Reviewed(Err(e)) => self
+                .transcript
+                .notice(Level::Error, format!("review failed: {e}")),
             Msg::Send(prompt) => self.submit(prompt, false),
             Msg::Quit => self.quit = true,
         }
@@ -1086,11 +1120,22 @@ impl App<'_> {
                     let _ = tx.send(Msg::Show(git_diff(&cwd).await));
                 });
             }
-            Builtin::Review => self.transcript.notice(
-                Level::Info,
-                "Review runs as its own command for now: keel review [--base REF] (findings are \
-                 injected into the session you name with --resume).",
-            ),
+            Builtin::Review => {
+                if self.running {
+                    self.say("wait for the turn to end (or Ctrl-C it) first");
+                    return;
+                }
+                let base = (!args.is_empty()).then(|| args.to_owned());
+                self.say(format!(
+                    "reviewing the change from {} with a delegated reviewer…",
+                    base.as_deref().unwrap_or("HEAD")
+                ));
+                let review = self.source.review(&self.agent, base);
+                let tx = self.tx.clone();
+                self.runtime.spawn(async move {
+                    let _ = tx.send(Msg::Reviewed(review.await));
+                });
+            }
         }
     }
 }

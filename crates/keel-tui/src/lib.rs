@@ -9,4 +9,4 @@ pub mod surface;
 pub mod transcript;
 pub mod view;
 
-pub use app::{AgentSource, Options, SessionEntry, Target, run};
+pub use app::{AgentSource, Options, Review, ReviewFuture, SessionEntry, Target, run};

@@ -23,6 +23,8 @@ struct Source<'c> {
     script: Option<PathBuf>,
     /// `--permission-mode`: its sandbox and approval apply to every agent of the UI.
     mode: crate::cli::ModeArgs,
+    /// `/review` of the latest agent (filled when its delegation plugin is on).
+    review: std::sync::Mutex<Option<keel_delegate::review::ReviewCommand>>,
 }
 
 impl Source<'_> {
@@ -49,13 +51,20 @@ impl Source<'_> {
             }
             None => None,
         };
-        let host = self.ctx.host()?;
+        // The delegation plugin with a `/review` command (it works when delegation is on).
+        let (plugin, review) = keel_delegate::DelegatePlugin::with_review_command();
+        let mut catalogue = keel_host::catalogue::builtin();
+        catalogue.retain(|p| p.id() != keel_delegate::ID);
+        catalogue.push(Box::new(plugin));
+        let host = self.ctx.host_with(catalogue)?;
         let factory = host.factory(flags, self.model())?;
         let log = match resumed {
             Some(log) => log,
             None => factory.new_session(LogFormat::Plain)?,
         };
-        Ok(factory.build(log, options)?)
+        let agent = factory.build(log, options)?;
+        *self.review.lock().unwrap_or_else(|p| p.into_inner()) = Some(review);
+        Ok(agent)
     }
 }
 
@@ -79,6 +88,30 @@ impl AgentSource for Source<'_> {
     fn price(&self, model: &str) -> Option<keel_llm::Price> {
         let host = self.ctx.host().ok()?;
         host.config().config.price(model)
+    }
+
+    fn review(&self, agent: &Agent, base: Option<String>) -> keel_tui::ReviewFuture {
+        let command = self
+            .review
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let caller = keel_delegate::seam::Caller {
+            session_id: agent.session_id().as_str().to_owned(),
+            cwd: agent.config().cwd.clone(),
+        };
+        Box::pin(async move {
+            let command = command.ok_or("no agent to review for")?;
+            let spec = keel_delegate::seam::ReviewSpec {
+                base,
+                ..Default::default()
+            };
+            let findings = command.run(&caller, spec).await?;
+            Ok(keel_tui::Review {
+                notice: keel_delegate::review::ReviewCommand::notice(&findings),
+                findings,
+            })
+        })
     }
 
     fn sessions(&self) -> Vec<SessionEntry> {
@@ -128,7 +161,12 @@ pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
         script,
     } = start;
     let plan = mode.plan_mode();
-    let source = Source { ctx, script, mode };
+    let source = Source {
+        ctx,
+        script,
+        mode,
+        review: Default::default(),
+    };
     keel_tui::run(
         &source,
         keel_tui::Options {
