@@ -1125,7 +1125,9 @@ impl App<'_> {
                     self.say("wait for the turn to end (or Ctrl-C it) first");
                     return;
                 }
-                let base = (!args.is_empty()).then(|| args.to_owned());
+                // `/review REF` or `/review --base REF`, as `keel review --base REF`.
+                let base = args.strip_prefix("--base").map_or(args, str::trim);
+                let base = (!base.is_empty()).then(|| base.to_owned());
                 self.say(format!(
                     "reviewing the change from {} with a delegated reviewer…",
                     base.as_deref().unwrap_or("HEAD")

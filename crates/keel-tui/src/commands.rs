@@ -139,7 +139,9 @@ impl Builtin {
             Builtin::Todo => "Show the todo list",
             Builtin::Status => "Show the session's status",
             Builtin::Diff => "Show the changes in the workspace",
-            Builtin::Review => "Have the agent review the changes (against REF if given)",
+            Builtin::Review => {
+                "A delegated reviewer reviews the workspace's change (from REF, default HEAD)"
+            }
             Builtin::Quit => "Quit keel",
         }
     }
