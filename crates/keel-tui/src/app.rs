@@ -939,6 +939,10 @@ impl App<'_> {
                 self.transcript = Transcript::new();
                 self.cache.clear();
                 self.load_history(target.resume.is_some());
+                if target.resume.is_none() {
+                    self.transcript
+                        .marker(format!("new session {}", self.agent.session_id()));
+                }
                 // The same session on another model: its history is printed already.
                 self.committed = if target.model.is_some() {
                     self.transcript.cells.len()
