@@ -9,22 +9,10 @@
 mod support;
 
 use serde_json::Value;
-use std::path::Path;
 use std::process::Command;
-use support::{Env, Mock, load_consistent, of_type, run};
+use support::{Env, Mock, git, load_consistent, of_type, run};
 
 const KEY: &str = "secret-route-key-77";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A git workspace with a buggy add.sh committed, and the delegate plugin on.
 fn project() -> Env {

@@ -465,18 +465,9 @@ fn review_runs_a_delegated_reviewer_and_its_findings_reach_the_next_turn() {
         ".keel/config.toml",
         "[[plugins]]\nid = \"delegate\"\nenabled = true\n",
     );
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(&env.ws)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "start"]);
+    support::git(&env.ws, &["init", "-q"]);
+    support::git(&env.ws, &["add", "-A"]);
+    support::git(&env.ws, &["commit", "-qm", "start"]);
     env.write("add.sh", "#!/bin/sh\necho $(( $1 * $2 ))\n");
     let mock = Mock::start(
         r#"

@@ -444,6 +444,18 @@ pub fn load_consistent(path: &Path) -> Vec<Value> {
 }
 
 /// The session id of a session file (its directory name).
+/// `git ARGS` in `dir` (as a committer named t), which must succeed; its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 pub fn session_id(path: &Path) -> String {
     path.parent()
         .unwrap()
