@@ -302,3 +302,127 @@ pub fn permission_subject(
             .raw_input(Some(args)),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use keel_protocol::Seq;
+    use serde_json::json;
+
+    fn ev(ty: &str, data: Value) -> SessionEvent {
+        SessionEvent::new(Seq(1), 0, EventBody::parse(ty, &data.to_string()).unwrap())
+    }
+
+    fn wire(updates: Vec<SessionUpdate>) -> Value {
+        serde_json::to_value(updates).unwrap()
+    }
+
+    fn user(text: &str) -> SessionEvent {
+        ev(
+            "user/message",
+            json!({"role": "user", "content": [{"type": "text", "text": text}], "source": {"kind": "user"}, "id": "u"}),
+        )
+    }
+
+    fn answer(text: &str) -> SessionEvent {
+        ev(
+            "assistant/message",
+            json!({"turn": 1, "step": 1, "message": {"role": "assistant", "content": [{"type": "reasoning", "text": "hmm"}, {"type": "text", "text": text}], "source": {"kind": "model", "provider": "p", "model": "m"}, "id": "a"}}),
+        )
+    }
+
+    #[test]
+    fn the_person_s_messages_show_in_a_replay_only() {
+        let mut live = Mapper::new("/w", Feed::Live);
+        assert_eq!(wire(live.map(&user("hi"))), json!([]));
+        let mut replay = Mapper::new("/w", Feed::Replay);
+        assert_eq!(
+            wire(replay.map(&user("hi"))),
+            json!([{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hi"}}])
+        );
+    }
+
+    #[test]
+    fn a_message_repeats_nothing_that_streamed() {
+        let mut m = Mapper::new("/w", Feed::Live);
+        m.map(&ev("step/start", json!({"turn": 1, "step": 1})));
+        let chunk = m.map(&ev(
+            "assistant/chunk",
+            json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "Hel"}}),
+        ));
+        assert_eq!(
+            wire(chunk),
+            json!([{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hel"}}])
+        );
+        // The text streamed, the reasoning did not: only the reasoning comes from the message.
+        assert_eq!(
+            wire(m.map(&answer("Hello"))),
+            json!([{"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}}])
+        );
+        // A message nothing streamed for shows whole.
+        assert_eq!(
+            wire(m.map(&answer("Bye"))),
+            json!([
+                {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}},
+                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Bye"}}
+            ])
+        );
+    }
+
+    #[test]
+    fn tool_calls_carry_kind_title_location_and_diff() {
+        let mut m = Mapper::new("/w", Feed::Live);
+        let args = json!({"path": "src/a.rs", "old_string": "a", "new_string": "b"}).to_string();
+        let call = m.map(&ev(
+            "tool/call",
+            json!({"turn": 1, "step": 1, "callId": "c1", "name": "edit", "arguments": args}),
+        ));
+        assert_eq!(
+            wire(call),
+            json!([{
+                "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "edit src/a.rs",
+                "kind": "edit", "status": "in_progress",
+                "content": [{"type": "diff", "path": "/w/src/a.rs", "oldText": "a", "newText": "b"}],
+                "locations": [{"path": "/w/src/a.rs"}],
+                "rawInput": {"path": "src/a.rs", "old_string": "a", "new_string": "b"}
+            }])
+        );
+        let result = m.map(&ev(
+            "tool/result",
+            json!({"turn": 1, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "no match"}], "isError": true}], "source": {"kind": "tool", "callId": "c1"}, "id": "r"}}),
+        ));
+        assert_eq!(
+            wire(result),
+            json!([{
+                "sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": "no match"}}]
+            }])
+        );
+        assert_eq!(tool_kind("bash"), ToolKind::Execute);
+        assert_eq!(
+            tool_title("bash", &json!({"command": "cargo\ntest"})),
+            "bash cargo test"
+        );
+    }
+
+    #[test]
+    fn todos_become_a_plan_and_plan_mode_a_mode() {
+        let mut m = Mapper::new("/w", Feed::Live);
+        let plan = m.map(&ev(
+            "todo/write",
+            json!({"todos": [{"content": "a", "status": "completed"}, {"content": "b", "status": "pending"}]}),
+        ));
+        assert_eq!(
+            wire(plan),
+            json!([{"sessionUpdate": "plan", "entries": [
+                {"content": "a", "priority": "medium", "status": "completed"},
+                {"content": "b", "priority": "medium", "status": "pending"}
+            ]}])
+        );
+        assert_eq!(
+            wire(m.map(&ev("plan/mode", json!({"active": true})))),
+            json!([{"sessionUpdate": "current_mode_update", "currentModeId": "plan"}])
+        );
+    }
+}

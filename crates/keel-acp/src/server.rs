@@ -523,3 +523,49 @@ async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
     };
     Ok(PromptResponse::new(reason))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn blocks(v: serde_json::Value) -> Vec<ContentBlock> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn prompts_take_text_links_and_embedded_text() {
+        let text = prompt_text(&blocks(serde_json::json!([
+            {"type": "text", "text": "look at"},
+            {"type": "resource_link", "name": "a.rs", "uri": "file:///w/a.rs"},
+            {"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}"}}
+        ])))
+        .unwrap();
+        assert_eq!(
+            text,
+            "look at\n\n[a.rs](file:///w/a.rs)\n\n<context uri=\"file:///w/b.rs\">\nfn b() {}\n</context>"
+        );
+    }
+
+    #[test]
+    fn images_audio_and_empty_prompts_are_refused() {
+        for (v, needle) in [
+            (
+                serde_json::json!([{"type": "image", "mimeType": "image/png", "data": "AA=="}]),
+                "an image",
+            ),
+            (
+                serde_json::json!([{"type": "audio", "mimeType": "audio/wav", "data": "AA=="}]),
+                "audio",
+            ),
+            (
+                serde_json::json!([{"type": "text", "text": "  "}]),
+                "no text",
+            ),
+        ] {
+            let e = prompt_text(&blocks(v)).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidParams);
+            assert!(e.message.contains(needle), "{}", e.message);
+        }
+    }
+}
