@@ -12,6 +12,7 @@
 //!   answer is the stop reason;
 //! - `session/cancel`: the loop's cancellation; the prompt answers `cancelled`;
 //! - `session/set_mode`: `default` / `plan` (keel's plan mode);
+//! - `available_commands_update`: the plugins' slash commands, expanded when a prompt names one;
 //! - approvals keel asks become `session/request_permission` ([`approve`]).
 //!
 //! When the client goes away (stdin closed), running turns are cancelled and awaited so that

@@ -7,11 +7,12 @@ use crate::map::{Feed, MODE_DEFAULT, MODE_PLAN, Mapper};
 use crate::{AgentSource, LoadError};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, ErrorCode,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
+    CancelNotification, ContentBlock, EmbeddedResourceResource, ErrorCode, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
     NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
     SessionId, SessionMode, SessionModeState, SessionNotification, SessionUpdate,
-    SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason, UnstructuredCommandInput,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client, ConnectTo, Error};
@@ -67,8 +68,14 @@ pub async fn serve<S: AgentSource>(
             async move |req: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                let answer = s_new.new_session(req, cx).await;
-                responder.respond_with_result(answer)
+                match s_new.new_session(req, cx.clone()).await {
+                    Ok((answer, live)) => {
+                        responder.respond(answer)?;
+                        advertise_commands(&live, cx);
+                        Ok(())
+                    }
+                    Err(e) => responder.respond_with_error(e),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -76,8 +83,14 @@ pub async fn serve<S: AgentSource>(
             async move |req: LoadSessionRequest,
                         responder: Responder<LoadSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                let answer = s_load.load_session(req, cx).await;
-                responder.respond_with_result(answer)
+                match s_load.load_session(req, cx.clone()).await {
+                    Ok((answer, live)) => {
+                        responder.respond(answer)?;
+                        advertise_commands(&live, cx);
+                        Ok(())
+                    }
+                    Err(e) => responder.respond_with_error(e),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -119,6 +132,7 @@ struct Server<S> {
 
 /// An open session.
 struct Live {
+    id: SessionId,
     agent: Agent,
     /// A prompt is running.
     running: AtomicBool,
@@ -235,26 +249,25 @@ impl<S: AgentSource> Server<S> {
         })
     }
 
-    fn open(&self, agent: Agent, feed: Arc<UpdateFeed>) -> SessionId {
+    fn open(&self, agent: Agent, feed: Arc<UpdateFeed>) -> Arc<Live> {
         let id = SessionId::new(agent.session_id().as_str());
         let _ = feed.session.set(id.clone());
-        self.sessions().insert(
-            id.0.clone(),
-            Arc::new(Live {
-                agent,
-                running: AtomicBool::new(false),
-                cancelled: AtomicBool::new(false),
-                cancel: Notify::new(),
-            }),
-        );
-        id
+        let live = Arc::new(Live {
+            id: id.clone(),
+            agent,
+            running: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
+            cancel: Notify::new(),
+        });
+        self.sessions().insert(id.0, live.clone());
+        live
     }
 
     async fn new_session(
         &self,
         req: NewSessionRequest,
         cx: ConnectionTo<Client>,
-    ) -> Result<NewSessionResponse, Error> {
+    ) -> Result<(NewSessionResponse, Arc<Live>), Error> {
         let cwd = working_dir(&req.cwd)?;
         let feed = Self::feed(cx, &cwd, true);
         let options = Self::options(&feed, &cwd);
@@ -264,15 +277,18 @@ impl<S: AgentSource> Server<S> {
             .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
         let agent = built.map_err(|e| err(ErrorCode::InternalError, e))?;
         let plan = agent.in_plan_mode();
-        let id = self.open(agent, feed);
-        Ok(NewSessionResponse::new(id).modes(modes(plan)))
+        let live = self.open(agent, feed);
+        Ok((
+            NewSessionResponse::new(live.id.clone()).modes(modes(plan)),
+            live,
+        ))
     }
 
     async fn load_session(
         &self,
         req: LoadSessionRequest,
         cx: ConnectionTo<Client>,
-    ) -> Result<LoadSessionResponse, Error> {
+    ) -> Result<(LoadSessionResponse, Arc<Live>), Error> {
         let id = req.session_id.clone();
         if let Some(live) = self.sessions().get(&id.0)
             && live.running.load(Ordering::Acquire)
@@ -311,8 +327,8 @@ impl<S: AgentSource> Server<S> {
         }
         feed.on.store(true, Ordering::Release);
         let plan = agent.in_plan_mode();
-        self.open(agent, feed);
-        Ok(LoadSessionResponse::new().modes(modes(plan)))
+        let live = self.open(agent, feed);
+        Ok((LoadSessionResponse::new().modes(modes(plan)), live))
     }
 
     fn set_mode(&self, req: &SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
@@ -474,9 +490,60 @@ fn unsupported(what: &str) -> Error {
     )
 }
 
+/// The plugins' slash commands of `live` as an `available_commands_update`, sent once listed
+/// (listing may start servers: it runs on a blocking thread, after the session's answer).
+fn advertise_commands(live: &Arc<Live>, cx: ConnectionTo<Client>) {
+    let live = live.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut list = Vec::new();
+        for source in live.agent.commands() {
+            for command in source.commands() {
+                let mut entry = AvailableCommand::new(command.name, command.description);
+                if let Some(hint) = command.argument_hint {
+                    entry = entry.input(Some(AvailableCommandInput::Unstructured(
+                        UnstructuredCommandInput::new(hint),
+                    )));
+                }
+                list.push(entry);
+            }
+        }
+        if !list.is_empty() {
+            send(
+                &cx,
+                &live.id,
+                SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(list)),
+            );
+        }
+    });
+}
+
+/// `/name args` of a plugin's slash command, expanded to the prompt it sends; `None` when
+/// `text` names no such command (it is sent as typed).
+async fn expand_command(agent: &Agent, text: &str) -> Result<Option<String>, Error> {
+    let Some(rest) = text.strip_prefix('/') else {
+        return Ok(None);
+    };
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if name.is_empty() {
+        return Ok(None);
+    }
+    for source in agent.commands() {
+        if source.commands().iter().any(|c| c.name == name) {
+            return source
+                .expand(name, args.trim())
+                .await
+                .map(Some)
+                .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
+        }
+    }
+    Ok(None)
+}
+
 /// Queue `text` and run the session's turns until idle, cancelling on `session/cancel`.
 async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
     let agent = &live.agent;
+    let expanded = expand_command(agent, text).await?;
+    let text = expanded.as_deref().unwrap_or(text);
     agent
         .followup(text)
         .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;

@@ -740,3 +740,54 @@ responses:
     let id = report["sessionId"].as_str().unwrap();
     assert_eq!(support::session_id(&env.only_session()), id);
 }
+
+/// An MCP server's prompts are offered as slash commands (`available_commands_update`), and a
+/// prompt `/name args` is expanded to the prompt's text before the model sees it.
+#[test]
+fn plugin_slash_commands_are_offered_and_expanded() {
+    let env = Env::new();
+    env.write(
+        ".keel/config.toml",
+        &format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            support::node_bin("mcp-server-everything")
+                .display()
+                .to_string()
+        ),
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "weather in Paris, France" }
+    text: "Sunny in Paris."
+"#,
+    );
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let offered =
+        acp.wait_for(|v| v["params"]["update"]["sessionUpdate"] == "available_commands_update");
+    assert_eq!(offered["params"]["sessionId"], sid.as_str());
+    let commands = offered["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap();
+    let args_prompt = commands
+        .iter()
+        .find(|c| c["name"] == "mcp__everything__args-prompt")
+        .unwrap_or_else(|| panic!("{offered}"));
+    assert!(args_prompt["input"]["hint"].is_string(), "{args_prompt}");
+    let answer = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "/mcp__everything__args-prompt Paris France"}]}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let asked = support::last_user_text(&mock.requests()[0]);
+    assert!(
+        asked.contains("What's weather in Paris, France?"),
+        "{asked}"
+    );
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+}
