@@ -290,15 +290,32 @@ impl<S: AgentSource> Server<S> {
         cx: ConnectionTo<Client>,
     ) -> Result<(LoadSessionResponse, Arc<Live>), Error> {
         let id = req.session_id.clone();
-        if let Some(live) = self.sessions().get(&id.0)
-            && live.running.load(Ordering::Acquire)
-        {
-            return Err(err(
-                ErrorCode::InvalidParams,
-                format!("session {} is running a prompt: cancel it first", &*id.0),
-            ));
-        }
         let cwd = working_dir(&req.cwd)?;
+        let open = self.sessions().get(&id.0).cloned();
+        if let Some(live) = open {
+            // Open here already: its history again, from the agent that has it (a second
+            // agent would write the same log).
+            if live.running.load(Ordering::Acquire) {
+                return Err(err(
+                    ErrorCode::InvalidParams,
+                    format!("session {} is running a prompt: cancel it first", &*id.0),
+                ));
+            }
+            let updates = {
+                let log = live.agent.log();
+                let mut mapper = Mapper::new(&cwd, Feed::Replay);
+                let mut updates = Vec::new();
+                for event in log.session().events() {
+                    updates.extend(mapper.map(&event));
+                }
+                updates
+            };
+            for update in updates {
+                send(&cx, &id, update);
+            }
+            let plan = live.agent.in_plan_mode();
+            return Ok((LoadSessionResponse::new().modes(modes(plan)), live));
+        }
         let feed = Self::feed(cx.clone(), &cwd, false);
         let _ = feed.session.set(id.clone());
         let options = Self::options(&feed, &cwd);

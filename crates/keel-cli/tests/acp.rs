@@ -529,6 +529,17 @@ fn bad_input_gets_json_rpc_errors() {
     );
     assert_eq!(mode["error"]["code"], -32602, "{mode}");
 
+    // Loading a session this process has open replays it from the open agent.
+    let reload = acp.request(
+        10,
+        "session/load",
+        json!({"sessionId": sid, "cwd": env.ws, "mcpServers": []}),
+    );
+    assert_eq!(
+        reload["result"]["modes"]["currentModeId"], "default",
+        "{reload}"
+    );
+
     // Still serving.
     let again = acp.request(9, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
     assert!(again["result"]["sessionId"].is_string(), "{again}");
