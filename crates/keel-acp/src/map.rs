@@ -5,7 +5,7 @@
 //! | keel event | ACP update |
 //! |---|---|
 //! | `user/message` (the person's; replay only) | `user_message_chunk` |
-//! | `assistant/chunk` text / reasoning delta | `agent_message_chunk` / `agent_thought_chunk` |
+//! | `assistant/chunk` text / reasoning delta (live only) | `agent_message_chunk` / `agent_thought_chunk` |
 //! | `assistant/message` | the text and reasoning that did not stream (a replay: all of it) |
 //! | `tool/call` | `tool_call` (kind, title, locations, raw input; a diff for `edit`/`write`) |
 //! | `approval/decided` refused | `tool_call_update` failed |
@@ -77,6 +77,8 @@ impl Mapper {
                 self.streamed_text = false;
                 self.streamed_reasoning = false;
             }
+            // A replay shows each message whole (below): one update instead of one per delta.
+            EventBody::AssistantChunk(_) if self.feed == Feed::Replay => {}
             EventBody::AssistantChunk(c) => match &c.chunk {
                 StreamChunk::TextDelta { text, .. } if !text.is_empty() => {
                     self.streamed_text = true;
@@ -360,13 +362,23 @@ mod tests {
             wire(m.map(&answer("Hello"))),
             json!([{"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}}])
         );
-        // A message nothing streamed for shows whole.
+        // A message nothing streamed for shows whole; a replay never streams.
         assert_eq!(
             wire(m.map(&answer("Bye"))),
             json!([
                 {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}},
                 {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Bye"}}
             ])
+        );
+        let mut replay = Mapper::new("/w", Feed::Replay);
+        let delta = ev(
+            "assistant/chunk",
+            json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "By"}}),
+        );
+        assert_eq!(wire(replay.map(&delta)), json!([]));
+        assert_eq!(
+            wire(replay.map(&answer("Bye"))).as_array().unwrap().len(),
+            2
         );
     }
 
