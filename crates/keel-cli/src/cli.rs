@@ -165,6 +165,15 @@ pub enum Command {
     /// own `cwd`, `sandbox`, `approval` and `model` arguments override them. Stdout carries
     /// only the protocol; logs go to stderr.
     McpServer(McpServerArgs),
+    /// Serve keel as an Agent Client Protocol agent on stdin/stdout, for editors such as Zed
+    /// (docs/acp.md).
+    ///
+    /// Add it to Zed under `agent_servers` with `"command": "keel", "args": ["acp"]`. Each ACP
+    /// session is a keel session: `session/new` starts one in the editor's project,
+    /// `session/load` continues any keel session by id. Approvals are asked in the editor; the
+    /// global flags (--model, --sandbox, --approval, -c…) apply to every session. Stdout carries
+    /// only the protocol; logs go to stderr.
+    Acp(AcpArgs),
     /// MCP servers: list, show, add, remove, test, and their prompts (docs/mcp.md).
     ///
     /// Servers come from `[mcp_servers.NAME]` tables of the configuration layers and from the
@@ -178,6 +187,14 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct McpServerArgs {
     /// Replay a model script (JSON or YAML) instead of calling a model, in every call.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+}
+
+/// `keel acp`.
+#[derive(Debug, Args)]
+pub struct AcpArgs {
+    /// Replay a model script (JSON or YAML) instead of calling a model, in every session.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
 }

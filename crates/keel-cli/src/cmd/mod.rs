@@ -1,5 +1,6 @@
 //! Command implementations and what they share ([`Ctx`]).
 
+mod acp;
 mod cards;
 mod config_cmd;
 mod continuity;
@@ -272,6 +273,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cards(cmd) => cards::run(&ctx, cmd),
         Command::Chat(args) => cards::chat(ctx, args),
         Command::McpServer(args) => mcp_server::run(&ctx, args),
+        Command::Acp(args) => acp::run(&ctx, args),
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
     }
 }

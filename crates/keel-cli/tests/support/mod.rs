@@ -630,12 +630,27 @@ pub fn node_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../keel-mcp/tests/node")
 }
 
-/// Install the MCP tests' node modules once when they are missing (`npm ci` from the lock
+/// Install the MCP tests' node modules once when they are missing; see [`ensure_npm`].
+pub fn ensure_node_modules() -> PathBuf {
+    ensure_npm(&node_dir(), "@modelcontextprotocol/sdk")
+}
+
+/// crates/keel-acp/tests/node: the pinned ACP SDK of the `keel acp` tests.
+pub fn acp_node_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../keel-acp/tests/node")
+}
+
+/// Install the ACP tests' node modules once when they are missing; see [`ensure_npm`].
+pub fn ensure_acp_node_modules() -> PathBuf {
+    ensure_npm(&acp_node_dir(), "@agentclientprotocol/sdk")
+}
+
+/// Install the node modules of `dir` once when `package` is missing (`npm ci` from the lock
 /// file; `.ci/run` does it first). Test binaries run in parallel: an exclusive lock on a file
 /// beside them serialises the installs, and whoever comes second finds them installed.
-pub fn ensure_node_modules() -> PathBuf {
-    let dir = node_dir();
-    let marker = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
+pub fn ensure_npm(dir: &Path, package: &str) -> PathBuf {
+    let dir = dir.to_path_buf();
+    let marker = dir.join("node_modules").join(package).join("package.json");
     if marker.exists() {
         return dir;
     }
@@ -657,7 +672,7 @@ pub fn ensure_node_modules() -> PathBuf {
             .arg(&dir)
             .stdout(Stdio::null())
             .status()
-            .expect("npm is needed for the MCP tests");
+            .expect("npm is needed for the node tests");
         assert!(status.success(), "npm ci in {} failed", dir.display());
     }
     drop(lock);

@@ -1,0 +1,440 @@
+//! keel session events → ACP `session/update`s. The same mapping serves a live turn (events from
+//! the agent's `session_event` feed as they are appended) and a `session/load` replay (events
+//! read back from the session log), so a loaded session shows as it showed live.
+//!
+//! | keel event | ACP update |
+//! |---|---|
+//! | `user/message` (the person's; replay only) | `user_message_chunk` |
+//! | `assistant/chunk` text / reasoning delta (live only) | `agent_message_chunk` / `agent_thought_chunk` |
+//! | `assistant/message` | the text and reasoning that did not stream (a replay: all of it) |
+//! | `tool/call` | `tool_call` (kind, title, locations, raw input; a diff for `edit`/`write`) |
+//! | `approval/decided` refused | `tool_call_update` failed |
+//! | `tool/result` | `tool_call_update` completed/failed with the output as content |
+//! | `todo/write` | `plan` (the whole list) |
+//! | `plan/mode` | `current_mode_update` (`plan` / `default`) |
+
+use agent_client_protocol::v1::schema::CurrentModeUpdate;
+use agent_client_protocol::v1::schema::{
+    ContentBlock as AcpBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use keel_protocol::{ContentBlock, EventBody, SessionEvent, StreamChunk, TodoStatus};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The session mode id of keel's plan mode.
+pub const MODE_PLAN: &str = "plan";
+/// The session mode id of keel's normal mode (the approval policy decides what is asked).
+pub const MODE_DEFAULT: &str = "default";
+
+/// Where the events come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feed {
+    /// A turn running now: the client sent the prompt and knows it.
+    Live,
+    /// A session read back for `session/load`: the person's messages are replayed too.
+    Replay,
+}
+
+/// Turns session events into ACP updates, one event at a time (it remembers what streamed).
+#[derive(Debug)]
+pub struct Mapper {
+    cwd: PathBuf,
+    feed: Feed,
+    streamed_text: bool,
+    streamed_reasoning: bool,
+}
+
+impl Mapper {
+    /// A mapper for a session working in `cwd` (relative paths of tool calls are resolved
+    /// against it: ACP locations are absolute).
+    pub fn new(cwd: impl Into<PathBuf>, feed: Feed) -> Self {
+        Self {
+            cwd: cwd.into(),
+            feed,
+            streamed_text: false,
+            streamed_reasoning: false,
+        }
+    }
+
+    /// Switch between replay and live (after a `session/load` replay, its turns are live).
+    pub fn set_feed(&mut self, feed: Feed) {
+        self.feed = feed;
+    }
+
+    /// The updates `event` shows as (none for bookkeeping events).
+    pub fn map(&mut self, event: &SessionEvent) -> Vec<SessionUpdate> {
+        let mut out = Vec::new();
+        match &event.body {
+            EventBody::UserMessage(m) if self.feed == Feed::Replay && m.source.is_user() => {
+                let text = m.text();
+                if !text.trim().is_empty() {
+                    out.push(SessionUpdate::UserMessageChunk(chunk(text)));
+                }
+            }
+            EventBody::StepStart(_) => {
+                self.streamed_text = false;
+                self.streamed_reasoning = false;
+            }
+            // A replay shows each message whole (below): one update instead of one per delta.
+            EventBody::AssistantChunk(_) if self.feed == Feed::Replay => {}
+            EventBody::AssistantChunk(c) => match &c.chunk {
+                StreamChunk::TextDelta { text, .. } if !text.is_empty() => {
+                    self.streamed_text = true;
+                    out.push(SessionUpdate::AgentMessageChunk(chunk(text.clone())));
+                }
+                StreamChunk::ReasoningDelta { text, .. } if !text.is_empty() => {
+                    self.streamed_reasoning = true;
+                    out.push(SessionUpdate::AgentThoughtChunk(chunk(text.clone())));
+                }
+                _ => {}
+            },
+            EventBody::AssistantMessage(m) => {
+                let mut text = String::new();
+                let mut reasoning = String::new();
+                for block in &m.message.content {
+                    match block {
+                        ContentBlock::Text { text: t } => text.push_str(t),
+                        ContentBlock::Reasoning { text: t } => reasoning.push_str(t),
+                        _ => {}
+                    }
+                }
+                if !self.streamed_reasoning && !reasoning.is_empty() {
+                    out.push(SessionUpdate::AgentThoughtChunk(chunk(reasoning)));
+                }
+                if !self.streamed_text && !text.is_empty() {
+                    out.push(SessionUpdate::AgentMessageChunk(chunk(text)));
+                }
+                self.streamed_text = false;
+                self.streamed_reasoning = false;
+            }
+            EventBody::ToolCall(c) => {
+                out.push(SessionUpdate::ToolCall(tool_call(
+                    &self.cwd,
+                    &c.call_id,
+                    &c.name,
+                    &c.arguments,
+                )));
+            }
+            EventBody::ApprovalDecided(d) if !d.approved => {
+                let why = d.reason.as_deref().unwrap_or("refused");
+                out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    d.call_id.clone(),
+                    ToolCallUpdateFields::new()
+                        .status(ToolCallStatus::Failed)
+                        .content(vec![text_content(format!("not approved: {why}"))]),
+                )));
+            }
+            EventBody::ToolResult(r) => {
+                for block in r.message.tool_results() {
+                    let status = if block.is_error {
+                        ToolCallStatus::Failed
+                    } else {
+                        ToolCallStatus::Completed
+                    };
+                    out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        block.tool_call_id.clone(),
+                        ToolCallUpdateFields::new()
+                            .status(status)
+                            .content(vec![text_content(block.text())]),
+                    )));
+                }
+            }
+            EventBody::TodoWrite(t) => {
+                let entries = t
+                    .todos
+                    .iter()
+                    .map(|item| {
+                        let status = match item.status {
+                            TodoStatus::Pending => PlanEntryStatus::Pending,
+                            TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                            TodoStatus::Completed => PlanEntryStatus::Completed,
+                        };
+                        PlanEntry::new(item.content.clone(), PlanEntryPriority::Medium, status)
+                    })
+                    .collect();
+                out.push(SessionUpdate::Plan(Plan::new(entries)));
+            }
+            EventBody::PlanMode(p) => {
+                let mode = if p.active { MODE_PLAN } else { MODE_DEFAULT };
+                out.push(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                    mode,
+                )));
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+fn chunk(text: String) -> ContentChunk {
+    ContentChunk::new(AcpBlock::Text(TextContent::new(text)))
+}
+
+pub(crate) fn text_content(text: String) -> ToolCallContent {
+    ToolCallContent::Content(agent_client_protocol::v1::schema::Content::new(
+        AcpBlock::Text(TextContent::new(text)),
+    ))
+}
+
+/// What kind of tool `name` is, for the client's icon and grouping.
+pub fn tool_kind(name: &str) -> ToolKind {
+    match name {
+        "read" => ToolKind::Read,
+        "write" | "edit" => ToolKind::Edit,
+        "bash" => ToolKind::Execute,
+        "glob" | "grep" => ToolKind::Search,
+        "fetch" | "web_fetch" => ToolKind::Fetch,
+        "todo_write" => ToolKind::Think,
+        "exit_plan_mode" | "enter_plan_mode" => ToolKind::SwitchMode,
+        _ => ToolKind::Other,
+    }
+}
+
+/// The argument a person recognises a call by.
+fn key_arg(name: &str, args: &Value) -> Option<String> {
+    let field = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
+    match name {
+        "bash" => field("command"),
+        "read" | "write" | "edit" => field("path"),
+        "glob" | "grep" => field("pattern"),
+        "todo_write" => args
+            .get("todos")
+            .and_then(Value::as_array)
+            .map(|t| format!("{} item(s)", t.len())),
+        "subagent" | "delegate" => field("description").or_else(|| field("prompt")),
+        _ => None,
+    }
+}
+
+/// `s` on one line, at most `max` characters.
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c == '\n' || c == '\t' { ' ' } else { c })
+        .collect();
+    let flat = flat.trim();
+    if flat.chars().count() <= max {
+        flat.to_owned()
+    } else {
+        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+/// The title a client shows for a call: the tool and its key argument.
+pub fn tool_title(name: &str, args: &Value) -> String {
+    match key_arg(name, args) {
+        Some(arg) if !arg.is_empty() => format!("{name} {}", one_line(&arg, 120)),
+        _ => name.to_owned(),
+    }
+}
+
+fn absolute(cwd: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+/// Locations and content of a call to `name` with `args`: the file it touches and, for
+/// `edit`/`write`, the change as a diff.
+fn call_detail(
+    cwd: &Path,
+    name: &str,
+    args: &Value,
+) -> (Vec<ToolCallLocation>, Vec<ToolCallContent>) {
+    let field = |k: &str| args.get(k).and_then(Value::as_str);
+    let Some(path) = field("path").filter(|_| matches!(name, "read" | "write" | "edit")) else {
+        return (Vec::new(), Vec::new());
+    };
+    let path = absolute(cwd, path);
+    let mut location = ToolCallLocation::new(path.clone());
+    if name == "read"
+        && let Some(line) = args.get("offset").and_then(Value::as_u64)
+    {
+        location = location.line(u32::try_from(line).ok());
+    }
+    let content = match name {
+        "edit" => vec![ToolCallContent::Diff(
+            Diff::new(path, field("new_string").unwrap_or_default())
+                .old_text(field("old_string").map(str::to_owned)),
+        )],
+        "write" => vec![ToolCallContent::Diff(Diff::new(
+            path,
+            field("content").unwrap_or_default(),
+        ))],
+        _ => Vec::new(),
+    };
+    (vec![location], content)
+}
+
+/// The `tool_call` update of a call.
+pub fn tool_call(cwd: &Path, call_id: &str, name: &str, arguments: &str) -> ToolCall {
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    let (locations, content) = call_detail(cwd, name, &args);
+    ToolCall::new(call_id.to_owned(), tool_title(name, &args))
+        .kind(tool_kind(name))
+        .status(ToolCallStatus::InProgress)
+        .locations(locations)
+        .content(content)
+        .raw_input(Some(args))
+}
+
+/// The tool call a permission request is about (the same fields as its `tool_call`).
+pub fn permission_subject(
+    cwd: &Path,
+    call_id: &str,
+    name: &str,
+    arguments: &str,
+) -> ToolCallUpdate {
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    let (locations, content) = call_detail(cwd, name, &args);
+    ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new()
+            .title(tool_title(name, &args))
+            .kind(tool_kind(name))
+            .status(ToolCallStatus::Pending)
+            .locations(locations)
+            .content(content)
+            .raw_input(Some(args)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use keel_protocol::Seq;
+    use serde_json::json;
+
+    fn ev(ty: &str, data: Value) -> SessionEvent {
+        SessionEvent::new(Seq(1), 0, EventBody::parse(ty, &data.to_string()).unwrap())
+    }
+
+    fn wire(updates: Vec<SessionUpdate>) -> Value {
+        serde_json::to_value(updates).unwrap()
+    }
+
+    fn user(text: &str) -> SessionEvent {
+        ev(
+            "user/message",
+            json!({"role": "user", "content": [{"type": "text", "text": text}], "source": {"kind": "user"}, "id": "u"}),
+        )
+    }
+
+    fn answer(text: &str) -> SessionEvent {
+        ev(
+            "assistant/message",
+            json!({"turn": 1, "step": 1, "message": {"role": "assistant", "content": [{"type": "reasoning", "text": "hmm"}, {"type": "text", "text": text}], "source": {"kind": "model", "provider": "p", "model": "m"}, "id": "a"}}),
+        )
+    }
+
+    #[test]
+    fn the_person_s_messages_show_in_a_replay_only() {
+        let mut live = Mapper::new("/w", Feed::Live);
+        assert_eq!(wire(live.map(&user("hi"))), json!([]));
+        let mut replay = Mapper::new("/w", Feed::Replay);
+        assert_eq!(
+            wire(replay.map(&user("hi"))),
+            json!([{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hi"}}])
+        );
+    }
+
+    #[test]
+    fn a_message_repeats_nothing_that_streamed() {
+        let mut m = Mapper::new("/w", Feed::Live);
+        m.map(&ev("step/start", json!({"turn": 1, "step": 1})));
+        let chunk = m.map(&ev(
+            "assistant/chunk",
+            json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "Hel"}}),
+        ));
+        assert_eq!(
+            wire(chunk),
+            json!([{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hel"}}])
+        );
+        // The text streamed, the reasoning did not: only the reasoning comes from the message.
+        assert_eq!(
+            wire(m.map(&answer("Hello"))),
+            json!([{"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}}])
+        );
+        // A message nothing streamed for shows whole; a replay never streams.
+        assert_eq!(
+            wire(m.map(&answer("Bye"))),
+            json!([
+                {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}},
+                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Bye"}}
+            ])
+        );
+        let mut replay = Mapper::new("/w", Feed::Replay);
+        let delta = ev(
+            "assistant/chunk",
+            json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "By"}}),
+        );
+        assert_eq!(wire(replay.map(&delta)), json!([]));
+        assert_eq!(
+            wire(replay.map(&answer("Bye"))).as_array().unwrap().len(),
+            2
+        );
+    }
+
+    #[test]
+    fn tool_calls_carry_kind_title_location_and_diff() {
+        let mut m = Mapper::new("/w", Feed::Live);
+        let args = json!({"path": "src/a.rs", "old_string": "a", "new_string": "b"}).to_string();
+        let call = m.map(&ev(
+            "tool/call",
+            json!({"turn": 1, "step": 1, "callId": "c1", "name": "edit", "arguments": args}),
+        ));
+        assert_eq!(
+            wire(call),
+            json!([{
+                "sessionUpdate": "tool_call", "toolCallId": "c1", "title": "edit src/a.rs",
+                "kind": "edit", "status": "in_progress",
+                "content": [{"type": "diff", "path": "/w/src/a.rs", "oldText": "a", "newText": "b"}],
+                "locations": [{"path": "/w/src/a.rs"}],
+                "rawInput": {"path": "src/a.rs", "old_string": "a", "new_string": "b"}
+            }])
+        );
+        let result = m.map(&ev(
+            "tool/result",
+            json!({"turn": 1, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "no match"}], "isError": true}], "source": {"kind": "tool", "callId": "c1"}, "id": "r"}}),
+        ));
+        assert_eq!(
+            wire(result),
+            json!([{
+                "sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed",
+                "content": [{"type": "content", "content": {"type": "text", "text": "no match"}}]
+            }])
+        );
+        assert_eq!(tool_kind("bash"), ToolKind::Execute);
+        assert_eq!(
+            tool_title("bash", &json!({"command": "cargo\ntest"})),
+            "bash cargo test"
+        );
+    }
+
+    #[test]
+    fn todos_become_a_plan_and_plan_mode_a_mode() {
+        let mut m = Mapper::new("/w", Feed::Live);
+        let plan = m.map(&ev(
+            "todo/write",
+            json!({"todos": [{"content": "a", "status": "completed"}, {"content": "b", "status": "pending"}]}),
+        ));
+        assert_eq!(
+            wire(plan),
+            json!([{"sessionUpdate": "plan", "entries": [
+                {"content": "a", "priority": "medium", "status": "completed"},
+                {"content": "b", "priority": "medium", "status": "pending"}
+            ]}])
+        );
+        assert_eq!(
+            wire(m.map(&ev("plan/mode", json!({"active": true})))),
+            json!([{"sessionUpdate": "current_mode_update", "currentModeId": "plan"}])
+        );
+    }
+}

@@ -1,0 +1,721 @@
+//! The ACP connection: request handlers, the table of open sessions, turns run on blocking
+//! threads (a turn's future holds the session log), their events fed to the client as
+//! `session/update` notifications by an agent hook, and the shutdown when the client leaves.
+
+use crate::approve::AcpApprover;
+use crate::map::{Feed, MODE_DEFAULT, MODE_PLAN, Mapper};
+use crate::{AgentSource, LoadError};
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
+    CancelNotification, ContentBlock, EmbeddedResourceResource, ErrorCode, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    SessionId, SessionMode, SessionModeState, SessionNotification, SessionUpdate,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason, UnstructuredCommandInput,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent as AcpAgent, Client, ConnectTo, Error};
+use keel_agent::Agent;
+use keel_host::BuildOptions;
+use keel_protocol::{SessionEvent, TurnEndReason};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// How often a cancelled turn is cancelled again until it stops (a cancel can land between
+/// two turns of a follow-up chain).
+const RECANCEL_EVERY: Duration = Duration::from_millis(200);
+/// How long running turns get to stop after the client left.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Serve ACP on stdin/stdout until the client closes stdin. Must run inside a multi-threaded
+/// tokio runtime.
+///
+/// Lines are read and written by a thread each: the writer writes every line queued and
+/// flushes once the queue is empty, instead of a flush (a thread hand-off) per message, which
+/// dominated the cost of a streamed update.
+pub async fn serve_stdio<S: AgentSource>(source: S) -> Result<(), Error> {
+    let (out_tx, out_rx) = std::sync::mpsc::channel::<String>();
+    let writer = std::thread::Builder::new()
+        .name("keel-acp-stdout".into())
+        .spawn(move || write_lines(&out_rx))
+        .map_err(|e| {
+            err(
+                ErrorCode::InternalError,
+                format!("keel: cannot start the stdout writer: {e}"),
+            )
+        })?;
+    let (in_tx, in_rx) = tokio::sync::mpsc::unbounded_channel::<std::io::Result<String>>();
+    std::thread::Builder::new()
+        .name("keel-acp-stdin".into())
+        .spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::stdin().lock().lines() {
+                let stop = line.is_err();
+                if in_tx.send(line).is_err() || stop {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| {
+            err(
+                ErrorCode::InternalError,
+                format!("keel: cannot start the stdin reader: {e}"),
+            )
+        })?;
+    let outgoing = futures::sink::unfold(out_tx, |tx, line: String| async move {
+        tx.send(line)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdout is closed"))?;
+        Ok::<_, std::io::Error>(tx)
+    });
+    let incoming = futures::stream::unfold(in_rx, |mut rx| async move {
+        rx.recv().await.map(|line| (line, rx))
+    });
+    let served = serve(
+        source,
+        agent_client_protocol::Lines::new(Box::pin(outgoing), Box::pin(incoming)),
+    )
+    .await;
+    // The connection (and with it the sending side) is gone: the writer drains and ends.
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    served
+}
+
+/// Write each line to stdout, flushing whenever nothing more is queued.
+fn write_lines(lines: &std::sync::mpsc::Receiver<String>) {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    while let Ok(line) = lines.recv() {
+        let mut next = Some(line);
+        while let Some(line) = next {
+            if out.write_all(line.as_bytes()).is_err() || out.write_all(b"\n").is_err() {
+                return;
+            }
+            next = lines.try_recv().ok();
+        }
+        if out.flush().is_err() {
+            return;
+        }
+    }
+}
+
+/// Serve ACP over `transport` until it closes; then cancel the turns still running and wait
+/// for them (their logs end with a `turn/end`).
+pub async fn serve<S: AgentSource>(
+    source: S,
+    transport: impl ConnectTo<AcpAgent>,
+) -> Result<(), Error> {
+    let server = Arc::new(Server {
+        source: Arc::new(source),
+        sessions: Mutex::new(HashMap::new()),
+        turns: Mutex::new(Vec::new()),
+    });
+    let s_init = server.clone();
+    let s_new = server.clone();
+    let s_load = server.clone();
+    let s_prompt = server.clone();
+    let s_cancel = server.clone();
+    let s_mode = server.clone();
+    let served = AcpAgent
+        .v1()
+        .name("keel")
+        .on_receive_request(
+            async move |req: InitializeRequest, responder: Responder<InitializeResponse>, _cx| {
+                responder.respond(s_init.initialize(&req))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: NewSessionRequest,
+                        responder: Responder<NewSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                match s_new.new_session(req, cx.clone()).await {
+                    Ok((answer, live)) => {
+                        responder.respond(answer)?;
+                        advertise_commands(&live, cx);
+                        Ok(())
+                    }
+                    Err(e) => responder.respond_with_error(e),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: LoadSessionRequest,
+                        responder: Responder<LoadSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                match s_load.load_session(req, cx.clone()).await {
+                    Ok((answer, live)) => {
+                        responder.respond(answer)?;
+                        advertise_commands(&live, cx);
+                        Ok(())
+                    }
+                    Err(e) => responder.respond_with_error(e),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: PromptRequest, responder: Responder<PromptResponse>, _cx| {
+                s_prompt.prompt(req, responder);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionModeRequest,
+                        responder: Responder<SetSessionModeResponse>,
+                        _cx| { responder.respond_with_result(s_mode.set_mode(&req)) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |note: CancelNotification, _cx| {
+                s_cancel.cancel(&note.session_id);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(transport)
+        .await;
+    server.shutdown().await;
+    match served {
+        Err(e) if agent_client_protocol::is_incoming_transport_closed(&e) => Ok(()),
+        other => other,
+    }
+}
+
+struct Server<S> {
+    source: Arc<S>,
+    sessions: Mutex<HashMap<Arc<str>, Arc<Live>>>,
+    /// Turns started by `session/prompt` (finished ones are pruned as new ones start).
+    turns: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// An open session.
+struct Live {
+    id: SessionId,
+    agent: Agent,
+    /// A prompt is running.
+    running: AtomicBool,
+    /// `session/cancel` arrived during the running prompt.
+    cancelled: AtomicBool,
+    cancel: Notify,
+}
+
+/// Sends a session's events to the client as updates (the agent's `session_event` hook).
+pub(crate) struct UpdateFeed {
+    cx: ConnectionTo<Client>,
+    session: Arc<OnceLock<SessionId>>,
+    mapper: Mutex<Mapper>,
+    /// Off while a loaded session is being built and replayed.
+    on: AtomicBool,
+}
+
+impl UpdateFeed {
+    fn observe(&self, event: &SessionEvent) {
+        if !self.on.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(session) = self.session.get() else {
+            return;
+        };
+        let updates = self
+            .mapper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(event);
+        for update in updates {
+            send(&self.cx, session, update);
+        }
+    }
+}
+
+fn send(cx: &ConnectionTo<Client>, session: &SessionId, update: SessionUpdate) {
+    // The client gone is noticed by the connection; an update lost then has nobody to see it.
+    let _ = cx.send_notification(SessionNotification::new(session.clone(), update));
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> Error {
+    Error::new(code, message.into())
+}
+
+fn modes(plan: bool) -> SessionModeState {
+    SessionModeState::new(
+        if plan { MODE_PLAN } else { MODE_DEFAULT },
+        vec![
+            SessionMode::new(MODE_DEFAULT, "Default").description(Some(
+                "Work on the task; calls that need approval are asked about".to_owned(),
+            )),
+            SessionMode::new(MODE_PLAN, "Plan").description(Some(
+                "Read and plan only; the plan is put to you for approval".to_owned(),
+            )),
+        ],
+    )
+}
+
+impl<S: AgentSource> Server<S> {
+    fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
+        let version = if req.protocol_version < ProtocolVersion::LATEST {
+            req.protocol_version
+        } else {
+            ProtocolVersion::LATEST
+        };
+        InitializeResponse::new(version)
+            .agent_capabilities(
+                AgentCapabilities::new()
+                    .load_session(true)
+                    .prompt_capabilities(PromptCapabilities::new().embedded_context(true)),
+            )
+            .agent_info(Some(Implementation::new("keel", env!("CARGO_PKG_VERSION"))))
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Live>>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn session(&self, id: &SessionId) -> Result<Arc<Live>, Error> {
+        self.sessions().get(&id.0).cloned().ok_or_else(|| {
+            err(
+                ErrorCode::ResourceNotFound,
+                format!(
+                    "no open session {:?}: create one with session/new or open it with session/load",
+                    &*id.0
+                ),
+            )
+        })
+    }
+
+    /// Build options feeding `feed` and asking the client for approvals.
+    fn options(feed: &Arc<UpdateFeed>, cwd: &Path) -> BuildOptions {
+        let mut options = BuildOptions::default();
+        let observer = feed.clone();
+        options
+            .agent_hooks
+            .session_event
+            .push(Arc::new(move |ev: &SessionEvent| observer.observe(ev)));
+        options.approver = Some(Arc::new(AcpApprover::new(
+            feed.cx.clone(),
+            feed.session.clone(),
+            cwd.to_path_buf(),
+        )));
+        options
+    }
+
+    fn feed(cx: ConnectionTo<Client>, cwd: &Path, on: bool) -> Arc<UpdateFeed> {
+        Arc::new(UpdateFeed {
+            cx,
+            session: Arc::new(OnceLock::new()),
+            mapper: Mutex::new(Mapper::new(cwd, if on { Feed::Live } else { Feed::Replay })),
+            on: AtomicBool::new(on),
+        })
+    }
+
+    fn open(&self, agent: Agent, feed: Arc<UpdateFeed>) -> Arc<Live> {
+        let id = SessionId::new(agent.session_id().as_str());
+        let _ = feed.session.set(id.clone());
+        let live = Arc::new(Live {
+            id: id.clone(),
+            agent,
+            running: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
+            cancel: Notify::new(),
+        });
+        self.sessions().insert(id.0, live.clone());
+        live
+    }
+
+    async fn new_session(
+        &self,
+        req: NewSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(NewSessionResponse, Arc<Live>), Error> {
+        let cwd = working_dir(&req.cwd)?;
+        let feed = Self::feed(cx, &cwd, true);
+        let options = Self::options(&feed, &cwd);
+        let source = self.source.clone();
+        let built = tokio::task::spawn_blocking(move || source.create(&cwd, options))
+            .await
+            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+        let agent = built.map_err(|e| err(ErrorCode::InternalError, e))?;
+        let plan = agent.in_plan_mode();
+        let live = self.open(agent, feed);
+        Ok((
+            NewSessionResponse::new(live.id.clone()).modes(modes(plan)),
+            live,
+        ))
+    }
+
+    async fn load_session(
+        &self,
+        req: LoadSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(LoadSessionResponse, Arc<Live>), Error> {
+        let id = req.session_id.clone();
+        let cwd = working_dir(&req.cwd)?;
+        let open = self.sessions().get(&id.0).cloned();
+        if let Some(live) = open {
+            // Open here already: its history again, from the agent that has it (a second
+            // agent would write the same log).
+            if live.running.load(Ordering::Acquire) {
+                return Err(err(
+                    ErrorCode::InvalidParams,
+                    format!("session {} is running a prompt: cancel it first", &*id.0),
+                ));
+            }
+            let updates = {
+                let log = live.agent.log();
+                let mut mapper = Mapper::new(&cwd, Feed::Replay);
+                let mut updates = Vec::new();
+                for event in log.session().events() {
+                    updates.extend(mapper.map(&event));
+                }
+                updates
+            };
+            for update in updates {
+                send(&cx, &id, update);
+            }
+            let plan = live.agent.in_plan_mode();
+            return Ok((LoadSessionResponse::new().modes(modes(plan)), live));
+        }
+        let feed = Self::feed(cx.clone(), &cwd, false);
+        let _ = feed.session.set(id.clone());
+        let options = Self::options(&feed, &cwd);
+        let source = self.source.clone();
+        let name = id.0.to_string();
+        let built = tokio::task::spawn_blocking(move || source.load(&name, &cwd, options))
+            .await
+            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+        let agent = built.map_err(|e| match e {
+            LoadError::NotFound(m) => err(ErrorCode::ResourceNotFound, m),
+            LoadError::Unusable(m) => err(ErrorCode::InvalidParams, m),
+        })?;
+        // Replay the history, then go live.
+        let updates = {
+            let log = agent.log();
+            let mut mapper = feed.mapper.lock().unwrap_or_else(|p| p.into_inner());
+            let mut updates = Vec::new();
+            for event in log.session().events() {
+                updates.extend(mapper.map(&event));
+            }
+            mapper.set_feed(Feed::Live);
+            updates
+        };
+        for update in updates {
+            send(&cx, &id, update);
+        }
+        feed.on.store(true, Ordering::Release);
+        let plan = agent.in_plan_mode();
+        let live = self.open(agent, feed);
+        Ok((LoadSessionResponse::new().modes(modes(plan)), live))
+    }
+
+    fn set_mode(&self, req: &SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
+        let live = self.session(&req.session_id)?;
+        let plan = match &*req.mode_id.0 {
+            MODE_PLAN => true,
+            MODE_DEFAULT => false,
+            other => {
+                return Err(err(
+                    ErrorCode::InvalidParams,
+                    format!(
+                        "no session mode {other:?}: keel has {MODE_DEFAULT:?} and {MODE_PLAN:?}"
+                    ),
+                ));
+            }
+        };
+        live.agent
+            .set_plan_mode(plan)
+            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+        Ok(SetSessionModeResponse::new())
+    }
+
+    fn cancel(&self, id: &SessionId) {
+        let Some(live) = self.sessions().get(&id.0).cloned() else {
+            return;
+        };
+        if live.running.load(Ordering::Acquire) {
+            live.cancelled.store(true, Ordering::Release);
+            live.cancel.notify_one();
+        }
+    }
+
+    fn prompt(&self, req: PromptRequest, responder: Responder<PromptResponse>) {
+        let live = match self.session(&req.session_id) {
+            Ok(live) => live,
+            Err(e) => {
+                let _ = responder.respond_with_error(e);
+                return;
+            }
+        };
+        let text = match prompt_text(&req.prompt) {
+            Ok(text) => text,
+            Err(e) => {
+                let _ = responder.respond_with_error(e);
+                return;
+            }
+        };
+        if live.running.swap(true, Ordering::AcqRel) {
+            let _ = responder.respond_with_error(err(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "session {} is already running a prompt: wait for it or send session/cancel",
+                    &*req.session_id.0
+                ),
+            ));
+            return;
+        }
+        live.cancelled.store(false, Ordering::Release);
+        let rt = tokio::runtime::Handle::current();
+        // The turn's future holds the session log: it runs on a blocking thread of its own.
+        let handle = tokio::task::spawn_blocking(move || {
+            let answer = rt.block_on(run_turn(&live, &text));
+            live.running.store(false, Ordering::Release);
+            let _ = responder.respond_with_result(answer);
+        });
+        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        turns.retain(|t| !t.is_finished());
+        turns.push(handle);
+    }
+
+    /// The client left: cancel what runs and wait (bounded) for the turns to end.
+    async fn shutdown(&self) {
+        let open: Vec<Arc<Live>> = self.sessions().values().cloned().collect();
+        for live in &open {
+            if live.running.load(Ordering::Acquire) {
+                live.cancelled.store(true, Ordering::Release);
+                live.cancel.notify_one();
+            }
+        }
+        let turns = std::mem::take(&mut *self.turns.lock().unwrap_or_else(|p| p.into_inner()));
+        let all = futures::future::join_all(turns);
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, all).await;
+        for live in &open {
+            live.agent.kill_jobs();
+        }
+    }
+}
+
+/// The request's `cwd`: an existing directory, absolute as ACP requires.
+fn working_dir(cwd: &Path) -> Result<PathBuf, Error> {
+    if !cwd.is_absolute() {
+        return Err(err(
+            ErrorCode::InvalidParams,
+            format!("cwd {} is not an absolute path", cwd.display()),
+        ));
+    }
+    let dir = cwd.canonicalize().map_err(|e| {
+        err(
+            ErrorCode::InvalidParams,
+            format!("cwd {}: {e}", cwd.display()),
+        )
+    })?;
+    if !dir.is_dir() {
+        return Err(err(
+            ErrorCode::InvalidParams,
+            format!("cwd {} is not a directory", dir.display()),
+        ));
+    }
+    Ok(dir)
+}
+
+/// The prompt as the text keel's model reads: text blocks, resource links as links, embedded
+/// text resources inline. Images, audio and binary resources are refused (keel advertises
+/// none of them).
+pub(crate) fn prompt_text(blocks: &[ContentBlock]) -> Result<String, Error> {
+    let mut text = String::new();
+    let mut push = |s: &str| {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(s);
+    };
+    for block in blocks {
+        match block {
+            ContentBlock::Text(t) => push(&t.text),
+            ContentBlock::ResourceLink(l) => push(&format!("[{}]({})", l.name, l.uri)),
+            ContentBlock::Resource(r) => match &r.resource {
+                EmbeddedResourceResource::TextResourceContents(t) => {
+                    push(&format!(
+                        "<context uri=\"{}\">\n{}\n</context>",
+                        t.uri, t.text
+                    ));
+                }
+                _ => {
+                    return Err(unsupported("a binary embedded resource"));
+                }
+            },
+            ContentBlock::Image(_) => return Err(unsupported("an image")),
+            ContentBlock::Audio(_) => return Err(unsupported("audio")),
+            _ => return Err(unsupported("a content block of an unknown type")),
+        }
+    }
+    if text.trim().is_empty() {
+        return Err(err(
+            ErrorCode::InvalidParams,
+            "the prompt has no text: send at least one text content block",
+        ));
+    }
+    Ok(text)
+}
+
+fn unsupported(what: &str) -> Error {
+    err(
+        ErrorCode::InvalidParams,
+        format!(
+            "keel takes text prompts only and this one has {what}; send text, resource links or \
+             embedded text resources (see the promptCapabilities of initialize)"
+        ),
+    )
+}
+
+/// The plugins' slash commands of `live` as an `available_commands_update`, sent once listed
+/// (listing may start servers: it runs on a blocking thread, after the session's answer).
+fn advertise_commands(live: &Arc<Live>, cx: ConnectionTo<Client>) {
+    let live = live.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut list = Vec::new();
+        for source in live.agent.commands() {
+            for command in source.commands() {
+                let mut entry = AvailableCommand::new(command.name, command.description);
+                if let Some(hint) = command.argument_hint {
+                    entry = entry.input(Some(AvailableCommandInput::Unstructured(
+                        UnstructuredCommandInput::new(hint),
+                    )));
+                }
+                list.push(entry);
+            }
+        }
+        if !list.is_empty() {
+            send(
+                &cx,
+                &live.id,
+                SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(list)),
+            );
+        }
+    });
+}
+
+/// `/name args` of a plugin's slash command, expanded to the prompt it sends; `None` when
+/// `text` names no such command (it is sent as typed).
+async fn expand_command(agent: &Agent, text: &str) -> Result<Option<String>, Error> {
+    let Some(rest) = text.strip_prefix('/') else {
+        return Ok(None);
+    };
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if name.is_empty() {
+        return Ok(None);
+    }
+    for source in agent.commands() {
+        if source.commands().iter().any(|c| c.name == name) {
+            return source
+                .expand(name, args.trim())
+                .await
+                .map(Some)
+                .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
+        }
+    }
+    Ok(None)
+}
+
+/// Queue `text` and run the session's turns until idle, cancelling on `session/cancel`.
+async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
+    let agent = &live.agent;
+    let expanded = expand_command(agent, text).await?;
+    let text = expanded.as_deref().unwrap_or(text);
+    agent
+        .followup(text)
+        .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+    let run = agent.run_until_idle();
+    tokio::pin!(run);
+    let mut cancelling = false;
+    let outcome = loop {
+        tokio::select! {
+            out = &mut run => break out,
+            () = live.cancel.notified(), if !cancelling => {
+                cancelling = true;
+                agent.cancel_turn();
+                agent.kill_jobs();
+            }
+            () = tokio::time::sleep(RECANCEL_EVERY), if cancelling => agent.cancel_turn(),
+        }
+    };
+    if live.cancelled.load(Ordering::Acquire) {
+        return Ok(PromptResponse::new(StopReason::Cancelled));
+    }
+    let id = agent.session_id();
+    let outcome = outcome.map_err(|e| {
+        err(
+            ErrorCode::InternalError,
+            format!("keel: session {}: {e}", id.as_str()),
+        )
+    })?;
+    let Some(outcome) = outcome else {
+        return Ok(PromptResponse::new(StopReason::EndTurn));
+    };
+    let reason = match outcome.reason {
+        TurnEndReason::Completed | TurnEndReason::Blocked { .. } => StopReason::EndTurn,
+        TurnEndReason::MaxTokens => StopReason::MaxTokens,
+        TurnEndReason::Aborted { .. } | TurnEndReason::Interrupted => StopReason::Cancelled,
+        TurnEndReason::Error { code, message } => {
+            return Err(err(
+                ErrorCode::InternalError,
+                format!(
+                    "keel: session {}: the turn failed: {code}: {message}",
+                    id.as_str()
+                ),
+            ));
+        }
+    };
+    Ok(PromptResponse::new(reason))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn blocks(v: serde_json::Value) -> Vec<ContentBlock> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn prompts_take_text_links_and_embedded_text() {
+        let text = prompt_text(&blocks(serde_json::json!([
+            {"type": "text", "text": "look at"},
+            {"type": "resource_link", "name": "a.rs", "uri": "file:///w/a.rs"},
+            {"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}"}}
+        ])))
+        .unwrap();
+        assert_eq!(
+            text,
+            "look at\n\n[a.rs](file:///w/a.rs)\n\n<context uri=\"file:///w/b.rs\">\nfn b() {}\n</context>"
+        );
+    }
+
+    #[test]
+    fn images_audio_and_empty_prompts_are_refused() {
+        for (v, needle) in [
+            (
+                serde_json::json!([{"type": "image", "mimeType": "image/png", "data": "AA=="}]),
+                "an image",
+            ),
+            (
+                serde_json::json!([{"type": "audio", "mimeType": "audio/wav", "data": "AA=="}]),
+                "audio",
+            ),
+            (
+                serde_json::json!([{"type": "text", "text": "  "}]),
+                "no text",
+            ),
+        ] {
+            let e = prompt_text(&blocks(v)).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidParams);
+            assert!(e.message.contains(needle), "{}", e.message);
+        }
+    }
+}

@@ -1,0 +1,183 @@
+// A real ACP client (the official TypeScript SDK, pinned in package-lock.json) driving
+// `keel acp` for keel's tests (crates/keel-cli/tests/acp.rs). It spawns the binary named by
+// KEEL_ACP_COMMAND with the JSON array of KEEL_ACP_ARGS, runs a scenario and prints one JSON
+// report as its last stdout line; the Rust test asserts on it.
+//
+// Scenario `main`: initialize; session/new in WORKSPACE; plan mode; a prompt that reads and
+// edits notes.txt, with the plan's permission request answered "allow once"; a prompt whose
+// `bash sleep 30` is cancelled mid-tool; stdin closed. Then a second process loads the session
+// and the replayed updates are recorded, and a missing session id is loaded.
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
+
+const command = process.env.KEEL_ACP_COMMAND;
+const args = JSON.parse(process.env.KEEL_ACP_ARGS ?? "[]");
+const workspace = process.env.WORKSPACE;
+
+/** Start `keel acp` and connect an SDK client to it; `updates` and `permissions` fill up. */
+function start(answer) {
+  const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  const updates = [];
+  const permissions = [];
+  const app = acp
+    .client({ name: "keel-acp-test" })
+    .onNotification("session/update", ({ params }) => {
+      updates.push(params);
+    })
+    .onRequest("session/request_permission", async ({ params: req }) => {
+      permissions.push(req);
+      return { outcome: { outcome: "selected", optionId: answer(req) } };
+    });
+  const conn = app.connect(stream);
+  return { child, conn, ctx: conn.agent, updates, permissions, exited, stderr: () => stderr };
+}
+
+/** The compact shape of an update the Rust test compares. */
+function shape(n) {
+  const u = n.update;
+  const out = { kind: u.sessionUpdate };
+  switch (u.sessionUpdate) {
+    case "agent_message_chunk":
+    case "agent_thought_chunk":
+    case "user_message_chunk":
+      out.text = u.content?.text;
+      break;
+    case "tool_call":
+      Object.assign(out, {
+        id: u.toolCallId,
+        title: u.title,
+        toolKind: u.kind,
+        status: u.status,
+        locations: (u.locations ?? []).map((l) => l.path),
+        content: u.content ?? [],
+      });
+      break;
+    case "tool_call_update":
+      Object.assign(out, {
+        id: u.toolCallId,
+        status: u.status,
+        text: (u.content ?? []).map((c) => c.content?.text ?? "").join(""),
+      });
+      break;
+    case "plan":
+      out.entries = u.entries;
+      break;
+    case "current_mode_update":
+      out.mode = u.currentModeId;
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+async function errorOf(p) {
+  try {
+    return { result: await p };
+  } catch (e) {
+    return { error: { code: e.code, message: e.message } };
+  }
+}
+
+async function main() {
+  const report = {};
+  const first = start((req) => "allow_once");
+  const { ctx } = first;
+  report.initialize = await ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: {},
+    clientInfo: { name: "keel-acp-test", version: "0" },
+  });
+  const session = await ctx.request("session/new", { cwd: workspace, mcpServers: [] });
+  report.newSession = session;
+  const sessionId = session.sessionId;
+  report.setMode = await ctx.request("session/set_mode", { sessionId, modeId: "plan" });
+
+  // Turn 1: plan, approval, read and edit.
+  let mark = first.updates.length;
+  const edit = await ctx.request("session/prompt", {
+    sessionId,
+    prompt: [{ type: "text", text: "please fix the greeting in notes.txt" }],
+  });
+  report.edit = {
+    stopReason: edit.stopReason,
+    updates: first.updates.slice(mark).map(shape),
+    permissions: first.permissions.map((p) => ({
+      title: p.toolCall.title,
+      toolKind: p.toolCall.kind,
+      options: p.options.map((o) => [o.optionId, o.kind]),
+      content: p.toolCall.content ?? [],
+    })),
+  };
+
+  // Turn 2: cancelled while `bash sleep 30` runs.
+  mark = first.updates.length;
+  const started = Date.now();
+  const slow = ctx.request("session/prompt", {
+    sessionId,
+    prompt: [{ type: "text", text: "run the slow command" }],
+  });
+  // Wait for the bash tool call to be announced, then cancel.
+  for (let i = 0; i < 600; i++) {
+    if (first.updates.slice(mark).some((n) => n.update.sessionUpdate === "tool_call" && n.update.kind === "execute")) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await new Promise((r) => setTimeout(r, 300));
+  await ctx.notify("session/cancel", { sessionId });
+  const cancelled = await slow;
+  report.cancel = {
+    stopReason: cancelled.stopReason,
+    seconds: (Date.now() - started) / 1000,
+    updates: first.updates.slice(mark).map(shape),
+  };
+
+  first.child.stdin.end();
+  report.firstExit = await first.exited;
+
+  // A second process loads the session: the history comes back as updates.
+  const second = start(() => "reject");
+  await second.ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  const loaded = await second.ctx.request("session/load", { sessionId, cwd: workspace, mcpServers: [] });
+  report.load = { response: loaded, updates: second.updates.map(shape) };
+  report.missing = await errorOf(
+    second.ctx.request("session/load", { sessionId: "no-such-session-0000", cwd: workspace, mcpServers: [] }),
+  );
+  // A prompt with an image: keel takes text only.
+  report.image = await errorOf(
+    second.ctx.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "image", mimeType: "image/png", data: "iVBORw0KGgo=" }],
+    }),
+  );
+  second.child.stdin.end();
+  report.secondExit = await second.exited;
+  report.stderr = first.stderr() + second.stderr();
+  return report;
+}
+
+const scenario = process.argv[2] ?? "main";
+const run = { main }[scenario];
+if (!run) {
+  console.error(`unknown scenario ${scenario}`);
+  process.exit(2);
+}
+const timer = setTimeout(() => {
+  console.error("the scenario did not finish in 90 s");
+  process.exit(3);
+}, 90_000);
+run()
+  .then((report) => {
+    clearTimeout(timer);
+    console.log(JSON.stringify(report));
+    process.exit(0);
+  })
+  .catch((e) => {
+    clearTimeout(timer);
+    console.error(e?.stack ?? String(e));
+    process.exit(1);
+  });

@@ -1,0 +1,804 @@
+//! `keel acp` driven by ACP clients nobody here wrote: the official TypeScript SDK
+//! (crates/keel-acp/tests/node, pinned in its package-lock.json, scripted by
+//! `keel_acp_client.mjs`) and the Python SDK (`agent-client-protocol` from PyPI, pinned, in a
+//! venv). Bad input is sent as raw JSON-RPC lines. The model is the loopback mock; files,
+//! sessions, child processes and the keel binary are real.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+use support::{Env, Mock, ensure_acp_node_modules, load_consistent, of_type, turn_end_reasons};
+
+const SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "fix the greeting" }
+    reasoning: "The user wants the greeting fixed."
+    text: "Let me read the file."
+    tool_calls:
+      - { name: read, arguments: { path: notes.txt } }
+  - match: { last_user_contains: "fix the greeting" }
+    text: "Here is my plan."
+    tool_calls:
+      - { name: exit_plan_mode, arguments: { plan: "Replace helo with hello in notes.txt" } }
+  - match: { last_user_contains: "fix the greeting" }
+    tool_calls:
+      - { name: todo_write, arguments: { todos: [ { content: "Fix the greeting", status: in_progress, activeForm: "Fixing the greeting" } ] } }
+      - { name: edit, arguments: { path: notes.txt, old_string: "helo world", new_string: "hello world" } }
+  - match: { last_user_contains: "fix the greeting" }
+    text: "Fixed the greeting."
+  - match: { last_user_contains: "slow command" }
+    text: "Running it."
+    tool_calls:
+      - { name: bash, arguments: { command: "sleep 30" } }
+  - match: { last_user_contains: "slow command" }
+    text: "should not be reached"
+"#;
+
+/// `node keel_acp_client.mjs SCENARIO` against `keel --cwd WS --base-url URL acp`.
+fn node_client(env: &Env, base_url: &str, scenario: &str) -> Value {
+    let dir = ensure_acp_node_modules();
+    let args = vec![
+        "--cwd".to_owned(),
+        env.ws.display().to_string(),
+        "--base-url".to_owned(),
+        base_url.to_owned(),
+        "acp".to_owned(),
+    ];
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("keel_acp_client.mjs"))
+        .arg(scenario)
+        .current_dir(&env.ws)
+        .env("KEEL_ACP_COMMAND", env!("CARGO_BIN_EXE_keel"))
+        .env("KEEL_ACP_ARGS", serde_json::to_string(&args).unwrap())
+        .env("WORKSPACE", &env.ws)
+        .env("KEEL_HOME", &env.home)
+        .env("HOME", env.root())
+        .env("TMPDIR", env.root().join("tmp"))
+        .env("DEEPSEEK_API_KEY", support::API_KEY)
+        .env_remove("DEEPSEEK_BASE_URL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    let out = support::run(&mut cmd);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "the node client failed\nstdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let line = out.stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "the node client's report is not JSON ({e})\nstdout:\n{}\nstderr:\n{}",
+            out.stdout, out.stderr
+        )
+    })
+}
+
+fn kinds(updates: &Value) -> Vec<String> {
+    updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Joined text of the updates of `kind`.
+fn text_of(updates: &Value, kind: &str) -> String {
+    updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["kind"] == kind)
+        .filter_map(|u| u["text"].as_str())
+        .collect()
+}
+
+/// Consecutive duplicates of `v` folded (streamed chunks arrive as many updates).
+fn runs(v: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for k in v {
+        if out.last() != Some(k) {
+            out.push(k.clone());
+        }
+    }
+    out
+}
+
+/// The TypeScript SDK's client: initialize, new session, plan mode, a prompt that reads and
+/// edits a file after the client approves the plan, a prompt cancelled mid-`bash`, then the
+/// session loaded in a second process with its history replayed.
+#[test]
+fn the_typescript_sdk_drives_keel_acp() {
+    let env = Env::new();
+    env.write("notes.txt", "helo world\n");
+    let mock = Mock::start(SCRIPT);
+    let report = node_client(&env, &mock.base_url(), "main");
+
+    // initialize: truthful capabilities.
+    let init = &report["initialize"];
+    assert_eq!(init["protocolVersion"], 1, "{init}");
+    let caps = &init["agentCapabilities"];
+    assert_eq!(caps["loadSession"], true, "{caps}");
+    assert_eq!(caps["promptCapabilities"]["image"], false, "{caps}");
+    assert_eq!(caps["promptCapabilities"]["audio"], false, "{caps}");
+    assert_eq!(
+        caps["promptCapabilities"]["embeddedContext"], true,
+        "{caps}"
+    );
+    assert_eq!(init["agentInfo"]["name"], "keel");
+
+    // session/new: the keel session id and the modes.
+    let new = &report["newSession"];
+    let id = new["sessionId"].as_str().unwrap();
+    assert_eq!(new["modes"]["currentModeId"], "default", "{new}");
+    let modes: Vec<&str> = new["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["default", "plan"]);
+
+    // The edit turn: streamed updates in order.
+    let edit = &report["edit"];
+    assert_eq!(edit["stopReason"], "end_turn", "{edit}");
+    let updates = &edit["updates"];
+    let order = runs(&kinds(updates));
+    assert_eq!(
+        order,
+        [
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "tool_call",        // read
+            "tool_call_update", // read done
+            "agent_message_chunk",
+            "tool_call",           // exit_plan_mode
+            "current_mode_update", // approved: plan mode off
+            "tool_call_update",
+            "tool_call", // todo_write
+            "plan",
+            "tool_call_update",
+            "tool_call", // edit
+            "tool_call_update",
+            "agent_message_chunk",
+        ],
+        "{updates:#}"
+    );
+    assert_eq!(
+        text_of(updates, "agent_thought_chunk"),
+        "The user wants the greeting fixed."
+    );
+    assert_eq!(
+        text_of(updates, "agent_message_chunk"),
+        "Let me read the file.Here is my plan.Fixed the greeting."
+    );
+    let calls: Vec<&Value> = updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["kind"] == "tool_call")
+        .collect();
+    let notes = env.ws.join("notes.txt").display().to_string();
+    assert_eq!(calls[0]["title"], "read notes.txt");
+    assert_eq!(calls[0]["toolKind"], "read");
+    assert_eq!(calls[0]["locations"], json!([notes]));
+    assert_eq!(calls[1]["toolKind"], "switch_mode");
+    assert_eq!(calls[2]["toolKind"], "think");
+    assert_eq!(calls[3]["title"], "edit notes.txt");
+    assert_eq!(calls[3]["toolKind"], "edit");
+    assert_eq!(
+        calls[3]["content"],
+        json!([{"type": "diff", "path": notes, "oldText": "helo world", "newText": "hello world"}])
+    );
+    let read_done = updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["kind"] == "tool_call_update" && u["id"] == calls[0]["id"])
+        .unwrap();
+    assert_eq!(read_done["status"], "completed");
+    assert!(
+        read_done["text"].as_str().unwrap().contains("helo world"),
+        "{read_done}"
+    );
+    let plan = updates
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["kind"] == "plan")
+        .unwrap();
+    assert_eq!(plan["entries"][0]["content"], "Fix the greeting");
+    assert_eq!(plan["entries"][0]["status"], "in_progress");
+    // The one permission request: the plan, answered "allow once" by the client.
+    let perms = edit["permissions"].as_array().unwrap();
+    assert_eq!(perms.len(), 1, "{perms:?}");
+    assert_eq!(perms[0]["title"], "Approve the plan and start working");
+    assert_eq!(perms[0]["toolKind"], "switch_mode");
+    assert_eq!(
+        perms[0]["content"][0]["content"]["text"],
+        "Replace helo with hello in notes.txt"
+    );
+    assert_eq!(
+        perms[0]["options"],
+        json!([["allow_once", "allow_once"], ["reject", "reject_once"]])
+    );
+    assert_eq!(env.read("notes.txt"), "hello world\n");
+
+    // The cancelled turn: the bash call was announced, then the prompt answered `cancelled`
+    // long before `sleep 30` would have ended.
+    let cancel = &report["cancel"];
+    assert_eq!(cancel["stopReason"], "cancelled", "{cancel}");
+    assert!(cancel["seconds"].as_f64().unwrap() < 20.0, "{cancel}");
+    let bash = cancel["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["kind"] == "tool_call")
+        .unwrap();
+    assert_eq!(bash["title"], "bash sleep 30");
+    assert_eq!(bash["toolKind"], "execute");
+    assert_eq!(report["firstExit"]["code"], 0, "{}", report["stderr"]);
+
+    // The session log: approval asked and decided by the user, the cancelled turn aborted.
+    let path = env
+        .session_files()
+        .into_iter()
+        .find(|p| support::session_id(p) == id)
+        .unwrap();
+    let events = load_consistent(&path);
+    let decided = of_type(&events, "approval/decided");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["data"]["approved"], true);
+    assert_eq!(decided[0]["data"]["by"], "user");
+    let ends = turn_end_reasons(&events);
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(ends[0]["kind"], "completed");
+    assert_eq!(ends[1]["kind"], "aborted", "{ends:?}");
+
+    // session/load in a second process: the history replayed as updates.
+    let load = &report["load"];
+    assert_eq!(load["response"]["modes"]["currentModeId"], "default");
+    let replay = &load["updates"];
+    let order = runs(&kinds(replay));
+    // The mode the client set before the first prompt, then the first prompt.
+    assert_eq!(
+        order[..2],
+        ["current_mode_update", "user_message_chunk"],
+        "{replay:#}"
+    );
+    assert_eq!(
+        text_of(replay, "user_message_chunk"),
+        "please fix the greeting in notes.txtrun the slow command"
+    );
+    assert_eq!(
+        text_of(replay, "agent_message_chunk"),
+        "Let me read the file.Here is my plan.Fixed the greeting.Running it."
+    );
+    let replayed_calls: Vec<&str> = replay
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["kind"] == "tool_call")
+        .map(|u| u["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        replayed_calls,
+        [
+            "read notes.txt",
+            "exit_plan_mode",
+            "todo_write 1 item(s)",
+            "edit notes.txt",
+            "bash sleep 30"
+        ]
+    );
+    // The cancelled bash call shows as failed.
+    let bash_end = replay
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|u| u["kind"] == "tool_call_update")
+        .unwrap();
+    assert_eq!(bash_end["status"], "failed", "{bash_end}");
+
+    // A missing session and an image prompt: JSON-RPC errors a person can act on.
+    let missing = &report["missing"]["error"];
+    assert_eq!(missing["code"], -32002, "{missing}");
+    assert!(
+        missing["message"]
+            .as_str()
+            .unwrap()
+            .contains("no session \"no-such-session-0000\""),
+        "{missing}"
+    );
+    let image = &report["image"]["error"];
+    assert_eq!(image["code"], -32602, "{image}");
+    assert!(
+        image["message"].as_str().unwrap().contains("an image"),
+        "{image}"
+    );
+    assert_eq!(report["secondExit"]["code"], 0);
+}
+
+/// `keel acp` spoken to line by line.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Raw {
+    fn start(env: &Env, base_url: &str) -> Raw {
+        let mut cmd = env.keel(base_url);
+        cmd.arg("acp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Raw {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send_line(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        self.response(id)
+    }
+
+    /// The next message answering `id` (notifications before it are skipped).
+    fn response(&mut self, id: u64) -> Value {
+        let deadline = Instant::now() + support::HANG_GUARD;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                        panic!("keel wrote a line that is not JSON ({e}): {line}")
+                    });
+                    if v["id"] == id && v.get("method").is_none() {
+                        return v;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => panic!("no answer to request {id}"),
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("keel closed stdout before answering {id}")
+                }
+            }
+        }
+    }
+
+    /// The next message with an `error` and a null id (an answer to a line that had none).
+    fn error_without_id(&mut self) -> Value {
+        loop {
+            let line = self.lines.recv_timeout(support::HANG_GUARD).unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("error").is_some() {
+                return v;
+            }
+        }
+    }
+
+    fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let line = self.lines.recv_timeout(support::HANG_GUARD).unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+
+    fn close_and_wait(mut self) -> (Option<i32>, Duration) {
+        drop(self.stdin.take());
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status.code(), started.elapsed());
+            }
+            if started.elapsed() > support::HANG_GUARD {
+                let _ = self.child.kill();
+                panic!("keel acp did not exit after stdin closed");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn init(&mut self) {
+        let init = self.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    }
+}
+
+/// Malformed JSON-RPC, unknown methods, unsupported prompts, unknown and corrupt sessions:
+/// each a JSON-RPC error with a message a person can act on, and the agent keeps serving.
+#[test]
+fn bad_input_gets_json_rpc_errors() {
+    let env = Env::new();
+    let mock = Mock::start("responses: []");
+    // A corrupt session in the store: a header, then a line that is not JSON, then more.
+    let corrupt_id = "0123456789abcdef-corrupt";
+    let dir = env
+        .home
+        .join("sessions")
+        .join("--corrupt--")
+        .join(corrupt_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("session.jsonl"),
+        format!(
+            "{}\n{{not json\n{}\n",
+            json!({"type":"session","version":0,"id":corrupt_id,"createdAt":"2026-01-01T00:00:00Z","delegationDepth":0}),
+            json!({"type":"turn/start","seq":1,"time":1,"data":{"turn":1}})
+        ),
+    )
+    .unwrap();
+
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+
+    acp.send_line("{this is not json");
+    let parse = acp.error_without_id();
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+
+    let unknown = acp.request(2, "session/teleport", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+
+    let new = acp.request(3, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+
+    let audio = acp.request(
+        4,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="}]}),
+    );
+    assert_eq!(audio["error"]["code"], -32602, "{audio}");
+    assert!(
+        audio["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("audio"),
+        "{audio}"
+    );
+
+    let nobody = acp.request(
+        5,
+        "session/prompt",
+        json!({"sessionId": "no-such", "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(nobody["error"]["code"], -32002, "{nobody}");
+    assert!(
+        nobody["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("session/new"),
+        "{nobody}"
+    );
+
+    let relative = acp.request(
+        6,
+        "session/new",
+        json!({"cwd": "not/absolute", "mcpServers": []}),
+    );
+    assert_eq!(relative["error"]["code"], -32602, "{relative}");
+
+    let corrupt = acp.request(
+        7,
+        "session/load",
+        json!({"sessionId": corrupt_id, "cwd": env.ws, "mcpServers": []}),
+    );
+    assert_eq!(corrupt["error"]["code"], -32602, "{corrupt}");
+    let message = corrupt["error"]["message"].as_str().unwrap();
+    assert!(message.contains(corrupt_id), "{message}");
+
+    let mode = acp.request(
+        8,
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    assert_eq!(mode["error"]["code"], -32602, "{mode}");
+
+    // Loading a session this process has open replays it from the open agent.
+    let reload = acp.request(
+        10,
+        "session/load",
+        json!({"sessionId": sid, "cwd": env.ws, "mcpServers": []}),
+    );
+    assert_eq!(
+        reload["result"]["modes"]["currentModeId"], "default",
+        "{reload}"
+    );
+
+    // Still serving.
+    let again = acp.request(9, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    assert!(again["result"]["sessionId"].is_string(), "{again}");
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+}
+
+/// The client disappears mid-turn: the turn is cancelled, the session log ends consistent
+/// (the turn closed `aborted`) and the process exits.
+#[test]
+fn stdin_closed_mid_turn_cancels_and_exits() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "take forever" }
+    behaviour: stall
+    text: "never arrives"
+"#,
+    );
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    acp.send_line(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "take forever"}]}})
+        .to_string(),
+    );
+    // The turn is running once the model was asked.
+    let deadline = Instant::now() + support::HANG_GUARD;
+    while mock.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the model was never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, took) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_secs(15), "exit took {took:?}");
+    let events = load_consistent(&env.only_session());
+    let ends = turn_end_reasons(&events);
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["kind"], "aborted", "{ends:?}");
+}
+
+/// A live prompt's updates over raw JSON-RPC: the prompt's response comes after its updates,
+/// and session/cancel without a running prompt changes nothing.
+#[test]
+fn updates_precede_the_prompt_answer() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "say hi" }
+    text: "Hi there, from keel."
+"#,
+    );
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    acp.send_line(
+        &json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId": sid}}).to_string(),
+    );
+    acp.send_line(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [
+            {"type": "text", "text": "say hi"},
+            {"type": "resource", "resource": {"uri": "file:///x.txt", "text": "context text"}}
+        ]}})
+        .to_string(),
+    );
+    let mut text = String::new();
+    let answer = acp.wait_for(|v| v["id"] == 3 || v["method"] == "session/update");
+    let mut next = answer;
+    loop {
+        if next["id"] == 3 {
+            break;
+        }
+        if next["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            text.push_str(
+                next["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .unwrap(),
+            );
+        }
+        next = acp.wait_for(|v| v["id"] == 3 || v["method"] == "session/update");
+    }
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+    assert_eq!(text, "Hi there, from keel.");
+    // The embedded resource reached the model inline.
+    let last = support::last_user_text(&mock.requests()[0]);
+    assert!(
+        last.contains("say hi") && last.contains("context text"),
+        "{last}"
+    );
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+}
+
+/// The Python SDK's venv (crates/keel-acp/tests/python/.venv, the pinned
+/// requirements.txt), made once when missing; `None` without a Python 3.
+fn python_venv() -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../keel-acp/tests/python");
+    let python = dir.join(".venv/bin/python");
+    let marker = dir.join(".venv/installed");
+    if marker.exists() {
+        return Some(python);
+    }
+    let have_python = Command::new("python3")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_python {
+        return None;
+    }
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".venv-install.lock"))
+        .unwrap();
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor we own; released when `lock` is closed.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0);
+    }
+    if !marker.exists() {
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(dir.join(".venv"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "python3 -m venv failed");
+        let status = Command::new(&python)
+            .args(["-m", "pip", "install", "-q", "-r"])
+            .arg(dir.join("requirements.txt"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "pip install -r requirements.txt failed");
+        std::fs::write(&marker, "").unwrap();
+    }
+    drop(lock);
+    Some(python)
+}
+
+/// One round trip with the Python SDK's `ClientSideConnection`: initialize, new session, a
+/// prompt streamed back and answered `end_turn`.
+#[test]
+fn the_python_sdk_round_trips() {
+    let Some(python) = python_venv() else {
+        eprintln!("SKIPPED the_python_sdk_round_trips: no python3 on this machine");
+        return;
+    };
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "hello from python" }
+    text: "Hello, Python client."
+"#,
+    );
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../keel-acp/tests/python/keel_acp_client.py");
+    let args = vec![
+        "--cwd".to_owned(),
+        env.ws.display().to_string(),
+        "--base-url".to_owned(),
+        mock.base_url(),
+        "acp".to_owned(),
+    ];
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .current_dir(&env.ws)
+        .env("KEEL_ACP_COMMAND", env!("CARGO_BIN_EXE_keel"))
+        .env("KEEL_ACP_ARGS", serde_json::to_string(&args).unwrap())
+        .env("WORKSPACE", &env.ws)
+        .env("KEEL_HOME", &env.home)
+        .env("HOME", env.root())
+        .env("TMPDIR", env.root().join("tmp"))
+        .env("DEEPSEEK_API_KEY", support::API_KEY)
+        .env_remove("DEEPSEEK_BASE_URL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    let out = support::run(&mut cmd);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "the python client failed\nstdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let report: Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["initialize"]["agentCapabilities"]["loadSession"], true,
+        "{report}"
+    );
+    assert_eq!(report["stopReason"], "end_turn", "{report}");
+    let text: String = report["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Hello, Python client.");
+    let id = report["sessionId"].as_str().unwrap();
+    assert_eq!(support::session_id(&env.only_session()), id);
+}
+
+/// An MCP server's prompts are offered as slash commands (`available_commands_update`), and a
+/// prompt `/name args` is expanded to the prompt's text before the model sees it.
+#[test]
+fn plugin_slash_commands_are_offered_and_expanded() {
+    let env = Env::new();
+    env.write(
+        ".keel/config.toml",
+        &format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            support::node_bin("mcp-server-everything")
+                .display()
+                .to_string()
+        ),
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "weather in Paris, France" }
+    text: "Sunny in Paris."
+"#,
+    );
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let offered =
+        acp.wait_for(|v| v["params"]["update"]["sessionUpdate"] == "available_commands_update");
+    assert_eq!(offered["params"]["sessionId"], sid.as_str());
+    let commands = offered["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap();
+    let args_prompt = commands
+        .iter()
+        .find(|c| c["name"] == "mcp__everything__args-prompt")
+        .unwrap_or_else(|| panic!("{offered}"));
+    assert!(args_prompt["input"]["hint"].is_string(), "{args_prompt}");
+    let answer = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "/mcp__everything__args-prompt Paris France"}]}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let asked = support::last_user_text(&mock.requests()[0]);
+    assert!(
+        asked.contains("What's weather in Paris, France?"),
+        "{asked}"
+    );
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+}
