@@ -16,7 +16,7 @@ cargo build --release -q -p keel-session --example synth
 target=${CARGO_TARGET_DIR:-$PWD/target}
 KEEL=$target/release/keel
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" 2>/dev/null || true' EXIT
 export KEEL_HOME=$tmp/home
 mkdir -p "$KEEL_HOME"
 "$target/release/examples/synth" "$tmp/session.jsonl" "$events"
@@ -37,7 +37,8 @@ browse() {
   profile=$(mktemp -d "$tmp/profile.XXXX")
   chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
-    --user-data-dir="$profile" --dump-dom "file://$1" 2>/dev/null
+    --user-data-dir="$profile" --dump-dom "file://$1" 2>"$tmp/chromium.err" ||
+    { echo "chromium failed on $1:" >&2; tail -5 "$tmp/chromium.err" >&2; exit 1; }
 }
 printf '<!DOCTYPE html><html><body>empty</body></html>\n' > "$tmp/empty.html"
 : > "$tmp/open.ns"
@@ -53,7 +54,7 @@ done
 
 turns=$(grep -c '<section class="turn"' "$tmp/dom.html")
 calls=$(grep -c 'data-call-id=' "$tmp/dom.html")
-echo "session        $events events ($(wc -c < "$tmp/session.jsonl") bytes of JSONL)"
+echo "session        $(($(wc -l < "$tmp/session.jsonl") - 1)) events ($(wc -c < "$tmp/session.jsonl") bytes of JSONL)"
 echo "page           $(wc -c < "$tmp/s.html") bytes; the browser's DOM: $turns turns, $calls tool calls"
 echo "export         $(stats < "$tmp/export.ns")   (keel sessions export --format html, target ≤ 2 s)"
 echo "open           $(stats < "$tmp/open.ns")   (chromium --headless --dump-dom, whole run, target ≤ 3 s)"

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod escape;
+mod facts;
 mod html;
 pub mod layout;
 mod svg;
