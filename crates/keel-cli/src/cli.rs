@@ -494,6 +494,10 @@ pub enum SessionsCommand {
         /// Write to FILE instead of stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// HTML: KiB of provenance graphs (SVG) the page embeds at most; later tool results
+        /// name the `keel trace … --format svg` command instead (a graph is some 45 KB).
+        #[arg(long, value_name = "KIB", default_value_t = 4096)]
+        graph_budget: usize,
     },
     /// Validate a DeepSeek Harness (or keel) session file and copy it into keel's store.
     Import {

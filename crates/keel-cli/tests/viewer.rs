@@ -384,6 +384,27 @@ fn an_exported_session_opens_in_a_browser_with_every_turn_call_marker_and_graph(
     assert_eq!(slow.len(), 1, "{slow:?}");
     assert_eq!(attr(slow[0], "data-target").unwrap(), "result:b_slow");
 
+    // With no budget for graphs, each result names the command that draws its graph.
+    let lean = keel_ok(env.keel_bare().args([
+        "sessions",
+        "export",
+        &id,
+        "--format",
+        "html",
+        "--graph-budget",
+        "0",
+    ]));
+    assert!(!lean.contains("<svg"), "no graph embedded");
+    let omitted = tags(&lean, "div", "class=\"note graph-omitted\"");
+    assert_eq!(omitted.len(), calls.len() - 1, "every settled result");
+    assert!(lean.contains(&format!(
+        "keel trace result:r_notes --session {id} --format svg</code>"
+    )));
+    assert!(
+        lean.contains("4 left out over the page's budget of 0 KiB"),
+        "the footer says so"
+    );
+
     // A screenshot of the page: a real PNG of the window's size.
     let shot = env.root().join("s.png");
     browse(

@@ -32,13 +32,30 @@ pub const GRAPH_DEPTH: u32 = 32;
 
 const CSS: &str = include_str!("page.css");
 
+/// Bytes of SVG a page embeds by default ([`HtmlOptions::graph_budget`]).
+pub const DEFAULT_GRAPH_BUDGET: usize = 4 << 20;
+
 /// What the page shows besides the session itself.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct HtmlOptions<'a> {
     /// The session's provenance journal (with its subagents' journals) when it has one: each
     /// tool result then carries its formation graph, traced as `keel trace result:<call id>`
     /// traces it.
     pub provenance: Option<&'a QueryScope<'a>>,
+    /// Bytes of SVG the page embeds at most. A graph is some 45 KB and a browser parses a few
+    /// MB a second, so a session of thousands of tool calls would make a page no browser opens
+    /// quickly: once the budget is spent, later results name the `keel trace` command that
+    /// draws their graph instead.
+    pub graph_budget: usize,
+}
+
+impl Default for HtmlOptions<'_> {
+    fn default() -> Self {
+        HtmlOptions {
+            provenance: None,
+            graph_budget: DEFAULT_GRAPH_BUDGET,
+        }
+    }
 }
 
 struct Page<'a> {
@@ -53,6 +70,9 @@ struct Page<'a> {
     /// Next unplaced [`Facts::extras`] entry.
     next_extra: usize,
     graphs: u64,
+    /// Graphs left out once the budget was spent, and the SVG bytes embedded so far.
+    omitted: u64,
+    graph_bytes: usize,
 }
 
 /// The whole page of `session` (see the module docs).
@@ -79,6 +99,8 @@ pub fn render_html(session: &Session, options: &HtmlOptions<'_>) -> String {
         in_calls,
         next_extra: 0,
         graphs: 0,
+        omitted: 0,
+        graph_bytes: 0,
     };
     page.document(&transcript);
     page.out
@@ -154,9 +176,18 @@ impl Page<'_> {
         text(&mut self.out, &t.id);
         let _ = write!(
             self.out,
-            " --format html</code>: one file, no network, no script. {} formation graph(s).</footer>\n</body>\n</html>\n",
+            " --format html</code>: one file, no network, no script. {} formation graph(s) embedded",
             self.graphs
         );
+        if self.omitted > 0 {
+            let _ = write!(
+                self.out,
+                ", {} left out over the page's budget of {} KiB of graphs (<code>keel trace result:CALL_ID --format svg</code> draws one)",
+                self.omitted,
+                self.options.graph_budget >> 10
+            );
+        }
+        self.out.push_str(".</footer>\n</body>\n</html>\n");
     }
 
     fn header(&mut self, t: &Transcript) {
@@ -536,6 +567,17 @@ impl Page<'_> {
         };
         let target = format!("result:{call_id}");
         match trace_in(scope, &target, Direction::Backward, GRAPH_DEPTH) {
+            Ok(_) if self.graph_bytes >= self.options.graph_budget => {
+                self.omitted += 1;
+                self.out
+                    .push_str("<div class=\"note graph-omitted\" data-target=\"");
+                text(&mut self.out, &target);
+                self.out.push_str("\">formation graph not embedded (the page's budget of graphs is spent): <code>keel trace ");
+                text(&mut self.out, &target);
+                self.out.push_str(" --session ");
+                text(&mut self.out, &self.session.header().id.to_string());
+                self.out.push_str(" --format svg</code></div>\n");
+            }
             Ok(answer) => {
                 self.graphs += 1;
                 self.out
@@ -552,7 +594,9 @@ impl Page<'_> {
                 text(&mut self.out, &target);
                 self.out
                     .push_str("</span></summary>\n<div class=\"graph\">\n");
-                self.out.push_str(&trace_svg(&answer));
+                let svg = trace_svg(&answer);
+                self.graph_bytes += svg.len();
+                self.out.push_str(&svg);
                 self.out.push_str("</div>\n</details>\n");
             }
             Err(e) => {

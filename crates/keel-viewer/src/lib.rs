@@ -21,5 +21,5 @@ mod html;
 pub mod layout;
 mod svg;
 
-pub use html::{GRAPH_DEPTH, HtmlOptions, render_html};
+pub use html::{DEFAULT_GRAPH_BUDGET, GRAPH_DEPTH, HtmlOptions, render_html};
 pub use svg::{trace_svg, trace_svg_document};
