@@ -19,7 +19,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp" 2>/dev/null || true' EXIT
 export KEEL_HOME=$tmp/home
 mkdir -p "$KEEL_HOME"
-"$target/release/examples/synth" "$tmp/session.jsonl" "$events"
+written=$("$target/release/examples/synth" "$tmp/session.jsonl" "$events")
+# `events=N bytes=…`: the file packs streamed chunks into rows, so lines are not events.
+written=${written#events=}
+written=${written%% *}
 
 now() { date +%s%N; }
 # Best and median of a list of nanosecond figures, in ms.
@@ -54,7 +57,7 @@ done
 
 turns=$(grep -c '<section class="turn"' "$tmp/dom.html")
 calls=$(grep -c 'data-call-id=' "$tmp/dom.html")
-echo "session        $(($(wc -l < "$tmp/session.jsonl") - 1)) events ($(wc -c < "$tmp/session.jsonl") bytes of JSONL)"
+echo "session        $written events ($(wc -c < "$tmp/session.jsonl") bytes of JSONL)"
 echo "page           $(wc -c < "$tmp/s.html") bytes; the browser's DOM: $turns turns, $calls tool calls"
 echo "export         $(stats < "$tmp/export.ns")   (keel sessions export --format html, target ≤ 2 s)"
 echo "open           $(stats < "$tmp/open.ns")   (chromium --headless --dump-dom, whole run, target ≤ 3 s)"
