@@ -134,7 +134,8 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Provenance of a tool result (TARGET: node id, call id, tool-result event id or
-    /// result:<call id>) as text, JSON or DOT. Exit 1 when the query has no answer.
+    /// result:<call id>) as text, JSON, DOT or SVG (`--format svg > trace.svg`, drawn by keel,
+    /// no Graphviz needed). Exit 1 when the query has no answer.
     Trace(TraceArgs),
     /// Provenance journals.
     #[command(subcommand)]
@@ -504,7 +505,11 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Export a session.
+    /// Export a session: the log as JSONL, a Markdown transcript, or one self-contained HTML
+    /// page (`--format html > s.html`: the transcript with tool calls expandable, compaction and
+    /// interrupted-turn markers, todo and plan states, usage per step with its cache-hit share,
+    /// and each tool result's provenance graph as SVG when the session has a journal; no
+    /// network, no script: open it in any browser).
     Export {
         /// Session id, id prefix or path.
         session: String,
@@ -514,6 +519,10 @@ pub enum SessionsCommand {
         /// Write to FILE instead of stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// HTML: KiB of provenance graphs (SVG) the page embeds at most; later tool results
+        /// name the `keel trace … --format svg` command instead (a graph is some 45 KB).
+        #[arg(long, value_name = "KIB", default_value_t = 4096)]
+        graph_budget: usize,
     },
     /// Validate a DeepSeek Harness (or keel) session file and copy it into keel's store.
     Import {
@@ -529,6 +538,8 @@ pub enum ExportFormat {
     Jsonl,
     /// A Markdown transcript.
     Markdown,
+    /// One self-contained HTML page (see docs/viewer.md).
+    Html,
 }
 
 /// `keel config …`.
@@ -569,6 +580,8 @@ pub enum TraceFormatArg {
     Json,
     /// Graphviz DOT (`| dot -Tsvg > trace.svg`).
     Dot,
+    /// SVG laid out by keel itself (no Graphviz needed): the same nodes and edges as `dot`.
+    Svg,
 }
 
 /// Directions of `keel trace`.

@@ -24,7 +24,9 @@ fn layer(name: &str) -> Option<Layer> {
         | "keel-agent" => Core,
         "keel-provenance" | "keel-jobs" | "keel-command-hooks" | "keel-continuity"
         | "keel-memory" | "keel-delegate" | "keel-mcp" => Plugin,
-        "keel-host" => Host,
+        // The viewer reads session logs and provenance journals (a plugin's files) for people;
+        // it is no plugin and installs nothing, so it sits beside the host, below the front ends.
+        "keel-host" | "keel-viewer" => Host,
         "keel-cli" | "keel-tui" | "keel-acp" => FrontEnd,
         "keel-testkit" => TestSupport,
         _ => return None,

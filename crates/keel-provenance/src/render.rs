@@ -32,7 +32,9 @@ pub fn short_id(id: &str) -> &str {
     }
 }
 
-fn describe(n: &NodeView) -> String {
+/// The third line of a node's label in every picture of a trace (DOT, SVG): its stage,
+/// transform, relation role and category, those it has, space-separated.
+pub fn describe(n: &NodeView) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for v in [
         n.stage.as_deref(),

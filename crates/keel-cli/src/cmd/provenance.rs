@@ -2,9 +2,9 @@
 //! provenance journal (`$KEEL_HOME/provenance/<session id>/`).
 //!
 //! `trace` loads the journal without side effects ([`keel_provenance::load_snapshot`]), answers
-//! the same allow-listed query the model's `trace` tool does and renders it as text, JSON or
-//! DOT; exit 0 with an answer, 1 when the query has none (unknown or ambiguous target, capture
-//! incomplete). `verify` runs the offline validator: exit 0 valid, 1 invalid with the first
+//! the same allow-listed query the model's `trace` tool does and renders it as text, JSON, DOT
+//! or SVG (laid out by keel-viewer, no Graphviz); exit 0 with an answer, 1 when the query has
+//! none (unknown or ambiguous target, capture incomplete). `verify` runs the offline validator: exit 0 valid, 1 invalid with the first
 //! failure named (code, file, line, receipt, field); a journal that cannot be read is an error
 //! (exit 2).
 
@@ -126,6 +126,11 @@ pub fn trace_cmd(ctx: &Ctx, args: TraceArgs) -> Result<ExitCode> {
         TraceFormatArg::Text => TraceFormat::Text,
         TraceFormatArg::Json => TraceFormat::Json,
         TraceFormatArg::Dot => TraceFormat::Dot,
+        TraceFormatArg::Svg => {
+            let svg = keel_viewer::trace_svg_document(&answer);
+            std::io::stdout().lock().write_all(svg.as_bytes())?;
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     let mut out = std::io::stdout().lock();
     out.write_all(render(&answer, format).as_bytes())?;
@@ -138,7 +143,11 @@ pub fn trace_cmd(ctx: &Ctx, args: TraceArgs) -> Result<ExitCode> {
 /// The journals of the subagent sessions `root` joins, transitively (siblings of `dir` under
 /// `$KEEL_HOME/provenance/`). A child without a journal is left out with a warning: a trace
 /// reaching into it reports `complete: false`.
-fn child_snapshots(dir: &Path, root: &Snapshot, err: &mut impl Write) -> Result<Vec<Snapshot>> {
+pub(crate) fn child_snapshots(
+    dir: &Path,
+    root: &Snapshot,
+    err: &mut impl Write,
+) -> Result<Vec<Snapshot>> {
     let Some(store) = dir.parent() else {
         return Ok(Vec::new());
     };

@@ -46,7 +46,8 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
             session,
             format,
             output,
-        } => export(ctx, &session, format, output.as_deref()),
+            graph_budget,
+        } => export(ctx, &session, format, output.as_deref(), graph_budget << 10),
         SessionsCommand::Import { path } => import(ctx, &path),
     };
     match res {
@@ -284,16 +285,57 @@ fn export(
     query: &str,
     format: crate::cli::ExportFormat,
     output: Option<&Path>,
+    graph_budget: usize,
 ) -> Result<ExitCode> {
     let file = resolve(ctx, query)?;
     let loaded = load(&file)?;
-    let bytes = transfer::export(&loaded.session, format)?;
+    let bytes = match format {
+        crate::cli::ExportFormat::Html => html(ctx, &loaded.session, graph_budget)?,
+        _ => transfer::export(&loaded.session, format)?,
+    };
     match output {
         None => emit(&bytes)?,
         Some(path) => std::fs::write(path, &bytes)
             .with_context(|| format!("cannot write {}", path.display()))?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The HTML page of `session`, with the formation graphs of its tool results when it has a
+/// provenance journal (and with its subagents' journals in scope, as `keel trace` has them).
+fn html(ctx: &Ctx, session: &keel_session::Session, graph_budget: usize) -> Result<Vec<u8>> {
+    let id = &session.header().id;
+    let dir = keel_provenance::journal_dir(&ctx.home, id)?;
+    if !dir.join(keel_provenance::RECEIPTS_FILE).is_file() {
+        let options = keel_viewer::HtmlOptions {
+            provenance: None,
+            graph_budget,
+        };
+        let page = keel_viewer::render_html(session, &options);
+        return Ok(page.into_bytes());
+    }
+    let (snapshot, torn) = keel_provenance::load_snapshot(&dir)
+        .with_context(|| format!("cannot load the provenance journal {}", dir.display()))?;
+    if let Some(t) = torn {
+        warn(&format!(
+            "{}: the journal ends in a torn line (line {}, {} bytes); graphs use the receipts before it",
+            dir.display(),
+            t.line,
+            t.bytes
+        ));
+    }
+    let mut err = std::io::stderr().lock();
+    let children = super::provenance::child_snapshots(&dir, &snapshot, &mut err)?;
+    drop(err);
+    let mut scope = keel_provenance::QueryScope::new(&snapshot);
+    for child in &children {
+        scope = scope.with_child(child);
+    }
+    let options = keel_viewer::HtmlOptions {
+        provenance: Some(&scope),
+        graph_budget,
+    };
+    Ok(keel_viewer::render_html(session, &options).into_bytes())
 }
 
 fn import(ctx: &Ctx, path: &Path) -> Result<ExitCode> {

@@ -35,6 +35,10 @@ pub fn export(session: &Session, format: ExportFormat) -> Result<Vec<u8>> {
     match format {
         ExportFormat::Jsonl => jsonl(session),
         ExportFormat::Markdown => Ok(render_markdown(&Transcript::build(session)).into_bytes()),
+        // Needs the provenance journal beside the log: `super::html` writes it.
+        ExportFormat::Html => {
+            bail!("the HTML export is written by `keel sessions export`, not by transfer::export")
+        }
     }
 }
 

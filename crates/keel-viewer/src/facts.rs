@@ -1,0 +1,142 @@
+//! What the page needs from the whole log before it walks the transcript, gathered in one pass
+//! over the whole events ([`Facts`]: usage per step and in total, step and call counts, the
+//! continuity boundaries the transcript does not place), and how figures read on the page
+//! (token counts with thousands separators, UTC times, the usage line of a step).
+
+use keel_protocol::{EventBody, Seq, TimeMs, TokenUsage};
+use keel_session::Session;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// A boundary the transcript model does not place (an ignorable plugin event), shown in seq
+/// order between the items around it.
+pub(crate) struct Extra {
+    pub seq: Seq,
+    pub marker: &'static str,
+    pub text: String,
+}
+
+/// Facts gathered in one pass over the log's whole events.
+#[derive(Default)]
+pub(crate) struct Facts {
+    pub usage: HashMap<(u32, u32), TokenUsage>,
+    pub total: TokenUsage,
+    pub steps: u64,
+    pub calls: u64,
+    pub extras: Vec<Extra>,
+}
+
+impl Facts {
+    pub fn of(session: &Session) -> Facts {
+        let mut f = Facts::default();
+        for ev in session.whole_event_iter() {
+            match &ev.body {
+                EventBody::StepStart(_) => f.steps += 1,
+                EventBody::ToolCall(_) => f.calls += 1,
+                EventBody::AssistantMessage(a) => {
+                    if let Some(u) = &a.usage {
+                        let s = f.usage.entry((a.turn, a.step)).or_default();
+                        add(s, u);
+                        add(&mut f.total, u);
+                    }
+                }
+                EventBody::Other(o) if o.type_name == "continuity/projection" => {
+                    let kind = o.data.get("kind").and_then(|k| k.as_str()).unwrap_or("?");
+                    let boundary = o.data.get("boundarySeq").and_then(|b| b.as_u64());
+                    let (marker, what) = match kind {
+                        "resume" => ("resume", "cold resume"),
+                        "replace" => ("continuity", "history replaced"),
+                        "spawn" | "fork" => ("continuity", "subagent start"),
+                        _ => ("continuity", "boundary"),
+                    };
+                    let at = boundary.map(|b| format!(" at #{b}")).unwrap_or_default();
+                    f.extras.push(Extra {
+                        seq: ev.seq,
+                        marker,
+                        text: format!(
+                            "continuity: {what}{at} ({kind}); the task basis was re-projected"
+                        ),
+                    });
+                }
+                _ => {}
+            }
+        }
+        f
+    }
+}
+
+fn add(sum: &mut TokenUsage, u: &TokenUsage) {
+    sum.input_tokens += u.input_tokens;
+    sum.output_tokens += u.output_tokens;
+    sum.cache_read_tokens += u.cache_read_tokens;
+    sum.reasoning_tokens += u.reasoning_tokens;
+}
+
+/// `12,345`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `2026-12-02 14:20:07 UTC` from ms since the epoch (proleptic Gregorian, no leap seconds).
+pub(crate) fn utc(ms: TimeMs) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The usage line of a step: prompt tokens, cache-hit share, output.
+pub(crate) fn usage_span(out: &mut String, u: &TokenUsage) {
+    let prompt = u.input_tokens + u.cache_read_tokens;
+    let share = (u.cache_read_tokens * 100).checked_div(prompt).unwrap_or(0);
+    let _ = write!(
+        out,
+        "<span class=\"usage\" data-prompt=\"{prompt}\" data-cached=\"{}\" data-output=\"{}\">prompt {} tok · <b>{share}% cache hit</b> · output {}",
+        u.cache_read_tokens,
+        u.output_tokens,
+        thousands(prompt),
+        thousands(u.output_tokens)
+    );
+    if u.reasoning_tokens > 0 {
+        let _ = write!(out, " (reasoning {})", thousands(u.reasoning_tokens));
+    }
+    out.push_str("</span>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn dates_and_counts_read_like_a_person_writes_them() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_800_000_000_000), "2027-01-15 08:00:00 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(thousands(100), "100");
+    }
+}
