@@ -356,7 +356,8 @@ impl FakeConsult {
     /// Appends one scripted event `{type, message}` to new jobs (`FAKE_CONSULT_EVENTS`); the
     /// urgency follows the type.
     pub fn event(self, kind: &str, message: &str) -> Self {
-        self.event_value(serde_json::json!({"type": kind, "message": message}))
+        // Keys in sorted order: the same text whether or not serde_json keeps insertion order.
+        self.event_value(serde_json::json!({"message": message, "type": kind}))
     }
 
     /// Appends one scripted event given as JSON `{type, urgency?, message, data?}`.

@@ -531,7 +531,9 @@ impl Page<'_> {
         self.out.push_str("</span></div>\n<pre class=\"args\">");
         let pretty = serde_json::from_str::<serde_json::Value>(&call.arguments)
             .ok()
-            .and_then(|v| serde_json::to_string_pretty(&v).ok());
+            .and_then(|v| {
+                serde_json::to_string_pretty(&keel_session::view::text::sorted_keys(v)).ok()
+            });
         capped(
             &mut self.out,
             pretty.as_deref().unwrap_or(&call.arguments),

@@ -29,8 +29,30 @@ pub fn cut(s: &str, max: usize) -> String {
 /// JSON), on one line and cut to `max` characters.
 pub fn compact_args(raw: &str, max: usize) -> String {
     match serde_json::from_str::<serde_json::Value>(raw) {
-        Ok(v) => one_line(&v.to_string(), max),
+        Ok(v) => one_line(&sorted_keys(v).to_string(), max),
         Err(_) => format!("{} (not JSON)", one_line(raw, max)),
+    }
+}
+
+/// `value` with the keys of every object in sorted order, so that what is shown does not depend
+/// on whether serde_json keeps insertion order (its `preserve_order` feature, which a
+/// dependency of the workspace turns on for every crate built with it).
+pub fn sorted_keys(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            serde_json::Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(sorted_keys).collect())
+        }
+        other => other,
     }
 }
 
@@ -38,6 +60,14 @@ pub fn compact_args(raw: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn arguments_show_with_sorted_keys_whatever_order_they_came_in() {
+        assert_eq!(
+            compact_args(r#"{"b":1,"a":{"d":[{"z":0,"y":1}],"c":2}}"#, 100),
+            r#"{"a":{"c":2,"d":[{"y":1,"z":0}]},"b":1}"#
+        );
+    }
 
     #[test]
     fn shortening_counts_characters_not_bytes() {
