@@ -6,44 +6,26 @@
 use super::Ctx;
 use super::run::{discard_new_session, keep_session_modes};
 use crate::cli::AcpArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use keel_acp::{AgentSource, LoadError};
 use keel_agent::Agent;
 use keel_host::{BuildOptions, Flags, LogFormat, ModelSource};
-use keel_llm::{Provider, ScriptedProvider};
 use keel_session::{PersistentSession, StoreError, WriterOptions};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// `keel acp`.
 pub fn run(ctx: &Ctx, args: AcpArgs) -> Result<ExitCode> {
     let flags = ctx.flags()?;
-    let model = match &args.script {
-        // One provider for the whole server: the script's responses are consumed across
-        // sessions, as a model server's would be.
-        Some(path) => {
-            let provider = ScriptedProvider::from_path(path)
-                .with_context(|| format!("cannot load the script {}", path.display()))?;
-            ModelSource::Provider(Arc::new(provider.with_name("scripted")) as Arc<dyn Provider>)
-        }
-        None => ModelSource::Configured,
-    };
-    // The configuration and the model endpoint are checked now: a mistake stops the agent at
-    // start (where the editor shows it) instead of failing every session.
-    ctx.host()?.factory(flags.clone(), model.clone())?;
+    let model = super::run::server_model(ctx, &flags, args.script.as_deref())?;
     let source = Source {
         ctx: ctx.clone(),
         flags,
         model,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = super::run::runtime()?;
     let _ = writeln!(
         std::io::stderr(),
         "keel: ACP agent on stdio (workspace {})",

@@ -7,10 +7,9 @@
 use super::Ctx;
 use super::run::{discard_new_session, keep_session_modes};
 use crate::cli::McpServerArgs;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use keel_agent::{Agent, ApprovalPolicy};
 use keel_host::{AgentFactory, BuildOptions, Flags, LogFormat, ModelSource};
-use keel_llm::{Provider, ScriptedProvider};
 use keel_mcp::server::{
     self, Answer, ProgressUpdate, ReplyRequest, TaskRequest, TaskRunner, TurnControl,
 };
@@ -26,19 +25,7 @@ use std::time::Duration;
 /// `keel mcp-server`.
 pub fn run(ctx: &Ctx, args: McpServerArgs) -> Result<ExitCode> {
     let flags = ctx.flags()?;
-    let model = match &args.script {
-        // One provider for the whole server: the script's responses are consumed across calls,
-        // as a model server's would be.
-        Some(path) => {
-            let provider = ScriptedProvider::from_path(path)
-                .with_context(|| format!("cannot load the script {}", path.display()))?;
-            ModelSource::Provider(Arc::new(provider.with_name("scripted")) as Arc<dyn Provider>)
-        }
-        None => ModelSource::Configured,
-    };
-    // The configuration and the model endpoint are checked now: a mistake stops the server at
-    // start (where the client shows it) instead of failing every call.
-    ctx.host()?.factory(flags.clone(), model.clone())?;
+    let model = super::run::server_model(ctx, &flags, args.script.as_deref())?;
     let runner = Runner {
         inner: Arc::new(Inner {
             ctx: ctx.clone(),
@@ -47,11 +34,7 @@ pub fn run(ctx: &Ctx, args: McpServerArgs) -> Result<ExitCode> {
             sessions: Mutex::new(HashMap::new()),
         }),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = super::run::runtime()?;
     let _ = writeln!(
         std::io::stderr(),
         "keel: MCP server on stdio (tools keel, keel_reply; workspace {})",

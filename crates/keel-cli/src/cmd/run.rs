@@ -53,7 +53,30 @@ fn log_format(zstd: bool) -> LogFormat {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+/// The model of a long-running server (`keel mcp-server`, `keel acp`): with `--script`, one
+/// scripted provider for the whole server (its responses are consumed across sessions, as a
+/// model server's would be); otherwise the configured model. The configuration and the model
+/// endpoint are checked now: a mistake stops the server at start, where its client shows it,
+/// instead of failing every session.
+pub(super) fn server_model(
+    ctx: &Ctx,
+    flags: &keel_host::Flags,
+    script: Option<&Path>,
+) -> Result<ModelSource> {
+    let model = match script {
+        Some(path) => {
+            let provider = keel_llm::ScriptedProvider::from_path(path)
+                .with_context(|| format!("cannot load the script {}", path.display()))?;
+            ModelSource::Provider(std::sync::Arc::new(provider.with_name("scripted"))
+                as std::sync::Arc<dyn keel_llm::Provider>)
+        }
+        None => ModelSource::Configured,
+    };
+    ctx.host()?.factory(flags.clone(), model.clone())?;
+    Ok(model)
+}
+
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
