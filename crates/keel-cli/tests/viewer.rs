@@ -8,7 +8,7 @@
 //!
 //! Chromium is Debian's `chromium` package (`.ci/run` installs it). Set
 //! `KEEL_VIEWER_SCREENSHOT=/some/file.png` to keep the screenshot.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
 
@@ -24,13 +24,25 @@ const HOSTILE: &str =
     "</script><script>document.title='pwned'</script><img src=x onerror=alert(1)>";
 
 fn chromium() -> &'static str {
-    match Command::new("chromium").arg("--version").output() {
-        Ok(out) if out.status.success() => "chromium",
-        _ => panic!(
-            "headless Chromium is needed by this test and is not installed: \
-             apt-get install -y chromium (CI installs it in .ci/run)"
-        ),
+    "chromium"
+}
+
+/// Whether Chromium is installed. Under CI (`CI` set) it must be; elsewhere the browser test is
+/// skipped with a note, as the terminal tests are without tmux.
+fn have_chromium() -> bool {
+    let found = Command::new(chromium())
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "headless Chromium is needed by the viewer test: apt-get install -y chromium \
+             (.ci/run installs it)"
+        );
+        eprintln!("skipping: chromium is not installed (apt-get install -y chromium)");
     }
+    found
 }
 
 /// Run Chromium headless on `page` with `args` and a fresh profile; its stdout.
@@ -252,7 +264,9 @@ fn graph_of<'a>(dom: &'a str, call: &str) -> (String, &'a str) {
 
 #[test]
 fn an_exported_session_opens_in_a_browser_with_every_turn_call_marker_and_graph() {
-    chromium();
+    if !have_chromium() {
+        return;
+    }
     let env = Env::new();
     let id = make_session(&env);
     let events = support::load_consistent(&env.only_session());
