@@ -126,20 +126,7 @@ impl AgentSource for Source {
                     path.display()
                 ))
             })?;
-        let mut err = std::io::stderr().lock();
-        if let Some(torn) = &load.torn {
-            let _ = writeln!(
-                err,
-                "keel: dropped a torn last record of {} at line {} ({})",
-                path.display(),
-                torn.line,
-                torn.reason
-            );
-        }
-        if !repair.is_noop() {
-            let _ = writeln!(err, "keel: crash repair of {id}: {repair}");
-        }
-        drop(err);
+        let _ = super::run::say_resumed(&path, &load, &repair, Some(id));
         let mut flags = self.flags.clone();
         keep_session_modes(&mut flags, &log);
         let ctx = self.ctx_in(cwd);

@@ -170,20 +170,7 @@ impl Inner {
         let path = self.find_session(id)?;
         let (log, load, repair) = PersistentSession::resume(&path, WriterOptions::default())
             .map_err(|e| failure(anyhow::Error::new(e).context(format!("cannot resume {id}"))))?;
-        let mut err = std::io::stderr().lock();
-        if let Some(torn) = &load.torn {
-            let _ = writeln!(
-                err,
-                "keel: dropped a torn last record of {} at line {} ({})",
-                path.display(),
-                torn.line,
-                torn.reason
-            );
-        }
-        if !repair.is_noop() {
-            let _ = writeln!(err, "keel: crash repair of {id}: {repair}");
-        }
-        drop(err);
+        let _ = super::run::say_resumed(&path, &load, &repair, Some(id));
         let known = self.sessions().get(id).cloned();
         let settings = known.unwrap_or_else(|| {
             // A session of another keel: its own workspace, the server's defaults.

@@ -65,10 +65,9 @@ pub(super) fn server_model(
 ) -> Result<ModelSource> {
     let model = match script {
         Some(path) => {
-            let provider = keel_llm::ScriptedProvider::from_path(path)
+            let provider = ScriptedProvider::from_path(path)
                 .with_context(|| format!("cannot load the script {}", path.display()))?;
-            ModelSource::Provider(std::sync::Arc::new(provider.with_name("scripted"))
-                as std::sync::Arc<dyn keel_llm::Provider>)
+            ModelSource::Provider(Arc::new(provider.with_name("scripted")) as Arc<dyn Provider>)
         }
         None => ModelSource::Configured,
     };
@@ -364,13 +363,14 @@ pub(super) fn keep_session_modes(flags: &mut keel_host::Flags, log: &PersistentS
     control
 }
 
-/// `keel resume`.
-pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
-    let (path, prompt) = resume_target(ctx, &args)?;
-    let (log, load, repair) = PersistentSession::resume(&path, WriterOptions::default())
-        .with_context(|| format!("cannot resume {}", path.display()))?;
-    let chat = crate::cmd::cards::resumed(ctx, log.session());
-    let ctx = chat.as_ref().unwrap_or(ctx);
+/// Say on stderr what opening the session at `path` mended: a torn last record dropped, and
+/// the crash repair (`of`: the session named in that line, for servers that hold several).
+pub(super) fn say_resumed(
+    path: &Path,
+    load: &keel_session::LoadReport,
+    repair: &keel_session::RepairReport,
+    of: Option<&str>,
+) -> std::io::Result<()> {
     let mut err = std::io::stderr().lock();
     if let Some(torn) = &load.torn {
         writeln!(
@@ -382,8 +382,23 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
         )?;
     }
     if !repair.is_noop() {
-        writeln!(err, "keel: crash repair {repair}")?;
+        match of {
+            Some(id) => writeln!(err, "keel: crash repair of {id}: {repair}")?,
+            None => writeln!(err, "keel: crash repair {repair}")?,
+        }
     }
+    Ok(())
+}
+
+/// `keel resume`.
+pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
+    let (path, prompt) = resume_target(ctx, &args)?;
+    let (log, load, repair) = PersistentSession::resume(&path, WriterOptions::default())
+        .with_context(|| format!("cannot resume {}", path.display()))?;
+    let chat = crate::cmd::cards::resumed(ctx, log.session());
+    let ctx = chat.as_ref().unwrap_or(ctx);
+    say_resumed(&path, &load, &repair, None)?;
+    let mut err = std::io::stderr().lock();
     if args.approve_plan && args.mode.plan_mode() {
         bail!("--approve-plan ends plan mode; it cannot be given with --permission-mode plan");
     }
