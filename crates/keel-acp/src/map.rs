@@ -19,7 +19,7 @@ use agent_client_protocol::v1::schema::{
     PlanEntryStatus, SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
-use keel_protocol::{ContentBlock, EventBody, SessionEvent, StreamChunk, TodoStatus};
+use keel_protocol::{EventBody, SessionEvent, StreamChunk, TodoStatus};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -91,15 +91,8 @@ impl Mapper {
                 _ => {}
             },
             EventBody::AssistantMessage(m) => {
-                let mut text = String::new();
-                let mut reasoning = String::new();
-                for block in &m.message.content {
-                    match block {
-                        ContentBlock::Text { text: t } => text.push_str(t),
-                        ContentBlock::Reasoning { text: t } => reasoning.push_str(t),
-                        _ => {}
-                    }
-                }
+                let text = m.message.text();
+                let reasoning = m.message.reasoning();
                 if !self.streamed_reasoning && !reasoning.is_empty() {
                     out.push(SessionUpdate::AgentThoughtChunk(chunk(reasoning)));
                 }

@@ -47,6 +47,17 @@ impl Message {
         text_of(&self.content)
     }
 
+    /// Concatenated text of the `reasoning` blocks.
+    pub fn reasoning(&self) -> String {
+        let mut out = String::new();
+        for block in &self.content {
+            if let ContentBlock::Reasoning { text } = block {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
     /// The tool calls this message proposes, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCallBlock> {
         self.content.iter().filter_map(|b| match b {

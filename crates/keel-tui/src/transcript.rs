@@ -2,9 +2,7 @@
 //! the same cells whether they arrive live (the agent's `session/event` feed) or from a session
 //! file being resumed, so a resumed session looks as it looked live.
 
-use keel_protocol::{
-    ContentBlock, EventBody, SessionEvent, StreamChunk, TimeMs, TodoItem, TurnEndReason,
-};
+use keel_protocol::{EventBody, SessionEvent, StreamChunk, TimeMs, TodoItem, TurnEndReason};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -316,15 +314,8 @@ impl Transcript {
                 _ => {}
             },
             EventBody::AssistantMessage(m) => {
-                let mut text = String::new();
-                let mut reasoning = String::new();
-                for block in &m.message.content {
-                    match block {
-                        ContentBlock::Text { text: t } => text.push_str(t),
-                        ContentBlock::Reasoning { text: t } => reasoning.push_str(t),
-                        _ => {}
-                    }
-                }
+                let text = m.message.text();
+                let reasoning = m.message.reasoning();
                 // The message is the authority: it replaces what streamed.
                 if !reasoning.is_empty() {
                     self.set_stream(true, reasoning);

@@ -11,8 +11,7 @@
 use super::summary::event_summary;
 use crate::Session;
 use keel_protocol::{
-    ContentBlock, EventBody, KnownSource, MessageSource, Seq, SessionEvent, SurfaceOp, TimeMs,
-    TurnEndReason,
+    EventBody, KnownSource, MessageSource, Seq, SessionEvent, SurfaceOp, TimeMs, TurnEndReason,
 };
 use serde::Serialize;
 use std::collections::HashMap;
@@ -439,12 +438,7 @@ fn item_of(ix: &Index, ev: &SessionEvent) -> Option<Item> {
             }
         }
         EventBody::AssistantMessage(a) => {
-            let mut reasoning = String::new();
-            for b in &a.message.content {
-                if let ContentBlock::Reasoning { text } = b {
-                    reasoning.push_str(text);
-                }
-            }
+            let reasoning = a.message.reasoning();
             let calls = a
                 .message
                 .tool_calls()
