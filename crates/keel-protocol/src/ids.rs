@@ -48,6 +48,35 @@ impl From<&str> for SessionId {
 /// Milliseconds since the Unix epoch, as written in `time` fields.
 pub type TimeMs = i64;
 
+/// `YYYY-MM-DD HH:MM:SS UTC` for `ms` since the Unix epoch.
+pub fn utc_time(ms: TimeMs) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Gregorian `(year, month, day)` of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`; proleptic, no leap seconds).
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z.saturating_add(719_468);
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 /// Number of a turn within its session: 1 for the first (the `turn` field of step events).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]

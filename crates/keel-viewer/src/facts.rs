@@ -3,7 +3,7 @@
 //! continuity boundaries the transcript does not place), and how figures read on the page
 //! (token counts with thousands separators, UTC times, the usage line of a step).
 
-use keel_protocol::{EventBody, Seq, TimeMs, TokenUsage};
+use keel_protocol::{EventBody, Seq, TokenUsage};
 use keel_session::Session;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -85,28 +85,6 @@ pub(crate) fn thousands(n: u64) -> String {
     out
 }
 
-/// `2026-12-02 14:20:07 UTC` from ms since the epoch (proleptic Gregorian, no leap seconds).
-pub(crate) fn utc(ms: TimeMs) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 /// The usage line of a step: prompt tokens, cache-hit share, output.
 pub(crate) fn usage_span(out: &mut String, u: &TokenUsage) {
     let prompt = u.input_tokens + u.cache_read_tokens;
@@ -132,9 +110,15 @@ mod tests {
 
     #[test]
     fn dates_and_counts_read_like_a_person_writes_them() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(1_800_000_000_000), "2027-01-15 08:00:00 UTC");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(keel_protocol::utc_time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(
+            keel_protocol::utc_time(1_800_000_000_000),
+            "2027-01-15 08:00:00 UTC"
+        );
+        assert_eq!(
+            keel_protocol::utc_time(951_782_400_000),
+            "2000-02-29 00:00:00 UTC"
+        );
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(thousands(100), "100");

@@ -13,7 +13,7 @@
 //! `data-marker`, the graph's `data-id`s) so a program can check the page against the log.
 
 use crate::escape::{capped, escaped, text};
-use crate::facts::{Facts, thousands, usage_span, utc};
+use crate::facts::{Facts, thousands, usage_span};
 use crate::svg::trace_svg;
 use keel_protocol::{EventBody, PlanModeEvent, Seq, TodoStatus, TodoWrite};
 use keel_provenance::query::{Direction, QueryError, QueryScope, trace_in};
@@ -211,7 +211,11 @@ impl Page<'_> {
             "directory",
             t.cwd.as_deref().unwrap_or("(none)"),
         );
-        row(&mut self.out, "created", &utc(t.created));
+        row(
+            &mut self.out,
+            "created",
+            &keel_protocol::utc_time(t.created),
+        );
         if let Some(p) = &t.parent {
             row(&mut self.out, "parent", p);
         }
