@@ -134,14 +134,7 @@ pub async fn serve<S: AgentSource>(
             async move |req: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                match s_new.new_session(req, cx.clone()).await {
-                    Ok((answer, live)) => {
-                        responder.respond(answer)?;
-                        advertise_commands(&live, cx);
-                        Ok(())
-                    }
-                    Err(e) => responder.respond_with_error(e),
-                }
+                answer_opened(s_new.new_session(req, cx.clone()).await, responder, cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -149,14 +142,7 @@ pub async fn serve<S: AgentSource>(
             async move |req: LoadSessionRequest,
                         responder: Responder<LoadSessionResponse>,
                         cx: ConnectionTo<Client>| {
-                match s_load.load_session(req, cx.clone()).await {
-                    Ok((answer, live)) => {
-                        responder.respond(answer)?;
-                        advertise_commands(&live, cx);
-                        Ok(())
-                    }
-                    Err(e) => responder.respond_with_error(e),
-                }
+                answer_opened(s_load.load_session(req, cx.clone()).await, responder, cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -232,6 +218,22 @@ impl UpdateFeed {
         for update in updates {
             send(&self.cx, session, update);
         }
+    }
+}
+
+/// Answer `session/new` or `session/load`, then offer the opened session's slash commands.
+fn answer_opened<T: agent_client_protocol::JsonRpcResponse>(
+    opened: Result<(T, Arc<Live>), Error>,
+    responder: Responder<T>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), Error> {
+    match opened {
+        Ok((answer, live)) => {
+            responder.respond(answer)?;
+            advertise_commands(&live, cx);
+            Ok(())
+        }
+        Err(e) => responder.respond_with_error(e),
     }
 }
 
