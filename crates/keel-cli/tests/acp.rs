@@ -39,9 +39,10 @@ responses:
     text: "should not be reached"
 "#;
 
-/// `node keel_acp_client.mjs SCENARIO` against `keel --cwd WS --base-url URL acp`.
-fn node_client(env: &Env, base_url: &str, scenario: &str) -> Value {
-    let dir = ensure_acp_node_modules();
+/// Run an SDK client program (`cmd`, its script and arguments set) against
+/// `keel --cwd WS --base-url URL acp`, which it starts itself; its report, the JSON of its last
+/// stdout line. `who` names the client in failures.
+fn sdk_client(env: &Env, base_url: &str, mut cmd: Command, who: &str) -> Value {
     let args = vec![
         "--cwd".to_owned(),
         env.ws.display().to_string(),
@@ -49,10 +50,7 @@ fn node_client(env: &Env, base_url: &str, scenario: &str) -> Value {
         base_url.to_owned(),
         "acp".to_owned(),
     ];
-    let mut cmd = Command::new("node");
-    cmd.arg(dir.join("keel_acp_client.mjs"))
-        .arg(scenario)
-        .current_dir(&env.ws)
+    cmd.current_dir(&env.ws)
         .env("KEEL_ACP_COMMAND", env!("CARGO_BIN_EXE_keel"))
         .env("KEEL_ACP_ARGS", serde_json::to_string(&args).unwrap())
         .env("WORKSPACE", &env.ws)
@@ -67,17 +65,25 @@ fn node_client(env: &Env, base_url: &str, scenario: &str) -> Value {
     assert_eq!(
         out.code,
         Some(0),
-        "the node client failed\nstdout:\n{}\nstderr:\n{}",
+        "the {who} client failed\nstdout:\n{}\nstderr:\n{}",
         out.stdout,
         out.stderr
     );
     let line = out.stdout.lines().last().unwrap_or_default();
     serde_json::from_str(line).unwrap_or_else(|e| {
         panic!(
-            "the node client's report is not JSON ({e})\nstdout:\n{}\nstderr:\n{}",
+            "the {who} client's report is not JSON ({e})\nstdout:\n{}\nstderr:\n{}",
             out.stdout, out.stderr
         )
     })
+}
+
+/// `node keel_acp_client.mjs SCENARIO` against `keel --cwd WS --base-url URL acp`.
+fn node_client(env: &Env, base_url: &str, scenario: &str) -> Value {
+    let dir = ensure_acp_node_modules();
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("keel_acp_client.mjs")).arg(scenario);
+    sdk_client(env, base_url, cmd, "node")
 }
 
 fn kinds(updates: &Value) -> Vec<String> {
@@ -706,35 +712,9 @@ responses:
     );
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../keel-acp/tests/python/keel_acp_client.py");
-    let args = vec![
-        "--cwd".to_owned(),
-        env.ws.display().to_string(),
-        "--base-url".to_owned(),
-        mock.base_url(),
-        "acp".to_owned(),
-    ];
     let mut cmd = Command::new(python);
-    cmd.arg(script)
-        .current_dir(&env.ws)
-        .env("KEEL_ACP_COMMAND", env!("CARGO_BIN_EXE_keel"))
-        .env("KEEL_ACP_ARGS", serde_json::to_string(&args).unwrap())
-        .env("WORKSPACE", &env.ws)
-        .env("KEEL_HOME", &env.home)
-        .env("HOME", env.root())
-        .env("TMPDIR", env.root().join("tmp"))
-        .env("DEEPSEEK_API_KEY", support::API_KEY)
-        .env_remove("DEEPSEEK_BASE_URL")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
-    let out = support::run(&mut cmd);
-    assert_eq!(
-        out.code,
-        Some(0),
-        "the python client failed\nstdout:\n{}\nstderr:\n{}",
-        out.stdout,
-        out.stderr
-    );
-    let report: Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    cmd.arg(script);
+    let report = sdk_client(&env, &mock.base_url(), cmd, "python");
     assert_eq!(
         report["initialize"]["agentCapabilities"]["loadSession"], true,
         "{report}"
