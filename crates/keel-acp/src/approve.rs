@@ -13,7 +13,7 @@ use agent_client_protocol::v1::schema::{
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use keel_agent::Approver;
+use keel_agent::{Approver, allow_key};
 use keel_protocol::ToolCallBlock;
 use keel_tools::ApprovalOutcome;
 use std::collections::HashSet;
@@ -48,17 +48,6 @@ impl AcpApprover {
 
     fn allowed(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.allowed.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// What "allow always" remembers: the exact command for `bash`, the tool otherwise.
-fn allow_key(call: &ToolCallBlock) -> String {
-    if call.name == "bash" {
-        let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-        let command = args.get("command").and_then(|c| c.as_str()).unwrap_or("");
-        format!("bash:{command}")
-    } else {
-        call.name.clone()
     }
 }
 

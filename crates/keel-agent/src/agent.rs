@@ -73,6 +73,18 @@ pub trait Approver: Send + Sync {
     ) -> BoxFuture<'a, ApprovalOutcome>;
 }
 
+/// What an interactive approver's "allow for the session" remembers of `call`: the exact
+/// command for `bash`, the tool otherwise.
+pub fn allow_key(call: &ToolCallBlock) -> String {
+    if call.name == "bash" {
+        let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+        let command = args.get("command").and_then(|c| c.as_str()).unwrap_or("");
+        format!("bash:{command}")
+    } else {
+        call.name.clone()
+    }
+}
+
 /// Static settings of an agent.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {

@@ -24,7 +24,7 @@ mod turn;
 
 pub use agent::{
     Agent, AgentBuilder, AgentConfig, AgentSlot, ApprovalPolicy, Approver, PLAN_APPROVED_PROMPT,
-    TOOL_SKIPPED_EVENT, ToolSetup, WeakAgent, user_message,
+    TOOL_SKIPPED_EVENT, ToolSetup, WeakAgent, allow_key, user_message,
 };
 pub use error::AgentError;
 pub use host::{HEADLESS_DENIAL, calling_agent};

@@ -19,7 +19,7 @@ use crossterm::terminal::{
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use keel_agent::{Agent, Approver};
+use keel_agent::{Agent, Approver, allow_key};
 use keel_host::BuildOptions;
 use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
 use keel_tools::ApprovalOutcome;
@@ -130,17 +130,6 @@ enum Msg {
 struct UiApprover {
     tx: Sender<Msg>,
     allowed: Mutex<HashSet<String>>,
-}
-
-/// What "allow for the session" remembers: the exact command for `bash`, the tool otherwise.
-fn allow_key(call: &ToolCallBlock) -> String {
-    if call.name == "bash" {
-        let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-        let command = args.get("command").and_then(|c| c.as_str()).unwrap_or("");
-        format!("bash:{command}")
-    } else {
-        call.name.clone()
-    }
 }
 
 impl Approver for UiApprover {
