@@ -5,8 +5,10 @@
 //! [`AgentSource`] (the host assembly: configuration, flags, model) and [`serve_stdio`] answers
 //! the client:
 //!
-//! - `initialize`: protocol v1, `loadSession`, text and embedded-text prompts only;
-//! - `session/new`: an agent on a new keel session in the request's `cwd`;
+//! - `initialize`: protocol v1, `loadSession`, text and embedded-text prompts only, MCP servers
+//!   over stdio and HTTP; the client's file-system capability is remembered ([`files`]);
+//! - `session/new`: an agent on a new keel session in the request's `cwd`, with the request's
+//!   MCP servers added to the configured ones;
 //! - `session/load`: any keel session by id, its history replayed as `session/update`s;
 //! - `session/prompt`: one turn; its session events stream as updates ([`map`]) and the
 //!   answer is the stop reason;
@@ -21,6 +23,7 @@
 #![deny(missing_docs)]
 
 pub mod approve;
+pub mod files;
 pub mod map;
 mod server;
 

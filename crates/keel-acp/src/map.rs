@@ -11,7 +11,7 @@
 //! | `approval/decided` refused | `tool_call_update` failed |
 //! | `tool/result` | `tool_call_update` completed/failed with the output as content |
 //! | `todo/write` | `plan` (the whole list) |
-//! | `plan/mode` | `current_mode_update` (`plan` / `default`) |
+//! | `plan/mode`, `sandbox/mode`, `approval/policy` | `current_mode_update` when the mode changed |
 
 use agent_client_protocol::v1::schema::CurrentModeUpdate;
 use agent_client_protocol::v1::schema::{
@@ -27,6 +27,11 @@ use std::path::{Path, PathBuf};
 pub const MODE_PLAN: &str = "plan";
 /// The session mode id of keel's normal mode (the approval policy decides what is asked).
 pub const MODE_DEFAULT: &str = "default";
+/// The session mode id of the sandbox narrowed to read-only: file changes are refused and
+/// every command is asked about.
+pub const MODE_READ_ONLY: &str = "read-only";
+/// The session mode id of approving without asking whatever the sandbox lets keel ask about.
+pub const MODE_AUTO: &str = "auto";
 
 /// Where the events come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +49,38 @@ pub struct Mapper {
     feed: Feed,
     streamed_text: bool,
     streamed_reasoning: bool,
+    modes: Modes,
+}
+
+/// What decides the session mode, as the events so far left it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Modes {
+    /// Plan mode is on.
+    pub plan: bool,
+    /// The sandbox is read-only.
+    pub read_only: bool,
+    /// Approvals are automatic.
+    pub auto: bool,
+}
+
+impl Modes {
+    /// The session mode id: plan mode first, then the read-only sandbox, then automatic
+    /// approvals.
+    pub fn id(self) -> &'static str {
+        if self.plan {
+            MODE_PLAN
+        } else if self.read_only {
+            MODE_READ_ONLY
+        } else if self.auto {
+            MODE_AUTO
+        } else {
+            MODE_DEFAULT
+        }
+    }
+
+    fn update(self) -> SessionUpdate {
+        SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(self.id()))
+    }
 }
 
 impl Mapper {
@@ -55,7 +92,13 @@ impl Mapper {
             feed,
             streamed_text: false,
             streamed_reasoning: false,
+            modes: Modes::default(),
         }
+    }
+
+    /// Start from `modes` (what the agent is in when its events start to flow).
+    pub fn set_modes(&mut self, modes: Modes) {
+        self.modes = modes;
     }
 
     /// Switch between replay and live (after a `session/load` replay, its turns are live).
@@ -150,10 +193,22 @@ impl Mapper {
                 out.push(SessionUpdate::Plan(Plan::new(entries)));
             }
             EventBody::PlanMode(p) => {
-                let mode = if p.active { MODE_PLAN } else { MODE_DEFAULT };
-                out.push(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
-                    mode,
-                )));
+                self.modes.plan = p.active;
+                out.push(self.modes.update());
+            }
+            EventBody::SandboxMode(m) => {
+                let read_only = m.mode == "read-only";
+                if read_only != self.modes.read_only {
+                    self.modes.read_only = read_only;
+                    out.push(self.modes.update());
+                }
+            }
+            EventBody::ApprovalPolicy(p) => {
+                let auto = p.policy == "auto";
+                if auto != self.modes.auto {
+                    self.modes.auto = auto;
+                    out.push(self.modes.update());
+                }
             }
             _ => {}
         }

@@ -3,22 +3,25 @@
 //! `session/update` notifications by an agent hook, and the shutdown when the client leaves.
 
 use crate::approve::AcpApprover;
-use crate::map::{Feed, MODE_DEFAULT, MODE_PLAN, Mapper};
+use crate::files::ClientFiles;
+use crate::map::{Feed, MODE_AUTO, MODE_DEFAULT, MODE_PLAN, MODE_READ_ONLY, Mapper, Modes};
 use crate::{AgentSource, LoadError};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
-    CancelNotification, ContentBlock, EmbeddedResourceResource, ErrorCode, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    SessionId, SessionMode, SessionModeState, SessionNotification, SessionUpdate,
-    SetSessionModeRequest, SetSessionModeResponse, StopReason, UnstructuredCommandInput,
+    CancelNotification, ContentBlock, EmbeddedResourceResource, ErrorCode, FileSystemCapabilities,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, SessionId, SessionMode, SessionModeState, SessionNotification,
+    SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    UnstructuredCommandInput,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client, ConnectTo, Error};
-use keel_agent::Agent;
+use keel_agent::{Agent, ApprovalPolicy};
 use keel_host::BuildOptions;
 use keel_protocol::{SessionEvent, TurnEndReason};
+use keel_tools::SandboxMode;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -114,6 +117,7 @@ pub async fn serve<S: AgentSource>(
         source: Arc::new(source),
         sessions: Mutex::new(HashMap::new()),
         turns: Mutex::new(Vec::new()),
+        client_fs: Mutex::new(FileSystemCapabilities::default()),
     });
     let s_init = server.clone();
     let s_new = server.clone();
@@ -180,6 +184,8 @@ struct Server<S> {
     sessions: Mutex<HashMap<Arc<str>, Arc<Live>>>,
     /// Turns started by `session/prompt` (finished ones are pruned as new ones start).
     turns: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// What the client offered of its file system in `initialize`.
+    client_fs: Mutex<FileSystemCapabilities>,
 }
 
 /// An open session.
@@ -191,6 +197,8 @@ struct Live {
     /// `session/cancel` arrived during the running prompt.
     cancelled: AtomicBool,
     cancel: Notify,
+    /// Its updates to the client.
+    feed: Arc<UpdateFeed>,
 }
 
 /// Sends a session's events to the client as updates (the agent's `session_event` hook).
@@ -246,12 +254,22 @@ fn err(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::new(code, message.into())
 }
 
-fn modes(plan: bool) -> SessionModeState {
+/// The session modes, `agent`'s current one first: each sets plan mode, the sandbox's
+/// narrowing and the approval policy together (see [`set_mode`]).
+fn modes(agent: &Agent) -> SessionModeState {
     SessionModeState::new(
-        if plan { MODE_PLAN } else { MODE_DEFAULT },
+        current_mode(agent),
         vec![
             SessionMode::new(MODE_DEFAULT, "Default").description(Some(
                 "Work on the task; calls that need approval are asked about".to_owned(),
+            )),
+            SessionMode::new(MODE_READ_ONLY, "Read-only").description(Some(
+                "Read and answer; file changes are refused and every command is asked about"
+                    .to_owned(),
+            )),
+            SessionMode::new(MODE_AUTO, "Auto-approve").description(Some(
+                "Work without asking: what would be asked about is approved (within the sandbox)"
+                    .to_owned(),
             )),
             SessionMode::new(MODE_PLAN, "Plan").description(Some(
                 "Read and plan only; the plan is put to you for approval".to_owned(),
@@ -260,8 +278,51 @@ fn modes(plan: bool) -> SessionModeState {
     )
 }
 
+/// The mode `agent` is in.
+fn current_mode(agent: &Agent) -> &'static str {
+    agent_modes(agent).id()
+}
+
+/// What decides `agent`'s mode.
+fn agent_modes(agent: &Agent) -> Modes {
+    Modes {
+        plan: agent.in_plan_mode(),
+        read_only: agent.sandbox() == SandboxMode::ReadOnly,
+        auto: agent.approval() == ApprovalPolicy::Auto,
+    }
+}
+
+/// Put `agent` in `mode`: plan mode on for `plan`, the sandbox narrowed for `read-only`,
+/// approvals automatic for `auto`; whatever the mode does not set goes back to the
+/// configuration's.
+fn set_mode(agent: &Agent, mode: &str) -> Result<(), Error> {
+    let configured = agent.config().approval;
+    let (plan, read_only, approval) = match mode {
+        MODE_DEFAULT => (false, false, configured),
+        MODE_READ_ONLY => (false, true, configured),
+        MODE_AUTO => (false, false, ApprovalPolicy::Auto),
+        MODE_PLAN => (true, false, configured),
+        other => {
+            return Err(err(
+                ErrorCode::InvalidParams,
+                format!(
+                    "no session mode {other:?}: keel has {MODE_DEFAULT:?}, {MODE_READ_ONLY:?}, \
+                     {MODE_AUTO:?} and {MODE_PLAN:?}"
+                ),
+            ));
+        }
+    };
+    let failed = |e: keel_agent::AgentError| err(ErrorCode::InternalError, format!("keel: {e}"));
+    agent.set_read_only(read_only).map_err(failed)?;
+    agent.set_approval(approval).map_err(failed)?;
+    agent.set_plan_mode(plan).map_err(failed)?;
+    Ok(())
+}
+
 impl<S: AgentSource> Server<S> {
     fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
+        *self.client_fs.lock().unwrap_or_else(|p| p.into_inner()) =
+            req.client_capabilities.fs.clone();
         let version = if req.protocol_version < ProtocolVersion::LATEST {
             req.protocol_version
         } else {
@@ -271,7 +332,8 @@ impl<S: AgentSource> Server<S> {
             .agent_capabilities(
                 AgentCapabilities::new()
                     .load_session(true)
-                    .prompt_capabilities(PromptCapabilities::new().embedded_context(true)),
+                    .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+                    .mcp_capabilities(McpCapabilities::new().http(true)),
             )
             .agent_info(Some(Implementation::new("keel", env!("CARGO_PKG_VERSION"))))
     }
@@ -292,9 +354,26 @@ impl<S: AgentSource> Server<S> {
         })
     }
 
-    /// Build options feeding `feed` and asking the client for approvals.
-    fn options(feed: &Arc<UpdateFeed>, cwd: &Path) -> BuildOptions {
-        let mut options = BuildOptions::default();
+    /// Build options feeding `feed`, asking the client for approvals, reading and writing
+    /// files through it when it offered to, with the session's own MCP servers.
+    fn options(
+        &self,
+        feed: &Arc<UpdateFeed>,
+        cwd: &Path,
+        servers: &[McpServer],
+    ) -> Result<BuildOptions, Error> {
+        let mut options = BuildOptions {
+            mcp_servers: mcp_servers(servers)?,
+            ..BuildOptions::default()
+        };
+        let fs = self
+            .client_fs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(files) = ClientFiles::offered(feed.cx.clone(), feed.session.clone(), &fs) {
+            options.text_files = Some(Arc::new(files));
+        }
         let observer = feed.clone();
         options
             .agent_hooks
@@ -305,7 +384,7 @@ impl<S: AgentSource> Server<S> {
             feed.session.clone(),
             cwd.to_path_buf(),
         )));
-        options
+        Ok(options)
     }
 
     fn feed(cx: ConnectionTo<Client>, cwd: &Path, on: bool) -> Arc<UpdateFeed> {
@@ -319,6 +398,10 @@ impl<S: AgentSource> Server<S> {
 
     fn open(&self, agent: Agent, feed: Arc<UpdateFeed>) -> Arc<Live> {
         let id = SessionId::new(agent.session_id().as_str());
+        feed.mapper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_modes(agent_modes(&agent));
         let _ = feed.session.set(id.clone());
         let live = Arc::new(Live {
             id: id.clone(),
@@ -326,6 +409,7 @@ impl<S: AgentSource> Server<S> {
             running: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
             cancel: Notify::new(),
+            feed,
         });
         self.sessions().insert(id.0, live.clone());
         live
@@ -338,18 +422,15 @@ impl<S: AgentSource> Server<S> {
     ) -> Result<(NewSessionResponse, Arc<Live>), Error> {
         let cwd = working_dir(&req.cwd)?;
         let feed = Self::feed(cx, &cwd, true);
-        let options = Self::options(&feed, &cwd);
+        let options = self.options(&feed, &cwd, &req.mcp_servers)?;
         let source = self.source.clone();
         let built = tokio::task::spawn_blocking(move || source.create(&cwd, options))
             .await
             .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
         let agent = built.map_err(|e| err(ErrorCode::InternalError, e))?;
-        let plan = agent.in_plan_mode();
+        let modes = modes(&agent);
         let live = self.open(agent, feed);
-        Ok((
-            NewSessionResponse::new(live.id.clone()).modes(modes(plan)),
-            live,
-        ))
+        Ok((NewSessionResponse::new(live.id.clone()).modes(modes), live))
     }
 
     async fn load_session(
@@ -381,12 +462,11 @@ impl<S: AgentSource> Server<S> {
             for update in updates {
                 send(&cx, &id, update);
             }
-            let plan = live.agent.in_plan_mode();
-            return Ok((LoadSessionResponse::new().modes(modes(plan)), live));
+            return Ok((LoadSessionResponse::new().modes(modes(&live.agent)), live));
         }
         let feed = Self::feed(cx.clone(), &cwd, false);
         let _ = feed.session.set(id.clone());
-        let options = Self::options(&feed, &cwd);
+        let options = self.options(&feed, &cwd, &req.mcp_servers)?;
         let source = self.source.clone();
         let name = id.0.to_string();
         let built = tokio::task::spawn_blocking(move || source.load(&name, &cwd, options))
@@ -411,28 +491,33 @@ impl<S: AgentSource> Server<S> {
             send(&cx, &id, update);
         }
         feed.on.store(true, Ordering::Release);
-        let plan = agent.in_plan_mode();
+        let modes = modes(&agent);
         let live = self.open(agent, feed);
-        Ok((LoadSessionResponse::new().modes(modes(plan)), live))
+        Ok((LoadSessionResponse::new().modes(modes), live))
     }
 
     fn set_mode(&self, req: &SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
         let live = self.session(&req.session_id)?;
-        let plan = match &*req.mode_id.0 {
-            MODE_PLAN => true,
-            MODE_DEFAULT => false,
-            other => {
-                return Err(err(
-                    ErrorCode::InvalidParams,
-                    format!(
-                        "no session mode {other:?}: keel has {MODE_DEFAULT:?} and {MODE_PLAN:?}"
-                    ),
-                ));
-            }
-        };
-        live.agent
-            .set_plan_mode(plan)
-            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+        if live.running.load(Ordering::Acquire) {
+            return Err(err(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "session {} is running a prompt: change its mode when it is done, or cancel it",
+                    &*req.session_id.0
+                ),
+            ));
+        }
+        // The client knows the mode it asked for: the events of the change are not echoed
+        // back as `current_mode_update`s.
+        let feed = &live.feed;
+        feed.on.store(false, Ordering::Release);
+        let set = set_mode(&live.agent, &req.mode_id.0);
+        feed.mapper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_modes(agent_modes(&live.agent));
+        feed.on.store(true, Ordering::Release);
+        set?;
         Ok(SetSessionModeResponse::new())
     }
 
@@ -500,6 +585,64 @@ impl<S: AgentSource> Server<S> {
             live.agent.kill_jobs();
         }
     }
+}
+
+/// The MCP servers of `session/new` or `session/load` in keel's `[mcp_servers.NAME]` shape.
+/// SSE servers are refused (keel speaks stdio and streamable HTTP; `initialize` says so).
+fn mcp_servers(servers: &[McpServer]) -> Result<serde_json::Map<String, serde_json::Value>, Error> {
+    let mut out = serde_json::Map::new();
+    for server in servers {
+        let (name, entry) = match server {
+            McpServer::Stdio(s) => {
+                let env: serde_json::Map<String, serde_json::Value> = s
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone().into()))
+                    .collect();
+                (
+                    &s.name,
+                    serde_json::json!({
+                        "command": s.command.to_string_lossy(),
+                        "args": s.args,
+                        "env": env,
+                    }),
+                )
+            }
+            McpServer::Http(s) => {
+                let headers: serde_json::Map<String, serde_json::Value> = s
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone().into()))
+                    .collect();
+                (
+                    &s.name,
+                    serde_json::json!({"url": s.url, "headers": headers}),
+                )
+            }
+            McpServer::Sse(s) => {
+                return Err(err(
+                    ErrorCode::InvalidParams,
+                    format!(
+                        "MCP server {:?} uses SSE, which keel does not speak: give it as a stdio \
+                         or streamable HTTP server (mcpCapabilities in initialize)",
+                        s.name
+                    ),
+                ));
+            }
+            _ => {
+                return Err(err(
+                    ErrorCode::InvalidParams,
+                    "an MCP server of a transport keel does not know: keel speaks stdio and \
+                     streamable HTTP",
+                ));
+            }
+        };
+        if name.is_empty() {
+            return Err(err(ErrorCode::InvalidParams, "an MCP server has no name"));
+        }
+        out.insert(name.clone(), entry);
+    }
+    Ok(out)
 }
 
 /// The request's `cwd`: an existing directory, absolute as ACP requires.

@@ -188,6 +188,8 @@ pub(crate) struct Inner {
     /// ([`Agent::deliver`]): `run_until_idle` wakes for it even while its background service
     /// has nothing settled to report.
     pub(crate) woken: tokio::sync::Notify,
+    /// The approval policy in force: the configuration's until [`Agent::set_approval`].
+    pub(crate) approval: Mutex<ApprovalPolicy>,
 }
 
 /// The ignorable event a tool left out of a changed tool source is logged as.
@@ -310,6 +312,7 @@ impl AgentBuilder {
         );
         let fresh = self.log.session().is_empty();
         let state = LoopState::rebuild(self.log.session());
+        let approval = self.config.approval;
         let agent = Agent {
             inner: Arc::new(Inner {
                 config: self.config,
@@ -325,6 +328,7 @@ impl AgentBuilder {
                 turn_cancel: Mutex::new(CancellationToken::new()),
                 background: OnceLock::new(),
                 woken: tokio::sync::Notify::new(),
+                approval: Mutex::new(approval),
             }),
         };
         if !fresh && let Some(mode) = last_plan_mode(agent.log().session()) {
@@ -501,9 +505,58 @@ impl Agent {
         &self.inner.global_hooks
     }
 
-    /// The sandbox mode.
+    /// The sandbox mode in force: the configured one, or read-only while narrowed
+    /// ([`Agent::set_read_only`]).
     pub fn sandbox(&self) -> SandboxMode {
-        self.inner.pipeline.workspace().sandbox()
+        self.inner.pipeline.sandbox()
+    }
+
+    /// Narrow the sandbox to read-only (file changes refused, commands asked about) or back
+    /// to the configured mode, between turns (an editor's session mode); logs `sandbox/mode`.
+    /// Does nothing when it is already so.
+    pub fn set_read_only(&self, on: bool) -> Result<(), AgentError> {
+        let before = self.sandbox();
+        self.inner.pipeline.set_read_only(on);
+        let now = self.sandbox();
+        if now == before {
+            return Ok(());
+        }
+        let confinement = self.inner.pipeline.workspace().confinement();
+        self.push(EventBody::SandboxMode(Box::new(SandboxModeEvent {
+            mode: now.as_str().to_owned(),
+            enforcement: Some(confinement.enforcement().to_string()),
+        })))?;
+        Ok(())
+    }
+
+    /// The approval policy in force (the configured one until [`Agent::set_approval`]).
+    pub fn approval(&self) -> ApprovalPolicy {
+        *self
+            .inner
+            .approval
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Change the approval policy between turns (an editor's session mode); logs
+    /// `approval/policy`. Does nothing when it is already so. A resumed session starts from
+    /// the configured policy again.
+    pub fn set_approval(&self, policy: ApprovalPolicy) -> Result<(), AgentError> {
+        {
+            let mut current = self
+                .inner
+                .approval
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if *current == policy {
+                return Ok(());
+            }
+            *current = policy;
+        }
+        self.push(EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent {
+            policy: policy.as_str().to_owned(),
+        })))?;
+        Ok(())
     }
 
     /// How far the OS enforces the sandbox for commands on this machine.

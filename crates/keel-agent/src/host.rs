@@ -145,7 +145,7 @@ impl PipelineHost for StepHost<'_> {
         // Nobody is asked under `never`, nor without an approver: the answer is `Unanswered`,
         // which a call needing it now takes as a refusal and `exit_plan_mode` as "hand the
         // plan to the user".
-        let (outcome, by) = match (self.agent.config().approval, &self.agent.inner.approver) {
+        let (outcome, by) = match (self.agent.approval(), &self.agent.inner.approver) {
             (ApprovalPolicy::Auto, _) => (ApprovalOutcome::Approved, "policy"),
             (ApprovalPolicy::Never, _) => (
                 ApprovalOutcome::Unanswered {

@@ -73,7 +73,7 @@ impl Agent {
     pub fn runtime_facts(&self) -> Vec<PromptSection> {
         let mut facts = vec![
             PromptSection::new("sandbox", sandbox_fact(self.sandbox())),
-            PromptSection::new("approval", approval_fact(self.inner.config.approval)),
+            PromptSection::new("approval", approval_fact(self.approval())),
         ];
         let ctx = self.prompt_ctx();
         for c in &self.inner.hooks.prompt_context {

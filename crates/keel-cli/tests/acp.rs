@@ -82,7 +82,9 @@ fn sdk_client(env: &Env, base_url: &str, mut cmd: Command, who: &str) -> Value {
 fn node_client(env: &Env, base_url: &str, scenario: &str) -> Value {
     let dir = ensure_acp_node_modules();
     let mut cmd = Command::new("node");
-    cmd.arg(dir.join("keel_acp_client.mjs")).arg(scenario);
+    cmd.arg(dir.join("keel_acp_client.mjs"))
+        .arg(scenario)
+        .env("MCP_EVERYTHING", support::node_bin("mcp-server-everything"));
     sdk_client(env, base_url, cmd, "node")
 }
 
@@ -150,7 +152,7 @@ fn the_typescript_sdk_drives_keel_acp() {
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    assert_eq!(modes, ["default", "plan"]);
+    assert_eq!(modes, ["default", "read-only", "auto", "plan"]);
 
     // The edit turn: streamed updates in order.
     let edit = &report["edit"];
@@ -330,6 +332,144 @@ fn the_typescript_sdk_drives_keel_acp() {
         "{image}"
     );
     assert_eq!(report["secondExit"]["code"], 0);
+}
+
+const EDITOR_SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "tidy notes" }
+    tool_calls:
+      - { name: read, arguments: { path: notes.txt } }
+  - match: { last_user_contains: "tidy notes" }
+    tool_calls:
+      - { name: edit, arguments: { path: notes.txt, old_string: "unsaved draft", new_string: "tidied draft" } }
+      - { name: write, arguments: { path: made/new.txt, content: "made by keel\n" } }
+      - { name: mcp__scratch__echo, arguments: { message: "from the session's server" } }
+  - match: { last_user_contains: "tidy notes" }
+    text: "Tidied."
+  - match: { last_user_contains: "look around" }
+    tool_calls:
+      - { name: write, arguments: { path: blocked.txt, content: "x" } }
+      - { name: bash, arguments: { command: "echo looked" } }
+  - match: { last_user_contains: "look around" }
+    tool_calls:
+      - { name: bash, arguments: { command: "echo looked" } }
+  - match: { last_user_contains: "look around" }
+    text: "Looked."
+"#;
+
+/// An editor client: its file system (unsaved buffers win over the disk; writes go through
+/// it), an MCP server of its own in `session/new`, and the session modes for the sandbox
+/// (read-only: writes refused, commands asked, "allow always" remembered) and approvals
+/// (auto), each logged; a reload starts from the configuration again.
+#[test]
+fn an_editor_client_lends_its_files_servers_and_modes() {
+    let env = Env::new();
+    env.write("notes.txt", "a saved draft\n");
+    let mock = Mock::start(EDITOR_SCRIPT);
+    let report = node_client(&env, &mock.base_url(), "editor");
+    assert_eq!(
+        report["initialize"]["agentCapabilities"]["mcpCapabilities"]["http"], true,
+        "{}",
+        report["initialize"]
+    );
+    let ws = env.ws.display().to_string();
+    let notes = format!("{ws}/notes.txt");
+
+    // The read saw the unsaved buffer; the edit applied to it; both writes went through the
+    // client (which saved them).
+    let tidy = &report["tidy"];
+    assert_eq!(tidy["stopReason"], "end_turn", "{tidy}");
+    let results: Vec<&Value> = tidy["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["kind"] == "tool_call_update")
+        .collect();
+    assert!(
+        results[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("1: an unsaved draft"),
+        "{results:?}"
+    );
+    assert_eq!(
+        report["reads"],
+        json!([notes.clone(), notes.clone()]),
+        "{report}"
+    );
+    assert_eq!(
+        report["writes"],
+        json!([
+            {"path": notes, "content": "an tidied draft\n"},
+            {"path": format!("{ws}/made/new.txt"), "content": "made by keel\n"},
+        ])
+    );
+    assert_eq!(env.read("notes.txt"), "an tidied draft\n");
+    assert_eq!(env.read("made/new.txt"), "made by keel\n");
+    // The session's own MCP server answered.
+    let echo = results
+        .iter()
+        .find(|u| {
+            u["text"]
+                .as_str()
+                .unwrap()
+                .contains("from the session's server")
+        })
+        .unwrap_or_else(|| panic!("{results:?}"));
+    assert_eq!(echo["status"], "completed", "{echo}");
+
+    // Read-only: the write refused without asking, the command asked once ("allow always"),
+    // then run again without asking.
+    let look = &report["look"];
+    assert_eq!(look["stopReason"], "end_turn", "{look}");
+    assert_eq!(look["permissions"], json!(["bash echo looked"]), "{look}");
+    let failed: Vec<&str> = look["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["kind"] == "tool_call_update" && u["status"] == "failed")
+        .map(|u| u["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed.len(), 1, "{look}");
+    assert!(failed[0].contains("read-only"), "{failed:?}");
+    assert!(!env.ws.join("blocked.txt").exists());
+
+    // Modes: an unknown one is an error naming the known ones; the client's changes are not
+    // echoed back as updates.
+    let bad = &report["badMode"]["error"];
+    assert_eq!(bad["code"], -32602, "{bad}");
+    assert!(
+        bad["message"].as_str().unwrap().contains("\"read-only\""),
+        "{bad}"
+    );
+    assert_eq!(report["modeUpdates"], json!([]), "{report}");
+
+    // The log tells each change; a reload starts from the configured sandbox and policy.
+    let path = env.only_session();
+    let events = load_consistent(&path);
+    let sandbox: Vec<&str> = of_type(&events, "sandbox/mode")
+        .iter()
+        .map(|e| e["data"]["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(sandbox, ["workspace-write", "read-only", "workspace-write"]);
+    let policy: Vec<&str> = of_type(&events, "approval/policy")
+        .iter()
+        .map(|e| e["data"]["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(policy, ["ask", "auto"]);
+    // Both commands are approved by the person: the second by the "allow always" of the
+    // first, without a second request to the client.
+    let decided = of_type(&events, "approval/decided");
+    assert_eq!(decided.len(), 2, "{decided:?}");
+    assert!(
+        decided
+            .iter()
+            .all(|d| d["data"]["approved"] == true && d["data"]["by"] == "user"),
+        "{decided:?}"
+    );
+    assert_eq!(report["load"]["modes"]["currentModeId"], "default");
+    assert_eq!(report["firstExit"]["code"], 0, "{}", report["stderr"]);
+    assert_eq!(report["secondExit"]["code"], 0, "{}", report["stderr"]);
 }
 
 /// `keel acp` spoken to line by line.

@@ -32,7 +32,7 @@ use keel_session::{
 use keel_tools::builtins::bash::BashConfig;
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
-use keel_tools::{BuiltinConfig, SandboxMode, ToolRegistry, Workspace};
+use keel_tools::{BuiltinConfig, SandboxMode, TextFiles, ToolRegistry, Workspace};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -337,6 +337,13 @@ pub struct BuildOptions {
     pub approver: Option<Arc<dyn Approver>>,
     /// Adjusts the agent's settings last (a test's seeded retry policy, a UI's persona).
     pub edit_config: Option<ConfigEdit>,
+    /// The editor's view of text files: `read`, `edit` and `write` go through it (an ACP
+    /// client's file-system capability).
+    pub text_files: Option<Arc<dyn TextFiles>>,
+    /// MCP servers of this agent only, in the `[mcp_servers.NAME]` shape, added to the
+    /// configured ones (a server of the same name replaces the configured one): the servers
+    /// an ACP client lists in `session/new`.
+    pub mcp_servers: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Builds agents from a resolved configuration ([`Host::factory`]).
@@ -433,6 +440,9 @@ impl AgentFactory<'_> {
                 source,
             })?;
         workspace.set_network(c.sandbox.network.unwrap_or(true));
+        if let Some(files) = options.text_files {
+            workspace.set_text_files(files);
+        }
         for root in c.sandbox.writable_roots.iter().flatten() {
             let path = host.cwd.join(root);
             workspace
@@ -444,6 +454,16 @@ impl AgentFactory<'_> {
         ctx.hooks = options.hooks;
         ctx.agent_hooks = options.agent_hooks;
         ctx.settings = serde_json::to_value(&host.loaded.table).unwrap_or_default();
+        if !options.mcp_servers.is_empty()
+            && let serde_json::Value::Object(settings) = &mut ctx.settings
+        {
+            let servers = settings
+                .entry("mcp_servers")
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if let serde_json::Value::Object(servers) = servers {
+                servers.extend(options.mcp_servers);
+            }
+        }
         ctx.model_launch = self.route.launch.clone();
         let mut enable = self.enable.clone();
         enable.extend(self.row_edits.iter().map(|e| e.plugin));

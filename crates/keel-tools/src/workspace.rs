@@ -82,6 +82,32 @@ pub struct Workspace {
     temp: PathBuf,
     /// Built on first use from the fields above; reset when one of them changes.
     confinement: OnceLock<Arc<Confinement>>,
+    /// The editor's view of text files, when a front end offers one.
+    text_files: Option<EditorFiles>,
+}
+
+/// An editor's view of text files (ACP's `fs/read_text_file` and `fs/write_text_file`): a file
+/// it has open is read with its unsaved changes and written through its buffer, so the person
+/// sees the change in the editor at once. `read`, `edit` and `write` go through it when the
+/// workspace has one ([`Workspace::set_text_files`]), after the sandbox has resolved the path.
+#[async_trait::async_trait]
+pub trait TextFiles: Send + Sync {
+    /// The text of `path` (absolute, resolved) as the editor has it; `Ok(None)` leaves the
+    /// read to the disk. `Err` is a message naming what failed.
+    async fn read(&self, path: &Path) -> Result<Option<String>, String>;
+
+    /// Write `text` to `path` through the editor; `Ok(false)` leaves the write to the disk.
+    async fn write(&self, path: &Path, text: &str) -> Result<bool, String>;
+}
+
+/// A shared [`TextFiles`] (the workspace is `Debug` and `Clone`).
+#[derive(Clone)]
+struct EditorFiles(Arc<dyn TextFiles>);
+
+impl fmt::Debug for EditorFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TextFiles")
+    }
 }
 
 impl Workspace {
@@ -98,7 +124,18 @@ impl Workspace {
             temp: std::fs::canonicalize(std::env::temp_dir())
                 .unwrap_or_else(|_| std::env::temp_dir()),
             confinement: OnceLock::new(),
+            text_files: None,
         })
+    }
+
+    /// Read and write text files through `files` (an editor's buffers) from now on.
+    pub fn set_text_files(&mut self, files: Arc<dyn TextFiles>) {
+        self.text_files = Some(EditorFiles(files));
+    }
+
+    /// The editor's view of text files, if any.
+    pub fn text_files(&self) -> Option<&dyn TextFiles> {
+        self.text_files.as_ref().map(|f| &*f.0)
     }
 
     /// Add another root (must exist).

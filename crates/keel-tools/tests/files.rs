@@ -488,3 +488,124 @@ async fn spill_files_are_readable_in_workspace_write() {
         "1: ".len() + 2000 + "… [line cut: 58000 more chars]".len()
     );
 }
+
+/// An editor with one unsaved buffer: reads of it see the buffer, writes land in the buffers
+/// (never on disk), anything else is left to the disk.
+#[derive(Default)]
+struct Editor {
+    buffers: std::sync::Mutex<std::collections::BTreeMap<std::path::PathBuf, String>>,
+    fail: bool,
+}
+
+#[async_trait::async_trait]
+impl keel_tools::TextFiles for Editor {
+    async fn read(&self, path: &std::path::Path) -> Result<Option<String>, String> {
+        if self.fail {
+            return Err("the editor went away".into());
+        }
+        Ok(self.buffers.lock().unwrap().get(path).cloned())
+    }
+    async fn write(&self, path: &std::path::Path, text: &str) -> Result<bool, String> {
+        if self.fail {
+            return Err("the editor went away".into());
+        }
+        self.buffers
+            .lock()
+            .unwrap()
+            .insert(path.to_path_buf(), text.to_owned());
+        Ok(true)
+    }
+}
+
+#[tokio::test]
+async fn an_editors_unsaved_buffers_win_over_the_disk_and_take_the_writes() {
+    let f = Fixture::new();
+    let open = f.write("open.rs", "fn saved() {}\n");
+    f.write("closed.rs", "fn closed() {}\n");
+    let editor = std::sync::Arc::new(Editor::default());
+    editor
+        .buffers
+        .lock()
+        .unwrap()
+        .insert(open.canonicalize().unwrap(), "fn unsaved() {}\n".into());
+    let mut ws = keel_tools::Workspace::new(&f.ws, SandboxMode::WorkspaceWrite).unwrap();
+    ws.set_text_files(editor.clone());
+    let p = f.pipeline_for(ws, f.registry(vec![]), keel_tools::ToolHooks::new());
+
+    let read = run_one(&p, call("1", "read", json!({"path":"open.rs"}))).await;
+    assert_eq!(read.text(), "1: fn unsaved() {}");
+    let closed = run_one(&p, call("2", "read", json!({"path":"closed.rs"}))).await;
+    assert_eq!(closed.text(), "1: fn closed() {}");
+
+    let edit = run_one(
+        &p,
+        call(
+            "3",
+            "edit",
+            json!({"path":"open.rs","old_string":"unsaved","new_string":"edited"}),
+        ),
+    )
+    .await;
+    assert!(!edit.is_error, "{}", edit.text());
+    let buffers = editor.buffers.lock().unwrap().clone();
+    assert_eq!(
+        buffers[&open.canonicalize().unwrap()],
+        "fn edited() {}\n",
+        "the edit applies to the buffer"
+    );
+    assert_eq!(
+        f.read("open.rs"),
+        "fn saved() {}\n",
+        "the disk is the editor's business"
+    );
+
+    let write = run_one(
+        &p,
+        call(
+            "4",
+            "write",
+            json!({"path":"new/made.rs","content":"fn made() {}\n"}),
+        ),
+    )
+    .await;
+    assert!(!write.is_error, "{}", write.text());
+    assert!(write.text().starts_with("Created"), "{}", write.text());
+    assert!(f.ws.join("new").is_dir(), "parent directories are made");
+    assert_eq!(
+        editor.buffers.lock().unwrap()[&f.ws.canonicalize().unwrap().join("new/made.rs")],
+        "fn made() {}\n"
+    );
+}
+
+#[tokio::test]
+async fn an_editor_that_fails_is_named_in_the_error() {
+    let f = Fixture::new();
+    f.write("a.rs", "x\n");
+    let editor = std::sync::Arc::new(Editor {
+        fail: true,
+        ..Editor::default()
+    });
+    let mut ws = keel_tools::Workspace::new(&f.ws, SandboxMode::WorkspaceWrite).unwrap();
+    ws.set_text_files(editor);
+    let p = f.pipeline_for(ws, f.registry(vec![]), keel_tools::ToolHooks::new());
+    let read = run_one(&p, call("1", "read", json!({"path":"a.rs"}))).await;
+    assert!(read.is_error);
+    assert!(
+        read.text()
+            .contains("reading 'a.rs' through the editor: the editor went away"),
+        "{}",
+        read.text()
+    );
+    let write = run_one(&p, call("2", "write", json!({"path":"a.rs","content":"y"}))).await;
+    assert!(write.is_error);
+    assert!(
+        write.text().contains("through the editor"),
+        "{}",
+        write.text()
+    );
+    assert_eq!(
+        f.read("a.rs"),
+        "x\n",
+        "nothing is written when the editor fails"
+    );
+}

@@ -8,6 +8,7 @@
 // `bash sleep 30` is cancelled mid-tool; stdin closed. Then a second process loads the session
 // and the replayed updates are recorded, and a missing session id is loaded.
 import { spawn } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -15,8 +16,11 @@ const command = process.env.KEEL_ACP_COMMAND;
 const args = JSON.parse(process.env.KEEL_ACP_ARGS ?? "[]");
 const workspace = process.env.WORKSPACE;
 
-/** Start `keel acp` and connect an SDK client to it; `updates` and `permissions` fill up. */
-function start(answer) {
+/** Start `keel acp` and connect an SDK client to it; `updates` and `permissions` fill up.
+ * With `editor` (a map of absolute path → unsaved buffer text) the client also serves
+ * fs/read_text_file (the buffer when it has one, else the disk) and fs/write_text_file (the
+ * buffer and the disk), recording each write in `writes`. */
+function start(answer, editor) {
   const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
@@ -24,7 +28,9 @@ function start(answer) {
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const updates = [];
   const permissions = [];
-  const app = acp
+  const reads = [];
+  const writes = [];
+  let app = acp
     .client({ name: "keel-acp-test" })
     .onNotification("session/update", ({ params }) => {
       updates.push(params);
@@ -33,8 +39,22 @@ function start(answer) {
       permissions.push(req);
       return { outcome: { outcome: "selected", optionId: answer(req) } };
     });
+  if (editor) {
+    app = app
+      .onRequest("fs/read_text_file", async ({ params: req }) => {
+        reads.push(req.path);
+        const content = editor.has(req.path) ? editor.get(req.path) : readFileSync(req.path, "utf8");
+        return { content };
+      })
+      .onRequest("fs/write_text_file", async ({ params: req }) => {
+        writes.push({ path: req.path, content: req.content });
+        editor.set(req.path, req.content);
+        writeFileSync(req.path, req.content);
+        return {};
+      });
+  }
   const conn = app.connect(stream);
-  return { child, conn, ctx: conn.agent, updates, permissions, exited, stderr: () => stderr };
+  return { child, conn, ctx: conn.agent, updates, permissions, reads, writes, exited, stderr: () => stderr };
 }
 
 /** The compact shape of an update the Rust test compares. */
@@ -160,8 +180,60 @@ async function main() {
   return report;
 }
 
+// Scenario `editor`: a client offering its file system and an MCP server of its own. A prompt
+// reads notes.txt (an unsaved buffer differs from the disk), edits it and writes a new file
+// through the client, and calls the session's MCP server; then the read-only mode (a write
+// refused, a command asked about and allowed always, the same command again not asked) and
+// the auto mode; then a second process loads the session.
+async function editor() {
+  const report = {};
+  const notes = `${workspace}/notes.txt`;
+  const buffers = new Map([[notes, "an unsaved draft\n"]]);
+  const answer = (req) => (req.toolCall.kind === "execute" ? "allow_always" : "reject");
+  const first = start(answer, buffers);
+  const { ctx } = first;
+  report.initialize = await ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
+  });
+  const session = await ctx.request("session/new", {
+    cwd: workspace,
+    mcpServers: [{ name: "scratch", command: process.env.MCP_EVERYTHING, args: ["stdio"], env: [] }],
+  });
+  report.newSession = session;
+  const sessionId = session.sessionId;
+  const prompt = async (text) => {
+    const mark = first.updates.length;
+    const asked = first.permissions.length;
+    const answer = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+    return {
+      stopReason: answer.stopReason,
+      updates: first.updates.slice(mark).map(shape),
+      permissions: first.permissions.slice(asked).map((p) => p.toolCall.title),
+    };
+  };
+  report.tidy = await prompt("tidy notes");
+  report.reads = first.reads;
+  report.writes = first.writes;
+  report.readOnly = await ctx.request("session/set_mode", { sessionId, modeId: "read-only" });
+  report.look = await prompt("look around");
+  report.auto = await ctx.request("session/set_mode", { sessionId, modeId: "auto" });
+  report.badMode = await errorOf(ctx.request("session/set_mode", { sessionId, modeId: "yolo" }));
+  report.modeUpdates = first.updates.filter((n) => n.update.sessionUpdate === "current_mode_update").map(shape);
+  first.child.stdin.end();
+  report.firstExit = await first.exited;
+
+  const second = start(() => "reject");
+  await second.ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  report.load = await second.ctx.request("session/load", { sessionId, cwd: workspace, mcpServers: [] });
+  second.child.stdin.end();
+  report.secondExit = await second.exited;
+  report.stderr = first.stderr() + second.stderr();
+  return report;
+}
+
 const scenario = process.argv[2] ?? "main";
-const run = { main }[scenario];
+const run = { main, editor }[scenario];
 if (!run) {
   console.error(`unknown scenario ${scenario}`);
   process.exit(2);

@@ -14,7 +14,7 @@ use keel_protocol::{
 use keel_session::{
     Format, PersistentSession, Session, Store, WriterOptions, new_session_id, now_ms,
 };
-use keel_tools::ToolError;
+use keel_tools::{SandboxMode, ToolError};
 use serde_json::{Map, json};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -130,7 +130,7 @@ pub(crate) fn build(
     };
 
     let mut agent_config = parent.config().clone();
-    agent_config.approval = match agent_config.approval {
+    agent_config.approval = match parent.approval() {
         ApprovalPolicy::Auto => ApprovalPolicy::Auto,
         ApprovalPolicy::Ask | ApprovalPolicy::Never => ApprovalPolicy::Never,
     };
@@ -143,6 +143,10 @@ pub(crate) fn build(
     if let Some(tool) = &nested {
         tool.bind(&agent);
     }
+    // A parent narrowed to read-only (an editor's mode) hands that on.
+    agent
+        .set_read_only(parent.sandbox() == SandboxMode::ReadOnly)
+        .map_err(|e| failed("cannot write its log", e))?;
     if config.mode == SubagentMode::Fork {
         // The seed carries the parent's policy; the child's own follows it.
         let event = ApprovalPolicyEvent {

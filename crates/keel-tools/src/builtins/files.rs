@@ -69,9 +69,52 @@ impl Tool for ReadTool {
         let shown = ctx.workspace.display(&path);
         let offset = a.offset.unwrap_or(1).max(1);
         let limit = a.limit.unwrap_or(DEFAULT_READ_LIMIT).max(1);
+        if let Some(text) = editor_text(ctx, &path, &shown).await? {
+            let size = text.len() as u64;
+            let reader = std::io::Cursor::new(text.into_bytes());
+            return Ok(ToolOutput::text(number_lines(
+                reader, &path, &shown, size, offset, limit,
+            )?));
+        }
         let text = blocking(move || read_lines(&path, &shown, offset, limit)).await?;
         Ok(ToolOutput::text(text))
     }
+}
+
+/// The text of `path` as the editor has it, when the workspace reads through one and `path`
+/// is not a directory (`None`: read the disk).
+async fn editor_text(
+    ctx: &ToolContext<'_>,
+    path: &Path,
+    shown: &str,
+) -> Result<Option<String>, ToolError> {
+    let Some(files) = ctx.workspace.text_files() else {
+        return Ok(None);
+    };
+    if path.is_dir() {
+        return Ok(None);
+    }
+    files
+        .read(path)
+        .await
+        .map_err(|e| ToolError::Failed(format!("reading '{shown}' through the editor: {e}")))
+}
+
+/// Write `text` to `path` through the editor when the workspace has one; `false`: write the
+/// disk.
+async fn editor_write(
+    ctx: &ToolContext<'_>,
+    path: &Path,
+    shown: &str,
+    text: &str,
+) -> Result<bool, ToolError> {
+    let Some(files) = ctx.workspace.text_files() else {
+        return Ok(false);
+    };
+    files
+        .write(path, text)
+        .await
+        .map_err(|e| ToolError::Failed(format!("writing '{shown}' through the editor: {e}")))
 }
 
 fn read_lines(path: &Path, shown: &str, offset: u64, limit: u64) -> Result<String, ToolError> {
@@ -84,14 +127,25 @@ fn read_lines(path: &Path, shown: &str, offset: u64, limit: u64) -> Result<Strin
             "'{shown}' is a directory; use glob to list its files"
         )));
     }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let reader = BufReader::with_capacity(64 * 1024, file);
+    number_lines(reader, path, shown, md.len(), offset, limit)
+}
+
+/// `N: text` lines `offset..offset+limit` of `reader` (the text of `path`, `size` bytes).
+fn number_lines(
+    mut reader: impl BufRead,
+    path: &Path,
+    shown: &str,
+    size: u64,
+    offset: u64,
+    limit: u64,
+) -> Result<String, ToolError> {
     let head = reader
         .fill_buf()
         .map_err(|e| ToolError::io("reading", path, e))?;
     if head[..head.len().min(BINARY_SNIFF)].contains(&0) {
         return Err(ToolError::Failed(format!(
-            "'{shown}' is a binary file ({} bytes); read only shows text files",
-            md.len()
+            "'{shown}' is a binary file ({size} bytes); read only shows text files"
         )));
     }
     let mut out = String::new();
@@ -177,7 +231,8 @@ impl Tool for WriteTool {
         let path = ctx.workspace.resolve(&a.path, Access::Write)?;
         let shown = ctx.workspace.display(&path);
         let bytes = a.content.len();
-        let created = blocking(move || {
+        let editor = ctx.workspace.text_files().is_some();
+        let (created, path, content) = blocking(move || {
             if path.is_dir() {
                 return Err(ToolError::Failed(format!("'{shown}' is a directory")));
             }
@@ -186,12 +241,22 @@ impl Tool for WriteTool {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| ToolError::io("creating directory", parent, e))?;
             }
-            std::fs::write(&path, a.content.as_bytes())
-                .map_err(|e| ToolError::io("writing", &path, e))?;
-            Ok(created)
+            if !editor {
+                std::fs::write(&path, a.content.as_bytes())
+                    .map_err(|e| ToolError::io("writing", &path, e))?;
+            }
+            Ok((created, path, a.content))
         })
         .await?;
         let shown = a.path;
+        if editor && !editor_write(ctx, &path, &shown, &content).await? {
+            let write = path.clone();
+            blocking(move || {
+                std::fs::write(&write, content.as_bytes())
+                    .map_err(|e| ToolError::io("writing", &write, e))
+            })
+            .await?;
+        }
         let verb = if created { "Created" } else { "Overwrote" };
         Ok(ToolOutput::text(format!("{verb} {shown} ({bytes} bytes)."))
             .with_value(json!({"bytes": bytes, "created": created})))
@@ -244,14 +309,23 @@ impl Tool for EditTool {
         }
         let path = ctx.workspace.resolve(&a.path, Access::Write)?;
         let shown = a.path.clone();
-        let count = blocking(move || {
-            let bytes = std::fs::read(&path).map_err(|e| ToolError::io("reading", &path, e))?;
-            let text = String::from_utf8(bytes).map_err(|_| {
-                ToolError::Failed(format!(
-                    "'{}' is not UTF-8 text; edit changes text files",
-                    a.path
-                ))
-            })?;
+        let open = editor_text(ctx, &path, &shown).await?;
+        let editor = ctx.workspace.text_files().is_some();
+        let target = path.clone();
+        let (count, updated) = blocking(move || {
+            let text = match open {
+                Some(text) => text,
+                None => {
+                    let bytes =
+                        std::fs::read(&path).map_err(|e| ToolError::io("reading", &path, e))?;
+                    String::from_utf8(bytes).map_err(|_| {
+                        ToolError::Failed(format!(
+                            "'{}' is not UTF-8 text; edit changes text files",
+                            a.path
+                        ))
+                    })?
+                }
+            };
             let count = text.matches(a.old_string.as_str()).count();
             if count == 0 {
                 return Err(ToolError::InvalidArgs(format!(
@@ -272,10 +346,21 @@ impl Tool for EditTool {
             } else {
                 text.replacen(&a.old_string, &a.new_string, 1)
             };
+            if editor {
+                return Ok((count, Some(updated)));
+            }
             std::fs::write(&path, updated).map_err(|e| ToolError::io("writing", &path, e))?;
-            Ok(count)
+            Ok((count, None))
         })
         .await?;
+        if let Some(updated) = updated
+            && !editor_write(ctx, &target, &shown, &updated).await?
+        {
+            blocking(move || {
+                std::fs::write(&target, updated).map_err(|e| ToolError::io("writing", &target, e))
+            })
+            .await?;
+        }
         let s = if count == 1 { "" } else { "s" };
         Ok(
             ToolOutput::text(format!("Edited {shown}: replaced {count} occurrence{s}."))

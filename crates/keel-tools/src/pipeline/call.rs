@@ -144,7 +144,7 @@ impl Pipeline {
             tool: Some(info),
             token,
             parent: opts.parent,
-            sandbox: self.workspace.sandbox(),
+            sandbox: self.sandbox(),
         };
         let draft = self.phases(&ctx, entry, host, opts).await;
         let outcome = self.finish(call, draft);

@@ -21,11 +21,12 @@ use crate::seams::{ExecToken, HookContext, ToolHooks, ToolInfo};
 use crate::spill::SpillConfig;
 use crate::subprocess::{SubprocessConfig, SubprocessService};
 use crate::tool::ExecMode;
-use crate::workspace::Workspace;
+use crate::workspace::{SandboxMode, Workspace};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use keel_protocol::ToolCallBlock;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -57,6 +58,8 @@ pub struct Pipeline {
     plan: Arc<PlanState>,
     max_parallel: usize,
     abort_grace: Duration,
+    /// The sandbox narrowed to read-only at run time ([`Pipeline::set_read_only`]).
+    read_only: AtomicBool,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -142,6 +145,7 @@ impl PipelineBuilder {
             plan,
             max_parallel: self.max_parallel,
             abort_grace: self.abort_grace,
+            read_only: AtomicBool::new(false),
         })
     }
 }
@@ -190,6 +194,22 @@ impl Pipeline {
                 (true, errors)
             }
         }
+    }
+
+    /// The sandbox mode in force: the workspace's, or read-only while narrowed.
+    pub fn sandbox(&self) -> SandboxMode {
+        if self.read_only.load(Ordering::Acquire) {
+            SandboxMode::ReadOnly
+        } else {
+            self.workspace.sandbox()
+        }
+    }
+
+    /// Narrow the sandbox to read-only (file changes refused, every command asked about) or
+    /// back to the workspace's mode, between calls (an editor's "read-only" session mode).
+    /// Commands that are approved still run in the workspace's OS confinement.
+    pub fn set_read_only(&self, on: bool) {
+        self.read_only.store(on, Ordering::Release);
     }
 
     /// The workspace and sandbox mode.
@@ -292,7 +312,7 @@ impl Pipeline {
             tool: done.tool,
             token: done.token,
             parent: opts.parent,
-            sandbox: self.workspace.sandbox(),
+            sandbox: self.sandbox(),
         };
         for hook in &self.hooks.settled {
             hook.settled(&ctx, &done.outcome).await;
