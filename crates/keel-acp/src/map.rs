@@ -216,7 +216,7 @@ impl Mapper {
     }
 }
 
-fn chunk(text: String) -> ContentChunk {
+pub(crate) fn chunk(text: String) -> ContentChunk {
     ContentChunk::new(AcpBlock::Text(TextContent::new(text)))
 }
 

@@ -4,7 +4,7 @@
 
 use crate::approve::AcpApprover;
 use crate::files::ClientFiles;
-use crate::map::{Feed, MODE_AUTO, MODE_DEFAULT, MODE_PLAN, MODE_READ_ONLY, Mapper, Modes};
+use crate::map::{self, Feed, MODE_AUTO, MODE_DEFAULT, MODE_PLAN, MODE_READ_ONLY, Mapper, Modes};
 use crate::{AgentSource, LoadError};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
@@ -20,6 +20,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client, ConnectTo, Error};
 use keel_agent::{Agent, ApprovalPolicy};
 use keel_host::BuildOptions;
+use keel_host::commands::{Builtin, CommandKind, CommandSet, Invocation};
 use keel_protocol::{SessionEvent, TurnEndReason};
 use keel_tools::SandboxMode;
 use std::collections::HashMap;
@@ -199,6 +200,8 @@ struct Live {
     cancel: Notify,
     /// Its updates to the client.
     feed: Arc<UpdateFeed>,
+    /// The custom commands (Markdown files) of its workspace, read once when first offered.
+    custom: OnceLock<CommandSet>,
 }
 
 /// Sends a session's events to the client as updates (the agent's `session_event` hook).
@@ -410,6 +413,7 @@ impl<S: AgentSource> Server<S> {
             cancelled: AtomicBool::new(false),
             cancel: Notify::new(),
             feed,
+            custom: OnceLock::new(),
         });
         self.sessions().insert(id.0, live.clone());
         live
@@ -718,36 +722,74 @@ fn unsupported(what: &str) -> Error {
     )
 }
 
-/// The plugins' slash commands of `live` as an `available_commands_update`, sent once listed
-/// (listing may start servers: it runs on a blocking thread, after the session's answer).
+/// The slash commands of `live` as an `available_commands_update`: `/compact`, the custom
+/// commands of the workspace (Markdown files, as in the terminal UI) and the plugins'
+/// commands. Sent once listed (reading files and listing may start servers: it runs on a
+/// blocking thread, after the session's answer).
 fn advertise_commands(live: &Arc<Live>, cx: ConnectionTo<Client>) {
     let live = live.clone();
     tokio::task::spawn_blocking(move || {
-        let mut list = Vec::new();
-        for source in live.agent.commands() {
-            for command in source.commands() {
-                let mut entry = AvailableCommand::new(command.name, command.description);
-                if let Some(hint) = command.argument_hint {
-                    entry = entry.input(Some(AvailableCommandInput::Unstructured(
-                        UnstructuredCommandInput::new(hint),
-                    )));
-                }
-                list.push(entry);
+        let mut list = vec![AvailableCommand::new(
+            Builtin::Compact.name(),
+            Builtin::Compact.description(),
+        )];
+        for c in custom_commands(&live).all() {
+            if matches!(c.kind, CommandKind::Custom { .. }) {
+                list.push(offered(&c.name, &c.description, c.argument_hint.clone()));
             }
         }
-        if !list.is_empty() {
-            send(
-                &cx,
-                &live.id,
-                SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(list)),
-            );
+        for source in live.agent.commands() {
+            for command in source.commands() {
+                list.push(offered(
+                    &command.name,
+                    &command.description,
+                    command.argument_hint,
+                ));
+            }
         }
+        send(
+            &cx,
+            &live.id,
+            SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(list)),
+        );
     });
 }
 
-/// `/name args` of a plugin's slash command, expanded to the prompt it sends; `None` when
-/// `text` names no such command (it is sent as typed).
-async fn expand_command(agent: &Agent, text: &str) -> Result<Option<String>, Error> {
+fn offered(name: &str, description: &str, hint: Option<String>) -> AvailableCommand {
+    let entry = AvailableCommand::new(name, description);
+    match hint {
+        Some(hint) => entry.input(Some(AvailableCommandInput::Unstructured(
+            UnstructuredCommandInput::new(hint),
+        ))),
+        None => entry,
+    }
+}
+
+/// The custom commands of `live`'s workspace, read on first use.
+fn custom_commands(live: &Live) -> &CommandSet {
+    live.custom.get_or_init(|| {
+        let config = live.agent.config();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        CommandSet::load(
+            &config.cwd,
+            config.keel_home.as_deref().unwrap_or(Path::new("")),
+            home.as_deref(),
+        )
+    })
+}
+
+/// What a prompt starting with `/` asks for.
+enum Slash {
+    /// Compact the conversation now.
+    Compact,
+    /// Send this text instead (a custom or plugin command, expanded).
+    Prompt(String),
+}
+
+/// `/name args` of a slash command: `/compact`, a custom command (expanded with its
+/// arguments) or a plugin's (expanded by the plugin); `None` when `text` names none of them
+/// (it is sent as typed).
+async fn slash_command(live: &Live, text: &str) -> Result<Option<Slash>, Error> {
     let Some(rest) = text.strip_prefix('/') else {
         return Ok(None);
     };
@@ -755,22 +797,60 @@ async fn expand_command(agent: &Agent, text: &str) -> Result<Option<String>, Err
     if name.is_empty() {
         return Ok(None);
     }
-    for source in agent.commands() {
+    if name == Builtin::Compact.name() {
+        return Ok(Some(Slash::Compact));
+    }
+    let custom = custom_commands(live);
+    if let Some(info) = custom.get(name)
+        && matches!(info.kind, CommandKind::Custom { .. })
+        && let Ok(Invocation::Custom { prompt, .. }) = custom.parse(text)
+    {
+        return Ok(Some(Slash::Prompt(prompt)));
+    }
+    for source in live.agent.commands() {
         if source.commands().iter().any(|c| c.name == name) {
             return source
                 .expand(name, args.trim())
                 .await
-                .map(Some)
+                .map(|p| Some(Slash::Prompt(p)))
                 .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
         }
     }
     Ok(None)
 }
 
+/// `/compact`: compact the session now and say how it went as the agent's message.
+async fn compact(live: &Live) -> Result<PromptResponse, Error> {
+    use keel_agent::compaction::{CompactionOutcome, CompactionReason, compact_now};
+    let report = compact_now(&live.agent, CompactionReason::Manual)
+        .await
+        .map_err(|e| err(ErrorCode::InternalError, format!("keel: /compact: {e}")))?;
+    let said = match &report.outcome {
+        CompactionOutcome::Compacted => format!(
+            "Compacted the conversation: about {} → {} tokens per request.",
+            report.before_tokens, report.after_tokens
+        ),
+        CompactionOutcome::NotNeeded | CompactionOutcome::Skipped => {
+            "Nothing to compact yet.".to_owned()
+        }
+        CompactionOutcome::Failed { error } => format!("Compaction failed: {error}"),
+    };
+    send(
+        &live.feed.cx,
+        &live.id,
+        SessionUpdate::AgentMessageChunk(map::chunk(said)),
+    );
+    Ok(PromptResponse::new(StopReason::EndTurn))
+}
+
 /// Queue `text` and run the session's turns until idle, cancelling on `session/cancel`.
 async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
     let agent = &live.agent;
-    let expanded = expand_command(agent, text).await?;
+    let expanded = match slash_command(live, text).await? {
+        Some(Slash::Compact) => return compact(live).await,
+        Some(Slash::Prompt(prompt)) => Some(prompt),
+        None => None,
+    };
     let text = expanded.as_deref().unwrap_or(text);
     agent
         .followup(text)

@@ -88,12 +88,15 @@ fn node_client(env: &Env, base_url: &str, scenario: &str) -> Value {
     sdk_client(env, base_url, cmd, "node")
 }
 
+/// The kinds of `updates`, without the command list (sent once, after `session/new`, by a
+/// thread of its own: it may land anywhere in the first turn).
 fn kinds(updates: &Value) -> Vec<String> {
     updates
         .as_array()
         .unwrap()
         .iter()
         .map(|u| u["kind"].as_str().unwrap().to_owned())
+        .filter(|k| k != "available_commands_update")
         .collect()
 }
 
@@ -872,11 +875,16 @@ responses:
     assert_eq!(support::session_id(&env.only_session()), id);
 }
 
-/// An MCP server's prompts are offered as slash commands (`available_commands_update`), and a
-/// prompt `/name args` is expanded to the prompt's text before the model sees it.
+/// An MCP server's prompts, the workspace's custom commands (Markdown files) and `/compact`
+/// are offered as slash commands (`available_commands_update`); a prompt `/name args` is
+/// expanded to the command's text before the model sees it, and `/compact` compacts.
 #[test]
-fn plugin_slash_commands_are_offered_and_expanded() {
+fn slash_commands_are_offered_and_expanded() {
     let env = Env::new();
+    env.write(
+        ".claude/commands/greet.md",
+        "---\ndescription: Greet someone\nargument-hint: NAME\n---\nSay hello to $ARGUMENTS, warmly.\n",
+    );
     env.write(
         ".keel/config.toml",
         &format!(
@@ -891,6 +899,10 @@ fn plugin_slash_commands_are_offered_and_expanded() {
 responses:
   - match: { last_user_contains: "weather in Paris, France" }
     text: "Sunny in Paris."
+  - match: { last_user_contains: "Say hello to Ada, warmly." }
+    text: "Hello, Ada!"
+  - match: { last_message_contains: "Context compaction" }
+    text: "The person asked about the weather in Paris and greeted Ada."
 "#,
     );
     let mut acp = Raw::start(&env, &mock.base_url());
@@ -908,6 +920,13 @@ responses:
         .find(|c| c["name"] == "mcp__everything__args-prompt")
         .unwrap_or_else(|| panic!("{offered}"));
     assert!(args_prompt["input"]["hint"].is_string(), "{args_prompt}");
+    let greet = commands
+        .iter()
+        .find(|c| c["name"] == "greet")
+        .unwrap_or_else(|| panic!("{offered}"));
+    assert_eq!(greet["description"], "Greet someone");
+    assert_eq!(greet["input"]["hint"], "NAME");
+    assert!(commands.iter().any(|c| c["name"] == "compact"), "{offered}");
     let answer = acp.request(
         3,
         "session/prompt",
@@ -919,6 +938,31 @@ responses:
         asked.contains("What's weather in Paris, France?"),
         "{asked}"
     );
+    let answer = acp.request(
+        4,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "/greet Ada"}]}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(
+        support::last_user_text(&mock.requests()[1]),
+        "Say hello to Ada, warmly."
+    );
+    // `/compact`: the summary request is the only one, and the outcome is the answer.
+    acp.send_line(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "/compact"}]}})
+        .to_string(),
+    );
+    let said = acp.wait_for(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+    let said = said["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(said.starts_with("Compacted the conversation"), "{said}");
+    assert_eq!(acp.response(5)["result"]["stopReason"], "end_turn");
+    assert_eq!(mock.requests().len(), 3, "one summary request");
     let (code, _) = acp.close_and_wait();
     assert_eq!(code, Some(0));
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "compaction/end").len(), 1);
 }

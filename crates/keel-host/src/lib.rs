@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod catalogue;
+pub mod commands;
 pub mod config;
 pub mod endpoint;
 mod error;

@@ -1,7 +1,7 @@
 //! keel's interactive terminal front end (see `docs/tui.md`).
 
 pub mod app;
-pub mod commands;
+pub use keel_host::commands;
 pub mod input;
 pub mod markdown;
 pub mod slash;

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use keel_tui::commands::{
+use keel_host::commands::{
     AddExternalError, Builtin, CommandInfo, CommandKind, CommandSet, Invocation, ParseError,
     ProblemKind, expand_arguments, unescape,
 };
