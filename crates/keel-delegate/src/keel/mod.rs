@@ -20,7 +20,7 @@
 //! `log.txt` (one line per tool call, result and answer, bounded), `changes.patch`, `job.json`.
 
 mod stream;
-mod workspace;
+pub(crate) mod workspace;
 
 use crate::seam::{
     Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationEvent,
@@ -382,7 +382,7 @@ fn capabilities_of(p: &KeelProvider) -> Capabilities {
 }
 
 /// A file-name-safe form of a session id.
-fn sanitize(id: &str) -> String {
+pub(crate) fn sanitize(id: &str) -> String {
     id.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -666,7 +666,7 @@ fn read_only_is_enforced(cwd: &Path) -> bool {
 }
 
 /// The supervisor's route arguments, with `--model` replaced by `model` when given.
-fn route_args(args: &[String], model: Option<&str>) -> Vec<String> {
+pub(crate) fn route_args(args: &[String], model: Option<&str>) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len() + 2);
     let mut it = args.iter();
     while let Some(a) = it.next() {

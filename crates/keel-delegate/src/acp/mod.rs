@@ -1,0 +1,1086 @@
+//! The `acp` provider: the delegate is any [Agent Client Protocol] agent command (`keel acp`,
+//! Zed's `codex-acp` or `claude-code-acp`…), and keel is its client.
+//!
+//! ```text
+//! delegate ─► [write] an isolated git worktree (as the keel provider's)
+//!          └► ACP_COMMAND… (through the subprocess service: scrubbed env, process group)
+//!               initialize ─► session/new {cwd: workspace | worktree} ─► session/prompt {task}
+//!               session/update ─► log lines, the answer, plan reports   (client.rs, record.rs)
+//!               session/request_permission ◄─ the authority grant      (permission.rs)
+//!          delegate_steer ─► session/cancel + session/prompt {guidance} on the same session
+//!          job_kill       ─► session/cancel; the process is ended after a grace
+//!          end ─► [write] changes.patch; worktree removed ─► job.json
+//! ```
+//!
+//! Authority: `read-only` answers permission requests for anything but reading, searching,
+//! fetching and thinking with reject-once, in the caller's workspace; `write` allows once
+//! every request, inside an isolated worktree whose changes come back as a patch. An agent
+//! that changes files without asking is not stopped by its answers: when the command is keel
+//! itself, it is also started with `--sandbox read-only` or `--sandbox workspace-write`, and
+//! with the supervisor's model route and credential ([`ModelLaunch`]), passed on that spawn
+//! alone. The client offers no file-system or terminal capability: the agent uses its own.
+//!
+//! Job files live under `$KEEL_HOME/delegations/<supervisor session>/<job id>/` (`acp-N`):
+//! `log.txt`, `changes.patch`, `job.json`.
+//!
+//! [Agent Client Protocol]: https://agentclientprotocol.com
+
+mod client;
+mod permission;
+mod record;
+
+use crate::keel::{DEPTH_ENV, now_rfc3339, route_args, sanitize, workspace};
+use crate::seam::{
+    Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationEvent,
+    DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, EventType,
+    JobStatus, Lineage, SteerOutcome, Urgency, check_extensions,
+};
+use agent_client_protocol::v1::schema::StopReason;
+use async_trait::async_trait;
+use keel_agent::plugin::ModelLaunch;
+use keel_tools::subprocess::{CommandSpec, SubprocessService};
+use record::{Report, Transcript};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+/// Lines of a job's log kept in memory for `logs`.
+const TAIL_LINES: usize = 400;
+/// How long a steer waits for the delegate to stop its turn and take the new prompt.
+const STEER_WAIT: Duration = Duration::from_secs(30);
+
+/// Configuration of an [`AcpProvider`].
+#[derive(Debug, Clone)]
+pub struct AcpConfig {
+    /// The agent's argv (`["keel", "acp"]`, `["codex-acp"]`); a bare program name is looked
+    /// up on `PATH`.
+    pub command: Vec<String>,
+    /// The supervisor's model route, passed when the command is keel itself.
+    pub launch: Option<ModelLaunch>,
+    /// `$KEEL_HOME` (job files go under `delegations/`).
+    pub home: PathBuf,
+    /// Wall-time limit of one delegation.
+    pub time_limit: Duration,
+    /// Time for `initialize` and `session/new` together.
+    pub handshake: Duration,
+    /// Time a cancelled turn gets to answer, and the agent to exit once its stdin closed,
+    /// before its process group is ended.
+    pub grace: Duration,
+    /// Variables set on the agent (never scrubbed).
+    pub env: Vec<(String, String)>,
+    /// Names of keel's own variables passed on although they look secret (the agent's key).
+    pub forward_env: Vec<String>,
+    /// Bytes of `log.txt` per job.
+    pub max_log_bytes: u64,
+}
+
+impl AcpConfig {
+    /// This executable with `acp`, `launch`, `home`, a one-hour limit, 60 s for the
+    /// handshake, a 5 s grace, 8 MiB of log.
+    pub fn new(launch: Option<ModelLaunch>, home: PathBuf) -> Self {
+        let keel = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("keel"));
+        AcpConfig {
+            command: vec![keel.display().to_string(), "acp".into()],
+            launch,
+            home,
+            time_limit: Duration::from_secs(3600),
+            handshake: Duration::from_secs(60),
+            grace: Duration::from_secs(5),
+            env: Vec::new(),
+            forward_env: Vec::new(),
+            max_log_bytes: 8 << 20,
+        }
+    }
+
+    /// Whether the command runs keel (this executable, or a program named `keel`): it then
+    /// gets the model route and the sandbox flags.
+    fn is_keel(&self) -> bool {
+        let Some(program) = self.command.first() else {
+            return false;
+        };
+        let path = Path::new(program);
+        if path.file_name().and_then(|n| n.to_str()) == Some("keel") {
+            return true;
+        }
+        let this = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
+        this.is_some() && path.canonicalize().ok() == this
+    }
+
+    /// The command as a person would type it.
+    fn shown(&self) -> String {
+        self.command.join(" ")
+    }
+}
+
+/// One delegation.
+struct Job {
+    caller: String,
+    result: DelegationResult,
+    events: Vec<DelegationEvent>,
+    listeners: Vec<EventListener>,
+    steers: Option<mpsc::UnboundedSender<client::Steer>>,
+    cancel: CancellationToken,
+    final_tx: watch::Sender<bool>,
+    transcript: Arc<Transcript>,
+}
+
+type Jobs = Arc<Mutex<HashMap<String, Job>>>;
+
+/// The ACP provider (see the module docs).
+pub struct AcpProvider {
+    subprocess: SubprocessService,
+    config: AcpConfig,
+    depth: u32,
+    jobs: Jobs,
+}
+
+impl std::fmt::Debug for AcpProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpProvider")
+            .field("command", &self.config.command)
+            .field("launch", &self.config.launch)
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> DelegationError {
+    DelegationError::new(code, message)
+}
+
+/// Append an event to job `id` and hand it to its listeners.
+fn push_event(
+    jobs: &Jobs,
+    id: &str,
+    event_type: EventType,
+    message: String,
+    data: Option<serde_json::Value>,
+    lifecycle: Option<String>,
+) {
+    let (event, listeners) = {
+        let mut jobs = lock(jobs);
+        let Some(j) = jobs.get_mut(id) else {
+            return;
+        };
+        let event = DelegationEvent {
+            job_id: id.to_owned(),
+            seq: Some(j.events.len() as u64 + 1),
+            at: now_rfc3339(),
+            event_type,
+            urgency: Urgency::Info,
+            message,
+            data,
+            lifecycle,
+        };
+        j.events.push(event.clone());
+        (event, j.listeners.clone())
+    };
+    for l in listeners {
+        l(event.clone());
+    }
+}
+
+/// Whether `program` names a file that exists, directly or on `path`.
+fn findable(program: &str, path: Option<&std::ffi::OsStr>) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
+    path.is_some_and(|p| std::env::split_paths(p).any(|d| d.join(program).is_file()))
+}
+
+impl AcpProvider {
+    /// A provider running `config.command` through `subprocess`; its delegates run one
+    /// delegation level deeper than this process ([`DEPTH_ENV`]).
+    pub fn new(subprocess: SubprocessService, config: AcpConfig) -> Self {
+        let depth = std::env::var(DEPTH_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        AcpProvider {
+            subprocess,
+            config,
+            depth,
+            jobs: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn not_ready(&self) -> Option<String> {
+        let Some(program) = self.config.command.first() else {
+            return Some(
+                "acp_command is empty: set it to the ACP agent's argv, e.g. [\"keel\", \"acp\"]"
+                    .into(),
+            );
+        };
+        let path = self
+            .subprocess
+            .config()
+            .base_env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str());
+        if !findable(program, path) {
+            return Some(format!(
+                "the ACP agent command `{}` cannot be run: {program} is not a file{} (set \
+                 acp_command in the delegate plugin row)",
+                self.config.shown(),
+                if program.contains('/') {
+                    ""
+                } else {
+                    " on PATH"
+                }
+            ));
+        }
+        if self.config.is_keel() && self.config.launch.is_none() {
+            return Some(
+                "this agent's model lives only in its own process (an embedded provider); a keel \
+                 delegate needs a configured endpoint or a --script file"
+                    .into(),
+            );
+        }
+        None
+    }
+
+    fn session_dir(&self, caller: &Caller) -> PathBuf {
+        self.config
+            .home
+            .join("delegations")
+            .join(sanitize(&caller.session_id))
+    }
+
+    /// The next free `acp-N` of the caller's session (after the directories of earlier
+    /// processes of the same session).
+    fn next_id(&self, caller: &Caller) -> String {
+        let number = |name: &str| name.strip_prefix("acp-")?.parse::<u64>().ok();
+        let on_disk = std::fs::read_dir(self.session_dir(caller))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| number(e.file_name().to_str()?))
+            .max()
+            .unwrap_or(0);
+        let in_memory = lock(&self.jobs)
+            .keys()
+            .filter_map(|k| number(k))
+            .max()
+            .unwrap_or(0);
+        format!("acp-{}", on_disk.max(in_memory) + 1)
+    }
+
+    /// A job of `caller`: in memory, or read back from its `job.json`.
+    fn lookup(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
+        if let Some(job) = lock(&self.jobs).get(id) {
+            if job.caller != caller.session_id {
+                return Err(DelegationError::unknown_job(id));
+            }
+            return Ok(job.result.clone());
+        }
+        if id.contains('/') || id.contains("..") {
+            return Err(DelegationError::unknown_job(id));
+        }
+        let path = self.session_dir(caller).join(id).join("job.json");
+        let text = std::fs::read_to_string(&path).map_err(|_| DelegationError::unknown_job(id))?;
+        let mut r: DelegationResult = serde_json::from_str(&text).map_err(|e| {
+            err(
+                ErrorCode::Internal,
+                format!("{} is not a delegation record: {e}", path.display()),
+            )
+        })?;
+        if !r.job.status.is_final() {
+            r.job.raw_status = Some(format!("{} (interrupted)", r.job.status.as_str()));
+            r.job.status = JobStatus::Unknown;
+            r.error_message = Some(
+                "from an earlier session: the supervisor process ended before this delegation \
+                 finished, and its agent was stopped with it"
+                    .into(),
+            );
+        }
+        Ok(r)
+    }
+
+    fn after_receivers(
+        &self,
+        caller: &Caller,
+        after: &[String],
+    ) -> Result<Vec<(String, watch::Receiver<bool>)>, DelegationError> {
+        let jobs = lock(&self.jobs);
+        after
+            .iter()
+            .map(|a| match jobs.get(a) {
+                Some(j) if j.caller == caller.session_id => Ok((a.clone(), j.final_tx.subscribe())),
+                _ => Err(DelegationError::unknown_job(a)),
+            })
+            .collect()
+    }
+
+    /// `f` on the caller's live job `id` (under the jobs lock); `unknown-job` otherwise.
+    fn with_job<T>(
+        &self,
+        caller: &Caller,
+        id: &str,
+        f: impl FnOnce(&mut Job) -> T,
+    ) -> Result<T, DelegationError> {
+        match lock(&self.jobs).get_mut(id) {
+            Some(j) if j.caller == caller.session_id => Ok(f(j)),
+            _ => Err(DelegationError::unknown_job(id)),
+        }
+    }
+
+    fn check(&self, spec: &DelegateSpec) -> Result<(), DelegationError> {
+        if let Some(why) = self.not_ready() {
+            return Err(err(ErrorCode::NotReady, why));
+        }
+        check_extensions(&spec.extensions, &Capabilities::default())?;
+        if spec.effort.is_some() {
+            return Err(err(
+                ErrorCode::Unsupported,
+                "the acp provider has no reasoning-effort setting (leave `effort` out)",
+            ));
+        }
+        if spec.profile.as_deref().is_some_and(|p| p != "default") {
+            return Err(err(
+                ErrorCode::Unsupported,
+                "the acp provider runs one agent command and has no profiles (profile: default)",
+            ));
+        }
+        if spec.model.is_some() && !self.config.is_keel() {
+            return Err(err(
+                ErrorCode::Unsupported,
+                format!(
+                    "the agent `{}` takes no model from keel: choose its model in its own \
+                     configuration (leave `model` out)",
+                    self.config.shown()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Start `spec` as a new job; `Ok` once its session is open (or it is queued).
+    async fn start(
+        &self,
+        caller: &Caller,
+        spec: &DelegateSpec,
+    ) -> Result<String, DelegationError> {
+        self.check(spec)?;
+        let after = self.after_receivers(caller, &spec.after)?;
+        let queued = !after.is_empty();
+        let id = self.next_id(caller);
+        let dir = self.session_dir(caller).join(&id);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            err(
+                ErrorCode::Internal,
+                format!("cannot create {}: {e}", dir.display()),
+            )
+        })?;
+        let mut job = DelegationJob::new(
+            &id,
+            if queued {
+                JobStatus::Queued
+            } else {
+                JobStatus::Running
+            },
+        );
+        job.label = spec.label.clone();
+        job.profile = Some("default".into());
+        job.mode = Some(spec.mode);
+        job.kind = Some("delegate".into());
+        job.submitted_at = Some(now_rfc3339());
+        let mut result = DelegationResult::new(job);
+        result.lineage = Lineage {
+            chain_id: None,
+            parent_job_id: None,
+            child_job_ids: Vec::new(),
+            delegation_depth: Some(self.depth + 1),
+        };
+        result.artifacts.log_path = Some(dir.join("log.txt").display().to_string());
+        let (final_tx, mut final_rx) = watch::channel(false);
+        let (steer_tx, steers) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let transcript = Arc::new(Transcript::new(
+            dir.join("log.txt"),
+            self.config.max_log_bytes,
+            TAIL_LINES,
+        ));
+        lock(&self.jobs).insert(
+            id.clone(),
+            Job {
+                caller: caller.session_id.clone(),
+                result,
+                events: Vec::new(),
+                listeners: Vec::new(),
+                steers: Some(steer_tx),
+                cancel: cancel.clone(),
+                final_tx,
+                transcript: transcript.clone(),
+            },
+        );
+        let (opened_tx, opened_rx) = oneshot::channel();
+        let run = Run {
+            subprocess: self.subprocess.clone(),
+            config: self.config.clone(),
+            depth: self.depth + 1,
+            jobs: self.jobs.clone(),
+            id: id.clone(),
+            caller: caller.clone(),
+            spec: spec.clone(),
+            dir,
+            transcript,
+            cancel,
+        };
+        run.record();
+        tokio::spawn(run.go(after, steers, opened_tx));
+        if queued {
+            return Ok(id);
+        }
+        match opened_rx.await {
+            Ok(Ok(())) => Ok(id),
+            other => {
+                // It could not open its session: the job is failing; say why.
+                let _ = final_rx.wait_for(|f| *f).await;
+                let why = match other {
+                    Ok(Err(why)) => why,
+                    _ => self
+                        .lookup(caller, &id)
+                        .ok()
+                        .and_then(|r| r.error_message)
+                        .unwrap_or_else(|| {
+                            format!("the ACP agent `{}` did not open a session", self.config.shown())
+                        }),
+                };
+                Err(err(ErrorCode::DelegateFailed, format!("{why} (job {id})")))
+            }
+        }
+    }
+}
+
+/// One delegation's life, in its own task.
+struct Run {
+    subprocess: SubprocessService,
+    config: AcpConfig,
+    depth: u32,
+    jobs: Jobs,
+    id: String,
+    caller: Caller,
+    spec: DelegateSpec,
+    dir: PathBuf,
+    transcript: Arc<Transcript>,
+    cancel: CancellationToken,
+}
+
+/// How a run ended, before it is written into the job.
+struct Ending {
+    status: JobStatus,
+    error: Option<String>,
+    artifacts: Option<(Option<String>, Vec<String>)>,
+    session: Option<String>,
+}
+
+impl Ending {
+    fn with(status: JobStatus, error: Option<String>) -> Self {
+        Ending {
+            status,
+            error,
+            artifacts: None,
+            session: None,
+        }
+    }
+}
+
+impl Run {
+    async fn go(
+        self,
+        after: Vec<(String, watch::Receiver<bool>)>,
+        steers: mpsc::UnboundedReceiver<client::Steer>,
+        opened: oneshot::Sender<Result<(), String>>,
+    ) {
+        let ending = match self.wait_for(after).await {
+            Some(ending) => ending,
+            None => {
+                self.set_status(JobStatus::Running);
+                self.run(steers, opened).await
+            }
+        };
+        self.finish(ending);
+    }
+
+    /// Wait for the jobs this one runs after; `Some` when it must not run.
+    async fn wait_for(&self, after: Vec<(String, watch::Receiver<bool>)>) -> Option<Ending> {
+        for (id, mut rx) in after {
+            tokio::select! {
+                r = rx.wait_for(|f| *f) => { let _ = r; }
+                () = self.cancel.cancelled() => return Some(Ending::with(JobStatus::Cancelled, None)),
+            }
+            let status = lock(&self.jobs).get(&id).map(|j| j.result.job.status);
+            if status != Some(JobStatus::Completed) {
+                return Some(Ending::with(
+                    JobStatus::Skipped,
+                    Some(format!(
+                        "not run: job {id} it runs after ended {}",
+                        status.map_or("unknown", JobStatus::as_str)
+                    )),
+                ));
+            }
+        }
+        None
+    }
+
+    fn set_status(&self, status: JobStatus) {
+        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
+            j.result.job.status = status;
+        }
+        self.lifecycle(status.as_str());
+    }
+
+    fn lifecycle(&self, state: &str) {
+        push_event(
+            &self.jobs,
+            &self.id,
+            EventType::Lifecycle,
+            format!("{} {state}", self.id),
+            None,
+            Some(state.into()),
+        );
+    }
+
+    /// The argv: the configured command, plus for keel its model route and sandbox.
+    fn argv(&self) -> Vec<String> {
+        let mut argv = self.config.command.clone();
+        if self.config.is_keel() {
+            if let Some(launch) = &self.config.launch {
+                argv.extend(route_args(&launch.args, self.spec.model.as_deref()));
+            }
+            if !argv.iter().any(|a| a == "--sandbox") {
+                let sandbox = match self.spec.mode {
+                    DelegateMode::ReadOnly => "read-only",
+                    DelegateMode::Write => "workspace-write",
+                };
+                argv.extend(["--sandbox".into(), sandbox.into()]);
+            }
+        }
+        argv
+    }
+
+    async fn run(
+        &self,
+        steers: mpsc::UnboundedReceiver<client::Steer>,
+        opened: oneshot::Sender<Result<(), String>>,
+    ) -> Ending {
+        let isolated = match self.spec.mode {
+            DelegateMode::ReadOnly => None,
+            DelegateMode::Write => {
+                match workspace::Isolated::create(&self.subprocess, &self.caller.cwd, &self.dir)
+                    .await
+                {
+                    Ok(w) => Some(w),
+                    Err(e) => {
+                        let _ = opened.send(Err(e.clone()));
+                        return Ending::with(JobStatus::Failed, Some(e));
+                    }
+                }
+            }
+        };
+        let cwd = isolated
+            .as_ref()
+            .map_or_else(|| self.caller.cwd.clone(), |w| w.cwd.clone());
+        let mut command = CommandSpec::new(self.argv())
+            .cwd(&cwd)
+            .label(format!("delegate-{}", self.id))
+            .cap(16 * 1024)
+            .timeout(self.config.time_limit)
+            .env(DEPTH_ENV, self.depth.to_string());
+        if self.config.is_keel()
+            && let Some(launch) = &self.config.launch
+        {
+            for (k, v) in &launch.env {
+                command = command.env(k, v);
+            }
+        }
+        for name in &self.config.forward_env {
+            let value = self
+                .subprocess
+                .config()
+                .base_env
+                .iter()
+                .find(|(k, _)| k.to_str() == Some(name.as_str()));
+            if let Some((k, v)) = value {
+                command = command.env(k, v);
+            }
+        }
+        for (k, v) in &self.config.env {
+            command = command.env(k, v);
+        }
+        let report: Arc<dyn Fn(Report) + Send + Sync> = {
+            let jobs = self.jobs.clone();
+            let id = self.id.clone();
+            Arc::new(move |r: Report| {
+                push_event(&jobs, &id, EventType::Progress, r.message, Some(r.data), None);
+            })
+        };
+        let (ended, session) = client::run(
+            &self.subprocess,
+            client::Conversation {
+                command,
+                shown: self.config.shown(),
+                cwd,
+                prompt: self.spec.prompt.clone(),
+                mode: self.spec.mode,
+                handshake: self.config.handshake,
+                grace: self.config.grace,
+                transcript: self.transcript.clone(),
+                report,
+                cancel: self.cancel.clone(),
+                steers,
+                opened,
+            },
+        )
+        .await;
+        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
+            j.steers = None;
+        }
+        let shown = self.config.shown();
+        let (status, error) = match ended {
+            client::Ending::Stopped(StopReason::EndTurn) => (JobStatus::Completed, None),
+            client::Ending::Stopped(reason) => {
+                let reason = serde_json::to_value(reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "unknown".into());
+                (
+                    JobStatus::Failed,
+                    Some(format!("the ACP agent `{shown}` ended its turn: {reason}")),
+                )
+            }
+            client::Ending::Cancelled => (JobStatus::Cancelled, None),
+            client::Ending::Failed(why) => (JobStatus::Failed, Some(why)),
+        };
+        let mut ending = Ending {
+            status,
+            error,
+            artifacts: None,
+            session,
+        };
+        if let Some(w) = isolated {
+            match w.collect(&self.subprocess, &self.dir).await {
+                Ok(found) => ending.artifacts = Some(found),
+                Err(e) => {
+                    if ending.error.is_none() {
+                        ending.error = Some(format!("the delegate's changes were lost: {e}"));
+                        ending.status = JobStatus::Failed;
+                    }
+                }
+            }
+        }
+        ending
+    }
+
+    /// Write the job's current result to `job.json` (best effort).
+    fn record(&self) {
+        let Some(record) = lock(&self.jobs).get(&self.id).map(|j| j.result.clone()) else {
+            return;
+        };
+        if let Ok(text) = serde_json::to_string_pretty(&record) {
+            let _ = std::fs::write(self.dir.join("job.json"), text);
+        }
+    }
+
+    fn finish(&self, ending: Ending) {
+        self.transcript.flush();
+        let (text, truncated) = self.transcript.answer();
+        {
+            let mut jobs = lock(&self.jobs);
+            let Some(j) = jobs.get_mut(&self.id) else {
+                return;
+            };
+            let r = &mut j.result;
+            r.job.status = ending.status;
+            r.job.finished_at = Some(now_rfc3339());
+            r.final_text = text;
+            r.final_text_truncated = truncated;
+            r.error_message = ending.error;
+            if let Some((patch, touched)) = ending.artifacts {
+                r.artifacts.patch_path = patch;
+                r.artifacts.touched_files = touched;
+            }
+            r.lineage.chain_id = ending.session;
+            j.steers = None;
+        }
+        self.record();
+        self.lifecycle(ending.status.as_str());
+        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
+            j.listeners.clear();
+            let _ = j.final_tx.send(true);
+        }
+    }
+}
+
+#[async_trait]
+impl DelegationService for AcpProvider {
+    fn name(&self) -> &str {
+        "acp"
+    }
+
+    async fn capabilities(&self, _caller: &Caller) -> Capabilities {
+        let diagnosis = self.not_ready();
+        Capabilities {
+            ready: diagnosis.is_none(),
+            version: Some(env!("CARGO_PKG_VERSION").into()),
+            profiles: vec!["default".into()],
+            default_profile: Some("default".into()),
+            can_steer: true,
+            can_report: true,
+            can_review: false,
+            extensions: Default::default(),
+            diagnosis,
+            active_from_earlier_sessions: Vec::new(),
+        }
+    }
+
+    async fn delegate(
+        &self,
+        caller: &Caller,
+        spec: DelegateSpec,
+    ) -> Result<DelegationJob, DelegationError> {
+        let id = self.start(caller, &spec).await?;
+        Ok(self.lookup(caller, &id)?.job)
+    }
+
+    async fn status(
+        &self,
+        caller: &Caller,
+        id: Option<&str>,
+    ) -> Result<Vec<DelegationJob>, DelegationError> {
+        if let Some(id) = id {
+            return Ok(vec![self.lookup(caller, id)?.job]);
+        }
+        let mut jobs: Vec<DelegationJob> = lock(&self.jobs)
+            .values()
+            .filter(|j| j.caller == caller.session_id)
+            .map(|j| j.result.job.clone())
+            .collect();
+        jobs.sort_by_key(|j| {
+            j.id.strip_prefix("acp-")
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        });
+        Ok(jobs)
+    }
+
+    async fn wait(
+        &self,
+        caller: &Caller,
+        ids: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<DelegationJob>, DelegationError> {
+        let receivers = self.after_receivers(caller, ids)?;
+        let all = async {
+            for (_, mut rx) in receivers {
+                let _ = rx.wait_for(|f| *f).await;
+            }
+        };
+        if tokio::time::timeout(timeout, all).await.is_err() {
+            return Err(err(
+                ErrorCode::Timeout,
+                format!("not final after {} s", timeout.as_secs()),
+            ));
+        }
+        ids.iter()
+            .map(|id| self.lookup(caller, id).map(|r| r.job))
+            .collect()
+    }
+
+    async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
+        let r = self.lookup(caller, id)?;
+        if !r.job.status.is_final() {
+            return Err(err(
+                ErrorCode::NotFinal,
+                format!("job {id} is {}", r.job.status.as_str()),
+            ));
+        }
+        Ok(r)
+    }
+
+    async fn logs(
+        &self,
+        caller: &Caller,
+        id: &str,
+        tail: Option<usize>,
+    ) -> Result<String, DelegationError> {
+        let live = match lock(&self.jobs).get(id) {
+            Some(j) if j.caller == caller.session_id => Some(j.transcript.clone()),
+            Some(_) => return Err(DelegationError::unknown_job(id)),
+            None => None,
+        };
+        if let Some(t) = live {
+            return Ok(t.tail(tail));
+        }
+        let r = self.lookup(caller, id)?;
+        let text = std::fs::read_to_string(r.artifacts.log_path.unwrap_or_default())
+            .unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let n = tail.unwrap_or(TAIL_LINES).min(lines.len());
+        Ok(lines[lines.len() - n..].join("\n"))
+    }
+
+    async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
+        let live = lock(&self.jobs).get(id).and_then(|j| {
+            (j.caller == caller.session_id).then(|| (j.cancel.clone(), j.final_tx.subscribe()))
+        });
+        if let Some((token, mut done)) = live {
+            token.cancel();
+            let _ = done.wait_for(|f| *f).await;
+        }
+        Ok(self.lookup(caller, id)?.job)
+    }
+
+    async fn steer(
+        &self,
+        caller: &Caller,
+        id: &str,
+        guidance: &str,
+    ) -> Result<SteerOutcome, DelegationError> {
+        let (steers, status) =
+            self.with_job(caller, id, |j| (j.steers.clone(), j.result.job.status))?;
+        if status != JobStatus::Running {
+            return Ok(SteerOutcome::Refused {
+                detail: format!("job {id} is {}", status.as_str()),
+            });
+        }
+        let finishing = || SteerOutcome::Refused {
+            detail: format!("job {id} ended before it took the guidance"),
+        };
+        let Some(steers) = steers else {
+            return Ok(finishing());
+        };
+        let (done, answer) = oneshot::channel();
+        if steers
+            .send(client::Steer {
+                text: guidance.to_owned(),
+                done,
+            })
+            .is_err()
+        {
+            return Ok(finishing());
+        }
+        let outcome = match tokio::time::timeout(STEER_WAIT, answer).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => finishing(),
+            Err(_) => SteerOutcome::Refused {
+                detail: format!(
+                    "job {id} did not take the guidance within {} s",
+                    STEER_WAIT.as_secs()
+                ),
+            },
+        };
+        if outcome == SteerOutcome::Accepted {
+            push_event(
+                &self.jobs,
+                id,
+                EventType::Steer,
+                guidance.to_owned(),
+                None,
+                None,
+            );
+        }
+        Ok(outcome)
+    }
+
+    async fn events(
+        &self,
+        caller: &Caller,
+        id: &str,
+        from_seq: Option<u64>,
+    ) -> Result<Vec<DelegationEvent>, DelegationError> {
+        self.with_job(caller, id, |j| {
+            j.events
+                .iter()
+                .filter(|e| e.seq.unwrap_or(0) > from_seq.unwrap_or(0))
+                .cloned()
+                .collect()
+        })
+    }
+
+    fn watch(
+        &self,
+        caller: &Caller,
+        id: &str,
+        listener: EventListener,
+    ) -> Result<(), DelegationError> {
+        let past = self.with_job(caller, id, |j| {
+            if !j.result.job.status.is_final() {
+                j.listeners.push(listener.clone());
+            }
+            j.events.clone()
+        })?;
+        for e in past {
+            listener(e);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for AcpProvider {
+    fn drop(&mut self) {
+        // The supervisor is going: its delegates go with it.
+        for j in lock(&self.jobs).values() {
+            j.cancel.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_tools::subprocess::SubprocessConfig;
+    use pretty_assertions::assert_eq;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Fixture {
+                dir: tempfile::tempdir().unwrap(),
+            }
+        }
+
+        fn provider(&self, command: &[&str]) -> AcpProvider {
+            let sp = SubprocessService::new(SubprocessConfig::from_process_env(self.dir.path()));
+            let mut config = AcpConfig::new(None, self.dir.path().join("home"));
+            config.command = command.iter().map(|s| (*s).to_owned()).collect();
+            config.handshake = Duration::from_secs(2);
+            config.grace = Duration::from_millis(300);
+            AcpProvider::new(sp, config)
+        }
+
+        fn caller(&self) -> Caller {
+            Caller {
+                session_id: "sup-1".into(),
+                cwd: self.dir.path().to_path_buf(),
+            }
+        }
+    }
+
+    fn spec() -> DelegateSpec {
+        DelegateSpec {
+            prompt: "look around".into(),
+            ..DelegateSpec::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_command_is_not_ready_and_named() {
+        let f = Fixture::new();
+        for (argv, says) in [
+            (
+                vec!["/nonexistent/acp-agent", "--stdio"],
+                "the ACP agent command `/nonexistent/acp-agent --stdio` cannot be run: \
+                 /nonexistent/acp-agent is not a file (set acp_command in the delegate plugin row)",
+            ),
+            (
+                vec!["no-such-acp-agent-xyz"],
+                "the ACP agent command `no-such-acp-agent-xyz` cannot be run: \
+                 no-such-acp-agent-xyz is not a file on PATH (set acp_command in the delegate \
+                 plugin row)",
+            ),
+            (
+                vec![],
+                "acp_command is empty: set it to the ACP agent's argv, e.g. [\"keel\", \"acp\"]",
+            ),
+        ] {
+            let p = f.provider(&argv);
+            let caps = p.capabilities(&f.caller()).await;
+            assert!(!caps.ready);
+            assert_eq!(caps.diagnosis.as_deref(), Some(says));
+            let e = p.delegate(&f.caller(), spec()).await.unwrap_err();
+            assert_eq!((e.code, e.message.as_str()), (ErrorCode::NotReady, says));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_exits_at_once_fails_the_delegate_call_naming_it() {
+        let f = Fixture::new();
+        let p = f.provider(&["sh", "-c", "echo 'no key configured' >&2; exit 3"]);
+        let e = p.delegate(&f.caller(), spec()).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::DelegateFailed);
+        assert!(
+            e.message.starts_with(
+                "the ACP agent `sh -c echo 'no key configured' >&2; exit 3` exited 3 during \
+                 initialize; its stderr ends: no key configured"
+            ),
+            "{e}"
+        );
+        assert!(e.message.ends_with("(job acp-1)"), "{e}");
+        // The job is recorded failed with the same message.
+        let r = p.result(&f.caller(), "acp-1").await.unwrap();
+        assert_eq!(r.job.status, JobStatus::Failed);
+        assert!(
+            r.error_message.unwrap().contains("exited 3 during initialize"),
+            "recorded"
+        );
+    }
+
+    #[tokio::test]
+    async fn garbage_on_stdout_is_named_whether_the_agent_exits_or_hangs() {
+        let f = Fixture::new();
+        let p = f.provider(&["sh", "-c", "echo 'Hello from my agent!'; echo '{oops'"]);
+        let e = p.delegate(&f.caller(), spec()).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::DelegateFailed);
+        assert!(e.message.contains("exited 0 during initialize"), "{e}");
+        assert!(
+            e.message.contains(
+                "it wrote to stdout what is not JSON-RPC (ACP needs stdout for the protocol \
+                 alone): Hello from my agent!"
+            ),
+            "{e}"
+        );
+        let log = p.logs(&f.caller(), "acp-1", None).await.unwrap();
+        assert_eq!(
+            log,
+            "(not JSON-RPC, skipped) Hello from my agent!\n(not JSON-RPC, skipped) {oops"
+        );
+
+        // One that stays silent about JSON-RPC and keeps running: the handshake limit ends it.
+        let p = f.provider(&["sh", "-c", "echo banner; exec sleep 60"]);
+        let started = std::time::Instant::now();
+        let e = p.delegate(&f.caller(), spec()).await.unwrap_err();
+        assert!(
+            e.message.contains("during initialize and session/new (no answer within 2 s)"),
+            "{e}"
+        );
+        assert!(e.message.contains("not JSON-RPC"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(30), "hang guard");
+    }
+
+    #[tokio::test]
+    async fn options_keel_does_not_offer_are_refused_before_anything_runs() {
+        let f = Fixture::new();
+        let p = f.provider(&["sh", "-c", "exit 0"]);
+        let mut s = spec();
+        s.model = Some("gpt-9".into());
+        let e = p.delegate(&f.caller(), s).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unsupported, "{e}");
+        assert!(e.message.contains("takes no model from keel"), "{e}");
+        let mut s = spec();
+        s.extensions.insert("sandbox".into(), serde_json::json!("x"));
+        let e = p.delegate(&f.caller(), s).await.unwrap_err();
+        assert!(e.message.contains("unknown extension key 'sandbox'"), "{e}");
+        assert_eq!(p.status(&f.caller(), None).await.unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn keel_is_recognised_and_gets_its_route_and_sandbox() {
+        let mut c = AcpConfig::new(None, PathBuf::from("/h"));
+        assert!(c.is_keel(), "the default is this executable");
+        c.command = vec!["/opt/bin/keel".into(), "acp".into()];
+        assert!(c.is_keel());
+        c.command = vec!["codex-acp".into()];
+        assert!(!c.is_keel());
+    }
+}
