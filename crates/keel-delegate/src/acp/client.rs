@@ -18,12 +18,12 @@ use super::record::{Report, Transcript};
 use crate::lines::{LineBuffer, Piece};
 use crate::seam::{DelegateMode, SteerOutcome};
 use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, Implementation, InitializeRequest,
     NewSessionRequest, PromptRequest, RequestPermissionRequest, RequestPermissionResponse,
     SessionId, SessionNotification, StopReason, TextContent, ToolKind,
 };
+use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
 use keel_tools::subprocess::{CommandOutput, CommandSpec, OutputSink, RunEnd, SubprocessService};
 use std::path::PathBuf;
@@ -147,7 +147,10 @@ pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Opt
         let mut bytes = line.into_bytes();
         bytes.push(b'\n');
         tx.send(bytes).map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the agent's stdin is closed")
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the agent's stdin is closed",
+            )
         })?;
         Ok::<_, std::io::Error>(tx)
     });
@@ -236,11 +239,7 @@ fn failure(
             let stderr = out.stderr.text();
             let stderr = stderr.trim();
             let tail: String = {
-                let start = stderr
-                    .char_indices()
-                    .rev()
-                    .nth(600)
-                    .map_or(0, |(i, _)| i);
+                let start = stderr.char_indices().rev().nth(600).map_or(0, |(i, _)| i);
                 stderr[start..].to_owned()
             };
             let said = if tail.is_empty() {
@@ -321,9 +320,7 @@ async fn talk(
         .on_receive_request(
             async move |req: RequestPermissionRequest,
                         responder: Responder<RequestPermissionResponse>,
-                        _cx| {
-                responder.respond(decide(&asked, mode, &req))
-            },
+                        _cx| { responder.respond(decide(&asked, mode, &req)) },
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {

@@ -362,11 +362,7 @@ impl AcpProvider {
     }
 
     /// Start `spec` as a new job; `Ok` once its session is open (or it is queued).
-    async fn start(
-        &self,
-        caller: &Caller,
-        spec: &DelegateSpec,
-    ) -> Result<String, DelegationError> {
+    async fn start(&self, caller: &Caller, spec: &DelegateSpec) -> Result<String, DelegationError> {
         self.check(spec)?;
         let after = self.after_receivers(caller, &spec.after)?;
         let queued = !after.is_empty();
@@ -450,7 +446,10 @@ impl AcpProvider {
                         .ok()
                         .and_then(|r| r.error_message)
                         .unwrap_or_else(|| {
-                            format!("the ACP agent `{}` did not open a session", self.config.shown())
+                            format!(
+                                "the ACP agent `{}` did not open a session",
+                                self.config.shown()
+                            )
                         }),
                 };
                 Err(err(ErrorCode::DelegateFailed, format!("{why} (job {id})")))
@@ -619,7 +618,14 @@ impl Run {
             let jobs = self.jobs.clone();
             let id = self.id.clone();
             Arc::new(move |r: Report| {
-                push_event(&jobs, &id, EventType::Progress, r.message, Some(r.data), None);
+                push_event(
+                    &jobs,
+                    &id,
+                    EventType::Progress,
+                    r.message,
+                    Some(r.data),
+                    None,
+                );
             })
         };
         let (ended, session) = client::run(
@@ -820,8 +826,8 @@ impl DelegationService for AcpProvider {
             return Ok(t.tail(tail));
         }
         let r = self.lookup(caller, id)?;
-        let text = std::fs::read_to_string(r.artifacts.log_path.unwrap_or_default())
-            .unwrap_or_default();
+        let text =
+            std::fs::read_to_string(r.artifacts.log_path.unwrap_or_default()).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let n = tail.unwrap_or(TAIL_LINES).min(lines.len());
         Ok(lines[lines.len() - n..].join("\n"))
@@ -1021,7 +1027,9 @@ mod tests {
         let r = p.result(&f.caller(), "acp-1").await.unwrap();
         assert_eq!(r.job.status, JobStatus::Failed);
         assert!(
-            r.error_message.unwrap().contains("exited 3 during initialize"),
+            r.error_message
+                .unwrap()
+                .contains("exited 3 during initialize"),
             "recorded"
         );
     }
@@ -1051,7 +1059,8 @@ mod tests {
         let started = std::time::Instant::now();
         let e = p.delegate(&f.caller(), spec()).await.unwrap_err();
         assert!(
-            e.message.contains("during initialize and session/new (no answer within 2 s)"),
+            e.message
+                .contains("during initialize and session/new (no answer within 2 s)"),
             "{e}"
         );
         assert!(e.message.contains("not JSON-RPC"), "{e}");
@@ -1068,7 +1077,8 @@ mod tests {
         assert_eq!(e.code, ErrorCode::Unsupported, "{e}");
         assert!(e.message.contains("takes no model from keel"), "{e}");
         let mut s = spec();
-        s.extensions.insert("sandbox".into(), serde_json::json!("x"));
+        s.extensions
+            .insert("sandbox".into(), serde_json::json!("x"));
         let e = p.delegate(&f.caller(), s).await.unwrap_err();
         assert!(e.message.contains("unknown extension key 'sandbox'"), "{e}");
         assert_eq!(p.status(&f.caller(), None).await.unwrap(), Vec::new());

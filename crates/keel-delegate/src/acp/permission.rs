@@ -35,9 +35,7 @@ pub(crate) fn verdict(mode: DelegateMode, kind: &ToolKind) -> Verdict {
     match mode {
         DelegateMode::Write => Verdict::Allow,
         DelegateMode::ReadOnly => match kind {
-            ToolKind::Read | ToolKind::Search | ToolKind::Fetch | ToolKind::Think => {
-                Verdict::Allow
-            }
+            ToolKind::Read | ToolKind::Search | ToolKind::Fetch | ToolKind::Think => Verdict::Allow,
             _ => Verdict::Reject,
         },
     }

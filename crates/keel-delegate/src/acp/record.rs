@@ -213,7 +213,10 @@ impl Transcript {
     pub(super) fn answer(&self) -> (Option<String>, bool) {
         let s = self.state();
         let text = s.answer.trim();
-        ((!text.is_empty()).then(|| text.to_owned()), s.answer_truncated)
+        (
+            (!text.is_empty()).then(|| text.to_owned()),
+            s.answer_truncated,
+        )
     }
 
     /// The last `n` log lines (all kept when `None`).
@@ -310,7 +313,9 @@ mod tests {
     }
 
     fn text(t: &str) -> SessionUpdate {
-        update(json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": t}}))
+        update(
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": t}}),
+        )
     }
 
     #[test]
@@ -350,7 +355,11 @@ mod tests {
         t.update(&update(json!({"sessionUpdate": "agent_message_chunk", "messageId": "m2", "content": {"type": "text", "text": "second"}})));
         assert_eq!(t.answer().0.as_deref(), Some("second"));
         t.new_prompt();
-        assert_eq!(t.answer().0.as_deref(), Some("second"), "kept until new text");
+        assert_eq!(
+            t.answer().0.as_deref(),
+            Some("second"),
+            "kept until new text"
+        );
         t.update(&text("steered"));
         assert_eq!(t.answer().0.as_deref(), Some("steered"));
     }

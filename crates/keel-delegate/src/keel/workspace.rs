@@ -1,6 +1,6 @@
-//! Git for the keel provider: the isolated worktree a write-mode delegate works in and the
-//! patch it leaves, and the pinned change a review reads. Every git command goes through the
-//! subprocess service.
+//! Git for the keel and acp providers: the isolated worktree a write-mode delegate works in
+//! and the patch it leaves, and the pinned change a review reads. Every git command goes
+//! through the subprocess service.
 
 use keel_tools::subprocess::{CommandSpec, SubprocessService};
 use std::path::{Path, PathBuf};
