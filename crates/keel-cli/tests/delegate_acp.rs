@@ -86,15 +86,18 @@ responses:
   - match: { last_message_contains: "SUPERVISE" }
     tool_calls:
       - { id: s1, name: delegate, arguments: { prompt: "DELEGATED: why does add.sh not add?", label: look } }
-  - match: { last_message_contains: "DELEGATE-ANSWER" }
-    text: "SUPERVISOR-DONE"
-  - match: { last_tool_result_contains: "Started delegation delegate-1" }
-    text: "waiting for the delegate"
   - match: { last_message_contains: "DELEGATED" }
     tool_calls:
+      - { id: d0, name: todo_write, arguments: { todos: [ { content: "read add.sh", status: in_progress } ] } }
       - { id: d1, name: read, arguments: { path: add.sh } }
   - match: { last_tool_result_contains: "$1 - $2" }
     text: "DELEGATE-ANSWER: add.sh subtracts; it should say $1 + $2"
+  # The supervisor's next two requests, in order: the end of its first turn, then the turn
+  # the job's completion opens (the plan report joins one of them, whichever comes first).
+  - match: { last_tool_result_contains: "Started delegation delegate-1" }
+    text: "waiting for the delegate"
+  - match: { last_tool_result_contains: "Started delegation delegate-1" }
+    text: "SUPERVISOR-DONE"
 "#,
     );
     let out = run(keel(&env, &mock).args(["run", "SUPERVISE the look"]));
@@ -120,7 +123,13 @@ responses:
     let child = load_consistent(&delegate);
     assert_eq!(header(&delegate)["cwd"], env.ws.display().to_string());
     let calls = support::tool_calls(&child);
-    assert_eq!(calls, vec![("d1".to_owned(), "read".to_owned())]);
+    assert_eq!(
+        calls,
+        vec![
+            ("d0".to_owned(), "todo_write".to_owned()),
+            ("d1".to_owned(), "read".to_owned())
+        ]
+    );
     let auth: Vec<String> = mock
         .request_headers()
         .iter()
@@ -159,6 +168,15 @@ responses:
         log.contains("assistant: DELEGATE-ANSWER: add.sh subtracts"),
         "{log}"
     );
+    // Its plan update was a progress report: it reached the supervisor as untrusted data.
+    assert!(log.contains("plan: [>] read add.sh"), "{log}");
+    let notices: Vec<String> = of_type(&load_consistent(&sup), "user/message")
+        .iter()
+        .map(|e| e.to_string())
+        .filter(|t| t.contains("plan: [>] read add.sh"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{all}");
+    assert!(notices[0].contains("progress"), "{}", notices[0]);
 }
 
 #[test]

@@ -217,7 +217,12 @@ pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Opt
     if let Some(opened) = opened {
         let why = match &ending {
             Ending::Failed(why) => why.clone(),
-            other => format!("the ACP agent `{shown}` ended before its session opened: {other:?}"),
+            Ending::Cancelled => {
+                format!("cancelled before the ACP agent `{shown}` opened its session")
+            }
+            Ending::Stopped(_) => {
+                format!("the ACP agent `{shown}` ended before its session opened")
+            }
         };
         let _ = opened.send(Err(why));
     }
@@ -409,14 +414,18 @@ async fn converse(
                 message: e.message,
             })
     };
-    let session = match tokio::time::timeout(t.handshake, handshake).await {
-        Ok(r) => r?.session_id,
-        Err(_) => {
-            return Err(Broke {
-                step: "initialize and session/new",
-                message: format!("no answer within {} s", t.handshake.as_secs()),
-            });
-        }
+    let session = tokio::select! {
+        r = tokio::time::timeout(t.handshake, handshake) => match r {
+            Ok(r) => r?.session_id,
+            Err(_) => {
+                return Err(Broke {
+                    step: "initialize and session/new",
+                    message: format!("no answer within {} s", t.handshake.as_secs()),
+                });
+            }
+        },
+        // Killed before its session opened: there is no turn to cancel.
+        () = t.cancel.cancelled() => return Ok(Ending::Cancelled),
     };
     *t.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.0.to_string());
     if let Some(tx) = opened.lock().unwrap_or_else(|p| p.into_inner()).take() {

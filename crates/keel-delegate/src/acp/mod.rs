@@ -1068,6 +1068,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_kill_during_the_handshake_cancels_at_once() {
+        let f = Fixture::new();
+        let mut p = f.provider(&["sh", "-c", "exec sleep 60"]);
+        p.config.handshake = Duration::from_secs(60);
+        let p = Arc::new(p);
+        let caller = f.caller();
+        let started = {
+            let (p, caller) = (p.clone(), caller.clone());
+            tokio::spawn(async move { p.delegate(&caller, spec()).await })
+        };
+        while p.status(&caller, None).await.unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let t = std::time::Instant::now();
+        let job = p.cancel(&caller, "acp-1").await.unwrap();
+        assert_eq!(job.status, JobStatus::Cancelled);
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "not the handshake limit"
+        );
+        let e = started.await.unwrap().unwrap_err();
+        assert_eq!(e.code, ErrorCode::DelegateFailed, "{e}");
+        assert!(
+            e.message.starts_with(
+                "cancelled before the ACP agent `sh -c exec sleep 60` opened its session"
+            ),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
     async fn options_keel_does_not_offer_are_refused_before_anything_runs() {
         let f = Fixture::new();
         let p = f.provider(&["sh", "-c", "exit 0"]);
