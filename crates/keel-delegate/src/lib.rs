@@ -28,6 +28,7 @@ pub mod render;
 pub mod reports;
 pub mod review;
 pub mod seam;
+mod table;
 pub mod tools;
 
 pub use plugin::{DelegateConfig, DelegatePlugin, ID};

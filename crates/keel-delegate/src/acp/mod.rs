@@ -21,34 +21,33 @@
 //! alone. The client offers no file-system or terminal capability: the agent uses its own.
 //!
 //! Job files live under `$KEEL_HOME/delegations/<supervisor session>/<job id>/` (`acp-N`):
-//! `log.txt`, `changes.patch`, `job.json`.
+//! `log.txt`, `changes.patch`, `job.json`; the job table is the keel provider's
+//! (`crate::table`). Modules: `run` (one delegation's life), `client` (the process and the
+//! conversation), `permission` (the authority grant), `record` (updates → answer, log,
+//! reports).
 //!
 //! [Agent Client Protocol]: https://agentclientprotocol.com
 
 mod client;
 mod permission;
 mod record;
+mod run;
 
-use crate::keel::{DEPTH_ENV, now_rfc3339, route_args, sanitize, workspace};
+use crate::keel::DEPTH_ENV;
 use crate::seam::{
-    Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationEvent,
-    DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, EventType,
-    JobStatus, Lineage, SteerOutcome, Urgency, check_extensions,
+    Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
+    DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus, Lineage,
+    SteerOutcome, check_extensions,
 };
-use agent_client_protocol::v1::schema::StopReason;
+use crate::table::{self, JobLog, TAIL_LINES, Table, now_rfc3339};
 use async_trait::async_trait;
 use keel_agent::plugin::ModelLaunch;
-use keel_tools::subprocess::{CommandSpec, SubprocessService};
-use record::{Report, Transcript};
-use std::collections::HashMap;
+use keel_tools::subprocess::SubprocessService;
+use record::Transcript;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio_util::sync::CancellationToken;
-
-/// Lines of a job's log kept in memory for `logs`.
-const TAIL_LINES: usize = 400;
+use tokio::sync::{mpsc, oneshot};
 /// How long a steer waits for the delegate to stop its turn and take the new prompt.
 const STEER_WAIT: Duration = Duration::from_secs(30);
 
@@ -115,26 +114,26 @@ impl AcpConfig {
     }
 }
 
-/// One delegation.
-struct Job {
-    caller: String,
-    result: DelegationResult,
-    events: Vec<DelegationEvent>,
-    listeners: Vec<EventListener>,
+/// What the acp provider keeps of a delegation beside the table's part.
+struct Own {
+    /// Steering, while the conversation lasts.
     steers: Option<mpsc::UnboundedSender<client::Steer>>,
-    cancel: CancellationToken,
-    final_tx: watch::Sender<bool>,
+    /// What the agent showed.
     transcript: Arc<Transcript>,
 }
 
-type Jobs = Arc<Mutex<HashMap<String, Job>>>;
+impl JobLog for Own {
+    fn tail(&self, n: Option<usize>) -> String {
+        self.transcript.tail(n)
+    }
+}
 
 /// The ACP provider (see the module docs).
 pub struct AcpProvider {
     subprocess: SubprocessService,
     config: AcpConfig,
     depth: u32,
-    jobs: Jobs,
+    jobs: Table<Own>,
 }
 
 impl std::fmt::Debug for AcpProvider {
@@ -146,44 +145,8 @@ impl std::fmt::Debug for AcpProvider {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn err(code: ErrorCode, message: impl Into<String>) -> DelegationError {
     DelegationError::new(code, message)
-}
-
-/// Append an event to job `id` and hand it to its listeners.
-fn push_event(
-    jobs: &Jobs,
-    id: &str,
-    event_type: EventType,
-    message: String,
-    data: Option<serde_json::Value>,
-    lifecycle: Option<String>,
-) {
-    let (event, listeners) = {
-        let mut jobs = lock(jobs);
-        let Some(j) = jobs.get_mut(id) else {
-            return;
-        };
-        let event = DelegationEvent {
-            job_id: id.to_owned(),
-            seq: Some(j.events.len() as u64 + 1),
-            at: now_rfc3339(),
-            event_type,
-            urgency: Urgency::Info,
-            message,
-            data,
-            lifecycle,
-        };
-        j.events.push(event.clone());
-        (event, j.listeners.clone())
-    };
-    for l in listeners {
-        l(event.clone());
-    }
 }
 
 /// Whether `program` names a file that exists, directly or on `path`.
@@ -202,11 +165,12 @@ impl AcpProvider {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+        let jobs = Table::new("acp", config.home.clone());
         AcpProvider {
             subprocess,
             config,
             depth,
-            jobs: Arc::new(Mutex::new(HashMap::new())),
+            jobs,
         }
     }
 
@@ -246,91 +210,6 @@ impl AcpProvider {
         None
     }
 
-    fn session_dir(&self, caller: &Caller) -> PathBuf {
-        self.config
-            .home
-            .join("delegations")
-            .join(sanitize(&caller.session_id))
-    }
-
-    /// The next free `acp-N` of the caller's session (after the directories of earlier
-    /// processes of the same session).
-    fn next_id(&self, caller: &Caller) -> String {
-        let number = |name: &str| name.strip_prefix("acp-")?.parse::<u64>().ok();
-        let on_disk = std::fs::read_dir(self.session_dir(caller))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| number(e.file_name().to_str()?))
-            .max()
-            .unwrap_or(0);
-        let in_memory = lock(&self.jobs)
-            .keys()
-            .filter_map(|k| number(k))
-            .max()
-            .unwrap_or(0);
-        format!("acp-{}", on_disk.max(in_memory) + 1)
-    }
-
-    /// A job of `caller`: in memory, or read back from its `job.json`.
-    fn lookup(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        if let Some(job) = lock(&self.jobs).get(id) {
-            if job.caller != caller.session_id {
-                return Err(DelegationError::unknown_job(id));
-            }
-            return Ok(job.result.clone());
-        }
-        if id.contains('/') || id.contains("..") {
-            return Err(DelegationError::unknown_job(id));
-        }
-        let path = self.session_dir(caller).join(id).join("job.json");
-        let text = std::fs::read_to_string(&path).map_err(|_| DelegationError::unknown_job(id))?;
-        let mut r: DelegationResult = serde_json::from_str(&text).map_err(|e| {
-            err(
-                ErrorCode::Internal,
-                format!("{} is not a delegation record: {e}", path.display()),
-            )
-        })?;
-        if !r.job.status.is_final() {
-            r.job.raw_status = Some(format!("{} (interrupted)", r.job.status.as_str()));
-            r.job.status = JobStatus::Unknown;
-            r.error_message = Some(
-                "from an earlier session: the supervisor process ended before this delegation \
-                 finished, and its agent was stopped with it"
-                    .into(),
-            );
-        }
-        Ok(r)
-    }
-
-    fn after_receivers(
-        &self,
-        caller: &Caller,
-        after: &[String],
-    ) -> Result<Vec<(String, watch::Receiver<bool>)>, DelegationError> {
-        let jobs = lock(&self.jobs);
-        after
-            .iter()
-            .map(|a| match jobs.get(a) {
-                Some(j) if j.caller == caller.session_id => Ok((a.clone(), j.final_tx.subscribe())),
-                _ => Err(DelegationError::unknown_job(a)),
-            })
-            .collect()
-    }
-
-    /// `f` on the caller's live job `id` (under the jobs lock); `unknown-job` otherwise.
-    fn with_job<T>(
-        &self,
-        caller: &Caller,
-        id: &str,
-        f: impl FnOnce(&mut Job) -> T,
-    ) -> Result<T, DelegationError> {
-        match lock(&self.jobs).get_mut(id) {
-            Some(j) if j.caller == caller.session_id => Ok(f(j)),
-            _ => Err(DelegationError::unknown_job(id)),
-        }
-    }
-
     fn check(&self, spec: &DelegateSpec) -> Result<(), DelegationError> {
         if let Some(why) = self.not_ready() {
             return Err(err(ErrorCode::NotReady, why));
@@ -364,10 +243,10 @@ impl AcpProvider {
     /// Start `spec` as a new job; `Ok` once its session is open (or it is queued).
     async fn start(&self, caller: &Caller, spec: &DelegateSpec) -> Result<String, DelegationError> {
         self.check(spec)?;
-        let after = self.after_receivers(caller, &spec.after)?;
+        let after = self.jobs.finals(caller, &spec.after)?;
         let queued = !after.is_empty();
-        let id = self.next_id(caller);
-        let dir = self.session_dir(caller).join(&id);
+        let id = self.jobs.next_id(caller);
+        let dir = self.jobs.session_dir(caller).join(&id);
         std::fs::create_dir_all(&dir).map_err(|e| {
             err(
                 ErrorCode::Internal,
@@ -395,29 +274,25 @@ impl AcpProvider {
             delegation_depth: Some(self.depth + 1),
         };
         result.artifacts.log_path = Some(dir.join("log.txt").display().to_string());
-        let (final_tx, mut final_rx) = watch::channel(false);
         let (steer_tx, steers) = mpsc::unbounded_channel();
-        let cancel = CancellationToken::new();
         let transcript = Arc::new(Transcript::new(
             dir.join("log.txt"),
             self.config.max_log_bytes,
             TAIL_LINES,
         ));
-        lock(&self.jobs).insert(
-            id.clone(),
-            Job {
-                caller: caller.session_id.clone(),
-                result,
-                events: Vec::new(),
-                listeners: Vec::new(),
+        let job = table::Job::new(
+            caller,
+            result,
+            Own {
                 steers: Some(steer_tx),
-                cancel: cancel.clone(),
-                final_tx,
                 transcript: transcript.clone(),
             },
         );
+        let mut final_rx = job.final_tx.subscribe();
+        let cancel = job.cancel.clone();
+        self.jobs.insert(&id, job);
         let (opened_tx, opened_rx) = oneshot::channel();
-        let run = Run {
+        let run = run::Run {
             subprocess: self.subprocess.clone(),
             config: self.config.clone(),
             depth: self.depth + 1,
@@ -429,7 +304,7 @@ impl AcpProvider {
             transcript,
             cancel,
         };
-        run.record();
+        self.jobs.record(&id, &run.dir);
         tokio::spawn(run.go(after, steers, opened_tx));
         if queued {
             return Ok(id);
@@ -442,6 +317,7 @@ impl AcpProvider {
                 let why = match other {
                     Ok(Err(why)) => why,
                     _ => self
+                        .jobs
                         .lookup(caller, &id)
                         .ok()
                         .and_then(|r| r.error_message)
@@ -454,273 +330,6 @@ impl AcpProvider {
                 };
                 Err(err(ErrorCode::DelegateFailed, format!("{why} (job {id})")))
             }
-        }
-    }
-}
-
-/// One delegation's life, in its own task.
-struct Run {
-    subprocess: SubprocessService,
-    config: AcpConfig,
-    depth: u32,
-    jobs: Jobs,
-    id: String,
-    caller: Caller,
-    spec: DelegateSpec,
-    dir: PathBuf,
-    transcript: Arc<Transcript>,
-    cancel: CancellationToken,
-}
-
-/// How a run ended, before it is written into the job.
-struct Ending {
-    status: JobStatus,
-    error: Option<String>,
-    artifacts: Option<(Option<String>, Vec<String>)>,
-    session: Option<String>,
-}
-
-impl Ending {
-    fn with(status: JobStatus, error: Option<String>) -> Self {
-        Ending {
-            status,
-            error,
-            artifacts: None,
-            session: None,
-        }
-    }
-}
-
-impl Run {
-    async fn go(
-        self,
-        after: Vec<(String, watch::Receiver<bool>)>,
-        steers: mpsc::UnboundedReceiver<client::Steer>,
-        opened: oneshot::Sender<Result<(), String>>,
-    ) {
-        let ending = match self.wait_for(after).await {
-            Some(ending) => ending,
-            None => {
-                self.set_status(JobStatus::Running);
-                self.run(steers, opened).await
-            }
-        };
-        self.finish(ending);
-    }
-
-    /// Wait for the jobs this one runs after; `Some` when it must not run.
-    async fn wait_for(&self, after: Vec<(String, watch::Receiver<bool>)>) -> Option<Ending> {
-        for (id, mut rx) in after {
-            tokio::select! {
-                r = rx.wait_for(|f| *f) => { let _ = r; }
-                () = self.cancel.cancelled() => return Some(Ending::with(JobStatus::Cancelled, None)),
-            }
-            let status = lock(&self.jobs).get(&id).map(|j| j.result.job.status);
-            if status != Some(JobStatus::Completed) {
-                return Some(Ending::with(
-                    JobStatus::Skipped,
-                    Some(format!(
-                        "not run: job {id} it runs after ended {}",
-                        status.map_or("unknown", JobStatus::as_str)
-                    )),
-                ));
-            }
-        }
-        None
-    }
-
-    fn set_status(&self, status: JobStatus) {
-        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
-            j.result.job.status = status;
-        }
-        self.lifecycle(status.as_str());
-    }
-
-    fn lifecycle(&self, state: &str) {
-        push_event(
-            &self.jobs,
-            &self.id,
-            EventType::Lifecycle,
-            format!("{} {state}", self.id),
-            None,
-            Some(state.into()),
-        );
-    }
-
-    /// The argv: the configured command, plus for keel its model route and sandbox.
-    fn argv(&self) -> Vec<String> {
-        let mut argv = self.config.command.clone();
-        if self.config.is_keel() {
-            if let Some(launch) = &self.config.launch {
-                argv.extend(route_args(&launch.args, self.spec.model.as_deref()));
-            }
-            if !argv.iter().any(|a| a == "--sandbox") {
-                let sandbox = match self.spec.mode {
-                    DelegateMode::ReadOnly => "read-only",
-                    DelegateMode::Write => "workspace-write",
-                };
-                argv.extend(["--sandbox".into(), sandbox.into()]);
-            }
-        }
-        argv
-    }
-
-    async fn run(
-        &self,
-        steers: mpsc::UnboundedReceiver<client::Steer>,
-        opened: oneshot::Sender<Result<(), String>>,
-    ) -> Ending {
-        let isolated = match self.spec.mode {
-            DelegateMode::ReadOnly => None,
-            DelegateMode::Write => {
-                match workspace::Isolated::create(&self.subprocess, &self.caller.cwd, &self.dir)
-                    .await
-                {
-                    Ok(w) => Some(w),
-                    Err(e) => {
-                        let _ = opened.send(Err(e.clone()));
-                        return Ending::with(JobStatus::Failed, Some(e));
-                    }
-                }
-            }
-        };
-        let cwd = isolated
-            .as_ref()
-            .map_or_else(|| self.caller.cwd.clone(), |w| w.cwd.clone());
-        let mut command = CommandSpec::new(self.argv())
-            .cwd(&cwd)
-            .label(format!("delegate-{}", self.id))
-            .cap(16 * 1024)
-            .timeout(self.config.time_limit)
-            .env(DEPTH_ENV, self.depth.to_string());
-        if self.config.is_keel()
-            && let Some(launch) = &self.config.launch
-        {
-            for (k, v) in &launch.env {
-                command = command.env(k, v);
-            }
-        }
-        for name in &self.config.forward_env {
-            let value = self
-                .subprocess
-                .config()
-                .base_env
-                .iter()
-                .find(|(k, _)| k.to_str() == Some(name.as_str()));
-            if let Some((k, v)) = value {
-                command = command.env(k, v);
-            }
-        }
-        for (k, v) in &self.config.env {
-            command = command.env(k, v);
-        }
-        let report: Arc<dyn Fn(Report) + Send + Sync> = {
-            let jobs = self.jobs.clone();
-            let id = self.id.clone();
-            Arc::new(move |r: Report| {
-                push_event(
-                    &jobs,
-                    &id,
-                    EventType::Progress,
-                    r.message,
-                    Some(r.data),
-                    None,
-                );
-            })
-        };
-        let (ended, session) = client::run(
-            &self.subprocess,
-            client::Conversation {
-                command,
-                shown: self.config.shown(),
-                cwd,
-                prompt: self.spec.prompt.clone(),
-                mode: self.spec.mode,
-                handshake: self.config.handshake,
-                grace: self.config.grace,
-                transcript: self.transcript.clone(),
-                report,
-                cancel: self.cancel.clone(),
-                steers,
-                opened,
-            },
-        )
-        .await;
-        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
-            j.steers = None;
-        }
-        let shown = self.config.shown();
-        let (status, error) = match ended {
-            client::Ending::Stopped(StopReason::EndTurn) => (JobStatus::Completed, None),
-            client::Ending::Stopped(reason) => {
-                let reason = serde_json::to_value(reason)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "unknown".into());
-                (
-                    JobStatus::Failed,
-                    Some(format!("the ACP agent `{shown}` ended its turn: {reason}")),
-                )
-            }
-            client::Ending::Cancelled => (JobStatus::Cancelled, None),
-            client::Ending::Failed(why) => (JobStatus::Failed, Some(why)),
-        };
-        let mut ending = Ending {
-            status,
-            error,
-            artifacts: None,
-            session,
-        };
-        if let Some(w) = isolated {
-            match w.collect(&self.subprocess, &self.dir).await {
-                Ok(found) => ending.artifacts = Some(found),
-                Err(e) => {
-                    if ending.error.is_none() {
-                        ending.error = Some(format!("the delegate's changes were lost: {e}"));
-                        ending.status = JobStatus::Failed;
-                    }
-                }
-            }
-        }
-        ending
-    }
-
-    /// Write the job's current result to `job.json` (best effort).
-    fn record(&self) {
-        let Some(record) = lock(&self.jobs).get(&self.id).map(|j| j.result.clone()) else {
-            return;
-        };
-        if let Ok(text) = serde_json::to_string_pretty(&record) {
-            let _ = std::fs::write(self.dir.join("job.json"), text);
-        }
-    }
-
-    fn finish(&self, ending: Ending) {
-        self.transcript.flush();
-        let (text, truncated) = self.transcript.answer();
-        {
-            let mut jobs = lock(&self.jobs);
-            let Some(j) = jobs.get_mut(&self.id) else {
-                return;
-            };
-            let r = &mut j.result;
-            r.job.status = ending.status;
-            r.job.finished_at = Some(now_rfc3339());
-            r.final_text = text;
-            r.final_text_truncated = truncated;
-            r.error_message = ending.error;
-            if let Some((patch, touched)) = ending.artifacts {
-                r.artifacts.patch_path = patch;
-                r.artifacts.touched_files = touched;
-            }
-            r.lineage.chain_id = ending.session;
-            j.steers = None;
-        }
-        self.record();
-        self.lifecycle(ending.status.as_str());
-        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
-            j.listeners.clear();
-            let _ = j.final_tx.send(true);
         }
     }
 }
@@ -753,7 +362,7 @@ impl DelegationService for AcpProvider {
         spec: DelegateSpec,
     ) -> Result<DelegationJob, DelegationError> {
         let id = self.start(caller, &spec).await?;
-        Ok(self.lookup(caller, &id)?.job)
+        Ok(self.jobs.lookup(caller, &id)?.job)
     }
 
     async fn status(
@@ -761,20 +370,7 @@ impl DelegationService for AcpProvider {
         caller: &Caller,
         id: Option<&str>,
     ) -> Result<Vec<DelegationJob>, DelegationError> {
-        if let Some(id) = id {
-            return Ok(vec![self.lookup(caller, id)?.job]);
-        }
-        let mut jobs: Vec<DelegationJob> = lock(&self.jobs)
-            .values()
-            .filter(|j| j.caller == caller.session_id)
-            .map(|j| j.result.job.clone())
-            .collect();
-        jobs.sort_by_key(|j| {
-            j.id.strip_prefix("acp-")
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0)
-        });
-        Ok(jobs)
+        self.jobs.status(caller, id)
     }
 
     async fn wait(
@@ -783,32 +379,11 @@ impl DelegationService for AcpProvider {
         ids: &[String],
         timeout: Duration,
     ) -> Result<Vec<DelegationJob>, DelegationError> {
-        let receivers = self.after_receivers(caller, ids)?;
-        let all = async {
-            for (_, mut rx) in receivers {
-                let _ = rx.wait_for(|f| *f).await;
-            }
-        };
-        if tokio::time::timeout(timeout, all).await.is_err() {
-            return Err(err(
-                ErrorCode::Timeout,
-                format!("not final after {} s", timeout.as_secs()),
-            ));
-        }
-        ids.iter()
-            .map(|id| self.lookup(caller, id).map(|r| r.job))
-            .collect()
+        self.jobs.wait(caller, ids, timeout).await
     }
 
     async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        let r = self.lookup(caller, id)?;
-        if !r.job.status.is_final() {
-            return Err(err(
-                ErrorCode::NotFinal,
-                format!("job {id} is {}", r.job.status.as_str()),
-            ));
-        }
-        Ok(r)
+        self.jobs.result(caller, id)
     }
 
     async fn logs(
@@ -817,31 +392,11 @@ impl DelegationService for AcpProvider {
         id: &str,
         tail: Option<usize>,
     ) -> Result<String, DelegationError> {
-        let live = match lock(&self.jobs).get(id) {
-            Some(j) if j.caller == caller.session_id => Some(j.transcript.clone()),
-            Some(_) => return Err(DelegationError::unknown_job(id)),
-            None => None,
-        };
-        if let Some(t) = live {
-            return Ok(t.tail(tail));
-        }
-        let r = self.lookup(caller, id)?;
-        let text =
-            std::fs::read_to_string(r.artifacts.log_path.unwrap_or_default()).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let n = tail.unwrap_or(TAIL_LINES).min(lines.len());
-        Ok(lines[lines.len() - n..].join("\n"))
+        self.jobs.logs(caller, id, tail)
     }
 
     async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
-        let live = lock(&self.jobs).get(id).and_then(|j| {
-            (j.caller == caller.session_id).then(|| (j.cancel.clone(), j.final_tx.subscribe()))
-        });
-        if let Some((token, mut done)) = live {
-            token.cancel();
-            let _ = done.wait_for(|f| *f).await;
-        }
-        Ok(self.lookup(caller, id)?.job)
+        self.jobs.cancel(caller, id).await
     }
 
     async fn steer(
@@ -850,8 +405,9 @@ impl DelegationService for AcpProvider {
         id: &str,
         guidance: &str,
     ) -> Result<SteerOutcome, DelegationError> {
-        let (steers, status) =
-            self.with_job(caller, id, |j| (j.steers.clone(), j.result.job.status))?;
+        let (steers, status) = self
+            .jobs
+            .with_job(caller, id, |j| (j.own.steers.clone(), j.result.job.status))?;
         if status != JobStatus::Running {
             return Ok(SteerOutcome::Refused {
                 detail: format!("job {id} is {}", status.as_str()),
@@ -884,14 +440,8 @@ impl DelegationService for AcpProvider {
             },
         };
         if outcome == SteerOutcome::Accepted {
-            push_event(
-                &self.jobs,
-                id,
-                EventType::Steer,
-                guidance.to_owned(),
-                None,
-                None,
-            );
+            self.jobs
+                .push_event(id, EventType::Steer, guidance.to_owned(), None, None);
         }
         Ok(outcome)
     }
@@ -902,13 +452,7 @@ impl DelegationService for AcpProvider {
         id: &str,
         from_seq: Option<u64>,
     ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.with_job(caller, id, |j| {
-            j.events
-                .iter()
-                .filter(|e| e.seq.unwrap_or(0) > from_seq.unwrap_or(0))
-                .cloned()
-                .collect()
-        })
+        self.jobs.events(caller, id, from_seq)
     }
 
     fn watch(
@@ -917,25 +461,14 @@ impl DelegationService for AcpProvider {
         id: &str,
         listener: EventListener,
     ) -> Result<(), DelegationError> {
-        let past = self.with_job(caller, id, |j| {
-            if !j.result.job.status.is_final() {
-                j.listeners.push(listener.clone());
-            }
-            j.events.clone()
-        })?;
-        for e in past {
-            listener(e);
-        }
-        Ok(())
+        self.jobs.watch(caller, id, listener)
     }
 }
 
 impl Drop for AcpProvider {
     fn drop(&mut self) {
         // The supervisor is going: its delegates go with it.
-        for j in lock(&self.jobs).values() {
-            j.cancel.cancel();
-        }
+        self.jobs.cancel_all();
     }
 }
 
