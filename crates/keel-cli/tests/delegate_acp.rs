@@ -92,10 +92,13 @@ responses:
       - { id: d1, name: read, arguments: { path: add.sh } }
   - match: { last_tool_result_contains: "$1 - $2" }
     text: "DELEGATE-ANSWER: add.sh subtracts; it should say $1 + $2"
-  # The supervisor's next two requests, in order: the end of its first turn, then the turn
-  # the job's completion opens (the plan report joins one of them, whichever comes first).
+  # The supervisor's next requests, in order: the end of its first turn, then the turn the
+  # job's completion opens. The plan report joins one of them, or — when it arrives while
+  # the first turn still runs — adds a step to it: then there is one request more.
   - match: { last_tool_result_contains: "Started delegation delegate-1" }
     text: "waiting for the delegate"
+  - match: { last_tool_result_contains: "Started delegation delegate-1" }
+    text: "SUPERVISOR-DONE"
   - match: { last_tool_result_contains: "Started delegation delegate-1" }
     text: "SUPERVISOR-DONE"
 "#,
@@ -135,7 +138,7 @@ responses:
         .iter()
         .map(|h| h.get("authorization").unwrap_or("").to_owned())
         .collect();
-    assert_eq!(auth.len(), 5, "{auth:?}");
+    assert!(matches!(auth.len(), 5 | 6), "{auth:?}");
     assert!(
         auth.iter().all(|a| a == &format!("Bearer {KEY}")),
         "{auth:?}"
