@@ -200,6 +200,13 @@ pub struct AcpArgs {
     /// Replay a model script (JSON or YAML) instead of calling a model, in every session.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// Record every new session as delegated by SESSION: its header names SESSION as its
+    /// parent (set by keel's `acp` delegation provider when the agent is keel).
+    #[arg(long, value_name = "SESSION")]
+    pub delegated_from: Option<String>,
+    /// Delegation depth recorded with --delegated-from (default 1).
+    #[arg(long, value_name = "N", requires = "delegated_from")]
+    pub delegation_depth: Option<u32>,
 }
 
 /// `keel mcp …`.

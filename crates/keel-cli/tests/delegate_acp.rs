@@ -124,7 +124,14 @@ responses:
     // The delegate is keel acp's own session in the workspace, run read-only, on the same
     // model route with the key passed explicitly.
     let child = load_consistent(&delegate);
-    assert_eq!(header(&delegate)["cwd"], env.ws.display().to_string());
+    let lineage = header(&delegate);
+    assert_eq!(lineage["cwd"], env.ws.display().to_string());
+    assert_eq!(
+        lineage["parentSession"],
+        support::session_id(&sup),
+        "{lineage}"
+    );
+    assert_eq!(lineage["delegationDepth"], 1, "{lineage}");
     let calls = support::tool_calls(&child);
     assert_eq!(
         calls,

@@ -79,6 +79,12 @@ impl Run {
             if let Some(launch) = &self.config.launch {
                 argv.extend(route_args(&launch.args, self.spec.model.as_deref()));
             }
+            argv.extend([
+                "--delegated-from".into(),
+                self.caller.session_id.clone(),
+                "--delegation-depth".into(),
+                self.depth.to_string(),
+            ]);
             if !argv.iter().any(|a| a == "--sandbox") {
                 let sandbox = match self.spec.mode {
                     DelegateMode::ReadOnly => "read-only",
