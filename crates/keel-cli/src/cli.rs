@@ -92,9 +92,11 @@ pub struct Common {
     #[arg(long, global = true, value_name = "MODE", value_parser = ["native", "managed", "managed:recent", "managed:relevant"])]
     pub context: Option<String>,
     /// Delegation for this run (enables the `delegate` plugin): `--delegate` hands tasks to
-    /// other keel processes; `--delegate=consult` to the consult CLI (Claude Code, Codex…);
-    /// `--delegate=inprocess` to the test provider. See docs/delegation.md.
-    #[arg(long, global = true, value_name = "PROVIDER", num_args = 0..=1, require_equals = true, default_missing_value = "keel", value_parser = ["keel", "consult", "inprocess"])]
+    /// other keel processes; `--delegate=acp` to an Agent Client Protocol agent (`keel acp`
+    /// by default, or the row's `acp_command`, e.g. codex-acp); `--delegate=consult` to the
+    /// consult CLI (Claude Code, Codex…); `--delegate=inprocess` to the test provider. See
+    /// docs/delegation.md.
+    #[arg(long, global = true, value_name = "PROVIDER", num_args = 0..=1, require_equals = true, default_missing_value = "keel", value_parser = ["keel", "acp", "consult", "inprocess"])]
     pub delegate: Option<String>,
     /// The card `keel chat --card` names (set by that command, not a flag of its own).
     #[arg(skip)]
@@ -198,6 +200,13 @@ pub struct AcpArgs {
     /// Replay a model script (JSON or YAML) instead of calling a model, in every session.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// Record every new session as delegated by SESSION: its header names SESSION as its
+    /// parent (set by keel's `acp` delegation provider when the agent is keel).
+    #[arg(long, value_name = "SESSION")]
+    pub delegated_from: Option<String>,
+    /// Delegation depth recorded with --delegated-from (default 1).
+    #[arg(long, value_name = "N", requires = "delegated_from")]
+    pub delegation_depth: Option<u32>,
 }
 
 /// `keel mcp …`.

@@ -13,10 +13,12 @@
 //! provider for tests and demos), [`tools`] (the six tools; they know only the seam),
 //! [`render`] (bounding and untrusted framing), [`reports`] (mid-flight reports and the wake
 //! budget), [`review`] (the human's `/review`), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider), [`keel`]
-//! (another `keel run` process as the delegate).
+//! (another `keel run` process as the delegate), [`acp`] (any Agent Client Protocol agent
+//! command as the delegate, keel its client).
 
 #![deny(missing_docs)]
 
+pub mod acp;
 pub mod consult;
 pub mod inprocess;
 pub mod keel;
@@ -26,6 +28,7 @@ pub mod render;
 pub mod reports;
 pub mod review;
 pub mod seam;
+mod table;
 pub mod tools;
 
 pub use plugin::{DelegateConfig, DelegatePlugin, ID};

@@ -5,9 +5,16 @@
 //! id = "delegate"
 //! [plugins.config]
 //! provider = "keel"          # the default: another `keel run` process in its own session;
-//!                            # "consult" (the consult CLI) or "inprocess" (the test provider)
+//!                            # "acp" (any ACP agent command), "consult" (the consult CLI) or
+//!                            # "inprocess" (the test provider)
 //! # keel_path = "…"          # the keel executable for delegates (default: this one)
 //! keel_time_limit_sec = 3600 # wall-time limit of one keel delegate
+//! # acp_command = ["keel", "acp"] # the ACP agent's argv (default: this keel with `acp`)
+//! acp_time_limit_sec = 3600  # wall-time limit of one ACP delegate
+//! acp_handshake_sec = 60     # time for its initialize + session/new
+//! acp_grace_sec = 5          # a cancelled turn's time to answer, the agent's to exit
+//! # acp_env = { NAME = "value" }          # variables set on the agent
+//! # acp_forward_env = ["ANTHROPIC_API_KEY"] # keel's secret-looking variables passed on
 //! consult_path = "consult"   # the consult executable (a bare name is looked up on PATH)
 //! consult_time_limit_sec = 60 # time limit of one non-blocking consult call
 //! # consult_data_dir = "…"   # CONSULT_DATA_DIR for every consult spawn (unset: consult's own)
@@ -19,6 +26,7 @@
 //! It registers the six tools (unconditionally while enabled) and withholds them from child
 //! agents, which own no background jobs. `delegate` needs the `jobs` plugin.
 
+use crate::acp::{AcpConfig, AcpProvider};
 use crate::consult::{ConsultConfig, ConsultProvider};
 use crate::inprocess::InProcessProvider;
 use crate::keel::{KeelConfig, KeelProvider};
@@ -36,20 +44,36 @@ use std::sync::Arc;
 pub const ID: PluginId = keel_agent::plugin_id!("delegate");
 
 /// Providers that can be selected now.
-pub const PROVIDERS: [&str; 3] = ["keel", "consult", "inprocess"];
+pub const PROVIDERS: [&str; 4] = ["keel", "acp", "consult", "inprocess"];
 
 /// The row's `config`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DelegateConfig {
     /// Which provider runs delegations: `keel` (the default) runs another `keel run` process;
-    /// `consult` runs the consult CLI; `inprocess` is the in-process test provider (scripted
-    /// outcomes, no real agent).
+    /// `acp` runs any Agent Client Protocol agent command as keel's client; `consult` runs the
+    /// consult CLI; `inprocess` is the in-process test provider (scripted outcomes, no real
+    /// agent).
     pub provider: String,
     /// The keel executable delegates run (`provider = "keel"`); this executable when unset.
     pub keel_path: Option<String>,
     /// Wall-time limit of one keel delegate, in seconds.
     pub keel_time_limit_sec: u64,
+    /// The ACP agent's argv (`provider = "acp"`), e.g. `["codex-acp"]`; this executable with
+    /// `acp` when unset. A bare program name is looked up on `PATH`.
+    pub acp_command: Option<Vec<String>>,
+    /// Wall-time limit of one ACP delegate, in seconds.
+    pub acp_time_limit_sec: u64,
+    /// Seconds an ACP agent has to answer `initialize` and `session/new`.
+    pub acp_handshake_sec: u64,
+    /// Seconds a cancelled ACP turn has to answer, and the agent to exit once its stdin
+    /// closed, before its process group is ended.
+    pub acp_grace_sec: u64,
+    /// Variables set on the ACP agent (not secrets: those go in `acp_forward_env`).
+    pub acp_env: std::collections::BTreeMap<String, String>,
+    /// Names of keel's own environment variables passed to the ACP agent although they look
+    /// secret (the agent's own key); every other secret-looking variable is scrubbed.
+    pub acp_forward_env: Vec<String>,
     /// The consult executable (`provider = "consult"`); a bare name is looked up on `PATH`.
     pub consult_path: String,
     /// `CONSULT_DATA_DIR` stamped on every consult spawn, when set.
@@ -73,6 +97,12 @@ impl Default for DelegateConfig {
             provider: "keel".into(),
             keel_path: None,
             keel_time_limit_sec: 3600,
+            acp_command: None,
+            acp_time_limit_sec: 3600,
+            acp_handshake_sec: 60,
+            acp_grace_sec: 5,
+            acp_env: Default::default(),
+            acp_forward_env: Vec::new(),
             consult_path: "consult".into(),
             consult_data_dir: None,
             consult_time_limit_sec: 60,
@@ -139,6 +169,11 @@ pub fn provider_keel(config: Value) -> Value {
     with_provider(config, "keel")
 }
 
+/// `--delegate=acp`.
+pub fn provider_acp(config: Value) -> Value {
+    with_provider(config, "acp")
+}
+
 /// `--delegate=consult`.
 pub fn provider_consult(config: Value) -> Value {
     with_provider(config, "consult")
@@ -171,6 +206,28 @@ fn provider(
             k.time_limit = std::time::Duration::from_secs(config.keel_time_limit_sec.max(1));
             Ok(Arc::new(KeelProvider::new(ctx.subprocess.clone(), k)))
         }
+        "acp" => {
+            let mut a = AcpConfig::new(ctx.model_launch.clone(), ctx.keel_home.clone());
+            if let Some(argv) = &config.acp_command {
+                if argv.is_empty() {
+                    return Err(setup(
+                        "acp_command is empty: give the ACP agent's argv, e.g. [\"keel\", \"acp\"]"
+                            .into(),
+                    ));
+                }
+                a.command = argv.clone();
+            }
+            a.time_limit = std::time::Duration::from_secs(config.acp_time_limit_sec.max(1));
+            a.handshake = std::time::Duration::from_secs(config.acp_handshake_sec.max(1));
+            a.grace = std::time::Duration::from_secs(config.acp_grace_sec);
+            a.env = config
+                .acp_env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            a.forward_env = config.acp_forward_env.clone();
+            Ok(Arc::new(AcpProvider::new(ctx.subprocess.clone(), a)))
+        }
         "inprocess" => Ok(Arc::new(InProcessProvider::new())),
         "consult" => Ok(Arc::new(ConsultProvider::new(
             ctx.subprocess.clone(),
@@ -181,11 +238,8 @@ fn provider(
                 ..ConsultConfig::default()
             },
         ))),
-        "acp" => Err(setup(
-            "the 'acp' delegation provider is not built yet; \"keel\", \"consult\" or \"inprocess\" can be selected".into(),
-        )),
         p => Err(setup(format!(
-            "unknown delegation provider '{p}' (\"keel\", \"consult\" or \"inprocess\")"
+            "unknown delegation provider '{p}' (\"keel\", \"acp\", \"consult\" or \"inprocess\")"
         ))),
     }
 }
@@ -265,8 +319,9 @@ mod tests {
             assert_eq!(provider(&c, &ctx).unwrap().name(), p);
         }
         c.provider = "acp".into();
+        c.acp_command = Some(Vec::new());
         let e = provider(&c, &ctx).err().unwrap().to_string();
-        assert!(e.contains("'acp'") && e.contains("not built yet"), "{e}");
+        assert!(e.contains("acp_command is empty"), "{e}");
         c.provider = "zzz".into();
         let e = provider(&c, &ctx).err().unwrap().to_string();
         assert!(e.contains("unknown delegation provider 'zzz'"), "{e}");

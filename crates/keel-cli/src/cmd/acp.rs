@@ -20,10 +20,17 @@ use std::time::Duration;
 pub fn run(ctx: &Ctx, args: AcpArgs) -> Result<ExitCode> {
     let flags = ctx.flags()?;
     let model = super::run::server_model(ctx, &flags, args.script.as_deref())?;
+    let lineage = args.delegated_from.map(|parent| {
+        (
+            keel_protocol::SessionId(parent),
+            args.delegation_depth.unwrap_or(1),
+        )
+    });
     let source = Source {
         ctx: ctx.clone(),
         flags,
         model,
+        lineage,
     };
     let rt = super::run::runtime()?;
     let _ = writeln!(
@@ -41,6 +48,8 @@ struct Source {
     ctx: Ctx,
     flags: Flags,
     model: ModelSource,
+    /// `--delegated-from` (and depth): the parent new sessions name.
+    lineage: Option<(keel_protocol::SessionId, u32)>,
 }
 
 impl Source {
@@ -72,7 +81,13 @@ impl AgentSource for Source {
             .factory(self.flags.clone(), self.model.clone())
             .map_err(|e| failure(e.into()))?;
         let log = factory
-            .new_session_with(LogFormat::Plain, |h| h.origin = Some("acp".into()))
+            .new_session_with(LogFormat::Plain, |h| {
+                h.origin = Some("acp".into());
+                if let Some((parent, depth)) = &self.lineage {
+                    h.parent_session = Some(parent.clone());
+                    h.delegation_depth = *depth;
+                }
+            })
             .map_err(|e| failure(e.into()))?;
         let path = log.writer().path().to_path_buf();
         match factory.build(log, options) {

@@ -137,6 +137,7 @@ impl Ctx {
 /// `--delegate[=PROVIDER]`: the delegate row's config with `provider` set.
 fn delegate_edit(provider: Option<&str>) -> Option<keel_host::RowEdit> {
     let edit: fn(serde_json::Value) -> serde_json::Value = match provider? {
+        "acp" => keel_delegate::plugin::provider_acp,
         "consult" => keel_delegate::plugin::provider_consult,
         "inprocess" => keel_delegate::plugin::provider_inprocess,
         _ => keel_delegate::plugin::provider_keel,

@@ -20,23 +20,25 @@
 //! `log.txt` (one line per tool call, result and answer, bounded), `changes.patch`, `job.json`.
 
 mod stream;
-mod workspace;
+pub(crate) mod workspace;
 
 use crate::seam::{
     Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationEvent,
-    DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, EventType,
-    JobStatus, Lineage, ReviewSpec, SteerOutcome, Urgency, check_extensions,
+    DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, JobStatus,
+    Lineage, ReviewSpec, SteerOutcome, check_extensions,
 };
+use crate::table::{self, JobLog, TAIL_LINES, Table};
 use async_trait::async_trait;
 use keel_agent::plugin::ModelLaunch;
 use keel_tools::subprocess::{CommandSpec, OutputSink, RunEnd, SubprocessService};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 use stream::Stream;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+
+pub(crate) use table::now_rfc3339;
 
 /// The variable a delegate is started with: its delegation depth (the supervisor's + 1).
 pub const DEPTH_ENV: &str = "KEEL_DELEGATION_DEPTH";
@@ -72,16 +74,18 @@ impl KeelConfig {
     }
 }
 
-/// One delegation.
-struct Job {
-    caller: String,
-    result: DelegationResult,
-    events: Vec<DelegationEvent>,
-    listeners: Vec<EventListener>,
+/// What the keel provider keeps of a delegation beside the table's part.
+struct Own {
+    /// The delegate's stdin while it runs (steering).
     stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
-    cancel: CancellationToken,
-    final_tx: watch::Sender<bool>,
+    /// Its stdout, read.
     stream: Arc<Stream>,
+}
+
+impl JobLog for Own {
+    fn tail(&self, n: Option<usize>) -> String {
+        self.stream.tail(n)
+    }
 }
 
 /// The keel provider (see the module docs).
@@ -89,7 +93,7 @@ pub struct KeelProvider {
     subprocess: SubprocessService,
     config: KeelConfig,
     depth: u32,
-    jobs: Arc<Mutex<HashMap<String, Job>>>,
+    jobs: Table<Own>,
 }
 
 impl std::fmt::Debug for KeelProvider {
@@ -101,27 +105,8 @@ impl std::fmt::Debug for KeelProvider {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn err(code: ErrorCode, message: impl Into<String>) -> DelegationError {
     DelegationError::new(code, message)
-}
-
-/// Now as RFC 3339 UTC (seconds).
-pub(crate) fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = keel_protocol::civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 impl KeelProvider {
@@ -132,44 +117,13 @@ impl KeelProvider {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+        let jobs = Table::new("keel", config.home.clone());
         KeelProvider {
             subprocess,
             config,
             depth,
-            jobs: Arc::new(Mutex::new(HashMap::new())),
+            jobs,
         }
-    }
-
-    fn session_dir(&self, caller: &Caller) -> PathBuf {
-        self.config
-            .home
-            .join("delegations")
-            .join(sanitize(&caller.session_id))
-    }
-
-    /// The next free `keel-N` of the caller's session (jobs of an earlier process of the same
-    /// session keep their directories, so numbering goes on after them).
-    fn next_id(&self, caller: &Caller) -> String {
-        let dir = self.session_dir(caller);
-        let on_disk = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()?
-                    .strip_prefix("keel-")?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .max()
-            .unwrap_or(0);
-        let in_memory = lock(&self.jobs)
-            .keys()
-            .filter_map(|k| k.strip_prefix("keel-")?.parse::<u64>().ok())
-            .max()
-            .unwrap_or(0);
-        format!("keel-{}", on_disk.max(in_memory) + 1)
     }
 
     fn not_ready(&self) -> Option<String> {
@@ -181,40 +135,6 @@ impl KeelProvider {
             );
         }
         None
-    }
-
-    /// A job of `caller`: in memory, or read back from its `job.json`.
-    fn lookup(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        if let Some(job) = lock(&self.jobs).get(id) {
-            if job.caller != caller.session_id {
-                return Err(DelegationError::unknown_job(id));
-            }
-            return Ok(job.result.clone());
-        }
-        if id.contains('/') || id.contains("..") {
-            return Err(DelegationError::unknown_job(id));
-        }
-        let path = self.session_dir(caller).join(id).join("job.json");
-        let text = std::fs::read_to_string(&path).map_err(|_| DelegationError::unknown_job(id))?;
-        let mut r: DelegationResult = serde_json::from_str(&text).map_err(|e| {
-            err(
-                ErrorCode::Internal,
-                format!("{} is not a delegation record: {e}", path.display()),
-            )
-        })?;
-        if !r.job.status.is_final() {
-            // Recorded at its start by an earlier process of this session that ended before
-            // the delegation did; its delegate was stopped with it (its process group dies with
-            // the supervisor).
-            r.job.raw_status = Some(format!("{} (interrupted)", r.job.status.as_str()));
-            r.job.status = JobStatus::Unknown;
-            r.error_message = Some(
-                "from an earlier session: the supervisor process ended before this delegation \
-                 finished, and its delegate was stopped with it"
-                    .into(),
-            );
-        }
-        Ok(r)
     }
 
     /// Start `prompt` as job `id` (shared by delegate and review).
@@ -247,9 +167,9 @@ impl KeelProvider {
                 ),
             ));
         }
-        let after_finals = self.after_receivers(caller, &spec.after)?;
-        let id = self.next_id(caller);
-        let dir = self.session_dir(caller).join(&id);
+        let after_finals = self.jobs.finals(caller, &spec.after)?;
+        let id = self.jobs.next_id(caller);
+        let dir = self.jobs.session_dir(caller).join(&id);
         std::fs::create_dir_all(&dir).map_err(|e| {
             err(
                 ErrorCode::Internal,
@@ -277,27 +197,23 @@ impl KeelProvider {
             delegation_depth: Some(self.depth + 1),
         };
         result.artifacts.log_path = Some(dir.join("log.txt").display().to_string());
-        let (final_tx, final_rx) = watch::channel(false);
         let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
-        let cancel = CancellationToken::new();
         let stream = Arc::new(Stream::new(
             dir.join("log.txt"),
             self.config.max_log_bytes,
-            STREAM_TAIL_LINES,
+            TAIL_LINES,
         ));
-        lock(&self.jobs).insert(
-            id.clone(),
-            Job {
-                caller: caller.session_id.clone(),
-                result,
-                events: Vec::new(),
-                listeners: Vec::new(),
+        let job = table::Job::new(
+            caller,
+            result,
+            Own {
                 stdin: Some(stdin_tx),
-                cancel: cancel.clone(),
-                final_tx,
                 stream: stream.clone(),
             },
         );
+        let final_rx = job.final_tx.subscribe();
+        let cancel = job.cancel.clone();
+        self.jobs.insert(&id, job);
         let run = Run {
             subprocess: self.subprocess.clone(),
             config: self.config.clone(),
@@ -316,38 +232,7 @@ impl KeelProvider {
         tokio::spawn(run.go(after_finals, stdin_rx));
         Ok((id, final_rx))
     }
-
-    fn after_receivers(
-        &self,
-        caller: &Caller,
-        after: &[String],
-    ) -> Result<Vec<(String, watch::Receiver<bool>)>, DelegationError> {
-        let jobs = lock(&self.jobs);
-        after
-            .iter()
-            .map(|a| match jobs.get(a) {
-                Some(j) if j.caller == caller.session_id => Ok((a.clone(), j.final_tx.subscribe())),
-                _ => Err(DelegationError::unknown_job(a)),
-            })
-            .collect()
-    }
-
-    /// `f` on the caller's live job `id` (under the jobs lock); `unknown-job` otherwise.
-    fn with_job<T>(
-        &self,
-        caller: &Caller,
-        id: &str,
-        f: impl FnOnce(&mut Job) -> T,
-    ) -> Result<T, DelegationError> {
-        match lock(&self.jobs).get_mut(id) {
-            Some(j) if j.caller == caller.session_id => Ok(f(j)),
-            _ => Err(DelegationError::unknown_job(id)),
-        }
-    }
 }
-
-/// Lines of a job's log kept in memory for `logs`.
-const STREAM_TAIL_LINES: usize = 400;
 
 /// Profiles a delegate can run under: `$KEEL_HOME/profiles/*.toml`, plus `default`.
 fn profiles(home: &Path) -> Vec<String> {
@@ -381,25 +266,12 @@ fn capabilities_of(p: &KeelProvider) -> Capabilities {
     }
 }
 
-/// A file-name-safe form of a session id.
-fn sanitize(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 /// One delegation's life, in its own task.
 struct Run {
     subprocess: SubprocessService,
     config: KeelConfig,
     depth: u32,
-    jobs: Arc<Mutex<HashMap<String, Job>>>,
+    jobs: Table<Own>,
     id: String,
     caller: Caller,
     spec: DelegateSpec,
@@ -433,59 +305,16 @@ impl Run {
 
     /// Wait for the jobs this one runs after; `Some` when it must not run.
     async fn wait_for(&self, after: Vec<(String, watch::Receiver<bool>)>) -> Option<Ending> {
-        for (id, mut rx) in after {
-            tokio::select! {
-                r = rx.wait_for(|f| *f) => { let _ = r; }
-                () = self.cancel.cancelled() => {
-                    return Some(Ending { status: JobStatus::Cancelled, error: None, artifacts: None });
-                }
-            }
-            let status = lock(&self.jobs).get(&id).map(|j| j.result.job.status);
-            if status != Some(JobStatus::Completed) {
-                return Some(Ending {
-                    status: JobStatus::Skipped,
-                    error: Some(format!(
-                        "not run: job {id} it runs after ended {}",
-                        status.map_or("unknown", JobStatus::as_str)
-                    )),
-                    artifacts: None,
-                });
-            }
-        }
-        None
+        let (status, error) = self.jobs.wait_after(after, &self.cancel).await?;
+        Some(Ending {
+            status,
+            error,
+            artifacts: None,
+        })
     }
 
     fn set_status(&self, status: JobStatus) {
-        let mut jobs = lock(&self.jobs);
-        if let Some(j) = jobs.get_mut(&self.id) {
-            j.result.job.status = status;
-        }
-        drop(jobs);
-        self.lifecycle(status.as_str());
-    }
-
-    fn lifecycle(&self, state: &str) {
-        let (event, listeners) = {
-            let mut jobs = lock(&self.jobs);
-            let Some(j) = jobs.get_mut(&self.id) else {
-                return;
-            };
-            let event = DelegationEvent {
-                job_id: self.id.clone(),
-                seq: Some(j.events.len() as u64 + 1),
-                at: now_rfc3339(),
-                event_type: EventType::Lifecycle,
-                urgency: Urgency::Info,
-                message: format!("{} {state}", self.id),
-                data: None,
-                lifecycle: Some(state.into()),
-            };
-            j.events.push(event.clone());
-            (event, j.listeners.clone())
-        };
-        for l in listeners {
-            l(event.clone());
-        }
+        self.jobs.set_status(&self.id, status);
     }
 
     async fn run(&self, stdin: mpsc::UnboundedReceiver<Vec<u8>>) -> Ending {
@@ -557,9 +386,7 @@ impl Run {
         let out = self.subprocess.run(cmd, &self.cancel).await;
         self.stream.flush();
         // The delegate is gone: nothing reads its stdin any more.
-        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
-            j.stdin = None;
-        }
+        self.jobs.update(&self.id, |j| j.own.stdin = None);
         let mut ending = match out {
             Err(e) => failed(format!("cannot start the keel delegate: {e}")),
             Ok(out) => {
@@ -610,25 +437,15 @@ impl Run {
     /// Write the job's current result to `job.json` (best effort: memory stays the truth
     /// while this process lives).
     fn record(&self) {
-        let Some(record) = lock(&self.jobs).get(&self.id).map(|j| j.result.clone()) else {
-            return;
-        };
-        if let Ok(text) = serde_json::to_string_pretty(&record) {
-            let _ = std::fs::write(self.dir.join("job.json"), text);
-        }
+        self.jobs.record(&self.id, &self.dir);
     }
 
     fn finish(&self, ending: Ending) {
         let (text, truncated) = self.stream.answer();
         let session = self.stream.session_id();
-        {
-            let mut jobs = lock(&self.jobs);
-            let Some(j) = jobs.get_mut(&self.id) else {
-                return;
-            };
+        self.jobs.finish(&self.id, &self.dir, |j| {
             let r = &mut j.result;
             r.job.status = ending.status;
-            r.job.finished_at = Some(now_rfc3339());
             r.final_text = text;
             r.final_text_truncated = truncated;
             r.error_message = ending.error;
@@ -637,14 +454,8 @@ impl Run {
                 r.artifacts.touched_files = touched;
             }
             r.lineage.chain_id = session;
-            j.stdin = None;
-        }
-        self.record();
-        self.lifecycle(ending.status.as_str());
-        if let Some(j) = lock(&self.jobs).get_mut(&self.id) {
-            j.listeners.clear();
-            let _ = j.final_tx.send(true);
-        }
+            j.own.stdin = None;
+        });
     }
 }
 
@@ -666,7 +477,7 @@ fn read_only_is_enforced(cwd: &Path) -> bool {
 }
 
 /// The supervisor's route arguments, with `--model` replaced by `model` when given.
-fn route_args(args: &[String], model: Option<&str>) -> Vec<String> {
+pub(crate) fn route_args(args: &[String], model: Option<&str>) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len() + 2);
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -698,7 +509,7 @@ impl DelegationService for KeelProvider {
         spec: DelegateSpec,
     ) -> Result<DelegationJob, DelegationError> {
         let (id, _) = self.start(caller, &spec, "delegate").await?;
-        Ok(self.lookup(caller, &id)?.job)
+        Ok(self.jobs.lookup(caller, &id)?.job)
     }
 
     async fn review(
@@ -714,7 +525,7 @@ impl DelegationService for KeelProvider {
                 ));
             }
             (_, Some(job)) => {
-                let r = self.lookup(caller, job)?;
+                let r = self.jobs.lookup(caller, job)?;
                 let Some(patch) = r.artifacts.patch_path else {
                     return Err(err(
                         ErrorCode::Unsupported,
@@ -750,7 +561,7 @@ impl DelegationService for KeelProvider {
         };
         let (id, mut done) = self.start(caller, &delegate, "review").await?;
         let _ = done.wait_for(|f| *f).await;
-        let r = self.lookup(caller, &id)?;
+        let r = self.jobs.lookup(caller, &id)?;
         match r.job.status {
             JobStatus::Completed => Ok(r),
             s => Err(err(
@@ -769,20 +580,7 @@ impl DelegationService for KeelProvider {
         caller: &Caller,
         id: Option<&str>,
     ) -> Result<Vec<DelegationJob>, DelegationError> {
-        if let Some(id) = id {
-            return Ok(vec![self.lookup(caller, id)?.job]);
-        }
-        let mut jobs: Vec<DelegationJob> = lock(&self.jobs)
-            .values()
-            .filter(|j| j.caller == caller.session_id)
-            .map(|j| j.result.job.clone())
-            .collect();
-        jobs.sort_by_key(|j| {
-            j.id.strip_prefix("keel-")
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0)
-        });
-        Ok(jobs)
+        self.jobs.status(caller, id)
     }
 
     async fn wait(
@@ -791,32 +589,11 @@ impl DelegationService for KeelProvider {
         ids: &[String],
         timeout: Duration,
     ) -> Result<Vec<DelegationJob>, DelegationError> {
-        let receivers = self.after_receivers(caller, ids)?;
-        let all = async {
-            for (_, mut rx) in receivers {
-                let _ = rx.wait_for(|f| *f).await;
-            }
-        };
-        if tokio::time::timeout(timeout, all).await.is_err() {
-            return Err(err(
-                ErrorCode::Timeout,
-                format!("not final after {} s", timeout.as_secs()),
-            ));
-        }
-        ids.iter()
-            .map(|id| self.lookup(caller, id).map(|r| r.job))
-            .collect()
+        self.jobs.wait(caller, ids, timeout).await
     }
 
     async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        let r = self.lookup(caller, id)?;
-        if !r.job.status.is_final() {
-            return Err(err(
-                ErrorCode::NotFinal,
-                format!("job {id} is {}", r.job.status.as_str()),
-            ));
-        }
-        Ok(r)
+        self.jobs.result(caller, id)
     }
 
     async fn logs(
@@ -825,37 +602,11 @@ impl DelegationService for KeelProvider {
         id: &str,
         tail: Option<usize>,
     ) -> Result<String, DelegationError> {
-        let stream = match lock(&self.jobs).get(id) {
-            Some(j) if j.caller == caller.session_id => Some(j.stream.clone()),
-            Some(_) => return Err(DelegationError::unknown_job(id)),
-            None => None,
-        };
-        match stream {
-            Some(s) => Ok(s.tail(tail)),
-            None => {
-                let r = self.lookup(caller, id)?;
-                let path = r.artifacts.log_path.unwrap_or_default();
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                let n = tail.unwrap_or(STREAM_TAIL_LINES).min(lines.len());
-                Ok(lines[lines.len() - n..].join("\n"))
-            }
-        }
+        self.jobs.logs(caller, id, tail)
     }
 
     async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
-        let (token, mut done) = {
-            let jobs = lock(&self.jobs);
-            match jobs.get(id) {
-                Some(j) if j.caller == caller.session_id => {
-                    (j.cancel.clone(), j.final_tx.subscribe())
-                }
-                _ => return Ok(self.lookup(caller, id)?.job),
-            }
-        };
-        token.cancel();
-        let _ = done.wait_for(|f| *f).await;
-        Ok(self.lookup(caller, id)?.job)
+        self.jobs.cancel(caller, id).await
     }
 
     async fn steer(
@@ -864,10 +615,10 @@ impl DelegationService for KeelProvider {
         id: &str,
         guidance: &str,
     ) -> Result<SteerOutcome, DelegationError> {
-        let (stdin, stream, mut done, status) = self.with_job(caller, id, |j| {
+        let (stdin, stream, mut done, status) = self.jobs.with_job(caller, id, |j| {
             (
-                j.stdin.clone(),
-                j.stream.clone(),
+                j.own.stdin.clone(),
+                j.own.stream.clone(),
                 j.final_tx.subscribe(),
                 j.result.job.status,
             )
@@ -909,13 +660,7 @@ impl DelegationService for KeelProvider {
         id: &str,
         from_seq: Option<u64>,
     ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.with_job(caller, id, |j| {
-            j.events
-                .iter()
-                .filter(|e| e.seq.unwrap_or(0) > from_seq.unwrap_or(0))
-                .cloned()
-                .collect()
-        })
+        self.jobs.events(caller, id, from_seq)
     }
 
     fn watch(
@@ -924,25 +669,14 @@ impl DelegationService for KeelProvider {
         id: &str,
         listener: EventListener,
     ) -> Result<(), DelegationError> {
-        let past = self.with_job(caller, id, |j| {
-            if !j.result.job.status.is_final() {
-                j.listeners.push(listener.clone());
-            }
-            j.events.clone()
-        })?;
-        for e in past {
-            listener(e);
-        }
-        Ok(())
+        self.jobs.watch(caller, id, listener)
     }
 }
 
 impl Drop for KeelProvider {
     fn drop(&mut self) {
         // The supervisor is going: its delegates go with it (their trees are killed).
-        for j in lock(&self.jobs).values() {
-            j.cancel.cancel();
-        }
+        self.jobs.cancel_all();
     }
 }
 
@@ -960,21 +694,5 @@ mod tests {
             route_args(&args, Some("b")),
             ["--script", "/s.yaml", "--model", "b"].map(String::from)
         );
-    }
-
-    #[test]
-    fn rfc3339_has_the_shape() {
-        let t = now_rfc3339();
-        assert_eq!(t.len(), 20, "{t}");
-        assert!(
-            t.starts_with("20") && t.ends_with('Z') && t.as_bytes()[10] == b'T',
-            "{t}"
-        );
-    }
-
-    #[test]
-    fn session_ids_become_safe_directory_names() {
-        assert_eq!(sanitize("abc-1_2"), "abc-1_2");
-        assert_eq!(sanitize("../x y"), "___x_y");
     }
 }

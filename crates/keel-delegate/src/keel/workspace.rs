@@ -1,6 +1,6 @@
-//! Git for the keel provider: the isolated worktree a write-mode delegate works in and the
-//! patch it leaves, and the pinned change a review reads. Every git command goes through the
-//! subprocess service.
+//! Git for the keel and acp providers: the isolated worktree a write-mode delegate works in
+//! and the patch it leaves, and the pinned change a review reads. Every git command goes
+//! through the subprocess service.
 
 use keel_tools::subprocess::{CommandSpec, SubprocessService};
 use std::path::{Path, PathBuf};
@@ -41,7 +41,7 @@ async fn git(sp: &SubprocessService, dir: &Path, args: &[&str]) -> Result<String
 }
 
 /// An isolated worktree of the caller's repository.
-pub(super) struct Isolated {
+pub(crate) struct Isolated {
     /// The repository's top level (the caller's).
     top: PathBuf,
     /// The worktree.
@@ -49,13 +49,13 @@ pub(super) struct Isolated {
     /// The commit it starts from (HEAD plus the caller's tracked changes).
     base: String,
     /// Where the delegate runs: the caller's directory inside the worktree.
-    pub(super) cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
 }
 
 impl Isolated {
     /// A detached worktree at `job_dir/worktree` holding the caller's committed and tracked
     /// uncommitted state (untracked files stay behind).
-    pub(super) async fn create(
+    pub(crate) async fn create(
         sp: &SubprocessService,
         caller_cwd: &Path,
         job_dir: &Path,
@@ -99,7 +99,7 @@ impl Isolated {
 
     /// The delegate's changes as `job_dir/changes.patch` (none when it changed nothing) and
     /// the files it touched; the worktree is removed.
-    pub(super) async fn collect(
+    pub(crate) async fn collect(
         self,
         sp: &SubprocessService,
         job_dir: &Path,

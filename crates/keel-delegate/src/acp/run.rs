@@ -1,0 +1,227 @@
+//! One ACP delegation's life, in its own task: wait for the jobs it runs after, isolate a
+//! write-mode workspace, build the agent's command (for keel: its model route and sandbox),
+//! hold the conversation ([`super::client`]), collect the patch, and write the ending into
+//! the job.
+
+use super::client;
+use super::record::{Report, Transcript};
+use super::{AcpConfig, Own};
+use crate::keel::{DEPTH_ENV, route_args, workspace};
+use crate::seam::{Caller, DelegateMode, DelegateSpec, EventType, JobStatus};
+use crate::table::Table;
+use agent_client_protocol::v1::schema::StopReason;
+use keel_tools::subprocess::{CommandSpec, SubprocessService};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+/// One delegation's life, in its own task.
+pub(super) struct Run {
+    pub(super) subprocess: SubprocessService,
+    pub(super) config: AcpConfig,
+    pub(super) depth: u32,
+    pub(super) jobs: Table<Own>,
+    pub(super) id: String,
+    pub(super) caller: Caller,
+    pub(super) spec: DelegateSpec,
+    pub(super) dir: PathBuf,
+    pub(super) transcript: Arc<Transcript>,
+    pub(super) cancel: CancellationToken,
+}
+
+/// How a run ended, before it is written into the job.
+struct Ending {
+    status: JobStatus,
+    error: Option<String>,
+    artifacts: Option<(Option<String>, Vec<String>)>,
+    session: Option<String>,
+}
+
+impl Ending {
+    fn with(status: JobStatus, error: Option<String>) -> Self {
+        Ending {
+            status,
+            error,
+            artifacts: None,
+            session: None,
+        }
+    }
+}
+
+impl Run {
+    pub(super) async fn go(
+        self,
+        after: Vec<(String, watch::Receiver<bool>)>,
+        steers: mpsc::UnboundedReceiver<client::Steer>,
+        opened: oneshot::Sender<Result<(), String>>,
+    ) {
+        let ending = match self.wait_for(after).await {
+            Some(ending) => ending,
+            None => {
+                self.jobs.set_status(&self.id, JobStatus::Running);
+                self.run(steers, opened).await
+            }
+        };
+        self.finish(ending);
+    }
+
+    /// Wait for the jobs this one runs after; `Some` when it must not run.
+    async fn wait_for(&self, after: Vec<(String, watch::Receiver<bool>)>) -> Option<Ending> {
+        let (status, error) = self.jobs.wait_after(after, &self.cancel).await?;
+        Some(Ending::with(status, error))
+    }
+
+    /// The argv: the configured command, plus for keel its model route and sandbox.
+    fn argv(&self) -> Vec<String> {
+        let mut argv = self.config.command.clone();
+        if self.config.is_keel() {
+            if let Some(launch) = &self.config.launch {
+                argv.extend(route_args(&launch.args, self.spec.model.as_deref()));
+            }
+            argv.extend([
+                "--delegated-from".into(),
+                self.caller.session_id.clone(),
+                "--delegation-depth".into(),
+                self.depth.to_string(),
+            ]);
+            if !argv.iter().any(|a| a == "--sandbox") {
+                let sandbox = match self.spec.mode {
+                    DelegateMode::ReadOnly => "read-only",
+                    DelegateMode::Write => "workspace-write",
+                };
+                argv.extend(["--sandbox".into(), sandbox.into()]);
+            }
+        }
+        argv
+    }
+
+    async fn run(
+        &self,
+        steers: mpsc::UnboundedReceiver<client::Steer>,
+        opened: oneshot::Sender<Result<(), String>>,
+    ) -> Ending {
+        let isolated = match self.spec.mode {
+            DelegateMode::ReadOnly => None,
+            DelegateMode::Write => {
+                match workspace::Isolated::create(&self.subprocess, &self.caller.cwd, &self.dir)
+                    .await
+                {
+                    Ok(w) => Some(w),
+                    Err(e) => {
+                        let _ = opened.send(Err(e.clone()));
+                        return Ending::with(JobStatus::Failed, Some(e));
+                    }
+                }
+            }
+        };
+        let cwd = isolated
+            .as_ref()
+            .map_or_else(|| self.caller.cwd.clone(), |w| w.cwd.clone());
+        let mut command = CommandSpec::new(self.argv())
+            .cwd(&cwd)
+            .label(format!("delegate-{}", self.id))
+            .cap(16 * 1024)
+            .timeout(self.config.time_limit)
+            .env(DEPTH_ENV, self.depth.to_string());
+        if self.config.is_keel()
+            && let Some(launch) = &self.config.launch
+        {
+            for (k, v) in &launch.env {
+                command = command.env(k, v);
+            }
+        }
+        for name in &self.config.forward_env {
+            let value = self
+                .subprocess
+                .config()
+                .base_env
+                .iter()
+                .find(|(k, _)| k.to_str() == Some(name.as_str()));
+            if let Some((k, v)) = value {
+                command = command.env(k, v);
+            }
+        }
+        for (k, v) in &self.config.env {
+            command = command.env(k, v);
+        }
+        let report: Arc<dyn Fn(Report) + Send + Sync> = {
+            let jobs = self.jobs.clone();
+            let id = self.id.clone();
+            Arc::new(move |r: Report| {
+                jobs.push_event(&id, EventType::Progress, r.message, Some(r.data), None);
+            })
+        };
+        let (ended, session) = client::run(
+            &self.subprocess,
+            client::Conversation {
+                command,
+                shown: self.config.shown(),
+                cwd,
+                prompt: self.spec.prompt.clone(),
+                mode: self.spec.mode,
+                handshake: self.config.handshake,
+                grace: self.config.grace,
+                transcript: self.transcript.clone(),
+                report,
+                cancel: self.cancel.clone(),
+                steers,
+                opened,
+            },
+        )
+        .await;
+        self.jobs.update(&self.id, |j| j.own.steers = None);
+        let shown = self.config.shown();
+        let (status, error) = match ended {
+            client::Ending::Stopped(StopReason::EndTurn) => (JobStatus::Completed, None),
+            client::Ending::Stopped(reason) => {
+                let reason = serde_json::to_value(reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "unknown".into());
+                (
+                    JobStatus::Failed,
+                    Some(format!("the ACP agent `{shown}` ended its turn: {reason}")),
+                )
+            }
+            client::Ending::Cancelled => (JobStatus::Cancelled, None),
+            client::Ending::Failed(why) => (JobStatus::Failed, Some(why)),
+        };
+        let mut ending = Ending {
+            status,
+            error,
+            artifacts: None,
+            session,
+        };
+        if let Some(w) = isolated {
+            match w.collect(&self.subprocess, &self.dir).await {
+                Ok(found) => ending.artifacts = Some(found),
+                Err(e) => {
+                    if ending.error.is_none() {
+                        ending.error = Some(format!("the delegate's changes were lost: {e}"));
+                        ending.status = JobStatus::Failed;
+                    }
+                }
+            }
+        }
+        ending
+    }
+
+    fn finish(&self, ending: Ending) {
+        self.transcript.flush();
+        let (text, truncated) = self.transcript.answer();
+        self.jobs.finish(&self.id, &self.dir, |j| {
+            let r = &mut j.result;
+            r.job.status = ending.status;
+            r.final_text = text;
+            r.final_text_truncated = truncated;
+            r.error_message = ending.error;
+            if let Some((patch, touched)) = ending.artifacts {
+                r.artifacts.patch_path = patch;
+                r.artifacts.touched_files = touched;
+            }
+            r.lineage.chain_id = ending.session;
+            j.own.steers = None;
+        });
+    }
+}

@@ -1,0 +1,496 @@
+//! The jobs of a provider that runs its delegates itself (the keel and acp providers): one
+//! table per provider, keyed by job id (`keel-N`, `acp-N`), each job with its result, its
+//! events and their listeners, its cancellation and its "final" signal, plus what the
+//! provider keeps of its own (`X`: the delegate's stdin or steering channel, its log).
+//!
+//! ```text
+//! provider start ─► Table::insert (job.json written) ─► run task: set_status, push_event…
+//!                                                       └► finish: result, job.json, final
+//! DelegationService status/wait/result/logs/cancel/events/watch ─► the Table methods
+//! a job of an earlier process of the session ─► read back from its job.json
+//! ```
+//!
+//! Files live under `$KEEL_HOME/delegations/<supervisor session>/<job id>/`.
+
+use crate::seam::{
+    Caller, DelegationError, DelegationEvent, DelegationJob, DelegationResult, ErrorCode,
+    EventListener, EventType, JobStatus, Urgency,
+};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Lines of a job's log kept in memory (and read back from `log.txt`) for `logs`.
+pub(crate) const TAIL_LINES: usize = 400;
+
+/// What a provider keeps of a job's log.
+pub(crate) trait JobLog {
+    /// The last `n` log lines (all kept when `None`).
+    fn tail(&self, n: Option<usize>) -> String;
+}
+
+/// One job.
+pub(crate) struct Job<X> {
+    /// The supervisor session it belongs to.
+    pub(crate) caller: String,
+    /// Its result so far.
+    pub(crate) result: DelegationResult,
+    /// Its events, in order (seq from 1).
+    pub(crate) events: Vec<DelegationEvent>,
+    /// Who gets each new event (until the job is final).
+    pub(crate) listeners: Vec<EventListener>,
+    /// Fired by `cancel`.
+    pub(crate) cancel: CancellationToken,
+    /// `true` once the job is final.
+    pub(crate) final_tx: watch::Sender<bool>,
+    /// The provider's own.
+    pub(crate) own: X,
+}
+
+impl<X> Job<X> {
+    /// A job of `caller` with `result` and the provider's `own` part.
+    pub(crate) fn new(caller: &Caller, result: DelegationResult, own: X) -> Self {
+        Job {
+            caller: caller.session_id.clone(),
+            result,
+            events: Vec::new(),
+            listeners: Vec::new(),
+            cancel: CancellationToken::new(),
+            final_tx: watch::channel(false).0,
+            own,
+        }
+    }
+}
+
+/// The table (cheap to clone: clones share it).
+pub(crate) struct Table<X> {
+    prefix: &'static str,
+    home: PathBuf,
+    jobs: Arc<Mutex<HashMap<String, Job<X>>>>,
+}
+
+impl<X> Clone for Table<X> {
+    fn clone(&self) -> Self {
+        Table {
+            prefix: self.prefix,
+            home: self.home.clone(),
+            jobs: self.jobs.clone(),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Now as RFC 3339 UTC (seconds).
+pub(crate) fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = keel_protocol::civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A file-name-safe form of a session id.
+pub(crate) fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+impl<X: JobLog> Table<X> {
+    /// An empty table of jobs named `PREFIX-N`, their files under `home/delegations`.
+    pub(crate) fn new(prefix: &'static str, home: PathBuf) -> Self {
+        Table {
+            prefix,
+            home,
+            jobs: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The directory of `caller`'s jobs.
+    pub(crate) fn session_dir(&self, caller: &Caller) -> PathBuf {
+        self.home
+            .join("delegations")
+            .join(sanitize(&caller.session_id))
+    }
+
+    fn number(&self, id: &str) -> Option<u64> {
+        id.strip_prefix(self.prefix)?
+            .strip_prefix('-')?
+            .parse()
+            .ok()
+    }
+
+    /// The next free `PREFIX-N` of the caller's session (jobs of an earlier process of the
+    /// same session keep their directories, so numbering goes on after them).
+    pub(crate) fn next_id(&self, caller: &Caller) -> String {
+        let on_disk = std::fs::read_dir(self.session_dir(caller))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| self.number(e.file_name().to_str()?))
+            .max()
+            .unwrap_or(0);
+        let in_memory = lock(&self.jobs)
+            .keys()
+            .filter_map(|k| self.number(k))
+            .max()
+            .unwrap_or(0);
+        format!("{}-{}", self.prefix, on_disk.max(in_memory) + 1)
+    }
+
+    /// Add job `id`.
+    pub(crate) fn insert(&self, id: &str, job: Job<X>) {
+        lock(&self.jobs).insert(id.to_owned(), job);
+    }
+
+    /// A job of `caller`: in memory, or read back from its `job.json`.
+    pub(crate) fn lookup(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<DelegationResult, DelegationError> {
+        if let Some(job) = lock(&self.jobs).get(id) {
+            if job.caller != caller.session_id {
+                return Err(DelegationError::unknown_job(id));
+            }
+            return Ok(job.result.clone());
+        }
+        if id.contains('/') || id.contains("..") {
+            return Err(DelegationError::unknown_job(id));
+        }
+        let path = self.session_dir(caller).join(id).join("job.json");
+        let text = std::fs::read_to_string(&path).map_err(|_| DelegationError::unknown_job(id))?;
+        let mut r: DelegationResult = serde_json::from_str(&text).map_err(|e| {
+            DelegationError::new(
+                ErrorCode::Internal,
+                format!("{} is not a delegation record: {e}", path.display()),
+            )
+        })?;
+        if !r.job.status.is_final() {
+            // Recorded at its start by an earlier process of this session that ended before
+            // the delegation did; its delegate was stopped with it (its process group dies with
+            // the supervisor).
+            r.job.raw_status = Some(format!("{} (interrupted)", r.job.status.as_str()));
+            r.job.status = JobStatus::Unknown;
+            r.error_message = Some(
+                "from an earlier session: the supervisor process ended before this delegation \
+                 finished, and its delegate was stopped with it"
+                    .into(),
+            );
+        }
+        Ok(r)
+    }
+
+    /// The "final" signals of the caller's jobs `ids`; `unknown-job` for any other.
+    pub(crate) fn finals(
+        &self,
+        caller: &Caller,
+        ids: &[String],
+    ) -> Result<Vec<(String, watch::Receiver<bool>)>, DelegationError> {
+        let jobs = lock(&self.jobs);
+        ids.iter()
+            .map(|a| match jobs.get(a) {
+                Some(j) if j.caller == caller.session_id => Ok((a.clone(), j.final_tx.subscribe())),
+                _ => Err(DelegationError::unknown_job(a)),
+            })
+            .collect()
+    }
+
+    /// `f` on the caller's live job `id` (under the table's lock); `unknown-job` otherwise.
+    pub(crate) fn with_job<T>(
+        &self,
+        caller: &Caller,
+        id: &str,
+        f: impl FnOnce(&mut Job<X>) -> T,
+    ) -> Result<T, DelegationError> {
+        match lock(&self.jobs).get_mut(id) {
+            Some(j) if j.caller == caller.session_id => Ok(f(j)),
+            _ => Err(DelegationError::unknown_job(id)),
+        }
+    }
+
+    /// `f` on job `id`, whoever's it is (the run of the job itself); `None` when gone.
+    pub(crate) fn update<T>(&self, id: &str, f: impl FnOnce(&mut Job<X>) -> T) -> Option<T> {
+        lock(&self.jobs).get_mut(id).map(f)
+    }
+
+    /// Append an event to job `id` and hand it to its listeners.
+    pub(crate) fn push_event(
+        &self,
+        id: &str,
+        event_type: EventType,
+        message: String,
+        data: Option<serde_json::Value>,
+        lifecycle: Option<String>,
+    ) {
+        let Some((event, listeners)) = self.update(id, |j| {
+            let event = DelegationEvent {
+                job_id: id.to_owned(),
+                seq: Some(j.events.len() as u64 + 1),
+                at: now_rfc3339(),
+                event_type,
+                urgency: Urgency::Info,
+                message,
+                data,
+                lifecycle,
+            };
+            j.events.push(event.clone());
+            (event, j.listeners.clone())
+        }) else {
+            return;
+        };
+        for l in listeners {
+            l(event.clone());
+        }
+    }
+
+    /// A lifecycle event: job `id` is now `state`.
+    pub(crate) fn lifecycle(&self, id: &str, state: &str) {
+        self.push_event(
+            id,
+            EventType::Lifecycle,
+            format!("{id} {state}"),
+            None,
+            Some(state.into()),
+        );
+    }
+
+    /// Job `id` is now `status` (with its lifecycle event).
+    pub(crate) fn set_status(&self, id: &str, status: JobStatus) {
+        self.update(id, |j| j.result.job.status = status);
+        self.lifecycle(id, status.as_str());
+    }
+
+    /// Write job `id`'s current result to `dir/job.json` (best effort: memory stays the
+    /// truth while this process lives).
+    pub(crate) fn record(&self, id: &str, dir: &std::path::Path) {
+        let Some(record) = self.update(id, |j| j.result.clone()) else {
+            return;
+        };
+        if let Ok(text) = serde_json::to_string_pretty(&record) {
+            let _ = std::fs::write(dir.join("job.json"), text);
+        }
+    }
+
+    /// Job `id` is final: `f` completes its result (status, answer, artifacts…), which is
+    /// recorded; then the lifecycle event, and its waiters are released.
+    pub(crate) fn finish(&self, id: &str, dir: &std::path::Path, f: impl FnOnce(&mut Job<X>)) {
+        let Some(status) = self.update(id, |j| {
+            f(j);
+            j.result.job.finished_at = Some(now_rfc3339());
+            j.result.job.status
+        }) else {
+            return;
+        };
+        self.record(id, dir);
+        self.lifecycle(id, status.as_str());
+        self.update(id, |j| {
+            j.listeners.clear();
+            let _ = j.final_tx.send(true);
+        });
+    }
+
+    /// Wait for the jobs `after` (a job's `after` list); `Some((status, why))` when it must
+    /// not run: cancelled meanwhile, or one of them did not complete.
+    pub(crate) async fn wait_after(
+        &self,
+        after: Vec<(String, watch::Receiver<bool>)>,
+        cancel: &CancellationToken,
+    ) -> Option<(JobStatus, Option<String>)> {
+        for (id, mut rx) in after {
+            tokio::select! {
+                r = rx.wait_for(|f| *f) => { let _ = r; }
+                () = cancel.cancelled() => return Some((JobStatus::Cancelled, None)),
+            }
+            let status = self.update(&id, |j| j.result.job.status);
+            if status != Some(JobStatus::Completed) {
+                return Some((
+                    JobStatus::Skipped,
+                    Some(format!(
+                        "not run: job {id} it runs after ended {}",
+                        status.map_or("unknown", JobStatus::as_str)
+                    )),
+                ));
+            }
+        }
+        None
+    }
+
+    /// `status`: one job, or the caller's jobs in id order.
+    pub(crate) fn status(
+        &self,
+        caller: &Caller,
+        id: Option<&str>,
+    ) -> Result<Vec<DelegationJob>, DelegationError> {
+        if let Some(id) = id {
+            return Ok(vec![self.lookup(caller, id)?.job]);
+        }
+        let mut jobs: Vec<DelegationJob> = lock(&self.jobs)
+            .values()
+            .filter(|j| j.caller == caller.session_id)
+            .map(|j| j.result.job.clone())
+            .collect();
+        jobs.sort_by_key(|j| self.number(&j.id).unwrap_or(0));
+        Ok(jobs)
+    }
+
+    /// `wait`: until every job of `ids` is final, or `timeout`.
+    pub(crate) async fn wait(
+        &self,
+        caller: &Caller,
+        ids: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<DelegationJob>, DelegationError> {
+        let receivers = self.finals(caller, ids)?;
+        let all = async {
+            for (_, mut rx) in receivers {
+                let _ = rx.wait_for(|f| *f).await;
+            }
+        };
+        if tokio::time::timeout(timeout, all).await.is_err() {
+            return Err(DelegationError::new(
+                ErrorCode::Timeout,
+                format!("not final after {} s", timeout.as_secs()),
+            ));
+        }
+        ids.iter()
+            .map(|id| self.lookup(caller, id).map(|r| r.job))
+            .collect()
+    }
+
+    /// `result`: a final job's; `not-final` while it runs.
+    pub(crate) fn result(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<DelegationResult, DelegationError> {
+        let r = self.lookup(caller, id)?;
+        if !r.job.status.is_final() {
+            return Err(DelegationError::new(
+                ErrorCode::NotFinal,
+                format!("job {id} is {}", r.job.status.as_str()),
+            ));
+        }
+        Ok(r)
+    }
+
+    /// `logs`: a live job's from memory, an earlier one's from its `log.txt`.
+    pub(crate) fn logs(
+        &self,
+        caller: &Caller,
+        id: &str,
+        tail: Option<usize>,
+    ) -> Result<String, DelegationError> {
+        let live = match lock(&self.jobs).get(id) {
+            Some(j) if j.caller == caller.session_id => Some(j.own.tail(tail)),
+            Some(_) => return Err(DelegationError::unknown_job(id)),
+            None => None,
+        };
+        if let Some(lines) = live {
+            return Ok(lines);
+        }
+        let r = self.lookup(caller, id)?;
+        let path = r.artifacts.log_path.unwrap_or_default();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let n = tail.unwrap_or(TAIL_LINES).min(lines.len());
+        Ok(lines[lines.len() - n..].join("\n"))
+    }
+
+    /// `cancel`: fire the job's cancellation and wait until it is final.
+    pub(crate) async fn cancel(
+        &self,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<DelegationJob, DelegationError> {
+        let live = lock(&self.jobs).get(id).and_then(|j| {
+            (j.caller == caller.session_id).then(|| (j.cancel.clone(), j.final_tx.subscribe()))
+        });
+        if let Some((token, mut done)) = live {
+            token.cancel();
+            let _ = done.wait_for(|f| *f).await;
+        }
+        Ok(self.lookup(caller, id)?.job)
+    }
+
+    /// `events` after `from_seq`.
+    pub(crate) fn events(
+        &self,
+        caller: &Caller,
+        id: &str,
+        from_seq: Option<u64>,
+    ) -> Result<Vec<DelegationEvent>, DelegationError> {
+        self.with_job(caller, id, |j| {
+            j.events
+                .iter()
+                .filter(|e| e.seq.unwrap_or(0) > from_seq.unwrap_or(0))
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// `watch`: the events so far, then each new one until the job is final.
+    pub(crate) fn watch(
+        &self,
+        caller: &Caller,
+        id: &str,
+        listener: EventListener,
+    ) -> Result<(), DelegationError> {
+        let past = self.with_job(caller, id, |j| {
+            if !j.result.job.status.is_final() {
+                j.listeners.push(listener.clone());
+            }
+            j.events.clone()
+        })?;
+        for e in past {
+            listener(e);
+        }
+        Ok(())
+    }
+
+    /// Cancel every job (the provider is going, and its delegates with it).
+    pub(crate) fn cancel_all(&self) {
+        for j in lock(&self.jobs).values() {
+            j.cancel.cancel();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_has_the_shape() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(
+            t.starts_with("20") && t.ends_with('Z') && t.as_bytes()[10] == b'T',
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn session_ids_become_safe_directory_names() {
+        assert_eq!(sanitize("abc-1_2"), "abc-1_2");
+        assert_eq!(sanitize("../x y"), "___x_y");
+    }
+}
