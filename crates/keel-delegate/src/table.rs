@@ -474,6 +474,77 @@ impl<X: JobLog> Table<X> {
     }
 }
 
+/// A job's `log.txt` and its last lines in memory: past `max_bytes` lines are counted, not
+/// written (the in-memory tail still has them). The default writes nothing and keeps nothing.
+#[derive(Default)]
+pub(crate) struct BoundedLog {
+    file: Option<std::fs::File>,
+    bytes: u64,
+    dropped: u64,
+    tail: std::collections::VecDeque<String>,
+    max_bytes: u64,
+    tail_lines: usize,
+}
+
+impl BoundedLog {
+    /// A log written to `path` (nothing is written when it cannot be created) up to
+    /// `max_bytes`, keeping the last `tail_lines` lines.
+    pub(crate) fn create(path: &std::path::Path, max_bytes: u64, tail_lines: usize) -> Self {
+        BoundedLog {
+            file: std::fs::File::create(path).ok(),
+            bytes: 0,
+            dropped: 0,
+            tail: std::collections::VecDeque::new(),
+            max_bytes,
+            tail_lines,
+        }
+    }
+
+    /// Add `line`.
+    pub(crate) fn push(&mut self, line: String) {
+        use std::io::Write as _;
+        let bytes = line.len() as u64 + 1;
+        if self.bytes + bytes <= self.max_bytes {
+            if let Some(f) = self.file.as_mut() {
+                let _ = writeln!(f, "{line}");
+            }
+            self.bytes += bytes;
+        } else {
+            self.dropped += 1;
+        }
+        if self.tail.len() == self.tail_lines {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(line);
+    }
+
+    /// Write what is buffered to the file.
+    pub(crate) fn flush(&mut self) {
+        use std::io::Write as _;
+        if let Some(f) = self.file.as_mut() {
+            let _ = f.flush();
+        }
+    }
+
+    /// The last `n` lines (all kept when `None`), and a note when the file reached its cap.
+    pub(crate) fn tail(&self, n: Option<usize>) -> String {
+        let n = n.unwrap_or(self.tail.len()).min(self.tail.len());
+        let mut out: Vec<String> = self
+            .tail
+            .iter()
+            .skip(self.tail.len() - n)
+            .cloned()
+            .collect();
+        if self.dropped > 0 {
+            out.push(format!(
+                "({} later lines are not in the log file: it reached its cap)",
+                self.dropped
+            ));
+        }
+        out.join("\n")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,12 +14,12 @@
 //! bounded whatever the agent sends.
 
 use super::permission::kind_name;
+use crate::table::BoundedLog;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Plan, PlanEntryStatus, SessionUpdate, ToolCallContent,
     ToolCallStatus, ToolKind,
 };
 use std::collections::{HashMap, VecDeque};
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
@@ -41,10 +41,7 @@ pub(super) struct Report {
 
 #[derive(Default)]
 struct State {
-    log: Option<std::fs::File>,
-    log_bytes: u64,
-    log_dropped: u64,
-    tail: VecDeque<String>,
+    log: BoundedLog,
     answer: String,
     answer_truncated: bool,
     /// The next text starts a new message (a tool call came between).
@@ -59,8 +56,6 @@ struct State {
 /// See the module docs.
 pub(super) struct Transcript {
     state: Mutex<State>,
-    max_log: u64,
-    tail_lines: usize,
 }
 
 fn cut(text: &str, chars: usize) -> String {
@@ -91,11 +86,9 @@ impl Transcript {
     pub(super) fn new(log_path: PathBuf, max_log: u64, tail_lines: usize) -> Self {
         Transcript {
             state: Mutex::new(State {
-                log: std::fs::File::create(&log_path).ok(),
+                log: BoundedLog::create(&log_path, max_log, tail_lines),
                 ..State::default()
             }),
-            max_log,
-            tail_lines,
         }
     }
 
@@ -204,9 +197,7 @@ impl Transcript {
     pub(super) fn flush(&self) {
         let mut s = self.state();
         self.close(&mut s);
-        if let Some(f) = s.log.as_mut() {
-            let _ = f.flush();
-        }
+        s.log.flush();
     }
 
     /// The answer (the agent's last message) and whether it was cut.
@@ -221,16 +212,7 @@ impl Transcript {
 
     /// The last `n` log lines (all kept when `None`).
     pub(super) fn tail(&self, n: Option<usize>) -> String {
-        let s = self.state();
-        let n = n.unwrap_or(s.tail.len()).min(s.tail.len());
-        let mut out: Vec<String> = s.tail.iter().skip(s.tail.len() - n).cloned().collect();
-        if s.log_dropped > 0 {
-            out.push(format!(
-                "({} later lines are not in the log file: it reached its cap)",
-                s.log_dropped
-            ));
-        }
-        out.join("\n")
+        self.state().log.tail(n)
     }
 
     /// The message being streamed is over: log it, and let the next text start a new one.
@@ -243,19 +225,7 @@ impl Transcript {
     }
 
     fn log(&self, s: &mut State, line: String) {
-        let bytes = line.len() as u64 + 1;
-        if s.log_bytes + bytes <= self.max_log {
-            if let Some(f) = s.log.as_mut() {
-                let _ = writeln!(f, "{line}");
-            }
-            s.log_bytes += bytes;
-        } else {
-            s.log_dropped += 1;
-        }
-        if s.tail.len() == self.tail_lines {
-            s.tail.pop_front();
-        }
-        s.tail.push_back(line);
+        s.log.push(line);
     }
 }
 

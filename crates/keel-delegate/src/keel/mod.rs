@@ -421,15 +421,14 @@ impl Run {
             }
         };
         if let Some(w) = isolated {
-            match w.collect(&self.subprocess, &self.dir).await {
-                Ok(found) => ending.artifacts = Some(found),
-                Err(e) => {
-                    if ending.error.is_none() {
-                        ending.error = Some(format!("the delegate's changes were lost: {e}"));
-                        ending.status = JobStatus::Failed;
-                    }
-                }
-            }
+            ending.artifacts = w
+                .bring_back(
+                    &self.subprocess,
+                    &self.dir,
+                    &mut ending.status,
+                    &mut ending.error,
+                )
+                .await;
         }
         ending
     }

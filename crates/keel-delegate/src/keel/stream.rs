@@ -5,9 +5,9 @@
 //! acknowledge a steer.
 
 use crate::lines::{LineBuffer, Piece};
+use crate::table::BoundedLog;
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
-use std::io::Write;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
@@ -31,18 +31,13 @@ struct Record {
     answer_truncated: bool,
     turn_end: Option<String>,
     calls: HashMap<String, String>,
-    tail: VecDeque<String>,
-    log: Option<std::fs::File>,
-    log_bytes: u64,
-    log_dropped: u64,
+    log: BoundedLog,
     acks: Vec<(String, oneshot::Sender<()>)>,
 }
 
 /// The reader of one delegate's stdout.
 pub(super) struct Stream {
     state: Mutex<State>,
-    max_log: u64,
-    tail_lines: usize,
 }
 
 fn cut(text: &str, chars: usize) -> String {
@@ -73,7 +68,7 @@ impl Stream {
     /// A reader logging to `log_path` (created on the first line) up to `max_log` bytes and
     /// keeping the last `tail_lines` log lines in memory.
     pub(super) fn new(log_path: PathBuf, max_log: u64, tail_lines: usize) -> Self {
-        let log = std::fs::File::create(&log_path).ok();
+        let log = BoundedLog::create(&log_path, max_log, tail_lines);
         Stream {
             state: Mutex::new(State {
                 lines: LineBuffer::new(MAX_LINE),
@@ -82,8 +77,6 @@ impl Stream {
                     ..Record::default()
                 },
             }),
-            max_log,
-            tail_lines,
         }
     }
 
@@ -103,9 +96,7 @@ impl Stream {
         let mut guard = self.state();
         let State { lines, rec } = &mut *guard;
         lines.finish(|piece| self.piece(rec, piece));
-        if let Some(f) = rec.log.as_mut() {
-            let _ = f.flush();
-        }
+        rec.log.flush();
     }
 
     fn piece(&self, s: &mut Record, piece: Piece<'_>) {
@@ -209,41 +200,12 @@ impl Stream {
     }
 
     fn log(&self, s: &mut Record, line: String) {
-        let bytes = line.len() as u64 + 1;
-        if s.log_bytes + bytes <= self.max_log {
-            if let Some(f) = s.log.as_mut() {
-                let _ = writeln!(f, "{line}");
-            }
-            s.log_bytes += bytes;
-        } else {
-            s.log_dropped += 1;
-        }
-        if s.tail.len() == self.tail_lines {
-            s.tail.pop_front();
-        }
-        s.tail.push_back(line);
+        s.log.push(line);
     }
 
     /// The last `n` log lines (all kept when `None`).
     pub(super) fn tail(&self, n: Option<usize>) -> String {
-        let guard = self.state();
-        let s = &guard.rec;
-        let n = n.unwrap_or(s.tail.len()).min(s.tail.len());
-        let mut out: Vec<&str> = s
-            .tail
-            .iter()
-            .skip(s.tail.len() - n)
-            .map(String::as_str)
-            .collect();
-        let note;
-        if s.log_dropped > 0 {
-            note = format!(
-                "({} later lines are not in the log file: it reached its cap)",
-                s.log_dropped
-            );
-            out.push(&note);
-        }
-        out.join("\n")
+        self.state().rec.log.tail(n)
     }
 
     /// The delegate's session id (from its header).

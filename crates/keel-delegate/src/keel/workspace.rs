@@ -2,6 +2,7 @@
 //! and the patch it leaves, and the pinned change a review reads. Every git command goes
 //! through the subprocess service.
 
+use crate::seam::JobStatus;
 use keel_tools::subprocess::{CommandSpec, SubprocessService};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -95,6 +96,27 @@ impl Isolated {
             tree,
             base,
         })
+    }
+
+    /// [`Isolated::collect`] at the end of a run whose outcome so far is `status` and `error`:
+    /// changes that cannot be brought back fail a run that had not failed already.
+    pub(crate) async fn bring_back(
+        self,
+        sp: &SubprocessService,
+        job_dir: &Path,
+        status: &mut JobStatus,
+        error: &mut Option<String>,
+    ) -> Option<(Option<String>, Vec<String>)> {
+        match self.collect(sp, job_dir).await {
+            Ok(found) => Some(found),
+            Err(e) => {
+                if error.is_none() {
+                    *error = Some(format!("the delegate's changes were lost: {e}"));
+                    *status = JobStatus::Failed;
+                }
+                None
+            }
+        }
     }
 
     /// The delegate's changes as `job_dir/changes.patch` (none when it changed nothing) and
