@@ -208,7 +208,7 @@ impl Compactor {
         let sent = lock(&self.memory.sent).get(&agent.session_id()).copied();
         let base = meter::base_tokens(
             &agent.system_prompt(),
-            &agent.pipeline().registry().offered_schemas(),
+            &agent.pipeline().offered_schemas(),
         );
         self.indexed(agent, |session, index| {
             let Some(pos) = index.last_with_usage() else {
@@ -248,7 +248,7 @@ impl Compactor {
     async fn measure(&self, agent: &Agent, run: &Run<'_>, cal: Calibration) -> u64 {
         let base = meter::base_tokens(
             &agent.system_prompt(),
-            &agent.pipeline().registry().offered_schemas(),
+            &agent.pipeline().offered_schemas(),
         );
         let pending: u64 = run.pending.iter().map(meter::message_tokens).sum();
         let history = if agent.hooks().context.is_empty() {

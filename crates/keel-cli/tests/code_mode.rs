@@ -1,0 +1,278 @@
+//! End-to-end Code Mode: `keel run --tools-mode code` (the real binary) against the loopback
+//! mock model. One `run_code` reads several files and greps them in one tool call, through the
+//! real pipeline; the sub-calls are logged in order and never reach the model; a direct call in
+//! `code` mode is refused with a hint; a failing program is a result, and the turn goes on;
+//! `native` mode sends what keel sent before Code Mode existed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use support::*;
+
+const READ_AND_GREP: &str = r#"
+responses:
+  - tool_calls:
+      - id: call_code
+        name: run_code
+        arguments:
+          description: "find the notes that mention the needle"
+          code: |
+            const files = ['notes/a.txt', 'notes/b.txt', 'notes/c.txt'];
+            const texts = await Promise.all(files.map((path) => tools.read({ path })));
+            const hits = await tools.grep({ pattern: 'needle', path: 'notes', output_mode: 'files_with_matches' });
+            console.log('read', texts.length, 'files');
+            return {
+              lines: texts.map((t) => t.split('\n').filter(Boolean).length),
+              hits: hits.split('\n').filter(Boolean).map((p) => p.split('/').pop()).sort(),
+            };
+  - match: { last_tool_result_contains: "hits" }
+    text: "a.txt and c.txt mention the needle."
+"#;
+
+fn write_notes(env: &Env) {
+    env.write("notes/a.txt", "one\nthe needle is here\n");
+    env.write("notes/b.txt", "nothing to see\n");
+    env.write("notes/c.txt", "x\ny\nneedle again\n");
+}
+
+fn dispatches(events: &[Value]) -> Vec<(String, String, String)> {
+    events
+        .iter()
+        .filter(|e| ty(e).starts_with("tool/code-dispatch"))
+        .map(|e| {
+            (
+                ty(e).to_owned(),
+                e["data"]["subCallId"].as_str().unwrap().to_owned(),
+                e["data"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn one_run_code_reads_and_greps_several_files_in_one_tool_call() {
+    let env = Env::new();
+    write_notes(&env);
+    let mock = Mock::start(READ_AND_GREP);
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--tools-mode", "code", "run", "which notes mention the needle?"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout, "a.txt and c.txt mention the needle.\n");
+
+    // Two model requests: the program and the answer.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, vec!["run_code"], "code mode offers run_code alone");
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("declare const tools: {"), "{system}");
+    assert!(system.contains("  read(args: {"), "{system}");
+    assert!(!system.contains("  run_code(args"), "{system}");
+
+    // One tool call; its result is the program's, computed from real files.
+    let events = load_consistent(&env.only_session());
+    assert_eq!(
+        tool_calls(&events),
+        vec![("call_code".to_owned(), "run_code".to_owned())]
+    );
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1);
+    assert!(!results[0].2, "{results:?}");
+    let body: Value = serde_json::from_str(&results[0].1).unwrap();
+    assert_eq!(
+        body,
+        json!({"logs": ["read 3 files"], "result": {"lines": [2, 1, 3], "hits": ["a.txt", "c.txt"]}})
+    );
+
+    // The sub-calls are logged in order, between the call and its result: each start before its
+    // settle, the three parallel reads before the grep that awaited them.
+    let d = dispatches(&events);
+    assert_eq!(d.len(), 8, "{d:?}");
+    let starts: Vec<&str> = d
+        .iter()
+        .filter(|x| x.0 == "tool/code-dispatch-start")
+        .map(|x| x.1.as_str())
+        .collect();
+    assert_eq!(
+        starts,
+        vec![
+            "call_code:code:1",
+            "call_code:code:2",
+            "call_code:code:3",
+            "call_code:code:4"
+        ]
+    );
+    for (_, id, _) in &d {
+        let at = |t: &str| {
+            d.iter()
+                .position(|x| x.0 == t && &x.1 == id)
+                .unwrap_or_else(|| panic!("no {t} for {id}"))
+        };
+        assert!(at("tool/code-dispatch-start") < at("tool/code-dispatch"));
+    }
+    let grep_start = d
+        .iter()
+        .position(|x| x.0 == "tool/code-dispatch-start" && x.2 == "grep")
+        .unwrap();
+    assert_eq!(
+        d[..grep_start]
+            .iter()
+            .filter(|x| x.0 == "tool/code-dispatch")
+            .count(),
+        3
+    );
+    let seq_of = |pred: &dyn Fn(&Value) -> bool| {
+        events
+            .iter()
+            .position(|e| pred(e))
+            .unwrap_or_else(|| panic!("missing event"))
+    };
+    let call_at = seq_of(&|e| ty(e) == "tool/call");
+    let result_at = seq_of(&|e| ty(e) == "tool/result");
+    let first_dispatch = seq_of(&|e| ty(e) == "tool/code-dispatch-start");
+    let last_dispatch = events
+        .iter()
+        .rposition(|e| ty(e) == "tool/code-dispatch")
+        .unwrap();
+    assert!(call_at < first_dispatch && last_dispatch < result_at);
+    let settled = events
+        .iter()
+        .find(|e| ty(e) == "tool/code-dispatch" && e["data"]["name"] == "read")
+        .unwrap();
+    assert_eq!(settled["data"]["rootCallId"], "call_code");
+    assert_eq!(settled["data"]["parentCallId"], "call_code");
+    assert_eq!(settled["data"]["isError"], false);
+    assert!(settled["ignorable"].as_bool().unwrap_or(false), "{settled}");
+    let started = events
+        .iter()
+        .find(|e| ty(e) == "tool/code-dispatch-start" && e["data"]["name"] == "grep")
+        .unwrap();
+    assert_eq!(started["data"]["arguments"]["pattern"], "needle");
+
+    // Nothing of the sub-calls reaches the model.
+    let second = serde_json::to_string(&requests[1]["messages"]).unwrap();
+    assert!(!second.contains("code-dispatch"), "{second}");
+    assert!(!second.contains("call_code:code:"), "{second}");
+    assert!(second.contains("read 3 files"), "{second}");
+}
+
+#[test]
+fn code_mode_refuses_direct_calls_with_a_hint_and_a_failing_program_is_a_result() {
+    let env = Env::new();
+    write_notes(&env);
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - { id: call_direct, name: read, arguments: { path: notes/a.txt } }
+  - match: { last_tool_result_contains: "call it from inside run_code" }
+    tool_calls:
+      - id: call_bad
+        name: run_code
+        arguments:
+          code: |
+            const a = await tools.read({ path: 'notes/a.txt' });
+            const b = await tools.read({ path: '../outside.txt' });
+            return b;
+  - match: { last_tool_result_contains: "CODE_RUN_FAILED" }
+    tool_calls:
+      - id: call_args
+        name: run_code
+        arguments:
+          code: |
+            try { await tools.read({ offset: 'x' }); } catch (e) { return [e.toolName, e.code]; }
+  - match: { last_tool_result_contains: "INVALID_ARGS" }
+    text: "Handled."
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--tools-mode", "code", "run", "go"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout, "Handled.\n");
+    let events = load_consistent(&env.only_session());
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(results[0].2);
+    assert!(
+        results[0].1.starts_with("UNKNOWN_TOOL: 'read' cannot be called directly"),
+        "{results:?}"
+    );
+    assert!(results[1].2);
+    assert!(results[1].1.starts_with("CODE_RUN_FAILED: Error: "), "{results:?}");
+    assert!(results[1].1.contains("at line 2"), "{results:?}");
+    assert!(results[1].1.contains("tools.read (DENIED)"), "{results:?}");
+    assert!(!results[2].2, "{results:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&results[2].1).unwrap()["result"],
+        json!(["read", "INVALID_ARGS"])
+    );
+}
+
+#[test]
+fn both_mode_offers_run_code_beside_the_tools_and_dsh_tools_mode_is_honoured() {
+    let env = Env::new();
+    write_notes(&env);
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - { id: call_direct, name: read, arguments: { path: notes/a.txt } }
+  - match: { last_tool_result_contains: "needle" }
+    text: "Read it."
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .env("DSH_TOOLS_MODE", "both")
+        .args(["run", "go"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let requests = mock.requests();
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"read") && offered.contains(&"run_code"), "{offered:?}");
+    let events = load_consistent(&env.only_session());
+    assert!(!tool_results(&events)[0].2);
+}
+
+#[test]
+fn native_mode_sends_the_same_bytes_as_keel_without_code_mode() {
+    let script = r#"
+responses:
+  - tool_calls:
+      - { id: call_read, name: read, arguments: { path: notes/a.txt } }
+  - match: { last_tool_result_contains: "needle" }
+    text: "Read it."
+"#;
+    let env = Env::new();
+    write_notes(&env);
+    let mut bodies = Vec::new();
+    for args in [
+        vec!["run", "go"],
+        vec!["--tools-mode", "native", "run", "go"],
+        // The plugin's row off: keel as it was before Code Mode.
+        vec!["-c", "plugins=[{id = \"code_mode\", enabled = false}]", "run", "go"],
+    ] {
+        let mock = Mock::start_tapped(script);
+        let out = run(env.keel(&mock.base_url()).args(&args));
+        assert_eq!(out.code, Some(0), "{args:?} stderr:\n{}", out.stderr);
+        bodies.push(mock.raw_requests());
+    }
+    assert_eq!(bodies[0].len(), 2);
+    assert!(bodies[0] == bodies[1], "--tools-mode native changed the requests");
+    assert!(bodies[0] == bodies[2], "the default differs from keel without Code Mode");
+    let first = String::from_utf8(bodies[0][0].clone()).unwrap();
+    assert!(!first.contains("run_code"), "{first}");
+}
