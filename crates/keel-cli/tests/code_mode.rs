@@ -276,3 +276,119 @@ responses:
     let first = String::from_utf8(bodies[0][0].clone()).unwrap();
     assert!(!first.contains("run_code"), "{first}");
 }
+
+/// The reason Code Mode exists, on a scripted task (read 20 files, report the ones containing a
+/// word): the requests each mode needs and the bytes of input they carry. The figures are
+/// printed (docs/code-mode.md quotes them); the test holds the request counts.
+#[test]
+fn twenty_files_take_fewer_requests_and_less_input_in_code_mode() {
+    let env = Env::new();
+    for i in 0..20 {
+        let word = if i % 7 == 3 { "lantern" } else { "pebble" };
+        env.write(
+            &format!("docs/f{i:02}.txt"),
+            &format!("file {i}\n{}\nthe word is {word}\n", "filler text. ".repeat(40)),
+        );
+    }
+    let reads: String = (0..20)
+        .map(|i| format!("      - {{ id: r{i:02}, name: read, arguments: {{ path: docs/f{i:02}.txt }} }}\n"))
+        .collect();
+    let native = format!(
+        "responses:\n  - tool_calls:\n      - {{ id: g1, name: glob, arguments: {{ pattern: \"docs/*.txt\" }} }}\n  - tool_calls:\n{reads}  - text: \"f03, f10 and f17 contain lantern.\"\n"
+    );
+    let code = r#"
+responses:
+  - tool_calls:
+      - id: c1
+        name: run_code
+        arguments:
+          code: |
+            const list = (await tools.glob({ pattern: 'docs/*.txt' })).split('\n').filter(Boolean);
+            const texts = await Promise.all(list.map((path) => tools.read({ path })));
+            return list.filter((p, i) => texts[i].includes('lantern')).map((p) => p.split('/').pop());
+  - match: { last_tool_result_contains: "f17" }
+    text: "f03, f10 and f17 contain lantern."
+"#;
+    let mut figures = Vec::new();
+    for (mode, script) in [("native", native.as_str()), ("code", code)] {
+        let mock = Mock::start_tapped(script);
+        let out = run(env
+            .keel(&mock.base_url())
+            .args(["--tools-mode", mode, "run", "which files contain lantern?"]));
+        assert_eq!(out.code, Some(0), "{mode} stderr:\n{}", out.stderr);
+        assert_eq!(out.stdout, "f03, f10 and f17 contain lantern.\n", "{mode}");
+        let bodies = mock.raw_requests();
+        let bytes: usize = bodies.iter().map(Vec::len).sum();
+        figures.push((mode, bodies.len(), bytes));
+    }
+    println!("mode     requests  input bytes (all requests)");
+    for (mode, n, bytes) in &figures {
+        println!("{mode:<8} {n:>8}  {bytes:>11}");
+    }
+    assert_eq!(figures[0].1, 3, "native: glob, then the reads, then the answer");
+    assert_eq!(figures[1].1, 2, "code: the program, then the answer");
+    assert!(figures[1].2 < figures[0].2, "{figures:?}");
+}
+
+/// SIGKILL of keel while a program's `bash` sub-call runs, then `keel resume`: crash repair
+/// answers `run_code` `TOOL_OUTCOME_UNKNOWN` and names the sub-calls that had started (the
+/// finished `read`, the `bash` whose outcome is unknown); nothing runs again.
+#[test]
+fn sigkill_mid_program_then_resume_reports_the_started_sub_calls_and_reruns_none() {
+    let env = Env::new();
+    write_notes(&env);
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - id: call_code
+        name: run_code
+        arguments:
+          code: |
+            await tools.read({ path: 'notes/a.txt' });
+            await tools.bash({ command: 'echo $$ >> runs.txt; sleep 300', description: 'wait' });
+  - text: "not reached"
+"#,
+    );
+    let keel = spawn(env.keel(&mock.base_url()).args([
+        "--tools-mode",
+        "code",
+        "--approval",
+        "auto",
+        "run",
+        "go",
+    ]));
+    let runs = env.wait_for_file("runs.txt");
+    keel.signal(libc::SIGKILL);
+    let out = keel.wait();
+    assert_eq!(out.code, None, "killed by a signal");
+    let pgid: i32 = runs.trim().parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while group_alive(pgid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let survived = group_alive(pgid);
+    kill_group(pgid);
+    assert!(!survived, "the sub-call's command outlived keel");
+
+    let path = env.only_session();
+    let resumed = Mock::start("responses:\n  - text: \"Resumed.\"\n");
+    let out = run(env
+        .keel(&resumed.base_url())
+        .args(["--tools-mode", "code", "resume", &session_id(&path), "next"]));
+    assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
+    assert_eq!(env.read("runs.txt"), runs, "the command must not run again");
+    let events = load_consistent(&path);
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1);
+    let (id, text, is_error) = &results[0];
+    assert_eq!(id, "call_code");
+    assert!(*is_error && text.starts_with("TOOL_OUTCOME_UNKNOWN"), "{text}");
+    assert!(
+        text.contains(
+            "had started: read (call_code:code:1, finished), bash (call_code:code:2, outcome \
+             unknown). None will be run again."
+        ),
+        "{text}"
+    );
+}
