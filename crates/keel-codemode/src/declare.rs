@@ -212,10 +212,15 @@ fn comment_text(text: &str) -> String {
     format!("{}…", &safe[..cut])
 }
 
-/// The first sentence of a tool's description (the whole text when it has no full stop).
+/// The first sentence of a tool's description (the whole text when it has no full stop); a
+/// full stop after `e.g` or `i.e` ends no sentence.
 fn first_sentence(text: &str) -> String {
     let text = text.trim();
-    match text.find(". ") {
+    let end = text.match_indices(". ").map(|(at, _)| at).find(|&at| {
+        let before = &text[..at];
+        !(before.ends_with("e.g") || before.ends_with("i.e"))
+    });
+    match end {
         Some(end) => text[..=end].to_owned(),
         None => text.to_owned(),
     }
@@ -252,9 +257,9 @@ mod tests {
             "free": {"type": "object"},
             "odd-key": {}
         }});
-        let got = declaration(&[schema("x", "Does x. More detail.", params)], &[]);
+        let got = declaration(&[schema("x", "Does x, e.g. y. More detail.", params)], &[]);
         let want = r#"declare const tools: {
-  /** Does x. */
+  /** Does x, e.g. y. */
   x(args: {
     all?: boolean;
     either?: string | number[];
