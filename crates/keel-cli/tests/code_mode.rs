@@ -56,9 +56,12 @@ fn one_run_code_reads_and_greps_several_files_in_one_tool_call() {
     let env = Env::new();
     write_notes(&env);
     let mock = Mock::start(READ_AND_GREP);
-    let out = run(env
-        .keel(&mock.base_url())
-        .args(["--tools-mode", "code", "run", "which notes mention the needle?"]));
+    let out = run(env.keel(&mock.base_url()).args([
+        "--tools-mode",
+        "code",
+        "run",
+        "which notes mention the needle?",
+    ]));
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
     assert_eq!(out.stdout, "a.txt and c.txt mention the needle.\n");
 
@@ -203,11 +206,16 @@ responses:
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(results[0].2);
     assert!(
-        results[0].1.starts_with("UNKNOWN_TOOL: 'read' cannot be called directly"),
+        results[0]
+            .1
+            .starts_with("UNKNOWN_TOOL: 'read' cannot be called directly"),
         "{results:?}"
     );
     assert!(results[1].2);
-    assert!(results[1].1.starts_with("CODE_RUN_FAILED: Error: "), "{results:?}");
+    assert!(
+        results[1].1.starts_with("CODE_RUN_FAILED: Error: "),
+        "{results:?}"
+    );
     assert!(results[1].1.contains("at line 2"), "{results:?}");
     assert!(results[1].1.contains("tools.read (DENIED)"), "{results:?}");
     assert!(!results[2].2, "{results:?}");
@@ -242,7 +250,10 @@ responses:
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert!(offered.contains(&"read") && offered.contains(&"run_code"), "{offered:?}");
+    assert!(
+        offered.contains(&"read") && offered.contains(&"run_code"),
+        "{offered:?}"
+    );
     let events = load_consistent(&env.only_session());
     assert!(!tool_results(&events)[0].2);
 }
@@ -263,7 +274,12 @@ responses:
         vec!["run", "go"],
         vec!["--tools-mode", "native", "run", "go"],
         // The plugin's row off: keel as it was before Code Mode.
-        vec!["-c", "plugins=[{id = \"code_mode\", enabled = false}]", "run", "go"],
+        vec![
+            "-c",
+            "plugins=[{id = \"code_mode\", enabled = false}]",
+            "run",
+            "go",
+        ],
     ] {
         let mock = Mock::start_tapped(script);
         let out = run(env.keel(&mock.base_url()).args(&args));
@@ -271,8 +287,14 @@ responses:
         bodies.push(mock.raw_requests());
     }
     assert_eq!(bodies[0].len(), 2);
-    assert!(bodies[0] == bodies[1], "--tools-mode native changed the requests");
-    assert!(bodies[0] == bodies[2], "the default differs from keel without Code Mode");
+    assert!(
+        bodies[0] == bodies[1],
+        "--tools-mode native changed the requests"
+    );
+    assert!(
+        bodies[0] == bodies[2],
+        "the default differs from keel without Code Mode"
+    );
     let first = String::from_utf8(bodies[0][0].clone()).unwrap();
     assert!(!first.contains("run_code"), "{first}");
 }
@@ -287,11 +309,18 @@ fn twenty_files_take_fewer_requests_and_less_input_in_code_mode() {
         let word = if i % 7 == 3 { "lantern" } else { "pebble" };
         env.write(
             &format!("docs/f{i:02}.txt"),
-            &format!("file {i}\n{}\nthe word is {word}\n", "filler text. ".repeat(40)),
+            &format!(
+                "file {i}\n{}\nthe word is {word}\n",
+                "filler text. ".repeat(40)
+            ),
         );
     }
     let reads: String = (0..20)
-        .map(|i| format!("      - {{ id: r{i:02}, name: read, arguments: {{ path: docs/f{i:02}.txt }} }}\n"))
+        .map(|i| {
+            format!(
+                "      - {{ id: r{i:02}, name: read, arguments: {{ path: docs/f{i:02}.txt }} }}\n"
+            )
+        })
         .collect();
     let native = format!(
         "responses:\n  - tool_calls:\n      - {{ id: g1, name: glob, arguments: {{ pattern: \"docs/*.txt\" }} }}\n  - tool_calls:\n{reads}  - text: \"f03, f10 and f17 contain lantern.\"\n"
@@ -312,9 +341,12 @@ responses:
     let mut figures = Vec::new();
     for (mode, script) in [("native", native.as_str()), ("code", code)] {
         let mock = Mock::start_tapped(script);
-        let out = run(env
-            .keel(&mock.base_url())
-            .args(["--tools-mode", mode, "run", "which files contain lantern?"]));
+        let out = run(env.keel(&mock.base_url()).args([
+            "--tools-mode",
+            mode,
+            "run",
+            "which files contain lantern?",
+        ]));
         assert_eq!(out.code, Some(0), "{mode} stderr:\n{}", out.stderr);
         assert_eq!(out.stdout, "f03, f10 and f17 contain lantern.\n", "{mode}");
         let bodies = mock.raw_requests();
@@ -325,7 +357,10 @@ responses:
     for (mode, n, bytes) in &figures {
         println!("{mode:<8} {n:>8}  {bytes:>11}");
     }
-    assert_eq!(figures[0].1, 3, "native: glob, then the reads, then the answer");
+    assert_eq!(
+        figures[0].1, 3,
+        "native: glob, then the reads, then the answer"
+    );
     assert_eq!(figures[1].1, 2, "code: the program, then the answer");
     assert!(figures[1].2 < figures[0].2, "{figures:?}");
 }
@@ -373,9 +408,13 @@ responses:
 
     let path = env.only_session();
     let resumed = Mock::start("responses:\n  - text: \"Resumed.\"\n");
-    let out = run(env
-        .keel(&resumed.base_url())
-        .args(["--tools-mode", "code", "resume", &session_id(&path), "next"]));
+    let out = run(env.keel(&resumed.base_url()).args([
+        "--tools-mode",
+        "code",
+        "resume",
+        &session_id(&path),
+        "next",
+    ]));
     assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
     assert_eq!(env.read("runs.txt"), runs, "the command must not run again");
     let events = load_consistent(&path);
@@ -383,7 +422,10 @@ responses:
     assert_eq!(results.len(), 1);
     let (id, text, is_error) = &results[0];
     assert_eq!(id, "call_code");
-    assert!(*is_error && text.starts_with("TOOL_OUTCOME_UNKNOWN"), "{text}");
+    assert!(
+        *is_error && text.starts_with("TOOL_OUTCOME_UNKNOWN"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "had started: read (call_code:code:1, finished), bash (call_code:code:2, outcome \
@@ -391,4 +433,89 @@ responses:
         ),
         "{text}"
     );
+}
+
+/// An approval a sub-call needs is asked like any other; headless nobody can answer, so the
+/// program sees the call rejected (`DENIED`, with the flag to use) and nothing ran.
+#[test]
+fn a_sub_call_needing_approval_is_refused_headless_and_the_program_sees_it() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - id: call_code
+        name: run_code
+        arguments:
+          code: |
+            try {
+              await tools.bash({ command: 'touch made.txt' });
+              return 'ran';
+            } catch (e) {
+              return [e.toolName, e.code, e.message];
+            }
+  - match: { last_tool_result_contains: "DENIED" }
+    text: "Refused."
+"#,
+    );
+    let out = run(env.keel(&mock.base_url()).args([
+        "--tools-mode",
+        "code",
+        "--sandbox",
+        "read-only",
+        "run",
+        "go",
+    ]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert!(!env.ws.join("made.txt").exists(), "the command ran");
+    let events = load_consistent(&env.only_session());
+    let results = tool_results(&events);
+    let body: Value = serde_json::from_str(&results[0].1).unwrap();
+    assert_eq!(body["result"][0], "bash");
+    assert_eq!(body["result"][1], "DENIED");
+    let message = body["result"][2].as_str().unwrap();
+    assert!(message.contains("--approval auto"), "{message}");
+    let asked = of_type(&events, "approval/asked");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["data"]["callId"], "call_code:code:1");
+}
+
+/// With `--provenance`, each sub-call's formation is recorded nested in the `run_code`
+/// dispatch: `keel trace` of a sub-call's result reaches the enclosing call and the assistant
+/// message that proposed the program.
+#[test]
+fn keel_trace_follows_a_sub_call_into_its_run_code() {
+    let env = Env::new();
+    write_notes(&env);
+    let mock = Mock::start(READ_AND_GREP);
+    let out = run(env.keel(&mock.base_url()).args([
+        "--tools-mode",
+        "code",
+        "--provenance",
+        "run",
+        "which notes mention the needle?",
+    ]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let id = session_id(&env.only_session());
+    let mut cmd = env.keel("http://127.0.0.1:9");
+    let out = run(cmd.args([
+        "trace",
+        "result:call_code:code:4",
+        "--session",
+        &id,
+        "--format",
+        "json",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    println!("{}", out.stdout);
+    assert!(out.stdout.contains("nested_in"), "{}", out.stdout);
+    let answer: Value = serde_json::from_str(&out.stdout).unwrap();
+    let stages: Vec<&str> = answer["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["stage"].as_str())
+        .collect();
+    assert_eq!(stages.first(), Some(&"tool/result"));
+    assert_eq!(stages.last(), Some(&"assistant/message"));
 }

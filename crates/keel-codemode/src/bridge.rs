@@ -9,8 +9,8 @@
 //! events tools emit, background jobs and hand-offs go to the enclosing call's host, so a
 //! sub-call is asked about, flushed and guarded exactly like a direct one.
 
-use crate::engine::{Bridge, SubCall, SubResult};
 use crate::RUN_CODE;
+use crate::engine::{Bridge, SubCall, SubResult};
 use async_trait::async_trait;
 use keel_agent::Agent;
 use keel_protocol::{ContentBlock, EventBody, ToolCallBlock};

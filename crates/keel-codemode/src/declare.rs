@@ -108,9 +108,11 @@ fn named(t: &str, obj: &Map<String, Value>, depth: usize, indent: usize) -> Stri
 fn object(obj: &Map<String, Value>, depth: usize, indent: usize) -> String {
     let props = obj.get("properties").and_then(Value::as_object);
     let extra = match obj.get("additionalProperties") {
-        Some(Value::Object(schema)) => {
-            Some(type_of(&Value::Object(schema.clone()), depth + 1, indent + 1))
-        }
+        Some(Value::Object(schema)) => Some(type_of(
+            &Value::Object(schema.clone()),
+            depth + 1,
+            indent + 1,
+        )),
         Some(Value::Bool(true)) => Some("unknown".to_owned()),
         _ => None,
     };
@@ -286,7 +288,11 @@ mod tests {
     fn tools_are_sorted_skipped_and_the_text_is_stable() {
         let a = schema("b_tool", "B.", json!({"type": "object", "properties": {}}));
         let b = schema("a_tool", "A.", json!({"type": "object", "properties": {}}));
-        let c = schema("run_code", "R.", json!({"type": "object", "properties": {}}));
+        let c = schema(
+            "run_code",
+            "R.",
+            json!({"type": "object", "properties": {}}),
+        );
         let one = declaration(&[a.clone(), b.clone(), c.clone()], &["run_code"]);
         let two = declaration(&[c, b, a], &["run_code"]);
         assert_eq!(one, two);

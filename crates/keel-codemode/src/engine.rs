@@ -400,8 +400,7 @@ impl Job {
                 false
             }
         })));
-        let context = Context::custom::<Intrinsics>(&rt)
-        .map_err(engine)?;
+        let context = Context::custom::<Intrinsics>(&rt).map_err(engine)?;
         let state = Rc::new(RefCell::new(RunState::default()));
         let outcome = context.with(|ctx| self.drive(&ctx, deadline, &stop, &state));
         let mut state = state.take();
@@ -481,7 +480,11 @@ impl Job {
 
         // A cancelled run is cancelled whatever the program did after (a sub-call rejected by
         // the cancellation may reach it before the abort does).
-        let aborted = || self.abort.load(Ordering::Relaxed).then_some(Stop::Cancelled);
+        let aborted = || {
+            self.abort
+                .load(Ordering::Relaxed)
+                .then_some(Stop::Cancelled)
+        };
         let failure = |kind_hint: Option<FailureKind>| -> Failed {
             if let Some(stop) = stop.get().or_else(aborted) {
                 return stopped(stop, &self.limits);
@@ -532,9 +535,7 @@ impl Job {
             }
             match promise.result::<Value>() {
                 Some(Ok(v)) => {
-                    return render
-                        .call::<_, String>((v,))
-                        .map_err(|_| failure(None));
+                    return render.call::<_, String>((v,)).map_err(|_| failure(None));
                 }
                 Some(Err(_)) => return Err(failure(None)),
                 None => {}
@@ -560,7 +561,8 @@ impl Job {
                 }
             };
             outstanding = outstanding.saturating_sub(1);
-            let settled: rquickjs::Result<()> = settle.call((n, result.ok, result.text, result.code));
+            let settled: rquickjs::Result<()> =
+                settle.call((n, result.ok, result.text, result.code));
             if settled.is_err() {
                 return Err(failure(None));
             }
@@ -572,8 +574,7 @@ impl Job {
 /// the memory of an idle engine (for benchmarks and the docs). `None` if the engine cannot start.
 pub fn idle_heap_bytes() -> Option<i64> {
     let rt = Runtime::new().ok()?;
-    let context = Context::custom::<Intrinsics>(&rt)
-    .ok()?;
+    let context = Context::custom::<Intrinsics>(&rt).ok()?;
     context.with(|ctx| {
         let prelude: Function = ctx.eval(include_str!("prelude.js")).ok()?;
         let noop = Function::new(ctx.clone(), |_: u32, _: String, _: String| String::new()).ok()?;
@@ -649,7 +650,10 @@ mod tests {
 
     #[test]
     fn lines_are_read_from_the_first_program_frame() {
-        assert_eq!(line_of("    at f (run_code:4:7)\n    at <anonymous> (run_code:9)"), Some(3));
+        assert_eq!(
+            line_of("    at f (run_code:4:7)\n    at <anonymous> (run_code:9)"),
+            Some(3)
+        );
         assert_eq!(line_of("    at <eval>:3"), None);
         assert_eq!(line_of("run_code:1:1"), None);
     }

@@ -15,10 +15,12 @@
 //! `tools` declaration; `code` also hides every other tool from the model (`tools/expose`), so
 //! a direct call of one is answered `UNKNOWN_TOOL` with a hint to call it from `run_code`.
 
-use crate::declare::declaration;
-use crate::engine::{DEFAULT_MAX_PARALLEL, DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIME_LIMIT_SEC, Limits};
-use crate::tool::RunCodeTool;
 use crate::RUN_CODE;
+use crate::declare::declaration;
+use crate::engine::{
+    DEFAULT_MAX_PARALLEL, DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIME_LIMIT_SEC, Limits,
+};
+use crate::tool::RunCodeTool;
 use keel_agent::AgentSlot;
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::prompt::PromptSection;
@@ -85,7 +87,10 @@ pub struct CodeModeSettings {
 impl CodeModeSettings {
     /// The engine limits these settings give (defaults for what is unset; at least 1 of each).
     pub fn limits(&self) -> Limits {
-        let mib = self.memory_limit_mib.unwrap_or(DEFAULT_MEMORY_LIMIT_MIB).max(1);
+        let mib = self
+            .memory_limit_mib
+            .unwrap_or(DEFAULT_MEMORY_LIMIT_MIB)
+            .max(1);
         Limits {
             memory_bytes: usize::try_from(mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX),
             time: Duration::from_secs(self.time_limit_sec.unwrap_or(DEFAULT_TIME_LIMIT_SEC).max(1)),

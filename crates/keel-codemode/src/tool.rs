@@ -3,9 +3,9 @@
 //! fails (throws, does not parse, passes a limit) is a `CODE_RUN_FAILED` result with the
 //! message and the line; the turn goes on.
 
+use crate::RUN_CODE;
 use crate::bridge::PipelineBridge;
 use crate::engine::{self, Completed, Failed, FailureKind, Limits};
-use crate::RUN_CODE;
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
@@ -115,7 +115,8 @@ impl Tool for RunCodeTool {
 
 /// `{"logs":[…],"result":…}` (plus `logsDropped` when lines were left out).
 pub fn render_completed(done: &Completed) -> ToolOutput {
-    let result: Value = serde_json::from_str(&done.result).unwrap_or(Value::String(done.result.clone()));
+    let result: Value =
+        serde_json::from_str(&done.result).unwrap_or(Value::String(done.result.clone()));
     let mut body = serde_json::Map::new();
     body.insert("logs".into(), json!(done.logs));
     if done.logs_dropped > 0 {

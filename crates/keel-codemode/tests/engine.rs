@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use async_trait::async_trait;
-use keel_codemode::engine::{self, Bridge, Completed, Failed, FailureKind, Limits, SubCall, SubResult};
+use keel_codemode::engine::{
+    self, Bridge, Completed, Failed, FailureKind, Limits, SubCall, SubResult,
+};
 use keel_tools::ExecMode;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -48,7 +50,11 @@ impl Bridge for Tools {
         }
         self.now.fetch_sub(1, Ordering::SeqCst);
         if cancelled {
-            return SubResult { ok: false, text: "cancelled".into(), code: Some("ABORTED".into()) };
+            return SubResult {
+                ok: false,
+                text: "cancelled".into(),
+                code: Some("ABORTED".into()),
+            };
         }
         match call.name.as_str() {
             "fail" => SubResult {
@@ -56,13 +62,20 @@ impl Bridge for Tools {
                 text: "no such file: x.txt".into(),
                 code: Some("TOOL_FAILED".into()),
             },
-            _ => SubResult { ok: true, text: call.arguments.clone(), code: None },
+            _ => SubResult {
+                ok: true,
+                text: call.arguments.clone(),
+                code: None,
+            },
         }
     }
 }
 
 fn names() -> Vec<String> {
-    ["echo", "excl", "fail", "slow"].iter().map(|s| s.to_string()).collect()
+    ["echo", "excl", "fail", "slow"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }
 
 async fn run_with(code: &str, limits: Limits) -> (Result<Completed, Failed>, Tools) {
@@ -119,12 +132,18 @@ async fn tool_calls_resolve_to_their_text_and_failures_reject_with_code_and_tool
     assert_eq!(f.kind, FailureKind::Thrown);
     assert_eq!(f.message, "Error: no such file: x.txt");
     assert_eq!(f.line, Some(2));
-    assert_eq!((f.tool_name.as_deref(), f.code.as_deref()), (Some("fail"), Some("TOOL_FAILED")));
+    assert_eq!(
+        (f.tool_name.as_deref(), f.code.as_deref()),
+        (Some("fail"), Some("TOOL_FAILED"))
+    );
 }
 
 #[tokio::test]
 async fn parallel_calls_overlap_up_to_the_bound_and_exclusive_ones_run_alone() {
-    let limits = Limits { max_parallel: 3, ..Limits::default() };
+    let limits = Limits {
+        max_parallel: 3,
+        ..Limits::default()
+    };
     let (out, tools) = run_with(
         "const ps = [];
          for (let i = 0; i < 8; i++) ps.push(tools.slow({ms: 30, i}));
@@ -137,7 +156,13 @@ async fn parallel_calls_overlap_up_to_the_bound_and_exclusive_ones_run_alone() {
     assert_eq!(out.unwrap().result, "11");
     assert_eq!(tools.peak.load(Ordering::SeqCst), 3);
     assert_eq!(tools.excl_overlapped.load(Ordering::SeqCst), 0);
-    let order: Vec<String> = tools.calls.lock().unwrap().iter().map(|c| c.name.clone()).collect();
+    let order: Vec<String> = tools
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
     assert_eq!(order[8], "excl", "{order:?}");
 }
 
@@ -162,14 +187,21 @@ async fn a_thrown_error_names_its_line_and_keeps_the_logs() {
 
 #[tokio::test]
 async fn an_infinite_loop_stops_at_the_time_limit() {
-    let limits = Limits { time: Duration::from_millis(300), ..Limits::default() };
+    let limits = Limits {
+        time: Duration::from_millis(300),
+        ..Limits::default()
+    };
     let started = std::time::Instant::now();
     let (out, _) = run_with("while (true) {}", limits.clone()).await;
     let f = out.unwrap_err();
     assert_eq!(f.kind, FailureKind::TimeLimit, "{f:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
     // A loop that catches everything cannot keep running either.
-    let (out, _) = run_with("for (;;) { try { while (true) {} } catch (e) {} }", limits.clone()).await;
+    let (out, _) = run_with(
+        "for (;;) { try { while (true) {} } catch (e) {} }",
+        limits.clone(),
+    )
+    .await;
     assert_eq!(out.unwrap_err().kind, FailureKind::TimeLimit);
     // Waiting on a slow tool is bounded by the same limit.
     let (out, _) = run_with("await tools.slow({ms: 60000});", limits).await;
@@ -178,7 +210,10 @@ async fn an_infinite_loop_stops_at_the_time_limit() {
 
 #[tokio::test]
 async fn an_allocation_bomb_stops_at_the_memory_limit() {
-    let limits = Limits { memory_bytes: 16 * 1024 * 1024, ..Limits::default() };
+    let limits = Limits {
+        memory_bytes: 16 * 1024 * 1024,
+        ..Limits::default()
+    };
     let (out, _) = run_with(
         "const a = []; while (true) a.push('x'.repeat(1 << 20) + a.length);",
         limits.clone(),
@@ -186,7 +221,11 @@ async fn an_allocation_bomb_stops_at_the_memory_limit() {
     .await;
     let f = out.unwrap_err();
     assert_eq!(f.kind, FailureKind::MemoryLimit, "{f:?}");
-    let (out, _) = run_with("const a = []; while (true) a.push(new Array(100000).fill(1));", limits).await;
+    let (out, _) = run_with(
+        "const a = []; while (true) a.push(new Array(100000).fill(1));",
+        limits,
+    )
+    .await;
     assert_eq!(out.unwrap_err().kind, FailureKind::MemoryLimit);
 }
 
@@ -222,16 +261,39 @@ async fn there_is_no_ambient_authority() {
     .await
     .unwrap();
     let r = result(&done);
-    for name in ["require", "fetch", "process", "Deno", "std", "os", "setTimeout"] {
+    for name in [
+        "require",
+        "fetch",
+        "process",
+        "Deno",
+        "std",
+        "os",
+        "setTimeout",
+    ] {
         assert_eq!(r[name], "ReferenceError", "{name}: {r}");
     }
     assert_ne!(r["dynamicImport"], "loaded", "{r}");
     // Lower-case globals: the language's own functions, and the two the prelude installs.
     assert_eq!(
         r["globals"],
-        json!(["console", "decodeURI", "decodeURIComponent", "encodeURI", "encodeURIComponent",
-               "escape", "eval", "globalThis", "isFinite", "isNaN", "parseFloat", "parseInt",
-               "queueMicrotask", "tools", "undefined", "unescape"])
+        json!([
+            "console",
+            "decodeURI",
+            "decodeURIComponent",
+            "encodeURI",
+            "encodeURIComponent",
+            "escape",
+            "eval",
+            "globalThis",
+            "isFinite",
+            "isNaN",
+            "parseFloat",
+            "parseInt",
+            "queueMicrotask",
+            "tools",
+            "undefined",
+            "unescape"
+        ])
     );
 }
 
@@ -247,7 +309,12 @@ async fn tools_and_console_cannot_be_replaced_and_undeclared_tools_do_not_exist(
     .unwrap();
     assert_eq!(
         result(&done),
-        json!(["function", "object", "TypeError", ["echo", "excl", "fail", "slow"]])
+        json!([
+            "function",
+            "object",
+            "TypeError",
+            ["echo", "excl", "fail", "slow"]
+        ])
     );
 }
 
@@ -276,7 +343,11 @@ async fn cancellation_stops_a_running_program_and_its_calls() {
     .await
     .unwrap_err();
     assert_eq!(f.kind, FailureKind::Cancelled);
-    assert_eq!(tools.now.load(Ordering::SeqCst), 0, "the sub-call settled before the run ended");
+    assert_eq!(
+        tools.now.load(Ordering::SeqCst),
+        0,
+        "the sub-call settled before the run ended"
+    );
 
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
@@ -284,15 +355,24 @@ async fn cancellation_stops_a_running_program_and_its_calls() {
         tokio::time::sleep(Duration::from_millis(150)).await;
         trigger.cancel();
     });
-    let f = engine::run("while (true) {}", &names(), &Limits::default(), &tools, &cancel)
-        .await
-        .unwrap_err();
+    let f = engine::run(
+        "while (true) {}",
+        &names(),
+        &Limits::default(),
+        &tools,
+        &cancel,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(f.kind, FailureKind::Cancelled, "{f:?}");
 }
 
 #[tokio::test]
 async fn logs_are_bounded() {
-    let limits = Limits { max_log_lines: 3, ..Limits::default() };
+    let limits = Limits {
+        max_log_lines: 3,
+        ..Limits::default()
+    };
     let (out, _) = run_with("for (let i = 0; i < 10; i++) console.log(i);", limits).await;
     let done = out.unwrap();
     assert_eq!(done.logs, vec!["0", "1", "2"]);

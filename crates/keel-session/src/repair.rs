@@ -180,9 +180,7 @@ impl Session {
                 };
                 let mut text = repair_text(code, &call.name);
                 if let Some(started) = call.started {
-                    let after = self
-                        .whole_event_iter()
-                        .skip_while(|e| e.seq < started);
+                    let after = self.whole_event_iter().skip_while(|e| e.seq < started);
                     let subs = sub_calls(after, &call.id);
                     if !subs.is_empty() {
                         text.push_str(&sub_call_text(&subs));
@@ -251,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_programs_started_sub_calls_are_listed_with_their_state() {
-        let other = |seq: usize, ty: &str, data: serde_json::Value| {
+        let other = |seq: u64, ty: &str, data: serde_json::Value| {
             SessionEvent::new(
                 Seq(seq),
                 0,
@@ -261,9 +259,7 @@ mod tests {
                 })),
             )
         };
-        let ids = |sub: &str, name: &str, parent: &str| {
-            serde_json::json!({"rootCallId": parent, "parentCallId": parent, "subCallId": sub, "name": name})
-        };
+        let ids = |sub: &str, name: &str, parent: &str| serde_json::json!({"rootCallId": parent, "parentCallId": parent, "subCallId": sub, "name": name});
         let events = [
             other(1, CODE_DISPATCH_START, ids("c:code:1", "read", "c")),
             other(2, CODE_DISPATCH_START, ids("c:code:2", "bash", "c")),

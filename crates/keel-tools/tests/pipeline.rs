@@ -529,17 +529,22 @@ async fn an_expose_hook_hides_tools_from_requests_and_direct_calls_but_not_neste
     );
 
     let token = p
-        .run_batch(&[call("c3", "glob", json!({"pattern": "*.txt"}))], &host, CancellationToken::new())
+        .run_batch(
+            &[call("c3", "glob", json!({"pattern": "*.txt"}))],
+            &host,
+            CancellationToken::new(),
+        )
         .await;
     assert!(!token[0].is_error, "{token:?}");
-    assert!(grab.0.lock().unwrap().is_some());
+    let parent = *grab.0.lock().unwrap();
+    assert!(parent.is_some());
     let nested = p
         .run_batch_with(
             &[call("c4", "read", json!({"path": "a.txt"}))],
             &host,
             BatchOptions {
                 cancel: CancellationToken::new(),
-                parent: *grab.0.lock().unwrap(),
+                parent,
             },
         )
         .await;
