@@ -507,8 +507,7 @@ fn keel_trace_follows_a_sub_call_into_its_run_code() {
         "json",
     ]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    println!("{}", out.stdout);
-    assert!(out.stdout.contains("nested_in"), "{}", out.stdout);
+    assert!(out.stdout.contains("\"nested_in\""), "{}", out.stdout);
     let answer: Value = serde_json::from_str(&out.stdout).unwrap();
     let stages: Vec<&str> = answer["nodes"]
         .as_array()
@@ -518,4 +517,19 @@ fn keel_trace_follows_a_sub_call_into_its_run_code() {
         .collect();
     assert_eq!(stages.first(), Some(&"tool/result"));
     assert_eq!(stages.last(), Some(&"assistant/message"));
+    // Two dispatches on the way: the sub-call's, nested in run_code's.
+    assert_eq!(
+        stages
+            .iter()
+            .filter(|s| **s == "tools/execute:enter")
+            .count(),
+        2,
+        "{stages:?}"
+    );
+
+    // The journal with the sub-calls in it verifies offline.
+    let mut cmd = env.keel("http://127.0.0.1:9");
+    let out = run(cmd.args(["provenance", "verify", &id]));
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.starts_with("valid: "), "{}", out.stdout);
 }
