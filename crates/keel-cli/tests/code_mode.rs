@@ -3,7 +3,7 @@
 //! real pipeline; the sub-calls are logged in order and never reach the model; a direct call in
 //! `code` mode is refused with a hint; a failing program is a result, and the turn goes on;
 //! `native` mode sends what keel sent before Code Mode existed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod support;
 
@@ -135,7 +135,7 @@ fn one_run_code_reads_and_greps_several_files_in_one_tool_call() {
     let seq_of = |pred: &dyn Fn(&Value) -> bool| {
         events
             .iter()
-            .position(|e| pred(e))
+            .position(pred)
             .unwrap_or_else(|| panic!("missing event"))
     };
     let call_at = seq_of(&|e| ty(e) == "tool/call");

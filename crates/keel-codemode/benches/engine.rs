@@ -2,7 +2,7 @@
 //! evaluation of a trivial program) and the bridge's cost per sub-call (a no-op tool, so what
 //! is measured is the engine ↔ driver round trip and the promise plumbing, not a tool's own
 //! pipeline cost). `cargo bench -p keel-codemode --bench engine`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -38,29 +38,23 @@ fn bench(c: &mut Criterion) {
         .collect();
     let limits = Limits::default();
     let cancel = CancellationToken::new();
-    let mut run = |code: &'static str| {
-        let (names, limits, cancel) = (names.clone(), limits.clone(), cancel.clone());
-        move || {
-            rt.block_on(async {
-                engine::run(code, &names, &limits, &Noop, &cancel)
-                    .await
-                    .unwrap()
-            })
-        }
+    let run = |code: &str| {
+        rt.block_on(engine::run(code, &names, &limits, &Noop, &cancel))
+            .unwrap()
     };
     c.bench_function("run: engine start + context + trivial program", |b| {
-        b.iter(run("return 1;"))
+        b.iter(|| run("return 1;"))
     });
     c.bench_function("run: 100 sequential no-op sub-calls", |b| {
-        b.iter(run(
-            "for (let i = 0; i < 100; i++) await tools.noop({i}); return 1;",
-        ))
+        b.iter(|| run("for (let i = 0; i < 100; i++) await tools.noop({i}); return 1;"))
     });
     c.bench_function("run: 100 parallel no-op sub-calls", |b| {
-        b.iter(run(
-            "const ps = []; for (let i = 0; i < 100; i++) ps.push(tools.noop({i})); \
-             await Promise.all(ps); return 1;",
-        ))
+        b.iter(|| {
+            run(
+                "const ps = []; for (let i = 0; i < 100; i++) ps.push(tools.noop({i})); \
+                 await Promise.all(ps); return 1;",
+            )
+        })
     });
     println!(
         "idle engine: JavaScript heap after start = {} bytes",
