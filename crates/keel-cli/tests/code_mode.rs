@@ -79,6 +79,9 @@ fn one_run_code_reads_and_greps_several_files_in_one_tool_call() {
     assert!(system.contains("declare const tools: {"), "{system}");
     assert!(system.contains("  read(args: {"), "{system}");
     assert!(!system.contains("  run_code(args"), "{system}");
+    // The declaration, and everything but the history, is byte-stable across requests.
+    assert_eq!(requests[1]["messages"][0], requests[0]["messages"][0]);
+    assert_eq!(requests[1]["tools"], requests[0]["tools"]);
 
     // One tool call; its result is the program's, computed from real files.
     let events = load_consistent(&env.only_session());
@@ -532,4 +535,44 @@ fn keel_trace_follows_a_sub_call_into_its_run_code() {
     let out = run(cmd.args(["provenance", "verify", &id]));
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.starts_with("valid: "), "{}", out.stdout);
+}
+
+/// Explicit control's guard applies to a program's sub-calls as to direct calls: a program
+/// cannot launder a write the guard would refuse.
+#[test]
+fn explicit_controls_guard_refuses_a_programs_unauthorized_write() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - id: call_code
+        name: run_code
+        arguments:
+          code: |
+            try {
+              await tools.write({ path: 'out.txt', content: 'x' });
+              return 'written';
+            } catch (e) {
+              return [e.toolName, e.code];
+            }
+  - match: { last_tool_result_contains: "DENIED" }
+    text: "Refused, as expected."
+"#,
+    );
+    let out = run(env.keel(&mock.base_url()).args([
+        "--tools-mode",
+        "code",
+        "--control",
+        "contract",
+        "--approval",
+        "auto",
+        "run",
+        "write out.txt",
+    ]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert!(!env.ws.join("out.txt").exists(), "the write ran");
+    let events = load_consistent(&env.only_session());
+    let body: Value = serde_json::from_str(&tool_results(&events)[0].1).unwrap();
+    assert_eq!(body["result"], json!(["write", "DENIED"]));
 }
