@@ -291,7 +291,16 @@ pub async fn run(
                 (n, mode, bridge.call(call, token).await)
             }));
         }
+        // Cancellation first: a sub-call that ended because of it must not reach the program
+        // as an ordinary rejection before the engine hears of the abort.
         tokio::select! {
+            biased;
+            () = cancel.cancelled(), if !cancelled => {
+                cancelled = true;
+                abort.store(true, Ordering::Relaxed);
+                sub_cancel.cancel();
+                let _ = to_engine.send(ToEngine::Abort);
+            }
             msg = from_engine.recv() => match msg {
                 Some(FromEngine::Call(call)) => {
                     let mode = bridge.mode(&call.name);
@@ -309,12 +318,6 @@ pub async fn run(
                 }
                 // The engine may have finished already; then nobody needs the result.
                 let _ = to_engine.send(ToEngine::Settled(n, result));
-            }
-            () = cancel.cancelled(), if !cancelled => {
-                cancelled = true;
-                abort.store(true, Ordering::Relaxed);
-                sub_cancel.cancel();
-                let _ = to_engine.send(ToEngine::Abort);
             }
         }
     };
