@@ -576,3 +576,67 @@ responses:
     let body: Value = serde_json::from_str(&tool_results(&events)[0].1).unwrap();
     assert_eq!(body["result"], json!(["write", "DENIED"]));
 }
+
+/// Ctrl-C (SIGINT) while a program waits on a `bash` sub-call: the program is stopped, the
+/// sub-call's process group is killed, `run_code` is answered `ABORTED` after its sub-call
+/// settled (both recorded), and the turn ends aborted.
+#[test]
+fn sigint_mid_program_stops_the_program_and_its_sub_call() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - id: call_code
+        name: run_code
+        arguments:
+          code: |
+            await tools.bash({ command: 'echo $$ > pid.txt; sleep 300; echo done > finished.txt' });
+            return 'not reached';
+  - text: "not reached"
+"#,
+    );
+    let keel = spawn(env.keel(&mock.base_url()).args([
+        "--tools-mode",
+        "code",
+        "--approval",
+        "auto",
+        "run",
+        "run the slow thing",
+    ]));
+    let pgid: i32 = env.wait_for_file("pid.txt").trim().parse().unwrap();
+    keel.signal(libc::SIGINT);
+    let out = keel.wait();
+    assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while group_alive(pgid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let survived = group_alive(pgid);
+    kill_group(pgid);
+    assert!(!survived, "the sub-call's command outlived the cancel");
+    assert!(!env.ws.join("finished.txt").exists());
+
+    let events = load_consistent(&env.only_session());
+    assert_eq!(
+        turn_end_reasons(&events),
+        vec![json!({"kind": "aborted", "reason": "cancelled by the user"})]
+    );
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].2 && results[0].1.starts_with("ABORTED"),
+        "{results:?}"
+    );
+    let d = dispatches(&events);
+    assert_eq!(
+        d.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+        vec!["tool/code-dispatch-start", "tool/code-dispatch"]
+    );
+    let settled = events
+        .iter()
+        .find(|e| ty(e) == "tool/code-dispatch")
+        .unwrap();
+    assert_eq!(settled["data"]["isError"], true);
+    assert_eq!(mock.requests().len(), 1);
+}
