@@ -485,7 +485,8 @@ responses:
 
 /// With `--provenance`, each sub-call's formation is recorded nested in the `run_code`
 /// dispatch: `keel trace` of a sub-call's result reaches the enclosing call and the assistant
-/// message that proposed the program.
+/// message that proposed the program, and the trace of `run_code`'s result reaches every
+/// sub-call.
 #[test]
 fn keel_trace_follows_a_sub_call_into_its_run_code() {
     let env = Env::new();
@@ -529,6 +530,33 @@ fn keel_trace_follows_a_sub_call_into_its_run_code() {
         2,
         "{stages:?}"
     );
+
+    // And the other way: the trace of run_code's own result reaches every sub-call.
+    let mut cmd = env.keel("http://127.0.0.1:9");
+    let out = run(cmd.args([
+        "trace",
+        "result:call_code",
+        "--session",
+        &id,
+        "--format",
+        "json",
+        "--max-depth",
+        "64",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("\"incorporates_nested\""),
+        "{}",
+        out.stdout
+    );
+    let answer: Value = serde_json::from_str(&out.stdout).unwrap();
+    let enters = answer["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["stage"] == "tools/execute:enter")
+        .count();
+    assert_eq!(enters, 5, "run_code's dispatch and its four sub-calls'");
 
     // The journal with the sub-calls in it verifies offline.
     let mut cmd = env.keel("http://127.0.0.1:9");
