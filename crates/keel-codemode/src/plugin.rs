@@ -14,6 +14,7 @@
 //! `code` and `both` register `run_code` and a `code-mode` prompt section with the generated
 //! `tools` declaration; `code` also hides every other tool from the model (`tools/expose`), so
 //! a direct call of one is answered `UNKNOWN_TOOL` with a hint to call it from `run_code`.
+//! Subagents work in native mode (they do not inherit `run_code`).
 
 use crate::RUN_CODE;
 use crate::declare::declaration;
@@ -215,6 +216,11 @@ impl Plugin for CodeModePlugin {
             let hooks = std::mem::take(&mut ctx.agent_hooks.tools);
             ctx.agent_hooks.tools = hooks.expose(Arc::new(CodeOnly));
         }
+        // A subagent gets neither the prompt section nor the hook (they are this agent's), so
+        // it does not inherit `run_code` either: children work in native mode.
+        ctx.agent_hooks.subagent_build.push(Arc::new(|_, setup| {
+            setup.withheld.push(RUN_CODE.to_owned())
+        }));
         Ok(())
     }
 }

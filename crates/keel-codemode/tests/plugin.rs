@@ -24,6 +24,7 @@ fn native_installs_nothing() {
         assert!(ctx.tools.is_empty());
         assert!(ctx.on_agent.is_empty());
         assert!(ctx.agent_hooks.prompt_sections.is_empty());
+        assert!(ctx.agent_hooks.subagent_build.is_empty());
         assert_eq!(ctx.agent_hooks.tools.hidden("read"), None);
     }
 }
@@ -41,6 +42,17 @@ fn code_hides_the_other_tools_and_both_does_not() {
     let hint = ctx.agent_hooks.tools.hidden("read").unwrap();
     assert!(hint.contains("call it from inside run_code"), "{hint}");
     assert_eq!(ctx.agent_hooks.tools.hidden(RUN_CODE), None);
+    // Children do not inherit run_code.
+    assert_eq!(ctx.agent_hooks.subagent_build.len(), 1);
+    let build = keel_agent::seams::ChildBuild {
+        parent: "p".into(),
+        child: "c".into(),
+        call_id: "call_1".into(),
+        depth: 1,
+    };
+    let mut setup = keel_agent::seams::ChildSetup::default();
+    (ctx.agent_hooks.subagent_build[0])(&build, &mut setup);
+    assert_eq!(setup.withheld, vec![RUN_CODE]);
 
     let ctx = install(json!({"tools_mode": "both"})).unwrap();
     assert_eq!(ctx.tools.len(), 1);
