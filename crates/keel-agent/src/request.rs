@@ -63,7 +63,7 @@ impl Agent {
     pub fn fixed_prompt_tokens(&self) -> u64 {
         crate::compaction::meter::base_tokens(
             &self.system_prompt(),
-            &self.inner.pipeline.registry().offered_schemas(),
+            &self.inner.pipeline.offered_schemas(),
         )
         .saturating_mul(4)
             / 3
@@ -180,7 +180,7 @@ impl Agent {
                 .await
         };
         let system = self.system_prompt();
-        let tools = self.inner.pipeline.registry().offered_schemas();
+        let tools = self.inner.pipeline.offered_schemas();
 
         let projected = self.project(turn, step, Some(turn_start)).await;
         let messages = projected.messages();

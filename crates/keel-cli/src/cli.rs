@@ -98,6 +98,11 @@ pub struct Common {
     /// docs/delegation.md.
     #[arg(long, global = true, value_name = "PROVIDER", num_args = 0..=1, require_equals = true, default_missing_value = "keel", value_parser = ["keel", "acp", "consult", "inprocess"])]
     pub delegate: Option<String>,
+    /// How the model reaches its tools: native (one call per tool, the default), code (only
+    /// run_code: the model writes a JavaScript program over its tools) or both. Sets the
+    /// `tools_mode` key; also DSH_TOOLS_MODE. See docs/code-mode.md.
+    #[arg(long, global = true, value_name = "MODE", env = "DSH_TOOLS_MODE", value_parser = ["native", "code", "both"])]
+    pub tools_mode: Option<String>,
     /// The card `keel chat --card` names (set by that command, not a flag of its own).
     #[arg(skip)]
     pub card: Option<String>,

@@ -24,6 +24,7 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_memory::RoleplayPlugin),
         Box::new(keel_delegate::DelegatePlugin::default()),
         Box::new(keel_mcp::McpPlugin),
+        Box::new(keel_codemode::CodeModePlugin),
     ]
 }
 

@@ -141,6 +141,11 @@ pub struct Config {
     /// MCP servers by name (Codex's keys; docs/mcp.md). The project's `.mcp.json` adds more.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, keel_mcp::config::TomlServer>,
+    /// How the model reaches its tools: `native` (default), `code` (only `run_code`) or `both`
+    /// (`--tools-mode`, `DSH_TOOLS_MODE`; docs/code-mode.md).
+    pub tools_mode: Option<keel_codemode::ToolsMode>,
+    /// `[code_mode]`: the limits of one `run_code` program.
+    pub code_mode: Option<keel_codemode::CodeModeSettings>,
 }
 
 /// `[sandbox]`: how far tools may reach (docs/config.md, docs/sandbox.md).

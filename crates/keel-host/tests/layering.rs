@@ -23,7 +23,7 @@ fn layer(name: &str) -> Option<Layer> {
         "keel-protocol" | "keel-jcs" | "keel-session" | "keel-llm" | "keel-tools"
         | "keel-agent" => Core,
         "keel-provenance" | "keel-jobs" | "keel-command-hooks" | "keel-continuity"
-        | "keel-memory" | "keel-delegate" | "keel-mcp" => Plugin,
+        | "keel-memory" | "keel-delegate" | "keel-mcp" | "keel-codemode" => Plugin,
         // The viewer reads session logs and provenance journals (a plugin's files) for people;
         // it is no plugin and installs nothing, so it sits beside the host, below the front ends.
         "keel-host" | "keel-viewer" => Host,

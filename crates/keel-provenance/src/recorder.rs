@@ -43,6 +43,9 @@ use keel_jcs::{JcsError, Payload};
 #[derive(Debug, Clone, Default)]
 struct CallState {
     last: Option<Id>,
+    /// Calls dispatched inside this call's dispatch (a `run_code` program's sub-calls), in
+    /// the order they were dispatched.
+    nested: Vec<Id>,
     denied: bool,
     executed: bool,
     exec_failed: bool,
@@ -68,10 +71,14 @@ pub struct Recorder {
     tokens: HashMap<String, Id>,
     /// Execution token → its `tools/execute:enter` outcome (parents of nested dispatch).
     token_outcome: HashMap<String, Id>,
+    /// `tools/execute:enter` outcome → its call (to find the call a nested dispatch is in).
+    dispatch_call: HashMap<Id, Id>,
     messages: HashMap<String, Id>,
 }
 
 const CALL_SOURCE: &str = "call:";
+/// The role of a nested dispatch's binding to the dispatch it runs in.
+const NESTED_IN: &str = "nested_in";
 
 /// The fields of a compiled receipt that call bookkeeping reads.
 #[derive(Debug, Clone, Copy)]
@@ -97,6 +104,7 @@ impl Recorder {
             outcome_call: HashMap::default(),
             tokens: HashMap::default(),
             token_outcome: HashMap::default(),
+            dispatch_call: HashMap::default(),
             messages: HashMap::default(),
         }
     }
@@ -317,6 +325,17 @@ impl Recorder {
             self.tokens.insert(r.native_id.to_owned(), call_id.clone());
             if let Some(p) = primary {
                 self.token_outcome.insert(r.native_id.to_owned(), p.clone());
+                self.dispatch_call.insert(p.clone(), call_id.clone());
+            }
+            let parent = r.bindings.iter().find_map(|b| match &b.origin {
+                Origin::Outcome {
+                    outcome,
+                    run_id: None,
+                } if b.relation_role == NESTED_IN => self.dispatch_call.get(&**outcome).cloned(),
+                _ => None,
+            });
+            if let Some(parent) = parent.and_then(|p| self.calls.get_mut(&p)) {
+                parent.nested.push(call_id.clone());
             }
         }
         let Some(state) = self.calls.get_mut(&call_id) else {
@@ -467,7 +486,7 @@ impl Recorder {
             .parent_token
             .and_then(|t| self.token_outcome.get(t))
         {
-            b.push(Binding::continues(parent, "nested_in"));
+            b.push(Binding::continues(parent, NESTED_IN));
         }
         let mut members = vec![
             ("arguments", dispatch.arguments),
@@ -578,10 +597,18 @@ impl Recorder {
 
     /// `tools/settled`: the frozen final result. A call that did not reach a result gets its
     /// explicit disposition here.
+    /// The results of calls nested in this one (a `run_code` program's sub-calls) are bound
+    /// to it too (`incorporates_nested`), so a trace of the result reaches them.
     pub fn settled(&mut self, call_id: &str, result: SettledResult<'_>) {
         let mut b = self.chain(call_id, "settles");
         let state = self.calls.get(call_id).cloned().unwrap_or_default();
         b.disposition = classify(&state_view(&state), result.is_error, result.error_code);
+        let mut bindings = vec![b];
+        for child in &state.nested {
+            if self.calls.get(child).is_some_and(|c| c.last.is_some()) {
+                bindings.push(self.chain(child, "incorporates_nested"));
+            }
+        }
         let mut members = vec![
             ("content", result.content),
             ("is_error", Payload::Bool(result.is_error)),
@@ -590,13 +617,15 @@ impl Recorder {
         if let Some(c) = result.error_code {
             members.push(("error_code", Payload::Str(c.as_str())));
         }
-        let transform = b.disposition.map_or("settle", Disposition::as_str);
+        let transform = bindings[0]
+            .disposition
+            .map_or("settle", Disposition::as_str);
         self.capture(
             Stage::Settled,
             call_id,
             transform,
             &Payload::Obj(&members),
-            &[b],
+            &bindings,
             &[],
         );
     }

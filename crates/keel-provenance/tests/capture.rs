@@ -574,4 +574,37 @@ fn nested_dispatch_binds_to_the_parent_token() {
             .iter()
             .any(|n| n.stage.as_deref() == Some("assistant/message"))
     );
+
+    // When the outer call settles, the inner call's result is bound to it, so a trace of the
+    // outer result reaches the inner dispatch.
+    let settled = |is_error| keel_provenance::SettledResult {
+        value: Payload::Null,
+        content: Payload::Null,
+        is_error,
+        error_code: None,
+    };
+    rec.settled("inner", settled(false));
+    rec.execute_result("t-outer", ExecuteResult::Value(Payload::U64(2)));
+    rec.settled("outer", settled(false));
+    let s = rec.snapshot();
+    let roles: Vec<String> = s
+        .nodes()
+        .iter()
+        .filter_map(|n| n.relation_role.as_deref().map(str::to_owned))
+        .collect();
+    assert!(
+        roles.iter().any(|r| r == "incorporates_nested"),
+        "{roles:?}"
+    );
+    let outer_settled = s
+        .nodes()
+        .iter()
+        .rfind(|n| n.kind == NodeKind::Outcome)
+        .map(|n| n.id.to_string())
+        .unwrap_or_default();
+    let t = trace(s, &outer_settled, Direction::Backward, 64).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        t.nodes.iter().any(|n| n.id.to_string() == inner_exec),
+        "the outer result's trace reaches the inner dispatch"
+    );
 }

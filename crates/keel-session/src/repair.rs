@@ -2,7 +2,9 @@
 //!
 //! For the open step's last assistant message, every tool call without a `tool/result` gets an
 //! error result: `TOOL_OUTCOME_UNKNOWN` when a `tool/call` event shows it entered the pipeline
-//! (it may have had effects), `TOOL_NOT_STARTED` otherwise. Then `step/end` if a step is open,
+//! (it may have had effects; for a `run_code` call the result lists the sub-calls its program
+//! had started, from the `tool/code-dispatch*` events, none of which is re-run),
+//! `TOOL_NOT_STARTED` otherwise. Then `step/end` if a step is open,
 //! then `turn/end{interrupted}` if a turn is open. [`Session::plan_repair`] computes these
 //! events without mutating; [`Session::repair`] appends them.
 
@@ -100,6 +102,64 @@ fn repair_text(code: ToolErrorCode, name: &str) -> String {
     }
 }
 
+/// Event types Code Mode logs for the tool calls a `run_code` program made (see
+/// keel-codemode's bridge): a sub-call that entered the pipeline, and one that settled.
+const CODE_DISPATCH_START: &str = "tool/code-dispatch-start";
+const CODE_DISPATCH: &str = "tool/code-dispatch";
+
+/// The sub-calls a program running inside call `parent` had started, in order: `(sub-call id,
+/// tool, settled)`. Empty for calls that run no program.
+fn sub_calls<'a>(
+    events: impl Iterator<Item = &'a SessionEvent>,
+    parent: &str,
+) -> Vec<(String, String, bool)> {
+    let mut out: Vec<(String, String, bool)> = Vec::new();
+    for e in events {
+        let EventBody::Other(o) = &e.body else {
+            continue;
+        };
+        let ty = o.type_name.as_str();
+        if (ty != CODE_DISPATCH_START && ty != CODE_DISPATCH)
+            || o.data.get("parentCallId").and_then(|v| v.as_str()) != Some(parent)
+        {
+            continue;
+        }
+        let field = |k: &str| {
+            o.data
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let id = field("subCallId");
+        if ty == CODE_DISPATCH_START {
+            out.push((id, field("name"), false));
+        } else if let Some(started) = out.iter_mut().find(|s| s.0 == id) {
+            started.2 = true;
+        }
+    }
+    out
+}
+
+/// What the model reads about a program's sub-calls in a `TOOL_OUTCOME_UNKNOWN` result.
+fn sub_call_text(subs: &[(String, String, bool)]) -> String {
+    let listed: Vec<String> = subs
+        .iter()
+        .map(|(id, name, settled)| {
+            let state = if *settled {
+                "finished"
+            } else {
+                "outcome unknown"
+            };
+            format!("{name} ({id}, {state})")
+        })
+        .collect();
+    format!(
+        " Inside it, these tool calls of the program had started: {}. None will be run again.",
+        listed.join(", ")
+    )
+}
+
 impl Session {
     /// The events crash repair would append now, with their seqs and the current time; nothing
     /// is mutated. Empty when no turn is open.
@@ -118,11 +178,19 @@ impl Session {
                     report.not_started.push(call.id.clone());
                     ToolErrorCode::ToolNotStarted
                 };
+                let mut text = repair_text(code, &call.name);
+                if let Some(started) = call.started {
+                    let after = self.whole_event_iter().skip_while(|e| e.seq < started);
+                    let subs = sub_calls(after, &call.id);
+                    if !subs.is_empty() {
+                        text.push_str(&sub_call_text(&subs));
+                    }
+                }
                 let message = Message {
                     role: Role::User,
                     content: vec![ContentBlock::ToolResult(ToolResultBlock {
                         tool_call_id: call.id.clone(),
-                        content: vec![ContentBlock::text(repair_text(code, &call.name))],
+                        content: vec![ContentBlock::text(text)],
                         is_error: true,
                     })],
                     source: MessageSource::tool(call.id.clone()),
@@ -178,6 +246,40 @@ impl Session {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_programs_started_sub_calls_are_listed_with_their_state() {
+        let other = |seq: u64, ty: &str, data: serde_json::Value| {
+            SessionEvent::new(
+                Seq(seq),
+                0,
+                EventBody::Other(Box::new(keel_protocol::OtherEvent {
+                    type_name: ty.into(),
+                    data,
+                })),
+            )
+        };
+        let ids = |sub: &str, name: &str, parent: &str| serde_json::json!({"rootCallId": parent, "parentCallId": parent, "subCallId": sub, "name": name});
+        let events = [
+            other(1, CODE_DISPATCH_START, ids("c:code:1", "read", "c")),
+            other(2, CODE_DISPATCH_START, ids("c:code:2", "bash", "c")),
+            other(3, CODE_DISPATCH, ids("c:code:1", "read", "c")),
+            other(4, CODE_DISPATCH_START, ids("d:code:1", "read", "d")),
+        ];
+        let subs = sub_calls(events.iter(), "c");
+        assert_eq!(
+            subs,
+            vec![
+                ("c:code:1".to_owned(), "read".to_owned(), true),
+                ("c:code:2".to_owned(), "bash".to_owned(), false)
+            ]
+        );
+        assert_eq!(
+            sub_call_text(&subs),
+            " Inside it, these tool calls of the program had started: read (c:code:1, finished), \
+             bash (c:code:2, outcome unknown). None will be run again."
+        );
+    }
 
     #[test]
     fn a_repair_report_reads_as_a_sentence() {

@@ -41,7 +41,7 @@ pub use registry::{
     default_tool_schemas_bytes,
 };
 pub use seams::{
-    ExecToken, ExecuteMiddleware, ExecuteNext, GuardDecision, GuardHook, HookContext,
+    ExecToken, ExecuteMiddleware, ExecuteNext, ExposeHook, GuardDecision, GuardHook, HookContext,
     PipelineObserver, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,
     SettledHook, ToolHooks, ToolInfo,
 };

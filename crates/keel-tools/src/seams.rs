@@ -244,6 +244,17 @@ pub trait PipelineObserver: Send + Sync {
     }
 }
 
+/// `tools/expose` — mode: **policy, any may hide**. Asked about the tools a request offers and
+/// about each call the model makes itself (a call with no parent dispatch): a tool some hook
+/// hides is left out of requests, and a model-direct call of it is answered `UNKNOWN_TOOL` with
+/// the hook's hint. Nested calls (a tool running tools) are not affected. Code Mode's `code`
+/// tools mode uses it: the model reaches the other tools only from inside `run_code`.
+pub trait ExposeHook: Send + Sync {
+    /// `Some(hint)` when the model may not see or call `name` directly now; the hint says how
+    /// to reach it instead.
+    fn hidden(&self, name: &str) -> Option<String>;
+}
+
 /// The hooks attached to a pipeline, per seam, in run order.
 #[derive(Clone, Default)]
 pub struct ToolHooks {
@@ -253,6 +264,7 @@ pub struct ToolHooks {
     pub(crate) post: Vec<Arc<dyn PostExecuteHook>>,
     pub(crate) settled: Vec<Arc<dyn SettledHook>>,
     pub(crate) observers: Vec<Arc<dyn PipelineObserver>>,
+    pub(crate) expose: Vec<Arc<dyn ExposeHook>>,
 }
 
 impl fmt::Debug for ToolHooks {
@@ -264,6 +276,7 @@ impl fmt::Debug for ToolHooks {
             .field("post_execute", &self.post.len())
             .field("settled", &self.settled.len())
             .field("observers", &self.observers.len())
+            .field("expose", &self.expose.len())
             .finish()
     }
 }
@@ -289,6 +302,7 @@ impl ToolHooks {
         self.post.extend(other.post.iter().cloned());
         self.settled.extend(other.settled.iter().cloned());
         self.observers.extend(other.observers.iter().cloned());
+        self.expose.extend(other.expose.iter().cloned());
     }
 
     /// Add a `tools/pre-execute` hook.
@@ -325,5 +339,16 @@ impl ToolHooks {
     pub fn observe(mut self, observer: Arc<dyn PipelineObserver>) -> Self {
         self.observers.push(observer);
         self
+    }
+
+    /// Add a `tools/expose` hook.
+    pub fn expose(mut self, hook: Arc<dyn ExposeHook>) -> Self {
+        self.expose.push(hook);
+        self
+    }
+
+    /// The hint of the first `tools/expose` hook that hides `name` from the model, if any.
+    pub fn hidden(&self, name: &str) -> Option<String> {
+        self.expose.iter().find_map(|h| h.hidden(name))
     }
 }

@@ -467,3 +467,87 @@ async fn todo_write_logs_the_whole_list() {
         .await;
     assert_eq!(bad[0].code(), Some("INVALID_ARGS"));
 }
+
+/// Hides every tool but `glob` from the model (what Code Mode's `code` mode does with
+/// everything but `run_code`).
+struct OnlyGlob;
+impl keel_tools::ExposeHook for OnlyGlob {
+    fn hidden(&self, name: &str) -> Option<String> {
+        (name != "glob").then(|| "reach it from inside glob".to_owned())
+    }
+}
+
+/// Keeps the token of the last call it saw (a parent for a nested batch).
+#[derive(Default)]
+struct GrabToken(std::sync::Mutex<Option<keel_tools::ExecToken>>);
+#[async_trait::async_trait]
+impl keel_tools::PreExecuteHook for GrabToken {
+    async fn pre_execute(
+        &self,
+        ctx: &keel_tools::HookContext<'_>,
+        _args: &serde_json::Value,
+    ) -> PreDecision {
+        *self.0.lock().unwrap() = Some(ctx.token);
+        PreDecision::Allow
+    }
+}
+
+#[tokio::test]
+async fn an_expose_hook_hides_tools_from_requests_and_direct_calls_but_not_nested_ones() {
+    let f = Fixture::new();
+    f.write("a.txt", "alpha\n");
+    let grab = std::sync::Arc::new(GrabToken::default());
+    let hooks = keel_tools::ToolHooks::new()
+        .expose(std::sync::Arc::new(OnlyGlob))
+        .pre_execute(grab.clone());
+    let p = f.pipeline_with(SandboxMode::WorkspaceWrite, f.registry(vec![]), hooks);
+    let offered: Vec<String> = p.offered_schemas().into_iter().map(|s| s.name).collect();
+    assert_eq!(offered, vec!["glob"]);
+    // The registry itself still has them all.
+    assert!(p.registry().get("read").is_some());
+
+    let host = keel_tools::NullHost;
+    let direct = p
+        .run_batch(
+            &[
+                call("c1", "read", json!({"path": "a.txt"})),
+                call("c2", "nope", json!({})),
+            ],
+            &host,
+            CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(direct[0].code(), Some("UNKNOWN_TOOL"));
+    assert_eq!(
+        direct[0].text(),
+        "UNKNOWN_TOOL: 'read' cannot be called directly: reach it from inside glob"
+    );
+    // A hidden tool is not advertised as available either.
+    assert_eq!(
+        direct[1].text(),
+        "UNKNOWN_TOOL: no tool named 'nope'. Available tools: glob"
+    );
+
+    let token = p
+        .run_batch(
+            &[call("c3", "glob", json!({"pattern": "*.txt"}))],
+            &host,
+            CancellationToken::new(),
+        )
+        .await;
+    assert!(!token[0].is_error, "{token:?}");
+    let parent = *grab.0.lock().unwrap();
+    assert!(parent.is_some());
+    let nested = p
+        .run_batch_with(
+            &[call("c4", "read", json!({"path": "a.txt"}))],
+            &host,
+            BatchOptions {
+                cancel: CancellationToken::new(),
+                parent,
+            },
+        )
+        .await;
+    assert!(!nested[0].is_error, "{nested:?}");
+    assert!(nested[0].text().contains("alpha"), "{nested:?}");
+}

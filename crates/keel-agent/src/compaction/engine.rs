@@ -206,10 +206,7 @@ impl Compactor {
     /// request that produced them (identity when nothing comparable is known).
     pub fn calibration(&self, agent: &Agent) -> Calibration {
         let sent = lock(&self.memory.sent).get(&agent.session_id()).copied();
-        let base = meter::base_tokens(
-            &agent.system_prompt(),
-            &agent.pipeline().registry().offered_schemas(),
-        );
+        let base = meter::base_tokens(&agent.system_prompt(), &agent.pipeline().offered_schemas());
         self.indexed(agent, |session, index| {
             let Some(pos) = index.last_with_usage() else {
                 return Calibration::IDENTITY;
@@ -246,10 +243,7 @@ impl Compactor {
     /// Calibrated tokens of the request a step of `turn` would send now, with `pending` messages
     /// still to enter; measured on the `agent/context` projection when one is registered.
     async fn measure(&self, agent: &Agent, run: &Run<'_>, cal: Calibration) -> u64 {
-        let base = meter::base_tokens(
-            &agent.system_prompt(),
-            &agent.pipeline().registry().offered_schemas(),
-        );
+        let base = meter::base_tokens(&agent.system_prompt(), &agent.pipeline().offered_schemas());
         let pending: u64 = run.pending.iter().map(meter::message_tokens).sum();
         let history = if agent.hooks().context.is_empty() {
             self.indexed(agent, |_, index| index.tokens())

@@ -117,7 +117,7 @@ pub(crate) fn summary_request(agent: &Agent, prefix: Vec<Message>, max_tokens: u
         model: cfg.model.clone(),
         system: agent.system_prompt(),
         messages,
-        tools: agent.pipeline().registry().offered_schemas(),
+        tools: agent.pipeline().offered_schemas(),
         max_tokens: Some(max_tokens),
         thinking: cfg.thinking,
         reasoning_effort: cfg.reasoning_effort.clone(),

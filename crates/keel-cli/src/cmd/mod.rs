@@ -62,7 +62,10 @@ impl Ctx {
         &self,
         plugins: Vec<Box<dyn keel_agent::plugin::Plugin>>,
     ) -> Result<keel_host::Host> {
-        let (profile, overrides) = cards::profile_sources(self);
+        let (profile, mut overrides) = cards::profile_sources(self);
+        if let Some(mode) = &self.common.tools_mode {
+            overrides.push(format!("tools_mode={mode}"));
+        }
         Ok(keel_host::Host::load_with(
             &keel_host::Sources {
                 home: self.home.clone(),

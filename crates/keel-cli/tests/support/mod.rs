@@ -91,6 +91,7 @@ impl Env {
             "DEEPSEEK_API_KEY",
             "KEEL_HOME",
             "RUST_LOG",
+            "DSH_TOOLS_MODE",
         ] {
             cmd.env_remove(var);
         }

@@ -128,12 +128,16 @@ impl Provenance {
     }
 
     /// `session/event`: record `assistant/message` (+ its call blocks), `tool/call`,
-    /// `tool/result`.
+    /// `tool/result`, and Code Mode's `tool/code-dispatch` (the settled result of a sub-call a
+    /// `run_code` program made: its durable record, aliased by the sub-call id).
     fn on_event(&self, ev: &SessionEvent) {
-        let relevant = matches!(
-            ev.body,
-            EventBody::AssistantMessage(_) | EventBody::ToolCall(_) | EventBody::ToolResult(_)
-        );
+        let relevant = match &ev.body {
+            EventBody::AssistantMessage(_) | EventBody::ToolCall(_) | EventBody::ToolResult(_) => {
+                true
+            }
+            EventBody::Other(o) => o.type_name == CODE_DISPATCH_EVENT,
+            _ => false,
+        };
         if !relevant {
             return;
         }
@@ -181,10 +185,22 @@ impl Provenance {
                     r.tool_result_event(call_id, &event_id, Payload::Value(&payload));
                 }
             }
+            EventBody::Other(o) => {
+                let Some(sub_call) = o.data.get("subCallId").and_then(Value::as_str) else {
+                    return;
+                };
+                if let Some(payload) = payload_or_failure(r, ev, &event_id) {
+                    r.tool_result_event(sub_call, &event_id, Payload::Value(&payload));
+                }
+            }
             _ => {}
         }
     }
 }
+
+/// Code Mode's event for a settled sub-call of a `run_code` program (keel-codemode's bridge
+/// logs it; the name is the DeepSeek Harness's).
+const CODE_DISPATCH_EVENT: &str = "tool/code-dispatch";
 
 fn payload_or_failure(r: &mut Recorder, ev: &SessionEvent, event_id: &str) -> Option<Value> {
     match event_payload(ev) {

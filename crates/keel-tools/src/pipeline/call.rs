@@ -125,8 +125,24 @@ impl Pipeline {
     ) -> Dispatched {
         let token = ExecToken::fresh();
         let registry = self.registry();
-        let Some(entry) = registry.get(&call.name) else {
-            let names: Vec<&str> = registry.names().collect();
+        let direct = opts.parent.is_none();
+        let entry = registry.get(&call.name);
+        let hidden = entry
+            .filter(|_| direct)
+            .and_then(|_| self.hooks.hidden(&call.name));
+        if let Some(hint) = hidden {
+            let message = format!("'{}' cannot be called directly: {hint}", call.name);
+            return Dispatched {
+                outcome: ToolOutcome::error(&call.id, ToolErrorCode::UnknownTool, &message),
+                token,
+                tool: None,
+            };
+        }
+        let Some(entry) = entry else {
+            let names: Vec<&str> = registry
+                .names()
+                .filter(|n| !direct || self.hooks.hidden(n).is_none())
+                .collect();
             let message = format!(
                 "no tool named '{}'. Available tools: {}",
                 call.name,

@@ -212,6 +212,16 @@ impl Pipeline {
         self.read_only.store(on, Ordering::Release);
     }
 
+    /// The schemas a request offers: the registry's offered tools ([`ToolRegistry::offered_schemas`])
+    /// less those a `tools/expose` hook hides from the model.
+    pub fn offered_schemas(&self) -> Vec<keel_protocol::ToolSchema> {
+        let mut schemas = self.registry().offered_schemas();
+        if !self.hooks.expose.is_empty() {
+            schemas.retain(|s| self.hooks.hidden(&s.name).is_none());
+        }
+        schemas
+    }
+
     /// The workspace and sandbox mode.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
