@@ -11,6 +11,7 @@
 //! | `approval/decided` refused | `tool_call_update` failed |
 //! | `tool/result` | `tool_call_update` completed/failed with the output as content |
 //! | `todo/write` | `plan` (the whole list) |
+//! | `tool/code-dispatch-start` / `tool/code-dispatch` (Code Mode) | `tool_call` / `tool_call_update` of the sub-call |
 //! | `plan/mode`, `sandbox/mode`, `approval/policy` | `current_mode_update` when the mode changed |
 
 use agent_client_protocol::v1::schema::CurrentModeUpdate;
@@ -32,6 +33,11 @@ pub const MODE_DEFAULT: &str = "default";
 pub const MODE_READ_ONLY: &str = "read-only";
 /// The session mode id of approving without asking whatever the sandbox lets keel ask about.
 pub const MODE_AUTO: &str = "auto";
+
+/// Code Mode's event when a program's sub-call enters the pipeline (dsh's name).
+const CODE_DISPATCH_START: &str = "tool/code-dispatch-start";
+/// Code Mode's event when a program's sub-call settles.
+const CODE_DISPATCH: &str = "tool/code-dispatch";
 
 /// Where the events come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,6 +197,47 @@ impl Mapper {
                     })
                     .collect();
                 out.push(SessionUpdate::Plan(Plan::new(entries)));
+            }
+            // Code Mode's sub-calls (a `run_code` program's `await tools.x(…)`): shown as
+            // tool calls of their own, so an approval one of them needs names a known call.
+            EventBody::Other(o) if o.type_name == CODE_DISPATCH_START => {
+                let field = |k: &str| o.data.get(k).and_then(Value::as_str).unwrap_or_default();
+                let arguments = match o.data.get("arguments") {
+                    Some(Value::String(raw)) => raw.clone(),
+                    Some(v) => v.to_string(),
+                    None => String::new(),
+                };
+                out.push(SessionUpdate::ToolCall(tool_call(
+                    &self.cwd,
+                    field("subCallId"),
+                    field("name"),
+                    &arguments,
+                )));
+            }
+            EventBody::Other(o) if o.type_name == CODE_DISPATCH => {
+                let id = o.data.get("subCallId").and_then(Value::as_str);
+                let failed = o.data.get("isError").and_then(Value::as_bool) == Some(true);
+                let text: String = o
+                    .data
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if let Some(id) = id {
+                    out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        id.to_owned(),
+                        ToolCallUpdateFields::new()
+                            .status(if failed {
+                                ToolCallStatus::Failed
+                            } else {
+                                ToolCallStatus::Completed
+                            })
+                            .content(vec![text_content(text)]),
+                    )));
+                }
             }
             EventBody::PlanMode(p) => {
                 self.modes.plan = p.active;
@@ -428,6 +475,33 @@ mod tests {
             wire(replay.map(&answer("Bye"))).as_array().unwrap().len(),
             2
         );
+    }
+
+    #[test]
+    fn code_mode_sub_calls_show_as_tool_calls_of_their_own() {
+        let mut m = Mapper::new("/w", Feed::Live);
+        let start = m.map(&ev(
+            "tool/code-dispatch-start",
+            json!({"rootCallId": "c1", "parentCallId": "c1", "subCallId": "c1:code:1",
+                   "name": "read", "arguments": {"path": "a.txt"}}),
+        ));
+        let [SessionUpdate::ToolCall(call)] = &start[..] else {
+            panic!("{start:?}")
+        };
+        assert_eq!(call.tool_call_id.0.as_ref(), "c1:code:1");
+        assert_eq!(call.title, "read a.txt");
+        assert_eq!(call.kind, ToolKind::Read);
+        let settled = m.map(&ev(
+            "tool/code-dispatch",
+            json!({"rootCallId": "c1", "parentCallId": "c1", "subCallId": "c1:code:1",
+                   "name": "read", "isError": true,
+                   "content": [{"type": "text", "text": "DENIED: no"}]}),
+        ));
+        let [SessionUpdate::ToolCallUpdate(update)] = &settled[..] else {
+            panic!("{settled:?}")
+        };
+        assert_eq!(update.tool_call_id.0.as_ref(), "c1:code:1");
+        assert_eq!(update.fields.status, Some(ToolCallStatus::Failed));
     }
 
     #[test]

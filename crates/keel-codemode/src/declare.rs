@@ -6,8 +6,8 @@
 //! `number`, `enum` → a union of literals, `array` → `T[]`, `object` → `{ key: T; key?: T }`
 //! (optional unless `required`; `additionalProperties` → an index signature; no `properties` →
 //! `Record<string, unknown>`), `anyOf`/`oneOf` and type lists → unions; anything else →
-//! `unknown`. Properties come in key order (the schema's map is sorted), so the text does not
-//! depend on how a schema was built. A property's `description` becomes a `/** … */` comment
+//! `unknown`. Properties come sorted by key, so the text does not depend on how a schema was
+//! built (nor on serde_json's `preserve_order`). A property's `description` becomes a `/** … */` comment
 //! before it. Every tool
 //! resolves to `Promise<string>`: the text of its result.
 
@@ -132,6 +132,10 @@ fn object(obj: &Map<String, Value>, depth: usize, indent: usize) -> String {
         .unwrap_or_default();
     let pad = "  ".repeat(indent + 1);
     let mut out = String::from("{\n");
+    // Sorted here: a map's order depends on serde_json's `preserve_order`, which another
+    // crate of the build may turn on.
+    let mut props: Vec<(&String, &Value)> = props.iter().collect();
+    props.sort_by(|a, b| a.0.cmp(b.0));
     for (key, schema) in props {
         if let Some(d) = schema.get("description").and_then(Value::as_str) {
             let d = d.trim();
