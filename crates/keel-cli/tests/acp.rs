@@ -484,8 +484,14 @@ struct Raw {
 
 impl Raw {
     fn start(env: &Env, base_url: &str) -> Raw {
+        Raw::start_with(env, base_url, &[])
+    }
+
+    /// `keel GLOBAL_ARGS… acp`.
+    fn start_with(env: &Env, base_url: &str, global: &[&str]) -> Raw {
         let mut cmd = env.keel(base_url);
-        cmd.arg("acp")
+        cmd.args(global)
+            .arg("acp")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -965,4 +971,77 @@ responses:
     assert_eq!(code, Some(0));
     let events = load_consistent(&env.only_session());
     assert_eq!(of_type(&events, "compaction/end").len(), 1);
+}
+
+/// Code Mode over ACP: a program's sub-call shows as a tool call of its own, and the approval
+/// it needs (a command under the read-only mode) is put to the client naming that call; the
+/// answer reaches the program, which goes on.
+#[test]
+fn an_approval_inside_a_program_is_asked_of_the_client() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "run the program" }
+    tool_calls:
+      - id: call_code
+        name: run_code
+        arguments:
+          description: "one command"
+          code: |
+            const out = await tools.bash({ command: 'echo from-the-program' });
+            return out.trim();
+  - match: { last_tool_result_contains: "from-the-program" }
+    text: "The program ran."
+"#,
+    );
+    let mut acp = Raw::start_with(&env, &mock.base_url(), &["--tools-mode", "code"]);
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mode = acp.request(
+        3,
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "read-only"}),
+    );
+    assert!(mode.get("error").is_none(), "{mode}");
+    acp.send_line(
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "run the program"}]}})
+        .to_string(),
+    );
+    let seen = std::cell::RefCell::new(Vec::new());
+    let asked = acp.wait_for(|v| {
+        seen.borrow_mut().push(v.clone());
+        v["method"] == "session/request_permission"
+    });
+    let sub = "call_code:code:1";
+    assert_eq!(asked["params"]["toolCall"]["toolCallId"], sub, "{asked}");
+    let announced = seen.borrow().iter().any(|v| {
+        v["params"]["update"]["sessionUpdate"] == "tool_call"
+            && v["params"]["update"]["toolCallId"] == sub
+            && v["params"]["update"]["title"] == "bash echo from-the-program"
+    });
+    assert!(
+        announced,
+        "the sub-call was announced first: {:#?}",
+        seen.borrow()
+    );
+    acp.send_line(
+        &json!({"jsonrpc": "2.0", "id": asked["id"],
+                "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+        .to_string(),
+    );
+    let answer = acp.response(4);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+    let events = load_consistent(&env.only_session());
+    let decided = of_type(&events, "approval/decided");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["data"]["callId"], sub);
+    assert_eq!(decided[0]["data"]["by"], "user");
+    let result = of_type(&events, "tool/result");
+    let text = result[0]["data"].to_string();
+    assert!(text.contains("from-the-program"), "{text}");
 }
