@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Lines returned by `read` when no limit is given.
 pub const DEFAULT_READ_LIMIT: u64 = 2000;
@@ -100,21 +100,25 @@ async fn editor_text(
         .map_err(|e| ToolError::Failed(format!("reading '{shown}' through the editor: {e}")))
 }
 
-/// Write `text` to `path` through the editor when the workspace has one; `false`: write the
-/// disk.
-async fn editor_write(
+/// Write `text` to `path`: through the editor when the workspace has one that takes it, else
+/// to the disk.
+async fn store(
     ctx: &ToolContext<'_>,
-    path: &Path,
+    path: PathBuf,
     shown: &str,
-    text: &str,
-) -> Result<bool, ToolError> {
-    let Some(files) = ctx.workspace.text_files() else {
-        return Ok(false);
-    };
-    files
-        .write(path, text)
+    text: String,
+) -> Result<(), ToolError> {
+    if let Some(files) = ctx.workspace.text_files() {
+        let taken = files
+            .write(&path, &text)
+            .await
+            .map_err(|e| ToolError::Failed(format!("writing '{shown}' through the editor: {e}")))?;
+        if taken {
+            return Ok(());
+        }
+    }
+    blocking(move || std::fs::write(&path, text).map_err(|e| ToolError::io("writing", &path, e)))
         .await
-        .map_err(|e| ToolError::Failed(format!("writing '{shown}' through the editor: {e}")))
 }
 
 fn read_lines(path: &Path, shown: &str, offset: u64, limit: u64) -> Result<String, ToolError> {
@@ -231,8 +235,8 @@ impl Tool for WriteTool {
         let path = ctx.workspace.resolve(&a.path, Access::Write)?;
         let shown = ctx.workspace.display(&path);
         let bytes = a.content.len();
-        let editor = ctx.workspace.text_files().is_some();
-        let (created, path, content) = blocking(move || {
+        let target = path.clone();
+        let created = blocking(move || {
             if path.is_dir() {
                 return Err(ToolError::Failed(format!("'{shown}' is a directory")));
             }
@@ -241,22 +245,11 @@ impl Tool for WriteTool {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| ToolError::io("creating directory", parent, e))?;
             }
-            if !editor {
-                std::fs::write(&path, a.content.as_bytes())
-                    .map_err(|e| ToolError::io("writing", &path, e))?;
-            }
-            Ok((created, path, a.content))
+            Ok(created)
         })
         .await?;
         let shown = a.path;
-        if editor && !editor_write(ctx, &path, &shown, &content).await? {
-            let write = path.clone();
-            blocking(move || {
-                std::fs::write(&write, content.as_bytes())
-                    .map_err(|e| ToolError::io("writing", &write, e))
-            })
-            .await?;
-        }
+        store(ctx, target, &shown, a.content).await?;
         let verb = if created { "Created" } else { "Overwrote" };
         Ok(ToolOutput::text(format!("{verb} {shown} ({bytes} bytes)."))
             .with_value(json!({"bytes": bytes, "created": created})))
@@ -310,7 +303,6 @@ impl Tool for EditTool {
         let path = ctx.workspace.resolve(&a.path, Access::Write)?;
         let shown = a.path.clone();
         let open = editor_text(ctx, &path, &shown).await?;
-        let editor = ctx.workspace.text_files().is_some();
         let target = path.clone();
         let (count, updated) = blocking(move || {
             let text = match open {
@@ -346,21 +338,10 @@ impl Tool for EditTool {
             } else {
                 text.replacen(&a.old_string, &a.new_string, 1)
             };
-            if editor {
-                return Ok((count, Some(updated)));
-            }
-            std::fs::write(&path, updated).map_err(|e| ToolError::io("writing", &path, e))?;
-            Ok((count, None))
+            Ok((count, updated))
         })
         .await?;
-        if let Some(updated) = updated
-            && !editor_write(ctx, &target, &shown, &updated).await?
-        {
-            blocking(move || {
-                std::fs::write(&target, updated).map_err(|e| ToolError::io("writing", &target, e))
-            })
-            .await?;
-        }
+        store(ctx, target, &shown, updated).await?;
         let s = if count == 1 { "" } else { "s" };
         Ok(
             ToolOutput::text(format!("Edited {shown}: replaced {count} occurrence{s}."))
