@@ -20,7 +20,9 @@ use agent_client_protocol::v1::schema::{
     PlanEntryStatus, SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
+use keel_agent::ApprovalPolicy;
 use keel_protocol::{EventBody, SessionEvent, StreamChunk, TodoStatus};
+use keel_tools::SandboxMode;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -244,14 +246,14 @@ impl Mapper {
                 out.push(self.modes.update());
             }
             EventBody::SandboxMode(m) => {
-                let read_only = m.mode == "read-only";
+                let read_only = m.mode == SandboxMode::ReadOnly.as_str();
                 if read_only != self.modes.read_only {
                     self.modes.read_only = read_only;
                     out.push(self.modes.update());
                 }
             }
             EventBody::ApprovalPolicy(p) => {
-                let auto = p.policy == "auto";
+                let auto = p.policy == ApprovalPolicy::Auto.as_str();
                 if auto != self.modes.auto {
                     self.modes.auto = auto;
                     out.push(self.modes.update());

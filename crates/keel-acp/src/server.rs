@@ -261,7 +261,7 @@ fn err(code: ErrorCode, message: impl Into<String>) -> Error {
 /// narrowing and the approval policy together (see [`set_mode`]).
 fn modes(agent: &Agent) -> SessionModeState {
     SessionModeState::new(
-        current_mode(agent),
+        agent_modes(agent).id(),
         vec![
             SessionMode::new(MODE_DEFAULT, "Default").description(Some(
                 "Work on the task; calls that need approval are asked about".to_owned(),
@@ -279,11 +279,6 @@ fn modes(agent: &Agent) -> SessionModeState {
             )),
         ],
     )
-}
-
-/// The mode `agent` is in.
-fn current_mode(agent: &Agent) -> &'static str {
-    agent_modes(agent).id()
 }
 
 /// What decides `agent`'s mode.
@@ -769,12 +764,7 @@ fn offered(name: &str, description: &str, hint: Option<String>) -> AvailableComm
 fn custom_commands(live: &Live) -> &CommandSet {
     live.custom.get_or_init(|| {
         let config = live.agent.config();
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        CommandSet::load(
-            &config.cwd,
-            config.keel_home.as_deref().unwrap_or(Path::new("")),
-            home.as_deref(),
-        )
+        CommandSet::load_for(&config.cwd, config.keel_home.as_deref())
     })
 }
 
@@ -800,11 +790,7 @@ async fn slash_command(live: &Live, text: &str) -> Result<Option<Slash>, Error> 
     if name == Builtin::Compact.name() {
         return Ok(Some(Slash::Compact));
     }
-    let custom = custom_commands(live);
-    if let Some(info) = custom.get(name)
-        && matches!(info.kind, CommandKind::Custom { .. })
-        && let Ok(Invocation::Custom { prompt, .. }) = custom.parse(text)
-    {
+    if let Ok(Invocation::Custom { prompt, .. }) = custom_commands(live).parse(text) {
         return Ok(Some(Slash::Prompt(prompt)));
     }
     for source in live.agent.commands() {

@@ -371,6 +371,13 @@ impl Default for CommandSet {
 }
 
 impl CommandSet {
+    /// [`CommandSet::load`] for a front end: the user's home is `$HOME`, and an agent without
+    /// a keel home has no commands of its own there.
+    pub fn load_for(project: &Path, keel_home: Option<&Path>) -> CommandSet {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        CommandSet::load(project, keel_home.unwrap_or(Path::new("")), home.as_deref())
+    }
+
     /// The built-ins and the custom commands under `project`, `keel_home` and `user_home` (see
     /// the [module docs](self) for the directories and their precedence). Never fails: what
     /// can't be used is in [`CommandSet::problems`]. Missing directories are not problems.

@@ -31,9 +31,7 @@ pub struct Slash {
 impl Slash {
     /// Read the custom commands of `cwd`, `keel_home` and `$HOME`, and add `externals`.
     pub fn load(cwd: &Path, keel_home: Option<&Path>, externals: &[PluginCommand]) -> Slash {
-        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let keel_home = keel_home.unwrap_or(Path::new(""));
-        let mut set = CommandSet::load(cwd, keel_home, home.as_deref());
+        let mut set = CommandSet::load_for(cwd, keel_home);
         for c in externals {
             // A name taken by a built-in or custom command stays theirs.
             let _ = set.add_external_with_hint(
