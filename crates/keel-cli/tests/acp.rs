@@ -979,22 +979,7 @@ responses:
 #[test]
 fn an_approval_inside_a_program_is_asked_of_the_client() {
     let env = Env::new();
-    let mock = Mock::start(
-        r#"
-responses:
-  - match: { last_user_contains: "run the program" }
-    tool_calls:
-      - id: call_code
-        name: run_code
-        arguments:
-          description: "one command"
-          code: |
-            const out = await tools.bash({ command: 'echo from-the-program' });
-            return out.trim();
-  - match: { last_tool_result_contains: "from-the-program" }
-    text: "The program ran."
-"#,
-    );
+    let mock = Mock::start(support::PROGRAM_RUNS_A_COMMAND);
     let mut acp = Raw::start_with(&env, &mock.base_url(), &["--tools-mode", "code"]);
     acp.init();
     let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
@@ -1015,7 +1000,7 @@ responses:
         seen.borrow_mut().push(v.clone());
         v["method"] == "session/request_permission"
     });
-    let sub = "call_code:code:1";
+    let sub = support::PROGRAM_COMMAND_CALL;
     assert_eq!(asked["params"]["toolCall"]["toolCallId"], sub, "{asked}");
     let announced = seen.borrow().iter().any(|v| {
         v["params"]["update"]["sessionUpdate"] == "tool_call"
@@ -1036,12 +1021,5 @@ responses:
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let (code, _) = acp.close_and_wait();
     assert_eq!(code, Some(0));
-    let events = load_consistent(&env.only_session());
-    let decided = of_type(&events, "approval/decided");
-    assert_eq!(decided.len(), 1, "{decided:?}");
-    assert_eq!(decided[0]["data"]["callId"], sub);
-    assert_eq!(decided[0]["data"]["by"], "user");
-    let result = of_type(&events, "tool/result");
-    let text = result[0]["data"].to_string();
-    assert!(text.contains("from-the-program"), "{text}");
+    support::assert_program_command_approved(&load_consistent(&env.only_session()));
 }

@@ -511,22 +511,7 @@ fn an_approval_inside_a_program_is_asked_in_the_ui() {
         return;
     }
     let env = Env::new();
-    let mock = Mock::start(
-        r#"
-responses:
-  - match: { last_user_contains: "run the program" }
-    tool_calls:
-      - id: call_code
-        name: run_code
-        arguments:
-          description: "one command"
-          code: |
-            const out = await tools.bash({ command: 'echo from-the-program' });
-            return out.trim();
-  - match: { last_tool_result_contains: "from-the-program" }
-    text: "The program ran."
-"#,
-    );
+    let mock = Mock::start(support::PROGRAM_RUNS_A_COMMAND);
     let mut cmd = env.keel(&mock.base_url());
     cmd.args(["--sandbox", "read-only", "--tools-mode", "code"]);
     let t = Tmux::start(env.root(), &cmd);
@@ -539,14 +524,5 @@ responses:
     t.wait_for("The program ran.");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
-    let events = load_consistent(&env.only_session());
-    let decided = of_type(&events, "approval/decided");
-    assert_eq!(decided.len(), 1, "{decided:?}");
-    assert_eq!(decided[0]["data"]["callId"], "call_code:code:1");
-    assert_eq!(decided[0]["data"]["approved"], true);
-    let result = of_type(&events, "tool/result");
-    assert!(
-        result[0]["data"].to_string().contains("from-the-program"),
-        "{result:?}"
-    );
+    support::assert_program_command_approved(&load_consistent(&env.only_session()));
 }

@@ -686,3 +686,39 @@ pub fn node_bin(name: &str) -> PathBuf {
     assert!(p.exists(), "{} is not installed", p.display());
     p
 }
+
+/// A model script for Code Mode's approvals: the prompt "run the program" gets one `run_code`
+/// (call `call_code`) whose program runs `echo from-the-program` through `tools.bash`, then the
+/// answer "The program ran." once the command's output is back.
+pub const PROGRAM_RUNS_A_COMMAND: &str = r#"
+responses:
+  - match: { last_user_contains: "run the program" }
+    tool_calls:
+      - id: call_code
+        name: run_code
+        arguments:
+          description: "one command"
+          code: |
+            const out = await tools.bash({ command: 'echo from-the-program' });
+            return out.trim();
+  - match: { last_tool_result_contains: "from-the-program" }
+    text: "The program ran."
+"#;
+
+/// The sub-call of [`PROGRAM_RUNS_A_COMMAND`]'s program that runs the command.
+pub const PROGRAM_COMMAND_CALL: &str = "call_code:code:1";
+
+/// The log of a [`PROGRAM_RUNS_A_COMMAND`] run whose command the person approved: one decision,
+/// on the program's sub-call, approved by the user, and the command's output in the result.
+pub fn assert_program_command_approved(events: &[Value]) {
+    let decided = of_type(events, "approval/decided");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["data"]["callId"], PROGRAM_COMMAND_CALL);
+    assert_eq!(decided[0]["data"]["approved"], true);
+    assert_eq!(decided[0]["data"]["by"], "user");
+    let result = of_type(events, "tool/result");
+    assert!(
+        result[0]["data"].to_string().contains("from-the-program"),
+        "{result:?}"
+    );
+}
