@@ -265,10 +265,7 @@ impl Plugin for DelegatePlugin {
                 config.max_output_bytes
             )));
         }
-        let depth = std::env::var(crate::keel::DEPTH_ENV)
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(0);
+        let depth = crate::keel::current_depth();
         if depth >= config.max_depth {
             // A delegate this deep does its task itself.
             return Ok(());

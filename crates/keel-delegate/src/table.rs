@@ -13,8 +13,8 @@
 //! Files live under `$KEEL_HOME/delegations/<supervisor session>/<job id>/`.
 
 use crate::seam::{
-    Caller, DelegationError, DelegationEvent, DelegationJob, DelegationResult, ErrorCode,
-    EventListener, EventType, JobStatus, Urgency,
+    Caller, DelegateSpec, DelegationError, DelegationEvent, DelegationJob, DelegationResult,
+    ErrorCode, EventListener, EventType, JobStatus, Lineage, Urgency,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -129,6 +129,49 @@ impl<X: JobLog> Table<X> {
         self.home
             .join("delegations")
             .join(sanitize(&caller.session_id))
+    }
+
+    /// A new job of `caller` for `spec`: its id, its directory (created) and its first result
+    /// (queued behind `spec.after` or running; `kind` and `profile` as given; its log at
+    /// `log.txt` in the directory; `depth` is the delegate's). Nothing is in the table yet.
+    pub(crate) fn open(
+        &self,
+        caller: &Caller,
+        spec: &DelegateSpec,
+        kind: &str,
+        profile: String,
+        depth: u32,
+    ) -> Result<(String, PathBuf, DelegationResult), DelegationError> {
+        let id = self.next_id(caller);
+        let dir = self.session_dir(caller).join(&id);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            DelegationError::new(
+                ErrorCode::Internal,
+                format!("cannot create {}: {e}", dir.display()),
+            )
+        })?;
+        let mut job = DelegationJob::new(
+            &id,
+            if spec.after.is_empty() {
+                JobStatus::Running
+            } else {
+                JobStatus::Queued
+            },
+        );
+        job.label = spec.label.clone();
+        job.profile = Some(profile);
+        job.mode = Some(spec.mode);
+        job.kind = Some(kind.into());
+        job.submitted_at = Some(now_rfc3339());
+        let mut result = DelegationResult::new(job);
+        result.lineage = Lineage {
+            chain_id: None,
+            parent_job_id: None,
+            child_job_ids: Vec::new(),
+            delegation_depth: Some(depth),
+        };
+        result.artifacts.log_path = Some(dir.join("log.txt").display().to_string());
+        Ok((id, dir, result))
     }
 
     fn number(&self, id: &str) -> Option<u64> {

@@ -33,13 +33,12 @@ mod permission;
 mod record;
 mod run;
 
-use crate::keel::DEPTH_ENV;
 use crate::seam::{
     Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
-    DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus, Lineage,
+    DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus,
     SteerOutcome, check_extensions,
 };
-use crate::table::{self, JobLog, TAIL_LINES, Table, now_rfc3339};
+use crate::table::{self, JobLog, TAIL_LINES, Table};
 use async_trait::async_trait;
 use keel_agent::plugin::ModelLaunch;
 use keel_tools::subprocess::SubprocessService;
@@ -159,12 +158,9 @@ fn findable(program: &str, path: Option<&std::ffi::OsStr>) -> bool {
 
 impl AcpProvider {
     /// A provider running `config.command` through `subprocess`; its delegates run one
-    /// delegation level deeper than this process ([`DEPTH_ENV`]).
+    /// delegation level deeper than this process ([`crate::keel::DEPTH_ENV`]).
     pub fn new(subprocess: SubprocessService, config: AcpConfig) -> Self {
-        let depth = std::env::var(DEPTH_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let depth = crate::keel::current_depth();
         let jobs = Table::new("acp", config.home.clone());
         AcpProvider {
             subprocess,
@@ -245,35 +241,9 @@ impl AcpProvider {
         self.check(spec)?;
         let after = self.jobs.finals(caller, &spec.after)?;
         let queued = !after.is_empty();
-        let id = self.jobs.next_id(caller);
-        let dir = self.jobs.session_dir(caller).join(&id);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            err(
-                ErrorCode::Internal,
-                format!("cannot create {}: {e}", dir.display()),
-            )
-        })?;
-        let mut job = DelegationJob::new(
-            &id,
-            if queued {
-                JobStatus::Queued
-            } else {
-                JobStatus::Running
-            },
-        );
-        job.label = spec.label.clone();
-        job.profile = Some("default".into());
-        job.mode = Some(spec.mode);
-        job.kind = Some("delegate".into());
-        job.submitted_at = Some(now_rfc3339());
-        let mut result = DelegationResult::new(job);
-        result.lineage = Lineage {
-            chain_id: None,
-            parent_job_id: None,
-            child_job_ids: Vec::new(),
-            delegation_depth: Some(self.depth + 1),
-        };
-        result.artifacts.log_path = Some(dir.join("log.txt").display().to_string());
+        let (id, dir, result) =
+            self.jobs
+                .open(caller, spec, "delegate", "default".into(), self.depth + 1)?;
         let (steer_tx, steers) = mpsc::unbounded_channel();
         let transcript = Arc::new(Transcript::new(
             dir.join("log.txt"),

@@ -25,7 +25,7 @@ pub(crate) mod workspace;
 use crate::seam::{
     Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationEvent,
     DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, JobStatus,
-    Lineage, ReviewSpec, SteerOutcome, check_extensions,
+    ReviewSpec, SteerOutcome, check_extensions,
 };
 use crate::table::{self, JobLog, TAIL_LINES, Table};
 use async_trait::async_trait;
@@ -38,10 +38,16 @@ use stream::Stream;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use table::now_rfc3339;
-
 /// The variable a delegate is started with: its delegation depth (the supervisor's + 1).
 pub const DEPTH_ENV: &str = "KEEL_DELEGATION_DEPTH";
+
+/// This process's delegation depth, from [`DEPTH_ENV`] (0 when unset or unreadable).
+pub fn current_depth() -> u32 {
+    std::env::var(DEPTH_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
 
 /// How long a steer waits for the delegate to show the guidance in its inbox.
 const STEER_ACK: Duration = Duration::from_secs(10);
@@ -113,10 +119,7 @@ impl KeelProvider {
     /// A provider running `config.program` through `subprocess`. Its own delegation depth is
     /// read from [`DEPTH_ENV`] (0 when unset): its delegates run one deeper.
     pub fn new(subprocess: SubprocessService, config: KeelConfig) -> Self {
-        let depth = std::env::var(DEPTH_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let depth = current_depth();
         let jobs = Table::new("keel", config.home.clone());
         KeelProvider {
             subprocess,
@@ -168,35 +171,10 @@ impl KeelProvider {
             ));
         }
         let after_finals = self.jobs.finals(caller, &spec.after)?;
-        let id = self.jobs.next_id(caller);
-        let dir = self.jobs.session_dir(caller).join(&id);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            err(
-                ErrorCode::Internal,
-                format!("cannot create {}: {e}", dir.display()),
-            )
-        })?;
-        let mut job = DelegationJob::new(
-            &id,
-            if spec.after.is_empty() {
-                JobStatus::Running
-            } else {
-                JobStatus::Queued
-            },
-        );
-        job.label = spec.label.clone();
-        job.profile = Some(spec.profile.clone().unwrap_or_else(|| "default".into()));
-        job.mode = Some(spec.mode);
-        job.kind = Some(kind.into());
-        job.submitted_at = Some(now_rfc3339());
-        let mut result = DelegationResult::new(job);
-        result.lineage = Lineage {
-            chain_id: None,
-            parent_job_id: None,
-            child_job_ids: Vec::new(),
-            delegation_depth: Some(self.depth + 1),
-        };
-        result.artifacts.log_path = Some(dir.join("log.txt").display().to_string());
+        let profile = spec.profile.clone().unwrap_or_else(|| "default".into());
+        let (id, dir, result) = self
+            .jobs
+            .open(caller, spec, kind, profile, self.depth + 1)?;
         let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
         let stream = Arc::new(Stream::new(
             dir.join("log.txt"),
