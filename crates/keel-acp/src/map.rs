@@ -21,7 +21,10 @@ use agent_client_protocol::v1::schema::{
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use keel_agent::ApprovalPolicy;
-use keel_protocol::{EventBody, SessionEvent, StreamChunk, TodoStatus};
+use keel_protocol::{
+    CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, EventBody, SessionEvent, StreamChunk,
+    TodoStatus,
+};
 use keel_tools::SandboxMode;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -35,11 +38,6 @@ pub const MODE_DEFAULT: &str = "default";
 pub const MODE_READ_ONLY: &str = "read-only";
 /// The session mode id of approving without asking whatever the sandbox lets keel ask about.
 pub const MODE_AUTO: &str = "auto";
-
-/// Code Mode's event when a program's sub-call enters the pipeline (dsh's name).
-const CODE_DISPATCH_START: &str = "tool/code-dispatch-start";
-/// Code Mode's event when a program's sub-call settles.
-const CODE_DISPATCH: &str = "tool/code-dispatch";
 
 /// Where the events come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,7 +200,7 @@ impl Mapper {
             }
             // Code Mode's sub-calls (a `run_code` program's `await tools.x(…)`): shown as
             // tool calls of their own, so an approval one of them needs names a known call.
-            EventBody::Other(o) if o.type_name == CODE_DISPATCH_START => {
+            EventBody::Other(o) if o.type_name == CODE_DISPATCH_START_EVENT => {
                 let field = |k: &str| o.data.get(k).and_then(Value::as_str).unwrap_or_default();
                 let arguments = match o.data.get("arguments") {
                     Some(Value::String(raw)) => raw.clone(),
@@ -216,7 +214,7 @@ impl Mapper {
                     &arguments,
                 )));
             }
-            EventBody::Other(o) if o.type_name == CODE_DISPATCH => {
+            EventBody::Other(o) if o.type_name == CODE_DISPATCH_EVENT => {
                 let id = o.data.get("subCallId").and_then(Value::as_str);
                 let failed = o.data.get("isError").and_then(Value::as_bool) == Some(true);
                 let text: String = o

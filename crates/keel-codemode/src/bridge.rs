@@ -13,7 +13,9 @@ use crate::RUN_CODE;
 use crate::engine::{Bridge, SubCall, SubResult};
 use async_trait::async_trait;
 use keel_agent::Agent;
-use keel_protocol::{ContentBlock, EventBody, ToolCallBlock};
+use keel_protocol::{
+    CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, ContentBlock, EventBody, ToolCallBlock,
+};
 use keel_tools::{
     ApprovalOutcome, BatchOptions, ExecMode, ExecToken, Handoff, JobControl, Pipeline,
     PipelineHost, ToolOutcome,
@@ -22,10 +24,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Event type logged when a sub-call enters the pipeline.
-pub const DISPATCH_START_EVENT: &str = "tool/code-dispatch-start";
-/// Event type logged when a sub-call settles.
-pub const DISPATCH_EVENT: &str = "tool/code-dispatch";
 /// Code of a sub-call the bridge refuses itself (`run_code` inside `run_code`).
 pub const NESTED_CODE: &str = "CODE_NESTED";
 
@@ -181,7 +179,7 @@ impl PipelineHost for SubHost<'_> {
         let arguments = serde_json::from_str::<Value>(&call.arguments)
             .unwrap_or_else(|_| Value::String(call.arguments.clone()));
         data.insert("arguments".into(), arguments);
-        self.log(DISPATCH_START_EVENT, Value::Object(data));
+        self.log(CODE_DISPATCH_START_EVENT, Value::Object(data));
     }
 
     async fn checkpoint(&self) {
@@ -206,7 +204,7 @@ impl PipelineHost for SubHost<'_> {
         if let Some(meta) = &outcome.meta {
             data.insert("meta".into(), meta.clone());
         }
-        self.log(DISPATCH_EVENT, Value::Object(data));
+        self.log(CODE_DISPATCH_EVENT, Value::Object(data));
     }
 
     fn hand_off(&self, handoff: Handoff) {

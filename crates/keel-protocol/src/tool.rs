@@ -4,6 +4,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 
+/// The ignorable event Code Mode logs when a `run_code` program's sub-call enters the
+/// pipeline: `{rootCallId, parentCallId, subCallId, name, arguments}` (the DeepSeek Harness's
+/// name and payload). Crash repair, provenance and front ends read it.
+pub const CODE_DISPATCH_START_EVENT: &str = "tool/code-dispatch-start";
+/// The ignorable event Code Mode logs when a program's sub-call settles: the ids and name of
+/// [`CODE_DISPATCH_START_EVENT`] with `isError` and `content`.
+pub const CODE_DISPATCH_EVENT: &str = "tool/code-dispatch";
+
 /// What the model is told about a tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSchema {

@@ -11,8 +11,9 @@
 use crate::error::RepairError;
 use crate::session::{Session, now_ms};
 use keel_protocol::{
-    ContentBlock, EventBody, Message, MessageSource, Role, Seq, SessionEvent, StepRef, SurfaceOp,
-    ToolErrorCode, ToolResultBlock, ToolResultEvent, TurnEnd, TurnEndReason,
+    CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, ContentBlock, EventBody, Message,
+    MessageSource, Role, Seq, SessionEvent, StepRef, SurfaceOp, ToolErrorCode, ToolResultBlock,
+    ToolResultEvent, TurnEnd, TurnEndReason,
 };
 
 /// What [`Session::repair`] appended.
@@ -102,11 +103,6 @@ fn repair_text(code: ToolErrorCode, name: &str) -> String {
     }
 }
 
-/// Event types Code Mode logs for the tool calls a `run_code` program made (see
-/// keel-codemode's bridge): a sub-call that entered the pipeline, and one that settled.
-const CODE_DISPATCH_START: &str = "tool/code-dispatch-start";
-const CODE_DISPATCH: &str = "tool/code-dispatch";
-
 /// The sub-calls a program running inside call `parent` had started, in order: `(sub-call id,
 /// tool, settled)`. Empty for calls that run no program.
 fn sub_calls<'a>(
@@ -119,7 +115,7 @@ fn sub_calls<'a>(
             continue;
         };
         let ty = o.type_name.as_str();
-        if (ty != CODE_DISPATCH_START && ty != CODE_DISPATCH)
+        if (ty != CODE_DISPATCH_START_EVENT && ty != CODE_DISPATCH_EVENT)
             || o.data.get("parentCallId").and_then(|v| v.as_str()) != Some(parent)
         {
             continue;
@@ -132,7 +128,7 @@ fn sub_calls<'a>(
                 .to_owned()
         };
         let id = field("subCallId");
-        if ty == CODE_DISPATCH_START {
+        if ty == CODE_DISPATCH_START_EVENT {
             out.push((id, field("name"), false));
         } else if let Some(started) = out.iter_mut().find(|s| s.0 == id) {
             started.2 = true;
@@ -261,10 +257,10 @@ mod tests {
         };
         let ids = |sub: &str, name: &str, parent: &str| serde_json::json!({"rootCallId": parent, "parentCallId": parent, "subCallId": sub, "name": name});
         let events = [
-            other(1, CODE_DISPATCH_START, ids("c:code:1", "read", "c")),
-            other(2, CODE_DISPATCH_START, ids("c:code:2", "bash", "c")),
-            other(3, CODE_DISPATCH, ids("c:code:1", "read", "c")),
-            other(4, CODE_DISPATCH_START, ids("d:code:1", "read", "d")),
+            other(1, CODE_DISPATCH_START_EVENT, ids("c:code:1", "read", "c")),
+            other(2, CODE_DISPATCH_START_EVENT, ids("c:code:2", "bash", "c")),
+            other(3, CODE_DISPATCH_EVENT, ids("c:code:1", "read", "c")),
+            other(4, CODE_DISPATCH_START_EVENT, ids("d:code:1", "read", "d")),
         ];
         let subs = sub_calls(events.iter(), "c");
         assert_eq!(

@@ -17,7 +17,7 @@ use crate::recorder::Recorder;
 use keel_agent::HookRegistry;
 use keel_agent::seams::{ChildBuild, ChildSetup, FlushPoint, SubagentNotice};
 use keel_jcs::Payload;
-use keel_protocol::{ContentBlock, EventBody, SessionEvent};
+use keel_protocol::{CODE_DISPATCH_EVENT, ContentBlock, EventBody, SessionEvent};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -197,10 +197,6 @@ impl Provenance {
         }
     }
 }
-
-/// Code Mode's event for a settled sub-call of a `run_code` program (keel-codemode's bridge
-/// logs it; the name is the DeepSeek Harness's).
-const CODE_DISPATCH_EVENT: &str = "tool/code-dispatch";
 
 fn payload_or_failure(r: &mut Recorder, ev: &SessionEvent, event_id: &str) -> Option<Value> {
     match event_payload(ev) {
