@@ -517,6 +517,19 @@ impl<X: JobLog> Table<X> {
     }
 }
 
+/// Characters of one line of a job's log.
+pub(crate) const LOG_LINE_CHARS: usize = 200;
+
+/// `text` on one line (newlines shown as ` ⏎ `), cut to `chars` characters with `…`: a log
+/// line of a delegate's message, call or result.
+pub(crate) fn one_line(text: &str, chars: usize) -> String {
+    let one_line = text.replace('\n', " ⏎ ");
+    match one_line.char_indices().nth(chars) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    }
+}
+
 /// A job's `log.txt` and its last lines in memory: past `max_bytes` lines are counted, not
 /// written (the in-memory tail still has them). The default writes nothing and keeps nothing.
 #[derive(Default)]

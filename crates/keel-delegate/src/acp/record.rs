@@ -14,7 +14,7 @@
 //! bounded whatever the agent sends.
 
 use super::permission::kind_name;
-use crate::table::BoundedLog;
+use crate::table::{BoundedLog, LOG_LINE_CHARS};
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Plan, PlanEntryStatus, SessionUpdate, ToolCallContent,
     ToolCallStatus, ToolKind,
@@ -25,8 +25,6 @@ use std::sync::{Mutex, MutexGuard};
 
 /// Bytes of the answer kept (the tools bound what the model sees far below this).
 const MAX_ANSWER: usize = 256 * 1024;
-/// Characters of one log line.
-const LOG_LINE_CHARS: usize = 200;
 /// Tool calls whose kind and title are remembered (the oldest are forgotten past this).
 const MAX_CALLS: usize = 4096;
 
@@ -58,12 +56,9 @@ pub(super) struct Transcript {
     state: Mutex<State>,
 }
 
+/// `text`, trimmed, as one log line of at most `chars` characters.
 fn cut(text: &str, chars: usize) -> String {
-    let one_line = text.trim().replace('\n', " ⏎ ");
-    match one_line.char_indices().nth(chars) {
-        Some((i, _)) => format!("{}…", &one_line[..i]),
-        None => one_line,
-    }
+    crate::table::one_line(text.trim(), chars)
 }
 
 fn content_text(content: &[ToolCallContent]) -> String {

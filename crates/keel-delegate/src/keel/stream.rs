@@ -5,7 +5,7 @@
 //! acknowledge a steer.
 
 use crate::lines::{LineBuffer, Piece};
-use crate::table::BoundedLog;
+use crate::table::{BoundedLog, LOG_LINE_CHARS, one_line as cut};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,8 +16,6 @@ use tokio::sync::oneshot;
 const MAX_LINE: usize = 8 << 20;
 /// Bytes of the answer kept (the tools bound what the model sees far below this).
 const MAX_ANSWER: usize = 256 * 1024;
-/// Characters of one log line.
-const LOG_LINE_CHARS: usize = 200;
 
 struct State {
     lines: LineBuffer,
@@ -38,14 +36,6 @@ struct Record {
 /// The reader of one delegate's stdout.
 pub(super) struct Stream {
     state: Mutex<State>,
-}
-
-fn cut(text: &str, chars: usize) -> String {
-    let one_line = text.replace('\n', " ⏎ ");
-    match one_line.char_indices().nth(chars) {
-        Some((i, _)) => format!("{}…", &one_line[..i]),
-        None => one_line,
-    }
 }
 
 /// The text blocks of a message (`{content: [{type: text, text}]}`), joined.
