@@ -155,6 +155,47 @@ pub struct InstallContext {
     /// How another keel process reaches this agent's model (`None` when the model lives only
     /// in this process, like an embedded test double).
     pub model_launch: Option<ModelLaunch>,
+    /// Whether the user trusts the workspace's own files: a plugin that would run or load
+    /// something the project contains (`.claude/settings.json` hooks, `.mcp.json` servers)
+    /// does so only when [`ProjectTrust::Trusted`]; a plugin that starts another keel passes
+    /// the decision on, so a child never decides on its own.
+    pub project_trust: ProjectTrust,
+}
+
+/// The user's decision about a workspace's own files (hooks, MCP servers, configuration that
+/// widens what runs). Anything but an explicit trust is [`ProjectTrust::Untrusted`]: the
+/// project's files are inert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProjectTrust {
+    /// The user trusts the workspace (recorded in `$KEEL_HOME/config.toml`, or for one run).
+    Trusted,
+    /// Not trusted, or not decided: what the project contains runs nothing.
+    #[default]
+    Untrusted,
+}
+
+impl ProjectTrust {
+    /// `trusted` or `untrusted`: the spelling of `trust_level` and `--project-trust`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProjectTrust::Trusted => "trusted",
+            ProjectTrust::Untrusted => "untrusted",
+        }
+    }
+
+    /// Parse `trusted` or `untrusted`.
+    pub fn parse(s: &str) -> Option<ProjectTrust> {
+        match s {
+            "trusted" => Some(ProjectTrust::Trusted),
+            "untrusted" => Some(ProjectTrust::Untrusted),
+            _ => None,
+        }
+    }
+
+    /// Whether the project's files may run.
+    pub fn is_trusted(self) -> bool {
+        self == ProjectTrust::Trusted
+    }
 }
 
 /// How to start another `keel run` on an agent's model route, for a plugin that runs keel as
@@ -195,6 +236,7 @@ impl InstallContext {
             subprocess,
             settings: Value::Object(Default::default()),
             model_launch: None,
+            project_trust: ProjectTrust::Untrusted,
         }
     }
 

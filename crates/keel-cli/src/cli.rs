@@ -103,6 +103,15 @@ pub struct Common {
     /// `tools_mode` key; also DSH_TOOLS_MODE. See docs/code-mode.md.
     #[arg(long, global = true, value_name = "MODE", env = "DSH_TOOLS_MODE", value_parser = ["native", "code", "both"])]
     pub tools_mode: Option<String>,
+    /// Trust this workspace for this run only, without recording it: its hooks
+    /// (.claude/settings.json), MCP servers (.mcp.json) and .keel/config.toml take effect (for
+    /// CI in your own repository). `keel trust` records the decision (docs/trust.md).
+    #[arg(long, global = true)]
+    pub trust_project: bool,
+    /// The workspace's trust as a supervisor decided it (a delegate inherits it, never decides
+    /// on its own): trusted or untrusted, for this run only.
+    #[arg(long, global = true, hide = true, value_name = "LEVEL", value_parser = ["trusted", "untrusted"], conflicts_with = "trust_project")]
+    pub project_trust: Option<String>,
     /// The card `keel chat --card` names (set by that command, not a flag of its own).
     #[arg(skip)]
     pub card: Option<String>,
@@ -182,6 +191,16 @@ pub enum Command {
     /// global flags (--model, --sandbox, --approval, -c…) apply to every session. Stdout carries
     /// only the protocol; logs go to stderr.
     Acp(AcpArgs),
+    /// Workspace trust: whether a repository's own hooks, MCP servers and configuration may
+    /// take effect (docs/trust.md).
+    ///
+    /// Until you trust a workspace (its git root, or the directory when there is none), keel
+    /// leaves `.claude/settings*.json` hooks, `.mcp.json` servers and every key of
+    /// `.keel/config.toml` that widens what runs or what leaks alone; keys that only tighten
+    /// still apply. The decision is recorded in $KEEL_HOME/config.toml as
+    /// `[projects."DIR"] trust_level = "trusted" | "untrusted"` and covers the directories
+    /// below it.
+    Trust(TrustArgs),
     /// MCP servers: list, show, add, remove, test, and their prompts (docs/mcp.md).
     ///
     /// Servers come from `[mcp_servers.NAME]` tables of the configuration layers and from the
@@ -554,6 +573,20 @@ pub enum ExportFormat {
     Markdown,
     /// One self-contained HTML page (see docs/viewer.md).
     Html,
+}
+
+/// `keel trust [DIR]`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// The workspace (default: --cwd or the current directory); its git root is recorded.
+    pub dir: Option<PathBuf>,
+    /// Record it as untrusted instead: its files stay inert and the UI does not ask again.
+    #[arg(long, conflicts_with = "list")]
+    pub revoke: bool,
+    /// List the recorded decisions (directory, level, the file that holds it; `missing` when
+    /// the directory is gone).
+    #[arg(long, conflicts_with = "dir")]
+    pub list: bool,
 }
 
 /// `keel config …`.

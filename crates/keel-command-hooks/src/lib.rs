@@ -22,7 +22,8 @@
 //! The tool adapters live in [`HookRegistry::tools`], which the agent builder turns into its
 //! pipeline's seams. The plugin row is `hooks` ([`CommandHooksPlugin`]); it reads keel's
 //! `[hooks]` configuration section and, unless its row says otherwise, the project's
-//! `.claude/settings.json`.
+//! `.claude/settings.json` — only in a workspace the user trusts
+//! ([`keel_agent::plugin::InstallContext::project_trust`]).
 #![deny(missing_docs)]
 
 mod adapters;
@@ -170,7 +171,9 @@ impl Plugin for CommandHooksPlugin {
                 .map_err(|e| PluginError::setup(ID, "invalid [hooks] section", e))?,
             None => HooksConfig::default(),
         };
+        // A workspace's own settings run nothing until the user trusts it.
         if row.project_settings
+            && ctx.project_trust.is_trusted()
             && let Some(project) = load_project_settings(&ctx.cwd)
                 .map_err(|e| PluginError::setup(ID, "cannot read the project's settings", e))?
         {

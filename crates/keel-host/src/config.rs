@@ -2,7 +2,9 @@
 //!
 //! Layers, later overriding earlier: built-in defaults → `$KEEL_HOME/config.toml` → profile
 //! (`$KEEL_HOME/profiles/<name>.toml`) → project `.keel/config.toml` → `--config FILE` →
-//! `-c key=value`. Tables merge key by key; `[[plugins]]` rows merge by `id`, a later layer
+//! `-c key=value`. The project layer is the repository's, not the user's: unless the user
+//! trusts the workspace ([`crate::trust`]), only its keys that tighten or change nothing are
+//! merged, and the rest is listed in [`Loaded::ignored`]; it may never say `[projects]`. Tables merge key by key; `[[plugins]]` rows merge by `id`, a later layer
 //! replacing a row's whole `config`. Every layer is validated on its own, so an unknown key or a
 //! bad value is reported with the file (or flag) that holds it. `keel config dump` prints the
 //! merged result with the layer that set each key.
@@ -12,6 +14,7 @@
 //! Values with a fixed vocabulary (`sandbox`, `approval`) are typed when a layer is parsed, so a
 //! misspelling names the layer that holds it.
 
+use crate::trust::{self, Ignored, ProjectTrust, TrustDecision, TrustSource};
 use keel_agent::ApprovalPolicy;
 use keel_agent::plugin::Plugin;
 use keel_tools::SandboxMode;
@@ -40,6 +43,16 @@ pub enum ConfigError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// The project's own `.keel/config.toml` says `[projects]`: only the user's layers may
+    /// decide what is trusted.
+    #[error(
+        "invalid configuration in {}: `projects` (workspace trust) may be set only in $KEEL_HOME/config.toml, a profile, --config or -c; remove it from this file",
+        path.display()
+    )]
+    TrustInProject {
+        /// The project's file.
+        path: PathBuf,
     },
     /// `--profile NAME` names no file.
     #[error("profile {name:?} not found: expected {}", path.display())]
@@ -146,6 +159,10 @@ pub struct Config {
     pub tools_mode: Option<keel_codemode::ToolsMode>,
     /// `[code_mode]`: the limits of one `run_code` program.
     pub code_mode: Option<keel_codemode::CodeModeSettings>,
+    /// `[projects."<dir>"] trust_level = "trusted" | "untrusted"`: workspace trust, by the
+    /// canonical directory (user layers only; [`crate::trust`]).
+    #[serde(default)]
+    pub projects: BTreeMap<String, crate::trust::ProjectSection>,
 }
 
 /// `[sandbox]`: how far tools may reach (docs/config.md, docs/sandbox.md).
@@ -287,6 +304,9 @@ pub struct Sources {
     pub config_file: Option<PathBuf>,
     /// `-c key=value`.
     pub overrides: Vec<String>,
+    /// The run's own trust decision, over what is recorded (`--trust-project`, or the
+    /// decision a supervisor hands its delegate); not recorded anywhere.
+    pub trust: Option<crate::trust::ProjectTrust>,
 }
 
 impl Sources {
@@ -312,6 +332,10 @@ pub struct Loaded {
     pub origin: BTreeMap<String, String>,
     /// Names of the layers, in the order they were merged (later overrides earlier).
     pub layers: Vec<String>,
+    /// Whether the workspace's own files may run or widen anything.
+    pub trust: TrustDecision,
+    /// What an untrusted workspace holds that was left out, by file (empty when trusted).
+    pub ignored: Vec<Ignored>,
 }
 
 impl Loaded {
@@ -448,14 +472,15 @@ pub fn override_table(spec: &str) -> Result<Table> {
     Ok(table)
 }
 
-/// Load and merge every layer; the defaults layer has a row for each of `plugins`.
+/// Load and merge every layer; the defaults layer has a row for each of `plugins`. The
+/// project layer is merged whole only when the workspace is trusted ([`crate::trust`]).
 pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
-    let mut layers = vec![Layer {
+    let mut user = vec![Layer {
         name: "defaults".to_owned(),
         table: parse_layer("defaults", &defaults_text(plugins))?,
     }];
     if let Some(l) = read_layer(&sources.home.join("config.toml"))? {
-        layers.push(l);
+        user.push(l);
     }
     if let Some(profile) = &sources.profile {
         let path = sources
@@ -463,7 +488,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
             .join("profiles")
             .join(format!("{profile}.toml"));
         match read_layer(&path)? {
-            Some(l) => layers.push(l),
+            Some(l) => user.push(l),
             None => {
                 return Err(ConfigError::ProfileNotFound {
                     name: profile.clone(),
@@ -472,19 +497,82 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
             }
         }
     }
-    if let Some(l) = read_layer(&sources.project.join(".keel").join("config.toml"))? {
-        layers.push(l);
+    let project_path = sources.project.join(".keel").join("config.toml");
+    let project = read_layer(&project_path)?;
+    if project
+        .as_ref()
+        .is_some_and(|l| l.table.contains_key("projects"))
+    {
+        return Err(ConfigError::TrustInProject { path: project_path });
     }
+    // The project layer's place: later layers (`--config`, `-c`) override it.
+    let at = user.len();
     if let Some(file) = &sources.config_file {
         match read_layer(file)? {
-            Some(l) => layers.push(l),
+            Some(l) => user.push(l),
             None => return Err(ConfigError::FileNotFound { path: file.clone() }),
         }
     }
     for spec in &sources.overrides {
-        layers.push(override_layer(spec)?);
+        user.push(override_layer(spec)?);
     }
-    merge_layers(&layers)
+    for layer in &user {
+        check_projects(layer)?;
+    }
+    let own = merge_layers(&user)?;
+    let root = trust::workspace_root(&sources.project).unwrap_or_else(|_| sources.project.clone());
+    let decision = trust::decide(
+        &root,
+        &own.config.projects,
+        &|key| {
+            own.origin
+                .get(&format!("projects.{key}.trust_level"))
+                .cloned()
+                .unwrap_or_default()
+        },
+        sources.trust,
+    );
+    let mut layers = user;
+    let mut ignored = Vec::new();
+    if let Some(project) = project {
+        if decision.is_trusted() {
+            layers.insert(at, project);
+        } else {
+            let (kept, left_out) = trust::untrusted_view(&project, &own.config);
+            if !left_out.is_empty() {
+                ignored.push(Ignored {
+                    file: project_path,
+                    what: left_out,
+                });
+            }
+            if !kept.table.is_empty() {
+                layers.insert(at, kept);
+            }
+        }
+    }
+    if !decision.is_trusted() {
+        ignored.extend(trust::project_files(&sources.project));
+    }
+    let mut loaded = merge_layers(&layers)?;
+    loaded.trust = decision;
+    loaded.ignored = ignored;
+    Ok(loaded)
+}
+
+/// A user layer's `[projects]` keys must be absolute directories.
+fn check_projects(layer: &Layer) -> Result<()> {
+    let Some(projects) = layer.table.get("projects").and_then(Value::as_table) else {
+        return Ok(());
+    };
+    match projects.keys().find(|k| !Path::new(k).is_absolute()) {
+        Some(key) => Err(ConfigError::Invalid {
+            layer: layer.name.clone(),
+            message: format!(
+                "projects.{key:?}: a trusted or untrusted directory must be an absolute path (keel trust DIR writes it)"
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Merge layers in order.
@@ -510,6 +598,12 @@ pub fn merge_layers(layers: &[Layer]) -> Result<Loaded> {
         table,
         origin,
         layers: layers.iter().map(|l| l.name.clone()).collect(),
+        trust: TrustDecision {
+            root: PathBuf::new(),
+            trust: ProjectTrust::Untrusted,
+            source: TrustSource::Undecided,
+        },
+        ignored: Vec::new(),
     })
 }
 
@@ -678,6 +772,7 @@ mod tests {
         .unwrap();
         let mut s = sources(home.path(), project.path());
         s.overrides = vec!["agent.max_steps=7".into(), "sandbox=read-only".into()];
+        s.trust = Some(ProjectTrust::Trusted);
         let loaded = load(&s, &crate::catalogue::builtin()).unwrap();
         assert_eq!(loaded.config.model.as_deref(), Some("deepseek-chat"));
         assert_eq!(loaded.config.agent.max_steps, Some(7));
@@ -706,6 +801,81 @@ mod tests {
             "{dump}"
         );
         assert!(dump.contains(".keel/config.toml"), "{dump}");
+    }
+
+    #[test]
+    fn an_untrusted_project_layer_only_tightens_and_the_rest_is_listed() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(project.path().join(".keel")).unwrap();
+        std::fs::write(
+            project.path().join(".keel/config.toml"),
+            "approval = \"never\"\n[sandbox]\nmode = \"full-access\"\nnetwork = false\n[agent]\nmax_steps = 9\n[mcp_servers.evil]\ncommand = \"sh\"\n",
+        )
+        .unwrap();
+        let s = sources(home.path(), project.path());
+        let loaded = load(&s, &crate::catalogue::builtin()).unwrap();
+        assert!(loaded.trust.is_undecided() && !loaded.trust.is_trusted());
+        assert_eq!(
+            loaded.trust.root,
+            project.path().canonicalize().unwrap(),
+            "the workspace is the root when there is no git root"
+        );
+        let c = &loaded.config;
+        assert_eq!(c.sandbox.mode, Some(SandboxMode::WorkspaceWrite));
+        assert_eq!(c.sandbox.network, Some(false));
+        assert_eq!(c.approval, Some(ApprovalPolicy::Never), "stricter than ask");
+        assert_eq!(c.agent.max_steps, Some(9));
+        assert!(c.mcp_servers.is_empty());
+        assert_eq!(loaded.ignored.len(), 1);
+        assert_eq!(
+            loaded.ignored[0].what,
+            vec!["mcp_servers.evil", "sandbox.mode"]
+        );
+        assert!(loaded.ignored[0].file.ends_with(".keel/config.toml"));
+
+        // Recorded as trusted in the user's file: the whole layer applies.
+        let root = loaded.trust.root.display().to_string();
+        std::fs::write(
+            home.path().join("config.toml"),
+            format!("[projects.{root:?}]\ntrust_level = \"trusted\"\n"),
+        )
+        .unwrap();
+        let loaded = load(&s, &crate::catalogue::builtin()).unwrap();
+        assert!(loaded.trust.is_trusted(), "{:?}", loaded.trust);
+        assert_eq!(loaded.config.sandbox.mode, Some(SandboxMode::FullAccess));
+        assert!(loaded.config.mcp_servers.contains_key("evil"));
+        assert!(loaded.ignored.is_empty());
+        assert!(dump(&loaded).contains("trust_level = \"trusted\""));
+
+        // The project may not decide for itself.
+        std::fs::write(
+            project.path().join(".keel/config.toml"),
+            format!("[projects.{root:?}]\ntrust_level = \"trusted\"\n"),
+        )
+        .unwrap();
+        let err = load(&s, &crate::catalogue::builtin())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(".keel/config.toml") && err.contains("projects"),
+            "{err}"
+        );
+
+        // A malformed table or a relative directory names the user's file.
+        std::fs::remove_file(project.path().join(".keel/config.toml")).unwrap();
+        for bad in [
+            "[projects.\"/x\"]\ntrust_level = \"yes\"\n",
+            "[projects.\"rel/dir\"]\ntrust_level = \"trusted\"\n",
+            "projects = 1\n",
+            "[projects.\"/x\"]\ntrust = \"trusted\"\n",
+        ] {
+            std::fs::write(home.path().join("config.toml"), bad).unwrap();
+            let err = load(&s, &crate::catalogue::builtin())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("config.toml"), "{bad}: {err}");
+        }
     }
 
     #[test]

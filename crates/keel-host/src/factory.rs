@@ -465,6 +465,7 @@ impl AgentFactory<'_> {
             }
         }
         ctx.model_launch = self.route.launch.clone();
+        ctx.project_trust = host.loaded.trust.trust;
         let mut enable = self.enable.clone();
         enable.extend(self.row_edits.iter().map(|e| e.plugin));
         catalogue::install_rows(

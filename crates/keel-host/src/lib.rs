@@ -25,6 +25,7 @@ pub mod config;
 pub mod endpoint;
 mod error;
 mod factory;
+pub mod trust;
 
 pub use config::{ConfigError, Loaded, Sources};
 pub use endpoint::{Endpoint, EndpointInputs, KeySource};
@@ -34,3 +35,4 @@ pub use factory::{
     ModelSource, RowEdit,
 };
 pub use keel_session::Format as LogFormat;
+pub use trust::{Ignored, ProjectTrust, TrustDecision, TrustSource};

@@ -414,15 +414,19 @@ fn mcp_json_server(
 }
 
 /// Every configured server, by name: the TOML tables (with the layer of each, from `origins`)
-/// over the `.mcp.json` ones. Returns the servers and the problems (each server with a problem
-/// is left out).
+/// over the `.mcp.json` ones of `project` (`None`: the project's file is not read, as in a
+/// workspace the user does not trust). Returns the servers and the problems (each server with a
+/// problem is left out).
 pub fn resolve(
     toml: &BTreeMap<String, TomlServer>,
     origin_of: &dyn Fn(&str) -> String,
-    project: &Path,
+    project: Option<&Path>,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> (Vec<ServerConfig>, Vec<ConfigProblem>) {
-    let (json, mut problems) = read_mcp_json(project, var);
+    let (json, mut problems) = match project {
+        Some(project) => read_mcp_json(project, var),
+        None => (Vec::new(), Vec::new()),
+    };
     let mut by_name: BTreeMap<String, ServerConfig> =
         json.into_iter().map(|s| (s.name.clone(), s)).collect();
     for (name, t) in toml {
@@ -555,7 +559,7 @@ mod tests {
                 ..TomlServer::default()
             },
         );
-        let (servers, problems) = resolve(&toml, &|_| "home".into(), dir.path(), &env);
+        let (servers, problems) = resolve(&toml, &|_| "home".into(), Some(dir.path()), &env);
         let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["fs", "same", "web"]);
         assert_eq!(servers[0].transport.describe(), "npx -y server-fs /h");

@@ -37,10 +37,11 @@ fn setup(what: String) -> PluginError {
 }
 
 /// The servers the merged configuration (`settings`, the `mcp_servers` section) and the
-/// project's `.mcp.json` name, with the problems of those left out.
+/// project's `.mcp.json` name (`None`: an untrusted workspace, whose file is not read), with
+/// the problems of those left out.
 pub fn configured(
     settings: &Value,
-    project: &std::path::Path,
+    project: Option<&std::path::Path>,
 ) -> (Vec<ServerConfig>, Vec<config::ConfigProblem>) {
     let toml: BTreeMap<String, TomlServer> = settings
         .get("mcp_servers")
@@ -65,7 +66,9 @@ impl Plugin for McpPlugin {
     }
 
     fn install(&self, ctx: &mut InstallContext, _config: Value) -> Result<(), PluginError> {
-        let (servers, problems) = configured(&ctx.settings, &ctx.cwd);
+        // A workspace's own `.mcp.json` starts nothing until the user trusts it.
+        let project = ctx.project_trust.is_trusted().then_some(ctx.cwd.as_path());
+        let (servers, problems) = configured(&ctx.settings, project);
         let servers: Vec<ServerConfig> = servers.into_iter().filter(|s| s.enabled).collect();
         let mut events: Vec<Value> = problems
             .iter()

@@ -13,7 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use keel_agent::{Agent, AgentConfig, ApprovalPolicy, HookRegistry};
-use keel_host::{BuildOptions, Flags, Host, LogFormat, ModelSource, Sources};
+use keel_host::{BuildOptions, Flags, Host, LogFormat, ModelSource, ProjectTrust, Sources};
 use keel_llm::{Provider, RetryPolicy, ScriptFormat, ScriptedProvider};
 use keel_protocol::{EventBody, Message, SessionEvent};
 use keel_session::{Session, Store};
@@ -74,6 +74,9 @@ pub struct AgentOptions {
     pub catalogue: Option<Vec<Box<dyn keel_agent::plugin::Plugin>>>,
     /// The approver (an interactive front end); `None`: headless.
     pub approver: Option<Arc<dyn keel_agent::Approver>>,
+    /// The workspace's trust for this run (default: trusted, as a user's own fixture is; the
+    /// trust tests set `Untrusted`).
+    pub project_trust: ProjectTrust,
 }
 
 impl Default for AgentOptions {
@@ -88,6 +91,7 @@ impl Default for AgentOptions {
             edit: None,
             catalogue: None,
             approver: None,
+            project_trust: ProjectTrust::Trusted,
         }
     }
 }
@@ -142,7 +146,8 @@ pub fn agent_in(
     )
     .unwrap();
     let provider = scripted(script_yaml);
-    let sources = Sources::for_workspace(home.to_path_buf(), cwd.to_path_buf());
+    let mut sources = Sources::for_workspace(home.to_path_buf(), cwd.to_path_buf());
+    sources.trust = Some(opts.project_trust);
     let host = match opts.catalogue {
         Some(plugins) => Host::load_with(&sources, plugins),
         None => Host::load(&sources),
@@ -223,11 +228,9 @@ pub fn resume_fixture(
     approval: ApprovalPolicy,
 ) -> (Agent, Arc<ScriptedProvider>) {
     let provider = scripted(script_yaml);
-    let host = Host::load(&Sources::for_workspace(
-        home.to_path_buf(),
-        cwd.to_path_buf(),
-    ))
-    .unwrap();
+    let mut sources = Sources::for_workspace(home.to_path_buf(), cwd.to_path_buf());
+    sources.trust = Some(ProjectTrust::Trusted);
+    let host = Host::load(&sources).unwrap();
     let factory = fixture_factory(&host, &provider, SandboxMode::WorkspaceWrite, approval);
     let (log, _, _) =
         keel_session::PersistentSession::resume(session, keel_session::WriterOptions::default())

@@ -21,7 +21,29 @@ pub fn run(ctx: &Ctx, cmd: ConfigCommand) -> Result<ExitCode> {
                 Err(e) => format!("# endpoint: {e}\n"),
             };
             out.write_all(endpoint.as_bytes())?;
+            out.write_all(trust_dump(host.config()).as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `trust.*` lines: the workspace's decision and, when untrusted, each ignored project key or
+/// file with the file that holds it.
+fn trust_dump(loaded: &keel_host::config::Loaded) -> String {
+    let t = &loaded.trust;
+    let mut out = format!(
+        "trust.workspace = {:?}  # {}\n",
+        t.root.display().to_string(),
+        t.describe()
+    );
+    for i in &loaded.ignored {
+        for what in &i.what {
+            out.push_str(&format!(
+                "trust.ignored = {:?}  # {}\n",
+                what,
+                i.file.display()
+            ));
+        }
+    }
+    out
 }

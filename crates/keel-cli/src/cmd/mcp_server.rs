@@ -142,6 +142,7 @@ impl Inner {
         };
         let (ctx, flags) = self.setup(&settings);
         let host = ctx.host().map_err(failure)?;
+        ctx.warn_untrusted(&host);
         let factory = host.factory(flags, self.model.clone()).map_err(failure)?;
         let log = factory
             .new_session_with(LogFormat::Plain, |h| h.origin = Some("mcp".into()))
@@ -192,6 +193,7 @@ impl Inner {
         let (ctx, mut flags) = self.setup(&settings);
         keep_session_modes(&mut flags, &log);
         let host = ctx.host().map_err(failure)?;
+        ctx.warn_untrusted(&host);
         let factory = host.factory(flags, self.model.clone()).map_err(failure)?;
         let agent = build_agent(&factory, log, control)?;
         start(&agent, id.to_owned(), &reply.prompt, control, rt)

@@ -11,6 +11,7 @@ mod progress;
 mod provenance;
 mod run;
 mod sessions;
+mod trust;
 mod tui;
 
 use crate::cli::{Cli, Command, Common};
@@ -73,9 +74,30 @@ impl Ctx {
                 profile,
                 config_file: self.common.config_file.clone(),
                 overrides,
+                trust: self.project_trust(),
             },
             plugins,
         )?)
+    }
+
+    /// The run's own trust decision: `--trust-project`, or the supervisor's (`--project-trust`).
+    pub fn project_trust(&self) -> Option<keel_host::ProjectTrust> {
+        if self.common.trust_project {
+            return Some(keel_host::ProjectTrust::Trusted);
+        }
+        self.common
+            .project_trust
+            .as_deref()
+            .and_then(keel_host::ProjectTrust::parse)
+    }
+
+    /// Say on stderr what an untrusted workspace holds that keel left alone, and how to trust
+    /// it (headless front ends, once per agent built; the UI and ACP show it in the session).
+    pub fn warn_untrusted(&self, host: &keel_host::Host) {
+        let loaded = host.config();
+        if let Some(line) = keel_host::trust::notice(&loaded.trust, &loaded.ignored) {
+            let _ = writeln!(std::io::stderr(), "keel: {line}");
+        }
     }
 
     /// The newest readable session file of this directory (what `keel resume` picks).
@@ -279,5 +301,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::McpServer(args) => mcp_server::run(&ctx, args),
         Command::Acp(args) => acp::run(&ctx, args),
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
+        Command::Trust(args) => trust::run(&ctx, args),
     }
 }

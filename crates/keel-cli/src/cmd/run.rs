@@ -220,6 +220,7 @@ fn read_prompt(prompt: Option<String>) -> Result<String> {
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let prompt = read_prompt(args.prompt)?;
     let host = ctx.host()?;
+    ctx.warn_untrusted(&host);
     let mut flags = ctx.flags()?;
     apply_permission_mode(&mut flags, &args.mode);
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
@@ -412,6 +413,7 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     }
     drop(err);
     let host = ctx.host()?;
+    ctx.warn_untrusted(&host);
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     if args.json {
@@ -487,6 +489,7 @@ pub fn review(ctx: &Ctx, args: ReviewArgs) -> Result<ExitCode> {
     catalogue.retain(|p| p.id() != keel_delegate::ID);
     catalogue.push(Box::new(plugin));
     let host = ctx.host_with(catalogue)?;
+    ctx.warn_untrusted(&host);
     let mut flags = ctx.flags()?;
     flags.enable.push(keel_delegate::ID.as_str());
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;

@@ -40,7 +40,7 @@ use crate::seam::{
 };
 use crate::table::{self, JobLog, TAIL_LINES, Table};
 use async_trait::async_trait;
-use keel_agent::plugin::ModelLaunch;
+use keel_agent::plugin::{ModelLaunch, ProjectTrust};
 use keel_tools::subprocess::SubprocessService;
 use record::Transcript;
 use std::path::{Path, PathBuf};
@@ -73,6 +73,9 @@ pub struct AcpConfig {
     pub forward_env: Vec<String>,
     /// Bytes of `log.txt` per job.
     pub max_log_bytes: u64,
+    /// The supervisor's decision about its workspace, handed to a keel delegate
+    /// (`--project-trust`), which never decides on its own.
+    pub project_trust: ProjectTrust,
 }
 
 impl AcpConfig {
@@ -90,6 +93,7 @@ impl AcpConfig {
             env: Vec::new(),
             forward_env: Vec::new(),
             max_log_bytes: 8 << 20,
+            project_trust: ProjectTrust::Untrusted,
         }
     }
 

@@ -84,6 +84,8 @@ impl Run {
                 self.caller.session_id.clone(),
                 "--delegation-depth".into(),
                 self.depth.to_string(),
+                "--project-trust".into(),
+                self.config.project_trust.as_str().into(),
             ]);
             if !argv.iter().any(|a| a == "--sandbox") {
                 let sandbox = match self.spec.mode {

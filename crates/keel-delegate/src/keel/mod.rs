@@ -29,7 +29,7 @@ use crate::seam::{
 };
 use crate::table::{self, JobLog, TAIL_LINES, Table};
 use async_trait::async_trait;
-use keel_agent::plugin::ModelLaunch;
+use keel_agent::plugin::{ModelLaunch, ProjectTrust};
 use keel_tools::subprocess::{CommandSpec, OutputSink, RunEnd, SubprocessService};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,6 +65,9 @@ pub struct KeelConfig {
     pub time_limit: Duration,
     /// Bytes of `log.txt` per job (later lines are counted, not written).
     pub max_log_bytes: u64,
+    /// The supervisor's decision about its workspace, handed to the delegate
+    /// (`--project-trust`): a delegate in a worktree never decides on its own.
+    pub project_trust: ProjectTrust,
 }
 
 impl KeelConfig {
@@ -76,6 +79,7 @@ impl KeelConfig {
             home,
             time_limit: Duration::from_secs(3600),
             max_log_bytes: 8 << 20,
+            project_trust: ProjectTrust::Untrusted,
         }
     }
 }
@@ -329,6 +333,8 @@ impl Run {
             self.depth.to_string(),
             "--cwd".into(),
             cwd.display().to_string(),
+            "--project-trust".into(),
+            self.config.project_trust.as_str().into(),
         ];
         argv.extend(
             match self.spec.mode {
