@@ -5,12 +5,15 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// `keel` in `cwd`, trusted for the run (these tests are about the project's layer taking
+/// effect; docs/trust.md).
 fn keel(home: &Path, cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_keel"))
         .env("KEEL_HOME", home)
         .env_remove("DEEPSEEK_BASE_URL")
         .arg("--cwd")
         .arg(cwd)
+        .arg("--trust-project")
         .args(args)
         .output()
         .unwrap()

@@ -33,6 +33,9 @@ pub struct Env {
     pub outside: PathBuf,
     /// `$KEEL_HOME`.
     pub home: PathBuf,
+    /// Whether `keel` runs with `--trust-project` (the default: a test's workspace is the
+    /// user's own; the trust tests turn it off).
+    trusted: bool,
 }
 
 impl Env {
@@ -51,6 +54,16 @@ impl Env {
             ws,
             outside,
             home,
+            trusted: true,
+        }
+    }
+
+    /// [`Env::new`] whose `keel` commands decide trust as a user's would: no `--trust-project`,
+    /// so the workspace is untrusted until recorded (docs/trust.md).
+    pub fn untrusted() -> Env {
+        Env {
+            trusted: false,
+            ..Env::new()
         }
     }
 
@@ -83,7 +96,7 @@ impl Env {
     }
 
     /// `keel --cwd WS` with `$KEEL_HOME` set and no keel/DeepSeek variables at all (no key, no
-    /// base URL).
+    /// base URL); with `--trust-project` unless the env is [`Env::untrusted`].
     pub fn keel_bare(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
         for var in [
@@ -101,6 +114,9 @@ impl Env {
             .arg("--cwd")
             .arg(&self.ws)
             .stdin(Stdio::null());
+        if self.trusted {
+            cmd.arg("--trust-project");
+        }
         cmd
     }
 
