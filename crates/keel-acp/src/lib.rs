@@ -9,11 +9,14 @@
 //!   over stdio and HTTP; the client's file-system capability is remembered ([`files`]);
 //! - `session/new`: an agent on a new keel session in the request's `cwd`, with the request's
 //!   MCP servers added to the configured ones;
-//! - `session/load`: any keel session by id, its history replayed as `session/update`s;
+//! - `session/load`: any keel session by id, its history replayed as `session/update`s, in the
+//!   mode it kept (plan mode, the read-only sandbox and automatic approvals set during it are
+//!   the session's: [`keel_agent::session_modes`]);
 //! - `session/prompt`: one turn; its session events stream as updates ([`map`]) and the
 //!   answer is the stop reason;
 //! - `session/cancel`: the loop's cancellation; the prompt answers `cancelled`;
-//! - `session/set_mode`: `default` / `plan` (keel's plan mode);
+//! - `session/set_mode`: `default`, `read-only`, `auto`, `plan` (plan mode, the sandbox's
+//!   narrowing and the approval policy together), logged and on disk before the answer;
 //! - `available_commands_update`: the plugins' slash commands, expanded when a prompt names one;
 //! - approvals keel asks become `session/request_permission` ([`approve`]).
 //!

@@ -84,7 +84,8 @@ impl Modes {
         }
     }
 
-    fn update(self) -> SessionUpdate {
+    /// The `current_mode_update` announcing this mode.
+    pub fn update(self) -> SessionUpdate {
         SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(self.id()))
     }
 }
@@ -105,6 +106,11 @@ impl Mapper {
     /// Start from `modes` (what the agent is in when its events start to flow).
     pub fn set_modes(&mut self, modes: Modes) {
         self.modes = modes;
+    }
+
+    /// The mode the events so far left.
+    pub fn modes(&self) -> Modes {
+        self.modes
     }
 
     /// Switch between replay and live (after a `session/load` replay, its turns are live).

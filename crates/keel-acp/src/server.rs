@@ -161,7 +161,9 @@ pub async fn serve<S: AgentSource>(
         .on_receive_request(
             async move |req: SetSessionModeRequest,
                         responder: Responder<SetSessionModeResponse>,
-                        _cx| { responder.respond_with_result(s_mode.set_mode(&req)) },
+                        _cx| {
+                responder.respond_with_result(s_mode.set_mode(&req).await)
+            },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
@@ -288,6 +290,14 @@ fn agent_modes(agent: &Agent) -> Modes {
         read_only: agent.sandbox() == SandboxMode::ReadOnly,
         auto: agent.approval() == ApprovalPolicy::Auto,
     }
+}
+
+/// The `current_mode_update` that ends a replay whose mode updates (`mapper`'s) left another
+/// mode than `agent`'s: the session was started under another configuration, or a mode it
+/// kept was read failing closed ([`keel_agent::session_modes`]).
+fn settle_mode(mapper: &Mapper, agent: &Agent) -> Option<SessionUpdate> {
+    let now = agent_modes(agent);
+    (mapper.modes() != now).then(|| now.update())
 }
 
 /// Put `agent` in `mode`: plan mode on for `plan`, the sandbox narrowed for `read-only`,
@@ -456,6 +466,7 @@ impl<S: AgentSource> Server<S> {
                 for event in log.session().events() {
                     updates.extend(mapper.map(&event));
                 }
+                updates.extend(settle_mode(&mapper, &live.agent));
                 updates
             };
             for update in updates {
@@ -483,6 +494,7 @@ impl<S: AgentSource> Server<S> {
             for event in log.session().events() {
                 updates.extend(mapper.map(&event));
             }
+            updates.extend(settle_mode(&mapper, &agent));
             mapper.set_feed(Feed::Live);
             updates
         };
@@ -495,7 +507,7 @@ impl<S: AgentSource> Server<S> {
         Ok((LoadSessionResponse::new().modes(modes), live))
     }
 
-    fn set_mode(&self, req: &SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
+    async fn set_mode(&self, req: &SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
         let live = self.session(&req.session_id)?;
         if live.running.load(Ordering::Acquire) {
             return Err(err(
@@ -517,6 +529,21 @@ impl<S: AgentSource> Server<S> {
             .set_modes(agent_modes(&live.agent));
         feed.on.store(true, Ordering::Release);
         set?;
+        // The mode is the session's (a later `session/load` keeps it): on disk before the
+        // client hears it is set, so that a process killed next does not lose it.
+        let ticket = live.agent.log().flush_ticket();
+        tokio::task::spawn_blocking(move || ticket.wait())
+            .await
+            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?
+            .map_err(|e| {
+                err(
+                    ErrorCode::InternalError,
+                    format!(
+                        "keel: session {}: the mode change could not be written: {e}",
+                        &*req.session_id.0
+                    ),
+                )
+            })?;
         Ok(SetSessionModeResponse::new())
     }
 

@@ -9,6 +9,7 @@ use crate::error::AgentError;
 use crate::inbox::{Inbox, InboxMode};
 use crate::prompt::{self, InstructionFile};
 use crate::seams::{FlushPoint, HookRegistry, InboxInserted};
+use crate::session_modes::{KeptModes, kept_modes};
 use futures::future::BoxFuture;
 use keel_llm::{ModelInfo, Provider, RetryPolicy};
 use keel_protocol::{
@@ -54,6 +55,21 @@ impl ApprovalPolicy {
             "never" => Some(ApprovalPolicy::Never),
             "auto" => Some(ApprovalPolicy::Auto),
             _ => None,
+        }
+    }
+
+    /// The stricter of `self` and `other`: `never` (refuses what needs approval) over `ask`
+    /// (a person decides) over `auto` (approves it).
+    pub fn stricter(self, other: ApprovalPolicy) -> ApprovalPolicy {
+        let rank = |p: ApprovalPolicy| match p {
+            ApprovalPolicy::Auto => 0,
+            ApprovalPolicy::Ask => 1,
+            ApprovalPolicy::Never => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
         }
     }
 }
@@ -188,8 +204,11 @@ pub(crate) struct Inner {
     /// ([`Agent::deliver`]): `run_until_idle` wakes for it even while its background service
     /// has nothing settled to report.
     pub(crate) woken: tokio::sync::Notify,
-    /// The approval policy in force: the configuration's until [`Agent::set_approval`].
+    /// The approval policy in force: the configuration's (or what a resumed session kept)
+    /// until [`Agent::set_approval`].
     pub(crate) approval: Mutex<ApprovalPolicy>,
+    /// What a resumed session kept of the modes changed during it.
+    pub(crate) kept_modes: KeptModes,
 }
 
 /// The ignorable event a tool left out of a changed tool source is logged as.
@@ -282,7 +301,9 @@ impl AgentBuilder {
 
     /// Build. A fresh session gets `sandbox/mode` and `approval/policy` events; a resumed one
     /// has its loop state (turn counter, inbox, last runtime context and request header)
-    /// rebuilt from the log.
+    /// rebuilt from the log and keeps its modes: plan mode as its last `plan/mode` left it,
+    /// the sandbox narrowing and approval policy changed during it
+    /// ([`crate::session_modes`], [`Agent::kept_modes`]).
     pub fn build(self) -> Result<Agent, AgentError> {
         let hooks = HookRegistry::layered(&self.hooks, &self.agent_hooks);
         let ToolSetup {
@@ -312,7 +333,19 @@ impl AgentBuilder {
         );
         let fresh = self.log.session().is_empty();
         let state = LoopState::rebuild(self.log.session());
-        let approval = self.config.approval;
+        let kept = if fresh {
+            KeptModes::default()
+        } else {
+            kept_modes(
+                self.log.session().whole_event_iter(),
+                pipeline.workspace().sandbox(),
+                self.config.approval,
+            )
+        };
+        if kept.read_only {
+            pipeline.set_read_only(true);
+        }
+        let approval = kept.approval.unwrap_or(self.config.approval);
         let agent = Agent {
             inner: Arc::new(Inner {
                 config: self.config,
@@ -329,6 +362,7 @@ impl AgentBuilder {
                 background: OnceLock::new(),
                 woken: tokio::sync::Notify::new(),
                 approval: Mutex::new(approval),
+                kept_modes: kept,
             }),
         };
         if !fresh && let Some(mode) = last_plan_mode(agent.log().session()) {
@@ -513,7 +547,8 @@ impl Agent {
 
     /// Narrow the sandbox to read-only (file changes refused, commands asked about) or back
     /// to the configured mode, between turns (an editor's session mode); logs `sandbox/mode`.
-    /// Does nothing when it is already so.
+    /// Does nothing when it is already so. A resumed session keeps the narrowing
+    /// ([`crate::session_modes`]).
     pub fn set_read_only(&self, on: bool) -> Result<(), AgentError> {
         let before = self.sandbox();
         self.inner.pipeline.set_read_only(on);
@@ -539,8 +574,8 @@ impl Agent {
     }
 
     /// Change the approval policy between turns (an editor's session mode); logs
-    /// `approval/policy`. Does nothing when it is already so. A resumed session starts from
-    /// the configured policy again.
+    /// `approval/policy`. Does nothing when it is already so. A resumed session keeps the
+    /// last policy set so ([`crate::session_modes`]).
     pub fn set_approval(&self, policy: ApprovalPolicy) -> Result<(), AgentError> {
         {
             let mut current = self
@@ -557,6 +592,12 @@ impl Agent {
             policy: policy.as_str().to_owned(),
         })))?;
         Ok(())
+    }
+
+    /// What this agent's session kept of the modes changed during it when it was resumed
+    /// (empty for a fresh session); a front end tells the person its notes.
+    pub fn kept_modes(&self) -> &KeptModes {
+        &self.inner.kept_modes
     }
 
     /// How far the OS enforces the sandbox for commands on this machine.

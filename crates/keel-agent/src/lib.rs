@@ -19,6 +19,7 @@ pub mod rebuild;
 pub mod repeat;
 pub mod request;
 pub mod seams;
+pub mod session_modes;
 pub mod subagent;
 mod turn;
 

@@ -1,7 +1,8 @@
 //! `keel acp` driven by ACP clients nobody here wrote: the official TypeScript SDK
 //! (crates/keel-acp/tests/node, pinned in its package-lock.json, scripted by
-//! `keel_acp_client.mjs`) and the Python SDK (`agent-client-protocol` from PyPI, pinned, in a
-//! venv). Bad input is sent as raw JSON-RPC lines. The model is the loopback mock; files,
+//! `keel_acp_client.mjs`), the Python SDK (`agent-client-protocol` from PyPI, pinned, in a
+//! venv) and acpx, a headless ACP command line (crates/keel-acp/tests/acpx, pinned). Bad input
+//! is sent as raw JSON-RPC lines. The model is the loopback mock; files,
 //! sessions, child processes and the keel binary are real.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -363,7 +364,7 @@ responses:
 /// An editor client: its file system (unsaved buffers win over the disk; writes go through
 /// it), an MCP server of its own in `session/new`, and the session modes for the sandbox
 /// (read-only: writes refused, commands asked, "allow always" remembered) and approvals
-/// (auto), each logged; a reload starts from the configuration again.
+/// (auto), each logged; a reload in a new process keeps the last one (auto).
 #[test]
 fn an_editor_client_lends_its_files_servers_and_modes() {
     let env = Env::new();
@@ -447,7 +448,7 @@ fn an_editor_client_lends_its_files_servers_and_modes() {
     );
     assert_eq!(report["modeUpdates"], json!([]), "{report}");
 
-    // The log tells each change; a reload starts from the configured sandbox and policy.
+    // The log tells each change; a reload keeps the last mode set.
     let path = env.only_session();
     let events = load_consistent(&path);
     let sandbox: Vec<&str> = of_type(&events, "sandbox/mode")
@@ -470,9 +471,289 @@ fn an_editor_client_lends_its_files_servers_and_modes() {
             .all(|d| d["data"]["approved"] == true && d["data"]["by"] == "user"),
         "{decided:?}"
     );
-    assert_eq!(report["load"]["modes"]["currentModeId"], "default");
+    assert_eq!(report["load"]["modes"]["currentModeId"], "auto", "{report}");
     assert_eq!(report["firstExit"]["code"], 0, "{}", report["stderr"]);
     assert_eq!(report["secondExit"]["code"], 0, "{}", report["stderr"]);
+}
+
+/// A model that runs `touch ran.txt` when asked to check the build, twice over.
+const CHECK_SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "check the build" }
+    text: "Running the check."
+    tool_calls:
+      - { name: bash, arguments: { command: "touch ran.txt && echo ran" } }
+  - match: { last_user_contains: "check the build" }
+    text: "Checked."
+  - match: { last_user_contains: "check it again" }
+    tool_calls:
+      - { name: bash, arguments: { command: "touch ran.txt && echo ran" } }
+  - match: { last_user_contains: "check it again" }
+    text: "Checked again."
+"#;
+
+/// The title keel gives CHECK_SCRIPT's command.
+const CHECK_COMMAND: &str = "bash touch ran.txt && echo ran";
+
+/// The `sandbox/mode` changes of `events`, and the `approval/decided` answers as
+/// (approved, by).
+fn modes_and_decisions(events: &[Value]) -> (Vec<String>, Vec<(bool, String)>) {
+    let modes = of_type(events, "sandbox/mode")
+        .iter()
+        .map(|e| e["data"]["mode"].as_str().unwrap().to_owned())
+        .collect();
+    let decided = of_type(events, "approval/decided")
+        .iter()
+        .map(|e| {
+            (
+                e["data"]["approved"].as_bool().unwrap(),
+                e["data"]["by"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    (modes, decided)
+}
+
+/// A session mode is the session's (docs/acp.md, "Session modes"): `read-only` set by the
+/// TypeScript SDK's client in one `keel acp`, killed right after (SIGKILL), holds when a new
+/// process loads the session — the load reports it and the model's command is put to the
+/// client (who rejects it) instead of running — and when `keel resume` continues it headless
+/// (nobody to ask: refused).
+#[test]
+fn a_mode_set_in_one_process_holds_in_the_next() {
+    let env = Env::new();
+    let mock = Mock::start(CHECK_SCRIPT);
+    let report = node_client(&env, &mock.base_url(), "reload");
+    assert_eq!(
+        report["newSession"]["modes"]["currentModeId"], "default",
+        "{report}"
+    );
+    assert_eq!(report["firstExit"]["signal"], "SIGKILL", "{report}");
+    assert_eq!(
+        report["load"]["modes"]["currentModeId"], "read-only",
+        "{report}"
+    );
+    let prompt = &report["prompt"];
+    assert_eq!(prompt["stopReason"], "end_turn", "{prompt}");
+    assert_eq!(
+        prompt["permissions"],
+        json!([{"title": CHECK_COMMAND, "toolKind": "execute"}]),
+        "{prompt}"
+    );
+    assert!(!env.ws.join("ran.txt").exists(), "the command ran");
+    let stderr = report["stderr"].as_str().unwrap();
+    assert!(
+        stderr.contains("keeps the read-only sandbox set during it (sandbox/mode at seq 2)"),
+        "{stderr}"
+    );
+    assert_eq!(report["secondExit"]["code"], 0, "{stderr}");
+    // The change was logged once (on disk before the answer: the kill did not lose it); the
+    // load logged nothing; the person refused.
+    let path = env.only_session();
+    let (modes, decided) = modes_and_decisions(&load_consistent(&path));
+    assert_eq!(modes, ["workspace-write", "read-only"]);
+    assert_eq!(decided, [(false, "user".to_owned())]);
+
+    // `keel resume` keeps it too.
+    let id = support::session_id(&path);
+    let out = support::run(
+        env.keel(&mock.base_url())
+            .args(["resume", &id, "check it again"]),
+    );
+    assert!(
+        out.stderr
+            .contains("keeps the read-only sandbox set during it"),
+        "{}",
+        out.stderr
+    );
+    assert!(!env.ws.join("ran.txt").exists(), "the command ran");
+    let (modes, decided) = modes_and_decisions(&load_consistent(&path));
+    assert_eq!(modes, ["workspace-write", "read-only"]);
+    assert_eq!(decided.len(), 2, "{decided:?}");
+    assert!(!decided[1].0, "{decided:?}");
+    assert_eq!(mock.remaining(), 0, "{}", out.stderr);
+}
+
+/// The agent command acpx starts: this `keel acp` in the test's workspace, on `base_url`.
+fn acpx_agent(env: &Env, base_url: &str) -> String {
+    let keel = env!("CARGO_BIN_EXE_keel");
+    let ws = env.ws.display().to_string();
+    assert!(!keel.contains('\'') && !ws.contains('\''), "{keel} {ws}");
+    format!("'{keel}' --cwd '{ws}' --base-url '{base_url}' acp")
+}
+
+/// `acpx --agent AGENT ARGS…` in the workspace, its state (`~/.acpx`) in the test's root.
+fn acpx(env: &Env, agent: &str, args: &[&str]) -> support::Output {
+    let mut cmd = Command::new(support::acpx_bin());
+    cmd.arg("--agent")
+        .arg(agent)
+        .args(args)
+        .current_dir(&env.ws)
+        .env("HOME", env.root())
+        .env("KEEL_HOME", &env.home)
+        .env("TMPDIR", env.root().join("tmp"))
+        .env("DEEPSEEK_API_KEY", support::API_KEY)
+        .env_remove("DEEPSEEK_BASE_URL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    support::run(&mut cmd)
+}
+
+/// The JSON-RPC messages of acpx's `--format json` output (a line may carry trailing text of
+/// acpx's own after its message).
+fn wire(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| {
+            serde_json::Deserializer::from_str(l)
+                .into_iter::<Value>()
+                .next()
+                .and_then(Result::ok)
+        })
+        .collect()
+}
+
+/// acpx (npm, pinned) against `keel acp`: `acpx set-mode read-only`, then a prompt, each in a
+/// `keel acp` process of its own. acpx re-sends a mode only when it had to create a new
+/// session; on a `session/load` it leaves the mode to the agent, so keel must keep it: the
+/// load reports `read-only`, the command is asked about (acpx, without a terminal to ask in,
+/// rejects it and exits 5) and does not run.
+#[test]
+fn acpx_set_mode_holds_in_the_next_process() {
+    let env = Env::new();
+    let mock = Mock::start(CHECK_SCRIPT);
+    let agent = acpx_agent(&env, &mock.base_url());
+
+    let new = acpx(&env, &agent, &["sessions", "new"]);
+    assert_eq!(new.code, Some(0), "{new:?}");
+    let id = new
+        .stdout
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    assert_eq!(support::session_id(&env.only_session()), id, "{new:?}");
+
+    let set = acpx(&env, &agent, &["set-mode", "read-only"]);
+    assert_eq!(set.code, Some(0), "{set:?}");
+    assert_eq!(set.stdout.trim(), "mode set: read-only", "{set:?}");
+
+    let asked = acpx(
+        &env,
+        &agent,
+        &["--ttl", "1", "--format", "json", "check the build"],
+    );
+    let messages = wire(&asked.stdout);
+    let request = |method: &str| {
+        messages
+            .iter()
+            .find(|m| m["method"] == method && m.get("id").is_some())
+            .unwrap_or_else(|| panic!("no {method} request: {asked:?}"))
+    };
+    let answer = |to: &Value| {
+        messages
+            .iter()
+            .find(|m| m["id"] == to["id"] && m.get("method").is_none())
+            .unwrap_or_else(|| panic!("no answer to {to}: {asked:?}"))
+    };
+    // A new connection (keel acp serves one per process): initialize, then the load.
+    answer(request("initialize"));
+    let loaded = answer(request("session/load"));
+    assert_eq!(
+        loaded["result"]["modes"]["currentModeId"], "read-only",
+        "{loaded}"
+    );
+    let permission = request("session/request_permission");
+    assert_eq!(
+        permission["params"]["toolCall"]["title"], CHECK_COMMAND,
+        "{permission}"
+    );
+    assert_eq!(
+        answer(permission)["result"]["outcome"]["optionId"],
+        "reject",
+        "{asked:?}"
+    );
+    assert_eq!(
+        answer(request("session/prompt"))["result"]["stopReason"],
+        "end_turn",
+        "{asked:?}"
+    );
+    // acpx's exit code for "a permission was asked and denied".
+    assert_eq!(asked.code, Some(5), "{asked:?}");
+    assert!(!env.ws.join("ran.txt").exists(), "the command ran");
+
+    // acpx's queue owner (and the keel acp it holds) ends after the one-second TTL.
+    let queues = env.root().join(".acpx/queues");
+    let deadline = Instant::now() + support::HANG_GUARD;
+    while std::fs::read_dir(&queues).is_ok_and(|mut d| d.next().is_some()) {
+        assert!(Instant::now() < deadline, "acpx's queue owner never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (modes, decided) = modes_and_decisions(&load_consistent(&env.only_session()));
+    assert_eq!(modes, ["workspace-write", "read-only"]);
+    assert_eq!(decided, [(false, "user".to_owned())]);
+}
+
+/// A mode keel cannot read back fails closed: a `sandbox/mode` naming an unknown mode loads
+/// read-only (the load says so, the replay ends in it) and stderr says why.
+#[test]
+fn an_unknown_mode_in_the_log_fails_closed() {
+    let env = Env::new();
+    let mock = Mock::start("responses: []");
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mode = acp.request(
+        3,
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "read-only"}),
+    );
+    assert!(mode.get("error").is_none(), "{mode}");
+    assert_eq!(acp.close_and_wait().0, Some(0));
+    // Another writer's spelling (or damage) where keel logged `read-only`.
+    let path = env.only_session();
+    let log = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(log.matches(r#""mode":"read-only""#).count(), 1, "{log}");
+    std::fs::write(
+        &path,
+        log.replace(r#""mode":"read-only""#, r#""mode":"read-0nly""#),
+    )
+    .unwrap();
+
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    acp.send_line(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
+                "params": {"sessionId": sid, "cwd": env.ws, "mcpServers": []}})
+        .to_string(),
+    );
+    let mut announced = Vec::new();
+    let loaded = loop {
+        let v = acp.wait_for(|v| v["id"] == 2 || v["method"] == "session/update");
+        if v["id"] == 2 {
+            break v;
+        }
+        if v["params"]["update"]["sessionUpdate"] == "current_mode_update" {
+            announced.push(v["params"]["update"]["currentModeId"].clone());
+        }
+    };
+    assert_eq!(
+        loaded["result"]["modes"]["currentModeId"], "read-only",
+        "{loaded}"
+    );
+    assert_eq!(announced.last(), Some(&json!("read-only")), "{announced:?}");
+    let (code, stderr) = acp.close_and_stderr();
+    assert_eq!(code, Some(0));
+    assert!(
+        stderr.contains(&format!(
+            "keel: session {sid} has a sandbox/mode keel does not know at seq 2 (\"read-0nly\"): \
+             failing closed, its sandbox is narrowed to read-only"
+        )),
+        "{stderr}"
+    );
 }
 
 /// `keel acp` spoken to line by line.
@@ -584,6 +865,18 @@ impl Raw {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// [`Raw::close_and_wait`], then what keel wrote to stderr.
+    fn close_and_stderr(mut self) -> (Option<i32>, String) {
+        let stderr = self.child.stderr.take();
+        let (code, _) = self.close_and_wait();
+        let mut text = String::new();
+        if let Some(mut stderr) = stderr {
+            use std::io::Read;
+            stderr.read_to_string(&mut text).unwrap();
+        }
+        (code, text)
     }
 
     fn init(&mut self) {

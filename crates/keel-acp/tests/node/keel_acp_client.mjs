@@ -6,7 +6,8 @@
 // Scenario `main`: initialize; session/new in WORKSPACE; plan mode; a prompt that reads and
 // edits notes.txt, with the plan's permission request answered "allow once"; a prompt whose
 // `bash sleep 30` is cancelled mid-tool; stdin closed. Then a second process loads the session
-// and the replayed updates are recorded, and a missing session id is loaded.
+// and the replayed updates are recorded, and a missing session id is loaded. Scenarios
+// `editor` and `reload` are described where they are defined.
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -232,8 +233,41 @@ async function editor() {
   return report;
 }
 
+// Scenario `reload`: a mode is the session's. The first process sets `read-only` and is
+// killed (SIGKILL: no goodbye); a new process loads the session and runs a prompt whose command
+// must be asked about (the client rejects it).
+async function reload() {
+  const report = {};
+  const first = start(() => "reject");
+  await first.ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  const session = await first.ctx.request("session/new", { cwd: workspace, mcpServers: [] });
+  const sessionId = session.sessionId;
+  report.newSession = session;
+  report.setMode = await first.ctx.request("session/set_mode", { sessionId, modeId: "read-only" });
+  first.child.kill("SIGKILL");
+  report.firstExit = await first.exited;
+
+  const second = start(() => "reject");
+  await second.ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  report.load = await second.ctx.request("session/load", { sessionId, cwd: workspace, mcpServers: [] });
+  const mark = second.updates.length;
+  const answer = await second.ctx.request("session/prompt", {
+    sessionId,
+    prompt: [{ type: "text", text: "check the build" }],
+  });
+  report.prompt = {
+    stopReason: answer.stopReason,
+    updates: second.updates.slice(mark).map(shape),
+    permissions: second.permissions.map((p) => ({ title: p.toolCall.title, toolKind: p.toolCall.kind })),
+  };
+  second.child.stdin.end();
+  report.secondExit = await second.exited;
+  report.stderr = first.stderr() + second.stderr();
+  return report;
+}
+
 const scenario = process.argv[2] ?? "main";
-const run = { main, editor }[scenario];
+const run = { main, editor, reload }[scenario];
 if (!run) {
   console.error(`unknown scenario ${scenario}`);
   process.exit(2);

@@ -152,6 +152,10 @@ impl AgentSource for Source {
         let agent = factory
             .build(log, options)
             .map_err(|e| unusable(e.into()))?;
+        // A resumed session keeps the modes set during it (keel_agent::session_modes): say so.
+        for note in &agent.kept_modes().notes {
+            let _ = writeln!(std::io::stderr(), "keel: session {id} {note}");
+        }
         Self::warn_sandbox(&agent);
         Ok(agent)
     }

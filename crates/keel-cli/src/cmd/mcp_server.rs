@@ -245,6 +245,14 @@ fn build_agent(
             agent.sandbox()
         );
     }
+    // A resumed session keeps the modes set during it (keel_agent::session_modes): say so.
+    for note in &agent.kept_modes().notes {
+        let _ = writeln!(
+            std::io::stderr(),
+            "keel: session {} {note}",
+            agent.session_id().as_str()
+        );
+    }
     Ok(agent)
 }
 

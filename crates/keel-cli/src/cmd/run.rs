@@ -42,6 +42,13 @@ fn build_agent(
             eprintln!("keel: warning: sandbox {}: {enforcement}", agent.sandbox());
         }
     }
+    // A resumed session keeps the modes set during it (keel_agent::session_modes): say so.
+    for note in &agent.kept_modes().notes {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("keel: session {} {note}", agent.session_id().as_str());
+        }
+    }
     Ok(agent)
 }
 

@@ -662,6 +662,15 @@ pub fn ensure_acp_node_modules() -> PathBuf {
     ensure_npm(&acp_node_dir(), "@agentclientprotocol/sdk")
 }
 
+/// acpx, a third-party headless ACP client (crates/keel-acp/tests/acpx, pinned in its lock
+/// file): its executable, installed when missing.
+pub fn acpx_bin() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../keel-acp/tests/acpx");
+    let bin = ensure_npm(&dir, "acpx").join("node_modules/.bin/acpx");
+    assert!(bin.exists(), "{} is not installed", bin.display());
+    bin
+}
+
 /// Install the node modules of `dir` once when `package` is missing (`npm ci` from the lock
 /// file; `.ci/run` does it first). Test binaries run in parallel: an exclusive lock on a file
 /// beside them serialises the installs, and whoever comes second finds them installed.

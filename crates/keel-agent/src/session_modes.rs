@@ -1,0 +1,427 @@
+//! The modes a resumed session keeps: the sandbox narrowing and the approval policy changed
+//! during the session (an editor's `session/set_mode`), read back from its log when an agent is
+//! built over it — as plan mode is, from its last `plan/mode`. Every front end that resumes a
+//! session (`keel resume`, the terminal UI, `keel acp`'s `session/load`, `keel mcp-server`'s
+//! `keel_reply`) gets them from [`crate::AgentBuilder::build`].
+//!
+//! A session's first `sandbox/mode` and first `approval/policy` events record the
+//! configuration it was started with (keel and dsh write them first thing); they are not
+//! restored: a resumed session starts from the configuration of the process that resumes it.
+//! Each later one is a change made during the session, and the last change is kept:
+//!
+//! | last change logged | kept |
+//! |---|---|
+//! | `sandbox/mode` `read-only` | the sandbox narrowed to read-only |
+//! | `sandbox/mode` another known mode (the mode went back to the default) | the configured sandbox, narrowed to read-only when it is looser than the one logged (keel narrows to nothing else at run time) |
+//! | `approval/policy` `auto` | automatic approvals |
+//! | `approval/policy` `ask` or `never` (back to the default) | the configured policy, or the logged one when that is stricter |
+//! | a mode or policy keel does not know | fail closed: the sandbox narrowed to read-only; the configured policy, `ask` where that is `auto` |
+//!
+//! So a restore never gives a session a looser setting than its log holds. Nothing is logged
+//! when modes are kept (the log already says so); [`KeptModes::notes`] says what was kept, for
+//! the front end to tell the person. A `sandbox/mode` or `approval/policy` record whose payload
+//! does not parse makes the whole log unreadable: the session is not loaded at all.
+
+use crate::agent::ApprovalPolicy;
+use keel_protocol::{EventBody, Seq};
+use keel_tools::SandboxMode;
+use std::fmt;
+
+/// What a resumed session keeps of the modes changed during it ([`kept_modes`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeptModes {
+    /// The sandbox is narrowed to read-only.
+    pub read_only: bool,
+    /// The approval policy in force; `None`: the configured one (no change was logged).
+    pub approval: Option<ApprovalPolicy>,
+    /// What was kept and why, in log order; empty when the session runs as configured.
+    pub notes: Vec<ModeNote>,
+}
+
+/// One thing [`kept_modes`] kept, for the person resuming the session to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModeNote {
+    /// The session's last `sandbox/mode` change (at `seq`) narrowed the sandbox to read-only.
+    ReadOnly {
+        /// The change.
+        seq: Seq,
+    },
+    /// The configured sandbox is looser than the mode the session's last change (at `seq`)
+    /// went back to: the sandbox is narrowed to read-only.
+    Tightened {
+        /// The change.
+        seq: Seq,
+        /// The mode it logged.
+        logged: SandboxMode,
+        /// The configured mode, looser.
+        configured: SandboxMode,
+    },
+    /// The approval policy the session's last change (at `seq`) left, other than the
+    /// configured one.
+    Approval {
+        /// The change.
+        seq: Seq,
+        /// The policy kept.
+        policy: ApprovalPolicy,
+    },
+    /// The session's last `sandbox/mode` change (at `seq`) names a mode keel does not know:
+    /// the sandbox is narrowed to read-only (fail closed).
+    UnknownSandbox {
+        /// The change.
+        seq: Seq,
+        /// Its mode, as logged.
+        mode: String,
+    },
+    /// The session's last `approval/policy` change (at `seq`) names a policy keel does not
+    /// know: `kept` is in force (the configured one, `ask` where that is `auto`).
+    UnknownApproval {
+        /// The change.
+        seq: Seq,
+        /// Its policy, as logged.
+        policy: String,
+        /// The policy in force.
+        kept: ApprovalPolicy,
+    },
+}
+
+impl ModeNote {
+    /// True when the log held something keel could not read and it failed closed.
+    pub fn is_problem(&self) -> bool {
+        matches!(
+            self,
+            ModeNote::UnknownSandbox { .. } | ModeNote::UnknownApproval { .. }
+        )
+    }
+}
+
+/// Each note reads after "session ID " (`keel: session 0193… keeps the read-only sandbox …`).
+impl fmt::Display for ModeNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModeNote::ReadOnly { seq } => write!(
+                f,
+                "keeps the read-only sandbox set during it (sandbox/mode at seq {})",
+                seq.0
+            ),
+            ModeNote::Tightened {
+                seq,
+                logged,
+                configured,
+            } => write!(
+                f,
+                "was last in the {logged} sandbox (sandbox/mode at seq {}), stricter than the \
+                 configured {configured}: its sandbox is narrowed to read-only",
+                seq.0
+            ),
+            ModeNote::Approval { seq, policy } => write!(
+                f,
+                "keeps the approval policy {} set during it (approval/policy at seq {})",
+                policy.as_str(),
+                seq.0
+            ),
+            ModeNote::UnknownSandbox { seq, mode } => write!(
+                f,
+                "has a sandbox/mode keel does not know at seq {} ({mode:?}): failing closed, its \
+                 sandbox is narrowed to read-only",
+                seq.0
+            ),
+            ModeNote::UnknownApproval { seq, policy, kept } => write!(
+                f,
+                "has an approval/policy keel does not know at seq {} ({policy:?}): failing \
+                 closed, its approval policy is {}",
+                seq.0,
+                kept.as_str()
+            ),
+        }
+    }
+}
+
+/// The modes a session whose log holds `events` keeps when resumed under the `configured`
+/// sandbox and approval policy (see the module's table).
+pub fn kept_modes<'a>(
+    events: impl IntoIterator<Item = &'a keel_protocol::SessionEvent>,
+    sandbox: SandboxMode,
+    approval: ApprovalPolicy,
+) -> KeptModes {
+    let mut sandboxes = 0u32;
+    let mut policies = 0u32;
+    let mut last_sandbox: Option<(Seq, &str)> = None;
+    let mut last_policy: Option<(Seq, &str)> = None;
+    for ev in events {
+        match &ev.body {
+            EventBody::SandboxMode(m) => {
+                sandboxes += 1;
+                if sandboxes > 1 {
+                    last_sandbox = Some((ev.seq, m.mode.as_str()));
+                }
+            }
+            EventBody::ApprovalPolicy(p) => {
+                policies += 1;
+                if policies > 1 {
+                    last_policy = Some((ev.seq, p.policy.as_str()));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut kept = KeptModes::default();
+    if let Some((seq, mode)) = last_sandbox {
+        match mode.parse::<SandboxMode>() {
+            Ok(SandboxMode::ReadOnly) => {
+                kept.read_only = sandbox != SandboxMode::ReadOnly;
+                if kept.read_only {
+                    kept.notes.push(ModeNote::ReadOnly { seq });
+                }
+            }
+            Ok(logged) if looseness(sandbox) > looseness(logged) => {
+                kept.read_only = true;
+                kept.notes.push(ModeNote::Tightened {
+                    seq,
+                    logged,
+                    configured: sandbox,
+                });
+            }
+            Ok(_) => {}
+            Err(_) => {
+                kept.read_only = sandbox != SandboxMode::ReadOnly;
+                kept.notes.push(ModeNote::UnknownSandbox {
+                    seq,
+                    mode: mode.to_owned(),
+                });
+            }
+        }
+    }
+    if let Some((seq, policy)) = last_policy {
+        let restored = match ApprovalPolicy::parse(policy) {
+            Some(ApprovalPolicy::Auto) => ApprovalPolicy::Auto,
+            Some(logged) => logged.stricter(approval),
+            None => {
+                let closed = approval.stricter(ApprovalPolicy::Ask);
+                kept.notes.push(ModeNote::UnknownApproval {
+                    seq,
+                    policy: policy.to_owned(),
+                    kept: closed,
+                });
+                closed
+            }
+        };
+        if restored != approval && ApprovalPolicy::parse(policy).is_some() {
+            kept.notes.push(ModeNote::Approval {
+                seq,
+                policy: restored,
+            });
+        }
+        kept.approval = Some(restored);
+    }
+    kept
+}
+
+/// How far `mode` lets file tools and commands reach (more is looser).
+fn looseness(mode: SandboxMode) -> u8 {
+    match mode {
+        SandboxMode::ReadOnly => 0,
+        SandboxMode::WorkspaceWrite => 1,
+        SandboxMode::FullAccess => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use keel_protocol::{
+        ApprovalPolicyEvent, PlanModeEvent, SandboxModeEvent, SessionHeader, SessionId,
+    };
+    use keel_session::Session;
+    use pretty_assertions::assert_eq;
+
+    fn sandbox(mode: &str) -> EventBody {
+        EventBody::SandboxMode(Box::new(SandboxModeEvent {
+            mode: mode.to_owned(),
+            enforcement: None,
+        }))
+    }
+
+    fn policy(policy: &str) -> EventBody {
+        EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent {
+            policy: policy.to_owned(),
+        }))
+    }
+
+    /// A session whose log holds `bodies` (the start records first, as keel writes them).
+    fn session(bodies: Vec<EventBody>) -> Session {
+        let mut s = Session::new(SessionHeader::new(SessionId("s".into()), 0, None));
+        for b in bodies {
+            s.push(b).unwrap();
+        }
+        s
+    }
+
+    fn kept(bodies: Vec<EventBody>, sb: SandboxMode, ap: ApprovalPolicy) -> KeptModes {
+        kept_modes(session(bodies).whole_event_iter(), sb, ap)
+    }
+
+    const WW: SandboxMode = SandboxMode::WorkspaceWrite;
+    const ASK: ApprovalPolicy = ApprovalPolicy::Ask;
+
+    #[test]
+    fn the_start_records_are_configuration_not_modes() {
+        // Started read-only with auto approvals, resumed as configured now.
+        let got = kept(vec![sandbox("read-only"), policy("auto")], WW, ASK);
+        assert_eq!(got, KeptModes::default());
+        // dsh's spellings at the start are not read at all.
+        let got = kept(
+            vec![sandbox("danger-full-access"), policy("never")],
+            WW,
+            ASK,
+        );
+        assert_eq!(got, KeptModes::default());
+    }
+
+    #[test]
+    fn the_last_change_is_kept() {
+        let start = || vec![sandbox("workspace-write"), policy("ask")];
+        let mut read_only = start();
+        read_only.push(sandbox("read-only"));
+        assert_eq!(
+            kept(read_only.clone(), WW, ASK),
+            KeptModes {
+                read_only: true,
+                approval: None,
+                notes: vec![ModeNote::ReadOnly { seq: Seq(2) }],
+            }
+        );
+        // Already read-only by configuration: nothing to narrow, nothing to say.
+        assert_eq!(
+            kept(read_only, SandboxMode::ReadOnly, ASK),
+            KeptModes::default()
+        );
+        let mut auto = start();
+        auto.extend([
+            sandbox("read-only"),
+            sandbox("workspace-write"),
+            policy("auto"),
+        ]);
+        assert_eq!(
+            kept(auto, WW, ApprovalPolicy::Never),
+            KeptModes {
+                read_only: false,
+                approval: Some(ApprovalPolicy::Auto),
+                notes: vec![ModeNote::Approval {
+                    seq: Seq(4),
+                    policy: ApprovalPolicy::Auto
+                }],
+            }
+        );
+        // Back to the default: the configured policy (ask → the configured auto would be
+        // looser than the logged ask, so ask).
+        let mut back = start();
+        back.extend([policy("auto"), policy("ask")]);
+        assert_eq!(kept(back.clone(), WW, ASK).approval, Some(ASK));
+        assert_eq!(
+            kept(back.clone(), WW, ApprovalPolicy::Never).approval,
+            Some(ApprovalPolicy::Never)
+        );
+        assert_eq!(
+            kept(back, WW, ApprovalPolicy::Auto),
+            KeptModes {
+                read_only: false,
+                approval: Some(ASK),
+                notes: vec![ModeNote::Approval {
+                    seq: Seq(3),
+                    policy: ASK
+                }],
+            }
+        );
+    }
+
+    #[test]
+    fn plan_mode_events_do_not_count() {
+        let plan = EventBody::PlanMode(Box::new(PlanModeEvent {
+            active: true,
+            plan: None,
+            approved: None,
+        }));
+        let got = kept(
+            vec![sandbox("workspace-write"), plan, policy("ask")],
+            WW,
+            ASK,
+        );
+        assert_eq!(got, KeptModes::default());
+    }
+
+    #[test]
+    fn a_restore_is_never_looser_than_the_log() {
+        let got = kept(
+            vec![
+                sandbox("workspace-write"),
+                sandbox("read-only"),
+                sandbox("workspace-write"),
+            ],
+            SandboxMode::FullAccess,
+            ASK,
+        );
+        assert_eq!(
+            got,
+            KeptModes {
+                read_only: true,
+                approval: None,
+                notes: vec![ModeNote::Tightened {
+                    seq: Seq(2),
+                    logged: WW,
+                    configured: SandboxMode::FullAccess
+                }],
+            }
+        );
+        assert!(
+            got.notes[0].to_string().contains("narrowed to read-only"),
+            "{}",
+            got.notes[0]
+        );
+    }
+
+    #[test]
+    fn unknown_modes_and_policies_fail_closed() {
+        let got = kept(
+            vec![
+                sandbox("workspace-write"),
+                policy("ask"),
+                sandbox("read-0nly"),
+                policy("yolo"),
+            ],
+            WW,
+            ApprovalPolicy::Auto,
+        );
+        assert_eq!(
+            got,
+            KeptModes {
+                read_only: true,
+                approval: Some(ASK),
+                notes: vec![
+                    ModeNote::UnknownSandbox {
+                        seq: Seq(2),
+                        mode: "read-0nly".into()
+                    },
+                    ModeNote::UnknownApproval {
+                        seq: Seq(3),
+                        policy: "yolo".into(),
+                        kept: ASK
+                    },
+                ],
+            }
+        );
+        assert!(got.notes.iter().all(ModeNote::is_problem));
+        assert_eq!(
+            got.notes[0].to_string(),
+            "has a sandbox/mode keel does not know at seq 2 (\"read-0nly\"): failing closed, \
+             its sandbox is narrowed to read-only"
+        );
+        // An unknown policy under a stricter configuration keeps the configuration.
+        let got = kept(
+            vec![policy("ask"), policy("yolo")],
+            WW,
+            ApprovalPolicy::Never,
+        );
+        assert_eq!(got.approval, Some(ApprovalPolicy::Never));
+    }
+}
