@@ -60,4 +60,17 @@ pub trait AgentSource: Send + Sync + 'static {
     /// An agent continuing the keel session `id` (cold resume with crash repair), built with
     /// `options`. `cwd` is the client's working directory for it.
     fn load(&self, id: &str, cwd: &Path, options: BuildOptions) -> Result<Agent, LoadError>;
+
+    /// The line a session in `cwd` shows when the workspace is not trusted and holds something
+    /// keel left alone (hooks, servers, widening keys; docs/trust.md). `None`: nothing to say.
+    fn trust_notice(&self, _cwd: &Path) -> Option<String> {
+        None
+    }
+
+    /// `/trust ARGS` typed in a session working in `cwd`: no argument shows the workspace's
+    /// decision, `yes` records it as trusted, `no` as untrusted. The answer (or the error) is
+    /// the agent's message.
+    fn trust(&self, _cwd: &Path, _args: &str) -> Result<String, String> {
+        Err("workspace trust cannot be changed from this client".to_owned())
+    }
 }

@@ -204,7 +204,14 @@ struct Live {
     feed: Arc<UpdateFeed>,
     /// The custom commands (Markdown files) of its workspace, read once when first offered.
     custom: OnceLock<CommandSet>,
+    /// What built it: answers `/trust` for its workspace ([`AgentSource::trust`]).
+    source: Arc<dyn AgentSource>,
+    /// The client's working directory for it.
+    cwd: PathBuf,
 }
+
+/// The name of the trust command (`/trust`), as the terminal UI spells it.
+const TRUST_COMMAND: &str = "trust";
 
 /// Sends a session's events to the client as updates (the agent's `session_event` hook).
 pub(crate) struct UpdateFeed {
@@ -404,7 +411,7 @@ impl<S: AgentSource> Server<S> {
         })
     }
 
-    fn open(&self, agent: Agent, feed: Arc<UpdateFeed>) -> Arc<Live> {
+    fn open(&self, agent: Agent, feed: Arc<UpdateFeed>, cwd: PathBuf) -> Arc<Live> {
         let id = SessionId::new(agent.session_id().as_str());
         feed.mapper
             .lock()
@@ -419,6 +426,8 @@ impl<S: AgentSource> Server<S> {
             cancel: Notify::new(),
             feed,
             custom: OnceLock::new(),
+            source: self.source.clone(),
+            cwd,
         });
         self.sessions().insert(id.0, live.clone());
         live
@@ -433,12 +442,13 @@ impl<S: AgentSource> Server<S> {
         let feed = Self::feed(cx, &cwd, true);
         let options = self.options(&feed, &cwd, &req.mcp_servers)?;
         let source = self.source.clone();
-        let built = tokio::task::spawn_blocking(move || source.create(&cwd, options))
+        let dir = cwd.clone();
+        let built = tokio::task::spawn_blocking(move || source.create(&dir, options))
             .await
             .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
         let agent = built.map_err(|e| err(ErrorCode::InternalError, e))?;
         let modes = modes(&agent);
-        let live = self.open(agent, feed);
+        let live = self.open(agent, feed, cwd);
         Ok((NewSessionResponse::new(live.id.clone()).modes(modes), live))
     }
 
@@ -479,7 +489,8 @@ impl<S: AgentSource> Server<S> {
         let options = self.options(&feed, &cwd, &req.mcp_servers)?;
         let source = self.source.clone();
         let name = id.0.to_string();
-        let built = tokio::task::spawn_blocking(move || source.load(&name, &cwd, options))
+        let dir = cwd.clone();
+        let built = tokio::task::spawn_blocking(move || source.load(&name, &dir, options))
             .await
             .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
         let agent = built.map_err(|e| match e {
@@ -503,7 +514,7 @@ impl<S: AgentSource> Server<S> {
         }
         feed.on.store(true, Ordering::Release);
         let modes = modes(&agent);
-        let live = self.open(agent, feed);
+        let live = self.open(agent, feed, cwd);
         Ok((LoadSessionResponse::new().modes(modes), live))
     }
 
@@ -744,17 +755,29 @@ fn unsupported(what: &str) -> Error {
     )
 }
 
-/// The slash commands of `live` as an `available_commands_update`: `/compact`, the custom
-/// commands of the workspace (Markdown files, as in the terminal UI) and the plugins'
+/// The slash commands of `live` as an `available_commands_update`: `/compact`, `/trust`, the
+/// custom commands of the workspace (Markdown files, as in the terminal UI) and the plugins'
 /// commands. Sent once listed (reading files and listing may start servers: it runs on a
-/// blocking thread, after the session's answer).
+/// blocking thread, after the session's answer), after the workspace's trust notice when it
+/// has one (an agent message: what keel left alone, and how to trust the folder).
 fn advertise_commands(live: &Arc<Live>, cx: ConnectionTo<Client>) {
     let live = live.clone();
     tokio::task::spawn_blocking(move || {
-        let mut list = vec![AvailableCommand::new(
-            Builtin::Compact.name(),
-            Builtin::Compact.description(),
-        )];
+        if let Some(notice) = live.source.trust_notice(&live.cwd) {
+            send(
+                &cx,
+                &live.id,
+                SessionUpdate::AgentMessageChunk(map::chunk(format!("keel: {notice}\n"))),
+            );
+        }
+        let mut list = vec![
+            AvailableCommand::new(Builtin::Compact.name(), Builtin::Compact.description()),
+            offered(
+                TRUST_COMMAND,
+                "Show or change whether this workspace's hooks, MCP servers and settings may run",
+                Some("yes | no".to_owned()),
+            ),
+        ];
         for c in custom_commands(&live).all() {
             if matches!(c.kind, CommandKind::Custom { .. }) {
                 list.push(offered(&c.name, &c.description, c.argument_hint.clone()));
@@ -799,6 +822,8 @@ fn custom_commands(live: &Live) -> &CommandSet {
 enum Slash {
     /// Compact the conversation now.
     Compact,
+    /// Answer with this text, without a model turn (`/trust`).
+    Say(String),
     /// Send this text instead (a custom or plugin command, expanded).
     Prompt(String),
 }
@@ -816,6 +841,14 @@ async fn slash_command(live: &Live, text: &str) -> Result<Option<Slash>, Error> 
     }
     if name == Builtin::Compact.name() {
         return Ok(Some(Slash::Compact));
+    }
+    if name == TRUST_COMMAND {
+        let (source, cwd, args) = (live.source.clone(), live.cwd.clone(), args.trim().to_owned());
+        let said = tokio::task::spawn_blocking(move || source.trust(&cwd, &args))
+            .await
+            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?
+            .map_err(|e| err(ErrorCode::InvalidParams, format!("/trust: {e}")))?;
+        return Ok(Some(Slash::Say(said)));
     }
     if let Ok(Invocation::Custom { prompt, .. }) = custom_commands(live).parse(text) {
         return Ok(Some(Slash::Prompt(prompt)));
@@ -861,6 +894,14 @@ async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
     let agent = &live.agent;
     let expanded = match slash_command(live, text).await? {
         Some(Slash::Compact) => return compact(live).await,
+        Some(Slash::Say(said)) => {
+            send(
+                &live.feed.cx,
+                &live.id,
+                SessionUpdate::AgentMessageChunk(map::chunk(said)),
+            );
+            return Ok(PromptResponse::new(StopReason::EndTurn));
+        }
         Some(Slash::Prompt(prompt)) => Some(prompt),
         None => None,
     };

@@ -103,6 +103,14 @@ impl AgentSource for Source {
         }
     }
 
+    fn trust_notice(&self, cwd: &Path) -> Option<String> {
+        super::trust::notice(&self.ctx_in(cwd))
+    }
+
+    fn trust(&self, cwd: &Path, args: &str) -> Result<String, String> {
+        super::trust::slash(&self.ctx_in(cwd), args).map_err(|e| format!("{e:#}"))
+    }
+
     fn load(&self, id: &str, cwd: &Path, options: BuildOptions) -> Result<Agent, LoadError> {
         let home = self.ctx.store.home().join("sessions");
         let unknown = || {

@@ -79,3 +79,52 @@ pub fn run(ctx: &Ctx, args: TrustArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// The notice a front end shows for `ctx`'s workspace ([`keel_host::trust::notice`]); `None`
+/// when it is trusted, holds nothing keel leaves alone, or its configuration cannot be read
+/// (the agent's own build reports that).
+pub(crate) fn notice(ctx: &Ctx) -> Option<String> {
+    let host = ctx.host().ok()?;
+    let loaded = host.config();
+    keel_host::trust::notice(&loaded.trust, &loaded.ignored)
+}
+
+/// `/trust [yes|no]` typed in a front end working in `ctx`'s workspace: no argument describes
+/// the decision and what it leaves alone; `yes` (`on`) records trusted, `no` (`off`,
+/// `revoke`) untrusted. The answer is what the front end shows.
+pub(crate) fn slash(ctx: &Ctx, args: &str) -> Result<String> {
+    let level = match args.trim() {
+        "" => None,
+        "yes" | "on" => Some(ProjectTrust::Trusted),
+        "no" | "off" | "revoke" => Some(ProjectTrust::Untrusted),
+        other => anyhow::bail!("unknown argument {other:?}: expected /trust, /trust yes or /trust no"),
+    };
+    let Some(level) = level else {
+        let host = ctx.host()?;
+        let loaded = host.config();
+        let mut said = format!(
+            "Workspace {} is {}.",
+            loaded.trust.root.display(),
+            loaded.trust.describe()
+        );
+        for i in &loaded.ignored {
+            said.push_str(&format!(
+                "\nIgnored: {} ({})",
+                i.file.display(),
+                i.what.join(", ")
+            ));
+        }
+        if !loaded.trust.is_trusted() {
+            said.push_str("\n/trust yes trusts it; /trust no records that you do not.");
+        }
+        return Ok(said);
+    };
+    let file = ctx.home.join("config.toml");
+    let root = keel_host::trust::record(&file, &ctx.cwd, level)?;
+    Ok(format!(
+        "Recorded {} as {} in {}. It applies to sessions opened or loaded from now on.",
+        root.display(),
+        level.as_str(),
+        file.display()
+    ))
+}
