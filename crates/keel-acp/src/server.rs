@@ -843,7 +843,11 @@ async fn slash_command(live: &Live, text: &str) -> Result<Option<Slash>, Error> 
         return Ok(Some(Slash::Compact));
     }
     if name == TRUST_COMMAND {
-        let (source, cwd, args) = (live.source.clone(), live.cwd.clone(), args.trim().to_owned());
+        let (source, cwd, args) = (
+            live.source.clone(),
+            live.cwd.clone(),
+            args.trim().to_owned(),
+        );
         let said = tokio::task::spawn_blocking(move || source.trust(&cwd, &args))
             .await
             .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?

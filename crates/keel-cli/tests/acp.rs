@@ -1316,3 +1316,72 @@ fn an_approval_inside_a_program_is_asked_of_the_client() {
     assert_eq!(code, Some(0));
     support::assert_program_command_approved(&load_consistent(&env.only_session()));
 }
+
+/// `keel acp` in a workspace the user has not trusted: the project's `.claude/settings.json`
+/// hook does not run, the session says so (an agent message naming the file and `/trust`),
+/// `/trust` is offered and answered without the model; `/trust yes` records the decision, and
+/// a session opened next runs the hook.
+#[test]
+fn an_untrusted_workspace_is_said_in_the_session_and_trust_is_given_with_slash_trust() {
+    let env = Env::untrusted();
+    let marker = env.outside.join("hook-ran");
+    let settings = json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": format!("touch {}", marker.display())}
+    ]}]}});
+    env.write(".claude/settings.json", &settings.to_string());
+    // Only prompts reach the model: `/trust` answers on its own.
+    let mock = Mock::start(
+        "responses:\n  - match: { last_user_contains: \"hello\" }\n    text: \"hi\"\n  - match: { last_user_contains: \"again\" }\n    text: \"hi again\"\n",
+    );
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let said = acp.wait_for(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+    let text = said["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains("is not trusted") && text.contains(".claude/settings.json"),
+        "{text}"
+    );
+    assert!(text.contains("/trust"), "{text}");
+    let offered =
+        acp.wait_for(|v| v["params"]["update"]["sessionUpdate"] == "available_commands_update");
+    let commands = offered["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap();
+    assert!(commands.iter().any(|c| c["name"] == "trust"), "{offered}");
+
+    let prompt = |acp: &mut Raw, id: u64, sid: &str, text: &str| {
+        acp.request(
+            id,
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        )
+    };
+    let done = prompt(&mut acp, 3, &sid, "hello");
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(!marker.exists(), "the untrusted hook ran");
+
+    let done = prompt(&mut acp, 4, &sid, "/trust");
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let done = prompt(&mut acp, 5, &sid, "/trust yes");
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let config = std::fs::read_to_string(env.home.join("config.toml")).unwrap();
+    assert!(
+        config.contains(&format!("[projects.{:?}]", env.ws.display().to_string()))
+            && config.contains("trust_level = \"trusted\""),
+        "{config}"
+    );
+    assert_eq!(mock.requests().len(), 1, "/trust reached the model");
+
+    // A session opened now runs the project's hook.
+    let new = acp.request(6, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mock_done = prompt(&mut acp, 7, &sid, "hello again");
+    assert_eq!(mock_done["result"]["stopReason"], "end_turn", "{mock_done}");
+    assert!(marker.exists(), "the trusted hook did not run");
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+}

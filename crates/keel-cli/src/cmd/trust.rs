@@ -97,7 +97,9 @@ pub(crate) fn slash(ctx: &Ctx, args: &str) -> Result<String> {
         "" => None,
         "yes" | "on" => Some(ProjectTrust::Trusted),
         "no" | "off" | "revoke" => Some(ProjectTrust::Untrusted),
-        other => anyhow::bail!("unknown argument {other:?}: expected /trust, /trust yes or /trust no"),
+        other => {
+            anyhow::bail!("unknown argument {other:?}: expected /trust, /trust yes or /trust no")
+        }
     };
     let Some(level) = level else {
         let host = ctx.host()?;
