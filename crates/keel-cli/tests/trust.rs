@@ -103,7 +103,15 @@ fn an_mcp_json_server_starts_only_once_trusted() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(!marker(&env, "mcp-json"), "the server was started");
     assert!(out.stderr.contains("mcpServers.evil"), "{}", out.stderr);
-    // `keel mcp list` still shows it, as ignored.
+    // `keel mcp list` shows it as not started; `keel mcp test` and `prompts` refuse to start it.
+    let list = run(env.keel_bare().args(["mcp", "list"]));
+    assert!(list.stdout.contains("not started: workspace"), "{list:?}");
+    for args in [&["mcp", "test", "evil"][..], &["mcp", "prompts"][..]] {
+        let out = run(env.keel_bare().args(args));
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("is not trusted"), "{out:?}");
+        assert!(!marker(&env, "mcp-json"), "{args:?} started the server");
+    }
     keel_trust(&env, &[]);
     let mock = Mock::start(ANSWER);
     let out = run(keel(&env, &mock).args(["run", "hi"]));

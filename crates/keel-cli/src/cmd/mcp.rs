@@ -239,6 +239,9 @@ fn list(host: &Host, as_json: bool) -> Result<ExitCode> {
             )?,
             Err(_) => writeln!(out, "{}  (not usable)", e.name)?,
         }
+        if let Some(why) = inert(host, e) {
+            writeln!(out, "    {why}")?;
+        }
         writeln!(out, "    from {}", e.origin)?;
         if let Some(path) = &e.overrides {
             writeln!(out, "    overrides the entry of the same name in {path}")?;
@@ -694,16 +697,30 @@ fn failure_text(name: &str, f: &StartFailure) -> String {
     s
 }
 
-fn usable(e: &Entry) -> Result<&ServerConfig, String> {
+fn usable<'e>(host: &Host, e: &'e Entry) -> Result<&'e ServerConfig, String> {
+    if let Some(why) = inert(host, e) {
+        return Err(format!("MCP server '{}' ({}): {why}", e.name, e.origin));
+    }
     e.resolved
         .as_ref()
         .map_err(|p| format!("MCP server '{}' ({}): {p}", e.name, e.origin))
 }
 
+/// Why a `.mcp.json` server of an untrusted workspace is not started (docs/trust.md).
+fn inert(host: &Host, e: &Entry) -> Option<String> {
+    let trust = &host.config().trust;
+    (matches!(e.source, Source::McpJson { .. }) && !trust.is_trusted()).then(|| {
+        format!(
+            "not started: workspace {} is not trusted (keel trust, or --trust-project for one run)",
+            trust.root.display()
+        )
+    })
+}
+
 fn test(ctx: &Ctx, host: &Host, name: &str, as_json: bool) -> Result<ExitCode> {
     let listing = listing(host, &real_var);
     let e = listing.get(name)?;
-    let c = match usable(e) {
+    let c = match usable(host, e) {
         Ok(c) => c.clone(),
         Err(problem) => {
             writeln!(std::io::stderr(), "keel: {problem}")?;
@@ -848,7 +865,7 @@ fn prompts(ctx: &Ctx, host: &Host, name: Option<&str>, as_json: bool) -> Result<
     let mut results: Vec<Value> = Vec::new();
     let mut configs = Vec::new();
     for e in &entries {
-        match usable(e) {
+        match usable(host, e) {
             Ok(c) => configs.push(c.clone()),
             Err(problem) => {
                 failed = true;
