@@ -131,6 +131,25 @@ impl Tmux {
         }
     }
 
+    /// [`Tmux::wait_for`] on the screen's words (runs of whitespace, line ends included, as one
+    /// space: a line the UI wrapped still matches); the screen's words then.
+    fn wait_for_words(&self, what: &str) -> String {
+        let what = words(what);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = words(&self.screen());
+            if screen.contains(&what) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the screen never showed {what:?}; it shows:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Wait for keel to exit; its exit code line.
     fn wait_exit(&self) -> String {
         let file = self.dir.join("exit.txt");
@@ -165,6 +184,11 @@ impl Drop for Tmux {
             .args(["-L", &self.socket, "kill-server"])
             .output();
     }
+}
+
+/// `s`'s words, one space between each.
+fn words(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn rand_suffix() -> u64 {
@@ -525,4 +549,211 @@ fn an_approval_inside_a_program_is_asked_in_the_ui() {
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
     support::assert_program_command_approved(&load_consistent(&env.only_session()));
+}
+
+/// A workspace whose `.claude/settings.json` has a `UserPromptSubmit` hook that leaves a
+/// marker file in the workspace when it runs; `keel` runs without `--trust-project`.
+fn workspace_with_a_hook() -> Env {
+    let env = Env::untrusted();
+    env.write(
+        ".claude/settings.json",
+        r#"{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "touch hook-ran.txt"}]}]}}"#,
+    );
+    env
+}
+
+/// Answers any number of prompts.
+const ANSWERS: &str = r#"
+responses:
+  - text: "First answer."
+  - text: "Second answer."
+  - text: "Third answer."
+"#;
+
+/// The trust level `$KEEL_HOME/config.toml` records for the workspace (`None`: nothing).
+fn recorded_trust(env: &Env) -> Option<String> {
+    let text = std::fs::read_to_string(env.home.join("config.toml")).ok()?;
+    let config: toml::Table = text.parse().unwrap();
+    let entry = config.get("projects")?.get(env.ws.to_str().unwrap())?;
+    Some(entry.get("trust_level")?.as_str()?.to_owned())
+}
+
+/// Send `prompt` and wait for `answer` on the screen.
+fn ask(t: &Tmux, prompt: &str, answer: &str) -> String {
+    t.type_text(prompt);
+    t.keys(&["Enter"]);
+    t.wait_for_words(answer)
+}
+
+#[test]
+fn trusting_a_workspace_at_the_question_runs_its_hooks_in_the_same_session() {
+    if !have_tmux() {
+        return;
+    }
+    let env = workspace_with_a_hook();
+    let mock = Mock::start(ANSWERS);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    let question = t.wait_for_words("Trust the files in this folder?");
+    assert!(
+        question.contains(".claude/settings.json: hooks.UserPromptSubmit"),
+        "{question}"
+    );
+    assert_eq!(
+        recorded_trust(&env),
+        None,
+        "nothing recorded before the answer"
+    );
+    t.keys(&["y"]);
+    let screen = t.wait_for_words("approval ask");
+    assert!(screen.contains("take effect"), "{screen}");
+    assert_eq!(recorded_trust(&env).as_deref(), Some("trusted"));
+
+    ask(&t, "hello", "First answer.");
+    assert!(
+        env.ws.join("hook-ran.txt").exists(),
+        "the project's hook did not run after the workspace was trusted"
+    );
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    // One session: the hook ran in the session the question opened.
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "turn/end").len(), 1);
+}
+
+#[test]
+fn distrusting_a_workspace_keeps_its_hooks_inert_and_is_not_asked_again() {
+    if !have_tmux() {
+        return;
+    }
+    let env = workspace_with_a_hook();
+    let mock = Mock::start(ANSWERS);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for_words("Trust the files in this folder?");
+    t.keys(&["n"]);
+    // The notice is in the UI, and says what was ignored and how to trust.
+    let screen = t.wait_for_words("is not trusted");
+    assert!(screen.contains("hooks.UserPromptSubmit"), "{screen}");
+    assert!(screen.contains("/trust"), "{screen}");
+    assert!(screen.contains("will not ask again"), "{screen}");
+    assert_eq!(recorded_trust(&env).as_deref(), Some("untrusted"));
+    ask(&t, "hello", "First answer.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert!(
+        !env.ws.join("hook-ran.txt").exists(),
+        "an untrusted hook ran"
+    );
+    // Nothing went to stderr (the terminal the UI draws on): only the transcript's line.
+    assert!(!t.history().contains("keel: workspace"), "{}", t.history());
+
+    // The second open asks nothing: the UI comes up with the notice.
+    let again = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    let screen = again.wait_for_words("approval ask");
+    assert!(!screen.contains("Trust the files"), "{screen}");
+    assert!(screen.contains("is not trusted"), "{screen}");
+    ask(&again, "hello again", "Second answer.");
+    again.keys(&["C-d"]);
+    assert_eq!(again.wait_exit(), "EXIT=0");
+    assert!(
+        !env.ws.join("hook-ran.txt").exists(),
+        "an untrusted hook ran"
+    );
+    assert_eq!(recorded_trust(&env).as_deref(), Some("untrusted"));
+}
+
+#[test]
+fn esc_at_the_question_records_nothing_and_keeps_the_workspace_untrusted() {
+    if !have_tmux() {
+        return;
+    }
+    let env = workspace_with_a_hook();
+    let mock = Mock::start(ANSWERS);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for_words("Trust the files in this folder?");
+    t.keys(&["Escape"]);
+    let screen = t.wait_for_words("nothing recorded");
+    assert!(screen.contains("is not trusted"), "{screen}");
+    ask(&t, "hello", "First answer.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert!(
+        !env.ws.join("hook-ran.txt").exists(),
+        "an untrusted hook ran"
+    );
+    assert_eq!(recorded_trust(&env), None);
+    // Asked again next time.
+    let again = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    again.wait_for_words("Trust the files in this folder?");
+    again.keys(&["C-c"]);
+    again.wait_for_words("approval ask");
+    again.keys(&["C-d"]);
+    assert_eq!(again.wait_exit(), "EXIT=0");
+    assert_eq!(recorded_trust(&env), None);
+}
+
+#[test]
+fn trust_yes_in_an_untrusted_session_runs_the_hooks_from_the_next_prompt() {
+    if !have_tmux() {
+        return;
+    }
+    let env = workspace_with_a_hook();
+    // A key that loosens what keel asks: it applies only in a trusted workspace.
+    env.write(".keel/config.toml", "approval = \"auto\"\n");
+    let mock = Mock::start(ANSWERS);
+    // Recorded untrusted beforehand, with the real command.
+    let out = support::run(env.keel(&mock.base_url()).args(["trust", "--revoke"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(recorded_trust(&env).as_deref(), Some("untrusted"));
+
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for_words("approval ask");
+    ask(&t, "first", "First answer.");
+    assert!(
+        !env.ws.join("hook-ran.txt").exists(),
+        "an untrusted hook ran"
+    );
+
+    // `/trust` alone shows the decision and what it leaves alone.
+    t.type_text("/trust");
+    t.keys(&["Enter"]);
+    let shown = t.wait_for_words("Ignored until you trust it");
+    assert!(shown.contains("untrusted (recorded in"), "{shown}");
+
+    t.type_text("/trust yes");
+    t.keys(&["Enter"]);
+    let changed = t.wait_for_words("From the next turn these take effect");
+    assert!(
+        changed.contains(".claude/settings.json: hooks.UserPromptSubmit"),
+        "{changed}"
+    );
+    assert_eq!(recorded_trust(&env).as_deref(), Some("trusted"));
+    // The rebuilt agent's approval policy, from the project's configuration.
+    t.wait_for_words("approval auto");
+    ask(&t, "second", "Second answer.");
+    assert!(
+        env.ws.join("hook-ran.txt").exists(),
+        "the hook did not run after /trust yes"
+    );
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    // The same session went on: both turns are in one consistent log.
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "turn/end").len(), 2);
+
+    // And `/trust no` takes it back for the next prompt.
+    std::fs::remove_file(env.ws.join("hook-ran.txt")).unwrap();
+    let mut resume = env.keel(&mock.base_url());
+    resume.args(["resume", "--last"]);
+    let r = Tmux::start(env.root(), &resume);
+    let screen = r.wait_for_words("resumed session");
+    assert!(screen.contains("approval auto"), "{screen}");
+    r.type_text("/trust no");
+    r.keys(&["Enter"]);
+    r.wait_for_words("From the next turn these stay inert");
+    r.wait_for_words("approval ask");
+    ask(&r, "third", "Third answer.");
+    r.keys(&["C-d"]);
+    assert_eq!(r.wait_exit(), "EXIT=0");
+    assert!(!env.ws.join("hook-ran.txt").exists(), "a revoked hook ran");
+    assert_eq!(recorded_trust(&env).as_deref(), Some("untrusted"));
 }

@@ -79,13 +79,17 @@ pub enum Builtin {
     Diff,
     /// `/review [--base REF]`: have the agent review the changes.
     Review,
+    /// `/trust [yes|no]`: show whether the workspace's own files (hooks, MCP servers, widening
+    /// configuration) may take effect, or record the user's decision (`yes`/`on`,
+    /// `no`/`off`/`revoke`; see [`TrustArg`]). The front end records it and rebuilds its agent.
+    Trust,
     /// `/quit` (alias `/exit`): leave keel.
     Quit,
 }
 
 impl Builtin {
     /// Every built-in, in listing order.
-    pub const ALL: [Builtin; 12] = [
+    pub const ALL: [Builtin; 13] = [
         Builtin::Help,
         Builtin::New,
         Builtin::Resume,
@@ -97,6 +101,7 @@ impl Builtin {
         Builtin::Status,
         Builtin::Diff,
         Builtin::Review,
+        Builtin::Trust,
         Builtin::Quit,
     ];
 
@@ -114,6 +119,7 @@ impl Builtin {
             Builtin::Status => "status",
             Builtin::Diff => "diff",
             Builtin::Review => "review",
+            Builtin::Trust => "trust",
             Builtin::Quit => "quit",
         }
     }
@@ -142,6 +148,9 @@ impl Builtin {
             Builtin::Review => {
                 "A delegated reviewer reviews the workspace's change (from REF, default HEAD)"
             }
+            Builtin::Trust => {
+                "Show whether this workspace's hooks, MCP servers and settings may run; yes or no decides"
+            }
             Builtin::Quit => "Quit keel",
         }
     }
@@ -152,6 +161,7 @@ impl Builtin {
             Builtin::Resume => Some("[SESSION]"),
             Builtin::Model => Some("[NAME]"),
             Builtin::Review => Some("[--base REF]"),
+            Builtin::Trust => Some("[yes|no]"),
             _ => None,
         }
     }
@@ -170,6 +180,39 @@ impl Builtin {
             argument_hint: self.argument_hint().map(str::to_owned),
             kind: CommandKind::Builtin(self),
             aliases: self.aliases().iter().map(|a| (*a).to_owned()).collect(),
+        }
+    }
+}
+
+/// What `/trust ARGS` asks for ([`Builtin::Trust`]), front-end neutral: the terminal UI and an
+/// editor (ACP) read the same words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrustArg {
+    /// No argument: show the workspace's decision and what its files hold.
+    Show,
+    /// Record this decision for the workspace: `yes`, `on` (trusted); `no`, `off`, `revoke`
+    /// (untrusted). `trusted` and `untrusted` are accepted too.
+    Record(crate::trust::ProjectTrust),
+}
+
+/// `/trust` was given an argument it does not know; the message names it and the accepted
+/// words. The front end shows it and changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "/trust {0:?}: expected no argument (show), yes (trust this workspace) or no (keep its files inert)"
+)]
+pub struct UnknownTrustArg(pub String);
+
+impl TrustArg {
+    /// The decision `args` (the text after `/trust`, any case, surrounding space ignored) asks
+    /// for.
+    pub fn parse(args: &str) -> Result<TrustArg, UnknownTrustArg> {
+        use crate::trust::ProjectTrust;
+        match args.trim().to_ascii_lowercase().as_str() {
+            "" => Ok(TrustArg::Show),
+            "yes" | "on" | "trusted" => Ok(TrustArg::Record(ProjectTrust::Trusted)),
+            "no" | "off" | "revoke" | "untrusted" => Ok(TrustArg::Record(ProjectTrust::Untrusted)),
+            _ => Err(UnknownTrustArg(args.trim().to_owned())),
         }
     }
 }

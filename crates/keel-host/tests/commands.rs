@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use keel_host::commands::{
     AddExternalError, Builtin, CommandInfo, CommandKind, CommandSet, Invocation, ParseError,
-    ProblemKind, expand_arguments, unescape,
+    ProblemKind, TrustArg, UnknownTrustArg, expand_arguments, unescape,
 };
 use tempfile::TempDir;
 
@@ -69,9 +69,9 @@ fn prompt(set: &CommandSet, input: &str) -> String {
     }
 }
 
-const BUILTINS: [&str; 12] = [
+const BUILTINS: [&str; 13] = [
     "help", "new", "resume", "sessions", "compact", "model", "plan", "todo", "status", "diff",
-    "review", "quit",
+    "review", "trust", "quit",
 ];
 
 #[test]
@@ -88,6 +88,7 @@ fn builtins_listed_in_order_with_descriptions_and_hints() {
     assert_eq!(hint("resume").as_deref(), Some("[SESSION]"));
     assert_eq!(hint("model").as_deref(), Some("[NAME]"));
     assert_eq!(hint("review").as_deref(), Some("[--base REF]"));
+    assert_eq!(hint("trust").as_deref(), Some("[yes|no]"));
     assert_eq!(hint("help"), None);
     assert_eq!(Builtin::ALL.map(Builtin::name), BUILTINS);
 }
@@ -501,6 +502,35 @@ fn builtins_parse_with_their_arguments() {
     for b in Builtin::ALL {
         assert_eq!(builtin(&format!("/{}", b.name())).0, b);
     }
+}
+
+#[test]
+fn trust_reads_yes_and_no_words_and_names_anything_else() {
+    use keel_host::ProjectTrust::{Trusted, Untrusted};
+    let set = CommandSet::default();
+    assert_eq!(
+        set.parse("/trust  yes "),
+        Ok(Invocation::Builtin {
+            which: Builtin::Trust,
+            args: "yes".to_owned()
+        })
+    );
+    for (args, expected) in [
+        ("", TrustArg::Show),
+        ("  ", TrustArg::Show),
+        ("yes", TrustArg::Record(Trusted)),
+        ("ON", TrustArg::Record(Trusted)),
+        ("trusted", TrustArg::Record(Trusted)),
+        ("no", TrustArg::Record(Untrusted)),
+        ("off", TrustArg::Record(Untrusted)),
+        ("revoke", TrustArg::Record(Untrusted)),
+        ("untrusted", TrustArg::Record(Untrusted)),
+    ] {
+        assert_eq!(TrustArg::parse(args), Ok(expected), "{args:?}");
+    }
+    let err = TrustArg::parse(" maybe ").unwrap_err();
+    assert_eq!(err, UnknownTrustArg("maybe".to_owned()));
+    assert!(err.to_string().contains("\"maybe\""), "{err}");
 }
 
 #[test]

@@ -4,11 +4,12 @@
 //! the front end's [`AgentSource`] and driven on a small tokio runtime; the UI owns no loop
 //! logic: it queues follow-ups, steers, cancels and answers approvals through the agent's API.
 
-use crate::commands::Builtin;
+use crate::commands::{Builtin, TrustArg};
 use crate::input::Input;
 use crate::slash::Slash;
 use crate::surface::Surface;
 use crate::transcript::{Cell, Detail, Level, ToolCard, ToolState, Transcript};
+use crate::trust::{self, Answer, WorkspaceTrust};
 use crate::view::{self, LineCache, Modal, Screen};
 use crossterm::event::{
     DisableBracketedPaste, EnableBracketedPaste, Event, KeyCode, KeyEvent, KeyEventKind,
@@ -20,7 +21,7 @@ use crossterm::terminal::{
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_agent::{Agent, Approver, allow_key};
-use keel_host::BuildOptions;
+use keel_host::{BuildOptions, ProjectTrust};
 use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
 use keel_tools::ApprovalOutcome;
 use std::collections::HashSet;
@@ -72,6 +73,17 @@ pub trait AgentSource {
     /// (HEAD when `None`), for `agent`'s session; or why there are none.
     fn review(&self, _agent: &Agent, _base: Option<String>) -> ReviewFuture {
         Box::pin(async { Err("this front end cannot review".to_owned()) })
+    }
+    /// The workspace's trust decision and what its own files hold that the decision governs,
+    /// as the next agent built would see them; `Err` when this front end does not manage
+    /// trust or cannot read the configuration (the UI then asks nothing).
+    fn trust(&self) -> Result<WorkspaceTrust, String> {
+        Err("this front end does not manage workspace trust".to_owned())
+    }
+    /// Record `level` for the workspace in the user's configuration: agents built from now on
+    /// follow it (a one-run override such as `--trust-project` no longer applies).
+    fn record_trust(&self, _level: ProjectTrust) -> Result<(), String> {
+        Err("this front end does not manage workspace trust".to_owned())
     }
 }
 
@@ -244,6 +256,18 @@ struct App<'s> {
     cwd: PathBuf,
     /// The slash commands of this agent.
     slash: Slash,
+    /// The model `/model` chose for this agent (`None`: the configured one); a rebuild over the
+    /// same session (`/trust`) keeps it.
+    model: Option<String>,
+}
+
+/// Whether the history of the session an agent is switched to is on screen already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum History {
+    /// Another session, or one resumed by `/resume`: render it.
+    Render,
+    /// The same session rebuilt (another model, a trust decision): it is printed already.
+    Printed,
 }
 
 /// Run the UI until the person leaves. Needs a terminal on stdin and stdout.
@@ -290,6 +314,16 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
             Picked::Quit => return Ok(()),
         }
     }
+    // The trust question, before the first agent: what that agent may run depends on it.
+    let answer = match source.trust() {
+        Ok(ws) if ws.should_ask() => Some(ask_trust(&mut surface, &rx, &ws)?),
+        _ => None,
+    };
+    let recorded = match answer {
+        Some(Answer::Trust) => Some(source.record_trust(ProjectTrust::Trusted)),
+        Some(Answer::Distrust) => Some(source.record_trust(ProjectTrust::Untrusted)),
+        Some(Answer::Dismissed) | None => None,
+    };
     let target = Target {
         resume: resume.clone(),
         model: None,
@@ -320,8 +354,22 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         quit: false,
         cwd,
         slash,
+        model: None,
     };
     app.load_history(resume.is_some());
+    // What the trust question decided, and what this agent leaves alone: in the transcript
+    // (never on stderr, which is the terminal the UI draws on).
+    if let Some(Err(e)) = recorded {
+        app.transcript.notice(Level::Error, e);
+    }
+    if let Ok(ws) = source.trust() {
+        if let Some(answer) = answer {
+            app.transcript.notice(Level::Info, ws.answered(answer));
+        }
+        if let Some(line) = ws.notice() {
+            app.transcript.notice(Level::Info, line);
+        }
+    }
     if options.plan {
         app.set_plan_mode(true);
     }
@@ -408,6 +456,50 @@ fn pick_session(
             KeyCode::Char('n') if !ctrl => return Ok(Picked::New),
             KeyCode::Esc | KeyCode::Char('q') => return Ok(Picked::Quit),
             KeyCode::Char('c' | 'd') if ctrl => return Ok(Picked::Quit),
+            _ => {}
+        }
+    }
+}
+
+/// The trust question: `y`/`1` trusts, `n`/`2` keeps the files inert, Up/Down and Enter
+/// choose; Esc or Ctrl-C (or the terminal going away) decides nothing.
+fn ask_trust(
+    surface: &mut Surface,
+    rx: &Receiver<Msg>,
+    ws: &WorkspaceTrust,
+) -> Result<Answer, String> {
+    let mut modal = trust::question(ws);
+    loop {
+        let (_, rows) = surface.size();
+        surface
+            .draw(rows, |frame| view::draw_modal(frame, &modal, frame.area()))
+            .map_err(|e| format!("cannot draw: {e}"))?;
+        let Ok(msg) = rx.recv() else {
+            return Ok(Answer::Dismissed);
+        };
+        let key = match msg {
+            Msg::Term(Event::Key(key)) => key,
+            Msg::Term(Event::Resize(cols, rows)) => {
+                surface.resized(cols, rows);
+                continue;
+            }
+            Msg::Quit => return Ok(Answer::Dismissed),
+            _ => continue,
+        };
+        if key.kind == KeyEventKind::Release {
+            continue;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Up => modal.selected = modal.selected.saturating_sub(1),
+            KeyCode::Down | KeyCode::Tab => {
+                modal.selected = (modal.selected + 1).min(modal.options.len() - 1);
+            }
+            KeyCode::Enter => return Ok(trust::answer_of(modal.selected)),
+            KeyCode::Char('y' | 'Y' | '1') if !ctrl => return Ok(Answer::Trust),
+            KeyCode::Char('n' | 'N' | '2') if !ctrl => return Ok(Answer::Distrust),
+            KeyCode::Esc => return Ok(Answer::Dismissed),
+            KeyCode::Char('c' | 'd') if ctrl => return Ok(Answer::Dismissed),
             _ => {}
         }
     }
@@ -908,23 +1000,30 @@ impl App<'_> {
         for ev in &events {
             self.transcript.apply(ev);
         }
+        // The status line shows what this agent enforces: a resumed session's log holds the
+        // modes of the agent that started it, and a trust decision or another configuration
+        // may have changed them since.
+        self.transcript.sandbox = self.agent.sandbox().as_str().to_owned();
+        self.transcript.approval = self.agent.config().approval.as_str().to_owned();
         if resumed {
             self.transcript
                 .marker(format!("resumed session {}", self.agent.session_id()));
         }
     }
 
-    /// Replace the agent (new session, resumed session, other model).
-    fn switch(&mut self, target: Target) {
+    /// Replace the agent (new session, resumed session, other model, a trust decision);
+    /// false when it stayed (a turn runs, or the build failed: said in the transcript).
+    fn switch(&mut self, target: Target, history: History) -> bool {
         if self.running {
             self.say("wait for the turn to end (or Ctrl-C it) first");
-            return;
+            return false;
         }
         match build(self.source, &target, &self.tx, &self.approver) {
             Ok(agent) => {
                 self.agent.kill_jobs();
                 self.slash = slash_of(&agent);
                 self.agent = agent;
+                self.model = target.model;
                 self.transcript = Transcript::new();
                 self.cache.clear();
                 self.load_history(target.resume.is_some());
@@ -932,15 +1031,78 @@ impl App<'_> {
                     self.transcript
                         .marker(format!("new session {}", self.agent.session_id()));
                 }
-                // The same session on another model: its history is printed already.
-                self.committed = if target.model.is_some() {
-                    self.transcript.cells.len()
-                } else {
-                    0
+                self.committed = match history {
+                    History::Printed => self.transcript.cells.len(),
+                    History::Render => 0,
                 };
+                true
             }
-            Err(e) => self.transcript.notice(Level::Error, e),
+            Err(e) => {
+                self.transcript.notice(Level::Error, e);
+                false
+            }
         }
+    }
+
+    /// `/trust [yes|no]`: show the workspace's decision, or record one and rebuild the agent
+    /// over the same session when what it may run changed.
+    fn trust(&mut self, args: &str) {
+        let level = match TrustArg::parse(args) {
+            Ok(TrustArg::Record(level)) => level,
+            Ok(TrustArg::Show) => {
+                match self.source.trust() {
+                    Ok(ws) => self.transcript.notice(Level::Info, ws.describe()),
+                    Err(e) => self.transcript.notice(Level::Error, e),
+                }
+                return;
+            }
+            Err(e) => {
+                self.transcript.notice(Level::Error, e.to_string());
+                return;
+            }
+        };
+        if self.running {
+            self.say("trust changes between turns: wait for this turn or Ctrl-C it");
+            return;
+        }
+        let before = match self.source.trust() {
+            Ok(ws) => ws.decision.trust,
+            Err(e) => {
+                self.transcript.notice(Level::Error, e);
+                return;
+            }
+        };
+        let after = self
+            .source
+            .record_trust(level)
+            .and_then(|()| self.source.trust());
+        let after = match after {
+            Ok(ws) => ws,
+            Err(e) => {
+                self.transcript.notice(Level::Error, e);
+                return;
+            }
+        };
+        if after.decision.trust != before {
+            // Hooks and servers are installed when an agent is built: build it again over
+            // this session, so the decision holds from the next turn.
+            let path = self.agent.log().writer().path().to_path_buf();
+            let target = Target {
+                resume: Some(path),
+                model: self.model.clone(),
+            };
+            if !self.switch(target, History::Printed) {
+                let text = format!(
+                    "Workspace {} is now {}, but this session's agent could not be rebuilt \
+                     (above): it keeps the previous decision until the session is opened again.",
+                    after.decision.root.display(),
+                    after.decision.describe()
+                );
+                self.transcript.notice(Level::Error, text);
+                return;
+            }
+        }
+        self.transcript.notice(Level::Info, after.changed(before));
     }
 
     fn command(&mut self, text: &str) {
@@ -987,12 +1149,19 @@ impl App<'_> {
                 self.transcript.notice(Level::Info, help);
             }
             Builtin::Quit => self.quit = true,
-            Builtin::New => self.switch(Target::default()),
+            Builtin::New => {
+                self.switch(Target::default(), History::Render);
+            }
             Builtin::Resume => match self.source.resolve((!args.is_empty()).then_some(args)) {
-                Ok(path) => self.switch(Target {
-                    resume: Some(path),
-                    model: None,
-                }),
+                Ok(path) => {
+                    self.switch(
+                        Target {
+                            resume: Some(path),
+                            model: None,
+                        },
+                        History::Render,
+                    );
+                }
                 Err(e) => self.transcript.notice(Level::Error, e),
             },
             Builtin::Sessions => {
@@ -1024,10 +1193,11 @@ impl App<'_> {
                     );
                 } else {
                     let path = self.agent.log().writer().path().to_path_buf();
-                    self.switch(Target {
+                    let target = Target {
                         resume: Some(path),
                         model: Some(args.to_owned()),
-                    });
+                    };
+                    self.switch(target, History::Printed);
                 }
             }
             Builtin::Plan => {
@@ -1113,6 +1283,7 @@ impl App<'_> {
                     let _ = tx.send(Msg::Show(git_diff(&cwd).await));
                 });
             }
+            Builtin::Trust => self.trust(args),
             Builtin::Review => {
                 if self.running {
                     self.say("wait for the turn to end (or Ctrl-C it) first");

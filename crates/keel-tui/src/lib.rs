@@ -7,6 +7,8 @@ pub mod markdown;
 pub mod slash;
 pub mod surface;
 pub mod transcript;
+pub mod trust;
 pub mod view;
 
 pub use app::{AgentSource, Options, Review, ReviewFuture, SessionEntry, Target, run};
+pub use trust::WorkspaceTrust;

@@ -5,9 +5,10 @@
 use super::Ctx;
 use anyhow::{Result, anyhow};
 use keel_agent::Agent;
-use keel_host::{BuildOptions, LogFormat, ModelSource};
+use keel_host::{BuildOptions, LogFormat, ModelSource, ProjectTrust};
 use keel_session::{PersistentSession, WriterOptions};
-use keel_tui::{AgentSource, SessionEntry, Target};
+use keel_tui::{AgentSource, SessionEntry, Target, WorkspaceTrust};
+use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,6 +26,9 @@ struct Source<'c> {
     mode: crate::cli::ModeArgs,
     /// `/review` of the latest agent (filled when its delegation plugin is on).
     review: std::sync::Mutex<Option<keel_delegate::review::ReviewCommand>>,
+    /// The run's own trust decision (`--trust-project`), until the person records one in the
+    /// UI (the trust question, `/trust`): from then on the recorded decision holds.
+    trust_flag: std::sync::Mutex<Option<ProjectTrust>>,
 }
 
 impl Source<'_> {
@@ -35,8 +39,38 @@ impl Source<'_> {
         }
     }
 
+    /// The context agents are built in: the command line's, with the run's trust flag as it
+    /// stands now.
+    fn ctx(&self) -> Cow<'_, Ctx> {
+        let flag = *self.trust_flag.lock().unwrap_or_else(|p| p.into_inner());
+        if flag == self.ctx.project_trust() {
+            return Cow::Borrowed(self.ctx);
+        }
+        let mut ctx = self.ctx.clone();
+        ctx.common.trust_project = false;
+        ctx.common.project_trust = flag.map(|t| t.as_str().to_owned());
+        Cow::Owned(ctx)
+    }
+
+    fn workspace_trust(&self) -> Result<WorkspaceTrust> {
+        let ctx = self.ctx();
+        let host = ctx.host()?;
+        let decision = host.config().trust.clone();
+        // What the decision governs: what an untrusted load leaves out.
+        let files = if decision.is_trusted() {
+            let mut untrusted = ctx.into_owned();
+            untrusted.common.trust_project = false;
+            untrusted.common.project_trust = Some(ProjectTrust::Untrusted.as_str().to_owned());
+            untrusted.host()?.config().ignored.clone()
+        } else {
+            host.config().ignored.clone()
+        };
+        Ok(WorkspaceTrust { decision, files })
+    }
+
     fn build_agent(&self, target: &Target, options: BuildOptions) -> Result<Agent> {
-        let mut flags = self.ctx.flags()?;
+        let ctx = self.ctx();
+        let mut flags = ctx.flags()?;
         super::run::apply_permission_mode(&mut flags, &self.mode);
         if let Some(model) = &target.model {
             flags.model = Some(model.clone());
@@ -56,7 +90,7 @@ impl Source<'_> {
         let mut catalogue = keel_host::catalogue::builtin();
         catalogue.retain(|p| p.id() != keel_delegate::ID);
         catalogue.push(Box::new(plugin));
-        let host = self.ctx.host_with(catalogue)?;
+        let host = ctx.host_with(catalogue)?;
         let factory = host.factory(flags, self.model())?;
         let log = match resumed {
             Some(log) => log,
@@ -83,6 +117,17 @@ impl AgentSource for Source<'_> {
                 .resolve(q, &self.ctx.cwd)
                 .map_err(|e| e.to_string()),
         }
+    }
+
+    fn trust(&self) -> Result<WorkspaceTrust, String> {
+        self.workspace_trust().map_err(|e| format!("{e:#}"))
+    }
+
+    fn record_trust(&self, level: ProjectTrust) -> Result<(), String> {
+        let file = self.ctx.home.join("config.toml");
+        keel_host::trust::record(&file, &self.ctx.cwd, level).map_err(|e| e.to_string())?;
+        *self.trust_flag.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(())
     }
 
     fn price(&self, model: &str) -> Option<keel_llm::Price> {
@@ -166,6 +211,7 @@ pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
         script,
         mode,
         review: Default::default(),
+        trust_flag: std::sync::Mutex::new(ctx.project_trust()),
     };
     keel_tui::run(
         &source,
