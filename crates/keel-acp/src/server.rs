@@ -210,9 +210,6 @@ struct Live {
     cwd: PathBuf,
 }
 
-/// The name of the trust command (`/trust`), as the terminal UI spells it.
-const TRUST_COMMAND: &str = "trust";
-
 /// Sends a session's events to the client as updates (the agent's `session_event` hook).
 pub(crate) struct UpdateFeed {
     cx: ConnectionTo<Client>,
@@ -773,9 +770,9 @@ fn advertise_commands(live: &Arc<Live>, cx: ConnectionTo<Client>) {
         let mut list = vec![
             AvailableCommand::new(Builtin::Compact.name(), Builtin::Compact.description()),
             offered(
-                TRUST_COMMAND,
-                "Show or change whether this workspace's hooks, MCP servers and settings may run",
-                Some("yes | no".to_owned()),
+                Builtin::Trust.name(),
+                Builtin::Trust.description(),
+                Builtin::Trust.argument_hint().map(str::to_owned),
             ),
         ];
         for c in custom_commands(&live).all() {
@@ -842,7 +839,7 @@ async fn slash_command(live: &Live, text: &str) -> Result<Option<Slash>, Error> 
     if name == Builtin::Compact.name() {
         return Ok(Some(Slash::Compact));
     }
-    if name == TRUST_COMMAND {
+    if name == Builtin::Trust.name() {
         let (source, cwd, args) = (
             live.source.clone(),
             live.cwd.clone(),

@@ -89,17 +89,13 @@ pub(crate) fn notice(ctx: &Ctx) -> Option<String> {
     keel_host::trust::notice(&loaded.trust, &loaded.ignored)
 }
 
-/// `/trust [yes|no]` typed in a front end working in `ctx`'s workspace: no argument describes
-/// the decision and what it leaves alone; `yes` (`on`) records trusted, `no` (`off`,
-/// `revoke`) untrusted. The answer is what the front end shows.
+/// `/trust [yes|no]` typed in an ACP session working in `ctx`'s workspace
+/// ([`keel_host::commands::TrustArg`]): no argument describes the decision and what it leaves
+/// alone; `yes` records trusted, `no` untrusted. The answer is what the client shows.
 pub(crate) fn slash(ctx: &Ctx, args: &str) -> Result<String> {
-    let level = match args.trim() {
-        "" => None,
-        "yes" | "on" => Some(ProjectTrust::Trusted),
-        "no" | "off" | "revoke" => Some(ProjectTrust::Untrusted),
-        other => {
-            anyhow::bail!("unknown argument {other:?}: expected /trust, /trust yes or /trust no")
-        }
+    let level = match keel_host::commands::TrustArg::parse(args)? {
+        keel_host::commands::TrustArg::Show => None,
+        keel_host::commands::TrustArg::Record(level) => Some(level),
     };
     let Some(level) = level else {
         let host = ctx.host()?;
