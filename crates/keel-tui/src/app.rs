@@ -426,24 +426,9 @@ fn pick_session(
     }
     let mut modal = view::picker(sessions, now_ms());
     loop {
-        let (_, rows) = surface.size();
-        surface
-            .draw(rows, |frame| view::draw_modal(frame, &modal, frame.area()))
-            .map_err(|e| format!("cannot draw: {e}"))?;
-        let Ok(msg) = rx.recv() else {
+        let Some(key) = modal_key(surface, rx, &modal)? else {
             return Ok(Picked::Quit);
         };
-        let key = match msg {
-            Msg::Term(Event::Key(key)) => key,
-            Msg::Term(Event::Resize(cols, rows)) => {
-                surface.resized(cols, rows);
-                continue;
-            }
-            _ => continue,
-        };
-        if key.kind == KeyEventKind::Release {
-            continue;
-        }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
             KeyCode::Up => modal.selected = modal.selected.saturating_sub(1),
@@ -461,6 +446,32 @@ fn pick_session(
     }
 }
 
+/// Draw `modal` alone and wait for the next key press (resizes redraw; releases are skipped).
+/// `None` when the terminal goes away or the UI is told to quit.
+fn modal_key(
+    surface: &mut Surface,
+    rx: &Receiver<Msg>,
+    modal: &view::Modal,
+) -> Result<Option<KeyEvent>, String> {
+    loop {
+        let (_, rows) = surface.size();
+        surface
+            .draw(rows, |frame| view::draw_modal(frame, modal, frame.area()))
+            .map_err(|e| format!("cannot draw: {e}"))?;
+        let Ok(msg) = rx.recv() else {
+            return Ok(None);
+        };
+        match msg {
+            Msg::Term(Event::Key(key)) if key.kind != KeyEventKind::Release => {
+                return Ok(Some(key));
+            }
+            Msg::Term(Event::Resize(cols, rows)) => surface.resized(cols, rows),
+            Msg::Quit => return Ok(None),
+            _ => {}
+        }
+    }
+}
+
 /// The trust question: `y`/`1` trusts, `n`/`2` keeps the files inert, Up/Down and Enter
 /// choose; Esc or Ctrl-C (or the terminal going away) decides nothing.
 fn ask_trust(
@@ -470,25 +481,9 @@ fn ask_trust(
 ) -> Result<Answer, String> {
     let mut modal = trust::question(ws);
     loop {
-        let (_, rows) = surface.size();
-        surface
-            .draw(rows, |frame| view::draw_modal(frame, &modal, frame.area()))
-            .map_err(|e| format!("cannot draw: {e}"))?;
-        let Ok(msg) = rx.recv() else {
+        let Some(key) = modal_key(surface, rx, &modal)? else {
             return Ok(Answer::Dismissed);
         };
-        let key = match msg {
-            Msg::Term(Event::Key(key)) => key,
-            Msg::Term(Event::Resize(cols, rows)) => {
-                surface.resized(cols, rows);
-                continue;
-            }
-            Msg::Quit => return Ok(Answer::Dismissed),
-            _ => continue,
-        };
-        if key.kind == KeyEventKind::Release {
-            continue;
-        }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
             KeyCode::Up => modal.selected = modal.selected.saturating_sub(1),
