@@ -2,7 +2,7 @@
 # Memory of a supervisor following 8 live delegations, against the same supervisor idle and
 # following 1 (see bench/README.md). Real `keel run --script` processes (release build) with
 # the `delegate` row on the consult provider, over the fake consult CLI
-# (crates/keel-testkit/src/consult.rs); each delegation stays running RUN_MS.
+# (crates/support/keel-testkit/src/consult.rs); each delegation stays running RUN_MS.
 # Usage: bench/delegate.sh [RUN_MS]   (default 4000). Honours CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."

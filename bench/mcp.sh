@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MCP client costs end to end (see bench/README.md), on a release build with the scripted
-# model (no network), against the real servers of crates/keel-mcp/tests/node (npm ci'd here):
+# model (no network), against the real servers of crates/plugins/keel-mcp/tests/node (npm ci'd here):
 #  1. keel's own peak RSS with 0, 1 and 10 idle server-everything connections (per connection);
 #  2. start-up: the wall time a one-answer `keel run` gains with each server alone, and with the
 #     three started together (target: no more than the slowest alone).
@@ -13,7 +13,7 @@ mkdir -p "$out"
 cargo build --release -q -p keel-cli --bin keel
 target=${CARGO_TARGET_DIR:-$PWD/target}
 KEEL=$target/release/keel
-node_dir=$PWD/crates/keel-mcp/tests/node
+node_dir=$PWD/crates/plugins/keel-mcp/tests/node
 [ -d "$node_dir/node_modules" ] || npm ci --prefix "$node_dir" --no-audit --no-fund >/dev/null
 EVERYTHING=$node_dir/node_modules/.bin/mcp-server-everything
 FILESYSTEM=$node_dir/node_modules/.bin/mcp-server-filesystem

@@ -1,5 +1,5 @@
 //! `keel sessions import` of a DeepSeek Harness (dsh) session log. The command itself lives in
-//! the `keel` binary (`crates/keel-cli/src/cmd/sessions/transfer.rs`), which a fuzz target
+//! the `keel` binary (`crates/front/keel-cli/src/cmd/sessions/transfer.rs`), which a fuzz target
 //! cannot link; it is [`keel_session::Store::load`] of the dsh file, a copy of its first
 //! `report.valid_len` bytes into keel's store and a load of that copy to verify it. This target
 //! runs those library steps, plus `keel sessions check` ([`keel_session::view::check_file`]),

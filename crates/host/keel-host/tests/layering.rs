@@ -1,0 +1,164 @@
+//! The crate graph keeps its direction: protocol ← jcs ← session ← llm/tools ← agent ← plugins
+//! ← host ← front ends. A crate's layer is the folder it stands in — `crates/core/`,
+//! `crates/plugins/`, `crates/host/`, `crates/front/`, `crates/support/` — so `ls crates` shows
+//! what this test enforces. No plugin crate depends on another plugin crate, the core depends
+//! on no plugin, the host on no front end. Read from every crate's `Cargo.toml`
+//! `[dependencies]` (dev-dependencies may reach up: test support is built on the host); a crate
+//! in a folder this test does not know fails it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Layer {
+    Core,
+    Plugin,
+    Host,
+    FrontEnd,
+    TestSupport,
+}
+
+/// The layer of a crate folder's group (`crates/<group>/<crate>`).
+fn layer(group: &str) -> Option<Layer> {
+    use Layer::*;
+    Some(match group {
+        "core" => Core,
+        "plugins" => Plugin,
+        // The viewer reads session logs and provenance journals (a plugin's files) for people;
+        // it is no plugin and installs nothing, so it sits beside the host, below the front ends.
+        "host" => Host,
+        "front" => FrontEnd,
+        "support" => TestSupport,
+        _ => return None,
+    })
+}
+
+/// One workspace crate: the group folder it stands in and its keel dependencies.
+#[derive(Debug, Clone)]
+struct Node {
+    group: String,
+    deps: Vec<String>,
+}
+
+/// Every workspace crate (`crates/<group>/<crate>/Cargo.toml`) by package name.
+fn graph() -> BTreeMap<String, Node> {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap();
+    let mut graph = BTreeMap::new();
+    for group in std::fs::read_dir(crates).unwrap() {
+        let group = group.unwrap();
+        let group_name = group.file_name().to_string_lossy().into_owned();
+        for entry in std::fs::read_dir(group.path()).unwrap() {
+            let manifest = entry.unwrap().path().join("Cargo.toml");
+            let Ok(text) = std::fs::read_to_string(&manifest) else {
+                continue;
+            };
+            let doc: toml::Table = toml::from_str(&text).unwrap();
+            let name = doc["package"]["name"].as_str().unwrap().to_owned();
+            let deps = doc
+                .get("dependencies")
+                .and_then(|d| d.as_table())
+                .map(|t| {
+                    t.keys()
+                        .filter(|k| k.starts_with("keel-"))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            let node = Node {
+                group: group_name.clone(),
+                deps,
+            };
+            graph.insert(name, node);
+        }
+    }
+    graph
+}
+
+/// Edges of `graph` against the layering, one line each.
+fn violations(graph: &BTreeMap<String, Node>) -> Vec<String> {
+    let layer_of = |name: &str| graph.get(name).and_then(|n| layer(&n.group));
+    let mut wrong = Vec::new();
+    for (name, node) in graph {
+        let Some(from) = layer_of(name) else {
+            wrong.push(format!(
+                "{name}: crates/{}/ is no layer (core, plugins, host, front, support)",
+                node.group
+            ));
+            continue;
+        };
+        for dep in &node.deps {
+            let Some(to) = layer_of(dep) else {
+                wrong.push(format!("{name} -> {dep}: {dep} is not placed in a layer"));
+                continue;
+            };
+            // The `keel` binary is where the front ends meet: it opens the terminal UI (and
+            // will serve ACP) besides its headless commands, so it may use front-end crates.
+            let binary_uses_front_end = name == "keel-cli" && to == Layer::FrontEnd;
+            let allowed = binary_uses_front_end
+                || match (from, to) {
+                    (_, Layer::TestSupport) => false,
+                    (Layer::Core | Layer::Plugin, to) => to == Layer::Core,
+                    (Layer::Host, to) => to <= Layer::Plugin,
+                    (Layer::FrontEnd | Layer::TestSupport, to) => to <= Layer::Host,
+                };
+            if !allowed {
+                wrong.push(format!("{name} ({from:?}) -> {dep} ({to:?})"));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn dependencies_point_down_and_plugins_stand_alone() {
+    let graph = graph();
+    assert!(graph.len() >= 10, "read {} crates: {graph:?}", graph.len());
+    let wrong = violations(&graph);
+    assert!(
+        wrong.is_empty(),
+        "dependencies against the layering:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_check_refuses_plugin_to_plugin_core_to_plugin_and_unplaced_crates() {
+    let edges = |list: &[(&str, &str, &[&str])]| -> BTreeMap<String, Node> {
+        list.iter()
+            .map(|(n, g, d)| {
+                let node = Node {
+                    group: (*g).to_owned(),
+                    deps: d.iter().map(|s| (*s).to_owned()).collect(),
+                };
+                ((*n).to_owned(), node)
+            })
+            .collect()
+    };
+    let bad = edges(&[
+        ("keel-jobs", "plugins", &["keel-agent", "keel-provenance"]),
+        ("keel-provenance", "plugins", &[]),
+        ("keel-agent", "core", &["keel-jobs"]),
+        ("keel-host", "host", &["keel-cli"]),
+        ("keel-cli", "front", &[]),
+        ("keel-new", "misc", &[]),
+    ]);
+    assert_eq!(
+        violations(&bad),
+        [
+            "keel-agent (Core) -> keel-jobs (Plugin)",
+            "keel-host (Host) -> keel-cli (FrontEnd)",
+            "keel-jobs (Plugin) -> keel-provenance (Plugin)",
+            "keel-new: crates/misc/ is no layer (core, plugins, host, front, support)",
+        ]
+    );
+    let good = edges(&[
+        ("keel-jobs", "plugins", &["keel-agent"]),
+        ("keel-agent", "core", &[]),
+        ("keel-host", "host", &["keel-jobs"]),
+    ]);
+    assert!(violations(&good).is_empty());
+}
