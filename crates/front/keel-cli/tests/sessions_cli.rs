@@ -11,7 +11,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../testdata/dsh-sessions");
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../testdata/dsh-sessions"
+);
 const ALL: [&str; 5] = [
     "read-file",
     "multi-step",

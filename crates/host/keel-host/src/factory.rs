@@ -75,12 +75,33 @@ pub struct Flags {
 /// A front end's change to one plugin's merged row `config` (JSON; `{}` when the row has
 /// none). A configuration layer cannot express it: a later layer's `[[plugins]]` row replaces
 /// the row's whole `config`, which would drop the user's other keys.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct RowEdit {
     /// The plugin (`use` of its rows).
     pub plugin: &'static str,
-    /// The change.
-    pub edit: fn(serde_json::Value) -> serde_json::Value,
+    /// The change (it may carry the front end's values: the card `keel chat` names).
+    pub edit: Arc<dyn Fn(serde_json::Value) -> serde_json::Value + Send + Sync>,
+}
+
+impl RowEdit {
+    /// The change `edit` to the rows of `plugin`.
+    pub fn new(
+        plugin: &'static str,
+        edit: impl Fn(serde_json::Value) -> serde_json::Value + Send + Sync + 'static,
+    ) -> Self {
+        RowEdit {
+            plugin,
+            edit: Arc::new(edit),
+        }
+    }
+}
+
+impl std::fmt::Debug for RowEdit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowEdit")
+            .field("plugin", &self.plugin)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where the model comes from.

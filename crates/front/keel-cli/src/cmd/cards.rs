@@ -8,16 +8,12 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::OnceLock;
 
 /// The built-in profile's name.
 pub const PROFILE: &str = "roleplay";
 
 /// The persona of the built-in profile (`-c agent.persona=…` still wins).
 const PERSONA: &str = "You are a creative writing partner in a fictional role-play, running the {{model}} model. The character you play and the scene are described below.";
-
-/// The card `keel chat` runs with, for the roleplay row's edit (a `RowEdit` is a plain `fn`).
-static CHAT_CARD: OnceLock<String> = OnceLock::new();
 
 fn builtin_profile(ctx: &Ctx) -> bool {
     ctx.common.profile.as_deref() == Some(PROFILE)
@@ -35,8 +31,9 @@ pub(crate) fn profile_sources(ctx: &Ctx) -> (Option<String>, Vec<String>) {
     (None, overrides)
 }
 
-fn with_card(mut config: Value) -> Value {
-    if let (Some(card), Some(obj)) = (CHAT_CARD.get(), config.as_object_mut()) {
+/// The roleplay row's config with `card` set (the card `keel chat` runs with).
+fn with_card(mut config: Value, card: Option<&str>) -> Value {
+    if let (Some(card), Some(obj)) = (card, config.as_object_mut()) {
         obj.insert("card".into(), json!(card));
     }
     config
@@ -49,15 +46,15 @@ pub(crate) fn roleplay_edits(ctx: &Ctx) -> Vec<keel_host::RowEdit> {
     if !on {
         return Vec::new();
     }
+    let card = ctx.common.card.clone();
     vec![
-        keel_host::RowEdit {
-            plugin: keel_memory::roleplay::ID.as_str(),
-            edit: with_card,
-        },
-        keel_host::RowEdit {
-            plugin: keel_memory::ID.as_str(),
-            edit: keel_memory::plugin::context_relevant,
-        },
+        keel_host::RowEdit::new(keel_memory::roleplay::ID.as_str(), move |c| {
+            with_card(c, card.as_deref())
+        }),
+        keel_host::RowEdit::new(
+            keel_memory::ID.as_str(),
+            keel_memory::plugin::context_relevant,
+        ),
     ]
 }
 
@@ -68,7 +65,6 @@ pub(crate) fn resumed(ctx: &Ctx, session: &keel_session::Session) -> Option<Ctx>
         return None;
     }
     let card = keel_memory::roleplay::logged_card(session)?;
-    let _ = CHAT_CARD.set(card.clone());
     let mut ctx = ctx.clone();
     ctx.common.card = Some(card);
     ctx.common.profile = Some(PROFILE.into());
@@ -184,7 +180,6 @@ pub fn chat(mut ctx: Ctx, args: ChatArgs) -> Result<ExitCode> {
         })?;
         args.card.clone()
     };
-    let _ = CHAT_CARD.set(id.clone());
     ctx.common.card = Some(id.clone());
     if ctx.common.profile.is_none() {
         ctx.common.profile = Some(PROFILE.into());

@@ -167,10 +167,7 @@ fn delegate_edit(provider: Option<&str>) -> Option<keel_host::RowEdit> {
         "inprocess" => keel_delegate::plugin::provider_inprocess,
         _ => keel_delegate::plugin::provider_keel,
     };
-    Some(keel_host::RowEdit {
-        plugin: keel_delegate::ID.as_str(),
-        edit,
-    })
+    Some(keel_host::RowEdit::new(keel_delegate::ID.as_str(), edit))
 }
 
 /// `--context MODE`: the memory row's config with `context_mode` (and `policy`) set.
@@ -181,18 +178,15 @@ fn context_edit(mode: Option<&str>) -> Option<keel_host::RowEdit> {
         "managed:relevant" => keel_memory::plugin::context_relevant,
         _ => keel_memory::plugin::context_managed,
     };
-    Some(keel_host::RowEdit {
-        plugin: keel_memory::ID.as_str(),
-        edit,
-    })
+    Some(keel_host::RowEdit::new(keel_memory::ID.as_str(), edit))
 }
 
 /// `--control contract`: the continuity row's config with `control = "contract"`.
 pub(crate) fn control_contract() -> Vec<keel_host::RowEdit> {
-    vec![keel_host::RowEdit {
-        plugin: keel_continuity::ID.as_str(),
-        edit: keel_continuity::control::with_contract,
-    }]
+    vec![keel_host::RowEdit::new(
+        keel_continuity::ID.as_str(),
+        keel_continuity::control::with_contract,
+    )]
 }
 
 /// `$KEEL_HOME`, or `~/.keel`.
