@@ -1,4 +1,5 @@
 //! keel's interactive terminal front end (see `docs/tui.md`).
+#![deny(missing_docs)]
 
 pub mod app;
 pub use keel_host::commands;

@@ -8,6 +8,7 @@
 //! through the runtime-context channel ([`plugin`]). Before the first boundary the plugin adds
 //! nothing to any request. Opt-in explicit control ([`control`]) adds a durable task contract,
 //! five tools and a `tools/guard` on write/edit/bash. Design: `docs/continuity.md`.
+#![deny(missing_docs)]
 
 pub mod anchors;
 pub mod basis;

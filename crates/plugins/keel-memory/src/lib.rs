@@ -11,6 +11,7 @@
 //! | the `memory` plugin row | [`plugin`] |
 //!
 //! Design: `docs/memory.md`, `docs/roleplay.md`.
+#![deny(missing_docs)]
 
 pub mod context;
 pub mod framing;
