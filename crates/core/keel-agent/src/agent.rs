@@ -12,6 +12,7 @@ use crate::seams::{FlushPoint, HookRegistry, InboxInserted};
 use crate::session_modes::{KeptModes, kept_modes};
 use futures::future::BoxFuture;
 use keel_llm::{ModelInfo, Provider, RetryPolicy};
+use keel_protocol::sync::Locked;
 use keel_protocol::{
     ApprovalPolicyEvent, EventBody, Message, MessageSource, PlanModeEvent, SandboxModeEvent, Seq,
     SessionEvent, SessionId, SurfaceOp, ToolCallBlock,
@@ -502,11 +503,7 @@ impl Agent {
     /// The cancellation token of the running (or last) turn: work done on the turn's behalf
     /// outside the loop (a command hook) stops with it.
     pub fn turn_cancel_token(&self) -> CancellationToken {
-        self.inner
-            .turn_cancel
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.turn_cancel.locked().clone()
     }
 
     /// The session id.
@@ -566,11 +563,7 @@ impl Agent {
 
     /// The approval policy in force (the configured one until [`Agent::set_approval`]).
     pub fn approval(&self) -> ApprovalPolicy {
-        *self
-            .inner
-            .approval
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self.inner.approval.locked()
     }
 
     /// Change the approval policy between turns (an editor's session mode); logs
@@ -578,11 +571,7 @@ impl Agent {
     /// last policy set so ([`crate::session_modes`]).
     pub fn set_approval(&self, policy: ApprovalPolicy) -> Result<(), AgentError> {
         {
-            let mut current = self
-                .inner
-                .approval
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut current = self.inner.approval.locked();
             if *current == policy {
                 return Ok(());
             }
@@ -612,17 +601,11 @@ impl Agent {
 
     /// Lock the session log (never hold the guard across an await).
     pub fn log(&self) -> MutexGuard<'_, PersistentSession> {
-        self.inner
-            .log
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.log.locked()
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, LoopState> {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.state.locked()
     }
 
     /// Append a non-surface event.
@@ -772,20 +755,12 @@ impl Agent {
     /// Cancel the running turn (first Ctrl-C). Streamed text is kept, unstarted tool calls get
     /// `ABORTED_BEFORE_DISPATCH`, running ones `ABORTED`; the turn ends `aborted`.
     pub fn cancel_turn(&self) {
-        self.inner
-            .turn_cancel
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .cancel();
+        self.inner.turn_cancel.locked().cancel();
     }
 
     pub(crate) fn new_turn_token(&self) -> CancellationToken {
         let token = CancellationToken::new();
-        *self
-            .inner
-            .turn_cancel
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = token.clone();
+        *self.inner.turn_cancel.locked() = token.clone();
         token
     }
 

@@ -6,6 +6,7 @@ use crate::error::AgentError;
 use crate::repeat::{RepeatNotice, Verdict};
 use crate::seams::FlushPoint;
 use async_trait::async_trait;
+use keel_protocol::sync::Locked;
 use keel_protocol::{
     ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq,
     SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
@@ -46,7 +47,7 @@ impl<'a> StepHost<'a> {
         match r {
             Ok(seq) => Some(seq),
             Err(e) => {
-                let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+                let mut slot = self.error.locked();
                 slot.get_or_insert(e);
                 None
             }
@@ -55,20 +56,17 @@ impl<'a> StepHost<'a> {
 
     /// The repeated failure that must stop the turn after this step, if one happened.
     pub(crate) fn take_stop(&self) -> Option<RepeatNotice> {
-        self.stop.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.stop.locked().take()
     }
 
     /// The hand-off a tool asked for in this step, if any (the turn then ends after it).
     pub(crate) fn take_handoff(&self) -> Option<Handoff> {
-        self.handoff
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        self.handoff.locked().take()
     }
 
     /// The first error any host method hit (the batch must then stop the turn).
     pub(crate) fn take_error(&self) -> Option<AgentError> {
-        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.error.locked().take()
     }
 
     /// Append the `tool/result` of `outcome` (also used for results the loop makes itself,
@@ -78,12 +76,7 @@ impl<'a> StepHost<'a> {
         call_id: &str,
         outcome: &ToolOutcome,
     ) -> Result<Seq, AgentError> {
-        let call_seq = self
-            .calls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(call_id)
-            .copied();
+        let call_seq = self.calls.locked().get(call_id).copied();
         let message = Message {
             role: Role::User,
             content: vec![ContentBlock::ToolResult(ToolResultBlock {
@@ -120,10 +113,7 @@ impl PipelineHost for StepHost<'_> {
             arguments: call.arguments.clone(),
         }));
         if let Some(seq) = self.keep(self.agent.push(body)) {
-            self.calls
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(call.id.clone(), seq);
+            self.calls.locked().insert(call.id.clone(), seq);
         }
     }
 
@@ -195,10 +185,7 @@ impl PipelineHost for StepHost<'_> {
             Verdict::Warn(notice) => self.commit_result(&call.id, &notice.apply(outcome)),
             Verdict::Stop(notice) => {
                 let r = self.commit_result(&call.id, &notice.apply(outcome));
-                self.stop
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(notice);
+                self.stop.locked().get_or_insert(notice);
                 r
             }
         };
@@ -210,10 +197,7 @@ impl PipelineHost for StepHost<'_> {
     }
 
     fn hand_off(&self, handoff: Handoff) {
-        self.handoff
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(handoff);
+        self.handoff.locked().get_or_insert(handoff);
     }
 }
 

@@ -25,6 +25,7 @@ use crate::seams::{
 };
 use futures::FutureExt;
 use keel_llm::{Assembled, ChatRequest, Interrupted, RetryDecision};
+use keel_protocol::sync::Locked;
 use keel_protocol::{
     AssistantChunk, AssistantMessageEvent, ContentBlock, EventBody, FinishReason, LlmRetry,
     Message, MessageSource, Role, Seq, StepNo, StepRef, SurfaceOp, ToolCallBlock, ToolErrorCode,
@@ -442,12 +443,9 @@ impl Agent {
                 chunk: chunk.clone(),
             }));
             match self.push(body) {
-                Ok(seq) => seqs.lock().unwrap_or_else(|p| p.into_inner()).push(seq),
+                Ok(seq) => seqs.locked().push(seq),
                 Err(e) => {
-                    failure
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(e);
+                    failure.locked().get_or_insert(e);
                 }
             }
         })

@@ -14,9 +14,10 @@ use crate::script::{Script, ScriptCursor, ScriptError, ScriptFormat};
 use crate::script_render::{Delivery, PromptCacheSim, Stall, plan};
 use crate::translate::{Progress, StreamTranslator};
 use futures::StreamExt;
+use keel_protocol::sync::Locked;
 use keel_protocol::{ContentBlock, FailureCode, Message, ModelFailure, Role, StreamChunk};
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -96,42 +97,28 @@ impl ScriptedProvider {
 
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<ChatRequest> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.requests.locked().clone()
     }
 
     /// Script responses not used yet.
     pub fn remaining(&self) -> usize {
-        self.cursor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remaining()
+        self.cursor.locked().remaining()
     }
 
     fn delivery(&self, request: &ChatRequest) -> Result<Delivery, ModelFailure> {
         let last_user = last_user_text(&request.messages);
         let last_tool = last_tool_result_text(&request.messages);
         let last_message = request.messages.last().map(Message::text);
-        let taken = self
-            .cursor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take(crate::script::MatchInput {
-                last_user: last_user.as_deref(),
-                last_tool: last_tool.as_deref(),
-                last_message: last_message.as_deref(),
-            });
+        let taken = self.cursor.locked().take(crate::script::MatchInput {
+            last_user: last_user.as_deref(),
+            last_tool: last_tool.as_deref(),
+            last_message: last_message.as_deref(),
+        });
         let (n, response) = taken.map_err(|e| {
             ModelFailure::new(FailureCode::InvalidRequest, format!("model script: {e}"))
         })?;
         let body = request_body_bytes(request, &self.catalogue.lookup(&request.model));
-        let prompt = self
-            .cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .observe(&body);
+        let prompt = self.cache.locked().observe(&body);
         Ok(plan(&response, n, &request.model, prompt))
     }
 }
@@ -143,10 +130,7 @@ impl Provider for ScriptedProvider {
 
     fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChunkStream {
         let delivery = self.delivery(&request);
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(request);
+        self.requests.locked().push(request);
         let mut replay = Replay {
             payloads: Vec::new().into_iter(),
             index: 0,

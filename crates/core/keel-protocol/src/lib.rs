@@ -15,6 +15,7 @@ pub mod event;
 pub mod ids;
 pub mod message;
 pub mod stream;
+pub mod sync;
 pub mod tool;
 
 pub use event::*;

@@ -15,6 +15,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_agent::{Approver, allow_key};
 use keel_protocol::ToolCallBlock;
+use keel_protocol::sync::Locked;
 use keel_tools::ApprovalOutcome;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -47,7 +48,7 @@ impl AcpApprover {
     }
 
     fn allowed(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.allowed.lock().unwrap_or_else(|p| p.into_inner())
+        self.allowed.locked()
     }
 }
 

@@ -21,6 +21,7 @@ use agent_client_protocol::{Agent as AcpAgent, Client, ConnectTo, Error};
 use keel_agent::{Agent, ApprovalPolicy};
 use keel_host::BuildOptions;
 use keel_host::commands::{Builtin, CommandKind, CommandSet, Invocation};
+use keel_protocol::sync::Locked;
 use keel_protocol::{SessionEvent, TurnEndReason};
 use keel_tools::SandboxMode;
 use std::collections::HashMap;
@@ -227,11 +228,7 @@ impl UpdateFeed {
         let Some(session) = self.session.get() else {
             return;
         };
-        let updates = self
-            .mapper
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .map(event);
+        let updates = self.mapper.locked().map(event);
         for update in updates {
             send(&self.cx, session, update);
         }
@@ -333,8 +330,7 @@ fn set_mode(agent: &Agent, mode: &str) -> Result<(), Error> {
 
 impl<S: AgentSource> Server<S> {
     fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
-        *self.client_fs.lock().unwrap_or_else(|p| p.into_inner()) =
-            req.client_capabilities.fs.clone();
+        *self.client_fs.locked() = req.client_capabilities.fs.clone();
         let version = if req.protocol_version < ProtocolVersion::LATEST {
             req.protocol_version
         } else {
@@ -351,7 +347,7 @@ impl<S: AgentSource> Server<S> {
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Live>>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+        self.sessions.locked()
     }
 
     fn session(&self, id: &SessionId) -> Result<Arc<Live>, Error> {
@@ -378,11 +374,7 @@ impl<S: AgentSource> Server<S> {
             mcp_servers: mcp_servers(servers)?,
             ..BuildOptions::default()
         };
-        let fs = self
-            .client_fs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let fs = self.client_fs.locked().clone();
         if let Some(files) = ClientFiles::offered(feed.cx.clone(), feed.session.clone(), &fs) {
             options.text_files = Some(Arc::new(files));
         }
@@ -410,10 +402,7 @@ impl<S: AgentSource> Server<S> {
 
     fn open(&self, agent: Agent, feed: Arc<UpdateFeed>, cwd: PathBuf) -> Arc<Live> {
         let id = SessionId::new(agent.session_id().as_str());
-        feed.mapper
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .set_modes(agent_modes(&agent));
+        feed.mapper.locked().set_modes(agent_modes(&agent));
         let _ = feed.session.set(id.clone());
         let live = Arc::new(Live {
             id: id.clone(),
@@ -497,7 +486,7 @@ impl<S: AgentSource> Server<S> {
         // Replay the history, then go live.
         let updates = {
             let log = agent.log();
-            let mut mapper = feed.mapper.lock().unwrap_or_else(|p| p.into_inner());
+            let mut mapper = feed.mapper.locked();
             let mut updates = Vec::new();
             for event in log.session().events() {
                 updates.extend(mapper.map(&event));
@@ -531,10 +520,7 @@ impl<S: AgentSource> Server<S> {
         let feed = &live.feed;
         feed.on.store(false, Ordering::Release);
         let set = set_mode(&live.agent, &req.mode_id.0);
-        feed.mapper
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .set_modes(agent_modes(&live.agent));
+        feed.mapper.locked().set_modes(agent_modes(&live.agent));
         feed.on.store(true, Ordering::Release);
         set?;
         // The mode is the session's (a later `session/load` keeps it): on disk before the
@@ -598,7 +584,7 @@ impl<S: AgentSource> Server<S> {
             live.running.store(false, Ordering::Release);
             let _ = responder.respond_with_result(answer);
         });
-        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        let mut turns = self.turns.locked();
         turns.retain(|t| !t.is_finished());
         turns.push(handle);
     }
@@ -612,7 +598,7 @@ impl<S: AgentSource> Server<S> {
                 live.cancel.notify_one();
             }
         }
-        let turns = std::mem::take(&mut *self.turns.lock().unwrap_or_else(|p| p.into_inner()));
+        let turns = std::mem::take(&mut *self.turns.locked());
         let all = futures::future::join_all(turns);
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, all).await;
         for live in &open {

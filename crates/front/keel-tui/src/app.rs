@@ -22,6 +22,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_agent::{Agent, Approver, allow_key};
 use keel_host::{BuildOptions, ProjectTrust};
+use keel_protocol::sync::Locked;
 use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
 use keel_tools::ApprovalOutcome;
 use std::collections::HashSet;
@@ -150,11 +151,7 @@ impl Approver for UiApprover {
         call: &'a ToolCallBlock,
         reason: &'a str,
     ) -> BoxFuture<'a, ApprovalOutcome> {
-        let allowed = self
-            .allowed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&allow_key(call));
+        let allowed = self.allowed.locked().contains(&allow_key(call));
         if allowed && call.name != "exit_plan_mode" {
             return futures::future::ready(ApprovalOutcome::Approved).boxed();
         }
@@ -734,11 +731,7 @@ impl App<'_> {
             Pending::Approval(ask) => match choice {
                 0 => (ask, ApprovalOutcome::Approved, false),
                 1 => {
-                    self.approver
-                        .allowed
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(allow_key(&ask.call));
+                    self.approver.allowed.locked().insert(allow_key(&ask.call));
                     (ask, ApprovalOutcome::Approved, false)
                 }
                 _ => {

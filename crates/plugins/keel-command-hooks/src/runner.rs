@@ -14,6 +14,7 @@ use crate::HooksOptions;
 use crate::config::{HookCommand, HookEvent, HooksConfig};
 use crate::output::{Effect, RunOutput, Status, interpret};
 use keel_agent::{Agent, AgentSlot};
+use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, HookInvoked, HookResult};
 use keel_tools::subprocess::{CommandSpec, RunEnd, SubprocessService};
 use serde_json::{Map, Value};
@@ -60,7 +61,7 @@ impl Shared {
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Bind the agent whose log receives tool hooks' events (first binding wins). Weak, so the

@@ -21,6 +21,7 @@ use crate::render::{BoundaryKind, DEFAULT_BUDGET, Frame, Lineage, Rendered, rend
 use keel_agent::agent::{Agent, AgentSlot};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::seams::{HookError, HookRegistry, RuntimeContext};
+use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, KnownSource, Message, MessageSource, Seq, SessionEvent, SurfaceOp};
 use keel_session::Session;
 use serde::Deserialize;
@@ -177,7 +178,7 @@ impl Tracker {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     fn bind(&self, agent: &Agent) {

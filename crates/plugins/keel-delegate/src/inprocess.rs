@@ -13,6 +13,7 @@ use crate::seam::{
     SteerOutcome, Urgency,
 };
 use async_trait::async_trait;
+use keel_protocol::sync::Locked;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -117,7 +118,7 @@ impl Default for InProcessProvider {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.locked()
 }
 
 fn now() -> String {

@@ -20,13 +20,14 @@ use crate::seam::{DelegationEvent, EventListener, EventType, Urgency};
 use keel_agent::background::{TurnActivity, WakeLedger};
 use keel_agent::inbox::InboxMode;
 use keel_agent::{Agent, WeakAgent};
+use keel_protocol::sync::Locked;
 use keel_protocol::{ContentBlock, KnownSource, Message, MessageSource, Role};
 use serde_json::{Map, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.locked()
 }
 
 /// What happened to one report.

@@ -7,6 +7,7 @@
 
 use crate::render;
 use crate::seam::{Caller, DelegationError, DelegationService, ErrorCode, ReviewSpec};
+use keel_protocol::sync::Locked;
 use keel_protocol::{ContentBlock, KnownSource, Message, MessageSource, Role};
 use serde_json::{Map, json};
 use std::sync::{Arc, Mutex};
@@ -28,11 +29,11 @@ impl std::fmt::Debug for ReviewCommand {
 
 impl ReviewCommand {
     pub(crate) fn fill(&self, service: Arc<dyn DelegationService>, max_bytes: usize) {
-        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some((service, max_bytes));
+        *self.slot.locked() = Some((service, max_bytes));
     }
 
     fn installed(&self) -> Option<Installed> {
-        self.slot.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.slot.locked().clone()
     }
 
     /// Run the review for `caller`; the rendered findings, or the failure rendered

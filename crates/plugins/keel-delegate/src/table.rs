@@ -16,6 +16,7 @@ use crate::seam::{
     Caller, DelegateSpec, DelegationError, DelegationEvent, DelegationJob, DelegationResult,
     ErrorCode, EventListener, EventType, JobStatus, Lineage, Urgency,
 };
+use keel_protocol::sync::Locked;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -83,7 +84,7 @@ impl<X> Clone for Table<X> {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.locked()
 }
 
 /// Now as RFC 3339 UTC (seconds).

@@ -19,6 +19,7 @@ use keel_agent::background::WakeLedger;
 use keel_agent::background::{Background, IdleWait};
 use keel_agent::{Agent, WeakAgent};
 use keel_protocol::SessionId;
+use keel_protocol::sync::Locked;
 use keel_tools::jobs::OutputSink;
 use keel_tools::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 use std::collections::{HashMap, VecDeque};
@@ -71,7 +72,7 @@ impl TailBuffer {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.locked()
 }
 
 struct Job {
@@ -432,7 +433,7 @@ impl Background for JobService {
                 return IdleWait::Done;
             };
             let may_wake = {
-                let mut ledger = ledger.lock().unwrap_or_else(|p| p.into_inner());
+                let mut ledger = ledger.locked();
                 ledger.catch_up(owner);
                 ledger.consecutive() < self.config.max_wakeups
             };

@@ -17,6 +17,7 @@ use keel_agent::Agent;
 use keel_agent::background::{TurnActivity, WakeLedger};
 use keel_agent::inbox::InboxMode;
 use keel_protocol::Message;
+use keel_protocol::sync::Locked;
 use std::sync::Mutex;
 
 /// The jobs' wake ledger: follow-ups inserted by `keel/jobs`.
@@ -33,7 +34,7 @@ pub(crate) fn deliver(
     max_wakeups: u32,
     notice: Message,
 ) -> bool {
-    let mut ledger = ledger.lock().unwrap_or_else(|p| p.into_inner());
+    let mut ledger = ledger.locked();
     ledger.catch_up(agent);
     let mode = agent.deliver(notice, |activity| {
         if activity == TurnActivity::Idle && ledger.consecutive() < max_wakeups {

@@ -14,6 +14,7 @@
 use crate::framing::as_data;
 use crate::lexical::{Query, estimate_tokens, for_each_token, truncate_to_tokens};
 use async_trait::async_trait;
+use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, Seq, SessionId, SurfaceOp, ToolSchema};
 use keel_session::Session;
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
@@ -275,7 +276,7 @@ impl HistorySearch {
         skip_call: Option<&str>,
     ) -> Result<Vec<Hit>, String> {
         let query = Query::new(query);
-        let mut indexes = self.indexes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut indexes = self.indexes.locked();
         let own = indexes.entry(session.header().id.clone()).or_default();
         own.extend(session);
         let mut hits = own.search(session, &query, limit, skip_call);
@@ -289,7 +290,7 @@ impl HistorySearch {
             let Some(dir) = sibling_dir(file, &id) else {
                 break;
             };
-            let mut ancestors = self.ancestors.lock().unwrap_or_else(|p| p.into_inner());
+            let mut ancestors = self.ancestors.locked();
             if !ancestors.get(&id).is_some_and(Ancestor::current) {
                 // Not read yet, or the file grew (a parent still running): read it again.
                 let Some(read) = Ancestor::read(&dir) else {

@@ -9,11 +9,12 @@
 
 use keel_llm::script::{MatchInput, Script, ScriptCursor};
 use keel_llm::script_render::{Delivery, PromptCacheSim, StreamPlan, plan};
+use keel_protocol::sync::Locked;
 use serde_json::Value;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -114,30 +115,18 @@ impl MockServer {
 
     /// Every request body received so far, in order (non-JSON bodies as JSON strings).
     pub fn requests(&self) -> Vec<Value> {
-        self.state
-            .requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.state.requests.locked().clone()
     }
 
     /// The headers of every chat-completions request received so far, in the order of
     /// [`MockServer::requests`].
     pub fn request_headers(&self) -> Vec<Headers> {
-        self.state
-            .headers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.state.headers.locked().clone()
     }
 
     /// Script responses not served yet.
     pub fn remaining(&self) -> usize {
-        self.state
-            .cursor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remaining()
+        self.state.cursor.locked().remaining()
     }
 }
 
@@ -292,31 +281,19 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
     }
     let body: Value = serde_json::from_slice(&request.body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request.body).into_owned()));
-    state
-        .requests
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(body.clone());
-    state
-        .headers
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(request.headers.clone());
+    state.requests.locked().push(body.clone());
+    state.headers.locked().push(request.headers.clone());
     if let Some(file) = &state.record {
-        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut file = file.locked();
         writeln!(file, "{body}")?;
     }
     let (last_user, last_tool) = (last_content(&body, "user"), last_content(&body, "tool"));
     let last_message = last_content(&body, "");
-    let taken = state
-        .cursor
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take(MatchInput {
-            last_user: last_user.as_deref(),
-            last_tool: last_tool.as_deref(),
-            last_message: last_message.as_deref(),
-        });
+    let taken = state.cursor.locked().take(MatchInput {
+        last_user: last_user.as_deref(),
+        last_tool: last_tool.as_deref(),
+        last_message: last_message.as_deref(),
+    });
     let (n, response) = match taken {
         Ok(t) => t,
         Err(e) => {
@@ -324,11 +301,7 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
             return write_error(&mut socket, 400, &body.to_string(), None).await;
         }
     };
-    let prompt = state
-        .cache
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .observe(&request.body);
+    let prompt = state.cache.locked().observe(&request.body);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("mock");
     match plan(&response, n, model, prompt) {
         Delivery::ConnectionReset => {

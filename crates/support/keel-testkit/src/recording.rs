@@ -14,6 +14,7 @@
 //! its call; arguments reaching `pre-execute` are a JSON object) and panic when one is broken.
 
 use async_trait::async_trait;
+use keel_protocol::sync::Locked;
 use keel_protocol::{ContentBlock, EventBody, ToolCallBlock};
 use keel_tools::{
     ApprovalOutcome, ExecToken, ExecuteMiddleware, ExecuteNext, GuardDecision, GuardHook, Handoff,
@@ -21,11 +22,11 @@ use keel_tools::{
     ResultDraft, SettledHook, ToolError, ToolHooks, ToolOutcome, ToolOutput,
 };
 use serde_json::Value;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Lock `m`, going on with the data when a panicking test thread poisoned it.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+    m.locked()
 }
 
 /// A shared, ordered log of what happened. Clones share the same lines.

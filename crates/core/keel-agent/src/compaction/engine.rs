@@ -27,6 +27,7 @@ use crate::modes::{SerialHook, middleware};
 use crate::request::turn_start;
 use crate::seams::{ErrorDecision, HookRegistry, LlmRequest, PreStep, RequestError};
 use futures::FutureExt;
+use keel_protocol::sync::Locked;
 use keel_protocol::{
     CompactionEnd, CompactionSpan, CompactionStart, EventBody, FailureCode, Message, Seq, SeqSpan,
     SessionId, StepRef, SurfaceOp,
@@ -86,7 +87,7 @@ impl Indexes {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.locked()
 }
 
 /// Where in the session a run happens, and what it must leave alone.

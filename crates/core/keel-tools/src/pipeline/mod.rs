@@ -25,6 +25,7 @@ use crate::workspace::{SandboxMode, Workspace};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use keel_protocol::ToolCallBlock;
+use keel_protocol::sync::RwLocked;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -174,10 +175,7 @@ impl Pipeline {
 
     /// The tools now (a snapshot: [`Pipeline::refresh_tools`] may replace them later).
     pub fn registry(&self) -> Arc<ToolRegistry> {
-        self.registry
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.registry.read_locked().clone()
     }
 
     /// Re-read the registry's tool sources ([`ToolRegistry::refreshed`]); the agent calls this
@@ -187,10 +185,7 @@ impl Pipeline {
         match current.refreshed() {
             None => (false, Vec::new()),
             Some((next, errors)) => {
-                *self
-                    .registry
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+                *self.registry.write_locked() = Arc::new(next);
                 (true, errors)
             }
         }

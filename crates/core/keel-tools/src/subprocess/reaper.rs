@@ -23,6 +23,7 @@
 //! Limits: a process that leaves the group on purpose (`setsid`, a daemon's double fork) is not
 //! reached; a cgroup or a PID namespace would be needed for that.
 
+use keel_protocol::sync::Locked;
 use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -118,9 +119,7 @@ fn group_alive(pgid: i32) -> bool {
 
 fn with_reaper(f: impl FnOnce(&mut Reaper)) {
     // A poisoned lock only means another thread panicked mid-write; the state is still usable.
-    let mut guard = reaper()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut guard = reaper().locked();
     f(&mut guard);
 }
 

@@ -13,6 +13,7 @@ use keel_host::{AgentFactory, BuildOptions, Flags, LogFormat, ModelSource};
 use keel_mcp::server::{
     self, Answer, ProgressUpdate, ReplyRequest, TaskRequest, TaskRunner, TurnControl,
 };
+use keel_protocol::sync::Locked;
 use keel_session::{PersistentSession, WriterOptions};
 use keel_tools::SandboxMode;
 use std::collections::HashMap;
@@ -112,7 +113,7 @@ impl Inner {
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Settings>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+        self.sessions.locked()
     }
 
     fn run_task(

@@ -2,6 +2,7 @@
 //! call to stderr, or every event as a JSON line to stdout (`--json`).
 
 use keel_agent::HookRegistry;
+use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, StreamChunk};
 use std::collections::HashSet;
 use std::io::Write;
@@ -120,17 +121,11 @@ impl Progress {
                     mcp_notice(&mut err, &o.data)
                 }
                 EventBody::ApprovalAsked(a) if a.tool == "exit_plan_mode" => {
-                    plans
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(a.call_id.clone());
+                    plans.locked().insert(a.call_id.clone());
                     Ok(())
                 }
                 EventBody::ApprovalDecided(d) => {
-                    let plan = plans
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&d.call_id);
+                    let plan = plans.locked().remove(&d.call_id);
                     if d.approved || plan {
                         Ok(())
                     } else {

@@ -6,6 +6,7 @@ use super::Ctx;
 use anyhow::{Result, anyhow};
 use keel_agent::Agent;
 use keel_host::{BuildOptions, LogFormat, ModelSource, ProjectTrust};
+use keel_protocol::sync::Locked;
 use keel_session::{PersistentSession, WriterOptions};
 use keel_tui::{AgentSource, SessionEntry, Target, WorkspaceTrust};
 use std::borrow::Cow;
@@ -42,7 +43,7 @@ impl Source<'_> {
     /// The context agents are built in: the command line's, with the run's trust flag as it
     /// stands now.
     fn ctx(&self) -> Cow<'_, Ctx> {
-        let flag = *self.trust_flag.lock().unwrap_or_else(|p| p.into_inner());
+        let flag = *self.trust_flag.locked();
         if flag == self.ctx.project_trust() {
             return Cow::Borrowed(self.ctx);
         }
@@ -97,7 +98,7 @@ impl Source<'_> {
             None => factory.new_session(LogFormat::Plain)?,
         };
         let agent = factory.build(log, options)?;
-        *self.review.lock().unwrap_or_else(|p| p.into_inner()) = Some(review);
+        *self.review.locked() = Some(review);
         Ok(agent)
     }
 }
@@ -126,7 +127,7 @@ impl AgentSource for Source<'_> {
     fn record_trust(&self, level: ProjectTrust) -> Result<(), String> {
         let file = self.ctx.home.join("config.toml");
         keel_host::trust::record(&file, &self.ctx.cwd, level).map_err(|e| e.to_string())?;
-        *self.trust_flag.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.trust_flag.locked() = None;
         Ok(())
     }
 
@@ -136,11 +137,7 @@ impl AgentSource for Source<'_> {
     }
 
     fn review(&self, agent: &Agent, base: Option<String>) -> keel_tui::ReviewFuture {
-        let command = self
-            .review
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let command = self.review.locked().clone();
         let caller = keel_delegate::seam::Caller {
             session_id: agent.session_id().as_str().to_owned(),
             cwd: agent.config().cwd.clone(),

@@ -24,6 +24,7 @@ use crate::anchors::Anchors;
 use async_trait::async_trait;
 use contract::{Authorization, Contract, ContractStore, Lease, covers, normalize};
 use keel_agent::agent::{Agent, AgentSlot};
+use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
 use keel_session::store::FlushTicket;
 use keel_tools::{GuardDecision, GuardHook, HookContext, SettledHook, ToolOutcome};
@@ -171,7 +172,7 @@ impl Controller {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// The agent is built: learn the root session and what the log says (activation, the

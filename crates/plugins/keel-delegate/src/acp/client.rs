@@ -25,6 +25,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
+use keel_protocol::sync::Locked;
 use keel_tools::subprocess::{CommandOutput, CommandSpec, OutputSink, RunEnd, SubprocessService};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -118,7 +119,7 @@ pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Opt
         let transcript = transcript.clone();
         let not_json = not_json.clone();
         OutputSink::new(move |bytes| {
-            let mut buffer = buffer.lock().unwrap_or_else(|p| p.into_inner());
+            let mut buffer = buffer.locked();
             buffer.feed(bytes, |piece| match piece {
                 Piece::Line(line) => {
                     if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() {
@@ -127,10 +128,7 @@ pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Opt
                         let text = String::from_utf8_lossy(line);
                         let shown: String = text.trim().chars().take(200).collect();
                         transcript.note(format!("(not JSON-RPC, skipped) {shown}"));
-                        not_json
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .get_or_insert(shown);
+                        not_json.locked().get_or_insert(shown);
                     }
                 }
                 Piece::Oversized => {
@@ -196,7 +194,7 @@ pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Opt
         }
     };
     transcript.flush();
-    let first_garbage = not_json.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let first_garbage = not_json.locked().clone();
     let (ending, opened) = match talked {
         Some((Ok(ending), opened)) => (ending, opened),
         Some((Err(broke), opened)) => (
@@ -226,7 +224,7 @@ pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Opt
         };
         let _ = opened.send(Err(why));
     }
-    let id = session_id.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let id = session_id.locked().clone();
     (ending, id)
 }
 
@@ -332,7 +330,7 @@ async fn talk(
             Ok(converse(&cx, t, &slot).await)
         })
         .await;
-    let opened = opened_slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let opened = opened_slot.locked().take();
     match result {
         Ok(r) => (r, opened),
         Err(e) => (
@@ -427,8 +425,8 @@ async fn converse(
         // Killed before its session opened: there is no turn to cancel.
         () = t.cancel.cancelled() => return Ok(Ending::Cancelled),
     };
-    *t.session_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.0.to_string());
-    if let Some(tx) = opened.lock().unwrap_or_else(|p| p.into_inner()).take() {
+    *t.session_id.locked() = Some(session.0.to_string());
+    if let Some(tx) = opened.locked().take() {
         let _ = tx.send(Ok(()));
     }
     let mut text = std::mem::take(&mut t.prompt);

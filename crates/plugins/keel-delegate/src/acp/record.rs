@@ -19,6 +19,7 @@ use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Plan, PlanEntryStatus, SessionUpdate, ToolCallContent,
     ToolCallStatus, ToolKind,
 };
+use keel_protocol::sync::Locked;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -88,7 +89,7 @@ impl Transcript {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Take one update; a plan comes back as a report.

@@ -7,9 +7,10 @@ use super::envelope::{EventV1, SCHEMA_VERSION};
 use super::run::{ConsultConfig, spawn_once_tee};
 use crate::lines::{LineBuffer, Piece};
 use crate::seam::{Caller, EventListener};
+use keel_protocol::sync::Locked;
 use keel_tools::subprocess::{OutputSink, SubprocessService};
 use serde::Deserialize;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Restarts in a row that brought no new event before following gives up.
@@ -101,7 +102,7 @@ pub(crate) async fn follow(
     let mut idle_restarts = 0;
     loop {
         let (since, before) = {
-            let s = stream.lock().unwrap_or_else(PoisonError::into_inner);
+            let s = stream.locked();
             (s.seen.last_seq, s.seen.delivered)
         };
         let mut argv = vec![
@@ -115,14 +116,11 @@ pub(crate) async fn follow(
         }
         let sink_stream = stream.clone();
         let sink = OutputSink::new(move |bytes| {
-            sink_stream
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .feed(bytes);
+            sink_stream.locked().feed(bytes);
         });
         let run = spawn_once_tee(&subprocess, &config, &caller, &argv, FOLLOW_LIMIT, sink).await;
         let after = {
-            let mut s = stream.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut s = stream.locked();
             s.lines.clear();
             s.seen.delivered
         };

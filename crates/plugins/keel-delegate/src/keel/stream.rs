@@ -6,6 +6,7 @@
 
 use crate::lines::{LineBuffer, Piece};
 use crate::table::{BoundedLog, LOG_LINE_CHARS, one_line as cut};
+use keel_protocol::sync::Locked;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -71,7 +72,7 @@ impl Stream {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Bytes as read from the delegate's stdout.

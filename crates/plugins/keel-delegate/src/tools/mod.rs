@@ -21,6 +21,7 @@ pub use start::{DelegateTool, ReviewTool};
 use crate::render;
 use crate::reports::Reports;
 use crate::seam::{Caller, DelegationError, DelegationService, ErrorCode};
+use keel_protocol::sync::Locked;
 use keel_tools::{Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -80,7 +81,7 @@ impl Shared {
     }
 
     fn tracked(&self) -> MutexGuard<'_, Vec<Tracked>> {
-        self.tracked.lock().unwrap_or_else(|p| p.into_inner())
+        self.tracked.locked()
     }
 
     fn track(&self, keel_id: &str, provider_id: &str, owner: &str) {

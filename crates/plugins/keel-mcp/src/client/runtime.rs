@@ -5,6 +5,7 @@
 //! here and await it. Dropping the runtime ends every connection and kills the servers' process
 //! trees (the subprocess service's process-group guard).
 
+use keel_protocol::sync::Locked;
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -85,7 +86,7 @@ impl McpRuntime {
 
 impl Drop for McpRuntime {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(stop) = self.stop.locked().take() {
             let _ = stop.send(());
         }
     }

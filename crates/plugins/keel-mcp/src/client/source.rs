@@ -12,6 +12,7 @@ use super::server::Server;
 use super::tool::{McpTool, assign_names};
 use keel_agent::AgentSlot;
 use keel_protocol::ToolSchema;
+use keel_protocol::sync::Locked;
 use keel_tools::{Tool, ToolSource};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,7 +73,7 @@ impl McpToolSource {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// One task per server on the MCP runtime: on each change notice, re-list and update.

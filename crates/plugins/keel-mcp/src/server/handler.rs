@@ -4,6 +4,7 @@
 use super::tools::{KEEL_TOOL, REPLY_TOOL, parse_reply, parse_task, tools};
 use super::{Answer, ProgressUpdate, ReplyRequest, TaskRequest, TaskRunner, TurnControl};
 use keel_protocol::TurnEndReason;
+use keel_protocol::sync::Locked;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
@@ -74,7 +75,7 @@ impl BusyGuard<'_> {
         if self.held.iter().any(|h| h == id) {
             return true;
         }
-        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let mut busy = self.busy.locked();
         if busy.insert(id.to_owned()) {
             self.held.push(id.to_owned());
             true
@@ -86,7 +87,7 @@ impl BusyGuard<'_> {
 
 impl Drop for BusyGuard<'_> {
     fn drop(&mut self) {
-        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        let mut busy = self.busy.locked();
         for id in &self.held {
             busy.remove(id);
         }

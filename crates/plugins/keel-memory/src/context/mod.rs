@@ -19,6 +19,7 @@ use keel_agent::agent::{Agent, AgentSlot};
 use keel_agent::modes::middleware;
 use keel_agent::plugin::{InstallContext, PluginError};
 use keel_agent::seams::{ContextRequest, Projection};
+use keel_protocol::sync::Locked;
 use keel_protocol::{ContentBlock, EventBody, KnownSource, Message, MessageSource, Seq};
 use keel_session::DerivedMessage;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -302,7 +303,7 @@ pub enum ModeError {
 
 impl ContextManager {
     fn state(&self) -> MutexGuard<'_, ModeState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     fn policy(&self, name: &str) -> Option<&Arc<dyn Policy>> {
@@ -391,7 +392,7 @@ impl ContextManager {
             return None;
         }
         let policy = self.policy(&policy_name)?.clone();
-        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        let mut index = self.index.locked();
         index.update(&req.nodes, req.generation);
         if policy.needs_terms() {
             index.index_terms(&req.nodes);

@@ -29,6 +29,7 @@ use keel_agent::agent::{Agent, AgentSlot};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::prompt::PromptSection;
 use keel_agent::seams::{HookError, PromptCtx, RuntimeContext};
+use keel_protocol::sync::Locked;
 use keel_protocol::{
     ContentBlock, EventBody, KnownSource, Message, MessageSource, Role, SurfaceOp,
 };
@@ -239,7 +240,7 @@ impl Roleplay {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// `{{char}}`, `{{user}}` (and the old `<BOT>`, `<USER>`) substituted.

@@ -15,6 +15,7 @@ use super::records::{
     FieldError, Kind, Record, Scope, check_content, check_unit, field_err, normalize_tags,
     parse_rfc3339, rfc3339,
 };
+use keel_protocol::sync::Locked;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -318,7 +319,7 @@ impl Store {
     }
 
     pub(super) fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        self.conn.locked()
     }
 
     pub(super) fn sql(&self, e: rusqlite::Error) -> StoreError {

@@ -12,6 +12,7 @@ use crate::lexical::Query;
 use crate::plugin::MemoryConfig;
 use async_trait::async_trait;
 use keel_agent::plugin::{InstallContext, PluginError};
+use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, ToolSchema};
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde_json::{Map, Value, json};
@@ -71,7 +72,7 @@ impl Shared {
     }
 
     fn store(&self) -> Result<Arc<Store>, StoreError> {
-        let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.store.locked();
         if let Some(s) = slot.as_ref() {
             return Ok(s.clone());
         }

@@ -9,6 +9,7 @@
 
 use super::records::{FieldError, Scope, field_err, revision_of, rfc3339};
 use super::sqlite::{Identity, Store, StoreError, audit};
+use keel_protocol::sync::Locked;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -412,7 +413,7 @@ impl TurnVars {
         turn: u32,
         f: impl FnOnce(&mut BTreeMap<String, Var>) -> R,
     ) -> R {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.map.locked();
         let entry = map
             .entry(session.to_owned())
             .or_insert_with(|| (turn, BTreeMap::new()));
@@ -475,15 +476,12 @@ impl TurnVars {
 
     /// Drop `session`'s turn variables (its turn ended).
     pub fn clear(&self, session: &str) {
-        self.map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session);
+        self.map.locked().remove(session);
     }
 
     /// How many sessions hold turn variables.
     pub fn sessions(&self) -> usize {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.map.locked().len()
     }
 }
 

@@ -38,7 +38,8 @@ use crate::fxhash::FxSet;
 use crate::model::{Disposition, Stage};
 use crate::node::{EdgeKind, Id, NodeKind};
 use crate::receipt::{Hex64, Receipt};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use keel_protocol::sync::Locked;
+use std::sync::{Mutex, OnceLock};
 use view::View;
 
 /// A link from one node to a neighbour, through an edge.
@@ -196,7 +197,7 @@ struct LazyIndex(Mutex<(usize, FxMap<Id, u32>)>);
 
 impl Clone for LazyIndex {
     fn clone(&self) -> Self {
-        let inner = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let inner = self.0.locked();
         LazyIndex(Mutex::new(inner.clone()))
     }
 }

@@ -9,7 +9,7 @@ use super::{Rec, Snapshot, encode::receipt_sha256};
 use crate::fxhash::FxMap;
 use crate::model::{Disposition, Stage};
 use crate::node::{Edge, Id, Node};
-use std::sync::PoisonError;
+use keel_protocol::sync::Locked;
 
 /// Occurrence stage, occurrence/fact transform, fact role, disposition category of a node.
 pub(crate) type Labels<'a> = (
@@ -52,11 +52,7 @@ impl Snapshot {
         if !id.starts_with("fact_") && !id.starts_with("origin_") && !id.starts_with("source_") {
             return None;
         }
-        let mut lazy = self
-            .lazy_index
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut lazy = self.lazy_index.0.locked();
         let (covered, map) = &mut *lazy;
         for i in *covered..self.recs.len() {
             if matches!(

@@ -37,6 +37,7 @@ use crate::query::QueryScope;
 use crate::recorder::Recorder;
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_protocol::SessionId;
+use keel_protocol::sync::Locked;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -244,7 +245,7 @@ impl Provenance {
     }
 
     fn children(&self) -> MutexGuard<'_, Vec<(String, Provenance)>> {
-        self.children.lock().unwrap_or_else(|p| p.into_inner())
+        self.children.locked()
     }
 
     /// Remember `child`'s capture under its session id.
@@ -286,7 +287,7 @@ impl Provenance {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Register the seams and the query tools on `ctx`, and bind to the session once the
