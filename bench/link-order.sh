@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate crates/keel-cli/link-order.txt: the functions keel executes in the bench task, which
-# the linker places together (crates/keel-cli/build.rs, bench/README.md "Peak RSS").
+# Regenerate crates/front/keel-cli/link-order.txt: the functions keel executes in the bench task, which
+# the linker places together (crates/front/keel-cli/build.rs, bench/README.md "Peak RSS").
 # Usage: bench/link-order.sh [STEPS]   (default 30; needs valgrind)
 # Names the linker no longer finds (code changed since) are skipped silently; rerun this when
 # bench/rss.sh shows the resident code windows growing.
@@ -31,7 +31,7 @@ cg="valgrind -q --tool=callgrind --demangle=no"
 KEEL_HOME=$work/home DEEPSEEK_API_KEY=sk-bench $cg --callgrind-out-file="$work/cg.run" \
   "$KEEL" --cwd "$work/cwd" --base-url "$(head -1 "$work/mock.url")" --approval auto run "run the steps" > /dev/null 2>&1
 $cg --callgrind-out-file="$work/cg.version" "$KEEL" --version > /dev/null
-python3 - "$work"/cg.* > crates/keel-cli/link-order.txt <<'PY'
+python3 - "$work"/cg.* > crates/front/keel-cli/link-order.txt <<'PY'
 import re, sys
 names = set()
 for path in sys.argv[1:]:
@@ -41,4 +41,4 @@ for path in sys.argv[1:]:
             names.add(m.group(1) + m.group(2))
 print("\n".join(sorted(names)))
 PY
-echo "crates/keel-cli/link-order.txt: $(wc -l < crates/keel-cli/link-order.txt) functions"
+echo "crates/front/keel-cli/link-order.txt: $(wc -l < crates/front/keel-cli/link-order.txt) functions"

@@ -1,6 +1,7 @@
 //! Link settings of the `keel` binary (Linux with glibc; see `bench/README.md`, "Peak RSS").
 //!
-//! - Packed relative relocations (`-z pack-relative-relocs`, `DT_RELR`, glibc ≥ 2.36): keel is a
+//! - Packed relative relocations (`-z pack-relative-relocs`, `DT_RELR`, glibc ≥ 2.36, used only
+//!   when the build machine's glibc has it, so a binary always runs where it was built): keel is a
 //!   position-independent executable with about 47,000 relative relocations (vtables, string
 //!   tables); as `RELA` entries they took 1.1 MB that the dynamic loader read, so kept resident,
 //!   at every start. As `RELR` they take 18 KB.
@@ -21,7 +22,11 @@ fn main() {
     if os != "linux" || env != "gnu" {
         return;
     }
-    println!("cargo::rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    // A loader without DT_RELR refuses such a binary: pack only where the C library keel is
+    // built against has it (the machine `cargo install` runs on is the one keel runs on).
+    if glibc_has_dt_relr() {
+        println!("cargo::rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
     let order = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default())
         .join("link-order.txt");
     // `--symbol-ordering-file` is an lld option: x86_64-unknown-linux-gnu links with rustc's own
@@ -34,4 +39,20 @@ fn main() {
         );
         println!("cargo::rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
+}
+
+/// Whether this machine's glibc loads `DT_RELR` binaries (2.36 and later define the
+/// `GLIBC_ABI_DT_RELR` version a packed binary requires).
+fn glibc_has_dt_relr() -> bool {
+    const LIBCS: [&str; 5] = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib/aarch64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+        "/usr/lib64/libc.so.6",
+        "/usr/lib/libc.so.6",
+    ];
+    let needle = b"GLIBC_ABI_DT_RELR";
+    LIBCS.iter().any(|path| {
+        std::fs::read(path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+    })
 }
