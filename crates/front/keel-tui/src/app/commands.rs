@@ -1,0 +1,404 @@
+//! What the UI does for a submitted slash command (built-in, custom or a plugin's), and the
+//! session switches some of them make (`/new`, `/resume`, `/model`, `/trust` rebuild the agent
+//! over a session), with `/diff`'s card.
+
+// The App's own module: its types and the imports they share.
+use super::*;
+
+impl App<'_> {
+    /// Drive the agent until it is idle, on the runtime.
+    pub(super) fn start(&mut self) {
+        self.running = true;
+        let agent = self.agent.clone();
+        let tx = self.tx.clone();
+        self.runtime.spawn(async move {
+            let outcome = agent.run_until_idle().await;
+            let _ = tx.send(Msg::Idle(outcome.map(|_| ()).map_err(|e| e.to_string())));
+        });
+    }
+
+    pub(super) fn set_plan_mode(&mut self, on: bool) {
+        if self.running {
+            self.say("plan mode changes between turns: wait for this turn or Ctrl-C it");
+            return;
+        }
+        match self.agent.set_plan_mode(on) {
+            Ok(()) => self.say(if on {
+                "plan mode on: the agent explores and proposes a plan (Shift-Tab to leave)"
+            } else {
+                "plan mode off"
+            }),
+            Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+        }
+    }
+
+    /// The history of a resumed session, as it was seen live.
+    pub(super) fn load_history(&mut self, resumed: bool) {
+        let events: Vec<SessionEvent> = {
+            let log = self.agent.log();
+            log.session().events().map(|e| e.into_owned()).collect()
+        };
+        for ev in &events {
+            self.transcript.apply(ev);
+        }
+        // The status line shows what this agent enforces: a resumed session's log holds the
+        // modes of the agent that started it, and a trust decision or another configuration
+        // may have changed them since.
+        self.transcript.sandbox = self.agent.sandbox().as_str().to_owned();
+        self.transcript.approval = self.agent.config().approval.as_str().to_owned();
+        if resumed {
+            self.transcript
+                .marker(format!("resumed session {}", self.agent.session_id()));
+        }
+    }
+
+    /// Replace the agent (new session, resumed session, other model, a trust decision);
+    /// false when it stayed (a turn runs, or the build failed: said in the transcript).
+    pub(super) fn switch(&mut self, target: Target, history: History) -> bool {
+        if self.running {
+            self.say("wait for the turn to end (or Ctrl-C it) first");
+            return false;
+        }
+        match build(self.source, &target, &self.tx, &self.approver) {
+            Ok(agent) => {
+                self.agent.kill_jobs();
+                self.slash = slash_of(&agent);
+                self.agent = agent;
+                self.model = target.model;
+                self.transcript = Transcript::new();
+                self.cache.clear();
+                self.load_history(target.resume.is_some());
+                if target.resume.is_none() {
+                    self.transcript
+                        .marker(format!("new session {}", self.agent.session_id()));
+                }
+                self.committed = match history {
+                    History::Printed => self.transcript.cells.len(),
+                    History::Render => 0,
+                };
+                true
+            }
+            Err(e) => {
+                self.transcript.notice(Level::Error, e);
+                false
+            }
+        }
+    }
+
+    /// `/trust [yes|no]`: show the workspace's decision, or record one and rebuild the agent
+    /// over the same session when what it may run changed.
+    pub(super) fn trust(&mut self, args: &str) {
+        let level = match TrustArg::parse(args) {
+            Ok(TrustArg::Record(level)) => level,
+            Ok(TrustArg::Show) => {
+                match self.source.trust() {
+                    Ok(ws) => self.transcript.notice(Level::Info, ws.describe()),
+                    Err(e) => self.transcript.notice(Level::Error, e),
+                }
+                return;
+            }
+            Err(e) => {
+                self.transcript.notice(Level::Error, e.to_string());
+                return;
+            }
+        };
+        if self.running {
+            self.say("trust changes between turns: wait for this turn or Ctrl-C it");
+            return;
+        }
+        let before = match self.source.trust() {
+            Ok(ws) => ws.decision.trust,
+            Err(e) => {
+                self.transcript.notice(Level::Error, e);
+                return;
+            }
+        };
+        let after = self
+            .source
+            .record_trust(level)
+            .and_then(|()| self.source.trust());
+        let after = match after {
+            Ok(ws) => ws,
+            Err(e) => {
+                self.transcript.notice(Level::Error, e);
+                return;
+            }
+        };
+        if after.decision.trust != before {
+            // Hooks and servers are installed when an agent is built: build it again over
+            // this session, so the decision holds from the next turn.
+            let path = self.agent.log().writer().path().to_path_buf();
+            let target = Target {
+                resume: Some(path),
+                model: self.model.clone(),
+            };
+            if !self.switch(target, History::Printed) {
+                let text = format!(
+                    "Workspace {} is now {}, but this session's agent could not be rebuilt \
+                     (above): it keeps the previous decision until the session is opened again.",
+                    after.decision.root.display(),
+                    after.decision.describe()
+                );
+                self.transcript.notice(Level::Error, text);
+                return;
+            }
+        }
+        self.transcript.notice(Level::Info, after.changed(before));
+    }
+
+    pub(super) fn command(&mut self, text: &str) {
+        let (name, args) = match text.split_once(char::is_whitespace) {
+            Some((n, a)) => (n, a.trim()),
+            None => (text.trim(), ""),
+        };
+        match self.slash.parse(name, args) {
+            Ok(crate::slash::Action::Prompt(prompt)) => self.submit(prompt, false),
+            Ok(crate::slash::Action::External { name, args }) => self.external(name, args),
+            Ok(crate::slash::Action::Builtin(b)) => self.builtin(b, args),
+            Err(e) => self.transcript.notice(Level::Error, e),
+        }
+    }
+
+    /// Expand a plugin command through its source, then send the prompt.
+    pub(super) fn external(&mut self, name: String, args: String) {
+        let Some(source) = self
+            .agent
+            .commands()
+            .iter()
+            .find(|c| c.commands().iter().any(|p| p.name == name))
+            .cloned()
+        else {
+            self.transcript
+                .notice(Level::Error, format!("/{name} is not available here"));
+            return;
+        };
+        let tx = self.tx.clone();
+        self.say(format!("asking for /{name}…"));
+        self.runtime.spawn(async move {
+            let msg = match source.expand(&name, &args).await {
+                Ok(prompt) => Msg::Send(prompt),
+                Err(e) => Msg::Show(Cell::Notice(Level::Error, e)),
+            };
+            let _ = tx.send(msg);
+        });
+    }
+
+    pub(super) fn builtin(&mut self, which: Builtin, args: &str) {
+        match which {
+            Builtin::Help => {
+                let help = self.slash.help();
+                self.transcript.notice(Level::Info, help);
+            }
+            Builtin::Quit => self.quit = true,
+            Builtin::New => {
+                self.switch(Target::default(), History::Render);
+            }
+            Builtin::Resume => match self.source.resolve((!args.is_empty()).then_some(args)) {
+                Ok(path) => {
+                    self.switch(
+                        Target {
+                            resume: Some(path),
+                            model: None,
+                        },
+                        History::Render,
+                    );
+                }
+                Err(e) => self.transcript.notice(Level::Error, e),
+            },
+            Builtin::Sessions => {
+                let list = self.source.sessions();
+                let text = if list.is_empty() {
+                    "No sessions in this directory yet.".to_owned()
+                } else {
+                    let now = now_ms();
+                    let mut s = "Sessions (newest first; /resume ID continues one):".to_owned();
+                    for e in list.iter().take(20) {
+                        s.push_str(&format!(
+                            "\n{}  {:>6}  {:>7}  {}",
+                            &e.id,
+                            view::age(now - e.modified),
+                            view::size(e.bytes),
+                            crate::transcript::one_line(&e.title, 60)
+                        ));
+                    }
+                    s
+                };
+                self.transcript.notice(Level::Info, text);
+            }
+            Builtin::Model => {
+                if args.is_empty() {
+                    let model = self.transcript.usage.model.clone();
+                    self.transcript.notice(
+                        Level::Info,
+                        format!("Model: {model}. /model NAME switches."),
+                    );
+                } else {
+                    let path = self.agent.log().writer().path().to_path_buf();
+                    let target = Target {
+                        resume: Some(path),
+                        model: Some(args.to_owned()),
+                    };
+                    self.switch(target, History::Printed);
+                }
+            }
+            Builtin::Plan => {
+                let on = !self.transcript.plan_mode;
+                self.set_plan_mode(on);
+            }
+            Builtin::Todo => {
+                let t = &self.transcript.todos;
+                let text = if t.is_empty() {
+                    "No todo list yet.".to_owned()
+                } else {
+                    t.iter()
+                        .map(|i| format!("[{:?}] {}", i.status, i.content))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                self.transcript.notice(Level::Info, text);
+            }
+            Builtin::Status => {
+                let u = &self.transcript.usage;
+                let text = format!(
+                    "Session {} ({})\nModel {} · context {} / {} tokens ({}%)\nSandbox {} · approval {}{}\nRequests {} · input {} tokens, {}% from cache · output {} tokens",
+                    self.agent.session_id(),
+                    self.agent.log().writer().path().display(),
+                    u.model,
+                    u.last_prompt,
+                    u.context_window,
+                    u.context_percent(),
+                    self.transcript.sandbox,
+                    self.transcript.approval,
+                    if self.transcript.plan_mode {
+                        " · plan mode"
+                    } else {
+                        ""
+                    },
+                    u.requests,
+                    u.prompt,
+                    u.cache_percent(),
+                    u.output
+                );
+                let cost = match self.source.price(&u.model) {
+                    Some(p) => format!(
+                        "\nCost ${:.4} at {}'s prices (input ${} / cached ${} / output ${} per million tokens)",
+                        p.cost(u.prompt, u.cached, u.output),
+                        u.model,
+                        p.input,
+                        p.cached_input,
+                        p.output
+                    ),
+                    None => format!(
+                        "\nCost unknown: no price for {} (set input_price, cached_input_price and output_price, dollars per million tokens, in [models.\"{}\"])",
+                        u.model, u.model
+                    ),
+                };
+                self.transcript.notice(Level::Info, text + &cost);
+            }
+            Builtin::Compact => {
+                if self.running {
+                    self.say("wait for the turn to end (or Ctrl-C it) first");
+                    return;
+                }
+                let agent = self.agent.clone();
+                let tx = self.tx.clone();
+                self.say("compacting…");
+                self.runtime.spawn(async move {
+                    let done = keel_agent::compaction::compact_now(
+                        &agent,
+                        keel_agent::compaction::CompactionReason::Manual,
+                    )
+                    .await;
+                    if let Err(e) = done {
+                        let _ = tx.send(Msg::Show(Cell::Notice(
+                            Level::Error,
+                            format!("Compaction failed: {e}"),
+                        )));
+                    }
+                });
+            }
+            Builtin::Diff => {
+                let cwd = self.cwd.clone();
+                let tx = self.tx.clone();
+                self.runtime.spawn(async move {
+                    let _ = tx.send(Msg::Show(git_diff(&cwd).await));
+                });
+            }
+            Builtin::Trust => self.trust(args),
+            Builtin::Review => {
+                if self.running {
+                    self.say("wait for the turn to end (or Ctrl-C it) first");
+                    return;
+                }
+                // `/review REF` or `/review --base REF`, as `keel review --base REF`.
+                let base = args.strip_prefix("--base").map_or(args, str::trim);
+                let base = (!base.is_empty()).then(|| base.to_owned());
+                self.say(format!(
+                    "reviewing the change from {} with a delegated reviewer…",
+                    base.as_deref().unwrap_or("HEAD")
+                ));
+                let review = self.source.review(&self.agent, base);
+                let tx = self.tx.clone();
+                self.runtime.spawn(async move {
+                    let _ = tx.send(Msg::Reviewed(review.await));
+                });
+            }
+        }
+    }
+}
+
+/// `git diff` of the workspace as a card.
+async fn git_diff(cwd: &Path) -> Cell {
+    let out = tokio::process::Command::new("git")
+        .args(["diff", "--no-color", "--no-ext-diff"])
+        .current_dir(cwd)
+        .output()
+        .await;
+    let (state, summary, lines) = match out {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            let files = text.lines().filter(|l| l.starts_with("diff --git")).count();
+            let lines: Vec<(char, String)> = text
+                .lines()
+                .filter(|l| !l.starts_with("diff --git") && !l.starts_with("index "))
+                .take(200)
+                .map(|l| {
+                    let sign = match l.chars().next() {
+                        Some('+') if !l.starts_with("+++") => '+',
+                        Some('-') if !l.starts_with("---") => '-',
+                        _ => ' ',
+                    };
+                    let body = if sign == ' ' { l } else { &l[1..] };
+                    (sign, body.to_owned())
+                })
+                .collect();
+            let summary = if files == 0 {
+                "no changes".to_owned()
+            } else {
+                format!("{files} file(s) changed")
+            };
+            (ToolState::Done, summary, lines)
+        }
+        Ok(o) => (
+            ToolState::Failed,
+            String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            Vec::new(),
+        ),
+        Err(e) => (
+            ToolState::Failed,
+            format!("cannot run git: {e}"),
+            Vec::new(),
+        ),
+    };
+    let now = now_ms();
+    Cell::Tool(ToolCard {
+        call_id: String::new(),
+        name: "git diff".into(),
+        key_arg: cwd.display().to_string(),
+        started: now,
+        finished: Some(now),
+        state,
+        summary,
+        detail: Detail::Diff(lines),
+    })
+}

@@ -1,0 +1,708 @@
+//! The interactive loop: terminal events, the agent's committed events and approval questions
+//! arrive on one channel; the UI state changes; a frame is drawn when something changed (at
+//! most every 16 ms while text streams, never while nothing happens). The agent is built by
+//! the front end's [`AgentSource`] and driven on a small tokio runtime; the UI owns no loop
+//! logic: it queues follow-ups, steers, cancels and answers approvals through the agent's API.
+
+mod commands;
+mod keys;
+mod modals;
+
+use modals::{Picked, ask_trust, pick_session};
+
+use crate::commands::{Builtin, TrustArg};
+use crate::input::Input;
+use crate::slash::Slash;
+use crate::surface::Surface;
+use crate::transcript::{Cell, Detail, Level, ToolCard, ToolState, Transcript};
+use crate::trust::{self, Answer, WorkspaceTrust};
+use crate::view::{self, LineCache, Modal, Screen};
+use crossterm::event::{
+    DisableBracketedPaste, EnableBracketedPaste, Event, KeyCode, KeyEvent, KeyEventKind,
+    KeyModifiers,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use keel_agent::{Agent, Approver, allow_key};
+use keel_host::{BuildOptions, ProjectTrust};
+use keel_protocol::sync::Locked;
+use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
+use keel_tools::ApprovalOutcome;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the UI asks the front end for: an agent on a new session or on an existing one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    /// Continue this session file (`None`: a new session).
+    pub resume: Option<PathBuf>,
+    /// Use this model instead of the configured one.
+    pub model: Option<String>,
+}
+
+/// One session, for `/sessions` and the picker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEntry {
+    /// Its file.
+    pub path: PathBuf,
+    /// Its id.
+    pub id: String,
+    /// Its title (the first prompt).
+    pub title: String,
+    /// Last modified (ms since the epoch).
+    pub modified: TimeMs,
+    /// File size in bytes.
+    pub bytes: u64,
+}
+
+/// How the front end builds agents for the UI (the `keel` binary implements it over its
+/// configuration and flags).
+pub trait AgentSource {
+    /// Build an agent for `target` with `options` (the UI's event feed and approver).
+    fn build(&self, target: &Target, options: BuildOptions) -> Result<Agent, String>;
+    /// The session a `/resume` argument names (`None`: the latest of this directory).
+    fn resolve(&self, query: Option<&str>) -> Result<PathBuf, String>;
+    /// This directory's sessions, newest first.
+    fn sessions(&self) -> Vec<SessionEntry>;
+    /// What `model`'s tokens cost, when known (`/status` shows the session's cost).
+    fn price(&self, _model: &str) -> Option<keel_llm::Price> {
+        None
+    }
+    /// `/review [REF]`: a delegated reviewer's findings on the workspace's change from `base`
+    /// (HEAD when `None`), for `agent`'s session; or why there are none.
+    fn review(&self, _agent: &Agent, _base: Option<String>) -> ReviewFuture {
+        Box::pin(async { Err("this front end cannot review".to_owned()) })
+    }
+    /// The workspace's trust decision and what its own files hold that the decision governs,
+    /// as the next agent built would see them; `Err` when this front end does not manage
+    /// trust or cannot read the configuration (the UI then asks nothing).
+    fn trust(&self) -> Result<WorkspaceTrust, String> {
+        Err("this front end does not manage workspace trust".to_owned())
+    }
+    /// Record `level` for the workspace in the user's configuration: agents built from now on
+    /// follow it (a one-run override such as `--trust-project` no longer applies).
+    fn record_trust(&self, _level: ProjectTrust) -> Result<(), String> {
+        Err("this front end does not manage workspace trust".to_owned())
+    }
+}
+
+/// A review under way.
+pub type ReviewFuture = BoxFuture<'static, Result<Review, String>>;
+
+/// What `/review` found.
+#[derive(Debug, Clone)]
+pub struct Review {
+    /// The findings as the reviewer wrote them (framed as untrusted delegate output).
+    pub findings: String,
+    /// The message that carries them into the session's next turn.
+    pub notice: keel_protocol::Message,
+}
+
+/// How the UI starts.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The first prompt, sent at once.
+    pub prompt: Option<String>,
+    /// The session to continue.
+    pub resume: Option<PathBuf>,
+    /// Start in plan mode.
+    pub plan: bool,
+    /// Ask which session to continue first (`keel resume` in a terminal).
+    pub pick: bool,
+    /// Draw on the alternate screen (the UI scrolls the conversation itself) instead of
+    /// printing the conversation into the terminal's own scrollback.
+    pub alternate_screen: bool,
+}
+
+/// A question for the person, from the agent's approval seam.
+struct Ask {
+    call: ToolCallBlock,
+    reason: String,
+    reply: tokio::sync::oneshot::Sender<ApprovalOutcome>,
+}
+
+enum Msg {
+    Term(Event),
+    Agent(Box<SessionEvent>),
+    Ask(Ask),
+    /// The agent went idle (`Err`: why it stopped).
+    Idle(Result<(), String>),
+    /// A background job of the UI finished (/compact, /diff): what to show.
+    Show(Cell),
+    /// A plugin command expanded to this prompt: send it.
+    Send(String),
+    /// `/review` finished.
+    Reviewed(Result<Review, String>),
+    /// SIGTERM or SIGHUP: leave.
+    Quit,
+}
+
+/// Approvals asked in the UI; "for the session" answers are remembered here.
+struct UiApprover {
+    tx: Sender<Msg>,
+    allowed: Mutex<HashSet<String>>,
+}
+
+impl Approver for UiApprover {
+    fn decide<'a>(
+        &'a self,
+        call: &'a ToolCallBlock,
+        reason: &'a str,
+    ) -> BoxFuture<'a, ApprovalOutcome> {
+        let allowed = self.allowed.locked().contains(&allow_key(call));
+        if allowed && call.name != "exit_plan_mode" {
+            return futures::future::ready(ApprovalOutcome::Approved).boxed();
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.tx.send(Msg::Ask(Ask {
+            call: call.clone(),
+            reason: reason.to_owned(),
+            reply,
+        }));
+        async move {
+            if sent.is_err() {
+                return ApprovalOutcome::Denied {
+                    reason: Some("the terminal UI has closed".into()),
+                };
+            }
+            answer.await.unwrap_or(ApprovalOutcome::Denied {
+                reason: Some("the terminal UI has closed".into()),
+            })
+        }
+        .boxed()
+    }
+}
+
+/// What an open modal is for.
+enum Pending {
+    Approval(Ask),
+    Plan(Ask),
+}
+
+/// The terminal put into raw mode (on the alternate screen with `--alt-screen`), restored on
+/// drop (and by the panic hook).
+struct TerminalGuard;
+
+/// Whether the UI entered the alternate screen (the panic hook reads it).
+static ALTERNATE: AtomicBool = AtomicBool::new(false);
+
+fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let mut out = std::io::stdout();
+    let _ = crossterm::execute!(out, DisableBracketedPaste, crossterm::cursor::Show);
+    if ALTERNATE.swap(false, Ordering::SeqCst) {
+        let _ = crossterm::execute!(out, LeaveAlternateScreen);
+    }
+}
+
+impl TerminalGuard {
+    fn enter(alternate: bool) -> std::io::Result<TerminalGuard> {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            hook(info);
+        }));
+        enable_raw_mode()?;
+        crossterm::execute!(std::io::stdout(), EnableBracketedPaste)?;
+        if alternate {
+            ALTERNATE.store(true, Ordering::SeqCst);
+            crossterm::execute!(std::io::stdout(), EnterAlternateScreen)?;
+        }
+        Ok(TerminalGuard)
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+fn now_ms() -> TimeMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as TimeMs)
+}
+
+/// The UI state.
+struct App<'s> {
+    source: &'s dyn AgentSource,
+    runtime: tokio::runtime::Runtime,
+    tx: Sender<Msg>,
+    approver: Arc<UiApprover>,
+    agent: Agent,
+    transcript: Transcript,
+    cache: LineCache,
+    /// The terminal.
+    surface: Surface,
+    /// Cells printed into the terminal's scrollback (the live area shows the rest).
+    committed: usize,
+    input: Input,
+    scroll: usize,
+    running: bool,
+    queued: Vec<String>,
+    pending: Option<(Pending, Modal)>,
+    show_reasoning: bool,
+    completions: Vec<(String, String)>,
+    completion: usize,
+    hint: Option<(String, Instant)>,
+    last_ctrl_c: Option<Instant>,
+    quit: bool,
+    cwd: PathBuf,
+    /// The slash commands of this agent.
+    slash: Slash,
+    /// The model `/model` chose for this agent (`None`: the configured one); a rebuild over the
+    /// same session (`/trust`) keeps it.
+    model: Option<String>,
+}
+
+/// Whether the history of the session an agent is switched to is on screen already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum History {
+    /// Another session, or one resumed by `/resume`: render it.
+    Render,
+    /// The same session rebuilt (another model, a trust decision): it is printed already.
+    Printed,
+}
+
+/// Run the UI until the person leaves. Needs a terminal on stdin and stdout.
+pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+    let approver = Arc::new(UiApprover {
+        tx: tx.clone(),
+        allowed: Mutex::new(HashSet::new()),
+    });
+    // The terminal first: the session picker draws before any agent exists.
+    let setup = |e: std::io::Error| format!("cannot set up the terminal: {e}");
+    let guard = TerminalGuard::enter(options.alternate_screen).map_err(setup)?;
+    let mut surface = if options.alternate_screen {
+        Surface::alternate().map_err(setup)?
+    } else {
+        // Where the shell left the cursor, asked before the input thread reads the terminal.
+        let row = crossterm::cursor::position().map_or(u16::MAX, |(_, row)| row);
+        Surface::inline(row).map_err(setup)?
+    };
+    // Terminal events on their own thread.
+    {
+        let input_tx = tx.clone();
+        std::thread::Builder::new()
+            .name("keel-tui-input".into())
+            .spawn(move || {
+                while let Ok(event) = crossterm::event::read() {
+                    if input_tx.send(Msg::Term(event)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the input thread: {e}"))?;
+    }
+    let mut resume = options.resume.clone();
+    if options.pick {
+        match pick_session(&mut surface, &rx, &source.sessions())? {
+            Picked::Session(path) => resume = Some(path),
+            Picked::New => resume = None,
+            Picked::Quit => return Ok(()),
+        }
+    }
+    // The trust question, before the first agent: what that agent may run depends on it.
+    let answer = match source.trust() {
+        Ok(ws) if ws.should_ask() => Some(ask_trust(&mut surface, &rx, &ws)?),
+        _ => None,
+    };
+    let recorded = match answer {
+        Some(Answer::Trust) => Some(source.record_trust(ProjectTrust::Trusted)),
+        Some(Answer::Distrust) => Some(source.record_trust(ProjectTrust::Untrusted)),
+        Some(Answer::Dismissed) | None => None,
+    };
+    let target = Target {
+        resume: resume.clone(),
+        model: None,
+    };
+    let agent = build(source, &target, &tx, &approver)?;
+    let cwd = agent.config().cwd.clone();
+    let slash = slash_of(&agent);
+    let mut app = App {
+        source,
+        runtime,
+        tx: tx.clone(),
+        approver,
+        agent,
+        transcript: Transcript::new(),
+        cache: LineCache::default(),
+        surface,
+        committed: 0,
+        input: Input::new(),
+        scroll: 0,
+        running: false,
+        queued: Vec::new(),
+        pending: None,
+        show_reasoning: false,
+        completions: Vec::new(),
+        completion: 0,
+        hint: None,
+        last_ctrl_c: None,
+        quit: false,
+        cwd,
+        slash,
+        model: None,
+    };
+    app.load_history(resume.is_some());
+    // What the trust question decided, and what this agent leaves alone: in the transcript
+    // (never on stderr, which is the terminal the UI draws on).
+    if let Some(Err(e)) = recorded {
+        app.transcript.notice(Level::Error, e);
+    }
+    if let Ok(ws) = source.trust() {
+        if let Some(answer) = answer {
+            app.transcript.notice(Level::Info, ws.answered(answer));
+        }
+        if let Some(line) = ws.notice() {
+            app.transcript.notice(Level::Info, line);
+        }
+    }
+    if options.plan {
+        app.set_plan_mode(true);
+    }
+    // Signals that end a terminal session.
+    {
+        let tx = tx.clone();
+        app.runtime.spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            let _ = tx.send(Msg::Quit);
+        });
+    }
+    if let Some(prompt) = options.prompt {
+        app.submit(prompt, false);
+    }
+    let outcome = app.event_loop(&rx);
+    let _ = app.surface.leave();
+    drop(guard);
+    app.agent.cancel_turn();
+    app.agent.kill_jobs();
+    let id = app.agent.session_id();
+    let mut err = std::io::stderr();
+    let _ = writeln!(
+        err,
+        "keel: session {id} — continue it with: keel resume {id}"
+    );
+    outcome
+}
+
+/// The slash commands for `agent`: custom commands of its workspace and keel home, and its
+/// plugins' commands.
+fn slash_of(agent: &Agent) -> Slash {
+    let externals: Vec<keel_agent::plugin::PluginCommand> =
+        agent.commands().iter().flat_map(|c| c.commands()).collect();
+    let config = agent.config();
+    Slash::load(&config.cwd, config.keel_home.as_deref(), &externals)
+}
+
+/// Build an agent whose committed events feed the UI and whose approvals the UI answers.
+fn build(
+    source: &dyn AgentSource,
+    target: &Target,
+    tx: &Sender<Msg>,
+    approver: &Arc<UiApprover>,
+) -> Result<Agent, String> {
+    let mut options = BuildOptions::default();
+    let feed = tx.clone();
+    options
+        .agent_hooks
+        .session_event
+        .push(Arc::new(move |ev: &SessionEvent| {
+            let _ = feed.send(Msg::Agent(Box::new(ev.clone())));
+        }));
+    options.approver = Some(approver.clone());
+    source.build(target, options)
+}
+
+impl App<'_> {
+    fn event_loop(&mut self, rx: &Receiver<Msg>) -> Result<(), String> {
+        let mut dirty = true;
+        let mut last_draw = Instant::now() - Duration::from_secs(1);
+        const FRAME: Duration = Duration::from_millis(16);
+        while !self.quit {
+            if dirty && last_draw.elapsed() >= FRAME {
+                self.draw()?;
+                last_draw = Instant::now();
+                dirty = false;
+            }
+            // Animate while a step runs (spinner, elapsed time); otherwise wait for input.
+            let timeout = if dirty {
+                FRAME.saturating_sub(last_draw.elapsed())
+            } else if self.transcript.busy() || self.hint.is_some() {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_secs(3600)
+            };
+            match rx.recv_timeout(timeout) {
+                Ok(msg) => {
+                    self.handle(msg);
+                    // Take whatever else is waiting before the next frame.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.handle(msg);
+                    }
+                    dirty = true;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if self
+                        .hint
+                        .as_ref()
+                        .is_some_and(|(_, at)| at.elapsed() > Duration::from_secs(3))
+                    {
+                        self.hint = None;
+                    }
+                    dirty |= self.transcript.busy() || self.hint.is_none();
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn draw(&mut self) -> Result<(), String> {
+        let failed = |e: std::io::Error| format!("cannot draw: {e}");
+        let (cols, rows) = self.surface.size();
+        let inline = self.surface.is_inline();
+        let now = now_ms();
+        if inline {
+            // Cells that can no longer change go into the terminal's scrollback, once.
+            let upto = view::settled_until(&self.transcript, self.committed);
+            if upto > self.committed {
+                let lines: Vec<_> = self.transcript.cells[self.committed..upto]
+                    .iter()
+                    .flat_map(|c| view::cell_lines(c, cols, now, self.show_reasoning))
+                    .collect();
+                self.surface.print_above(lines).map_err(failed)?;
+                self.committed = upto;
+            }
+        }
+        let modal = self.pending.as_ref().map(|(_, m)| m);
+        let screen = Screen {
+            transcript: &self.transcript,
+            input: &self.input,
+            scroll: self.scroll,
+            from: if inline { self.committed } else { 0 },
+            modal,
+            now,
+            show_reasoning: self.show_reasoning,
+            completions: &self.completions,
+            completion: self.completion,
+            queued: &self.queued,
+            hint: self.hint.as_ref().map(|(h, _)| h.as_str()),
+        };
+        let cache = &mut self.cache;
+        let height = if inline {
+            view::live_height(&screen, cache, cols, rows)
+        } else {
+            rows
+        };
+        self.surface
+            .draw(height, |frame| view::draw(frame, &screen, cache))
+            .map_err(failed)
+    }
+
+    fn say(&mut self, hint: impl Into<String>) {
+        self.hint = Some((hint.into(), Instant::now()));
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Term(Event::Key(key)) if key.kind != KeyEventKind::Release => self.key(key),
+            Msg::Term(Event::Paste(text)) => {
+                self.input.insert(&text);
+                self.update_completions();
+            }
+            Msg::Term(Event::Resize(cols, rows)) => {
+                self.cache.clear();
+                self.surface.resized(cols, rows);
+            }
+            Msg::Term(_) => {}
+            Msg::Agent(ev) => {
+                if let keel_protocol::EventBody::UserMessage(m) = &ev.body
+                    && m.source.is_user()
+                {
+                    let text = m.text();
+                    if let Some(i) = self.queued.iter().position(|q| *q == text) {
+                        self.queued.remove(i);
+                    }
+                }
+                let plan_decided = matches!(&ev.body, keel_protocol::EventBody::PlanMode(p) if p.approved.is_some());
+                self.transcript.apply(&ev);
+                if plan_decided {
+                    self.cache.clear();
+                }
+            }
+            Msg::Ask(ask) => self.ask(ask),
+            Msg::Idle(outcome) => {
+                self.running = false;
+                self.queued.clear();
+                if let Err(e) = outcome {
+                    self.transcript.notice(Level::Error, e);
+                }
+            }
+            Msg::Show(cell) => self.transcript.cells.push(cell),
+            Msg::Reviewed(Ok(review)) => {
+                match self
+                    .agent
+                    .enqueue(keel_agent::InboxMode::Inject, review.notice)
+                {
+                    Ok(_) => {
+                        self.transcript.notice(Level::Info, review.findings);
+                        self.say("the findings go to the model with your next prompt");
+                    }
+                    Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+                }
+            }
+            Msg::Reviewed(Err(e)) => self
+                .transcript
+                .notice(Level::Error, format!("review failed: {e}")),
+            Msg::Send(prompt) => self.submit(prompt, false),
+            Msg::Quit => self.quit = true,
+        }
+    }
+
+    fn ask(&mut self, ask: Ask) {
+        if ask.call.name == "exit_plan_mode" {
+            let args: serde_json::Value =
+                serde_json::from_str(&ask.call.arguments).unwrap_or_default();
+            let plan = args
+                .get("plan")
+                .and_then(|p| p.as_str())
+                .unwrap_or("(no plan given)")
+                .to_owned();
+            let modal = Modal {
+                title: "Approve this plan?".into(),
+                body: plan,
+                options: vec![
+                    "Approve and start".into(),
+                    "Keep planning (type feedback first, then choose)".into(),
+                ],
+                selected: 0,
+                markdown: true,
+            };
+            self.pending = Some((Pending::Plan(ask), modal));
+            return;
+        }
+        let args: serde_json::Value = serde_json::from_str(&ask.call.arguments).unwrap_or_default();
+        let what = match ask.call.name.as_str() {
+            "bash" => args
+                .get("command")
+                .and_then(|c| c.as_str())
+                .unwrap_or("")
+                .to_owned(),
+            _ => serde_json::to_string_pretty(&args).unwrap_or_default(),
+        };
+        let session_option = if ask.call.name == "bash" {
+            "Allow this command for the session".to_owned()
+        } else {
+            format!("Allow '{}' for the session", ask.call.name)
+        };
+        let modal = Modal {
+            title: format!("Allow {}?", ask.call.name),
+            body: format!("{what}\n\n{}", ask.reason),
+            options: vec![
+                "Allow once".into(),
+                session_option,
+                "Deny (what you typed is sent as the reason)".into(),
+            ],
+            selected: 0,
+            markdown: false,
+        };
+        self.pending = Some((Pending::Approval(ask), modal));
+    }
+
+    fn answer(&mut self, choice: usize) {
+        let Some((pending, _)) = self.pending.take() else {
+            return;
+        };
+        let typed = self.input.text().trim().to_owned();
+        let reason = (!typed.is_empty()).then_some(typed);
+        let (ask, outcome, consumed) = match pending {
+            Pending::Approval(ask) => match choice {
+                0 => (ask, ApprovalOutcome::Approved, false),
+                1 => {
+                    self.approver.allowed.locked().insert(allow_key(&ask.call));
+                    (ask, ApprovalOutcome::Approved, false)
+                }
+                _ => {
+                    let consumed = reason.is_some();
+                    (ask, ApprovalOutcome::Denied { reason }, consumed)
+                }
+            },
+            Pending::Plan(ask) => match choice {
+                0 => (ask, ApprovalOutcome::Approved, false),
+                _ => {
+                    let consumed = reason.is_some();
+                    let reason = Some(match reason {
+                        Some(feedback) => format!("Keep planning. Feedback: {feedback}"),
+                        None => "Keep planning: the plan was not approved yet.".to_owned(),
+                    });
+                    (ask, ApprovalOutcome::Denied { reason }, consumed)
+                }
+            },
+        };
+        if consumed {
+            self.input.take();
+        }
+        let _ = ask.reply.send(outcome);
+    }
+
+    /// Send `text`: a slash command, a steer into the running turn, or a follow-up.
+    fn submit(&mut self, text: String, steer: bool) {
+        if text.trim().is_empty() {
+            return;
+        }
+        self.scroll = 0;
+        if text.starts_with('/') && !text.starts_with("//") {
+            self.command(&text);
+            return;
+        }
+        // `//text` is a message that starts with `/`.
+        let text = crate::commands::unescape(&text).unwrap_or(text);
+        if self.running {
+            let sent = if steer {
+                self.agent.steer(&text)
+            } else {
+                self.agent.followup(&text)
+            };
+            match sent {
+                Ok(()) if steer => self.say("sent into the running turn"),
+                Ok(()) => {
+                    self.queued.push(text);
+                    self.say("queued: it runs when this turn ends (Ctrl-S steers instead)");
+                }
+                Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+            }
+            return;
+        }
+        if let Err(e) = self.agent.followup(&text) {
+            self.transcript.notice(Level::Error, e.to_string());
+            return;
+        }
+        self.start();
+    }
+}
