@@ -162,6 +162,14 @@ fn project_config_servers_and_hooks_need_trust() {
         "{}",
         dump.stdout
     );
+    // Adding a server to the project's file says whether it will start.
+    let added = run(env.keel_bare().args(["mcp", "add", "mine", "--", "true"]));
+    assert_eq!(added.code, Some(0), "{added:?}");
+    assert!(added.stdout.contains("keel mcp test mine"), "{added:?}");
+    keel_trust(&env, &["--revoke"]);
+    let added = run(env.keel_bare().args(["mcp", "add", "other", "--", "true"]));
+    assert_eq!(added.code, Some(0), "{added:?}");
+    assert!(added.stderr.contains("is not trusted"), "{added:?}");
     assert!(!dump.stdout.contains("trust.ignored"), "{}", dump.stdout);
 }
 

@@ -559,7 +559,16 @@ fn add(ctx: &Ctx, host: &Host, args: McpAddArgs) -> Result<ExitCode> {
         resolved.transport.describe(),
         file.display()
     )?;
-    writeln!(out, "check it with `keel mcp test {name}`")?;
+    let trust = &host.config().trust;
+    if args.global || trust.is_trusted() {
+        writeln!(out, "check it with `keel mcp test {name}`")?;
+    } else {
+        writeln!(
+            std::io::stderr(),
+            "note: workspace {} is not trusted, so keel starts no server of its .keel/config.toml; trust it with `keel trust` (docs/trust.md)",
+            trust.root.display()
+        )?;
+    }
     let secrets: Vec<&String> = match &resolved.transport {
         Transport::Stdio { env, .. } => env.keys().filter(|k| secret_env(k)).collect(),
         Transport::Http { headers, .. } => headers.keys().filter(|k| secret_header(k)).collect(),
