@@ -532,28 +532,32 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         },
         sources.trust,
     );
-    let mut layers = user;
     let mut ignored = Vec::new();
-    if let Some(project) = project {
-        if decision.is_trusted() {
-            layers.insert(at, project);
-        } else {
-            let (kept, left_out) = trust::untrusted_view(&project, &own.config);
-            if !left_out.is_empty() {
-                ignored.push(Ignored {
-                    file: project_path,
-                    what: left_out,
-                });
+    let mut loaded = match project {
+        // No project layer: the user's own layers are the whole configuration.
+        None => own,
+        Some(project) => {
+            let mut layers = user;
+            if decision.is_trusted() {
+                layers.insert(at, project);
+            } else {
+                let (kept, left_out) = trust::untrusted_view(&project, &own.config);
+                if !left_out.is_empty() {
+                    ignored.push(Ignored {
+                        file: project_path,
+                        what: left_out,
+                    });
+                }
+                if !kept.table.is_empty() {
+                    layers.insert(at, kept);
+                }
             }
-            if !kept.table.is_empty() {
-                layers.insert(at, kept);
-            }
+            merge_layers(&layers)?
         }
-    }
+    };
     if !decision.is_trusted() {
         ignored.extend(trust::project_files(&sources.project));
     }
-    let mut loaded = merge_layers(&layers)?;
     loaded.trust = decision;
     loaded.ignored = ignored;
     Ok(loaded)

@@ -57,12 +57,10 @@ pub fn run(ctx: &Ctx, args: TrustArgs) -> Result<ExitCode> {
         file.display()
     )?;
     // What the decision turns on or off, as the next run will see it.
-    let found: Vec<keel_host::Ignored> = {
+    let found = {
         let mut c = ctx.clone();
         c.cwd = root.clone();
-        c.common.trust_project = false;
-        c.common.project_trust = Some(ProjectTrust::Untrusted.as_str().to_owned());
-        c.host()?.config().ignored.clone()
+        governed(c)?
     };
     let verb = if level.is_trusted() {
         "now takes effect"
@@ -78,6 +76,14 @@ pub fn run(ctx: &Ctx, args: TrustArgs) -> Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `ctx`'s workspace holds that its trust decision governs (hooks, servers, widening
+/// keys, by file): what a load as untrusted leaves out, whatever the decision is now.
+pub(crate) fn governed(mut ctx: Ctx) -> Result<Vec<keel_host::Ignored>> {
+    ctx.common.trust_project = false;
+    ctx.common.project_trust = Some(ProjectTrust::Untrusted.as_str().to_owned());
+    Ok(ctx.host()?.config().ignored.clone())
 }
 
 /// The notice a front end shows for `ctx`'s workspace ([`keel_host::trust::notice`]); `None`

@@ -59,10 +59,7 @@ impl Source<'_> {
         let decision = host.config().trust.clone();
         // What the decision governs: what an untrusted load leaves out.
         let files = if decision.is_trusted() {
-            let mut untrusted = ctx.into_owned();
-            untrusted.common.trust_project = false;
-            untrusted.common.project_trust = Some(ProjectTrust::Untrusted.as_str().to_owned());
-            untrusted.host()?.config().ignored.clone()
+            super::trust::governed(ctx.into_owned())?
         } else {
             host.config().ignored.clone()
         };
