@@ -173,7 +173,7 @@ pub fn kept_modes<'a>(
                     kept.notes.push(ModeNote::ReadOnly { seq });
                 }
             }
-            Ok(logged) if looseness(sandbox) > looseness(logged) => {
+            Ok(logged) if sandbox.stricter(logged) != sandbox => {
                 kept.read_only = true;
                 kept.notes.push(ModeNote::Tightened {
                     seq,
@@ -214,15 +214,6 @@ pub fn kept_modes<'a>(
         kept.approval = Some(restored);
     }
     kept
-}
-
-/// How far `mode` lets file tools and commands reach (more is looser).
-fn looseness(mode: SandboxMode) -> u8 {
-    match mode {
-        SandboxMode::ReadOnly => 0,
-        SandboxMode::WorkspaceWrite => 1,
-        SandboxMode::FullAccess => 2,
-    }
 }
 
 #[cfg(test)]

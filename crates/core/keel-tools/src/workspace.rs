@@ -36,6 +36,21 @@ impl SandboxMode {
             SandboxMode::FullAccess => "full-access",
         }
     }
+
+    /// The stricter of `self` and `other`: `read-only` over `workspace-write` over
+    /// `full-access` (`self` when they are the same).
+    pub fn stricter(self, other: SandboxMode) -> SandboxMode {
+        let rank = |m: SandboxMode| match m {
+            SandboxMode::FullAccess => 0,
+            SandboxMode::WorkspaceWrite => 1,
+            SandboxMode::ReadOnly => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
 }
 
 impl fmt::Display for SandboxMode {

@@ -160,25 +160,6 @@ pub fn decide(
     decided(ProjectTrust::Untrusted, TrustSource::Undecided)
 }
 
-/// How strict a sandbox mode is (higher is stricter).
-fn sandbox_rank(mode: SandboxMode) -> u8 {
-    match mode {
-        SandboxMode::FullAccess => 0,
-        SandboxMode::WorkspaceWrite => 1,
-        SandboxMode::ReadOnly => 2,
-    }
-}
-
-/// How strict an approval policy is (higher is stricter): `never` refuses what `ask` would
-/// ask about, `auto` approves it.
-fn approval_rank(policy: ApprovalPolicy) -> u8 {
-    match policy {
-        ApprovalPolicy::Auto => 0,
-        ApprovalPolicy::Ask => 1,
-        ApprovalPolicy::Never => 2,
-    }
-}
-
 /// Plugins whose only effect is the tools they offer: an untrusted project may turn them off
 /// (fewer tools), never on. The others (hooks, provenance, continuity, compaction) guard or
 /// record, so turning them off would loosen what the user set.
@@ -218,8 +199,7 @@ pub fn untrusted_view(project: &Layer, user: &Config) -> (Layer, Vec<String>) {
                             .as_str()
                             .and_then(|m| m.parse::<SandboxMode>().ok())
                             .is_some_and(|m| {
-                                let own = user.sandbox.mode.unwrap_or_default();
-                                sandbox_rank(m) >= sandbox_rank(own)
+                                m.stricter(user.sandbox.mode.unwrap_or_default()) == m
                             }),
                         "network" => v
                             .as_bool()
@@ -240,9 +220,7 @@ pub fn untrusted_view(project: &Layer, user: &Config) -> (Layer, Vec<String>) {
                 let tightens = value
                     .as_str()
                     .and_then(ApprovalPolicy::parse)
-                    .is_some_and(|p| {
-                        approval_rank(p) >= approval_rank(user.approval.unwrap_or_default())
-                    });
+                    .is_some_and(|p| p.stricter(user.approval.unwrap_or_default()) == p);
                 keep_or_ignore(&mut kept, &mut ignored, "", key, value, tightens);
             }
             "tools" => {
