@@ -32,45 +32,4 @@ mod server;
 
 pub use server::{serve, serve_stdio};
 
-use keel_agent::Agent;
-use keel_host::BuildOptions;
-use std::path::Path;
-
-/// Why a session could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// No keel session has this id: the client named a session keel does not have (answered
-    /// as a "resource not found" JSON-RPC error).
-    #[error("{0}")]
-    NotFound(String),
-    /// The session exists but cannot be resumed (a corrupt log, a bad configuration): the
-    /// message says what and where (answered as an "invalid params" JSON-RPC error).
-    #[error("{0}")]
-    Unusable(String),
-}
-
-/// Builds the agents of ACP sessions, the way the binary builds every agent (configuration
-/// layers, flags, model). Calls may block (they read files and start plugins): they are made
-/// on a blocking thread.
-pub trait AgentSource: Send + Sync + 'static {
-    /// An agent on a new keel session working in `cwd`, built with `options` (the ACP event
-    /// feed and approver). `Err` is a message a person can act on.
-    fn create(&self, cwd: &Path, options: BuildOptions) -> Result<Agent, String>;
-
-    /// An agent continuing the keel session `id` (cold resume with crash repair), built with
-    /// `options`. `cwd` is the client's working directory for it.
-    fn load(&self, id: &str, cwd: &Path, options: BuildOptions) -> Result<Agent, LoadError>;
-
-    /// The line a session in `cwd` shows when the workspace is not trusted and holds something
-    /// keel left alone (hooks, servers, widening keys; docs/trust.md). `None`: nothing to say.
-    fn trust_notice(&self, _cwd: &Path) -> Option<String> {
-        None
-    }
-
-    /// `/trust ARGS` typed in a session working in `cwd`: no argument shows the workspace's
-    /// decision, `yes` records it as trusted, `no` as untrusted. The answer (or the error) is
-    /// the agent's message.
-    fn trust(&self, _cwd: &Path, _args: &str) -> Result<String, String> {
-        Err("workspace trust cannot be changed from this client".to_owned())
-    }
-}
+pub use keel_host::{AgentSource, SessionRef, SessionSpec, SourceError};

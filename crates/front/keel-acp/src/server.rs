@@ -5,22 +5,20 @@
 use crate::approve::AcpApprover;
 use crate::files::ClientFiles;
 use crate::map::{self, Feed, MODE_AUTO, MODE_DEFAULT, MODE_PLAN, MODE_READ_ONLY, Mapper, Modes};
-use crate::{AgentSource, LoadError};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
-    CancelNotification, ContentBlock, EmbeddedResourceResource, ErrorCode, FileSystemCapabilities,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    AgentCapabilities, CancelNotification, ErrorCode, FileSystemCapabilities, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
     McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
     PromptRequest, PromptResponse, SessionId, SessionMode, SessionModeState, SessionNotification,
     SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
-    UnstructuredCommandInput,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client, ConnectTo, Error};
 use keel_agent::{Agent, ApprovalPolicy};
 use keel_host::BuildOptions;
-use keel_host::commands::{Builtin, CommandKind, CommandSet, Invocation};
+use keel_host::commands::CommandSet;
+use keel_host::{AgentSource, SessionRef, SessionSpec, SourceError};
 use keel_protocol::sync::Locked;
 use keel_protocol::{SessionEvent, TurnEndReason};
 use keel_tools::SandboxMode;
@@ -33,6 +31,12 @@ use tokio::sync::Notify;
 
 /// How often a cancelled turn is cancelled again until it stops (a cancel can land between
 /// two turns of a follow-up chain).
+mod params;
+mod slash;
+
+use params::{mcp_servers, prompt_text, working_dir};
+use slash::{Slash, advertise_commands, compact, slash_command};
+
 const RECANCEL_EVERY: Duration = Duration::from_millis(200);
 /// How long running turns get to stop after the client left.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -43,7 +47,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Lines are read and written by a thread each: the writer writes every line queued and
 /// flushes once the queue is empty, instead of a flush (a thread hand-off) per message, which
 /// dominated the cost of a streamed update.
-pub async fn serve_stdio<S: AgentSource>(source: S) -> Result<(), Error> {
+pub async fn serve_stdio<S: AgentSource + 'static>(source: S) -> Result<(), Error> {
     let (out_tx, out_rx) = std::sync::mpsc::channel::<String>();
     let writer = std::thread::Builder::new()
         .name("keel-acp-stdout".into())
@@ -111,7 +115,7 @@ fn write_lines(lines: &std::sync::mpsc::Receiver<String>) {
 
 /// Serve ACP over `transport` until it closes; then cancel the turns still running and wait
 /// for them (their logs end with a `turn/end`).
-pub async fn serve<S: AgentSource>(
+pub async fn serve<S: AgentSource + 'static>(
     source: S,
     transport: impl ConnectTo<AcpAgent>,
 ) -> Result<(), Error> {
@@ -328,7 +332,7 @@ fn set_mode(agent: &Agent, mode: &str) -> Result<(), Error> {
     Ok(())
 }
 
-impl<S: AgentSource> Server<S> {
+impl<S: AgentSource + 'static> Server<S> {
     fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
         *self.client_fs.locked() = req.client_capabilities.fs.clone();
         let version = if req.protocol_version < ProtocolVersion::LATEST {
@@ -429,10 +433,11 @@ impl<S: AgentSource> Server<S> {
         let options = self.options(&feed, &cwd, &req.mcp_servers)?;
         let source = self.source.clone();
         let dir = cwd.clone();
-        let built = tokio::task::spawn_blocking(move || source.create(&dir, options))
-            .await
-            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
-        let agent = built.map_err(|e| err(ErrorCode::InternalError, e))?;
+        let built =
+            tokio::task::spawn_blocking(move || source.create(&SessionSpec::in_dir(dir), options))
+                .await
+                .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+        let agent = built.map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
         let modes = modes(&agent);
         let live = self.open(agent, feed, cwd);
         Ok((NewSessionResponse::new(live.id.clone()).modes(modes), live))
@@ -476,12 +481,19 @@ impl<S: AgentSource> Server<S> {
         let source = self.source.clone();
         let name = id.0.to_string();
         let dir = cwd.clone();
-        let built = tokio::task::spawn_blocking(move || source.load(&name, &dir, options))
-            .await
-            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+        let built = tokio::task::spawn_blocking(move || {
+            source.resume(SessionRef::Id(&name), &SessionSpec::in_dir(dir), options)
+        })
+        .await
+        .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
         let agent = built.map_err(|e| match e {
-            LoadError::NotFound(m) => err(ErrorCode::ResourceNotFound, m),
-            LoadError::Unusable(m) => err(ErrorCode::InvalidParams, m),
+            SourceError::NotFound(m) => err(
+                ErrorCode::ResourceNotFound,
+                format!("{m}: pass the id of a keel session (keel sessions list --all)"),
+            ),
+            SourceError::Failed(m) | SourceError::Unsupported(m) => {
+                err(ErrorCode::InvalidParams, m)
+            }
         })?;
         // Replay the history, then go live.
         let updates = {
@@ -607,275 +619,6 @@ impl<S: AgentSource> Server<S> {
     }
 }
 
-/// The MCP servers of `session/new` or `session/load` in keel's `[mcp_servers.NAME]` shape.
-/// SSE servers are refused (keel speaks stdio and streamable HTTP; `initialize` says so).
-fn mcp_servers(servers: &[McpServer]) -> Result<serde_json::Map<String, serde_json::Value>, Error> {
-    let mut out = serde_json::Map::new();
-    for server in servers {
-        let (name, entry) = match server {
-            McpServer::Stdio(s) => {
-                let env: serde_json::Map<String, serde_json::Value> = s
-                    .env
-                    .iter()
-                    .map(|v| (v.name.clone(), v.value.clone().into()))
-                    .collect();
-                (
-                    &s.name,
-                    serde_json::json!({
-                        "command": s.command.to_string_lossy(),
-                        "args": s.args,
-                        "env": env,
-                    }),
-                )
-            }
-            McpServer::Http(s) => {
-                let headers: serde_json::Map<String, serde_json::Value> = s
-                    .headers
-                    .iter()
-                    .map(|h| (h.name.clone(), h.value.clone().into()))
-                    .collect();
-                (
-                    &s.name,
-                    serde_json::json!({"url": s.url, "headers": headers}),
-                )
-            }
-            McpServer::Sse(s) => {
-                return Err(err(
-                    ErrorCode::InvalidParams,
-                    format!(
-                        "MCP server {:?} uses SSE, which keel does not speak: give it as a stdio \
-                         or streamable HTTP server (mcpCapabilities in initialize)",
-                        s.name
-                    ),
-                ));
-            }
-            _ => {
-                return Err(err(
-                    ErrorCode::InvalidParams,
-                    "an MCP server of a transport keel does not know: keel speaks stdio and \
-                     streamable HTTP",
-                ));
-            }
-        };
-        if name.is_empty() {
-            return Err(err(ErrorCode::InvalidParams, "an MCP server has no name"));
-        }
-        out.insert(name.clone(), entry);
-    }
-    Ok(out)
-}
-
-/// The request's `cwd`: an existing directory, absolute as ACP requires.
-fn working_dir(cwd: &Path) -> Result<PathBuf, Error> {
-    if !cwd.is_absolute() {
-        return Err(err(
-            ErrorCode::InvalidParams,
-            format!("cwd {} is not an absolute path", cwd.display()),
-        ));
-    }
-    let dir = cwd.canonicalize().map_err(|e| {
-        err(
-            ErrorCode::InvalidParams,
-            format!("cwd {}: {e}", cwd.display()),
-        )
-    })?;
-    if !dir.is_dir() {
-        return Err(err(
-            ErrorCode::InvalidParams,
-            format!("cwd {} is not a directory", dir.display()),
-        ));
-    }
-    Ok(dir)
-}
-
-/// The prompt as the text keel's model reads: text blocks, resource links as links, embedded
-/// text resources inline. Images, audio and binary resources are refused (keel advertises
-/// none of them).
-pub(crate) fn prompt_text(blocks: &[ContentBlock]) -> Result<String, Error> {
-    let mut text = String::new();
-    let mut push = |s: &str| {
-        if !text.is_empty() {
-            text.push_str("\n\n");
-        }
-        text.push_str(s);
-    };
-    for block in blocks {
-        match block {
-            ContentBlock::Text(t) => push(&t.text),
-            ContentBlock::ResourceLink(l) => push(&format!("[{}]({})", l.name, l.uri)),
-            ContentBlock::Resource(r) => match &r.resource {
-                EmbeddedResourceResource::TextResourceContents(t) => {
-                    push(&format!(
-                        "<context uri=\"{}\">\n{}\n</context>",
-                        t.uri, t.text
-                    ));
-                }
-                _ => {
-                    return Err(unsupported("a binary embedded resource"));
-                }
-            },
-            ContentBlock::Image(_) => return Err(unsupported("an image")),
-            ContentBlock::Audio(_) => return Err(unsupported("audio")),
-            _ => return Err(unsupported("a content block of an unknown type")),
-        }
-    }
-    if text.trim().is_empty() {
-        return Err(err(
-            ErrorCode::InvalidParams,
-            "the prompt has no text: send at least one text content block",
-        ));
-    }
-    Ok(text)
-}
-
-fn unsupported(what: &str) -> Error {
-    err(
-        ErrorCode::InvalidParams,
-        format!(
-            "keel takes text prompts only and this one has {what}; send text, resource links or \
-             embedded text resources (see the promptCapabilities of initialize)"
-        ),
-    )
-}
-
-/// The slash commands of `live` as an `available_commands_update`: `/compact`, `/trust`, the
-/// custom commands of the workspace (Markdown files, as in the terminal UI) and the plugins'
-/// commands. Sent once listed (reading files and listing may start servers: it runs on a
-/// blocking thread, after the session's answer), after the workspace's trust notice when it
-/// has one (an agent message: what keel left alone, and how to trust the folder).
-fn advertise_commands(live: &Arc<Live>, cx: ConnectionTo<Client>) {
-    let live = live.clone();
-    tokio::task::spawn_blocking(move || {
-        if let Some(notice) = live.source.trust_notice(&live.cwd) {
-            send(
-                &cx,
-                &live.id,
-                SessionUpdate::AgentMessageChunk(map::chunk(format!("keel: {notice}\n"))),
-            );
-        }
-        let mut list = vec![
-            AvailableCommand::new(Builtin::Compact.name(), Builtin::Compact.description()),
-            offered(
-                Builtin::Trust.name(),
-                Builtin::Trust.description(),
-                Builtin::Trust.argument_hint().map(str::to_owned),
-            ),
-        ];
-        for c in custom_commands(&live).all() {
-            if matches!(c.kind, CommandKind::Custom { .. }) {
-                list.push(offered(&c.name, &c.description, c.argument_hint.clone()));
-            }
-        }
-        for source in live.agent.commands() {
-            for command in source.commands() {
-                list.push(offered(
-                    &command.name,
-                    &command.description,
-                    command.argument_hint,
-                ));
-            }
-        }
-        send(
-            &cx,
-            &live.id,
-            SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(list)),
-        );
-    });
-}
-
-fn offered(name: &str, description: &str, hint: Option<String>) -> AvailableCommand {
-    let entry = AvailableCommand::new(name, description);
-    match hint {
-        Some(hint) => entry.input(Some(AvailableCommandInput::Unstructured(
-            UnstructuredCommandInput::new(hint),
-        ))),
-        None => entry,
-    }
-}
-
-/// The custom commands of `live`'s workspace, read on first use.
-fn custom_commands(live: &Live) -> &CommandSet {
-    live.custom.get_or_init(|| {
-        let config = live.agent.config();
-        CommandSet::load_for(&config.cwd, config.keel_home.as_deref())
-    })
-}
-
-/// What a prompt starting with `/` asks for.
-enum Slash {
-    /// Compact the conversation now.
-    Compact,
-    /// Answer with this text, without a model turn (`/trust`).
-    Say(String),
-    /// Send this text instead (a custom or plugin command, expanded).
-    Prompt(String),
-}
-
-/// `/name args` of a slash command: `/compact`, a custom command (expanded with its
-/// arguments) or a plugin's (expanded by the plugin); `None` when `text` names none of them
-/// (it is sent as typed).
-async fn slash_command(live: &Live, text: &str) -> Result<Option<Slash>, Error> {
-    let Some(rest) = text.strip_prefix('/') else {
-        return Ok(None);
-    };
-    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    if name.is_empty() {
-        return Ok(None);
-    }
-    if name == Builtin::Compact.name() {
-        return Ok(Some(Slash::Compact));
-    }
-    if name == Builtin::Trust.name() {
-        let (source, cwd, args) = (
-            live.source.clone(),
-            live.cwd.clone(),
-            args.trim().to_owned(),
-        );
-        let said = tokio::task::spawn_blocking(move || source.trust(&cwd, &args))
-            .await
-            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?
-            .map_err(|e| err(ErrorCode::InvalidParams, format!("/trust: {e}")))?;
-        return Ok(Some(Slash::Say(said)));
-    }
-    if let Ok(Invocation::Custom { prompt, .. }) = custom_commands(live).parse(text) {
-        return Ok(Some(Slash::Prompt(prompt)));
-    }
-    for source in live.agent.commands() {
-        if source.commands().iter().any(|c| c.name == name) {
-            return source
-                .expand(name, args.trim())
-                .await
-                .map(|p| Some(Slash::Prompt(p)))
-                .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
-        }
-    }
-    Ok(None)
-}
-
-/// `/compact`: compact the session now and say how it went as the agent's message.
-async fn compact(live: &Live) -> Result<PromptResponse, Error> {
-    use keel_agent::compaction::{CompactionOutcome, CompactionReason, compact_now};
-    let report = compact_now(&live.agent, CompactionReason::Manual)
-        .await
-        .map_err(|e| err(ErrorCode::InternalError, format!("keel: /compact: {e}")))?;
-    let said = match &report.outcome {
-        CompactionOutcome::Compacted => format!(
-            "Compacted the conversation: about {} → {} tokens per request.",
-            report.before_tokens, report.after_tokens
-        ),
-        CompactionOutcome::NotNeeded | CompactionOutcome::Skipped => {
-            "Nothing to compact yet.".to_owned()
-        }
-        CompactionOutcome::Failed { error } => format!("Compaction failed: {error}"),
-    };
-    send(
-        &live.feed.cx,
-        &live.id,
-        SessionUpdate::AgentMessageChunk(map::chunk(said)),
-    );
-    Ok(PromptResponse::new(StopReason::EndTurn))
-}
-
 /// Queue `text` and run the session's turns until idle, cancelling on `session/cancel`.
 async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
     let agent = &live.agent;
@@ -938,50 +681,4 @@ async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
         }
     };
     Ok(PromptResponse::new(reason))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn blocks(v: serde_json::Value) -> Vec<ContentBlock> {
-        serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn prompts_take_text_links_and_embedded_text() {
-        let text = prompt_text(&blocks(serde_json::json!([
-            {"type": "text", "text": "look at"},
-            {"type": "resource_link", "name": "a.rs", "uri": "file:///w/a.rs"},
-            {"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}"}}
-        ])))
-        .unwrap();
-        assert_eq!(
-            text,
-            "look at\n\n[a.rs](file:///w/a.rs)\n\n<context uri=\"file:///w/b.rs\">\nfn b() {}\n</context>"
-        );
-    }
-
-    #[test]
-    fn images_audio_and_empty_prompts_are_refused() {
-        for (v, needle) in [
-            (
-                serde_json::json!([{"type": "image", "mimeType": "image/png", "data": "AA=="}]),
-                "an image",
-            ),
-            (
-                serde_json::json!([{"type": "audio", "mimeType": "audio/wav", "data": "AA=="}]),
-                "audio",
-            ),
-            (
-                serde_json::json!([{"type": "text", "text": "  "}]),
-                "no text",
-            ),
-        ] {
-            let e = prompt_text(&blocks(v)).unwrap_err();
-            assert_eq!(e.code, ErrorCode::InvalidParams);
-            assert!(e.message.contains(needle), "{}", e.message);
-        }
-    }
 }

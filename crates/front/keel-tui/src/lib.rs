@@ -11,5 +11,6 @@ pub mod transcript;
 pub mod trust;
 pub mod view;
 
-pub use app::{AgentSource, Options, Review, ReviewFuture, SessionEntry, Target, run};
+pub use app::{Options, Target, run};
+pub use keel_host::{AgentSource, Review, ReviewFuture, SessionEntry};
 pub use trust::WorkspaceTrust;

@@ -25,6 +25,7 @@ pub mod config;
 pub mod endpoint;
 mod error;
 mod factory;
+pub mod source;
 pub mod trust;
 
 pub use config::{ConfigError, Loaded, Sources};
@@ -35,4 +36,7 @@ pub use factory::{
     ModelSource, RowEdit,
 };
 pub use keel_session::Format as LogFormat;
-pub use trust::{Ignored, ProjectTrust, TrustDecision, TrustSource};
+pub use source::{
+    AgentSource, Review, ReviewFuture, SessionEntry, SessionRef, SessionSpec, SourceError,
+};
+pub use trust::{Ignored, ProjectTrust, TrustDecision, TrustSource, WorkspaceTrust};

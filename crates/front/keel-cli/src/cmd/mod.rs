@@ -11,6 +11,7 @@ mod progress;
 mod provenance;
 mod run;
 mod sessions;
+mod source;
 mod trust;
 mod tui;
 

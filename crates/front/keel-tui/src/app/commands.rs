@@ -91,9 +91,9 @@ impl App<'_> {
         let level = match TrustArg::parse(args) {
             Ok(TrustArg::Record(level)) => level,
             Ok(TrustArg::Show) => {
-                match self.source.trust() {
+                match self.source.trust(self.source.workspace()) {
                     Ok(ws) => self.transcript.notice(Level::Info, ws.describe()),
-                    Err(e) => self.transcript.notice(Level::Error, e),
+                    Err(e) => self.transcript.notice(Level::Error, e.to_string()),
                 }
                 return;
             }
@@ -106,21 +106,22 @@ impl App<'_> {
             self.say("trust changes between turns: wait for this turn or Ctrl-C it");
             return;
         }
-        let before = match self.source.trust() {
+        let here = self.source.workspace();
+        let before = match self.source.trust(here) {
             Ok(ws) => ws.decision.trust,
             Err(e) => {
-                self.transcript.notice(Level::Error, e);
+                self.transcript.notice(Level::Error, e.to_string());
                 return;
             }
         };
         let after = self
             .source
-            .record_trust(level)
-            .and_then(|()| self.source.trust());
+            .record_trust(here, level)
+            .and_then(|_| self.source.trust(here));
         let after = match after {
             Ok(ws) => ws,
             Err(e) => {
-                self.transcript.notice(Level::Error, e);
+                self.transcript.notice(Level::Error, e.to_string());
                 return;
             }
         };
@@ -193,7 +194,10 @@ impl App<'_> {
             Builtin::New => {
                 self.switch(Target::default(), History::Render);
             }
-            Builtin::Resume => match self.source.resolve((!args.is_empty()).then_some(args)) {
+            Builtin::Resume => match self
+                .source
+                .resolve(self.source.workspace(), (!args.is_empty()).then_some(args))
+            {
                 Ok(path) => {
                     self.switch(
                         Target {
@@ -203,10 +207,10 @@ impl App<'_> {
                         History::Render,
                     );
                 }
-                Err(e) => self.transcript.notice(Level::Error, e),
+                Err(e) => self.transcript.notice(Level::Error, e.to_string()),
             },
             Builtin::Sessions => {
-                let list = self.source.sessions();
+                let list = self.source.sessions(self.source.workspace());
                 let text = if list.is_empty() {
                     "No sessions in this directory yet.".to_owned()
                 } else {
@@ -340,7 +344,7 @@ impl App<'_> {
                 let review = self.source.review(&self.agent, base);
                 let tx = self.tx.clone();
                 self.runtime.spawn(async move {
-                    let _ = tx.send(Msg::Reviewed(review.await));
+                    let _ = tx.send(Msg::Reviewed(review.await.map_err(|e| e.to_string())));
                 });
             }
         }

@@ -27,7 +27,9 @@ use crossterm::terminal::{
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_agent::{Agent, Approver, allow_key};
-use keel_host::{BuildOptions, ProjectTrust};
+use keel_host::{
+    AgentSource, BuildOptions, ProjectTrust, Review, SessionEntry, SessionRef, SessionSpec,
+};
 use keel_protocol::sync::Locked;
 use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
 use keel_tools::ApprovalOutcome;
@@ -46,64 +48,6 @@ pub struct Target {
     pub resume: Option<PathBuf>,
     /// Use this model instead of the configured one.
     pub model: Option<String>,
-}
-
-/// One session, for `/sessions` and the picker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionEntry {
-    /// Its file.
-    pub path: PathBuf,
-    /// Its id.
-    pub id: String,
-    /// Its title (the first prompt).
-    pub title: String,
-    /// Last modified (ms since the epoch).
-    pub modified: TimeMs,
-    /// File size in bytes.
-    pub bytes: u64,
-}
-
-/// How the front end builds agents for the UI (the `keel` binary implements it over its
-/// configuration and flags).
-pub trait AgentSource {
-    /// Build an agent for `target` with `options` (the UI's event feed and approver).
-    fn build(&self, target: &Target, options: BuildOptions) -> Result<Agent, String>;
-    /// The session a `/resume` argument names (`None`: the latest of this directory).
-    fn resolve(&self, query: Option<&str>) -> Result<PathBuf, String>;
-    /// This directory's sessions, newest first.
-    fn sessions(&self) -> Vec<SessionEntry>;
-    /// What `model`'s tokens cost, when known (`/status` shows the session's cost).
-    fn price(&self, _model: &str) -> Option<keel_llm::Price> {
-        None
-    }
-    /// `/review [REF]`: a delegated reviewer's findings on the workspace's change from `base`
-    /// (HEAD when `None`), for `agent`'s session; or why there are none.
-    fn review(&self, _agent: &Agent, _base: Option<String>) -> ReviewFuture {
-        Box::pin(async { Err("this front end cannot review".to_owned()) })
-    }
-    /// The workspace's trust decision and what its own files hold that the decision governs,
-    /// as the next agent built would see them; `Err` when this front end does not manage
-    /// trust or cannot read the configuration (the UI then asks nothing).
-    fn trust(&self) -> Result<WorkspaceTrust, String> {
-        Err("this front end does not manage workspace trust".to_owned())
-    }
-    /// Record `level` for the workspace in the user's configuration: agents built from now on
-    /// follow it (a one-run override such as `--trust-project` no longer applies).
-    fn record_trust(&self, _level: ProjectTrust) -> Result<(), String> {
-        Err("this front end does not manage workspace trust".to_owned())
-    }
-}
-
-/// A review under way.
-pub type ReviewFuture = BoxFuture<'static, Result<Review, String>>;
-
-/// What `/review` found.
-#[derive(Debug, Clone)]
-pub struct Review {
-    /// The findings as the reviewer wrote them (framed as untrusted delegate output).
-    pub findings: String,
-    /// The message that carries them into the session's next turn.
-    pub notice: keel_protocol::Message,
 }
 
 /// How the UI starts.
@@ -311,20 +255,22 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     }
     let mut resume = options.resume.clone();
     if options.pick {
-        match pick_session(&mut surface, &rx, &source.sessions())? {
+        match pick_session(&mut surface, &rx, &source.sessions(source.workspace()))? {
             Picked::Session(path) => resume = Some(path),
             Picked::New => resume = None,
             Picked::Quit => return Ok(()),
         }
     }
     // The trust question, before the first agent: what that agent may run depends on it.
-    let answer = match source.trust() {
+    let answer = match source.trust(source.workspace()) {
         Ok(ws) if ws.should_ask() => Some(ask_trust(&mut surface, &rx, &ws)?),
         _ => None,
     };
     let recorded = match answer {
-        Some(Answer::Trust) => Some(source.record_trust(ProjectTrust::Trusted)),
-        Some(Answer::Distrust) => Some(source.record_trust(ProjectTrust::Untrusted)),
+        Some(Answer::Trust) => Some(source.record_trust(source.workspace(), ProjectTrust::Trusted)),
+        Some(Answer::Distrust) => {
+            Some(source.record_trust(source.workspace(), ProjectTrust::Untrusted))
+        }
         Some(Answer::Dismissed) | None => None,
     };
     let target = Target {
@@ -363,11 +309,12 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     // What the trust question decided, and what this agent leaves alone: in the transcript
     // (never on stderr, which is the terminal the UI draws on).
     if let Some(Err(e)) = recorded {
-        app.transcript.notice(Level::Error, e);
+        app.transcript.notice(Level::Error, e.to_string());
     }
-    if let Ok(ws) = source.trust() {
+    if let Ok(ws) = source.trust(source.workspace()) {
         if let Some(answer) = answer {
-            app.transcript.notice(Level::Info, ws.answered(answer));
+            app.transcript
+                .notice(Level::Info, trust::answered(&ws, answer));
         }
         if let Some(line) = ws.notice() {
             app.transcript.notice(Level::Info, line);
@@ -436,7 +383,16 @@ fn build(
             let _ = feed.send(Msg::Agent(Box::new(ev.clone())));
         }));
     options.approver = Some(approver.clone());
-    source.build(target, options)
+    let spec = SessionSpec {
+        cwd: Some(source.workspace().to_path_buf()),
+        model: target.model.clone(),
+        ..SessionSpec::default()
+    };
+    match &target.resume {
+        Some(path) => source.resume(SessionRef::Path(path), &spec, options),
+        None => source.create(&spec, options),
+    }
+    .map_err(|e| e.to_string())
 }
 
 impl App<'_> {

@@ -3,6 +3,7 @@
 
 use super::{Answer, ProgressUpdate, TurnControl};
 use keel_agent::{Agent, HookRegistry};
+use keel_host::SourceError;
 use keel_protocol::{EventBody, SessionEvent};
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +73,7 @@ fn short(s: &str, max: usize) -> String {
 /// ([`Agent::cancel_turn`]: it ends `aborted`, the log stays valid) and the agent's background
 /// jobs are stopped; the answer then says `aborted`. Background jobs still running when the
 /// agent goes idle are stopped too (the call owns the agent).
-pub async fn drive(agent: &Agent, control: &TurnControl) -> Result<Answer, String> {
+pub async fn drive(agent: &Agent, control: &TurnControl) -> Result<Answer, SourceError> {
     let run = agent.run_until_idle();
     tokio::pin!(run);
     let cancel = control.cancel_token().clone();
@@ -96,8 +97,10 @@ pub async fn drive(agent: &Agent, control: &TurnControl) -> Result<Answer, Strin
             final_text: outcome.final_text,
             turn_end: outcome.reason,
         }),
-        Ok(None) => Err(format!("session {session_id}: no turn ran")),
-        Err(e) => Err(format!("session {session_id}: {e}")),
+        Ok(None) => Err(SourceError::Failed(format!(
+            "session {session_id}: no turn ran"
+        ))),
+        Err(e) => Err(SourceError::Failed(format!("session {session_id}: {e}"))),
     }
 }
 

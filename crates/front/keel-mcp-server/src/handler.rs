@@ -27,7 +27,7 @@ cancelling a call stops its turn.";
 
 /// The MCP server: the `keel` and `keel_reply` tools over a [`TaskRunner`]. Cheap to clone
 /// (clones share the runner and the calls in flight).
-pub struct KeelServer<R> {
+pub(crate) struct KeelServer<R> {
     inner: Arc<Inner<R>>,
 }
 
@@ -96,7 +96,7 @@ impl Drop for BusyGuard<'_> {
 
 impl<R: TaskRunner> KeelServer<R> {
     /// A server running calls through `runner`.
-    pub fn new(runner: R) -> Self {
+    pub(crate) fn new(runner: R) -> Self {
         KeelServer {
             inner: Arc::new(Inner {
                 runner: Arc::new(runner),
@@ -108,7 +108,7 @@ impl<R: TaskRunner> KeelServer<R> {
     }
 
     /// Cancel every call in flight and wait at most `grace` for them to end.
-    pub async fn shutdown(&self, grace: Duration) {
+    pub(crate) async fn shutdown(&self, grace: Duration) {
         self.inner.shutdown.cancel();
         self.inner.calls.close();
         let _ = tokio::time::timeout(grace, self.inner.calls.wait()).await;
@@ -179,7 +179,7 @@ impl<R: TaskRunner> KeelServer<R> {
         }
         match joined {
             Ok(Ok(answer)) => answer_result(&answer),
-            Ok(Err(message)) => CallToolResult::error(vec![ContentBlock::text(message)]),
+            Ok(Err(e)) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
             Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "keel: the call failed: {e}"
             ))]),

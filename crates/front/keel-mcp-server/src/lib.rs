@@ -1,4 +1,4 @@
-//! keel as an MCP server (`keel mcp-server`).
+//! keel as an MCP server (`keel mcp-server`): a front end beside the terminal UI and ACP.
 //!
 //! Two tools let another agent (Claude Code, Codex, another keel) delegate to keel over stdio:
 //!
@@ -6,27 +6,31 @@
 //!   new keel session and answers with the final text and the session id;
 //! - `keel_reply` (`session_id`, `prompt`) continues such a session with another turn.
 //!
-//! This module speaks the protocol; it does not build agents. A front end does, through a
-//! [`TaskRunner`] it hands to [`serve_stdio`] (the `keel` binary's runner uses `keel-host`,
-//! which this crate must not depend on). The runner gets a [`TurnControl`] with each call: a
-//! sink for [`ProgressUpdate`]s, which become MCP progress notifications when the request
-//! carries a progress token, and a cancellation token, cancelled when the client sends
-//! `notifications/cancelled` for the request (or the server shuts down). [`drive`] runs an
-//! agent's queued turns under that control and [`observe_progress`] turns the agent's session
-//! events into progress updates, so a runner only builds (or resumes) the agent.
+//! This crate speaks the protocol and runs the turns; agents come from the front end's
+//! [`AgentSource`] handed to [`serve_stdio`] (the `keel` binary's, built on `keel-host` like
+//! every other front end's). Each call gets a [`TurnControl`]: a sink for [`ProgressUpdate`]s,
+//! which become MCP progress notifications when the request carries a progress token, and a
+//! cancellation token, cancelled when the client sends `notifications/cancelled` for the
+//! request (or the server shuts down). [`drive`] runs an agent's queued turns under that
+//! control and [`observe_progress`] turns the agent's session events into progress updates.
 //!
 //! Calls run concurrently, each in its own session; a session runs one turn at a time, so a
 //! `keel_reply` to a session whose turn is still running is refused.
 
+#![deny(missing_docs)]
+
 mod drive;
 mod handler;
+mod runner;
 mod tools;
 
 pub use drive::{drive, observe_progress};
-pub use handler::{KeelServer, answer_result};
+pub use handler::answer_result;
+pub use keel_host::AgentSource;
 pub use tools::{KEEL_TOOL, REPLY_TOOL, parse_reply, parse_task, tools};
 
 use keel_agent::ApprovalPolicy;
+use keel_host::SourceError;
 use keel_protocol::TurnEndReason;
 use keel_tools::SandboxMode;
 use std::fmt;
@@ -184,25 +188,25 @@ impl TurnControl {
     }
 }
 
-/// Runs the server's calls: what a front end implements (the `keel` binary with `keel-host`).
+/// Runs the server's calls ([`runner::Runner`] over an [`AgentSource`]; tests use their own).
 ///
 /// An `Err` is a failure before or around the turn (a bad `cwd`, a configuration error, an
 /// unknown session): its text reaches the client as an error result. A turn that ran and ended
 /// badly is an `Ok` [`Answer`] whose [`Answer::turn_end`] says why.
-pub trait TaskRunner: Send + Sync + 'static {
+pub(crate) trait TaskRunner: Send + Sync + 'static {
     /// Run `task` in a new session.
     fn run(
         &self,
         task: TaskRequest,
         control: TurnControl,
-    ) -> impl Future<Output = Result<Answer, String>> + Send;
+    ) -> impl Future<Output = Result<Answer, SourceError>> + Send;
 
     /// Run another turn in an existing session.
     fn reply(
         &self,
         reply: ReplyRequest,
         control: TurnControl,
-    ) -> impl Future<Output = Result<Answer, String>> + Send;
+    ) -> impl Future<Output = Result<Answer, SourceError>> + Send;
 }
 
 /// Why the server could not serve.
@@ -220,11 +224,12 @@ pub enum ServerError {
 /// cancelled to end (and write their `turn/end`).
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serve `runner`'s tools over stdin/stdout until the client closes the connection; then cancel
-/// the calls still running and wait (at most [`SHUTDOWN_GRACE`]) for them to end. Must run in
-/// a Tokio runtime with IO and time enabled. Nothing else may write to stdout meanwhile.
-pub async fn serve_stdio<R: TaskRunner>(runner: R) -> Result<(), ServerError> {
-    let server = KeelServer::new(runner);
+/// Serve the two tools over stdin/stdout, with agents from `source`, until the client closes
+/// the connection; then cancel the calls still running and wait (at most [`SHUTDOWN_GRACE`])
+/// for them to end. Must run in a Tokio runtime with IO and time enabled. Nothing else may
+/// write to stdout meanwhile.
+pub async fn serve_stdio<S: AgentSource + 'static>(source: S) -> Result<(), ServerError> {
+    let server = handler::KeelServer::new(runner::Runner::new(source));
     let running = rmcp::ServiceExt::serve(server.clone(), rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| ServerError::Initialize(e.to_string()))?;

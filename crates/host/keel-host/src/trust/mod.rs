@@ -19,6 +19,10 @@
 //!
 //! Undecided is untrusted: a headless run never trusts by accident, and the terminal UI asks.
 
+mod workspace;
+
+pub use workspace::WorkspaceTrust;
+
 use crate::config::{Config, Layer};
 use keel_agent::ApprovalPolicy;
 pub use keel_agent::plugin::ProjectTrust;

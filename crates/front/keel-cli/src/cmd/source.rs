@@ -1,0 +1,356 @@
+//! The binary's one [`AgentSource`]: the agents of the terminal UI, `keel acp` and
+//! `keel mcp-server`, built like `keel run`'s (a new session) and `keel resume`'s (a cold
+//! resume that keeps the session's modes), from the configuration layers and the global flags.
+//! What differs between the front ends is set when the source is made: the header's `origin`,
+//! a delegation lineage, whether diagnostics go to stderr, the `/review` command.
+
+use super::Ctx;
+use super::run::{discard_new_session, keep_session_modes};
+use keel_agent::Agent;
+use keel_host::{
+    AgentSource, BuildOptions, Flags, LogFormat, ModelSource, ProjectTrust, SessionEntry,
+    SessionRef, SessionSpec, SourceError, WorkspaceTrust,
+};
+use keel_protocol::SessionId;
+use keel_protocol::sync::Locked;
+use keel_session::{PersistentSession, StoreError, WriterOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// What goes to stderr as agents are built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Say {
+    /// Nothing: the terminal belongs to the UI, which shows what matters in its transcript.
+    Nothing,
+    /// The resumed session, an incomplete sandbox, the modes a resumed session keeps (ACP
+    /// shows the workspace's trust notice in the session itself).
+    Notes,
+    /// [`Say::Notes`] and the untrusted workspace's notice (headless servers).
+    NotesAndTrust,
+}
+
+/// The binary's agent source.
+pub(crate) struct Source {
+    ctx: Ctx,
+    flags: Flags,
+    model: ModelSource,
+    /// The session header's `origin` for new sessions (`acp`, `mcp`).
+    origin: Option<&'static str>,
+    /// `--delegated-from` (and depth): the parent new sessions name.
+    lineage: Option<(SessionId, u32)>,
+    say: Say,
+    /// The run's own trust decision (`--trust-project`), until the person records one
+    /// ([`AgentSource::record_trust`]): from then on the recorded decision holds.
+    trust_flag: Mutex<Option<ProjectTrust>>,
+    /// `/review` of the latest agent built (`Some` once the front end asked for reviews).
+    review: Option<Mutex<Option<keel_delegate::review::ReviewCommand>>>,
+}
+
+impl Source {
+    /// Agents in `ctx`'s workspace built with `flags` and `model`.
+    pub(crate) fn new(ctx: &Ctx, flags: Flags, model: ModelSource, say: Say) -> Self {
+        Self {
+            trust_flag: Mutex::new(ctx.project_trust()),
+            ctx: ctx.clone(),
+            flags,
+            model,
+            origin: None,
+            lineage: None,
+            say,
+            review: None,
+        }
+    }
+
+    /// New sessions record `origin` in their header.
+    pub(crate) fn origin(mut self, origin: &'static str) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// New sessions name `parent` (at delegation `depth`) as the session they were delegated
+    /// from.
+    pub(crate) fn lineage(mut self, lineage: Option<(SessionId, u32)>) -> Self {
+        self.lineage = lineage;
+        self
+    }
+
+    /// Agents carry the delegation plugin with a `/review` command ([`AgentSource::review`]).
+    pub(crate) fn with_review(mut self) -> Self {
+        self.review = Some(Mutex::new(None));
+        self
+    }
+
+    /// The context agents in `cwd` are built in: the command line's, with the run's trust
+    /// flag as it stands now.
+    fn ctx_in(&self, cwd: Option<&Path>) -> Ctx {
+        let mut ctx = self.ctx.clone();
+        if let Some(cwd) = cwd {
+            ctx.cwd = cwd.to_path_buf();
+        }
+        let flag = *self.trust_flag.locked();
+        if flag != ctx.project_trust() {
+            ctx.common.trust_project = false;
+            ctx.common.project_trust = flag.map(|t| t.as_str().to_owned());
+        }
+        ctx
+    }
+
+    /// The flags of an agent under `spec`.
+    fn flags_for(&self, spec: &SessionSpec) -> Flags {
+        let mut flags = self.flags.clone();
+        if spec.sandbox.is_some() {
+            flags.sandbox = spec.sandbox;
+        }
+        if spec.approval.is_some() {
+            flags.approval = spec.approval;
+        }
+        if spec.model.is_some() {
+            flags.model = spec.model.clone();
+        }
+        flags
+    }
+
+    /// The host of `ctx`: with the `/review` command's delegation plugin when reviews are on.
+    fn host(&self, ctx: &Ctx) -> Result<keel_host::Host, SourceError> {
+        let host = match &self.review {
+            None => ctx.host(),
+            Some(slot) => {
+                let (plugin, review) = keel_delegate::DelegatePlugin::with_review_command();
+                let mut catalogue = keel_host::catalogue::builtin();
+                catalogue.retain(|p| p.id() != keel_delegate::ID);
+                catalogue.push(Box::new(plugin));
+                let host = ctx.host_with(catalogue);
+                if host.is_ok() {
+                    *slot.locked() = Some(review);
+                }
+                host
+            }
+        }
+        .map_err(failed)?;
+        if self.say == Say::NotesAndTrust {
+            ctx.warn_untrusted(&host);
+        }
+        Ok(host)
+    }
+
+    /// Say on stderr what a front end without a transcript should know about `agent`.
+    fn say_built(&self, agent: &Agent) {
+        if self.say == Say::Nothing {
+            return;
+        }
+        let id = agent.session_id();
+        let id = id.as_str();
+        let enforcement = agent.sandbox_enforcement();
+        if !enforcement.is_complete() {
+            let _ = writeln!(
+                std::io::stderr(),
+                "keel: warning: session {id}: sandbox {}: {enforcement}",
+                agent.sandbox()
+            );
+        }
+        // A resumed session keeps the modes set during it (keel_agent::session_modes): say so.
+        for note in &agent.kept_modes().notes {
+            let _ = writeln!(std::io::stderr(), "keel: session {id} {note}");
+        }
+    }
+
+    /// The session file of `id`: a whole session id (no prefix, no path) of the store.
+    fn find(&self, id: &str, cwd: &Path) -> Result<PathBuf, SourceError> {
+        let unknown = || {
+            SourceError::NotFound(format!(
+                "keel: no session {id:?} in {}",
+                self.ctx.store.home().join("sessions").display()
+            ))
+        };
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(unknown());
+        }
+        match self.ctx.store.resolve(id, cwd) {
+            Ok(path)
+                if path
+                    .parent()
+                    .and_then(|d| d.file_name())
+                    .and_then(|n| n.to_str())
+                    == Some(id) =>
+            {
+                Ok(path)
+            }
+            Ok(_) | Err(StoreError::NotFound { .. }) | Err(StoreError::Ambiguous { .. }) => {
+                Err(unknown())
+            }
+            Err(e) => Err(SourceError::Failed(format!("keel: session {id}: {e}"))),
+        }
+    }
+}
+
+/// A failure as a person reads it: the whole cause chain.
+fn failed(e: impl Into<anyhow::Error>) -> SourceError {
+    SourceError::Failed(format!("keel: {:#}", e.into()))
+}
+
+impl AgentSource for Source {
+    fn create(&self, spec: &SessionSpec, options: BuildOptions) -> Result<Agent, SourceError> {
+        let ctx = self.ctx_in(spec.cwd.as_deref());
+        let host = self.host(&ctx)?;
+        let factory = host
+            .factory(self.flags_for(spec), self.model.clone())
+            .map_err(failed)?;
+        let log = factory
+            .new_session_with(LogFormat::Plain, |h| {
+                if let Some(origin) = self.origin {
+                    h.origin = Some(origin.into());
+                }
+                if let Some((parent, depth)) = &self.lineage {
+                    h.parent_session = Some(parent.clone());
+                    h.delegation_depth = *depth;
+                }
+            })
+            .map_err(failed)?;
+        let path = log.writer().path().to_path_buf();
+        match factory.build(log, options) {
+            Ok(agent) => {
+                self.say_built(&agent);
+                Ok(agent)
+            }
+            Err(e) => {
+                // Nothing ran: leave no empty session behind.
+                discard_new_session(&ctx, &path);
+                Err(failed(e))
+            }
+        }
+    }
+
+    fn resume(
+        &self,
+        session: SessionRef<'_>,
+        spec: &SessionSpec,
+        options: BuildOptions,
+    ) -> Result<Agent, SourceError> {
+        let (path, id) = match session {
+            SessionRef::Id(id) => {
+                let cwd = spec.cwd.as_deref().unwrap_or(&self.ctx.cwd);
+                (self.find(id, cwd)?, Some(id))
+            }
+            SessionRef::Path(path) => (path.to_path_buf(), None),
+        };
+        let (log, load, repair) = PersistentSession::resume(&path, WriterOptions::default())
+            .map_err(|e| {
+                SourceError::Failed(format!(
+                    "keel: session {} ({}) cannot be loaded: {e}",
+                    id.unwrap_or("?"),
+                    path.display()
+                ))
+            })?;
+        if self.say != Say::Nothing {
+            let _ = super::run::say_resumed(&path, &load, &repair, id);
+        }
+        // No workspace asked for: the session's own, while it exists.
+        let cwd = spec.cwd.clone().or_else(|| {
+            log.session()
+                .header()
+                .cwd
+                .as_deref()
+                .map(PathBuf::from)
+                .filter(|d| d.is_dir())
+        });
+        let ctx = self.ctx_in(cwd.as_deref());
+        let mut flags = self.flags_for(spec);
+        keep_session_modes(&mut flags, &log);
+        let host = self.host(&ctx)?;
+        let factory = host.factory(flags, self.model.clone()).map_err(failed)?;
+        let agent = factory.build(log, options).map_err(failed)?;
+        self.say_built(&agent);
+        Ok(agent)
+    }
+
+    fn workspace(&self) -> &Path {
+        &self.ctx.cwd
+    }
+
+    fn resolve(&self, cwd: &Path, query: Option<&str>) -> Result<PathBuf, SourceError> {
+        let ctx = self.ctx_in(Some(cwd));
+        match query {
+            None => super::run::latest_session(&ctx).map_err(failed),
+            Some(q) => ctx
+                .store
+                .resolve(q, cwd)
+                .map_err(|e| SourceError::NotFound(e.to_string())),
+        }
+    }
+
+    fn sessions(&self, cwd: &Path) -> Vec<SessionEntry> {
+        let mut list = self.ctx.store.list(Some(cwd));
+        list.retain(|s| s.problem.is_none());
+        list.sort_by_key(|s| std::cmp::Reverse((s.last_modified, s.created)));
+        list.into_iter()
+            .map(|s| SessionEntry {
+                bytes: std::fs::metadata(&s.path).map_or(0, |m| m.len()),
+                modified: s
+                    .last_modified
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(s.created, |d| d.as_millis() as i64),
+                title: s.title.or(s.first_prompt).unwrap_or_default(),
+                id: s.id,
+                path: s.path,
+            })
+            .collect()
+    }
+
+    fn trust(&self, cwd: &Path) -> Result<WorkspaceTrust, SourceError> {
+        let ctx = self.ctx_in(Some(cwd));
+        let host = ctx.host().map_err(failed)?;
+        let decision = host.config().trust.clone();
+        // What the decision governs: what an untrusted load leaves out.
+        let files = if decision.is_trusted() {
+            super::trust::governed(ctx).map_err(failed)?
+        } else {
+            host.config().ignored.clone()
+        };
+        Ok(WorkspaceTrust { decision, files })
+    }
+
+    fn record_trust(
+        &self,
+        cwd: &Path,
+        level: ProjectTrust,
+    ) -> Result<(PathBuf, PathBuf), SourceError> {
+        let file = self.ctx.home.join("config.toml");
+        let root = keel_host::trust::record(&file, cwd, level).map_err(failed)?;
+        *self.trust_flag.locked() = None;
+        Ok((root, file))
+    }
+
+    fn price(&self, model: &str) -> Option<keel_llm::Price> {
+        let host = self.ctx.host().ok()?;
+        host.config().config.price(model)
+    }
+
+    fn review(&self, agent: &Agent, base: Option<String>) -> keel_host::ReviewFuture {
+        let command = self.review.as_ref().and_then(|slot| slot.locked().clone());
+        let caller = keel_delegate::seam::Caller {
+            session_id: agent.session_id().as_str().to_owned(),
+            cwd: agent.config().cwd.clone(),
+        };
+        Box::pin(async move {
+            let command = command
+                .ok_or_else(|| SourceError::Unsupported("no agent to review for".to_owned()))?;
+            let spec = keel_delegate::seam::ReviewSpec {
+                base,
+                ..Default::default()
+            };
+            let findings = command
+                .run(&caller, spec)
+                .await
+                .map_err(SourceError::Failed)?;
+            Ok(keel_host::Review {
+                notice: keel_delegate::review::ReviewCommand::notice(&findings),
+                findings,
+            })
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! Where front ends get their agents: one [`AgentSource`] for every front end.
+//!
+//! The terminal UI, the ACP server and the MCP server each need agents on new or resumed
+//! sessions, built the way the binary builds every agent (configuration layers, flags, model),
+//! plus a few things around them: the directory's sessions, prices, the workspace's trust.
+//! The binary implements this trait once; each front end asks it for what it needs and turns
+//! a [`SourceError`] into its own protocol's error (a JSON-RPC "resource not found", a tool
+//! error, a transcript line).
+
+use crate::factory::BuildOptions;
+use crate::trust::{ProjectTrust, WorkspaceTrust};
+use keel_agent::{Agent, ApprovalPolicy};
+use keel_protocol::TimeMs;
+use keel_tools::SandboxMode;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+
+/// What a new or resumed agent runs under, beyond the source's own defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionSpec {
+    /// The workspace the agent works in. `None`: the source's own ([`AgentSource::workspace`])
+    /// for a new session; for a resumed one, the session's own workspace while it exists.
+    pub cwd: Option<PathBuf>,
+    /// A sandbox mode instead of the configured one.
+    pub sandbox: Option<SandboxMode>,
+    /// An approval policy instead of the configured one.
+    pub approval: Option<ApprovalPolicy>,
+    /// A model instead of the configured one.
+    pub model: Option<String>,
+}
+
+impl SessionSpec {
+    /// The defaults, in `cwd`.
+    pub fn in_dir(cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            cwd: Some(cwd.into()),
+            ..Self::default()
+        }
+    }
+}
+
+/// Which session to resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionRef<'a> {
+    /// A whole session id (no prefix, no path), as a protocol names it: anything else is
+    /// [`SourceError::NotFound`].
+    Id(&'a str),
+    /// A session file the front end already resolved ([`AgentSource::resolve`]).
+    Path(&'a Path),
+}
+
+/// Why a source could not do what a front end asked. The text is whole: it names the session,
+/// the file or the setting and says what to do, ready for a person.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// No session matches what was asked for (ACP answers "resource not found"). The text
+    /// names what was looked for and where; the front end adds how its users name a session.
+    #[error("{0}")]
+    NotFound(String),
+    /// The agent could not be built, or the session exists but cannot be resumed (a corrupt
+    /// log, a bad configuration), or the operation failed.
+    #[error("{0}")]
+    Failed(String),
+    /// This source does not offer it (a front end without trust management, say).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// One session, for `/sessions` and pickers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEntry {
+    /// Its file.
+    pub path: PathBuf,
+    /// Its id.
+    pub id: String,
+    /// Its title (the first prompt).
+    pub title: String,
+    /// Last modified (ms since the epoch).
+    pub modified: TimeMs,
+    /// File size in bytes.
+    pub bytes: u64,
+}
+
+/// What `/review` found.
+#[derive(Debug, Clone)]
+pub struct Review {
+    /// The findings as the reviewer wrote them (framed as untrusted delegate output).
+    pub findings: String,
+    /// The message that carries them into the session's next turn.
+    pub notice: keel_protocol::Message,
+}
+
+/// A review under way.
+pub type ReviewFuture = Pin<Box<dyn Future<Output = Result<Review, SourceError>> + Send>>;
+
+/// Builds the agents of a front end, the way the binary builds every agent. Calls may block
+/// (they read files and start plugins): async front ends make them on a blocking thread.
+pub trait AgentSource: Send + Sync {
+    /// An agent on a new session under `spec`, built with `options` (the front end's event
+    /// feed, approver, hooks).
+    fn create(&self, spec: &SessionSpec, options: BuildOptions) -> Result<Agent, SourceError>;
+
+    /// An agent continuing `session` (cold resume with crash repair; the session keeps the
+    /// modes set during it) under `spec`, built with `options`.
+    fn resume(
+        &self,
+        session: SessionRef<'_>,
+        spec: &SessionSpec,
+        options: BuildOptions,
+    ) -> Result<Agent, SourceError>;
+
+    /// The workspace the source was made for (the command line's working directory).
+    fn workspace(&self) -> &Path;
+
+    /// The session file a `/resume` argument names in `cwd` (`None`: the latest there).
+    fn resolve(&self, cwd: &Path, query: Option<&str>) -> Result<PathBuf, SourceError>;
+
+    /// `cwd`'s sessions, newest first.
+    fn sessions(&self, cwd: &Path) -> Vec<SessionEntry>;
+
+    /// The workspace of `cwd`'s trust decision and what its files hold that the decision
+    /// governs, as the next agent built there would see them.
+    fn trust(&self, _cwd: &Path) -> Result<WorkspaceTrust, SourceError> {
+        Err(SourceError::Unsupported(
+            "workspace trust is not managed here".to_owned(),
+        ))
+    }
+
+    /// Record `level` for the workspace of `cwd` in the user's configuration: agents built from
+    /// now on follow it (a one-run override such as `--trust-project` no longer applies).
+    /// Returns the workspace root the decision was recorded for and the file it went to.
+    fn record_trust(
+        &self,
+        _cwd: &Path,
+        _level: ProjectTrust,
+    ) -> Result<(PathBuf, PathBuf), SourceError> {
+        Err(SourceError::Unsupported(
+            "workspace trust cannot be changed from this client".to_owned(),
+        ))
+    }
+
+    /// What `model`'s tokens cost, when known.
+    fn price(&self, _model: &str) -> Option<keel_llm::Price> {
+        None
+    }
+
+    /// `/review [REF]`: a delegated reviewer's findings on the workspace's change from `base`
+    /// (HEAD when `None`), for `agent`'s session; or why there are none.
+    fn review(&self, _agent: &Agent, _base: Option<String>) -> ReviewFuture {
+        Box::pin(async {
+            Err(SourceError::Unsupported(
+                "this front end cannot review".to_owned(),
+            ))
+        })
+    }
+}
