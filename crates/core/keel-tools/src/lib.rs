@@ -46,4 +46,4 @@ pub use seams::{
     SettledHook, ToolHooks, ToolInfo,
 };
 pub use tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
-pub use workspace::{Access, SandboxMode, TextFiles, Workspace};
+pub use workspace::{Access, SandboxMode, TextFiles, TextFilesError, Workspace};

@@ -108,11 +108,27 @@ pub struct Workspace {
 #[async_trait::async_trait]
 pub trait TextFiles: Send + Sync {
     /// The text of `path` (absolute, resolved) as the editor has it; `Ok(None)` leaves the
-    /// read to the disk. `Err` is a message naming what failed.
-    async fn read(&self, path: &Path) -> Result<Option<String>, String>;
+    /// read to the disk.
+    async fn read(&self, path: &Path) -> Result<Option<String>, TextFilesError>;
 
     /// Write `text` to `path` through the editor; `Ok(false)` leaves the write to the disk.
-    async fn write(&self, path: &Path, text: &str) -> Result<bool, String>;
+    async fn write(&self, path: &Path, text: &str) -> Result<bool, TextFilesError>;
+}
+
+/// Why the editor could not read or write a file (the tool's error then names the file).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextFilesError {
+    /// The editor's connection cannot take requests for this session yet (or any more).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The editor answered the request with an error.
+    #[error("the client answered {method} with: {message}")]
+    Refused {
+        /// The request (`fs/read_text_file`, `fs/write_text_file`).
+        method: &'static str,
+        /// The editor's message.
+        message: String,
+    },
 }
 
 /// A shared [`TextFiles`] (the workspace is `Debug` and `Clone`).

@@ -499,15 +499,26 @@ struct Editor {
 
 #[async_trait::async_trait]
 impl keel_tools::TextFiles for Editor {
-    async fn read(&self, path: &std::path::Path) -> Result<Option<String>, String> {
+    async fn read(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<Option<String>, keel_tools::TextFilesError> {
         if self.fail {
-            return Err("the editor went away".into());
+            return Err(keel_tools::TextFilesError::Unavailable(
+                "the editor went away".into(),
+            ));
         }
         Ok(self.buffers.lock().unwrap().get(path).cloned())
     }
-    async fn write(&self, path: &std::path::Path, text: &str) -> Result<bool, String> {
+    async fn write(
+        &self,
+        path: &std::path::Path,
+        text: &str,
+    ) -> Result<bool, keel_tools::TextFilesError> {
         if self.fail {
-            return Err("the editor went away".into());
+            return Err(keel_tools::TextFilesError::Unavailable(
+                "the editor went away".into(),
+            ));
         }
         self.buffers
             .lock()

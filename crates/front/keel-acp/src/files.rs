@@ -9,7 +9,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     FileSystemCapabilities, ReadTextFileRequest, SessionId, WriteTextFileRequest,
 };
-use keel_tools::TextFiles;
+use keel_tools::{TextFiles, TextFilesError};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -37,17 +37,16 @@ impl ClientFiles {
         })
     }
 
-    fn session(&self) -> Result<SessionId, String> {
-        self.session
-            .get()
-            .cloned()
-            .ok_or_else(|| "the ACP session is not open yet".to_owned())
+    fn session(&self) -> Result<SessionId, TextFilesError> {
+        self.session.get().cloned().ok_or_else(|| {
+            TextFilesError::Unavailable("the ACP session is not open yet".to_owned())
+        })
     }
 }
 
 #[async_trait::async_trait]
 impl TextFiles for ClientFiles {
-    async fn read(&self, path: &Path) -> Result<Option<String>, String> {
+    async fn read(&self, path: &Path) -> Result<Option<String>, TextFilesError> {
         // A file that is not on disk is reported as missing by the disk read, in keel's words
         // (an editor has no buffer of it either, short of a new unsaved one).
         if !self.read || !path.is_file() {
@@ -56,24 +55,24 @@ impl TextFiles for ClientFiles {
         let request = ReadTextFileRequest::new(self.session()?, path);
         match self.cx.send_request(request).block_task().await {
             Ok(answer) => Ok(Some(answer.content)),
-            Err(e) => Err(format!(
-                "the client answered fs/read_text_file with: {}",
-                e.message
-            )),
+            Err(e) => Err(TextFilesError::Refused {
+                method: "fs/read_text_file",
+                message: e.message,
+            }),
         }
     }
 
-    async fn write(&self, path: &Path, text: &str) -> Result<bool, String> {
+    async fn write(&self, path: &Path, text: &str) -> Result<bool, TextFilesError> {
         if !self.write {
             return Ok(false);
         }
         let request = WriteTextFileRequest::new(self.session()?, path, text);
         match self.cx.send_request(request).block_task().await {
             Ok(_) => Ok(true),
-            Err(e) => Err(format!(
-                "the client answered fs/write_text_file with: {}",
-                e.message
-            )),
+            Err(e) => Err(TextFilesError::Refused {
+                method: "fs/write_text_file",
+                message: e.message,
+            }),
         }
     }
 }

@@ -266,16 +266,27 @@ pub fn from_toml(name: &str, t: &TomlServer, origin: &str) -> Result<ServerConfi
     })
 }
 
+/// Why `${VAR}` expansion failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    /// `${` without its `}`.
+    #[error("unclosed '${{' in {0:?}")]
+    Unclosed(String),
+    /// A variable without a default is not set.
+    #[error("${{{0}}} is not set")]
+    Unset(String),
+}
+
 /// Expand `${VAR}` and `${VAR:-default}` in `text` with `var`; an unset variable without a
 /// default is an error naming it. `$` not followed by `{` is kept.
-pub fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find("${") {
         out.push_str(&rest[..i]);
         let after = &rest[i + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!("unclosed '${{' in {text:?}"));
+            return Err(ExpandError::Unclosed(text.to_owned()));
         };
         let inner = &after[..end];
         let (name, default) = match inner.split_once(":-") {
@@ -285,7 +296,7 @@ pub fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String
         match (var(name), default) {
             (Some(v), _) => out.push_str(&v),
             (None, Some(d)) => out.push_str(d),
-            (None, None) => return Err(format!("${{{name}}} is not set")),
+            (None, None) => return Err(ExpandError::Unset(name.to_owned())),
         }
         rest = &after[end + 1..];
     }
@@ -496,8 +507,16 @@ mod tests {
     fn variables_expand_with_defaults_and_unset_ones_are_named() {
         assert_eq!(expand("${HOME_DIR}/x $y", &env).unwrap(), "/h/x $y");
         assert_eq!(expand("${NOPE:-d}", &env).unwrap(), "d");
-        assert_eq!(expand("${NOPE}", &env).unwrap_err(), "${NOPE} is not set");
-        assert!(expand("${OPEN", &env).unwrap_err().contains("unclosed"));
+        assert_eq!(
+            expand("${NOPE}", &env).unwrap_err().to_string(),
+            "${NOPE} is not set"
+        );
+        assert!(
+            expand("${OPEN", &env)
+                .unwrap_err()
+                .to_string()
+                .contains("unclosed")
+        );
     }
 
     #[test]
