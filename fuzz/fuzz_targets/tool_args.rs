@@ -42,6 +42,6 @@ fuzz_target!(|data: &[u8]| {
                 "{name}: re-serialised arguments {text} rejected"
             );
         }
-        Err(msg) => assert!(msg.contains(name.as_str())),
+        Err(e) => assert!(e.to_string().contains(name.as_str())),
     }
 });

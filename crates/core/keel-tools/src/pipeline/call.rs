@@ -90,21 +90,42 @@ fn parse_args(raw: &str) -> Result<Value, serde_json::Error> {
 /// the `INVALID_ARGS` message the model gets back. Public so the fuzz target
 /// (`fuzz/fuzz_targets/tool_args.rs`) drives exactly this code; not a stable API.
 #[doc(hidden)]
-pub fn parse_and_validate(name: &str, parameters: &Value, raw: &str) -> Result<Value, String> {
-    let args = parse_args(raw).map_err(|e| {
-        format!(
-            "arguments for '{name}' are not valid JSON ({e}); send one JSON object \
-             matching the tool's parameters"
-        )
+pub fn parse_and_validate(name: &str, parameters: &Value, raw: &str) -> Result<Value, ArgsError> {
+    let args = parse_args(raw).map_err(|source| ArgsError::NotJson {
+        tool: name.to_owned(),
+        source,
     })?;
     let violations = schema::validate(parameters, &args);
     if !violations.is_empty() {
-        return Err(format!(
-            "arguments for '{name}' do not match its parameters: {}",
-            schema::describe(&violations)
-        ));
+        return Err(ArgsError::Schema {
+            tool: name.to_owned(),
+            violations: schema::describe(&violations),
+        });
     }
     Ok(args)
+}
+
+/// Why a call's arguments were refused (`INVALID_ARGS`); the text is what the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// The `arguments` string is not JSON.
+    #[error(
+        "arguments for '{tool}' are not valid JSON ({source}); send one JSON object matching the tool's parameters"
+    )]
+    NotJson {
+        /// The tool called.
+        tool: String,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+    /// The arguments do not match the tool's parameter schema.
+    #[error("arguments for '{tool}' do not match its parameters: {violations}")]
+    Schema {
+        /// The tool called.
+        tool: String,
+        /// The violations, as the model reads them (`/offset: expected integer, …`).
+        violations: String,
+    },
 }
 
 fn error_draft(code: ToolErrorCode, message: &str) -> ResultDraft {
@@ -182,7 +203,7 @@ impl Pipeline {
         let name = call.name.as_str();
         let args = match parse_and_validate(name, &entry.schema().parameters, &call.arguments) {
             Ok(v) => v,
-            Err(msg) => return error_draft(ToolErrorCode::InvalidArgs, &msg),
+            Err(e) => return error_draft(ToolErrorCode::InvalidArgs, &e.to_string()),
         };
         let cancelled = || {
             error_draft(

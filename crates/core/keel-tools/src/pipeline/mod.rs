@@ -12,7 +12,7 @@
 mod call;
 
 #[doc(hidden)]
-pub use call::parse_and_validate;
+pub use call::{ArgsError, parse_and_validate};
 
 use crate::host::{PipelineHost, ToolOutcome};
 use crate::plan::PlanState;
