@@ -538,18 +538,15 @@ impl<S: AgentSource + 'static> Server<S> {
         // The mode is the session's (a later `session/load` keeps it): on disk before the
         // client hears it is set, so that a process killed next does not lose it.
         let ticket = live.agent.log().flush_ticket();
-        tokio::task::spawn_blocking(move || ticket.wait())
-            .await
-            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?
-            .map_err(|e| {
-                err(
-                    ErrorCode::InternalError,
-                    format!(
-                        "keel: session {}: the mode change could not be written: {e}",
-                        &*req.session_id.0
-                    ),
-                )
-            })?;
+        ticket.durable().await.map_err(|e| {
+            err(
+                ErrorCode::InternalError,
+                format!(
+                    "keel: session {}: the mode change could not be written: {e}",
+                    &*req.session_id.0
+                ),
+            )
+        })?;
         Ok(SetSessionModeResponse::new())
     }
 

@@ -5,10 +5,12 @@
 //! enqueued before it is durable. A write or fsync failure is sticky: it is returned by that flush
 //! and by every later one, because the file's state is then unknown (reload to recover).
 //!
-//! From async code: `let t = writer.flush_ticket(); tokio::task::spawn_blocking(move || t.wait())`.
+//! From async code: `writer.flush_ticket().durable().await`, which the writer thread wakes
+//! directly (no blocking-pool thread in between).
 
 use super::encode::encode_batch;
 use super::{Format, StoreError};
+use futures::channel::oneshot;
 use keel_protocol::SessionEvent;
 use std::fs::File;
 use std::io::Write;
@@ -51,27 +53,33 @@ impl WriterOptions {
 
 enum Msg {
     Event(SessionEvent),
-    Flush(Sender<Result<(), StoreError>>),
+    Flush(oneshot::Sender<Result<(), StoreError>>),
 }
 
-/// A pending flush: [`FlushTicket::wait`] blocks until everything enqueued before the ticket was
-/// taken is durable, or returns the writer's error.
+/// A pending flush: [`FlushTicket::wait`] blocks (and [`FlushTicket::durable`] resolves) once
+/// everything enqueued before the ticket was taken is durable, or with the writer's error.
 #[derive(Debug)]
 pub struct FlushTicket {
-    rx: Option<Receiver<Result<(), StoreError>>>,
+    rx: Option<oneshot::Receiver<Result<(), StoreError>>>,
     err: Option<StoreError>,
     path: PathBuf,
 }
 
 impl FlushTicket {
-    /// Block until durable. Safe to call from `tokio::task::spawn_blocking`.
+    /// Block until durable. For threads that may block (not an async runtime's workers: await
+    /// [`FlushTicket::durable`] there).
     pub fn wait(self) -> Result<(), StoreError> {
+        futures::executor::block_on(self.durable())
+    }
+
+    /// Resolve once durable: the writer thread wakes the awaiting task itself.
+    pub async fn durable(self) -> Result<(), StoreError> {
         if let Some(e) = self.err {
             return Err(e);
         }
         match self.rx {
             Some(rx) => rx
-                .recv()
+                .await
                 .unwrap_or(Err(StoreError::WriterGone { path: self.path })),
             None => Ok(()),
         }
@@ -151,7 +159,7 @@ impl SessionWriter {
 
     /// A ticket for a flush of everything enqueued so far; see [`FlushTicket::wait`].
     pub fn flush_ticket(&self) -> FlushTicket {
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = oneshot::channel();
         let sent = self
             .tx
             .as_ref()

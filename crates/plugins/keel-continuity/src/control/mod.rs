@@ -744,12 +744,8 @@ impl GuardHook for ControlGuard {
             Ok(Some(ticket)) => ticket,
             Err(reason) => return GuardDecision::Deny(reason),
         };
-        // The admission's one fsync, on a blocking thread.
-        let durable = match tokio::task::spawn_blocking(move || ticket.wait()).await {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        match durable {
+        // The admission's one fsync, on the writer thread, which wakes this task.
+        match ticket.durable().await.map_err(|e| e.to_string()) {
             Ok(()) => GuardDecision::Pass,
             Err(e) => GuardDecision::Deny(self.0.admission_failed(&ctx.call.id, e)),
         }
