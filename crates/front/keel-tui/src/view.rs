@@ -145,10 +145,7 @@ fn tool_lines(card: &ToolCard, width: usize, now: TimeMs) -> Vec<Line<'static>> 
         };
         lines.push(Line::from(vec![
             Span::styled("    ⎿ ", dim()),
-            Span::styled(
-                one_line(&card.summary, width.saturating_sub(7)),
-                style,
-            ),
+            Span::styled(one_line(&card.summary, width.saturating_sub(7)), style),
         ]));
     }
     match &card.detail {
@@ -238,7 +235,10 @@ pub fn cell_lines(
                 let label = if *streaming { "Thinking" } else { "Thought" };
                 vec![Line::from(vec![
                     Span::raw("  "),
-                    Span::styled(one_line(&format!("✻ {label}: {text}"), w.saturating_sub(5)), style),
+                    Span::styled(
+                        one_line(&format!("✻ {label}: {text}"), w.saturating_sub(5)),
+                        style,
+                    ),
                 ])]
             }
         }
