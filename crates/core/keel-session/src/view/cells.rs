@@ -586,17 +586,22 @@ impl Cells {
             .collect()
     }
 
-    /// Append `delta` to the streaming answer (or reasoning) cell, starting one if none is.
-    fn stream_text(&mut self, delta: &str, reasoning: bool) -> Change {
-        let slot = if reasoning {
+    /// The index and text of the current step's answer (or reasoning) cell, if it has one.
+    fn stream_cell(&mut self, reasoning: bool) -> Option<(usize, &mut String)> {
+        let at = if reasoning {
             self.reasoning
         } else {
             self.answer
-        };
-        if let Some(at) = slot
-            && let Some(Cell::Assistant { text, .. } | Cell::Reasoning { text, .. }) =
-                self.cells.get_mut(at)
-        {
+        }?;
+        match self.cells.get_mut(at)? {
+            Cell::Assistant { text, .. } | Cell::Reasoning { text, .. } => Some((at, text)),
+            _ => None,
+        }
+    }
+
+    /// Append `delta` to the streaming answer (or reasoning) cell, starting one if none is.
+    fn stream_text(&mut self, delta: &str, reasoning: bool) -> Change {
+        if let Some((at, text)) = self.stream_cell(reasoning) {
             text.push_str(delta);
             return Change::Streamed {
                 at,
@@ -626,15 +631,7 @@ impl Cells {
 
     /// Replace what streamed of the answer (or reasoning) with `full`, or start its cell.
     fn set_stream(&mut self, reasoning: bool, full: String) -> Change {
-        let slot = if reasoning {
-            self.reasoning
-        } else {
-            self.answer
-        };
-        if let Some(at) = slot
-            && let Some(Cell::Assistant { text, .. } | Cell::Reasoning { text, .. }) =
-                self.cells.get_mut(at)
-        {
+        if let Some((at, text)) = self.stream_cell(reasoning) {
             *text = full;
             return Change::Updated(at);
         }

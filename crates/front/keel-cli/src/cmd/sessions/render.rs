@@ -35,6 +35,20 @@ enum Who {
     Assistant,
 }
 
+impl Who {
+    /// How a renderer names the writer: lower case in text, a title in Markdown.
+    fn word(self, title: bool) -> &'static str {
+        match (self, title) {
+            (Who::User, false) => "user",
+            (Who::Summary, false) => "summary",
+            (Who::Assistant, false) => "assistant",
+            (Who::User, true) => "User",
+            (Who::Summary, true) => "Compaction summary",
+            (Who::Assistant, true) => "Assistant",
+        }
+    }
+}
+
 /// One thing the walk shows, shortened, with how deep it sits (0 outside turns, 1 in a turn,
 /// 2 in a step).
 enum Part<'a> {
@@ -45,7 +59,8 @@ enum Part<'a> {
         turn: u32,
         seq: Seq,
         reason: &'a str,
-        detail: Option<String>,
+        /// `: detail` when the end has one, else empty.
+        detail: String,
     },
     TurnOpen(u32),
     Message {
@@ -148,7 +163,11 @@ fn walk(t: &Transcript, r: &mut impl Render) {
                         turn: turn.turn,
                         seq: end.seq,
                         reason: &end.reason,
-                        detail: end.detail.as_deref().map(|d| one_line(d, DETAIL_CHARS)),
+                        detail: end
+                            .detail
+                            .as_deref()
+                            .map(|d| format!(": {}", one_line(d, DETAIL_CHARS)))
+                            .unwrap_or_default(),
                     },
                     None => Part::TurnOpen(turn.turn),
                 };
@@ -329,14 +348,7 @@ impl Render for Text {
                 seq,
                 reason,
                 detail,
-            } => {
-                let detail = detail.as_deref().map(|d| format!(": {d}"));
-                writeln!(
-                    out,
-                    "{ind}turn {turn} ended: {reason}{} (#{seq})",
-                    detail.unwrap_or_default()
-                )
-            }
+            } => writeln!(out, "{ind}turn {turn} ended: {reason}{detail} (#{seq})"),
             Part::TurnOpen(turn) => writeln!(out, "{ind}turn {turn} is still open (no turn/end)"),
             Part::Message {
                 seq,
@@ -345,11 +357,7 @@ impl Render for Text {
                 marks,
                 text,
             } => {
-                let who = match who {
-                    Who::User => "user",
-                    Who::Summary => "summary",
-                    Who::Assistant => "assistant",
-                };
+                let who = who.word(false);
                 let _ = writeln!(out, "{ind}#{seq} {who}{}{marks}:", cut_mark(*interrupted));
                 indented(out, &more, text);
                 Ok(())
@@ -456,14 +464,7 @@ impl Render for Markdown {
                 reason,
                 detail,
                 ..
-            } => {
-                let detail = detail.as_deref().map(|d| format!(": {d}"));
-                writeln!(
-                    out,
-                    "*Turn {turn} ended: **{reason}**{}*\n",
-                    detail.unwrap_or_default()
-                )
-            }
+            } => writeln!(out, "*Turn {turn} ended: **{reason}**{detail}*\n"),
             Part::TurnOpen(turn) => writeln!(out, "*Turn {turn} is still open (no turn/end)*\n"),
             Part::Message {
                 seq,
@@ -472,11 +473,7 @@ impl Render for Markdown {
                 marks,
                 text,
             } => {
-                let who = match who {
-                    Who::User => "User",
-                    Who::Summary => "Compaction summary",
-                    Who::Assistant => "Assistant",
-                };
+                let who = who.word(true);
                 let _ = writeln!(
                     out,
                     "**{who}** (#{seq}){}{marks}:\n",
