@@ -13,6 +13,12 @@
 //! | `todo/write` | `plan` (the whole list) |
 //! | `tool/code-dispatch-start` / `tool/code-dispatch` (Code Mode) | `tool_call` / `tool_call_update` of the sub-call |
 //! | `plan/mode`, `sandbox/mode`, `approval/policy` | `current_mode_update` when the mode changed |
+//!
+//! Data flow: the conversation events go through keel-session's shared cell model
+//! ([`keel_session::view::cells`], the one keel-tui draws) and each [`Change`] it reports becomes
+//! an update: a cell added (the person's message, a message or its first delta, a tool call),
+//! text streamed into a cell, a result, a refusal, the todo list. What the cells do not hold
+//! (Code Mode's sub-calls, the session mode) is mapped from the event itself.
 
 use agent_client_protocol::v1::schema::CurrentModeUpdate;
 use agent_client_protocol::v1::schema::{
@@ -22,9 +28,10 @@ use agent_client_protocol::v1::schema::{
 };
 use keel_agent::ApprovalPolicy;
 use keel_protocol::{
-    CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, EventBody, SessionEvent, StreamChunk,
-    TodoStatus,
+    CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, EventBody, SessionEvent, TodoStatus,
 };
+use keel_session::view::cells::{Cell, Cells, Change, key_arg};
+use keel_session::view::text::one_line;
 use keel_tools::SandboxMode;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -48,13 +55,13 @@ pub enum Feed {
     Replay,
 }
 
-/// Turns session events into ACP updates, one event at a time (it remembers what streamed).
+/// Turns session events into ACP updates, one event at a time (its cells remember what
+/// streamed).
 #[derive(Debug)]
 pub struct Mapper {
     cwd: PathBuf,
     feed: Feed,
-    streamed_text: bool,
-    streamed_reasoning: bool,
+    cells: Cells,
     modes: Modes,
 }
 
@@ -97,8 +104,7 @@ impl Mapper {
         Self {
             cwd: cwd.into(),
             feed,
-            streamed_text: false,
-            streamed_reasoning: false,
+            cells: Cells::new(),
             modes: Modes::default(),
         }
     }
@@ -122,88 +128,9 @@ impl Mapper {
     pub fn map(&mut self, event: &SessionEvent) -> Vec<SessionUpdate> {
         let mut out = Vec::new();
         match &event.body {
-            EventBody::UserMessage(m) if self.feed == Feed::Replay && m.source.is_user() => {
-                let text = m.text();
-                if !text.trim().is_empty() {
-                    out.push(SessionUpdate::UserMessageChunk(chunk(text)));
-                }
-            }
-            EventBody::StepStart(_) => {
-                self.streamed_text = false;
-                self.streamed_reasoning = false;
-            }
-            // A replay shows each message whole (below): one update instead of one per delta.
+            // A replay shows each message whole (from its `assistant/message`): one update
+            // instead of one per delta.
             EventBody::AssistantChunk(_) if self.feed == Feed::Replay => {}
-            EventBody::AssistantChunk(c) => match &c.chunk {
-                StreamChunk::TextDelta { text, .. } if !text.is_empty() => {
-                    self.streamed_text = true;
-                    out.push(SessionUpdate::AgentMessageChunk(chunk(text.clone())));
-                }
-                StreamChunk::ReasoningDelta { text, .. } if !text.is_empty() => {
-                    self.streamed_reasoning = true;
-                    out.push(SessionUpdate::AgentThoughtChunk(chunk(text.clone())));
-                }
-                _ => {}
-            },
-            EventBody::AssistantMessage(m) => {
-                let text = m.message.text();
-                let reasoning = m.message.reasoning();
-                if !self.streamed_reasoning && !reasoning.is_empty() {
-                    out.push(SessionUpdate::AgentThoughtChunk(chunk(reasoning)));
-                }
-                if !self.streamed_text && !text.is_empty() {
-                    out.push(SessionUpdate::AgentMessageChunk(chunk(text)));
-                }
-                self.streamed_text = false;
-                self.streamed_reasoning = false;
-            }
-            EventBody::ToolCall(c) => {
-                out.push(SessionUpdate::ToolCall(tool_call(
-                    &self.cwd,
-                    &c.call_id,
-                    &c.name,
-                    &c.arguments,
-                )));
-            }
-            EventBody::ApprovalDecided(d) if !d.approved => {
-                let why = d.reason.as_deref().unwrap_or("refused");
-                out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    d.call_id.clone(),
-                    ToolCallUpdateFields::new()
-                        .status(ToolCallStatus::Failed)
-                        .content(vec![text_content(format!("not approved: {why}"))]),
-                )));
-            }
-            EventBody::ToolResult(r) => {
-                for block in r.message.tool_results() {
-                    let status = if block.is_error {
-                        ToolCallStatus::Failed
-                    } else {
-                        ToolCallStatus::Completed
-                    };
-                    out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        block.tool_call_id.clone(),
-                        ToolCallUpdateFields::new()
-                            .status(status)
-                            .content(vec![text_content(block.text())]),
-                    )));
-                }
-            }
-            EventBody::TodoWrite(t) => {
-                let entries = t
-                    .todos
-                    .iter()
-                    .map(|item| {
-                        let status = match item.status {
-                            TodoStatus::Pending => PlanEntryStatus::Pending,
-                            TodoStatus::InProgress => PlanEntryStatus::InProgress,
-                            TodoStatus::Completed => PlanEntryStatus::Completed,
-                        };
-                        PlanEntry::new(item.content.clone(), PlanEntryPriority::Medium, status)
-                    })
-                    .collect();
-                out.push(SessionUpdate::Plan(Plan::new(entries)));
-            }
             // Code Mode's sub-calls (a `run_code` program's `await tools.x(…)`): shown as
             // tool calls of their own, so an approval one of them needs names a known call.
             EventBody::Other(o) if o.type_name == CODE_DISPATCH_START_EVENT => {
@@ -233,19 +160,11 @@ impl Mapper {
                     .collect::<Vec<_>>()
                     .join("\n");
                 if let Some(id) = id {
-                    out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        id.to_owned(),
-                        ToolCallUpdateFields::new()
-                            .status(if failed {
-                                ToolCallStatus::Failed
-                            } else {
-                                ToolCallStatus::Completed
-                            })
-                            .content(vec![text_content(text)]),
-                    )));
+                    out.push(result_update(id.to_owned(), failed, text));
                 }
             }
             EventBody::PlanMode(p) => {
+                self.cells.apply(event);
                 self.modes.plan = p.active;
                 out.push(self.modes.update());
             }
@@ -263,10 +182,92 @@ impl Mapper {
                     out.push(self.modes.update());
                 }
             }
-            _ => {}
+            _ => {
+                for change in self.cells.apply(event) {
+                    out.extend(self.update(change));
+                }
+            }
         }
         out
     }
+
+    /// The update a change of the cells shows as, if any.
+    fn update(&self, change: Change) -> Option<SessionUpdate> {
+        match change {
+            Change::Added(at) => match self.cells.cells.get(at)? {
+                // The person's messages: the client sent them in a live turn.
+                Cell::User(text) if self.feed == Feed::Replay => {
+                    Some(SessionUpdate::UserMessageChunk(chunk(text.clone())))
+                }
+                Cell::Assistant { text, .. } if !text.is_empty() => {
+                    Some(SessionUpdate::AgentMessageChunk(chunk(text.clone())))
+                }
+                Cell::Reasoning { text, .. } if !text.is_empty() => {
+                    Some(SessionUpdate::AgentThoughtChunk(chunk(text.clone())))
+                }
+                Cell::Tool(card) => Some(SessionUpdate::ToolCall(tool_call(
+                    &self.cwd,
+                    &card.call_id,
+                    &card.name,
+                    &card.arguments,
+                ))),
+                _ => None,
+            },
+            Change::Streamed { at, delta } if !delta.is_empty() => {
+                match self.cells.cells.get(at)? {
+                    Cell::Assistant { .. } => Some(SessionUpdate::AgentMessageChunk(chunk(delta))),
+                    Cell::Reasoning { .. } => Some(SessionUpdate::AgentThoughtChunk(chunk(delta))),
+                    _ => None,
+                }
+            }
+            Change::ToolResult {
+                call_id,
+                is_error,
+                output,
+            } => Some(result_update(call_id, is_error, output)),
+            Change::Refused { call_id, reason } => {
+                let why = reason.as_deref().unwrap_or("refused");
+                Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    call_id,
+                    ToolCallUpdateFields::new()
+                        .status(ToolCallStatus::Failed)
+                        .content(vec![text_content(format!("not approved: {why}"))]),
+                )))
+            }
+            Change::Todos => {
+                let entries = self
+                    .cells
+                    .todos
+                    .iter()
+                    .map(|item| {
+                        let status = match item.status {
+                            TodoStatus::Pending => PlanEntryStatus::Pending,
+                            TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                            TodoStatus::Completed => PlanEntryStatus::Completed,
+                        };
+                        PlanEntry::new(item.content.clone(), PlanEntryPriority::Medium, status)
+                    })
+                    .collect();
+                Some(SessionUpdate::Plan(Plan::new(entries)))
+            }
+            Change::Streamed { .. } | Change::Updated(_) => None,
+        }
+    }
+}
+
+/// The `tool_call_update` settling a call with its result.
+fn result_update(call_id: String, failed: bool, output: String) -> SessionUpdate {
+    let status = if failed {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id,
+        ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![text_content(output)]),
+    ))
 }
 
 pub(crate) fn chunk(text: String) -> ContentChunk {
@@ -293,41 +294,13 @@ pub fn tool_kind(name: &str) -> ToolKind {
     }
 }
 
-/// The argument a person recognises a call by.
-fn key_arg(name: &str, args: &Value) -> Option<String> {
-    let field = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
-    match name {
-        "bash" => field("command"),
-        "read" | "write" | "edit" => field("path"),
-        "glob" | "grep" => field("pattern"),
-        "todo_write" => args
-            .get("todos")
-            .and_then(Value::as_array)
-            .map(|t| format!("{} item(s)", t.len())),
-        "subagent" | "delegate" => field("description").or_else(|| field("prompt")),
-        _ => None,
-    }
-}
-
-/// `s` on one line, at most `max` characters.
-fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s
-        .chars()
-        .map(|c| if c == '\n' || c == '\t' { ' ' } else { c })
-        .collect();
-    let flat = flat.trim();
-    if flat.chars().count() <= max {
-        flat.to_owned()
-    } else {
-        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    }
-}
+/// Characters of a call's key argument in its title.
+const TITLE_CHARS: usize = 120;
 
 /// The title a client shows for a call: the tool and its key argument.
 pub fn tool_title(name: &str, args: &Value) -> String {
     match key_arg(name, args) {
-        Some(arg) if !arg.is_empty() => format!("{name} {}", one_line(&arg, 120)),
+        Some(arg) if !arg.is_empty() => format!("{name} {}", one_line(&arg, TITLE_CHARS)),
         _ => name.to_owned(),
     }
 }
@@ -540,9 +513,10 @@ mod tests {
             }])
         );
         assert_eq!(tool_kind("bash"), ToolKind::Execute);
+        // One rule for one-line text everywhere: a line break shows as `⏎`.
         assert_eq!(
             tool_title("bash", &json!({"command": "cargo\ntest"})),
-            "bash cargo test"
+            "bash cargo⏎test"
         );
     }
 

@@ -135,7 +135,7 @@ fn tool_lines(card: &ToolCard, width: usize, now: TimeMs) -> Vec<Line<'static>> 
             Style::default().add_modifier(Modifier::BOLD),
         ),
         Span::raw(" "),
-        Span::raw(one_line(&card.key_arg, head_room.max(1))),
+        Span::raw(one_line(&card.key_arg, head_room.saturating_sub(1))),
         Span::styled(format!(" ({time})"), dim()),
     ])];
     if !card.summary.is_empty() {
@@ -145,10 +145,7 @@ fn tool_lines(card: &ToolCard, width: usize, now: TimeMs) -> Vec<Line<'static>> 
         };
         lines.push(Line::from(vec![
             Span::styled("    ⎿ ", dim()),
-            Span::styled(
-                one_line(&card.summary, width.saturating_sub(6).max(1)),
-                style,
-            ),
+            Span::styled(one_line(&card.summary, width.saturating_sub(7)), style),
         ]));
     }
     match &card.detail {
@@ -163,7 +160,7 @@ fn tool_lines(card: &ToolCard, width: usize, now: TimeMs) -> Vec<Line<'static>> 
                 lines.push(Line::from(vec![
                     Span::raw("      "),
                     Span::styled(
-                        one_line(&format!("{sign} {text}"), width.saturating_sub(6).max(1)),
+                        one_line(&format!("{sign} {text}"), width.saturating_sub(7)),
                         style,
                     ),
                 ]));
@@ -184,7 +181,7 @@ fn tool_lines(card: &ToolCard, width: usize, now: TimeMs) -> Vec<Line<'static>> 
             for l in tail {
                 lines.push(Line::from(vec![
                     Span::raw("      "),
-                    Span::styled(one_line(l, width.saturating_sub(6).max(1)), dim()),
+                    Span::styled(one_line(l, width.saturating_sub(7)), dim()),
                 ]));
             }
         }
@@ -238,7 +235,10 @@ pub fn cell_lines(
                 let label = if *streaming { "Thinking" } else { "Thought" };
                 vec![Line::from(vec![
                     Span::raw("  "),
-                    Span::styled(one_line(&format!("✻ {label}: {text}"), w - 4), style),
+                    Span::styled(
+                        one_line(&format!("✻ {label}: {text}"), w.saturating_sub(5)),
+                        style,
+                    ),
                 ])]
             }
         }
@@ -602,7 +602,7 @@ pub fn picker(sessions: &[crate::SessionEntry], now: TimeMs) -> Modal {
             };
             format!(
                 "{:<52} {:>5} ago {:>8}",
-                one_line(title, 52),
+                one_line(title, 51),
                 age(now - s.modified),
                 size(s.bytes)
             )

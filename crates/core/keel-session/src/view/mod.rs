@@ -1,12 +1,20 @@
-//! Read-only views of a session for people and tools: the [`transcript`] (turns → steps →
-//! items, every event as appended) and the [`check`] report (load, validate, plan crash repair,
-//! without writing), plus the one-line [`event_summary`] and the character-safe [`text`]
-//! helpers both use.
+//! Read-only views of a session for people and tools, and the one set of text rules they share:
+//! - [`cells`]: the conversation as a person sees it (messages, reasoning, tool calls paired
+//!   with their results and approvals, plans, boundaries, notices), built one event at a time,
+//!   live or replayed; keel-tui draws it, keel-acp sends its changes as `session/update`s;
+//! - [`transcript`]: the audit view (turns → steps → items, every event as appended, what
+//!   compaction replaced marked); `keel sessions show`/`export` and keel-viewer's HTML page
+//!   render it;
+//! - [`check`]: the check report (load, validate, plan crash repair, without writing);
+//! - [`event_summary`]: one line per event;
+//! - [`text`]: the character-safe shortening every view and renderer uses (one `one_line`).
 //!
-//! Data flow: a view is computed from a [`crate::Session`] (or, for `check`, from a file loaded
-//! through [`crate::Store::load`]) into plain serialisable data; nothing here prints or writes.
-//! Front ends (keel-cli's `keel sessions`) render the data as text, Markdown or JSON.
+//! Data flow: a view is computed from events (a [`crate::Session`], a live feed, or for `check`
+//! a file loaded through [`crate::Store::load`]) into plain data; nothing here prints, draws or
+//! writes. Front ends render the data as terminal cells, ACP updates, text, Markdown, HTML or
+//! JSON.
 
+pub mod cells;
 pub mod check;
 mod summary;
 pub mod text;

@@ -1,6 +1,12 @@
-//! Character-safe text shortening for views: one-line flattening, cutting with an ellipsis and
+//! Character-safe text shortening, the one set of rules every view and front end uses (the
+//! terminal UI, ACP titles, `keel sessions show`, the HTML page): one-line flattening, cutting
+//! with an ellipsis, shortening with the full length noted, the first lines of long text and
 //! compact tool-call arguments. Everything here counts characters, never bytes, so multi-byte
 //! text is never cut inside a character. Pure functions from `&str` to `String`.
+//!
+//! The rules: [`one_line`] trims, shows line breaks as `⏎` and tabs and carriage returns as
+//! spaces; [`cut`] keeps `max` characters and adds `…` when anything was cut (so a cut line is
+//! `max + 1` characters: a caller fitting a width of `w` columns asks for `w - 1`).
 
 /// `text` on one line (trimmed, newlines shown as `⏎`, tabs and carriage returns as spaces),
 /// cut to `max` characters (see [`cut`]).
@@ -23,6 +29,36 @@ pub fn cut(s: &str, max: usize) -> String {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),
     }
+}
+
+/// Like [`one_line`], noting how long the whole text was when cut.
+pub fn abbrev(text: &str, max: usize) -> String {
+    let n = text.trim().chars().count();
+    if n <= max {
+        one_line(text, max)
+    } else {
+        format!("{} [{n} chars]", one_line(text, max))
+    }
+}
+
+/// The first `lines` lines of `text`, each cut to `width` characters, with a last line saying
+/// how much was left out.
+pub fn first_lines(text: &str, lines: usize, width: usize) -> String {
+    let total_lines = text.lines().count();
+    let mut out = String::new();
+    for line in text.lines().take(lines) {
+        out.push_str(&cut(line, width));
+        out.push('\n');
+    }
+    if total_lines > lines {
+        out.push_str(&format!(
+            "… ({total_lines} lines, {} chars in all)\n",
+            text.chars().count()
+        ));
+    } else if total_lines == 0 {
+        out.push_str("(empty)\n");
+    }
+    out
 }
 
 /// Tool-call arguments as compact JSON (or the raw string, marked `(not JSON)`, when it is not
@@ -76,6 +112,11 @@ mod tests {
         assert_eq!(cut("ééé", 2), "éé…");
         assert_eq!(cut("ééé", 3), "ééé");
         assert_eq!(cut("", 0), "");
+        assert_eq!(abbrev("abcdef", 3), "abc… [6 chars]");
+        assert_eq!(
+            first_lines("a\nb\nc\n", 2, 10),
+            "a\nb\n… (3 lines, 6 chars in all)\n"
+        );
     }
 
     #[test]

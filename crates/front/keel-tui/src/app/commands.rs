@@ -222,7 +222,7 @@ impl App<'_> {
                             &e.id,
                             view::age(now - e.modified),
                             view::size(e.bytes),
-                            crate::transcript::one_line(&e.title, 60)
+                            crate::transcript::one_line(&e.title, 59)
                         ));
                     }
                     s
@@ -399,6 +399,7 @@ async fn git_diff(cwd: &Path) -> Cell {
         call_id: String::new(),
         name: "git diff".into(),
         key_arg: cwd.display().to_string(),
+        arguments: String::new(),
         started: now,
         finished: Some(now),
         state,

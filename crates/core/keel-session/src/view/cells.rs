@@ -1,0 +1,822 @@
+//! The conversation as a person sees it, built from session events only: the cells a session's
+//! events become (the person's messages, the model's answers and reasoning, tool calls paired
+//! with their results and approvals, plans, boundaries and notices), plus the state the events
+//! leave (todo list, plan mode, usage, sandbox and approval policy). The same events give the
+//! same cells whether they arrive live (the agent's `session/event` feed, deltas and all) or
+//! from a session file being resumed, so a resumed session looks as it looked live.
+//!
+//! Data flow: a front end feeds each committed event to [`Cells::apply`], which changes the
+//! cells and says what changed ([`Change`]): a front end that redraws everything (keel-tui)
+//! ignores the answer, one that sends increments (keel-acp's `session/update`s) maps each change
+//! to an update. Nothing here draws or writes; text is shortened with [`super::text`].
+
+use super::text::one_line;
+use keel_protocol::{EventBody, SessionEvent, StreamChunk, TimeMs, TodoItem, TurnEndReason};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// How a tool call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolState {
+    /// Started, no result yet.
+    Running,
+    /// Finished without error.
+    Done,
+    /// Finished with an error result.
+    Failed,
+    /// Refused by an approval or a policy.
+    Denied,
+}
+
+/// What a finished tool card shows under its title.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detail {
+    /// Nothing more than the summary.
+    None,
+    /// A change to a file: `(-|+| , text)` lines.
+    Diff(Vec<(char, String)>),
+    /// A command's exit code and the last lines of its output.
+    Output {
+        /// Exit code, when the command ran.
+        exit: Option<i64>,
+        /// The tail of the output.
+        tail: Vec<String>,
+    },
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCard {
+    /// The call id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// The argument a person recognises the call by (path, command, pattern…), on one line.
+    pub key_arg: String,
+    /// The raw argument string, as the model wrote it.
+    pub arguments: String,
+    /// When it started (event time, ms).
+    pub started: TimeMs,
+    /// When it finished.
+    pub finished: Option<TimeMs>,
+    /// Its state.
+    pub state: ToolState,
+    /// One line about the result.
+    pub summary: String,
+    /// More about it.
+    pub detail: Detail,
+}
+
+/// A notice's weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Something went wrong: what and what to do.
+    Error,
+    /// Worth knowing.
+    Info,
+}
+
+/// One element of the conversation view.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// What the person typed.
+    User(String),
+    /// The model's answer (Markdown), `streaming` while it arrives.
+    Assistant {
+        /// The text so far.
+        text: String,
+        /// Still arriving.
+        streaming: bool,
+    },
+    /// The model's reasoning (collapsed to one line by default).
+    Reasoning {
+        /// The text so far.
+        text: String,
+        /// Still arriving.
+        streaming: bool,
+    },
+    /// A tool call.
+    Tool(ToolCard),
+    /// A boundary: compaction, resume, a turn cancelled.
+    Marker(String),
+    /// A banner.
+    Notice(Level, String),
+    /// A plan proposed with `exit_plan_mode`, and whether it was approved.
+    Plan {
+        /// The plan (Markdown).
+        text: String,
+        /// `None` while it waits.
+        approved: Option<bool>,
+    },
+}
+
+/// Figures for the status line and `/status`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Usage {
+    /// Model in force.
+    pub model: String,
+    /// Its context window (tokens).
+    pub context_window: u64,
+    /// Prompt tokens of the last request (the context in use).
+    pub last_prompt: u64,
+    /// Prompt tokens over the session.
+    pub prompt: u64,
+    /// Of which served from the provider's cache.
+    pub cached: u64,
+    /// Output tokens over the session.
+    pub output: u64,
+    /// Model requests answered.
+    pub requests: u64,
+}
+
+impl Usage {
+    /// Share of the context window in use, in percent (0 when unknown).
+    pub fn context_percent(&self) -> u64 {
+        (self.last_prompt * 100)
+            .checked_div(self.context_window)
+            .unwrap_or(0)
+    }
+
+    /// Share of prompt tokens served from the cache, in percent.
+    pub fn cache_percent(&self) -> u64 {
+        (self.cached * 100).checked_div(self.prompt).unwrap_or(0)
+    }
+}
+
+/// What [`Cells::apply`] changed, in the order it changed it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A cell was added at this index (a message whole, or the first delta of a streamed one).
+    Added(usize),
+    /// Text was appended to the streaming message or reasoning cell at `at`.
+    Streamed {
+        /// The cell.
+        at: usize,
+        /// What was appended.
+        delta: String,
+    },
+    /// The cell at this index changed otherwise (a message replaced what streamed of it, a
+    /// plan was decided, a card settled or renamed, a stream ended).
+    Updated(usize),
+    /// A call's result arrived (also for a call without a card here).
+    ToolResult {
+        /// The call.
+        call_id: String,
+        /// The result is an error.
+        is_error: bool,
+        /// The whole result text.
+        output: String,
+    },
+    /// A call was refused at approval.
+    Refused {
+        /// The call.
+        call_id: String,
+        /// Why, if the decision said.
+        reason: Option<String>,
+    },
+    /// The todo list was rewritten ([`Cells::todos`]).
+    Todos,
+}
+
+/// The conversation (see the module docs).
+#[derive(Debug, Default)]
+pub struct Cells {
+    /// The cells, oldest first.
+    pub cells: Vec<Cell>,
+    /// Token figures.
+    pub usage: Usage,
+    /// The todo list, when one is current.
+    pub todos: Vec<TodoItem>,
+    /// Plan mode is on.
+    pub plan_mode: bool,
+    /// The running step `(turn, step, started)`, while a turn runs.
+    pub step: Option<(u32, u32, TimeMs)>,
+    /// Sandbox mode in force, as logged.
+    pub sandbox: String,
+    /// Approval policy in force, as logged.
+    pub approval: String,
+    /// Cell index of each call id's card.
+    tools: HashMap<String, usize>,
+    /// Index of the streaming answer / reasoning cell of the current step.
+    answer: Option<usize>,
+    reasoning: Option<usize>,
+}
+
+/// The argument a person recognises a call to a known tool by (the command, path, pattern, a
+/// subagent's description…), whole; `None` for other tools.
+pub fn key_arg(name: &str, args: &Value) -> Option<String> {
+    let field = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
+    match name {
+        "bash" => field("command"),
+        "read" | "write" | "edit" => field("path"),
+        "glob" | "grep" => field("pattern"),
+        "todo_write" => args
+            .get("todos")
+            .and_then(Value::as_array)
+            .map(|t| format!("{} item(s)", t.len())),
+        "subagent" | "delegate" => field("description")
+            .or_else(|| field("label"))
+            .or_else(|| field("prompt")),
+        _ => None,
+    }
+}
+
+/// What a tool card shows a call by: its [`key_arg`], else its first string argument, else its
+/// compact JSON, on one line.
+fn card_arg(name: &str, args: &Value) -> String {
+    let text = key_arg(name, args).unwrap_or_else(|| {
+        // The first string argument, or the compact JSON.
+        args.as_object()
+            .and_then(|o| o.values().find_map(|v| v.as_str().map(str::to_owned)))
+            .unwrap_or_else(|| {
+                if args.as_object().is_some_and(|o| o.is_empty()) {
+                    String::new()
+                } else {
+                    args.to_string()
+                }
+            })
+    });
+    one_line(&text, KEY_ARG_CHARS)
+}
+
+/// Lines of a change to a file, from the call's arguments (`edit`: old → new; `write`: the
+/// new content), at most `max` lines.
+fn diff_of(name: &str, args: &Value, max: usize) -> Vec<(char, String)> {
+    let field = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
+    let mut lines: Vec<(char, String)> = match name {
+        "edit" => field("old_string")
+            .lines()
+            .map(|l| ('-', l.to_owned()))
+            .chain(field("new_string").lines().map(|l| ('+', l.to_owned())))
+            .collect(),
+        "write" => field("content")
+            .lines()
+            .map(|l| ('+', l.to_owned()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if lines.len() > max {
+        let more = lines.len() - max;
+        lines.truncate(max);
+        lines.push((' ', format!("… {more} more line(s)")));
+    }
+    lines
+}
+
+/// Characters of a card's argument and result summary.
+const KEY_ARG_CHARS: usize = 200;
+/// Lines of a command's output kept on its card.
+const TAIL: usize = 5;
+/// Lines of a diff kept on its card.
+const DIFF_LINES: usize = 40;
+
+impl Cells {
+    /// An empty conversation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(&mut self, cell: Cell) -> usize {
+        self.cells.push(cell);
+        self.cells.len() - 1
+    }
+
+    /// A boundary marker (the UI adds "resumed" itself; events add compaction and cancels).
+    pub fn marker(&mut self, text: impl Into<String>) {
+        self.push(Cell::Marker(text.into()));
+    }
+
+    /// A banner.
+    pub fn notice(&mut self, level: Level, text: impl Into<String>) {
+        self.push(Cell::Notice(level, text.into()));
+    }
+
+    /// Take one committed event into the view; what changed, in order.
+    pub fn apply(&mut self, event: &SessionEvent) -> Vec<Change> {
+        let before = self.cells.len();
+        let mut changes = Vec::new();
+        match &event.body {
+            EventBody::UserMessage(m) if m.source.is_user() => {
+                let text = m.text();
+                if !text.trim().is_empty() {
+                    self.push(Cell::User(text));
+                }
+            }
+            EventBody::StepStart(s) => {
+                self.step = Some((s.turn, s.step, event.time));
+                self.answer = None;
+                self.reasoning = None;
+            }
+            EventBody::StepEnd(_) => {
+                self.finish_streams(&mut changes);
+            }
+            EventBody::TurnEnd(end) => {
+                self.finish_streams(&mut changes);
+                self.step = None;
+                for card in self.running_cards() {
+                    if let Cell::Tool(t) = &mut self.cells[card] {
+                        t.state = ToolState::Failed;
+                        t.summary = "did not finish".into();
+                        changes.push(Change::Updated(card));
+                    }
+                }
+                self.turn_end(&end.reason);
+            }
+            EventBody::AssistantChunk(c) => match &c.chunk {
+                StreamChunk::TextDelta { text, .. } => {
+                    changes.push(self.stream_text(text, false));
+                }
+                StreamChunk::ReasoningDelta { text, .. } => {
+                    changes.push(self.stream_text(text, true));
+                }
+                _ => {}
+            },
+            EventBody::AssistantMessage(m) => {
+                let text = m.message.text();
+                let reasoning = m.message.reasoning();
+                // The message is the authority: it replaces what streamed.
+                if !reasoning.is_empty() {
+                    changes.push(self.set_stream(true, reasoning));
+                }
+                if !text.is_empty() {
+                    changes.push(self.set_stream(false, text));
+                }
+                self.finish_streams(&mut changes);
+                // What follows in the step (another message) starts cells of its own.
+                self.answer = None;
+                self.reasoning = None;
+                if let Some(u) = &m.usage {
+                    self.usage.requests += 1;
+                    self.usage.last_prompt = u.prompt_tokens();
+                    self.usage.prompt += u.prompt_tokens();
+                    self.usage.cached += u.cache_read_tokens;
+                    self.usage.output += u.output_tokens;
+                }
+            }
+            EventBody::ToolCall(c) => {
+                let args: Value = serde_json::from_str(&c.arguments).unwrap_or(Value::Null);
+                let detail = match c.name.as_str() {
+                    "edit" | "write" => Detail::Diff(diff_of(&c.name, &args, DIFF_LINES)),
+                    _ => Detail::None,
+                };
+                let at = self.push(Cell::Tool(ToolCard {
+                    call_id: c.call_id.clone(),
+                    name: c.name.clone(),
+                    key_arg: card_arg(&c.name, &args),
+                    arguments: c.arguments.clone(),
+                    started: event.time,
+                    finished: None,
+                    state: ToolState::Running,
+                    summary: String::new(),
+                    detail,
+                }));
+                self.tools.insert(c.call_id.clone(), at);
+                if c.name == "exit_plan_mode" {
+                    let plan = args
+                        .get("plan")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned();
+                    self.push(Cell::Plan {
+                        text: plan,
+                        approved: None,
+                    });
+                }
+            }
+            EventBody::ToolResult(r) => {
+                let exit = r
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get("exitCode"))
+                    .and_then(Value::as_i64);
+                for block in r.message.tool_results() {
+                    let text = block.text();
+                    if let Some(at) = self.finish_card(
+                        &block.tool_call_id,
+                        block.is_error,
+                        &text,
+                        exit,
+                        event.time,
+                    ) {
+                        changes.push(Change::Updated(at));
+                    }
+                    changes.push(Change::ToolResult {
+                        call_id: block.tool_call_id.clone(),
+                        is_error: block.is_error,
+                        output: text,
+                    });
+                }
+            }
+            EventBody::ApprovalDecided(d) => {
+                if let Some(&at) = self.tools.get(&d.call_id)
+                    && let Some(Cell::Tool(card)) = self.cells.get_mut(at)
+                    && !d.approved
+                {
+                    card.state = ToolState::Denied;
+                    changes.push(Change::Updated(at));
+                }
+                if !d.approved {
+                    changes.push(Change::Refused {
+                        call_id: d.call_id.clone(),
+                        reason: d.reason.clone(),
+                    });
+                }
+            }
+            EventBody::PlanMode(p) => {
+                self.plan_mode = p.active;
+                if let Some(approved) = p.approved
+                    && let Some((at, Cell::Plan { approved: a, .. })) = self
+                        .cells
+                        .iter_mut()
+                        .enumerate()
+                        .rev()
+                        .find(|(_, c)| matches!(c, Cell::Plan { .. }))
+                {
+                    *a = Some(approved);
+                    changes.push(Change::Updated(at));
+                }
+            }
+            EventBody::TodoWrite(t) => {
+                self.todos = t.todos.clone();
+                changes.push(Change::Todos);
+            }
+            EventBody::CompactionEnd(c) => match &c.error {
+                None => self.marker(format!(
+                    "history compacted ({}): ~{} → ~{} tokens",
+                    c.outcome, c.before_tokens, c.after_tokens
+                )),
+                Some(e) => self.notice(Level::Error, format!("Compaction failed: {e}")),
+            },
+            EventBody::RequestContext(c) => {
+                self.usage.model = c.model.clone();
+                self.usage.context_window = c.context_window;
+            }
+            EventBody::LlmRetry(r) => self.notice(
+                Level::Info,
+                format!(
+                    "model call failed ({}), retry {} in {} ms",
+                    r.failure.code, r.attempt, r.delay_ms
+                ),
+            ),
+            EventBody::SandboxMode(s) => self.sandbox = s.mode.clone(),
+            EventBody::ApprovalPolicy(p) => self.approval = p.policy.clone(),
+            EventBody::SubagentDescriptor(s) => {
+                if let Some(call) = &s.call_id
+                    && let Some(&at) = self.tools.get(call)
+                    && let Some(Cell::Tool(card)) = self.cells.get_mut(at)
+                {
+                    card.key_arg = one_line(&s.description, KEY_ARG_CHARS);
+                    changes.push(Change::Updated(at));
+                }
+            }
+            EventBody::Other(o) if o.type_name == "mcp/server" => {
+                let f = |k: &str| o.data.get(k).and_then(Value::as_str).unwrap_or("");
+                if f("status") == "failed" {
+                    self.notice(
+                        Level::Error,
+                        format!(
+                            "MCP server '{}' is not available: {}. Check it with: keel mcp test {}",
+                            f("server"),
+                            one_line(f("error"), 300),
+                            f("server")
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+        // Cells pushed whole (the person's messages, cards, plans, markers, notices).
+        let streamed: Vec<usize> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Added(at) => Some(*at),
+                _ => None,
+            })
+            .collect();
+        changes.extend(
+            (before..self.cells.len())
+                .filter(|at| !streamed.contains(at))
+                .map(Change::Added),
+        );
+        changes
+    }
+
+    /// The boundary or notice a turn's end shows, if any.
+    fn turn_end(&mut self, reason: &TurnEndReason) {
+        match reason {
+            TurnEndReason::Completed => {}
+            TurnEndReason::Aborted { reason } => {
+                self.marker(format!("turn cancelled ({reason})"));
+            }
+            TurnEndReason::Interrupted => self.marker("turn interrupted"),
+            TurnEndReason::Blocked { reason } => self.notice(
+                Level::Info,
+                format!(
+                    "The turn stopped: {}",
+                    reason.as_deref().unwrap_or("no reason given")
+                ),
+            ),
+            TurnEndReason::MaxTokens => self.notice(
+                Level::Error,
+                "The model hit its output limit. Ask it to continue, or raise \
+                 agent.max_tokens.",
+            ),
+            TurnEndReason::Error { code, message } => self.notice(
+                Level::Error,
+                format!(
+                    "{code}: {}. Check the model settings (/status) and try again.",
+                    message
+                        .strip_prefix(code.as_str())
+                        .and_then(|m| m.strip_prefix(": "))
+                        .unwrap_or(message)
+                ),
+            ),
+        }
+    }
+
+    /// Settle the card of `call_id` with its result; its index, if it has a card.
+    fn finish_card(
+        &mut self,
+        call_id: &str,
+        is_error: bool,
+        text: &str,
+        exit: Option<i64>,
+        time: TimeMs,
+    ) -> Option<usize> {
+        let &at = self.tools.get(call_id)?;
+        let Some(Cell::Tool(card)) = self.cells.get_mut(at) else {
+            return None;
+        };
+        card.finished = Some(time);
+        if is_error {
+            card.state = if card.state == ToolState::Denied {
+                ToolState::Denied
+            } else {
+                ToolState::Failed
+            };
+            card.summary = one_line(text.lines().next().unwrap_or("failed"), KEY_ARG_CHARS);
+            if matches!(card.detail, Detail::Diff(_)) {
+                card.detail = Detail::None;
+            }
+        } else {
+            card.state = ToolState::Done;
+            let lines = text.lines().count();
+            card.summary = match card.name.as_str() {
+                "edit" | "write" => one_line(text.lines().next().unwrap_or(""), KEY_ARG_CHARS),
+                _ => format!("{lines} line{}", if lines == 1 { "" } else { "s" }),
+            };
+        }
+        if card.name == "bash" {
+            let all: Vec<&str> = text.lines().collect();
+            let tail = all[all.len().saturating_sub(TAIL)..]
+                .iter()
+                .map(|l| (*l).to_owned())
+                .collect();
+            card.detail = Detail::Output { exit, tail };
+        }
+        Some(at)
+    }
+
+    fn running_cards(&self) -> Vec<usize> {
+        self.cells
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c, Cell::Tool(t) if t.state == ToolState::Running))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// The index and text of the current step's answer (or reasoning) cell, if it has one.
+    fn stream_cell(&mut self, reasoning: bool) -> Option<(usize, &mut String)> {
+        let at = if reasoning {
+            self.reasoning
+        } else {
+            self.answer
+        }?;
+        match self.cells.get_mut(at)? {
+            Cell::Assistant { text, .. } | Cell::Reasoning { text, .. } => Some((at, text)),
+            _ => None,
+        }
+    }
+
+    /// Append `delta` to the streaming answer (or reasoning) cell, starting one if none is.
+    fn stream_text(&mut self, delta: &str, reasoning: bool) -> Change {
+        if let Some((at, text)) = self.stream_cell(reasoning) {
+            text.push_str(delta);
+            return Change::Streamed {
+                at,
+                delta: delta.to_owned(),
+            };
+        }
+        let text = delta.to_owned();
+        let cell = if reasoning {
+            Cell::Reasoning {
+                text,
+                streaming: true,
+            }
+        } else {
+            Cell::Assistant {
+                text,
+                streaming: true,
+            }
+        };
+        let at = self.push(cell);
+        if reasoning {
+            self.reasoning = Some(at);
+        } else {
+            self.answer = Some(at);
+        }
+        Change::Added(at)
+    }
+
+    /// Replace what streamed of the answer (or reasoning) with `full`, or start its cell.
+    fn set_stream(&mut self, reasoning: bool, full: String) -> Change {
+        if let Some((at, text)) = self.stream_cell(reasoning) {
+            *text = full;
+            return Change::Updated(at);
+        }
+        self.stream_text(&full, reasoning)
+    }
+
+    fn finish_streams(&mut self, changes: &mut Vec<Change>) {
+        for at in [self.answer, self.reasoning].into_iter().flatten() {
+            if let Some(Cell::Assistant { streaming, .. } | Cell::Reasoning { streaming, .. }) =
+                self.cells.get_mut(at)
+                && *streaming
+            {
+                *streaming = false;
+                if !changes.contains(&Change::Updated(at)) && !changes.contains(&Change::Added(at))
+                {
+                    changes.push(Change::Updated(at));
+                }
+            }
+        }
+    }
+
+    /// Whether anything is still arriving or running (the view animates then).
+    pub fn busy(&self) -> bool {
+        self.step.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use keel_protocol::Seq;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn ev(ty: &str, data: Value) -> SessionEvent {
+        SessionEvent::new(Seq(1), 0, EventBody::parse(ty, &data.to_string()).unwrap())
+    }
+
+    fn delta(text: &str) -> SessionEvent {
+        ev(
+            "assistant/chunk",
+            json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": text}}),
+        )
+    }
+
+    fn answer(text: &str) -> SessionEvent {
+        ev(
+            "assistant/message",
+            json!({"turn": 1, "step": 1, "message": {"role": "assistant", "content": [{"type": "reasoning", "text": "hmm"}, {"type": "text", "text": text}], "source": {"kind": "model", "provider": "p", "model": "m"}, "id": "a"}}),
+        )
+    }
+
+    fn call(id: &str, name: &str, args: Value) -> SessionEvent {
+        ev(
+            "tool/call",
+            json!({"turn": 1, "step": 1, "callId": id, "name": name, "arguments": args.to_string()}),
+        )
+    }
+
+    fn result(id: &str, text: &str, is_error: bool) -> SessionEvent {
+        ev(
+            "tool/result",
+            json!({"turn": 1, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": id, "content": [{"type": "text", "text": text}], "isError": is_error}], "source": {"kind": "tool", "callId": id}, "id": "r"}}),
+        )
+    }
+
+    #[test]
+    fn streamed_text_is_added_then_appended_and_the_message_only_settles_it() {
+        let mut c = Cells::new();
+        c.apply(&ev("step/start", json!({"turn": 1, "step": 1})));
+        assert_eq!(c.apply(&delta("Hel")), vec![Change::Added(0)]);
+        assert_eq!(
+            c.apply(&delta("lo")),
+            vec![Change::Streamed {
+                at: 0,
+                delta: "lo".into()
+            }]
+        );
+        // The reasoning did not stream: it is added whole; the text is replaced and settled.
+        assert_eq!(
+            c.apply(&answer("Hello!")),
+            vec![Change::Added(1), Change::Updated(0)]
+        );
+        assert_eq!(
+            c.cells,
+            vec![
+                Cell::Assistant {
+                    text: "Hello!".into(),
+                    streaming: false
+                },
+                Cell::Reasoning {
+                    text: "hmm".into(),
+                    streaming: false
+                },
+            ]
+        );
+        // A replay (no deltas) gives the same answer, added whole.
+        let mut r = Cells::new();
+        r.apply(&ev("step/start", json!({"turn": 1, "step": 1})));
+        assert_eq!(
+            r.apply(&answer("Hello!")),
+            vec![Change::Added(0), Change::Added(1)]
+        );
+        assert_eq!(r.cells[1], c.cells[0]);
+    }
+
+    #[test]
+    fn a_call_is_paired_with_its_approval_and_its_result() {
+        let mut c = Cells::new();
+        let added = c.apply(&call("c1", "bash", json!({"command": "cargo\ntest"})));
+        assert_eq!(added, vec![Change::Added(0)]);
+        let Cell::Tool(card) = &c.cells[0] else {
+            panic!("{:?}", c.cells)
+        };
+        assert_eq!(card.key_arg, "cargo⏎test");
+        assert_eq!(card.state, ToolState::Running);
+        assert_eq!(
+            c.apply(&ev(
+                "approval/decided",
+                json!({"callId": "c1", "approved": false, "by": "user", "reason": "no"})
+            )),
+            vec![
+                Change::Updated(0),
+                Change::Refused {
+                    call_id: "c1".into(),
+                    reason: Some("no".into())
+                }
+            ]
+        );
+        assert_eq!(
+            c.apply(&result("c1", "DENIED: no\nmore", true)),
+            vec![
+                Change::Updated(0),
+                Change::ToolResult {
+                    call_id: "c1".into(),
+                    is_error: true,
+                    output: "DENIED: no\nmore".into()
+                }
+            ]
+        );
+        let Cell::Tool(card) = &c.cells[0] else {
+            panic!("{:?}", c.cells)
+        };
+        assert_eq!(card.state, ToolState::Denied);
+        assert_eq!(card.summary, "DENIED: no");
+        // A result for a call without a card is still reported.
+        assert_eq!(c.apply(&result("c9", "ok", false)).len(), 1);
+    }
+
+    #[test]
+    fn key_args_name_known_tools_only() {
+        assert_eq!(
+            key_arg("read", &json!({"path": "a.rs"})).as_deref(),
+            Some("a.rs")
+        );
+        assert_eq!(key_arg("mystery", &json!({"x": "y"})), None);
+        // A card falls back to the first string argument.
+        assert_eq!(card_arg("mystery", &json!({"x": "y"})), "y");
+        assert_eq!(card_arg("mystery", &json!({})), "");
+    }
+
+    #[test]
+    fn todos_and_plans_report_their_changes() {
+        let mut c = Cells::new();
+        assert_eq!(
+            c.apply(&ev(
+                "todo/write",
+                json!({"todos": [{"content": "a", "status": "pending"}]})
+            )),
+            vec![Change::Todos]
+        );
+        assert_eq!(c.todos.len(), 1);
+        let plan = call("p1", "exit_plan_mode", json!({"plan": "do it"}));
+        assert_eq!(c.apply(&plan), vec![Change::Added(0), Change::Added(1)]);
+        assert_eq!(
+            c.apply(&ev("plan/mode", json!({"active": false, "approved": true}))),
+            vec![Change::Updated(1)]
+        );
+        assert_eq!(
+            c.cells[1],
+            Cell::Plan {
+                text: "do it".into(),
+                approved: Some(true)
+            }
+        );
+    }
+}
