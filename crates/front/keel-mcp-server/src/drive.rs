@@ -5,6 +5,7 @@ use super::{Answer, ProgressUpdate, TurnControl};
 use keel_agent::{Agent, HookRegistry};
 use keel_host::SourceError;
 use keel_protocol::{EventBody, SessionEvent};
+use keel_session::view::text::one_line;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ fn progress_of(ev: &SessionEvent) -> Option<ProgressUpdate> {
         },
         EventBody::ToolCall(c) => ProgressUpdate::ToolCall {
             name: c.name.clone(),
-            summary: short(&c.arguments, 120),
+            summary: one_line(&c.arguments, 120),
         },
         EventBody::ToolResult(r) => {
             let text: String = r.message.tool_results().map(|b| b.text()).collect();
@@ -40,7 +41,7 @@ fn progress_of(ev: &SessionEvent) -> Option<ProgressUpdate> {
             let first = text.lines().next().unwrap_or("(no output)");
             ProgressUpdate::ToolResult {
                 ok,
-                summary: short(first, 120),
+                summary: one_line(first, 120),
             }
         }
         EventBody::LlmRetry(r) => ProgressUpdate::Retry {
@@ -52,20 +53,6 @@ fn progress_of(ev: &SessionEvent) -> Option<ProgressUpdate> {
         },
         _ => return None,
     })
-}
-
-/// `s` on one line, cut to `max` characters.
-fn short(s: &str, max: usize) -> String {
-    let line: String = s
-        .chars()
-        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
-        .collect();
-    if line.chars().count() <= max {
-        line
-    } else {
-        let cut: String = line.chars().take(max).collect();
-        format!("{cut}…")
-    }
 }
 
 /// Run `agent`'s queued turns until it is idle ([`Agent::run_until_idle`]) and answer with the
@@ -101,16 +88,5 @@ pub async fn drive(agent: &Agent, control: &TurnControl) -> Result<Answer, Sourc
             "session {session_id}: no turn ran"
         ))),
         Err(e) => Err(SourceError::Failed(format!("session {session_id}: {e}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_keeps_one_line_and_cuts() {
-        assert_eq!(short("a\nb", 10), "a b");
-        assert_eq!(short("abcdef", 3), "abc…");
     }
 }

@@ -4,6 +4,7 @@
 use keel_agent::HookRegistry;
 use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, StreamChunk};
+use keel_session::view::text::one_line;
 use std::collections::HashSet;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -88,7 +89,7 @@ impl Progress {
                     _ => Ok(()),
                 },
                 EventBody::ToolCall(c) => {
-                    writeln!(err, "→ {} {}", c.name, short(&c.arguments, 120))
+                    writeln!(err, "→ {} {}", c.name, one_line(&c.arguments, 120))
                 }
                 EventBody::ToolResult(r) => {
                     let text = r
@@ -100,7 +101,7 @@ impl Progress {
                     let lines = text.lines().count();
                     let failed = r.message.tool_results().any(|b| b.is_error);
                     if failed {
-                        writeln!(err, "  ✗ {}", short(first, 160))
+                        writeln!(err, "  ✗ {}", one_line(first, 160))
                     } else {
                         writeln!(
                             err,
@@ -159,17 +160,17 @@ fn mcp_notice(err: &mut impl Write, data: &serde_json::Value) -> std::io::Result
         "failed" => {
             let how = match field("transport") {
                 "" => String::new(),
-                t => format!(" ({})", short(t, 120)),
+                t => format!(" ({})", one_line(t, 120)),
             };
             writeln!(
                 err,
                 "keel: MCP server '{}'{how} is not available: {}",
                 field("server"),
-                short(field("error"), 300)
+                one_line(field("error"), 300)
             )?;
             let tail = field("stderrTail");
             if !tail.is_empty() {
-                writeln!(err, "  its stderr ends: {}", short(tail, 400))?;
+                writeln!(err, "  its stderr ends: {}", one_line(tail, 400))?;
             }
             Ok(())
         }
@@ -178,18 +179,8 @@ fn mcp_notice(err: &mut impl Write, data: &serde_json::Value) -> std::io::Result
             "keel: MCP server '{}': tool '{}' is not offered: {}",
             field("server"),
             field("tool"),
-            short(field("error"), 200)
+            one_line(field("error"), 200)
         ),
         _ => Ok(()),
-    }
-}
-
-fn short(s: &str, max: usize) -> String {
-    let one_line: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        let cut: String = one_line.chars().take(max).collect();
-        format!("{cut}…")
     }
 }
