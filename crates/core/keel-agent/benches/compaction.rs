@@ -70,8 +70,8 @@ fn surface(messages: usize, index: &mut SurfaceIndex) -> (Session, Vec<Duration>
                 id: format!("a{turn}_{step}"),
             };
             let a = AssistantMessageEvent {
-                turn,
-                step,
+                turn: keel_protocol::TurnNo(turn),
+                step: keel_protocol::StepNo(step),
                 message: call,
                 usage: None,
                 finish: None,
@@ -91,8 +91,8 @@ fn surface(messages: usize, index: &mut SurfaceIndex) -> (Session, Vec<Duration>
                 id: format!("r{turn}_{step}"),
             };
             let r = ToolResultEvent {
-                turn,
-                step,
+                turn: keel_protocol::TurnNo(turn),
+                step: keel_protocol::StepNo(step),
                 message: result,
                 meta: None,
             };
@@ -106,8 +106,8 @@ fn surface(messages: usize, index: &mut SurfaceIndex) -> (Session, Vec<Duration>
             id: format!("f{turn}"),
         };
         let a = AssistantMessageEvent {
-            turn,
-            step: 4,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(4),
             message: answer,
             usage: None,
             finish: None,

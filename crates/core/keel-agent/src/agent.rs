@@ -17,6 +17,7 @@ use keel_protocol::{
     ApprovalPolicyEvent, EventBody, Message, MessageSource, PlanModeEvent, SandboxModeEvent, Seq,
     SessionEvent, SessionId, SurfaceOp, ToolCallBlock,
 };
+use keel_protocol::{StepNo, TurnNo};
 use keel_session::PersistentSession;
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::SubprocessService;
@@ -171,7 +172,7 @@ impl AgentConfig {
 #[derive(Debug, Default)]
 pub(crate) struct LoopState {
     pub(crate) inbox: Inbox,
-    pub(crate) turn: u32,
+    pub(crate) turn: TurnNo,
     /// A turn is running (set when it starts; cleared, together with the check that no step
     /// input waits, just before it ends). Job notices inject while set and wake otherwise.
     pub(crate) running: bool,
@@ -180,7 +181,7 @@ pub(crate) struct LoopState {
     pub(crate) last_header: Option<Value>,
     pub(crate) last_context: Option<keel_protocol::RequestContext>,
     /// The prompt estimate of the last request built: (turn, step, tokens).
-    pub(crate) last_estimate: Option<(u32, u32, u64)>,
+    pub(crate) last_estimate: Option<(TurnNo, StepNo, u64)>,
     /// Provider prompt tokens per estimated token, from the last request the provider
     /// reported usage for (never below 1: the estimate only ever grows).
     pub(crate) prompt_factor: Option<f64>,
@@ -765,7 +766,7 @@ impl Agent {
     }
 
     /// The number of the running turn, or of the last one (0 before the first).
-    pub fn current_turn(&self) -> u32 {
+    pub fn current_turn(&self) -> TurnNo {
         self.state().turn
     }
 

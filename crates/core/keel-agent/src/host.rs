@@ -11,6 +11,7 @@ use keel_protocol::{
     ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq,
     SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
 };
+use keel_protocol::{StepNo, TurnNo};
 use keel_tools::{ApprovalOutcome, Handoff, JobControl, PipelineHost, ToolOutcome};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,8 +23,8 @@ the user can allow such actions with --approval auto (or a wider --sandbox)";
 /// One step's view of the agent, handed to the pipeline.
 pub(crate) struct StepHost<'a> {
     pub(crate) agent: &'a Agent,
-    pub(crate) turn: u32,
-    pub(crate) step: u32,
+    pub(crate) turn: TurnNo,
+    pub(crate) step: StepNo,
     calls: Mutex<HashMap<String, Seq>>,
     error: Mutex<Option<AgentError>>,
     stop: Mutex<Option<RepeatNotice>>,
@@ -31,7 +32,7 @@ pub(crate) struct StepHost<'a> {
 }
 
 impl<'a> StepHost<'a> {
-    pub(crate) fn new(agent: &'a Agent, turn: u32, step: u32) -> Self {
+    pub(crate) fn new(agent: &'a Agent, turn: TurnNo, step: StepNo) -> Self {
         StepHost {
             agent,
             turn,

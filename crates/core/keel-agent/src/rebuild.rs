@@ -9,6 +9,7 @@
 
 use keel_llm::ChatRequest;
 use keel_protocol::{ContextProjection, EventBody, Seq, ToolSchema};
+use keel_protocol::{StepNo, TurnNo};
 use keel_session::Session;
 use serde_json::Value;
 
@@ -16,9 +17,9 @@ use serde_json::Value;
 #[derive(Debug, Clone)]
 pub struct RebuiltRequest {
     /// Its turn.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Its step.
-    pub step: u32,
+    pub step: StepNo,
     /// The seq of its `context/projection`.
     pub at: Seq,
     /// The request.

@@ -10,6 +10,7 @@
 //! the loop ends the turn after the step (`REPEATED_TOOL_FAILURE`). A `limit` of 0 turns the
 //! breaker off.
 
+use keel_protocol::TurnNo;
 use keel_protocol::{ContentBlock, ToolCallBlock};
 use keel_tools::ToolOutcome;
 use serde_json::Value;
@@ -107,7 +108,7 @@ struct Failure {
 /// The run of identical failures of the current turn.
 #[derive(Debug, Default)]
 pub(crate) struct RepeatedFailures {
-    turn: u32,
+    turn: TurnNo,
     last: Option<Failure>,
     count: u32,
 }
@@ -117,7 +118,7 @@ impl RepeatedFailures {
     pub(crate) fn observe(
         &mut self,
         limit: u32,
-        turn: u32,
+        turn: TurnNo,
         call: &ToolCallBlock,
         outcome: &ToolOutcome,
     ) -> Verdict {
@@ -219,7 +220,7 @@ mod tests {
         let verdicts: Vec<Verdict> = (0..6)
             .map(|i| {
                 let c = if i % 2 == 0 { &c } else { &same };
-                r.observe(3, 1, c, &fail("no such file"))
+                r.observe(3, keel_protocol::TurnNo(1), c, &fail("no such file"))
             })
             .collect();
         assert_eq!(
@@ -254,13 +255,13 @@ mod tests {
             meta: None,
         };
         let seq = [
-            r.observe(2, 1, &a, &fail("x")),
-            r.observe(2, 1, &b, &fail("x")),
-            r.observe(2, 1, &b, &fail("y")),
-            r.observe(2, 1, &b, &ok),
-            r.observe(2, 1, &b, &fail("y")),
-            r.observe(2, 2, &b, &fail("y")),
-            r.observe(2, 2, &b, &fail("y")),
+            r.observe(2, keel_protocol::TurnNo(1), &a, &fail("x")),
+            r.observe(2, keel_protocol::TurnNo(1), &b, &fail("x")),
+            r.observe(2, keel_protocol::TurnNo(1), &b, &fail("y")),
+            r.observe(2, keel_protocol::TurnNo(1), &b, &ok),
+            r.observe(2, keel_protocol::TurnNo(1), &b, &fail("y")),
+            r.observe(2, keel_protocol::TurnNo(2), &b, &fail("y")),
+            r.observe(2, keel_protocol::TurnNo(2), &b, &fail("y")),
         ];
         assert_eq!(
             kinds(&seq),
@@ -269,7 +270,10 @@ mod tests {
         // Off.
         let mut off = RepeatedFailures::default();
         for _ in 0..10 {
-            assert_eq!(off.observe(0, 1, &a, &fail("x")), Verdict::Pass);
+            assert_eq!(
+                off.observe(0, keel_protocol::TurnNo(1), &a, &fail("x")),
+                Verdict::Pass
+            );
         }
     }
 
@@ -283,6 +287,9 @@ mod tests {
             is_error: false,
             meta: Some(serde_json::json!({"exitCode": 2})),
         };
-        assert!(matches!(r.observe(1, 1, &c, &exited), Verdict::Warn(_)));
+        assert!(matches!(
+            r.observe(1, keel_protocol::TurnNo(1), &c, &exited),
+            Verdict::Warn(_)
+        ));
     }
 }

@@ -121,8 +121,8 @@ impl Agent {
     /// add.
     pub(crate) fn push_runtime_context(
         &self,
-        turn: u32,
-        step: u32,
+        turn: TurnNo,
+        step: StepNo,
         attempt: u32,
     ) -> Result<(), AgentError> {
         if let Some(m) = self.runtime_context_message() {
@@ -138,8 +138,8 @@ impl Agent {
         }
         let input = RuntimeContext {
             agent: self.clone(),
-            turn: TurnNo(turn),
-            step: StepNo(step),
+            turn,
+            step,
             attempt,
         };
         for hook in hooks {
@@ -158,8 +158,8 @@ impl Agent {
     /// header/context events when changed.
     pub(crate) async fn build_request(
         &self,
-        turn: u32,
-        step: u32,
+        turn: TurnNo,
+        step: StepNo,
         turn_start: Seq,
     ) -> Result<ChatRequest, AgentError> {
         let cfg = &self.inner.config;
@@ -276,7 +276,7 @@ impl Agent {
     /// surface and reported), recomputed when the surface is replaced while a listener runs
     /// (up to [`PROJECTION_RETRIES`] times). Without a listener: the whole surface. The token
     /// meter measures the same.
-    pub async fn project(&self, turn: u32, step: u32, turn_start: Option<Seq>) -> Projected {
+    pub async fn project(&self, turn: TurnNo, step: StepNo, turn_start: Option<Seq>) -> Projected {
         let mut attempt = 0;
         loop {
             let (nodes, generation, start) = {
@@ -304,8 +304,8 @@ impl Agent {
             };
             let req = ContextRequest {
                 agent: self.clone(),
-                turn: TurnNo(turn),
-                step: StepNo(step),
+                turn,
+                step,
                 generation,
                 nodes: nodes.clone(),
                 required: required.clone(),
@@ -385,7 +385,7 @@ impl Projected {
 }
 
 /// The seq of `turn`'s `turn/start` (the latest such), if the log has it.
-pub(crate) fn turn_start(session: &keel_session::Session, turn: u32) -> Option<Seq> {
+pub(crate) fn turn_start(session: &keel_session::Session, turn: TurnNo) -> Option<Seq> {
     (0..session.len()).rev().map(Seq).find(|&seq| {
         session
             .whole_event(seq)

@@ -105,7 +105,7 @@ impl Agent {
         let cancel = self.new_turn_token();
         let turn = {
             let mut state = self.state();
-            state.turn += 1;
+            state.turn = state.turn.next();
             state.running = true;
             state.turn
         };
@@ -118,10 +118,10 @@ impl Agent {
         }
         let mut final_text = String::new();
         let mut handed_off = false;
-        let mut step = 0u32;
+        let mut step = StepNo(0);
         let reason = loop {
-            step += 1;
-            if step > self.config().max_steps {
+            step = step.next();
+            if step.0 > self.config().max_steps {
                 break TurnEndReason::Blocked {
                     reason: Some(format!(
                         "the turn reached its step limit ({}); raise agent.max_steps to go further",
@@ -149,7 +149,7 @@ impl Agent {
                 StepEnd::EndTurn(TurnEndReason::Completed) => {
                     let stopping = TurnStopping {
                         agent: self.clone(),
-                        turn: TurnNo(turn),
+                        turn,
                         reason: TurnEndReason::Completed,
                         final_text: final_text.clone(),
                     };
@@ -182,7 +182,7 @@ impl Agent {
                     if !self.hooks().turn_stopping.is_empty() {
                         let stopping = TurnStopping {
                             agent: self.clone(),
-                            turn: TurnNo(turn),
+                            turn,
                             reason: TurnEndReason::MaxTokens,
                             final_text: final_text.clone(),
                         };
@@ -207,7 +207,7 @@ impl Agent {
         }))?;
         self.flush(FlushPoint::TurnBoundary).await?;
         Ok(TurnOutcome {
-            turn: TurnNo(turn),
+            turn,
             reason,
             final_text,
             handed_off,
@@ -216,8 +216,8 @@ impl Agent {
 
     async fn run_step(
         &self,
-        turn: u32,
-        step: u32,
+        turn: TurnNo,
+        step: StepNo,
         turn_start: Seq,
         claimed: Vec<Message>,
         cancel: &CancellationToken,
@@ -228,8 +228,8 @@ impl Agent {
         } else {
             let input = PreStep {
                 agent: self.clone(),
-                turn: TurnNo(turn),
-                step: StepNo(step),
+                turn,
+                step,
                 messages: claimed,
             };
             match self
@@ -267,8 +267,8 @@ impl Agent {
             let request = self.build_request(turn, step, turn_start).await?;
             let observed = crate::seams::LlmRequest {
                 session: self.session_id(),
-                turn: TurnNo(turn),
-                step: StepNo(step),
+                turn,
+                step,
                 attempt,
                 request: request.clone(),
             };
@@ -283,8 +283,8 @@ impl Agent {
                 Err(interrupted) => {
                     let input = RequestError {
                         agent: self.clone(),
-                        turn: TurnNo(turn),
-                        step: StepNo(step),
+                        turn,
+                        step,
                         attempt,
                         failure: interrupted.failure.clone(),
                     };
@@ -414,8 +414,8 @@ impl Agent {
     /// Stream one model call, logging every chunk. The outer error is a log failure.
     async fn stream(
         &self,
-        turn: u32,
-        step: u32,
+        turn: TurnNo,
+        step: StepNo,
         request: ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<(Result<Assembled, Interrupted>, Vec<Seq>), AgentError> {

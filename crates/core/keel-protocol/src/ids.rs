@@ -78,9 +78,18 @@ pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
 }
 
 /// Number of a turn within its session: 1 for the first (the `turn` field of step events).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct TurnNo(pub u32);
+
+impl TurnNo {
+    /// The turn after this one.
+    pub const fn next(self) -> Self {
+        TurnNo(self.0 + 1)
+    }
+}
 
 impl fmt::Display for TurnNo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -89,9 +98,18 @@ impl fmt::Display for TurnNo {
 }
 
 /// Number of a step within its turn: 1 for the first (the `step` field of step events).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct StepNo(pub u32);
+
+impl StepNo {
+    /// The step after this one.
+    pub const fn next(self) -> Self {
+        StepNo(self.0 + 1)
+    }
+}
 
 impl fmt::Display for StepNo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -3,6 +3,7 @@
 //! Every variant names the seq involved. Persistence errors live in [`crate::store`].
 
 use keel_protocol::Seq;
+use keel_protocol::TurnNo;
 
 /// Why [`crate::Session::append`] refused an event. The session is unchanged.
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +120,7 @@ pub enum ForkError {
         /// Requested boundary.
         boundary: Seq,
         /// The open turn.
-        turn: u32,
+        turn: TurnNo,
     },
     /// Copying the prefix failed validation (the parent itself is inconsistent).
     #[error("fork: {0}")]

@@ -14,14 +14,15 @@
 //! (compaction) are exempt from step rules.
 
 use keel_protocol::{ContentBlock, EventBody, Seq, SessionEvent, StepRef, SurfaceOp};
+use keel_protocol::{StepNo, TurnNo};
 
 /// Where the session is in its turn/step structure.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TurnState {
     /// The highest turn number opened so far (0 when none).
-    pub last_turn: u32,
+    pub last_turn: TurnNo,
     /// The open turn, if any.
-    pub open_turn: Option<u32>,
+    pub open_turn: Option<TurnNo>,
     /// The open step, if any.
     pub open_step: Option<StepRef>,
 }
@@ -35,9 +36,9 @@ pub enum InvariantViolation {
         /// The event.
         seq: Seq,
         /// Turn being opened.
-        turn: u32,
+        turn: TurnNo,
         /// Turn already open.
-        open: u32,
+        open: TurnNo,
     },
     /// A `turn/start` whose number does not increase.
     #[error("seq {seq}: turn/start {turn} after turn {last}")]
@@ -45,9 +46,9 @@ pub enum InvariantViolation {
         /// The event.
         seq: Seq,
         /// Turn being opened.
-        turn: u32,
+        turn: TurnNo,
         /// Highest turn so far.
-        last: u32,
+        last: TurnNo,
     },
     /// A `turn/end` that does not close the open turn.
     #[error("seq {seq}: turn/end {turn} but the open turn is {open:?}")]
@@ -55,9 +56,9 @@ pub enum InvariantViolation {
         /// The event.
         seq: Seq,
         /// Turn named.
-        turn: u32,
+        turn: TurnNo,
         /// The open turn.
-        open: Option<u32>,
+        open: Option<TurnNo>,
     },
     /// A `turn/end` while a step is open.
     #[error("seq {seq}: turn/end {turn} while step {}.{} is open", .step.turn, .step.step)]
@@ -65,7 +66,7 @@ pub enum InvariantViolation {
         /// The event.
         seq: Seq,
         /// Turn named.
-        turn: u32,
+        turn: TurnNo,
         /// The open step.
         step: StepRef,
     },
@@ -162,7 +163,7 @@ pub(crate) struct PendingCall {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tracker {
     pub(crate) state: TurnState,
-    last_step: u32,
+    last_step: StepNo,
     /// Seq of the open step's last assistant message.
     pub(crate) assistant_seq: Option<Seq>,
     pub(crate) calls: Vec<PendingCall>,
@@ -197,12 +198,12 @@ impl Tracker {
     }
 
     /// A delta chunk (the only thing a delta contributes is its step).
-    pub(crate) fn observe_chunk(&mut self, seq: Seq, turn: u32, step: u32) {
+    pub(crate) fn observe_chunk(&mut self, seq: Seq, turn: TurnNo, step: StepNo) {
         self.in_step(seq, "assistant/chunk", StepRef { turn, step });
     }
 
     /// `n` delta chunks of one step from `seq0` on (a packed row).
-    pub(crate) fn observe_chunks(&mut self, seq0: Seq, n: u64, turn: u32, step: u32) {
+    pub(crate) fn observe_chunks(&mut self, seq0: Seq, n: u64, turn: TurnNo, step: StepNo) {
         let step = StepRef { turn, step };
         if self.state.open_step != Some(step) {
             let open = self.state.open_step;
@@ -237,7 +238,7 @@ impl Tracker {
                 self.state.open_turn = Some(t.turn);
                 self.state.open_step = None;
                 self.state.last_turn = self.state.last_turn.max(t.turn);
-                self.last_step = 0;
+                self.last_step = StepNo(0);
                 self.turns += 1;
             }
             EventBody::TurnEnd(t) => {

@@ -11,6 +11,7 @@ use crate::store::parse::Row;
 use keel_protocol::{
     AssistantChunk, EventBody, PackedKind, Seq, SessionEvent, StreamChunk, TimeMs,
 };
+use keel_protocol::{StepNo, TurnNo};
 use std::borrow::Cow;
 
 /// A run of delta chunks of one block, standing for seqs `seq0 .. seq0 + len`.
@@ -19,8 +20,8 @@ pub(crate) struct ChunkRun {
     pub(crate) kind: PackedKind,
     pub(crate) seq0: u64,
     pub(crate) time0: TimeMs,
-    pub(crate) turn: u32,
-    pub(crate) step: u32,
+    pub(crate) turn: TurnNo,
+    pub(crate) step: StepNo,
     pub(crate) index: u32,
     /// Tool call id carried by the first member (tool-call runs).
     pub(crate) id: Option<Box<str>>,
@@ -39,8 +40,8 @@ pub(crate) struct Delta<'a> {
     pub(crate) kind: PackedKind,
     pub(crate) seq: u64,
     pub(crate) time: TimeMs,
-    pub(crate) turn: u32,
-    pub(crate) step: u32,
+    pub(crate) turn: TurnNo,
+    pub(crate) step: StepNo,
     pub(crate) index: u32,
     pub(crate) id: Option<&'a str>,
     pub(crate) name: Option<&'a str>,

@@ -26,7 +26,7 @@ pub struct RepairReport {
     /// The step closed, if one was open.
     pub closed_step: Option<StepRef>,
     /// The turn closed as interrupted, if one was open.
-    pub closed_turn: Option<u32>,
+    pub closed_turn: Option<keel_protocol::TurnNo>,
     /// Seqs of the appended events.
     pub appended: Vec<Seq>,
 }
@@ -282,8 +282,11 @@ mod tests {
         let report = RepairReport {
             outcome_unknown: vec!["call_7".into()],
             not_started: vec!["call_8".into(), "call_9".into()],
-            closed_step: Some(StepRef { turn: 2, step: 3 }),
-            closed_turn: Some(2),
+            closed_step: Some(StepRef {
+                turn: keel_protocol::TurnNo(2),
+                step: keel_protocol::StepNo(3),
+            }),
+            closed_turn: Some(keel_protocol::TurnNo(2)),
             appended: vec![Seq(10), Seq(11)],
         };
         assert_eq!(
@@ -293,7 +296,10 @@ mod tests {
              (call_8, call_9)"
         );
         let step_only = RepairReport {
-            closed_step: Some(StepRef { turn: 1, step: 1 }),
+            closed_step: Some(StepRef {
+                turn: keel_protocol::TurnNo(1),
+                step: keel_protocol::StepNo(1),
+            }),
             ..RepairReport::default()
         };
         assert_eq!(step_only.to_string(), "closed step 1 of turn 1");

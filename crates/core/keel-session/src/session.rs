@@ -484,8 +484,8 @@ mod tests {
                     text: "d".into(),
                 };
                 let body = AssistantChunk {
-                    turn: 1,
-                    step: i,
+                    turn: keel_protocol::TurnNo(1),
+                    step: keel_protocol::StepNo(i),
                     chunk,
                 };
                 s.push(EventBody::AssistantChunk(Box::new(body))).unwrap();

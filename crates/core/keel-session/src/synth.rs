@@ -12,8 +12,8 @@ use crate::store::{Store, StoreError, WriterOptions};
 use keel_protocol::{
     AssistantChunk, AssistantMessageEvent, BlockType, ContentBlock, EventBody, FinishReason,
     InboxSpliced, InboxTarget, Message, MessageSource, RequestContext, Role, Seq, SessionEvent,
-    SessionHeader, SessionId, StepRef, StreamChunk, SurfaceOp, TokenUsage, ToolCallBlock,
-    ToolCallEvent, ToolResultBlock, ToolResultEvent, TurnEnd, TurnEndReason, TurnStart,
+    SessionHeader, SessionId, StepNo, StepRef, StreamChunk, SurfaceOp, TokenUsage, ToolCallBlock,
+    ToolCallEvent, ToolResultBlock, ToolResultEvent, TurnEnd, TurnEndReason, TurnNo, TurnStart,
 };
 use std::path::Path;
 
@@ -309,7 +309,7 @@ pub fn generate_into<E>(
             })),
             None,
         )?;
-        g.emit(EventBody::TurnStart(TurnStart { turn }), None)?;
+        g.emit(EventBody::TurnStart(TurnStart { turn: TurnNo(turn) }), None)?;
         g.emit(
             EventBody::InboxSpliced(Box::new(InboxSpliced {
                 target: InboxTarget::NextTurn,
@@ -326,14 +326,17 @@ pub fn generate_into<E>(
                 StepPlace::Inner
             };
             g.step(
-                StepRef { turn, step },
+                StepRef {
+                    turn: TurnNo(turn),
+                    step: StepNo(step),
+                },
                 place,
                 (step == 1).then_some(prompt.as_str()),
             )?;
         }
         g.emit(
             EventBody::TurnEnd(TurnEnd {
-                turn,
+                turn: TurnNo(turn),
                 reason: TurnEndReason::Completed,
             }),
             None,

@@ -179,8 +179,14 @@ fn interrupted_session_repairs_with_outcome_unknown_then_step_end_then_turn_end(
         let s = &mut loaded.session;
         assert_eq!(s.len(), 35);
         let state = s.turn_state();
-        assert_eq!(state.open_turn, Some(1));
-        assert_eq!(state.open_step, Some(StepRef { turn: 1, step: 1 }));
+        assert_eq!(state.open_turn, Some(keel_protocol::TurnNo(1)));
+        assert_eq!(
+            state.open_step,
+            Some(StepRef {
+                turn: keel_protocol::TurnNo(1),
+                step: keel_protocol::StepNo(1)
+            })
+        );
         let (plan, _) = s.plan_repair();
         assert_eq!(s.len(), 35, "plan_repair does not mutate");
         let report = s.repair().unwrap();

@@ -18,7 +18,12 @@ fn ev(seq: u64, body: EventBody) -> SessionEvent {
 fn append_refuses_gaps_and_misplaced_surface_ops() {
     let mut s = Session::new(header("s"));
     let e = s
-        .append(ev(1, EventBody::TurnStart(TurnStart { turn: 1 })))
+        .append(ev(
+            1,
+            EventBody::TurnStart(TurnStart {
+                turn: keel_protocol::TurnNo(1),
+            }),
+        ))
         .unwrap_err();
     assert!(
         matches!(
@@ -30,7 +35,12 @@ fn append_refuses_gaps_and_misplaced_surface_ops() {
         ),
         "{e}"
     );
-    let mut bad = ev(0, EventBody::TurnStart(TurnStart { turn: 1 }));
+    let mut bad = ev(
+        0,
+        EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(1),
+        }),
+    );
     bad.surface_op = Some(SurfaceOp::Append);
     assert!(matches!(
         s.append(bad).unwrap_err(),
@@ -234,21 +244,48 @@ fn derive_is_incremental_and_skips_empty_assistant_messages() {
 fn invariant_violations_are_typed() {
     let mut s = Session::new(header("s"));
     let push = |s: &mut Session, body| s.push(body).unwrap();
-    push(&mut s, EventBody::StepStart(StepRef { turn: 1, step: 1 }));
-    push(&mut s, EventBody::TurnStart(TurnStart { turn: 1 }));
-    push(&mut s, EventBody::TurnStart(TurnStart { turn: 2 }));
+    push(
+        &mut s,
+        EventBody::StepStart(StepRef {
+            turn: keel_protocol::TurnNo(1),
+            step: keel_protocol::StepNo(1),
+        }),
+    );
+    push(
+        &mut s,
+        EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(1),
+        }),
+    );
+    push(
+        &mut s,
+        EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(2),
+        }),
+    );
     push(
         &mut s,
         EventBody::TurnEnd(TurnEnd {
-            turn: 5,
+            turn: keel_protocol::TurnNo(5),
             reason: TurnEndReason::Completed,
         }),
     );
-    push(&mut s, EventBody::TurnStart(TurnStart { turn: 2 }));
-    push(&mut s, EventBody::StepStart(StepRef { turn: 2, step: 1 }));
+    push(
+        &mut s,
+        EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(2),
+        }),
+    );
+    push(
+        &mut s,
+        EventBody::StepStart(StepRef {
+            turn: keel_protocol::TurnNo(2),
+            step: keel_protocol::StepNo(1),
+        }),
+    );
     let c = AssistantChunk {
-        turn: 2,
-        step: 9,
+        turn: keel_protocol::TurnNo(2),
+        step: keel_protocol::StepNo(9),
         chunk: StreamChunk::TextDelta {
             index: 0,
             text: "x".into(),
@@ -258,8 +295,8 @@ fn invariant_violations_are_typed() {
     push(
         &mut s,
         EventBody::ToolCall(Box::new(ToolCallEvent {
-            turn: 2,
-            step: 1,
+            turn: keel_protocol::TurnNo(2),
+            step: keel_protocol::StepNo(1),
             call_id: "nope".into(),
             name: "bash".into(),
             arguments: "{}".into(),
@@ -268,39 +305,48 @@ fn invariant_violations_are_typed() {
     push(
         &mut s,
         EventBody::TurnEnd(TurnEnd {
-            turn: 2,
+            turn: keel_protocol::TurnNo(2),
             reason: TurnEndReason::Completed,
         }),
     );
     let v = s.check_invariants().unwrap_err();
-    let st = StepRef { turn: 2, step: 1 };
+    let st = StepRef {
+        turn: keel_protocol::TurnNo(2),
+        step: keel_protocol::StepNo(1),
+    };
     assert_eq!(
         v,
         vec![
             InvariantViolation::StepStartMisplaced {
                 seq: Seq(0),
-                step: StepRef { turn: 1, step: 1 },
+                step: StepRef {
+                    turn: keel_protocol::TurnNo(1),
+                    step: keel_protocol::StepNo(1)
+                },
                 why: "its turn is not open"
             },
             InvariantViolation::TurnStartWhileOpen {
                 seq: Seq(2),
-                turn: 2,
-                open: 1
+                turn: keel_protocol::TurnNo(2),
+                open: keel_protocol::TurnNo(1)
             },
             InvariantViolation::TurnEndMismatch {
                 seq: Seq(3),
-                turn: 5,
-                open: Some(2)
+                turn: keel_protocol::TurnNo(5),
+                open: Some(keel_protocol::TurnNo(2))
             },
             InvariantViolation::TurnNotIncreasing {
                 seq: Seq(4),
-                turn: 2,
-                last: 2
+                turn: keel_protocol::TurnNo(2),
+                last: keel_protocol::TurnNo(2)
             },
             InvariantViolation::OutsideStep {
                 seq: Seq(6),
                 type_name: "assistant/chunk",
-                step: StepRef { turn: 2, step: 9 },
+                step: StepRef {
+                    turn: keel_protocol::TurnNo(2),
+                    step: keel_protocol::StepNo(9)
+                },
                 open: Some(st)
             },
             InvariantViolation::UnknownCall {
@@ -310,7 +356,7 @@ fn invariant_violations_are_typed() {
             },
             InvariantViolation::TurnEndWithOpenStep {
                 seq: Seq(8),
-                turn: 2,
+                turn: keel_protocol::TurnNo(2),
                 step: st
             },
         ]
@@ -337,7 +383,10 @@ fn unanswered_calls_and_duplicate_results_are_violations() {
             },
             InvariantViolation::StepEndWithUnansweredCalls {
                 seq: Seq(5),
-                step: StepRef { turn: 1, step: 1 },
+                step: StepRef {
+                    turn: keel_protocol::TurnNo(1),
+                    step: keel_protocol::StepNo(1)
+                },
                 call_ids: vec!["b".into()]
             },
         ]
@@ -356,14 +405,26 @@ fn fork_seeds_a_child_with_lineage_and_end_seed() {
         .fork(Seq(boundary.0 + 1), SessionId("child".into()))
         .unwrap_err();
     assert!(
-        matches!(e, ForkError::InsideOpenTurn { turn: 2, .. }),
+        matches!(
+            e,
+            ForkError::InsideOpenTurn {
+                turn: keel_protocol::TurnNo(2),
+                ..
+            }
+        ),
         "{e}"
     );
     let e = parent
         .fork(parent.next_seq(), SessionId("child".into()))
         .unwrap_err();
     assert!(
-        matches!(e, ForkError::InsideOpenTurn { turn: 3, .. }),
+        matches!(
+            e,
+            ForkError::InsideOpenTurn {
+                turn: keel_protocol::TurnNo(3),
+                ..
+            }
+        ),
         "{e}"
     );
     assert!(matches!(
@@ -391,7 +452,7 @@ fn fork_seeds_a_child_with_lineage_and_end_seed() {
     }
     assert_eq!(child.check_invariants(), Ok(()));
     assert_eq!(child.derive_messages().len(), 4);
-    assert_eq!(child.turn_state().last_turn, 1);
+    assert_eq!(child.turn_state().last_turn.0, 1);
     // A fork of the fork keeps its own end-seed check straight.
     let mut cb = B { s: child };
     cb.full_turn(2);
@@ -401,7 +462,10 @@ fn fork_seeds_a_child_with_lineage_and_end_seed() {
     let mut seeded = header("s2");
     seeded.seed_length = Some(0);
     let mut s = Session::new(seeded);
-    s.push(EventBody::TurnStart(TurnStart { turn: 1 })).unwrap();
+    s.push(EventBody::TurnStart(TurnStart {
+        turn: keel_protocol::TurnNo(1),
+    }))
+    .unwrap();
     assert!(matches!(
         s.check_invariants().unwrap_err()[0],
         InvariantViolation::EndSeedMisplaced {
@@ -438,35 +502,43 @@ fn one_of_each() -> Vec<EventBody> {
         shadowed_token_count: 9,
     };
     let v: Vec<EventBody> = vec![
-        EventBody::TurnStart(TurnStart { turn: 1 }),
+        EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(1),
+        }),
         EventBody::TurnEnd(TurnEnd {
-            turn: 1,
+            turn: keel_protocol::TurnNo(1),
             reason: TurnEndReason::Error {
                 code: "SERVER".into(),
                 message: "x".into(),
             },
         }),
-        EventBody::StepStart(StepRef { turn: 1, step: 1 }),
-        EventBody::StepEnd(StepRef { turn: 1, step: 1 }),
+        EventBody::StepStart(StepRef {
+            turn: keel_protocol::TurnNo(1),
+            step: keel_protocol::StepNo(1),
+        }),
+        EventBody::StepEnd(StepRef {
+            turn: keel_protocol::TurnNo(1),
+            step: keel_protocol::StepNo(1),
+        }),
         EventBody::UserMessage(Box::new(m.clone())),
         EventBody::AssistantChunk(Box::new(AssistantChunk {
-            turn: 1,
-            step: 1,
+            turn: keel_protocol::TurnNo(1),
+            step: keel_protocol::StepNo(1),
             chunk: StreamChunk::Usage {
                 usage: TokenUsage::default(),
             },
         })),
         EventBody::AssistantMessage(Box::new(AssistantMessageEvent {
-            turn: 1,
-            step: 1,
+            turn: keel_protocol::TurnNo(1),
+            step: keel_protocol::StepNo(1),
             message: m.clone(),
             usage: None,
             finish: Some(FinishReason::Stop),
             interrupted: true,
         })),
         EventBody::ToolCall(Box::new(ToolCallEvent {
-            turn: 1,
-            step: 1,
+            turn: keel_protocol::TurnNo(1),
+            step: keel_protocol::StepNo(1),
             call_id: "c".into(),
             name: "n".into(),
             arguments: "{".into(),
@@ -505,8 +577,8 @@ fn one_of_each() -> Vec<EventBody> {
             inserted: vec![m],
         })),
         EventBody::LlmRetry(Box::new(LlmRetry {
-            turn: 1,
-            step: 1,
+            turn: keel_protocol::TurnNo(1),
+            step: keel_protocol::StepNo(1),
             attempt: 1,
             delay_ms: 5,
             failure,
@@ -557,8 +629,8 @@ fn one_of_each() -> Vec<EventBody> {
             duration_ms: 3,
         })),
         EventBody::ContextProjection(Box::new(ContextProjection {
-            turn: 1,
-            step: 1,
+            turn: keel_protocol::TurnNo(1),
+            step: keel_protocol::StepNo(1),
             surface_generation: 0,
             policy: "p".into(),
             revision: None,

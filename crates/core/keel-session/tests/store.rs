@@ -150,9 +150,15 @@ fn resume_cuts_a_torn_tail_repairs_and_appends() {
         let w =
             Store::open_for_append(&path, &s, &loaded.report, WriterOptions::default()).unwrap();
         let start = s.len();
-        s.push(EventBody::TurnStart(TurnStart { turn: 3 })).unwrap();
-        s.push(EventBody::StepStart(StepRef { turn: 3, step: 1 }))
-            .unwrap();
+        s.push(EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(3),
+        }))
+        .unwrap();
+        s.push(EventBody::StepStart(StepRef {
+            turn: keel_protocol::TurnNo(3),
+            step: keel_protocol::StepNo(1),
+        }))
+        .unwrap();
         let mut b = B { s };
         b.assistant(3, 1, "", &[("k1", "bash"), ("k2", "read")]);
         b.tool_call(3, 1, "k1");
@@ -171,9 +177,11 @@ fn resume_cuts_a_torn_tail_repairs_and_appends() {
         assert!(report.torn.is_some(), "{report:?}");
         assert_eq!(repair.outcome_unknown, vec!["k1".to_owned()]);
         assert_eq!(repair.not_started, vec!["k2".to_owned()]);
-        assert_eq!(repair.closed_turn, Some(3));
-        ps.push(EventBody::TurnStart(TurnStart { turn: 4 }))
-            .unwrap();
+        assert_eq!(repair.closed_turn, Some(keel_protocol::TurnNo(3)));
+        ps.push(EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(4),
+        }))
+        .unwrap();
         let s = ps.close().unwrap();
         let again = Store::load(&path).unwrap();
         assert_eq!(
@@ -404,7 +412,9 @@ fn writer_errors_surface_on_flush_and_stay() {
     w.enqueue(&SessionEvent::new(
         Seq(0),
         1,
-        EventBody::TurnStart(TurnStart { turn: 1 }),
+        EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(1),
+        }),
     ));
     let e = w.flush().unwrap_err();
     assert!(

@@ -58,13 +58,13 @@ proptest! {
                 }
                 Op::AppendEmptyAssistant => {
                     let message = Message { role: Role::Assistant, content: vec![], source: MessageSource::model("p", "m"), id: "a".into() };
-                    let body = EventBody::AssistantMessage(Box::new(AssistantMessageEvent { turn: 1, step: 1, message, usage: None, finish: None, interrupted: false }));
+                    let body = EventBody::AssistantMessage(Box::new(AssistantMessageEvent { turn: keel_protocol::TurnNo(1), step: keel_protocol::StepNo(1), message, usage: None, finish: None, interrupted: false }));
                     let seq = s.push_surface(body, SurfaceOp::Append, vec![]).unwrap();
                     model.push((seq, None));
                 }
                 Op::Delta => {
                     let chunk = StreamChunk::ReasoningDelta { index: 0, text: "r".into() };
-                    s.push(EventBody::AssistantChunk(Box::new(AssistantChunk { turn: 1, step: 1, chunk }))).unwrap();
+                    s.push(EventBody::AssistantChunk(Box::new(AssistantChunk { turn: keel_protocol::TurnNo(1), step: keel_protocol::StepNo(1), chunk }))).unwrap();
                 }
                 Op::Replace(a, b) if !model.is_empty() => {
                     let (mut i, mut j) = (a as usize % model.len(), b as usize % model.len());

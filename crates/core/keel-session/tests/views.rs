@@ -87,10 +87,10 @@ fn transcript_places_events_under_their_turn_and_step() {
     assert_eq!(t.events, b.s.len());
     assert_eq!(t.blocks.len(), 2);
     let first = turn(&t.blocks[0]);
-    assert_eq!((first.turn, first.seq), (1, Seq(0)));
+    assert_eq!((first.turn.0, first.seq), (1, Seq(0)));
     assert_eq!(first.entries.len(), 2);
     let s1 = step(&first.entries[0]);
-    assert_eq!((s1.turn, s1.step, s1.seq), (1, 1, Seq(1)));
+    assert_eq!((s1.turn.0, s1.step.0, s1.seq), (1, 1, Seq(1)));
     assert!(s1.ended.is_some());
     // Chunks are not shown: the user message, the assistant message, the result.
     assert_eq!(s1.items.len(), 3);
@@ -297,7 +297,7 @@ fn an_open_turn_is_repairable_and_nothing_is_written() {
     assert_eq!(report.status, Status::Repairable);
     let f = report.loaded.as_ref().unwrap();
     assert_eq!(f.format, "zstd");
-    assert_eq!(f.open_turn, Some(1));
+    assert_eq!(f.open_turn, Some(keel_protocol::TurnNo(1)));
     assert_eq!(f.open_step.as_deref(), Some("1.1"));
     let planned: Vec<&str> = f.repair.iter().map(|e| e.type_name.as_str()).collect();
     assert_eq!(planned, ["tool/result", "step/end", "turn/end"]);

@@ -31,7 +31,7 @@ pub use tools::{KEEL_TOOL, REPLY_TOOL, parse_reply, parse_task, tools};
 
 use keel_agent::ApprovalPolicy;
 use keel_host::SourceError;
-use keel_protocol::TurnEndReason;
+use keel_protocol::{StepNo, TurnEndReason, TurnNo};
 use keel_tools::SandboxMode;
 use std::fmt;
 use std::future::Future;
@@ -95,9 +95,9 @@ pub enum ProgressUpdate {
     /// A step (one model request and its tool calls) opens.
     Step {
         /// Turn number.
-        turn: u32,
+        turn: TurnNo,
         /// Step number within the turn, from 1.
-        step: u32,
+        step: StepNo,
     },
     /// A tool call starts.
     ToolCall {

@@ -3,7 +3,7 @@
 //! continuity boundaries the transcript does not place), and how figures read on the page
 //! (token counts with thousands separators, UTC times, the usage line of a step).
 
-use keel_protocol::{EventBody, Seq, TokenUsage};
+use keel_protocol::{EventBody, Seq, StepNo, TokenUsage, TurnNo};
 use keel_session::Session;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -19,7 +19,7 @@ pub(crate) struct Extra {
 /// Facts gathered in one pass over the log's whole events.
 #[derive(Default)]
 pub(crate) struct Facts {
-    pub usage: HashMap<(u32, u32), TokenUsage>,
+    pub usage: HashMap<(TurnNo, StepNo), TokenUsage>,
     pub total: TokenUsage,
     pub steps: u64,
     pub calls: u64,

@@ -57,8 +57,8 @@ impl B {
             id: format!("a{}", self.s.len()),
         };
         let ev = AssistantMessageEvent {
-            turn,
-            step,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(step),
             message,
             usage: Some(usage),
             finish: None,
@@ -74,8 +74,8 @@ impl B {
         is_error: bool,
     ) -> Seq {
         let call = self.ev(EventBody::ToolCall(Box::new(ToolCallEvent {
-            turn,
-            step,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(step),
             call_id: id.into(),
             name: name.into(),
             arguments: args.into(),
@@ -93,8 +93,8 @@ impl B {
         let meta = is_error.then(|| serde_json::json!({"code": "TOOL_OUTCOME_UNKNOWN"}));
         self.surface(
             EventBody::ToolResult(Box::new(ToolResultEvent {
-                turn,
-                step,
+                turn: keel_protocol::TurnNo(turn),
+                step: keel_protocol::StepNo(step),
                 message,
                 meta,
             })),
@@ -123,8 +123,13 @@ fn session() -> Session {
     let mut b = B {
         s: Session::new(header),
     };
-    b.ev(EventBody::TurnStart(TurnStart { turn: 1 }));
-    b.ev(EventBody::StepStart(StepRef { turn: 1, step: 1 }));
+    b.ev(EventBody::TurnStart(TurnStart {
+        turn: keel_protocol::TurnNo(1),
+    }));
+    b.ev(EventBody::StepStart(StepRef {
+        turn: keel_protocol::TurnNo(1),
+        step: keel_protocol::StepNo(1),
+    }));
     let first_user = b.user(&format!("read notes.txt {XSS}"));
     let first_answer = b.assistant(
         (1, 1),
@@ -171,8 +176,14 @@ fn session() -> Session {
         plan: Some(format!("1. fix\n2. {XSS}")),
         approved: Some(true),
     })));
-    b.ev(EventBody::StepEnd(StepRef { turn: 1, step: 1 }));
-    b.ev(EventBody::StepStart(StepRef { turn: 1, step: 2 }));
+    b.ev(EventBody::StepEnd(StepRef {
+        turn: keel_protocol::TurnNo(1),
+        step: keel_protocol::StepNo(1),
+    }));
+    b.ev(EventBody::StepStart(StepRef {
+        turn: keel_protocol::TurnNo(1),
+        step: keel_protocol::StepNo(2),
+    }));
     b.assistant(
         (1, 2),
         "",
@@ -180,9 +191,12 @@ fn session() -> Session {
         &[],
         usage(50, 4000, 12),
     );
-    b.ev(EventBody::StepEnd(StepRef { turn: 1, step: 2 }));
+    b.ev(EventBody::StepEnd(StepRef {
+        turn: keel_protocol::TurnNo(1),
+        step: keel_protocol::StepNo(2),
+    }));
     b.ev(EventBody::TurnEnd(TurnEnd {
-        turn: 1,
+        turn: keel_protocol::TurnNo(1),
         reason: TurnEndReason::Completed,
     }));
     // Compaction replaces the first user message and the first answer by a summary.
@@ -212,8 +226,13 @@ fn session() -> Session {
         error: None,
     })));
     // Turn 2: a bash call that never answered (keel was killed), repaired at resume.
-    b.ev(EventBody::TurnStart(TurnStart { turn: 2 }));
-    b.ev(EventBody::StepStart(StepRef { turn: 2, step: 1 }));
+    b.ev(EventBody::TurnStart(TurnStart {
+        turn: keel_protocol::TurnNo(2),
+    }));
+    b.ev(EventBody::StepStart(StepRef {
+        turn: keel_protocol::TurnNo(2),
+        step: keel_protocol::StepNo(1),
+    }));
     b.user("now run the tests");
     b.assistant(
         (2, 1),
@@ -228,9 +247,12 @@ fn session() -> Session {
         "TOOL_OUTCOME_UNKNOWN: the tool was running when keel stopped",
         true,
     );
-    b.ev(EventBody::StepEnd(StepRef { turn: 2, step: 1 }));
+    b.ev(EventBody::StepEnd(StepRef {
+        turn: keel_protocol::TurnNo(2),
+        step: keel_protocol::StepNo(1),
+    }));
     b.ev(EventBody::TurnEnd(TurnEnd {
-        turn: 2,
+        turn: keel_protocol::TurnNo(2),
         reason: TurnEndReason::Interrupted,
     }));
     b.s

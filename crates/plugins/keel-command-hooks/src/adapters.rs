@@ -67,7 +67,7 @@ fn tool_fields(payload: &mut Map<String, Value>, name: &str, args: &Value) {
 impl Shared {
     /// Remember a `continue: false` from a tool hook for the next step of the bound agent's turn.
     fn set_halt(&self, agent: Option<&Agent>, reason: String) {
-        let turn = agent.map_or(0, |a| a.current_turn());
+        let turn = agent.map_or(0, |a| a.current_turn().0);
         self.state().halt = Some((turn, reason));
     }
 

@@ -60,7 +60,7 @@ pub fn ended_at_limit(s: &Session, turn: u32) -> bool {
     let mut cut = false;
     for ev in s.whole_event_iter() {
         if let EventBody::AssistantMessage(a) = &ev.body
-            && a.turn == turn
+            && a.turn == keel_protocol::TurnNo(turn)
             && a.finish == Some(FinishReason::MaxTokens)
         {
             cut = true;

@@ -85,8 +85,8 @@ impl PipelineHost for BenchHost {
         let seq = self
             .agent
             .push(EventBody::ToolCall(Box::new(ToolCallEvent {
-                turn: 1,
-                step: 1,
+                turn: keel_protocol::TurnNo(1),
+                step: keel_protocol::StepNo(1),
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
@@ -150,8 +150,8 @@ impl PipelineHost for BenchHost {
         self.agent
             .push_surface(
                 EventBody::ToolResult(Box::new(ToolResultEvent {
-                    turn: 1,
-                    step: 1,
+                    turn: keel_protocol::TurnNo(1),
+                    step: keel_protocol::StepNo(1),
                     message,
                     meta: outcome.meta.clone(),
                 })),

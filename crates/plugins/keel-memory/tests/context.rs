@@ -384,7 +384,7 @@ async fn a_replacement_during_projection_recomputes() {
     let gens: Vec<(u32, u32, u64)> = of_type(&evs, "context/projection")
         .iter()
         .map(|e| match &e.body {
-            EventBody::ContextProjection(p) => (p.turn, p.step, p.surface_generation),
+            EventBody::ContextProjection(p) => (p.turn.0, p.step.0, p.surface_generation),
             _ => unreachable!(),
         })
         .collect();

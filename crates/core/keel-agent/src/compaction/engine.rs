@@ -32,6 +32,7 @@ use keel_protocol::{
     CompactionEnd, CompactionSpan, CompactionStart, EventBody, FailureCode, Message, Seq, SeqSpan,
     SessionId, StepRef, SurfaceOp,
 };
+use keel_protocol::{StepNo, TurnNo};
 use keel_session::Session;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,8 +41,8 @@ use std::time::Duration;
 /// Raw estimate of the last request sent in a session.
 #[derive(Debug, Clone, Copy)]
 struct Sent {
-    turn: u32,
-    step: u32,
+    turn: TurnNo,
+    step: StepNo,
     raw: u64,
 }
 
@@ -93,8 +94,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Where in the session a run happens, and what it must leave alone.
 struct Run<'a> {
     reason: CompactionReason,
-    turn: u32,
-    step: u32,
+    turn: TurnNo,
+    step: StepNo,
     /// Messages claimed for the step, not yet on the surface (pressure only).
     pending: &'a [Message],
     /// Nodes at or after this seq stay (the open step's own nodes, overflow only).
@@ -133,8 +134,8 @@ impl Compactor {
             Box::pin(async move {
                 let run = Run {
                     reason: CompactionReason::Pressure,
-                    turn: input.turn.0,
-                    step: input.step.0,
+                    turn: input.turn,
+                    step: input.step,
                     pending: &input.messages,
                     protect_from: None,
                     window: input.agent.config().model_info.context_window,
@@ -163,8 +164,8 @@ impl Compactor {
         let memory = self.memory.clone();
         let observe: SerialHook<LlmRequest, ()> = Arc::new(move |r: &LlmRequest| {
             let sent = Sent {
-                turn: r.turn.0,
-                step: r.step.0,
+                turn: r.turn,
+                step: r.step,
                 raw: meter::request_tokens(&r.request),
             };
             lock(&memory.sent).insert(r.session.clone(), sent);
@@ -187,7 +188,7 @@ impl Compactor {
         let run = Run {
             reason,
             turn: state.last_turn,
-            step: 0,
+            step: keel_protocol::StepNo(0),
             pending: &[],
             protect_from: None,
             window: agent.config().model_info.context_window,
@@ -257,8 +258,8 @@ impl Compactor {
     async fn recover_overflow(&self, input: &RequestError) -> Option<ErrorDecision> {
         let agent = &input.agent;
         let here = StepRef {
-            turn: input.turn.0,
-            step: input.step.0,
+            turn: input.turn,
+            step: input.step,
         };
         {
             let mut done = lock(&self.memory.overflow);
@@ -285,8 +286,8 @@ impl Compactor {
             .unwrap_or(configured);
         let run = Run {
             reason: CompactionReason::Overflow,
-            turn: input.turn.0,
-            step: input.step.0,
+            turn: input.turn,
+            step: input.step,
             pending: &[],
             protect_from,
             window,
@@ -541,7 +542,7 @@ fn step_start(session: &Session, step: StepRef) -> Option<Seq> {
 }
 
 /// Raw tokens of the history the `agent/context` projection would send.
-async fn projected_tokens(agent: &Agent, turn: u32, step: u32) -> u64 {
+async fn projected_tokens(agent: &Agent, turn: TurnNo, step: StepNo) -> u64 {
     let projected = agent.project(turn, step, None).await;
     let include: BTreeSet<Seq> = projected.include.iter().copied().collect();
     projected

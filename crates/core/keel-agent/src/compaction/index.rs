@@ -457,8 +457,8 @@ mod tests {
 
     fn assistant(turn: u32, content: Vec<ContentBlock>, usage: bool) -> EventBody {
         EventBody::AssistantMessage(Box::new(AssistantMessageEvent {
-            turn,
-            step: 1,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(1),
             message: Message {
                 role: Role::Assistant,
                 content,
@@ -484,8 +484,8 @@ mod tests {
 
     fn result(turn: u32, id: &str, bytes: usize) -> EventBody {
         EventBody::ToolResult(Box::new(ToolResultEvent {
-            turn,
-            step: 1,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(1),
             message: Message {
                 role: Role::User,
                 content: vec![ContentBlock::ToolResult(ToolResultBlock {
@@ -502,8 +502,8 @@ mod tests {
 
     fn chunk(turn: u32) -> EventBody {
         EventBody::AssistantChunk(Box::new(AssistantChunk {
-            turn,
-            step: 1,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(1),
             chunk: StreamChunk::TextDelta {
                 index: 0,
                 text: "delta".into(),

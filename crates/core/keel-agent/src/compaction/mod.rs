@@ -21,6 +21,7 @@
 //! summary request itself is not logged (it is not part of a step). The replaced events stay in
 //! the log; only the surface changes.
 
+use keel_protocol::TurnNo;
 pub mod config;
 mod engine;
 pub mod index;
@@ -158,7 +159,7 @@ pub enum CompactionError {
     #[error("turn {turn} is running; compact between turns (after it ends)")]
     TurnOpen {
         /// The open turn.
-        turn: u32,
+        turn: TurnNo,
     },
     /// The session refused a compaction event (a bug); the log is unchanged past the refused
     /// event and `compaction/end {failed}` was attempted.

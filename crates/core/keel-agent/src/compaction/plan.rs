@@ -80,8 +80,8 @@ mod tests {
         let body = match message.role {
             Role::Assistant => {
                 EventBody::AssistantMessage(Box::new(keel_protocol::AssistantMessageEvent {
-                    turn: 1,
-                    step: 1,
+                    turn: keel_protocol::TurnNo(1),
+                    step: keel_protocol::StepNo(1),
                     message,
                     usage: None,
                     finish: None,

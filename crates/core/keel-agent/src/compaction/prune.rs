@@ -207,8 +207,8 @@ mod tests {
             })
         };
         let original = ToolResultEvent {
-            turn: 3,
-            step: 2,
+            turn: keel_protocol::TurnNo(3),
+            step: keel_protocol::StepNo(2),
             message: Message {
                 role: Role::User,
                 content: vec![

@@ -6,7 +6,7 @@
 //! [`PackedChunks::expand`]s it back into the [`SessionEvent`]s it stands for.
 
 use super::{AssistantChunk, EventBody, SessionEvent};
-use crate::ids::{Seq, TimeMs};
+use crate::ids::{Seq, StepNo, TimeMs, TurnNo};
 use crate::stream::StreamChunk;
 use serde::Serialize;
 use serde::ser::SerializeMap;
@@ -56,9 +56,9 @@ pub struct PackedChunks {
     /// Time of the first member.
     pub time0: TimeMs,
     /// Turn of the members.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step of the members.
-    pub step: u32,
+    pub step: StepNo,
     /// Block index of the members.
     pub index: u32,
     /// Time deltas between consecutive members (`k - 1` entries).
@@ -122,8 +122,8 @@ impl Serialize for PackedChunks {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct Data<'a> {
-            turn: u32,
-            step: u32,
+            turn: TurnNo,
+            step: StepNo,
             index: u32,
             dt: &'a [i64],
             #[serde(skip_serializing_if = "Option::is_none")]

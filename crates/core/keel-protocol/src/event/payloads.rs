@@ -4,7 +4,7 @@
 //! Data flow: [`super::EventBody`] maps each `type` string to one of these and (de)serializes it
 //! with serde; nothing here reads or writes a line by itself.
 
-use crate::ids::{Seq, SessionId};
+use crate::ids::{Seq, SessionId, StepNo, TurnNo};
 use crate::message::Message;
 use crate::stream::{FinishReason, ModelFailure, StreamChunk, TokenUsage};
 use serde::{Deserialize, Serialize};
@@ -14,14 +14,14 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnStart {
     /// Turn number, from 1.
-    pub turn: u32,
+    pub turn: TurnNo,
 }
 
 /// `turn/end`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnEnd {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Why the turn ended.
     pub reason: TurnEndReason,
 }
@@ -76,18 +76,18 @@ impl TurnEndReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepRef {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number within the turn, from 1.
-    pub step: u32,
+    pub step: StepNo,
 }
 
 /// `assistant/chunk`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantChunk {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// The chunk.
     pub chunk: StreamChunk,
 }
@@ -96,9 +96,9 @@ pub struct AssistantChunk {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessageEvent {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// The message.
     pub message: Message,
     /// Usage of the request that produced it.
@@ -117,9 +117,9 @@ pub struct AssistantMessageEvent {
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallEvent {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// Provider call id.
     pub call_id: String,
     /// Tool name.
@@ -132,9 +132,9 @@ pub struct ToolCallEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResultEvent {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// The user-role message holding the `tool-result` block.
     pub message: Message,
     /// Structured details not sent to the model (error code, exit status, paths…).
@@ -258,9 +258,9 @@ fn is_zero_u32(v: &u32) -> bool {
 #[serde(rename_all = "camelCase")]
 pub struct LlmRetry {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// Retry attempt, from 1.
     pub attempt: u32,
     /// Delay before the retry.
@@ -416,9 +416,9 @@ pub struct HookResult {
 #[serde(rename_all = "camelCase")]
 pub struct ContextProjection {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// How many replacements produced the surface the projection was chosen from.
     #[serde(default)]
     pub surface_generation: u64,

@@ -14,6 +14,7 @@
 use super::parse::{Line, Row, Scratch};
 use crate::record::Delta;
 use keel_protocol::{EventBody, PackedKind, Seq, SessionEvent, SurfaceOp};
+use keel_protocol::{StepNo, TurnNo};
 
 /// Deepest nesting of a skipped `data` value this reader accepts (serde_json refuses 128).
 const MAX_DEPTH: usize = 100;
@@ -426,8 +427,8 @@ pub(crate) fn parse<'a>(line: &'a str, scratch: &mut Scratch) -> Option<Fast<'a>
 
 /// A packed row's `data`; its texts, id and name are in the scratch buffers.
 pub(crate) struct RowData {
-    pub(crate) turn: u32,
-    pub(crate) step: u32,
+    pub(crate) turn: TurnNo,
+    pub(crate) step: StepNo,
     pub(crate) index: u32,
     /// Byte ranges of id and name in `scratch.aux`.
     pub(crate) id: Option<(usize, usize)>,
@@ -477,8 +478,8 @@ fn row_data(c: &mut Cur<'_>, scratch: &mut Scratch) -> Option<RowData> {
         }
     }
     Some(RowData {
-        turn: turn?,
-        step: step?,
+        turn: TurnNo(turn?),
+        step: StepNo(step?),
         index: index?,
         id,
         name,
@@ -494,8 +495,8 @@ fn aux_str(c: &mut Cur<'_>, scratch: &mut Scratch) -> Option<(usize, usize)> {
 /// A delta chunk's `data`: `{turn, step, chunk: {type, index, text | argumentsDelta, id, name}}`.
 pub(crate) struct DeltaData<'a> {
     pub(crate) kind: PackedKind,
-    pub(crate) turn: u32,
-    pub(crate) step: u32,
+    pub(crate) turn: TurnNo,
+    pub(crate) step: StepNo,
     pub(crate) index: u32,
     pub(crate) text: Text<'a>,
     pub(crate) id: Option<(usize, usize)>,
@@ -535,8 +536,8 @@ fn delta_data<'a>(c: &mut Cur<'a>, scratch: &mut Scratch) -> Result<DeltaData<'a
     let (kind, index, text, id, name) = chunk.ok_or(Miss::Bail)?;
     Ok(DeltaData {
         kind,
-        turn: turn.ok_or(Miss::Bail)?,
-        step: step.ok_or(Miss::Bail)?,
+        turn: TurnNo(turn.ok_or(Miss::Bail)?),
+        step: StepNo(step.ok_or(Miss::Bail)?),
         index,
         text,
         id,

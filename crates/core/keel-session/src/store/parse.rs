@@ -11,6 +11,7 @@ use keel_protocol::{
     EventBody, LogRecord, PackedChunks, PackedKind, RecordEnvelope, RecordError, Seq, SessionEvent,
     SessionHeader,
 };
+use keel_protocol::{StepNo, TurnNo};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -21,8 +22,8 @@ struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
 #[derive(Deserialize)]
 struct PackedData<'a> {
-    turn: u32,
-    step: u32,
+    turn: TurnNo,
+    step: StepNo,
     index: u32,
     #[serde(default)]
     dt: Vec<i64>,
@@ -38,8 +39,8 @@ struct PackedData<'a> {
 
 #[derive(Deserialize)]
 struct ChunkData<'a> {
-    turn: u32,
-    step: u32,
+    turn: TurnNo,
+    step: StepNo,
     #[serde(borrow)]
     chunk: &'a RawValue,
 }
@@ -88,8 +89,8 @@ pub(crate) struct Row<'a> {
     pub(crate) kind: PackedKind,
     pub(crate) seq0: u64,
     pub(crate) time0: i64,
-    pub(crate) turn: u32,
-    pub(crate) step: u32,
+    pub(crate) turn: TurnNo,
+    pub(crate) step: StepNo,
     pub(crate) index: u32,
     /// Carried by the first member.
     pub(crate) id: Option<&'a str>,

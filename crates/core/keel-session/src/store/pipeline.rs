@@ -20,6 +20,7 @@ use super::parse::{Line, Row, Scratch, parse_line};
 use crate::record::Delta;
 use crate::session::Session;
 use keel_protocol::{PackedKind, SessionEvent};
+use keel_protocol::{StepNo, TurnNo};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -52,8 +53,8 @@ enum Item {
         kind: PackedKind,
         seq: u64,
         time: i64,
-        turn: u32,
-        step: u32,
+        turn: TurnNo,
+        step: StepNo,
         index: u32,
         id: Option<Range<usize>>,
         name: Option<Range<usize>>,
@@ -63,8 +64,8 @@ enum Item {
         kind: PackedKind,
         seq0: u64,
         time0: i64,
-        turn: u32,
-        step: u32,
+        turn: TurnNo,
+        step: StepNo,
         index: u32,
         id: Option<Range<usize>>,
         name: Option<Range<usize>>,

@@ -11,7 +11,9 @@
 //! to an update. Nothing here draws or writes; text is shortened with [`super::text`].
 
 use super::text::one_line;
-use keel_protocol::{EventBody, SessionEvent, StreamChunk, TimeMs, TodoItem, TurnEndReason};
+use keel_protocol::{
+    EventBody, SessionEvent, StepNo, StreamChunk, TimeMs, TodoItem, TurnEndReason, TurnNo,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -190,7 +192,7 @@ pub struct Cells {
     /// Plan mode is on.
     pub plan_mode: bool,
     /// The running step `(turn, step, started)`, while a turn runs.
-    pub step: Option<(u32, u32, TimeMs)>,
+    pub step: Option<(TurnNo, StepNo, TimeMs)>,
     /// Sandbox mode in force, as logged.
     pub sandbox: String,
     /// Approval policy in force, as logged.

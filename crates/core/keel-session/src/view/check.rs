@@ -14,6 +14,7 @@ use super::transcript::call_names;
 use crate::store::{Format, LoadError, Loaded, Store};
 use crate::{InvariantViolation, RepairError};
 use keel_protocol::Seq;
+use keel_protocol::TurnNo;
 use serde::{Serialize, Serializer};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -64,7 +65,7 @@ pub struct LoadedFacts {
     /// Turns started.
     pub turns: u64,
     /// The open turn, if any.
-    pub open_turn: Option<u32>,
+    pub open_turn: Option<TurnNo>,
     /// The open step (`turn.step`), if any.
     pub open_step: Option<String>,
     /// Seq of the last `turn/end`.

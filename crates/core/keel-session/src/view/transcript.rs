@@ -13,6 +13,7 @@ use crate::Session;
 use keel_protocol::{
     EventBody, KnownSource, MessageSource, Seq, SessionEvent, SurfaceOp, TimeMs, TurnEndReason,
 };
+use keel_protocol::{StepNo, TurnNo};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -51,7 +52,7 @@ pub enum Block {
 #[serde(rename_all = "camelCase")]
 pub struct Turn {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Seq of `turn/start`.
     pub seq: Seq,
     /// Steps, and what happened between them, in log order.
@@ -75,9 +76,9 @@ pub enum Entry {
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// Turn number.
-    pub turn: u32,
+    pub turn: TurnNo,
     /// Step number.
-    pub step: u32,
+    pub step: StepNo,
     /// Seq of `step/start`.
     pub seq: Seq,
     /// What the step logged.

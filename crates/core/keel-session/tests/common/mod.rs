@@ -32,19 +32,27 @@ impl B {
         self.s.push(body).unwrap()
     }
     pub fn turn_start(&mut self, turn: u32) -> Seq {
-        self.ev(EventBody::TurnStart(TurnStart { turn }))
+        self.ev(EventBody::TurnStart(TurnStart {
+            turn: keel_protocol::TurnNo(turn),
+        }))
     }
     pub fn turn_end(&mut self, turn: u32) -> Seq {
         self.ev(EventBody::TurnEnd(TurnEnd {
-            turn,
+            turn: keel_protocol::TurnNo(turn),
             reason: TurnEndReason::Completed,
         }))
     }
     pub fn step_start(&mut self, turn: u32, step: u32) -> Seq {
-        self.ev(EventBody::StepStart(StepRef { turn, step }))
+        self.ev(EventBody::StepStart(StepRef {
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(step),
+        }))
     }
     pub fn step_end(&mut self, turn: u32, step: u32) -> Seq {
-        self.ev(EventBody::StepEnd(StepRef { turn, step }))
+        self.ev(EventBody::StepEnd(StepRef {
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(step),
+        }))
     }
     pub fn user(&mut self, text: &str) -> Seq {
         let m = Message::user_text(
@@ -66,8 +74,8 @@ impl B {
             text: text.into(),
         };
         self.ev(EventBody::AssistantChunk(Box::new(AssistantChunk {
-            turn,
-            step,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(step),
             chunk,
         })))
     }
@@ -90,8 +98,8 @@ impl B {
             id: format!("a{}", self.s.next_seq()),
         };
         let body = EventBody::AssistantMessage(Box::new(AssistantMessageEvent {
-            turn,
-            step,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(step),
             message,
             usage: None,
             finish: None,
@@ -103,8 +111,8 @@ impl B {
     }
     pub fn tool_call(&mut self, turn: u32, step: u32, id: &str) -> Seq {
         self.ev(EventBody::ToolCall(Box::new(ToolCallEvent {
-            turn,
-            step,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(step),
             call_id: id.into(),
             name: "bash".into(),
             arguments: "{}".into(),
@@ -122,8 +130,8 @@ impl B {
             id: msg_id.into(),
         };
         EventBody::ToolResult(Box::new(ToolResultEvent {
-            turn,
-            step,
+            turn: keel_protocol::TurnNo(turn),
+            step: keel_protocol::StepNo(step),
             message,
             meta: None,
         }))

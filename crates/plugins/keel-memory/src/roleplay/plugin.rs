@@ -492,7 +492,7 @@ impl Roleplay {
 
     /// The bound agent's current turn (0 before the first).
     pub fn turn_now(&self) -> u32 {
-        self.agent.get().map_or(0, |a| a.current_turn())
+        self.agent.get().map_or(0, |a| a.current_turn().0)
     }
 }
 

@@ -268,7 +268,7 @@ impl Tool for MemoryTool {
             "subagent"
         };
         let who = Identity::new(agent.session_id().as_str(), &agent.config().cwd, role);
-        let turn = agent.current_turn();
+        let turn = agent.current_turn().0;
         let shared = self.shared.clone();
         let name = self.name;
         tokio::task::spawn_blocking(move || call(&shared, name, &args, &who, turn, now_ms()))

@@ -56,13 +56,13 @@ enum Part<'a> {
     StepStart(&'a Step),
     StepOpen,
     TurnEnd {
-        turn: u32,
+        turn: keel_protocol::TurnNo,
         seq: Seq,
         reason: &'a str,
         /// `: detail` when the end has one, else empty.
         detail: String,
     },
-    TurnOpen(u32),
+    TurnOpen(keel_protocol::TurnNo),
     Message {
         seq: Seq,
         who: Who,
