@@ -20,9 +20,9 @@
 
 pub mod acp;
 pub mod consult;
+mod events;
 pub mod inprocess;
 pub mod keel;
-mod lines;
 pub mod plugin;
 pub mod render;
 pub mod reports;

@@ -4,8 +4,8 @@
 //! `log.txt` up to its cap), the answer, how the turn ended, and the inbox insertions that
 //! acknowledge a steer.
 
-use crate::lines::{LineBuffer, Piece};
-use crate::table::{BoundedLog, LOG_LINE_CHARS, one_line as cut};
+use keel_acp_client::lines::{LineBuffer, Piece};
+use keel_acp_client::lines::{BoundedLog, LOG_LINE_CHARS, one_line as cut};
 use keel_protocol::sync::Locked;
 use serde_json::Value;
 use std::collections::HashMap;
