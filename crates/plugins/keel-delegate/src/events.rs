@@ -1,5 +1,5 @@
 //! One job's reports and who listens to them: the event bookkeeping every provider that keeps
-//! its jobs in memory shares (the job [`Table`](crate::table) of the keel and acp providers,
+//! its jobs in memory shares (the job table of the keel and acp providers, `crate::table`, and
 //! the in-process provider).
 //!
 //! ```text

@@ -578,6 +578,21 @@ impl<X: JobLog> Table<X> {
     }
 }
 
+/// The capability report of a provider that runs its delegates itself: this build's version,
+/// `profiles` (`default` the default), steerable; ready unless `diagnosis` says why not. The
+/// provider adds what else it can (reports, reviews).
+pub(crate) fn capabilities(diagnosis: Option<String>, profiles: Vec<String>) -> Capabilities {
+    Capabilities {
+        ready: diagnosis.is_none(),
+        version: Some(env!("CARGO_PKG_VERSION").into()),
+        profiles,
+        default_profile: Some("default".into()),
+        can_steer: true,
+        diagnosis,
+        ..Capabilities::default()
+    }
+}
+
 /// A provider that runs its delegates itself (keel, acp): what is its own — its capability
 /// report, starting a job, steering a running one, a review — while its [`Table`] does the
 /// rest once. Every such provider is a [`DelegationService`] through the impl below: `status`,

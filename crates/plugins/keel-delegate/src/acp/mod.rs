@@ -248,18 +248,9 @@ impl Provider for AcpProvider {
     }
 
     async fn own_capabilities(&self, _caller: &Caller) -> Capabilities {
-        let diagnosis = self.not_ready();
         Capabilities {
-            ready: diagnosis.is_none(),
-            version: Some(env!("CARGO_PKG_VERSION").into()),
-            profiles: vec!["default".into()],
-            default_profile: Some("default".into()),
-            can_steer: true,
             can_report: true,
-            can_review: false,
-            extensions: Default::default(),
-            diagnosis,
-            active_from_earlier_sessions: Vec::new(),
+            ..table::capabilities(self.not_ready(), vec!["default".into()])
         }
     }
 

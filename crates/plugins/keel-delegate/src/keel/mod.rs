@@ -413,18 +413,9 @@ impl Provider for KeelProvider {
     }
 
     async fn own_capabilities(&self, _caller: &Caller) -> Capabilities {
-        let diagnosis = self.not_ready();
         Capabilities {
-            ready: diagnosis.is_none(),
-            version: Some(env!("CARGO_PKG_VERSION").into()),
-            profiles: profiles(&self.config.home),
-            default_profile: Some("default".into()),
-            can_steer: true,
-            can_report: false,
             can_review: true,
-            extensions: Default::default(),
-            diagnosis,
-            active_from_earlier_sessions: Vec::new(),
+            ..table::capabilities(self.not_ready(), profiles(&self.config.home))
         }
     }
 
