@@ -7,12 +7,12 @@
 //! Jobs belong to the session that submitted them: another session asking about one gets
 //! `unknown-job`.
 
+use crate::events::{EventLog, Fired};
 use crate::seam::{
     Artifacts, Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
     DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus,
     SteerOutcome, Urgency,
 };
-use crate::events::{EventLog, Fired};
 use async_trait::async_trait;
 use keel_protocol::sync::Locked;
 use std::collections::{HashMap, VecDeque};

@@ -23,8 +23,8 @@ mod stream;
 pub(crate) mod workspace;
 
 use crate::seam::{
-    Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationResult,
-    ErrorCode, JobStatus, ReviewSpec, SteerOutcome, check_extensions,
+    Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationResult, ErrorCode,
+    JobStatus, ReviewSpec, SteerOutcome, check_extensions,
 };
 use crate::table::{self, Ending, JobLog, Provider, TAIL_LINES, Table};
 use async_trait::async_trait;

@@ -9,8 +9,8 @@
 //! [`EventBody`] says what it is; a line that is no record is logged and skipped, a record of
 //! another kind (or whose data does not fit its type) is passed over.
 
-use keel_acp_client::lines::{LineBuffer, Piece};
 use keel_acp_client::lines::{BoundedLog, LOG_LINE_CHARS, one_line as cut};
+use keel_acp_client::lines::{LineBuffer, Piece};
 use keel_protocol::sync::Locked;
 use keel_protocol::{
     ContentBlock, EventBody, LogRecord, Message, RecordError, SessionEvent, TurnEndReason,
@@ -155,7 +155,10 @@ impl Stream {
                 }
             }
             EventBody::ToolCall(c) => {
-                self.log(s, format!("→ {} {}", c.name, cut(&c.arguments, LOG_LINE_CHARS)));
+                self.log(
+                    s,
+                    format!("→ {} {}", c.name, cut(&c.arguments, LOG_LINE_CHARS)),
+                );
                 s.calls.insert(c.call_id, c.name);
             }
             EventBody::ToolResult(r) => {
