@@ -1,5 +1,7 @@
 //! The crate graph keeps its direction: protocol ← jcs ← session ← llm/tools ← agent ← plugins
-//! ← host ← front ends. A crate's layer is the folder it stands in — `crates/core/`,
+//! ← host ← front ends; protocol clients stand in the core beside llm (keel-acp-client, the ACP
+//! client the delegate plugin runs outside agents with, is built on protocol and tools and knows
+//! no plugin). A crate's layer is the folder it stands in — `crates/core/`,
 //! `crates/plugins/`, `crates/host/`, `crates/front/`, `crates/support/` — so `ls crates` shows
 //! what this test enforces. No plugin crate depends on another plugin crate, the core depends
 //! on no plugin, the host on no front end. Read from every crate's `Cargo.toml`

@@ -7,6 +7,7 @@
 //! Jobs belong to the session that submitted them: another session asking about one gets
 //! `unknown-job`.
 
+use crate::events::{EventLog, Fired};
 use crate::seam::{
     Artifacts, Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
     DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus,
@@ -86,8 +87,7 @@ struct Job {
     job: DelegationJob,
     prompt: String,
     outcome: Outcome,
-    events: Vec<DelegationEvent>,
-    listeners: Vec<EventListener>,
+    events: EventLog,
     steered: Vec<String>,
 }
 
@@ -241,24 +241,22 @@ impl InProcessProvider {
         urgency: Urgency,
         message: &str,
         lifecycle: Option<&str>,
-    ) -> (Vec<EventListener>, DelegationEvent) {
-        let event = DelegationEvent {
+    ) -> Fired {
+        job.events.push(DelegationEvent {
             job_id: job.job.id.clone(),
-            seq: Some(job.events.len() as u64 + 1),
+            seq: None,
             at: now(),
             event_type,
             urgency,
             message: message.to_owned(),
             data: None,
             lifecycle: lifecycle.map(str::to_owned),
-        };
-        job.events.push(event.clone());
-        (job.listeners.clone(), event)
+        })
     }
 
     /// Settle `job` as `status`; the lifecycle report to fire. Listeners are dropped: the job
     /// makes no more reports.
-    fn settle(job: &mut Job, status: JobStatus) -> Vec<(Vec<EventListener>, DelegationEvent)> {
+    fn settle(job: &mut Job, status: JobStatus) -> Vec<Fired> {
         job.job.status = status;
         job.job.finished_at = Some(now());
         if status == JobStatus::Unknown {
@@ -271,16 +269,14 @@ impl InProcessProvider {
             status.as_str(),
             Some(status.as_str()),
         );
-        job.listeners.clear();
+        job.events.close();
         vec![fired]
     }
 
     /// Call listeners outside the lock, then wake waiters.
-    fn fire(&self, fired: Vec<(Vec<EventListener>, DelegationEvent)>) {
-        for (listeners, event) in fired {
-            for l in listeners {
-                l(event.clone());
-            }
+    fn fire(&self, fired: Vec<Fired>) {
+        for f in fired {
+            f.deliver();
         }
         self.changed.send_modify(|v| *v += 1);
     }
@@ -342,8 +338,7 @@ impl DelegationService for InProcessProvider {
                 job,
                 prompt: spec.prompt,
                 outcome,
-                events: Vec::new(),
-                listeners: Vec::new(),
+                events: EventLog::default(),
                 steered: Vec::new(),
             };
             let snapshot = entry.job.clone();
@@ -505,13 +500,7 @@ impl DelegationService for InProcessProvider {
         id: &str,
         from_seq: Option<u64>,
     ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.with_job(caller, id, |j| {
-            j.events
-                .iter()
-                .filter(|e| from_seq.is_none_or(|s| e.seq.unwrap_or(0) > s))
-                .cloned()
-                .collect()
-        })
+        self.with_job(caller, id, |j| j.events.since(from_seq))
     }
 
     fn watch(
@@ -521,10 +510,7 @@ impl DelegationService for InProcessProvider {
         listener: EventListener,
     ) -> Result<(), DelegationError> {
         let backlog = self.with_job(caller, id, |j| {
-            if !j.job.status.is_final() {
-                j.listeners.push(listener.clone());
-            }
-            j.events.clone()
+            j.events.watch(&listener, !j.job.status.is_final())
         })?;
         for e in backlog {
             listener(e);

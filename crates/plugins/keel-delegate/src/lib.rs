@@ -14,15 +14,21 @@
 //! [`render`] (bounding and untrusted framing), [`reports`] (mid-flight reports and the wake
 //! budget), [`review`] (the human's `/review`), [`plugin`] (the `delegate` row), [`consult`] (the consult CLI provider), [`keel`]
 //! (another `keel run` process as the delegate), [`acp`] (any Agent Client Protocol agent
-//! command as the delegate, keel its client).
+//! command as the delegate, keel its client through the `keel-acp-client` crate).
+//!
+//! The keel and acp providers run their delegates themselves: each implements the small
+//! `table::Provider` trait (its capability report, start, steer, review) and its job table
+//! answers the rest of [`seam::DelegationService`] once (status, wait, result, logs, cancel,
+//! events, watch); `events::EventLog` is the report bookkeeping the table and the in-process
+//! provider share.
 
 #![deny(missing_docs)]
 
 pub mod acp;
 pub mod consult;
+mod events;
 pub mod inprocess;
 pub mod keel;
-mod lines;
 pub mod plugin;
 pub mod render;
 pub mod reports;

@@ -420,6 +420,14 @@ impl DelegationError {
     pub fn unknown_job(id: &str) -> Self {
         DelegationError::new(ErrorCode::UnknownJob, format!("no delegation job '{id}'"))
     }
+
+    /// `review-unsupported` from the provider `name`.
+    pub fn review_unsupported(name: &str) -> Self {
+        DelegationError::new(
+            ErrorCode::ReviewUnsupported,
+            format!("the {name} provider cannot review"),
+        )
+    }
 }
 
 /// Check `extensions` against the keys `capabilities` declares: the first unknown key is
@@ -475,10 +483,7 @@ pub trait DelegationService: Send + Sync {
         _caller: &Caller,
         _spec: ReviewSpec,
     ) -> Result<DelegationResult, DelegationError> {
-        Err(DelegationError::new(
-            ErrorCode::ReviewUnsupported,
-            format!("the {} provider cannot review", self.name()),
-        ))
+        Err(DelegationError::review_unsupported(self.name()))
     }
 
     /// One job (`Some(id)`) or the caller's jobs (`None`).

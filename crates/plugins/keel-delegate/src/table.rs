@@ -4,18 +4,27 @@
 //! provider keeps of its own (`X`: the delegate's stdin or steering channel, its log).
 //!
 //! ```text
-//! provider start ─► Table::insert (job.json written) ─► run task: set_status, push_event…
-//!                                                       └► finish: result, job.json, final
-//! DelegationService status/wait/result/logs/cancel/events/watch ─► the Table methods
+//! Provider::start ─► Table::insert (job.json written) ─► run task: Table::run (after, running),
+//!                                                         push_event…
+//!                                                       └► conclude: result, job.json, final
+//! DelegationService (impl for every Provider) ─► delegate = start + lookup; steer refused
+//!   unless running, else Provider::steer_running; status/wait/result/logs/cancel/events/watch
+//!   ─► the Table methods
 //! a job of an earlier process of the session ─► read back from its job.json
 //! ```
 //!
+//! [`Provider`] is what such a provider implements itself (its capability report, start,
+//! steer, review); the rest is done here once.
+//!
 //! Files live under `$KEEL_HOME/delegations/<supervisor session>/<job id>/`.
 
+use crate::events::EventLog;
 use crate::seam::{
-    Caller, DelegateSpec, DelegationError, DelegationEvent, DelegationJob, DelegationResult,
-    ErrorCode, EventListener, EventType, JobStatus, Lineage, Urgency,
+    Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
+    DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus, Lineage,
+    ReviewSpec, SteerOutcome, Urgency,
 };
+use async_trait::async_trait;
 use keel_protocol::sync::Locked;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,10 +48,8 @@ pub(crate) struct Job<X> {
     pub(crate) caller: String,
     /// Its result so far.
     pub(crate) result: DelegationResult,
-    /// Its events, in order (seq from 1).
-    pub(crate) events: Vec<DelegationEvent>,
-    /// Who gets each new event (until the job is final).
-    pub(crate) listeners: Vec<EventListener>,
+    /// Its events and who listens to them (until the job is final).
+    pub(crate) events: EventLog,
     /// Fired by `cancel`.
     pub(crate) cancel: CancellationToken,
     /// `true` once the job is final.
@@ -57,8 +64,7 @@ impl<X> Job<X> {
         Job {
             caller: caller.session_id.clone(),
             result,
-            events: Vec::new(),
-            listeners: Vec::new(),
+            events: EventLog::default(),
             cancel: CancellationToken::new(),
             final_tx: watch::channel(false).0,
             own,
@@ -285,24 +291,18 @@ impl<X: JobLog> Table<X> {
         data: Option<serde_json::Value>,
         lifecycle: Option<String>,
     ) {
-        let Some((event, listeners)) = self.update(id, |j| {
-            let event = DelegationEvent {
-                job_id: id.to_owned(),
-                seq: Some(j.events.len() as u64 + 1),
-                at: now_rfc3339(),
-                event_type,
-                urgency: Urgency::Info,
-                message,
-                data,
-                lifecycle,
-            };
-            j.events.push(event.clone());
-            (event, j.listeners.clone())
-        }) else {
-            return;
+        let event = DelegationEvent {
+            job_id: id.to_owned(),
+            seq: None,
+            at: now_rfc3339(),
+            event_type,
+            urgency: Urgency::Info,
+            message,
+            data,
+            lifecycle,
         };
-        for l in listeners {
-            l(event.clone());
+        if let Some(fired) = self.update(id, |j| j.events.push(event)) {
+            fired.deliver();
         }
     }
 
@@ -347,7 +347,7 @@ impl<X: JobLog> Table<X> {
         self.record(id, dir);
         self.lifecycle(id, status.as_str());
         self.update(id, |j| {
-            j.listeners.clear();
+            j.events.close();
             let _ = j.final_tx.send(true);
         });
     }
@@ -482,13 +482,7 @@ impl<X: JobLog> Table<X> {
         id: &str,
         from_seq: Option<u64>,
     ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.with_job(caller, id, |j| {
-            j.events
-                .iter()
-                .filter(|e| e.seq.unwrap_or(0) > from_seq.unwrap_or(0))
-                .cloned()
-                .collect()
-        })
+        self.with_job(caller, id, |j| j.events.since(from_seq))
     }
 
     /// `watch`: the events so far, then each new one until the job is final.
@@ -499,10 +493,7 @@ impl<X: JobLog> Table<X> {
         listener: EventListener,
     ) -> Result<(), DelegationError> {
         let past = self.with_job(caller, id, |j| {
-            if !j.result.job.status.is_final() {
-                j.listeners.push(listener.clone());
-            }
-            j.events.clone()
+            j.events.watch(&listener, !j.result.job.status.is_final())
         })?;
         for e in past {
             listener(e);
@@ -518,87 +509,224 @@ impl<X: JobLog> Table<X> {
     }
 }
 
-/// Characters of one line of a job's log.
-pub(crate) const LOG_LINE_CHARS: usize = 200;
-
-/// `text` on one line (newlines shown as ` ⏎ `), cut to `chars` characters with `…`: a log
-/// line of a delegate's message, call or result.
-pub(crate) fn one_line(text: &str, chars: usize) -> String {
-    let one_line = text.replace('\n', " ⏎ ");
-    match one_line.char_indices().nth(chars) {
-        Some((i, _)) => format!("{}…", &one_line[..i]),
-        None => one_line,
-    }
+/// How a delegate's run ended, before it is written into its job.
+pub(crate) struct Ending {
+    /// Its final status.
+    pub(crate) status: JobStatus,
+    /// Why it failed, when it did.
+    pub(crate) error: Option<String>,
+    /// The patch and the files it touched (a write-mode run in an isolated worktree).
+    pub(crate) artifacts: Option<(Option<String>, Vec<String>)>,
+    /// The delegate's own session id (the job's chain).
+    pub(crate) session: Option<String>,
 }
 
-/// A job's `log.txt` and its last lines in memory: past `max_bytes` lines are counted, not
-/// written (the in-memory tail still has them). The default writes nothing and keeps nothing.
-#[derive(Default)]
-pub(crate) struct BoundedLog {
-    file: Option<std::fs::File>,
-    bytes: u64,
-    dropped: u64,
-    tail: std::collections::VecDeque<String>,
-    max_bytes: u64,
-    tail_lines: usize,
-}
-
-impl BoundedLog {
-    /// A log written to `path` (nothing is written when it cannot be created) up to
-    /// `max_bytes`, keeping the last `tail_lines` lines.
-    pub(crate) fn create(path: &std::path::Path, max_bytes: u64, tail_lines: usize) -> Self {
-        BoundedLog {
-            file: std::fs::File::create(path).ok(),
-            bytes: 0,
-            dropped: 0,
-            tail: std::collections::VecDeque::new(),
-            max_bytes,
-            tail_lines,
+impl Ending {
+    /// `status`, with `error`, and nothing else known.
+    pub(crate) fn with(status: JobStatus, error: Option<String>) -> Self {
+        Ending {
+            status,
+            error,
+            artifacts: None,
+            session: None,
         }
     }
+}
 
-    /// Add `line`.
-    pub(crate) fn push(&mut self, line: String) {
-        use std::io::Write as _;
-        let bytes = line.len() as u64 + 1;
-        if self.bytes + bytes <= self.max_bytes {
-            if let Some(f) = self.file.as_mut() {
-                let _ = writeln!(f, "{line}");
+impl<X: JobLog> Table<X> {
+    /// A job's life after its start, in its own task: wait for the jobs it runs `after`
+    /// (cancelled or skipped meanwhile: it does not run), else mark it running and `run` it.
+    pub(crate) async fn run(
+        &self,
+        id: &str,
+        after: Vec<(String, watch::Receiver<bool>)>,
+        cancel: &CancellationToken,
+        run: impl Future<Output = Ending>,
+    ) -> Ending {
+        match self.wait_after(after, cancel).await {
+            Some((status, error)) => Ending::with(status, error),
+            None => {
+                self.set_status(id, JobStatus::Running);
+                run.await
             }
-            self.bytes += bytes;
-        } else {
-            self.dropped += 1;
-        }
-        if self.tail.len() == self.tail_lines {
-            self.tail.pop_front();
-        }
-        self.tail.push_back(line);
-    }
-
-    /// Write what is buffered to the file.
-    pub(crate) fn flush(&mut self) {
-        use std::io::Write as _;
-        if let Some(f) = self.file.as_mut() {
-            let _ = f.flush();
         }
     }
 
-    /// The last `n` lines (all kept when `None`), and a note when the file reached its cap.
-    pub(crate) fn tail(&self, n: Option<usize>) -> String {
-        let n = n.unwrap_or(self.tail.len()).min(self.tail.len());
-        let mut out: Vec<String> = self
-            .tail
-            .iter()
-            .skip(self.tail.len() - n)
-            .cloned()
-            .collect();
-        if self.dropped > 0 {
-            out.push(format!(
-                "({} later lines are not in the log file: it reached its cap)",
-                self.dropped
-            ));
+    /// Job `id` ended as `ending` with `answer` (its text and whether it was cut): its result
+    /// is completed and recorded in `dir` ([`Table::finish`]); `own` lets go of the provider's
+    /// handles on the delegate.
+    pub(crate) fn conclude(
+        &self,
+        id: &str,
+        dir: &std::path::Path,
+        ending: Ending,
+        answer: (Option<String>, bool),
+        own: impl FnOnce(&mut X),
+    ) {
+        self.finish(id, dir, |j| {
+            let r = &mut j.result;
+            r.job.status = ending.status;
+            (r.final_text, r.final_text_truncated) = answer;
+            r.error_message = ending.error;
+            if let Some((patch, touched)) = ending.artifacts {
+                r.artifacts.patch_path = patch;
+                r.artifacts.touched_files = touched;
+            }
+            r.lineage.chain_id = ending.session;
+            own(&mut j.own);
+        });
+    }
+}
+
+/// The capability report of a provider that runs its delegates itself: this build's version,
+/// `profiles` (`default` the default), steerable; ready unless `diagnosis` says why not. The
+/// provider adds what else it can (reports, reviews).
+pub(crate) fn capabilities(diagnosis: Option<String>, profiles: Vec<String>) -> Capabilities {
+    Capabilities {
+        ready: diagnosis.is_none(),
+        version: Some(env!("CARGO_PKG_VERSION").into()),
+        profiles,
+        default_profile: Some("default".into()),
+        can_steer: true,
+        diagnosis,
+        ..Capabilities::default()
+    }
+}
+
+/// A provider that runs its delegates itself (keel, acp): what is its own — its capability
+/// report, starting a job, steering a running one, a review — while its [`Table`] does the
+/// rest once. Every such provider is a [`DelegationService`] through the impl below: `status`,
+/// `wait`, `result`, `logs`, `events` and `watch` are the table's; `delegate` starts a job and
+/// reads it back; `cancel` (stopping) fires the job's cancellation token, which the run task
+/// [`Provider::start`] spawned obeys; `steer` is refused by the table unless the job runs.
+#[async_trait]
+pub(crate) trait Provider: Send + Sync {
+    /// What the provider keeps of a job beside the table's part.
+    type Own: JobLog + Send + 'static;
+
+    /// The provider's name (`keel`, `acp`).
+    const NAME: &'static str;
+
+    /// Its jobs.
+    fn jobs(&self) -> &Table<Self::Own>;
+
+    /// What it can do and whether it is ready.
+    async fn own_capabilities(&self, caller: &Caller) -> Capabilities;
+
+    /// Start `spec` as a new job of `caller` in [`Provider::jobs`]; its id, once it runs (or
+    /// is queued).
+    async fn start(&self, caller: &Caller, spec: &DelegateSpec) -> Result<String, DelegationError>;
+
+    /// Hand `guidance` to job `id`, which was running when the table looked.
+    async fn steer_running(
+        &self,
+        caller: &Caller,
+        id: &str,
+        guidance: &str,
+    ) -> Result<SteerOutcome, DelegationError>;
+
+    /// A review (blocking until its findings are in). Default: `review-unsupported`.
+    async fn review_change(
+        &self,
+        _caller: &Caller,
+        _spec: ReviewSpec,
+    ) -> Result<DelegationResult, DelegationError> {
+        Err(DelegationError::review_unsupported(Self::NAME))
+    }
+}
+
+#[async_trait]
+impl<P: Provider> DelegationService for P {
+    fn name(&self) -> &str {
+        P::NAME
+    }
+
+    async fn capabilities(&self, caller: &Caller) -> Capabilities {
+        self.own_capabilities(caller).await
+    }
+
+    async fn delegate(
+        &self,
+        caller: &Caller,
+        spec: DelegateSpec,
+    ) -> Result<DelegationJob, DelegationError> {
+        let id = self.start(caller, &spec).await?;
+        Ok(self.jobs().lookup(caller, &id)?.job)
+    }
+
+    async fn review(
+        &self,
+        caller: &Caller,
+        spec: ReviewSpec,
+    ) -> Result<DelegationResult, DelegationError> {
+        self.review_change(caller, spec).await
+    }
+
+    async fn status(
+        &self,
+        caller: &Caller,
+        id: Option<&str>,
+    ) -> Result<Vec<DelegationJob>, DelegationError> {
+        self.jobs().status(caller, id)
+    }
+
+    async fn wait(
+        &self,
+        caller: &Caller,
+        ids: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<DelegationJob>, DelegationError> {
+        self.jobs().wait(caller, ids, timeout).await
+    }
+
+    async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
+        self.jobs().result(caller, id)
+    }
+
+    async fn logs(
+        &self,
+        caller: &Caller,
+        id: &str,
+        tail: Option<usize>,
+    ) -> Result<String, DelegationError> {
+        self.jobs().logs(caller, id, tail)
+    }
+
+    async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
+        self.jobs().cancel(caller, id).await
+    }
+
+    async fn steer(
+        &self,
+        caller: &Caller,
+        id: &str,
+        guidance: &str,
+    ) -> Result<SteerOutcome, DelegationError> {
+        let status = self.jobs().with_job(caller, id, |j| j.result.job.status)?;
+        if status != JobStatus::Running {
+            return Ok(SteerOutcome::Refused {
+                detail: format!("job {id} is {}", status.as_str()),
+            });
         }
-        out.join("\n")
+        self.steer_running(caller, id, guidance).await
+    }
+
+    async fn events(
+        &self,
+        caller: &Caller,
+        id: &str,
+        from_seq: Option<u64>,
+    ) -> Result<Vec<DelegationEvent>, DelegationError> {
+        self.jobs().events(caller, id, from_seq)
+    }
+
+    fn watch(
+        &self,
+        caller: &Caller,
+        id: &str,
+        listener: EventListener,
+    ) -> Result<(), DelegationError> {
+        self.jobs().watch(caller, id, listener)
     }
 }
 

@@ -5,8 +5,8 @@
 //! delegate ─► [write] an isolated git worktree (as the keel provider's)
 //!          └► ACP_COMMAND… (through the subprocess service: scrubbed env, process group)
 //!               initialize ─► session/new {cwd: workspace | worktree} ─► session/prompt {task}
-//!               session/update ─► log lines, the answer, plan reports   (client.rs, record.rs)
-//!               session/request_permission ◄─ the authority grant      (permission.rs)
+//!               session/update ─► log lines, the answer, plan reports  (keel-acp-client)
+//!               session/request_permission ◄─ the authority grant     (keel-acp-client)
 //!          delegate_steer ─► session/cancel + session/prompt {guidance} on the same session
 //!          job_kill       ─► session/cancel; the process is ended after a grace
 //!          end ─► [write] changes.patch; worktree removed ─► job.json
@@ -22,27 +22,24 @@
 //!
 //! Job files live under `$KEEL_HOME/delegations/<supervisor session>/<job id>/` (`acp-N`):
 //! `log.txt`, `changes.patch`, `job.json`; the job table is the keel provider's
-//! (`crate::table`). Modules: `run` (one delegation's life), `client` (the process and the
-//! conversation), `permission` (the authority grant), `record` (updates → answer, log,
-//! reports).
+//! (`crate::table`, which also answers every seam call but start and steer). The ACP client
+//! itself — the process and the conversation, the authority grant as permission answers, the
+//! transcript of updates (answer, log, reports) — is the `keel-acp-client` crate; `run` here is
+//! one delegation's life around it.
 //!
 //! [Agent Client Protocol]: https://agentclientprotocol.com
 
-mod client;
-mod permission;
-mod record;
 mod run;
 
 use crate::seam::{
-    Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
-    DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus,
-    SteerOutcome, check_extensions,
+    Caller, Capabilities, DelegateSpec, DelegationError, ErrorCode, EventType, SteerOutcome,
+    check_extensions,
 };
-use crate::table::{self, JobLog, TAIL_LINES, Table};
+use crate::table::{self, JobLog, Provider, TAIL_LINES, Table};
 use async_trait::async_trait;
+use keel_acp_client::{Steer, Transcript};
 use keel_agent::plugin::{ModelLaunch, ProjectTrust};
 use keel_tools::subprocess::SubprocessService;
-use record::Transcript;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,9 +115,9 @@ impl AcpConfig {
 }
 
 /// What the acp provider keeps of a delegation beside the table's part.
-struct Own {
+pub(crate) struct Own {
     /// Steering, while the conversation lasts.
-    steers: Option<mpsc::UnboundedSender<client::Steer>>,
+    steers: Option<mpsc::UnboundedSender<Steer>>,
     /// What the agent showed.
     transcript: Arc<Transcript>,
 }
@@ -239,6 +236,23 @@ impl AcpProvider {
         }
         Ok(())
     }
+}
+
+#[async_trait]
+impl Provider for AcpProvider {
+    type Own = Own;
+    const NAME: &'static str = "acp";
+
+    fn jobs(&self) -> &Table<Own> {
+        &self.jobs
+    }
+
+    async fn own_capabilities(&self, _caller: &Caller) -> Capabilities {
+        Capabilities {
+            can_report: true,
+            ..table::capabilities(self.not_ready(), vec!["default".into()])
+        }
+    }
 
     /// Start `spec` as a new job; `Ok` once its session is open (or it is queued).
     async fn start(&self, caller: &Caller, spec: &DelegateSpec) -> Result<String, DelegationError> {
@@ -289,7 +303,7 @@ impl AcpProvider {
                 // It could not open its session: the job is failing; say why.
                 let _ = final_rx.wait_for(|f| *f).await;
                 let why = match other {
-                    Ok(Err(why)) => why,
+                    Ok(Err(why)) => why.0,
                     _ => self
                         .jobs
                         .lookup(caller, &id)
@@ -306,87 +320,14 @@ impl AcpProvider {
             }
         }
     }
-}
 
-#[async_trait]
-impl DelegationService for AcpProvider {
-    fn name(&self) -> &str {
-        "acp"
-    }
-
-    async fn capabilities(&self, _caller: &Caller) -> Capabilities {
-        let diagnosis = self.not_ready();
-        Capabilities {
-            ready: diagnosis.is_none(),
-            version: Some(env!("CARGO_PKG_VERSION").into()),
-            profiles: vec!["default".into()],
-            default_profile: Some("default".into()),
-            can_steer: true,
-            can_report: true,
-            can_review: false,
-            extensions: Default::default(),
-            diagnosis,
-            active_from_earlier_sessions: Vec::new(),
-        }
-    }
-
-    async fn delegate(
-        &self,
-        caller: &Caller,
-        spec: DelegateSpec,
-    ) -> Result<DelegationJob, DelegationError> {
-        let id = self.start(caller, &spec).await?;
-        Ok(self.jobs.lookup(caller, &id)?.job)
-    }
-
-    async fn status(
-        &self,
-        caller: &Caller,
-        id: Option<&str>,
-    ) -> Result<Vec<DelegationJob>, DelegationError> {
-        self.jobs.status(caller, id)
-    }
-
-    async fn wait(
-        &self,
-        caller: &Caller,
-        ids: &[String],
-        timeout: Duration,
-    ) -> Result<Vec<DelegationJob>, DelegationError> {
-        self.jobs.wait(caller, ids, timeout).await
-    }
-
-    async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        self.jobs.result(caller, id)
-    }
-
-    async fn logs(
-        &self,
-        caller: &Caller,
-        id: &str,
-        tail: Option<usize>,
-    ) -> Result<String, DelegationError> {
-        self.jobs.logs(caller, id, tail)
-    }
-
-    async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
-        self.jobs.cancel(caller, id).await
-    }
-
-    async fn steer(
+    async fn steer_running(
         &self,
         caller: &Caller,
         id: &str,
         guidance: &str,
     ) -> Result<SteerOutcome, DelegationError> {
-        let (steers, status) = self
-            .jobs
-            .with_job(caller, id, |j| (j.own.steers.clone(), j.result.job.status))?;
-        if status != JobStatus::Running {
-            return Ok(SteerOutcome::Refused {
-                detail: format!("job {id} is {}", status.as_str()),
-            });
-        }
+        let steers = self.jobs.with_job(caller, id, |j| j.own.steers.clone())?;
         let finishing = || SteerOutcome::Refused {
             detail: format!("job {id} ended before it took the guidance"),
         };
@@ -395,7 +336,7 @@ impl DelegationService for AcpProvider {
         };
         let (done, answer) = oneshot::channel();
         if steers
-            .send(client::Steer {
+            .send(Steer {
                 text: guidance.to_owned(),
                 done,
             })
@@ -404,7 +345,10 @@ impl DelegationService for AcpProvider {
             return Ok(finishing());
         }
         let outcome = match tokio::time::timeout(STEER_WAIT, answer).await {
-            Ok(Ok(outcome)) => outcome,
+            Ok(Ok(keel_acp_client::SteerOutcome::Accepted)) => SteerOutcome::Accepted,
+            Ok(Ok(keel_acp_client::SteerOutcome::Refused { detail })) => {
+                SteerOutcome::Refused { detail }
+            }
             Ok(Err(_)) => finishing(),
             Err(_) => SteerOutcome::Refused {
                 detail: format!(
@@ -419,24 +363,6 @@ impl DelegationService for AcpProvider {
         }
         Ok(outcome)
     }
-
-    async fn events(
-        &self,
-        caller: &Caller,
-        id: &str,
-        from_seq: Option<u64>,
-    ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.jobs.events(caller, id, from_seq)
-    }
-
-    fn watch(
-        &self,
-        caller: &Caller,
-        id: &str,
-        listener: EventListener,
-    ) -> Result<(), DelegationError> {
-        self.jobs.watch(caller, id, listener)
-    }
 }
 
 impl Drop for AcpProvider {
@@ -449,6 +375,7 @@ impl Drop for AcpProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seam::{DelegationService, JobStatus};
     use keel_tools::subprocess::SubprocessConfig;
     use pretty_assertions::assert_eq;
 

@@ -1,15 +1,13 @@
 //! One ACP delegation's life, in its own task: wait for the jobs it runs after, isolate a
 //! write-mode workspace, build the agent's command (for keel: its model route and sandbox),
-//! hold the conversation ([`super::client`]), collect the patch, and write the ending into
-//! the job.
+//! hold the conversation (`keel_acp_client::run`), collect the patch, and write the ending
+//! into the job.
 
-use super::client;
-use super::record::{Report, Transcript};
 use super::{AcpConfig, Own};
 use crate::keel::{DEPTH_ENV, route_args, workspace};
 use crate::seam::{Caller, DelegateMode, DelegateSpec, EventType, JobStatus};
-use crate::table::Table;
-use agent_client_protocol::v1::schema::StopReason;
+use crate::table::{Ending, Table};
+use keel_acp_client::{self as client, Grant, NotOpened, Report, StopReason, Transcript};
 use keel_tools::subprocess::{CommandSpec, SubprocessService};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,46 +28,16 @@ pub(super) struct Run {
     pub(super) cancel: CancellationToken,
 }
 
-/// How a run ended, before it is written into the job.
-struct Ending {
-    status: JobStatus,
-    error: Option<String>,
-    artifacts: Option<(Option<String>, Vec<String>)>,
-    session: Option<String>,
-}
-
-impl Ending {
-    fn with(status: JobStatus, error: Option<String>) -> Self {
-        Ending {
-            status,
-            error,
-            artifacts: None,
-            session: None,
-        }
-    }
-}
-
 impl Run {
     pub(super) async fn go(
         self,
         after: Vec<(String, watch::Receiver<bool>)>,
         steers: mpsc::UnboundedReceiver<client::Steer>,
-        opened: oneshot::Sender<Result<(), String>>,
+        opened: oneshot::Sender<Result<(), NotOpened>>,
     ) {
-        let ending = match self.wait_for(after).await {
-            Some(ending) => ending,
-            None => {
-                self.jobs.set_status(&self.id, JobStatus::Running);
-                self.run(steers, opened).await
-            }
-        };
+        let run = self.run(steers, opened);
+        let ending = self.jobs.run(&self.id, after, &self.cancel, run).await;
         self.finish(ending);
-    }
-
-    /// Wait for the jobs this one runs after; `Some` when it must not run.
-    async fn wait_for(&self, after: Vec<(String, watch::Receiver<bool>)>) -> Option<Ending> {
-        let (status, error) = self.jobs.wait_after(after, &self.cancel).await?;
-        Some(Ending::with(status, error))
     }
 
     /// The argv: the configured command, plus for keel its model route and sandbox.
@@ -101,7 +69,7 @@ impl Run {
     async fn run(
         &self,
         steers: mpsc::UnboundedReceiver<client::Steer>,
-        opened: oneshot::Sender<Result<(), String>>,
+        opened: oneshot::Sender<Result<(), NotOpened>>,
     ) -> Ending {
         let isolated = match self.spec.mode {
             DelegateMode::ReadOnly => None,
@@ -111,7 +79,7 @@ impl Run {
                 {
                     Ok(w) => Some(w),
                     Err(e) => {
-                        let _ = opened.send(Err(e.clone()));
+                        let _ = opened.send(Err(NotOpened(e.clone())));
                         return Ending::with(JobStatus::Failed, Some(e));
                     }
                 }
@@ -161,7 +129,10 @@ impl Run {
                 shown: self.config.shown(),
                 cwd,
                 prompt: self.spec.prompt.clone(),
-                mode: self.spec.mode,
+                grant: match self.spec.mode {
+                    DelegateMode::ReadOnly => Grant::ReadOnly,
+                    DelegateMode::Write => Grant::Write,
+                },
                 handshake: self.config.handshake,
                 grace: self.config.grace,
                 transcript: self.transcript.clone(),
@@ -196,33 +167,15 @@ impl Run {
             session,
         };
         if let Some(w) = isolated {
-            ending.artifacts = w
-                .bring_back(
-                    &self.subprocess,
-                    &self.dir,
-                    &mut ending.status,
-                    &mut ending.error,
-                )
-                .await;
+            w.bring_back(&self.subprocess, &self.dir, &mut ending).await;
         }
         ending
     }
 
     fn finish(&self, ending: Ending) {
         self.transcript.flush();
-        let (text, truncated) = self.transcript.answer();
-        self.jobs.finish(&self.id, &self.dir, |j| {
-            let r = &mut j.result;
-            r.job.status = ending.status;
-            r.final_text = text;
-            r.final_text_truncated = truncated;
-            r.error_message = ending.error;
-            if let Some((patch, touched)) = ending.artifacts {
-                r.artifacts.patch_path = patch;
-                r.artifacts.touched_files = touched;
-            }
-            r.lineage.chain_id = ending.session;
-            j.own.steers = None;
-        });
+        let answer = self.transcript.answer();
+        self.jobs
+            .conclude(&self.id, &self.dir, ending, answer, |own| own.steers = None);
     }
 }

@@ -5,8 +5,8 @@
 
 use super::envelope::{EventV1, SCHEMA_VERSION};
 use super::run::{ConsultConfig, spawn_once_tee};
-use crate::lines::{LineBuffer, Piece};
 use crate::seam::{Caller, EventListener};
+use keel_acp_client::lines::{LineBuffer, Piece};
 use keel_protocol::sync::Locked;
 use keel_tools::subprocess::{OutputSink, SubprocessService};
 use serde::Deserialize;

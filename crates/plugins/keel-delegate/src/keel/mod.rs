@@ -23,11 +23,10 @@ mod stream;
 pub(crate) mod workspace;
 
 use crate::seam::{
-    Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationEvent,
-    DelegationJob, DelegationResult, DelegationService, ErrorCode, EventListener, JobStatus,
-    ReviewSpec, SteerOutcome, check_extensions,
+    Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationResult, ErrorCode,
+    JobStatus, ReviewSpec, SteerOutcome, check_extensions,
 };
-use crate::table::{self, JobLog, TAIL_LINES, Table};
+use crate::table::{self, Ending, JobLog, Provider, TAIL_LINES, Table};
 use async_trait::async_trait;
 use keel_agent::plugin::{ModelLaunch, ProjectTrust};
 use keel_tools::subprocess::{CommandSpec, OutputSink, RunEnd, SubprocessService};
@@ -85,7 +84,7 @@ impl KeelConfig {
 }
 
 /// What the keel provider keeps of a delegation beside the table's part.
-struct Own {
+pub(crate) struct Own {
     /// The delegate's stdin while it runs (steering).
     stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
     /// Its stdout, read.
@@ -144,8 +143,8 @@ impl KeelProvider {
         None
     }
 
-    /// Start `prompt` as job `id` (shared by delegate and review).
-    async fn start(
+    /// Start `spec` as a new job of `kind` (shared by delegate and review).
+    async fn launch(
         &self,
         caller: &Caller,
         spec: &DelegateSpec,
@@ -232,22 +231,6 @@ fn profiles(home: &Path) -> Vec<String> {
     names
 }
 
-fn capabilities_of(p: &KeelProvider) -> Capabilities {
-    let diagnosis = p.not_ready();
-    Capabilities {
-        ready: diagnosis.is_none(),
-        version: Some(env!("CARGO_PKG_VERSION").into()),
-        profiles: profiles(&p.config.home),
-        default_profile: Some("default".into()),
-        can_steer: true,
-        can_report: false,
-        can_review: true,
-        extensions: Default::default(),
-        diagnosis,
-        active_from_earlier_sessions: Vec::new(),
-    }
-}
-
 /// One delegation's life, in its own task.
 struct Run {
     subprocess: SubprocessService,
@@ -262,49 +245,19 @@ struct Run {
     cancel: CancellationToken,
 }
 
-/// How a run ended, before it is written into the job.
-struct Ending {
-    status: JobStatus,
-    error: Option<String>,
-    artifacts: Option<(Option<String>, Vec<String>)>,
-}
-
 impl Run {
     async fn go(
         self,
         after: Vec<(String, watch::Receiver<bool>)>,
         stdin: mpsc::UnboundedReceiver<Vec<u8>>,
     ) {
-        let ending = match self.wait_for(after).await {
-            Some(ending) => ending,
-            None => {
-                self.set_status(JobStatus::Running);
-                self.run(stdin).await
-            }
-        };
+        let run = self.run(stdin);
+        let ending = self.jobs.run(&self.id, after, &self.cancel, run).await;
         self.finish(ending);
     }
 
-    /// Wait for the jobs this one runs after; `Some` when it must not run.
-    async fn wait_for(&self, after: Vec<(String, watch::Receiver<bool>)>) -> Option<Ending> {
-        let (status, error) = self.jobs.wait_after(after, &self.cancel).await?;
-        Some(Ending {
-            status,
-            error,
-            artifacts: None,
-        })
-    }
-
-    fn set_status(&self, status: JobStatus) {
-        self.jobs.set_status(&self.id, status);
-    }
-
     async fn run(&self, stdin: mpsc::UnboundedReceiver<Vec<u8>>) -> Ending {
-        let failed = |e: String| Ending {
-            status: JobStatus::Failed,
-            error: Some(e),
-            artifacts: None,
-        };
+        let failed = |e: String| Ending::with(JobStatus::Failed, Some(e));
         let Some(launch) = &self.config.launch else {
             return failed("no model route for the delegate".into());
         };
@@ -376,20 +329,12 @@ impl Run {
             Ok(out) => {
                 let turn = self.stream.turn_end();
                 match (out.end, out.code) {
-                    (RunEnd::Cancelled, _) => Ending {
-                        status: JobStatus::Cancelled,
-                        error: None,
-                        artifacts: None,
-                    },
+                    (RunEnd::Cancelled, _) => Ending::with(JobStatus::Cancelled, None),
                     (RunEnd::TimedOut, _) => failed(format!(
                         "the delegate ran past its time limit of {} s and was stopped",
                         self.config.time_limit.as_secs()
                     )),
-                    (RunEnd::Exited, Some(0)) => Ending {
-                        status: JobStatus::Completed,
-                        error: None,
-                        artifacts: None,
-                    },
+                    (RunEnd::Exited, Some(0)) => Ending::with(JobStatus::Completed, None),
                     (RunEnd::Exited, code) => {
                         let why = turn.unwrap_or_else(|| {
                             let tail = out.stderr.text();
@@ -405,14 +350,7 @@ impl Run {
             }
         };
         if let Some(w) = isolated {
-            ending.artifacts = w
-                .bring_back(
-                    &self.subprocess,
-                    &self.dir,
-                    &mut ending.status,
-                    &mut ending.error,
-                )
-                .await;
+            w.bring_back(&self.subprocess, &self.dir, &mut ending).await;
         }
         ending
     }
@@ -423,22 +361,11 @@ impl Run {
         self.jobs.record(&self.id, &self.dir);
     }
 
-    fn finish(&self, ending: Ending) {
-        let (text, truncated) = self.stream.answer();
-        let session = self.stream.session_id();
-        self.jobs.finish(&self.id, &self.dir, |j| {
-            let r = &mut j.result;
-            r.job.status = ending.status;
-            r.final_text = text;
-            r.final_text_truncated = truncated;
-            r.error_message = ending.error;
-            if let Some((patch, touched)) = ending.artifacts {
-                r.artifacts.patch_path = patch;
-                r.artifacts.touched_files = touched;
-            }
-            r.lineage.chain_id = session;
-            j.own.stdin = None;
-        });
+    fn finish(&self, mut ending: Ending) {
+        ending.session = self.stream.session_id();
+        let answer = self.stream.answer();
+        self.jobs
+            .conclude(&self.id, &self.dir, ending, answer, |own| own.stdin = None);
     }
 }
 
@@ -477,25 +404,26 @@ pub(crate) fn route_args(args: &[String], model: Option<&str>) -> Vec<String> {
 }
 
 #[async_trait]
-impl DelegationService for KeelProvider {
-    fn name(&self) -> &str {
-        "keel"
+impl Provider for KeelProvider {
+    type Own = Own;
+    const NAME: &'static str = "keel";
+
+    fn jobs(&self) -> &Table<Own> {
+        &self.jobs
     }
 
-    async fn capabilities(&self, _caller: &Caller) -> Capabilities {
-        capabilities_of(self)
+    async fn own_capabilities(&self, _caller: &Caller) -> Capabilities {
+        Capabilities {
+            can_review: true,
+            ..table::capabilities(self.not_ready(), profiles(&self.config.home))
+        }
     }
 
-    async fn delegate(
-        &self,
-        caller: &Caller,
-        spec: DelegateSpec,
-    ) -> Result<DelegationJob, DelegationError> {
-        let (id, _) = self.start(caller, &spec, "delegate").await?;
-        Ok(self.jobs.lookup(caller, &id)?.job)
+    async fn start(&self, caller: &Caller, spec: &DelegateSpec) -> Result<String, DelegationError> {
+        Ok(self.launch(caller, spec, "delegate").await?.0)
     }
 
-    async fn review(
+    async fn review_change(
         &self,
         caller: &Caller,
         spec: ReviewSpec,
@@ -542,7 +470,7 @@ impl DelegationService for KeelProvider {
             effort: spec.effort,
             extensions: spec.extensions,
         };
-        let (id, mut done) = self.start(caller, &delegate, "review").await?;
+        let (id, mut done) = self.launch(caller, &delegate, "review").await?;
         let _ = done.wait_for(|f| *f).await;
         let r = self.jobs.lookup(caller, &id)?;
         match r.job.status {
@@ -558,59 +486,19 @@ impl DelegationService for KeelProvider {
         }
     }
 
-    async fn status(
-        &self,
-        caller: &Caller,
-        id: Option<&str>,
-    ) -> Result<Vec<DelegationJob>, DelegationError> {
-        self.jobs.status(caller, id)
-    }
-
-    async fn wait(
-        &self,
-        caller: &Caller,
-        ids: &[String],
-        timeout: Duration,
-    ) -> Result<Vec<DelegationJob>, DelegationError> {
-        self.jobs.wait(caller, ids, timeout).await
-    }
-
-    async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        self.jobs.result(caller, id)
-    }
-
-    async fn logs(
-        &self,
-        caller: &Caller,
-        id: &str,
-        tail: Option<usize>,
-    ) -> Result<String, DelegationError> {
-        self.jobs.logs(caller, id, tail)
-    }
-
-    async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
-        self.jobs.cancel(caller, id).await
-    }
-
-    async fn steer(
+    async fn steer_running(
         &self,
         caller: &Caller,
         id: &str,
         guidance: &str,
     ) -> Result<SteerOutcome, DelegationError> {
-        let (stdin, stream, mut done, status) = self.jobs.with_job(caller, id, |j| {
+        let (stdin, stream, mut done) = self.jobs.with_job(caller, id, |j| {
             (
                 j.own.stdin.clone(),
                 j.own.stream.clone(),
                 j.final_tx.subscribe(),
-                j.result.job.status,
             )
         })?;
-        if status != JobStatus::Running {
-            return Ok(SteerOutcome::Refused {
-                detail: format!("job {id} is {}", status.as_str()),
-            });
-        }
         let Some(stdin) = stdin else {
             return Ok(SteerOutcome::Refused {
                 detail: format!("job {id} is finishing"),
@@ -635,24 +523,6 @@ impl DelegationService for KeelProvider {
                 detail: format!("job {id} did not take the guidance within {} s", STEER_ACK.as_secs()),
             }),
         }
-    }
-
-    async fn events(
-        &self,
-        caller: &Caller,
-        id: &str,
-        from_seq: Option<u64>,
-    ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.jobs.events(caller, id, from_seq)
-    }
-
-    fn watch(
-        &self,
-        caller: &Caller,
-        id: &str,
-        listener: EventListener,
-    ) -> Result<(), DelegationError> {
-        self.jobs.watch(caller, id, listener)
     }
 }
 

@@ -3,11 +3,16 @@
 //! header, one log line per tool call, result and answer (the last lines in memory, the rest in
 //! `log.txt` up to its cap), the answer, how the turn ended, and the inbox insertions that
 //! acknowledge a steer.
+//!
+//! Each line is read as keel reads its own session log (keel-session's `parse_record`): the
+//! [`SessionHeader`](keel_protocol::SessionHeader), or a typed [`SessionEvent`] whose
+//! [`EventBody`] says what it is; a line that is no record is logged and skipped, a record of
+//! another kind (or whose data does not fit its type) is passed over.
 
-use crate::lines::{LineBuffer, Piece};
-use crate::table::{BoundedLog, LOG_LINE_CHARS, one_line as cut};
+use keel_acp_client::lines::{BoundedLog, LOG_LINE_CHARS, LineBuffer, Piece, one_line as cut};
 use keel_protocol::sync::Locked;
-use serde_json::Value;
+use keel_protocol::{ContentBlock, EventBody, LogRecord, RecordError, SessionEvent, TurnEndReason};
+use keel_session::store::parse_record;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -39,20 +44,26 @@ pub(super) struct Stream {
     state: Mutex<State>,
 }
 
-/// The text blocks of a message (`{content: [{type: text, text}]}`), joined.
-fn text_of(message: &Value) -> String {
-    message
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n")
+/// The text blocks of `content`, one line apart.
+fn text_of(content: &[ContentBlock]) -> String {
+    content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
         })
-        .unwrap_or_default()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What a turn that did not complete says of why (`None` for a kind that says nothing more).
+fn turn_detail(reason: &TurnEndReason) -> Option<&str> {
+    match reason {
+        TurnEndReason::Error { message, .. } => Some(message),
+        TurnEndReason::Aborted { reason } => Some(reason),
+        TurnEndReason::Blocked { reason } => reason.as_deref(),
+        TurnEndReason::Completed | TurnEndReason::MaxTokens | TurnEndReason::Interrupted => None,
+    }
 }
 
 impl Stream {
@@ -100,23 +111,32 @@ impl Stream {
     }
 
     fn record(&self, s: &mut Record, line: &[u8]) {
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
-            let text = String::from_utf8_lossy(line);
-            if !text.trim().is_empty() {
-                self.log(
-                    s,
-                    format!("(not a session record) {}", cut(&text, LOG_LINE_CHARS)),
-                );
+        let record = std::str::from_utf8(line)
+            .map_err(|_| None)
+            .and_then(|l| parse_record(l).map_err(Some));
+        match record {
+            Ok(LogRecord::Header(h)) => s.session_id = Some(h.id.0),
+            Ok(LogRecord::Event(e)) => self.event(s, e),
+            // Packed chunks, or a record whose data does not fit its type: passed over.
+            Ok(LogRecord::Packed(_))
+            | Err(Some(RecordError::Payload { .. } | RecordError::MissingField(_))) => {}
+            // Not UTF-8, not JSON, or no record type.
+            Err(None | Some(RecordError::Envelope(_))) => {
+                let text = String::from_utf8_lossy(line);
+                if !text.trim().is_empty() {
+                    self.log(
+                        s,
+                        format!("(not a session record) {}", cut(&text, LOG_LINE_CHARS)),
+                    );
+                }
             }
-            return;
-        };
-        let data = v.get("data").unwrap_or(&Value::Null);
-        match v.get("type").and_then(Value::as_str).unwrap_or_default() {
-            "session" => {
-                s.session_id = v.get("id").and_then(Value::as_str).map(str::to_owned);
-            }
-            "assistant/message" => {
-                let text = text_of(data.get("message").unwrap_or(&Value::Null));
+        }
+    }
+
+    fn event(&self, s: &mut Record, event: SessionEvent) {
+        match event.body {
+            EventBody::AssistantMessage(m) => {
+                let text = text_of(&m.message.content);
                 if !text.trim().is_empty() {
                     self.log(s, format!("assistant: {}", cut(&text, LOG_LINE_CHARS)));
                     let mut text = text;
@@ -131,49 +151,41 @@ impl Stream {
                     s.answer = Some(text);
                 }
             }
-            "tool/call" => {
-                let name = data.get("name").and_then(Value::as_str).unwrap_or("?");
-                let args = data.get("arguments").and_then(Value::as_str).unwrap_or("");
-                if let Some(id) = data.get("callId").and_then(Value::as_str) {
-                    s.calls.insert(id.to_owned(), name.to_owned());
-                }
-                self.log(s, format!("→ {name} {}", cut(args, LOG_LINE_CHARS)));
+            EventBody::ToolCall(c) => {
+                self.log(
+                    s,
+                    format!("→ {} {}", c.name, cut(&c.arguments, LOG_LINE_CHARS)),
+                );
+                s.calls.insert(c.call_id, c.name);
             }
-            "tool/result" => {
-                let blocks = data
-                    .pointer("/message/content")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                for b in blocks {
-                    let id = b.get("toolCallId").and_then(Value::as_str).unwrap_or("");
-                    let name = s.calls.remove(id).unwrap_or_else(|| "?".into());
-                    let error = b.get("isError").and_then(Value::as_bool) == Some(true);
-                    let text = text_of(&b);
+            EventBody::ToolResult(r) => {
+                for b in r.message.tool_results() {
+                    let name = s
+                        .calls
+                        .remove(&b.tool_call_id)
+                        .unwrap_or_else(|| "?".into());
+                    let text = text_of(&b.content);
                     let first = text.lines().next().unwrap_or("");
-                    let how = if error { "error" } else { "ok" };
+                    let how = if b.is_error { "error" } else { "ok" };
                     self.log(s, format!("← {name} {how}: {}", cut(first, LOG_LINE_CHARS)));
                 }
             }
-            "turn/end" => {
-                let reason = data.get("reason").unwrap_or(&Value::Null);
-                let kind = reason.get("kind").and_then(Value::as_str).unwrap_or("?");
+            EventBody::TurnEnd(end) => {
+                let kind = end.reason.kind();
                 self.log(s, format!("turn ended: {kind}"));
-                if kind != "completed" {
-                    let detail = ["message", "reason", "code"]
-                        .iter()
-                        .find_map(|k| reason.get(*k).and_then(Value::as_str))
+                if end.reason != TurnEndReason::Completed {
+                    let detail = turn_detail(&end.reason)
                         .map(|d| format!(": {}", cut(d, 500)))
                         .unwrap_or_default();
                     s.turn_end = Some(format!("the delegate's turn ended {kind}{detail}"));
                 }
             }
-            "agent/inbox/spliced" => {
-                let texts: Vec<String> = data
-                    .get("inserted")
-                    .and_then(Value::as_array)
-                    .map(|ms| ms.iter().map(text_of).collect())
-                    .unwrap_or_default();
+            EventBody::InboxSpliced(spliced) => {
+                let texts: Vec<String> = spliced
+                    .inserted
+                    .iter()
+                    .map(|m| text_of(&m.content))
+                    .collect();
                 if texts.is_empty() {
                     return;
                 }
@@ -226,7 +238,7 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn stream(dir: &tempfile::TempDir, max_log: u64) -> Stream {
         Stream::new(dir.path().join("log.txt"), max_log, 3)
@@ -242,8 +254,8 @@ mod tests {
     fn records_split_anywhere_are_read_whole() {
         let dir = tempfile::tempdir().unwrap();
         let s = stream(&dir, 1 << 20);
-        let mut bytes = line(json!({"type": "session", "id": "s-1", "version": 0}));
-        bytes.extend(line(json!({"type": "assistant/message", "data": {"message": {"role": "assistant", "content": [{"type": "text", "text": "done ✓"}]}}})));
+        let mut bytes = line(json!({"type": "session", "id": "s-1", "version": 0, "createdAt": 0}));
+        bytes.extend(line(json!({"type": "assistant/message", "seq": 1, "time": 0, "data": {"turn": 1, "step": 1, "message": {"role": "assistant", "content": [{"type": "text", "text": "done ✓"}], "source": {"kind": "model", "provider": "p", "model": "m"}, "id": "m1"}}})));
         for chunk in bytes.chunks(7) {
             s.feed(chunk);
         }
@@ -258,7 +270,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = stream(&dir, 100);
         for i in 0..50 {
-            s.feed(&line(json!({"type": "tool/call", "data": {"callId": format!("c{i}"), "name": "bash", "arguments": "x".repeat(1000)}})));
+            s.feed(&line(json!({"type": "tool/call", "seq": i + 1, "time": 0, "data": {"turn": 1, "step": 1, "callId": format!("c{i}"), "name": "bash", "arguments": "x".repeat(1000)}})));
         }
         // Garbage and an over-long record are skipped, not kept.
         s.feed(b"not json\n");
@@ -281,11 +293,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = stream(&dir, 1 << 20);
         let mut ack = s.expect_inbox("go left");
-        s.feed(&line(json!({"type": "agent/inbox/spliced", "data": {"target": "next-step", "start": 0, "inserted": [{"role": "user", "content": [{"type": "text", "text": "go right"}]}]}})));
+        s.feed(&line(json!({"type": "agent/inbox/spliced", "seq": 1, "time": 0, "data": {"target": "next-step", "start": 0, "inserted": [{"role": "user", "content": [{"type": "text", "text": "go right"}], "source": {"kind": "user"}, "id": "u1"}]}})));
         assert!(ack.try_recv().is_err());
-        s.feed(&line(json!({"type": "agent/inbox/spliced", "data": {"target": "next-step", "start": 0, "inserted": [{"role": "user", "content": [{"type": "text", "text": "go left"}]}]}})));
+        s.feed(&line(json!({"type": "agent/inbox/spliced", "seq": 2, "time": 0, "data": {"target": "next-step", "start": 0, "inserted": [{"role": "user", "content": [{"type": "text", "text": "go left"}], "source": {"kind": "user"}, "id": "u2"}]}})));
         assert!(ack.try_recv().is_ok());
-        s.feed(&line(json!({"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "error", "code": "AUTH", "message": "AUTH: bad key"}}})));
+        s.feed(&line(json!({"type": "turn/end", "seq": 3, "time": 0, "data": {"turn": 1, "reason": {"kind": "error", "code": "AUTH", "message": "AUTH: bad key"}}})));
         assert_eq!(
             s.turn_end().as_deref(),
             Some("the delegate's turn ended error: AUTH: bad key")

@@ -3,6 +3,7 @@
 //! through the subprocess service.
 
 use crate::seam::JobStatus;
+use crate::table::Ending;
 use keel_tools::subprocess::{CommandSpec, SubprocessService};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -98,25 +99,24 @@ impl Isolated {
         })
     }
 
-    /// [`Isolated::collect`] at the end of a run whose outcome so far is `status` and `error`:
+    /// [`Isolated::collect`] into the artifacts of a run that ended as `ending` so far:
     /// changes that cannot be brought back fail a run that had not failed already.
     pub(crate) async fn bring_back(
         self,
         sp: &SubprocessService,
         job_dir: &Path,
-        status: &mut JobStatus,
-        error: &mut Option<String>,
-    ) -> Option<(Option<String>, Vec<String>)> {
-        match self.collect(sp, job_dir).await {
+        ending: &mut Ending,
+    ) {
+        ending.artifacts = match self.collect(sp, job_dir).await {
             Ok(found) => Some(found),
             Err(e) => {
-                if error.is_none() {
-                    *error = Some(format!("the delegate's changes were lost: {e}"));
-                    *status = JobStatus::Failed;
+                if ending.error.is_none() {
+                    ending.error = Some(format!("the delegate's changes were lost: {e}"));
+                    ending.status = JobStatus::Failed;
                 }
                 None
             }
-        }
+        };
     }
 
     /// The delegate's changes as `job_dir/changes.patch` (none when it changed nothing) and

@@ -1,4 +1,4 @@
-//! One ACP delegate process and keel's client side of its conversation.
+//! One ACP agent process and keel's client side of its conversation.
 //!
 //! ```text
 //! subprocess service ─ argv, cwd, scrubbed env, time limit, process group
@@ -13,10 +13,9 @@
 //! killed.
 //! ```
 
-use super::permission::{self, Verdict};
-use super::record::{Report, Transcript};
 use crate::lines::{LineBuffer, Piece};
-use crate::seam::{DelegateMode, SteerOutcome};
+use crate::permission::{self, Grant, Verdict};
+use crate::transcript::{Report, Transcript};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, Implementation, InitializeRequest,
@@ -38,46 +37,64 @@ const MAX_LINE: usize = 16 << 20;
 /// How long the connection may still read after the agent's process ended.
 const DRAIN: Duration = Duration::from_secs(2);
 
-/// Guidance for the running delegate, with the channel its outcome goes back on.
-pub(super) struct Steer {
+/// Guidance for the running agent, with the channel its outcome goes back on.
+#[derive(Debug)]
+pub struct Steer {
     /// The supervisor's words (the next prompt).
-    pub(super) text: String,
+    pub text: String,
     /// Accepted once the new prompt is sent; refused when the turn would not stop.
-    pub(super) done: oneshot::Sender<SteerOutcome>,
+    pub done: oneshot::Sender<SteerOutcome>,
 }
 
+/// The answer to a [`Steer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SteerOutcome {
+    /// The running turn stopped and the guidance was sent as the next prompt.
+    Accepted,
+    /// The agent did not take it.
+    Refused {
+        /// Why.
+        detail: String,
+    },
+}
+
+/// Why the session did not open (the message names the command and what happened).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotOpened(pub String);
+
 /// What one run needs.
-pub(super) struct Conversation {
+pub struct Conversation {
     /// The command, with its argv, cwd, environment and time limit (stdin and stdout are the
     /// protocol's: set here).
-    pub(super) command: CommandSpec,
+    pub command: CommandSpec,
     /// The command as the person configured it, for messages (`keel acp`, `codex-acp`).
-    pub(super) shown: String,
+    pub shown: String,
     /// `session/new`'s working directory.
-    pub(super) cwd: PathBuf,
+    pub cwd: PathBuf,
     /// The task.
-    pub(super) prompt: String,
-    /// The authority grant permission requests are answered by.
-    pub(super) mode: DelegateMode,
+    pub prompt: String,
+    /// The authority permission requests are answered by.
+    pub grant: Grant,
     /// Time for `initialize` and `session/new` together.
-    pub(super) handshake: Duration,
+    pub handshake: Duration,
     /// Time a cancelled turn gets to answer, and the agent to exit after stdin closed.
-    pub(super) grace: Duration,
+    pub grace: Duration,
     /// Where the updates go.
-    pub(super) transcript: Arc<Transcript>,
+    pub transcript: Arc<Transcript>,
     /// Plan reports, as they come.
-    pub(super) report: Arc<dyn Fn(Report) + Send + Sync>,
-    /// Fired by `cancel` (job_kill).
-    pub(super) cancel: CancellationToken,
+    pub report: Arc<dyn Fn(Report) + Send + Sync>,
+    /// Fired to cancel the conversation (a delegation's `job_kill`).
+    pub cancel: CancellationToken,
     /// Steering.
-    pub(super) steers: mpsc::UnboundedReceiver<Steer>,
+    pub steers: mpsc::UnboundedReceiver<Steer>,
     /// Told `Ok` once the session is open, or the reason it could not be.
-    pub(super) opened: oneshot::Sender<Result<(), String>>,
+    pub opened: oneshot::Sender<Result<(), NotOpened>>,
 }
 
 /// How the conversation ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Ending {
+pub enum Ending {
     /// The last prompt was answered with this stop reason.
     Stopped(StopReason),
     /// Cancelled by the supervisor (`job_kill`).
@@ -96,13 +113,13 @@ struct Broke {
 
 /// Run the agent and hold the conversation (see the module docs). Returns how it ended and
 /// the ACP session id.
-pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Option<String>) {
+pub async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Option<String>) {
     let Conversation {
         command,
         shown,
         cwd,
         prompt,
-        mode,
+        grant,
         handshake,
         grace,
         transcript,
@@ -162,7 +179,7 @@ pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Opt
         Talk {
             cwd,
             prompt,
-            mode,
+            grant,
             handshake,
             grace,
             transcript: transcript.clone(),
@@ -222,7 +239,7 @@ pub(super) async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Opt
                 format!("the ACP agent `{shown}` ended before its session opened")
             }
         };
-        let _ = opened.send(Err(why));
+        let _ = opened.send(Err(NotOpened(why)));
     }
     let id = session_id.locked().clone();
     (ending, id)
@@ -284,7 +301,7 @@ fn failure(
 struct Talk {
     cwd: PathBuf,
     prompt: String,
-    mode: DelegateMode,
+    grant: Grant,
     handshake: Duration,
     grace: Duration,
     transcript: Arc<Transcript>,
@@ -294,18 +311,18 @@ struct Talk {
     session_id: Arc<Mutex<Option<String>>>,
 }
 
-type Opened = Option<oneshot::Sender<Result<(), String>>>;
+type Opened = Option<oneshot::Sender<Result<(), NotOpened>>>;
 
 /// Connect as the client over `transport` and hold the conversation.
 async fn talk(
     transport: impl agent_client_protocol::ConnectTo<Client> + 'static,
     t: Talk,
-    opened: oneshot::Sender<Result<(), String>>,
+    opened: oneshot::Sender<Result<(), NotOpened>>,
 ) -> (Result<Ending, Broke>, Opened) {
     let updates = t.transcript.clone();
     let report = t.report.clone();
     let asked = t.transcript.clone();
-    let mode = t.mode;
+    let grant = t.grant;
     let opened_slot = Arc::new(Mutex::new(Some(opened)));
     let slot = opened_slot.clone();
     let result = Client
@@ -323,7 +340,7 @@ async fn talk(
         .on_receive_request(
             async move |req: RequestPermissionRequest,
                         responder: Responder<RequestPermissionResponse>,
-                        _cx| { responder.respond(decide(&asked, mode, &req)) },
+                        _cx| { responder.respond(decide(&asked, grant, &req)) },
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
@@ -346,7 +363,7 @@ async fn talk(
 /// The answer to one permission request, logged.
 fn decide(
     transcript: &Transcript,
-    mode: DelegateMode,
+    grant: Grant,
     req: &RequestPermissionRequest,
 ) -> RequestPermissionResponse {
     let id = req.tool_call.tool_call_id.0.to_string();
@@ -364,14 +381,14 @@ fn decide(
         .clone()
         .or_else(|| known.map(|k| k.1))
         .unwrap_or(id);
-    let verdict = permission::verdict(mode, &kind);
+    let verdict = permission::verdict(grant, &kind);
     transcript.note(format!(
         "permission {} ({} authority): {} {}",
         match verdict {
             Verdict::Allow => "allowed",
             Verdict::Reject => "rejected",
         },
-        mode.as_str(),
+        grant.as_str(),
         permission::kind_name(&kind),
         title.chars().take(160).collect::<String>()
     ));

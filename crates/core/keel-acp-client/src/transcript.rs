@@ -1,4 +1,4 @@
-//! What an ACP delegate showed of its work: `session/update` notifications and permission
+//! What an ACP agent showed of its work: `session/update` notifications and permission
 //! answers become log lines (the last ones in memory for `logs`, all of them in `log.txt` up to
 //! its cap), the answer, and the reports worth an event.
 //!
@@ -13,8 +13,8 @@
 //! Thought chunks, mode, command and usage updates are not kept. Memory and the file stay
 //! bounded whatever the agent sends.
 
-use super::permission::kind_name;
-use crate::table::{BoundedLog, LOG_LINE_CHARS};
+use crate::lines::{BoundedLog, LOG_LINE_CHARS};
+use crate::permission::kind_name;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Plan, PlanEntryStatus, SessionUpdate, ToolCallContent,
     ToolCallStatus, ToolKind,
@@ -29,13 +29,13 @@ const MAX_ANSWER: usize = 256 * 1024;
 /// Tool calls whose kind and title are remembered (the oldest are forgotten past this).
 const MAX_CALLS: usize = 4096;
 
-/// A report the run turns into a delegation event.
+/// A report worth an event of the caller's (a plan, as it changes).
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Report {
+pub struct Report {
     /// One line for the supervisor.
-    pub(super) message: String,
+    pub message: String,
     /// The structured form (untrusted).
-    pub(super) data: serde_json::Value,
+    pub data: serde_json::Value,
 }
 
 #[derive(Default)]
@@ -52,14 +52,14 @@ struct State {
     call_order: VecDeque<String>,
 }
 
-/// See the module docs.
-pub(super) struct Transcript {
+/// What the agent showed (see the module docs).
+pub struct Transcript {
     state: Mutex<State>,
 }
 
 /// `text`, trimmed, as one log line of at most `chars` characters.
 fn cut(text: &str, chars: usize) -> String {
-    crate::table::one_line(text.trim(), chars)
+    crate::lines::one_line(text.trim(), chars)
 }
 
 fn content_text(content: &[ToolCallContent]) -> String {
@@ -79,7 +79,7 @@ fn content_text(content: &[ToolCallContent]) -> String {
 impl Transcript {
     /// A transcript logging to `log_path` up to `max_log` bytes, keeping the last `tail_lines`
     /// log lines in memory.
-    pub(super) fn new(log_path: PathBuf, max_log: u64, tail_lines: usize) -> Self {
+    pub fn new(log_path: PathBuf, max_log: u64, tail_lines: usize) -> Self {
         Transcript {
             state: Mutex::new(State {
                 log: BoundedLog::create(&log_path, max_log, tail_lines),
@@ -93,7 +93,7 @@ impl Transcript {
     }
 
     /// Take one update; a plan comes back as a report.
-    pub(super) fn update(&self, update: &SessionUpdate) -> Option<Report> {
+    pub fn update(&self, update: &SessionUpdate) -> Option<Report> {
         let mut guard = self.state();
         let s = &mut *guard;
         match update {
@@ -172,32 +172,32 @@ impl Transcript {
     }
 
     /// The kind and title the agent announced for tool call `id`.
-    pub(super) fn call(&self, id: &str) -> Option<(ToolKind, String)> {
+    pub fn call(&self, id: &str) -> Option<(ToolKind, String)> {
         self.state().calls.get(id).cloned()
     }
 
     /// Log a line of the run's own (a permission answer, a steer, an ending).
-    pub(super) fn note(&self, line: String) {
+    pub fn note(&self, line: String) {
         let mut s = self.state();
         self.close(&mut s);
         self.log(&mut s, line);
     }
 
     /// A new prompt on the session (a steer): the answer is what comes after it.
-    pub(super) fn new_prompt(&self) {
+    pub fn new_prompt(&self) {
         let mut s = self.state();
         self.close(&mut s);
     }
 
     /// The end of the run: the last message is logged and the file flushed.
-    pub(super) fn flush(&self) {
+    pub fn flush(&self) {
         let mut s = self.state();
         self.close(&mut s);
         s.log.flush();
     }
 
     /// The answer (the agent's last message) and whether it was cut.
-    pub(super) fn answer(&self) -> (Option<String>, bool) {
+    pub fn answer(&self) -> (Option<String>, bool) {
         let s = self.state();
         let text = s.answer.trim();
         (
@@ -207,7 +207,7 @@ impl Transcript {
     }
 
     /// The last `n` log lines (all kept when `None`).
-    pub(super) fn tail(&self, n: Option<usize>) -> String {
+    pub fn tail(&self, n: Option<usize>) -> String {
         self.state().log.tail(n)
     }
 

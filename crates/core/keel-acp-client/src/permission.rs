@@ -1,4 +1,4 @@
-//! The delegation's authority grant as answers to `session/request_permission`.
+//! The authority grant ([`Grant`]) as answers to `session/request_permission`.
 //!
 //! | authority | tool kinds allowed (allow-once) | rejected (reject-once) |
 //! |---|---|---|
@@ -15,26 +15,45 @@
 //! allow-always), reject-once (else reject-always); when the request offers no option of the
 //! wanted side, the answer is `cancelled` (which the protocol counts as not allowed).
 
-use crate::seam::DelegateMode;
 use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, SelectedPermissionOutcome,
     ToolKind,
 };
 
+/// The authority the agent runs under (a delegation's mode).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Grant {
+    /// It may read but not change the workspace.
+    #[default]
+    ReadOnly,
+    /// It may change files (the caller confines it, e.g. to an isolated worktree).
+    Write,
+}
+
+impl Grant {
+    /// Spelling in log lines (`read-only`, `write`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grant::ReadOnly => "read-only",
+            Grant::Write => "write",
+        }
+    }
+}
+
 /// What the grant says about one tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// Let it run.
     Allow,
     /// Refuse it.
     Reject,
 }
 
-/// The verdict of `mode` on a call of `kind` (see the module table).
-pub(crate) fn verdict(mode: DelegateMode, kind: &ToolKind) -> Verdict {
-    match mode {
-        DelegateMode::Write => Verdict::Allow,
-        DelegateMode::ReadOnly => match kind {
+/// The verdict of `grant` on a call of `kind` (see the module table).
+pub fn verdict(grant: Grant, kind: &ToolKind) -> Verdict {
+    match grant {
+        Grant::Write => Verdict::Allow,
+        Grant::ReadOnly => match kind {
             ToolKind::Read | ToolKind::Search | ToolKind::Fetch | ToolKind::Think => Verdict::Allow,
             _ => Verdict::Reject,
         },
@@ -42,7 +61,7 @@ pub(crate) fn verdict(mode: DelegateMode, kind: &ToolKind) -> Verdict {
 }
 
 /// The answer carrying `verdict`, chosen among `options` by kind.
-pub(crate) fn answer(verdict: Verdict, options: &[PermissionOption]) -> RequestPermissionOutcome {
+pub fn answer(verdict: Verdict, options: &[PermissionOption]) -> RequestPermissionOutcome {
     let wanted: &[PermissionOptionKind] = match verdict {
         Verdict::Allow => &[
             PermissionOptionKind::AllowOnce,
@@ -62,7 +81,7 @@ pub(crate) fn answer(verdict: Verdict, options: &[PermissionOption]) -> RequestP
 }
 
 /// The kind's spelling on the wire (`edit`, `switch_mode`…), for log lines.
-pub(crate) fn kind_name(kind: &ToolKind) -> String {
+pub fn kind_name(kind: &ToolKind) -> String {
     serde_json::to_value(kind)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -94,8 +113,8 @@ mod tests {
             .map(|k| {
                 (
                     kind_name(k),
-                    verdict(DelegateMode::ReadOnly, k),
-                    verdict(DelegateMode::Write, k),
+                    verdict(Grant::ReadOnly, k),
+                    verdict(Grant::Write, k),
                 )
             })
             .collect();
@@ -121,7 +140,7 @@ mod tests {
     #[test]
     fn an_unknown_wire_kind_is_other_and_rejected_read_only() {
         let kind: ToolKind = serde_json::from_value(serde_json::json!("teleport")).unwrap();
-        assert_eq!(verdict(DelegateMode::ReadOnly, &kind), Verdict::Reject);
+        assert_eq!(verdict(Grant::ReadOnly, &kind), Verdict::Reject);
     }
 
     fn options(kinds: &[(&str, PermissionOptionKind)]) -> Vec<PermissionOption> {
