@@ -155,6 +155,11 @@ impl AgentHandle {
         self.agent.push_ignorable(type_name, data)
     }
 
+    /// Append a non-surface event (a command hook's `hook/invoked` and `hook/finished`).
+    pub fn push(&self, body: EventBody) -> Result<Seq, AgentError> {
+        self.agent.push(body)
+    }
+
     /// Append `message` to the surface as a `user/message` event outside any step (a plugin's
     /// greeting; its source says which plugin wrote it).
     pub fn push_message(&self, message: Message) -> Result<Seq, AgentError> {
