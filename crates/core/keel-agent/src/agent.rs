@@ -409,6 +409,13 @@ impl Agent {
         self.inner.background.get()
     }
 
+    /// The id this agent's step hosts report as the caller of a tool
+    /// ([`keel_tools::PipelineHost::caller`]): a host of the owner's that runs tools on the
+    /// agent's behalf reports it too, so that [`crate::calling_agent`] finds the agent.
+    pub fn caller_id(&self) -> Option<CallerId> {
+        self.inner.caller.id()
+    }
+
     /// Job control scoped to this agent (what its tools get), when a background service is
     /// attached and lets it own jobs.
     pub fn jobs(&self) -> Option<Arc<dyn JobControl>> {
