@@ -1,7 +1,7 @@
 //! The [`Agent`]: one session log, one model, one tool pipeline, one inbox.
 //!
 //! An agent is a cheap handle (`Arc` inside) shared by the loop and the front end that owns it;
-//! plugins get the narrower [`AgentHandle`]. Every model-visible change goes through the
+//! plugins get the narrower [`crate::AgentHandle`]. Every model-visible change goes through the
 //! session log ([`Agent::push`]), which validates it, queues it for durable writing and
 //! notifies `session/event` observers.
 //!

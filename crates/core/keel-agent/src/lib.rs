@@ -3,7 +3,8 @@
 //! An [`Agent`] owns one session log ([`keel_session::PersistentSession`]), one model
 //! ([`keel_llm::Provider`]) and one tool [`keel_tools::Pipeline`]. Front ends queue prompts
 //! ([`Agent::followup`]) and run them ([`Agent::run_pending`]); everything the model saw and did
-//! is in the log. Extensions attach to the seams declared in [`seams`].
+//! is in the log. Extensions attach to the seams declared in [`seams`]; what they are handed of
+//! the agent is its plugin handle, [`AgentHandle`] ([`handle`]).
 #![deny(missing_docs)]
 
 pub mod agent;
