@@ -1,191 +1,39 @@
 //! The [`Agent`]: one session log, one model, one tool pipeline, one inbox.
 //!
-//! An agent is a cheap handle (`Arc` inside) shared by the loop, hooks and the front end. Every
-//! model-visible change goes through the session log ([`Agent::push`]), which validates it,
-//! queues it for durable writing and notifies `session/event` observers. The turn and step
-//! algorithm is in [`crate::turn`]; request assembly in [`crate::request`].
+//! An agent is a cheap handle (`Arc` inside) shared by the loop and the front end that owns it;
+//! plugins get the narrower [`crate::AgentHandle`]. Every model-visible change goes through the
+//! session log ([`Agent::push`]), which validates it, queues it for durable writing and
+//! notifies `session/event` observers.
+//!
+//! This module holds the agent's state and the operations on it (log, inbox, modes, the
+//! background service). The modules above it depend on it, never the other way: building in
+//! [`crate::builder`], request assembly in [`crate::request`], the turn and step algorithm in
+//! [`crate::turn`], the plugin-facing handle in [`crate::handle`].
 
+use crate::background::{Background, TurnActivity};
 use crate::error::AgentError;
-use crate::inbox::{Inbox, InboxMode};
-use crate::prompt::{self, InstructionFile};
+use crate::inbox::InboxMode;
+use crate::prompt::InstructionFile;
 use crate::seams::{FlushPoint, HookRegistry, InboxInserted};
-use crate::session_modes::{KeptModes, kept_modes};
-use futures::future::BoxFuture;
-use keel_llm::{ModelInfo, Provider, RetryPolicy};
+use crate::session_modes::KeptModes;
+use crate::state::LoopState;
+use keel_llm::Provider;
+use keel_protocol::TurnNo;
 use keel_protocol::sync::Locked;
 use keel_protocol::{
     ApprovalPolicyEvent, EventBody, Message, MessageSource, PlanModeEvent, SandboxModeEvent, Seq,
-    SessionEvent, SessionId, SurfaceOp, ToolCallBlock,
+    SessionEvent, SessionId, SurfaceOp,
 };
-use keel_protocol::{StepNo, TurnNo};
 use keel_session::PersistentSession;
-use keel_tools::spill::SpillConfig;
-use keel_tools::subprocess::SubprocessService;
+use keel_tools::CallerId;
 use keel_tools::subprocess::confine::Enforcement;
-use keel_tools::{ApprovalOutcome, Pipeline, PlanState, SandboxMode, ToolRegistry, Workspace};
-use serde_json::Value;
-use std::path::PathBuf;
+use keel_tools::{JobControl, Pipeline, SandboxMode};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use tokio_util::sync::CancellationToken;
 
-/// What happens when a tool call needs approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ApprovalPolicy {
-    /// Ask the user (a headless run cannot, so the call is denied with a hint).
-    #[default]
-    Ask,
-    /// Never ask: calls that need approval are denied.
-    Never,
-    /// Approve automatically.
-    Auto,
-}
-
-impl ApprovalPolicy {
-    /// Spelling used in flags, config and `approval/policy` events.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalPolicy::Ask => "ask",
-            ApprovalPolicy::Never => "never",
-            ApprovalPolicy::Auto => "auto",
-        }
-    }
-
-    /// Parse `ask`, `never` or `auto`.
-    pub fn parse(s: &str) -> Option<ApprovalPolicy> {
-        match s {
-            "ask" => Some(ApprovalPolicy::Ask),
-            "never" => Some(ApprovalPolicy::Never),
-            "auto" => Some(ApprovalPolicy::Auto),
-            _ => None,
-        }
-    }
-
-    /// The stricter of `self` and `other`: `never` (refuses what needs approval) over `ask`
-    /// (a person decides) over `auto` (approves it).
-    pub fn stricter(self, other: ApprovalPolicy) -> ApprovalPolicy {
-        let rank = |p: ApprovalPolicy| match p {
-            ApprovalPolicy::Auto => 0,
-            ApprovalPolicy::Ask => 1,
-            ApprovalPolicy::Never => 2,
-        };
-        if rank(other) > rank(self) {
-            other
-        } else {
-            self
-        }
-    }
-}
-
-/// Answers approval requests when the policy is `ask` (an interactive front end). Without one
-/// (headless) every request is [`ApprovalOutcome::Unanswered`]: a call that needs approval is
-/// refused, and a plan submitted with `exit_plan_mode` is handed to the user as the turn's
-/// answer (the turn ends; see [`Agent::approve_plan`]). An approver may answer `Unanswered`
-/// itself to leave a decision for later.
-pub trait Approver: Send + Sync {
-    /// Decide on `call`; `reason` says why approval is needed. For `exit_plan_mode` the plan is
-    /// the call's `plan` argument.
-    fn decide<'a>(
-        &'a self,
-        call: &'a ToolCallBlock,
-        reason: &'a str,
-    ) -> BoxFuture<'a, ApprovalOutcome>;
-}
-
-/// What an interactive approver's "allow for the session" remembers of `call`: the exact
-/// command for `bash`, the tool otherwise.
-pub fn allow_key(call: &ToolCallBlock) -> String {
-    if call.name == "bash" {
-        let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-        let command = args.get("command").and_then(|c| c.as_str()).unwrap_or("");
-        format!("bash:{command}")
-    } else {
-        call.name.clone()
-    }
-}
-
-/// Static settings of an agent.
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// Provider name (for message sources and `request/context`).
-    pub provider_name: String,
-    /// Model name.
-    pub model: String,
-    /// What keel knows of the model (context window, output budget, reasoning).
-    pub model_info: ModelInfo,
-    /// Workspace root and working directory.
-    pub cwd: PathBuf,
-    /// `$KEEL_HOME` (user instructions).
-    pub keel_home: Option<PathBuf>,
-    /// Persona template.
-    pub persona: String,
-    /// Thinking on/off.
-    pub thinking: Option<bool>,
-    /// Reasoning effort.
-    pub reasoning_effort: Option<String>,
-    /// Temperature.
-    pub temperature: Option<f64>,
-    /// Output budget per request (model default when `None`).
-    pub max_tokens: Option<u64>,
-    /// Steps per turn before the turn ends `blocked`.
-    pub max_steps: u32,
-    /// Identical failing tool calls in a row before the model is told to change course; at
-    /// twice this the turn is stopped (`REPEATED_TOOL_FAILURE`). 0 = off. See
-    /// [`crate::repeat`].
-    pub repeat_failure_limit: u32,
-    /// Approval policy.
-    pub approval: ApprovalPolicy,
-    /// Byte budget for AGENTS.md / CLAUDE.md.
-    pub instructions_budget: usize,
-    /// Retry policy of the default `agent/request-error` listener.
-    pub retry: RetryPolicy,
-}
-
-impl AgentConfig {
-    /// Defaults for `model` in `cwd`.
-    pub fn new(
-        provider_name: impl Into<String>,
-        model: impl Into<String>,
-        model_info: ModelInfo,
-        cwd: PathBuf,
-    ) -> Self {
-        AgentConfig {
-            provider_name: provider_name.into(),
-            model: model.into(),
-            model_info,
-            cwd,
-            keel_home: None,
-            persona: prompt::DEFAULT_PERSONA.to_owned(),
-            thinking: None,
-            reasoning_effort: None,
-            temperature: None,
-            max_tokens: None,
-            max_steps: 200,
-            repeat_failure_limit: 3,
-            approval: ApprovalPolicy::Ask,
-            instructions_budget: prompt::DEFAULT_INSTRUCTIONS_BUDGET,
-            retry: RetryPolicy::default(),
-        }
-    }
-}
-
-/// Mutable loop state (never held across an await).
-#[derive(Debug, Default)]
-pub(crate) struct LoopState {
-    pub(crate) inbox: Inbox,
-    pub(crate) turn: TurnNo,
-    /// A turn is running (set when it starts; cleared, together with the check that no step
-    /// input waits, just before it ends). Job notices inject while set and wake otherwise.
-    pub(crate) running: bool,
-    pub(crate) last_runtime: Option<String>,
-    pub(crate) repeats: crate::repeat::RepeatedFailures,
-    pub(crate) last_header: Option<Value>,
-    pub(crate) last_context: Option<keel_protocol::RequestContext>,
-    /// The prompt estimate of the last request built: (turn, step, tokens).
-    pub(crate) last_estimate: Option<(TurnNo, StepNo, u64)>,
-    /// Provider prompt tokens per estimated token, from the last request the provider
-    /// reported usage for (never below 1: the estimate only ever grows).
-    pub(crate) prompt_factor: Option<f64>,
-}
+pub use crate::config::{AgentConfig, ApprovalPolicy, Approver, ToolSetup, allow_key};
 
 pub(crate) struct Inner {
     pub(crate) config: AgentConfig,
@@ -201,7 +49,7 @@ pub(crate) struct Inner {
     pub(crate) turn_cancel: Mutex<CancellationToken>,
     /// The background service this agent owns jobs in, once attached
     /// ([`crate::background`]).
-    pub(crate) background: OnceLock<Arc<dyn crate::background::Background>>,
+    pub(crate) background: OnceLock<Arc<dyn Background>>,
     /// Signalled when a message from outside the loop queues a follow-up turn
     /// ([`Agent::deliver`]): `run_until_idle` wakes for it even while its background service
     /// has nothing settled to report.
@@ -211,12 +59,57 @@ pub(crate) struct Inner {
     pub(crate) approval: Mutex<ApprovalPolicy>,
     /// What a resumed session kept of the modes changed during it.
     pub(crate) kept_modes: KeptModes,
+    /// This agent's entry among the tool callers ([`crate::calling_agent`]); removed when the
+    /// agent goes.
+    pub(crate) caller: CallerEntry,
+}
+
+/// The agents that may be running tool calls, by the [`CallerId`] their step hosts hand the
+/// pipeline: how [`crate::calling_agent`] finds the agent of a tool call, typed.
+static CALLERS: Mutex<BTreeMap<u64, Weak<Inner>>> = Mutex::new(BTreeMap::new());
+static NEXT_CALLER: AtomicU64 = AtomicU64::new(1);
+
+/// An agent's place among the tool callers: registered when the agent is built, removed when
+/// it goes.
+#[derive(Default)]
+pub(crate) struct CallerEntry(OnceLock<CallerId>);
+
+impl CallerEntry {
+    /// Register `agent` (once).
+    pub(crate) fn register(&self, agent: &Agent) {
+        let id = CallerId::new(NEXT_CALLER.fetch_add(1, Ordering::Relaxed));
+        if self.0.set(id).is_ok() {
+            CALLERS
+                .locked()
+                .insert(id.get(), Arc::downgrade(&agent.inner));
+        }
+    }
+
+    /// The id the agent's step hosts report as the caller.
+    pub(crate) fn id(&self) -> Option<CallerId> {
+        self.0.get().copied()
+    }
+}
+
+impl Drop for CallerEntry {
+    fn drop(&mut self) {
+        if let Some(id) = self.0.get() {
+            CALLERS.locked().remove(&id.get());
+        }
+    }
+}
+
+/// The live agent registered as `id` ([`CallerEntry`]).
+pub(crate) fn caller(id: CallerId) -> Option<Agent> {
+    let weak = CALLERS.locked().get(&id.get()).cloned()?;
+    weak.upgrade().map(|inner| Agent { inner })
 }
 
 /// The ignorable event a tool left out of a changed tool source is logged as.
 pub const TOOL_SKIPPED_EVENT: &str = "tool/skipped";
 
-/// A running agent. Clone to share.
+/// A running agent, as its owner (a front end, the host, a parent running a subagent) holds
+/// it. Clone to share.
 #[derive(Clone)]
 pub struct Agent {
     pub(crate) inner: Arc<Inner>,
@@ -231,276 +124,7 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-/// The tools of an agent and how they run: what [`AgentBuilder`] turns into the agent's
-/// [`Pipeline`]. The pipeline's seams are not set here: they are the agent's own
-/// ([`HookRegistry::tools`], global then agent-scoped), so the pipeline and the agent cannot
-/// disagree about which tool hooks run.
-pub struct ToolSetup {
-    /// The registered tools.
-    pub registry: ToolRegistry,
-    /// Workspace roots and sandbox mode.
-    pub workspace: Workspace,
-    /// Plan-mode state shared with `exit_plan_mode` and the prompt (`None`: the registry's).
-    pub plan_state: Option<Arc<PlanState>>,
-    /// Where large results spill (`None`: the pipeline's default).
-    pub spill: Option<SpillConfig>,
-    /// The subprocess service tools run commands with (`None`: the pipeline's default).
-    pub subprocess: Option<SubprocessService>,
-}
-
-impl ToolSetup {
-    /// `registry` in `workspace`, with the registry's plan state and the pipeline's defaults.
-    pub fn new(registry: ToolRegistry, workspace: Workspace) -> Self {
-        ToolSetup {
-            registry,
-            workspace,
-            plan_state: None,
-            spill: None,
-            subprocess: None,
-        }
-    }
-}
-
-/// Builds an [`Agent`]: its tool pipeline (from a [`ToolSetup`] and the agent's tool seams),
-/// its seams (global, then agent-scoped) and its loop state. The one place where an agent is
-/// assembled: `keel-host`'s factory and child agents (subagents) both come through here.
-pub struct AgentBuilder {
-    config: AgentConfig,
-    provider: Arc<dyn Provider>,
-    tools: ToolSetup,
-    log: PersistentSession,
-    hooks: HookRegistry,
-    agent_hooks: HookRegistry,
-    approver: Option<Arc<dyn Approver>>,
-    commands: Vec<Arc<dyn crate::plugin::CommandSource>>,
-}
-
-impl AgentBuilder {
-    /// Global hooks: this agent's and, inherited, its children's (subagents).
-    pub fn hooks(mut self, hooks: HookRegistry) -> Self {
-        self.hooks = hooks;
-        self
-    }
-
-    /// Hooks for this agent only, run after the global ones and not inherited by children
-    /// (a front end's progress printer, a per-session journal).
-    pub fn agent_hooks(mut self, hooks: HookRegistry) -> Self {
-        self.agent_hooks = hooks;
-        self
-    }
-
-    /// The approver used when the policy is `ask`. Without one, `ask` denies (headless).
-    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
-        self.approver = Some(approver);
-        self
-    }
-
-    /// Slash commands the plugins offer front ends ([`Agent::commands`]).
-    pub fn commands(mut self, commands: Vec<Arc<dyn crate::plugin::CommandSource>>) -> Self {
-        self.commands = commands;
-        self
-    }
-
-    /// Build. A fresh session gets `sandbox/mode` and `approval/policy` events; a resumed one
-    /// has its loop state (turn counter, inbox, last runtime context and request header)
-    /// rebuilt from the log and keeps its modes: plan mode as its last `plan/mode` left it,
-    /// the sandbox narrowing and approval policy changed during it
-    /// ([`crate::session_modes`], [`Agent::kept_modes`]).
-    pub fn build(self) -> Result<Agent, AgentError> {
-        let hooks = HookRegistry::layered(&self.hooks, &self.agent_hooks);
-        let ToolSetup {
-            registry,
-            workspace,
-            plan_state,
-            spill,
-            subprocess,
-        } = self.tools;
-        let mut pipeline =
-            Pipeline::builder(Arc::new(registry), workspace).hooks(hooks.tools.clone());
-        if let Some(plan_state) = plan_state {
-            pipeline = pipeline.plan_state(plan_state);
-        }
-        if let Some(spill) = spill {
-            pipeline = pipeline.spill(spill);
-        }
-        if let Some(subprocess) = subprocess {
-            pipeline = pipeline.subprocess(subprocess);
-        }
-        let pipeline = pipeline.build().map_err(AgentError::ToolSetup)?;
-        let instructions = prompt::load_instructions(
-            self.config.keel_home.as_deref(),
-            &self.config.cwd,
-            pipeline.workspace().cwd(),
-            self.config.instructions_budget,
-        );
-        let fresh = self.log.session().is_empty();
-        let state = LoopState::rebuild(self.log.session());
-        let kept = if fresh {
-            KeptModes::default()
-        } else {
-            kept_modes(
-                self.log.session().whole_event_iter(),
-                pipeline.workspace().sandbox(),
-                self.config.approval,
-            )
-        };
-        if kept.read_only {
-            pipeline.set_read_only(true);
-        }
-        let approval = kept.approval.unwrap_or(self.config.approval);
-        let agent = Agent {
-            inner: Arc::new(Inner {
-                config: self.config,
-                provider: self.provider,
-                pipeline,
-                hooks,
-                global_hooks: self.hooks,
-                approver: self.approver,
-                commands: self.commands,
-                instructions,
-                log: Mutex::new(self.log),
-                state: Mutex::new(state),
-                turn_cancel: Mutex::new(CancellationToken::new()),
-                background: OnceLock::new(),
-                woken: tokio::sync::Notify::new(),
-                approval: Mutex::new(approval),
-                kept_modes: kept,
-            }),
-        };
-        if !fresh && let Some(mode) = last_plan_mode(agent.log().session()) {
-            // A resumed session stays in (or out of) plan mode as its log left it.
-            agent.inner.pipeline.plan_state().set_active(mode.active);
-        }
-        if fresh {
-            let sandbox = agent.sandbox();
-            let confinement = agent.inner.pipeline.workspace().confinement();
-            agent.push(EventBody::SandboxMode(Box::new(SandboxModeEvent {
-                mode: sandbox.as_str().to_owned(),
-                enforcement: Some(confinement.enforcement().to_string()),
-            })))?;
-            let policy = agent.inner.config.approval.as_str().to_owned();
-            agent.push(EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent {
-                policy,
-            })))?;
-        }
-        Ok(agent)
-    }
-}
-
-/// A weak handle to an [`Agent`]: held by tools and hooks that an agent's own seams keep alive
-/// (so they must not keep the agent alive in turn).
-#[derive(Clone, Default)]
-pub struct WeakAgent(Weak<Inner>);
-
-impl std::fmt::Debug for WeakAgent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("WeakAgent")
-            .field(&(self.0.strong_count() > 0))
-            .finish()
-    }
-}
-
-impl WeakAgent {
-    /// The agent, while it lives.
-    pub fn upgrade(&self) -> Option<Agent> {
-        self.0.upgrade().map(|inner| Agent { inner })
-    }
-
-    /// True when this handle points at `agent`.
-    pub fn is(&self, agent: &Agent) -> bool {
-        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&agent.inner))
-    }
-}
-
-/// A slot bound once to the agent a tool or hook serves: tools and hooks are registered before
-/// their agent exists, and bound to it afterwards (an `on_agent` callback of the plugin
-/// install). The first binding wins.
-#[derive(Default)]
-pub struct AgentSlot(OnceLock<WeakAgent>);
-
-impl std::fmt::Debug for AgentSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("AgentSlot").field(&self.is_bound()).finish()
-    }
-}
-
-impl AgentSlot {
-    /// An unbound slot.
-    pub fn new() -> Self {
-        AgentSlot(OnceLock::new())
-    }
-
-    /// Bind to `agent`; returns false when the slot was bound before (the first binding wins).
-    pub fn bind(&self, agent: &Agent) -> bool {
-        self.0.set(agent.downgrade()).is_ok()
-    }
-
-    /// True once bound (even if the agent has since gone).
-    pub fn is_bound(&self) -> bool {
-        self.0.get().is_some()
-    }
-
-    /// True when bound to `agent`.
-    pub fn holds(&self, agent: &Agent) -> bool {
-        self.0.get().is_some_and(|w| w.is(agent))
-    }
-
-    /// The bound agent, while it lives.
-    pub fn get(&self) -> Option<Agent> {
-        self.0.get().and_then(WeakAgent::upgrade)
-    }
-}
-
-impl LoopState {
-    fn rebuild(session: &keel_session::Session) -> LoopState {
-        let mut state = LoopState {
-            turn: session.turn_state().last_turn,
-            ..LoopState::default()
-        };
-        for ev in session.events() {
-            match &ev.body {
-                EventBody::InboxSpliced(s) => state.inbox.replay(s),
-                // Input still pending at a fork's boundary belongs to the parent.
-                EventBody::SessionEndSeed(_) => state.inbox = Inbox::default(),
-                EventBody::RequestHeader(h) => state.last_header = Some(h.header.clone()),
-                EventBody::RequestContext(c) => state.last_context = Some((**c).clone()),
-                EventBody::UserMessage(m)
-                    if m.source.plugin_id() == Some(crate::request::RUNTIME_CONTEXT_PLUGIN) =>
-                {
-                    state.last_runtime = Some(m.text());
-                }
-                _ => {}
-            }
-        }
-        state
-    }
-}
-
 impl Agent {
-    /// Start building an agent over a session log, with `tools` as its tool set.
-    pub fn builder(
-        config: AgentConfig,
-        provider: Arc<dyn Provider>,
-        tools: ToolSetup,
-        log: PersistentSession,
-    ) -> AgentBuilder {
-        AgentBuilder {
-            config,
-            provider,
-            tools,
-            log,
-            hooks: HookRegistry::default(),
-            agent_hooks: HookRegistry::default(),
-            approver: None,
-            commands: Vec::new(),
-        }
-    }
-
-    /// A weak handle to this agent.
-    pub fn downgrade(&self) -> WeakAgent {
-        WeakAgent(Arc::downgrade(&self.inner))
-    }
-
     /// The cancellation token of the running (or last) turn: work done on the turn's behalf
     /// outside the loop (a command hook) stops with it.
     pub fn turn_cancel_token(&self) -> CancellationToken {
@@ -719,13 +343,10 @@ impl Agent {
     /// Durability checkpoint: wait until every event so far is on disk, then run the
     /// `session/flush` hooks.
     pub async fn flush(&self, point: FlushPoint) -> Result<(), AgentError> {
+        // The writer thread wakes this task when the flush is durable: no blocking-pool
+        // thread in between.
         let ticket = self.log().flush_ticket();
-        tokio::task::spawn_blocking(move || ticket.wait())
-            .await
-            .map_err(|source| AgentError::Task {
-                what: "the flush task",
-                source,
-            })??;
+        ticket.durable().await?;
         self.inner.hooks.session_flush.run(&point).await;
         Ok(())
     }
@@ -774,6 +395,64 @@ impl Agent {
     pub fn has_pending_turn(&self) -> bool {
         self.state().inbox.has_turn()
     }
+
+    /// Attach the background service whose jobs this agent owns. The first attachment wins;
+    /// returns false when one was attached before.
+    pub fn attach_background(&self, service: Arc<dyn Background>) -> bool {
+        self.inner.background.set(service).is_ok()
+    }
+
+    /// The attached background service, if any.
+    pub fn background(&self) -> Option<&Arc<dyn Background>> {
+        self.inner.background.get()
+    }
+
+    /// The id this agent's step hosts report as the caller of a tool
+    /// ([`keel_tools::PipelineHost::caller`]): a host of the owner's that runs tools on the
+    /// agent's behalf reports it too, so that [`crate::calling_agent`] finds the agent.
+    pub fn caller_id(&self) -> Option<CallerId> {
+        self.inner.caller.id()
+    }
+
+    /// Job control scoped to this agent (what its tools get), when a background service is
+    /// attached and lets it own jobs.
+    pub fn jobs(&self) -> Option<Arc<dyn JobControl>> {
+        self.background()?.control(&self.session_id())
+    }
+
+    /// Stop this agent's running jobs (a front end about to exit). Returns their ids.
+    pub fn kill_jobs(&self) -> Vec<String> {
+        self.background()
+            .map(|s| s.stop_owned(&self.session_id()))
+            .unwrap_or_default()
+    }
+
+    /// Queue a message from outside the loop (a job's notice). `choose` picks the inbox mode
+    /// from whether a turn is running, atomically with the insertion. Returns the mode used.
+    pub fn deliver(
+        &self,
+        message: Message,
+        choose: impl FnOnce(TurnActivity) -> InboxMode,
+    ) -> Result<InboxMode, AgentError> {
+        let (splice, mode) = {
+            let mut state = self.state();
+            let activity = if state.running {
+                TurnActivity::Running
+            } else {
+                TurnActivity::Idle
+            };
+            let mode = choose(activity);
+            (state.inbox.insert(mode, message.clone()).0, mode)
+        };
+        self.push(EventBody::InboxSpliced(Box::new(splice)))?;
+        self.hooks()
+            .inbox_inserted
+            .notify(&InboxInserted { mode, message });
+        if mode == InboxMode::Followup {
+            self.inner.woken.notify_one();
+        }
+        Ok(mode)
+    }
 }
 
 /// What the model reads when the user approves its plan between turns
@@ -805,7 +484,7 @@ impl Agent {
         if !self.in_plan_mode() {
             return None;
         }
-        let last = last_plan_mode(self.log().session())?;
+        let last = crate::session_modes::last_plan_mode(self.log().session())?;
         match last {
             PlanModeEvent {
                 active: true,
@@ -838,18 +517,6 @@ impl Agent {
         self.followup(&text)?;
         Ok(Some(plan))
     }
-}
-
-/// The last `plan/mode` event of `session` (what plan mode it was left in).
-fn last_plan_mode(session: &keel_session::Session) -> Option<PlanModeEvent> {
-    session
-        .whole_event_iter()
-        .filter_map(|ev| match &ev.body {
-            EventBody::PlanMode(p) => Some(p),
-            _ => None,
-        })
-        .last()
-        .map(|p| (**p).clone())
 }
 
 /// A human message.

@@ -9,10 +9,9 @@ use async_trait::async_trait;
 use keel_protocol::sync::Locked;
 use keel_protocol::{
     ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq,
-    SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
+    StepNo, SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent, TurnNo,
 };
-use keel_protocol::{StepNo, TurnNo};
-use keel_tools::{ApprovalOutcome, Handoff, JobControl, PipelineHost, ToolOutcome};
+use keel_tools::{ApprovalOutcome, CallerId, Handoff, JobControl, PipelineHost, ToolOutcome};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -101,8 +100,8 @@ impl<'a> StepHost<'a> {
 
 #[async_trait]
 impl PipelineHost for StepHost<'_> {
-    fn caller(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
-        Some(self.agent)
+    fn caller(&self) -> Option<CallerId> {
+        self.agent.inner.caller.id()
     }
 
     async fn call_started(&self, call: &ToolCallBlock) {
@@ -194,16 +193,10 @@ impl PipelineHost for StepHost<'_> {
     }
 
     fn jobs(&self) -> Option<Arc<dyn JobControl>> {
-        self.agent.job_control()
+        self.agent.jobs()
     }
 
     fn hand_off(&self, handoff: Handoff) {
         self.handoff.locked().get_or_insert(handoff);
     }
-}
-
-/// The agent running a tool call (`None` outside an agent loop): where a tool finds its
-/// session, its ancestors and its workspace without taking an id from the model.
-pub fn calling_agent<'a>(ctx: &'a keel_tools::ToolContext<'_>) -> Option<&'a Agent> {
-    ctx.host.caller().and_then(|c| c.downcast_ref::<Agent>())
 }

@@ -3,13 +3,17 @@
 //! An [`Agent`] owns one session log ([`keel_session::PersistentSession`]), one model
 //! ([`keel_llm::Provider`]) and one tool [`keel_tools::Pipeline`]. Front ends queue prompts
 //! ([`Agent::followup`]) and run them ([`Agent::run_pending`]); everything the model saw and did
-//! is in the log. Extensions attach to the seams declared in [`seams`].
+//! is in the log. Extensions attach to the seams declared in [`seams`]; what they are handed of
+//! the agent is its plugin handle, [`AgentHandle`] ([`handle`]).
 #![deny(missing_docs)]
 
 pub mod agent;
 pub mod background;
+pub mod builder;
 pub mod compaction;
+pub mod config;
 pub mod error;
+pub mod handle;
 mod host;
 pub mod inbox;
 pub mod modes;
@@ -20,15 +24,16 @@ pub mod repeat;
 pub mod request;
 pub mod seams;
 pub mod session_modes;
+mod state;
 pub mod subagent;
 mod turn;
 
-pub use agent::{
-    Agent, AgentBuilder, AgentConfig, AgentSlot, ApprovalPolicy, Approver, PLAN_APPROVED_PROMPT,
-    TOOL_SKIPPED_EVENT, ToolSetup, WeakAgent, allow_key, user_message,
-};
+pub use agent::{Agent, PLAN_APPROVED_PROMPT, TOOL_SKIPPED_EVENT, user_message};
+pub use builder::AgentBuilder;
+pub use config::{AgentConfig, ApprovalPolicy, Approver, ToolSetup, allow_key};
 pub use error::AgentError;
-pub use host::{HEADLESS_DENIAL, calling_agent};
+pub use handle::{AgentHandle, AgentSlot, WeakHandle, calling_agent};
+pub use host::HEADLESS_DENIAL;
 pub use inbox::{Inbox, InboxMode};
 pub use seams::HookRegistry;
 pub use turn::TurnOutcome;

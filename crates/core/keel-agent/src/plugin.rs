@@ -1,13 +1,14 @@
 //! Plugins: Rust types compiled into the binary and enabled by configuration rows.
 //!
 //! A [`Plugin`] installs itself into an [`InstallContext`] before the agent is built: it
-//! registers hooks on the seams, adds tools, and may ask to be handed the [`Agent`] once it
-//! exists ([`InstallContext::on_agent`]) — for tools and hooks that must append to the log or start
+//! registers hooks on the seams, adds tools, and may ask to be handed the agent's
+//! [`AgentHandle`] once it exists ([`InstallContext::on_agent`]) — for tools and hooks that must append to the log or start
 //! child agents. Configuration arrives as the row's `config` table converted to JSON; a plugin
 //! deserialises it with [`plugin_config`] into its own struct with `deny_unknown_fields`, so an
 //! unknown key is an error naming the plugin and the key.
 
 use crate::agent::Agent;
+use crate::handle::AgentHandle;
 use crate::seams::HookRegistry;
 use keel_tools::subprocess::SubprocessService;
 use keel_tools::{Tool, ToolSource};
@@ -123,8 +124,8 @@ pub trait CommandSource: Send + Sync {
     ) -> futures::future::BoxFuture<'a, Result<String, String>>;
 }
 
-/// A callback run once the agent is built.
-pub type OnAgent = Box<dyn FnOnce(&Agent) + Send>;
+/// A callback run once the agent is built, with the agent's plugin handle.
+pub type OnAgent = Box<dyn FnOnce(&AgentHandle) + Send>;
 
 /// What a plugin installs into, before the agent is built: seams, tools, callbacks for the
 /// built agent, and what it may read (the workspace, `$KEEL_HOME`, the merged configuration).
@@ -245,10 +246,11 @@ impl InstallContext {
         self.settings.get(key)
     }
 
-    /// Run the `on_agent` callbacks with the built agent.
+    /// Run the `on_agent` callbacks with the built agent's handle.
     pub fn bind(callbacks: Vec<OnAgent>, agent: &Agent) {
+        let handle = agent.handle();
         for f in callbacks {
-            f(agent);
+            f(&handle);
         }
     }
 }

@@ -22,8 +22,7 @@ use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-/// Plugin id of runtime-context messages.
-pub const RUNTIME_CONTEXT_PLUGIN: &str = "keel/runtime-context";
+pub use crate::state::RUNTIME_CONTEXT_PLUGIN;
 
 /// First line of every runtime-context message.
 pub const RUNTIME_CONTEXT_PREAMBLE: &str =
@@ -137,7 +136,7 @@ impl Agent {
             return Ok(());
         }
         let input = RuntimeContext {
-            agent: self.clone(),
+            agent: self.handle(),
             turn,
             step,
             attempt,
@@ -303,7 +302,7 @@ impl Agent {
                 None => Vec::new(),
             };
             let req = ContextRequest {
-                agent: self.clone(),
+                agent: self.handle(),
                 turn,
                 step,
                 generation,

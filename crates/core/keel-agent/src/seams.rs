@@ -18,10 +18,10 @@
 //! | `subagent/started`, `subagent/finished` | observe | [`SubagentNotice`] |
 //! | `tools/*` | see `keel_tools::seams` | held in [`HookRegistry::tools`] |
 //!
-//! Hooks that need the agent (to read the session, call the provider, append events) receive an
-//! [`Agent`] handle in their payload.
+//! Hooks that need the agent (to read the session, append their own events, queue messages)
+//! receive its plugin handle, an [`AgentHandle`], in their payload.
 
-use crate::agent::Agent;
+use crate::handle::AgentHandle;
 use crate::inbox::InboxMode;
 use crate::modes::{Observers, Serial, Waterfall};
 use crate::prompt::PromptSection;
@@ -63,8 +63,8 @@ pub type Contributor = Arc<dyn Fn(&PromptCtx) -> Vec<PromptSection> + Send + Syn
 /// hook must make that case cheap (it runs before every request).
 #[derive(Clone)]
 pub struct RuntimeContext {
-    /// The agent.
-    pub agent: Agent,
+    /// The agent (its plugin handle).
+    pub agent: AgentHandle,
     /// Turn number.
     pub turn: TurnNo,
     /// Step number.
@@ -91,8 +91,8 @@ pub type RuntimeHook =
 /// `agent/pre-step`: the messages claimed for this step, before they are logged.
 #[derive(Clone)]
 pub struct PreStep {
-    /// The agent.
-    pub agent: Agent,
+    /// The agent (its plugin handle).
+    pub agent: AgentHandle,
     /// Turn number.
     pub turn: TurnNo,
     /// Step number.
@@ -113,8 +113,8 @@ pub enum PreStepOutcome {
 /// `agent/context`: choose which surface nodes a request includes.
 #[derive(Clone)]
 pub struct ContextRequest {
-    /// The agent.
-    pub agent: Agent,
+    /// The agent (its plugin handle).
+    pub agent: AgentHandle,
     /// Turn number.
     pub turn: TurnNo,
     /// Step number.
@@ -197,8 +197,8 @@ pub struct StreamCall {
 /// `agent/request-error`: a model call failed.
 #[derive(Clone)]
 pub struct RequestError {
-    /// The agent.
-    pub agent: Agent,
+    /// The agent (its plugin handle).
+    pub agent: AgentHandle,
     /// Turn number.
     pub turn: TurnNo,
     /// Step number.
@@ -225,11 +225,11 @@ pub enum ErrorDecision {
 /// `agent/turn-stopping`: the turn has nothing more owed. Runs when a turn completes and when
 /// it ends at the output limit (`reason`); after a max-tokens end the turn ends whatever the
 /// hooks decide (a [`StopDecision::Continue`] is ignored — more work is a new turn, queued with
-/// [`Agent::enqueue`]).
+/// [`AgentHandle::enqueue`]).
 #[derive(Clone)]
 pub struct TurnStopping {
-    /// The agent.
-    pub agent: Agent,
+    /// The agent (its plugin handle).
+    pub agent: AgentHandle,
     /// Turn number.
     pub turn: TurnNo,
     /// How the turn would end: `Completed` or `MaxTokens`.

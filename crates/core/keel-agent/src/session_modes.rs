@@ -216,6 +216,20 @@ pub fn kept_modes<'a>(
     kept
 }
 
+/// The last `plan/mode` event of `session` (what plan mode it was left in).
+pub(crate) fn last_plan_mode(
+    session: &keel_session::Session,
+) -> Option<keel_protocol::PlanModeEvent> {
+    session
+        .whole_event_iter()
+        .filter_map(|ev| match &ev.body {
+            EventBody::PlanMode(p) => Some(p),
+            _ => None,
+        })
+        .last()
+        .map(|p| (**p).clone())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -17,6 +17,7 @@
 //! its complete tool calls with `ABORTED_BEFORE_DISPATCH`, so the next request is valid.
 
 use crate::agent::Agent;
+use crate::background::IdleWait;
 use crate::error::AgentError;
 use crate::host::StepHost;
 use crate::seams::{
@@ -97,6 +98,36 @@ impl Agent {
         }
     }
 
+    /// Run pending turns, then, while background work of this agent may still wake it, wait
+    /// for it: each notice that wakes the agent queues a follow-up turn, which runs here — a
+    /// follow-up queued by any [`Agent::deliver`] (a delegation's report) wakes the wait too.
+    /// Returns the last turn's outcome (`None` when no turn ran). Without a background service
+    /// this is [`Agent::run_pending`]. Work still running when it returns keeps running; see
+    /// [`Agent::kill_jobs`].
+    pub async fn run_until_idle(&self) -> Result<Option<TurnOutcome>, AgentError> {
+        let mut last = None;
+        loop {
+            if let Some(outcome) = self.run_pending().await? {
+                last = Some(outcome);
+            }
+            let Some(service) = self.background().cloned() else {
+                return Ok(last);
+            };
+            let session = self.session_id();
+            if self.has_pending_turn() {
+                continue;
+            }
+            tokio::select! {
+                wait = service.idle(&session) => {
+                    if wait == IdleWait::Done && !self.has_pending_turn() {
+                        return Ok(last);
+                    }
+                }
+                () = self.inner.woken.notified() => {}
+            }
+        }
+    }
+
     /// Run one turn from the inbox's next follow-up.
     async fn run_turn(&self) -> Result<TurnOutcome, AgentError> {
         // A turn boundary: tool sources that changed since the last turn take effect now (the
@@ -148,7 +179,7 @@ impl Agent {
                 StepEnd::Continue => continue,
                 StepEnd::EndTurn(TurnEndReason::Completed) => {
                     let stopping = TurnStopping {
-                        agent: self.clone(),
+                        agent: self.handle(),
                         turn,
                         reason: TurnEndReason::Completed,
                         final_text: final_text.clone(),
@@ -181,7 +212,7 @@ impl Agent {
                     // ends at the limit whatever they decide.
                     if !self.hooks().turn_stopping.is_empty() {
                         let stopping = TurnStopping {
-                            agent: self.clone(),
+                            agent: self.handle(),
                             turn,
                             reason: TurnEndReason::MaxTokens,
                             final_text: final_text.clone(),
@@ -227,7 +258,7 @@ impl Agent {
             claimed
         } else {
             let input = PreStep {
-                agent: self.clone(),
+                agent: self.handle(),
                 turn,
                 step,
                 messages: claimed,
@@ -282,7 +313,7 @@ impl Agent {
                 }
                 Err(interrupted) => {
                     let input = RequestError {
-                        agent: self.clone(),
+                        agent: self.handle(),
                         turn,
                         step,
                         attempt,

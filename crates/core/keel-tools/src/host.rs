@@ -117,11 +117,29 @@ pub trait PipelineHost: Send + Sync {
         None
     }
 
-    /// Who is calling: the agent loop's own handle (keel-agent's `Agent`), for tools whose
-    /// identity comes from the caller (memory scopes, the session's own history) — no tool
-    /// takes a session id from the model. `None` (the default) outside an agent.
-    fn caller(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+    /// Who is calling: the id of the agent running the call, for tools whose identity comes
+    /// from the caller (memory scopes, the session's own history) — no tool takes a session
+    /// id from the model. keel-agent turns it into the agent's handle (`calling_agent`).
+    /// `None` (the default) outside an agent.
+    fn caller(&self) -> Option<CallerId> {
         None
+    }
+}
+
+/// The id of the agent running a tool call ([`PipelineHost::caller`]): an opaque number the
+/// agent loop hands out, one per agent, never reused within a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallerId(u64);
+
+impl CallerId {
+    /// The id numbered `n`.
+    pub const fn new(n: u64) -> Self {
+        CallerId(n)
+    }
+
+    /// Its number.
+    pub const fn get(self) -> u64 {
+        self.0
     }
 }
 

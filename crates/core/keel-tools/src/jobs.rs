@@ -182,4 +182,14 @@ pub trait JobControl: Send + Sync {
     /// Kill a job: fire its cancellation and settle it as killed, unless it already settled
     /// (then its state is returned unchanged).
     fn kill(&self, id: &str) -> Result<JobInfo, JobError>;
+
+    /// How many of the caller's jobs still count as running. Default: those whose status is
+    /// [`JobStatus::Running`]; a service that holds a settled job back while its notice is
+    /// being delivered counts it too.
+    fn running(&self) -> usize {
+        self.list()
+            .iter()
+            .filter(|j| j.status == JobStatus::Running)
+            .count()
+    }
 }

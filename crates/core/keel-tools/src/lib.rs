@@ -32,7 +32,7 @@ pub mod tool;
 pub mod workspace;
 
 pub use error::ToolError;
-pub use host::{ApprovalOutcome, Handoff, NullHost, PipelineHost, ToolOutcome};
+pub use host::{ApprovalOutcome, CallerId, Handoff, NullHost, PipelineHost, ToolOutcome};
 pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
 pub use plan::{PLAN_AWAITS_APPROVAL, PlanModeSection, PlanState, enter_plan_mode};

@@ -33,10 +33,25 @@ fn notices(events: &[SessionEvent]) -> Vec<(InboxTarget, String)> {
         .collect()
 }
 
-fn running(agent: &Agent) -> usize {
-    keel_jobs::JobService::of(agent)
-        .unwrap()
-        .running(&agent.session_id())
+fn running(agent: &impl Jobs) -> usize {
+    agent.job_control().unwrap().running()
+}
+
+/// Job control of an agent or of a hook's handle.
+trait Jobs {
+    fn job_control(&self) -> Option<std::sync::Arc<dyn keel_tools::JobControl>>;
+}
+
+impl Jobs for Agent {
+    fn job_control(&self) -> Option<std::sync::Arc<dyn keel_tools::JobControl>> {
+        self.jobs()
+    }
+}
+
+impl Jobs for keel_agent::AgentHandle {
+    fn job_control(&self) -> Option<std::sync::Arc<dyn keel_tools::JobControl>> {
+        self.jobs()
+    }
 }
 
 fn wait_for(file: &str) -> String {
@@ -266,19 +281,13 @@ responses:
     let pid = std::fs::read_to_string(rig.fixture.work.path().join("pid")).unwrap();
     let proc_dir = format!("/proc/{}", pid.trim());
     until(|| !std::path::Path::new(&proc_dir).exists()).await;
-    let jobs = rig.jobs().unwrap().list(&rig.agent.session_id());
+    let jobs = rig.jobs().unwrap().list();
     assert_eq!(
         (jobs[0].status, jobs[0].summary.as_deref()),
         (JobStatus::Killed, Some("killed"))
     );
     // What it printed before the kill is kept (the pipe is drained after the group dies).
-    let output = || {
-        rig.jobs()
-            .unwrap()
-            .output(&rig.agent.session_id(), "bash-1")
-            .unwrap()
-            .text
-    };
+    let output = || rig.jobs().unwrap().output("bash-1").unwrap().text;
     until(|| output() == "started\n").await;
     assert!(
         notices(&events_of(&rig.agent)).is_empty(),

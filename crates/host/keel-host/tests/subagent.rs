@@ -436,7 +436,7 @@ responses:
     let first = guarded(rig.agent.run_pending()).await.unwrap().unwrap();
     assert_eq!(first.final_text, "Waiting for the subagent.");
     let jobs = rig.jobs().unwrap();
-    assert_eq!(jobs.running(&rig.agent.session_id()), 1);
+    assert_eq!(jobs.running(), 1);
     std::fs::write(rig.fixture.work.path().join("release"), "").unwrap();
     let outcome = guarded(rig.agent.run_until_idle()).await.unwrap().unwrap();
     assert_eq!(
@@ -468,7 +468,7 @@ responses:
         notices[0]
     );
     assert!(notices[0].contains("The answer is 42."), "{}", notices[0]);
-    let jobs = rig.jobs().unwrap().list(&rig.agent.session_id());
+    let jobs = rig.jobs().unwrap().list();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].status, keel_tools::JobStatus::Completed);
 

@@ -12,12 +12,12 @@
 use crate::RUN_CODE;
 use crate::engine::{Bridge, SubCall, SubResult};
 use async_trait::async_trait;
-use keel_agent::Agent;
+use keel_agent::AgentHandle;
 use keel_protocol::{
     CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, ContentBlock, EventBody, ToolCallBlock,
 };
 use keel_tools::{
-    ApprovalOutcome, BatchOptions, ExecMode, ExecToken, Handoff, JobControl, Pipeline,
+    ApprovalOutcome, BatchOptions, CallerId, ExecMode, ExecToken, Handoff, JobControl, Pipeline,
     PipelineHost, ToolOutcome,
 };
 use serde_json::{Value, json};
@@ -45,7 +45,7 @@ impl<'a> PipelineBridge<'a> {
     pub fn new(
         pipeline: &'a Pipeline,
         host: &'a dyn PipelineHost,
-        agent: Option<&'a Agent>,
+        agent: Option<&'a AgentHandle>,
         parent: &'a ToolCallBlock,
         parent_token: ExecToken,
     ) -> Self {
@@ -149,7 +149,7 @@ fn content_text(content: &[ContentBlock]) -> String {
 /// host of the enclosing `run_code` call.
 struct SubHost<'a> {
     parent: &'a dyn PipelineHost,
-    agent: Option<&'a Agent>,
+    agent: Option<&'a AgentHandle>,
     parent_id: &'a str,
 }
 
@@ -215,7 +215,7 @@ impl PipelineHost for SubHost<'_> {
         self.parent.jobs()
     }
 
-    fn caller(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+    fn caller(&self) -> Option<CallerId> {
         self.parent.caller()
     }
 }

@@ -23,7 +23,7 @@ use crate::names;
 use crate::output::{Effect, HookContextMessage, PostToolFeedback, StopHookReason};
 use crate::runner::Shared;
 use async_trait::async_trait;
-use keel_agent::Agent;
+use keel_agent::AgentHandle;
 use keel_agent::modes::{Middleware, SerialHook, middleware};
 use keel_agent::seams::{PreStep, PreStepOutcome, StopDecision, TurnStopping};
 use keel_protocol::{ContentBlock, Message, MessageSource};
@@ -66,7 +66,7 @@ fn tool_fields(payload: &mut Map<String, Value>, name: &str, args: &Value) {
 
 impl Shared {
     /// Remember a `continue: false` from a tool hook for the next step of the bound agent's turn.
-    fn set_halt(&self, agent: Option<&Agent>, reason: String) {
+    fn set_halt(&self, agent: Option<&AgentHandle>, reason: String) {
         let turn = agent.map_or(0, |a| a.current_turn().0);
         self.state().halt = Some((turn, reason));
     }

@@ -37,7 +37,7 @@ pub use config::{
     PROJECT_SETTINGS_FILES, load_project_settings, parse_settings,
 };
 
-use keel_agent::Agent;
+use keel_agent::AgentHandle;
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::seams::HookRegistry;
 use keel_tools::subprocess::SubprocessService;
@@ -86,7 +86,7 @@ impl std::fmt::Debug for CommandHooks {
 impl CommandHooks {
     /// Send the events of tool hooks to `agent`'s log (and use its session in payloads) before
     /// its first step. Optional: the first step binds it anyway. The first binding wins.
-    pub fn bind(&self, agent: &Agent) {
+    pub fn bind(&self, agent: &AgentHandle) {
         self.shared.bind(agent);
     }
 

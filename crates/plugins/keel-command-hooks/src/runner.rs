@@ -13,7 +13,7 @@
 use crate::HooksOptions;
 use crate::config::{HookCommand, HookEvent, HooksConfig};
 use crate::output::{Effect, RunOutput, Status, interpret};
-use keel_agent::{Agent, AgentSlot};
+use keel_agent::{AgentHandle, AgentSlot};
 use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, HookInvoked, HookResult};
 use keel_tools::subprocess::{CommandSpec, RunEnd, SubprocessService};
@@ -66,30 +66,30 @@ impl Shared {
 
     /// Bind the agent whose log receives tool hooks' events (first binding wins). Weak, so the
     /// agent's own hook registry holding these hooks does not keep it alive.
-    pub(crate) fn bind(&self, agent: &Agent) {
+    pub(crate) fn bind(&self, agent: &AgentHandle) {
         self.agent.bind(agent);
     }
 
     /// True when `agent` is the bound agent (not, say, a child agent sharing these hooks).
-    pub(crate) fn is_bound(&self, agent: &Agent) -> bool {
+    pub(crate) fn is_bound(&self, agent: &AgentHandle) -> bool {
         self.agent.holds(agent)
     }
 
     /// The bound agent, while it lives.
-    pub(crate) fn agent(&self) -> Option<Agent> {
+    pub(crate) fn agent(&self) -> Option<AgentHandle> {
         self.agent.get()
     }
 
     /// The fields every event's payload has.
     pub(crate) fn base_payload(
         &self,
-        agent: Option<&Agent>,
+        agent: Option<&AgentHandle>,
         event: HookEvent,
     ) -> Map<String, Value> {
         let (session_id, transcript) = match agent {
             Some(a) => (
                 a.session_id().as_str().to_owned(),
-                a.log().writer().path().display().to_string(),
+                a.transcript_path().display().to_string(),
             ),
             None => (String::new(), String::new()),
         };
@@ -110,7 +110,7 @@ impl Shared {
     /// Run `commands` for `event` with `payload`; one [`Effect`] per command, in order.
     pub(crate) async fn dispatch(
         &self,
-        agent: Option<&Agent>,
+        agent: Option<&AgentHandle>,
         event: HookEvent,
         tool: Option<&str>,
         commands: Vec<HookCommand>,
@@ -202,7 +202,7 @@ impl Shared {
 
 /// Append `body` to the agent's log. A refused append is not reported here: the log is then
 /// broken and the loop's own next append fails the turn with the error.
-fn log(agent: Option<&Agent>, body: EventBody) {
+fn log(agent: Option<&AgentHandle>, body: EventBody) {
     if let Some(a) = agent {
         let _ = a.push(body);
     }

@@ -31,7 +31,7 @@ fn per_request(c: &mut Criterion) {
             },
         );
         let ctx = RuntimeContext {
-            agent: f.agent.clone(),
+            agent: f.agent.handle(),
             turn: TurnNo(1),
             step: StepNo(1),
             attempt: 0,
@@ -105,8 +105,9 @@ fn admission(c: &mut Criterion) {
         "responses:\n  - text: \"unused\"\n",
         AgentOptions::default(),
     );
-    let bench =
-        std::cell::RefCell::new(AdmissionBench::new(&f.agent, f.home.path(), &f.cwd).unwrap());
+    let bench = std::cell::RefCell::new(
+        AdmissionBench::new(&f.agent.handle(), f.home.path(), &f.cwd).unwrap(),
+    );
     g.bench_function("cpu", |b| {
         b.iter_batched(
             || bench.borrow_mut().authorize().unwrap(),

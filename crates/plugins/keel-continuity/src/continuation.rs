@@ -31,11 +31,7 @@ pub(crate) fn hook(limit: u32) -> SerialHook<TurnStopping, StopDecision> {
             if !at_limit {
                 return StopDecision::Stop;
             }
-            let (cut, used) = {
-                let log = agent.log();
-                let s = log.session();
-                (ended_at_limit(s, turn), continuations(s))
-            };
+            let (cut, used) = agent.with_session(|s| (ended_at_limit(s, turn), continuations(s)));
             if cut && used < u64::from(limit) && !agent.has_pending_turn() {
                 let mut extra = Map::new();
                 extra.insert("form".into(), json!(FORM));

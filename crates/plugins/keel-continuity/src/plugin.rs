@@ -18,11 +18,11 @@ use crate::basis::{Basis, fold};
 use crate::continuation;
 use crate::control::{ControlGuard, ControlMode, Controller, default_guarded_tools};
 use crate::render::{BoundaryKind, DEFAULT_BUDGET, Frame, Lineage, Rendered, render};
-use keel_agent::agent::{Agent, AgentSlot};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::seams::{HookError, HookRegistry, RuntimeContext};
+use keel_agent::{AgentHandle, AgentSlot};
 use keel_protocol::sync::Locked;
-use keel_protocol::{EventBody, KnownSource, Message, MessageSource, Seq, SessionEvent, SurfaceOp};
+use keel_protocol::{EventBody, KnownSource, Message, MessageSource, Seq, SessionEvent};
 use keel_session::Session;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -181,11 +181,12 @@ impl Tracker {
         self.state.locked()
     }
 
-    fn bind(&self, agent: &Agent) {
+    fn bind(&self, agent: &AgentHandle) {
         self.agent.bind(agent);
         let mut st = self.state();
         if !st.ready {
-            self.init(&mut st, &LogView::of(agent.log().session()));
+            let view = agent.with_session(LogView::of);
+            self.init(&mut st, &view);
         }
     }
 
@@ -211,7 +212,7 @@ impl Tracker {
     }
 
     /// The agent of the task's root session, when this process runs it.
-    fn root_agent(&self) -> Option<Agent> {
+    fn root_agent(&self) -> Option<AgentHandle> {
         let mut t = self;
         while let Some(p) = &t.parent {
             t = p;
@@ -278,13 +279,13 @@ impl Tracker {
         let mut st = self.state();
         if !st.ready {
             self.agent.bind(agent);
-            let view = LogView::of(agent.log().session());
+            let view = agent.with_session(LogView::of);
             self.init(&mut st, &view);
         }
         if let Some(message) = st.failure.take() {
             return Err(hook_error(message));
         }
-        let last = agent.log().session().surface().last_replacement();
+        let last = agent.with_session(|s| s.surface().last_replacement());
         let Some((kind, boundary)) = pending(st.child, last, st.seed, st.answered, st.loaded)
         else {
             return Ok(Vec::new());
@@ -307,11 +308,7 @@ impl Tracker {
             let message =
                 Message::user_text(text.clone(), source, uuid::Uuid::new_v4().to_string());
             agent
-                .push_surface(
-                    EventBody::UserMessage(Box::new(message)),
-                    SurfaceOp::Append,
-                    Vec::new(),
-                )
+                .push_message(message)
                 .map_err(|e| hook_error(format!("cannot log the projection: {e}")))?;
         }
         let mut data = json!({
@@ -332,7 +329,7 @@ impl Tracker {
     /// Fold, verify against the anchors and render the projection of a boundary.
     fn project(
         &self,
-        agent: &Agent,
+        agent: &AgentHandle,
         st: &State,
         kind: BoundaryKind,
         boundary: Seq,
@@ -348,22 +345,17 @@ impl Tracker {
         let (mut basis, on_surface, source_session) = match spawn_source {
             Some(parent) => {
                 let id = parent.session_id().to_string();
-                let log = parent.log();
-                let s = log.session();
-                (
-                    fold(s, s.next_seq(), config.child_results),
-                    HashSet::new(),
-                    id,
-                )
+                let basis = parent.with_session(|s| fold(s, s.next_seq(), config.child_results));
+                (basis, HashSet::new(), id)
             }
             None => {
-                let log = agent.log();
-                let s = log.session();
-                (
-                    fold(s, s.next_seq(), config.child_results),
-                    s.surface().nodes().iter().copied().collect(),
-                    own_id.clone(),
-                )
+                let (basis, on_surface) = agent.with_session(|s| {
+                    (
+                        fold(s, s.next_seq(), config.child_results),
+                        s.surface().nodes().iter().copied().collect(),
+                    )
+                });
+                (basis, on_surface, own_id.clone())
             }
         };
         // A grandchild's parent holds no human message: the human's words come from the root.
@@ -371,9 +363,7 @@ impl Tracker {
             && source_session != st.root
             && let Some(root) = self.root_agent()
         {
-            let log = root.log();
-            let s = log.session();
-            basis.humans = fold(s, s.next_seq(), 0).humans;
+            basis.humans = root.with_session(|s| fold(s, s.next_seq(), 0).humans);
         }
         let humans_from = match spawn_source {
             Some(_) if !basis.humans.is_empty() => st.root.clone(),
@@ -384,15 +374,7 @@ impl Tracker {
             root: st.root.clone(),
             parent: parent_agent
                 .map(|p| p.session_id().to_string())
-                .or_else(|| {
-                    agent
-                        .log()
-                        .session()
-                        .header()
-                        .parent_session
-                        .as_ref()
-                        .map(|p| p.to_string())
-                }),
+                .or_else(|| agent.parent_session().map(|p| p.to_string())),
             current: own_id,
             first_message: st.first.as_ref().map(|f| (f.id.clone(), f.digest.clone())),
         };

@@ -70,12 +70,12 @@ impl BenchHost {
 
 #[async_trait]
 impl PipelineHost for BenchHost {
-    fn caller(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
-        Some(&self.agent)
+    fn caller(&self) -> Option<keel_tools::CallerId> {
+        self.agent.caller_id()
     }
 
     fn jobs(&self) -> Option<Arc<dyn JobControl>> {
-        self.agent.background()?.control(&self.agent)
+        self.agent.jobs()
     }
 
     async fn call_started(&self, call: &ToolCallBlock) {
@@ -255,10 +255,7 @@ impl Starter {
     fn new(logged: bool) -> Self {
         let (f, _p) = rig(true);
         let agent = f.agent.clone();
-        let jobs = agent
-            .background()
-            .and_then(|b| b.control(&agent))
-            .expect("job control");
+        let jobs = agent.jobs().expect("job control");
         Starter {
             host: BenchHost::new(&agent, logged),
             _f: f,

@@ -8,18 +8,18 @@
 //! - steer echoes and lifecycle transitions: not delivered (the job service announces
 //!   completion).
 //!
-//! The path is the one `keel-jobs` uses for finished jobs: [`Agent::deliver`] picks the inbox
+//! The path is the one `keel-jobs` uses for finished jobs: [`AgentHandle::deliver`] picks the inbox
 //! mode atomically with the insertion from whether a turn runs. The budget is read from the
 //! owner's log like the jobs' ledger, separately from it: follow-ups inserted by
 //! `keel/delegate` count, any inserted human message resets the count.
-//! An owner parked in [`Agent::run_until_idle`] wakes for a queued follow-up at once
-//! (`Agent::deliver` signals its loop).
+//! An owner parked in [`keel_agent::Agent::run_until_idle`] wakes for a queued follow-up at once
+//! (`AgentHandle::deliver` signals its loop).
 
 use crate::render::{DATA_LINE, bound_head, frame};
 use crate::seam::{DelegationEvent, EventListener, EventType, Urgency};
 use keel_agent::background::{TurnActivity, WakeLedger};
 use keel_agent::inbox::InboxMode;
-use keel_agent::{Agent, WeakAgent};
+use keel_agent::{AgentHandle, WeakHandle};
 use keel_protocol::sync::Locked;
 use keel_protocol::{ContentBlock, KnownSource, Message, MessageSource, Role};
 use serde_json::{Map, json};
@@ -64,7 +64,7 @@ impl Reports {
     /// A listener handing job `display_id`'s reports to `agent`.
     pub fn listener(
         self: &Arc<Self>,
-        agent: WeakAgent,
+        agent: WeakHandle,
         display_id: String,
         can_steer: bool,
     ) -> EventListener {
@@ -79,7 +79,7 @@ impl Reports {
     /// Deliver one report to `agent` (see the module docs).
     pub fn deliver(
         &self,
-        agent: &Agent,
+        agent: &AgentHandle,
         display_id: &str,
         event: &DelegationEvent,
         can_steer: bool,
@@ -93,7 +93,7 @@ impl Reports {
             .or_insert_with(|| Arc::new(Mutex::new(WakeLedger::new(crate::ID.source()))))
             .clone();
         let mut ledger = lock(&ledger);
-        ledger.catch_up(agent);
+        agent.with_session(|s| ledger.catch_up(s));
         let wake = event.urgency == Urgency::Wake && ledger.consecutive() < self.wake_budget;
         let mode = agent.deliver(message, |activity| {
             if wake && activity == TurnActivity::Idle {

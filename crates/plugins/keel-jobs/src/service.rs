@@ -5,7 +5,7 @@
 //! kinds), hands its future a [`JobIo`] and runs it on the tokio runtime. The first settlement
 //! wins: the future's own [`JobResult`] ([`JobService::finish`]) or a kill
 //! ([`JobService::kill`]); the loser is ignored. Every settlement signals the owner's driver
-//! ([`Agent::run_until_idle`], waiting in [`Background::idle`]); a natural one also delivers a notice to the owner
+//! ([`keel_agent::Agent::run_until_idle`], waiting in [`Background::idle`]); a natural one also delivers a notice to the owner
 //! ([`super::wake`]) unless a `job_output` call was waiting for it (that call reports it).
 //! Locks are never held across an await, and the service lock is released before the owner's
 //! log is touched.
@@ -17,7 +17,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_agent::background::WakeLedger;
 use keel_agent::background::{Background, IdleWait};
-use keel_agent::{Agent, WeakAgent};
+use keel_agent::{AgentHandle, WeakHandle};
 use keel_protocol::SessionId;
 use keel_protocol::sync::Locked;
 use keel_tools::jobs::OutputSink;
@@ -130,7 +130,7 @@ impl Job {
 
 /// One agent whose jobs the service holds.
 pub(crate) struct Owner {
-    pub(crate) agent: WeakAgent,
+    pub(crate) agent: WeakHandle,
     pub(crate) signal: Arc<Notify>,
     pub(crate) ledger: Arc<Mutex<WakeLedger>>,
     /// Settled jobs whose notice is being delivered: still counted as running, so a driver
@@ -198,20 +198,15 @@ impl JobService {
         })
     }
 
-    /// The service `agent` owns jobs in, if it is attached to one.
-    pub fn of(agent: &Agent) -> Option<&JobService> {
-        agent.background_as::<JobService>()
-    }
-
     /// Its settings.
     pub fn config(&self) -> &JobsConfig {
         &self.config
     }
 
     /// Make `agent` an owner: its tools get job control ([`keel_tools::PipelineHost::jobs`]),
-    /// its finished jobs notify or wake it, and [`Agent::run_until_idle`] waits for them. An
+    /// its finished jobs notify or wake it, and [`keel_agent::Agent::run_until_idle`] waits for them. An
     /// agent attaches to one service; attaching it to a second one is ignored.
-    pub fn attach(self: &Arc<Self>, agent: &Agent) {
+    pub fn attach(self: &Arc<Self>, agent: &AgentHandle) {
         if !agent.attach_background(self.clone()) {
             return;
         }
@@ -404,40 +399,43 @@ impl JobService {
                 .count()
     }
 
-    /// The owner's wake signal and ledger.
+    /// The owner's handle, wake signal and ledger.
     pub(crate) fn owner_parts(
         &self,
         owner: &SessionId,
-    ) -> Option<(Arc<Notify>, Arc<Mutex<WakeLedger>>)> {
+    ) -> Option<(WeakHandle, Arc<Notify>, Arc<Mutex<WakeLedger>>)> {
         lock(&self.state)
             .owners
             .get(owner)
-            .map(|o| (o.signal.clone(), o.ledger.clone()))
+            .map(|o| (o.agent.clone(), o.signal.clone(), o.ledger.clone()))
     }
 }
 
 impl Background for JobService {
-    fn control(&self, owner: &Agent) -> Option<Arc<dyn JobControl>> {
-        let id = owner.session_id();
+    fn control(&self, owner: &SessionId) -> Option<Arc<dyn JobControl>> {
         let service = lock(&self.state)
             .owners
-            .contains_key(&id)
+            .contains_key(owner)
             .then(|| self.me.upgrade())??;
-        Some(Arc::new(OwnerView { service, owner: id }))
+        Some(Arc::new(OwnerView {
+            service,
+            owner: owner.clone(),
+        }))
     }
 
-    fn idle<'a>(&'a self, owner: &'a Agent) -> BoxFuture<'a, IdleWait> {
+    fn idle<'a>(&'a self, owner: &'a SessionId) -> BoxFuture<'a, IdleWait> {
         Box::pin(async move {
-            let id = owner.session_id();
-            let Some((signal, ledger)) = self.owner_parts(&id) else {
+            let Some((agent, signal, ledger)) = self.owner_parts(owner) else {
                 return IdleWait::Done;
             };
             let may_wake = {
                 let mut ledger = ledger.locked();
-                ledger.catch_up(owner);
+                if let Some(agent) = agent.upgrade() {
+                    agent.with_session(|s| ledger.catch_up(s));
+                }
                 ledger.consecutive() < self.config.max_wakeups
             };
-            if self.running(&id) == 0 || !may_wake {
+            if self.running(owner) == 0 || !may_wake {
                 return IdleWait::Done;
             }
             // Every settlement of an owned job signals (`notify_one` keeps a permit, so one
@@ -447,8 +445,8 @@ impl Background for JobService {
         })
     }
 
-    fn stop_owned(&self, owner: &Agent) -> Vec<String> {
-        self.kill_owned(&owner.session_id())
+    fn stop_owned(&self, owner: &SessionId) -> Vec<String> {
+        self.kill_owned(owner)
     }
 }
 
@@ -479,6 +477,9 @@ impl JobControl for OwnerView {
     }
     fn kill(&self, id: &str) -> Result<JobInfo, JobError> {
         self.service.kill(&self.owner, id)
+    }
+    fn running(&self) -> usize {
+        self.service.running(&self.owner)
     }
 }
 

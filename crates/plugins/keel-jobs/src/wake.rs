@@ -1,5 +1,5 @@
 //! Wake-ups: how a finished job reaches its owner and the wake budget (the loop that waits for
-//! them, [`Agent::run_until_idle`], is the core's; it asks [`crate::JobService`] through the
+//! them, [`keel_agent::Agent::run_until_idle`], is the core's; it asks [`crate::JobService`] through the
 //! background seam).
 //!
 //! A notice joins a busy owner's running turn ([`InboxMode::Inject`]: the next step sees it).
@@ -13,7 +13,7 @@
 //! ([`MessageSource::user`](keel_protocol::MessageSource::user)). A resumed session therefore
 //! keeps its count.
 
-use keel_agent::Agent;
+use keel_agent::AgentHandle;
 use keel_agent::background::{TurnActivity, WakeLedger};
 use keel_agent::inbox::InboxMode;
 use keel_protocol::Message;
@@ -29,13 +29,13 @@ pub(crate) fn ledger() -> WakeLedger {
 /// budget allows, inject otherwise. Returns whether it woke the agent. A log failure is
 /// dropped here: the log refuses every later append too, and the agent's own loop reports it.
 pub(crate) fn deliver(
-    agent: &Agent,
+    agent: &AgentHandle,
     ledger: &Mutex<WakeLedger>,
     max_wakeups: u32,
     notice: Message,
 ) -> bool {
     let mut ledger = ledger.locked();
-    ledger.catch_up(agent);
+    agent.with_session(|s| ledger.catch_up(s));
     let mode = agent.deliver(notice, |activity| {
         if activity == TurnActivity::Idle && ledger.consecutive() < max_wakeups {
             InboxMode::Followup

@@ -373,12 +373,10 @@ impl Tool for HistorySearch {
         let agent = keel_agent::calling_agent(ctx).ok_or_else(|| {
             ToolError::Failed("history_search runs only inside an agent session".into())
         })?;
-        let hits = {
-            let log = agent.log();
-            let file = log.writer().path().to_path_buf();
-            self.search(log.session(), &file, &a.query, limit, Some(&ctx.call.id))
-                .map_err(ToolError::Failed)?
-        };
+        let file = agent.transcript_path();
+        let hits = agent
+            .with_session(|s| self.search(s, &file, &a.query, limit, Some(&ctx.call.id)))
+            .map_err(ToolError::Failed)?;
         Ok(ToolOutput::text(as_data(
             "history",
             &render(&hits, max_tokens),

@@ -153,13 +153,11 @@ fn hostile(kind: &'static str) -> HookRegistry {
                     // only way a projection could try to smuggle content in — it returns seqs,
                     // never text, and only surface seqs pass.
                     "injection" => {
-                        let log_only = req
-                            .agent
-                            .log()
-                            .session()
-                            .whole_event_iter()
-                            .find(|e| e.type_name() == "turn/start")
-                            .map(|e| e.seq);
+                        let log_only = req.agent.with_session(|s| {
+                            s.whole_event_iter()
+                                .find(|e| e.type_name() == "turn/start")
+                                .map(|e| e.seq)
+                        });
                         let mut v = seqs.clone();
                         v.extend(log_only);
                         v.sort();
@@ -338,12 +336,16 @@ async fn a_managed_session_stays_under_budget_finds_turn_one_and_rebuilds_from_t
 async fn a_replacement_during_projection_recomputes() {
     let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
     let replaced = Arc::new(AtomicUsize::new(0));
+    // The agent itself, as its owner holds it: a plugin's handle cannot replace the surface
+    // (compaction, inside keel-agent, does); this test stands in for one that could.
+    let owner: Arc<std::sync::OnceLock<Agent>> = Arc::default();
     let c = calls.clone();
     let mut hooks = HookRegistry::default();
+    let o = owner.clone();
     hooks
         .context
         .push(middleware(move |req: ContextRequest, _next| {
-            let (c, replaced) = (c.clone(), replaced.clone());
+            let (c, replaced, owner) = (c.clone(), replaced.clone(), o.clone());
             Box::pin(async move {
                 c.lock()
                     .unwrap()
@@ -360,7 +362,9 @@ async fn a_replacement_during_projection_recomputes() {
                         MessageSource::plugin("test/replacer"),
                         "replacement-1",
                     );
-                    req.agent
+                    owner
+                        .get()
+                        .unwrap()
                         .push_surface(
                             EventBody::UserMessage(Box::new(note)),
                             SurfaceOp::Replace {
@@ -379,6 +383,7 @@ async fn a_replacement_during_projection_recomputes() {
             })
         }));
     let f = fixture(vec![], hooks, 2);
+    owner.set(f.agent.clone()).unwrap();
     drive(&f.agent, 2).await;
     let evs = events_of(&f.agent);
     let gens: Vec<(u32, u32, u64)> = of_type(&evs, "context/projection")

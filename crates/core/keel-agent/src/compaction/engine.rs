@@ -142,7 +142,7 @@ impl Compactor {
                 };
                 // A refused event is already reported by `compaction/end {failed}`; the step
                 // goes on uncompacted rather than dying for it.
-                let _ = c.run(&input.agent, run).await;
+                let _ = c.run(input.agent.agent(), run).await;
                 next.run(input).await
             })
         }));
@@ -256,7 +256,7 @@ impl Compactor {
     }
 
     async fn recover_overflow(&self, input: &RequestError) -> Option<ErrorDecision> {
-        let agent = &input.agent;
+        let agent = input.agent.agent();
         let here = StepRef {
             turn: input.turn,
             step: input.step,

@@ -141,7 +141,7 @@ pub(crate) fn build(
         .build()
         .map_err(|e| failed("cannot build the agent", e))?;
     if let Some(tool) = &nested {
-        tool.bind(&agent);
+        tool.bind(&agent.handle());
     }
     // A parent narrowed to read-only (an editor's mode) hands that on.
     agent

@@ -3,7 +3,8 @@
 
 use super::child::{self, Assignment, Child};
 use super::{SubagentConfig, SubagentMode};
-use crate::agent::{Agent, AgentSlot};
+use crate::agent::Agent;
+use crate::handle::{AgentHandle, AgentSlot};
 use crate::seams::SubagentNotice;
 use async_trait::async_trait;
 use keel_protocol::{CallId, EventBody, SubagentDescriptor, ToolSchema};
@@ -48,12 +49,12 @@ impl SubagentTool {
     }
 
     /// Bind to the agent whose calls this tool serves (the first binding wins).
-    pub fn bind(&self, agent: &Agent) {
+    pub fn bind(&self, agent: &AgentHandle) {
         self.agent.bind(agent);
     }
 
     fn parent(&self) -> Result<Agent, ToolError> {
-        self.agent.get().ok_or_else(|| {
+        self.agent.get().map(|h| h.agent().clone()).ok_or_else(|| {
             ToolError::Failed(
                 "the subagent tool is not bound to a running agent (a bug in the host)".into(),
             )

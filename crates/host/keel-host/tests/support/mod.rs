@@ -5,9 +5,10 @@
 
 use keel_agent::subagent::SubagentConfig;
 use keel_agent::{Agent, ApprovalPolicy, HookRegistry};
-use keel_jobs::{JobService, JobsConfig};
+use keel_jobs::JobsConfig;
 use keel_llm::ScriptedProvider;
 use keel_testkit::agent::{AgentFixture, AgentOptions, PluginRow, agent_fixture};
+use keel_tools::JobControl;
 use keel_tools::SandboxMode;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,9 +24,9 @@ pub struct Rig {
 }
 
 impl Rig {
-    /// The job service the agent owns jobs in, when the `jobs` plugin is on.
-    pub fn jobs(&self) -> Option<&JobService> {
-        JobService::of(&self.agent)
+    /// The agent's job control, when the `jobs` plugin is on.
+    pub fn jobs(&self) -> Option<Arc<dyn JobControl>> {
+        self.agent.jobs()
     }
 }
 

@@ -17,7 +17,7 @@ pub struct AdmissionBench {
 impl AdmissionBench {
     /// An open contract (targets `.`) for `agent`'s task, under `keel_home`.
     pub fn new(
-        agent: &Agent,
+        agent: &AgentHandle,
         keel_home: &std::path::Path,
         cwd: &std::path::Path,
     ) -> Result<Self, String> {

@@ -26,7 +26,7 @@ pub use bench::AdmissionBench;
 use crate::anchors::Anchors;
 use async_trait::async_trait;
 use contract::{Authorization, Contract, ContractStore, Lease, covers, normalize};
-use keel_agent::agent::{Agent, AgentSlot};
+use keel_agent::{AgentHandle, AgentSlot};
 use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
 use keel_session::store::FlushTicket;
@@ -180,15 +180,23 @@ impl Controller {
 
     /// The agent is built: learn the root session and what the log says (activation, the
     /// digest of the contract keel last wrote).
-    pub(crate) fn bind(&self, agent: &Agent) {
+    pub(crate) fn bind(&self, agent: &AgentHandle) {
         if !self.agent.bind(agent) {
             return;
         }
-        let log = agent.log();
-        let session = log.session();
-        let header = session.header();
-        let id = header.id.to_string();
-        let root = self.anchors.root_of(&id, header.delegation_depth);
+        // What the log holds, read under its lock: the session's place and every control record.
+        let (id, depth, records) = agent.with_session(|session| {
+            let header = session.header();
+            let records: Vec<Value> = session
+                .whole_event_iter()
+                .filter_map(|ev| match &ev.body {
+                    EventBody::Other(o) if o.type_name == CONTROL_EVENT => Some(o.data.clone()),
+                    _ => None,
+                })
+                .collect();
+            (header.id.to_string(), header.delegation_depth, records)
+        });
+        let root = self.anchors.root_of(&id, depth);
         let mut st = self.state();
         st.bound = true;
         st.root = root;
@@ -197,24 +205,18 @@ impl Controller {
         let mut written = std::collections::HashSet::new();
         let mut latest = None;
         let mut consumed = Vec::new(); // `consume` records after `latest`
-        for ev in session.whole_event_iter() {
-            let EventBody::Other(o) = &ev.body else {
-                continue;
-            };
-            if o.type_name != CONTROL_EVENT {
-                continue;
-            }
-            if o.data.get("active") == Some(&Value::Bool(true)) {
+        for data in &records {
+            if data.get("active") == Some(&Value::Bool(true)) {
                 st.active = true;
                 st.activation_logged = true;
             }
-            if let Some(d) = o.data.get("contractDigest").and_then(Value::as_str) {
+            if let Some(d) = data.get("contractDigest").and_then(Value::as_str) {
                 written.insert(d.to_owned());
             }
-            if let Some(c) = o.data.get("contract") {
+            if let Some(c) = data.get("contract") {
                 latest = Some(c);
                 consumed.clear();
-            } else if let Some(l) = o.data.get("lease") {
+            } else if let Some(l) = data.get("lease") {
                 consumed.push(l);
             }
         }
@@ -373,7 +375,7 @@ impl Controller {
         agent
             .push_ignorable(CONTROL_EVENT, data)
             .map_err(|e| format!("cannot log {CONTROL_EVENT}: {e}"))?;
-        Ok(Some(agent.log().flush_ticket()))
+        Ok(Some(agent.flush_ticket()))
     }
 
     /// Write-ahead: log the change with the whole new contract and its digest, wait until
@@ -630,7 +632,7 @@ impl Controller {
                 agent.push_ignorable(CONTROL_EVENT, data).map_err(|e| {
                     format!("cannot consume the authorization: cannot log {CONTROL_EVENT}: {e}")
                 })?;
-                Some(agent.log().flush_ticket())
+                Some(agent.flush_ticket())
             }
         };
         let receipt = json!({"callId": call_id, "tool": tool, "authorization": lease.authorization, "revision": rev, "path": lease.path});
@@ -680,7 +682,7 @@ impl Controller {
         };
         // A receipt that cannot be logged leaves the consumed authorization as the record.
         if agent.push_ignorable(RECEIPT_EVENT, receipt).is_err()
-            || agent.log().flush_ticket().wait().is_err()
+            || agent.flush_ticket().wait().is_err()
         {
             return;
         }

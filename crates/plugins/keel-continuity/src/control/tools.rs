@@ -163,10 +163,7 @@ impl Controller {
             return Err("targets is empty: declare the paths you may change".into());
         }
         let targets = normalize_all(&self.cwd, &a.targets)?;
-        let opened_at_seq = self
-            .agent
-            .get()
-            .map_or(0, |agent| agent.log().session().next_seq().0);
+        let opened_at_seq = self.agent.get().map_or(0, |agent| agent.next_seq().0);
         let c = Contract {
             schema_version: CONTRACT_SCHEMA_VERSION,
             root_session_id: st.root.clone(),

@@ -122,10 +122,10 @@ pub fn all(shared: &Arc<Shared>) -> Vec<Arc<dyn Tool>> {
 }
 
 /// The calling agent and its identity.
-fn caller<'a>(
-    ctx: &'a ToolContext<'_>,
+fn caller(
+    ctx: &ToolContext<'_>,
     tool: &str,
-) -> Result<(&'a keel_agent::Agent, Caller), ToolError> {
+) -> Result<(keel_agent::AgentHandle, Caller), ToolError> {
     let agent = keel_agent::calling_agent(ctx).ok_or_else(|| {
         ToolError::Failed(format!(
             "{tool} runs only inside an agent (identity comes from the calling agent)"

@@ -15,10 +15,10 @@
 mod policies;
 
 use crate::plugin::MemoryConfig;
-use keel_agent::agent::{Agent, AgentSlot};
 use keel_agent::modes::middleware;
 use keel_agent::plugin::{InstallContext, PluginError};
 use keel_agent::seams::{ContextRequest, Projection};
+use keel_agent::{AgentHandle, AgentSlot};
 use keel_protocol::sync::Locked;
 use keel_protocol::{ContentBlock, EventBody, KnownSource, Message, MessageSource, Seq};
 use keel_session::DerivedMessage;
@@ -339,11 +339,11 @@ impl ContextManager {
 
     /// The agent is built (between turns): learn the logged mode; if `wanted` (flag or
     /// config) differs, switch now and log it.
-    fn bind(&self, agent: &Agent, wanted: Option<(ContextMode, String)>) {
+    fn bind(&self, agent: &AgentHandle, wanted: Option<(ContextMode, String)>) {
         if !self.agent.bind(agent) {
             return;
         }
-        let logged = logged_mode(agent.log().session());
+        let logged = agent.with_session(logged_mode);
         let mut st = self.state();
         if let Some((m, p)) = &logged {
             st.mode = *m;

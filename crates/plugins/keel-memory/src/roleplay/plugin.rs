@@ -25,14 +25,12 @@
 use super::card::{Card, CardError};
 use super::lore::{self, Activation, Active, DEFAULT_SCAN_DEPTH, LoreEntry, Lorebook};
 use crate::framing::as_data;
-use keel_agent::agent::{Agent, AgentSlot};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::prompt::PromptSection;
 use keel_agent::seams::{HookError, PromptCtx, RuntimeContext};
+use keel_agent::{AgentHandle, AgentSlot};
 use keel_protocol::sync::Locked;
-use keel_protocol::{
-    ContentBlock, EventBody, KnownSource, Message, MessageSource, Role, SurfaceOp,
-};
+use keel_protocol::{ContentBlock, EventBody, KnownSource, Message, MessageSource, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
@@ -313,11 +311,11 @@ impl Roleplay {
     }
 
     /// The agent is built: read the log once; a new session gets the greeting.
-    fn bind(&self, agent: &Agent) {
+    fn bind(&self, agent: &AgentHandle) {
         self.agent.bind(agent);
         let mut st = self.state();
         self.init(&mut st, agent);
-        let empty = agent.log().session().surface().nodes().is_empty();
+        let empty = agent.with_session(|s| s.surface().nodes().is_empty());
         if empty && let Some(card) = &self.config.card {
             // A resume finds the card here (`logged_card`) and plays it again.
             if let Err(e) = agent.push_ignorable(CARD_EVENT, json!({"card": card})) {
@@ -329,39 +327,35 @@ impl Roleplay {
             // An `assistant/message` event belongs to a model step; the greeting is a surface
             // `user/message` event carrying an assistant-role message.
             let m = Self::message(Role::Assistant, self.fill(greeting), "greeting", 0);
-            if let Err(e) = agent.push_surface(
-                EventBody::UserMessage(Box::new(m)),
-                SurfaceOp::Append,
-                Vec::new(),
-            ) {
+            if let Err(e) = agent.push_message(m) {
                 st.failure = Some(format!("cannot log the greeting: {e}"));
             }
         }
     }
 
     /// What the log says: lore last delivered, turns already anchored.
-    fn init(&self, st: &mut State, agent: &Agent) {
+    fn init(&self, st: &mut State, agent: &AgentHandle) {
         if st.ready {
             return;
         }
         st.ready = true;
-        let log = agent.log();
-        let session = log.session();
-        for ev in session.whole_event_iter() {
-            let EventBody::UserMessage(m) = &ev.body else {
-                continue;
-            };
-            let Some((form, turn)) = own_form(m) else {
-                continue;
-            };
-            match form.as_str() {
-                "lore" => st.delivered = Some(m.text()),
-                "anchor" => {
-                    st.anchored.insert(turn);
+        agent.with_session(|session| {
+            for ev in session.whole_event_iter() {
+                let EventBody::UserMessage(m) = &ev.body else {
+                    continue;
+                };
+                let Some((form, turn)) = own_form(m) else {
+                    continue;
+                };
+                match form.as_str() {
+                    "lore" => st.delivered = Some(m.text()),
+                    "anchor" => {
+                        st.anchored.insert(turn);
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
-        }
+        });
     }
 
     fn inserted(&self, m: &Message) {
@@ -371,30 +365,31 @@ impl Roleplay {
     }
 
     /// The most recent conversation texts (human and assistant), oldest first, at most `n`.
-    fn recent(&self, agent: &Agent, n: usize, pending: &[String]) -> Vec<String> {
-        let log = agent.log();
-        let session = log.session();
-        let mut out: Vec<String> = pending.iter().rev().cloned().collect();
-        for seq in session.surface().nodes().iter().rev() {
-            if out.len() >= n {
-                break;
-            }
-            let Some(m) = session.surface_message(*seq) else {
-                continue;
-            };
-            let counts = match m.role {
-                Role::Assistant => true,
-                Role::User => {
-                    m.source.is_user() || own_form(m).is_some_and(|(f, _)| f == "greeting")
+    fn recent(&self, agent: &AgentHandle, n: usize, pending: &[String]) -> Vec<String> {
+        let mut out = agent.with_session(|session| {
+            let mut out: Vec<String> = pending.iter().rev().cloned().collect();
+            for seq in session.surface().nodes().iter().rev() {
+                if out.len() >= n {
+                    break;
                 }
-            };
-            if counts {
-                let t = m.text();
-                if !t.trim().is_empty() && !pending.contains(&t) {
-                    out.push(t);
+                let Some(m) = session.surface_message(*seq) else {
+                    continue;
+                };
+                let counts = match m.role {
+                    Role::Assistant => true,
+                    Role::User => {
+                        m.source.is_user() || own_form(m).is_some_and(|(f, _)| f == "greeting")
+                    }
+                };
+                if counts {
+                    let t = m.text();
+                    if !t.trim().is_empty() && !pending.contains(&t) {
+                        out.push(t);
+                    }
                 }
             }
-        }
+            out
+        });
         out.truncate(n);
         out.reverse();
         out

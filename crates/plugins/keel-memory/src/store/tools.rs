@@ -262,7 +262,7 @@ impl Tool for MemoryTool {
                 self.name
             ))
         })?;
-        let role = if agent.log().session().header().delegation_depth == 0 {
+        let role = if agent.delegation_depth() == 0 {
             "main"
         } else {
             "subagent"
