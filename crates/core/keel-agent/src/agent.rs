@@ -408,7 +408,7 @@ impl Agent {
     }
 
     /// The id this agent's step hosts report as the caller of a tool
-    /// ([`keel_tools::PipelineHost::caller`]): a host of the owner's that runs tools on the
+    /// ([`keel_tools::ToolCaller::caller`]): a host of the owner's that runs tools on the
     /// agent's behalf reports it too, so that [`crate::calling_agent`] finds the agent.
     pub fn caller_id(&self) -> Option<CallerId> {
         self.inner.caller.id()

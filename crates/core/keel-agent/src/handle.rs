@@ -287,5 +287,5 @@ impl AgentSlot {
 /// host reports the agent's [`keel_tools::CallerId`], which every agent registers when it is
 /// built: the handle comes back typed, with no downcast.
 pub fn calling_agent(ctx: &keel_tools::ToolContext<'_>) -> Option<AgentHandle> {
-    crate::agent::caller(ctx.host.caller()?).map(AgentHandle::new)
+    crate::agent::caller(ctx.caller.caller()?).map(AgentHandle::new)
 }

@@ -10,11 +10,11 @@
 pub mod agent;
 pub mod background;
 pub mod builder;
+mod caller;
 pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod handle;
-mod host;
 pub mod inbox;
 pub mod modes;
 pub mod plugin;
@@ -30,10 +30,10 @@ mod turn;
 
 pub use agent::{Agent, PLAN_APPROVED_PROMPT, TOOL_SKIPPED_EVENT, user_message};
 pub use builder::AgentBuilder;
+pub use caller::HEADLESS_DENIAL;
 pub use config::{AgentConfig, ApprovalPolicy, Approver, ToolSetup, allow_key};
 pub use error::AgentError;
 pub use handle::{AgentHandle, AgentSlot, WeakHandle, calling_agent};
-pub use host::HEADLESS_DENIAL;
 pub use inbox::{Inbox, InboxMode};
 pub use seams::HookRegistry;
 pub use turn::TurnOutcome;

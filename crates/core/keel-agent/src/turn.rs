@@ -18,8 +18,8 @@
 
 use crate::agent::Agent;
 use crate::background::IdleWait;
+use crate::caller::StepCaller;
 use crate::error::AgentError;
-use crate::host::StepHost;
 use crate::seams::{
     ErrorDecision, FlushPoint, PreStep, PreStepOutcome, RequestError, StopDecision, StreamCall,
     TurnStopping,
@@ -406,7 +406,7 @@ impl Agent {
 
         let mut handoff = None;
         if !calls.is_empty() {
-            let host = StepHost::new(self, turn, step);
+            let host = StepCaller::new(self, turn, step);
             self.pipeline()
                 .run_batch(&calls, &host, cancel.clone())
                 .await;
@@ -511,7 +511,7 @@ impl Agent {
                 SurfaceOp::Append,
                 chunk_seqs,
             )?;
-            let host = StepHost::new(self, step_ref.turn, step_ref.step);
+            let host = StepCaller::new(self, step_ref.turn, step_ref.step);
             for call in calls {
                 let outcome = ToolOutcome::error(
                     &call.id,

@@ -13,7 +13,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use keel_protocol::{ToolCallBlock, ToolSchema};
 use keel_testkit::recording::PassThrough;
 use keel_tools::{
-    ExecMode, NullHost, Pipeline, SandboxMode, Tool, ToolContext, ToolEffect, ToolError,
+    ExecMode, NullCaller, Pipeline, SandboxMode, Tool, ToolContext, ToolEffect, ToolError,
     ToolOutput, ToolRegistry, Workspace, default_tool_schemas_bytes,
 };
 use serde_json::{Value, json};
@@ -76,10 +76,10 @@ fn bench(c: &mut Criterion) {
         .collect();
 
     c.bench_function("pipeline/1 no-op call, all phases", |b| {
-        b.iter(|| rt.block_on(pipeline.run_batch(&one, &NullHost, CancellationToken::new())))
+        b.iter(|| rt.block_on(pipeline.run_batch(&one, &NullCaller, CancellationToken::new())))
     });
     c.bench_function("pipeline/8 parallel no-op calls, all phases", |b| {
-        b.iter(|| rt.block_on(pipeline.run_batch(&eight, &NullHost, CancellationToken::new())))
+        b.iter(|| rt.block_on(pipeline.run_batch(&eight, &NullCaller, CancellationToken::new())))
     });
     c.bench_function("default_tool_schemas_bytes", |b| {
         b.iter(default_tool_schemas_bytes)

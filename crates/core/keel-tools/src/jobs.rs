@@ -1,7 +1,7 @@
 //! Background jobs as tools see them: the [`JobControl`] interface and the data crossing it.
 //!
 //! A tool that starts long-running work (`bash` with `run_in_background`, a background
-//! `subagent`) asks its host for job control ([`crate::PipelineHost::jobs`]). A host without a
+//! `subagent`) asks its host for job control ([`crate::ToolCaller::jobs`]). A host without a
 //! job service answers `None` and the tool refuses with a clear error. The service itself (ids,
 //! capped output buffers, settlement, wake-ups of the owning agent) lives with the agent
 //! (`keel_agent::jobs`); this module only declares what a tool may ask of it.
@@ -158,7 +158,7 @@ pub enum JobError {
 }
 
 /// Job control scoped to one owner (the calling agent). Handed out by
-/// [`crate::PipelineHost::jobs`].
+/// [`crate::ToolCaller::jobs`].
 #[async_trait]
 pub trait JobControl: Send + Sync {
     /// Start a job; returns its id at once.

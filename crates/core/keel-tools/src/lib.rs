@@ -18,8 +18,8 @@
 #![deny(missing_docs)]
 
 pub mod builtins;
+pub mod caller;
 pub mod error;
-pub mod host;
 pub mod jobs;
 pub mod pipeline;
 pub mod plan;
@@ -31,8 +31,8 @@ pub mod subprocess;
 pub mod tool;
 pub mod workspace;
 
+pub use caller::{ApprovalOutcome, CallerId, Handoff, NullCaller, ToolCaller, ToolOutcome};
 pub use error::ToolError;
-pub use host::{ApprovalOutcome, CallerId, Handoff, NullHost, PipelineHost, ToolOutcome};
 pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
 pub use plan::{PLAN_AWAITS_APPROVAL, PlanModeSection, PlanState, enter_plan_mode};

@@ -9,7 +9,7 @@
 //! stays on, `plan/mode{active:true, plan, approved:false}` is emitted and the turn ends after
 //! the step with [`PLAN_AWAITS_APPROVAL`]; the user approves later, between turns.
 
-use crate::host::PipelineHost;
+use crate::caller::ToolCaller;
 use keel_protocol::{EventBody, PlanModeEvent};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -76,7 +76,7 @@ pub(crate) fn plan_mode_denial(tool: &str) -> String {
 
 /// Enter plan mode (the loop's `/plan`): set the flag and emit `plan/mode{active:true}`.
 /// Does nothing when already active.
-pub async fn enter_plan_mode(state: &PlanState, host: &dyn PipelineHost) {
+pub async fn enter_plan_mode(state: &PlanState, host: &dyn ToolCaller) {
     if state.is_active() {
         return;
     }

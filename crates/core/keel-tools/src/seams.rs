@@ -15,8 +15,8 @@
 //! body's dispatch and return, the post-execute decisions) and cannot change anything. It
 //! exists for recorders such as provenance, which must see facts no single waterfall hook sees.
 
+use crate::caller::{ApprovalOutcome, ToolOutcome};
 use crate::error::ToolError;
-use crate::host::{ApprovalOutcome, ToolOutcome};
 use crate::tool::{ExecMode, ToolEffect, ToolOutput};
 use crate::workspace::SandboxMode;
 use async_trait::async_trait;

@@ -5,8 +5,8 @@
 //! ([`ExecMode`]), what it can change ([`ToolEffect`], read by plan mode and the read-only
 //! sandbox) and an optional timeout enforced by the pipeline around the body.
 
+use crate::caller::ToolCaller;
 use crate::error::ToolError;
-use crate::host::PipelineHost;
 use crate::seams::ExecToken;
 use crate::spill::SpillConfig;
 use crate::subprocess::SubprocessService;
@@ -75,7 +75,7 @@ pub struct ToolContext<'a> {
     /// Where large outputs are spilled.
     pub spill: &'a SpillConfig,
     /// The agent loop, for `emit` and `ask_approval`.
-    pub host: &'a dyn PipelineHost,
+    pub caller: &'a dyn ToolCaller,
     /// The call being executed.
     pub call: &'a ToolCallBlock,
     /// This dispatch's token; pass it as the parent of nested dispatches.

@@ -506,7 +506,7 @@ async fn an_expose_hook_hides_tools_from_requests_and_direct_calls_but_not_neste
     // The registry itself still has them all.
     assert!(p.registry().get("read").is_some());
 
-    let host = keel_tools::NullHost;
+    let host = keel_tools::NullCaller;
     let direct = p
         .run_batch(
             &[

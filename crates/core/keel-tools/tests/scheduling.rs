@@ -74,7 +74,7 @@ async fn parallelism_is_bounded() {
         .map(|i| call(&i.to_string(), "probe", json!({"ms":80})))
         .collect();
     let out = p
-        .run_batch(&calls, &keel_tools::NullHost, CancellationToken::new())
+        .run_batch(&calls, &keel_tools::NullCaller, CancellationToken::new())
         .await;
     assert_eq!(ids(&out), vec!["0", "1", "2", "3", "4"]);
     assert_eq!(probe.max_running.load(Ordering::SeqCst), 2);
@@ -286,7 +286,7 @@ async fn non_result_content_is_invalid_tool_output() {
     let out = p
         .run_batch(
             &[call("a", "bad", json!({}))],
-            &keel_tools::NullHost,
+            &keel_tools::NullCaller,
             CancellationToken::new(),
         )
         .await;

@@ -5,8 +5,8 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use keel_protocol::{EventBody, Seq, SessionEvent};
+use keel_tui::cells::Cells;
 use keel_tui::input::Input;
-use keel_tui::transcript::Transcript;
 use keel_tui::view::{self, LineCache, Screen};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -21,8 +21,8 @@ fn ev(seq: u64, ty: &str, data: Value) -> SessionEvent {
 }
 
 /// A session of `n` messages: prompts, answers with Markdown, tool calls and results.
-fn session(n: u64) -> Transcript {
-    let mut t = Transcript::new();
+fn session(n: u64) -> Cells {
+    let mut t = Cells::new();
     let mut seq = 0;
     let mut next = || {
         seq += 1;
@@ -38,9 +38,9 @@ fn session(n: u64) -> Transcript {
 }
 
 /// The screen of `t` with `input` typed, at the bottom, nothing open.
-fn screen<'a>(t: &'a Transcript, input: &'a Input) -> Screen<'a> {
+fn screen<'a>(t: &'a Cells, input: &'a Input) -> Screen<'a> {
     Screen {
-        transcript: t,
+        cells: t,
         input,
         scroll: 0,
         from: 0,

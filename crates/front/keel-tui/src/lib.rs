@@ -3,11 +3,11 @@
 
 pub mod app;
 pub use keel_host::commands;
+pub mod canvas;
+pub mod cells;
 pub mod input;
 pub mod markdown;
 pub mod slash;
-pub mod surface;
-pub mod transcript;
 pub mod trust;
 pub mod view;
 

@@ -1,9 +1,9 @@
 //! Drawing: the conversation, the todo panel, completions, the prompt editor, the status line
 //! and modals. Pure functions of the UI state, so ratatui's test backend can snapshot them.
 
+use crate::cells::{Cell, Cells, Detail, Level, ToolCard, ToolState, one_line};
 use crate::input::Input;
 use crate::markdown;
-use crate::transcript::{Cell, Detail, Level, ToolCard, ToolState, Transcript, one_line};
 use keel_protocol::{TimeMs, TodoStatus};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
@@ -34,7 +34,7 @@ pub struct Modal {
 #[derive(Debug)]
 pub struct Screen<'a> {
     /// The conversation.
-    pub transcript: &'a Transcript,
+    pub cells: &'a Cells,
     /// The prompt editor.
     pub input: &'a Input,
     /// Lines scrolled up from the bottom of the conversation.
@@ -327,7 +327,7 @@ impl LineCache {
             self.width = width;
             self.show_reasoning = screen.show_reasoning;
         }
-        let cells = &screen.transcript.cells;
+        let cells = &screen.cells.cells;
         self.cells.resize(cells.len(), None);
         let mut chunks: Vec<Vec<Line<'static>>> = Vec::new();
         let mut have = 0;
@@ -362,7 +362,7 @@ impl LineCache {
 
 /// The status line.
 pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
-    let t = screen.transcript;
+    let t = screen.cells;
     let mut spans = vec![Span::styled(
         format!(
             " {} ",
@@ -417,7 +417,7 @@ pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
     Line::from(spans)
 }
 
-fn todo_lines(t: &Transcript) -> Vec<Line<'static>> {
+fn todo_lines(t: &Cells) -> Vec<Line<'static>> {
     let mut lines = vec![Line::styled(
         " Todo",
         Style::default().add_modifier(Modifier::BOLD),
@@ -441,7 +441,7 @@ fn todo_lines(t: &Transcript) -> Vec<Line<'static>> {
 }
 
 /// Whether the todo panel shows (a list with something left to do).
-fn todo_open(t: &Transcript) -> bool {
+fn todo_open(t: &Cells) -> bool {
     t.todos.iter().any(|i| i.status != TodoStatus::Completed)
 }
 
@@ -449,8 +449,8 @@ fn todo_open(t: &Transcript) -> bool {
 /// lines, the hint.
 fn chrome(screen: &Screen<'_>) -> (u16, u16, u16, u16) {
     let input_lines = screen.input.lines().len().clamp(1, 8) as u16;
-    let todo_height = if todo_open(screen.transcript) {
-        (screen.transcript.todos.len() as u16 + 1).min(8)
+    let todo_height = if todo_open(screen.cells) {
+        (screen.cells.todos.len() as u16 + 1).min(8)
     } else {
         0
     };
@@ -461,7 +461,7 @@ fn chrome(screen: &Screen<'_>) -> (u16, u16, u16, u16) {
 
 /// The first cell at or after `from` that may still change: the cells before it can be printed
 /// into the terminal's scrollback for good.
-pub fn settled_until(transcript: &Transcript, from: usize) -> usize {
+pub fn settled_until(transcript: &Cells, from: usize) -> usize {
     transcript
         .cells
         .iter()
@@ -522,7 +522,7 @@ pub fn draw(frame: &mut Frame<'_>, screen: &Screen<'_>, cache: &mut LineCache) {
     frame.render_widget(Paragraph::new(visible), shown);
 
     if todo_height > 0 {
-        frame.render_widget(Paragraph::new(todo_lines(screen.transcript)), todo);
+        frame.render_widget(Paragraph::new(todo_lines(screen.cells)), todo);
     }
     if completion_height > 0 {
         let rows: Vec<Line<'static>> = screen
@@ -564,7 +564,7 @@ pub fn draw(frame: &mut Frame<'_>, screen: &Screen<'_>, cache: &mut LineCache) {
             Line::raw(shown)
         })
         .collect();
-    let title = if screen.transcript.plan_mode {
+    let title = if screen.cells.plan_mode {
         " plan › "
     } else {
         " › "

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use keel_protocol::{EventBody, SessionEvent};
+use keel_tui::cells::Cells;
 use keel_tui::input::Input;
-use keel_tui::transcript::Transcript;
 use keel_tui::view::{self, LineCache, Modal, Screen};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -154,8 +154,8 @@ fn session() -> Vec<SessionEvent> {
     ]
 }
 
-fn transcript(events: &[SessionEvent]) -> Transcript {
-    let mut t = Transcript::new();
+fn transcript(events: &[SessionEvent]) -> Cells {
+    let mut t = Cells::new();
     for e in events {
         t.apply(e);
     }
@@ -163,11 +163,11 @@ fn transcript(events: &[SessionEvent]) -> Transcript {
 }
 
 /// The screen as text, one line per row (trailing spaces cut).
-fn draw(t: &Transcript, modal: Option<&Modal>, now_ms: i64, width: u16, height: u16) -> String {
+fn draw(t: &Cells, modal: Option<&Modal>, now_ms: i64, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     let input = Input::new();
     let screen = Screen {
-        transcript: t,
+        cells: t,
         input: &input,
         scroll: 0,
         from: 0,
@@ -375,7 +375,7 @@ fn the_session_picker() {
     })
     .collect();
     let modal = view::picker(&entries, T0);
-    let screen = draw(&Transcript::new(), Some(&modal), 0, 100, 20);
+    let screen = draw(&Cells::new(), Some(&modal), 0, 100, 20);
     assert!(screen.contains("› 1. Fix the parser, please."), "{screen}");
     assert!(screen.contains("1m ago"), "{screen}");
     assert!(screen.contains("2h ago"), "{screen}");
@@ -403,10 +403,10 @@ fn the_live_area_holds_only_the_cells_still_changing() {
     assert_eq!(view::settled_until(&t, 0), 1);
     assert_eq!(view::settled_until(&t, 1), 1);
     let input = Input::new();
-    let screen = |t: &Transcript, from: usize| {
+    let screen = |t: &Cells, from: usize| {
         let mut cache = LineCache::default();
         let screen = Screen {
-            transcript: t,
+            cells: t,
             input: &input,
             scroll: 0,
             from,

@@ -87,7 +87,7 @@ pub enum ConfigError {
 type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 /// Built-in defaults, as a TOML document (also the reference for `docs/config.md`); the
-/// plugin rows follow from the catalogue ([`defaults_text`]).
+/// plugin rows follow from the plugin set ([`defaults_text`]).
 pub const DEFAULTS: &str = r#"
 model = "deepseek-v4-flash"
 provider = "deepseek"

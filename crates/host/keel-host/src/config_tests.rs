@@ -21,7 +21,7 @@ fn a_models_prices_come_from_the_list_with_the_configuration_over_it() {
         "models.my-model.input_price=1".into(),
         "models.my-model.cached_input_price=0.1".into(),
     ];
-    let c = load(&s, &crate::catalogue::builtin()).unwrap().config;
+    let c = load(&s, &crate::plugins::builtin()).unwrap().config;
     let chat = c.price("deepseek-chat").unwrap();
     assert_eq!(
         (chat.input, chat.cached_input, chat.output),
@@ -50,7 +50,7 @@ fn layers_merge_with_origins_and_plugin_rows_replace_config_by_id() {
     let mut s = sources(home.path(), project.path());
     s.overrides = vec!["agent.max_steps=7".into(), "sandbox=read-only".into()];
     s.trust = Some(ProjectTrust::Trusted);
-    let loaded = load(&s, &crate::catalogue::builtin()).unwrap();
+    let loaded = load(&s, &crate::plugins::builtin()).unwrap();
     assert_eq!(loaded.config.model.as_deref(), Some("deepseek-chat"));
     assert_eq!(loaded.config.agent.max_steps, Some(7));
     assert_eq!(loaded.config.sandbox.mode, Some(SandboxMode::ReadOnly));
@@ -91,7 +91,7 @@ fn an_untrusted_project_layer_only_tightens_and_the_rest_is_listed() {
     )
     .unwrap();
     let s = sources(home.path(), project.path());
-    let loaded = load(&s, &crate::catalogue::builtin()).unwrap();
+    let loaded = load(&s, &crate::plugins::builtin()).unwrap();
     assert!(loaded.trust.is_undecided() && !loaded.trust.is_trusted());
     assert_eq!(
         loaded.trust.root,
@@ -118,7 +118,7 @@ fn an_untrusted_project_layer_only_tightens_and_the_rest_is_listed() {
         format!("[projects.{root:?}]\ntrust_level = \"trusted\"\n"),
     )
     .unwrap();
-    let loaded = load(&s, &crate::catalogue::builtin()).unwrap();
+    let loaded = load(&s, &crate::plugins::builtin()).unwrap();
     assert!(loaded.trust.is_trusted(), "{:?}", loaded.trust);
     assert_eq!(loaded.config.sandbox.mode, Some(SandboxMode::FullAccess));
     assert!(loaded.config.mcp_servers.contains_key("evil"));
@@ -131,7 +131,7 @@ fn an_untrusted_project_layer_only_tightens_and_the_rest_is_listed() {
         format!("[projects.{root:?}]\ntrust_level = \"trusted\"\n"),
     )
     .unwrap();
-    let err = load(&s, &crate::catalogue::builtin())
+    let err = load(&s, &crate::plugins::builtin())
         .unwrap_err()
         .to_string();
     assert!(
@@ -148,7 +148,7 @@ fn an_untrusted_project_layer_only_tightens_and_the_rest_is_listed() {
         "[projects.\"/x\"]\ntrust = \"trusted\"\n",
     ] {
         std::fs::write(home.path().join("config.toml"), bad).unwrap();
-        let err = load(&s, &crate::catalogue::builtin())
+        let err = load(&s, &crate::plugins::builtin())
             .unwrap_err()
             .to_string();
         assert!(err.contains("config.toml"), "{bad}: {err}");
@@ -164,7 +164,7 @@ fn unknown_keys_and_bad_toml_name_the_file() {
         "{:#}",
         load(
             &sources(home.path(), project.path()),
-            &crate::catalogue::builtin()
+            &crate::plugins::builtin()
         )
         .unwrap_err()
     );
@@ -177,13 +177,13 @@ fn unknown_keys_and_bad_toml_name_the_file() {
         "{:#}",
         load(
             &sources(home.path(), project.path()),
-            &crate::catalogue::builtin()
+            &crate::plugins::builtin()
         )
         .unwrap_err()
     );
     assert!(err.contains("config.toml"), "{err}");
     let mut s = sources(tempfile::tempdir().unwrap().path(), project.path());
     s.profile = Some("nope".into());
-    let err = format!("{:#}", load(&s, &crate::catalogue::builtin()).unwrap_err());
+    let err = format!("{:#}", load(&s, &crate::plugins::builtin()).unwrap_err());
     assert!(err.contains("profile \"nope\" not found"), "{err}");
 }

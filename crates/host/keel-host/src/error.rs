@@ -62,7 +62,7 @@ pub enum HostError {
         row: String,
         /// The layer that set the row.
         layer: String,
-        /// The catalogue's ids.
+        /// The plugin set's ids.
         known: Vec<&'static str>,
     },
     /// A row's `config` table cannot be handed to its plugin.

@@ -15,10 +15,10 @@
 //! fixtures build agents here; child agents (subagents) inherit their parent's assembly
 //! through the same [`keel_agent::AgentBuilder`].
 
-use crate::catalogue;
 use crate::config::{self, Loaded, Sources};
 use crate::endpoint::{self, Endpoint, EndpointInputs};
 use crate::error::HostError;
+use crate::plugins;
 use keel_agent::plugin::{InstallContext, ModelLaunch, Plugin};
 use keel_agent::{Agent, AgentConfig, ApprovalPolicy, Approver, HookRegistry, ToolSetup};
 use keel_llm::{
@@ -173,12 +173,12 @@ impl std::fmt::Debug for Host {
 
 impl Host {
     /// Load the layered configuration of `sources` (home, project, profile, files, `-c`) with
-    /// the built-in plugin catalogue.
+    /// the built-in plugin set.
     pub fn load(sources: &Sources) -> Result<Host, HostError> {
-        Host::load_with(sources, catalogue::builtin())
+        Host::load_with(sources, plugins::builtin())
     }
 
-    /// [`Host::load`] with another plugin catalogue: an embedder's, with plugins of its own or
+    /// [`Host::load`] with another plugin set: an embedder's, with plugins of its own or
     /// a built-in one set up differently (a memory plugin with one more projection policy).
     pub fn load_with(sources: &Sources, plugins: Vec<Box<dyn Plugin>>) -> Result<Host, HostError> {
         let loaded = config::load(sources, &plugins)?;
@@ -489,7 +489,7 @@ impl AgentFactory<'_> {
         ctx.project_trust = host.loaded.trust.trust;
         let mut enable = self.enable.clone();
         enable.extend(self.row_edits.iter().map(|e| e.plugin));
-        catalogue::install_rows(
+        plugins::install_rows(
             &host.plugins,
             &host.loaded,
             &mut ctx,

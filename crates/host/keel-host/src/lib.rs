@@ -19,12 +19,12 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod catalogue;
 pub mod commands;
 pub mod config;
 pub mod endpoint;
 mod error;
 mod factory;
+pub mod plugins;
 pub mod source;
 pub mod trust;
 

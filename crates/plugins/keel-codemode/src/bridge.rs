@@ -18,7 +18,7 @@ use keel_protocol::{
 };
 use keel_tools::{
     ApprovalOutcome, BatchOptions, CallerId, ExecMode, ExecToken, Handoff, JobControl, Pipeline,
-    PipelineHost, ToolOutcome,
+    ToolCaller, ToolOutcome,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub fn sub_call_id(parent: &str, n: u32) -> String {
 /// Runs a program's calls through `pipeline` as children of the `run_code` dispatch.
 pub struct PipelineBridge<'a> {
     pipeline: &'a Pipeline,
-    host: SubHost<'a>,
+    host: SubCaller<'a>,
     parent_token: ExecToken,
 }
 
@@ -44,14 +44,14 @@ impl<'a> PipelineBridge<'a> {
     /// approvals go to `host` and are logged in `agent`'s session.
     pub fn new(
         pipeline: &'a Pipeline,
-        host: &'a dyn PipelineHost,
+        host: &'a dyn ToolCaller,
         agent: Option<&'a AgentHandle>,
         parent: &'a ToolCallBlock,
         parent_token: ExecToken,
     ) -> Self {
         PipelineBridge {
             pipeline,
-            host: SubHost {
+            host: SubCaller {
                 parent: host,
                 agent,
                 parent_id: &parent.id,
@@ -147,13 +147,13 @@ fn content_text(content: &[ContentBlock]) -> String {
 
 /// The pipeline host of sub-calls: logs the dispatch events, hands everything else to the
 /// host of the enclosing `run_code` call.
-struct SubHost<'a> {
-    parent: &'a dyn PipelineHost,
+struct SubCaller<'a> {
+    parent: &'a dyn ToolCaller,
     agent: Option<&'a AgentHandle>,
     parent_id: &'a str,
 }
 
-impl SubHost<'_> {
+impl SubCaller<'_> {
     fn log(&self, type_name: &str, data: Value) {
         if let Some(agent) = self.agent {
             // A failed append (the log is closed) loses only this record; the sub-call's
@@ -173,7 +173,7 @@ impl SubHost<'_> {
 }
 
 #[async_trait]
-impl PipelineHost for SubHost<'_> {
+impl ToolCaller for SubCaller<'_> {
     async fn call_started(&self, call: &ToolCallBlock) {
         let mut data = self.ids(call);
         let arguments = serde_json::from_str::<Value>(&call.arguments)

@@ -99,7 +99,7 @@ impl Tool for RunCodeTool {
         };
         let pipeline = agent.pipeline();
         let names = callable_names(&pipeline.registry().offered_schemas());
-        let bridge = PipelineBridge::new(pipeline, ctx.host, Some(&agent), ctx.call, ctx.token);
+        let bridge = PipelineBridge::new(pipeline, ctx.caller, Some(&agent), ctx.call, ctx.token);
         match engine::run(code, &names, &self.limits, &bridge, &ctx.cancel).await {
             Ok(done) => Ok(render_completed(&done)),
             Err(failed) if failed.kind == FailureKind::Cancelled && ctx.cancel.is_cancelled() => {

@@ -40,7 +40,7 @@ use keel_protocol::{
     SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent,
 };
 use keel_testkit::agent::{AgentFixture, AgentOptions, PluginRow, agent_fixture};
-use keel_tools::{ApprovalOutcome, JobControl, PipelineHost, ToolOutcome};
+use keel_tools::{ApprovalOutcome, JobControl, ToolCaller, ToolOutcome};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -69,7 +69,7 @@ impl BenchHost {
 }
 
 #[async_trait]
-impl PipelineHost for BenchHost {
+impl ToolCaller for BenchHost {
     fn caller(&self) -> Option<keel_tools::CallerId> {
         self.agent.caller_id()
     }
@@ -165,7 +165,7 @@ impl PipelineHost for BenchHost {
 /// A real agent with the `jobs` row and the `delegate` row over an in-process provider.
 fn rig(delegate: bool) -> (AgentFixture, Arc<InProcessProvider>) {
     let p = Arc::new(InProcessProvider::new());
-    let mut catalogue = keel_host::catalogue::builtin();
+    let mut catalogue = keel_host::plugins::builtin();
     catalogue.retain(|pl| pl.id().as_str() != "delegate");
     catalogue.push(Box::new(DelegatePlugin::with_service(p.clone())));
     let mut plugins = vec![PluginRow::new("jobs")];

@@ -69,7 +69,7 @@ fn rig(script: Script, config: DelegateConfig) -> Rig {
         ..config
     };
     let p = Arc::new(InProcessProvider::new());
-    let mut catalogue = keel_host::catalogue::builtin();
+    let mut catalogue = keel_host::plugins::builtin();
     catalogue.retain(|pl| pl.id().as_str() != "delegate");
     catalogue.push(Box::new(DelegatePlugin::with_service(p.clone())));
     let f = agent_fixture(

@@ -165,7 +165,7 @@ fn rig(script: Script, opts: Opts) -> Rig {
         max_output_bytes: opts.max_output_bytes,
         ..DelegateConfig::default()
     };
-    let mut catalogue = keel_host::catalogue::builtin();
+    let mut catalogue = keel_host::plugins::builtin();
     catalogue.retain(|pl| pl.id().as_str() != "delegate");
     catalogue.push(Box::new(DelegatePlugin::with_service(provider)));
     let f = agent_fixture(

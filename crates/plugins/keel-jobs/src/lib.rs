@@ -6,7 +6,7 @@
 //! `on_agent` callback that [`JobService::attach`]es the built agent. The agent then holds the
 //! service through the core's background seam ([`keel_agent::background::Background`], an
 //! `Arc`), the service holds the agent weakly (no cycle). Tools reach the service through
-//! their host ([`keel_tools::PipelineHost::jobs`]), which hands out job control scoped to the
+//! their host ([`keel_tools::ToolCaller::jobs`]), which hands out job control scoped to the
 //! calling agent, so the same tool instances serve any agent and an agent without a service
 //! (a subagent) gets a clear refusal.
 //!

@@ -203,7 +203,7 @@ impl JobService {
         &self.config
     }
 
-    /// Make `agent` an owner: its tools get job control ([`keel_tools::PipelineHost::jobs`]),
+    /// Make `agent` an owner: its tools get job control ([`keel_tools::ToolCaller::jobs`]),
     /// its finished jobs notify or wake it, and [`keel_agent::Agent::run_until_idle`] waits for them. An
     /// agent attaches to one service; attaching it to a second one is ignored.
     pub fn attach(self: &Arc<Self>, agent: &AgentHandle) {

@@ -18,7 +18,7 @@ use std::time::Duration;
 pub const JOB_TOOL_NAMES: [&str; 3] = ["job_output", "job_list", "job_kill"];
 
 fn control(ctx: &ToolContext<'_>) -> Result<Arc<dyn JobControl>, ToolError> {
-    ctx.host.jobs().ok_or_else(|| {
+    ctx.caller.jobs().ok_or_else(|| {
         ToolError::Denied("background jobs are not available in this session".into())
     })
 }

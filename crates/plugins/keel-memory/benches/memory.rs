@@ -9,7 +9,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use keel_memory::store::tools::{Shared, call};
-use keel_memory::store::{Identity, Kind, NewRecord, Scope, Store};
+use keel_memory::store::{Identity, Kind, MemoryStore, NewRecord, Scope};
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
@@ -44,7 +44,7 @@ fn sentence(rng: &mut Rng) -> String {
 
 /// A store of `n` records spread over the caller's four scopes (plus another session's).
 fn populate(path: &Path, who: &Identity, n: usize) {
-    let store = Store::open(path).unwrap().with_global_writes(true);
+    let store = MemoryStore::open(path).unwrap().with_global_writes(true);
     let other = Identity::new("other-session", Path::new("/elsewhere"), "main");
     let mut rng = Rng(42);
     let now = keel_memory::store::records::now_ms();

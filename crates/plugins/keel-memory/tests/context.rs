@@ -439,7 +439,7 @@ impl Policy for EveryOther {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_third_policy_plugs_in_from_outside_the_crate() {
     let turns = 4;
-    let mut catalogue = keel_host::catalogue::builtin();
+    let mut catalogue = keel_host::plugins::builtin();
     catalogue.retain(|p| p.id().as_str() != "memory");
     catalogue.push(Box::new(
         keel_memory::MemoryPlugin::default().with_policy(Arc::new(EveryOther)),

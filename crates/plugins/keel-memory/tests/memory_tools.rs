@@ -7,7 +7,7 @@
 use keel_agent::Agent;
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId};
 use keel_memory::store::tools::{Shared, TOOL_NAMES, tools_with_shared};
-use keel_memory::store::{Identity, Scope, Store, default_path};
+use keel_memory::store::{Identity, MemoryStore, Scope, default_path};
 use keel_testkit::agent::{AgentOptions, PluginRow, agent_in, events_of, tool_results};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -132,7 +132,7 @@ async fn identity_comes_from_the_calling_agent_and_sessions_are_isolated() {
     assert!(ra[2].trim_end().ends_with("</memory-data>"), "{}", ra[2]);
 
     // The records, as stored: scope ids from the agent, not from arguments.
-    let store = Store::open(&default_path(d.home.path())).unwrap();
+    let store = MemoryStore::open(&default_path(d.home.path())).unwrap();
     let who_a = Identity::new(a.session_id().as_str(), &d.cwd, "main");
     let q = keel_memory::lexical::Query::new("tabs build");
     let hits = store.search(&who_a, &q, None, 10, i64::MAX / 2).unwrap();
@@ -272,7 +272,7 @@ async fn turn_variables_are_cleared_at_turn_end() {
     // The memory tools over a state the test keeps, installed by a `memory` plugin of the
     // test's catalogue, so it can see the turn variables go.
     let shared = Arc::new(Shared::new(default_path(d.home.path()), false));
-    let mut catalogue = keel_host::catalogue::builtin();
+    let mut catalogue = keel_host::plugins::builtin();
     catalogue.retain(|p| p.id() != keel_memory::ID);
     catalogue.push(Box::new(SharedMemory(shared.clone())));
     let opts = AgentOptions {

@@ -7,7 +7,7 @@ use keel_memory::store::records::{Record, parse_rfc3339};
 use keel_memory::store::search::rank_all;
 use keel_memory::store::tools::{Shared, call, schema_bytes};
 use keel_memory::store::variables::VarOp;
-use keel_memory::store::{Changes, Identity, Kind, NewRecord, Scope, Store, StoreError};
+use keel_memory::store::{Changes, Identity, Kind, MemoryStore, NewRecord, Scope, StoreError};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -32,14 +32,14 @@ fn new(content: &str, importance: f64) -> NewRecord {
 
 struct Fx {
     dir: tempfile::TempDir,
-    store: Store,
+    store: MemoryStore,
     a: Identity,
 }
 
 fn fx() -> Fx {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("memory").join("memory.sqlite3");
-    let store = Store::open(&path).unwrap();
+    let store = MemoryStore::open(&path).unwrap();
     let a = who("sess-a", dir.path());
     Fx { dir, store, a }
 }
@@ -320,7 +320,7 @@ fn scopes_are_isolated_by_identity() {
         f.store.write(&f.a, Scope::Global, new("g", 0.5), NOW),
         Err(StoreError::Denied(_))
     ));
-    let open = Store::open(f.store.path())
+    let open = MemoryStore::open(f.store.path())
         .unwrap()
         .with_global_writes(true);
     let g = open
@@ -374,7 +374,7 @@ fn a_corrupt_file_is_a_clear_error_and_is_left_alone() {
     let path = dir.path().join("memory.sqlite3");
     let junk = b"this is not a database, it is a shopping list\n".repeat(100);
     std::fs::write(&path, &junk).unwrap();
-    let e = Store::open(&path).unwrap_err();
+    let e = MemoryStore::open(&path).unwrap_err();
     assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
     let text = e.to_string();
     assert!(text.contains(&path.display().to_string()), "{text}");
@@ -399,7 +399,7 @@ fn a_corrupt_file_is_a_clear_error_and_is_left_alone() {
     // A damaged page inside a real database: a clear error on use, not a panic.
     let good = dir.path().join("good.sqlite3");
     {
-        let s = Store::open(&good).unwrap();
+        let s = MemoryStore::open(&good).unwrap();
         for i in 0..300 {
             s.write(
                 &w,
@@ -417,7 +417,7 @@ fn a_corrupt_file_is_a_clear_error_and_is_left_alone() {
         *b = 0xA5;
     }
     std::fs::write(&good, &bytes).unwrap();
-    let r = Store::open(&good).and_then(|s| {
+    let r = MemoryStore::open(&good).and_then(|s| {
         s.search(&w, &Query::new("apples"), None, 5, NOW)
             .map(|_| ())
     });
@@ -615,7 +615,7 @@ fn the_ten_schemas_stay_small() {
 
 const ROUNDS: usize = 40;
 
-fn counter(store: &Store, w: &Identity, id: &str) -> (i64, String) {
+fn counter(store: &MemoryStore, w: &Identity, id: &str) -> (i64, String) {
     let r = store.read(w, Scope::Project, id, NOW).unwrap();
     (r.content.trim().parse().unwrap(), r.revision)
 }
@@ -633,7 +633,7 @@ fn cas_child() {
     let work = PathBuf::from(spec["work"].as_str().unwrap());
     let id = spec["id"].as_str().unwrap();
     let w = Identity::new(spec["session"].as_str().unwrap(), &work, "main");
-    let store = Store::open(&path).unwrap();
+    let store = MemoryStore::open(&path).unwrap();
     let mut conflicts = 0;
     for _ in 0..ROUNDS {
         loop {

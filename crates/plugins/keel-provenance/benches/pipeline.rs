@@ -1,5 +1,5 @@
 //! Per-call overhead of provenance capture through the **real tool pipeline**: one synthetic
-//! zero-I/O tool call per iteration (`run_batch` of one call, `NullHost`), with provenance off,
+//! zero-I/O tool call per iteration (`run_batch` of one call, `NullCaller`), with provenance off,
 //! in memory, and journaled without fsync; the fsync that `tools/settled` adds by default is
 //! measured separately (journal with fsync).
 //!

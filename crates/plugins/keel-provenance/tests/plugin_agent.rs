@@ -14,7 +14,7 @@ use keel_provenance::{Direction, Provenance, load_snapshot, trace};
 use keel_session::{PersistentSession, Session, Store, WriterOptions};
 use keel_tools::{
     BatchOptions, BuiltinConfig, ExecMode, ExecuteMiddleware, ExecuteNext, GuardDecision,
-    GuardHook, HookContext, NullHost, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook,
+    GuardHook, HookContext, NullCaller, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook,
     ResultDraft, SandboxMode, Tool, ToolContext, ToolEffect, ToolError, ToolHooks, ToolOutput,
     ToolRegistry, Workspace,
 };
@@ -146,7 +146,7 @@ impl Tool for Nested {
         };
         let out = agent
             .pipeline()
-            .run_batch_with(&[call], &NullHost, opts)
+            .run_batch_with(&[call], &NullCaller, opts)
             .await;
         Ok(ToolOutput::text(format!("nested: {}", out[0].text().len())))
     }
@@ -579,7 +579,7 @@ async fn nested_dispatch_binds_to_the_parent_token() {
     let inner_outcome = snap.alias("inner_1").to_vec();
     assert!(
         inner_outcome.is_empty(),
-        "the nested call has no tool/result event (NullHost)"
+        "the nested call has no tool/result event (NullCaller)"
     );
     let t = trace(&snap, "result:outer", Direction::Backward, 64).unwrap();
     assert!(t.complete);

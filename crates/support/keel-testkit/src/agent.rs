@@ -70,7 +70,7 @@ pub struct AgentOptions {
     pub files: Vec<(String, String)>,
     /// A last change to the agent's settings (after the retry policy is seeded).
     pub edit: Option<keel_host::ConfigEdit>,
-    /// The plugin catalogue (default: the built-in one).
+    /// The plugin set (default: the built-in one).
     pub catalogue: Option<Vec<Box<dyn keel_agent::plugin::Plugin>>>,
     /// The approver (an interactive front end); `None`: headless.
     pub approver: Option<Arc<dyn keel_agent::Approver>>,
@@ -241,7 +241,7 @@ pub fn resume_fixture(
 
 fn config_text(plugins: &[PluginRow], extra: &str) -> String {
     let mut doc = toml::Table::new();
-    let rows: Vec<toml::Value> = keel_host::catalogue::builtin()
+    let rows: Vec<toml::Value> = keel_host::plugins::builtin()
         .iter()
         .map(|p| {
             let id = p.id().as_str();

@@ -7,7 +7,7 @@
 //! (`keel-mock-server --script FILE [--port N] [--record FILE]`, which prints its base URL as
 //! the first line of stdout and serves until killed).
 //!
-//! [`recording`] holds the pipeline doubles: [`RecordingHost`] (a `PipelineHost` logging every
+//! [`recording`] holds the pipeline doubles: [`RecordingHost`] (a `ToolCaller` logging every
 //! call), [`RecordingHooks`] (a hook at every seam, logging and deciding as configured) and
 //! [`PassThrough`] (hooks that change and record nothing, for benchmarks), all writing into one
 //! shared [`Log`]. keel-testkit is a dev-dependency only: keel-tools' own integration tests and

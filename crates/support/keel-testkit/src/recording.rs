@@ -1,4 +1,4 @@
-//! Recording test doubles for the keel-tools pipeline: a [`PipelineHost`] that logs every call
+//! Recording test doubles for the keel-tools pipeline: a [`ToolCaller`] that logs every call
 //! the pipeline makes to its host ([`RecordingHost`]), hooks at every seam that log each seam
 //! and answer with configurable decisions ([`RecordingHooks`]), and hooks that pass everything
 //! through and record nothing ([`PassThrough`], for benchmarks measuring the seams' cost).
@@ -18,8 +18,8 @@ use keel_protocol::sync::Locked;
 use keel_protocol::{ContentBlock, EventBody, ToolCallBlock};
 use keel_tools::{
     ApprovalOutcome, ExecToken, ExecuteMiddleware, ExecuteNext, GuardDecision, GuardHook, Handoff,
-    HookContext, PipelineHost, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook,
-    ResultDraft, SettledHook, ToolError, ToolHooks, ToolOutcome, ToolOutput,
+    HookContext, PostDecision, PostExecuteHook, PreDecision, PreExecuteHook, ResultDraft,
+    SettledHook, ToolCaller, ToolError, ToolHooks, ToolOutcome, ToolOutput,
 };
 use serde_json::Value;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -50,7 +50,7 @@ impl Log {
     }
 }
 
-/// A [`PipelineHost`] that logs every call into a [`Log`] and answers approval requests with a
+/// A [`ToolCaller`] that logs every call into a [`Log`] and answers approval requests with a
 /// fixed decision.
 ///
 /// Lines: `host:call_started:<id>`, `host:checkpoint`, `host:ask:<id>`, `host:emit:<type>`,
@@ -114,7 +114,7 @@ impl RecordingHost {
 }
 
 #[async_trait]
-impl PipelineHost for RecordingHost {
+impl ToolCaller for RecordingHost {
     async fn call_started(&self, call: &ToolCallBlock) {
         self.log.push(format!("host:call_started:{}", call.id));
     }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use keel_protocol::{ToolCallBlock, ToolSchema};
 use keel_testkit::recording::{Log, PassThrough, RecordingHooks, RecordingHost};
 use keel_tools::{
-    NullHost, Pipeline, PreDecision, SandboxMode, Tool, ToolContext, ToolError, ToolHooks,
+    NullCaller, Pipeline, PreDecision, SandboxMode, Tool, ToolContext, ToolError, ToolHooks,
     ToolOutput, ToolRegistry, Workspace,
 };
 use pretty_assertions::assert_eq;
@@ -119,10 +119,10 @@ async fn pass_through_changes_nothing() {
     let passed = pipeline(dir.path(), PassThrough::hooks());
     let calls = [echo("c1", "a"), echo("c2", "b")];
     let a = bare
-        .run_batch(&calls, &NullHost, CancellationToken::new())
+        .run_batch(&calls, &NullCaller, CancellationToken::new())
         .await;
     let b = passed
-        .run_batch(&calls, &NullHost, CancellationToken::new())
+        .run_batch(&calls, &NullCaller, CancellationToken::new())
         .await;
     let texts = |o: &[keel_tools::ToolOutcome]| o.iter().map(|x| x.text()).collect::<Vec<_>>();
     assert_eq!(texts(&a), texts(&b));

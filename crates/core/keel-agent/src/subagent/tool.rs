@@ -105,7 +105,7 @@ impl Tool for SubagentTool {
             )));
         }
         let jobs = match a.run_in_background {
-            true => Some(ctx.host.jobs().ok_or_else(|| {
+            true => Some(ctx.caller.jobs().ok_or_else(|| {
                 ToolError::Denied(
                     "background subagents are not available in this session; call subagent without run_in_background".into(),
                 )
@@ -118,7 +118,7 @@ impl Tool for SubagentTool {
             depth,
         };
         let child = child::build(&parent, &self.config, &self.store, &task)?;
-        ctx.host
+        ctx.caller
             .emit(EventBody::SubagentDescriptor(Box::new(
                 SubagentDescriptor {
                     child_session: child.id.clone(),

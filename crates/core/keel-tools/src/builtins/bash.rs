@@ -5,7 +5,7 @@
 //! the output's tail.
 //!
 //! With `run_in_background: true` the command starts as a job of the host's job service
-//! ([`crate::PipelineHost::jobs`]) and the call returns the job id at once; the output streams
+//! ([`crate::ToolCaller::jobs`]) and the call returns the job id at once; the output streams
 //! into the job's buffer, the time limit defaults to the maximum, and `job_kill` kills the
 //! process group. Without a job service the call is refused.
 
@@ -157,7 +157,7 @@ fn start_job(
     limit: Duration,
     description: String,
 ) -> Result<ToolOutput, ToolError> {
-    let jobs = ctx.host.jobs().ok_or_else(|| {
+    let jobs = ctx.caller.jobs().ok_or_else(|| {
         ToolError::Denied(
             "background jobs are not available in this session; run the command without \
              run_in_background"

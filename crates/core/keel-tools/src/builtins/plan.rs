@@ -3,8 +3,8 @@
 //! answer now, hands the plan to the user and ends the turn, see [`crate::plan`]).
 
 use super::parse;
+use crate::caller::{ApprovalOutcome, Handoff};
 use crate::error::ToolError;
-use crate::host::{ApprovalOutcome, Handoff};
 use crate::plan::{PLAN_AWAITS_APPROVAL, PlanState};
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
 use async_trait::async_trait;
@@ -54,7 +54,7 @@ impl Tool for TodoWriteTool {
             "Todo list saved: {} items ({done} completed, {active} in progress, {pending} pending).",
             list.todos.len()
         );
-        ctx.host.emit(EventBody::TodoWrite(Box::new(list))).await;
+        ctx.caller.emit(EventBody::TodoWrite(Box::new(list))).await;
         Ok(ToolOutput::text(text))
     }
 }
@@ -104,14 +104,14 @@ impl Tool for ExitPlanModeTool {
             ));
         }
         let decided = ctx
-            .host
+            .caller
             .ask_approval(ctx.call, "approve the plan and leave plan mode")
             .await;
         let approved = decided.is_approved();
         if approved {
             self.plan.set_active(false);
         }
-        ctx.host
+        ctx.caller
             .emit(EventBody::PlanMode(Box::new(PlanModeEvent {
                 active: !approved,
                 plan: Some(a.plan.clone()),
@@ -130,7 +130,7 @@ impl Tool for ExitPlanModeTool {
             ApprovalOutcome::Unanswered { .. } => {
                 // Nobody can approve now: the plan goes to the user as this turn's answer and
                 // the turn ends; they approve (or ask for changes) in a later turn.
-                ctx.host.hand_off(Handoff {
+                ctx.caller.hand_off(Handoff {
                     reason: PLAN_AWAITS_APPROVAL.to_owned(),
                     answer: a.plan,
                 });

@@ -4,8 +4,8 @@
 //! Every failure becomes an error [`ToolOutcome`] with its code; nothing here panics on input.
 
 use super::{BatchOptions, Dispatched, Pipeline};
+use crate::caller::{ApprovalOutcome, ToolCaller, ToolOutcome};
 use crate::error::ToolError;
-use crate::host::{ApprovalOutcome, PipelineHost, ToolOutcome};
 use crate::plan::plan_mode_denial;
 use crate::registry::RegisteredTool;
 use crate::schema;
@@ -141,7 +141,7 @@ impl Pipeline {
     pub(super) async fn run_call(
         &self,
         call: &ToolCallBlock,
-        host: &dyn PipelineHost,
+        host: &dyn ToolCaller,
         opts: &BatchOptions,
     ) -> Dispatched {
         let token = ExecToken::fresh();
@@ -196,7 +196,7 @@ impl Pipeline {
         &self,
         ctx: &HookContext<'_>,
         entry: &RegisteredTool,
-        host: &dyn PipelineHost,
+        host: &dyn ToolCaller,
         opts: &BatchOptions,
     ) -> ResultDraft {
         let call = ctx.call;
@@ -270,7 +270,7 @@ impl Pipeline {
             cancel: opts.cancel.clone(),
             subprocess: &self.subprocess,
             spill: &self.spill,
-            host,
+            caller: host,
             call,
             token: ctx.token,
         };

@@ -14,7 +14,7 @@ mod call;
 #[doc(hidden)]
 pub use call::{ArgsError, parse_and_validate};
 
-use crate::host::{PipelineHost, ToolOutcome};
+use crate::caller::{ToolCaller, ToolOutcome};
 use crate::plan::PlanState;
 use crate::registry::ToolRegistry;
 use crate::seams::{ExecToken, HookContext, ToolHooks, ToolInfo};
@@ -241,7 +241,7 @@ impl Pipeline {
     pub async fn run_batch(
         &self,
         calls: &[ToolCallBlock],
-        host: &dyn PipelineHost,
+        host: &dyn ToolCaller,
         cancel: CancellationToken,
     ) -> Vec<ToolOutcome> {
         self.run_batch_with(
@@ -259,7 +259,7 @@ impl Pipeline {
     pub async fn run_batch_with(
         &self,
         calls: &[ToolCallBlock],
-        host: &dyn PipelineHost,
+        host: &dyn ToolCaller,
         opts: BatchOptions,
     ) -> Vec<ToolOutcome> {
         let mut outcomes = Vec::with_capacity(calls.len());
@@ -309,7 +309,7 @@ impl Pipeline {
         &self,
         call: &ToolCallBlock,
         done: Dispatched,
-        host: &dyn PipelineHost,
+        host: &dyn ToolCaller,
         opts: &BatchOptions,
     ) -> ToolOutcome {
         let ctx = HookContext {

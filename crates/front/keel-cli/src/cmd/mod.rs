@@ -56,10 +56,10 @@ impl Ctx {
 
     /// Load the layered configuration of this workspace (flags `--profile`, `--config`, `-c`).
     pub fn host(&self) -> Result<keel_host::Host> {
-        self.host_with(keel_host::catalogue::builtin())
+        self.host_with(keel_host::plugins::builtin())
     }
 
-    /// [`Ctx::host`] with another plugin catalogue (a front end's own plugin instances).
+    /// [`Ctx::host`] with another plugin set (a front end's own plugin instances).
     pub fn host_with(
         &self,
         plugins: Vec<Box<dyn keel_agent::plugin::Plugin>>,

@@ -492,7 +492,7 @@ pub fn compact(ctx: &Ctx, args: CompactArgs) -> Result<ExitCode> {
 /// `keel review`.
 pub fn review(ctx: &Ctx, args: ReviewArgs) -> Result<ExitCode> {
     let (plugin, command) = keel_delegate::DelegatePlugin::with_review_command();
-    let mut catalogue = keel_host::catalogue::builtin();
+    let mut catalogue = keel_host::plugins::builtin();
     catalogue.retain(|p| p.id() != keel_delegate::ID);
     catalogue.push(Box::new(plugin));
     let host = ctx.host_with(catalogue)?;

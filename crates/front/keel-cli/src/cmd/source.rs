@@ -117,7 +117,7 @@ impl Source {
             None => ctx.host(),
             Some(slot) => {
                 let (plugin, review) = keel_delegate::DelegatePlugin::with_review_command();
-                let mut catalogue = keel_host::catalogue::builtin();
+                let mut catalogue = keel_host::plugins::builtin();
                 catalogue.retain(|p| p.id() != keel_delegate::ID);
                 catalogue.push(Box::new(plugin));
                 let host = ctx.host_with(catalogue);

@@ -28,7 +28,7 @@ impl App<'_> {
             } else {
                 "plan mode off"
             }),
-            Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+            Err(e) => self.cells.notice(Level::Error, e.to_string()),
         }
     }
 
@@ -39,15 +39,15 @@ impl App<'_> {
             log.session().events().map(|e| e.into_owned()).collect()
         };
         for ev in &events {
-            self.transcript.apply(ev);
+            self.cells.apply(ev);
         }
         // The status line shows what this agent enforces: a resumed session's log holds the
         // modes of the agent that started it, and a trust decision or another configuration
         // may have changed them since.
-        self.transcript.sandbox = self.agent.sandbox().as_str().to_owned();
-        self.transcript.approval = self.agent.config().approval.as_str().to_owned();
+        self.cells.sandbox = self.agent.sandbox().as_str().to_owned();
+        self.cells.approval = self.agent.config().approval.as_str().to_owned();
         if resumed {
-            self.transcript
+            self.cells
                 .marker(format!("resumed session {}", self.agent.session_id()));
         }
     }
@@ -65,21 +65,21 @@ impl App<'_> {
                 self.slash = slash_of(&agent);
                 self.agent = agent;
                 self.model = target.model;
-                self.transcript = Transcript::new();
+                self.cells = Cells::new();
                 self.cache.clear();
                 self.load_history(target.resume.is_some());
                 if target.resume.is_none() {
-                    self.transcript
+                    self.cells
                         .marker(format!("new session {}", self.agent.session_id()));
                 }
                 self.committed = match history {
-                    History::Printed => self.transcript.cells.len(),
+                    History::Printed => self.cells.cells.len(),
                     History::Render => 0,
                 };
                 true
             }
             Err(e) => {
-                self.transcript.notice(Level::Error, e);
+                self.cells.notice(Level::Error, e);
                 false
             }
         }
@@ -92,13 +92,13 @@ impl App<'_> {
             Ok(TrustArg::Record(level)) => level,
             Ok(TrustArg::Show) => {
                 match self.source.trust(self.source.workspace()) {
-                    Ok(ws) => self.transcript.notice(Level::Info, ws.describe()),
-                    Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+                    Ok(ws) => self.cells.notice(Level::Info, ws.describe()),
+                    Err(e) => self.cells.notice(Level::Error, e.to_string()),
                 }
                 return;
             }
             Err(e) => {
-                self.transcript.notice(Level::Error, e.to_string());
+                self.cells.notice(Level::Error, e.to_string());
                 return;
             }
         };
@@ -110,7 +110,7 @@ impl App<'_> {
         let before = match self.source.trust(here) {
             Ok(ws) => ws.decision.trust,
             Err(e) => {
-                self.transcript.notice(Level::Error, e.to_string());
+                self.cells.notice(Level::Error, e.to_string());
                 return;
             }
         };
@@ -121,7 +121,7 @@ impl App<'_> {
         let after = match after {
             Ok(ws) => ws,
             Err(e) => {
-                self.transcript.notice(Level::Error, e.to_string());
+                self.cells.notice(Level::Error, e.to_string());
                 return;
             }
         };
@@ -140,11 +140,11 @@ impl App<'_> {
                     after.decision.root.display(),
                     after.decision.describe()
                 );
-                self.transcript.notice(Level::Error, text);
+                self.cells.notice(Level::Error, text);
                 return;
             }
         }
-        self.transcript.notice(Level::Info, after.changed(before));
+        self.cells.notice(Level::Info, after.changed(before));
     }
 
     pub(super) fn command(&mut self, text: &str) {
@@ -156,7 +156,7 @@ impl App<'_> {
             Ok(crate::slash::Action::Prompt(prompt)) => self.submit(prompt, false),
             Ok(crate::slash::Action::External { name, args }) => self.external(name, args),
             Ok(crate::slash::Action::Builtin(b)) => self.builtin(b, args),
-            Err(e) => self.transcript.notice(Level::Error, e),
+            Err(e) => self.cells.notice(Level::Error, e),
         }
     }
 
@@ -169,7 +169,7 @@ impl App<'_> {
             .find(|c| c.commands().iter().any(|p| p.name == name))
             .cloned()
         else {
-            self.transcript
+            self.cells
                 .notice(Level::Error, format!("/{name} is not available here"));
             return;
         };
@@ -188,7 +188,7 @@ impl App<'_> {
         match which {
             Builtin::Help => {
                 let help = self.slash.help();
-                self.transcript.notice(Level::Info, help);
+                self.cells.notice(Level::Info, help);
             }
             Builtin::Quit => self.quit = true,
             Builtin::New => {
@@ -207,7 +207,7 @@ impl App<'_> {
                         History::Render,
                     );
                 }
-                Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+                Err(e) => self.cells.notice(Level::Error, e.to_string()),
             },
             Builtin::Sessions => {
                 let list = self.source.sessions(self.source.workspace());
@@ -222,17 +222,17 @@ impl App<'_> {
                             &e.id,
                             view::age(now - e.modified),
                             view::size(e.bytes),
-                            crate::transcript::one_line(&e.title, 59)
+                            crate::cells::one_line(&e.title, 59)
                         ));
                     }
                     s
                 };
-                self.transcript.notice(Level::Info, text);
+                self.cells.notice(Level::Info, text);
             }
             Builtin::Model => {
                 if args.is_empty() {
-                    let model = self.transcript.usage.model.clone();
-                    self.transcript.notice(
+                    let model = self.cells.usage.model.clone();
+                    self.cells.notice(
                         Level::Info,
                         format!("Model: {model}. /model NAME switches."),
                     );
@@ -246,11 +246,11 @@ impl App<'_> {
                 }
             }
             Builtin::Plan => {
-                let on = !self.transcript.plan_mode;
+                let on = !self.cells.plan_mode;
                 self.set_plan_mode(on);
             }
             Builtin::Todo => {
-                let t = &self.transcript.todos;
+                let t = &self.cells.todos;
                 let text = if t.is_empty() {
                     "No todo list yet.".to_owned()
                 } else {
@@ -259,10 +259,10 @@ impl App<'_> {
                         .collect::<Vec<_>>()
                         .join("\n")
                 };
-                self.transcript.notice(Level::Info, text);
+                self.cells.notice(Level::Info, text);
             }
             Builtin::Status => {
-                let u = &self.transcript.usage;
+                let u = &self.cells.usage;
                 let text = format!(
                     "Session {} ({})\nModel {} · context {} / {} tokens ({}%)\nSandbox {} · approval {}{}\nRequests {} · input {} tokens, {}% from cache · output {} tokens",
                     self.agent.session_id(),
@@ -271,9 +271,9 @@ impl App<'_> {
                     u.last_prompt,
                     u.context_window,
                     u.context_percent(),
-                    self.transcript.sandbox,
-                    self.transcript.approval,
-                    if self.transcript.plan_mode {
+                    self.cells.sandbox,
+                    self.cells.approval,
+                    if self.cells.plan_mode {
                         " · plan mode"
                     } else {
                         ""
@@ -297,7 +297,7 @@ impl App<'_> {
                         u.model, u.model
                     ),
                 };
-                self.transcript.notice(Level::Info, text + &cost);
+                self.cells.notice(Level::Info, text + &cost);
             }
             Builtin::Compact => {
                 if self.running {

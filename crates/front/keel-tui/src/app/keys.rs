@@ -89,7 +89,7 @@ impl App<'_> {
                 self.submit(text, true);
             }
             KeyCode::BackTab => {
-                let on = !self.transcript.plan_mode;
+                let on = !self.cells.plan_mode;
                 self.set_plan_mode(on);
             }
             KeyCode::Char('r') if ctrl => {
@@ -119,7 +119,7 @@ impl App<'_> {
             }
             KeyCode::Up => self.input.up(),
             KeyCode::Down => self.input.down(),
-            KeyCode::PageUp | KeyCode::PageDown if self.surface.is_inline() => {
+            KeyCode::PageUp | KeyCode::PageDown if self.canvas.is_inline() => {
                 self.say("the conversation is in the terminal's scrollback: scroll the terminal");
             }
             KeyCode::PageUp => self.scroll += 10,

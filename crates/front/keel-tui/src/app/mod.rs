@@ -10,11 +10,11 @@ mod modals;
 
 use modals::{Picked, ask_trust, pick_session};
 
+use crate::canvas::Canvas;
+use crate::cells::{Cell, Cells, Detail, Level, ToolCard, ToolState};
 use crate::commands::{Builtin, TrustArg};
 use crate::input::Input;
 use crate::slash::Slash;
-use crate::surface::Surface;
-use crate::transcript::{Cell, Detail, Level, ToolCard, ToolState, Transcript};
 use crate::trust::{self, Answer, WorkspaceTrust};
 use crate::view::{self, LineCache, Modal, Screen};
 use crossterm::event::{
@@ -183,10 +183,10 @@ struct App<'s> {
     tx: Sender<Msg>,
     approver: Arc<UiApprover>,
     agent: Agent,
-    transcript: Transcript,
+    cells: Cells,
     cache: LineCache,
     /// The terminal.
-    surface: Surface,
+    canvas: Canvas,
     /// Cells printed into the terminal's scrollback (the live area shows the rest).
     committed: usize,
     input: Input,
@@ -232,12 +232,12 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     // The terminal first: the session picker draws before any agent exists.
     let setup = |e: std::io::Error| format!("cannot set up the terminal: {e}");
     let guard = TerminalGuard::enter(options.alternate_screen).map_err(setup)?;
-    let mut surface = if options.alternate_screen {
-        Surface::alternate().map_err(setup)?
+    let mut canvas = if options.alternate_screen {
+        Canvas::alternate().map_err(setup)?
     } else {
         // Where the shell left the cursor, asked before the input thread reads the terminal.
         let row = crossterm::cursor::position().map_or(u16::MAX, |(_, row)| row);
-        Surface::inline(row).map_err(setup)?
+        Canvas::inline(row).map_err(setup)?
     };
     // Terminal events on their own thread.
     {
@@ -255,7 +255,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     }
     let mut resume = options.resume.clone();
     if options.pick {
-        match pick_session(&mut surface, &rx, &source.sessions(source.workspace()))? {
+        match pick_session(&mut canvas, &rx, &source.sessions(source.workspace()))? {
             Picked::Session(path) => resume = Some(path),
             Picked::New => resume = None,
             Picked::Quit => return Ok(()),
@@ -263,7 +263,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     }
     // The trust question, before the first agent: what that agent may run depends on it.
     let answer = match source.trust(source.workspace()) {
-        Ok(ws) if ws.should_ask() => Some(ask_trust(&mut surface, &rx, &ws)?),
+        Ok(ws) if ws.should_ask() => Some(ask_trust(&mut canvas, &rx, &ws)?),
         _ => None,
     };
     let recorded = match answer {
@@ -286,9 +286,9 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         tx: tx.clone(),
         approver,
         agent,
-        transcript: Transcript::new(),
+        cells: Cells::new(),
         cache: LineCache::default(),
-        surface,
+        canvas,
         committed: 0,
         input: Input::new(),
         scroll: 0,
@@ -309,15 +309,14 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
     // What the trust question decided, and what this agent leaves alone: in the transcript
     // (never on stderr, which is the terminal the UI draws on).
     if let Some(Err(e)) = recorded {
-        app.transcript.notice(Level::Error, e.to_string());
+        app.cells.notice(Level::Error, e.to_string());
     }
     if let Ok(ws) = source.trust(source.workspace()) {
         if let Some(answer) = answer {
-            app.transcript
-                .notice(Level::Info, trust::answered(&ws, answer));
+            app.cells.notice(Level::Info, trust::answered(&ws, answer));
         }
         if let Some(line) = ws.notice() {
-            app.transcript.notice(Level::Info, line);
+            app.cells.notice(Level::Info, line);
         }
     }
     if options.plan {
@@ -345,7 +344,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         app.submit(prompt, false);
     }
     let outcome = app.event_loop(&rx);
-    let _ = app.surface.leave();
+    let _ = app.canvas.leave();
     drop(guard);
     app.agent.cancel_turn();
     app.agent.kill_jobs();
@@ -409,7 +408,7 @@ impl App<'_> {
             // Animate while a step runs (spinner, elapsed time); otherwise wait for input.
             let timeout = if dirty {
                 FRAME.saturating_sub(last_draw.elapsed())
-            } else if self.transcript.busy() || self.hint.is_some() {
+            } else if self.cells.busy() || self.hint.is_some() {
                 Duration::from_millis(100)
             } else {
                 Duration::from_secs(3600)
@@ -431,7 +430,7 @@ impl App<'_> {
                     {
                         self.hint = None;
                     }
-                    dirty |= self.transcript.busy() || self.hint.is_none();
+                    dirty |= self.cells.busy() || self.hint.is_none();
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -441,24 +440,24 @@ impl App<'_> {
 
     fn draw(&mut self) -> Result<(), String> {
         let failed = |e: std::io::Error| format!("cannot draw: {e}");
-        let (cols, rows) = self.surface.size();
-        let inline = self.surface.is_inline();
+        let (cols, rows) = self.canvas.size();
+        let inline = self.canvas.is_inline();
         let now = now_ms();
         if inline {
             // Cells that can no longer change go into the terminal's scrollback, once.
-            let upto = view::settled_until(&self.transcript, self.committed);
+            let upto = view::settled_until(&self.cells, self.committed);
             if upto > self.committed {
-                let lines: Vec<_> = self.transcript.cells[self.committed..upto]
+                let lines: Vec<_> = self.cells.cells[self.committed..upto]
                     .iter()
                     .flat_map(|c| view::cell_lines(c, cols, now, self.show_reasoning))
                     .collect();
-                self.surface.print_above(lines).map_err(failed)?;
+                self.canvas.print_above(lines).map_err(failed)?;
                 self.committed = upto;
             }
         }
         let modal = self.pending.as_ref().map(|(_, m)| m);
         let screen = Screen {
-            transcript: &self.transcript,
+            cells: &self.cells,
             input: &self.input,
             scroll: self.scroll,
             from: if inline { self.committed } else { 0 },
@@ -476,7 +475,7 @@ impl App<'_> {
         } else {
             rows
         };
-        self.surface
+        self.canvas
             .draw(height, |frame| view::draw(frame, &screen, cache))
             .map_err(failed)
     }
@@ -494,7 +493,7 @@ impl App<'_> {
             }
             Msg::Term(Event::Resize(cols, rows)) => {
                 self.cache.clear();
-                self.surface.resized(cols, rows);
+                self.canvas.resized(cols, rows);
             }
             Msg::Term(_) => {}
             Msg::Agent(ev) => {
@@ -507,7 +506,7 @@ impl App<'_> {
                     }
                 }
                 let plan_decided = matches!(&ev.body, keel_protocol::EventBody::PlanMode(p) if p.approved.is_some());
-                self.transcript.apply(&ev);
+                self.cells.apply(&ev);
                 if plan_decided {
                     self.cache.clear();
                 }
@@ -517,24 +516,24 @@ impl App<'_> {
                 self.running = false;
                 self.queued.clear();
                 if let Err(e) = outcome {
-                    self.transcript.notice(Level::Error, e);
+                    self.cells.notice(Level::Error, e);
                 }
             }
-            Msg::Show(cell) => self.transcript.cells.push(cell),
+            Msg::Show(cell) => self.cells.cells.push(cell),
             Msg::Reviewed(Ok(review)) => {
                 match self
                     .agent
                     .enqueue(keel_agent::InboxMode::Inject, review.notice)
                 {
                     Ok(_) => {
-                        self.transcript.notice(Level::Info, review.findings);
+                        self.cells.notice(Level::Info, review.findings);
                         self.say("the findings go to the model with your next prompt");
                     }
-                    Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+                    Err(e) => self.cells.notice(Level::Error, e.to_string()),
                 }
             }
             Msg::Reviewed(Err(e)) => self
-                .transcript
+                .cells
                 .notice(Level::Error, format!("review failed: {e}")),
             Msg::Send(prompt) => self.submit(prompt, false),
             Msg::Quit => self.quit = true,
@@ -651,12 +650,12 @@ impl App<'_> {
                     self.queued.push(text);
                     self.say("queued: it runs when this turn ends (Ctrl-S steers instead)");
                 }
-                Err(e) => self.transcript.notice(Level::Error, e.to_string()),
+                Err(e) => self.cells.notice(Level::Error, e.to_string()),
             }
             return;
         }
         if let Err(e) = self.agent.followup(&text) {
-            self.transcript.notice(Level::Error, e.to_string());
+            self.cells.notice(Level::Error, e.to_string());
             return;
         }
         self.start();

@@ -13,7 +13,7 @@ pub(super) enum Picked {
 /// The session picker: newest first; Enter continues the highlighted one, `n` starts a new
 /// session, Esc / Ctrl-C leaves.
 pub(super) fn pick_session(
-    surface: &mut Surface,
+    canvas: &mut Canvas,
     rx: &Receiver<Msg>,
     sessions: &[SessionEntry],
 ) -> Result<Picked, String> {
@@ -22,7 +22,7 @@ pub(super) fn pick_session(
     }
     let mut modal = view::picker(sessions, now_ms());
     loop {
-        let Some(key) = modal_key(surface, rx, &modal)? else {
+        let Some(key) = modal_key(canvas, rx, &modal)? else {
             return Ok(Picked::Quit);
         };
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
@@ -45,13 +45,13 @@ pub(super) fn pick_session(
 /// Draw `modal` alone and wait for the next key press (resizes redraw; releases are skipped).
 /// `None` when the terminal goes away or the UI is told to quit.
 pub(super) fn modal_key(
-    surface: &mut Surface,
+    canvas: &mut Canvas,
     rx: &Receiver<Msg>,
     modal: &view::Modal,
 ) -> Result<Option<KeyEvent>, String> {
     loop {
-        let (_, rows) = surface.size();
-        surface
+        let (_, rows) = canvas.size();
+        canvas
             .draw(rows, |frame| view::draw_modal(frame, modal, frame.area()))
             .map_err(|e| format!("cannot draw: {e}"))?;
         let Ok(msg) = rx.recv() else {
@@ -61,7 +61,7 @@ pub(super) fn modal_key(
             Msg::Term(Event::Key(key)) if key.kind != KeyEventKind::Release => {
                 return Ok(Some(key));
             }
-            Msg::Term(Event::Resize(cols, rows)) => surface.resized(cols, rows),
+            Msg::Term(Event::Resize(cols, rows)) => canvas.resized(cols, rows),
             Msg::Quit => return Ok(None),
             _ => {}
         }
@@ -71,13 +71,13 @@ pub(super) fn modal_key(
 /// The trust question: `y`/`1` trusts, `n`/`2` keeps the files inert, Up/Down and Enter
 /// choose; Esc or Ctrl-C (or the terminal going away) decides nothing.
 pub(super) fn ask_trust(
-    surface: &mut Surface,
+    canvas: &mut Canvas,
     rx: &Receiver<Msg>,
     ws: &WorkspaceTrust,
 ) -> Result<Answer, String> {
     let mut modal = trust::question(ws);
     loop {
-        let Some(key) = modal_key(surface, rx, &modal)? else {
+        let Some(key) = modal_key(canvas, rx, &modal)? else {
             return Ok(Answer::Dismissed);
         };
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);

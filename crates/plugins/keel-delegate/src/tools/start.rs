@@ -86,7 +86,7 @@ impl Tool for DelegateTool {
             ));
         }
         let (agent, who) = caller(ctx, "delegate")?;
-        let jobs = ctx.host.jobs().ok_or_else(|| {
+        let jobs = ctx.caller.jobs().ok_or_else(|| {
             ToolError::Denied(
                 "background jobs are not available in this session (the jobs plugin is off, or \
                  this is a subagent); delegate needs them"

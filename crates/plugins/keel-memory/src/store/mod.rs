@@ -19,5 +19,5 @@ pub mod variables;
 
 pub use records::{Kind, Record, Scope};
 pub use search::Hit;
-pub use sqlite::{Changes, Identity, NewRecord, Store, StoreError, default_path};
+pub use sqlite::{Changes, Identity, MemoryStore, NewRecord, StoreError, default_path};
 pub use tools::tools;

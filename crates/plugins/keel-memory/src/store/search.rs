@@ -8,7 +8,7 @@
 //! the few records it returns.
 
 use super::records::{Record, Scope};
-use super::sqlite::{Identity, Store, StoreError};
+use super::sqlite::{Identity, MemoryStore, StoreError};
 use crate::lexical::{Query, estimate_tokens, truncate_to_tokens};
 use rusqlite::params;
 use std::collections::HashMap;
@@ -37,7 +37,7 @@ struct Cand {
     updated_ms: i64,
 }
 
-impl Store {
+impl MemoryStore {
     /// The best `limit` visible records of `scope` (every scope of the caller when `None`) for
     /// `query`, in rank order.
     pub fn search(

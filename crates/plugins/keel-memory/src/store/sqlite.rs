@@ -229,15 +229,17 @@ pub struct Changes {
 }
 
 /// The memory store over one SQLite file.
-pub struct Store {
+pub struct MemoryStore {
     pub(super) path: PathBuf,
     pub(super) conn: Mutex<Connection>,
     pub(super) global_writes: bool,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
+        f.debug_struct("MemoryStore")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -246,10 +248,10 @@ pub fn default_path(keel_home: &Path) -> PathBuf {
     keel_home.join("memory").join("memory.sqlite3")
 }
 
-impl Store {
+impl MemoryStore {
     /// Open (creating if needed) the store at `path`: its directory 0700, the file 0600, WAL,
     /// the schema. A file that is not a SQLite database is [`StoreError::Corrupt`].
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
+    pub fn open(path: &Path) -> Result<MemoryStore, StoreError> {
         let io = |what, source| StoreError::Io {
             path: path.to_path_buf(),
             what,
@@ -294,13 +296,13 @@ impl Store {
             tx.execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION}"))
                 .map_err(sql)?;
             tx.commit().map_err(sql)?;
-            return Ok(Store {
+            return Ok(MemoryStore {
                 path: path.to_path_buf(),
                 conn: Mutex::new(conn),
                 global_writes: false,
             });
         }
-        Ok(Store {
+        Ok(MemoryStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
             global_writes: false,
@@ -308,7 +310,7 @@ impl Store {
     }
 
     /// Allow (or refuse) writes to the `global` scope.
-    pub fn with_global_writes(mut self, on: bool) -> Store {
+    pub fn with_global_writes(mut self, on: bool) -> MemoryStore {
         self.global_writes = on;
         self
     }

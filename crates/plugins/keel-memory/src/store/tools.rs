@@ -5,7 +5,7 @@
 
 use super::records::{Kind, Scope, now_ms};
 use super::search::{render, render_record, render_written};
-use super::sqlite::{Changes, Identity, NewRecord, Store, StoreError, default_path};
+use super::sqlite::{Changes, Identity, MemoryStore, NewRecord, StoreError, default_path};
 use super::variables::{Change, TurnVars, Var, VarInfo, VarOp, VarScope};
 use crate::framing::as_data;
 use crate::lexical::Query;
@@ -50,7 +50,7 @@ const DEFAULT_SEARCH_TOKENS: u64 = 1500;
 pub struct Shared {
     path: PathBuf,
     global_writes: bool,
-    store: Mutex<Option<Arc<Store>>>,
+    store: Mutex<Option<Arc<MemoryStore>>>,
     turn: TurnVars,
 }
 
@@ -71,12 +71,12 @@ impl Shared {
         }
     }
 
-    fn store(&self) -> Result<Arc<Store>, StoreError> {
+    fn store(&self) -> Result<Arc<MemoryStore>, StoreError> {
         let mut slot = self.store.locked();
         if let Some(s) = slot.as_ref() {
             return Ok(s.clone());
         }
-        let s = Arc::new(Store::open(&self.path)?.with_global_writes(self.global_writes));
+        let s = Arc::new(MemoryStore::open(&self.path)?.with_global_writes(self.global_writes));
         *slot = Some(s.clone());
         Ok(s)
     }
@@ -299,7 +299,7 @@ pub fn call(
 }
 
 fn memory(
-    store: &Store,
+    store: &MemoryStore,
     name: &str,
     a: &Args<'_>,
     who: &Identity,

@@ -8,7 +8,7 @@
 //! on the way, `delete` of a missing path is an error naming the change.
 
 use super::records::{FieldError, Scope, field_err, revision_of, rfc3339};
-use super::sqlite::{Identity, Store, StoreError, audit};
+use super::sqlite::{Identity, MemoryStore, StoreError, audit};
 use keel_protocol::sync::Locked;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
@@ -291,7 +291,7 @@ pub struct VarInfo {
     pub updated_at: String,
 }
 
-impl Store {
+impl MemoryStore {
     /// Variable `name` of the stored scope `scope`.
     pub fn var_get(
         &self,

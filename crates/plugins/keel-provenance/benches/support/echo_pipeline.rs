@@ -7,8 +7,8 @@ use keel_agent::plugin::InstallContext;
 use keel_protocol::{SessionId, ToolCallBlock, ToolSchema};
 use keel_provenance::Provenance;
 use keel_tools::{
-    ExecMode, NullHost, Pipeline, SandboxMode, Tool, ToolContext, ToolEffect, ToolError, ToolHooks,
-    ToolOutput, ToolRegistry, Workspace,
+    ExecMode, NullCaller, Pipeline, SandboxMode, Tool, ToolContext, ToolEffect, ToolError,
+    ToolHooks, ToolOutput, ToolRegistry, Workspace,
 };
 use serde_json::{Value, json};
 use std::path::Path;
@@ -73,7 +73,7 @@ pub fn call(rt: &tokio::runtime::Runtime, p: &Pipeline, n: u64) {
         name: "echo".into(),
         arguments: r#"{"text":"hello"}"#.into(),
     }];
-    std::hint::black_box(rt.block_on(p.run_batch(&call, &NullHost, CancellationToken::new())));
+    std::hint::black_box(rt.block_on(p.run_batch(&call, &NullCaller, CancellationToken::new())));
 }
 
 /// A single-threaded runtime, as the bench drives one call at a time.

@@ -85,7 +85,7 @@ pub struct ProvenanceConfig {
 /// The plugin's identity: row id `provenance`.
 pub const ID: PluginId = keel_agent::plugin_id!("provenance");
 
-/// The catalogue entry: `use = "provenance"`.
+/// The plugin set's entry: `use = "provenance"`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProvenancePlugin;
 

@@ -1,4 +1,4 @@
-//! The catalogue of built-in plugins and the resolution of `[[plugins]]` rows.
+//! The built-in plugin set and the resolution of `[[plugins]]` rows.
 //!
 //! Each plugin is declared in its own crate (its id, description, default and configuration
 //! live there); this is the one list of them. A row `{id, use, enabled, config}` names a

@@ -23,7 +23,7 @@ use std::io::{Stdout, Write};
 type Term = Terminal<CrosstermBackend<Stdout>>;
 
 /// The terminal the UI draws on.
-pub enum Surface {
+pub enum Canvas {
     /// The alternate screen: the UI owns the whole screen and scrolls the conversation itself.
     Alternate(Term),
     /// The terminal's own screen: history above, the live area under it.
@@ -48,20 +48,20 @@ fn stdout_term(viewport: Viewport) -> std::io::Result<Term> {
     )
 }
 
-impl Surface {
+impl Canvas {
     /// The alternate screen (already entered by the caller).
-    pub fn alternate() -> std::io::Result<Surface> {
-        Ok(Surface::Alternate(Terminal::new(CrosstermBackend::new(
+    pub fn alternate() -> std::io::Result<Canvas> {
+        Ok(Canvas::Alternate(Terminal::new(CrosstermBackend::new(
             std::io::stdout(),
         ))?))
     }
 
     /// The terminal's own screen, history starting at the cursor's row.
-    pub fn inline(cursor_row: u16) -> std::io::Result<Surface> {
+    pub fn inline(cursor_row: u16) -> std::io::Result<Canvas> {
         let (cols, rows) = crossterm::terminal::size()?;
         let rows = rows.max(1);
         let area = Rect::new(0, cursor_row.min(rows - 1), cols, 1);
-        Ok(Surface::Inline(Inline {
+        Ok(Canvas::Inline(Inline {
             terminal: stdout_term(Viewport::Fixed(area))?,
             cols,
             rows,
@@ -72,20 +72,20 @@ impl Surface {
 
     /// Whether the conversation lives in the terminal's scrollback.
     pub fn is_inline(&self) -> bool {
-        matches!(self, Surface::Inline(_))
+        matches!(self, Canvas::Inline(_))
     }
 
     /// Columns and rows of the screen.
     pub fn size(&self) -> (u16, u16) {
         match self {
-            Surface::Alternate(t) => t.size().map_or((80, 24), |s| (s.width, s.height)),
-            Surface::Inline(i) => (i.cols, i.rows),
+            Canvas::Alternate(t) => t.size().map_or((80, 24), |s| (s.width, s.height)),
+            Canvas::Inline(i) => (i.cols, i.rows),
         }
     }
 
     /// The screen changed size.
     pub fn resized(&mut self, cols: u16, rows: u16) {
-        if let Surface::Inline(i) = self {
+        if let Canvas::Inline(i) = self {
             i.cols = cols;
             i.rows = rows.max(1);
             i.bottom = i.bottom.min(i.rows - 1);
@@ -96,8 +96,8 @@ impl Surface {
     /// Print `lines` (rendered at the screen's width) above the live area, for good.
     pub fn print_above(&mut self, lines: Vec<Line<'static>>) -> std::io::Result<()> {
         match self {
-            Surface::Alternate(_) => Ok(()),
-            Surface::Inline(i) => i.print_above(lines),
+            Canvas::Alternate(_) => Ok(()),
+            Canvas::Inline(i) => i.print_above(lines),
         }
     }
 
@@ -108,8 +108,8 @@ impl Surface {
         render: impl FnOnce(&mut Frame<'_>),
     ) -> std::io::Result<()> {
         let terminal = match self {
-            Surface::Alternate(t) => t,
-            Surface::Inline(i) => {
+            Canvas::Alternate(t) => t,
+            Canvas::Inline(i) => {
                 i.place(height)?;
                 &mut i.terminal
             }
@@ -120,7 +120,7 @@ impl Surface {
     /// Leave the screen as a shell expects it: the live area wiped and the cursor under the
     /// printed history.
     pub fn leave(&mut self) -> std::io::Result<()> {
-        if let Surface::Inline(i) = self {
+        if let Canvas::Inline(i) = self {
             i.wipe_live_area()?;
             let mut out = std::io::stdout();
             crossterm::queue!(out, MoveTo(0, i.bottom))?;

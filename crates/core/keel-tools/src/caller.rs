@@ -1,4 +1,4 @@
-//! The pipeline's view of the agent loop ([`PipelineHost`]) and the per-call result it hands
+//! The pipeline's view of the agent loop ([`ToolCaller`]) and the per-call result it hands
 //! back ([`ToolOutcome`]).
 //!
 //! The loop owns the session log: the pipeline never appends events itself. It tells the host
@@ -25,7 +25,7 @@ pub enum ApprovalOutcome {
     /// Nobody could answer now: a headless run (no approver to ask) or one whose policy is
     /// never to ask. A caller that needs the answer at once treats it as a refusal; one that
     /// can leave the decision for later does so (`exit_plan_mode` hands the plan to the user
-    /// and ends the turn, see [`PipelineHost::hand_off`]).
+    /// and ends the turn, see [`ToolCaller::hand_off`]).
     Unanswered {
         /// Why nobody could answer (shown to the model when the call is refused).
         reason: Option<String>,
@@ -88,7 +88,7 @@ impl ToolOutcome {
 
 /// The agent loop as seen by the pipeline. Every method is awaited in place.
 #[async_trait]
-pub trait PipelineHost: Send + Sync {
+pub trait ToolCaller: Send + Sync {
     /// A call enters the pipeline (in model order, before any of its phases): append
     /// `tool/call`.
     async fn call_started(&self, call: &ToolCallBlock);
@@ -126,7 +126,7 @@ pub trait PipelineHost: Send + Sync {
     }
 }
 
-/// The id of the agent running a tool call ([`PipelineHost::caller`]): an opaque number the
+/// The id of the agent running a tool call ([`ToolCaller::caller`]): an opaque number the
 /// agent loop hands out, one per agent, never reused within a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CallerId(u64);
@@ -146,10 +146,10 @@ impl CallerId {
 /// A host that records nothing and answers no approval (headless without a log). For
 /// benchmarks, tests and one-off tool runs.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct NullHost;
+pub struct NullCaller;
 
 #[async_trait]
-impl PipelineHost for NullHost {
+impl ToolCaller for NullCaller {
     async fn call_started(&self, _call: &ToolCallBlock) {}
     async fn checkpoint(&self) {}
     async fn ask_approval(&self, _call: &ToolCallBlock, _reason: &str) -> ApprovalOutcome {

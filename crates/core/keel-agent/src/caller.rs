@@ -11,7 +11,7 @@ use keel_protocol::{
     ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq,
     StepNo, SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent, TurnNo,
 };
-use keel_tools::{ApprovalOutcome, CallerId, Handoff, JobControl, PipelineHost, ToolOutcome};
+use keel_tools::{ApprovalOutcome, CallerId, Handoff, JobControl, ToolCaller, ToolOutcome};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -20,7 +20,7 @@ pub const HEADLESS_DENIAL: &str = "keel is running without a terminal to ask for
 the user can allow such actions with --approval auto (or a wider --sandbox)";
 
 /// One step's view of the agent, handed to the pipeline.
-pub(crate) struct StepHost<'a> {
+pub(crate) struct StepCaller<'a> {
     pub(crate) agent: &'a Agent,
     pub(crate) turn: TurnNo,
     pub(crate) step: StepNo,
@@ -30,9 +30,9 @@ pub(crate) struct StepHost<'a> {
     handoff: Mutex<Option<Handoff>>,
 }
 
-impl<'a> StepHost<'a> {
+impl<'a> StepCaller<'a> {
     pub(crate) fn new(agent: &'a Agent, turn: TurnNo, step: StepNo) -> Self {
-        StepHost {
+        StepCaller {
             agent,
             turn,
             step,
@@ -99,7 +99,7 @@ impl<'a> StepHost<'a> {
 }
 
 #[async_trait]
-impl PipelineHost for StepHost<'_> {
+impl ToolCaller for StepCaller<'_> {
     fn caller(&self) -> Option<CallerId> {
         self.agent.inner.caller.id()
     }
