@@ -5,7 +5,7 @@
 //!   stdin  ◄─ JSON-RPC lines (Lines transport ◄─ agent-client-protocol Client)
 //!   stdout ─► LineBuffer ─► JSON lines to the Client; anything else is logged and skipped
 //! Client: initialize (no fs, no terminal) ─► session/new {cwd} ─► session/prompt {prompt}
-//!   session/update           ─► Transcript (log lines, answer) ─► plan reports
+//!   session/update           ─► Account (log lines, answer) ─► plan reports
 //!   session/request_permission ◄► the authority grant (permission.rs)
 //!   cancel                   ─► session/cancel; the prompt's answer awaited for a grace
 //!   steer                    ─► session/cancel, then session/prompt {guidance} on the session
@@ -13,9 +13,9 @@
 //! killed.
 //! ```
 
+use crate::account::{Account, Report};
 use crate::lines::{LineBuffer, Piece};
 use crate::permission::{self, Grant, Verdict};
-use crate::transcript::{Report, Transcript};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, Implementation, InitializeRequest,
@@ -81,7 +81,7 @@ pub struct Conversation {
     /// Time a cancelled turn gets to answer, and the agent to exit after stdin closed.
     pub grace: Duration,
     /// Where the updates go.
-    pub transcript: Arc<Transcript>,
+    pub account: Arc<Account>,
     /// Plan reports, as they come.
     pub report: Arc<dyn Fn(Report) + Send + Sync>,
     /// Fired to cancel the conversation (a delegation's `job_kill`).
@@ -122,7 +122,7 @@ pub async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Option<Str
         grant,
         handshake,
         grace,
-        transcript,
+        account,
         report,
         cancel,
         steers,
@@ -133,7 +133,7 @@ pub async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Option<Str
     let not_json: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let sink = {
         let buffer = Mutex::new(LineBuffer::new(MAX_LINE));
-        let transcript = transcript.clone();
+        let account = account.clone();
         let not_json = not_json.clone();
         OutputSink::new(move |bytes| {
             let mut buffer = buffer.locked();
@@ -144,12 +144,12 @@ pub async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Option<Str
                     } else if !line.iter().all(u8::is_ascii_whitespace) {
                         let text = String::from_utf8_lossy(line);
                         let shown: String = text.trim().chars().take(200).collect();
-                        transcript.note(format!("(not JSON-RPC, skipped) {shown}"));
+                        account.note(format!("(not JSON-RPC, skipped) {shown}"));
                         not_json.locked().get_or_insert(shown);
                     }
                 }
                 Piece::Oversized => {
-                    transcript.note(format!("(a line over {MAX_LINE} bytes was skipped)"));
+                    account.note(format!("(a line over {MAX_LINE} bytes was skipped)"));
                 }
             });
         })
@@ -182,7 +182,7 @@ pub async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Option<Str
             grant,
             handshake,
             grace,
-            transcript: transcript.clone(),
+            account: account.clone(),
             report,
             cancel,
             steers,
@@ -210,7 +210,7 @@ pub async fn run(sp: &SubprocessService, c: Conversation) -> (Ending, Option<Str
             (talked, out)
         }
     };
-    transcript.flush();
+    account.flush();
     let first_garbage = not_json.locked().clone();
     let (ending, opened) = match talked {
         Some((Ok(ending), opened)) => (ending, opened),
@@ -304,7 +304,7 @@ struct Talk {
     grant: Grant,
     handshake: Duration,
     grace: Duration,
-    transcript: Arc<Transcript>,
+    account: Arc<Account>,
     report: Arc<dyn Fn(Report) + Send + Sync>,
     cancel: CancellationToken,
     steers: mpsc::UnboundedReceiver<Steer>,
@@ -319,9 +319,9 @@ async fn talk(
     t: Talk,
     opened: oneshot::Sender<Result<(), NotOpened>>,
 ) -> (Result<Ending, Broke>, Opened) {
-    let updates = t.transcript.clone();
+    let updates = t.account.clone();
     let report = t.report.clone();
-    let asked = t.transcript.clone();
+    let asked = t.account.clone();
     let grant = t.grant;
     let opened_slot = Arc::new(Mutex::new(Some(opened)));
     let slot = opened_slot.clone();
@@ -362,12 +362,12 @@ async fn talk(
 
 /// The answer to one permission request, logged.
 fn decide(
-    transcript: &Transcript,
+    account: &Account,
     grant: Grant,
     req: &RequestPermissionRequest,
 ) -> RequestPermissionResponse {
     let id = req.tool_call.tool_call_id.0.to_string();
-    let known = transcript.call(&id);
+    let known = account.call(&id);
     let kind = req
         .tool_call
         .fields
@@ -382,7 +382,7 @@ fn decide(
         .or_else(|| known.map(|k| k.1))
         .unwrap_or(id);
     let verdict = permission::verdict(grant, &kind);
-    transcript.note(format!(
+    account.note(format!(
         "permission {} ({} authority): {} {}",
         match verdict {
             Verdict::Allow => "allowed",
@@ -458,7 +458,7 @@ async fn converse(
                 });
             }
             () = t.cancel.cancelled() => {
-                t.transcript.note("cancelled: session/cancel sent".into());
+                t.account.note("cancelled: session/cancel sent".into());
                 let _ = cx.send_notification(CancelNotification::new(session.clone()));
                 let _ = tokio::time::timeout(t.grace, &mut answer).await;
                 return Ok(Ending::Cancelled);
@@ -469,11 +469,11 @@ async fn converse(
         let _ = cx.send_notification(CancelNotification::new(session.clone()));
         match tokio::time::timeout(t.grace, &mut answer).await {
             Ok(_) => {
-                t.transcript.note(format!(
+                t.account.note(format!(
                     "steered: {}",
                     steer.text.chars().take(160).collect::<String>()
                 ));
-                t.transcript.new_prompt();
+                t.account.new_prompt();
                 let _ = steer.done.send(SteerOutcome::Accepted);
                 text = steer.text;
             }

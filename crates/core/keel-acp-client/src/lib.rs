@@ -7,7 +7,7 @@
 //! Conversation { command, cwd, prompt, grant, … } ─► client::run
 //!   subprocess service ─ argv, cwd, scrubbed env, time limit, process group
 //!   initialize ─► session/new {cwd} ─► session/prompt {prompt}
-//!   session/update             ─► Transcript: log lines, the answer, plan reports
+//!   session/update             ─► Account: log lines, the answer, plan reports
 //!   session/request_permission ◄─ the authority grant (permission)
 //!   Steer                      ─► session/cancel + session/prompt {guidance}
 //!   cancel token               ─► session/cancel; the process is ended after a grace
@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Modules: [`client`] (the process and the conversation), [`permission`] (the authority grant
-//! as answers to permission requests), [`transcript`] (updates → answer, log, reports),
+//! as answers to permission requests), [`account`] (updates → answer, log, reports),
 //! [`lines`] (bounded line assembly and logs of a child's output, shared with keel's other
 //! delegation providers).
 //!
@@ -23,12 +23,12 @@
 
 #![deny(missing_docs)]
 
+pub mod account;
 pub mod client;
 pub mod lines;
 pub mod permission;
-pub mod transcript;
 
+pub use account::{Account, Report};
 pub use agent_client_protocol::v1::schema::StopReason;
 pub use client::{Conversation, Ending, NotOpened, Steer, SteerOutcome, run};
 pub use permission::Grant;
-pub use transcript::{Report, Transcript};

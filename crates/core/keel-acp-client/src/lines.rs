@@ -2,7 +2,7 @@
 //! it writes on stdout, with a bound on an unfinished line (one longer than the bound is
 //! dropped whole, reported once as [`Piece::Oversized`]), and [`BoundedLog`] keeps the log
 //! lines made of them (a file up to its cap, the last lines in memory); [`one_line`] shapes a
-//! log line. The ACP client's transcript is built on them; keel's delegation providers (the
+//! log line. The ACP client's account is built on them; keel's delegation providers (the
 //! keel stream reader, the consult follower) use them as well.
 
 /// What [`LineBuffer::feed`] hands over.

@@ -24,7 +24,7 @@
 //! `log.txt`, `changes.patch`, `job.json`; the job table is the keel provider's
 //! (`crate::table`, which also answers every seam call but start and steer). The ACP client
 //! itself — the process and the conversation, the authority grant as permission answers, the
-//! transcript of updates (answer, log, reports) — is the `keel-acp-client` crate; `run` here is
+//! account of updates (answer, log, reports) — is the `keel-acp-client` crate; `run` here is
 //! one delegation's life around it.
 //!
 //! [Agent Client Protocol]: https://agentclientprotocol.com
@@ -37,7 +37,7 @@ use crate::seam::{
 };
 use crate::table::{self, JobLog, Provider, TAIL_LINES, Table};
 use async_trait::async_trait;
-use keel_acp_client::{Steer, Transcript};
+use keel_acp_client::{Account, Steer};
 use keel_agent::plugin::{ModelLaunch, ProjectTrust};
 use keel_tools::subprocess::SubprocessService;
 use std::path::{Path, PathBuf};
@@ -119,12 +119,12 @@ pub(crate) struct Own {
     /// Steering, while the conversation lasts.
     steers: Option<mpsc::UnboundedSender<Steer>>,
     /// What the agent showed.
-    transcript: Arc<Transcript>,
+    account: Arc<Account>,
 }
 
 impl JobLog for Own {
     fn tail(&self, n: Option<usize>) -> String {
-        self.transcript.tail(n)
+        self.account.tail(n)
     }
 }
 
@@ -263,7 +263,7 @@ impl Provider for AcpProvider {
             self.jobs
                 .open(caller, spec, "delegate", "default".into(), self.depth + 1)?;
         let (steer_tx, steers) = mpsc::unbounded_channel();
-        let transcript = Arc::new(Transcript::new(
+        let account = Arc::new(Account::new(
             dir.join("log.txt"),
             self.config.max_log_bytes,
             TAIL_LINES,
@@ -273,7 +273,7 @@ impl Provider for AcpProvider {
             result,
             Own {
                 steers: Some(steer_tx),
-                transcript: transcript.clone(),
+                account: account.clone(),
             },
         );
         let mut final_rx = job.final_tx.subscribe();
@@ -289,7 +289,7 @@ impl Provider for AcpProvider {
             caller: caller.clone(),
             spec: spec.clone(),
             dir,
-            transcript,
+            account,
             cancel,
         };
         self.jobs.record(&id, &run.dir);

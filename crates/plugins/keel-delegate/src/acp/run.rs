@@ -7,7 +7,7 @@ use super::{AcpConfig, Own};
 use crate::keel::{DEPTH_ENV, route_args, workspace};
 use crate::seam::{Caller, DelegateMode, DelegateSpec, EventType, JobStatus};
 use crate::table::{Ending, Table};
-use keel_acp_client::{self as client, Grant, NotOpened, Report, StopReason, Transcript};
+use keel_acp_client::{self as client, Account, Grant, NotOpened, Report, StopReason};
 use keel_tools::subprocess::{CommandSpec, SubprocessService};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ pub(super) struct Run {
     pub(super) caller: Caller,
     pub(super) spec: DelegateSpec,
     pub(super) dir: PathBuf,
-    pub(super) transcript: Arc<Transcript>,
+    pub(super) account: Arc<Account>,
     pub(super) cancel: CancellationToken,
 }
 
@@ -135,7 +135,7 @@ impl Run {
                 },
                 handshake: self.config.handshake,
                 grace: self.config.grace,
-                transcript: self.transcript.clone(),
+                account: self.account.clone(),
                 report,
                 cancel: self.cancel.clone(),
                 steers,
@@ -173,8 +173,8 @@ impl Run {
     }
 
     fn finish(&self, ending: Ending) {
-        self.transcript.flush();
-        let answer = self.transcript.answer();
+        self.account.flush();
+        let answer = self.account.answer();
         self.jobs
             .conclude(&self.id, &self.dir, ending, answer, |own| own.steers = None);
     }

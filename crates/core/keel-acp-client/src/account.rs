@@ -53,7 +53,7 @@ struct State {
 }
 
 /// What the agent showed (see the module docs).
-pub struct Transcript {
+pub struct Account {
     state: Mutex<State>,
 }
 
@@ -76,11 +76,11 @@ fn content_text(content: &[ToolCallContent]) -> String {
         .join("\n")
 }
 
-impl Transcript {
-    /// A transcript logging to `log_path` up to `max_log` bytes, keeping the last `tail_lines`
+impl Account {
+    /// A account logging to `log_path` up to `max_log` bytes, keeping the last `tail_lines`
     /// log lines in memory.
     pub fn new(log_path: PathBuf, max_log: u64, tail_lines: usize) -> Self {
-        Transcript {
+        Account {
             state: Mutex::new(State {
                 log: BoundedLog::create(&log_path, max_log, tail_lines),
                 ..State::default()
@@ -287,7 +287,7 @@ mod tests {
     #[test]
     fn the_answer_is_the_last_message_and_the_log_tells_the_story() {
         let dir = tempfile::tempdir().unwrap();
-        let t = Transcript::new(dir.path().join("log.txt"), 1 << 20, 100);
+        let t = Account::new(dir.path().join("log.txt"), 1 << 20, 100);
         t.update(&text("Let me look "));
         t.update(&text("at add.sh."));
         t.update(&update(json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "read add.sh", "kind": "read", "status": "in_progress"})));
@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn a_new_message_id_or_prompt_starts_a_new_answer() {
         let dir = tempfile::tempdir().unwrap();
-        let t = Transcript::new(dir.path().join("log.txt"), 1 << 20, 100);
+        let t = Account::new(dir.path().join("log.txt"), 1 << 20, 100);
         t.update(&update(json!({"sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": {"type": "text", "text": "first"}})));
         t.update(&update(json!({"sessionUpdate": "agent_message_chunk", "messageId": "m2", "content": {"type": "text", "text": "second"}})));
         assert_eq!(t.answer().0.as_deref(), Some("second"));
@@ -333,7 +333,7 @@ mod tests {
     #[test]
     fn memory_and_the_log_file_stay_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let t = Transcript::new(dir.path().join("log.txt"), 100, 3);
+        let t = Account::new(dir.path().join("log.txt"), 100, 3);
         for i in 0..50 {
             t.update(&update(json!({"sessionUpdate": "tool_call", "toolCallId": format!("c{i}"), "title": "x".repeat(1000), "kind": "execute"})));
         }
