@@ -240,11 +240,13 @@ impl AgentSource for Source {
         };
         let (log, load, repair) = PersistentSession::resume(&path, WriterOptions::default())
             .map_err(|e| {
-                SourceError::Failed(format!(
-                    "keel: session {} ({}) cannot be loaded: {e}",
-                    id.unwrap_or("?"),
-                    path.display()
-                ))
+                SourceError::Failed(match id {
+                    Some(id) => format!(
+                        "keel: session {id} ({}) cannot be loaded: {e}",
+                        path.display()
+                    ),
+                    None => format!("keel: cannot resume {}: {e}", path.display()),
+                })
             })?;
         if self.say != Say::Nothing {
             let _ = super::run::say_resumed(&path, &load, &repair, id);
