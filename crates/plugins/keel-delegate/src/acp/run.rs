@@ -71,23 +71,20 @@ impl Run {
         steers: mpsc::UnboundedReceiver<client::Steer>,
         opened: oneshot::Sender<Result<(), NotOpened>>,
     ) -> Ending {
-        let isolated = match self.spec.mode {
-            DelegateMode::ReadOnly => None,
-            DelegateMode::Write => {
-                match workspace::Isolated::create(&self.subprocess, &self.caller.cwd, &self.dir)
-                    .await
-                {
-                    Ok(w) => Some(w),
-                    Err(e) => {
-                        let _ = opened.send(Err(NotOpened(e.clone())));
-                        return Ending::with(JobStatus::Failed, Some(e));
-                    }
-                }
+        let isolated = workspace::Isolated::for_mode(
+            self.spec.mode,
+            &self.subprocess,
+            &self.caller.cwd,
+            &self.dir,
+        )
+        .await;
+        let (cwd, isolated) = match isolated {
+            Ok(found) => found,
+            Err(e) => {
+                let _ = opened.send(Err(NotOpened(e.clone())));
+                return Ending::with(JobStatus::Failed, Some(e));
             }
         };
-        let cwd = isolated
-            .as_ref()
-            .map_or_else(|| self.caller.cwd.clone(), |w| w.cwd.clone());
         let mut command = CommandSpec::new(self.argv())
             .cwd(&cwd)
             .label(format!("delegate-{}", self.id))

@@ -261,20 +261,17 @@ impl Run {
         let Some(launch) = &self.config.launch else {
             return failed("no model route for the delegate".into());
         };
-        let isolated = match self.spec.mode {
-            DelegateMode::ReadOnly => None,
-            DelegateMode::Write => {
-                match workspace::Isolated::create(&self.subprocess, &self.caller.cwd, &self.dir)
-                    .await
-                {
-                    Ok(w) => Some(w),
-                    Err(e) => return failed(e),
-                }
-            }
+        let (cwd, isolated) = match workspace::Isolated::for_mode(
+            self.spec.mode,
+            &self.subprocess,
+            &self.caller.cwd,
+            &self.dir,
+        )
+        .await
+        {
+            Ok(found) => found,
+            Err(e) => return failed(e),
         };
-        let cwd = isolated
-            .as_ref()
-            .map_or_else(|| self.caller.cwd.clone(), |w| w.cwd.clone());
         let mut argv: Vec<String> = vec![
             self.config.program.display().to_string(),
             "run".into(),

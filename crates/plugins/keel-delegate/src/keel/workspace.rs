@@ -2,7 +2,7 @@
 //! and the patch it leaves, and the pinned change a review reads. Every git command goes
 //! through the subprocess service.
 
-use crate::seam::JobStatus;
+use crate::seam::{DelegateMode, JobStatus};
 use crate::table::Ending;
 use keel_tools::subprocess::{CommandSpec, SubprocessService};
 use std::path::{Path, PathBuf};
@@ -55,6 +55,24 @@ pub(crate) struct Isolated {
 }
 
 impl Isolated {
+    /// Where a delegate in `mode` works: the caller's workspace for a read-only delegate; for
+    /// a writing one a new isolated worktree under `job_dir` ([`Isolated::create`]), returned
+    /// with it so its changes can be brought back.
+    pub(crate) async fn for_mode(
+        mode: DelegateMode,
+        sp: &SubprocessService,
+        caller_cwd: &Path,
+        job_dir: &Path,
+    ) -> Result<(PathBuf, Option<Isolated>), String> {
+        match mode {
+            DelegateMode::ReadOnly => Ok((caller_cwd.to_path_buf(), None)),
+            DelegateMode::Write => {
+                let w = Isolated::create(sp, caller_cwd, job_dir).await?;
+                Ok((w.cwd.clone(), Some(w)))
+            }
+        }
+    }
+
     /// A detached worktree at `job_dir/worktree` holding the caller's committed and tracked
     /// uncommitted state (untracked files stay behind).
     pub(crate) async fn create(
