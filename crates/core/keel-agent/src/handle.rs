@@ -136,8 +136,8 @@ impl AgentHandle {
         self.agent.log().writer().path().to_path_buf()
     }
 
-    /// A ticket to wait for every event appended so far to be on disk
-    /// ([`FlushTicket::wait`] blocks: call it off the async workers).
+    /// A ticket to wait for every event appended so far to be on disk: await
+    /// [`FlushTicket::durable`] from async code ([`FlushTicket::wait`] blocks the thread).
     pub fn flush_ticket(&self) -> FlushTicket {
         self.agent.log().flush_ticket()
     }
