@@ -88,38 +88,29 @@ mod tests {
     use keel_host::trust::{Ignored, TrustDecision, TrustSource};
     use std::path::PathBuf;
 
-    fn workspace(trust: ProjectTrust, source: TrustSource, files: Vec<Ignored>) -> WorkspaceTrust {
-        WorkspaceTrust {
-            decision: TrustDecision {
-                root: PathBuf::from("/src/repo"),
-                trust,
-                source,
-            },
-            files,
-        }
-    }
-
-    fn hooks() -> Vec<Ignored> {
-        vec![
-            Ignored {
-                file: PathBuf::from("/src/repo/.claude/settings.json"),
-                what: vec!["hooks.SessionStart".into(), "hooks.UserPromptSubmit".into()],
-            },
-            Ignored {
-                file: PathBuf::from("/src/repo/.mcp.json"),
-                what: vec!["mcpServers.evil".into()],
-            },
-        ]
-    }
-
     #[test]
     fn the_question_lists_each_file_relative_to_the_root_and_defaults_to_no() {
-        let ws = workspace(ProjectTrust::Untrusted, TrustSource::Undecided, hooks());
+        let ignored = |file: &str, what: &[&str]| Ignored {
+            file: PathBuf::from(file),
+            what: what.iter().map(|w| (*w).to_owned()).collect(),
+        };
+        let ws = WorkspaceTrust {
+            decision: TrustDecision {
+                root: PathBuf::from("/src/repo"),
+                trust: ProjectTrust::Untrusted,
+                source: TrustSource::Undecided,
+            },
+            files: vec![
+                ignored("/src/repo/.claude/settings.json", &["hooks.SessionStart"]),
+                ignored("/elsewhere/.mcp.json", &["mcpServers.evil"]),
+            ],
+        };
         let q = question(&ws);
         assert_eq!(q.title, "Trust the files in this folder?");
         assert!(
-            q.body
-                .contains("- .claude/settings.json: hooks.SessionStart, hooks.UserPromptSubmit\n- .mcp.json: mcpServers.evil"),
+            q.body.contains(
+                "- .claude/settings.json: hooks.SessionStart\n- /elsewhere/.mcp.json: mcpServers.evil"
+            ),
             "{}",
             q.body
         );
