@@ -13,16 +13,7 @@ KEEL=$PWD/target/release/keel
 MOCK=$PWD/target/release/keel-mock-server
 work=$(mktemp -d)
 trap 'kill ${mock_pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
-python3 - "$steps" > "$work/script.yaml" <<'PY'
-import sys
-n = int(sys.argv[1])
-print("responses:")
-for i in range(1, n + 1):
-    print(f"  - text: \"Step {i}.\"")
-    print(f"    tool_calls:")
-    print(f"      - {{name: bash, arguments: {{command: \"echo step {i} >> log.txt && wc -l < log.txt\"}}}}")
-print("  - text: \"All steps done.\"")
-PY
+python3 bench/task.py "$steps" > "$work/script.yaml"
 "$MOCK" --script "$work/script.yaml" > "$work/mock.url" &
 mock_pid=$!
 for _ in $(seq 50); do [ -s "$work/mock.url" ] && break; sleep 0.1; done

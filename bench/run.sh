@@ -11,16 +11,7 @@ KEEL=$PWD/target/release/keel
 MOCK=$PWD/target/release/keel-mock-server
 
 # A scripted task: $steps steps, each one bash call, then the answer.
-python3 - "$steps" > "$out/script.yaml" <<'PY'
-import sys
-n = int(sys.argv[1])
-print("responses:")
-for i in range(1, n + 1):
-    print(f"  - text: \"Step {i}.\"")
-    print(f"    tool_calls:")
-    print(f"      - {{name: bash, arguments: {{command: \"echo step {i} >> log.txt && wc -l < log.txt\"}}}}")
-print("  - text: \"All steps done.\"")
-PY
+python3 bench/task.py "$steps" > "$out/script.yaml"
 python3 - > "$out/one.yaml" <<'PY'
 print("responses:\n  - text: \"hello\"")
 PY
