@@ -12,5 +12,5 @@ pub mod trust;
 pub mod view;
 
 pub use app::{Options, Target, run};
-pub use keel_host::{AgentSource, Review, ReviewFuture, SessionEntry};
+pub use keel_host::{AgentSource, SessionEntry};
 pub use trust::WorkspaceTrust;
