@@ -1,6 +1,5 @@
-//! One job's reports and who listens to them: the event bookkeeping every provider that keeps
-//! its jobs in memory shares (the job table of the keel and acp providers, `crate::table`, and
-//! the in-process provider).
+//! One job's reports and who listens to them: the event bookkeeping of the job table
+//! (`crate::table`) every provider that keeps its jobs in memory uses (keel, acp, in-process).
 //!
 //! ```text
 //! push(event) ─► seq = count + 1 ─► kept ─► (event, listeners) ─► deliver, outside the lock

@@ -6,19 +6,27 @@
 //!
 //! Jobs belong to the session that submitted them: another session asking about one gets
 //! `unknown-job`.
+//!
+//! Like the keel and acp providers it implements the crate's `Provider` trait and its jobs live
+//! in a job table (in memory only: no files), which answers status, wait, result, logs, cancel,
+//! events and watch:
+//!
+//! ```text
+//! delegate ─► start: job ip-N in the table (running), "running" event
+//!               ├► not held: settled at once with its outcome
+//!               └► held: a task waits for its cancellation (job_kill ─► settled cancelled)
+//! finish(id) ─► settled with its outcome   emit(id) ─► a report   steer ─► its SteerScript
+//! ```
 
-use crate::events::{EventLog, Fired};
 use crate::seam::{
     Artifacts, Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
-    DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus,
-    SteerOutcome, Urgency,
+    DelegationResult, ErrorCode, EventType, JobStatus, SteerOutcome, Urgency, check_extensions,
 };
+use crate::table::{Job, JobLog, Provider, Table, now_rfc3339};
 use async_trait::async_trait;
 use keel_protocol::sync::Locked;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
-use tokio::sync::watch;
 
 /// How a steer of a running job is answered.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -82,27 +90,30 @@ impl Outcome {
     }
 }
 
-struct Job {
-    owner: String,
-    job: DelegationJob,
+/// What the provider keeps of a job beside the table's part.
+pub(crate) struct Own {
     prompt: String,
     outcome: Outcome,
-    events: EventLog,
     steered: Vec<String>,
+    /// The job as `delegate` answers it (running, whatever happened since).
+    submitted: DelegationJob,
+    /// Set by the first settling (so a job is settled once).
+    settled: bool,
 }
 
-#[derive(Default)]
-struct State {
-    next: u64,
-    script: VecDeque<Outcome>,
-    jobs: HashMap<String, Job>,
+impl JobLog for Own {
+    fn tail(&self, n: Option<usize>) -> String {
+        let lines: Vec<&str> = self.outcome.logs.lines().collect();
+        let from = n.map_or(0, |n| lines.len().saturating_sub(n));
+        lines[from..].join("\n")
+    }
 }
 
 /// The in-process provider; see the module docs.
 pub struct InProcessProvider {
     capabilities: Mutex<Capabilities>,
-    state: Mutex<State>,
-    changed: watch::Sender<u64>,
+    script: Mutex<VecDeque<Outcome>>,
+    jobs: Table<Own>,
 }
 
 impl std::fmt::Debug for InProcessProvider {
@@ -121,11 +132,32 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.locked()
 }
 
-fn now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    format!("@{secs}")
+/// Settle job `id` of `jobs` as `status` with its scripted outcome; false when it is unknown or
+/// already settled. Its listeners are dropped: the job makes no more reports.
+fn settle(jobs: &Table<Own>, id: &str, status: JobStatus) -> bool {
+    let first = jobs.update(id, |j| !std::mem::replace(&mut j.own.settled, true));
+    if first != Some(true) {
+        return false;
+    }
+    jobs.finish(id, None, |j| {
+        let (r, own) = (&mut j.result, &j.own);
+        r.job.status = status;
+        if status == JobStatus::Unknown {
+            r.job.raw_status = own.outcome.raw_status.clone();
+        }
+        r.final_text = match status {
+            JobStatus::Cancelled => None,
+            _ => Some(
+                own.outcome
+                    .final_text
+                    .clone()
+                    .unwrap_or_else(|| format!("done: {}", own.prompt)),
+            ),
+        };
+        r.error_message = own.outcome.error_message.clone();
+        r.artifacts = own.outcome.artifacts.clone();
+    });
+    true
 }
 
 impl InProcessProvider {
@@ -149,8 +181,8 @@ impl InProcessProvider {
                 diagnosis: None,
                 active_from_earlier_sessions: Vec::new(),
             }),
-            state: Mutex::new(State::default()),
-            changed: watch::channel(0).0,
+            script: Mutex::new(VecDeque::new()),
+            jobs: Table::in_memory("ip"),
         }
     }
 
@@ -166,355 +198,215 @@ impl InProcessProvider {
 
     /// Queue the outcome of the next delegation.
     pub fn script(&self, outcome: Outcome) {
-        lock(&self.state).script.push_back(outcome);
+        lock(&self.script).push_back(outcome);
     }
 
     /// Provider ids of every job, in submission order.
     pub fn job_ids(&self) -> Vec<String> {
-        let state = lock(&self.state);
-        let mut ids: Vec<(u64, String)> = state
-            .jobs
-            .keys()
-            .map(|k| (k.trim_start_matches("ip-").parse().unwrap_or(0), k.clone()))
-            .collect();
-        ids.sort();
-        ids.into_iter().map(|(_, k)| k).collect()
+        self.jobs.ids()
     }
 
     /// The job's current status.
     pub fn job_status(&self, id: &str) -> Option<JobStatus> {
-        lock(&self.state).jobs.get(id).map(|j| j.job.status)
+        self.jobs.update(id, |j| j.result.job.status)
     }
 
     /// The prompt a job was given.
     pub fn prompt_of(&self, id: &str) -> Option<String> {
-        lock(&self.state).jobs.get(id).map(|j| j.prompt.clone())
+        self.jobs.update(id, |j| j.own.prompt.clone())
     }
 
     /// The session that submitted a job.
     pub fn owner_of(&self, id: &str) -> Option<String> {
-        lock(&self.state).jobs.get(id).map(|j| j.owner.clone())
+        self.jobs.update(id, |j| j.caller.clone())
     }
 
     /// Guidance a job accepted.
     pub fn steered(&self, id: &str) -> Vec<String> {
-        lock(&self.state)
-            .jobs
-            .get(id)
-            .map(|j| j.steered.clone())
+        self.jobs
+            .update(id, |j| j.own.steered.clone())
             .unwrap_or_default()
     }
 
     /// Settle a held job with its scripted outcome. False when it is unknown or already final.
     pub fn finish(&self, id: &str) -> bool {
-        let fired = {
-            let mut state = lock(&self.state);
-            let Some(job) = state.jobs.get_mut(id) else {
-                return false;
-            };
-            if job.job.status.is_final() {
-                return false;
-            }
-            let status = job.outcome.status;
-            Self::settle(job, status)
+        let Some(status) = self.jobs.update(id, |j| j.own.outcome.status) else {
+            return false;
         };
-        self.fire(fired);
-        true
+        settle(&self.jobs, id, status)
     }
 
     /// Make a report for job `id`; returns false when the job is unknown.
     pub fn emit(&self, id: &str, event_type: EventType, urgency: Urgency, message: &str) -> bool {
-        let fired = {
-            let mut state = lock(&self.state);
-            let Some(job) = state.jobs.get_mut(id) else {
-                return false;
-            };
-            Self::record(job, event_type, urgency, message, None)
-        };
-        self.fire(vec![fired]);
-        true
-    }
-
-    fn record(
-        job: &mut Job,
-        event_type: EventType,
-        urgency: Urgency,
-        message: &str,
-        lifecycle: Option<&str>,
-    ) -> Fired {
-        job.events.push(DelegationEvent {
-            job_id: job.job.id.clone(),
+        self.jobs.push(DelegationEvent {
+            job_id: id.to_owned(),
             seq: None,
-            at: now(),
+            at: now_rfc3339(),
             event_type,
             urgency,
             message: message.to_owned(),
             data: None,
-            lifecycle: lifecycle.map(str::to_owned),
+            lifecycle: None,
         })
-    }
-
-    /// Settle `job` as `status`; the lifecycle report to fire. Listeners are dropped: the job
-    /// makes no more reports.
-    fn settle(job: &mut Job, status: JobStatus) -> Vec<Fired> {
-        job.job.status = status;
-        job.job.finished_at = Some(now());
-        if status == JobStatus::Unknown {
-            job.job.raw_status = job.outcome.raw_status.clone();
-        }
-        let fired = Self::record(
-            job,
-            EventType::Lifecycle,
-            Urgency::Info,
-            status.as_str(),
-            Some(status.as_str()),
-        );
-        job.events.close();
-        vec![fired]
-    }
-
-    /// Call listeners outside the lock, then wake waiters.
-    fn fire(&self, fired: Vec<Fired>) {
-        for f in fired {
-            f.deliver();
-        }
-        self.changed.send_modify(|v| *v += 1);
-    }
-
-    fn with_job<T>(
-        &self,
-        caller: &Caller,
-        id: &str,
-        f: impl FnOnce(&mut Job) -> T,
-    ) -> Result<T, DelegationError> {
-        let mut state = lock(&self.state);
-        match state.jobs.get_mut(id) {
-            Some(job) if job.owner == caller.session_id => Ok(f(job)),
-            _ => Err(DelegationError::unknown_job(id)),
-        }
     }
 }
 
 #[async_trait]
-impl DelegationService for InProcessProvider {
-    fn name(&self) -> &str {
-        "inprocess"
+impl Provider for InProcessProvider {
+    type Own = Own;
+
+    const NAME: &'static str = "inprocess";
+
+    fn jobs(&self) -> &Table<Own> {
+        &self.jobs
     }
 
-    async fn capabilities(&self, _caller: &Caller) -> Capabilities {
+    async fn own_capabilities(&self, _caller: &Caller) -> Capabilities {
         lock(&self.capabilities).clone()
     }
 
-    async fn delegate(
-        &self,
-        caller: &Caller,
-        spec: DelegateSpec,
-    ) -> Result<DelegationJob, DelegationError> {
+    async fn start(&self, caller: &Caller, spec: &DelegateSpec) -> Result<String, DelegationError> {
         let caps = lock(&self.capabilities).clone();
         if !caps.ready {
             let mut e = DelegationError::new(ErrorCode::NotReady, "the provider is not ready");
             e.diagnosis = caps.diagnosis;
             return Err(e);
         }
-        crate::seam::check_extensions(&spec.extensions, &caps)?;
-        let (snapshot, fired) = {
-            let mut state = lock(&self.state);
-            for after in &spec.after {
-                if !state.jobs.contains_key(after) {
-                    return Err(DelegationError::unknown_job(after));
-                }
-            }
-            state.next += 1;
-            let id = format!("ip-{}", state.next);
-            let outcome = state.script.pop_front().unwrap_or_default();
-            let mut job = DelegationJob::new(id.clone(), JobStatus::Running);
-            job.label = spec.label.clone();
-            job.profile = spec.profile.clone().or(caps.default_profile);
-            job.mode = Some(spec.mode);
-            job.kind = Some("delegate".into());
-            job.submitted_at = Some(now());
-            let mut entry = Job {
-                owner: caller.session_id.clone(),
-                job,
-                prompt: spec.prompt,
-                outcome,
-                events: EventLog::default(),
-                steered: Vec::new(),
-            };
-            let snapshot = entry.job.clone();
-            let mut fired = vec![Self::record(
-                &mut entry,
-                EventType::Lifecycle,
-                Urgency::Info,
-                "running",
-                Some("running"),
-            )];
-            if !entry.outcome.hold {
-                let status = entry.outcome.status;
-                fired.extend(Self::settle(&mut entry, status));
-            }
-            state.jobs.insert(id, entry);
-            (snapshot, fired)
-        };
-        self.fire(fired);
-        Ok(snapshot)
-    }
-
-    async fn status(
-        &self,
-        caller: &Caller,
-        id: Option<&str>,
-    ) -> Result<Vec<DelegationJob>, DelegationError> {
-        if let Some(id) = id {
-            return self.with_job(caller, id, |j| vec![j.job.clone()]);
-        }
-        let ids = self.job_ids();
-        let state = lock(&self.state);
-        Ok(ids
+        check_extensions(&spec.extensions, &caps)?;
+        if let Some(after) = spec
+            .after
             .iter()
-            .filter_map(|id| state.jobs.get(id))
-            .filter(|j| j.owner == caller.session_id)
-            .map(|j| j.job.clone())
-            .collect())
-    }
-
-    async fn wait(
-        &self,
-        caller: &Caller,
-        ids: &[String],
-        timeout: Duration,
-    ) -> Result<Vec<DelegationJob>, DelegationError> {
-        let mut changed = self.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            changed.borrow_and_update();
-            let mut jobs = Vec::new();
-            for id in ids {
-                jobs.push(self.with_job(caller, id, |j| j.job.clone())?);
-            }
-            if jobs.iter().all(|j| j.status.is_final()) {
-                return Ok(jobs);
-            }
-            match tokio::time::timeout_at(deadline, changed.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => {
-                    return Err(DelegationError::new(
-                        ErrorCode::Timeout,
-                        format!("still running after {} ms", timeout.as_millis()),
-                    ));
-                }
-            }
+            .find(|a| self.jobs.update(a, |_| ()).is_none())
+        {
+            return Err(DelegationError::unknown_job(after));
         }
-    }
-
-    async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        self.with_job(caller, id, |j| {
-            if !j.job.status.is_final() {
-                return Err(DelegationError::new(
-                    ErrorCode::NotFinal,
-                    format!("job {id} is {}", j.job.status.as_str()),
-                ));
-            }
-            let mut r = DelegationResult::new(j.job.clone());
-            r.final_text = match j.job.status {
-                JobStatus::Cancelled => None,
-                _ => Some(
-                    j.outcome
-                        .final_text
-                        .clone()
-                        .unwrap_or_else(|| format!("done: {}", j.prompt)),
-                ),
-            };
-            r.error_message = j.outcome.error_message.clone();
-            r.artifacts = j.outcome.artifacts.clone();
-            Ok(r)
-        })?
-    }
-
-    async fn logs(
-        &self,
-        caller: &Caller,
-        id: &str,
-        tail: Option<usize>,
-    ) -> Result<String, DelegationError> {
-        self.with_job(caller, id, |j| {
-            let lines: Vec<&str> = j.outcome.logs.lines().collect();
-            let from = tail.map_or(0, |n| lines.len().saturating_sub(n));
-            lines[from..].join("\n")
-        })
-    }
-
-    async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
-        let (job, fired) = self.with_job(caller, id, |j| {
-            let fired = if j.job.status.is_final() {
-                Vec::new()
-            } else {
-                Self::settle(j, JobStatus::Cancelled)
-            };
-            (j.job.clone(), fired)
+        // Held jobs wait for their cancellation in a task: without a runtime none can run.
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            DelegationError::new(
+                ErrorCode::Internal,
+                "the inprocess provider needs a tokio runtime",
+            )
         })?;
-        self.fire(fired);
-        Ok(job)
+        let id = self.jobs.next_id(caller);
+        let outcome = lock(&self.script).pop_front().unwrap_or_default();
+        let mut job = DelegationJob::new(id.clone(), JobStatus::Running);
+        job.label = spec.label.clone();
+        job.profile = spec.profile.clone().or(caps.default_profile);
+        job.mode = Some(spec.mode);
+        job.kind = Some("delegate".into());
+        job.submitted_at = Some(now_rfc3339());
+        let (hold, status) = (outcome.hold, outcome.status);
+        let own = Own {
+            prompt: spec.prompt.clone(),
+            outcome,
+            steered: Vec::new(),
+            submitted: job.clone(),
+            settled: false,
+        };
+        let entry = Job::new(caller, DelegationResult::new(job), own);
+        let (cancel, mut done) = (entry.cancel.clone(), entry.final_tx.subscribe());
+        self.jobs.insert(&id, entry);
+        self.jobs.lifecycle(&id, "running");
+        if !hold {
+            settle(&self.jobs, &id, status);
+        } else {
+            let (jobs, job_id) = (self.jobs.clone(), id.clone());
+            runtime.spawn(async move {
+                tokio::select! {
+                    () = cancel.cancelled() => { settle(&jobs, &job_id, JobStatus::Cancelled); }
+                    _ = done.wait_for(|f| *f) => {}
+                }
+            });
+        }
+        Ok(id)
     }
 
-    async fn steer(
+    fn submitted(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
+        self.jobs.with_job(caller, id, |j| j.own.submitted.clone())
+    }
+
+    async fn steer_running(
         &self,
         caller: &Caller,
         id: &str,
         guidance: &str,
     ) -> Result<SteerOutcome, DelegationError> {
-        let can_steer = lock(&self.capabilities).can_steer;
-        let (outcome, fired) = self.with_job(caller, id, |j| {
-            if !can_steer {
-                return (
-                    SteerOutcome::Unsupported {
-                        reason: "this provider cannot steer running jobs".into(),
-                    },
-                    None,
-                );
-            }
-            if j.job.status.is_final() {
-                return (
-                    SteerOutcome::Refused {
-                        detail: format!("job {id} is {}", j.job.status.as_str()),
-                    },
-                    None,
-                );
-            }
-            match j.outcome.steer.clone() {
-                SteerScript::Refuse(detail) => (SteerOutcome::Refused { detail }, None),
+        if !lock(&self.capabilities).can_steer {
+            return Ok(SteerOutcome::Unsupported {
+                reason: "this provider cannot steer running jobs".into(),
+            });
+        }
+        let outcome = self
+            .jobs
+            .with_job(caller, id, |j| match j.own.outcome.steer.clone() {
+                SteerScript::Refuse(detail) => SteerOutcome::Refused { detail },
                 SteerScript::Accept => {
-                    j.steered.push(guidance.to_owned());
-                    let fired = Self::record(j, EventType::Steer, Urgency::Info, guidance, None);
-                    (SteerOutcome::Accepted, Some(fired))
+                    j.own.steered.push(guidance.to_owned());
+                    SteerOutcome::Accepted
                 }
-            }
-        })?;
-        self.fire(fired.into_iter().collect());
+            })?;
+        if outcome == SteerOutcome::Accepted {
+            self.jobs
+                .push_event(id, EventType::Steer, guidance.to_owned(), None, None);
+        }
         Ok(outcome)
     }
+}
 
-    async fn events(
-        &self,
-        caller: &Caller,
-        id: &str,
-        from_seq: Option<u64>,
-    ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.with_job(caller, id, |j| j.events.since(from_seq))
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::seam::DelegationService;
+    use std::time::Duration;
+
+    fn caller(session: &str) -> Caller {
+        Caller {
+            session_id: session.into(),
+            cwd: std::env::temp_dir(),
+        }
     }
 
-    fn watch(
-        &self,
-        caller: &Caller,
-        id: &str,
-        listener: EventListener,
-    ) -> Result<(), DelegationError> {
-        let backlog = self.with_job(caller, id, |j| {
-            j.events.watch(&listener, !j.job.status.is_final())
-        })?;
-        for e in backlog {
-            listener(e);
+    fn spec(prompt: &str) -> DelegateSpec {
+        DelegateSpec {
+            prompt: prompt.into(),
+            ..DelegateSpec::default()
         }
-        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_job_is_answered_running_settles_once_and_belongs_to_its_session() {
+        let p = InProcessProvider::new();
+        let (a, b) = (caller("a"), caller("b"));
+        // Completed at once, yet `delegate` answers with the job as submitted.
+        let job = p.delegate(&a, spec("look")).await.unwrap();
+        assert_eq!((job.id.as_str(), job.status), ("ip-1", JobStatus::Running));
+        let r = p.result(&a, "ip-1").await.unwrap();
+        assert_eq!(r.job.status, JobStatus::Completed);
+        assert_eq!(r.final_text.as_deref(), Some("done: look"));
+        assert!(!p.finish("ip-1"), "already final");
+        // Numbering goes across sessions; another session's job is unknown.
+        p.script(Outcome::completed("x").held());
+        assert_eq!(p.delegate(&b, spec("two")).await.unwrap().id, "ip-2");
+        assert!(p.status(&a, Some("ip-2")).await.is_err());
+        assert_eq!(p.job_ids(), ["ip-1", "ip-2"]);
+        let e = p
+            .wait(&b, &["ip-2".into()], Duration::from_millis(20))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Timeout);
+        // Cancelling a held job settles it cancelled, without an answer.
+        let job = p.cancel(&b, "ip-2").await.unwrap();
+        assert_eq!(job.status, JobStatus::Cancelled);
+        assert_eq!(p.result(&b, "ip-2").await.unwrap().final_text, None);
+        assert!(!p.finish("ip-2"));
+        let states: Vec<_> = p
+            .events(&b, "ip-2", None)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| e.lifecycle)
+            .collect();
+        assert_eq!(states, ["running", "cancelled"]);
     }
 }

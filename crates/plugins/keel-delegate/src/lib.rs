@@ -16,11 +16,11 @@
 //! (another `keel run` process as the delegate), [`acp`] (any Agent Client Protocol agent
 //! command as the delegate, keel its client through the `keel-acp-client` crate).
 //!
-//! The keel and acp providers run their delegates themselves: each implements the small
+//! The keel, acp and in-process providers keep their jobs themselves: each implements the small
 //! `table::Provider` trait (its capability report, start, steer, review) and its job table
 //! answers the rest of [`seam::DelegationService`] once (status, wait, result, logs, cancel,
-//! events, watch); `events::EventLog` is the report bookkeeping the table and the in-process
-//! provider share.
+//! events, watch; `events::EventLog` is the table's report bookkeeping). The consult provider
+//! implements the seam directly: its jobs are the consult CLI's, which keeps and answers them.
 
 #![deny(missing_docs)]
 

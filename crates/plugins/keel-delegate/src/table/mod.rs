@@ -1,5 +1,6 @@
-//! The jobs of a provider that runs its delegates itself (the keel and acp providers): one
-//! table per provider, keyed by job id (`keel-N`, `acp-N`), each job with its result, its
+//! The jobs of a provider that runs its delegates itself (the keel, acp and in-process
+//! providers): one table per provider, keyed by job id (`keel-N`, `acp-N`, `ip-N`), each job
+//! with its result, its
 //! events and their listeners, its cancellation and its "final" signal, plus what the
 //! provider keeps of its own (`X`: the delegate's stdin or steering channel, its log).
 //!
@@ -7,7 +8,7 @@
 //! Provider::start ─► Table::insert (job.json written) ─► run task: Table::run (after, running),
 //!                                                         push_event…
 //!                                                       └► conclude: result, job.json, final
-//! DelegationService (impl for every Provider) ─► delegate = start + lookup; steer refused
+//! DelegationService (impl for every Provider) ─► delegate = start + submitted; steer refused
 //!   unless running, else Provider::steer_running; status/wait/result/logs/cancel/events/watch
 //!   ─► the Table methods
 //! a job of an earlier process of the session ─► read back from its job.json
@@ -16,15 +17,19 @@
 //! [`Provider`] is what such a provider implements itself (its capability report, start,
 //! steer, review); the rest is done here once.
 //!
-//! Files live under `$KEEL_HOME/delegations/<supervisor session>/<job id>/`.
+//! Files live under `$KEEL_HOME/delegations/<supervisor session>/<job id>/`; an in-memory
+//! table ([`Table::in_memory`], the in-process provider's) keeps none, and its jobs end with
+//! the process.
+
+mod provider;
+
+pub(crate) use provider::{Provider, capabilities};
 
 use crate::events::EventLog;
 use crate::seam::{
-    Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
-    DelegationResult, DelegationService, ErrorCode, EventListener, EventType, JobStatus, Lineage,
-    ReviewSpec, SteerOutcome, Urgency,
+    Caller, DelegateSpec, DelegationError, DelegationEvent, DelegationJob, DelegationResult,
+    ErrorCode, EventListener, EventType, JobStatus, Lineage, Urgency,
 };
-use async_trait::async_trait;
 use keel_protocol::sync::Locked;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -75,7 +80,8 @@ impl<X> Job<X> {
 /// The table (cheap to clone: clones share it).
 pub(crate) struct Table<X> {
     prefix: &'static str,
-    home: PathBuf,
+    /// `None`: in memory only (no files written or read back).
+    home: Option<PathBuf>,
     jobs: Arc<Mutex<HashMap<String, Job<X>>>>,
 }
 
@@ -126,16 +132,29 @@ impl<X: JobLog> Table<X> {
     pub(crate) fn new(prefix: &'static str, home: PathBuf) -> Self {
         Table {
             prefix,
-            home,
+            home: Some(home),
             jobs: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
-    /// The directory of `caller`'s jobs.
-    pub(crate) fn session_dir(&self, caller: &Caller) -> PathBuf {
-        self.home
-            .join("delegations")
-            .join(sanitize(&caller.session_id))
+    /// An empty table of jobs named `PREFIX-N` that keeps no files: jobs live as long as the
+    /// table, and numbering is across sessions.
+    pub(crate) fn in_memory(prefix: &'static str) -> Self {
+        Table {
+            prefix,
+            home: None,
+            jobs: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The directory of `caller`'s jobs (`None` for an in-memory table).
+    fn session_dir(&self, caller: &Caller) -> Option<PathBuf> {
+        Some(
+            self.home
+                .as_ref()?
+                .join("delegations")
+                .join(sanitize(&caller.session_id)),
+        )
     }
 
     /// A new job of `caller` for `spec`: its id, its directory (created) and its first result
@@ -150,7 +169,12 @@ impl<X: JobLog> Table<X> {
         depth: u32,
     ) -> Result<(String, PathBuf, DelegationResult), DelegationError> {
         let id = self.next_id(caller);
-        let dir = self.session_dir(caller).join(&id);
+        let dir = self
+            .session_dir(caller)
+            .ok_or_else(|| {
+                DelegationError::new(ErrorCode::Internal, "an in-memory job table keeps no files")
+            })?
+            .join(&id);
         std::fs::create_dir_all(&dir).map_err(|e| {
             DelegationError::new(
                 ErrorCode::Internal,
@@ -191,7 +215,9 @@ impl<X: JobLog> Table<X> {
     /// The next free `PREFIX-N` of the caller's session (jobs of an earlier process of the
     /// same session keep their directories, so numbering goes on after them).
     pub(crate) fn next_id(&self, caller: &Caller) -> String {
-        let on_disk = std::fs::read_dir(self.session_dir(caller))
+        let on_disk = self
+            .session_dir(caller)
+            .and_then(|dir| std::fs::read_dir(dir).ok())
             .into_iter()
             .flatten()
             .flatten()
@@ -223,10 +249,11 @@ impl<X: JobLog> Table<X> {
             }
             return Ok(job.result.clone());
         }
-        if id.contains('/') || id.contains("..") {
+        let dir = self.session_dir(caller);
+        let Some(dir) = dir.filter(|_| !id.contains('/') && !id.contains("..")) else {
             return Err(DelegationError::unknown_job(id));
-        }
-        let path = self.session_dir(caller).join(id).join("job.json");
+        };
+        let path = dir.join(id).join("job.json");
         let text = std::fs::read_to_string(&path).map_err(|_| DelegationError::unknown_job(id))?;
         let mut r: DelegationResult = serde_json::from_str(&text).map_err(|e| {
             DelegationError::new(
@@ -291,7 +318,7 @@ impl<X: JobLog> Table<X> {
         data: Option<serde_json::Value>,
         lifecycle: Option<String>,
     ) {
-        let event = DelegationEvent {
+        self.push(DelegationEvent {
             job_id: id.to_owned(),
             seq: None,
             at: now_rfc3339(),
@@ -300,9 +327,19 @@ impl<X: JobLog> Table<X> {
             message,
             data,
             lifecycle,
-        };
-        if let Some(fired) = self.update(id, |j| j.events.push(event)) {
-            fired.deliver();
+        });
+    }
+
+    /// Append `event` to its job and hand it to the job's listeners; `false` when there is no
+    /// such job.
+    pub(crate) fn push(&self, event: DelegationEvent) -> bool {
+        let id = event.job_id.clone();
+        match self.update(&id, |j| j.events.push(event)) {
+            Some(fired) => {
+                fired.deliver();
+                true
+            }
+            None => false,
         }
     }
 
@@ -335,8 +372,14 @@ impl<X: JobLog> Table<X> {
     }
 
     /// Job `id` is final: `f` completes its result (status, answer, artifacts…), which is
-    /// recorded; then the lifecycle event, and its waiters are released.
-    pub(crate) fn finish(&self, id: &str, dir: &std::path::Path, f: impl FnOnce(&mut Job<X>)) {
+    /// recorded in `dir` (when it has one); then the lifecycle event, and its waiters are
+    /// released.
+    pub(crate) fn finish(
+        &self,
+        id: &str,
+        dir: Option<&std::path::Path>,
+        f: impl FnOnce(&mut Job<X>),
+    ) {
         let Some(status) = self.update(id, |j| {
             f(j);
             j.result.job.finished_at = Some(now_rfc3339());
@@ -344,7 +387,9 @@ impl<X: JobLog> Table<X> {
         }) else {
             return;
         };
-        self.record(id, dir);
+        if let Some(dir) = dir {
+            self.record(id, dir);
+        }
         self.lifecycle(id, status.as_str());
         self.update(id, |j| {
             j.events.close();
@@ -394,6 +439,13 @@ impl<X: JobLog> Table<X> {
             .collect();
         jobs.sort_by_key(|j| self.number(&j.id).unwrap_or(0));
         Ok(jobs)
+    }
+
+    /// Every job's id (whoever's), in number order.
+    pub(crate) fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.jobs).keys().cloned().collect();
+        ids.sort_by_key(|id| self.number(id).unwrap_or(0));
+        ids
     }
 
     /// `wait`: until every job of `ids` is final, or `timeout`.
@@ -563,7 +615,7 @@ impl<X: JobLog> Table<X> {
         answer: (Option<String>, bool),
         own: impl FnOnce(&mut X),
     ) {
-        self.finish(id, dir, |j| {
+        self.finish(id, Some(dir), |j| {
             let r = &mut j.result;
             r.job.status = ending.status;
             (r.final_text, r.final_text_truncated) = answer;
@@ -575,158 +627,6 @@ impl<X: JobLog> Table<X> {
             r.lineage.chain_id = ending.session;
             own(&mut j.own);
         });
-    }
-}
-
-/// The capability report of a provider that runs its delegates itself: this build's version,
-/// `profiles` (`default` the default), steerable; ready unless `diagnosis` says why not. The
-/// provider adds what else it can (reports, reviews).
-pub(crate) fn capabilities(diagnosis: Option<String>, profiles: Vec<String>) -> Capabilities {
-    Capabilities {
-        ready: diagnosis.is_none(),
-        version: Some(env!("CARGO_PKG_VERSION").into()),
-        profiles,
-        default_profile: Some("default".into()),
-        can_steer: true,
-        diagnosis,
-        ..Capabilities::default()
-    }
-}
-
-/// A provider that runs its delegates itself (keel, acp): what is its own — its capability
-/// report, starting a job, steering a running one, a review — while its [`Table`] does the
-/// rest once. Every such provider is a [`DelegationService`] through the impl below: `status`,
-/// `wait`, `result`, `logs`, `events` and `watch` are the table's; `delegate` starts a job and
-/// reads it back; `cancel` (stopping) fires the job's cancellation token, which the run task
-/// [`Provider::start`] spawned obeys; `steer` is refused by the table unless the job runs.
-#[async_trait]
-pub(crate) trait Provider: Send + Sync {
-    /// What the provider keeps of a job beside the table's part.
-    type Own: JobLog + Send + 'static;
-
-    /// The provider's name (`keel`, `acp`).
-    const NAME: &'static str;
-
-    /// Its jobs.
-    fn jobs(&self) -> &Table<Self::Own>;
-
-    /// What it can do and whether it is ready.
-    async fn own_capabilities(&self, caller: &Caller) -> Capabilities;
-
-    /// Start `spec` as a new job of `caller` in [`Provider::jobs`]; its id, once it runs (or
-    /// is queued).
-    async fn start(&self, caller: &Caller, spec: &DelegateSpec) -> Result<String, DelegationError>;
-
-    /// Hand `guidance` to job `id`, which was running when the table looked.
-    async fn steer_running(
-        &self,
-        caller: &Caller,
-        id: &str,
-        guidance: &str,
-    ) -> Result<SteerOutcome, DelegationError>;
-
-    /// A review (blocking until its findings are in). Default: `review-unsupported`.
-    async fn review_change(
-        &self,
-        _caller: &Caller,
-        _spec: ReviewSpec,
-    ) -> Result<DelegationResult, DelegationError> {
-        Err(DelegationError::review_unsupported(Self::NAME))
-    }
-}
-
-#[async_trait]
-impl<P: Provider> DelegationService for P {
-    fn name(&self) -> &str {
-        P::NAME
-    }
-
-    async fn capabilities(&self, caller: &Caller) -> Capabilities {
-        self.own_capabilities(caller).await
-    }
-
-    async fn delegate(
-        &self,
-        caller: &Caller,
-        spec: DelegateSpec,
-    ) -> Result<DelegationJob, DelegationError> {
-        let id = self.start(caller, &spec).await?;
-        Ok(self.jobs().lookup(caller, &id)?.job)
-    }
-
-    async fn review(
-        &self,
-        caller: &Caller,
-        spec: ReviewSpec,
-    ) -> Result<DelegationResult, DelegationError> {
-        self.review_change(caller, spec).await
-    }
-
-    async fn status(
-        &self,
-        caller: &Caller,
-        id: Option<&str>,
-    ) -> Result<Vec<DelegationJob>, DelegationError> {
-        self.jobs().status(caller, id)
-    }
-
-    async fn wait(
-        &self,
-        caller: &Caller,
-        ids: &[String],
-        timeout: Duration,
-    ) -> Result<Vec<DelegationJob>, DelegationError> {
-        self.jobs().wait(caller, ids, timeout).await
-    }
-
-    async fn result(&self, caller: &Caller, id: &str) -> Result<DelegationResult, DelegationError> {
-        self.jobs().result(caller, id)
-    }
-
-    async fn logs(
-        &self,
-        caller: &Caller,
-        id: &str,
-        tail: Option<usize>,
-    ) -> Result<String, DelegationError> {
-        self.jobs().logs(caller, id, tail)
-    }
-
-    async fn cancel(&self, caller: &Caller, id: &str) -> Result<DelegationJob, DelegationError> {
-        self.jobs().cancel(caller, id).await
-    }
-
-    async fn steer(
-        &self,
-        caller: &Caller,
-        id: &str,
-        guidance: &str,
-    ) -> Result<SteerOutcome, DelegationError> {
-        let status = self.jobs().with_job(caller, id, |j| j.result.job.status)?;
-        if status != JobStatus::Running {
-            return Ok(SteerOutcome::Refused {
-                detail: format!("job {id} is {}", status.as_str()),
-            });
-        }
-        self.steer_running(caller, id, guidance).await
-    }
-
-    async fn events(
-        &self,
-        caller: &Caller,
-        id: &str,
-        from_seq: Option<u64>,
-    ) -> Result<Vec<DelegationEvent>, DelegationError> {
-        self.jobs().events(caller, id, from_seq)
-    }
-
-    fn watch(
-        &self,
-        caller: &Caller,
-        id: &str,
-        listener: EventListener,
-    ) -> Result<(), DelegationError> {
-        self.jobs().watch(caller, id, listener)
     }
 }
 
