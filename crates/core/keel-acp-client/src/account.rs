@@ -57,9 +57,10 @@ pub struct Account {
     state: Mutex<State>,
 }
 
-/// `text`, trimmed, as one log line of at most `chars` characters.
+/// `text` as one log line of at most `chars` characters (the project's one rule: trimmed,
+/// line breaks as `⏎`).
 fn cut(text: &str, chars: usize) -> String {
-    crate::lines::one_line(text.trim(), chars)
+    keel_protocol::text::one_line(text, chars)
 }
 
 fn content_text(content: &[ToolCallContent]) -> String {

@@ -1,9 +1,10 @@
 //! What a child process writes, kept bounded: [`LineBuffer`] assembles lines from the chunks
 //! it writes on stdout, with a bound on an unfinished line (one longer than the bound is
 //! dropped whole, reported once as [`Piece::Oversized`]), and [`BoundedLog`] keeps the log
-//! lines made of them (a file up to its cap, the last lines in memory); [`one_line`] shapes a
-//! log line. The ACP client's account is built on them; keel's delegation providers (the
-//! keel stream reader, the consult follower) use them as well.
+//! lines made of them (a file up to its cap, the last lines in memory); a log line is shaped
+//! by the project's one rule, `keel_protocol::text::one_line` (at most [`LOG_LINE_CHARS`]).
+//! The ACP client's account is built on them; keel's delegation providers (the keel stream
+//! reader, the consult follower) use them as well.
 
 /// What [`LineBuffer::feed`] hands over.
 pub enum Piece<'a> {
@@ -84,16 +85,6 @@ impl LineBuffer {
 
 /// Characters of one line of a job's log.
 pub const LOG_LINE_CHARS: usize = 200;
-
-/// `text` on one line (newlines shown as ` ⏎ `), cut to `chars` characters with `…`: a log
-/// line of a delegate's message, call or result.
-pub fn one_line(text: &str, chars: usize) -> String {
-    let one_line = text.replace('\n', " ⏎ ");
-    match one_line.char_indices().nth(chars) {
-        Some((i, _)) => format!("{}…", &one_line[..i]),
-        None => one_line,
-    }
-}
 
 /// A job's `log.txt` and its last lines in memory: past `max_bytes` lines are counted, not
 /// written (the in-memory tail still has them). The default writes nothing and keeps nothing.

@@ -9,6 +9,8 @@
 //! - [`stream`]: the streaming primitive's chunks, finish reasons, token usage, model failures.
 //! - [`event`]: the session log envelope and every core event payload.
 //! - [`tool`]: tool schemas and tool error codes.
+//! - [`text`]: the one rule for shortening text to a line (`one_line`, `cut`), pure functions
+//!   every view, front end and log writer shares.
 #![deny(missing_docs)]
 
 pub mod event;
@@ -16,6 +18,7 @@ pub mod ids;
 pub mod message;
 pub mod stream;
 pub mod sync;
+pub mod text;
 pub mod tool;
 
 pub use event::*;

@@ -7,7 +7,8 @@
 //!   render it;
 //! - [`check`]: the check report (load, validate, plan crash repair, without writing);
 //! - [`event_summary`]: one line per event;
-//! - [`text`]: the character-safe shortening every view and renderer uses (one `one_line`).
+//! - [`text`]: the character-safe shortening every view and renderer uses (one `one_line`,
+//!   kept in `keel_protocol::text` and re-exported).
 //!
 //! Data flow: a view is computed from events (a [`crate::Session`], a live feed, or for `check`
 //! a file loaded through [`crate::Store::load`]) into plain data; nothing here prints, draws or

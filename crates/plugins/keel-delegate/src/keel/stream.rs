@@ -9,8 +9,9 @@
 //! [`EventBody`] says what it is; a line that is no record is logged and skipped, a record of
 //! another kind (or whose data does not fit its type) is passed over.
 
-use keel_acp_client::lines::{BoundedLog, LOG_LINE_CHARS, LineBuffer, Piece, one_line as cut};
+use keel_acp_client::lines::{BoundedLog, LOG_LINE_CHARS, LineBuffer, Piece};
 use keel_protocol::sync::Locked;
+use keel_protocol::text::one_line as cut;
 use keel_protocol::{ContentBlock, EventBody, LogRecord, RecordError, SessionEvent, TurnEndReason};
 use keel_session::store::parse_record;
 use std::collections::HashMap;
