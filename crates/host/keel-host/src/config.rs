@@ -336,6 +336,9 @@ pub struct Loaded {
     pub trust: TrustDecision,
     /// What an untrusted workspace holds that was left out, by file (empty when trusted).
     pub ignored: Vec<Ignored>,
+    /// What the trust decision governs, by file: what a load as untrusted leaves out, whatever
+    /// the decision is (equal to [`Loaded::ignored`] when the workspace is not trusted).
+    pub governed: Vec<Ignored>,
 }
 
 impl Loaded {
@@ -532,34 +535,37 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         },
         sources.trust,
     );
-    let mut ignored = Vec::new();
+    // What the decision governs is worked out whatever it is, from this one load: `keel trust`
+    // and the trust notice show it without loading again as untrusted.
+    let mut governed = Vec::new();
     let mut loaded = match project {
         // No project layer: the user's own layers are the whole configuration.
         None => own,
         Some(project) => {
             let mut layers = user;
+            let (kept, left_out) = trust::untrusted_view(&project, &own.config);
+            if !left_out.is_empty() {
+                governed.push(Ignored {
+                    file: project_path,
+                    what: left_out,
+                });
+            }
             if decision.is_trusted() {
                 layers.insert(at, project);
-            } else {
-                let (kept, left_out) = trust::untrusted_view(&project, &own.config);
-                if !left_out.is_empty() {
-                    ignored.push(Ignored {
-                        file: project_path,
-                        what: left_out,
-                    });
-                }
-                if !kept.table.is_empty() {
-                    layers.insert(at, kept);
-                }
+            } else if !kept.table.is_empty() {
+                layers.insert(at, kept);
             }
             merge_layers(&layers)?
         }
     };
-    if !decision.is_trusted() {
-        ignored.extend(trust::project_files(&sources.project));
-    }
+    governed.extend(trust::project_files(&sources.project));
+    loaded.ignored = if decision.is_trusted() {
+        Vec::new()
+    } else {
+        governed.clone()
+    };
     loaded.trust = decision;
-    loaded.ignored = ignored;
+    loaded.governed = governed;
     Ok(loaded)
 }
 
@@ -608,6 +614,7 @@ pub fn merge_layers(layers: &[Layer]) -> Result<Loaded> {
             source: TrustSource::Undecided,
         },
         ignored: Vec::new(),
+        governed: Vec::new(),
     })
 }
 

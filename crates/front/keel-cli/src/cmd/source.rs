@@ -306,14 +306,11 @@ impl AgentSource for Source {
     fn trust(&self, cwd: &Path) -> Result<WorkspaceTrust, SourceError> {
         let ctx = self.ctx_in(Some(cwd));
         let host = ctx.host().map_err(failed)?;
-        let decision = host.config().trust.clone();
-        // What the decision governs: what an untrusted load leaves out.
-        let files = if decision.is_trusted() {
-            super::trust::governed(ctx).map_err(failed)?
-        } else {
-            host.config().ignored.clone()
-        };
-        Ok(WorkspaceTrust { decision, files })
+        let loaded = host.config();
+        Ok(WorkspaceTrust {
+            decision: loaded.trust.clone(),
+            files: loaded.governed.clone(),
+        })
     }
 
     fn record_trust(

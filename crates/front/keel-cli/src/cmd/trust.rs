@@ -80,8 +80,6 @@ pub fn run(ctx: &Ctx, args: TrustArgs) -> Result<ExitCode> {
 
 /// What `ctx`'s workspace holds that its trust decision governs (hooks, servers, widening
 /// keys, by file): what a load as untrusted leaves out, whatever the decision is now.
-pub(crate) fn governed(mut ctx: Ctx) -> Result<Vec<keel_host::Ignored>> {
-    ctx.common.trust_project = false;
-    ctx.common.project_trust = Some(ProjectTrust::Untrusted.as_str().to_owned());
-    Ok(ctx.host()?.config().ignored.clone())
+fn governed(ctx: Ctx) -> Result<Vec<keel_host::Ignored>> {
+    Ok(ctx.host()?.config().governed.clone())
 }
