@@ -111,6 +111,17 @@ pub struct PluginCommand {
     pub argument_hint: Option<String>,
 }
 
+/// Why a plugin command gave no prompt ([`CommandSource::expand`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The caller abandoned the expansion.
+    #[error("cancelled")]
+    Cancelled,
+    /// The plugin could not expand the command; its error names the command and what failed.
+    #[error("{0}")]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Slash commands of a plugin: listed by front ends that have a command line, and expanded to
 /// the prompt they send.
 pub trait CommandSource: Send + Sync {
@@ -121,7 +132,7 @@ pub trait CommandSource: Send + Sync {
         &'a self,
         name: &'a str,
         args: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<String, String>>;
+    ) -> futures::future::BoxFuture<'a, Result<String, CommandError>>;
 }
 
 /// A callback run once the agent is built, with the agent's plugin handle.

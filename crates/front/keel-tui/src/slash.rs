@@ -1,7 +1,7 @@
 //! What the editor offers and runs after `/` and `@`: slash commands (built-in, custom from
 //! Markdown files) and workspace paths (gitignore-aware).
 
-use crate::commands::{Builtin, CommandSet, Invocation};
+use crate::commands::{Builtin, CommandSet, Invocation, ParseError};
 use keel_agent::plugin::PluginCommand;
 use std::path::Path;
 
@@ -55,19 +55,18 @@ impl Slash {
             .collect()
     }
 
-    /// Run `/name args`.
-    pub fn parse(&self, name: &str, args: &str) -> Result<Action, String> {
+    /// Run `/name args`; `Err`: why the line is not a command this agent knows.
+    pub fn parse(&self, name: &str, args: &str) -> Result<Action, ParseError> {
         let line = if args.is_empty() {
             name.to_owned()
         } else {
             format!("{name} {args}")
         };
-        match self.set.parse(&line) {
-            Ok(Invocation::Builtin { which, .. }) => Ok(Action::Builtin(which)),
-            Ok(Invocation::Custom { prompt, .. }) => Ok(Action::Prompt(prompt)),
-            Ok(Invocation::External { name, args }) => Ok(Action::External { name, args }),
-            Err(e) => Err(e.to_string()),
-        }
+        Ok(match self.set.parse(&line)? {
+            Invocation::Builtin { which, .. } => Action::Builtin(which),
+            Invocation::Custom { prompt, .. } => Action::Prompt(prompt),
+            Invocation::External { name, args } => Action::External { name, args },
+        })
     }
 
     /// `/help`: commands and keys.

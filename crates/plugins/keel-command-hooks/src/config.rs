@@ -355,10 +355,44 @@ struct RawCommand {
     timeout: Option<f64>,
 }
 
-impl TryFrom<RawHooks> for HooksConfig {
-    type Error = String;
+/// Why a `hooks` value that parsed as JSON does not have the shape (serde reports it as a
+/// custom message).
+#[derive(Debug, thiserror::Error)]
+enum ShapeError {
+    /// An event keel neither runs nor knowingly ignores.
+    #[error("unknown hook event {name:?} (keel runs {})", known_events())]
+    UnknownEvent { name: String },
+    /// A group's matcher is not a valid regex.
+    #[error("{at}: matcher {matcher:?} is not a valid regex: {error}")]
+    BadMatcher {
+        at: String,
+        matcher: String,
+        error: regex::Error,
+    },
+    /// A hook of a type other than `command`.
+    #[error("{at}: hook type {kind:?} is not supported (keel runs type \"command\")")]
+    UnsupportedType { at: String, kind: String },
+    /// A hook whose command is blank.
+    #[error("{at}: command is empty")]
+    EmptyCommand { at: String },
+    /// A timeout out of range.
+    #[error(
+        "{at}: timeout {timeout} must be a number of seconds above 0 and at most {}",
+        MAX_TIMEOUT_SECS
+    )]
+    BadTimeout { at: String, timeout: f64 },
+}
 
-    fn try_from(raw: RawHooks) -> Result<HooksConfig, String> {
+/// The events keel runs, for messages.
+fn known_events() -> String {
+    let known: Vec<&str> = HookEvent::ALL.iter().map(|e| e.as_str()).collect();
+    known.join(", ")
+}
+
+impl TryFrom<RawHooks> for HooksConfig {
+    type Error = ShapeError;
+
+    fn try_from(raw: RawHooks) -> Result<HooksConfig, ShapeError> {
         let mut config = HooksConfig::default();
         for (name, raw_groups) in raw {
             let Some(event) = HookEvent::parse(&name) else {
@@ -366,25 +400,27 @@ impl TryFrom<RawHooks> for HooksConfig {
                     config.ignored.push(name);
                     continue;
                 }
-                let known: Vec<&str> = HookEvent::ALL.iter().map(|e| e.as_str()).collect();
-                return Err(format!(
-                    "unknown hook event {name:?} (keel runs {})",
-                    known.join(", ")
-                ));
+                return Err(ShapeError::UnknownEvent { name });
             };
             let mut groups = Vec::with_capacity(raw_groups.len());
             for (i, g) in raw_groups.into_iter().enumerate() {
                 let at = format!("{name}[{i}]");
-                let matcher =
-                    match g.matcher {
-                        Some(m) => Some(Matcher::new(&m).map_err(|e| {
-                            format!("{at}: matcher {m:?} is not a valid regex: {e}")
-                        })?),
-                        None => None,
-                    };
+                let matcher = match g.matcher {
+                    Some(m) => match Matcher::new(&m) {
+                        Ok(matcher) => Some(matcher),
+                        Err(error) => {
+                            return Err(ShapeError::BadMatcher {
+                                at,
+                                matcher: m,
+                                error,
+                            });
+                        }
+                    },
+                    None => None,
+                };
                 let mut hooks = Vec::with_capacity(g.hooks.len());
                 for (j, c) in g.hooks.into_iter().enumerate() {
-                    hooks.push(command(&format!("{at}.hooks[{j}]"), c)?);
+                    hooks.push(command(format!("{at}.hooks[{j}]"), c)?);
                 }
                 groups.push(MatcherGroup { matcher, hooks });
             }
@@ -394,24 +430,17 @@ impl TryFrom<RawHooks> for HooksConfig {
     }
 }
 
-fn command(at: &str, c: RawCommand) -> Result<HookCommand, String> {
+fn command(at: String, c: RawCommand) -> Result<HookCommand, ShapeError> {
     if c.kind != "command" {
-        return Err(format!(
-            "{at}: hook type {:?} is not supported (keel runs type \"command\")",
-            c.kind
-        ));
+        return Err(ShapeError::UnsupportedType { at, kind: c.kind });
     }
     if c.command.trim().is_empty() {
-        return Err(format!("{at}: command is empty"));
+        return Err(ShapeError::EmptyCommand { at });
     }
     let timeout = match c.timeout {
         None => None,
         Some(t) if t > 0.0 && t <= MAX_TIMEOUT_SECS => Duration::try_from_secs_f64(t).ok(),
-        Some(t) => {
-            return Err(format!(
-                "{at}: timeout {t} must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECS}"
-            ));
-        }
+        Some(timeout) => return Err(ShapeError::BadTimeout { at, timeout }),
     };
     Ok(HookCommand {
         command: c.command,

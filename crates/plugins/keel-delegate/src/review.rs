@@ -15,6 +15,17 @@ use std::sync::{Arc, Mutex};
 /// What the installed plugin hands the command: its provider and output bound.
 type Installed = (Arc<dyn DelegationService>, usize);
 
+/// Why `/review` gave no findings: a delegation error, shown rendered `[<code>] <message>`
+/// (the message bounded as the model would see it).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", render::failure(.error, "review", *.cap))]
+pub struct ReviewFailed {
+    /// What the delegation service (or the missing plugin) said.
+    pub error: DelegationError,
+    /// The output bound the message is rendered within.
+    pub cap: usize,
+}
+
 /// The `/review` command of one front end (filled when the plugin is installed).
 #[derive(Clone, Default)]
 pub struct ReviewCommand {
@@ -39,13 +50,16 @@ impl ReviewCommand {
     /// Run the review for `caller`; the rendered findings, or the failure rendered
     /// `[<code>] <message>` (`review-unsupported` without the capability; `not-ready` when the
     /// delegation plugin was not installed).
-    pub async fn run(&self, caller: &Caller, spec: ReviewSpec) -> Result<String, String> {
+    pub async fn run(&self, caller: &Caller, spec: ReviewSpec) -> Result<String, ReviewFailed> {
         let Some((service, max)) = self.installed() else {
             let e = DelegationError::new(
                 ErrorCode::NotReady,
                 "delegation is off: enable it with --delegate or a `delegate` plugin row",
             );
-            return Err(render::failure(&e, "review", 16_000));
+            return Err(ReviewFailed {
+                error: e,
+                cap: 16_000,
+            });
         };
         let caps = service.capabilities(caller).await;
         if !caps.can_review {
@@ -53,11 +67,11 @@ impl ReviewCommand {
                 ErrorCode::ReviewUnsupported,
                 format!("the {} provider cannot review", service.name()),
             );
-            return Err(render::failure(&e, "review", max));
+            return Err(ReviewFailed { error: e, cap: max });
         }
         match service.review(caller, spec).await {
             Ok(r) => Ok(render::finished(&r.job.id, &r, max).0),
-            Err(e) => Err(render::failure(&e, "review", max)),
+            Err(error) => Err(ReviewFailed { error, cap: max }),
         }
     }
 

@@ -204,11 +204,16 @@ pub struct ConfigProblem {
     pub message: String,
 }
 
-fn seconds(v: Option<f64>, default: Duration) -> Result<Duration, String> {
+/// A timeout setting outside (0, 86400] seconds.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("{0} is not a number of seconds in (0, 86400]")]
+struct BadSeconds(f64);
+
+fn seconds(v: Option<f64>, default: Duration) -> Result<Duration, BadSeconds> {
     match v {
         None => Ok(default),
         Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => Ok(Duration::from_secs_f64(s)),
-        Some(s) => Err(format!("{s} is not a number of seconds in (0, 86400]")),
+        Some(s) => Err(BadSeconds(s)),
     }
 }
 

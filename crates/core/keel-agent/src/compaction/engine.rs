@@ -431,8 +431,10 @@ impl Compactor {
         let request = summary::summary_request(agent, prefix, budget);
         let text = match summary::request_summary(agent, request).await {
             Ok(text) => text,
-            Err(error) => {
-                report.outcome = CompactionOutcome::Failed { error };
+            Err(e) => {
+                report.outcome = CompactionOutcome::Failed {
+                    error: e.to_string(),
+                };
                 return Ok(());
             }
         };

@@ -126,19 +126,33 @@ pub(crate) fn summary_request(agent: &Agent, prefix: Vec<Message>, max_tokens: u
     }
 }
 
+/// Why a summary request gave no summary.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SummaryError {
+    /// The model answered without text.
+    #[error("the summary response had no text")]
+    NoText,
+    /// The model call failed.
+    #[error("{0}")]
+    Model(keel_protocol::ModelFailure),
+}
+
 /// Send the summary request on the agent's provider; the summary text, or why there is none.
-pub(crate) async fn request_summary(agent: &Agent, request: ChatRequest) -> Result<String, String> {
+pub(crate) async fn request_summary(
+    agent: &Agent,
+    request: ChatRequest,
+) -> Result<String, SummaryError> {
     let stream = agent.provider().stream(request, CancellationToken::new());
     match keel_llm::assemble(stream, |_| {}).await {
         Ok(assembled) => {
             let text = keel_protocol::text_of(&assembled.content);
             if text.trim().is_empty() {
-                Err("the summary response had no text".into())
+                Err(SummaryError::NoText)
             } else {
                 Ok(text)
             }
         }
-        Err(interrupted) => Err(interrupted.failure.to_string()),
+        Err(interrupted) => Err(SummaryError::Model(interrupted.failure)),
     }
 }
 

@@ -5,6 +5,7 @@
 use super::tool::SubagentTool;
 use super::{ID, SubagentConfig, SubagentMode};
 use crate::agent::{Agent, ApprovalPolicy, ToolSetup};
+use crate::error::AgentError;
 use crate::inbox::InboxMode;
 use crate::seams::{ChildBuild, ChildSetup};
 use keel_protocol::{
@@ -198,9 +199,58 @@ fn fork_session(parent: &Agent, id: SessionId, depth: u32) -> Result<Session, To
     Ok(child)
 }
 
+/// Why a child's turn gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChildError {
+    /// The turn ended without completing (aborted, blocked, an error, …).
+    #[error(
+        "the subagent's turn ended {} without an answer; see subagent session {session} ({}){}",
+        describe(.reason),
+        .path.display(),
+        after_last(.last_text)
+    )]
+    Unfinished {
+        /// Why it ended.
+        reason: TurnEndReason,
+        /// What the child said last (empty: nothing).
+        last_text: String,
+        /// The child's session id.
+        session: String,
+        /// The child's session file.
+        path: PathBuf,
+    },
+    /// No turn was queued.
+    #[error("the subagent had nothing to run; see subagent session {session} ({})", .path.display())]
+    NothingToRun {
+        /// The child's session id.
+        session: String,
+        /// The child's session file.
+        path: PathBuf,
+    },
+    /// The child's agent failed.
+    #[error("the subagent failed: {error}; see subagent session {session} ({})", .path.display())]
+    Failed {
+        /// What failed.
+        error: AgentError,
+        /// The child's session id.
+        session: String,
+        /// The child's session file.
+        path: PathBuf,
+    },
+}
+
+/// `. Its last text:\n…`, or nothing when there is none.
+fn after_last(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(". Its last text:\n{text}")
+    }
+}
+
 /// Run the child's queued turn; `cancel` cancels it. `Ok` is its final answer; `Err` explains
 /// why there is none.
-pub(crate) async fn run(child: &Child, cancel: &CancellationToken) -> Result<String, String> {
+pub(crate) async fn run(child: &Child, cancel: &CancellationToken) -> Result<String, ChildError> {
     let run = child.agent.run_pending();
     tokio::pin!(run);
     // Polling the run first creates the turn's token before a cancellation is looked at.
@@ -212,24 +262,25 @@ pub(crate) async fn run(child: &Child, cancel: &CancellationToken) -> Result<Str
             run.await
         }
     };
-    let place = format!("subagent session {} ({})", child.id, child.path.display());
+    let session = child.id.to_string();
+    let path = child.path.clone();
     match result {
         Ok(Some(o)) if o.completed() && o.final_text.is_empty() => {
             Ok("(the subagent finished without a final answer)".into())
         }
         Ok(Some(o)) if o.completed() => Ok(o.final_text),
-        Ok(Some(o)) => {
-            let mut why = format!(
-                "the subagent's turn ended {} without an answer; see {place}",
-                describe(&o.reason)
-            );
-            if !o.final_text.is_empty() {
-                why.push_str(&format!(". Its last text:\n{}", o.final_text));
-            }
-            Err(why)
-        }
-        Ok(None) => Err(format!("the subagent had nothing to run; see {place}")),
-        Err(e) => Err(format!("the subagent failed: {e}; see {place}")),
+        Ok(Some(o)) => Err(ChildError::Unfinished {
+            reason: o.reason,
+            last_text: o.final_text,
+            session,
+            path,
+        }),
+        Ok(None) => Err(ChildError::NothingToRun { session, path }),
+        Err(error) => Err(ChildError::Failed {
+            error,
+            session,
+            path,
+        }),
     }
 }
 

@@ -142,7 +142,9 @@ impl Tool for SubagentTool {
             json!({ "childSession": child.id, "sessionFile": child.path.display().to_string() });
 
         let Some(jobs) = jobs else {
-            let result = child::run(&child, &ctx.cancel).await;
+            let result = child::run(&child, &ctx.cancel)
+                .await
+                .map_err(|e| e.to_string());
             notice.result = Some(result.clone().unwrap_or_else(|e| e));
             parent.hooks().subagent_finished.notify(&notice);
             return result
@@ -156,7 +158,9 @@ impl Tool for SubagentTool {
             description: a.description.clone(),
             run: Box::new(move |io| {
                 Box::pin(async move {
-                    let result: Result<String, String> = child::run(&child, &io.cancel).await;
+                    let result: Result<String, String> = child::run(&child, &io.cancel)
+                        .await
+                        .map_err(|e| e.to_string());
                     let Child { agent, .. } = child;
                     drop(agent);
                     let text = result.clone().unwrap_or_else(|e| e);

@@ -21,6 +21,17 @@ const MAX_DIRECT_FRAME: u64 = 256 << 20;
 /// A damaged zstd frame: (compressed offset, decoded offset, reason).
 pub(crate) type Damage = (u64, u64, String);
 
+/// Why a zstd frame gives no text.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FrameError {
+    /// The bytes at the frame's start are not a whole zstd frame.
+    #[error("incomplete or invalid zstd frame")]
+    Incomplete,
+    /// The stream decoder rejected the frame.
+    #[error("{0}")]
+    Decode(io::Error),
+}
+
 /// Where decoded text comes from.
 pub(crate) enum Source {
     Plain {
@@ -147,7 +158,7 @@ impl Zstd {
             let before = buf.len();
             let res = match frame {
                 Some(n) => self.decode(off, n, buf),
-                None => Err("incomplete or invalid zstd frame".to_owned()),
+                None => Err(FrameError::Incomplete),
             };
             match res {
                 Ok(()) => {
@@ -165,7 +176,7 @@ impl Zstd {
                     if !self.later {
                         // The damaged frame starts a (dropped) batch too.
                         self.frames.push((off as u64, at));
-                        self.damage = Some((off as u64, at, reason));
+                        self.damage = Some((off as u64, at, reason.to_string()));
                         return false;
                     }
                 }
@@ -175,7 +186,7 @@ impl Zstd {
     }
 
     /// Decode the frame `data[off..off + n]` onto `buf`, whole or not at all.
-    fn decode(&mut self, off: usize, n: usize, buf: &mut Vec<u8>) -> Result<(), String> {
+    fn decode(&mut self, off: usize, n: usize, buf: &mut Vec<u8>) -> Result<(), FrameError> {
         let src = &self.data[off..off + n];
         let declared = zstd::zstd_safe::get_frame_content_size(src)
             .ok()
@@ -205,7 +216,7 @@ impl Zstd {
         zstd::stream::read::Decoder::with_buffer(src)
             .and_then(|d| d.single_frame().read_to_end(buf))
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(FrameError::Decode)
     }
 }
 

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use keel_host::Host;
 use keel_mcp::client::runtime::McpRuntime;
 use keel_mcp::client::server::{Server, StartFailure};
-use keel_mcp::client::tool::{assign_names, normalise_schema};
+use keel_mcp::client::tool::{SchemaError, assign_names, normalise_schema};
 use keel_mcp::config::{self, ConfigProblem, ServerConfig, TomlServer, Transport};
 use keel_tools::subprocess::is_secret_name;
 use serde_json::{Value, json};

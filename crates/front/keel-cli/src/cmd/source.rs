@@ -345,7 +345,7 @@ impl AgentSource for Source {
             let findings = command
                 .run(&caller, spec)
                 .await
-                .map_err(SourceError::Failed)?;
+                .map_err(|e| SourceError::Failed(e.to_string()))?;
             Ok(keel_host::Review {
                 notice: keel_delegate::review::ReviewCommand::notice(&findings),
                 findings,

@@ -79,7 +79,7 @@ impl App<'_> {
                 true
             }
             Err(e) => {
-                self.cells.notice(Level::Error, e);
+                self.cells.notice(Level::Error, e.to_string());
                 false
             }
         }
@@ -156,7 +156,7 @@ impl App<'_> {
             Ok(crate::slash::Action::Prompt(prompt)) => self.submit(prompt, false),
             Ok(crate::slash::Action::External { name, args }) => self.external(name, args),
             Ok(crate::slash::Action::Builtin(b)) => self.builtin(b, args),
-            Err(e) => self.cells.notice(Level::Error, e),
+            Err(e) => self.cells.notice(Level::Error, e.to_string()),
         }
     }
 
@@ -178,7 +178,7 @@ impl App<'_> {
         self.runtime.spawn(async move {
             let msg = match source.expand(&name, &args).await {
                 Ok(prompt) => Msg::Send(prompt),
-                Err(e) => Msg::Show(Cell::Notice(Level::Error, e)),
+                Err(e) => Msg::Show(Cell::Notice(Level::Error, e.to_string())),
             };
             let _ = tx.send(msg);
         });

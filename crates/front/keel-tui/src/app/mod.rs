@@ -29,6 +29,7 @@ use futures::future::BoxFuture;
 use keel_agent::{Agent, Approver, allow_key};
 use keel_host::{
     AgentSource, BuildOptions, ProjectTrust, Review, SessionEntry, SessionRef, SessionSpec,
+    SourceError,
 };
 use keel_protocol::sync::Locked;
 use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
@@ -217,20 +218,42 @@ enum History {
     Printed,
 }
 
+/// Why the UI could not start or stopped early. The message of each variant already holds
+/// the underlying error's (so none is also given as its `source`, which would print it twice
+/// in a `{:#}` chain).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The tokio runtime that drives the agent did not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The terminal could not be put into the UI's mode (raw mode, alternate screen).
+    #[error("cannot set up the terminal: {0}")]
+    Terminal(std::io::Error),
+    /// The thread that reads terminal events did not start.
+    #[error("cannot start the input thread: {0}")]
+    InputThread(std::io::Error),
+    /// Writing a frame to the terminal failed.
+    #[error("cannot draw: {0}")]
+    Draw(std::io::Error),
+    /// The front end could not build the agent.
+    #[error("{0}")]
+    Agent(SourceError),
+}
+
 /// Run the UI until the person leaves. Needs a terminal on stdin and stdout.
-pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
+pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        .map_err(Error::Runtime)?;
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let approver = Arc::new(UiApprover {
         tx: tx.clone(),
         allowed: Mutex::new(HashSet::new()),
     });
     // The terminal first: the session picker draws before any agent exists.
-    let setup = |e: std::io::Error| format!("cannot set up the terminal: {e}");
+    let setup = Error::Terminal;
     let guard = TerminalGuard::enter(options.alternate_screen).map_err(setup)?;
     let mut canvas = if options.alternate_screen {
         Canvas::alternate().map_err(setup)?
@@ -251,7 +274,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
                     }
                 }
             })
-            .map_err(|e| format!("cannot start the input thread: {e}"))?;
+            .map_err(Error::InputThread)?;
     }
     let mut resume = options.resume.clone();
     if options.pick {
@@ -277,7 +300,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), String> {
         resume: resume.clone(),
         model: None,
     };
-    let agent = build(source, &target, &tx, &approver)?;
+    let agent = build(source, &target, &tx, &approver).map_err(Error::Agent)?;
     let cwd = agent.config().cwd.clone();
     let slash = slash_of(&agent);
     let mut app = App {
@@ -372,7 +395,7 @@ fn build(
     target: &Target,
     tx: &Sender<Msg>,
     approver: &Arc<UiApprover>,
-) -> Result<Agent, String> {
+) -> Result<Agent, SourceError> {
     let mut options = BuildOptions::default();
     let feed = tx.clone();
     options
@@ -391,11 +414,10 @@ fn build(
         Some(path) => source.resume(SessionRef::Path(path), &spec, options),
         None => source.create(&spec, options),
     }
-    .map_err(|e| e.to_string())
 }
 
 impl App<'_> {
-    fn event_loop(&mut self, rx: &Receiver<Msg>) -> Result<(), String> {
+    fn event_loop(&mut self, rx: &Receiver<Msg>) -> Result<(), Error> {
         let mut dirty = true;
         let mut last_draw = Instant::now() - Duration::from_secs(1);
         const FRAME: Duration = Duration::from_millis(16);
@@ -438,8 +460,8 @@ impl App<'_> {
         Ok(())
     }
 
-    fn draw(&mut self) -> Result<(), String> {
-        let failed = |e: std::io::Error| format!("cannot draw: {e}");
+    fn draw(&mut self) -> Result<(), Error> {
+        let failed = Error::Draw;
         let (cols, rows) = self.canvas.size();
         let inline = self.canvas.is_inline();
         let now = now_ms();

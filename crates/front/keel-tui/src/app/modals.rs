@@ -16,7 +16,7 @@ pub(super) fn pick_session(
     canvas: &mut Canvas,
     rx: &Receiver<Msg>,
     sessions: &[SessionEntry],
-) -> Result<Picked, String> {
+) -> Result<Picked, Error> {
     if sessions.is_empty() {
         return Ok(Picked::New);
     }
@@ -48,12 +48,12 @@ pub(super) fn modal_key(
     canvas: &mut Canvas,
     rx: &Receiver<Msg>,
     modal: &view::Modal,
-) -> Result<Option<KeyEvent>, String> {
+) -> Result<Option<KeyEvent>, Error> {
     loop {
         let (_, rows) = canvas.size();
         canvas
             .draw(rows, |frame| view::draw_modal(frame, modal, frame.area()))
-            .map_err(|e| format!("cannot draw: {e}"))?;
+            .map_err(Error::Draw)?;
         let Ok(msg) = rx.recv() else {
             return Ok(None);
         };
@@ -74,7 +74,7 @@ pub(super) fn ask_trust(
     canvas: &mut Canvas,
     rx: &Receiver<Msg>,
     ws: &WorkspaceTrust,
-) -> Result<Answer, String> {
+) -> Result<Answer, Error> {
     let mut modal = trust::question(ws);
     loop {
         let Some(key) = modal_key(canvas, rx, &modal)? else {

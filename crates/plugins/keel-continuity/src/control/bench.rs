@@ -2,6 +2,27 @@
 
 use super::*;
 
+/// Why a bench step failed.
+#[doc(hidden)]
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The contract could not be read, logged or written.
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// There is no contract to authorize against.
+    #[error("no contract")]
+    NoContract,
+    /// The guard refused the call (its reason).
+    #[error("{0}")]
+    Refused(String),
+    /// The admission's record could not be made durable.
+    #[error("{0}")]
+    Durable(keel_session::store::StoreError),
+    /// The controller has no agent to log to.
+    #[error("not bound to an agent")]
+    Unbound,
+}
+
 /// Guard admission on a real agent's log, for `benches/continuity.rs`: a controller in
 /// contract mode, bound to `agent`, over an open contract. An admission does what the guard
 /// does: check the contract (its file's stamp, not its bytes, when unchanged), consume the
@@ -20,7 +41,7 @@ impl AdmissionBench {
         agent: &AgentHandle,
         keel_home: &std::path::Path,
         cwd: &std::path::Path,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BenchError> {
         let controller = Controller::new(
             ControlMode::Contract,
             default_guarded_tools(),
@@ -53,19 +74,19 @@ impl AdmissionBench {
         Ok(bench)
     }
 
-    fn put(&self, c: &Contract) -> Result<(), String> {
+    fn put(&self, c: &Contract) -> Result<(), BenchError> {
         let mut st = self.controller.state();
-        self.controller.commit(&mut st, c, "bench", Value::Null)
+        Ok(self.controller.commit(&mut st, c, "bench", Value::Null)?)
     }
 
     /// Issue a fresh authorization (and drop the lease of the last admitted call): the
     /// model's `control_checkpoint`.
-    pub fn authorize(&mut self) -> Result<(), String> {
+    pub fn authorize(&mut self) -> Result<(), BenchError> {
         let mut st = self.controller.state();
         let mut c = self
             .controller
             .load(&mut st)?
-            .ok_or_else(|| "no contract".to_owned())?;
+            .ok_or(BenchError::NoContract)?;
         st.admitted.clear();
         drop(st);
         c.issued += 1;
@@ -84,23 +105,24 @@ impl AdmissionBench {
 
     /// Admit one guarded `write` through the current authorization; its record's fsync is
     /// not waited for.
-    pub fn admit(&mut self) -> Result<(), String> {
+    pub fn admit(&mut self) -> Result<(), BenchError> {
         self.admission().map(drop)
     }
 
     /// [`AdmissionBench::admit`], then wait until the record is durable (the guard's one
     /// fsync).
-    pub fn admit_durable(&mut self) -> Result<(), String> {
+    pub fn admit_durable(&mut self) -> Result<(), BenchError> {
         match self.admission()? {
-            Some(t) => t.wait().map_err(|e| e.to_string()),
-            None => Err("not bound to an agent".into()),
+            Some(t) => t.wait().map_err(BenchError::Durable),
+            None => Err(BenchError::Unbound),
         }
     }
 
-    fn admission(&mut self) -> Result<Option<FlushTicket>, String> {
+    fn admission(&mut self) -> Result<Option<FlushTicket>, BenchError> {
         self.calls += 1;
         let id = format!("call-{}", self.calls);
         self.controller
             .admit(&id, "write", &json!({"path": "notes.txt", "content": "x"}))
+            .map_err(BenchError::Refused)
     }
 }

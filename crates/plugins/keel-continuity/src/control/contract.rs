@@ -123,13 +123,30 @@ pub fn targets_digest(targets: &[String]) -> String {
     keel_jcs::digest::sha256_hex(&bytes)
 }
 
+/// Why a path cannot be a contract path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// The path is blank.
+    #[error("an empty path")]
+    Empty,
+    /// An absolute path outside the workspace.
+    #[error("{0} is outside the workspace")]
+    Outside(String),
+    /// A relative path whose `..` climbs above the workspace.
+    #[error("{0} climbs out of the workspace")]
+    ClimbsOut(String),
+    /// A path with a root or prefix after the workspace part.
+    #[error("{0} is not a workspace path")]
+    NotWorkspacePath(String),
+}
+
 /// A path as the contract spells it: relative to the workspace, `/`-separated, without `.`
 /// or `..` components; `.` for the workspace itself. An absolute path must lie inside
 /// `workspace`; a path that climbs out of it is refused.
-pub fn normalize(workspace: &Path, raw: &str) -> Result<String, String> {
+pub fn normalize(workspace: &Path, raw: &str) -> Result<String, PathError> {
     let raw = raw.trim();
     if raw.is_empty() {
-        return Err("an empty path".into());
+        return Err(PathError::Empty);
     }
     let path = Path::new(raw);
     let rel: PathBuf = if path.is_absolute() {
@@ -141,7 +158,7 @@ pub fn normalize(workspace: &Path, raw: &str) -> Result<String, String> {
             .or_else(|_| path.strip_prefix(&canonical))
         {
             Ok(r) => r.to_path_buf(),
-            Err(_) => return Err(format!("{raw} is outside the workspace")),
+            Err(_) => return Err(PathError::Outside(raw.to_owned())),
         }
     } else {
         path.to_path_buf()
@@ -153,11 +170,11 @@ pub fn normalize(workspace: &Path, raw: &str) -> Result<String, String> {
             Component::CurDir => {}
             Component::ParentDir => {
                 if parts.pop().is_none() {
-                    return Err(format!("{raw} climbs out of the workspace"));
+                    return Err(PathError::ClimbsOut(raw.to_owned()));
                 }
             }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(format!("{raw} is not a workspace path"));
+                return Err(PathError::NotWorkspacePath(raw.to_owned()));
             }
         }
     }
@@ -169,7 +186,7 @@ pub fn normalize(workspace: &Path, raw: &str) -> Result<String, String> {
 }
 
 /// Normalise, sort and deduplicate declared targets.
-pub fn normalize_all(workspace: &Path, raw: &[String]) -> Result<Vec<String>, String> {
+pub fn normalize_all(workspace: &Path, raw: &[String]) -> Result<Vec<String>, PathError> {
     let mut out = raw
         .iter()
         .map(|r| normalize(workspace, r))

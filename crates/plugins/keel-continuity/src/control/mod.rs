@@ -21,15 +21,17 @@ mod bench;
 pub mod contract;
 mod tools;
 
-pub use bench::AdmissionBench;
+pub use bench::{AdmissionBench, BenchError};
 
 use crate::anchors::Anchors;
 use async_trait::async_trait;
-use contract::{Authorization, Contract, ContractStore, Lease, covers, normalize};
+use contract::{Authorization, Contract, ContractError, ContractStore, Lease, covers, normalize};
+use keel_agent::AgentError;
 use keel_agent::{AgentHandle, AgentSlot};
 use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
 use keel_session::store::FlushTicket;
+use keel_session::store::StoreError;
 use keel_tools::{GuardDecision, GuardHook, HookContext, SettledHook, ToolOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -155,6 +157,49 @@ impl FileStamp {
 /// An event to log once the lock is released.
 type Pending = Vec<(&'static str, Value)>;
 
+/// Why the controller could not read, log or write the contract.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The contract file cannot be read, trusted or written.
+    #[error(transparent)]
+    Contract(#[from] ContractError),
+    /// The contract file's metadata cannot be read.
+    #[error("continuity contract {}: {error}", path.display())]
+    Stat {
+        /// The contract file.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// The contract file holds bytes keel did not write.
+    #[error(
+        "continuity contract {} was changed outside keel (its sha256 is {digest}, keel last wrote {written}) and is not trusted (restore it, or remove it and call control_open again)",
+        path.display()
+    )]
+    ChangedOutside {
+        /// The contract file.
+        path: PathBuf,
+        /// The SHA-256 of its bytes now.
+        digest: String,
+        /// The SHA-256 of the bytes keel last wrote.
+        written: String,
+    },
+    /// An event could not be appended to the session log.
+    #[error("cannot log {kind}: {error}")]
+    Log {
+        /// The event type.
+        kind: &'static str,
+        /// What the agent said.
+        error: AgentError,
+    },
+    /// The logged change could not be made durable.
+    #[error("cannot make {} durable: {error}", CONTROL_EVENT)]
+    Durable {
+        /// What the store said.
+        error: StoreError,
+    },
+}
+
 impl Controller {
     /// A controller for one install.
     pub(crate) fn new(
@@ -238,7 +283,7 @@ impl Controller {
             }
         };
         if let Err(e) = self.roll_forward(&mut st, &written, latest) {
-            st.failure.get_or_insert(e);
+            st.failure.get_or_insert(e.to_string());
         }
     }
 
@@ -252,13 +297,13 @@ impl Controller {
         st: &mut State,
         written: &std::collections::HashSet<String>,
         latest: Option<Contract>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ControlError> {
         let Some(c) = latest else {
             return Ok(());
         };
-        let bytes = self.store.bytes_of(&c).map_err(|e| e.0)?;
+        let bytes = self.store.bytes_of(&c)?;
         let digest = keel_jcs::digest::sha256_hex(&bytes);
-        let Some(file) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
+        let Some(file) = self.store.bytes(&st.root)? else {
             return Ok(()); // removed on purpose: start over
         };
         let on_file = keel_jcs::digest::sha256_hex(&file);
@@ -270,7 +315,7 @@ impl Controller {
             st.file_digest = Some(digest); // not keel's bytes: `load` refuses them
             return Ok(());
         }
-        self.store.write(&st.root, &bytes).map_err(|e| e.0)?;
+        self.store.write(&st.root, &bytes)?;
         self.wrote(st, c, digest);
         Ok(())
     }
@@ -295,7 +340,7 @@ impl Controller {
     /// The current contract, verified: the file must hold bytes keel wrote (it is not read
     /// again while its stamp is unchanged); the contract may be ahead of the file while a
     /// guarded call runs.
-    fn load(&self, st: &mut State) -> Result<Option<Contract>, String> {
+    fn load(&self, st: &mut State) -> Result<Option<Contract>, ControlError> {
         Ok(if self.refresh(st)? {
             st.cached.clone()
         } else {
@@ -305,7 +350,7 @@ impl Controller {
 
     /// [`Controller::load`] without the copy: whether there is a contract, now in
     /// `st.cached`.
-    fn refresh(&self, st: &mut State) -> Result<bool, String> {
+    fn refresh(&self, st: &mut State) -> Result<bool, ControlError> {
         let path = self.store.path(&st.root);
         let stamp = match FileStamp::of(&path) {
             Ok(s) => s,
@@ -314,12 +359,12 @@ impl Controller {
                 st.file_stamp = None;
                 return Ok(false);
             }
-            Err(e) => return Err(format!("continuity contract {}: {e}", path.display())),
+            Err(error) => return Err(ControlError::Stat { path, error }),
         };
         if st.file_stamp == Some(stamp) && st.cached.is_some() {
             return Ok(true);
         }
-        let Some(bytes) = self.store.bytes(&st.root).map_err(|e| e.0)? else {
+        let Some(bytes) = self.store.bytes(&st.root)? else {
             st.cached = None;
             st.file_stamp = None;
             return Ok(false);
@@ -327,17 +372,18 @@ impl Controller {
         let digest = keel_jcs::digest::sha256_hex(&bytes);
         if let Some(w) = &st.file_digest {
             if *w != digest {
-                return Err(format!(
-                    "continuity contract {} was changed outside keel (its sha256 is {digest}, keel last wrote {w}) and is not trusted (restore it, or remove it and call control_open again)",
-                    path.display()
-                ));
+                return Err(ControlError::ChangedOutside {
+                    path,
+                    digest,
+                    written: w.clone(),
+                });
             }
             if st.cached.is_some() {
                 st.file_stamp = Some(stamp); // touched, same bytes
                 return Ok(true);
             }
         }
-        let c = self.store.parse(&st.root, &bytes).map_err(|e| e.0)?;
+        let c = self.store.parse(&st.root, &bytes)?;
         st.file_digest = Some(digest);
         st.file_stamp = Some(stamp);
         st.cached = Some(c);
@@ -354,7 +400,7 @@ impl Controller {
         action: &str,
         extra: Value,
         file_digest: Option<&str>,
-    ) -> Result<Option<FlushTicket>, String> {
+    ) -> Result<Option<FlushTicket>, ControlError> {
         st.cached = Some(c.clone());
         let Some(agent) = self.agent.get() else {
             return Ok(None);
@@ -374,7 +420,10 @@ impl Controller {
         }
         agent
             .push_ignorable(CONTROL_EVENT, data)
-            .map_err(|e| format!("cannot log {CONTROL_EVENT}: {e}"))?;
+            .map_err(|error| ControlError::Log {
+                kind: CONTROL_EVENT,
+                error,
+            })?;
         Ok(Some(agent.flush_ticket()))
     }
 
@@ -388,28 +437,28 @@ impl Controller {
         c: &Contract,
         action: &str,
         extra: Value,
-    ) -> Result<(), String> {
-        let bytes = self.store.bytes_of(c).map_err(|e| e.0)?;
+    ) -> Result<(), ControlError> {
+        let bytes = self.store.bytes_of(c)?;
         let digest = keel_jcs::digest::sha256_hex(&bytes);
         if let Some(ticket) = self.record(st, c, action, extra, Some(&digest))? {
             ticket
                 .wait()
-                .map_err(|e| format!("cannot make {CONTROL_EVENT} durable: {e}"))?;
+                .map_err(|error| ControlError::Durable { error })?;
         }
-        self.store.write(&st.root, &bytes).map_err(|e| e.0)?;
+        self.store.write(&st.root, &bytes)?;
         self.wrote(st, c.clone(), digest);
         Ok(())
     }
 
     /// Log `events` (after the lock is released). Errors name the event.
-    fn log(&self, events: Pending) -> Result<(), String> {
+    fn log(&self, events: Pending) -> Result<(), ControlError> {
         let Some(agent) = self.agent.get() else {
             return Ok(());
         };
         for (kind, data) in events {
             agent
                 .push_ignorable(kind, data)
-                .map_err(|e| format!("cannot log {kind}: {e}"))?;
+                .map_err(|error| ControlError::Log { kind, error })?;
         }
         Ok(())
     }
@@ -467,7 +516,7 @@ impl Controller {
                     ) {
                         Ok(()) => {}
                         Err(e) => {
-                            st.failure.get_or_insert(e);
+                            st.failure.get_or_insert(e.to_string());
                         }
                     }
                 }
@@ -478,7 +527,7 @@ impl Controller {
         let _ = self.log(events);
     }
 
-    fn fence(&self, st: &mut State, seq: u64) -> Result<(), String> {
+    fn fence(&self, st: &mut State, seq: u64) -> Result<(), ControlError> {
         let Some(mut c) = self.load(st)? else {
             return Ok(());
         };
@@ -490,7 +539,7 @@ impl Controller {
         self.commit(st, &c, "fence", json!({"inputSeq": seq}))
     }
 
-    fn revoke(&self, st: &mut State, reason: &str) -> Result<(), String> {
+    fn revoke(&self, st: &mut State, reason: &str) -> Result<(), ControlError> {
         let Some(mut c) = self.load(st)? else {
             return Ok(());
         };
@@ -527,7 +576,7 @@ impl Controller {
         if let Some(f) = &st.failure {
             return Err(f.clone());
         }
-        if !self.refresh(&mut st)? {
+        if !self.refresh(&mut st).map_err(|e| e.to_string())? {
             return Err(format!(
                 "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
             ));

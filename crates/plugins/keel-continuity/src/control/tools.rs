@@ -3,9 +3,10 @@
 //! stale revision gets an error naming the current one.
 
 use super::contract::{
-    Authorization, CONTRACT_SCHEMA_VERSION, Contract, Fence, covers, normalize_all, targets_digest,
+    Authorization, CONTRACT_SCHEMA_VERSION, Contract, Fence, PathError, covers, normalize_all,
+    targets_digest,
 };
-use super::{CHECKPOINT_EVENT, Controller, Pending, State};
+use super::{CHECKPOINT_EVENT, ControlError, Controller, Pending, State};
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
@@ -127,40 +128,94 @@ struct ReviewArgs {
     rationale: String,
 }
 
-fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, String> {
-    serde_json::from_value(args).map_err(|e| e.to_string())
+/// Why a control tool call was refused; its message is the tool's error text for the model.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    /// The arguments do not fit the tool's shape (or the contract does not serialise).
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A declared path cannot be a contract path.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// The contract could not be read, logged or written.
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// The model passed a revision other than the contract's.
+    #[error(
+        "stale revision {given}: the contract is at revision {current}; call control_status to re-read it, then pass revision {current}"
+    )]
+    StaleRevision { given: u64, current: u64 },
+    /// The model passed no revision.
+    #[error("missing revision: the contract is at revision {current}; pass revision {current}")]
+    MissingRevision { current: u64 },
+    /// No contract is open.
+    #[error("no contract is open: call control_open with objective, acceptance and targets first")]
+    NoContract,
+    /// `control_open` while a contract is open.
+    #[error(
+        "a contract is already open at revision {revision}: call control_update with revision {revision} to change it"
+    )]
+    AlreadyOpen { revision: u64 },
+    /// No targets were declared.
+    #[error("targets is empty: declare the paths you may change")]
+    EmptyTargets,
+    /// `control_update` that changes nothing.
+    #[error(
+        "nothing to change: pass objective, acceptance, constraints or targets (revision {revision} stays)"
+    )]
+    NothingToChange { revision: u64 },
+    /// An authorization asked for while a human message is not reviewed.
+    #[error(
+        "cannot authorize: human message input_seq {seq} is not reviewed; call control_review_input with revision {revision} and input_seq {seq} first"
+    )]
+    Unreviewed { seq: u64, revision: u64 },
+    /// An authorization asked for while a reviewed change is not in the contract yet.
+    #[error(
+        "cannot authorize: human message input_seq {seq} changed the request and the contract does not say so yet; call control_update with revision {revision} first"
+    )]
+    AwaitingUpdate { seq: u64, revision: u64 },
+    /// An authorization path outside the declared targets.
+    #[error(
+        "{path} is outside the declared targets {targets:?}: call control_update with revision {revision} to add it first"
+    )]
+    OutsideTargets {
+        path: String,
+        targets: Vec<String>,
+        revision: u64,
+    },
+    /// A review of a message that is not fenced.
+    #[error("input_seq {input_seq} is not fenced; fenced human messages: {fenced:?}")]
+    NotFenced { input_seq: u64, fenced: Vec<u64> },
+}
+
+fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, CallError> {
+    Ok(serde_json::from_value(args)?)
 }
 
 /// The revision the model passed must be the contract's.
-fn check_revision(c: &Contract, given: Option<u64>) -> Result<(), String> {
+fn check_revision(c: &Contract, given: Option<u64>) -> Result<(), CallError> {
     match given {
         Some(r) if r == c.revision => Ok(()),
-        Some(r) => Err(format!(
-            "stale revision {r}: the contract is at revision {}; call control_status to re-read it, then pass revision {}",
-            c.revision, c.revision
-        )),
-        None => Err(format!(
-            "missing revision: the contract is at revision {}; pass revision {}",
-            c.revision, c.revision
-        )),
+        Some(given) => Err(CallError::StaleRevision {
+            given,
+            current: c.revision,
+        }),
+        None => Err(CallError::MissingRevision {
+            current: c.revision,
+        }),
     }
 }
 
-fn no_contract() -> String {
-    "no contract is open: call control_open with objective, acceptance and targets first".into()
-}
-
 impl Controller {
-    fn open(&self, st: &mut State, args: Value) -> Result<String, String> {
+    fn open(&self, st: &mut State, args: Value) -> Result<String, CallError> {
         let a: OpenArgs = parse(args)?;
         if let Some(c) = self.load(st)? {
-            return Err(format!(
-                "a contract is already open at revision {}: call control_update with revision {} to change it",
-                c.revision, c.revision
-            ));
+            return Err(CallError::AlreadyOpen {
+                revision: c.revision,
+            });
         }
         if a.targets.is_empty() {
-            return Err("targets is empty: declare the paths you may change".into());
+            return Err(CallError::EmptyTargets);
         }
         let targets = normalize_all(&self.cwd, &a.targets)?;
         let opened_at_seq = self.agent.get().map_or(0, |agent| agent.next_seq().0);
@@ -186,15 +241,15 @@ impl Controller {
         ))
     }
 
-    fn status(&self, st: &mut State) -> Result<String, String> {
+    fn status(&self, st: &mut State) -> Result<String, CallError> {
         let Some(c) = self.load(st)? else {
-            return Ok(format!("{} (control is active)", no_contract()));
+            return Ok(format!("{} (control is active)", CallError::NoContract));
         };
-        serde_json::to_string_pretty(&c).map_err(|e| e.to_string())
+        Ok(serde_json::to_string_pretty(&c)?)
     }
 
-    fn update(&self, st: &mut State, args: Value) -> Result<String, String> {
-        let mut c = self.load(st)?.ok_or_else(no_contract)?;
+    fn update(&self, st: &mut State, args: Value) -> Result<String, CallError> {
+        let mut c = self.load(st)?.ok_or(CallError::NoContract)?;
         let a: UpdateArgs = parse(args)?;
         check_revision(&c, a.revision)?;
         let before = c.clone();
@@ -209,16 +264,15 @@ impl Controller {
         }
         if let Some(t) = a.targets {
             if t.is_empty() {
-                return Err("targets is empty: declare the paths you may change".into());
+                return Err(CallError::EmptyTargets);
             }
             c.targets = normalize_all(&self.cwd, &t)?;
             c.targets_digest = targets_digest(&c.targets);
         }
         if c == before {
-            return Err(format!(
-                "nothing to change: pass objective, acceptance, constraints or targets (revision {} stays)",
-                c.revision
-            ));
+            return Err(CallError::NothingToChange {
+                revision: c.revision,
+            });
         }
         c.revision += 1;
         c.fence.awaiting_update.clear();
@@ -234,8 +288,8 @@ impl Controller {
         st: &mut State,
         args: Value,
         events: &mut Pending,
-    ) -> Result<String, String> {
-        let mut c = self.load(st)?.ok_or_else(no_contract)?;
+    ) -> Result<String, CallError> {
+        let mut c = self.load(st)?.ok_or(CallError::NoContract)?;
         let a: CheckpointArgs = parse(args)?;
         check_revision(&c, a.revision)?;
         let rev = c.revision;
@@ -256,24 +310,27 @@ impl Controller {
         let mut issued = None;
         if let Some(auth) = a.authorize {
             if let Some(seq) = c.fence.pending_input_seqs.first() {
-                return Err(format!(
-                    "cannot authorize: human message input_seq {seq} is not reviewed; call control_review_input with revision {rev} and input_seq {seq} first"
-                ));
+                return Err(CallError::Unreviewed {
+                    seq: *seq,
+                    revision: rev,
+                });
             }
             if let Some(seq) = c.fence.awaiting_update.first() {
-                return Err(format!(
-                    "cannot authorize: human message input_seq {seq} changed the request and the contract does not say so yet; call control_update with revision {rev} first"
-                ));
+                return Err(CallError::AwaitingUpdate {
+                    seq: *seq,
+                    revision: rev,
+                });
             }
             let paths = normalize_all(&self.cwd, &auth.paths)?;
             if let Some(p) = paths
                 .iter()
                 .find(|p| !c.targets.iter().any(|t| covers(t, p)))
             {
-                return Err(format!(
-                    "{p} is outside the declared targets {:?}: call control_update with revision {rev} to add it first",
-                    c.targets
-                ));
+                return Err(CallError::OutsideTargets {
+                    path: p.clone(),
+                    targets: c.targets.clone(),
+                    revision: rev,
+                });
             }
             c.issued += 1;
             let id = format!("auth-{}", c.issued);
@@ -300,8 +357,8 @@ impl Controller {
         Ok(reply)
     }
 
-    fn review(&self, st: &mut State, args: Value) -> Result<String, String> {
-        let mut c = self.load(st)?.ok_or_else(no_contract)?;
+    fn review(&self, st: &mut State, args: Value) -> Result<String, CallError> {
+        let mut c = self.load(st)?.ok_or(CallError::NoContract)?;
         let a: ReviewArgs = parse(args)?;
         check_revision(&c, a.revision)?;
         let rev = c.revision;
@@ -311,10 +368,10 @@ impl Controller {
             .iter()
             .position(|s| *s == a.input_seq)
         else {
-            return Err(format!(
-                "input_seq {} is not fenced; fenced human messages: {:?}",
-                a.input_seq, c.fence.pending_input_seqs
-            ));
+            return Err(CallError::NotFenced {
+                input_seq: a.input_seq,
+                fenced: c.fence.pending_input_seqs.clone(),
+            });
         };
         c.fence.pending_input_seqs.remove(i);
         let changed = matches!(a.outcome, Outcome::Changed);
@@ -366,9 +423,10 @@ impl Controller {
                 "control_checkpoint" => self.checkpoint(&mut st, args, &mut events),
                 _ => self.review(&mut st, args),
             };
-            r.map_err(ToolError::InvalidArgs)?
+            r.map_err(|e| ToolError::InvalidArgs(e.to_string()))?
         };
-        self.log(events).map_err(ToolError::Failed)?;
+        self.log(events)
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         Ok(reply)
     }
 }

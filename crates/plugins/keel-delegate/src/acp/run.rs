@@ -81,6 +81,7 @@ impl Run {
         let (cwd, isolated) = match isolated {
             Ok(found) => found,
             Err(e) => {
+                let e = e.to_string();
                 let _ = opened.send(Err(NotOpened(e.clone())));
                 return Ending::with(JobStatus::Failed, Some(e));
             }

@@ -270,7 +270,7 @@ impl Run {
         .await
         {
             Ok(found) => found,
-            Err(e) => return failed(e),
+            Err(e) => return failed(e.to_string()),
         };
         let mut argv: Vec<String> = vec![
             self.config.program.display().to_string(),
@@ -455,7 +455,7 @@ impl Provider for KeelProvider {
                 base.as_deref().unwrap_or("HEAD"),
             )
             .await
-            .map_err(|e| err(ErrorCode::Unsupported, e))?,
+            .map_err(|e| err(ErrorCode::Unsupported, e.to_string()))?,
         };
         let delegate = DelegateSpec {
             prompt: workspace::review_prompt(&change),

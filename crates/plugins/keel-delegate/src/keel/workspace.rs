@@ -4,7 +4,7 @@
 
 use crate::seam::{DelegateMode, JobStatus};
 use crate::table::Ending;
-use keel_tools::subprocess::{CommandSpec, SubprocessService};
+use keel_tools::subprocess::{CommandSpec, SubprocessError, SubprocessService};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -12,8 +12,64 @@ use tokio_util::sync::CancellationToken;
 /// Bytes of a diff put into a review prompt; a longer change is named by its command instead.
 const MAX_REVIEW_DIFF: usize = 200 * 1024;
 
-/// Run `git ARGS` in `dir`; stdout on success, a message naming the command otherwise.
-async fn git(sp: &SubprocessService, dir: &Path, args: &[&str]) -> Result<String, String> {
+/// A git command that did not succeed; the message names the command.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GitError {
+    /// It could not be run (spawn failure, timeout, cancellation).
+    #[error("git {command}: {error}")]
+    Run {
+        /// Its arguments, joined by spaces.
+        command: String,
+        /// What the subprocess service said.
+        error: SubprocessError,
+    },
+    /// It exited unsuccessfully.
+    #[error("git {command} failed: {stderr}")]
+    Failed {
+        /// Its arguments, joined by spaces.
+        command: String,
+        /// Its stderr, trimmed.
+        stderr: String,
+    },
+}
+
+/// Why the isolated worktree or the change to review could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkspaceError {
+    /// A git command failed.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// Write mode outside a git repository.
+    #[error(
+        "write mode needs a git repository (the delegate works in an isolated worktree and returns a patch): {} is not in one ({error})",
+        dir.display()
+    )]
+    NotARepository {
+        /// The caller's directory.
+        dir: PathBuf,
+        /// What `git rev-parse --show-toplevel` said.
+        error: GitError,
+    },
+    /// The review base names no commit.
+    #[error("'{base}' names no commit of the repository at {}", dir.display())]
+    NoCommit {
+        /// The base as given.
+        base: String,
+        /// The repository's directory.
+        dir: PathBuf,
+    },
+    /// The working tree does not differ from the base.
+    #[error("nothing to review: no change from {base} ({sha})")]
+    NothingToReview {
+        /// The base as given.
+        base: String,
+        /// The commit it names.
+        sha: String,
+    },
+}
+
+/// Run `git ARGS` in `dir`; stdout on success, an error naming the command otherwise.
+async fn git(sp: &SubprocessService, dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let mut argv = vec![
         "git",
         "-c",
@@ -30,15 +86,17 @@ async fn git(sp: &SubprocessService, dir: &Path, args: &[&str]) -> Result<String
     let out = sp
         .run(spec, &CancellationToken::new())
         .await
-        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+        .map_err(|error| GitError::Run {
+            command: args.join(" "),
+            error,
+        })?;
     if out.code == Some(0) {
         Ok(out.stdout.text())
     } else {
-        Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            out.stderr.text().trim()
-        ))
+        Err(GitError::Failed {
+            command: args.join(" "),
+            stderr: out.stderr.text().trim().to_owned(),
+        })
     }
 }
 
@@ -63,7 +121,7 @@ impl Isolated {
         sp: &SubprocessService,
         caller_cwd: &Path,
         job_dir: &Path,
-    ) -> Result<(PathBuf, Option<Isolated>), String> {
+    ) -> Result<(PathBuf, Option<Isolated>), WorkspaceError> {
         match mode {
             DelegateMode::ReadOnly => Ok((caller_cwd.to_path_buf(), None)),
             DelegateMode::Write => {
@@ -79,15 +137,12 @@ impl Isolated {
         sp: &SubprocessService,
         caller_cwd: &Path,
         job_dir: &Path,
-    ) -> Result<Isolated, String> {
+    ) -> Result<Isolated, WorkspaceError> {
         let top = git(sp, caller_cwd, &["rev-parse", "--show-toplevel"])
             .await
-            .map_err(|e| {
-                format!(
-                    "write mode needs a git repository (the delegate works in an isolated \
-                     worktree and returns a patch): {} is not in one ({e})",
-                    caller_cwd.display()
-                )
+            .map_err(|error| WorkspaceError::NotARepository {
+                dir: caller_cwd.to_path_buf(),
+                error,
             })?;
         let top = PathBuf::from(top.trim());
         let stash = git(sp, &top, &["stash", "create"]).await?;
@@ -143,7 +198,7 @@ impl Isolated {
         self,
         sp: &SubprocessService,
         job_dir: &Path,
-    ) -> Result<(Option<String>, Vec<String>), String> {
+    ) -> Result<(Option<String>, Vec<String>), GitError> {
         let found = self.diff(sp, job_dir).await;
         let tree_s = self.tree.display().to_string();
         if git(sp, &self.top, &["worktree", "remove", "--force", &tree_s])
@@ -160,7 +215,7 @@ impl Isolated {
         &self,
         sp: &SubprocessService,
         job_dir: &Path,
-    ) -> Result<(Option<String>, Vec<String>), String> {
+    ) -> Result<(Option<String>, Vec<String>), GitError> {
         git(sp, &self.tree, &["add", "-A"]).await?;
         let names = git(
             sp,
@@ -197,20 +252,21 @@ pub(super) async fn pinned_change(
     sp: &SubprocessService,
     cwd: &Path,
     base: &str,
-) -> Result<Change, String> {
+) -> Result<Change, WorkspaceError> {
     let spec = format!("{base}^{{commit}}");
     let sha = git(sp, cwd, &["rev-parse", "--verify", "--quiet", &spec])
         .await
-        .map_err(|_| {
-            format!(
-                "'{base}' names no commit of the repository at {}",
-                cwd.display()
-            )
+        .map_err(|_| WorkspaceError::NoCommit {
+            base: base.to_owned(),
+            dir: cwd.to_path_buf(),
         })?;
     let sha = sha.trim().to_owned();
     let diff = git(sp, cwd, &["diff", &sha]).await?;
     if diff.trim().is_empty() {
-        return Err(format!("nothing to review: no change from {base} ({sha})"));
+        return Err(WorkspaceError::NothingToReview {
+            base: base.to_owned(),
+            sha,
+        });
     }
     Ok(Change {
         what: format!(

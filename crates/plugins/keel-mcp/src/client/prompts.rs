@@ -7,9 +7,65 @@ use super::server::{CallFailure, Server};
 use super::tool::wire_name;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use keel_agent::plugin::{CommandSource, PluginCommand};
+use keel_agent::plugin::{CommandError, CommandSource, PluginCommand};
 use serde_json::{Map, Value};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Why a server prompt gave no text.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// No ready server offers this command.
+    #[error("no MCP prompt /{name}")]
+    NoPrompt {
+        /// The command's name.
+        name: String,
+    },
+    /// The server answered with an empty prompt.
+    #[error("MCP server '{server}': the prompt /{name} has no text")]
+    NoText {
+        /// The server's name.
+        server: String,
+        /// The command's name.
+        name: String,
+    },
+    /// The server did not answer `prompts/get` in time.
+    #[error("MCP server '{server}': no answer to prompts/get within {} s", .after.as_secs_f64())]
+    Timeout {
+        /// The server's name.
+        server: String,
+        /// How long it was given.
+        after: Duration,
+    },
+    /// The server is broken or disabled.
+    #[error("MCP server '{server}': {why}")]
+    Unavailable {
+        /// The server's name.
+        server: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The task that asked the server failed (panicked or was dropped).
+    #[error("MCP server '{server}': {error}")]
+    Task {
+        /// The server's name.
+        server: String,
+        /// What happened to the task.
+        error: tokio::task::JoinError,
+    },
+    /// The request was abandoned.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl From<PromptError> for CommandError {
+    fn from(e: PromptError) -> CommandError {
+        match e {
+            PromptError::Cancelled => CommandError::Cancelled,
+            other => CommandError::Failed(Box::new(other)),
+        }
+    }
+}
 
 /// One server prompt.
 struct Entry {
@@ -125,9 +181,16 @@ impl CommandSource for PromptCommands {
         self.entries().iter().map(|e| e.command.clone()).collect()
     }
 
-    fn expand<'a>(&'a self, name: &'a str, args: &'a str) -> BoxFuture<'a, Result<String, String>> {
+    fn expand<'a>(
+        &'a self,
+        name: &'a str,
+        args: &'a str,
+    ) -> BoxFuture<'a, Result<String, CommandError>> {
         let Some(entry) = self.entries().iter().find(|e| e.command.name == name) else {
-            return futures::future::ready(Err(format!("no MCP prompt /{name}"))).boxed();
+            let missing = PromptError::NoPrompt {
+                name: name.to_owned(),
+            };
+            return futures::future::ready(Err(missing.into())).boxed();
         };
         let server = entry.server.clone();
         let prompt = entry.prompt.clone();
@@ -137,21 +200,22 @@ impl CommandSource for PromptCommands {
             .spawn(async move { server.get_prompt(&prompt, arguments).await });
         let who = entry.server.config.name.clone();
         async move {
-            match handle.await {
-                Ok(Ok(text)) if text.trim().is_empty() => Err(format!(
-                    "MCP server '{who}': the prompt /{name} has no text"
-                )),
+            let outcome = match handle.await {
+                Ok(Ok(text)) if text.trim().is_empty() => Err(PromptError::NoText {
+                    server: who,
+                    name: name.to_owned(),
+                }),
                 Ok(Ok(text)) => Ok(text),
-                Ok(Err(CallFailure::Timeout(d))) => Err(format!(
-                    "MCP server '{who}': no answer to prompts/get within {} s",
-                    d.as_secs_f64()
-                )),
-                Ok(Err(CallFailure::Broken(why) | CallFailure::Disabled(why))) => {
-                    Err(format!("MCP server '{who}': {why}"))
+                Ok(Err(CallFailure::Timeout(after))) => {
+                    Err(PromptError::Timeout { server: who, after })
                 }
-                Ok(Err(CallFailure::Cancelled)) => Err("cancelled".into()),
-                Err(e) => Err(format!("MCP server '{who}': {e}")),
-            }
+                Ok(Err(CallFailure::Broken(why) | CallFailure::Disabled(why))) => {
+                    Err(PromptError::Unavailable { server: who, why })
+                }
+                Ok(Err(CallFailure::Cancelled)) => Err(PromptError::Cancelled),
+                Err(error) => Err(PromptError::Task { server: who, error }),
+            };
+            outcome.map_err(CommandError::from)
         }
         .boxed()
     }

@@ -159,7 +159,7 @@ fn build(
         match McpTool::new(server.clone(), runtime.clone(), tool, name) {
             Ok(t) => tools.push(Arc::new(t)),
             Err(why) => notices.push(json!({
-                "server": server.config.name, "status": "tool-skipped", "tool": tool.name, "error": why,
+                "server": server.config.name, "status": "tool-skipped", "tool": tool.name, "error": why.to_string(),
             })),
         }
     }

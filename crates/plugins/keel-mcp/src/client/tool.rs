@@ -84,9 +84,23 @@ pub fn assign_names(pairs: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// Why a server tool's input schema cannot be offered to the model.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SchemaError {
+    /// Its `type` is not `"object"`.
+    #[error("its input schema has type {0}, not \"object\"")]
+    NotAnObject(Value),
+    /// Its `properties` is not an object.
+    #[error("its input schema's `properties` is not an object")]
+    PropertiesNotAnObject,
+    /// It is outside the schema subset keel offers.
+    #[error("its input schema cannot be offered: {0}")]
+    Unsupported(keel_tools::schema::SchemaDefect),
+}
+
 /// The server's input schema as offered to the model (see the module docs), or why it
 /// cannot be offered.
-pub fn normalise_schema(schema: &Map<String, Value>) -> Result<Value, String> {
+pub fn normalise_schema(schema: &Map<String, Value>) -> Result<Value, SchemaError> {
     let mut s = schema.clone();
     s.remove("$schema");
     match s.get("type") {
@@ -94,14 +108,14 @@ pub fn normalise_schema(schema: &Map<String, Value>) -> Result<Value, String> {
         None => {
             s.insert("type".into(), json!("object"));
         }
-        Some(other) => return Err(format!("its input schema has type {other}, not \"object\"")),
+        Some(other) => return Err(SchemaError::NotAnObject(other.clone())),
     }
     match s.get("properties") {
         None => {
             s.insert("properties".into(), json!({}));
         }
         Some(Value::Object(_)) => {}
-        Some(_) => return Err("its input schema's `properties` is not an object".into()),
+        Some(_) => return Err(SchemaError::PropertiesNotAnObject),
     }
     Ok(Value::Object(s))
 }
@@ -130,10 +144,9 @@ impl McpTool {
         runtime: Arc<McpRuntime>,
         tool: &rmcp::model::Tool,
         name: String,
-    ) -> Result<McpTool, String> {
+    ) -> Result<McpTool, SchemaError> {
         let parameters = normalise_schema(&tool.input_schema)?;
-        keel_tools::schema::check_foreign_schema(&parameters)
-            .map_err(|e| format!("its input schema cannot be offered: {e}"))?;
+        keel_tools::schema::check_foreign_schema(&parameters).map_err(SchemaError::Unsupported)?;
         let mut description = format!("[MCP server {}] ", server.config.name);
         let own = tool.description.as_deref().unwrap_or("");
         match own.char_indices().nth(MAX_DESCRIPTION) {
@@ -406,6 +419,7 @@ mod tests {
         assert!(
             normalise_schema(&wrong)
                 .unwrap_err()
+                .to_string()
                 .contains("not \"object\"")
         );
     }

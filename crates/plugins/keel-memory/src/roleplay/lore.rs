@@ -59,6 +59,33 @@ impl Logic {
     }
 }
 
+/// Why a `/pattern/flags` key cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum KeyError {
+    /// The pattern is longer than [`MAX_REGEX_BYTES`].
+    #[error("regex key {} is longer than {} bytes", short(.text), MAX_REGEX_BYTES)]
+    TooLong {
+        /// The key as written.
+        text: String,
+    },
+    /// A flag other than `i m s x g u y`.
+    #[error("regex key {}: unknown flag {flag:?} (accepted: i m s x g u y)", short(.text))]
+    UnknownFlag {
+        /// The key as written.
+        text: String,
+        /// The flag.
+        flag: char,
+    },
+    /// The regex does not compile (or is over the size limits).
+    #[error("regex key {} is rejected: {error}", short(.text))]
+    Rejected {
+        /// The key as written.
+        text: String,
+        /// What the regex compiler said.
+        error: regex::Error,
+    },
+}
+
 /// A key: plain text or a `/pattern/flags` regex.
 #[derive(Debug, Clone)]
 pub enum Key {
@@ -70,7 +97,7 @@ pub enum Key {
 
 impl Key {
     /// Parse a key; `/pattern/flags` is a regex (compiled with a size limit).
-    pub fn parse(text: &str) -> Result<Key, String> {
+    pub fn parse(text: &str) -> Result<Key, KeyError> {
         if let Some(rest) = text.strip_prefix('/')
             && let Some(end) = rest.rfind('/')
             && end > 0
@@ -83,12 +110,11 @@ impl Key {
         Ok(Key::Plain(text.to_owned()))
     }
 
-    fn regex(text: &str, pattern: &str, flags: &str) -> Result<Regex, String> {
+    fn regex(text: &str, pattern: &str, flags: &str) -> Result<Regex, KeyError> {
         if pattern.len() > MAX_REGEX_BYTES {
-            return Err(format!(
-                "regex key {} is longer than {MAX_REGEX_BYTES} bytes",
-                short(text)
-            ));
+            return Err(KeyError::TooLong {
+                text: text.to_owned(),
+            });
         }
         let mut b = RegexBuilder::new(pattern);
         b.size_limit(REGEX_SIZE_LIMIT)
@@ -101,16 +127,18 @@ impl Key {
                 's' => b.dot_matches_new_line(true),
                 'x' => b.ignore_whitespace(true),
                 'g' | 'u' | 'y' => &mut b,
-                other => {
-                    return Err(format!(
-                        "regex key {}: unknown flag {other:?} (accepted: i m s x g u y)",
-                        short(text)
-                    ));
+                flag => {
+                    return Err(KeyError::UnknownFlag {
+                        text: text.to_owned(),
+                        flag,
+                    });
                 }
             };
         }
-        b.build()
-            .map_err(|e| format!("regex key {} is rejected: {e}", short(text)))
+        b.build().map_err(|error| KeyError::Rejected {
+            text: text.to_owned(),
+            error,
+        })
     }
 
     /// The key as written.

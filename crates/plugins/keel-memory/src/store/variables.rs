@@ -194,7 +194,40 @@ fn unescape(token: &str) -> String {
     token.replace("~1", "/").replace("~0", "~")
 }
 
-fn apply_change(root: &mut Value, change: &Change) -> Result<(), String> {
+/// Why one change of a `patch` cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PatchError {
+    /// A delete of the path `""`.
+    #[error("path \"\" (the whole value) cannot be deleted; use variable_delete")]
+    DeleteWhole,
+    /// A path that does not start with `/`.
+    #[error("path {path:?} is not a JSON Pointer (starts with /)")]
+    NotAPointer { path: String },
+    /// A pointer without tokens.
+    #[error("empty path")]
+    EmptyPath,
+    /// A key that is not there.
+    #[error("path {path:?}: {token:?} not found")]
+    NotFound { path: String, token: String },
+    /// A token that should index an array and does not.
+    #[error("path {path:?}: {token:?} is not an array index")]
+    NotAnIndex { path: String, token: String },
+    /// An index past the end of an array.
+    #[error("path {path:?}: index {index} is past the end ({len})")]
+    PastTheEnd {
+        path: String,
+        index: usize,
+        len: usize,
+    },
+    /// A token below a scalar.
+    #[error("path {path:?}: {token:?} is inside a scalar")]
+    InsideScalar { path: String, token: String },
+    /// The last token's parent is a scalar.
+    #[error("path {path:?}: the parent is a scalar")]
+    ParentIsScalar { path: String },
+}
+
+fn apply_change(root: &mut Value, change: &Change) -> Result<(), PatchError> {
     let (path, new) = match change {
         Change::Set { path, value } => (path, Some(value.clone())),
         Change::Delete { path } => (path, None),
@@ -205,18 +238,14 @@ fn apply_change(root: &mut Value, change: &Change) -> Result<(), String> {
                 *root = v;
                 Ok(())
             }
-            None => {
-                Err("path \"\" (the whole value) cannot be deleted; use variable_delete".into())
-            }
+            None => Err(PatchError::DeleteWhole),
         };
     }
     let Some(rest) = path.strip_prefix('/') else {
-        return Err(format!(
-            "path {path:?} is not a JSON Pointer (starts with /)"
-        ));
+        return Err(PatchError::NotAPointer { path: path.clone() });
     };
     let tokens: Vec<String> = rest.split('/').map(unescape).collect();
-    let (last, parents) = tokens.split_last().ok_or("empty path")?;
+    let (last, parents) = tokens.split_last().ok_or(PatchError::EmptyPath)?;
     let mut cur = root;
     for t in parents {
         if cur.is_null() && new.is_some() {
@@ -228,19 +257,30 @@ fn apply_change(root: &mut Value, change: &Change) -> Result<(), String> {
                     m.entry(t.clone())
                         .or_insert_with(|| Value::Object(Map::new()))
                 } else {
-                    m.get_mut(t)
-                        .ok_or_else(|| format!("path {path:?}: {t:?} not found"))?
+                    m.get_mut(t).ok_or_else(|| PatchError::NotFound {
+                        path: path.clone(),
+                        token: t.clone(),
+                    })?
                 }
             }
             Value::Array(a) => {
-                let i: usize = t
-                    .parse()
-                    .map_err(|_| format!("path {path:?}: {t:?} is not an array index"))?;
+                let i: usize = t.parse().map_err(|_| PatchError::NotAnIndex {
+                    path: path.clone(),
+                    token: t.clone(),
+                })?;
                 let len = a.len();
-                a.get_mut(i)
-                    .ok_or_else(|| format!("path {path:?}: index {i} is past the end ({len})"))?
+                a.get_mut(i).ok_or_else(|| PatchError::PastTheEnd {
+                    path: path.clone(),
+                    index: i,
+                    len,
+                })?
             }
-            _ => return Err(format!("path {path:?}: {t:?} is inside a scalar")),
+            _ => {
+                return Err(PatchError::InsideScalar {
+                    path: path.clone(),
+                    token: t.clone(),
+                });
+            }
         };
     }
     if cur.is_null() && new.is_some() {
@@ -251,14 +291,17 @@ fn apply_change(root: &mut Value, change: &Change) -> Result<(), String> {
             m.insert(last.clone(), v);
         }
         (Value::Object(m), None) => {
-            m.remove(last)
-                .ok_or_else(|| format!("path {path:?}: {last:?} not found"))?;
+            m.remove(last).ok_or_else(|| PatchError::NotFound {
+                path: path.clone(),
+                token: last.clone(),
+            })?;
         }
         (Value::Array(a), Some(v)) if last == "-" => a.push(v),
         (Value::Array(a), new) => {
-            let i: usize = last
-                .parse()
-                .map_err(|_| format!("path {path:?}: {last:?} is not an array index"))?;
+            let i: usize = last.parse().map_err(|_| PatchError::NotAnIndex {
+                path: path.clone(),
+                token: last.clone(),
+            })?;
             match new {
                 Some(v) if i < a.len() => a[i] = v,
                 Some(v) if i == a.len() => a.push(v),
@@ -266,14 +309,15 @@ fn apply_change(root: &mut Value, change: &Change) -> Result<(), String> {
                     a.remove(i);
                 }
                 _ => {
-                    return Err(format!(
-                        "path {path:?}: index {i} is past the end ({})",
-                        a.len()
-                    ));
+                    return Err(PatchError::PastTheEnd {
+                        path: path.clone(),
+                        index: i,
+                        len: a.len(),
+                    });
                 }
             }
         }
-        _ => return Err(format!("path {path:?}: the parent is a scalar")),
+        _ => return Err(PatchError::ParentIsScalar { path: path.clone() }),
     }
     Ok(())
 }
@@ -490,7 +534,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn patch(v: Value, changes: Value) -> Result<Value, String> {
+    fn patch(v: Value, changes: Value) -> Result<Value, StoreError> {
         let changes: Vec<Change> = serde_json::from_value(changes).unwrap();
         let cur = Var {
             name: "x".into(),
@@ -508,7 +552,6 @@ mod tests {
             0,
         )
         .map(|v| v.unwrap().value)
-        .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -529,18 +572,23 @@ mod tests {
             v,
             json!({"a": {"c": true}, "l": [2, 3], "new": {"deep": "x"}, "a/b": 0})
         );
-        let e = patch(json!({}), json!([{"op": "delete", "path": "/nope"}])).unwrap_err();
+        let e = patch(json!({}), json!([{"op": "delete", "path": "/nope"}]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("changes: [0]") && e.contains("not found"), "{e}");
         let e = patch(
             json!({"s": 1}),
             json!([{"op": "set", "path": "/s/x", "value": 1}]),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("scalar"), "{e}");
         let many: Vec<Value> = (0..33)
             .map(|i| json!({"op": "set", "path": format!("/k{i}"), "value": i}))
             .collect();
-        let e = patch(json!({}), Value::Array(many)).unwrap_err();
+        let e = patch(json!({}), Value::Array(many))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("changes: 33 changes"), "{e}");
     }
 

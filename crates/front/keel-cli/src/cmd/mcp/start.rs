@@ -66,13 +66,38 @@ pub(super) fn failure_text(name: &str, f: &StartFailure) -> String {
     s
 }
 
-pub(super) fn usable<'e>(host: &Host, e: &'e Entry) -> Result<&'e ServerConfig, String> {
+/// Why a configured server is not started.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unusable {
+    /// A `.mcp.json` server of an untrusted workspace ([`inert`] says why).
+    #[error("MCP server '{name}' ({origin}): {why}")]
+    Inert {
+        name: String,
+        origin: String,
+        why: String,
+    },
+    /// Its settings cannot be read.
+    #[error("MCP server '{name}' ({origin}): {problem}")]
+    Invalid {
+        name: String,
+        origin: String,
+        problem: String,
+    },
+}
+
+pub(super) fn usable<'e>(host: &Host, e: &'e Entry) -> Result<&'e ServerConfig, Unusable> {
     if let Some(why) = inert(host, e) {
-        return Err(format!("MCP server '{}' ({}): {why}", e.name, e.origin));
+        return Err(Unusable::Inert {
+            name: e.name.clone(),
+            origin: e.origin.clone(),
+            why,
+        });
     }
-    e.resolved
-        .as_ref()
-        .map_err(|p| format!("MCP server '{}' ({}): {p}", e.name, e.origin))
+    e.resolved.as_ref().map_err(|p| Unusable::Invalid {
+        name: e.name.clone(),
+        origin: e.origin.clone(),
+        problem: p.clone(),
+    })
 }
 
 /// Why a `.mcp.json` server of an untrusted workspace is not started (docs/trust.md).
@@ -149,7 +174,7 @@ pub(super) fn test(ctx: &Ctx, host: &Host, name: &str, as_json: bool) -> Result<
         let checked = normalise_schema(&t.input_schema).and_then(|s| {
             keel_tools::schema::check_foreign_schema(&s)
                 .map(|()| s)
-                .map_err(|e| format!("its input schema cannot be offered: {e}"))
+                .map_err(SchemaError::Unsupported)
         });
         match checked {
             Ok(schema) => offered.push(json!({
@@ -157,7 +182,9 @@ pub(super) fn test(ctx: &Ctx, host: &Host, name: &str, as_json: bool) -> Result<
                 "name": keel_name,
                 "schema_bytes": serde_json::to_vec(&schema)?.len(),
             })),
-            Err(why) => skipped.push(json!({"tool": t.name, "name": keel_name, "reason": why})),
+            Err(why) => {
+                skipped.push(json!({"tool": t.name, "name": keel_name, "reason": why.to_string()}))
+            }
         }
     }
     let total: u64 = offered
@@ -244,7 +271,7 @@ pub(super) fn prompts(
             Err(problem) => {
                 failed = true;
                 writeln!(std::io::stderr(), "keel: {problem}")?;
-                results.push(json!({"server": e.name, "error": problem}));
+                results.push(json!({"server": e.name, "error": problem.to_string()}));
             }
         }
     }
