@@ -8,15 +8,18 @@
 #![no_main]
 
 use keel_tools::pipeline::parse_and_validate;
-use keel_tools::{BuiltinConfig, ToolRegistry};
+use keel_tools::{ArgsShape, BuiltinConfig, ToolRegistry};
 use libfuzzer_sys::fuzz_target;
 use std::sync::LazyLock;
 
-static TOOLS: LazyLock<Vec<(String, serde_json::Value)>> = LazyLock::new(|| {
+static TOOLS: LazyLock<Vec<(String, serde_json::Value, ArgsShape)>> = LazyLock::new(|| {
     let reg = ToolRegistry::with_builtins(&BuiltinConfig::default());
     reg.schemas()
         .into_iter()
-        .map(|s| (s.name, s.parameters))
+        .filter_map(|s| {
+            let shape = reg.get(&s.name)?.shape();
+            Some((s.name, s.parameters, shape))
+        })
         .collect()
 });
 
@@ -29,8 +32,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let tools = &*TOOLS;
     assert!(!tools.is_empty());
-    let (name, params) = &tools[usize::from(pick) % tools.len()];
-    match parse_and_validate(name, params, raw) {
+    let (name, params, shape) = &tools[usize::from(pick) % tools.len()];
+    match parse_and_validate(name, params, *shape, raw) {
         Ok(args) => {
             assert!(
                 args.is_object(),
@@ -38,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
             );
             let text = serde_json::to_string(&args).expect("a Value serialises");
             assert!(
-                parse_and_validate(name, params, &text).is_ok(),
+                parse_and_validate(name, params, *shape, &text).is_ok(),
                 "{name}: re-serialised arguments {text} rejected"
             );
         }

@@ -45,6 +45,18 @@ pub struct RegisteredTool {
     schema: ToolSchema,
     info: ToolInfo,
     timeout: Option<Duration>,
+    shape: ArgsShape,
+}
+
+/// How a tool's arguments are read before validation: the parameters' earlier names, and
+/// whether a property its schema does not declare is refused.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ArgsShape {
+    /// `(old, new)` parameter names ([`Tool::aliases`]).
+    pub aliases: &'static [(&'static str, &'static str)],
+    /// Refuse undeclared top-level properties: true for keel's own schemas unless they say
+    /// `additionalProperties`, false for foreign (MCP) schemas, whose owner decides.
+    pub closed: bool,
 }
 
 impl RegisteredTool {
@@ -63,6 +75,10 @@ impl RegisteredTool {
     /// Its pipeline timeout.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
+    }
+    /// How its arguments are read.
+    pub fn shape(&self) -> ArgsShape {
+        self.shape
     }
 }
 
@@ -176,12 +192,18 @@ impl ToolRegistry {
             effect: tool.effect(),
         };
         let timeout = tool.timeout();
+        let shape = ArgsShape {
+            aliases: tool.aliases(),
+            closed: !tool.foreign_schema()
+                && schema.parameters.get("additionalProperties").is_none(),
+        };
         self.index.insert(name, self.tools.len());
         self.tools.push(RegisteredTool {
             tool,
             schema,
             info,
             timeout,
+            shape,
         });
         Ok(())
     }

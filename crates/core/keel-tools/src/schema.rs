@@ -28,6 +28,34 @@ pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
     out
 }
 
+/// [`validate`], refusing top-level properties `schema` does not declare even where it does not
+/// say `additionalProperties: false` (a keel tool's arguments are never silently dropped).
+pub fn validate_closed(schema: &Value, value: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if let (Some(s), Some(obj)) = (schema.as_object(), value.as_object())
+        && !s.contains_key("additionalProperties")
+    {
+        let props = s.get("properties").and_then(Value::as_object);
+        for key in obj.keys() {
+            if props.is_some_and(|p| p.contains_key(key)) {
+                continue;
+            }
+            let mut known: Vec<&str> = props
+                .map(|p| p.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            known.sort_unstable();
+            push(
+                &mut out,
+                &format!("/{key}"),
+                format!("unknown property (allowed: {})", known.join(", ")),
+            );
+        }
+    }
+    let mut pointer = String::new();
+    check(schema, value, &mut pointer, &mut out);
+    out
+}
+
 fn push(out: &mut Vec<Violation>, pointer: &str, message: String) {
     if out.len() < MAX_VIOLATIONS {
         out.push(Violation {

@@ -119,6 +119,12 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// Earlier names of parameters, as `(old, new)`: a call that uses an old name is read as if
+    /// it used the new one (so sessions written before a rename still resume). Default: none.
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
     /// Run the tool on schema-valid arguments.
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
 }

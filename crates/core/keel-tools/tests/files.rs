@@ -9,6 +9,18 @@ use keel_tools::SandboxMode;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+/// The numbered lines of a `read` answer, without its `<path>`/`<content>` frame.
+fn body(answer: &str) -> &str {
+    let start = answer.find("<content>\n").expect("a framed read") + "<content>\n".len();
+    let end = answer.rfind("\n</content>").expect("a framed read");
+    &answer[start..end]
+}
+
+/// `read`'s answer for `body` (numbered lines) of `path`, read whole.
+fn framed(path: &str, body: &str) -> String {
+    format!("<path>{path}</path>\n<content>\n{body}\n</content>")
+}
+
 #[tokio::test]
 async fn read_numbers_lines_and_pages() {
     let f = Fixture::new();
@@ -16,21 +28,31 @@ async fn read_numbers_lines_and_pages() {
     f.write("a.txt", &body);
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
 
-    let all = run_one(&p, call("1", "read", json!({"path":"a.txt"}))).await;
+    let all = run_one(&p, call("1", "read", json!({"file_path":"a.txt"}))).await;
     assert_eq!(
         all.text(),
-        "1: line 1\n2: line 2\n3: line 3\n4: line 4\n5: line 5"
+        framed(
+            "a.txt",
+            "1: line 1\n2: line 2\n3: line 3\n4: line 4\n5: line 5"
+        )
     );
     assert!(!all.is_error);
 
     let page = run_one(
         &p,
-        call("2", "read", json!({"path":"a.txt","offset":2,"limit":2})),
+        call(
+            "2",
+            "read",
+            json!({"file_path":"a.txt","offset":2,"limit":2}),
+        ),
     )
     .await;
     assert_eq!(
         page.text(),
-        "2: line 2\n3: line 3\n[lines 2-3 of 5; continue with offset=4]"
+        format!(
+            "{}\n(Showing lines 2-3 of 5. Use offset=4 to continue.)",
+            framed("a.txt", "2: line 2\n3: line 3")
+        )
     );
 
     let past = run_one(&p, call("3", "read", json!({"path":"a.txt","offset":9}))).await;
@@ -50,20 +72,23 @@ async fn read_handles_crlf_long_lines_empty_binary_dirs_and_missing_files() {
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
 
     assert_eq!(
-        run_one(&p, call("1", "read", json!({"path":"crlf.txt"})))
+        run_one(&p, call("1", "read", json!({"file_path":"crlf.txt"})))
             .await
             .text(),
-        "1: a\n2: b"
+        framed("crlf.txt", "1: a\n2: b")
     );
-    let long = run_one(&p, call("2", "read", json!({"path":"long.txt"})))
+    let long = run_one(&p, call("2", "read", json!({"file_path":"long.txt"})))
         .await
         .text();
-    assert!(long.ends_with("… [line cut: 100 more chars]"), "{long}");
+    assert!(
+        long.ends_with("… [line cut: 100 more chars]\n</content>"),
+        "{long}"
+    );
     assert_eq!(
-        run_one(&p, call("3", "read", json!({"path":"empty.txt"})))
+        run_one(&p, call("3", "read", json!({"file_path":"empty.txt"})))
             .await
             .text(),
-        "('empty.txt' is empty)"
+        "<path>empty.txt</path>\n<content>\n</content>\n(The file is empty.)"
     );
 
     let bin = run_one(&p, call("4", "read", json!({"path":"bin.dat"}))).await;
@@ -201,8 +226,26 @@ async fn glob_matches_names_and_paths_and_respects_gitignore() {
     f.write(".hidden/h.rs", "");
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
 
+    // Newest first: give each file its own modification time.
+    for (age, rel) in [
+        "src/util/mod.rs",
+        "target/debug/gen.rs",
+        ".hidden/h.rs",
+        "src/main.rs",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        f.age(rel, age as u64);
+    }
     let by_name = run_one(&p, call("1", "glob", json!({"pattern":"*.rs"}))).await;
-    assert_eq!(by_name.text(), ".hidden/h.rs\nsrc/main.rs\nsrc/util/mod.rs");
+    assert_eq!(
+        by_name.text(),
+        "src/util/mod.rs\ntarget/debug/gen.rs\n.hidden/h.rs\nsrc/main.rs",
+        "hidden and gitignored files are listed, newest first"
+    );
+    let logs = run_one(&p, call("1b", "glob", json!({"pattern":"*.log"}))).await;
+    assert_eq!(logs.text(), "x.log");
     let by_path = run_one(&p, call("2", "glob", json!({"pattern":"src/*.rs"}))).await;
     assert_eq!(by_path.text(), "src/main.rs");
     let under = run_one(
@@ -210,7 +253,7 @@ async fn glob_matches_names_and_paths_and_respects_gitignore() {
         call("3", "glob", json!({"pattern":"**/*.rs","path":"src"})),
     )
     .await;
-    assert_eq!(under.text(), "src/main.rs\nsrc/util/mod.rs");
+    assert_eq!(under.text(), "src/util/mod.rs\nsrc/main.rs");
     let none = run_one(&p, call("4", "glob", json!({"pattern":"*.py"}))).await;
     assert_eq!(none.text(), "No files match '*.py' under ..");
     let bad = run_one(&p, call("5", "glob", json!({"pattern":"a[" }))).await;
@@ -227,11 +270,23 @@ async fn glob_output_is_capped() {
     let out = run_one(&p, call("1", "glob", json!({"pattern":"*.txt"})))
         .await
         .text();
-    assert_eq!(out.lines().count(), 201);
+    assert_eq!(out.lines().count(), 101);
+    let last = out.lines().last().unwrap();
     assert!(
-        out.ends_with("[200 of 205 matches shown; narrow the pattern or path]"),
+        last.starts_with("[100 of 205 paths shown; the other 105 are listed in "),
         "{out}"
     );
+    let file = last
+        .trim_end_matches(']')
+        .rsplit(" listed in ")
+        .next()
+        .unwrap();
+    let rest = std::fs::read_to_string(file).unwrap();
+    assert_eq!(rest.lines().count(), 105);
+    let mut all: Vec<&str> = out.lines().take(100).chain(rest.lines()).collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 205, "every path is listed once");
 }
 
 #[tokio::test]
@@ -244,14 +299,14 @@ async fn grep_modes_context_filters_and_ignores() {
     f.write("bin.dat", b"alpha\0binary");
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
 
-    let files = run_one(&p, call("1", "grep", json!({"pattern":"alpha"}))).await;
-    assert_eq!(files.text(), "a.rs");
+    let lines = run_one(&p, call("1", "grep", json!({"pattern":"alpha"}))).await;
+    assert_eq!(lines.text(), "a.rs\n1:fn alpha() {}");
     let ci = run_one(
         &p,
         call(
             "2",
             "grep",
-            json!({"pattern":"alpha","case_insensitive":true}),
+            json!({"pattern":"alpha","case_insensitive":true,"output_mode":"files_with_matches"}),
         ),
     )
     .await;
@@ -261,11 +316,14 @@ async fn grep_modes_context_filters_and_ignores() {
         call(
             "3",
             "grep",
-            json!({"pattern":"^fn","output_mode":"content"}),
+            json!({"pattern":"^fn|here","output_mode":"content"}),
         ),
     )
     .await;
-    assert_eq!(content.text(), "a.rs:1:fn alpha() {}\na.rs:3:fn beta() {}");
+    assert_eq!(
+        content.text(),
+        "a.rs\n1:fn alpha() {}\n3:fn beta() {}\n\nb.txt\n1:Alpha here"
+    );
     let ctx = run_one(
         &p,
         call(
@@ -275,7 +333,7 @@ async fn grep_modes_context_filters_and_ignores() {
         ),
     )
     .await;
-    assert_eq!(ctx.text(), "a.rs-2-let x = 1;\na.rs:3:fn beta() {}");
+    assert_eq!(ctx.text(), "a.rs\n2-let x = 1;\n3:fn beta() {}");
     let count = run_one(
         &p,
         call("5", "grep", json!({"pattern":"fn","output_mode":"count"})),
@@ -284,10 +342,21 @@ async fn grep_modes_context_filters_and_ignores() {
     assert_eq!(count.text(), "a.rs:2");
     let filtered = run_one(
         &p,
-        call("6", "grep", json!({"pattern":"(?i)alpha","glob":"*.txt"})),
+        call(
+            "6",
+            "grep",
+            json!({"pattern":"(?i)alpha","include":"*.txt"}),
+        ),
     )
     .await;
-    assert_eq!(filtered.text(), "b.txt");
+    assert_eq!(filtered.text(), "b.txt\n1:Alpha here");
+    // keel's earlier name of `include` still filters.
+    let old_name = run_one(
+        &p,
+        call("6b", "grep", json!({"pattern":"(?i)alpha","glob":"*.rs"})),
+    )
+    .await;
+    assert_eq!(old_name.text(), "a.rs\n1:fn alpha() {}");
     let one_file = run_one(
         &p,
         call(
@@ -297,7 +366,7 @@ async fn grep_modes_context_filters_and_ignores() {
         ),
     )
     .await;
-    assert_eq!(one_file.text(), "a.rs:2:let x = 1;");
+    assert_eq!(one_file.text(), "a.rs\n2:let x = 1;");
     let none = run_one(&p, call("8", "grep", json!({"pattern":"zzz"}))).await;
     assert_eq!(none.text(), "No matches for 'zzz'.");
     let bad = run_one(&p, call("9", "grep", json!({"pattern":"("}))).await;
@@ -319,8 +388,9 @@ async fn grep_content_output_is_capped() {
     )
     .await
     .text();
-    assert_eq!(out.lines().count(), 401);
-    assert!(out.ends_with("[output capped; narrow the pattern, path or glob]"));
+    // The file's name, 250 matches, the cap's note.
+    assert_eq!(out.lines().count(), 252);
+    assert!(out.ends_with("[output capped; narrow the pattern, path or include]"));
 }
 
 #[tokio::test]
@@ -375,7 +445,7 @@ async fn escapes_are_refused_in_workspace_write() {
     // `..` that stays inside is fine.
     f.write("in.txt", "inside");
     let ok = run_one(&p, call("11", "read", json!({"path":"sub/../in.txt"}))).await;
-    assert_eq!(ok.text(), "1: inside");
+    assert_eq!(body(&ok.text()), "1: inside");
 }
 
 #[tokio::test]
@@ -388,7 +458,7 @@ async fn full_access_reaches_outside() {
         call("1", "read", json!({"path":"../outside/secret.txt"})),
     )
     .await;
-    assert_eq!(out.text(), "1: top secret");
+    assert_eq!(body(&out.text()), "1: top secret");
     let w = run_one(
         &p,
         call(
@@ -429,9 +499,11 @@ async fn read_only_sandbox_refuses_changes_and_asks_before_bash() {
     assert_eq!(e.code(), Some("DENIED"));
     assert_eq!(f.read("a.txt"), "a");
     assert_eq!(
-        run_one(&p, call("3", "read", json!({"path":"a.txt"})))
-            .await
-            .text(),
+        body(
+            &run_one(&p, call("3", "read", json!({"path":"a.txt"})))
+                .await
+                .text()
+        ),
         "1: a"
     );
 
@@ -484,7 +556,7 @@ async fn spill_files_are_readable_in_workspace_write() {
     let read = run_one(&p, call("2", "read", json!({"path": path}))).await;
     assert!(!read.is_error, "{}", read.text());
     assert_eq!(
-        read.text().len(),
+        body(&read.text()).len(),
         "1: ".len() + 2000 + "… [line cut: 58000 more chars]".len()
     );
 }
@@ -544,9 +616,9 @@ async fn an_editors_unsaved_buffers_win_over_the_disk_and_take_the_writes() {
     let p = f.pipeline_for(ws, f.registry(vec![]), keel_tools::ToolHooks::new());
 
     let read = run_one(&p, call("1", "read", json!({"path":"open.rs"}))).await;
-    assert_eq!(read.text(), "1: fn unsaved() {}");
+    assert_eq!(body(&read.text()), "1: fn unsaved() {}");
     let closed = run_one(&p, call("2", "read", json!({"path":"closed.rs"}))).await;
-    assert_eq!(closed.text(), "1: fn closed() {}");
+    assert_eq!(body(&closed.text()), "1: fn closed() {}");
 
     let edit = run_one(
         &p,

@@ -240,7 +240,7 @@ async fn bad_arguments_and_unknown_tools_are_error_results() {
     assert_eq!(out[4].text(), "ok");
     assert_eq!(
         out[5].text(),
-        "INVALID_ARGS: arguments for 'read' do not match its parameters: arguments: missing required property 'path'"
+        "INVALID_ARGS: arguments for 'read' do not match its parameters: arguments: missing required property 'file_path'"
     );
     assert_eq!(s.probe.bodies.load(Ordering::SeqCst), 1);
     assert_eq!(ids(&out), vec!["1", "2", "3", "4", "5", "6"]);
@@ -276,7 +276,7 @@ async fn plan_mode_blocks_changes_until_a_plan_is_approved() {
         out[0].text()
     );
     assert_eq!(out[1].code(), Some("DENIED"));
-    assert_eq!(out[2].text(), "1: a");
+    assert!(out[2].text().contains("\n1: a\n"), "{}", out[2].text());
     assert!(
         out[3]
             .text()
@@ -550,4 +550,40 @@ async fn an_expose_hook_hides_tools_from_requests_and_direct_calls_but_not_neste
         .await;
     assert!(!nested[0].is_error, "{nested:?}");
     assert!(nested[0].text().contains("alpha"), "{nested:?}");
+}
+
+#[tokio::test]
+async fn unknown_properties_are_refused_by_name_and_earlier_names_are_read_as_the_new_ones() {
+    let f = Fixture::new();
+    f.write("a.txt", "a");
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let host = RecordingHost::new(Log::default(), true);
+    let calls = [
+        call("1", "read", json!({"file_path":"a.txt","encoding":"utf8"})),
+        call("2", "grep", json!({"pattern":"a","exclude":"*.md"})),
+        call("3", "read", json!({"path":"a.txt"})),
+        call("4", "read", json!({"path":"a.txt","file_path":"a.txt"})),
+        call("5", "bash", json!({"command":"true","timeout_ms":5000})),
+    ];
+    let out = p.run_batch(&calls, &host, CancellationToken::new()).await;
+    assert_eq!(
+        out[0].text(),
+        "INVALID_ARGS: arguments for 'read' do not match its parameters: /encoding: unknown property (allowed: file_path, limit, offset)"
+    );
+    assert!(
+        out[1].text().contains("/exclude: unknown property (allowed: case_insensitive, context, include, output_mode, path, pattern)"),
+        "{}",
+        out[1].text()
+    );
+    assert!(!out[2].is_error, "{}", out[2].text());
+    assert!(
+        out[2].text().starts_with("<path>a.txt</path>"),
+        "{}",
+        out[2].text()
+    );
+    assert_eq!(
+        out[3].text(),
+        "INVALID_ARGS: arguments for 'read' do not match its parameters: /path: 'path' is the earlier name of 'file_path'; send 'file_path' only"
+    );
+    assert!(!out[4].is_error, "{}", out[4].text());
 }

@@ -112,6 +112,10 @@ async fn workspace_write_refuses_writes_outside_with_the_os_error() {
             text.contains("Permission denied") || text.contains("Operation not permitted"),
             "{command}: the OS error reaches the model: {text}"
         );
+        assert!(
+            text.ends_with("[sandbox: file access denied under workspace-write mode]"),
+            "{command}: the refusal is marked as the sandbox's: {text}"
+        );
     }
 }
 

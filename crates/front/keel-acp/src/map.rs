@@ -322,7 +322,9 @@ fn call_detail(
     args: &Value,
 ) -> (Vec<ToolCallLocation>, Vec<ToolCallContent>) {
     let field = |k: &str| args.get(k).and_then(Value::as_str);
-    let Some(path) = field("path").filter(|_| matches!(name, "read" | "write" | "edit")) else {
+    // `file_path` is the name since keel took dsh's tool contract; `path` is in older sessions.
+    let file = field("file_path").or_else(|| field("path"));
+    let Some(path) = file.filter(|_| matches!(name, "read" | "write" | "edit")) else {
         return (Vec::new(), Vec::new());
     };
     let path = absolute(cwd, path);

@@ -20,11 +20,11 @@ responses:
           description: "find the notes that mention the needle"
           code: |
             const files = ['notes/a.txt', 'notes/b.txt', 'notes/c.txt'];
-            const texts = await Promise.all(files.map((path) => tools.read({ path })));
+            const texts = await Promise.all(files.map((file_path) => tools.read({ file_path })));
             const hits = await tools.grep({ pattern: 'needle', path: 'notes', output_mode: 'files_with_matches' });
             console.log('read', texts.length, 'files');
             return {
-              lines: texts.map((t) => t.split('\n').filter(Boolean).length),
+              lines: texts.map((t) => t.split('\n').filter((l) => /^\d+: /.test(l)).length),
               hits: hits.split('\n').filter(Boolean).map((p) => p.split('/').pop()).sort(),
             };
   - match: { last_tool_result_contains: "hits" }

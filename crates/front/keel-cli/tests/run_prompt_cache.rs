@@ -21,7 +21,7 @@ responses:
     tool_calls:
       - { id: s1_glob, name: glob, arguments: { pattern: "**/*" } }
   - tool_calls:
-      - { id: s2_read_a, name: read, arguments: { path: src/a.txt } }
+      - { id: s2_read_a, name: read, arguments: { file_path: src/a.txt } }
       - { id: s2_read_b, name: read, arguments: { path: src/b.txt } }
   - reasoning: "Search for the marker across files."
     tool_calls:
@@ -37,7 +37,7 @@ responses:
       - { id: s7_todo, name: todo_write, arguments: { todos: [{ content: "Fix a", status: completed }, { content: "Check b", status: in_progress }] } }
   - reasoning: "Check b with an offset read."
     tool_calls:
-      - { id: s8_read, name: read, arguments: { path: src/b.txt, offset: 2, limit: 1 } }
+      - { id: s8_read, name: read, arguments: { file_path: src/b.txt, offset: 2, limit: 1 } }
   - tool_calls:
       - { id: s9_bash, name: bash, arguments: { command: "printf 'line one\\nline two\\n'; echo done >&2" } }
   - text: "All done: a is fixed, notes written."
@@ -119,6 +119,14 @@ fn every_request_extends_the_previous_one_byte_for_byte() {
     let env = Env::new();
     env.write("src/a.txt", "alpha\nTODO fix this\n");
     env.write("src/b.txt", "beta\nsecond\nthird\n");
+    // glob lists newest first: make the order not depend on the clock's granularity.
+    let older = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(env.ws.join("src/a.txt"))
+        .unwrap()
+        .set_modified(older)
+        .unwrap();
     let mock = Mock::start_tapped(TEN_STEPS);
     let out =
         run(env

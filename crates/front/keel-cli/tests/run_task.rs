@@ -220,7 +220,7 @@ responses:
             ("bad_type", "INVALID_ARGS", true),
             ("bad_tool", "UNKNOWN_TOOL", true),
             ("not_object", "INVALID_ARGS", true),
-            ("good", "1", false),
+            ("good", "<path>a.txt</path>\n<content>\n1", false),
         ]
     );
     assert!(results[3].1.contains("no_such_tool"), "{:?}", results[3]);

@@ -153,6 +153,7 @@ pub struct JobKillTool;
 #[derive(Deserialize)]
 struct KillArgs {
     job_id: String,
+    reason: Option<String>,
 }
 
 #[async_trait]
@@ -163,7 +164,10 @@ impl Tool for JobKillTool {
             description:
                 "Stop a running background job (kills its processes or cancels its subagent)."
                     .into(),
-            parameters: json!({"type":"object","properties":{"job_id":{"type":"string"}},"required":["job_id"]}),
+            parameters: json!({"type":"object","properties":{
+                "job_id":{"type":"string"},
+                "reason":{"type":"string","description":"Why, for the log."}
+            },"required":["job_id"]}),
         }
     }
     fn effect(&self) -> ToolEffect {
@@ -175,8 +179,9 @@ impl Tool for JobKillTool {
         let info = control(ctx)?
             .kill(&a.job_id)
             .map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+        let because = a.reason.map(|r| format!(" ({r})")).unwrap_or_default();
         let text = match info.summary.as_deref() {
-            Some("killed") => format!("Killed job {}.", info.id),
+            Some("killed") => format!("Killed job {}{because}.", info.id),
             _ => format!(
                 "Job {} had already finished: {}",
                 info.id,

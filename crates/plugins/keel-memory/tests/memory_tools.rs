@@ -203,7 +203,7 @@ async fn identity_comes_from_the_calling_agent_and_sessions_are_isolated() {
         rb[3]
     );
     assert!(
-        rb[4].starts_with("INVALID_ARGS: session_id: not an argument"),
+        rb[4].starts_with("INVALID_ARGS:") && rb[4].contains("/session_id: unknown property"),
         "{}",
         rb[4]
     );

@@ -27,7 +27,7 @@ use std::sync::{Arc, OnceLock};
 // ---------------------------------------------------------------- test hooks and tools
 
 fn path_arg(args: &Value) -> &str {
-    args["path"].as_str().unwrap_or("")
+    args["file_path"].as_str().unwrap_or("")
 }
 
 /// Denies reads of `deny.txt` at `tools/pre-execute`.

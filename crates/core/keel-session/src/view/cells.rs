@@ -210,7 +210,8 @@ pub fn key_arg(name: &str, args: &Value) -> Option<String> {
     let field = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
     match name {
         "bash" => field("command"),
-        "read" | "write" | "edit" => field("path"),
+        // `file_path` since keel took dsh's tool contract; `path` in older sessions.
+        "read" | "write" | "edit" => field("file_path").or_else(|| field("path")),
         "glob" | "grep" => field("pattern"),
         "todo_write" => args
             .get("todos")

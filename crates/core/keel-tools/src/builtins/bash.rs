@@ -1,8 +1,10 @@
-//! `bash {command, description?, timeout_ms?, workdir?, run_in_background?}`: runs
+//! `bash {command, description?, timeoutMs?, workdir?, run_in_background?}` (dsh's names;
+//! `timeout_ms` is read as `timeoutMs`): runs
 //! `bash -c command` through the [`crate::subprocess`] service (own process group, scrubbed
 //! environment, tail-capped merged output with the full stream spilled). A non-zero exit is a
-//! normal result ending in `[exit code: N]`; running past the timeout is `TOOL_TIMEOUT` with
-//! the output's tail.
+//! normal result ending in `[exit code: N]` (and, when the sandbox confined the command and its
+//! output says a file access was refused, `[sandbox: file access denied under <mode> mode]`);
+//! running past the timeout is `TOOL_TIMEOUT` with the output's tail.
 //!
 //! With `run_in_background: true` the command starts as a job of the host's job service
 //! ([`crate::ToolCaller::jobs`]) and the call returns the job id at once; the output streams
@@ -14,7 +16,7 @@ use crate::error::ToolError;
 use crate::jobs::{JobResult, JobSpec};
 use crate::subprocess::{CommandOutput, CommandSpec, OutputMode, RunEnd, SubprocessService};
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
-use crate::workspace::Access;
+use crate::workspace::{Access, SandboxMode};
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
 use serde::Deserialize;
@@ -36,7 +38,7 @@ pub struct BashConfig {
 impl Default for BashConfig {
     fn default() -> Self {
         BashConfig {
-            default_timeout: Duration::from_secs(120),
+            default_timeout: Duration::from_secs(60),
             max_timeout: Duration::from_secs(600),
             output_cap: 30_000,
         }
@@ -60,6 +62,7 @@ impl BashTool {
 struct BashArgs {
     command: String,
     description: Option<String>,
+    #[serde(rename = "timeoutMs")]
     timeout_ms: Option<u64>,
     workdir: Option<String>,
     #[serde(default)]
@@ -84,12 +87,15 @@ impl Tool for BashTool {
             parameters: json!({"type":"object","properties":{
                 "command":{"type":"string"},
                 "description":{"type":"string","description":"What it does, in 5-10 words."},
-                "timeout_ms":{"type":"integer","minimum":1,"maximum":self.cfg.max_timeout.as_millis() as u64,
+                "timeoutMs":{"type":"integer","minimum":1,"maximum":self.cfg.max_timeout.as_millis() as u64,
                     "description":format!("Default {}.", self.cfg.default_timeout.as_millis())},
                 "workdir":{"type":"string","description":"Directory to run in (default: working directory)."},
                 "run_in_background":{"type":"boolean","description":"Start as a background job and return its id at once; see job_output."}
             },"required":["command"]}),
         }
+    }
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[("timeout_ms", "timeoutMs")]
     }
     fn mode(&self) -> ExecMode {
         ExecMode::Exclusive
@@ -146,7 +152,9 @@ impl Tool for BashTool {
             .run(spec, &ctx.cancel)
             .await
             .map_err(|e| ToolError::Failed(format!("could not run the command: {e}")))?;
-        render(out, limit)
+        let confined = ctx.workspace.sandbox() != SandboxMode::FullAccess;
+        let sandbox = confined.then(|| ctx.workspace.sandbox());
+        render(out, limit, sandbox)
     }
 }
 
@@ -204,7 +212,11 @@ fn start_job(
 }
 
 /// The model-facing result of a finished foreground run.
-fn render(out: CommandOutput, limit: Duration) -> Result<ToolOutput, ToolError> {
+fn render(
+    out: CommandOutput,
+    limit: Duration,
+    sandbox: Option<SandboxMode>,
+) -> Result<ToolOutput, ToolError> {
     let captured = &out.stdout;
     let mut text = String::new();
     if let Some(spill) = &captured.spill {
@@ -255,6 +267,14 @@ fn render(out: CommandOutput, limit: Duration) -> Result<ToolOutput, ToolError> 
                 text.push('\n');
             }
             text.push_str(&format!("[exit code: {code}]"));
+            if let Some(mode) = sandbox
+                && refused_access(&text)
+            {
+                meta.insert("sandboxDenied".into(), json!(true));
+                text.push_str(&format!(
+                    "\n[sandbox: file access denied under {mode} mode]"
+                ));
+            }
         }
     } else if let Some(sig) = out.signal {
         meta.insert("signal".into(), json!(sig));
@@ -264,4 +284,16 @@ fn render(out: CommandOutput, limit: Duration) -> Result<ToolOutput, ToolError> 
         text.push_str(&format!("[killed by signal {sig}]"));
     }
     Ok(ToolOutput::text(text).with_value(Value::Object(meta)))
+}
+
+/// Whether a failed command's output says the system refused a file access (what the sandbox's
+/// confinement makes writes outside the workspace fail with).
+fn refused_access(output: &str) -> bool {
+    [
+        "Permission denied",
+        "Read-only file system",
+        "Operation not permitted",
+    ]
+    .iter()
+    .any(|m| output.contains(m))
 }

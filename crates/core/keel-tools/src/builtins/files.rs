@@ -1,7 +1,8 @@
 //! `read`, `write` and `edit`: text file access confined by the workspace's sandbox mode.
 //!
-//! `read` streams a file line by line (1-based `N: text`), refusing binary files (a NUL byte in
-//! the first 8 KiB). `write` replaces a whole file. `edit` replaces an exact string that must
+//! `read` streams a file line by line (1-based `N: text`, framed as dsh frames it: `<path>`,
+//! `<content>` and a `(Showing lines a-b of N. Use offset=…)` hint when cut), refusing binary
+//! files (a NUL byte in the first 8 KiB). `write` replaces a whole file. `edit` replaces an exact string that must
 //! occur once unless `replace_all` is set.
 
 use super::{blocking, parse};
@@ -31,13 +32,16 @@ fn schema(name: &str, description: &str, parameters: Value) -> ToolSchema {
     }
 }
 
-/// `read {path, offset?, limit?}`.
+/// `read {file_path, offset?, limit?}`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadTool;
 
+/// The file tools' earlier parameter name (`path`, before they took dsh's `file_path`).
+const FILE_PATH_ALIAS: &[(&str, &str)] = &[("path", "file_path")];
+
 #[derive(Deserialize)]
 struct ReadArgs {
-    path: String,
+    file_path: String,
     offset: Option<u64>,
     limit: Option<u64>,
 }
@@ -51,11 +55,14 @@ impl Tool for ReadTool {
              1-based line number, not part of the file). Long lines are cut at 2000 chars. \
              Binary files are refused.",
             json!({"type":"object","properties":{
-                "path":{"type":"string","description":"File path, relative to the working directory or absolute."},
+                "file_path":{"type":"string","description":"File path, relative to the working directory or absolute."},
                 "offset":{"type":"integer","minimum":1,"description":"First line to return (default 1)."},
                 "limit":{"type":"integer","minimum":1,"description":"Max lines (default 2000)."}
-            },"required":["path"]}),
+            },"required":["file_path"]}),
         )
+    }
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        FILE_PATH_ALIAS
     }
     fn mode(&self) -> ExecMode {
         ExecMode::Parallel
@@ -65,7 +72,7 @@ impl Tool for ReadTool {
     }
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let a: ReadArgs = parse(args)?;
-        let path = ctx.workspace.resolve(&a.path, Access::Read)?;
+        let path = ctx.workspace.resolve(&a.file_path, Access::Read)?;
         let shown = ctx.workspace.display(&path);
         let offset = a.offset.unwrap_or(1).max(1);
         let limit = a.limit.unwrap_or(DEFAULT_READ_LIMIT).max(1);
@@ -185,32 +192,34 @@ fn number_lines(
         }
     }
     if n == 0 {
-        return Ok(format!("('{shown}' is empty)"));
+        return Ok(format!(
+            "<path>{shown}</path>\n<content>\n</content>\n(The file is empty.)"
+        ));
     }
     if offset > n {
         return Err(ToolError::InvalidArgs(format!(
             "offset {offset} is past the end of '{shown}', which has {n} lines"
         )));
     }
+    let mut framed = String::with_capacity(out.len() + shown.len() + 64);
+    let _ = write!(framed, "<path>{shown}</path>\n<content>\n{out}</content>");
     if last < n {
         let _ = write!(
-            out,
-            "[lines {offset}-{last} of {n}; continue with offset={}]",
+            framed,
+            "\n(Showing lines {offset}-{last} of {n}. Use offset={} to continue.)",
             last + 1
         );
-    } else if out.ends_with('\n') {
-        out.pop();
     }
-    Ok(out)
+    Ok(framed)
 }
 
-/// `write {path, content}`.
+/// `write {file_path, content}`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
 
 #[derive(Deserialize)]
 struct WriteArgs {
-    path: String,
+    file_path: String,
     content: String,
 }
 
@@ -222,17 +231,20 @@ impl Tool for WriteTool {
             "Create or overwrite a file with `content`; missing parent directories are created. \
              To change part of an existing file, use edit.",
             json!({"type":"object","properties":{
-                "path":{"type":"string","description":"File path, relative to the working directory or absolute."},
+                "file_path":{"type":"string","description":"File path, relative to the working directory or absolute."},
                 "content":{"type":"string","description":"The complete new file content."}
-            },"required":["path","content"]}),
+            },"required":["file_path","content"]}),
         )
+    }
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        FILE_PATH_ALIAS
     }
     fn effect(&self) -> ToolEffect {
         ToolEffect::Writes
     }
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let a: WriteArgs = parse(args)?;
-        let path = ctx.workspace.resolve(&a.path, Access::Write)?;
+        let path = ctx.workspace.resolve(&a.file_path, Access::Write)?;
         let shown = ctx.workspace.display(&path);
         let bytes = a.content.len();
         let target = path.clone();
@@ -248,7 +260,7 @@ impl Tool for WriteTool {
             Ok(created)
         })
         .await?;
-        let shown = a.path;
+        let shown = a.file_path;
         store(ctx, target, &shown, a.content).await?;
         let verb = if created { "Created" } else { "Overwrote" };
         Ok(ToolOutput::text(format!("{verb} {shown} ({bytes} bytes)."))
@@ -256,13 +268,13 @@ impl Tool for WriteTool {
     }
 }
 
-/// `edit {path, old_string, new_string, replace_all?}`.
+/// `edit {file_path, old_string, new_string, replace_all?}`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditTool;
 
 #[derive(Deserialize)]
 struct EditArgs {
-    path: String,
+    file_path: String,
     old_string: String,
     new_string: String,
     #[serde(default)]
@@ -278,12 +290,15 @@ impl Tool for EditTool {
              included, without read's line-number prefixes) and occur exactly once unless \
              replace_all is true; add surrounding lines to make it unique.",
             json!({"type":"object","properties":{
-                "path":{"type":"string"},
+                "file_path":{"type":"string"},
                 "old_string":{"type":"string","description":"Exact text to replace."},
                 "new_string":{"type":"string","description":"Replacement text."},
                 "replace_all":{"type":"boolean","description":"Replace every occurrence (default false)."}
-            },"required":["path","old_string","new_string"]}),
+            },"required":["file_path","old_string","new_string"]}),
         )
+    }
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        FILE_PATH_ALIAS
     }
     fn effect(&self) -> ToolEffect {
         ToolEffect::Writes
@@ -300,8 +315,8 @@ impl Tool for EditTool {
                 "old_string and new_string are identical; nothing would change".into(),
             ));
         }
-        let path = ctx.workspace.resolve(&a.path, Access::Write)?;
-        let shown = a.path.clone();
+        let path = ctx.workspace.resolve(&a.file_path, Access::Write)?;
+        let shown = a.file_path.clone();
         let open = editor_text(ctx, &path, &shown).await?;
         let target = path.clone();
         let (count, updated) = blocking(move || {
@@ -313,7 +328,7 @@ impl Tool for EditTool {
                     String::from_utf8(bytes).map_err(|_| {
                         ToolError::Failed(format!(
                             "'{}' is not UTF-8 text; edit changes text files",
-                            a.path
+                            a.file_path
                         ))
                     })?
                 }
@@ -323,14 +338,14 @@ impl Tool for EditTool {
                 return Err(ToolError::InvalidArgs(format!(
                     "old_string was not found in '{}'; it must match exactly, including \
                      whitespace. Read the file and copy the text.",
-                    a.path
+                    a.file_path
                 )));
             }
             if count > 1 && !a.replace_all {
                 return Err(ToolError::InvalidArgs(format!(
                     "old_string occurs {count} times in '{}'; include more surrounding lines to \
                      make it unique, or set replace_all to true",
-                    a.path
+                    a.file_path
                 )));
             }
             let updated = if a.replace_all {

@@ -1,6 +1,7 @@
-//! `glob` and `grep`, built on ripgrep's crates: the `ignore` walker (gitignore-aware, hidden
-//! files included, `.git` skipped, sorted by path for stable output), `globset` and
-//! `grep-searcher` (binary files skipped). Output is bounded.
+//! `glob` and `grep`, built on ripgrep's crates: the `ignore` walker, `globset` and
+//! `grep-searcher` (binary files skipped). `glob` lists every file (hidden and gitignored ones
+//! too, `.git` skipped) newest first; `grep` searches gitignore-aware, in path order, and shows
+//! matching lines under each file's name. Output is bounded.
 
 use super::{blocking, parse};
 use crate::error::ToolError;
@@ -16,8 +17,12 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Paths listed at most by `glob` and by `grep` in files/count mode.
+/// Paths listed at most by `glob` (newest first; the rest are saved to a file).
+pub const MAX_GLOB_PATHS: usize = 100;
+/// Paths listed at most by `grep` in files/count mode.
 pub const MAX_PATHS: usize = 200;
+/// Matching lines output at most by `grep` in content mode.
+pub const MAX_MATCHES: usize = 250;
 /// Lines output at most by `grep` in content mode.
 pub const MAX_CONTENT_LINES: usize = 400;
 /// Bytes output at most by `grep` in content mode.
@@ -93,14 +98,26 @@ struct GlobArgs {
     path: Option<String>,
 }
 
+/// Every file under `base` (or `base` itself when it is a file), hidden and gitignored ones
+/// included (`glob` answers "which files are there", as dsh's does); `.git` is skipped.
+fn all_files(base: &Path) -> impl Iterator<Item = PathBuf> {
+    ignore::WalkBuilder::new(base)
+        .standard_filters(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .map(ignore::DirEntry::into_path)
+}
+
 #[async_trait]
 impl Tool for GlobTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "glob".into(),
             description: "Find files by glob, e.g. `**/*.rs` or `src/*/mod.ts`; a pattern \
-                          without `/` matches file names at any depth. Skips gitignored files. \
-                          Returns up to 200 paths in path order."
+                          without `/` matches file names at any depth. Hidden and gitignored \
+                          files included; newest first, up to 100 paths."
                 .into(),
             parameters: json!({"type":"object","properties":{
                 "pattern":{"type":"string"},
@@ -119,27 +136,46 @@ impl Tool for GlobTool {
         let glob = PathGlob::new(&a.pattern)?;
         let base = resolve_base(ctx.workspace, a.path.as_deref())?;
         let ws = ctx.workspace.clone();
+        let spill = ctx.spill.clone();
         let (text, total) = blocking(move || {
-            let mut shown = Vec::new();
-            let mut total = 0usize;
-            for path in files(&base).filter(|p| glob.matches(&base, p)) {
-                total += 1;
-                if shown.len() < MAX_PATHS {
-                    shown.push(ws.display(&path));
-                }
-            }
-            let mut text = shown.join("\n");
+            let mut found: Vec<(std::time::SystemTime, PathBuf)> = all_files(&base)
+                .filter(|p| glob.matches(&base, p))
+                .map(|p| {
+                    let modified = std::fs::metadata(&p)
+                        .and_then(|m| m.modified())
+                        .unwrap_or(std::time::UNIX_EPOCH);
+                    (modified, p)
+                })
+                .collect();
+            let total = found.len();
             if total == 0 {
-                text = format!(
+                let text = format!(
                     "No files match '{}' under {}.",
                     a.pattern,
                     ws.display(&base)
                 );
-            } else if total > shown.len() {
+                return Ok((text, 0));
+            }
+            // Newest first; ties (same mtime) by path, so the answer is stable.
+            found.sort_by(|x, y| y.0.cmp(&x.0).then_with(|| x.1.cmp(&y.1)));
+            let lines: Vec<String> = found.iter().map(|(_, p)| ws.display(p)).collect();
+            let mut text = lines[..total.min(MAX_GLOB_PATHS)].join("\n");
+            if total > MAX_GLOB_PATHS {
+                let rest = lines[MAX_GLOB_PATHS..].join("\n");
+                let saved = spill
+                    .ensure_dir()
+                    .and_then(|()| {
+                        let (mut file, path) =
+                            crate::spill::create_private_file(&spill.dir, "glob")?;
+                        std::io::Write::write_all(&mut file, rest.as_bytes())?;
+                        Ok(path)
+                    })
+                    .map_err(|e| ToolError::io("saving the rest of the list in", &spill.dir, e))?;
                 let _ = write!(
                     text,
-                    "\n[{} of {total} matches shown; narrow the pattern or path]",
-                    shown.len()
+                    "\n[{MAX_GLOB_PATHS} of {total} paths shown; the other {} are listed in {}]",
+                    total - MAX_GLOB_PATHS,
+                    saved.display()
                 );
             }
             Ok((text, total))
@@ -149,7 +185,7 @@ impl Tool for GlobTool {
     }
 }
 
-/// `grep {pattern, path?, glob?, case_insensitive?, output_mode?, context?}`.
+/// `grep {pattern, path?, include?, case_insensitive?, output_mode?, context?}`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 
@@ -165,7 +201,7 @@ enum OutputMode {
 struct GrepArgs {
     pattern: String,
     path: Option<String>,
-    glob: Option<String>,
+    include: Option<String>,
     #[serde(default)]
     case_insensitive: bool,
     output_mode: Option<OutputMode>,
@@ -178,18 +214,22 @@ impl Tool for GrepTool {
         ToolSchema {
             name: "grep".into(),
             description: "Search file contents with a regex (Rust syntax), skipping gitignored \
-                          and binary files. Output is capped."
+                          and binary files. Matching lines with numbers under each file, at \
+                          most 250."
                 .into(),
             parameters: json!({"type":"object","properties":{
                 "pattern":{"type":"string"},
                 "path":{"type":"string","description":"File or directory (default: working directory)."},
-                "glob":{"type":"string","description":"Only files matching this glob, e.g. `*.rs`."},
+                "include":{"type":"string","description":"Only files matching this glob, e.g. `*.rs`."},
                 "case_insensitive":{"type":"boolean"},
-                "output_mode":{"type":"string","enum":["files_with_matches","content","count"],
-                    "description":"files_with_matches (default): paths; content: `path:line:text`; count: matches per file."},
+                "output_mode":{"type":"string","enum":["content","files_with_matches","count"],
+                    "description":"content (default); files_with_matches: paths; count: matches per file."},
                 "context":{"type":"integer","minimum":0,"maximum":10,"description":"Lines around each match (content mode)."}
             },"required":["pattern"]}),
         }
+    }
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[("glob", "include")]
     }
     fn mode(&self) -> ExecMode {
         ExecMode::Parallel
@@ -204,9 +244,9 @@ impl Tool for GrepTool {
             .line_terminator(Some(b'\n'))
             .build(&a.pattern)
             .map_err(|e| ToolError::InvalidArgs(format!("invalid regex: {e}")))?;
-        let filter = a.glob.as_deref().map(PathGlob::new).transpose()?;
+        let filter = a.include.as_deref().map(PathGlob::new).transpose()?;
         let base = resolve_base(ctx.workspace, a.path.as_deref())?;
-        let mode = a.output_mode.unwrap_or(OutputMode::FilesWithMatches);
+        let mode = a.output_mode.unwrap_or(OutputMode::Content);
         let context = if mode == OutputMode::Content {
             a.context.unwrap_or(0)
         } else {
@@ -256,6 +296,7 @@ struct Collector {
     gaps: Gaps,
     out: String,
     lines: usize,
+    matches: usize,
     files_matched: usize,
     file: String,
     file_count: u64,
@@ -280,6 +321,7 @@ impl Collector {
             gaps,
             out: String::new(),
             lines: 0,
+            matches: 0,
             files_matched: 0,
             file: String::new(),
             file_count: 0,
@@ -320,10 +362,18 @@ impl Collector {
         self.lines += 1;
     }
 
+    /// One line of a file's matches, under the file's name (ripgrep's `--heading` layout: the
+    /// path on a line of its own, a blank line between files).
     fn content_line(&mut self, number: Option<u64>, bytes: &[u8], sep: char) {
         let n = number.unwrap_or(0);
-        let gap = self.new_file || self.last_line.is_some_and(|l| n > l + 1);
-        if self.gaps == Gaps::Separated && gap && !self.out.is_empty() {
+        if self.new_file {
+            if !self.out.is_empty() {
+                self.push_line("");
+            }
+            let file = std::mem::take(&mut self.file);
+            self.push_line(&file);
+            self.file = file;
+        } else if self.gaps == Gaps::Separated && self.last_line.is_some_and(|l| n > l + 1) {
             self.push_line("--");
         }
         self.last_line = Some(n);
@@ -334,7 +384,7 @@ impl Collector {
             Some((cut, _)) => format!("{}…", &text[..cut]),
             None => text.to_owned(),
         };
-        self.push_line(&format!("{}{sep}{n}{sep}{text}", self.file));
+        self.push_line(&format!("{n}{sep}{text}"));
     }
 
     fn render(mut self, pattern: &str) -> String {
@@ -346,7 +396,7 @@ impl Collector {
         }
         if self.full {
             self.out
-                .push_str("\n[output capped; narrow the pattern, path or glob]");
+                .push_str("\n[output capped; narrow the pattern, path or include]");
         }
         self.out
     }
@@ -362,6 +412,10 @@ impl Sink for Collector {
             OutputMode::Count => Ok(true),
             OutputMode::Content => {
                 self.content_line(m.line_number(), m.bytes(), ':');
+                self.matches += 1;
+                if self.matches >= MAX_MATCHES {
+                    self.full = true;
+                }
                 Ok(!self.full)
             }
         }

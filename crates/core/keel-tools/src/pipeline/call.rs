@@ -7,7 +7,7 @@ use super::{BatchOptions, Dispatched, Pipeline};
 use crate::caller::{ApprovalOutcome, ToolCaller, ToolOutcome};
 use crate::error::ToolError;
 use crate::plan::plan_mode_denial;
-use crate::registry::RegisteredTool;
+use crate::registry::{ArgsShape, RegisteredTool};
 use crate::schema;
 use crate::seams::{
     BodyRunner, ExecToken, ExecuteNext, GuardDecision, HookContext, PipelineObserver, PostDecision,
@@ -86,16 +86,40 @@ fn parse_args(raw: &str) -> Result<Value, serde_json::Error> {
 }
 
 /// The pipeline's first phase for one call: parse the model's raw `arguments` string of tool
-/// `name` (blank means `{}`) and validate it against the tool's `parameters` schema. `Err` is
-/// the `INVALID_ARGS` message the model gets back. Public so the fuzz target
+/// `name` (blank means `{}`), read earlier parameter names as the new ones, and validate it
+/// against the tool's `parameters` schema (closed to undeclared properties when `shape` says
+/// so). `Err` is the `INVALID_ARGS` message the model gets back. Public so the fuzz target
 /// (`fuzz/fuzz_targets/tool_args.rs`) drives exactly this code; not a stable API.
 #[doc(hidden)]
-pub fn parse_and_validate(name: &str, parameters: &Value, raw: &str) -> Result<Value, ArgsError> {
-    let args = parse_args(raw).map_err(|source| ArgsError::NotJson {
+pub fn parse_and_validate(
+    name: &str,
+    parameters: &Value,
+    shape: ArgsShape,
+    raw: &str,
+) -> Result<Value, ArgsError> {
+    let mut args = parse_args(raw).map_err(|source| ArgsError::NotJson {
         tool: name.to_owned(),
         source,
     })?;
-    let violations = schema::validate(parameters, &args);
+    if let Value::Object(map) = &mut args {
+        for &(old, new) in shape.aliases {
+            let Some(v) = map.remove(old) else { continue };
+            if map.contains_key(new) {
+                return Err(ArgsError::Schema {
+                    tool: name.to_owned(),
+                    violations: format!(
+                        "/{old}: '{old}' is the earlier name of '{new}'; send '{new}' only"
+                    ),
+                });
+            }
+            map.insert(new.to_owned(), v);
+        }
+    }
+    let violations = if shape.closed {
+        schema::validate_closed(parameters, &args)
+    } else {
+        schema::validate(parameters, &args)
+    };
     if !violations.is_empty() {
         return Err(ArgsError::Schema {
             tool: name.to_owned(),
@@ -201,7 +225,8 @@ impl Pipeline {
     ) -> ResultDraft {
         let call = ctx.call;
         let name = call.name.as_str();
-        let args = match parse_and_validate(name, &entry.schema().parameters, &call.arguments) {
+        let parameters = &entry.schema().parameters;
+        let args = match parse_and_validate(name, parameters, entry.shape(), &call.arguments) {
             Ok(v) => v,
             Err(e) => return error_draft(ToolErrorCode::InvalidArgs, &e.to_string()),
         };

@@ -51,6 +51,16 @@ impl Fixture {
         p
     }
 
+    /// Set `rel`'s modification time to `minutes` minutes ago.
+    pub fn age(&self, rel: &str, minutes: u64) {
+        let when = std::time::SystemTime::now() - std::time::Duration::from_secs(60 * minutes);
+        let file = std::fs::File::options()
+            .write(true)
+            .open(self.ws.join(rel))
+            .unwrap();
+        file.set_modified(when).unwrap();
+    }
+
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.ws.join(rel)).unwrap()
     }

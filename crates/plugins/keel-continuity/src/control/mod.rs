@@ -614,7 +614,11 @@ impl Controller {
             ));
         }
         let path = if PATH_TOOLS.contains(&tool) {
-            let raw = args.get("path").and_then(Value::as_str).unwrap_or_default();
+            // The pipeline hands guards the arguments under their current names.
+            let raw = args
+                .get("file_path")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             let p = normalize(&self.cwd, raw)
                 .map_err(|e| format!("{tool} refused by explicit control: {e}"))?;
             if !c.targets.iter().any(|t| covers(t, &p)) {
