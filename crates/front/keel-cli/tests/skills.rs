@@ -3,7 +3,8 @@
 //! (the others are reported shadowed, in the documented order), the `skill` tool's result
 //! reaches the next request, an untrusted workspace's skills are not offered (and the trust
 //! notice and `keel trust` name them), a broken skill is a warning naming its file while the
-//! turn goes on, and no skill means no tool and no prompt text.
+//! turn goes on, no skill means no tool and no prompt text, and a skill added during a turn is
+//! offered from the next turn's start (never in the middle of a turn).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -238,4 +239,60 @@ fn without_skills_there_is_no_tool_no_prompt_text_and_no_event() {
     assert!(!system_prompt(request).contains("Skills:"));
     let events = load_consistent(&env.only_session());
     assert!(of_type(&events, "skills/catalog").is_empty());
+}
+
+#[test]
+fn a_skill_added_during_a_turn_is_offered_from_the_next_turn() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "FIRST" }
+    text: "turn one done"
+    behaviour: stall
+    stall_ms: 1500
+  - match: { last_user_contains: "SECOND" }
+    tool_calls:
+      - { id: l1, name: skill, arguments: { name: "late" } }
+  - match: { last_tool_result_contains: "BODY of late" }
+    text: "DONE"
+"#,
+    );
+    let mut running = support::spawn(
+        env.keel(&mock.base_url())
+            .args(["run", "--inbox-stdin", "FIRST"])
+            .stdin(std::process::Stdio::piped()),
+    );
+    let mut stdin = running.take_stdin();
+    // Added while turn one runs (its model call stalls): turn one's requests do not change,
+    // the next turn's start sees it.
+    env.wait_for_log("the first turn's start", |events| {
+        !of_type(events, "turn/start").is_empty()
+    });
+    skill(
+        &env.ws.join(".claude/skills"),
+        "late",
+        "added between turns",
+    );
+    {
+        use std::io::Write;
+        writeln!(stdin, r#"{{"followup": "SECOND"}}"#).unwrap();
+    }
+    drop(stdin);
+    let out = running.wait();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "{out:?}");
+    assert!(!system_prompt(&requests[0]).contains("late"));
+    assert!(!tool_names(&requests[0]).contains(&"skill".to_owned()));
+    for r in &requests[1..] {
+        assert!(
+            system_prompt(r).contains("- late: added between turns"),
+            "{}",
+            system_prompt(r)
+        );
+        assert!(tool_names(r).contains(&"skill".to_owned()));
+    }
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "skills/catalog").len(), 1);
 }
