@@ -486,6 +486,18 @@ impl Cells {
                     );
                 }
             }
+            // The skills plugin's skipped file (keel_skills::WARNING_EVENT).
+            EventBody::Other(o) if o.type_name == "skills/warning" => {
+                let f = |k: &str| o.data.get(k).and_then(Value::as_str).unwrap_or("");
+                self.notice(
+                    Level::Error,
+                    format!(
+                        "Skill file {} skipped: {}",
+                        f("file"),
+                        one_line(f("error"), 300)
+                    ),
+                );
+            }
             _ => {}
         }
         // Cells pushed whole (the person's messages, cards, plans, markers, notices).

@@ -121,6 +121,15 @@ impl Progress {
                 EventBody::Other(o) if o.type_name == keel_mcp::plugin::SERVER_EVENT => {
                     mcp_notice(&mut err, &o.data)
                 }
+                EventBody::Other(o) if o.type_name == keel_skills::WARNING_EVENT => {
+                    let field = |k: &str| o.data.get(k).and_then(|v| v.as_str()).unwrap_or("");
+                    writeln!(
+                        err,
+                        "keel: skill file {} skipped: {}",
+                        field("file"),
+                        one_line(field("error"), 300)
+                    )
+                }
                 EventBody::ApprovalAsked(a) if a.tool == "exit_plan_mode" => {
                     plans.locked().insert(a.call_id.clone());
                     Ok(())

@@ -167,8 +167,9 @@ pub fn decide(
 /// Plugins whose only effect is the tools they offer: an untrusted project may turn them off
 /// (fewer tools), never on. The others (hooks, provenance, continuity, compaction) guard or
 /// record, so turning them off would loosen what the user set.
-const TOOL_ONLY_PLUGINS: [&str; 7] = [
+const TOOL_ONLY_PLUGINS: [&str; 8] = [
     "jobs",
+    "skills",
     "subagent",
     "memory",
     "roleplay",
@@ -374,8 +375,9 @@ fn model_info(user: &Config, model: &str) -> keel_llm::ModelInfo {
 }
 
 /// What the workspace's own files hold that the plugins run only when it is trusted: the hook
-/// events of `.claude/settings.json` and `.claude/settings.local.json`, and the servers of
-/// `.mcp.json`. A file that cannot be read is listed as such (it would not run either way).
+/// events of `.claude/settings.json` and `.claude/settings.local.json`, the servers of
+/// `.mcp.json`, and the skills of the project's skill folders (`.claude/skills`, …, at its git
+/// root; `keel_skills::PROJECT_DIRS`). A file that cannot be read is listed as such (it would not run either way).
 pub fn project_files(workspace: &Path) -> Vec<Ignored> {
     let mut out = Vec::new();
     for rel in keel_command_hooks::PROJECT_SETTINGS_FILES {
@@ -414,6 +416,18 @@ pub fn project_files(workspace: &Path) -> Vec<Ignored> {
         if !what.is_empty() {
             out.push(Ignored { file: path, what });
         }
+    }
+    // A project's skills: listed for the model and loadable only when trusted.
+    for (dir, names) in keel_skills::project_skill_dirs(workspace) {
+        let mut what: Vec<String> = names
+            .iter()
+            .take(8)
+            .map(|n| format!("skills.{n}"))
+            .collect();
+        if names.len() > 8 {
+            what.push(format!("{} more skills", names.len() - 8));
+        }
+        out.push(Ignored { file: dir, what });
     }
     out
 }

@@ -1,0 +1,162 @@
+//! Tests of parsing, scanning and ranking.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::roots::{Root, Scope};
+use pretty_assertions::assert_eq;
+
+fn skill_text(name: &str, description: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n---\nBody of {name}.\n")
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn root(dir: &Path, scope: Scope) -> Root {
+    Root {
+        dir: dir.to_path_buf(),
+        scope,
+    }
+}
+
+#[test]
+fn fields_flags_and_defaults() {
+    let (p, body) = parse(
+        "---\nname: pdf\ndescription: Fill PDF forms\nwhenToUse: a PDF is named\ndisable-model-invocation: true\nuser-invocable: false\nargument-hint: FILE\n---\nsteps\n",
+    )
+    .unwrap();
+    assert_eq!(p.name, "pdf");
+    assert_eq!(p.description, "Fill PDF forms");
+    assert_eq!(p.when_to_use.as_deref(), Some("a PDF is named"));
+    assert_eq!(p.argument_hint.as_deref(), Some("FILE"));
+    assert!(!p.model_invocable && !p.user_invocable);
+    assert_eq!(body, "steps\n");
+    let (p, _) = parse(&skill_text("x", "y")).unwrap();
+    assert!(p.model_invocable && p.user_invocable && p.when_to_use.is_none());
+}
+
+#[test]
+fn missing_or_bad_fields_are_errors() {
+    let e = parse("---\ndescription: d\n---\n").unwrap_err();
+    assert_eq!(e.to_string(), "the front matter has no `name`");
+    let e = parse("---\nname: n\ndescription: \"\"\n---\n").unwrap_err();
+    assert_eq!(e.to_string(), "the front matter has no `description`");
+    let e = parse("---\nname: two words\ndescription: d\n---\n").unwrap_err();
+    assert!(e.to_string().contains("not a usable name"), "{e}");
+    let e = parse("---\nname: n\ndescription: d\nuser-invocable: maybe\n---\n").unwrap_err();
+    assert_eq!(e.to_string(), "`user-invocable`: expected true or false");
+    let e = parse("---\nname:\n  a: b\ndescription: d\n---\n").unwrap_err();
+    assert!(e.to_string().contains("`name`"), "{e}");
+}
+
+#[test]
+fn the_first_root_wins_and_the_rest_are_shadowed() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    write(&a.join("shared/SKILL.md"), &skill_text("shared", "from a"));
+    write(&a.join("solo.md"), &skill_text("solo", "file form"));
+    write(&b.join("shared/SKILL.md"), &skill_text("shared", "from b"));
+    write(&b.join("other/SKILL.md"), &skill_text("other", "only b"));
+    // A helper folder without SKILL.md and hidden entries are no skills.
+    write(&b.join("helpers/run.sh"), "echo");
+    write(&b.join(".hidden/SKILL.md"), &skill_text("hidden", "no"));
+    let cat = Catalog::scan(&[root(&a, Scope::Project), root(&b, Scope::Home)]);
+    let names: Vec<&str> = cat.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["other", "shared", "solo"]);
+    let shared = cat.get("shared").unwrap();
+    assert_eq!(shared.description, "from a");
+    assert_eq!(shared.scope, Scope::Project);
+    assert_eq!(shared.folder.as_deref(), Some(a.join("shared").as_path()));
+    assert_eq!(cat.get("solo").unwrap().folder, None);
+    assert_eq!(
+        cat.shadowed,
+        [Shadowed {
+            name: "shared".into(),
+            file: b.join("shared/SKILL.md"),
+            by: a.join("shared/SKILL.md"),
+        }]
+    );
+    assert!(cat.warnings.is_empty(), "{:?}", cat.warnings);
+}
+
+#[test]
+fn bad_files_are_warnings_naming_the_file() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    write(&r.join("broken/SKILL.md"), "---\nname: [oops\n");
+    write(&r.join("nodesc.md"), "---\nname: nodesc\n---\n");
+    let big = format!("{}{}", skill_text("big", "d"), "x".repeat(300 * 1024));
+    write(&r.join("big/SKILL.md"), &big);
+    write(&r.join("binary.md"), "");
+    std::fs::write(r.join("binary.md"), [0xff, 0xfe, 0x00]).unwrap();
+    write(&r.join("good/SKILL.md"), &skill_text("good", "fine"));
+    let cat = Catalog::scan(&[root(r, Scope::Home)]);
+    assert_eq!(cat.skills.len(), 1);
+    let warned: Vec<String> = cat.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(warned.len(), 4, "{warned:?}");
+    assert!(warned[0].contains("big/SKILL.md") && warned[0].contains("256 KiB"));
+    assert!(warned[1].contains("binary.md") && warned[1].contains("UTF-8"));
+    assert!(warned[2].contains("broken/SKILL.md") && warned[2].contains("not closed"));
+    assert!(warned[3].contains("nodesc.md") && warned[3].contains("`description`"));
+}
+
+#[test]
+fn the_prompt_is_bounded_and_says_how_many_are_left_out() {
+    let t = tempfile::tempdir().unwrap();
+    assert_eq!(Catalog::scan(&[root(t.path(), Scope::Home)]).prompt(), None);
+    for i in 0..100 {
+        let name = format!("skill-{i:03}");
+        write(
+            &t.path().join(&name).join("SKILL.md"),
+            &skill_text(&name, "does one particular thing well"),
+        );
+    }
+    write(
+        &t.path().join("secret.md"),
+        "---\nname: aaa-secret\ndescription: hidden\ndisable-model-invocation: true\n---\n",
+    );
+    let cat = Catalog::scan(&[root(t.path(), Scope::Home)]);
+    let p = cat.prompt().unwrap();
+    assert!(p.len() <= CATALOG_BYTES, "{}", p.len());
+    assert!(!p.contains("aaa-secret"));
+    let listed = p.matches("\n- ").count();
+    assert!(listed > 10 && listed < 64, "{listed}");
+    assert!(
+        p.ends_with(&format!(
+            "({} more skills not listed here; `skill` names close matches for a name you try.)",
+            100 - listed
+        )),
+        "{p}"
+    );
+}
+
+#[test]
+fn close_names() {
+    let t = tempfile::tempdir().unwrap();
+    for n in ["pdf-forms", "pdf", "excel", "deploy"] {
+        write(&t.path().join(format!("{n}.md")), &skill_text(n, "d"));
+    }
+    let cat = Catalog::scan(&[root(t.path(), Scope::Home)]);
+    assert_eq!(cat.close_names("pdf-form", true), ["pdf-forms", "pdf"]);
+    assert_eq!(cat.close_names("exel", true), ["excel"]);
+    assert!(cat.close_names("zzzzzzzz", true).is_empty());
+}
+
+#[test]
+fn the_fingerprint_moves_when_a_root_or_a_skill_file_changes() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().join("skills");
+    let cat = Catalog::scan(&[root(&r, Scope::Home)]);
+    let before = cat.fingerprint();
+    assert_eq!(before, vec![None]);
+    write(&r.join("a.md"), &skill_text("a", "d"));
+    assert_ne!(cat.fingerprint(), before);
+    let cat = Catalog::scan(&[root(&r, Scope::Home)]);
+    let fp = cat.fingerprint();
+    assert_eq!(cat.fingerprint(), fp);
+    // An edit in place (same directory listing) is seen through the file's own stat.
+    std::fs::write(r.join("a.md"), skill_text("a", "a longer description")).unwrap();
+    assert_ne!(cat.fingerprint(), fp);
+}
