@@ -3,13 +3,33 @@
 //! body is replaced by the arguments; without it, they follow the body on a line
 //! `ARGUMENTS: …`.
 
+use crate::catalog::SkillError;
 use crate::plugin::Shared;
 use crate::tool::body;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use keel_agent::plugin::{CommandSource, PluginCommand};
+use keel_agent::plugin::{CommandError, CommandSource, PluginCommand};
 use keel_protocol::text::one_line;
+use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Why `/name` could not be expanded.
+#[derive(Debug, thiserror::Error)]
+enum ExpandError {
+    /// No user-invocable skill has the name.
+    #[error("no skill /{0}")]
+    NoSkill(String),
+    /// The skill's file could not be read back.
+    #[error("skill /{name} ({}): {why}", file.display())]
+    Unreadable {
+        /// The command.
+        name: String,
+        /// The skill's file.
+        file: PathBuf,
+        /// What failed.
+        why: SkillError,
+    },
+}
 
 /// The user-invocable skills of the current catalog.
 pub struct SkillCommands {
@@ -50,15 +70,23 @@ impl CommandSource for SkillCommands {
             .collect()
     }
 
-    fn expand<'a>(&'a self, name: &'a str, args: &'a str) -> BoxFuture<'a, Result<String, String>> {
+    fn expand<'a>(
+        &'a self,
+        name: &'a str,
+        args: &'a str,
+    ) -> BoxFuture<'a, Result<String, CommandError>> {
         let catalog = self.shared.catalog();
         let result = match catalog.get(name).filter(|s| s.user_invocable) {
-            None => Err(format!("no skill /{name}")),
+            None => Err(ExpandError::NoSkill(name.to_owned())),
             Some(skill) => body(skill)
                 .map(|b| message(&skill.name, &skill.file, &b, args))
-                .map_err(|e| format!("skill /{name} ({}): {e}", skill.file.display())),
+                .map_err(|why| ExpandError::Unreadable {
+                    name: name.to_owned(),
+                    file: skill.file.clone(),
+                    why,
+                }),
         };
-        futures::future::ready(result).boxed()
+        futures::future::ready(result.map_err(|e| CommandError::Failed(Box::new(e)))).boxed()
     }
 }
 
