@@ -660,3 +660,88 @@ fn list_shows_unreadable_sessions_with_the_reason() {
     let out = env.keel(&["sessions", "check", "session-broken"]);
     assert_eq!(out.code, 2);
 }
+
+/// A dsh session (its `write` calls took `file_path`) imported into keel and resumed goes on with
+/// dsh-shaped calls: `read {file_path}`, `grep {include}`, `bash {timeoutMs}`; an unknown
+/// property is refused by name and the turn goes on.
+#[test]
+fn an_imported_dsh_session_resumes_with_dsh_shaped_calls() {
+    let env = Env::new();
+    let project = env.project.to_str().unwrap().to_owned();
+    let session = with_header(&env, "dsh", |h| {
+        h.insert("id".into(), "session-from-dsh".into());
+        h.insert("cwd".into(), project.clone().into());
+    });
+    let (id, _) = env.import(&session);
+    std::fs::write(env.project.join("hello.txt"), "hello\nworld\n").unwrap();
+    std::fs::write(env.project.join("notes.md"), "hello in markdown\n").unwrap();
+    let script = env.temp("dsh-shaped.yaml");
+    std::fs::write(
+        &script,
+        r#"responses:
+  - tool_calls:
+      - { id: d_read, name: read, arguments: { file_path: hello.txt, offset: 2 } }
+      - { id: d_grep, name: grep, arguments: { pattern: hello, include: "*.txt" } }
+      - { id: d_bash, name: bash, arguments: { command: "echo ok", description: "say ok", timeoutMs: 5000 } }
+      - { id: d_bad, name: read, arguments: { file_path: hello.txt, encoding: utf8 } }
+  - text: "Done."
+"#,
+    )
+    .unwrap();
+    let out = env.keel(&[
+        "resume",
+        &id,
+        "Read it again.",
+        "--script",
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Done."), "{}", out.stdout);
+
+    let path = env
+        .home
+        .join("sessions")
+        .join(Store::project_key(&env.project))
+        .join("session-from-dsh")
+        .join("session.jsonl");
+    let events = events_json(&load(&path).session);
+    let result = |call: &str| -> (String, bool) {
+        events
+            .iter()
+            .filter(|e| e["type"] == "tool/result")
+            .flat_map(|e| {
+                e["data"]["message"]["content"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .find(|b| b["toolCallId"] == call)
+            .map(|b| {
+                let text = b["content"]
+                    .as_array()
+                    .map(|c| {
+                        c.iter()
+                            .filter_map(|t| t["text"].as_str())
+                            .collect::<String>()
+                    })
+                    .unwrap_or_default();
+                (text, b["isError"].as_bool().unwrap_or(false))
+            })
+            .unwrap_or_else(|| panic!("no result for {call}"))
+    };
+    assert_eq!(
+        result("d_read"),
+        (
+            "<path>hello.txt</path>\n<content>\n2: world\n</content>".to_owned(),
+            false
+        )
+    );
+    assert_eq!(result("d_grep"), ("hello.txt\n1:hello".to_owned(), false));
+    assert_eq!(result("d_bash"), ("ok\n".to_owned(), false));
+    let (bad, is_error) = result("d_bad");
+    assert!(is_error, "{bad}");
+    assert!(
+        bad.contains("/encoding: unknown property (allowed: file_path, limit, offset)"),
+        "{bad}"
+    );
+}
