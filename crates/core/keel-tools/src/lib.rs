@@ -21,6 +21,7 @@ pub mod builtins;
 pub mod caller;
 pub mod error;
 pub mod jobs;
+pub mod observed;
 pub mod pipeline;
 pub mod plan;
 pub mod registry;

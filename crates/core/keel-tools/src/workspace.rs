@@ -8,6 +8,7 @@
 //! symlinks pointing out are all refused the same way.
 
 use crate::error::ToolError;
+use crate::observed::Observed;
 use crate::subprocess::confine::{ConfineSpec, Confinement};
 use std::fmt;
 use std::io;
@@ -99,6 +100,8 @@ pub struct Workspace {
     confinement: OnceLock<Arc<Confinement>>,
     /// The editor's view of text files, when a front end offers one.
     text_files: Option<EditorFiles>,
+    /// What the model has read of each file (the read-before-write rule).
+    observed: Observed,
 }
 
 /// An editor's view of text files (ACP's `fs/read_text_file` and `fs/write_text_file`): a file
@@ -156,7 +159,18 @@ impl Workspace {
                 .unwrap_or_else(|_| std::env::temp_dir()),
             confinement: OnceLock::new(),
             text_files: None,
+            observed: Observed::default(),
         })
+    }
+
+    /// What the model has read of each file, shared by this workspace's clones.
+    pub fn observed(&self) -> &Observed {
+        &self.observed
+    }
+
+    /// Check writes against reads (`true`, the default) or not (`tools.read_before_write`).
+    pub fn set_read_before_write(&mut self, on: bool) {
+        self.observed.set_enforced(on);
     }
 
     /// Read and write text files through `files` (an editor's buffers) from now on.

@@ -145,6 +145,7 @@ async fn edit_requires_a_unique_exact_match_unless_replace_all() {
     let f = Fixture::new();
     f.write("e.rs", "let a = 1;\nlet b = 1;\nlet c = 2;\n");
     let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    run_one(&p, call("0", "read", json!({"file_path":"e.rs"}))).await;
 
     let once = run_one(
         &p,
@@ -691,4 +692,97 @@ async fn an_editor_that_fails_is_named_in_the_error() {
         "x\n",
         "nothing is written when the editor fails"
     );
+}
+
+#[tokio::test]
+async fn a_file_is_changed_only_after_it_was_read_and_while_it_is_unchanged() {
+    let f = Fixture::new();
+    f.write("a.txt", "one\n");
+    let p = f.pipeline(SandboxMode::WorkspaceWrite);
+    let edit = |id: &str, old: &str, new: &str| {
+        call(
+            id,
+            "edit",
+            json!({"file_path":"a.txt","old_string":old,"new_string":new}),
+        )
+    };
+
+    let unread = run_one(&p, edit("1", "one", "two")).await;
+    assert!(unread.is_error);
+    assert_eq!(
+        unread.text(),
+        "FILE_NOT_READ: 'a.txt' exists and has not been read in this session; read it first, then change it"
+    );
+    let overwrite = run_one(
+        &p,
+        call("2", "write", json!({"file_path":"a.txt","content":"x"})),
+    )
+    .await;
+    assert!(
+        overwrite.text().starts_with("FILE_NOT_READ:"),
+        "{}",
+        overwrite.text()
+    );
+    assert_eq!(f.read("a.txt"), "one\n", "nothing was changed");
+
+    // A new file may be written, and then edited: the tool's own write counts as seen.
+    let created = run_one(
+        &p,
+        call(
+            "3",
+            "write",
+            json!({"file_path":"new.txt","content":"fresh\n"}),
+        ),
+    )
+    .await;
+    assert!(!created.is_error, "{}", created.text());
+    let again = run_one(
+        &p,
+        call(
+            "4",
+            "edit",
+            json!({"file_path":"new.txt","old_string":"fresh","new_string":"edited"}),
+        ),
+    )
+    .await;
+    assert!(!again.is_error, "{}", again.text());
+
+    // Read (even a window of it), then edit; then the file changes under the model.
+    run_one(
+        &p,
+        call("5", "read", json!({"file_path":"a.txt","limit":1})),
+    )
+    .await;
+    let ok = run_one(&p, edit("6", "one", "two")).await;
+    assert!(!ok.is_error, "{}", ok.text());
+    f.write("a.txt", "changed by a person\n");
+    let stale = run_one(&p, edit("7", "changed", "x")).await;
+    assert_eq!(
+        stale.text(),
+        "FILE_CHANGED_SINCE_READ: 'a.txt' changed on disk since you read it; read it again, then change it"
+    );
+    assert_eq!(
+        stale.meta.as_ref().unwrap()["error"],
+        "FILE_CHANGED_SINCE_READ"
+    );
+    run_one(&p, call("8", "read", json!({"file_path":"a.txt"}))).await;
+    let fresh = run_one(&p, edit("9", "changed", "x")).await;
+    assert!(!fresh.is_error, "{}", fresh.text());
+    assert_eq!(f.read("a.txt"), "x by a person\n");
+
+    // The rule can be turned off.
+    let mut ws = keel_tools::Workspace::new(&f.ws, SandboxMode::WorkspaceWrite).unwrap();
+    ws.set_read_before_write(false);
+    let off = f.pipeline_for(ws, f.registry(vec![]), keel_tools::ToolHooks::new());
+    f.write("b.txt", "b\n");
+    let blind = run_one(
+        &off,
+        call(
+            "10",
+            "edit",
+            json!({"file_path":"b.txt","old_string":"b","new_string":"c"}),
+        ),
+    )
+    .await;
+    assert!(!blind.is_error, "{}", blind.text());
 }

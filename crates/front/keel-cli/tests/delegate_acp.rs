@@ -262,6 +262,9 @@ responses:
     text: "waiting for the delegate"
   - match: { last_message_contains: "DELEGATED" }
     tool_calls:
+      - { id: d0, name: read, arguments: { file_path: add.sh } }
+  - match: { last_tool_result_contains: "<path>add.sh</path>" }
+    tool_calls:
       - { id: d1, name: edit, arguments: { path: add.sh, old_string: "$1 - $2", new_string: "$1 + $2" } }
   - match: { last_tool_result_contains: "Edited add.sh" }
     text: "DELEGATE-ANSWER: fixed"

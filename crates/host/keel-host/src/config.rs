@@ -114,8 +114,9 @@ retry_base_ms = 500
 
 [tools]
 spill_bytes = 50000
-bash_timeout_ms = 120000
+bash_timeout_ms = 60000
 forward_env = []
+read_before_write = true
 "#;
 
 /// The typed view of a merged configuration. Every field is optional in a layer; the defaults
@@ -265,6 +266,9 @@ pub struct ToolsSection {
     pub bash_timeout_ms: Option<u64>,
     /// Environment variables forwarded to `bash` despite the credential scrub.
     pub forward_env: Option<Vec<String>>,
+    /// Refuse `write`/`edit` of a file the model has not read, or that changed since it read it
+    /// (default true).
+    pub read_before_write: Option<bool>,
 }
 
 /// `[[plugins]]`.

@@ -461,6 +461,7 @@ impl AgentFactory<'_> {
                 source,
             })?;
         workspace.set_network(c.sandbox.network.unwrap_or(true));
+        workspace.set_read_before_write(c.tools.read_before_write.unwrap_or(true));
         if let Some(files) = options.text_files {
             workspace.set_text_files(files);
         }

@@ -324,6 +324,7 @@ async fn legitimate_authorized_edit_inside_the_targets_runs_in_both_modes() {
     let turns = [(
         "[GO]",
         vec![
+            ("read", json!({"file_path": "config.ini"})),
             open(&["config.ini"]),
             authorize(1),
             (
@@ -468,6 +469,7 @@ async fn hazard_edit_outside_the_targets() {
     let turns = [(
         "[GO]",
         vec![
+            ("read", json!({"file_path": "config.ini"})),
             open(&["notes.txt"]),
             authorize(1),
             (

@@ -7,6 +7,7 @@
 
 use super::{blocking, parse};
 use crate::error::ToolError;
+use crate::observed::Stamp;
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
 use crate::workspace::Access;
 use async_trait::async_trait;
@@ -83,7 +84,13 @@ impl Tool for ReadTool {
                 reader, &path, &shown, size, offset, limit,
             )?));
         }
-        let text = blocking(move || read_lines(&path, &shown, offset, limit)).await?;
+        let observed = ctx.workspace.observed().clone();
+        let text = blocking(move || {
+            let (text, stamp) = read_lines(&path, &shown, offset, limit)?;
+            observed.record(&path, stamp);
+            Ok(text)
+        })
+        .await?;
         Ok(ToolOutput::text(text))
     }
 }
@@ -128,7 +135,13 @@ async fn store(
         .await
 }
 
-fn read_lines(path: &Path, shown: &str, offset: u64, limit: u64) -> Result<String, ToolError> {
+/// The numbered lines of `path`, and its stamp as it was read.
+fn read_lines(
+    path: &Path,
+    shown: &str,
+    offset: u64,
+    limit: u64,
+) -> Result<(String, Stamp), ToolError> {
     let file = std::fs::File::open(path).map_err(|e| ToolError::io("reading", path, e))?;
     let md = file
         .metadata()
@@ -139,7 +152,8 @@ fn read_lines(path: &Path, shown: &str, offset: u64, limit: u64) -> Result<Strin
         )));
     }
     let reader = BufReader::with_capacity(64 * 1024, file);
-    number_lines(reader, path, shown, md.len(), offset, limit)
+    let text = number_lines(reader, path, shown, md.len(), offset, limit)?;
+    Ok((text, Stamp::of(&md)))
 }
 
 /// `N: text` lines `offset..offset+limit` of `reader` (the text of `path`, `size` bytes).
@@ -246,6 +260,9 @@ impl Tool for WriteTool {
         let a: WriteArgs = parse(args)?;
         let path = ctx.workspace.resolve(&a.file_path, Access::Write)?;
         let shown = ctx.workspace.display(&path);
+        if ctx.workspace.text_files().is_none() {
+            ctx.workspace.observed().check_change(&path, &a.file_path)?;
+        }
         let bytes = a.content.len();
         let target = path.clone();
         let created = blocking(move || {
@@ -261,7 +278,8 @@ impl Tool for WriteTool {
         })
         .await?;
         let shown = a.file_path;
-        store(ctx, target, &shown, a.content).await?;
+        store(ctx, target.clone(), &shown, a.content).await?;
+        ctx.workspace.observed().record_now(&target);
         let verb = if created { "Created" } else { "Overwrote" };
         Ok(ToolOutput::text(format!("{verb} {shown} ({bytes} bytes)."))
             .with_value(json!({"bytes": bytes, "created": created})))
@@ -318,6 +336,9 @@ impl Tool for EditTool {
         let path = ctx.workspace.resolve(&a.file_path, Access::Write)?;
         let shown = a.file_path.clone();
         let open = editor_text(ctx, &path, &shown).await?;
+        if open.is_none() {
+            ctx.workspace.observed().check_change(&path, &shown)?;
+        }
         let target = path.clone();
         let (count, updated) = blocking(move || {
             let text = match open {
@@ -356,7 +377,8 @@ impl Tool for EditTool {
             Ok((count, updated))
         })
         .await?;
-        store(ctx, target, &shown, updated).await?;
+        store(ctx, target.clone(), &shown, updated).await?;
+        ctx.workspace.observed().record_now(&target);
         let s = if count == 1 { "" } else { "s" };
         Ok(
             ToolOutput::text(format!("Edited {shown}: replaced {count} occurrence{s}."))

@@ -41,15 +41,15 @@ responses:
             - {content: "Run the test", status: pending}
   - reasoning: "Read both files in one go; reads can run in parallel."
     tool_calls:
-      - {name: read, arguments: {path: "add.sh"}}
-      - {name: read, arguments: {path: "test.sh"}}
+      - {name: read, arguments: {file_path: "add.sh"}}
+      - {name: read, arguments: {file_path: "test.sh"}}
   - reasoning: "add.sh subtracts. Confirm with the test before changing anything."
     text: "add.sh computes $1 - $2. Let me confirm the failure."
     tool_calls:
       - {name: bash, arguments: {command: "sh test.sh", description: "Run the test"}}
   - reasoning: "The test fails as expected (2 - 3 = -1). Fix the operator."
     tool_calls:
-      - {name: edit, arguments: {path: "add.sh", old_string: "$(( $1 - $2 ))", new_string: "$(( $1 + $2 ))"}}
+      - {name: edit, arguments: {file_path: "add.sh", old_string: "$(( $1 - $2 ))", new_string: "$(( $1 + $2 ))"}}
   - tool_calls:
       - {name: bash, arguments: {command: "sh test.sh", description: "Run the test again"}}
       - name: todo_write
@@ -74,8 +74,8 @@ responses:
   - match: {last_message_contains: "INVESTIGATE"}
     reasoning: "Read the script and its test."
     tool_calls:
-      - {name: read, arguments: {path: "add.sh"}}
-      - {name: read, arguments: {path: "test.sh"}}
+      - {name: read, arguments: {file_path: "add.sh"}}
+      - {name: read, arguments: {file_path: "test.sh"}}
   - match: {last_tool_result_contains: "got=$(sh add.sh 2 3)"}
     text: "The bug is on line 3 of add.sh: it computes `$(( $1 - $2 ))`. Change it to `$(( $1 + $2 ))`; test.sh expects `add 2 3` to print 5."
   # The supervisor.
@@ -90,9 +90,12 @@ responses:
   - match: {last_tool_result_contains: "Started delegation delegate-1"}
     text: "The delegate is working; its answer will arrive as a notice."
   - match: {last_message_contains: "<untrusted-delegate-output"}
-    reasoning: "The delegate says add.sh subtracts. That is a claim to verify: the edit and the test run will show it."
+    reasoning: "The delegate says add.sh subtracts. That is a claim to verify: read the line, then the edit and the test run will show it."
     tool_calls:
-      - {name: edit, arguments: {path: "add.sh", old_string: "$(( $1 - $2 ))", new_string: "$(( $1 + $2 ))"}}
+      - {name: read, arguments: {file_path: "add.sh"}}
+  - match: {last_tool_result_contains: "<path>add.sh</path>"}
+    tool_calls:
+      - {name: edit, arguments: {file_path: "add.sh", old_string: "$(( $1 - $2 ))", new_string: "$(( $1 + $2 ))"}}
   - match: {last_tool_result_contains: "Edited add.sh"}
     tool_calls:
       - {name: bash, arguments: {command: "sh test.sh", description: "Run the test"}}

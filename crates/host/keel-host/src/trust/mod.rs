@@ -233,6 +233,8 @@ pub fn untrusted_view(project: &Layer, user: &Config) -> (Layer, Vec<String>) {
                 for (k, v) in &sub_table(value) {
                     let tightens = match k.as_str() {
                         "spill_bytes" | "bash_timeout_ms" => true,
+                        // Turning the read-before-write rule on tightens; off widens.
+                        "read_before_write" => v.as_bool() == Some(true),
                         "forward_env" => {
                             let own = user.tools.forward_env.clone().unwrap_or_default();
                             within(v, |s| own.iter().any(|o| o == s))
