@@ -25,7 +25,10 @@ fn tool_names(request: &Value) -> Vec<String> {
 
 /// A mock Messages API on 127.0.0.1: every request's head and body recorded, each answered
 /// with one search result and a finding.
-fn search_api() -> (String, Arc<Mutex<Vec<(String, Value)>>>) {
+/// Each search request's head and JSON body.
+type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+
+fn search_api() -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
