@@ -555,6 +555,8 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
                 });
             }
             if decision.is_trusted() {
+                // Even trusted, a project does not choose where the user's key goes.
+                let (project, _user_only) = trust::without_user_only(project);
                 layers.insert(at, project);
             } else if !kept.table.is_empty() {
                 layers.insert(at, kept);

@@ -102,6 +102,7 @@ impl Env {
         for var in [
             "DEEPSEEK_BASE_URL",
             "DEEPSEEK_API_KEY",
+            "DEEPSEEK_SEARCH_BASE_URL",
             "KEEL_HOME",
             "RUST_LOG",
             "DSH_TOOLS_MODE",
