@@ -22,37 +22,22 @@ const MAX_VIOLATIONS: usize = 8;
 
 /// Validate `value` against `schema`; an empty vector means valid.
 pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut pointer = String::new();
-    check(schema, value, &mut pointer, &mut out);
-    out
+    run(schema, value, false)
 }
 
 /// [`validate`], refusing top-level properties `schema` does not declare even where it does not
 /// say `additionalProperties: false` (a keel tool's arguments are never silently dropped).
 pub fn validate_closed(schema: &Value, value: &Value) -> Vec<Violation> {
+    run(schema, value, true)
+}
+
+/// What a schema that says nothing of `additionalProperties` means at a closed level.
+static CLOSED: Value = Value::Bool(false);
+
+fn run(schema: &Value, value: &Value, closed: bool) -> Vec<Violation> {
     let mut out = Vec::new();
-    if let (Some(s), Some(obj)) = (schema.as_object(), value.as_object())
-        && !s.contains_key("additionalProperties")
-    {
-        let props = s.get("properties").and_then(Value::as_object);
-        for key in obj.keys() {
-            if props.is_some_and(|p| p.contains_key(key)) {
-                continue;
-            }
-            let mut known: Vec<&str> = props
-                .map(|p| p.keys().map(String::as_str).collect())
-                .unwrap_or_default();
-            known.sort_unstable();
-            push(
-                &mut out,
-                &format!("/{key}"),
-                format!("unknown property (allowed: {})", known.join(", ")),
-            );
-        }
-    }
     let mut pointer = String::new();
-    check(schema, value, &mut pointer, &mut out);
+    check(schema, value, &mut pointer, &mut out, closed);
     out
 }
 
@@ -90,7 +75,15 @@ fn has_type(v: &Value, ty: &str) -> bool {
     }
 }
 
-fn check(schema: &Value, value: &Value, pointer: &mut String, out: &mut Vec<Violation>) {
+/// Check `value` against `schema`; `closed`: undeclared properties of this (top-level) object
+/// are refused unless the schema says otherwise.
+fn check(
+    schema: &Value,
+    value: &Value,
+    pointer: &mut String,
+    out: &mut Vec<Violation>,
+    closed: bool,
+) {
     let Some(s) = schema.as_object() else { return };
     if let Some(ty) = s.get("type") {
         let ok = match ty {
@@ -148,7 +141,7 @@ fn check(schema: &Value, value: &Value, pointer: &mut String, out: &mut Vec<Viol
             }
         }
         Value::Array(items) => check_array(s, items, pointer, out),
-        Value::Object(obj) => check_object(s, obj, pointer, out),
+        Value::Object(obj) => check_object(s, obj, pointer, out, closed),
         _ => {}
     }
 }
@@ -175,7 +168,7 @@ fn check_array(
             let len = pointer.len();
             pointer.push('/');
             pointer.push_str(&i.to_string());
-            check(item_schema, item, pointer, out);
+            check(item_schema, item, pointer, out, false);
             pointer.truncate(len);
         }
     }
@@ -186,7 +179,9 @@ fn check_object(
     obj: &Map<String, Value>,
     pointer: &mut String,
     out: &mut Vec<Violation>,
+    closed: bool,
 ) {
+    let additional = s.get("additionalProperties").or(closed.then_some(&CLOSED));
     let props = s.get("properties").and_then(Value::as_object);
     if let Some(Value::Array(required)) = s.get("required") {
         for name in required.iter().filter_map(Value::as_str) {
@@ -200,8 +195,8 @@ fn check_object(
         pointer.push('/');
         pointer.push_str(key);
         match props.and_then(|p| p.get(key)) {
-            Some(prop_schema) => check(prop_schema, v, pointer, out),
-            None => match s.get("additionalProperties") {
+            Some(prop_schema) => check(prop_schema, v, pointer, out, false),
+            None => match additional {
                 Some(Value::Bool(false)) => {
                     let mut known: Vec<&str> = props
                         .map(|p| p.keys().map(String::as_str).collect())
@@ -213,7 +208,7 @@ fn check_object(
                         format!("unknown property (allowed: {})", known.join(", ")),
                     );
                 }
-                Some(extra @ Value::Object(_)) => check(extra, v, pointer, out),
+                Some(extra @ Value::Object(_)) => check(extra, v, pointer, out, false),
                 _ => {}
             },
         }
