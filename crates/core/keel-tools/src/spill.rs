@@ -40,14 +40,21 @@ impl SpillConfig {
         ensure_private_dir(&self.dir)
     }
 
+    /// Save `text` whole in a new private file of the spill directory (created if needed).
+    pub fn save(&self, text: &str, label: &str) -> io::Result<PathBuf> {
+        self.ensure_dir()?;
+        let (mut file, path) = create_private_file(&self.dir, label)?;
+        file.write_all(text.as_bytes())?;
+        file.flush()?;
+        Ok(path)
+    }
+
     /// If `text` is over the threshold, save it and return the replacement text and the file.
     pub fn spill_text(&self, text: &str, label: &str) -> io::Result<Option<(String, PathBuf)>> {
         if text.len() <= self.threshold {
             return Ok(None);
         }
-        let (mut file, path) = create_private_file(&self.dir, label)?;
-        file.write_all(text.as_bytes())?;
-        file.flush()?;
+        let path = self.save(text, label)?;
         let head = &text[..text.floor_char_boundary(self.head)];
         let tail_start = text.ceil_char_boundary(text.len().saturating_sub(self.tail));
         let tail = &text[tail_start.max(head.len())..];

@@ -368,14 +368,8 @@ impl Tool for FetchTool {
             page = fetch(url, &self.policy) => page?,
         };
         let spilled = if page.text.len() > MAX_RETURN_BYTES {
-            let spill = ctx.spill;
-            let saved = spill.ensure_dir().and_then(|()| {
-                let (mut file, path) =
-                    keel_tools::spill::create_private_file(&spill.dir, "web_fetch")?;
-                std::io::Write::write_all(&mut file, page.text.as_bytes())?;
-                Ok(path)
-            });
-            Some(saved.map_err(|e| ToolError::io("saving the page in", &spill.dir, e))?)
+            let saved = ctx.spill.save(&page.text, "web_fetch");
+            Some(saved.map_err(|e| ToolError::io("saving the page in", &ctx.spill.dir, e))?)
         } else {
             None
         };

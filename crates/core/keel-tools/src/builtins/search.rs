@@ -163,13 +163,7 @@ impl Tool for GlobTool {
             if total > MAX_GLOB_PATHS {
                 let rest = lines[MAX_GLOB_PATHS..].join("\n");
                 let saved = spill
-                    .ensure_dir()
-                    .and_then(|()| {
-                        let (mut file, path) =
-                            crate::spill::create_private_file(&spill.dir, "glob")?;
-                        std::io::Write::write_all(&mut file, rest.as_bytes())?;
-                        Ok(path)
-                    })
+                    .save(&rest, "glob")
                     .map_err(|e| ToolError::io("saving the rest of the list in", &spill.dir, e))?;
                 let _ = write!(
                     text,
