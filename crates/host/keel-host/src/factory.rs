@@ -32,7 +32,7 @@ use keel_session::{
 use keel_tools::builtins::bash::BashConfig;
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
-use keel_tools::{BuiltinConfig, SandboxMode, TextFiles, ToolRegistry, Workspace};
+use keel_tools::{BuiltinConfig, Preset, SandboxMode, TextFiles, ToolRegistry, Workspace};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -449,6 +449,7 @@ impl AgentFactory<'_> {
             bash.default_timeout = Duration::from_millis(ms);
         }
         builtins.bash = bash;
+        builtins.preset = c.preset.unwrap_or_default();
         let spill_dir = host.home.join("spill").join(session_id.as_str());
         let mut spill = SpillConfig::new(&spill_dir);
         if let Some(bytes) = c.tools.spill_bytes {
@@ -476,6 +477,14 @@ impl AgentFactory<'_> {
         ctx.hooks = options.hooks;
         ctx.agent_hooks = options.agent_hooks;
         ctx.settings = serde_json::to_value(&host.loaded.table).unwrap_or_default();
+        // The code preset is Code Mode unless the tools mode is chosen apart.
+        if builtins.preset == Preset::Code
+            && let serde_json::Value::Object(settings) = &mut ctx.settings
+        {
+            settings
+                .entry("tools_mode")
+                .or_insert_with(|| serde_json::Value::from("code"));
+        }
         if !options.mcp_servers.is_empty()
             && let serde_json::Value::Object(settings) = &mut ctx.settings
         {
