@@ -293,7 +293,7 @@ impl Host {
                 launch_args.extend(["--script".to_owned(), abs.display().to_string()]);
                 let launch = ModelLaunch {
                     args: launch_args,
-                    env: Vec::new(),
+                    ..ModelLaunch::default()
                 };
                 (
                     Arc::new(p.with_name("scripted")) as Arc<dyn Provider>,
@@ -314,7 +314,10 @@ impl Host {
                     (None, None) => None,
                 };
                 launch_args.extend(["--base-url".to_owned(), base_url.clone()]);
-                let mut launch = ModelLaunch::default();
+                let mut launch = ModelLaunch {
+                    base_url: Some(base_url.clone()),
+                    ..ModelLaunch::default()
+                };
                 if let Some(key) = &key {
                     launch_args.extend(["--api-key-env".to_owned(), CHILD_KEY_ENV.to_owned()]);
                     launch
