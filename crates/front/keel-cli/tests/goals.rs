@@ -135,3 +135,42 @@ fn a_goal_out_of_rounds_exits_four() {
     assert_eq!(statuses(&events), ["active", "budget-spent"]);
     assert_eq!(of_type(&events, "goal/round").len(), 2);
 }
+
+/// A run that fails in round 2 leaves the goal open; resumed with a person's prompt, that turn
+/// runs first and the driver goes on from round 3 (the count is the log's, not reset by the
+/// resume) until the budget is spent.
+#[test]
+fn a_resumed_goal_keeps_its_round_count_and_a_person_s_turn_goes_first() {
+    let env = Env::new();
+    let (out, _mock, _) = goal_run(
+        &env,
+        "responses:\n  - text: \"one\"\n  - { behaviour: auth_error }\n",
+        &["--max-rounds", "3"],
+    );
+    assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("goal g1 is still active after 2 rounds"),
+        "{}",
+        out.stderr
+    );
+
+    let mock = Mock::start(
+        "responses:\n  - text: \"answered the person\"\n  - text: \"round three done\"\n",
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["resume", "--last", "how is it going?"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(last_user_text(&requests[0]).contains("how is it going?"));
+    assert!(
+        last_user_text(&requests[1]).contains("<goal_round round=\\\"3\\\""),
+        "{}",
+        last_user_text(&requests[1])
+    );
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "goal/round").len(), 3);
+    assert_eq!(statuses(&events), ["active", "budget-spent"]);
+}
