@@ -13,6 +13,14 @@
 //! `tool_calls` with raw argument strings, and — when it has tool calls and the model reasons —
 //! its reasoning as `reasoning_content`, which DeepSeek requires back inside a tool-call loop.
 //!
+//! Images go out as `image_url` parts of a user message, and only to models whose catalogue
+//! entry has vision ([`ModelInfo::vision`]); for other models an image in a user message is sent
+//! as the text [`IMAGE_NOT_SHOWN`]. The LLM layer does no file I/O: an [`ImageRef`]'s `uri` is
+//! sent as it is, so the caller resolves references to `data:` URLs before sending (keel-agent
+//! does). OpenAI's `tool` messages are text only, so an image a tool returned follows the
+//! `tool` messages of its message as an image part of a `user` message (after the results' text,
+//! which says what the image is); to a model without vision it is not sent at all.
+//!
 //! No two `user` messages are ever sent in a row: a user message that follows another (the
 //! runtime context and the prompt, a compaction summary and the next prompt) is appended to it,
 //! texts joined by a blank line ([`USER_JOIN`]), parts concatenated. Strict chat templates
@@ -25,12 +33,15 @@
 //! reasoning models, `reasoning_effort` to models with effort levels and not with thinking off.
 
 use crate::catalogue::ModelInfo;
-use keel_protocol::{ContentBlock, Message, Role, ToolSchema};
+use keel_protocol::{ContentBlock, ImageRef, Message, Role, ToolSchema};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 /// Text sent for a tool result with no text content.
 pub const NO_OUTPUT: &str = "(no output)";
+
+/// What a model without vision is sent in place of an image of a user message.
+pub const IMAGE_NOT_SHOWN: &str = "[image not shown: this model does not read images]";
 
 /// What separates the texts of consecutive user messages merged into one wire message.
 pub const USER_JOIN: &str = "\n\n";
@@ -241,7 +252,7 @@ fn wire_request<'a>(request: &'a ChatRequest, info: &ModelInfo) -> WireRequest<'
 
 fn map_message<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMessage<'a>>) {
     match message.role {
-        Role::User => map_user(message, out),
+        Role::User => map_user(message, info, out),
         Role::Assistant => {
             let mut content = String::new();
             let mut reasoning = String::new();
@@ -280,7 +291,13 @@ fn map_message<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMes
     }
 }
 
-fn map_user<'a>(message: &'a Message, out: &mut Vec<WireMessage<'a>>) {
+fn image_part<'a>(image: &'a ImageRef) -> ContentPart<'a> {
+    ContentPart::ImageUrl {
+        image_url: ImageUrl { url: &image.uri },
+    }
+}
+
+fn map_user<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMessage<'a>>) {
     let mut parts = Vec::new();
     for block in &message.content {
         match block {
@@ -294,12 +311,19 @@ fn map_user<'a>(message: &'a Message, out: &mut Vec<WireMessage<'a>>) {
                         text
                     },
                 });
+                if info.vision {
+                    parts.extend(result.content.iter().filter_map(|b| match b {
+                        ContentBlock::Image(image) => Some(image_part(image)),
+                        _ => None,
+                    }));
+                }
             }
             ContentBlock::Text { text } => parts.push(ContentPart::Text {
                 text: Cow::Borrowed(text),
             }),
-            ContentBlock::Image(image) => parts.push(ContentPart::ImageUrl {
-                image_url: ImageUrl { url: &image.uri },
+            ContentBlock::Image(image) if info.vision => parts.push(image_part(image)),
+            ContentBlock::Image(_) => parts.push(ContentPart::Text {
+                text: Cow::Borrowed(IMAGE_NOT_SHOWN),
             }),
             ContentBlock::Reasoning { .. } | ContentBlock::ToolCall(_) => {}
         }

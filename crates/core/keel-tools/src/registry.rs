@@ -119,6 +119,9 @@ pub struct BuiltinConfig {
     pub plan: Arc<PlanState>,
     /// `bash` limits.
     pub bash: BashConfig,
+    /// Where `read_image` stores the images it reads; `None` (a model without vision): no
+    /// `read_image` tool.
+    pub images: Option<crate::attachments::Attachments>,
 }
 
 /// Tools by name.

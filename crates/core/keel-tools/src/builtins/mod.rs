@@ -1,15 +1,18 @@
 //! The built-in tools: `read`, `write`, `edit` ([`files`]), `glob`, `grep` ([`search`]),
-//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]).
+//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]), and `read_image`
+//! ([`image`]) when the model has vision.
 //!
 //! Descriptions are deliberately short: every byte of a schema is sent with every request.
 
 pub mod bash;
 pub mod files;
+pub mod image;
 pub mod plan;
 pub mod search;
 
 pub use bash::{BashConfig, BashTool};
 pub use files::{EditTool, ReadTool, WriteTool};
+pub use image::ReadImageTool;
 pub use plan::{ExitPlanModeTool, PLAN_HANDED_OFF, TodoWriteTool};
 pub use search::{GlobTool, GrepTool};
 
@@ -20,10 +23,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The default tools, in their fixed order.
+/// The default tools, in their fixed order (`read_image` after `read` when `cfg.images` is set).
 pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
-    vec![
-        Arc::new(ReadTool),
+    let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(ReadTool)];
+    if let Some(store) = &cfg.images {
+        tools.push(Arc::new(ReadImageTool::new(store.clone())));
+    }
+    tools.extend::<[Arc<dyn Tool>; 7]>([
         Arc::new(WriteTool),
         Arc::new(EditTool),
         Arc::new(GlobTool),
@@ -31,7 +37,8 @@ pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
         Arc::new(BashTool::new(cfg.bash.clone())),
         Arc::new(TodoWriteTool),
         Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
-    ]
+    ]);
+    tools
 }
 
 /// Deserialize schema-checked arguments into the tool's argument struct.
