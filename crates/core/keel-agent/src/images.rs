@@ -64,7 +64,10 @@ mod tests {
         let request = ChatRequest {
             messages: vec![Message {
                 role: Role::User,
-                content: vec![ContentBlock::Image(stored.clone()), ContentBlock::Image(gone)],
+                content: vec![
+                    ContentBlock::Image(stored.clone()),
+                    ContentBlock::Image(gone),
+                ],
                 source: MessageSource::user(),
                 id: "m".into(),
             }],
@@ -92,6 +95,9 @@ mod tests {
         let ContentBlock::Text { text } = &content[1] else {
             panic!("{content:?}")
         };
-        assert!(text.starts_with("[image not available: reading keel-attachment:000"), "{text}");
+        assert!(
+            text.starts_with("[image not available: reading keel-attachment:000"),
+            "{text}"
+        );
     }
 }

@@ -245,15 +245,20 @@ fn a_tool_result_image_follows_the_tool_messages_as_a_user_image_part() {
     let req = ChatRequest {
         messages: vec![
             msg(Role::Assistant, vec![call("c1"), call("c2")]),
+            // One message per result, as the agent logs them.
             msg(
                 Role::User,
-                vec![
-                    result(
-                        "c1",
-                        vec![ContentBlock::text("a.png: image/png"), png("data:A")],
-                    ),
-                    result("c2", vec![ContentBlock::text("b.txt is not an image")]),
-                ],
+                vec![result(
+                    "c1",
+                    vec![ContentBlock::text("a.png: image/png"), png("data:A")],
+                )],
+            ),
+            msg(
+                Role::User,
+                vec![result(
+                    "c2",
+                    vec![ContentBlock::text("b.txt is not an image")],
+                )],
             ),
             msg(Role::User, vec![ContentBlock::text("go on")]),
         ],

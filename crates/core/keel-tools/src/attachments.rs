@@ -76,7 +76,9 @@ pub enum ImageError {
         shown: String,
     },
     /// The file is larger than [`MAX_IMAGE_BYTES`].
-    #[error("{shown} is {bytes} bytes, more than the {MAX_IMAGE_BYTES} bytes (20 MiB) an image may have")]
+    #[error(
+        "{shown} is {bytes} bytes, more than the {MAX_IMAGE_BYTES} bytes (20 MiB) an image may have"
+    )]
     TooLarge {
         /// The file as given.
         shown: String,

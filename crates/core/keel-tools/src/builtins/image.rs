@@ -74,7 +74,9 @@ impl Tool for ReadImageTool {
         let value = json!({"path": shown, "mimeType": mime, "bytes": bytes, "uri": image.uri});
         Ok(ToolOutput {
             content: vec![
-                ContentBlock::text(format!("{shown}: {mime}, {bytes} bytes (the image follows)")),
+                ContentBlock::text(format!(
+                    "{shown}: {mime}, {bytes} bytes (the image follows)"
+                )),
                 ContentBlock::Image(image),
             ],
             value: Some(value),

@@ -226,11 +226,13 @@ fn read_prompt(prompt: Option<String>) -> Result<String> {
 /// `keel run`.
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let prompt = read_prompt(args.prompt)?;
+    let images = super::images::read(&ctx.cwd, &args.image)?;
     let host = ctx.host()?;
     ctx.warn_untrusted(&host);
     let mut flags = ctx.flags()?;
     apply_permission_mode(&mut flags, &args.mode);
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
+    super::images::check_model(factory.route(), &images)?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let lineage = match &args.delegated_from {
         Some(parent) => Some((
@@ -263,7 +265,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
         // refused from the first step.
         agent.enter_plan_mode()?;
     }
-    agent.followup(&prompt)?;
+    super::images::followup(&agent, &prompt, images)?;
     if args.inbox_stdin {
         read_inbox(agent.clone());
     }
