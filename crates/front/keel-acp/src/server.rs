@@ -650,9 +650,12 @@ async fn run_turn(live: &Live, prompt: Prompt) -> Result<PromptResponse, Error> 
     if text.is_empty() {
         message.content.clear(); // an image-only prompt
     }
-    message
-        .content
-        .extend(prompt.images.into_iter().map(keel_protocol::ContentBlock::Image));
+    message.content.extend(
+        prompt
+            .images
+            .into_iter()
+            .map(keel_protocol::ContentBlock::Image),
+    );
     agent
         .enqueue(keel_agent::InboxMode::Followup, message)
         .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;

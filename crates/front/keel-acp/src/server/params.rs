@@ -3,12 +3,12 @@
 
 use super::err;
 use agent_client_protocol::Error;
-use base64::Engine as _;
-use keel_protocol::ImageRef;
-use keel_tools::Attachments;
 use agent_client_protocol::v1::schema::{
     ContentBlock, EmbeddedResourceResource, ErrorCode, McpServer,
 };
+use base64::Engine as _;
+use keel_protocol::ImageRef;
+use keel_tools::Attachments;
 use std::path::{Path, PathBuf};
 
 /// The MCP servers of `session/new` or `session/load` in keel's `[mcp_servers.NAME]` shape.
