@@ -319,7 +319,8 @@ fn the_typescript_sdk_drives_keel_acp() {
         .unwrap();
     assert_eq!(bash_end["status"], "failed", "{bash_end}");
 
-    // A missing session and an image prompt: JSON-RPC errors a person can act on.
+    // A missing session and an image prompt (the default model has no vision): JSON-RPC
+    // errors a person can act on.
     let missing = &report["missing"]["error"];
     assert_eq!(missing["code"], -32002, "{missing}");
     assert!(
@@ -332,7 +333,10 @@ fn the_typescript_sdk_drives_keel_acp() {
     let image = &report["image"]["error"];
     assert_eq!(image["code"], -32602, "{image}");
     assert!(
-        image["message"].as_str().unwrap().contains("an image"),
+        image["message"]
+            .as_str()
+            .unwrap()
+            .contains("model deepseek-v4-flash does not read images"),
         "{image}"
     );
     assert_eq!(report["secondExit"]["code"], 0);
