@@ -36,9 +36,11 @@ fn resolve(block: &mut ContentBlock, store: Option<&Attachments>) {
     let ContentBlock::Image(image) = block else {
         return;
     };
-    let fallback = Attachments::new("");
-    let store = store.unwrap_or(&fallback);
-    match store.data_url(image) {
+    let url = match store {
+        Some(store) => store.data_url(image),
+        None => keel_tools::attachments::data_url_outside_store(image),
+    };
+    match url {
         Ok(Some(url)) => image.uri = url,
         Ok(None) => {}
         Err(e) => *block = ContentBlock::text(format!("[image not available: {e}]")),
@@ -97,6 +99,17 @@ mod tests {
         };
         assert!(
             text.starts_with("[image not available: reading keel-attachment:000"),
+            "{text}"
+        );
+
+        // Without a keel home an attachment cannot be read (never from the current directory).
+        let mut homeless = request.clone();
+        resolve_images(&mut homeless, &seeing, None);
+        let ContentBlock::Text { text } = &homeless.messages[0].content[0] else {
+            panic!("{homeless:?}")
+        };
+        assert!(
+            text.contains("no keel home holds the attachments"),
             "{text}"
         );
     }

@@ -231,17 +231,39 @@ impl Attachments {
     /// absolute path, as MCP tools save them) as a `data:<mime>;base64,…` URL; `None` when the
     /// uri is already a URL (`data:`, `http:`, `https:`) and goes out as it is.
     pub fn data_url(&self, image: &ImageRef) -> Result<Option<String>, ImageError> {
-        let uri = image.uri.as_str();
-        let path = match self.path_of(uri) {
-            Some(path) => path?,
-            None if Path::new(uri).is_absolute() => PathBuf::from(uri),
-            None => return Ok(None),
-        };
-        let (bytes, kind) = read_image_file(&path, uri)?;
-        let mut url = format!("data:{};base64,", kind.mime);
-        base64::engine::general_purpose::STANDARD.encode_string(&bytes, &mut url);
-        Ok(Some(url))
+        match self.path_of(&image.uri) {
+            Some(path) => file_data_url(&path?, &image.uri).map(Some),
+            None => data_url_outside_store(image),
+        }
     }
+}
+
+/// [`Attachments::data_url`] without a store: an absolute path is read, a URL goes out as it
+/// is (`None`), and an attachment reference cannot be read.
+pub fn data_url_outside_store(image: &ImageRef) -> Result<Option<String>, ImageError> {
+    let uri = image.uri.as_str();
+    if uri.starts_with(ATTACHMENT_SCHEME) {
+        return Err(ImageError::Io {
+            op: "reading",
+            shown: uri.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no keel home holds the attachments",
+            ),
+        });
+    }
+    if Path::new(uri).is_absolute() {
+        return file_data_url(Path::new(uri), uri).map(Some);
+    }
+    Ok(None)
+}
+
+/// The image file at `path` (`shown` names it in errors) as a `data:<mime>;base64,…` URL.
+pub fn file_data_url(path: &Path, shown: &str) -> Result<String, ImageError> {
+    let (bytes, kind) = read_image_file(path, shown)?;
+    let mut url = format!("data:{};base64,", kind.mime);
+    base64::engine::general_purpose::STANDARD.encode_string(&bytes, &mut url);
+    Ok(url)
 }
 
 #[cfg(test)]
