@@ -18,6 +18,7 @@ pub mod handle;
 pub mod images;
 pub mod inbox;
 pub mod modes;
+pub mod nested;
 pub mod plugin;
 pub mod prompt;
 pub mod rebuild;

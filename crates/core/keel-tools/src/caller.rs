@@ -101,6 +101,16 @@ pub trait ToolCaller: Send + Sync {
     /// [`ApprovalOutcome::Unanswered`].
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome;
 
+    /// A call asks to run outside the sandbox ([`crate::escalation`]); `reason` names the
+    /// mode and carries the model's justification. Log it as [`ToolCaller::ask_approval`]
+    /// does, but only a person may approve: the `auto` policy does not. Default: nobody is
+    /// asked, [`ApprovalOutcome::Unanswered`].
+    async fn ask_escalation(&self, _call: &ToolCallBlock, _reason: &str) -> ApprovalOutcome {
+        ApprovalOutcome::Unanswered {
+            reason: Some("nobody here can approve running outside the sandbox".into()),
+        }
+    }
+
     /// A tool emits an event (`todo/write`, `plan/mode`): append it.
     async fn emit(&self, body: EventBody);
 

@@ -21,6 +21,7 @@ pub mod attachments;
 pub mod builtins;
 pub mod caller;
 pub mod error;
+pub mod escalation;
 pub mod jobs;
 pub mod observed;
 pub mod pipeline;

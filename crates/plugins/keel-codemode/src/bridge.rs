@@ -190,6 +190,10 @@ impl ToolCaller for SubCaller<'_> {
         self.parent.ask_approval(call, reason).await
     }
 
+    async fn ask_escalation(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
+        self.parent.ask_escalation(call, reason).await
+    }
+
     async fn emit(&self, body: EventBody) {
         self.parent.emit(body).await;
     }
