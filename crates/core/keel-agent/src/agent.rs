@@ -136,6 +136,15 @@ impl Agent {
         self.log().session().header().id.clone()
     }
 
+    /// The image store of the agent's keel home (`$KEEL_HOME/attachments`; `None` without a
+    /// home): where prompt images and `read_image` results are kept.
+    pub fn attachments(&self) -> Option<keel_tools::Attachments> {
+        self.config()
+            .keel_home
+            .as_deref()
+            .map(keel_tools::Attachments::under_home)
+    }
+
     /// Settings.
     pub fn config(&self) -> &AgentConfig {
         &self.inner.config

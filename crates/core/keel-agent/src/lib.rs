@@ -15,6 +15,7 @@ pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod handle;
+pub mod images;
 pub mod inbox;
 pub mod modes;
 pub mod nested;

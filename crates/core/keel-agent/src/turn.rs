@@ -450,6 +450,12 @@ impl Agent {
         request: ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<(Result<Assembled, Interrupted>, Vec<Seq>), AgentError> {
+        let mut request = request;
+        crate::images::resolve_images(
+            &mut request,
+            &self.config().model_info,
+            self.attachments().as_ref(),
+        );
         let call = StreamCall {
             request,
             cancel: cancel.clone(),

@@ -1,5 +1,5 @@
 //! Model catalogue: what keel knows about each model (context window, default output budget,
-//! which reasoning parameters it accepts).
+//! which reasoning parameters it accepts, whether it takes images).
 //!
 //! The catalogue starts from DeepSeek's current models. A model it does not know still works: it
 //! gets conservative defaults and no reasoning parameters. Configuration and one-run flags
@@ -25,6 +25,9 @@ pub struct ModelInfo {
     pub reasoning: bool,
     /// The model accepts `reasoning_effort`.
     pub effort: bool,
+    /// The model reads images (`image_url` content parts). None of DeepSeek's current models
+    /// does; `[models.NAME] vision = true` declares one that does.
+    pub vision: bool,
 }
 
 impl ModelInfo {
@@ -35,6 +38,7 @@ impl ModelInfo {
         max_output: 8_000,
         reasoning: false,
         effort: false,
+        vision: false,
     };
 }
 
@@ -45,6 +49,8 @@ pub struct ModelOverride {
     pub context_window: Option<u64>,
     /// Replaces the default/maximum output when set.
     pub max_output: Option<u64>,
+    /// Replaces whether the model reads images when set.
+    pub vision: Option<bool>,
 }
 
 /// Model name → [`ModelInfo`], with DeepSeek's models as defaults.
@@ -64,6 +70,7 @@ impl Default for ModelCatalogue {
             max_output: 256_000,
             reasoning: true,
             effort: true,
+            vision: false,
         };
         let mut models = BTreeMap::new();
         models.insert("deepseek-v4-flash".to_owned(), v4);
@@ -75,6 +82,7 @@ impl Default for ModelCatalogue {
                 max_output: 8_000,
                 reasoning: false,
                 effort: false,
+                vision: false,
             },
         );
         models.insert(
@@ -84,6 +92,7 @@ impl Default for ModelCatalogue {
                 max_output: 64_000,
                 reasoning: true,
                 effort: false,
+                vision: false,
             },
         );
         ModelCatalogue {
@@ -132,6 +141,9 @@ impl ModelCatalogue {
         }
         if let Some(out) = change.max_output.filter(|v| *v > 0) {
             info.max_output = out;
+        }
+        if let Some(vision) = change.vision {
+            info.vision = vision;
         }
         self.models.insert(model.to_owned(), info);
     }
@@ -207,6 +219,7 @@ mod tests {
                 ModelOverride {
                     context_window: Some(64_000),
                     max_output: None,
+                    vision: None,
                 },
             )
             .with_override(
@@ -214,6 +227,7 @@ mod tests {
                 ModelOverride {
                     context_window: None,
                     max_output: Some(2048),
+                    vision: Some(true),
                 },
             )
             .with_override(
@@ -221,6 +235,7 @@ mod tests {
                 ModelOverride {
                     context_window: Some(0),
                     max_output: None,
+                    vision: None,
                 },
             );
         assert_eq!(
@@ -229,13 +244,15 @@ mod tests {
                 context_window: 64_000,
                 max_output: 8_000,
                 reasoning: false,
-                effort: false
+                effort: false,
+                vision: false,
             }
         );
         assert_eq!(
             cat.lookup("local"),
             ModelInfo {
                 max_output: 2048,
+                vision: true,
                 ..ModelInfo::UNKNOWN
             }
         );

@@ -13,6 +13,15 @@
 //! `tool_calls` with raw argument strings, and — when it has tool calls and the model reasons —
 //! its reasoning as `reasoning_content`, which DeepSeek requires back inside a tool-call loop.
 //!
+//! Images go out as `image_url` parts of a user message, and only to models whose catalogue
+//! entry has vision ([`ModelInfo::vision`]); for other models an image in a user message is sent
+//! as the text [`IMAGE_NOT_SHOWN`]. The LLM layer does no file I/O: an [`ImageRef`]'s `uri` is
+//! sent as it is, so the caller resolves references to `data:` URLs before sending (keel-agent
+//! does). OpenAI's `tool` messages are text only, so an image a tool returned follows the
+//! run of `tool` messages it belongs to (a step's results are separate messages, and nothing may
+//! come between them) as an image part of a `user` message, which the next user text joins; the
+//! result's text says what the image is. To a model without vision it is not sent at all.
+//!
 //! No two `user` messages are ever sent in a row: a user message that follows another (the
 //! runtime context and the prompt, a compaction summary and the next prompt) is appended to it,
 //! texts joined by a blank line ([`USER_JOIN`]), parts concatenated. Strict chat templates
@@ -25,12 +34,15 @@
 //! reasoning models, `reasoning_effort` to models with effort levels and not with thinking off.
 
 use crate::catalogue::ModelInfo;
-use keel_protocol::{ContentBlock, Message, Role, ToolSchema};
+use keel_protocol::{ContentBlock, ImageRef, Message, Role, ToolSchema};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 /// Text sent for a tool result with no text content.
 pub const NO_OUTPUT: &str = "(no output)";
+
+/// What a model without vision is sent in place of an image of a user message.
+pub const IMAGE_NOT_SHOWN: &str = "[image not shown: this model does not read images]";
 
 /// What separates the texts of consecutive user messages merged into one wire message.
 pub const USER_JOIN: &str = "\n\n";
@@ -200,9 +212,12 @@ fn wire_request<'a>(request: &'a ChatRequest, info: &ModelInfo) -> WireRequest<'
             content: &request.system,
         });
     }
+    // Images tool results returned, waiting for the end of the run of `tool` messages.
+    let mut tool_images = Vec::new();
     for message in &request.messages {
-        map_message(message, info, &mut messages);
+        map_message(message, info, &mut tool_images, &mut messages);
     }
+    push_user(tool_images, &mut messages);
     let sent = sent_reasoning(request.thinking, request.reasoning_effort.as_deref(), info);
     let thinking = sent.thinking.map(|on| Thinking {
         kind: if on { "enabled" } else { "disabled" },
@@ -239,9 +254,14 @@ fn wire_request<'a>(request: &'a ChatRequest, info: &ModelInfo) -> WireRequest<'
     }
 }
 
-fn map_message<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMessage<'a>>) {
+fn map_message<'a>(
+    message: &'a Message,
+    info: &ModelInfo,
+    tool_images: &mut Vec<ContentPart<'a>>,
+    out: &mut Vec<WireMessage<'a>>,
+) {
     match message.role {
-        Role::User => map_user(message, out),
+        Role::User => map_user(message, info, tool_images, out),
         Role::Assistant => {
             let mut content = String::new();
             let mut reasoning = String::new();
@@ -268,6 +288,7 @@ fn map_message<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMes
             if content.is_empty() && tool_calls.is_empty() {
                 return; // nothing the model can be shown (e.g. an interrupted reply)
             }
+            push_user(std::mem::take(tool_images), out);
             let reasoning_content =
                 (info.reasoning && !tool_calls.is_empty() && !reasoning.is_empty())
                     .then_some(reasoning);
@@ -280,7 +301,21 @@ fn map_message<'a>(message: &'a Message, info: &ModelInfo, out: &mut Vec<WireMes
     }
 }
 
-fn map_user<'a>(message: &'a Message, out: &mut Vec<WireMessage<'a>>) {
+fn image_part<'a>(image: &'a ImageRef) -> ContentPart<'a> {
+    ContentPart::ImageUrl {
+        image_url: ImageUrl { url: &image.uri },
+    }
+}
+
+/// Maps a user message: its tool results to `tool` messages (their images wait in
+/// `tool_images` until the run of `tool` messages ends: several results of one step are
+/// separate messages, and no `user` message may come between them), the rest to a user message.
+fn map_user<'a>(
+    message: &'a Message,
+    info: &ModelInfo,
+    tool_images: &mut Vec<ContentPart<'a>>,
+    out: &mut Vec<WireMessage<'a>>,
+) {
     let mut parts = Vec::new();
     for block in &message.content {
         match block {
@@ -294,16 +329,32 @@ fn map_user<'a>(message: &'a Message, out: &mut Vec<WireMessage<'a>>) {
                         text
                     },
                 });
+                if info.vision {
+                    tool_images.extend(result.content.iter().filter_map(|b| match b {
+                        ContentBlock::Image(image) => Some(image_part(image)),
+                        _ => None,
+                    }));
+                }
             }
             ContentBlock::Text { text } => parts.push(ContentPart::Text {
                 text: Cow::Borrowed(text),
             }),
-            ContentBlock::Image(image) => parts.push(ContentPart::ImageUrl {
-                image_url: ImageUrl { url: &image.uri },
+            ContentBlock::Image(image) if info.vision => parts.push(image_part(image)),
+            ContentBlock::Image(_) => parts.push(ContentPart::Text {
+                text: Cow::Borrowed(IMAGE_NOT_SHOWN),
             }),
             ContentBlock::Reasoning { .. } | ContentBlock::ToolCall(_) => {}
         }
     }
+    if parts.is_empty() {
+        return;
+    }
+    push_user(std::mem::take(tool_images), out);
+    push_user(parts, out);
+}
+
+/// Sends `parts` as a user message, appended to the last message when that is a user message.
+fn push_user<'a>(parts: Vec<ContentPart<'a>>, out: &mut Vec<WireMessage<'a>>) {
     if parts.is_empty() {
         return;
     }

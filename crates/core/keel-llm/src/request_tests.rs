@@ -24,6 +24,20 @@ fn flash() -> ModelInfo {
     ModelCatalogue::default().lookup("deepseek-v4-flash")
 }
 
+fn seeing() -> ModelInfo {
+    ModelInfo {
+        vision: true,
+        ..flash()
+    }
+}
+
+fn png(uri: &str) -> ContentBlock {
+    ContentBlock::Image(keel_protocol::ImageRef {
+        uri: uri.into(),
+        media_type: Some("image/png".into()),
+    })
+}
+
 /// Test-only inverse of the mapping: a dsh wire body back to a [`ChatRequest`].
 fn from_wire(body: &Value) -> ChatRequest {
     let mut req = ChatRequest {
@@ -184,13 +198,97 @@ fn consecutive_user_messages_go_out_as_one_and_keep_their_bytes() {
         messages: vec![user("look"), image],
         ..ChatRequest::default()
     };
-    let body = request_body(&mixed, &flash());
+    let body = request_body(&mixed, &seeing());
     assert_eq!(
         body["messages"],
         json!([{"role": "user", "content": [
             {"type": "text", "text": "look"},
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
         ]}])
+    );
+}
+
+#[test]
+fn a_model_without_vision_is_sent_no_image() {
+    let req = ChatRequest {
+        messages: vec![msg(
+            Role::User,
+            vec![ContentBlock::text("look"), png("data:image/png;base64,AA")],
+        )],
+        ..ChatRequest::default()
+    };
+    assert_eq!(
+        request_body(&req, &flash())["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "look"},
+            {"type": "text", "text": IMAGE_NOT_SHOWN}
+        ]}])
+    );
+}
+
+#[test]
+fn a_tool_result_image_follows_the_tool_messages_as_a_user_image_part() {
+    let call = |id: &str| {
+        ContentBlock::ToolCall(ToolCallBlock {
+            id: id.into(),
+            name: "read_image".into(),
+            arguments: "{}".into(),
+        })
+    };
+    let result = |id: &str, content: Vec<ContentBlock>| {
+        ContentBlock::ToolResult(ToolResultBlock {
+            tool_call_id: id.into(),
+            content,
+            is_error: false,
+        })
+    };
+    let req = ChatRequest {
+        messages: vec![
+            msg(Role::Assistant, vec![call("c1"), call("c2")]),
+            // One message per result, as the agent logs them.
+            msg(
+                Role::User,
+                vec![result(
+                    "c1",
+                    vec![ContentBlock::text("a.png: image/png"), png("data:A")],
+                )],
+            ),
+            msg(
+                Role::User,
+                vec![result(
+                    "c2",
+                    vec![ContentBlock::text("b.txt is not an image")],
+                )],
+            ),
+            msg(Role::User, vec![ContentBlock::text("go on")]),
+        ],
+        ..ChatRequest::default()
+    };
+    let messages = request_body(&req, &seeing())["messages"].clone();
+    assert_eq!(
+        messages.as_array().unwrap()[1..],
+        json!([
+            {"role": "tool", "tool_call_id": "c1", "content": "a.png: image/png"},
+            {"role": "tool", "tool_call_id": "c2", "content": "b.txt is not an image"},
+            {"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:A"}},
+                {"type": "text", "text": "go on"}
+            ]}
+        ])
+        .as_array()
+        .unwrap()[..]
+    );
+    // Without vision the image is left out; the tool's text still says what it was.
+    let messages = request_body(&req, &flash())["messages"].clone();
+    assert_eq!(
+        messages.as_array().unwrap()[1..],
+        json!([
+            {"role": "tool", "tool_call_id": "c1", "content": "a.png: image/png"},
+            {"role": "tool", "tool_call_id": "c2", "content": "b.txt is not an image"},
+            {"role": "user", "content": "go on"}
+        ])
+        .as_array()
+        .unwrap()[..]
     );
 }
 

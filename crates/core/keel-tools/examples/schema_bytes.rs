@@ -1,4 +1,5 @@
-//! Prints the bytes the default tool set adds to every request, per tool and in total:
+//! Prints the bytes the default tool set adds to every request, per tool and in total (and
+//! `read_image`'s, offered to models with vision only):
 //! `cargo run -p keel-tools --example schema_bytes`.
 #![allow(clippy::print_stdout)]
 
@@ -16,4 +17,21 @@ fn main() {
         }
     }
     println!("{:>16} {:>5} bytes", "total", default_tool_schemas_bytes());
+    // Offered beside them to a model with vision only.
+    let seeing = BuiltinConfig {
+        images: Some(keel_tools::Attachments::new("attachments")),
+        ..BuiltinConfig::default()
+    };
+    let reg = ToolRegistry::with_builtins(&seeing);
+    if let Some(t) = reg
+        .request_tools()
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["function"]["name"] == "read_image"))
+    {
+        let bytes = serde_json::to_vec(t).map_or(0, |v| v.len());
+        println!(
+            "{:>16} {bytes:>5} bytes (models with vision only)",
+            "read_image"
+        );
+    }
 }

@@ -17,6 +17,7 @@
 //! [`SandboxMode`].
 #![deny(missing_docs)]
 
+pub mod attachments;
 pub mod builtins;
 pub mod caller;
 pub mod error;
@@ -33,6 +34,7 @@ pub mod subprocess;
 pub mod tool;
 pub mod workspace;
 
+pub use attachments::{Attachments, ImageError};
 pub use caller::{ApprovalOutcome, CallerId, Handoff, NullCaller, ToolCaller, ToolOutcome};
 pub use error::ToolError;
 pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};

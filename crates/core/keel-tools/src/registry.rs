@@ -121,6 +121,9 @@ pub struct BuiltinConfig {
     pub bash: BashConfig,
     /// Which built-ins the model gets.
     pub preset: Preset,
+    /// Where `read_image` stores the images it reads; `None` (a model without vision): no
+    /// `read_image` tool.
+    pub images: Option<crate::attachments::Attachments>,
 }
 
 /// A session's set of built-in tools (`--preset`, the `preset` key; dsh's presets).

@@ -34,7 +34,7 @@ use tokio::sync::Notify;
 mod params;
 mod slash;
 
-use params::{mcp_servers, prompt_text, working_dir};
+use params::{Images, Prompt, mcp_servers, prompt_content, working_dir};
 use slash::{Slash, advertise_commands, compact, slash_command};
 
 const RECANCEL_EVERY: Duration = Duration::from_millis(200);
@@ -344,7 +344,11 @@ impl<S: AgentSource + 'static> Server<S> {
             .agent_capabilities(
                 AgentCapabilities::new()
                     .load_session(true)
-                    .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+                    .prompt_capabilities(
+                        PromptCapabilities::new()
+                            .embedded_context(true)
+                            .image(self.source.reads_images()),
+                    )
                     .mcp_capabilities(McpCapabilities::new().http(true)),
             )
             .agent_info(Some(Implementation::new("keel", env!("CARGO_PKG_VERSION"))))
@@ -568,8 +572,16 @@ impl<S: AgentSource + 'static> Server<S> {
                 return;
             }
         };
-        let text = match prompt_text(&req.prompt) {
-            Ok(text) => text,
+        let config = live.agent.config();
+        let store = live.agent.attachments();
+        let images = match (&store, config.model_info.vision) {
+            (Some(store), true) => Images::Store(store),
+            _ => Images::Refuse {
+                model: &config.model,
+            },
+        };
+        let prompt = match prompt_content(&req.prompt, images) {
+            Ok(prompt) => prompt,
             Err(e) => {
                 let _ = responder.respond_with_error(e);
                 return;
@@ -589,7 +601,7 @@ impl<S: AgentSource + 'static> Server<S> {
         let rt = tokio::runtime::Handle::current();
         // The turn's future holds the session log: it runs on a blocking thread of its own.
         let handle = tokio::task::spawn_blocking(move || {
-            let answer = rt.block_on(run_turn(&live, &text));
+            let answer = rt.block_on(run_turn(&live, prompt));
             live.running.store(false, Ordering::Release);
             let _ = responder.respond_with_result(answer);
         });
@@ -616,9 +628,10 @@ impl<S: AgentSource + 'static> Server<S> {
     }
 }
 
-/// Queue `text` and run the session's turns until idle, cancelling on `session/cancel`.
-async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
+/// Queue `prompt` and run the session's turns until idle, cancelling on `session/cancel`.
+async fn run_turn(live: &Live, prompt: Prompt) -> Result<PromptResponse, Error> {
     let agent = &live.agent;
+    let text = prompt.text.as_str();
     let expanded = match slash_command(live, text).await? {
         Some(Slash::Compact) => return compact(live).await,
         Some(Slash::Say(said)) => {
@@ -633,8 +646,18 @@ async fn run_turn(live: &Live, text: &str) -> Result<PromptResponse, Error> {
         None => None,
     };
     let text = expanded.as_deref().unwrap_or(text);
+    let mut message = keel_agent::user_message(text);
+    if text.is_empty() {
+        message.content.clear(); // an image-only prompt
+    }
+    message.content.extend(
+        prompt
+            .images
+            .into_iter()
+            .map(keel_protocol::ContentBlock::Image),
+    );
     agent
-        .followup(text)
+        .enqueue(keel_agent::InboxMode::Followup, message)
         .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
     let run = agent.run_until_idle();
     tokio::pin!(run);

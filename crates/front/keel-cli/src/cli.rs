@@ -411,6 +411,12 @@ impl ModeArgs {
 pub struct RunArgs {
     /// The task; read from stdin when absent.
     pub prompt: Option<String>,
+    /// Send an image with the prompt (PNG, JPEG, GIF or WebP, up to 20 MiB; repeatable). The
+    /// model must read images: its catalogue entry has vision, or `vision = true` in its
+    /// [models."NAME"] table; keel refuses before any request otherwise. Stored under
+    /// $KEEL_HOME/attachments by content.
+    #[arg(long = "image", value_name = "FILE")]
+    pub image: Vec<PathBuf>,
     /// Print every session event as one JSON object per line on stdout.
     #[arg(long)]
     pub json: bool,

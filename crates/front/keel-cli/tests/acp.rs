@@ -319,7 +319,8 @@ fn the_typescript_sdk_drives_keel_acp() {
         .unwrap();
     assert_eq!(bash_end["status"], "failed", "{bash_end}");
 
-    // A missing session and an image prompt: JSON-RPC errors a person can act on.
+    // A missing session and an image prompt (the default model has no vision): JSON-RPC
+    // errors a person can act on.
     let missing = &report["missing"]["error"];
     assert_eq!(missing["code"], -32002, "{missing}");
     assert!(
@@ -332,7 +333,10 @@ fn the_typescript_sdk_drives_keel_acp() {
     let image = &report["image"]["error"];
     assert_eq!(image["code"], -32602, "{image}");
     assert!(
-        image["message"].as_str().unwrap().contains("an image"),
+        image["message"]
+            .as_str()
+            .unwrap()
+            .contains("model deepseek-v4-flash does not read images"),
         "{image}"
     );
     assert_eq!(report["secondExit"]["code"], 0);
@@ -1503,6 +1507,119 @@ fn an_untrusted_workspace_is_said_in_the_session_and_trust_is_given_with_slash_t
     let mock_done = prompt(&mut acp, 7, &sid, "hello again");
     assert_eq!(mock_done["result"]["stopReason"], "end_turn", "{mock_done}");
     assert!(marker.exists(), "the trusted hook did not run");
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+}
+
+/// Image content blocks: a session whose model reads images (declared with `vision = true`)
+/// is offered `promptCapabilities.image`, stores the image under `$KEEL_HOME/attachments` and
+/// sends it to the model as an `image_url` part; bytes that are not an image are refused
+/// naming the block. A model without vision is not offered images and refuses them naming
+/// the model, before any request.
+#[test]
+fn images_reach_a_vision_model_and_are_refused_for_a_text_model() {
+    // "GIF89a!" is enough of a GIF for keel's check.
+    const GIF_B64: &str = "R0lGODlhIQ==";
+    let env = Env::new();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[models.\"seeing-model\"]\nvision = true\n",
+    )
+    .unwrap();
+    let mock = Mock::start("responses:\n  - text: \"A tiny GIF.\"\n");
+
+    let mut acp = Raw::start_with(&env, &mock.base_url(), &["--model", "seeing-model"]);
+    let init = acp.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(
+        init["result"]["agentCapabilities"]["promptCapabilities"]["image"], true,
+        "{init}"
+    );
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let bad = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "mimeType": "image/png", "data": "aGVsbG8=", "uri": "file:///w/x.png"}
+        ]}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    let message = bad["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("file:///w/x.png is not an image"),
+        "{message}"
+    );
+    assert_eq!(mock.requests().len(), 0);
+    let answer = acp.request(
+        4,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "mimeType": "image/gif", "data": GIF_B64}
+        ]}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1);
+    let user = requests[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    let urls: Vec<&str> = user["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["image_url"]["url"].as_str())
+        .collect();
+    assert_eq!(
+        urls,
+        vec![format!("data:image/gif;base64,{GIF_B64}")],
+        "{user}"
+    );
+    let stored: Vec<_> = std::fs::read_dir(env.home.join("attachments"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(stored.len(), 1);
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+
+    // The default model has no vision: no image capability, and an image is refused.
+    let mut acp = Raw::start(&env, &mock.base_url());
+    let init = acp.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_ne!(
+        init["result"]["agentCapabilities"]["promptCapabilities"]["image"], true,
+        "{init}"
+    );
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let refused = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [
+            {"type": "image", "mimeType": "image/gif", "data": GIF_B64}
+        ]}),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("model deepseek-v4-flash does not read images"),
+        "{message}"
+    );
+    assert_eq!(mock.requests().len(), 1, "a request was sent");
     let (code, _) = acp.close_and_wait();
     assert_eq!(code, Some(0));
 }

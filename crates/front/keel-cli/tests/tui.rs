@@ -790,3 +790,76 @@ fn trust_yes_in_an_untrusted_session_runs_the_hooks_from_the_next_prompt() {
     assert!(!env.ws.join("hook-ran.txt").exists(), "a revoked hook ran");
     assert_eq!(recorded_trust(&env).as_deref(), Some("untrusted"));
 }
+
+/// `@a.png` in the composer sends the image with the message to a model with vision; a file
+/// that is not an image is refused naming it, and a model without vision naming the model,
+/// both without sending anything.
+#[test]
+fn an_at_mentioned_image_is_sent_with_the_message() {
+    if !have_tmux() {
+        return;
+    }
+    // A real 1×1 PNG.
+    const PNG: &[u8] = b"\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90\x77\x53\xde\x00\x00\x00\x0c\x49\x44\x41\x54\x78\x9c\x63\xf8\xcf\xc0\x00\x00\x03\x01\x01\x00\xc9\xfe\x92\xef\x00\x00\x00\x00\x49\x45\x4e\x44\xae\x42\x60\x82";
+    let env = Env::new();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[models.\"seeing-model\"]\nvision = true\n",
+    )
+    .unwrap();
+    std::fs::write(env.ws.join("a.png"), PNG).unwrap();
+    env.write("fake.png", "not a picture\n");
+    let mock = Mock::start("responses:\n  - text: \"I see a red dot.\"\n");
+
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--model", "seeing-model"]);
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for("approval ask");
+    // (The cursor is not on the `@` word: Enter sends rather than taking a completion.)
+    t.type_text("what is @fake.png here");
+    t.keys(&["Enter"]);
+    t.wait_for_words("@fake.png is not an image keel can send");
+    t.keys(&["C-u"]);
+    t.type_text("what is in @a.png here?");
+    t.keys(&["Enter"]);
+    t.wait_for("I see a red dot.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1, "the refused message was sent");
+    let user = requests[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    let parts = user["content"].as_array().unwrap();
+    assert!(
+        parts.iter().any(|p| p["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("what is in @a.png here?"))),
+        "{user}"
+    );
+    let urls: Vec<&str> = parts
+        .iter()
+        .filter_map(|p| p["image_url"]["url"].as_str())
+        .collect();
+    assert_eq!(urls.len(), 1, "{user}");
+    assert!(
+        urls[0].starts_with("data:image/png;base64,iVBORw0KGgo"),
+        "{user}"
+    );
+    drop(t);
+
+    // The default model has no vision: the message is refused naming it.
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("what is in @a.png here?");
+    t.keys(&["Enter"]);
+    t.wait_for_words("model deepseek-v4-flash does not read images");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert_eq!(mock.requests().len(), 1, "the refused message was sent");
+}

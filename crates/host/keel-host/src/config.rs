@@ -205,6 +205,9 @@ pub struct ModelSection {
     pub context_window: Option<u64>,
     /// Default max output tokens.
     pub max_output: Option<u64>,
+    /// Whether the model reads images (`image_url` parts): prompt images and the `read_image`
+    /// tool need it. None of DeepSeek's current models does.
+    pub vision: Option<bool>,
     /// US dollars per million input tokens that miss the prompt cache (the UI's `/status`
     /// shows the session's cost; DeepSeek's list prices are built in for the models keel knows
     /// them for).

@@ -266,12 +266,14 @@ impl Host {
             let o = ModelOverride {
                 context_window: o.context_window,
                 max_output: o.max_output,
+                vision: o.vision,
             };
             catalogue.apply_override(name, o);
         }
         let flagged = ModelOverride {
             context_window: flags.context_window,
             max_output: flags.max_output,
+            vision: None,
         };
         catalogue.apply_override(&model, flagged);
         let info = catalogue.lookup(&model);
@@ -453,6 +455,9 @@ impl AgentFactory<'_> {
         }
         builtins.bash = bash;
         builtins.preset = c.preset.unwrap_or_default();
+        if self.route.info.vision {
+            builtins.images = Some(keel_tools::Attachments::under_home(&host.home));
+        }
         let spill_dir = host.home.join("spill").join(session_id.as_str());
         let mut spill = SpillConfig::new(&spill_dir);
         if let Some(bytes) = c.tools.spill_bytes {

@@ -113,6 +113,12 @@ pub trait AgentSource: Send + Sync {
     /// The workspace the source was made for (the command line's working directory).
     fn workspace(&self) -> &Path;
 
+    /// Whether the model of the agents it builds (as configured, before a session picks
+    /// another) reads images: ACP's `promptCapabilities.image`. Default: no.
+    fn reads_images(&self) -> bool {
+        false
+    }
+
     /// The session file a `/resume` argument names in `cwd` (`None`: the latest there).
     fn resolve(&self, cwd: &Path, query: Option<&str>) -> Result<PathBuf, SourceError>;
 

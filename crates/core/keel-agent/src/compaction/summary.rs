@@ -140,8 +140,10 @@ pub(crate) enum SummaryError {
 /// Send the summary request on the agent's provider; the summary text, or why there is none.
 pub(crate) async fn request_summary(
     agent: &Agent,
-    request: ChatRequest,
+    mut request: ChatRequest,
 ) -> Result<String, SummaryError> {
+    let info = agent.config().model_info;
+    crate::images::resolve_images(&mut request, &info, agent.attachments().as_ref());
     let stream = agent.provider().stream(request, CancellationToken::new());
     match keel_llm::assemble(stream, |_| {}).await {
         Ok(assembled) => {

@@ -39,7 +39,7 @@ fn schema(name: &str, description: &str, parameters: Value) -> ToolSchema {
 pub struct ReadTool;
 
 /// The file tools' earlier parameter name (`path`, before they took dsh's `file_path`).
-const FILE_PATH_ALIAS: &[(&str, &str)] = &[("path", "file_path")];
+pub(crate) const FILE_PATH_ALIAS: &[(&str, &str)] = &[("path", "file_path")];
 
 #[derive(Deserialize)]
 struct ReadArgs {

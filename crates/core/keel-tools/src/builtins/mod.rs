@@ -1,12 +1,14 @@
 //! The built-in tools: `read`, `write`, `edit` ([`files`]), `glob`, `grep` ([`search`]),
-//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]); the minimal preset's
-//! persistent `bash` ([`shell`]) and `str_replace_editor` ([`editor`]).
+//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]), `read_image` ([`image`])
+//! when the model has vision; the minimal preset's persistent `bash` ([`shell`]) and
+//! `str_replace_editor` ([`editor`]).
 //!
 //! Descriptions are deliberately short: every byte of a schema is sent with every request.
 
 pub mod bash;
 pub mod editor;
 pub mod files;
+pub mod image;
 pub mod plan;
 pub mod search;
 pub mod shell;
@@ -14,6 +16,7 @@ pub mod shell;
 pub use bash::{BashConfig, BashTool};
 pub use editor::StrReplaceEditorTool;
 pub use files::{EditTool, ReadTool, WriteTool};
+pub use image::ReadImageTool;
 pub use plan::{ExitPlanModeTool, PLAN_HANDED_OFF, TodoWriteTool};
 pub use search::{GlobTool, GrepTool};
 pub use shell::ShellTool;
@@ -25,17 +28,25 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The built-in tools of `cfg.preset`, in their fixed order.
+/// The built-in tools of `cfg.preset`, in their fixed order (`read_image` after `read`, or
+/// after `str_replace_editor` in the minimal preset, when `cfg.images` is set).
 pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
+    let image = cfg
+        .images
+        .as_ref()
+        .map(|store| Arc::new(ReadImageTool::new(store.clone())) as Arc<dyn Tool>);
     if cfg.preset == Preset::Minimal {
-        return vec![
+        let mut tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(ShellTool::new(cfg.bash.clone())),
             Arc::new(StrReplaceEditorTool),
-            Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
         ];
+        tools.extend(image);
+        tools.push(Arc::new(ExitPlanModeTool::new(cfg.plan.clone())));
+        return tools;
     }
-    vec![
-        Arc::new(ReadTool),
+    let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(ReadTool)];
+    tools.extend(image);
+    tools.extend::<[Arc<dyn Tool>; 7]>([
         Arc::new(WriteTool),
         Arc::new(EditTool),
         Arc::new(GlobTool),
@@ -43,7 +54,8 @@ pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
         Arc::new(BashTool::new(cfg.bash.clone())),
         Arc::new(TodoWriteTool),
         Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
-    ]
+    ]);
+    tools
 }
 
 /// Deserialize schema-checked arguments into the tool's argument struct.

@@ -1,11 +1,14 @@
 //! What ACP requests carry, checked: the client's MCP servers, the working directory, the
-//! prompt's content blocks.
+//! prompt's content blocks (images stored as attachments).
 
 use super::err;
 use agent_client_protocol::Error;
 use agent_client_protocol::v1::schema::{
     ContentBlock, EmbeddedResourceResource, ErrorCode, McpServer,
 };
+use base64::Engine as _;
+use keel_protocol::ImageRef;
+use keel_tools::Attachments;
 use std::path::{Path, PathBuf};
 
 /// The MCP servers of `session/new` or `session/load` in keel's `[mcp_servers.NAME]` shape.
@@ -91,18 +94,41 @@ pub(super) fn working_dir(cwd: &Path) -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
-/// The prompt as the text keel's model reads: text blocks, resource links as links, embedded
-/// text resources inline. Images, audio and binary resources are refused (keel advertises
-/// none of them).
-pub(super) fn prompt_text(blocks: &[ContentBlock]) -> Result<String, Error> {
-    let mut text = String::new();
+/// Where the images of a prompt go: the session's model reads images and they are stored in
+/// `$KEEL_HOME/attachments`, or it does not and they are refused naming it.
+pub(super) enum Images<'a> {
+    /// Store them here.
+    Store(&'a Attachments),
+    /// Refuse them: `model` has no vision.
+    Refuse {
+        /// The session's model.
+        model: &'a str,
+    },
+}
+
+/// A prompt as keel's model reads it: its text, and the images sent with it (stored).
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Prompt {
+    /// Text blocks, resource links as links, embedded text resources inline.
+    pub text: String,
+    /// Image blocks, stored as attachments.
+    pub images: Vec<ImageRef>,
+}
+
+/// The prompt's content blocks as keel's model reads them: text blocks, resource links as
+/// links, embedded text resources inline, image blocks (base64 PNG, JPEG, GIF or WebP) stored
+/// as attachments when the session's model reads images. Audio and binary resources are
+/// refused (keel advertises neither), and so are images for a model without vision.
+pub(super) fn prompt_content(blocks: &[ContentBlock], images: Images<'_>) -> Result<Prompt, Error> {
+    let mut prompt = Prompt::default();
     let mut push = |s: &str| {
-        if !text.is_empty() {
-            text.push_str("\n\n");
+        if !prompt.text.is_empty() {
+            prompt.text.push_str("\n\n");
         }
-        text.push_str(s);
+        prompt.text.push_str(s);
     };
-    for block in blocks {
+    let mut stored = Vec::new();
+    for (i, block) in blocks.iter().enumerate() {
         match block {
             ContentBlock::Text(t) => push(&t.text),
             ContentBlock::ResourceLink(l) => push(&format!("[{}]({})", l.name, l.uri)),
@@ -117,26 +143,58 @@ pub(super) fn prompt_text(blocks: &[ContentBlock]) -> Result<String, Error> {
                     return Err(unsupported("a binary embedded resource"));
                 }
             },
-            ContentBlock::Image(_) => return Err(unsupported("an image")),
+            ContentBlock::Image(image) => {
+                let shown = image
+                    .uri
+                    .clone()
+                    .unwrap_or_else(|| format!("the image of content block {i}"));
+                let store = match images {
+                    Images::Store(store) => store,
+                    Images::Refuse { model } => {
+                        return Err(err(
+                            ErrorCode::InvalidParams,
+                            format!(
+                                "model {model} does not read images, so it cannot be sent \
+                                 {shown}: pick a model with vision, or declare that {model} has \
+                                 it with vision = true in the [models.\"{model}\"] table of \
+                                 keel's configuration"
+                            ),
+                        ));
+                    }
+                };
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(image.data.trim())
+                    .map_err(|e| {
+                        err(
+                            ErrorCode::InvalidParams,
+                            format!("{shown}: its data is not base64: {e}"),
+                        )
+                    })?;
+                let image = store
+                    .store(&bytes, &shown)
+                    .map_err(|e| err(ErrorCode::InvalidParams, e.to_string()))?;
+                stored.push(image);
+            }
             ContentBlock::Audio(_) => return Err(unsupported("audio")),
             _ => return Err(unsupported("a content block of an unknown type")),
         }
     }
-    if text.trim().is_empty() {
+    prompt.images = stored;
+    if prompt.text.trim().is_empty() && prompt.images.is_empty() {
         return Err(err(
             ErrorCode::InvalidParams,
             "the prompt has no text: send at least one text content block",
         ));
     }
-    Ok(text)
+    Ok(prompt)
 }
 
 fn unsupported(what: &str) -> Error {
     err(
         ErrorCode::InvalidParams,
         format!(
-            "keel takes text prompts only and this one has {what}; send text, resource links or \
-             embedded text resources (see the promptCapabilities of initialize)"
+            "keel takes text and images only and this prompt has {what}; send text, images, \
+             resource links or embedded text resources (see the promptCapabilities of initialize)"
         ),
     )
 }
@@ -150,26 +208,69 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
+    const REFUSE: Images<'static> = Images::Refuse {
+        model: "deepseek-chat",
+    };
+
     #[test]
     fn prompts_take_text_links_and_embedded_text() {
-        let text = prompt_text(&blocks(serde_json::json!([
-            {"type": "text", "text": "look at"},
-            {"type": "resource_link", "name": "a.rs", "uri": "file:///w/a.rs"},
-            {"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}"}}
-        ])))
+        let prompt = prompt_content(
+            &blocks(serde_json::json!([
+                {"type": "text", "text": "look at"},
+                {"type": "resource_link", "name": "a.rs", "uri": "file:///w/a.rs"},
+                {"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}"}}
+            ])),
+            REFUSE,
+        )
         .unwrap();
         assert_eq!(
-            text,
+            prompt.text,
             "look at\n\n[a.rs](file:///w/a.rs)\n\n<context uri=\"file:///w/b.rs\">\nfn b() {}\n</context>"
         );
+        assert_eq!(prompt.images, Vec::new());
     }
 
     #[test]
-    fn images_audio_and_empty_prompts_are_refused() {
+    fn images_are_stored_for_a_model_with_vision() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Attachments::under_home(home.path());
+        // "GIF89a!" in base64.
+        let v = serde_json::json!([
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "mimeType": "image/gif", "data": "R0lGODlhIQ=="}
+        ]);
+        let prompt = prompt_content(&blocks(v), Images::Store(&store)).unwrap();
+        assert_eq!(prompt.text, "what is this?");
+        assert_eq!(prompt.images.len(), 1);
+        assert!(
+            prompt.images[0].uri.starts_with("keel-attachment:")
+                && prompt.images[0].uri.ends_with(".gif"),
+            "{:?}",
+            prompt.images
+        );
+        assert_eq!(std::fs::read_dir(store.dir()).unwrap().count(), 1);
+
+        // Bytes that are not an image, and data that is not base64, are refused.
+        for (data, needle) in [("aGVsbG8=", "is not an image"), ("%%", "is not base64")] {
+            let v = serde_json::json!([
+                {"type": "image", "mimeType": "image/png", "data": data, "uri": "file:///w/x.png"}
+            ]);
+            let e = prompt_content(&blocks(v), Images::Store(&store)).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidParams);
+            assert!(
+                e.message.contains("file:///w/x.png") && e.message.contains(needle),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn images_for_a_text_model_audio_and_empty_prompts_are_refused() {
         for (v, needle) in [
             (
                 serde_json::json!([{"type": "image", "mimeType": "image/png", "data": "AA=="}]),
-                "an image",
+                "model deepseek-chat does not read images",
             ),
             (
                 serde_json::json!([{"type": "audio", "mimeType": "audio/wav", "data": "AA=="}]),
@@ -180,7 +281,7 @@ mod tests {
                 "no text",
             ),
         ] {
-            let e = prompt_text(&blocks(v)).unwrap_err();
+            let e = prompt_content(&blocks(v), REFUSE).unwrap_err();
             assert_eq!(e.code, ErrorCode::InvalidParams);
             assert!(e.message.contains(needle), "{}", e.message);
         }

@@ -168,7 +168,7 @@ async function main() {
   report.missing = await errorOf(
     second.ctx.request("session/load", { sessionId: "no-such-session-0000", cwd: workspace, mcpServers: [] }),
   );
-  // A prompt with an image: keel takes text only.
+  // A prompt with an image: the default model has no vision, so keel refuses it.
   report.image = await errorOf(
     second.ctx.request("session/prompt", {
       sessionId,

@@ -201,6 +201,7 @@ pub fn chat(mut ctx: Ctx, args: ChatArgs) -> Result<ExitCode> {
             &ctx,
             RunArgs {
                 prompt: args.prompt,
+                image: Vec::new(),
                 json: args.json,
                 script: args.script,
                 zstd: false,

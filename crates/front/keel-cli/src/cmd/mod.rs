@@ -5,6 +5,7 @@ mod cards;
 mod config_cmd;
 mod continuity;
 mod demo;
+mod images;
 mod mcp;
 mod mcp_server;
 mod progress;

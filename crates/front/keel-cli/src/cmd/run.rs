@@ -293,11 +293,13 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
         Some(_) => String::new(),
         None => read_prompt(args.prompt)?,
     };
+    let images = super::images::read(&ctx.cwd, &args.image)?;
     let host = ctx.host()?;
     ctx.warn_untrusted(&host);
     let mut flags = ctx.flags()?;
     apply_permission_mode(&mut flags, &args.mode);
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
+    super::images::check_model(factory.route(), &images)?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let lineage = match &args.delegated_from {
         Some(parent) => Some((
@@ -331,8 +333,12 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
         agent.enter_plan_mode()?;
     }
     match &args.goal {
-        Some(objective) => agent.followup(&goal_prompt(&agent, objective, args.max_rounds)?)?,
-        None => agent.followup(&prompt)?,
+        Some(objective) => super::images::followup(
+            &agent,
+            &goal_prompt(&agent, objective, args.max_rounds)?,
+            images,
+        )?,
+        None => super::images::followup(&agent, &prompt, images)?,
     }
     if args.inbox_stdin {
         read_inbox(agent.clone());

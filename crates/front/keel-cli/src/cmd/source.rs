@@ -194,6 +194,15 @@ fn failed(e: impl Into<anyhow::Error>) -> SourceError {
 }
 
 impl AgentSource for Source {
+    fn reads_images(&self) -> bool {
+        let ctx = self.ctx_in(None);
+        let Ok(host) = ctx.host() else {
+            return false;
+        };
+        host.factory(self.flags.clone(), self.model.clone())
+            .is_ok_and(|f| f.route().info.vision)
+    }
+
     fn create(&self, spec: &SessionSpec, options: BuildOptions) -> Result<Agent, SourceError> {
         let ctx = self.ctx_in(spec.cwd.as_deref());
         let host = self.host(&ctx)?;

@@ -5,6 +5,7 @@
 //! logic: it queues follow-ups, steers, cancels and answers approvals through the agent's API.
 
 mod commands;
+mod images;
 mod keys;
 mod modals;
 
@@ -26,7 +27,7 @@ use crossterm::terminal::{
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use keel_agent::{Agent, Approver, allow_key};
+use keel_agent::{Agent, Approver, InboxMode, allow_key};
 use keel_host::{
     AgentSource, BuildOptions, ProjectTrust, Review, SessionEntry, SessionRef, SessionSpec,
     SourceError,
@@ -670,12 +671,22 @@ impl App<'_> {
         }
         // `//text` is a message that starts with `/`.
         let text = crate::commands::unescape(&text).unwrap_or(text);
+        // `@image.png` words attach the images; nothing is sent when one cannot be.
+        let message = match images::with_images(&self.agent, &text) {
+            None => keel_agent::user_message(&text),
+            Some(Ok(message)) => message,
+            Some(Err(e)) => {
+                self.cells.notice(Level::Error, e);
+                return;
+            }
+        };
         if self.running {
-            let sent = if steer {
-                self.agent.steer(&text)
+            let mode = if steer {
+                InboxMode::Steer
             } else {
-                self.agent.followup(&text)
+                InboxMode::Followup
             };
+            let sent = self.agent.enqueue(mode, message).map(|_| ());
             match sent {
                 Ok(()) if steer => self.say("sent into the running turn"),
                 Ok(()) => {
@@ -686,7 +697,7 @@ impl App<'_> {
             }
             return;
         }
-        if let Err(e) = self.agent.followup(&text) {
+        if let Err(e) = self.agent.enqueue(InboxMode::Followup, message) {
             self.cells.notice(Level::Error, e.to_string());
             return;
         }

@@ -405,6 +405,7 @@ fn model_info(user: &Config, model: &str) -> keel_llm::ModelInfo {
             keel_llm::ModelOverride {
                 context_window: m.context_window,
                 max_output: m.max_output,
+                vision: m.vision,
             },
         );
     }
