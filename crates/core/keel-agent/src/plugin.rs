@@ -133,6 +133,12 @@ pub trait CommandSource: Send + Sync {
         name: &'a str,
         args: &'a str,
     ) -> futures::future::BoxFuture<'a, Result<String, CommandError>>;
+    /// `/name args` as an action done at once, when it is one: `Some(Ok(text))` is what the
+    /// person is told and nothing goes to the model (`/goal pause`). Front ends ask this
+    /// first, and [`CommandSource::expand`] when it is `None` (the default).
+    fn act(&self, _name: &str, _args: &str) -> Option<Result<String, CommandError>> {
+        None
+    }
 }
 
 /// A callback run once the agent is built, with the agent's plugin handle.

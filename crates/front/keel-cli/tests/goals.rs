@@ -174,3 +174,105 @@ fn a_resumed_goal_keeps_its_round_count_and_a_person_s_turn_goes_first() {
     assert_eq!(of_type(&events, "goal/round").len(), 3);
     assert_eq!(statuses(&events), ["active", "budget-spent"]);
 }
+
+/// `/goal` over ACP (a raw JSON-RPC client on `keel acp`): set with a budget, paused by the
+/// model, shown, edited and resumed by the person (the edit reaches the next round), spent;
+/// `/goal clear` of a finished goal is an error naming why.
+#[test]
+fn a_person_sets_shows_edits_and_resumes_a_goal_over_acp() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls: [{ id: p1, name: update_goal, arguments: { goal_id: g1, revision: 1, action: pause } }]
+  - text: "paused it"
+  - text: "round two"
+  - text: "round three"
+"#,
+    );
+    let mut child = env
+        .keel(&mock.base_url())
+        .arg("acp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut said = Vec::new();
+    let mut call = |id: u64, method: &str, params: Value| -> Value {
+        let msg =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{msg}").unwrap();
+        loop {
+            let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if v["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+                said.push(
+                    v["params"]["update"]["content"]["text"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                );
+            }
+            if v["id"] == id && v.get("method").is_none() {
+                return v;
+            }
+        }
+    };
+    call(1, "initialize", serde_json::json!({"protocolVersion": 1}));
+    let new = call(
+        2,
+        "session/new",
+        serde_json::json!({"cwd": env.ws, "mcpServers": []}),
+    );
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut prompt = |id: u64, text: &str| {
+        call(
+            id,
+            "session/prompt",
+            serde_json::json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        )
+    };
+    let done = prompt(3, "/goal --max-rounds 3 tidy the code");
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let shown = prompt(4, "/goal");
+    assert_eq!(shown["result"]["stopReason"], "end_turn", "{shown}");
+    let edited = prompt(5, "/goal edit tidy the docs");
+    assert!(edited.get("error").is_none(), "{edited}");
+    let resumed = prompt(6, "/goal resume");
+    assert_eq!(resumed["result"]["stopReason"], "end_turn", "{resumed}");
+    let cleared = prompt(7, "/goal clear");
+    let message = cleared["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    drop(prompt);
+    drop(call);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert!(message.contains("there is no open goal"), "{cleared}");
+    let said = said.join("\n");
+    assert!(
+        said.contains("Goal g1 (paused, revision 2, round 1 of 3): tidy the code"),
+        "{said}"
+    );
+    assert!(
+        said.contains("Goal g1 now reads: tidy the docs (revision 3"),
+        "{said}"
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    let round_two = last_user_text(&requests[2]);
+    assert!(
+        round_two.contains("round=\\\"2\\\"") && round_two.contains("tidy the docs"),
+        "{round_two}"
+    );
+    let events = load_consistent(&env.only_session());
+    assert_eq!(
+        statuses(&events),
+        ["active", "paused", "paused", "active", "budget-spent"]
+    );
+}

@@ -104,6 +104,74 @@ impl Shared {
         })
     }
 
+    /// `/goal` alone: where the goal stands, for a person.
+    fn status(&self) -> String {
+        let fold = self.snapshot();
+        match fold.goal {
+            None => "No goal is set. Set one with /goal OBJECTIVE.".into(),
+            Some(g) => format!(
+                "Goal {} ({}, revision {}, round {} of {}): {}",
+                g.goal_id,
+                g.status.as_str(),
+                g.revision,
+                fold.rounds,
+                g.max_rounds,
+                g.objective
+            ),
+        }
+    }
+
+    /// The open goal, for a change a person asks for.
+    fn open_goal(&self) -> Result<Goal, GoalError> {
+        self.snapshot()
+            .open()
+            .cloned()
+            .ok_or_else(|| GoalError("there is no open goal; set one with /goal OBJECTIVE".into()))
+    }
+
+    /// `/goal pause`, `/goal clear`, `/goal edit OBJECTIVE` (`objective`: an edit, which
+    /// keeps the goal's status).
+    fn person(&self, status: Status, objective: Option<&str>) -> Result<String, GoalError> {
+        let goal = self.open_goal()?;
+        let mut next = Goal {
+            revision: goal.revision + 1,
+            by: "user".into(),
+            ..goal.clone()
+        };
+        match objective {
+            Some("") => return Err(GoalError("/goal edit needs the new objective".into())),
+            Some(text) => next.objective = text.to_owned(),
+            None => next.status = status,
+        }
+        let next = self.commit(next)?;
+        Ok(match objective {
+            Some(_) => format!(
+                "Goal {} now reads: {} (revision {}; from the next round).",
+                next.goal_id, next.objective, next.revision
+            ),
+            None => format!(
+                "Goal {} is {} (revision {}).",
+                next.goal_id,
+                next.status.as_str(),
+                next.revision
+            ),
+        })
+    }
+
+    /// `/goal resume`: a paused goal is active again (its next round is sent at once).
+    fn resume(&self) -> Result<Goal, GoalError> {
+        let goal = self.open_goal()?;
+        if goal.status != Status::Paused {
+            return Err(GoalError(format!("goal {} is not paused", goal.goal_id)));
+        }
+        self.commit(Goal {
+            revision: goal.revision + 1,
+            status: Status::Active,
+            by: "user".into(),
+            ..goal
+        })
+    }
+
     /// Log the start of the next round of `goal`; its number.
     fn start_round(&self, goal: &Goal) -> Result<u32, GoalError> {
         let round = self.snapshot().rounds + 1;
@@ -221,8 +289,23 @@ impl CommandSource for GoalCommand {
         vec![PluginCommand {
             name: "goal".into(),
             description: "Set a goal keel keeps working toward, round after round".into(),
-            argument_hint: Some("[--max-rounds N] OBJECTIVE".into()),
+            argument_hint: Some(
+                "[--max-rounds N] OBJECTIVE | edit OBJECTIVE | pause | resume | clear".into(),
+            ),
         }]
+    }
+
+    fn act(&self, _name: &str, args: &str) -> Option<Result<String, CommandError>> {
+        let args = args.trim();
+        let (word, rest) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+        let done = match word {
+            "" => Ok(self.shared.status()),
+            "pause" if rest.is_empty() => self.shared.person(Status::Paused, None),
+            "clear" if rest.is_empty() => self.shared.person(Status::Cleared, None),
+            "edit" => self.shared.person(Status::Active, Some(rest.trim())),
+            _ => return None,
+        };
+        Some(done.map_err(|e| CommandError::Failed(Box::new(e))))
     }
 
     fn expand<'a>(
@@ -232,6 +315,11 @@ impl CommandSource for GoalCommand {
     ) -> BoxFuture<'a, Result<String, CommandError>> {
         async move {
             let failed = |e: GoalError| CommandError::Failed(Box::new(e));
+            if args.trim() == "resume" {
+                let goal = self.shared.resume().map_err(failed)?;
+                let round = self.shared.start_round(&goal).map_err(failed)?;
+                return Ok(round_message(&goal, round).text());
+            }
             let (max_rounds, objective) = parse_goal_args(args).map_err(failed)?;
             if objective.is_empty() {
                 return Err(failed(GoalError(

@@ -138,6 +138,11 @@ pub(super) async fn slash_command(live: &Live, text: &str) -> Result<Option<Slas
     }
     for source in live.agent.commands() {
         if source.commands().iter().any(|c| c.name == name) {
+            if let Some(done) = source.act(name, args.trim()) {
+                return done
+                    .map(|said| Some(Slash::Say(said)))
+                    .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
+            }
             return source
                 .expand(name, args.trim())
                 .await

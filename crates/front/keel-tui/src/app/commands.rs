@@ -173,6 +173,17 @@ impl App<'_> {
                 .notice(Level::Error, format!("/{name} is not available here"));
             return;
         };
+        match source.act(&name, &args) {
+            Some(Ok(said)) => {
+                self.cells.notice(Level::Info, said);
+                return;
+            }
+            Some(Err(e)) => {
+                self.cells.notice(Level::Error, e.to_string());
+                return;
+            }
+            None => {}
+        }
         let tx = self.tx.clone();
         self.say(format!("asking for /{name}…"));
         self.runtime.spawn(async move {
