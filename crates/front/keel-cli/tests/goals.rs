@@ -249,8 +249,6 @@ responses:
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    drop(prompt);
-    drop(call);
     drop(stdin);
     assert!(child.wait().unwrap().success());
     assert!(message.contains("there is no open goal"), "{cleared}");
