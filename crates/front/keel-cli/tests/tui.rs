@@ -584,6 +584,31 @@ fn an_escalated_command_is_asked_in_the_ui_with_its_justification() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
 }
 
+/// `/goal` in the terminal UI: round 1 is sent, the model pauses the goal, and the status line
+/// says so; `/goal` alone answers without the model.
+#[test]
+fn a_goal_set_in_the_ui_shows_in_the_status_line() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        "responses:\n  - tool_calls: [{ id: p1, name: update_goal, arguments: { goal_id: g1, revision: 1, action: pause } }]\n  - text: \"Paused for now.\"\n",
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("/goal --max-rounds 5 tidy the code");
+    t.keys(&["Enter"]);
+    t.wait_for("Paused for now.");
+    t.wait_for("goal g1 paused");
+    t.type_text("/goal");
+    t.keys(&["Enter"]);
+    t.wait_for("Goal g1 (paused, revision 2, round 1 of 5): tidy the code");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert_eq!(mock.requests().len(), 2);
+}
+
 /// A workspace whose `.claude/settings.json` has a `UserPromptSubmit` hook that leaves a
 /// marker file in the workspace when it runs; `keel` runs without `--trust-project`.
 fn workspace_with_a_hook() -> Env {

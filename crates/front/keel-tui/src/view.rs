@@ -392,6 +392,13 @@ pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
                 .add_modifier(Modifier::BOLD),
         );
     }
+    if let Some(g) = &t.goal {
+        let text = match g.status.as_str() {
+            "paused" => format!("goal {} paused", g.id),
+            _ => format!("goal {} round {}/{}", g.id, g.round, g.max),
+        };
+        part(text, Style::default().fg(Color::Green));
+    }
     if t.usage.context_window > 0 {
         part(
             format!("context {}%", t.usage.context_percent()),
