@@ -24,7 +24,8 @@ fn default_tools_are_registered_in_a_fixed_order() {
             "grep",
             "bash",
             "todo_write",
-            "exit_plan_mode"
+            "exit_plan_mode",
+            "ask_user_question"
         ]
     );
 }

@@ -1,13 +1,16 @@
 //! The built-in tools: `read`, `write`, `edit` ([`files`]), `glob`, `grep` ([`search`]),
-//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]).
+//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]), `ask_user_question`
+//! ([`ask`]).
 //!
 //! Descriptions are deliberately short: every byte of a schema is sent with every request.
 
+pub mod ask;
 pub mod bash;
 pub mod files;
 pub mod plan;
 pub mod search;
 
+pub use ask::AskUserTool;
 pub use bash::{BashConfig, BashTool};
 pub use files::{EditTool, ReadTool, WriteTool};
 pub use plan::{ExitPlanModeTool, PLAN_HANDED_OFF, TodoWriteTool};
@@ -31,6 +34,7 @@ pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
         Arc::new(BashTool::new(cfg.bash.clone())),
         Arc::new(TodoWriteTool),
         Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
+        Arc::new(AskUserTool),
     ]
 }
 
