@@ -142,7 +142,8 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// The default tool set: read, write, edit, glob, grep, bash, todo_write, exit_plan_mode.
+    /// The default tool set: read, write, edit, glob, grep, bash, todo_write, exit_plan_mode,
+    /// ask_user_question.
     pub fn with_builtins(cfg: &BuiltinConfig) -> Self {
         let mut reg = ToolRegistry {
             plan: cfg.plan.clone(),
