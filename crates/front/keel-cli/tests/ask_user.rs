@@ -48,6 +48,14 @@ fn headless_the_model_is_told_no_person_is_present_and_the_turn_goes_on() {
         .args(["run", "set up the project"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "DONE\n");
+    // Said on stderr for whoever watches the run.
+    assert!(out.stderr.contains("  ? Which language?\n"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("  ? no answer: no person is present to answer (headless run)\n"),
+        "{}",
+        out.stderr
+    );
     let events = load_consistent(&env.only_session());
     let (asked, answered) = question_events(&events);
     assert_eq!(asked["callId"], "q1");
@@ -88,9 +96,15 @@ struct Live {
 
 impl Live {
     fn start(env: &Env, mock: &Mock, prompt: &str) -> Live {
+        Live::start_with(env, mock, &[], prompt)
+    }
+
+    fn start_with(env: &Env, mock: &Mock, extra: &[&str], prompt: &str) -> Live {
         let mut child = env
             .keel(&mock.base_url())
-            .args(["run", "--json", "--inbox-stdin", prompt])
+            .args(["run", "--json", "--inbox-stdin"])
+            .args(extra)
+            .arg(prompt)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -272,4 +286,27 @@ responses:
     assert_eq!(texts[4].0, "ok");
     assert!(!texts[4].2, "{texts:?}");
     assert_eq!(of_type(&events, "question/asked").len(), 1);
+}
+
+/// A delegated run (`--delegated-from`, keel's delegation provider) has an agent, not a person,
+/// behind its stdin: its questions are answered at once, without waiting for stdin.
+#[test]
+fn a_delegated_run_does_not_wait_for_an_answer() {
+    let env = Env::new();
+    let mock = Mock::start(ASKING);
+    let live = Live::start_with(
+        &env,
+        &mock,
+        &["--delegated-from", "parent-session"],
+        "set up the project",
+    );
+    // stdin stays open until the turn has ended.
+    let end = live.until("turn/end");
+    assert_eq!(end["data"]["reason"]["kind"], "completed", "{end}");
+    let (code, _rest, stderr) = live.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    let events = load_consistent(&env.only_session());
+    let (_, answered) = question_events(&events);
+    assert_eq!(answered["by"], "headless");
+    assert_eq!(answered["reason"], "no person is present to answer (headless run)");
 }
