@@ -310,3 +310,27 @@ fn a_delegated_run_does_not_wait_for_an_answer() {
     assert_eq!(answered["by"], "headless");
     assert_eq!(answered["reason"], "no person is present to answer (headless run)");
 }
+
+/// Plan mode's section tells the model to ask open questions with the tool, and the tool is
+/// allowed in plan mode (it changes nothing).
+#[test]
+fn plan_mode_points_to_the_tool_and_allows_it() {
+    let env = Env::new();
+    let mock = Mock::start(ASKING);
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["run", "--plan", "set up the project"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let system = mock.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("# Plan mode is active")
+            && system.contains("Ask open questions with ask_user_question."),
+        "{system}"
+    );
+    let events = load_consistent(&env.only_session());
+    let (_, answered) = question_events(&events);
+    assert_eq!(answered["by"], "headless");
+}
