@@ -623,12 +623,9 @@ fn one_of_each() -> Vec<EventBody> {
         EventBody::QuestionAnswered(Box::new(QuestionAnswered {
             call_id: "q".into(),
             by: "user".into(),
-            answers: [(
-                "lang".to_owned(),
-                QuestionAnswer::Many(vec!["Rust".into()]),
-            )]
-            .into_iter()
-            .collect(),
+            answers: [("lang".to_owned(), QuestionAnswer::Many(vec!["Rust".into()]))]
+                .into_iter()
+                .collect(),
             reason: None,
         })),
         EventBody::SubagentDescriptor(Box::new(SubagentDescriptor {

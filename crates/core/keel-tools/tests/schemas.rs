@@ -75,8 +75,8 @@ fn request_tools_are_byte_stable_and_within_budget() {
 #[test]
 fn ask_user_question_schema_is_small() {
     let reg = ToolRegistry::with_builtins(&BuiltinConfig::default());
-    let tools: Value = serde_json::from_slice(&serde_json::to_vec(&reg.request_tools()).unwrap())
-        .unwrap();
+    let tools: Value =
+        serde_json::from_slice(&serde_json::to_vec(&reg.request_tools()).unwrap()).unwrap();
     let ask = tools
         .as_array()
         .unwrap()

@@ -302,7 +302,11 @@ mod tests {
             name: "ask_user_question".into(),
             arguments: "{}".into(),
         };
-        let qs = [q("lang", &["Rust", "Go"], false), q("f", &["a", "b"], true), q("name", &[], false)];
+        let qs = [
+            q("lang", &["Rust", "Go"], false),
+            q("f", &["a", "b"], true),
+            q("name", &[], false),
+        ];
         let req = form_request(&SessionId::new("s"), &call, &qs).unwrap();
         let wire = serde_json::to_value(&req).unwrap();
         assert_eq!(wire["mode"], "form");

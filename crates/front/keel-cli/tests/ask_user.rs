@@ -49,7 +49,11 @@ fn headless_the_model_is_told_no_person_is_present_and_the_turn_goes_on() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.stdout, "DONE\n");
     // Said on stderr for whoever watches the run.
-    assert!(out.stderr.contains("  ? Which language?\n"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("  ? Which language?\n"),
+        "{}",
+        out.stderr
+    );
     assert!(
         out.stderr
             .contains("  ? no answer: no person is present to answer (headless run)\n"),
@@ -273,7 +277,10 @@ responses:
             ),
         ]
     );
-    assert!(texts[2].1.starts_with("INVALID_ARGS:") && texts[2].1.contains("question"), "{texts:?}");
+    assert!(
+        texts[2].1.starts_with("INVALID_ARGS:") && texts[2].1.contains("question"),
+        "{texts:?}"
+    );
     assert_eq!(
         texts[3],
         (
@@ -308,7 +315,10 @@ fn a_delegated_run_does_not_wait_for_an_answer() {
     let events = load_consistent(&env.only_session());
     let (_, answered) = question_events(&events);
     assert_eq!(answered["by"], "headless");
-    assert_eq!(answered["reason"], "no person is present to answer (headless run)");
+    assert_eq!(
+        answered["reason"],
+        "no person is present to answer (headless run)"
+    );
 }
 
 /// Plan mode's section tells the model to ask open questions with the tool, and the tool is

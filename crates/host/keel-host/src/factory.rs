@@ -20,9 +20,7 @@ use crate::endpoint::{self, Endpoint, EndpointInputs};
 use crate::error::HostError;
 use crate::plugins;
 use keel_agent::plugin::{InstallContext, ModelLaunch, Plugin};
-use keel_agent::{
-    Agent, AgentConfig, ApprovalPolicy, Approver, Asker, HookRegistry, ToolSetup,
-};
+use keel_agent::{Agent, AgentConfig, ApprovalPolicy, Approver, Asker, HookRegistry, ToolSetup};
 use keel_llm::{
     ApiKey, ModelCatalogue, ModelInfo, ModelOverride, OpenAiProvider, Provider, ProviderConfig,
     ScriptedProvider,

@@ -314,9 +314,11 @@ fn read_inbox(agent: Agent, answers: Option<Arc<StdinAnswers>>) {
                                  'no person is present' (a delegated run)"
                         .into()),
                 },
-                _ => Err("expected one JSON object {\"steer\": TEXT}, {\"followup\": TEXT} or \
+                _ => Err(
+                    "expected one JSON object {\"steer\": TEXT}, {\"followup\": TEXT} or \
                           {\"answer\": {\"call_id\": ID, \"answers\": {...}}}"
-                    .into()),
+                        .into(),
+                ),
             };
             if let Err(e) = done {
                 let _ = writeln!(std::io::stderr(), "keel: --inbox-stdin: {e}");
@@ -650,7 +652,12 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
     };
     let factory = host.factory(flags, source)?;
     let progress = Progress::new(Output::from_json_flag(args.json));
-    let agent = build_agent(&factory, factory.new_session(LogFormat::Plain)?, &progress, None)?;
+    let agent = build_agent(
+        &factory,
+        factory.new_session(LogFormat::Plain)?,
+        &progress,
+        None,
+    )?;
     let mut err = std::io::stderr().lock();
     writeln!(
         err,
