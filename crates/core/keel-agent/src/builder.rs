@@ -4,6 +4,7 @@
 use crate::agent::{Agent, CallerEntry, Inner};
 use crate::config::{AgentConfig, Approver, Asker, ToolSetup};
 use crate::error::AgentError;
+use crate::nested::{NESTED_INSTRUCTIONS_BUDGET, NestedInstructions};
 use crate::prompt;
 use crate::seams::HookRegistry;
 use crate::session_modes::{KeptModes, kept_modes, last_plan_mode};
@@ -76,8 +77,13 @@ impl AgentBuilder {
             spill,
             subprocess,
         } = self.tools;
-        let mut pipeline =
-            Pipeline::builder(Arc::new(registry), workspace).hooks(hooks.tools.clone());
+        let nested = NestedInstructions::new(
+            workspace.roots(),
+            workspace.cwd(),
+            NESTED_INSTRUCTIONS_BUDGET,
+        );
+        let tool_hooks = hooks.tools.clone().post_execute(Arc::new(nested));
+        let mut pipeline = Pipeline::builder(Arc::new(registry), workspace).hooks(tool_hooks);
         if let Some(plan_state) = plan_state {
             pipeline = pipeline.plan_state(plan_state);
         }

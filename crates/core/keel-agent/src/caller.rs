@@ -35,6 +35,64 @@ pub(crate) struct StepCaller<'a> {
 }
 
 impl<'a> StepCaller<'a> {
+    /// Log `approval/asked`, get the answer, log `approval/decided`. `person_only` (a sandbox
+    /// escalation): the `auto` policy does not answer, a person must.
+    async fn ask(&self, call: &ToolCallBlock, reason: &str, person_only: bool) -> ApprovalOutcome {
+        self.keep(
+            self.agent
+                .push(EventBody::ApprovalAsked(Box::new(ApprovalAsked {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    reason: reason.to_owned(),
+                }))),
+        );
+        // Nobody is asked under `never`, nor without an approver: the answer is `Unanswered`,
+        // which a call needing it now takes as a refusal and `exit_plan_mode` as "hand the
+        // plan to the user".
+        let policy = match self.agent.approval() {
+            ApprovalPolicy::Auto if person_only => ApprovalPolicy::Ask,
+            policy => policy,
+        };
+        let (outcome, by) = match (policy, &self.agent.inner.approver) {
+            (ApprovalPolicy::Auto, _) => (ApprovalOutcome::Approved, "policy"),
+            (ApprovalPolicy::Never, _) => (
+                ApprovalOutcome::Unanswered {
+                    reason: Some("approval prompts are disabled (--approval never); do not retry this action".into()),
+                },
+                "policy",
+            ),
+            (ApprovalPolicy::Ask, Some(approver)) => (approver.decide(call, reason).await, "user"),
+            (ApprovalPolicy::Ask, None) if person_only => (
+                ApprovalOutcome::Unanswered {
+                    reason: Some("no person can be asked in this run".to_owned()),
+                },
+                "headless",
+            ),
+            (ApprovalPolicy::Ask, None) => (
+                ApprovalOutcome::Unanswered {
+                    reason: Some(HEADLESS_DENIAL.to_owned()),
+                },
+                "headless",
+            ),
+        };
+        let (approved, why) = match &outcome {
+            ApprovalOutcome::Approved => (true, None),
+            ApprovalOutcome::Denied { reason } | ApprovalOutcome::Unanswered { reason } => {
+                (false, reason.clone())
+            }
+        };
+        self.keep(
+            self.agent
+                .push(EventBody::ApprovalDecided(Box::new(ApprovalDecided {
+                    call_id: call.id.clone(),
+                    approved,
+                    by: by.to_owned(),
+                    reason: why,
+                }))),
+        );
+        outcome
+    }
+
     pub(crate) fn new(agent: &'a Agent, turn: TurnNo, step: StepNo) -> Self {
         StepCaller {
             agent,
@@ -128,49 +186,11 @@ impl ToolCaller for StepCaller<'_> {
     }
 
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
-        self.keep(
-            self.agent
-                .push(EventBody::ApprovalAsked(Box::new(ApprovalAsked {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    reason: reason.to_owned(),
-                }))),
-        );
-        // Nobody is asked under `never`, nor without an approver: the answer is `Unanswered`,
-        // which a call needing it now takes as a refusal and `exit_plan_mode` as "hand the
-        // plan to the user".
-        let (outcome, by) = match (self.agent.approval(), &self.agent.inner.approver) {
-            (ApprovalPolicy::Auto, _) => (ApprovalOutcome::Approved, "policy"),
-            (ApprovalPolicy::Never, _) => (
-                ApprovalOutcome::Unanswered {
-                    reason: Some("approval prompts are disabled (--approval never); do not retry this action".into()),
-                },
-                "policy",
-            ),
-            (ApprovalPolicy::Ask, Some(approver)) => (approver.decide(call, reason).await, "user"),
-            (ApprovalPolicy::Ask, None) => (
-                ApprovalOutcome::Unanswered {
-                    reason: Some(HEADLESS_DENIAL.to_owned()),
-                },
-                "headless",
-            ),
-        };
-        let (approved, why) = match &outcome {
-            ApprovalOutcome::Approved => (true, None),
-            ApprovalOutcome::Denied { reason } | ApprovalOutcome::Unanswered { reason } => {
-                (false, reason.clone())
-            }
-        };
-        self.keep(
-            self.agent
-                .push(EventBody::ApprovalDecided(Box::new(ApprovalDecided {
-                    call_id: call.id.clone(),
-                    approved,
-                    by: by.to_owned(),
-                    reason: why,
-                }))),
-        );
-        outcome
+        self.ask(call, reason, false).await
+    }
+
+    async fn ask_escalation(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
+        self.ask(call, reason, true).await
     }
 
     async fn ask_user(&self, call: &ToolCallBlock, questions: &[Question]) -> UserAnswer {

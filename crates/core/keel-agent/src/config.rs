@@ -6,6 +6,7 @@ use crate::prompt;
 use futures::future::BoxFuture;
 use keel_llm::{ModelInfo, RetryPolicy};
 use keel_protocol::{Question, ToolCallBlock};
+use keel_tools::escalation;
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::SubprocessService;
 use keel_tools::{ApprovalOutcome, PlanState, ToolRegistry, UserAnswer, Workspace};
@@ -89,10 +90,15 @@ pub trait Asker: Send + Sync {
 }
 
 /// What an interactive approver's "allow for the session" remembers of `call`: the exact
-/// command for `bash`, the tool otherwise.
+/// command for `bash`, the tool otherwise; for a call asking to run outside the sandbox
+/// (`sandbox_permissions`), its exact arguments, so that allowing a tool never lets later
+/// calls of it leave the sandbox unasked.
 pub fn allow_key(call: &ToolCallBlock) -> String {
+    let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+    if args.as_object().is_some_and(escalation::requested) {
+        return format!("escalate:{}:{}", call.name, call.arguments);
+    }
     if call.name == "bash" {
-        let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
         let command = args.get("command").and_then(|c| c.as_str()).unwrap_or("");
         format!("bash:{command}")
     } else {

@@ -17,6 +17,7 @@ pub mod error;
 pub mod handle;
 pub mod inbox;
 pub mod modes;
+pub mod nested;
 pub mod plugin;
 pub mod prompt;
 pub mod rebuild;

@@ -124,6 +124,16 @@ pub trait ToolCaller: Send + Sync {
     /// [`ApprovalOutcome::Unanswered`].
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome;
 
+    /// A call asks to run outside the sandbox ([`crate::escalation`]); `reason` names the
+    /// mode and carries the model's justification. Log it as [`ToolCaller::ask_approval`]
+    /// does, but only a person may approve: the `auto` policy does not. Default: nobody is
+    /// asked, [`ApprovalOutcome::Unanswered`].
+    async fn ask_escalation(&self, _call: &ToolCallBlock, _reason: &str) -> ApprovalOutcome {
+        ApprovalOutcome::Unanswered {
+            reason: Some("nobody here can approve running outside the sandbox".into()),
+        }
+    }
+
     /// `ask_user_question` puts `questions` to the user. Log `question/asked` /
     /// `question/answered`. Default: [`UserAnswer::Unanswered`] (nobody to ask).
     async fn ask_user(&self, _call: &ToolCallBlock, _questions: &[Question]) -> UserAnswer {

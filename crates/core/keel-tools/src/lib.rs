@@ -20,6 +20,7 @@
 pub mod builtins;
 pub mod caller;
 pub mod error;
+pub mod escalation;
 pub mod jobs;
 pub mod observed;
 pub mod pipeline;

@@ -125,6 +125,14 @@ pub trait Tool: Send + Sync {
         &[]
     }
 
+    /// Whether a call may ask to run outside the sandbox with `sandbox_permissions` and
+    /// `justification` (see [`crate::escalation`]; the schema declares both with
+    /// [`crate::escalation::with_escalation`]). The pipeline takes them out of the arguments
+    /// and asks a person. Default: false (the two are then unknown properties).
+    fn escalates(&self) -> bool {
+        false
+    }
+
     /// Run the tool on schema-valid arguments.
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError>;
 }

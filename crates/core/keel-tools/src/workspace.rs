@@ -163,6 +163,15 @@ impl Workspace {
         })
     }
 
+    /// This workspace in sandbox `mode` (one call an approved escalation runs in): the same
+    /// roots, the same record of reads, a confinement of its own.
+    pub fn with_sandbox(&self, mode: SandboxMode) -> Workspace {
+        let mut wider = self.clone();
+        wider.sandbox = mode;
+        wider.confinement = OnceLock::new();
+        wider
+    }
+
     /// What the model has read of each file, shared by this workspace's clones.
     pub fn observed(&self) -> &Observed {
         &self.observed

@@ -7,9 +7,10 @@
 mod common;
 
 use common::{Fixture, call, run_one};
+use keel_testkit::recording::{Log, RecordingHost};
 use keel_tools::subprocess::confine::{ConfineSpec, Confinement, Enforcement, NetworkRule};
 use keel_tools::subprocess::{CommandSpec, OutputMode};
-use keel_tools::{Pipeline, SandboxMode, ToolHooks, Workspace};
+use keel_tools::{ApprovalOutcome, Pipeline, SandboxMode, ToolHooks, Workspace, enter_plan_mode};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -294,4 +295,197 @@ fn the_enforcement_reads_as_what_it_is() {
         none.to_string(),
         "none: commands run unconfined (this kernel has no Landlock)"
     );
+}
+
+/// One call through `p` answered by a host that gives `answer` to every approval; (outcome,
+/// the reasons asked).
+async fn escalated(
+    p: &Pipeline,
+    c: keel_protocol::ToolCallBlock,
+    answer: keel_tools::ApprovalOutcome,
+) -> (keel_tools::ToolOutcome, Vec<String>) {
+    let host = RecordingHost::answering(Log::default(), answer);
+    let mut out = p.run_batch(&[c], &host, Default::default()).await;
+    let asked = host.asked().into_iter().map(|(_, r)| r).collect();
+    (out.remove(0), asked)
+}
+
+fn escalating(
+    id: &str,
+    tool: &str,
+    mut args: serde_json::Value,
+    mode: &str,
+) -> keel_protocol::ToolCallBlock {
+    args["sandbox_permissions"] = json!(mode);
+    args["justification"] = json!("the build cache lives outside the workspace");
+    call(id, tool, args)
+}
+
+#[tokio::test]
+async fn an_escalated_call_asks_a_person_and_runs_unconfined_only_when_approved() {
+    let s = Sandboxed::new();
+    let ws = s.workspace(SandboxMode::WorkspaceWrite);
+    let confined = landlock_available(&ws);
+    let p = s.pipeline(ws);
+    let target = s.outside("written.txt");
+    let write = |id: &str| {
+        escalating(
+            id,
+            "write",
+            json!({"file_path": target.display().to_string(), "content": "x"}),
+            "danger-full-access",
+        )
+    };
+
+    // Refused by the person: nothing written, the model told not to ask again.
+    let denied = ApprovalOutcome::Denied {
+        reason: Some("not now".into()),
+    };
+    let (out, asked) = escalated(&p, write("w1"), denied).await;
+    assert_eq!(out.code(), Some("DENIED"), "{}", out.text());
+    assert!(
+        out.text()
+            .contains("sandbox_permissions=danger-full-access"),
+        "{}",
+        out.text()
+    );
+    assert!(out.text().contains("(not now)"), "{}", out.text());
+    assert!(!target.exists());
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].contains("outside the workspace-write sandbox, with danger-full-access")
+            && asked[0].contains("the build cache lives outside the workspace"),
+        "{}",
+        asked[0]
+    );
+
+    // Nobody to ask: refused naming the flag.
+    let nobody = ApprovalOutcome::Unanswered {
+        reason: Some("headless".into()),
+    };
+    let (out, _) = escalated(&p, write("w2"), nobody).await;
+    assert_eq!(out.code(), Some("DENIED"));
+    assert!(
+        out.text().contains("'sandbox_permissions' needs a person"),
+        "{}",
+        out.text()
+    );
+    assert!(!target.exists());
+
+    // Approved: the write lands outside, and the outcome says it ran escalated.
+    let (out, _) = escalated(&p, write("w3"), ApprovalOutcome::Approved).await;
+    assert!(!out.is_error, "{}", out.text());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
+    assert_eq!(
+        out.meta.as_ref().unwrap()["sandboxEscalated"],
+        "danger-full-access"
+    );
+
+    // The same write without the flag is still refused by the sandbox, unasked.
+    let plain = call(
+        "w4",
+        "write",
+        json!({"file_path": s.outside("plain.txt").display().to_string(), "content": "x"}),
+    );
+    let (out, asked) = escalated(&p, plain, ApprovalOutcome::Approved).await;
+    assert_eq!(out.code(), Some("DENIED"), "{}", out.text());
+    assert!(asked.is_empty());
+
+    // A command: confined without the flag (where the kernel confines), unconfined when approved.
+    let escape = format!("echo y > {}", s.outside("ran.txt").display());
+    let (out, _) = escalated(
+        &p,
+        call("b1", "bash", json!({"command": escape})),
+        ApprovalOutcome::Approved,
+    )
+    .await;
+    assert_eq!(s.outside("ran.txt").exists(), !confined, "{}", out.text());
+    let (out, _) = escalated(
+        &p,
+        escalating(
+            "b2",
+            "bash",
+            json!({"command": escape}),
+            "danger-full-access",
+        ),
+        ApprovalOutcome::Approved,
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.text());
+    assert!(s.outside("ran.txt").exists());
+}
+
+#[tokio::test]
+async fn an_escalation_is_checked_before_anyone_is_asked() {
+    let s = Sandboxed::new();
+    let p = s.pipeline(s.workspace(SandboxMode::WorkspaceWrite));
+
+    // A mode without a justification is refused as arguments, naming the missing one.
+    let mut args = json!({"command": "true", "sandbox_permissions": "danger-full-access"});
+    let (out, asked) = escalated(
+        &p,
+        call("a", "bash", args.take()),
+        ApprovalOutcome::Approved,
+    )
+    .await;
+    assert_eq!(out.code(), Some("INVALID_ARGS"));
+    assert!(out.text().contains("'justification'"), "{}", out.text());
+    assert!(asked.is_empty());
+
+    // A mode the schema does not know is refused by it.
+    let (out, _) = escalated(
+        &p,
+        escalating("b", "bash", json!({"command": "true"}), "root"),
+        ApprovalOutcome::Approved,
+    )
+    .await;
+    assert_eq!(out.code(), Some("INVALID_ARGS"), "{}", out.text());
+
+    // Tools that cannot escalate do not take the flag.
+    let (out, _) = escalated(
+        &p,
+        escalating("c", "read", json!({"file_path": "x"}), "danger-full-access"),
+        ApprovalOutcome::Approved,
+    )
+    .await;
+    assert_eq!(out.code(), Some("INVALID_ARGS"));
+    assert!(out.text().contains("sandbox_permissions"), "{}", out.text());
+
+    // Asking for no more than the session has runs the call without asking.
+    let (out, asked) = escalated(
+        &p,
+        escalating(
+            "d",
+            "bash",
+            json!({"command": "echo ok"}),
+            "workspace-write",
+        ),
+        ApprovalOutcome::Denied { reason: None },
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.text());
+    assert!(asked.is_empty());
+
+    // Plan mode refuses the request itself, naming the flag, without asking.
+    let host = RecordingHost::new(Log::default(), false);
+    enter_plan_mode(p.plan_state(), &host).await;
+    let (out, asked) = escalated(
+        &p,
+        escalating(
+            "e",
+            "bash",
+            json!({"command": "true"}),
+            "danger-full-access",
+        ),
+        ApprovalOutcome::Approved,
+    )
+    .await;
+    assert_eq!(out.code(), Some("DENIED"));
+    assert!(
+        out.text()
+            .contains("'sandbox_permissions' is not available in plan mode"),
+        "{}",
+        out.text()
+    );
+    assert!(asked.is_empty());
 }

@@ -17,6 +17,7 @@ use keel_agent::{Approver, allow_key};
 use keel_protocol::ToolCallBlock;
 use keel_protocol::sync::Locked;
 use keel_tools::ApprovalOutcome;
+use keel_tools::escalation;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -56,9 +57,14 @@ impl Approver for AcpApprover {
     fn decide<'a>(
         &'a self,
         call: &'a ToolCallBlock,
-        _reason: &'a str,
+        reason: &'a str,
     ) -> BoxFuture<'a, ApprovalOutcome> {
         let plan = call.name == "exit_plan_mode";
+        // A call asking to leave the sandbox: the person reads why, and may allow it once only.
+        let escalates = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .and_then(|args| args.as_object().map(escalation::requested))
+            .unwrap_or(false);
         if !plan && self.allowed().contains(&allow_key(call)) {
             return futures::future::ready(ApprovalOutcome::Approved).boxed();
         }
@@ -80,12 +86,19 @@ impl Approver for AcpApprover {
                     .unwrap_or_default();
                 subject.fields.content = Some(vec![map::text_content(text.to_owned())]);
             }
+            if escalates {
+                let title = subject.fields.title.take().unwrap_or_default();
+                subject.fields.title = Some(format!("Outside the sandbox: {title}"));
+                let mut content = subject.fields.content.take().unwrap_or_default();
+                content.insert(0, map::text_content(reason.to_owned()));
+                subject.fields.content = Some(content);
+            }
             let mut options = vec![PermissionOption::new(
                 ALLOW_ONCE,
                 if plan { "Approve" } else { "Allow once" },
                 PermissionOptionKind::AllowOnce,
             )];
-            if !plan {
+            if !plan && !escalates {
                 options.push(PermissionOption::new(
                     ALLOW_ALWAYS,
                     "Allow always",

@@ -1317,6 +1317,82 @@ fn an_approval_inside_a_program_is_asked_of_the_client() {
     support::assert_program_command_approved(&load_consistent(&env.only_session()));
 }
 
+/// A call asking to run outside the sandbox (`sandbox_permissions` + `justification`) is asked
+/// of the client with the model's reason and only "allow once" or "reject"; the write lands
+/// outside the workspace only when allowed, and the log records both decisions.
+#[test]
+fn an_escalated_write_is_asked_of_the_client_and_lands_only_when_allowed() {
+    let env = Env::new();
+    let allowed = env.outside.join("allowed.txt");
+    let rejected = env.outside.join("rejected.txt");
+    let call = |id: &str, path: &std::path::Path| {
+        format!(
+            "  - tool_calls: [{{ id: {id}, name: write, arguments: {{ file_path: {:?}, content: \"x\", \
+             sandbox_permissions: danger-full-access, justification: \"the fixture lives outside\" }} }}]\n",
+            path.display().to_string()
+        )
+    };
+    let script = format!(
+        "responses:\n{}{}  - text: \"done\"\n",
+        call("w1", &allowed),
+        call("w2", &rejected)
+    );
+    let mock = Mock::start(&script);
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    acp.send_line(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "write them"}]}})
+        .to_string(),
+    );
+    for (call_id, option) in [("w1", "allow_once"), ("w2", "reject")] {
+        let asked = acp.wait_for(|v| v["method"] == "session/request_permission");
+        let params = &asked["params"];
+        assert_eq!(params["toolCall"]["toolCallId"], call_id, "{asked}");
+        let title = params["toolCall"]["title"].as_str().unwrap();
+        assert!(title.starts_with("Outside the sandbox: "), "{asked}");
+        let shown = params["toolCall"]["content"].to_string();
+        assert!(shown.contains("the fixture lives outside"), "{asked}");
+        let options: Vec<&str> = params["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["optionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(options, ["allow_once", "reject"], "{asked}");
+        acp.send_line(
+            &json!({"jsonrpc": "2.0", "id": asked["id"],
+                    "result": {"outcome": {"outcome": "selected", "optionId": option}}})
+            .to_string(),
+        );
+    }
+    let answer = acp.response(3);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+    assert_eq!(std::fs::read_to_string(&allowed).unwrap(), "x");
+    assert!(!rejected.exists());
+    let events = load_consistent(&env.only_session());
+    let decided: Vec<bool> = of_type(&events, "approval/decided")
+        .iter()
+        .map(|e| e["data"]["approved"].as_bool().unwrap())
+        .collect();
+    assert_eq!(decided, [true, false]);
+    let results = of_type(&events, "tool/result");
+    assert_eq!(
+        results[0]["data"]["meta"]["sandboxEscalated"], "danger-full-access",
+        "{}",
+        results[0]
+    );
+    assert_eq!(
+        results[1]["data"]["meta"]["code"], "DENIED",
+        "{}",
+        results[1]
+    );
+}
+
 /// `keel acp` in a workspace the user has not trusted: the project's `.claude/settings.json`
 /// hook does not run, the session says so (an agent message naming the file and `/trust`),
 /// `/trust` is offered and answered without the model; `/trust yes` records the decision, and

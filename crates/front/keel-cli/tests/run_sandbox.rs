@@ -101,3 +101,51 @@ fn a_closed_network_is_enforced_or_reported() {
         assert!(out.stderr.contains("warning: sandbox"), "{}", out.stderr);
     }
 }
+
+/// Headless, nobody can approve a call that asks to leave the sandbox: it is refused naming
+/// `sandbox_permissions`, even under `--approval auto` (which answers for the user on
+/// ordinary approvals, never on escalations), the turn goes on, and the log records the ask.
+#[test]
+fn a_headless_run_refuses_an_escalation_naming_the_flag() {
+    for approval in ["ask", "auto"] {
+        let env = Env::new();
+        let target = env.outside.join("escalated");
+        let script = format!(
+            "responses:\n  - tool_calls: [{{ id: c1, name: bash, arguments: {{ command: \"touch {}\", \
+             sandbox_permissions: danger-full-access, justification: \"needs the outside dir\" }} }}]\n  \
+             - text: \"done\"\n",
+            target.display()
+        );
+        let mock = Mock::start(&script);
+        let out = run(env
+            .keel(&mock.base_url())
+            .args(["--approval", approval])
+            .args(["run", "touch it"]));
+        assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+        assert!(
+            !target.exists(),
+            "ran unconfined under --approval {approval}"
+        );
+        let events = load_consistent(&env.only_session());
+        let result = &of_type(&events, "tool/result")[0]["data"];
+        let text = result["message"]["content"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap();
+        assert!(
+            text.starts_with("DENIED: 'sandbox_permissions' needs a person"),
+            "{text}"
+        );
+        let asked = &of_type(&events, "approval/asked")[0]["data"];
+        assert!(
+            asked["reason"]
+                .as_str()
+                .unwrap()
+                .contains("needs the outside dir"),
+            "{asked}"
+        );
+        let decided = &of_type(&events, "approval/decided")[0]["data"];
+        assert_eq!(decided["approved"], false);
+        assert_eq!(decided["by"], "headless", "{decided}");
+        assert!(out.stdout.contains("done"), "{}", out.stdout);
+    }
+}

@@ -375,3 +375,62 @@ responses:
     let answered = assert_wire_valid(&mock.requests()[1]);
     assert_eq!(answered[0].1, text);
 }
+
+/// An `AGENTS.md` below the working directory is not in the system prompt; the first file tool
+/// that touches its directory gets it in its result (what the model reads next), once; a file
+/// tool touching it again after the file changed gets it again, marked changed.
+#[test]
+fn a_nested_agents_md_is_announced_when_a_file_tool_first_touches_its_directory() {
+    let env = Env::new();
+    env.write("AGENTS.md", "root rule");
+    env.write("pkg/AGENTS.md", "pkg rule: use tabs");
+    env.write("pkg/lib.txt", "one\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls: [{ id: r1, name: read, arguments: { file_path: pkg/lib.txt } }]
+  - tool_calls: [{ id: r2, name: grep, arguments: { pattern: one, path: pkg } }]
+  - tool_calls: [{ id: b1, name: bash, arguments: { command: "echo 'pkg rule: use spaces' > pkg/AGENTS.md" } }]
+  - tool_calls: [{ id: r3, name: read, arguments: { file_path: pkg/lib.txt } }]
+  - text: "done"
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "look at pkg"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let requests = mock.requests();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("root rule") && !system.contains("pkg rule"),
+        "{system}"
+    );
+    let results = tool_results(&load_consistent(&env.only_session()));
+    let texts: Vec<&str> = results.iter().map(|r| r.1.as_str()).collect();
+    assert!(
+        texts[0].contains(
+            "<instructions path=\"pkg/AGENTS.md\" applies-to=\"pkg/\">\npkg rule: use tabs\n</instructions>"
+        ),
+        "{}",
+        texts[0]
+    );
+    assert!(!texts[1].contains("<instructions"), "{}", texts[1]);
+    // A command changed the file: the next touch shows the new text.
+    assert!(
+        texts[3].contains("changed=\"true\">\npkg rule: use spaces"),
+        "{}",
+        texts[3]
+    );
+    // The model read it: the request after the first read carries it in the tool message.
+    let tool_message = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .to_string();
+    assert!(
+        tool_message.contains("pkg rule: use tabs"),
+        "{tool_message}"
+    );
+}

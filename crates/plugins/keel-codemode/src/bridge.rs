@@ -191,6 +191,10 @@ impl ToolCaller for SubCaller<'_> {
         self.parent.ask_approval(call, reason).await
     }
 
+    async fn ask_escalation(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
+        self.parent.ask_escalation(call, reason).await
+    }
+
     async fn ask_user(&self, call: &ToolCallBlock, questions: &[Question]) -> UserAnswer {
         self.parent.ask_user(call, questions).await
     }

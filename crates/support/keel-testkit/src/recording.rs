@@ -53,8 +53,8 @@ impl Log {
 /// A [`ToolCaller`] that logs every call into a [`Log`] and answers approval requests with a
 /// fixed decision.
 ///
-/// Lines: `host:call_started:<id>`, `host:checkpoint`, `host:ask:<id>`, `host:emit:<type>`,
-/// `host:commit:<id>`, `host:hand_off`.
+/// Lines: `host:call_started:<id>`, `host:checkpoint`, `host:ask:<id>`, `host:escalate:<id>`,
+/// `host:emit:<type>`, `host:commit:<id>`, `host:hand_off`.
 #[derive(Debug)]
 pub struct RecordingHost {
     log: Log,
@@ -125,6 +125,12 @@ impl ToolCaller for RecordingHost {
 
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
         self.log.push(format!("host:ask:{}", call.id));
+        lock(&self.asked).push((call.id.clone(), reason.to_owned()));
+        self.answer.clone()
+    }
+
+    async fn ask_escalation(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
+        self.log.push(format!("host:escalate:{}", call.id));
         lock(&self.asked).push((call.id.clone(), reason.to_owned()));
         self.answer.clone()
     }

@@ -13,6 +13,7 @@
 
 use super::parse;
 use crate::error::ToolError;
+use crate::escalation::with_escalation;
 use crate::jobs::{JobResult, JobSpec};
 use crate::subprocess::{CommandOutput, CommandSpec, OutputMode, RunEnd, SubprocessService};
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
@@ -84,7 +85,8 @@ impl Tool for BashTool {
                  Prefer read/write/edit/glob/grep over cat/sed/find/grep.",
                 self.cfg.output_cap
             ),
-            parameters: json!({"type":"object","properties":{
+            parameters: with_escalation(
+                json!({"type":"object","properties":{
                 "command":{"type":"string"},
                 "description":{"type":"string","description":"What it does, in 5-10 words."},
                 "timeoutMs":{"type":"integer","minimum":1,"maximum":self.cfg.max_timeout.as_millis() as u64,
@@ -92,10 +94,15 @@ impl Tool for BashTool {
                 "workdir":{"type":"string","description":"Directory to run in (default: working directory)."},
                 "run_in_background":{"type":"boolean","description":"Start as a background job and return its id at once; see job_output."}
             },"required":["command"]}),
+                true,
+            ),
         }
     }
     fn aliases(&self) -> &'static [(&'static str, &'static str)] {
         &[("timeout_ms", "timeoutMs")]
+    }
+    fn escalates(&self) -> bool {
+        true
     }
     fn mode(&self) -> ExecMode {
         ExecMode::Exclusive

@@ -7,6 +7,7 @@
 
 use super::{blocking, parse};
 use crate::error::ToolError;
+use crate::escalation::with_escalation;
 use crate::observed::Stamp;
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
 use crate::workspace::Access;
@@ -244,14 +245,20 @@ impl Tool for WriteTool {
             "write",
             "Create or overwrite a file with `content`; missing parent directories are created. \
              To change part of an existing file, use edit.",
-            json!({"type":"object","properties":{
+            with_escalation(
+                json!({"type":"object","properties":{
                 "file_path":{"type":"string","description":"File path, relative to the working directory or absolute."},
                 "content":{"type":"string","description":"The complete new file content."}
             },"required":["file_path","content"]}),
+                false,
+            ),
         )
     }
     fn aliases(&self) -> &'static [(&'static str, &'static str)] {
         FILE_PATH_ALIAS
+    }
+    fn escalates(&self) -> bool {
+        true
     }
     fn effect(&self) -> ToolEffect {
         ToolEffect::Writes
@@ -307,16 +314,22 @@ impl Tool for EditTool {
             "Replace exact text in a file. old_string must match the file exactly (indentation \
              included, without read's line-number prefixes) and occur exactly once unless \
              replace_all is true; add surrounding lines to make it unique.",
-            json!({"type":"object","properties":{
+            with_escalation(
+                json!({"type":"object","properties":{
                 "file_path":{"type":"string"},
                 "old_string":{"type":"string","description":"Exact text to replace."},
                 "new_string":{"type":"string","description":"Replacement text."},
                 "replace_all":{"type":"boolean","description":"Replace every occurrence (default false)."}
             },"required":["file_path","old_string","new_string"]}),
+                false,
+            ),
         )
     }
     fn aliases(&self) -> &'static [(&'static str, &'static str)] {
         FILE_PATH_ALIAS
+    }
+    fn escalates(&self) -> bool {
+        true
     }
     fn effect(&self) -> ToolEffect {
         ToolEffect::Writes

@@ -1,11 +1,13 @@
 //! One call through the pipeline: resolve the tool, parse and validate the arguments, the
-//! built-in policy and `tools/pre-execute` (with approval), `tools/guard`, the checkpoint, the
+//! sandbox escalation a call asks for (a person approves it), the built-in policy and
+//! `tools/pre-execute` (with approval), `tools/guard`, the checkpoint, the
 //! `tools/execute` chain around the body (timeout, cancellation), `tools/post-execute`, spill.
 //! Every failure becomes an error [`ToolOutcome`] with its code; nothing here panics on input.
 
 use super::{BatchOptions, Dispatched, Pipeline};
 use crate::caller::{ApprovalOutcome, ToolCaller, ToolOutcome};
 use crate::error::ToolError;
+use crate::escalation::{self, Escalation};
 use crate::plan::plan_mode_denial;
 use crate::registry::{ArgsShape, RegisteredTool};
 use crate::schema;
@@ -226,9 +228,19 @@ impl Pipeline {
         let call = ctx.call;
         let name = call.name.as_str();
         let parameters = &entry.schema().parameters;
-        let args = match parse_and_validate(name, parameters, entry.shape(), &call.arguments) {
+        let mut args = match parse_and_validate(name, parameters, entry.shape(), &call.arguments) {
             Ok(v) => v,
             Err(e) => return error_draft(ToolErrorCode::InvalidArgs, &e.to_string()),
+        };
+        let escalation = match entry.tool().escalates() {
+            true => match Escalation::take(&mut args) {
+                Ok(e) => e.filter(|e| e.widens(ctx.sandbox)),
+                Err(e) => {
+                    let message = format!("arguments for '{name}' do not match: {e}");
+                    return error_draft(ToolErrorCode::InvalidArgs, &message);
+                }
+            },
+            false => None,
         };
         let cancelled = || {
             error_draft(
@@ -239,6 +251,24 @@ impl Pipeline {
         if opts.cancel.is_cancelled() {
             return cancelled();
         }
+        // An approved escalation runs this one call in a workspace of the wider mode, and the
+        // hooks see that mode.
+        let wider_workspace;
+        let wider_ctx;
+        let (ctx, workspace) = match &escalation {
+            None => (ctx, &self.workspace),
+            Some(e) => {
+                if let Err(refused) = self.escalate(ctx, e, host, &opts.cancel).await {
+                    return refused.unwrap_or_else(cancelled);
+                }
+                wider_workspace = self.workspace.with_sandbox(e.mode);
+                wider_ctx = HookContext {
+                    sandbox: e.mode,
+                    ..*ctx
+                };
+                (&wider_ctx, &wider_workspace)
+            }
+        };
         let observers = self.hooks.observers.as_slice();
         for o in observers {
             o.pre_execute_entered(ctx, &args);
@@ -291,7 +321,7 @@ impl Pipeline {
             return cancelled();
         }
         let tool_ctx = ToolContext {
-            workspace: &self.workspace,
+            workspace,
             cancel: opts.cancel.clone(),
             subprocess: &self.subprocess,
             spill: &self.spill,
@@ -332,6 +362,15 @@ impl Pipeline {
                 value: e.meta().cloned(),
             },
         };
+        if let Some(e) = &escalation {
+            let mut value = match draft.value.take() {
+                Some(Value::Object(fields)) => fields,
+                Some(Value::Null) | None => Map::new(),
+                Some(other) => Map::from_iter([("value".to_owned(), other)]),
+            };
+            value.insert("sandboxEscalated".into(), Value::from(e.mode_name()));
+            draft.value = Some(Value::Object(value));
+        }
         let incoming = (!observers.is_empty()).then(|| draft.clone());
         let mut decisions = Vec::new();
         for hook in &self.hooks.post {
@@ -355,6 +394,48 @@ impl Pipeline {
             }
         }
         draft
+    }
+
+    /// Ask a person to let this one call run in the wider sandbox `e` asks for. `Err(None)`:
+    /// the turn was cancelled while asking; `Err(Some(draft))`: refused, the draft says why.
+    async fn escalate(
+        &self,
+        ctx: &HookContext<'_>,
+        e: &Escalation,
+        host: &dyn ToolCaller,
+        cancel: &CancellationToken,
+    ) -> Result<(), Option<ResultDraft>> {
+        let name = ctx.call.name.as_str();
+        let flag = escalation::SANDBOX_PERMISSIONS;
+        if self.plan.is_active() {
+            let message = format!(
+                "'{flag}' is not available in plan mode: '{name}' did not run. Plan mode only \
+                 reads; finish the plan with exit_plan_mode first"
+            );
+            return Err(Some(error_draft(ToolErrorCode::Denied, &message)));
+        }
+        let reason = e.reason(name, ctx.sandbox);
+        let decided = tokio::select! {
+            d = host.ask_escalation(ctx.call, &reason) => d,
+            () = cancel.cancelled() => return Err(None),
+        };
+        let current = ctx.sandbox;
+        let mode = e.mode_name();
+        let message = match decided {
+            ApprovalOutcome::Approved => return Ok(()),
+            ApprovalOutcome::Denied { reason: why } => format!(
+                "the user did not approve running '{name}' with {flag}={mode}{}; it did not \
+                 run. Do not ask again for this call: work inside the {current} sandbox",
+                why.map(|w| format!(" ({w})")).unwrap_or_default()
+            ),
+            ApprovalOutcome::Unanswered { reason: why } => format!(
+                "'{flag}' needs a person to approve it and nobody could{}; '{name}' did not \
+                 run. Work inside the {current} sandbox, or the user can run keel with a wider \
+                 --sandbox",
+                why.map(|w| format!(" ({w})")).unwrap_or_default()
+            ),
+        };
+        Err(Some(error_draft(ToolErrorCode::Denied, &message)))
     }
 
     /// Built-in policy (plan mode, read-only sandbox), then the hooks; first non-allow wins.

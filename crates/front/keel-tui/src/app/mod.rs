@@ -624,13 +624,23 @@ impl App<'_> {
                 .to_owned(),
             _ => serde_json::to_string_pretty(&args).unwrap_or_default(),
         };
-        let session_option = if ask.call.name == "bash" {
+        let escalates = args
+            .as_object()
+            .is_some_and(keel_tools::escalation::requested);
+        let session_option = if escalates {
+            "Allow this exact call outside the sandbox for the session".to_owned()
+        } else if ask.call.name == "bash" {
             "Allow this command for the session".to_owned()
         } else {
             format!("Allow '{}' for the session", ask.call.name)
         };
+        let title = if escalates {
+            format!("Run {} outside the sandbox?", ask.call.name)
+        } else {
+            format!("Allow {}?", ask.call.name)
+        };
         let modal = Modal {
-            title: format!("Allow {}?", ask.call.name),
+            title,
             body: format!("{what}\n\n{}", ask.reason),
             options: vec![
                 "Allow once".into(),
