@@ -220,6 +220,9 @@ pub struct ModelLaunch {
     pub args: Vec<String>,
     /// Variables to set on the child (name, value): the credential the arguments name.
     pub env: Vec<(String, String)>,
+    /// The model endpoint's base URL (`None` for a scripted model): what a plugin that talks
+    /// to the same provider (web search) reaches.
+    pub base_url: Option<String>,
 }
 
 impl std::fmt::Debug for ModelLaunch {
@@ -229,6 +232,7 @@ impl std::fmt::Debug for ModelLaunch {
         f.debug_struct("ModelLaunch")
             .field("args", &self.args)
             .field("env", &names)
+            .field("base_url", &self.base_url)
             .finish()
     }
 }

@@ -42,7 +42,7 @@ pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSp
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
 pub use plan::{PLAN_AWAITS_APPROVAL, PlanModeSection, PlanState, enter_plan_mode};
 pub use registry::{
-    ArgsShape, BuiltinConfig, RegisteredTool, RegistryError, ToolRegistry, ToolSource,
+    ArgsShape, BuiltinConfig, Preset, RegisteredTool, RegistryError, ToolRegistry, ToolSource,
     default_tool_schemas_bytes,
 };
 pub use seams::{

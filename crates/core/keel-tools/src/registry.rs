@@ -119,6 +119,47 @@ pub struct BuiltinConfig {
     pub plan: Arc<PlanState>,
     /// `bash` limits.
     pub bash: BashConfig,
+    /// Which built-ins the model gets.
+    pub preset: Preset,
+}
+
+/// A session's set of built-in tools (`--preset`, the `preset` key; dsh's presets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    /// A persistent `bash` shell and `str_replace_editor` (and `exit_plan_mode`).
+    Minimal,
+    /// read, write, edit, glob, grep, bash, todo_write, exit_plan_mode.
+    #[default]
+    Standard,
+    /// The standard tools reached through Code Mode's `run_code` (unless `tools_mode` says
+    /// otherwise; the host applies that part).
+    Code,
+}
+
+impl Preset {
+    /// Spelling in flags and config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preset::Minimal => "minimal",
+            Preset::Standard => "standard",
+            Preset::Code => "code",
+        }
+    }
+}
+
+impl std::str::FromStr for Preset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "minimal" => Ok(Preset::Minimal),
+            "standard" => Ok(Preset::Standard),
+            "code" => Ok(Preset::Code),
+            other => Err(format!(
+                "unknown preset {other:?}; expected minimal, standard or code"
+            )),
+        }
+    }
 }
 
 /// Tools by name.
@@ -142,8 +183,8 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// The default tool set: read, write, edit, glob, grep, bash, todo_write, exit_plan_mode,
-    /// ask_user_question.
+    /// The built-in tools of `cfg.preset` (by default read, write, edit, glob, grep, bash,
+    /// todo_write, exit_plan_mode, ask_user_question).
     pub fn with_builtins(cfg: &BuiltinConfig) -> Self {
         let mut reg = ToolRegistry {
             plan: cfg.plan.clone(),

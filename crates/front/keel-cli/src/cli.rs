@@ -103,6 +103,11 @@ pub struct Common {
     /// `tools_mode` key; also DSH_TOOLS_MODE. See docs/code-mode.md.
     #[arg(long, global = true, value_name = "MODE", env = "DSH_TOOLS_MODE", value_parser = ["native", "code", "both"])]
     pub tools_mode: Option<String>,
+    /// The built-in tools: minimal (a persistent bash shell and str_replace_editor, dsh's
+    /// minimal preset), standard (the default) or code (the standard tools through run_code).
+    /// Sets the `preset` key. See docs/tools.md.
+    #[arg(long, global = true, value_name = "PRESET", value_parser = ["minimal", "standard", "code"])]
+    pub preset: Option<String>,
     /// Trust this workspace for this run only, without recording it: its hooks
     /// (.claude/settings.json), MCP servers (.mcp.json) and .keel/config.toml take effect (for
     /// CI in your own repository). `keel trust` records the decision (docs/trust.md).

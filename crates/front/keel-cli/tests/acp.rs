@@ -696,6 +696,51 @@ fn acpx_set_mode_holds_in_the_next_process() {
     assert_eq!(decided, [(false, "user".to_owned())]);
 }
 
+/// acpx (npm, pinned) sends `/tidy src` to `keel acp`: keel offered the user's skill as a
+/// command, and the prompt the model gets is the skill's body with the arguments.
+#[test]
+fn acpx_runs_a_skill_as_a_slash_command() {
+    let env = Env::new();
+    let dir = env.root().join(".agents/skills/tidy");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: tidy\ndescription: Tidy a directory\n---\nTIDY-BODY: sort the imports in $ARGUMENTS.\n",
+    )
+    .unwrap();
+    let mock = Mock::start(
+        "responses:\n  - match: { last_user_contains: \"TIDY-BODY\" }\n    text: \"tidied\"\n",
+    );
+    let agent = acpx_agent(&env, &mock.base_url());
+    let out = acpx(
+        &env,
+        &agent,
+        &["--ttl", "1", "--format", "json", "exec", "/tidy src"],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let messages = wire(&out.stdout);
+    let offered = messages.iter().any(|m| {
+        m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+            && m["params"]["update"]["availableCommands"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["name"] == "tidy"))
+    });
+    assert!(offered, "{out:?}");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let last = asked[0]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        last.contains("TIDY-BODY: sort the imports in src."),
+        "{last}"
+    );
+    assert!(out.stdout.contains("tidied"), "{out:?}");
+}
+
 /// A mode keel cannot read back fails closed: a `sandbox/mode` naming an unknown mode loads
 /// read-only (the load says so, the replay ends in it) and stderr says why.
 #[test]

@@ -434,3 +434,63 @@ responses:
         "{tool_message}"
     );
 }
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `--preset minimal` gives the model dsh's minimal tools: one persistent shell (a `cd` holds
+/// for the next call) and `str_replace_editor`; `--preset code` gives `run_code`.
+#[test]
+fn a_preset_chooses_the_built_in_tools() {
+    let env = Env::new();
+    env.write("sub/notes.txt", "alpha\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls: [{ id: s1, name: bash, arguments: { command: "cd sub" } }]
+  - tool_calls: [{ id: s2, name: bash, arguments: { command: "pwd && cat notes.txt" } }]
+  - tool_calls: [{ id: e1, name: str_replace_editor, arguments: { command: view, path: sub/notes.txt } }]
+  - tool_calls: [{ id: e2, name: str_replace_editor, arguments: { command: str_replace, path: sub/notes.txt, old_str: alpha, new_str: beta } }]
+  - text: "done"
+"#,
+    );
+    let out = run(env.keel(&mock.base_url()).args([
+        "--approval",
+        "auto",
+        "--preset",
+        "minimal",
+        "run",
+        "edit notes",
+    ]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let names = tool_names(&mock.requests()[0]);
+    assert!(
+        names.contains(&"bash".to_owned()) && names.contains(&"str_replace_editor".to_owned()),
+        "{names:?}"
+    );
+    for standard in ["read", "write", "edit", "glob", "grep"] {
+        assert!(!names.contains(&standard.to_owned()), "{names:?}");
+    }
+    let results = tool_results(&load_consistent(&env.only_session()));
+    assert!(results[1].1.contains("/sub\nalpha"), "{}", results[1].1);
+    assert!(!results[3].2, "{}", results[3].1);
+    assert_eq!(env.read("sub/notes.txt"), "beta\n");
+
+    let mock = Mock::start("responses:\n  - text: \"done\"\n");
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--preset", "code", "run", "hello"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let names = tool_names(&mock.requests()[0]);
+    assert!(names.contains(&"run_code".to_owned()), "{names:?}");
+    assert!(!names.contains(&"read".to_owned()), "{names:?}");
+}

@@ -551,6 +551,39 @@ fn an_approval_inside_a_program_is_asked_in_the_ui() {
     support::assert_program_command_approved(&load_consistent(&env.only_session()));
 }
 
+/// A command that asks to leave the sandbox opens its own modal with the model's reason; the
+/// person allows it once and it runs unconfined (its write lands outside the workspace).
+#[test]
+fn an_escalated_command_is_asked_in_the_ui_with_its_justification() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let target = env.outside.join("escalated.txt");
+    let script = format!(
+        "responses:\n  - tool_calls: [{{ id: c1, name: write, arguments: {{ file_path: {:?}, content: \"x\", \
+         sandbox_permissions: danger-full-access, justification: \"the report goes next to the repo\" }} }}]\n  \
+         - text: \"Written.\"\n",
+        target.display().to_string()
+    );
+    let mock = Mock::start(&script);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("write the report");
+    t.keys(&["Enter"]);
+    let modal = t.wait_for("Run write outside the sandbox?");
+    assert!(
+        modal.contains("the report goes next to the repo"),
+        "{modal}"
+    );
+    assert!(modal.contains("danger-full-access"), "{modal}");
+    t.keys(&["Enter"]);
+    t.wait_for("Written.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
+}
+
 /// A workspace whose `.claude/settings.json` has a `UserPromptSubmit` hook that leaves a
 /// marker file in the workspace when it runs; `keel` runs without `--trust-project`.
 fn workspace_with_a_hook() -> Env {

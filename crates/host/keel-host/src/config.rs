@@ -158,6 +158,10 @@ pub struct Config {
     /// How the model reaches its tools: `native` (default), `code` (only `run_code`) or `both`
     /// (`--tools-mode`, `DSH_TOOLS_MODE`; docs/code-mode.md).
     pub tools_mode: Option<keel_codemode::ToolsMode>,
+    /// The built-in tool set: `minimal` (a persistent `bash` and `str_replace_editor`),
+    /// `standard` (the default) or `code` (the standard tools through `run_code` unless
+    /// `tools_mode` is set) (`--preset`; docs/tools.md).
+    pub preset: Option<keel_tools::Preset>,
     /// `[code_mode]`: the limits of one `run_code` program.
     pub code_mode: Option<keel_codemode::CodeModeSettings>,
     /// `[projects."<dir>"] trust_level = "trusted" | "untrusted"`: workspace trust, by the

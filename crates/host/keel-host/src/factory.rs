@@ -32,7 +32,7 @@ use keel_session::{
 use keel_tools::builtins::bash::BashConfig;
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
-use keel_tools::{BuiltinConfig, SandboxMode, TextFiles, ToolRegistry, Workspace};
+use keel_tools::{BuiltinConfig, Preset, SandboxMode, TextFiles, ToolRegistry, Workspace};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -293,7 +293,7 @@ impl Host {
                 launch_args.extend(["--script".to_owned(), abs.display().to_string()]);
                 let launch = ModelLaunch {
                     args: launch_args,
-                    env: Vec::new(),
+                    ..ModelLaunch::default()
                 };
                 (
                     Arc::new(p.with_name("scripted")) as Arc<dyn Provider>,
@@ -314,7 +314,10 @@ impl Host {
                     (None, None) => None,
                 };
                 launch_args.extend(["--base-url".to_owned(), base_url.clone()]);
-                let mut launch = ModelLaunch::default();
+                let mut launch = ModelLaunch {
+                    base_url: Some(base_url.clone()),
+                    ..ModelLaunch::default()
+                };
                 if let Some(key) = &key {
                     launch_args.extend(["--api-key-env".to_owned(), CHILD_KEY_ENV.to_owned()]);
                     launch
@@ -452,6 +455,7 @@ impl AgentFactory<'_> {
             bash.default_timeout = Duration::from_millis(ms);
         }
         builtins.bash = bash;
+        builtins.preset = c.preset.unwrap_or_default();
         let spill_dir = host.home.join("spill").join(session_id.as_str());
         let mut spill = SpillConfig::new(&spill_dir);
         if let Some(bytes) = c.tools.spill_bytes {
@@ -479,6 +483,14 @@ impl AgentFactory<'_> {
         ctx.hooks = options.hooks;
         ctx.agent_hooks = options.agent_hooks;
         ctx.settings = serde_json::to_value(&host.loaded.table).unwrap_or_default();
+        // The code preset is Code Mode unless the tools mode is chosen apart.
+        if builtins.preset == Preset::Code
+            && let serde_json::Value::Object(settings) = &mut ctx.settings
+        {
+            settings
+                .entry("tools_mode")
+                .or_insert_with(|| serde_json::Value::from("code"));
+        }
         if !options.mcp_servers.is_empty()
             && let serde_json::Value::Object(settings) = &mut ctx.settings
         {

@@ -137,12 +137,9 @@ pub fn resolve_search(
     ))
 }
 
-/// The model endpoint's base URL, from how another keel process would reach the same model
-/// (`--base-url URL` among its arguments); `None` for a scripted or in-process model.
+/// The model endpoint's base URL; `None` for a scripted or in-process model.
 pub fn model_base_url(ctx: &InstallContext) -> Option<String> {
-    let args = &ctx.model_launch.as_ref()?.args;
-    let at = args.iter().position(|a| a == "--base-url")?;
-    args.get(at + 1).cloned()
+    ctx.model_launch.as_ref()?.base_url.clone()
 }
 
 impl Plugin for WebPlugin {

@@ -295,7 +295,7 @@ fn render(
 
 /// Whether a failed command's output says the system refused a file access (what the sandbox's
 /// confinement makes writes outside the workspace fail with).
-fn refused_access(output: &str) -> bool {
+pub(super) fn refused_access(output: &str) -> bool {
     [
         "Permission denied",
         "Read-only file system",

@@ -98,7 +98,7 @@ impl Tool for ReadTool {
 
 /// The text of `path` as the editor has it, when the workspace reads through one and `path`
 /// is not a directory (`None`: read the disk).
-async fn editor_text(
+pub(super) async fn editor_text(
     ctx: &ToolContext<'_>,
     path: &Path,
     shown: &str,
@@ -117,7 +117,7 @@ async fn editor_text(
 
 /// Write `text` to `path`: through the editor when the workspace has one that takes it, else
 /// to the disk.
-async fn store(
+pub(super) async fn store(
     ctx: &ToolContext<'_>,
     path: PathBuf,
     shown: &str,

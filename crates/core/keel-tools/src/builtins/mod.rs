@@ -1,30 +1,42 @@
 //! The built-in tools: `read`, `write`, `edit` ([`files`]), `glob`, `grep` ([`search`]),
 //! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]), `ask_user_question`
-//! ([`ask`]).
+//! ([`ask`]); the minimal preset's persistent `bash` ([`shell`]) and `str_replace_editor`
+//! ([`editor`]).
 //!
 //! Descriptions are deliberately short: every byte of a schema is sent with every request.
 
 pub mod ask;
 pub mod bash;
+pub mod editor;
 pub mod files;
 pub mod plan;
 pub mod search;
+pub mod shell;
 
 pub use ask::AskUserTool;
 pub use bash::{BashConfig, BashTool};
+pub use editor::StrReplaceEditorTool;
 pub use files::{EditTool, ReadTool, WriteTool};
 pub use plan::{ExitPlanModeTool, PLAN_HANDED_OFF, TodoWriteTool};
 pub use search::{GlobTool, GrepTool};
+pub use shell::ShellTool;
 
 use crate::error::ToolError;
-use crate::registry::BuiltinConfig;
+use crate::registry::{BuiltinConfig, Preset};
 use crate::tool::Tool;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The default tools, in their fixed order.
+/// The built-in tools of `cfg.preset`, in their fixed order.
 pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
+    if cfg.preset == Preset::Minimal {
+        return vec![
+            Arc::new(ShellTool::new(cfg.bash.clone())),
+            Arc::new(StrReplaceEditorTool),
+            Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
+        ];
+    }
     vec![
         Arc::new(ReadTool),
         Arc::new(WriteTool),

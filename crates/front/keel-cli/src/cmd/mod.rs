@@ -69,6 +69,9 @@ impl Ctx {
         if let Some(mode) = &self.common.tools_mode {
             overrides.push(format!("tools_mode={mode}"));
         }
+        if let Some(preset) = &self.common.preset {
+            overrides.push(format!("preset={preset}"));
+        }
         Ok(keel_host::Host::load_with(
             &keel_host::Sources {
                 home: self.home.clone(),

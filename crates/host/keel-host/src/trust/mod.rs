@@ -216,7 +216,7 @@ pub fn without_user_only(mut project: Layer) -> (Layer, Vec<String>) {
 /// The part of an untrusted project's layer that still applies, and the dotted keys left out.
 ///
 /// Kept: keys that change nothing keel runs or reaches (`model`, `provider`, `[agent]`, prices,
-/// `tools_mode`, `[code_mode]`, `tools.spill_bytes`, `tools.bash_timeout_ms`) and keys that only
+/// `tools_mode`, `preset`, `[code_mode]`, `tools.spill_bytes`, `tools.bash_timeout_ms`) and keys that only
 /// tighten what `user` (the merged user layers) sets: a stricter `sandbox.mode` or `approval`,
 /// `sandbox.network = false`, `writable_roots` and `forward_env` within the user's own, a
 /// smaller model window, a tool-only plugin turned off. Everything else is left out: hooks, MCP
@@ -227,7 +227,7 @@ pub fn untrusted_view(project: &Layer, user: &Config) -> (Layer, Vec<String>) {
     let mut ignored = Vec::new();
     for (key, value) in &project.table {
         match key.as_str() {
-            "model" | "provider" | "agent" | "tools_mode" | "code_mode" => {
+            "model" | "provider" | "agent" | "tools_mode" | "preset" | "code_mode" => {
                 kept.insert(key.clone(), value.clone());
             }
             "sandbox" => {
