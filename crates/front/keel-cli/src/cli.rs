@@ -435,6 +435,14 @@ pub struct RunArgs {
     /// Delegation depth recorded with --delegated-from (default 1).
     #[arg(long, value_name = "N", requires = "delegated_from")]
     pub delegation_depth: Option<u32>,
+    /// Set OBJECTIVE as the session's goal and keep starting rounds toward it until the model
+    /// says it is complete (exit 0) or blocked (exit 3), or --max-rounds run out (exit 4); as
+    /// `/goal` does in the UI. Takes the place of the prompt. See docs/goals.md.
+    #[arg(long, value_name = "OBJECTIVE", conflicts_with = "prompt")]
+    pub goal: Option<String>,
+    /// Rounds the --goal may take (default 256).
+    #[arg(long, value_name = "N", requires = "goal")]
+    pub max_rounds: Option<u32>,
     #[command(flatten)]
     pub mode: ModeArgs,
 }

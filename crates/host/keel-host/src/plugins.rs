@@ -26,6 +26,7 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_mcp::McpPlugin),
         Box::new(keel_codemode::CodeModePlugin),
         Box::new(keel_skills::SkillsPlugin),
+        Box::new(keel_goals::GoalsPlugin),
         Box::new(keel_web::WebPlugin),
     ]
 }

@@ -208,6 +208,7 @@ pub fn chat(mut ctx: Ctx, args: ChatArgs) -> Result<ExitCode> {
                 delegated_from: None,
                 delegation_depth: None,
                 mode: Default::default(),
+                ..Default::default()
             },
         );
     }

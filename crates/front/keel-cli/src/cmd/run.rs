@@ -165,6 +165,70 @@ fn finish(agent: &Agent, outcome: Option<TurnOutcome>, output: Output) -> Result
     })
 }
 
+/// `--goal`: set the goal through the goals plugin's `/goal` and return round 1's prompt.
+fn goal_prompt(agent: &Agent, objective: &str, max_rounds: Option<u32>) -> Result<String> {
+    let source = agent
+        .commands()
+        .iter()
+        .find(|c| c.commands().iter().any(|p| p.name == "goal"))
+        .context("--goal needs the goals plugin, which is turned off in the configuration")?;
+    let args = match max_rounds {
+        Some(n) => format!("--max-rounds {n} {objective}"),
+        None => objective.to_owned(),
+    };
+    runtime()?
+        .block_on(source.expand("goal", &args))
+        .map_err(|e| anyhow::anyhow!("--goal: {e}"))
+}
+
+/// `--goal`'s exit: 0 when the goal is complete, 3 blocked, 4 out of rounds; otherwise the
+/// turn's own `code` (1 when the turn itself succeeded: the goal is still open).
+fn goal_exit(agent: &Agent, code: ExitCode) -> Result<ExitCode> {
+    let fold = keel_goals::Fold::of(agent.log().session().whole_event_iter());
+    let mut err = std::io::stderr().lock();
+    let Some(goal) = fold.goal else {
+        writeln!(err, "keel: no goal was set")?;
+        return Ok(ExitCode::from(1));
+    };
+    let id = &goal.goal_id;
+    Ok(match goal.status {
+        keel_goals::Status::Complete => {
+            writeln!(err, "keel: goal {id} complete after {} rounds", fold.rounds)?;
+            ExitCode::SUCCESS
+        }
+        keel_goals::Status::Blocked => {
+            let why = goal.blocked_reason.as_deref().unwrap_or("no reason given");
+            writeln!(
+                err,
+                "keel: goal {id} blocked after {} rounds: {why}",
+                fold.rounds
+            )?;
+            ExitCode::from(3)
+        }
+        keel_goals::Status::BudgetSpent => {
+            writeln!(
+                err,
+                "keel: goal {id} not complete: its {} rounds are spent",
+                goal.max_rounds
+            )?;
+            ExitCode::from(4)
+        }
+        other => {
+            writeln!(
+                err,
+                "keel: goal {id} is still {} after {} rounds",
+                other.as_str(),
+                fold.rounds
+            )?;
+            if code == ExitCode::SUCCESS {
+                ExitCode::from(1)
+            } else {
+                code
+            }
+        }
+    })
+}
+
 /// How to go on when the session's plan awaits approval (said on stderr).
 fn plan_hint(err: &mut impl Write, agent: &Agent) -> Result<()> {
     if agent.proposed_plan().is_some() {
@@ -237,7 +301,10 @@ fn read_prompt(prompt: Option<String>) -> Result<String> {
 
 /// `keel run`.
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
-    let prompt = read_prompt(args.prompt)?;
+    let prompt = match &args.goal {
+        Some(_) => String::new(),
+        None => read_prompt(args.prompt)?,
+    };
     let host = ctx.host()?;
     ctx.warn_untrusted(&host);
     let mut flags = ctx.flags()?;
@@ -279,12 +346,19 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
         // refused from the first step.
         agent.enter_plan_mode()?;
     }
-    agent.followup(&prompt)?;
+    match &args.goal {
+        Some(objective) => agent.followup(&goal_prompt(&agent, objective, args.max_rounds)?)?,
+        None => agent.followup(&prompt)?,
+    }
     if args.inbox_stdin {
         read_inbox(agent.clone(), answers);
     }
     let outcome = drive(&agent)?;
-    finish(&agent, outcome, Output::from_json_flag(args.json))
+    let code = finish(&agent, outcome, Output::from_json_flag(args.json))?;
+    match args.goal {
+        Some(_) => goal_exit(&agent, code),
+        None => Ok(code),
+    }
 }
 
 /// `--inbox-stdin`: steer, queue or answer questions from JSON lines on stdin until it closes.

@@ -1,0 +1,176 @@
+//! End-to-end: `keel run --goal` (the real binary) against the loopback mock model: the driver
+//! starts `<goal_round>` turns until `update_goal` completes or blocks the goal or its rounds
+//! run out; each outcome has its exit code; the goal and its rounds are in the log.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+fn goal_run(env: &Env, script: &str, extra: &[&str]) -> (Output, Mock, Vec<Value>) {
+    let mock = Mock::start(script);
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["run", "--goal", "make the tests pass"])
+        .args(extra));
+    let events = load_consistent(&env.only_session());
+    (out, mock, events)
+}
+
+fn statuses(events: &[Value]) -> Vec<String> {
+    of_type(events, "goal/set")
+        .iter()
+        .map(|e| e["data"]["status"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn last_user_text(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_goal_runs_rounds_until_the_model_completes_it() {
+    let env = Env::new();
+    let (out, mock, events) = goal_run(
+        &env,
+        r#"
+responses:
+  - text: "round one done"
+  - text: "round two done"
+  - tool_calls: [{ id: u1, name: update_goal, arguments: { goal_id: g1, revision: 1, action: complete } }]
+  - text: "all done"
+"#,
+        &[],
+    );
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains("goal g1 complete after 3 rounds"),
+        "{}",
+        out.stderr
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    for (i, request) in requests.iter().take(3).enumerate() {
+        let text = last_user_text(request);
+        assert!(
+            text.contains(&format!(
+                "<goal_round round=\\\"{}\\\" max=\\\"256\\\"",
+                i + 1
+            )) && text.contains("make the tests pass"),
+            "{text}"
+        );
+    }
+    // get_goal and update_goal are offered once there is a goal.
+    let names = requests[0]["tools"].to_string();
+    assert!(
+        names.contains("\"update_goal\"") && names.contains("\"create_goal\""),
+        "{names}"
+    );
+    assert_eq!(statuses(&events), ["active", "complete"]);
+    assert_eq!(of_type(&events, "goal/round").len(), 3);
+    assert_eq!(of_type(&events, "turn/end").len(), 3);
+}
+
+#[test]
+fn blocked_is_refused_before_round_three_and_ends_the_goal_after() {
+    let env = Env::new();
+    let (out, _mock, events) = goal_run(
+        &env,
+        r#"
+responses:
+  - tool_calls: [{ id: b1, name: update_goal, arguments: { goal_id: g1, revision: 1, action: blocked, blocked_reason: "no network" } }]
+  - text: "trying anyway"
+  - tool_calls: [{ id: s1, name: update_goal, arguments: { goal_id: g1, revision: 7, action: complete } }]
+  - text: "round two"
+  - tool_calls: [{ id: b2, name: update_goal, arguments: { goal_id: g1, revision: 1, action: blocked, blocked_reason: "the registry is unreachable" } }]
+  - text: "stopping"
+"#,
+        &[],
+    );
+    assert_eq!(out.code, Some(3), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("goal g1 blocked after 3 rounds: the registry is unreachable"),
+        "{}",
+        out.stderr
+    );
+    let results = tool_results(&events);
+    assert!(
+        results[0].2 && results[0].1.contains("blocked is accepted from round 3"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].2
+            && results[1]
+                .1
+                .contains("revision 7 is stale: goal g1 is at revision 1"),
+        "{results:?}"
+    );
+    assert!(!results[2].2, "{results:?}");
+    assert_eq!(statuses(&events), ["active", "blocked"]);
+}
+
+#[test]
+fn a_goal_out_of_rounds_exits_four() {
+    let env = Env::new();
+    let (out, _mock, events) = goal_run(
+        &env,
+        "responses:\n  - text: \"one\"\n  - text: \"two\"\n",
+        &["--max-rounds", "2"],
+    );
+    assert_eq!(out.code, Some(4), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains("its 2 rounds are spent"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(statuses(&events), ["active", "budget-spent"]);
+    assert_eq!(of_type(&events, "goal/round").len(), 2);
+}
+
+/// A run that fails in round 2 leaves the goal open; resumed with a person's prompt, that turn
+/// runs first and the driver goes on from round 3 (the count is the log's, not reset by the
+/// resume) until the budget is spent.
+#[test]
+fn a_resumed_goal_keeps_its_round_count_and_a_person_s_turn_goes_first() {
+    let env = Env::new();
+    let (out, _mock, _) = goal_run(
+        &env,
+        "responses:\n  - text: \"one\"\n  - { behaviour: auth_error }\n",
+        &["--max-rounds", "3"],
+    );
+    assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("goal g1 is still active after 2 rounds"),
+        "{}",
+        out.stderr
+    );
+
+    let mock = Mock::start(
+        "responses:\n  - text: \"answered the person\"\n  - text: \"round three done\"\n",
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["resume", "--last", "how is it going?"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(last_user_text(&requests[0]).contains("how is it going?"));
+    assert!(
+        last_user_text(&requests[1]).contains("<goal_round round=\\\"3\\\""),
+        "{}",
+        last_user_text(&requests[1])
+    );
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "goal/round").len(), 3);
+    assert_eq!(statuses(&events), ["active", "budget-spent"]);
+}
