@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::config::{AgentConfig, ApprovalPolicy, Approver, ToolSetup, allow_key};
+pub use crate::config::{AgentConfig, ApprovalPolicy, Approver, Asker, ToolSetup, allow_key};
 
 pub(crate) struct Inner {
     pub(crate) config: AgentConfig,
@@ -42,6 +42,7 @@ pub(crate) struct Inner {
     pub(crate) hooks: HookRegistry,
     pub(crate) global_hooks: HookRegistry,
     pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) asker: Option<Arc<dyn Asker>>,
     pub(crate) commands: Vec<Arc<dyn crate::plugin::CommandSource>>,
     pub(crate) instructions: Vec<InstructionFile>,
     pub(crate) log: Mutex<PersistentSession>,

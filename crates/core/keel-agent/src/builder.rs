@@ -2,7 +2,7 @@
 //! (rebuilt from the log when the session is resumed).
 
 use crate::agent::{Agent, CallerEntry, Inner};
-use crate::config::{AgentConfig, Approver, ToolSetup};
+use crate::config::{AgentConfig, Approver, Asker, ToolSetup};
 use crate::error::AgentError;
 use crate::nested::{NESTED_INSTRUCTIONS_BUDGET, NestedInstructions};
 use crate::prompt;
@@ -27,6 +27,7 @@ pub struct AgentBuilder {
     hooks: HookRegistry,
     agent_hooks: HookRegistry,
     approver: Option<Arc<dyn Approver>>,
+    asker: Option<Arc<dyn Asker>>,
     commands: Vec<Arc<dyn crate::plugin::CommandSource>>,
 }
 
@@ -47,6 +48,12 @@ impl AgentBuilder {
     /// The approver used when the policy is `ask`. Without one, `ask` denies (headless).
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
+        self
+    }
+
+    /// Who answers `ask_user_question`. Without one, nobody is present (headless).
+    pub fn asker(mut self, asker: Arc<dyn Asker>) -> Self {
+        self.asker = Some(asker);
         self
     }
 
@@ -116,6 +123,7 @@ impl AgentBuilder {
                 hooks,
                 global_hooks: self.hooks,
                 approver: self.approver,
+                asker: self.asker,
                 commands: self.commands,
                 instructions,
                 log: Mutex::new(self.log),
@@ -165,6 +173,7 @@ impl Agent {
             hooks: HookRegistry::default(),
             agent_hooks: HookRegistry::default(),
             approver: None,
+            asker: None,
             commands: Vec::new(),
         }
     }

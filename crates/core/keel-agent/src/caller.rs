@@ -8,10 +8,14 @@ use crate::seams::FlushPoint;
 use async_trait::async_trait;
 use keel_protocol::sync::Locked;
 use keel_protocol::{
-    ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Role, Seq,
-    StepNo, SurfaceOp, ToolCallBlock, ToolCallEvent, ToolResultBlock, ToolResultEvent, TurnNo,
+    ApprovalAsked, ApprovalDecided, ContentBlock, EventBody, Message, MessageSource, Question,
+    QuestionAnswered, QuestionAsked, Role, Seq, StepNo, SurfaceOp, ToolCallBlock, ToolCallEvent,
+    ToolResultBlock, ToolResultEvent, TurnNo,
 };
-use keel_tools::{ApprovalOutcome, CallerId, Handoff, JobControl, ToolCaller, ToolOutcome};
+use keel_tools::{
+    ApprovalOutcome, CallerId, Handoff, JobControl, NO_PERSON_PRESENT, ToolCaller, ToolOutcome,
+    UserAnswer,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -187,6 +191,42 @@ impl ToolCaller for StepCaller<'_> {
 
     async fn ask_escalation(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
         self.ask(call, reason, true).await
+    }
+
+    async fn ask_user(&self, call: &ToolCallBlock, questions: &[Question]) -> UserAnswer {
+        self.keep(
+            self.agent
+                .push(EventBody::QuestionAsked(Box::new(QuestionAsked {
+                    call_id: call.id.clone(),
+                    questions: questions.to_vec(),
+                }))),
+        );
+        // Flushed before anyone is asked: a person may take minutes, and the question must be
+        // on disk for a crash or a reader meanwhile.
+        self.checkpoint().await;
+        let answer = match &self.agent.inner.asker {
+            Some(asker) => asker.ask(call, questions).await,
+            None => UserAnswer::Unanswered {
+                reason: NO_PERSON_PRESENT.to_owned(),
+            },
+        };
+        let (by, answers, reason) = match &answer {
+            UserAnswer::Answered(a) => ("user", a.clone(), None),
+            UserAnswer::Declined { reason } => ("declined", Default::default(), reason.clone()),
+            UserAnswer::Unanswered { reason } => {
+                ("headless", Default::default(), Some(reason.clone()))
+            }
+        };
+        self.keep(
+            self.agent
+                .push(EventBody::QuestionAnswered(Box::new(QuestionAnswered {
+                    call_id: call.id.clone(),
+                    by: by.to_owned(),
+                    answers,
+                    reason,
+                }))),
+        );
+        answer
     }
 
     async fn emit(&self, body: EventBody) {

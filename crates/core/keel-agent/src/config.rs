@@ -5,11 +5,11 @@
 use crate::prompt;
 use futures::future::BoxFuture;
 use keel_llm::{ModelInfo, RetryPolicy};
-use keel_protocol::ToolCallBlock;
+use keel_protocol::{Question, ToolCallBlock};
 use keel_tools::escalation;
 use keel_tools::spill::SpillConfig;
 use keel_tools::subprocess::SubprocessService;
-use keel_tools::{ApprovalOutcome, PlanState, ToolRegistry, Workspace};
+use keel_tools::{ApprovalOutcome, PlanState, ToolRegistry, UserAnswer, Workspace};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -74,6 +74,19 @@ pub trait Approver: Send + Sync {
         call: &'a ToolCallBlock,
         reason: &'a str,
     ) -> BoxFuture<'a, ApprovalOutcome>;
+}
+
+/// Puts `ask_user_question`'s questions to a person (the terminal UI's form, an ACP client,
+/// a script on `keel run --inbox-stdin`). Without one every question is answered
+/// [`UserAnswer::Unanswered`] (headless: nobody is present), and the model goes on with its
+/// own judgement. Asked whatever the approval policy: a question is not an approval.
+pub trait Asker: Send + Sync {
+    /// Ask `questions` (already checked: at least one, ids unique, text present) for `call`.
+    fn ask<'a>(
+        &'a self,
+        call: &'a ToolCallBlock,
+        questions: &'a [Question],
+    ) -> BoxFuture<'a, UserAnswer>;
 }
 
 /// What an interactive approver's "allow for the session" remembers of `call`: the exact

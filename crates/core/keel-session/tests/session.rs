@@ -607,6 +607,27 @@ fn one_of_each() -> Vec<EventBody> {
             by: "user".into(),
             reason: None,
         })),
+        EventBody::QuestionAsked(Box::new(QuestionAsked {
+            call_id: "q".into(),
+            questions: vec![Question {
+                id: "lang".into(),
+                question: "Which language?".into(),
+                header: Some("Language".into()),
+                options: vec![QuestionOption {
+                    label: "Rust".into(),
+                    description: None,
+                }],
+                multi_select: true,
+            }],
+        })),
+        EventBody::QuestionAnswered(Box::new(QuestionAnswered {
+            call_id: "q".into(),
+            by: "user".into(),
+            answers: [("lang".to_owned(), QuestionAnswer::Many(vec!["Rust".into()]))]
+                .into_iter()
+                .collect(),
+            reason: None,
+        })),
         EventBody::SubagentDescriptor(Box::new(SubagentDescriptor {
             child_session: SessionId("c".into()),
             description: "d".into(),

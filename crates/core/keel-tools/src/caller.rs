@@ -8,8 +8,11 @@
 
 use crate::jobs::JobControl;
 use async_trait::async_trait;
-use keel_protocol::{ContentBlock, EventBody, ToolCallBlock, ToolErrorCode};
+use keel_protocol::{
+    ContentBlock, EventBody, Question, QuestionAnswer, ToolCallBlock, ToolErrorCode,
+};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The answer to an approval request.
@@ -38,6 +41,26 @@ impl ApprovalOutcome {
         matches!(self, ApprovalOutcome::Approved)
     }
 }
+
+/// What came back for `ask_user_question`'s questions ([`ToolCaller::ask_user`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserAnswer {
+    /// The user answered; questions left unanswered are absent.
+    Answered(BTreeMap<String, QuestionAnswer>),
+    /// The user dismissed the questions.
+    Declined {
+        /// What they said, when anything.
+        reason: Option<String>,
+    },
+    /// Nobody could answer: a headless run, a closed input, a client that cannot ask.
+    Unanswered {
+        /// Why (shown to the model).
+        reason: String,
+    },
+}
+
+/// Why a host with nobody to ask answers [`UserAnswer::Unanswered`].
+pub const NO_PERSON_PRESENT: &str = "no person is present to answer (headless run)";
 
 /// A tool's request to end the turn after the current step and hand the work back to the user,
 /// who decides how it goes on (a plan nobody could approve now). The step's other calls still
@@ -108,6 +131,14 @@ pub trait ToolCaller: Send + Sync {
     async fn ask_escalation(&self, _call: &ToolCallBlock, _reason: &str) -> ApprovalOutcome {
         ApprovalOutcome::Unanswered {
             reason: Some("nobody here can approve running outside the sandbox".into()),
+        }
+    }
+
+    /// `ask_user_question` puts `questions` to the user. Log `question/asked` /
+    /// `question/answered`. Default: [`UserAnswer::Unanswered`] (nobody to ask).
+    async fn ask_user(&self, _call: &ToolCallBlock, _questions: &[Question]) -> UserAnswer {
+        UserAnswer::Unanswered {
+            reason: NO_PERSON_PRESENT.to_owned(),
         }
     }
 

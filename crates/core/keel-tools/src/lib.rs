@@ -35,7 +35,10 @@ pub mod tool;
 pub mod workspace;
 
 pub use attachments::{Attachments, ImageError};
-pub use caller::{ApprovalOutcome, CallerId, Handoff, NullCaller, ToolCaller, ToolOutcome};
+pub use caller::{
+    ApprovalOutcome, CallerId, Handoff, NO_PERSON_PRESENT, NullCaller, ToolCaller, ToolOutcome,
+    UserAnswer,
+};
 pub use error::ToolError;
 pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};

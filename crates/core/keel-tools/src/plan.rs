@@ -52,7 +52,7 @@ impl PlanModeSection {
 Do not change anything yet: tools that write files or run commands are refused. Explore with \
 read, glob and grep, then call exit_plan_mode with a concise, step-by-step plan (files to \
 change, how, and how to verify). The user approves or rejects it; only after approval may you \
-make changes.";
+make changes. Ask open questions with ask_user_question.";
 
     /// The text.
     pub fn text(&self) -> &'static str {

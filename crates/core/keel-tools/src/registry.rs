@@ -187,7 +187,7 @@ impl ToolRegistry {
     }
 
     /// The built-in tools of `cfg.preset` (by default read, write, edit, glob, grep, bash,
-    /// todo_write, exit_plan_mode).
+    /// todo_write, exit_plan_mode, ask_user_question).
     pub fn with_builtins(cfg: &BuiltinConfig) -> Self {
         let mut reg = ToolRegistry {
             plan: cfg.plan.clone(),

@@ -24,7 +24,8 @@ fn default_tools_are_registered_in_a_fixed_order() {
             "grep",
             "bash",
             "todo_write",
-            "exit_plan_mode"
+            "exit_plan_mode",
+            "ask_user_question"
         ]
     );
 }
@@ -69,4 +70,23 @@ fn request_tools_are_byte_stable_and_within_budget() {
         assert_eq!(t["type"], "function");
         assert!(t["function"]["name"].is_string() && t["function"]["parameters"].is_object());
     }
+}
+
+#[test]
+fn ask_user_question_schema_is_small() {
+    let reg = ToolRegistry::with_builtins(&BuiltinConfig::default());
+    let tools: Value =
+        serde_json::from_slice(&serde_json::to_vec(&reg.request_tools()).unwrap()).unwrap();
+    let ask = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "ask_user_question")
+        .unwrap();
+    let bytes = serde_json::to_vec(ask).unwrap().len();
+    eprintln!(
+        "ask_user_question: {bytes} bytes; default tools: {} bytes",
+        default_tool_schemas_bytes()
+    );
+    assert!(bytes <= 700, "{bytes} bytes");
 }

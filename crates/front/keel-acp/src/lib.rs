@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod approve;
+pub mod ask;
 pub mod files;
 pub mod map;
 mod server;

@@ -3,6 +3,7 @@
 //! `session/update` notifications by an agent hook, and the shutdown when the client leaves.
 
 use crate::approve::AcpApprover;
+use crate::ask::AcpAsker;
 use crate::files::ClientFiles;
 use crate::map::{self, Feed, MODE_AUTO, MODE_DEFAULT, MODE_PLAN, MODE_READ_ONLY, Mapper, Modes};
 use agent_client_protocol::schema::ProtocolVersion;
@@ -124,6 +125,7 @@ pub async fn serve<S: AgentSource + 'static>(
         sessions: Mutex::new(HashMap::new()),
         turns: Mutex::new(Vec::new()),
         client_fs: Mutex::new(FileSystemCapabilities::default()),
+        client_forms: AtomicBool::new(false),
     });
     let s_init = server.clone();
     let s_new = server.clone();
@@ -194,6 +196,8 @@ struct Server<S> {
     turns: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// What the client offered of its file system in `initialize`.
     client_fs: Mutex<FileSystemCapabilities>,
+    /// The client declared form elicitation (`ask_user_question` asks with a form).
+    client_forms: AtomicBool,
 }
 
 /// An open session.
@@ -335,6 +339,12 @@ fn set_mode(agent: &Agent, mode: &str) -> Result<(), Error> {
 impl<S: AgentSource + 'static> Server<S> {
     fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
         *self.client_fs.locked() = req.client_capabilities.fs.clone();
+        let forms = req
+            .client_capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.supports_form());
+        self.client_forms.store(forms, Ordering::SeqCst);
         let version = if req.protocol_version < ProtocolVersion::LATEST {
             req.protocol_version
         } else {
@@ -395,6 +405,12 @@ impl<S: AgentSource + 'static> Server<S> {
             feed.cx.clone(),
             feed.session.clone(),
             cwd.to_path_buf(),
+        )));
+        options.asker = Some(Arc::new(AcpAsker::new(
+            feed.cx.clone(),
+            feed.session.clone(),
+            cwd.to_path_buf(),
+            self.client_forms.load(Ordering::SeqCst),
         )));
         Ok(options)
     }

@@ -428,8 +428,10 @@ pub struct RunArgs {
     pub zstd: bool,
     /// While the run lasts, read inbox messages from stdin, one JSON object per line:
     /// {"steer": TEXT} joins the running turn at its next step, {"followup": TEXT} queues a turn
-    /// after it. Needs the prompt as an argument. keel's delegation provider steers its
-    /// delegates this way.
+    /// after it, {"answer": {"call_id": ID, "answers": {QUESTION_ID: TEXT_OR_LABELS}}} answers
+    /// the model's ask_user_question (printed as a question/asked event with --json), which
+    /// waits for it until stdin closes. Needs the prompt as an argument. keel's delegation
+    /// provider steers its delegates this way (their questions are not waited for).
     #[arg(long, requires = "prompt")]
     pub inbox_stdin: bool,
     /// Record this run as delegated by SESSION: the new session's header names SESSION as its

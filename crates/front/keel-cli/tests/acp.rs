@@ -1623,3 +1623,92 @@ fn images_reach_a_vision_model_and_are_refused_for_a_text_model() {
     let (code, _) = acp.close_and_wait();
     assert_eq!(code, Some(0));
 }
+
+const ASK_SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "ask with a form" }
+    tool_calls:
+      - id: form1
+        name: ask_user_question
+        arguments:
+          questions: &questions
+            - { id: lang, header: Language, question: "Which language?", options: [ { label: Rust, description: "fast" }, { label: Go } ] }
+            - { id: features, question: "Which features?", multi_select: true, options: [ { label: auth }, { label: logging }, { label: metrics } ] }
+            - { id: name, question: "What is the project called?" }
+  - match: { last_tool_result_contains: "features: auth, metrics" }
+    text: "FORM DONE"
+  - match: { last_user_contains: "ask by permission" }
+    tool_calls:
+      - { id: perm1, name: ask_user_question, arguments: { questions: *questions } }
+  - match: { last_tool_result_contains: "name: (no answer)" }
+    text: "PERMISSION DONE"
+"#;
+
+/// `ask_user_question` over ACP with the TypeScript SDK's client: a client with form
+/// elicitation answers one `elicitation/create` form; one without is asked each question that
+/// has options as a `session/request_permission` (one option per label, then Skip), and the
+/// free-text question goes unanswered.
+#[test]
+fn ask_user_question_is_a_form_or_a_permission_choice() {
+    let env = Env::new();
+    let mock = Mock::start(ASK_SCRIPT);
+    let report = node_client(&env, &mock.base_url(), "ask");
+    let form = &report["form"];
+    assert_eq!(form["stopReason"], "end_turn", "{report}");
+    assert_eq!(form["text"], "FORM DONE", "{report}");
+    assert_eq!(form["permissions"], 0, "{report}");
+    let forms = form["forms"].as_array().unwrap();
+    assert_eq!(forms.len(), 1, "{report}");
+    assert_eq!(forms[0]["mode"], "form");
+    assert_eq!(forms[0]["toolCallId"], "form1");
+    assert_eq!(forms[0]["sessionId"], form["sessionId"]);
+    let props = &forms[0]["requestedSchema"]["properties"];
+    assert_eq!(props["lang"]["enum"], json!(["Rust", "Go"]), "{report}");
+    assert_eq!(props["lang"]["title"], "Language: Which language?");
+    assert_eq!(props["lang"]["description"], "Rust: fast");
+    assert_eq!(props["features"]["type"], "array");
+    assert_eq!(
+        props["features"]["items"]["enum"],
+        json!(["auth", "logging", "metrics"])
+    );
+    assert_eq!(props["name"]["type"], "string");
+
+    let perm = &report["permission"];
+    assert_eq!(perm["stopReason"], "end_turn", "{report}");
+    assert_eq!(perm["text"], "PERMISSION DONE", "{report}");
+    assert_eq!(
+        perm["permissions"],
+        json!([
+            {"title": "Language: Which language?", "options": [
+                ["option-0", "Rust", "allow_once"], ["option-1", "Go", "allow_once"], ["skip", "Skip", "reject_once"]
+            ]},
+            {"title": "Which features?", "options": [
+                ["option-0", "auth", "allow_once"], ["option-1", "logging", "allow_once"],
+                ["option-2", "metrics", "allow_once"], ["skip", "Skip", "reject_once"]
+            ]}
+        ]),
+        "{report}"
+    );
+
+    // Both sessions log the question and what came back.
+    let mut answered: Vec<Value> = env
+        .session_files()
+        .iter()
+        .flat_map(|p| {
+            of_type(&load_consistent(p), "question/answered")
+                .into_iter()
+                .map(|e| e["data"].clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    answered.sort_by_key(|d| d["callId"].as_str().unwrap().to_owned());
+    assert_eq!(
+        answered,
+        vec![
+            json!({"callId": "form1", "by": "user",
+                   "answers": {"lang": "Go", "features": ["auth", "metrics"], "name": "keelboat"}}),
+            json!({"callId": "perm1", "by": "user",
+                   "answers": {"lang": "Go", "features": ["auth"]}}),
+        ]
+    );
+}

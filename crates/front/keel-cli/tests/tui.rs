@@ -888,3 +888,80 @@ fn an_at_mentioned_image_is_sent_with_the_message() {
     assert_eq!(t.wait_exit(), "EXIT=0");
     assert_eq!(mock.requests().len(), 1, "the refused message was sent");
 }
+
+/// `ask_user_question` in the terminal: a form, one question at a time — a pick by number, a
+/// multi-select toggled with Space, a free-text answer typed in the editor — and the answers
+/// reach the model; a second form dismissed with Esc answers "declined".
+#[test]
+fn ask_user_question_is_a_form_whose_answers_reach_the_model() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "set up" }
+    tool_calls:
+      - id: q1
+        name: ask_user_question
+        arguments:
+          questions:
+            - { id: lang, header: Language, question: "Which language?", options: [ { label: Rust, description: "fast" }, { label: Go } ] }
+            - { id: features, question: "Which features?", multi_select: true, options: [ { label: auth }, { label: logging }, { label: metrics } ] }
+            - { id: name, question: "What is the project called?" }
+  - match: { last_tool_result_contains: "The user answered" }
+    text: "Setting up now."
+  - match: { last_user_contains: "again" }
+    tool_calls:
+      - { id: q2, name: ask_user_question, arguments: { questions: [ { id: ok, question: "Proceed?", options: [ { label: "yes" }, { label: "no" } ] } ] } }
+  - match: { last_tool_result_contains: "declined" }
+    text: "Going on without an answer."
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("set up the project");
+    t.keys(&["Enter"]);
+    let first = t.wait_for("Which language?");
+    assert!(first.contains("Language (1/3)"), "{first}");
+    assert!(first.contains("Rust — fast"), "{first}");
+    t.keys(&["2"]);
+    let second = t.wait_for("Which features?");
+    assert!(second.contains("[ ] auth"), "{second}");
+    t.keys(&["Space"]);
+    t.keys(&["Down"]);
+    t.keys(&["Down"]);
+    t.keys(&["Space"]);
+    t.wait_for("[x] metrics");
+    t.keys(&["Enter"]);
+    t.wait_for("What is the project called?");
+    t.type_text("keelboat");
+    t.keys(&["Enter"]);
+    t.wait_for("Setting up now.");
+
+    t.type_text("again");
+    t.keys(&["Enter"]);
+    t.wait_for("Proceed?");
+    t.keys(&["Escape"]);
+    t.wait_for("Going on without an answer.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+
+    let events = load_consistent(&env.only_session());
+    let answered = of_type(&events, "question/answered");
+    assert_eq!(answered.len(), 2);
+    assert_eq!(answered[0]["data"]["by"], "user");
+    assert_eq!(
+        answered[0]["data"]["answers"],
+        serde_json::json!({"lang": "Go", "features": ["auth", "metrics"], "name": "keelboat"})
+    );
+    assert_eq!(answered[1]["data"]["by"], "declined");
+    let second = &mock.requests()[1];
+    assert!(
+        second
+            .to_string()
+            .contains(r"The user answered:\nlang: Go\nfeatures: auth, metrics\nname: keelboat"),
+        "{second}"
+    );
+}

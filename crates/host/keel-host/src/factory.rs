@@ -20,7 +20,7 @@ use crate::endpoint::{self, Endpoint, EndpointInputs};
 use crate::error::HostError;
 use crate::plugins;
 use keel_agent::plugin::{InstallContext, ModelLaunch, Plugin};
-use keel_agent::{Agent, AgentConfig, ApprovalPolicy, Approver, HookRegistry, ToolSetup};
+use keel_agent::{Agent, AgentConfig, ApprovalPolicy, Approver, Asker, HookRegistry, ToolSetup};
 use keel_llm::{
     ApiKey, ModelCatalogue, ModelInfo, ModelOverride, OpenAiProvider, Provider, ProviderConfig,
     ScriptedProvider,
@@ -361,6 +361,9 @@ pub struct BuildOptions {
     pub agent_hooks: HookRegistry,
     /// Answers approvals when the policy is `ask` (an interactive front end).
     pub approver: Option<Arc<dyn Approver>>,
+    /// Answers `ask_user_question` (an interactive front end, a script on stdin); without
+    /// one, nobody is present.
+    pub asker: Option<Arc<dyn Asker>>,
     /// Adjusts the agent's settings last (a test's seeded retry policy, a UI's persona).
     pub edit_config: Option<ConfigEdit>,
     /// The editor's view of text files: `read`, `edit` and `write` go through it (an ACP
@@ -551,6 +554,9 @@ impl AgentFactory<'_> {
             .commands(std::mem::take(&mut ctx.commands));
         if let Some(approver) = options.approver {
             builder = builder.approver(approver);
+        }
+        if let Some(asker) = options.asker {
+            builder = builder.asker(asker);
         }
         let agent = builder.build()?;
         Self::check_window(&agent)?;

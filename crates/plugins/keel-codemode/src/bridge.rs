@@ -14,11 +14,12 @@ use crate::engine::{Bridge, SubCall, SubResult};
 use async_trait::async_trait;
 use keel_agent::AgentHandle;
 use keel_protocol::{
-    CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, ContentBlock, EventBody, ToolCallBlock,
+    CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, ContentBlock, EventBody, Question,
+    ToolCallBlock,
 };
 use keel_tools::{
     ApprovalOutcome, BatchOptions, CallerId, ExecMode, ExecToken, Handoff, JobControl, Pipeline,
-    ToolCaller, ToolOutcome,
+    ToolCaller, ToolOutcome, UserAnswer,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -192,6 +193,10 @@ impl ToolCaller for SubCaller<'_> {
 
     async fn ask_escalation(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome {
         self.parent.ask_escalation(call, reason).await
+    }
+
+    async fn ask_user(&self, call: &ToolCallBlock, questions: &[Question]) -> UserAnswer {
+        self.parent.ask_user(call, questions).await
     }
 
     async fn emit(&self, body: EventBody) {

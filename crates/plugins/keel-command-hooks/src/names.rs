@@ -19,6 +19,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("grep", "Grep"),
     ("todo_write", "TodoWrite"),
     ("exit_plan_mode", "ExitPlanMode"),
+    ("ask_user_question", "AskUserQuestion"),
     ("subagent", "Task"),
 ];
 

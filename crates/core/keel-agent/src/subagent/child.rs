@@ -22,8 +22,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Tools a child never inherits: its own `subagent` is bound to it instead, and plan approval
-/// needs the human. Plugins withhold their own (the job tools) through `subagent/build`.
-const NOT_INHERITED: [&str; 2] = ["subagent", "exit_plan_mode"];
+/// and questions need the human (nobody answers a child). Plugins withhold their own (the job
+/// tools) through `subagent/build`.
+const NOT_INHERITED: [&str; 3] = ["subagent", "exit_plan_mode", "ask_user_question"];
 
 /// A child agent ready to run its first turn.
 pub(crate) struct Child {

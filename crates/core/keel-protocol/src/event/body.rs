@@ -148,6 +148,10 @@ event_bodies! {
     "approval/asked" => ApprovalAsked(Box<ApprovalAsked>),
     /// An approval was decided.
     "approval/decided" => ApprovalDecided(Box<ApprovalDecided>),
+    /// `ask_user_question` asks the user.
+    "question/asked" => QuestionAsked(Box<QuestionAsked>),
+    /// The user's answers (or why there are none).
+    "question/answered" => QuestionAnswered(Box<QuestionAnswered>),
     /// A subagent session was created.
     "subagent/descriptor" => SubagentDescriptor(Box<SubagentDescriptor>),
     /// A command hook was started.

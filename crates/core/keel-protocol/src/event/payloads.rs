@@ -353,6 +353,72 @@ pub struct ApprovalDecided {
     pub reason: Option<String>,
 }
 
+/// One question of `ask_user_question`, in dsh's shape (snake_case, as the model sends it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    /// The question's id: answers are keyed by it.
+    pub id: String,
+    /// The question.
+    pub question: String,
+    /// A short label shown above it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// The choices; none means a free-text answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<QuestionOption>,
+    /// Several choices may be picked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub multi_select: bool,
+}
+
+/// A choice of a [`Question`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionOption {
+    /// What is shown and answered.
+    pub label: String,
+    /// What the choice means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// The answer to one [`Question`]: a label or free text, or the labels picked of a
+/// multi-select question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum QuestionAnswer {
+    /// One label, or free text.
+    One(String),
+    /// The labels picked (multi-select).
+    Many(Vec<String>),
+}
+
+/// `question/asked`: `ask_user_question` puts questions to the user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionAsked {
+    /// The call.
+    pub call_id: String,
+    /// The questions, as the model sent them.
+    pub questions: Vec<Question>,
+}
+
+/// `question/answered`: what came back for a `question/asked`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionAnswered {
+    /// The call.
+    pub call_id: String,
+    /// Who answered: `user` (answers given), `declined` (the user dismissed the questions),
+    /// `headless` (nobody could answer).
+    pub by: String,
+    /// Answers by question id (questions left unanswered are absent).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub answers: std::collections::BTreeMap<String, QuestionAnswer>,
+    /// Why there are no answers, when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// `subagent/descriptor`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -235,6 +235,15 @@ pub fn key_arg(name: &str, args: &Value) -> Option<String> {
         "subagent" | "delegate" => field("description")
             .or_else(|| field("label"))
             .or_else(|| field("prompt")),
+        // The first question, and how many more.
+        "ask_user_question" => {
+            let questions = args.get("questions").and_then(Value::as_array)?;
+            let first = questions.first()?.get("question").and_then(Value::as_str)?;
+            Some(match questions.len() {
+                1 => first.to_owned(),
+                n => format!("{first} (+{} more)", n - 1),
+            })
+        }
         _ => None,
     }
 }

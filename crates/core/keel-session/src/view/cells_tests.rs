@@ -127,6 +127,14 @@ fn key_args_name_known_tools_only() {
         Some("a.rs")
     );
     assert_eq!(key_arg("mystery", &json!({"x": "y"})), None);
+    assert_eq!(
+        key_arg(
+            "ask_user_question",
+            &json!({"questions": [{"id": "a", "question": "Which?"}, {"id": "b", "question": "B?"}]})
+        )
+        .as_deref(),
+        Some("Which? (+1 more)")
+    );
     // A card falls back to the first string argument.
     assert_eq!(card_arg("mystery", &json!({"x": "y"})), "y");
     assert_eq!(card_arg("mystery", &json!({})), "");

@@ -92,6 +92,30 @@ pub fn event_summary(ev: &SessionEvent, names: &HashMap<String, String>) -> Stri
             if a.approved { "approved" } else { "denied" },
             a.by
         ),
+        EventBody::QuestionAsked(q) => {
+            let texts: Vec<String> = q
+                .questions
+                .iter()
+                .map(|x| format!("{}: {}", x.id, one_line(&x.question, 60)))
+                .collect();
+            format!("[{}] {}", q.call_id, texts.join("; "))
+        }
+        EventBody::QuestionAnswered(a) => {
+            let answers: Vec<String> = a
+                .answers
+                .iter()
+                .map(|(id, v)| match v {
+                    keel_protocol::QuestionAnswer::One(s) => format!("{id}: {}", one_line(s, 40)),
+                    keel_protocol::QuestionAnswer::Many(v) => format!("{id}: {}", v.join(", ")),
+                })
+                .collect();
+            match &a.reason {
+                Some(r) if answers.is_empty() => {
+                    format!("[{}] {}: {}", a.call_id, a.by, one_line(r, 80))
+                }
+                _ => format!("[{}] {}: {}", a.call_id, a.by, answers.join("; ")),
+            }
+        }
         EventBody::SessionTitle(t) => one_line(&t.title, 80),
         EventBody::CompactionSummary(c) | EventBody::CompactionPrune(c) => format!(
             "shadows #{}..#{} (~{} tokens)",

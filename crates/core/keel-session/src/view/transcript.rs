@@ -527,6 +527,8 @@ fn item_of(ix: &Index, ev: &SessionEvent) -> Option<Item> {
         | EventBody::PlanMode(_)
         | EventBody::ApprovalAsked(_)
         | EventBody::ApprovalDecided(_)
+        | EventBody::QuestionAsked(_)
+        | EventBody::QuestionAnswered(_)
         | EventBody::LlmRetry(_)
         | EventBody::SubagentDescriptor(_)
         | EventBody::HookResult(_)

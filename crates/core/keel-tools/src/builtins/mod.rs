@@ -1,10 +1,11 @@
 //! The built-in tools: `read`, `write`, `edit` ([`files`]), `glob`, `grep` ([`search`]),
-//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]), `read_image` ([`image`])
-//! when the model has vision; the minimal preset's persistent `bash` ([`shell`]) and
-//! `str_replace_editor` ([`editor`]).
+//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]), `ask_user_question`
+//! ([`ask`]), `read_image` ([`image`]) when the model has vision; the minimal preset's
+//! persistent `bash` ([`shell`]) and `str_replace_editor` ([`editor`]).
 //!
 //! Descriptions are deliberately short: every byte of a schema is sent with every request.
 
+pub mod ask;
 pub mod bash;
 pub mod editor;
 pub mod files;
@@ -13,6 +14,7 @@ pub mod plan;
 pub mod search;
 pub mod shell;
 
+pub use ask::AskUserTool;
 pub use bash::{BashConfig, BashTool};
 pub use editor::StrReplaceEditorTool;
 pub use files::{EditTool, ReadTool, WriteTool};
@@ -46,7 +48,7 @@ pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
     }
     let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(ReadTool)];
     tools.extend(image);
-    tools.extend::<[Arc<dyn Tool>; 7]>([
+    tools.extend::<[Arc<dyn Tool>; 8]>([
         Arc::new(WriteTool),
         Arc::new(EditTool),
         Arc::new(GlobTool),
@@ -54,6 +56,7 @@ pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
         Arc::new(BashTool::new(cfg.bash.clone())),
         Arc::new(TodoWriteTool),
         Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
+        Arc::new(AskUserTool),
     ]);
     tools
 }

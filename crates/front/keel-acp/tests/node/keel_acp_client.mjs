@@ -7,7 +7,7 @@
 // edits notes.txt, with the plan's permission request answered "allow once"; a prompt whose
 // `bash sleep 30` is cancelled mid-tool; stdin closed. Then a second process loads the session
 // and the replayed updates are recorded, and a missing session id is loaded. Scenarios
-// `editor` and `reload` are described where they are defined.
+// `editor`, `reload` and `ask` are described where they are defined.
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -21,7 +21,7 @@ const workspace = process.env.WORKSPACE;
  * With `editor` (a map of absolute path → unsaved buffer text) the client also serves
  * fs/read_text_file (the buffer when it has one, else the disk) and fs/write_text_file (the
  * buffer and the disk), recording each write in `writes`. */
-function start(answer, editor) {
+function start(answer, editor, elicit) {
   const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
@@ -40,6 +40,9 @@ function start(answer, editor) {
       permissions.push(req);
       return { outcome: { outcome: "selected", optionId: answer(req) } };
     });
+  if (elicit) {
+    app = app.onRequest("elicitation/create", async ({ params: req }) => elicit(req));
+  }
   if (editor) {
     app = app
       .onRequest("fs/read_text_file", async ({ params: req }) => {
@@ -266,8 +269,62 @@ async function reload() {
   return report;
 }
 
+// Scenario `ask`: ask_user_question. A client declaring form elicitation gets one
+// elicitation/create form for all the questions and accepts it; a client without it is asked
+// each question that has options as a permission request (the language: the second option;
+// anything else: the first), and a form-less client is not asked the free-text question.
+async function ask() {
+  const report = {};
+  const forms = [];
+  const elicit = (req) => {
+    forms.push(req);
+    return { action: "accept", content: { lang: "Go", features: ["auth", "metrics"], name: "keelboat" } };
+  };
+  const first = start(() => "skip", undefined, elicit);
+  report.initialize = await first.ctx.request("initialize", {
+    protocolVersion: 1,
+    clientCapabilities: { elicitation: { form: {} } },
+  });
+  const one = await first.ctx.request("session/new", { cwd: workspace, mcpServers: [] });
+  const formAnswer = await first.ctx.request("session/prompt", {
+    sessionId: one.sessionId,
+    prompt: [{ type: "text", text: "ask with a form" }],
+  });
+  report.form = {
+    sessionId: one.sessionId,
+    stopReason: formAnswer.stopReason,
+    forms,
+    permissions: first.permissions.length,
+    text: first.updates.map(shape).filter((u) => u.kind === "agent_message_chunk").map((u) => u.text).join(""),
+  };
+  first.child.stdin.end();
+  report.firstExit = await first.exited;
+
+  const pick = (req) => (req.toolCall.title.startsWith("Language") ? req.options[1].optionId : req.options[0].optionId);
+  const second = start(pick);
+  await second.ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  const two = await second.ctx.request("session/new", { cwd: workspace, mcpServers: [] });
+  const permAnswer = await second.ctx.request("session/prompt", {
+    sessionId: two.sessionId,
+    prompt: [{ type: "text", text: "ask by permission" }],
+  });
+  report.permission = {
+    sessionId: two.sessionId,
+    stopReason: permAnswer.stopReason,
+    permissions: second.permissions.map((p) => ({
+      title: p.toolCall.title,
+      options: p.options.map((o) => [o.optionId, o.name, o.kind]),
+    })),
+    text: second.updates.map(shape).filter((u) => u.kind === "agent_message_chunk").map((u) => u.text).join(""),
+  };
+  second.child.stdin.end();
+  report.secondExit = await second.exited;
+  report.stderr = first.stderr() + second.stderr();
+  return report;
+}
+
 const scenario = process.argv[2] ?? "main";
-const run = { main, editor, reload }[scenario];
+const run = { main, editor, reload, ask }[scenario];
 if (!run) {
   console.error(`unknown scenario ${scenario}`);
   process.exit(2);

@@ -1,6 +1,7 @@
 //! Command implementations and what they share ([`Ctx`]).
 
 mod acp;
+mod answers;
 mod cards;
 mod config_cmd;
 mod continuity;

@@ -146,6 +146,16 @@ impl Progress {
                         )
                     }
                 }
+                // The model's questions, and that nobody answered them (headless).
+                EventBody::QuestionAsked(q) => q
+                    .questions
+                    .iter()
+                    .try_for_each(|x| writeln!(err, "  ? {}", one_line(&x.question, 160))),
+                EventBody::QuestionAnswered(a) if a.answers.is_empty() => writeln!(
+                    err,
+                    "  ? no answer: {}",
+                    a.reason.as_deref().unwrap_or(&a.by)
+                ),
                 EventBody::PlanMode(p) => match (p.active, p.approved) {
                     (true, None) => writeln!(
                         err,

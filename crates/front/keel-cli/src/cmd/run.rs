@@ -5,6 +5,7 @@ use super::Ctx;
 use crate::cli::{
     CompactArgs, DemoArgs, ModeArgs, PermissionMode, ResumeArgs, ReviewArgs, RunArgs,
 };
+use crate::cmd::answers::StdinAnswers;
 use crate::cmd::progress::{Output, Progress};
 use anyhow::{Context, Result, anyhow, bail};
 use keel_agent::{Agent, ApprovalPolicy, TurnOutcome};
@@ -25,13 +26,24 @@ fn model_source(script: Option<&Path>) -> ModelSource {
     }
 }
 
-/// Build the agent over `log`, with the progress printer as its own hooks.
+/// Build the agent over `log`, with the progress printer as its own hooks and, when given,
+/// `answers` taking `ask_user_question` from stdin.
 fn build_agent(
     factory: &AgentFactory<'_>,
     log: PersistentSession,
     progress: &Progress,
+    answers: Option<Arc<StdinAnswers>>,
 ) -> Result<Agent> {
     let mut options = BuildOptions::default();
+    if let Some(answers) = answers {
+        // Before the progress printer: a question's slot is open before its line is printed.
+        let observer = answers.clone();
+        options
+            .agent_hooks
+            .session_event
+            .push(Arc::new(move |ev| observer.observe(ev)));
+        options.asker = Some(answers);
+    }
     progress.install(&mut options.agent_hooks);
     let agent = factory.build(log, options)?;
     let enforcement = agent.sandbox_enforcement();
@@ -319,7 +331,11 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
         progress.header(log.session().header())?;
     }
     let path = log.writer().path().to_path_buf();
-    let agent = match build_agent(&factory, log, &progress) {
+    // A script on stdin answers the model's questions; a delegated run has no person behind
+    // its stdin (the delegating agent only steers), so its questions get "nobody is present".
+    let answers = (args.inbox_stdin && args.delegated_from.is_none())
+        .then(|| Arc::new(StdinAnswers::default()));
+    let agent = match build_agent(&factory, log, &progress, answers.clone()) {
         Ok(agent) => agent,
         Err(e) => {
             // Nothing ran: leave no empty session behind for `keel resume` to pick.
@@ -341,7 +357,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
         None => super::images::followup(&agent, &prompt, images)?,
     }
     if args.inbox_stdin {
-        read_inbox(agent.clone());
+        read_inbox(agent.clone(), answers);
     }
     let outcome = drive(&agent)?;
     let code = finish(&agent, outcome, Output::from_json_flag(args.json))?;
@@ -351,9 +367,10 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     }
 }
 
-/// `--inbox-stdin`: steer or queue from JSON lines on stdin until it closes. A line that is not
-/// `{"steer": TEXT}` or `{"followup": TEXT}` is reported on stderr and skipped.
-fn read_inbox(agent: Agent) {
+/// `--inbox-stdin`: steer, queue or answer questions from JSON lines on stdin until it closes.
+/// A line that is not `{"steer": TEXT}`, `{"followup": TEXT}` or `{"answer": {...}}` (only
+/// when `answers` takes them) is reported on stderr and skipped.
+fn read_inbox(agent: Agent, answers: Option<Arc<StdinAnswers>>) {
     std::thread::spawn(move || {
         for line in std::io::stdin().lines() {
             let Ok(line) = line else { break };
@@ -366,17 +383,29 @@ fn read_inbox(agent: Agent) {
                 (
                     m.get("steer").and_then(|v| v.as_str()),
                     m.get("followup").and_then(|v| v.as_str()),
+                    m.get("answer"),
                 )
             }) {
-                Ok((Some(text), None)) => agent.steer(text).map_err(|e| e.to_string()),
-                Ok((None, Some(text))) => agent.followup(text).map_err(|e| e.to_string()),
-                _ => {
-                    Err("expected one JSON object {\"steer\": TEXT} or {\"followup\": TEXT}".into())
-                }
+                Ok((Some(text), None, None)) => agent.steer(text).map_err(|e| e.to_string()),
+                Ok((None, Some(text), None)) => agent.followup(text).map_err(|e| e.to_string()),
+                Ok((None, None, Some(answer))) => match &answers {
+                    Some(answers) => answers.answer(answer),
+                    None => Err("this run takes no answers: its questions are answered \
+                                 'no person is present' (a delegated run)"
+                        .into()),
+                },
+                _ => Err(
+                    "expected one JSON object {\"steer\": TEXT}, {\"followup\": TEXT} or \
+                          {\"answer\": {\"call_id\": ID, \"answers\": {...}}}"
+                        .into(),
+                ),
             };
             if let Err(e) = done {
                 let _ = writeln!(std::io::stderr(), "keel: --inbox-stdin: {e}");
             }
+        }
+        if let Some(answers) = answers {
+            answers.close();
         }
     });
 }
@@ -506,7 +535,7 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     if args.json {
         progress.header(log.session().header())?;
     }
-    let agent = build_agent(&factory, log, &progress)?;
+    let agent = build_agent(&factory, log, &progress, None)?;
     if args.approve_plan {
         approve_plan(&agent, prompt.as_deref())?;
     } else {
@@ -547,7 +576,7 @@ pub fn compact(ctx: &Ctx, args: CompactArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot open {}", path.display()))?;
     let host = ctx.host()?;
     let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
-    let agent = build_agent(&factory, log, &Progress::new(Output::Text))?;
+    let agent = build_agent(&factory, log, &Progress::new(Output::Text), None)?;
     let report = runtime()?.block_on(keel_agent::compaction::compact_now(
         &agent,
         keel_agent::compaction::CompactionReason::Manual,
@@ -586,7 +615,7 @@ pub fn review(ctx: &Ctx, args: ReviewArgs) -> Result<ExitCode> {
         (None, false) => factory.new_session(LogFormat::Plain)?,
     };
     let created = (args.resume.is_none() && !args.last).then(|| log.writer().path().to_path_buf());
-    let agent = build_agent(&factory, log, &Progress::new(Output::Text))?;
+    let agent = build_agent(&factory, log, &Progress::new(Output::Text), None)?;
     let caller = keel_delegate::seam::Caller {
         session_id: agent.session_id().as_str().to_owned(),
         cwd: agent.config().cwd.clone(),
@@ -703,7 +732,12 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
     };
     let factory = host.factory(flags, source)?;
     let progress = Progress::new(Output::from_json_flag(args.json));
-    let agent = build_agent(&factory, factory.new_session(LogFormat::Plain)?, &progress)?;
+    let agent = build_agent(
+        &factory,
+        factory.new_session(LogFormat::Plain)?,
+        &progress,
+        None,
+    )?;
     let mut err = std::io::stderr().lock();
     writeln!(
         err,

@@ -20,10 +20,14 @@ impl App<'_> {
             }
             self.last_ctrl_c = Some(Instant::now());
             if let Some((pending, _)) = self.pending.take() {
-                let (Pending::Approval(ask) | Pending::Plan(ask)) = pending;
-                let _ = ask.reply.send(ApprovalOutcome::Denied {
-                    reason: Some("cancelled by the user".into()),
-                });
+                match pending {
+                    Pending::Approval(ask) | Pending::Plan(ask) => {
+                        let _ = ask.reply.send(ApprovalOutcome::Denied {
+                            reason: Some("cancelled by the user".into()),
+                        });
+                    }
+                    Pending::Question(form) => form.decline(Some("cancelled by the user".into())),
+                }
             }
             if self.running {
                 self.agent.cancel_turn();
@@ -34,6 +38,10 @@ impl App<'_> {
             } else {
                 self.say("Ctrl-C again (or Ctrl-D) to exit");
             }
+            return;
+        }
+        if matches!(self.pending, Some((Pending::Question(_), _))) {
+            self.form_key(key);
             return;
         }
         if let Some((_, modal)) = self.pending.as_mut() {

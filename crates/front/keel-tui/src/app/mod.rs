@@ -8,6 +8,7 @@ mod commands;
 mod images;
 mod keys;
 mod modals;
+mod question;
 
 use modals::{Picked, ask_trust, pick_session};
 
@@ -27,14 +28,15 @@ use crossterm::terminal::{
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use keel_agent::{Agent, Approver, InboxMode, allow_key};
+use keel_agent::{Agent, Approver, Asker, InboxMode, allow_key};
 use keel_host::{
     AgentSource, BuildOptions, ProjectTrust, Review, SessionEntry, SessionRef, SessionSpec,
     SourceError,
 };
 use keel_protocol::sync::Locked;
-use keel_protocol::{SessionEvent, TimeMs, ToolCallBlock};
-use keel_tools::ApprovalOutcome;
+use keel_protocol::{Question, SessionEvent, TimeMs, ToolCallBlock};
+use keel_tools::{ApprovalOutcome, UserAnswer};
+use question::{Form, QuestionAsk};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,6 +81,8 @@ enum Msg {
     Term(Event),
     Agent(Box<SessionEvent>),
     Ask(Ask),
+    /// `ask_user_question`'s questions, answered in a form.
+    Question(QuestionAsk),
     /// The agent went idle (`Err`: why it stopped).
     Idle(Result<(), String>),
     /// A background job of the UI finished (/compact, /diff): what to show.
@@ -127,10 +131,35 @@ impl Approver for UiApprover {
     }
 }
 
+impl Asker for UiApprover {
+    fn ask<'a>(
+        &'a self,
+        _call: &'a ToolCallBlock,
+        questions: &'a [Question],
+    ) -> BoxFuture<'a, UserAnswer> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = self.tx.send(Msg::Question(QuestionAsk {
+            questions: questions.to_vec(),
+            reply,
+        }));
+        let closed = || UserAnswer::Unanswered {
+            reason: "the terminal UI has closed".into(),
+        };
+        async move {
+            if sent.is_err() {
+                return closed();
+            }
+            answer.await.unwrap_or_else(|_| closed())
+        }
+        .boxed()
+    }
+}
+
 /// What an open modal is for.
 enum Pending {
     Approval(Ask),
     Plan(Ask),
+    Question(Form),
 }
 
 /// The terminal put into raw mode (on the alternate screen with `--alt-screen`), restored on
@@ -406,6 +435,7 @@ fn build(
             let _ = feed.send(Msg::Agent(Box::new(ev.clone())));
         }));
     options.approver = Some(approver.clone());
+    options.asker = Some(approver.clone());
     let spec = SessionSpec {
         cwd: Some(source.workspace().to_path_buf()),
         model: target.model.clone(),
@@ -535,6 +565,7 @@ impl App<'_> {
                 }
             }
             Msg::Ask(ask) => self.ask(ask),
+            Msg::Question(ask) => self.open_form(ask),
             Msg::Idle(outcome) => {
                 self.running = false;
                 self.queued.clear();
@@ -630,6 +661,12 @@ impl App<'_> {
         let typed = self.input.text().trim().to_owned();
         let reason = (!typed.is_empty()).then_some(typed);
         let (ask, outcome, consumed) = match pending {
+            Pending::Question(form) => {
+                // Answered through its own keys (question.rs); put back untouched.
+                let modal = form.modal();
+                self.pending = Some((Pending::Question(form), modal));
+                return;
+            }
             Pending::Approval(ask) => match choice {
                 0 => (ask, ApprovalOutcome::Approved, false),
                 1 => {
