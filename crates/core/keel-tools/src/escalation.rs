@@ -33,9 +33,9 @@ pub fn with_escalation(mut parameters: Value, described: bool) -> Value {
     let mut why = json!({"type": "string"});
     if described {
         mode["description"] = json!(
-            "Only after a sandbox denial: rerun this call in this wider mode; the user is asked."
+            "After a sandbox denial: run in this mode if the user agrees."
         );
-        why["description"] = json!("With sandbox_permissions: why, in one sentence.");
+        why["description"] = json!("Why, in one sentence.");
     }
     props.insert(SANDBOX_PERMISSIONS.into(), mode);
     props.insert(JUSTIFICATION.into(), why);

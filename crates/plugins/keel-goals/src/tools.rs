@@ -68,12 +68,12 @@ impl Tool for CreateGoalTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "create_goal".into(),
-            description: "Set a goal: after each turn keel starts another round toward it until \
-                          update_goal says complete or blocked."
+            description: "Set a goal keel works toward, round after round, until update_goal \
+                          ends it."
                 .into(),
             parameters: json!({"type":"object","properties":{
                 "objective":{"type":"string"},
-                "max_goal_rounds":{"type":"number","description":"Default 256."}
+                "max_goal_rounds":{"type":"number"}
             },"required":["objective"]}),
         }
     }

@@ -81,8 +81,7 @@ impl Tool for BashTool {
             description: format!(
                 "Run a command with `bash -c` and return its combined stdout and stderr; a \
                  non-zero exit adds `[exit code: N]`. Output over {} bytes keeps the end and \
-                 saves the rest to a file. Secret-looking environment variables are removed. \
-                 Prefer read/write/edit/glob/grep over cat/sed/find/grep.",
+                 saves the rest to a file. Prefer read/write/edit/glob/grep over cat/sed/find/grep.",
                 self.cfg.output_cap
             ),
             parameters: with_escalation(
