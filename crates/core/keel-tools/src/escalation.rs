@@ -32,9 +32,7 @@ pub fn with_escalation(mut parameters: Value, described: bool) -> Value {
     let mut mode = json!({"type": "string", "enum": MODES});
     let mut why = json!({"type": "string"});
     if described {
-        mode["description"] = json!(
-            "After a sandbox denial: run in this mode if the user agrees."
-        );
+        mode["description"] = json!("After a sandbox denial: run in this mode if the user agrees.");
         why["description"] = json!("Why, in one sentence.");
     }
     props.insert(SANDBOX_PERMISSIONS.into(), mode);

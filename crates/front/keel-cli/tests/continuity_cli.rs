@@ -427,3 +427,48 @@ responses:
     let body = serde_json::to_string(&mock.requests()[0]).unwrap();
     assert!(!body.contains("control_open"));
 }
+
+/// An open goal whose round prompt a compaction summarised away is re-projected at the next
+/// boundary, with its id, revision, status and round.
+#[test]
+fn an_open_goal_is_projected_once_its_round_prompt_is_compacted_away() {
+    let env = Env::new();
+    let first = Mock::start(&format!(
+        "responses:\n  - tool_calls: [{{ id: p1, name: update_goal, arguments: {{ goal_id: g1, revision: 1, action: pause }} }}]\n  - text: \"{}\"\n",
+        "The fence is painted. ".repeat(300)
+    ));
+    let out = run(env
+        .keel(&first.base_url())
+        .args(["run", "--goal", "repaint the garden fence"]));
+    assert!(
+        out.stderr.contains("goal g1 is still paused"),
+        "{}",
+        out.stderr
+    );
+    let second = Mock::start("responses:\n  - text: \"Swept the porch.\"\n");
+    let out = run(env
+        .keel(&second.base_url())
+        .args(["resume", "--last", "now sweep the porch"]));
+    assert_eq!(out.code, Some(0), "resume stderr:\n{}", out.stderr);
+    // Before the compaction the round prompt is on the surface: nothing to project.
+    let before = show_json(&env, &[]);
+    assert!(
+        !before["text"].to_string().contains("The session's goal"),
+        "{before:#}"
+    );
+    let id = session_id(&env.only_session());
+    let summarizer = Mock::start(
+        "responses:\n  - match: {last_user_contains: \"Context compaction\"}\n    text: \"SUMMARY: a fence.\"\n",
+    );
+    let out = run(env.keel(&summarizer.base_url()).args(["compact", &id]));
+    assert_eq!(out.code, Some(0), "compact stderr:\n{}", out.stderr);
+    let p = show_json(&env, &[]);
+    let text = p["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {p:#}"));
+    assert!(
+        text.contains("## The session's goal (goal g1, revision 2, paused, round 1 of 256;")
+            && text.contains("repaint the garden fence"),
+        "{text}"
+    );
+}

@@ -10,10 +10,12 @@
 //! - **todo**: the last `todo/write` of the current turn (`turn/start` clears it), with the
 //!   `tool/result` of the call that wrote it;
 //! - **child results**: the last N successful foreground `subagent` results (a background
-//!   call's "started" result is not an outcome), with the digests of the prompt and the result.
+//!   call's "started" result is not an outcome), with the digests of the prompt and the result;
+//! - **goal**: the session's goal while it is open (active or paused), from the goals plugin's
+//!   `goal/set` and `goal/round` events (read by name: plugins do not depend on each other).
 
 use crate::anchors::{Source, content_digest, text_digest};
-use keel_protocol::{EventBody, Seq, TodoItem};
+use keel_protocol::{ContentBlock, EventBody, Seq, TodoItem};
 use keel_session::Session;
 use std::collections::{HashMap, VecDeque};
 
@@ -83,6 +85,33 @@ pub struct ChildResult {
     pub text: String,
 }
 
+/// The goals plugin's event of every change to the goal, and of every round.
+pub const GOAL_SET: &str = "goal/set";
+/// See [`GOAL_SET`].
+pub const GOAL_ROUND: &str = "goal/round";
+
+/// The session's open goal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoalNote {
+    /// Seq of its last `goal/set`.
+    pub seq: Seq,
+    /// `g1`…
+    pub id: String,
+    /// Its revision.
+    pub revision: u64,
+    /// `active` or `paused`.
+    pub status: String,
+    /// What to achieve.
+    pub objective: String,
+    /// Rounds started.
+    pub rounds: u64,
+    /// Its budget of rounds.
+    pub max_rounds: u64,
+    /// Seq of the last `<goal_round>` prompt: while it is on the surface the model sees the
+    /// goal and it is not projected (`None`: no round yet, always projected).
+    pub anchor: Option<Seq>,
+}
+
 /// Everything a projection may render, as of `upto`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Basis {
@@ -96,6 +125,8 @@ pub struct Basis {
     pub todo: Option<Todo>,
     /// The last successful foreground child results, oldest first.
     pub children: Vec<ChildResult>,
+    /// The session's goal while it is open.
+    pub goal: Option<GoalNote>,
 }
 
 struct Call {
@@ -111,7 +142,11 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
         plan: None,
         todo: None,
         children: Vec::new(),
+        goal: None,
     };
+    // Rounds of the goal last set (kept while it is closed, for a later reopening).
+    let mut rounds: (String, u64) = (String::new(), 0);
+    let mut round_prompt: Option<Seq> = None;
     let mut calls: HashMap<String, Call> = HashMap::new();
     let mut children = VecDeque::new();
     // The last plan handed to the user without approval: approved later, between turns.
@@ -120,8 +155,42 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
         if ev.seq >= upto {
             break;
         }
+        if let EventBody::UserMessage(m) = &ev.body
+            && m.content.iter().any(
+                |b| matches!(b, ContentBlock::Text { text } if text.starts_with("<goal_round")),
+            )
+        {
+            round_prompt = Some(ev.seq);
+        }
         match &ev.body {
             EventBody::TurnStart(_) => basis.todo = None,
+            EventBody::Other(o) if o.type_name == GOAL_SET => {
+                let d = &o.data;
+                let text = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
+                let id = text("goalId");
+                if rounds.0 != id {
+                    rounds = (id.clone(), 0);
+                }
+                let status = text("status");
+                basis.goal = matches!(status.as_str(), "active" | "paused").then(|| GoalNote {
+                    seq: ev.seq,
+                    id,
+                    revision: d["revision"].as_u64().unwrap_or_default(),
+                    status,
+                    objective: text("objective"),
+                    rounds: rounds.1,
+                    max_rounds: d["maxRounds"].as_u64().unwrap_or_default(),
+                    anchor: None,
+                });
+            }
+            EventBody::Other(o) if o.type_name == GOAL_ROUND => {
+                if o.data["goalId"].as_str() == Some(rounds.0.as_str()) {
+                    rounds.1 += 1;
+                    if let Some(g) = basis.goal.as_mut() {
+                        g.rounds = rounds.1;
+                    }
+                }
+            }
             EventBody::UserMessage(m) if m.source.is_user() => basis.humans.push(Human {
                 seq: ev.seq,
                 id: m.id.clone(),
@@ -214,6 +283,9 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
         }
     }
     basis.children = children.into();
+    if let Some(g) = basis.goal.as_mut() {
+        g.anchor = round_prompt.filter(|seq| *seq > g.seq || g.rounds > 0);
+    }
     basis
 }
 

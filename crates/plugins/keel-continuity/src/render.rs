@@ -1,8 +1,8 @@
 //! Rendering a projection: the items of a [`Basis`] whose source events are no longer on the
 //! surface, as one text block, bounded.
 //!
-//! Blocks in order: the human's words, the approved plan, the todo list, child results,
-//! lineage. The whole text stays within the budget (256 KiB by default): a block that does not
+//! Blocks in order: the human's words, the approved plan, the open goal, the todo list, child
+//! results, lineage. The whole text stays within the budget (256 KiB by default): a block that does not
 //! fit in what is left is replaced by a line giving its size, its SHA-256 and the event to read.
 
 use crate::basis::Basis;
@@ -75,7 +75,7 @@ pub struct Lineage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Item {
-    /// `human`, `plan`, `todo`, `child` or `lineage`.
+    /// `human`, `plan`, `goal`, `todo`, `child` or `lineage`.
     pub kind: &'static str,
     /// The source event (none for lineage).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,6 +150,20 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
             seq: Some(p.seq),
             title: format!("The approved plan (exit_plan_mode, result seq {})", p.seq),
             body: p.plan.clone(),
+            digest: None,
+        });
+    }
+    // The goal's own events are never on the surface: it is projected once its last round
+    // prompt has left the surface (or when there is none).
+    if let Some(g) = basis.goal.as_ref().filter(|g| g.anchor.is_none_or(&gone)) {
+        blocks.push(Block {
+            kind: "goal",
+            seq: Some(g.seq),
+            title: format!(
+                "The session's goal (goal {}, revision {}, {}, round {} of {}; goal/set seq {})",
+                g.id, g.revision, g.status, g.rounds, g.max_rounds, g.seq
+            ),
+            body: g.objective.clone(),
             digest: None,
         });
     }
@@ -294,6 +308,7 @@ mod tests {
             plan: None,
             todo: None,
             children: Vec::new(),
+            goal: None,
         }
     }
 
@@ -323,6 +338,41 @@ mod tests {
         let r = render(&b, &all, &frame(DEFAULT_BUDGET, &lineage));
         assert_eq!(r.text, None);
         assert!(r.items.is_empty());
+    }
+
+    #[test]
+    fn an_open_goal_is_projected_with_its_round() {
+        let lineage = Lineage::default();
+        let mut b = basis(&["first"]);
+        b.goal = Some(crate::basis::GoalNote {
+            seq: Seq(7),
+            id: "g1".into(),
+            revision: 2,
+            status: "active".into(),
+            objective: "make the tests pass".into(),
+            rounds: 3,
+            max_rounds: 20,
+            anchor: Some(Seq(5)),
+        });
+        let on: HashSet<Seq> = [Seq(1)].into();
+        let r = render(&b, &on, &frame(DEFAULT_BUDGET, &lineage));
+        let text = r.text.unwrap();
+        assert!(
+            text.contains(
+                "## The session's goal (goal g1, revision 2, active, round 3 of 20; goal/set seq 7)\nmake the tests pass"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            r.items.iter().map(|i| i.kind).collect::<Vec<_>>(),
+            ["goal", "lineage"]
+        );
+        // While its last round prompt is still on the surface, the model sees the goal.
+        let both: HashSet<Seq> = [Seq(1), Seq(5)].into();
+        assert_eq!(
+            render(&b, &both, &frame(DEFAULT_BUDGET, &lineage)).text,
+            None
+        );
     }
 
     #[test]
