@@ -183,12 +183,13 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
                     anchor: None,
                 });
             }
-            EventBody::Other(o) if o.type_name == GOAL_ROUND => {
-                if o.data["goalId"].as_str() == Some(rounds.0.as_str()) {
-                    rounds.1 += 1;
-                    if let Some(g) = basis.goal.as_mut() {
-                        g.rounds = rounds.1;
-                    }
+            EventBody::Other(o)
+                if o.type_name == GOAL_ROUND
+                    && o.data["goalId"].as_str() == Some(rounds.0.as_str()) =>
+            {
+                rounds.1 += 1;
+                if let Some(g) = basis.goal.as_mut() {
+                    g.rounds = rounds.1;
                 }
             }
             EventBody::UserMessage(m) if m.source.is_user() => basis.humans.push(Human {
