@@ -274,3 +274,60 @@ responses:
         ["active", "paused", "paused", "active", "budget-spent"]
     );
 }
+
+/// `keel` SIGKILLed in the middle of round 2: the resumed session repairs the round, a
+/// person's prompt goes first, and the rounds go on from 3 to the budget (4), never again from 1.
+#[test]
+fn a_goal_survives_a_sigkill_and_resumes_with_its_round_count() {
+    use std::time::{Duration, Instant};
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - text: "round one"
+  - tool_calls: [{ id: b1, name: bash, arguments: { command: "echo r2 > started.txt; sleep 30" } }]
+  - text: "never reached"
+"#,
+    );
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args([
+        "--approval",
+        "auto",
+        "run",
+        "--goal",
+        "tidy up",
+        "--max-rounds",
+        "4",
+    ]);
+    let running = spawn(&mut cmd);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !env.ws.join("started.txt").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "round 2 never started its command"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running.signal(libc::SIGKILL);
+    let _ = running.wait();
+
+    let mock = Mock::start(
+        "responses:\n  - text: \"back\"\n  - text: \"round three\"\n  - text: \"round four\"\n",
+    );
+    let out = run(env.keel(&mock.base_url()).args([
+        "--approval",
+        "auto",
+        "resume",
+        "--last",
+        "keel restarted; go on",
+    ]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(last_user_text(&requests[0]).contains("keel restarted"));
+    assert!(last_user_text(&requests[1]).contains("round=\\\"3\\\""));
+    assert!(last_user_text(&requests[2]).contains("round=\\\"4\\\""));
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "goal/round").len(), 4);
+    assert_eq!(statuses(&events), ["active", "budget-spent"]);
+}
