@@ -494,3 +494,35 @@ responses:
     assert!(names.contains(&"run_code".to_owned()), "{names:?}");
     assert!(!names.contains(&"read".to_owned()), "{names:?}");
 }
+
+/// A session keeps the preset it started with: resumed without `--preset` it gets the same
+/// tools; a resume with another preset switches, and the log says so.
+#[test]
+fn a_resumed_session_keeps_its_preset_unless_told_otherwise() {
+    let env = Env::new();
+    let turn = |flags: &[&str], command: &[&str]| {
+        let mock = Mock::start("responses:\n  - text: \"ok\"\n");
+        let out = run(env.keel(&mock.base_url()).args(flags).args(command));
+        assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+        tool_names(&mock.requests()[0])
+    };
+    let first = turn(&["--preset", "minimal"], &["run", "hello"]);
+    assert!(
+        first.contains(&"str_replace_editor".to_owned()),
+        "{first:?}"
+    );
+    let resumed = turn(&[], &["resume", "--last", "again"]);
+    assert!(
+        resumed.contains(&"str_replace_editor".to_owned()),
+        "{resumed:?}"
+    );
+    assert!(!resumed.contains(&"read".to_owned()), "{resumed:?}");
+    let switched = turn(&["--preset", "standard"], &["resume", "--last", "more"]);
+    assert!(switched.contains(&"read".to_owned()), "{switched:?}");
+    let events = load_consistent(&env.only_session());
+    let presets: Vec<&str> = of_type(&events, "tools/preset")
+        .iter()
+        .map(|e| e["data"]["preset"].as_str().unwrap())
+        .collect();
+    assert_eq!(presets, ["minimal", "standard"]);
+}

@@ -457,7 +457,10 @@ impl AgentFactory<'_> {
             bash.default_timeout = Duration::from_millis(ms);
         }
         builtins.bash = bash;
-        builtins.preset = c.preset.unwrap_or_default();
+        // The session's preset: the configuration's (a flag) when it names one, else the one
+        // the session was started with, else the standard tools.
+        let logged = logged_preset(log.session());
+        builtins.preset = c.preset.or(logged).unwrap_or_default();
         if self.route.info.vision {
             builtins.images = Some(keel_tools::Attachments::under_home(&host.home));
         }
@@ -560,6 +563,12 @@ impl AgentFactory<'_> {
         }
         let agent = builder.build()?;
         Self::check_window(&agent)?;
+        if logged.unwrap_or_default() != builtins.preset {
+            agent.push_ignorable(
+                PRESET_EVENT,
+                serde_json::json!({"preset": builtins.preset.as_str()}),
+            )?;
+        }
         InstallContext::bind(ctx.on_agent, &agent);
         Ok(agent)
     }
@@ -619,4 +628,21 @@ impl AgentFactory<'_> {
         }
         config
     }
+}
+
+/// The ignorable event naming a session's preset of built-in tools when it is not the
+/// standard one (logged when a session starts with it, or changes to another on a resume).
+pub const PRESET_EVENT: &str = "tools/preset";
+
+/// The preset `session` last logged, if any.
+fn logged_preset(session: &keel_session::Session) -> Option<Preset> {
+    session
+        .whole_event_iter()
+        .filter_map(|e| match &e.body {
+            keel_protocol::EventBody::Other(o) if o.type_name == PRESET_EVENT => {
+                o.data["preset"].as_str()?.parse().ok()
+            }
+            _ => None,
+        })
+        .last()
 }
