@@ -28,6 +28,9 @@ pub struct ScriptedProvider {
     cursor: Mutex<ScriptCursor>,
     cache: Mutex<PromptCacheSim>,
     requests: Mutex<Vec<ChatRequest>>,
+    /// Whether [`ScriptedProvider::requests`] keeps what was received (tests read it; a long
+    /// scripted run does not need its whole history kept once per request).
+    record: bool,
     catalogue: ModelCatalogue,
     idle_timeout: Duration,
 }
@@ -68,6 +71,7 @@ impl ScriptedProvider {
             cursor: Mutex::new(ScriptCursor::new(script)),
             cache: Mutex::new(PromptCacheSim::default()),
             requests: Mutex::new(Vec::new()),
+            record: true,
             catalogue: ModelCatalogue::default(),
             idle_timeout: crate::openai::DEFAULT_IDLE_TIMEOUT,
         }
@@ -95,7 +99,14 @@ impl ScriptedProvider {
         self
     }
 
-    /// Every request received so far, in order.
+    /// Keep no requests ([`ScriptedProvider::requests`] stays empty): what `keel run --script`
+    /// and the demo use, whose memory would otherwise grow with the square of the steps.
+    pub fn without_recording(mut self) -> Self {
+        self.record = false;
+        self
+    }
+
+    /// Every request received so far, in order (none after [`Self::without_recording`]).
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.requests.locked().clone()
     }
@@ -130,7 +141,9 @@ impl Provider for ScriptedProvider {
 
     fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChunkStream {
         let delivery = self.delivery(&request);
-        self.requests.locked().push(request);
+        if self.record {
+            self.requests.locked().push(request);
+        }
         let mut replay = Replay {
             payloads: Vec::new().into_iter(),
             index: 0,

@@ -287,10 +287,12 @@ impl Host {
         let (provider, provider_name, launch): (Arc<dyn Provider>, String, _) = match source {
             ModelSource::Provider(p) => (p, "scripted".into(), None),
             ModelSource::Script(path) => {
-                let p = ScriptedProvider::from_path(&path).map_err(|source| HostError::Script {
-                    path: path.clone(),
-                    source,
-                })?;
+                let p = ScriptedProvider::from_path(&path)
+                    .map_err(|source| HostError::Script {
+                        path: path.clone(),
+                        source,
+                    })?
+                    .without_recording();
                 let abs = std::path::absolute(&path).unwrap_or(path);
                 launch_args.extend(["--script".to_owned(), abs.display().to_string()]);
                 let launch = ModelLaunch {

@@ -85,7 +85,8 @@ pub(super) fn server_model(
     let model = match script {
         Some(path) => {
             let provider = ScriptedProvider::from_path(path)
-                .with_context(|| format!("cannot load the script {}", path.display()))?;
+                .with_context(|| format!("cannot load the script {}", path.display()))?
+                .without_recording();
             ModelSource::Provider(Arc::new(provider.with_name("scripted")) as Arc<dyn Provider>)
         }
         None => ModelSource::Configured,
@@ -718,6 +719,7 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
     } else {
         let provider: Arc<dyn Provider> = Arc::new(
             ScriptedProvider::from_str(crate::cmd::demo::SCRIPT, ScriptFormat::Yaml)?
+                .without_recording()
                 .with_name("scripted"),
         );
         (ModelSource::Provider(provider), crate::cmd::demo::PROMPT)
