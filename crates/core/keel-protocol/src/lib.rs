@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod event;
+pub mod goal;
 pub mod ids;
 pub mod message;
 pub mod stream;

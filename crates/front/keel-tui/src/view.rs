@@ -392,10 +392,13 @@ pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
                 .add_modifier(Modifier::BOLD),
         );
     }
-    if let Some(g) = &t.goal {
-        let text = match g.status.as_str() {
-            "paused" => format!("goal {} paused", g.id),
-            _ => format!("goal {} round {}/{}", g.id, g.round, g.max),
+    if let Some(g) = t.goal.open() {
+        let text = match g.status {
+            keel_protocol::goal::Status::Paused => format!("goal {} paused", g.goal_id),
+            _ => format!(
+                "goal {} round {}/{}",
+                g.goal_id, t.goal.rounds, g.max_rounds
+            ),
         };
         part(text, Style::default().fg(Color::Green));
     }

@@ -12,7 +12,8 @@
 //! - **child results**: the last N successful foreground `subagent` results (a background
 //!   call's "started" result is not an outcome), with the digests of the prompt and the result;
 //! - **goal**: the session's goal while it is open (active or paused), from the goals plugin's
-//!   `goal/set` and `goal/round` events (read by name: plugins do not depend on each other).
+//!   `goal/set` and `goal/round` events ([`keel_protocol::goal::Fold`]: plugins do not depend
+//!   on each other, both read the log's format).
 
 use crate::anchors::{Source, content_digest, text_digest};
 use keel_protocol::{ContentBlock, EventBody, Seq, TodoItem};
@@ -85,11 +86,6 @@ pub struct ChildResult {
     pub text: String,
 }
 
-/// The goals plugin's event of every change to the goal, and of every round.
-pub const GOAL_SET: &str = "goal/set";
-/// See [`GOAL_SET`].
-pub const GOAL_ROUND: &str = "goal/round";
-
 /// The session's open goal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GoalNote {
@@ -144,8 +140,7 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
         children: Vec::new(),
         goal: None,
     };
-    // Rounds of the goal last set (kept while it is closed, for a later reopening).
-    let mut rounds: (String, u64) = (String::new(), 0);
+    let mut goal = keel_protocol::goal::Fold::default();
     let mut round_prompt: Option<Seq> = None;
     let mut calls: HashMap<String, Call> = HashMap::new();
     let mut children = VecDeque::new();
@@ -155,43 +150,16 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
         if ev.seq >= upto {
             break;
         }
+        goal.apply(ev);
         if let EventBody::UserMessage(m) = &ev.body
             && m.content.iter().any(
-                |b| matches!(b, ContentBlock::Text { text } if text.starts_with("<goal_round")),
+                |b| matches!(b, ContentBlock::Text { text } if text.starts_with(keel_protocol::goal::ROUND_PROMPT_START)),
             )
         {
             round_prompt = Some(ev.seq);
         }
         match &ev.body {
             EventBody::TurnStart(_) => basis.todo = None,
-            EventBody::Other(o) if o.type_name == GOAL_SET => {
-                let d = &o.data;
-                let text = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
-                let id = text("goalId");
-                if rounds.0 != id {
-                    rounds = (id.clone(), 0);
-                }
-                let status = text("status");
-                basis.goal = matches!(status.as_str(), "active" | "paused").then(|| GoalNote {
-                    seq: ev.seq,
-                    id,
-                    revision: d["revision"].as_u64().unwrap_or_default(),
-                    status,
-                    objective: text("objective"),
-                    rounds: rounds.1,
-                    max_rounds: d["maxRounds"].as_u64().unwrap_or_default(),
-                    anchor: None,
-                });
-            }
-            EventBody::Other(o)
-                if o.type_name == GOAL_ROUND
-                    && o.data["goalId"].as_str() == Some(rounds.0.as_str()) =>
-            {
-                rounds.1 += 1;
-                if let Some(g) = basis.goal.as_mut() {
-                    g.rounds = rounds.1;
-                }
-            }
             EventBody::UserMessage(m) if m.source.is_user() => basis.humans.push(Human {
                 seq: ev.seq,
                 id: m.id.clone(),
@@ -284,9 +252,20 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
         }
     }
     basis.children = children.into();
-    if let Some(g) = basis.goal.as_mut() {
-        g.anchor = round_prompt.filter(|seq| *seq > g.seq || g.rounds > 0);
-    }
+    basis.goal = goal.open().map(|g| {
+        let seq = goal.set_seq.unwrap_or(Seq(0));
+        let rounds = u64::from(goal.rounds);
+        GoalNote {
+            seq,
+            id: g.goal_id.clone(),
+            revision: g.revision,
+            status: g.status.as_str().to_owned(),
+            objective: g.objective.clone(),
+            rounds,
+            max_rounds: u64::from(g.max_rounds),
+            anchor: round_prompt.filter(|p| *p > seq || rounds > 0),
+        }
+    });
     basis
 }
 

@@ -12,6 +12,7 @@ use keel_agent::plugin::{
 };
 use keel_agent::seams::{StopDecision, TurnStopping};
 use keel_agent::{AgentHandle, AgentSlot, InboxMode};
+use keel_protocol::goal::ROUND_PROMPT_START;
 use keel_protocol::sync::Locked;
 use keel_protocol::{Message, MessageSource, TurnEndReason};
 use serde_json::{Value, json};
@@ -62,10 +63,13 @@ impl Shared {
     /// Log `goal` as the goal's new state.
     pub fn commit(&self, goal: Goal) -> Result<Goal, GoalError> {
         let data = serde_json::to_value(&goal).unwrap_or(Value::Null);
-        self.agent()?
+        let seq = self
+            .agent()?
             .push_ignorable(SET_EVENT, data)
             .map_err(|e| GoalError(format!("the goal could not be logged: {e}")))?;
-        self.fold.locked().set(goal.clone());
+        let mut fold = self.fold.locked();
+        fold.set(goal.clone());
+        fold.set_seq = Some(seq);
         Ok(goal)
     }
 
@@ -235,7 +239,7 @@ pub(crate) fn rounds_arg(value: Option<&Value>) -> Result<Option<u32>, GoalError
 /// The user message of round `round`.
 pub fn round_message(goal: &Goal, round: u32) -> Message {
     let text = format!(
-        "<goal_round round=\"{round}\" max=\"{}\" goal_id=\"{}\" revision=\"{}\">\n{}\n\nKeep \
+        "{ROUND_PROMPT_START} round=\"{round}\" max=\"{}\" goal_id=\"{}\" revision=\"{}\">\n{}\n\nKeep \
          working toward this goal. When it is achieved, call update_goal with action \
          \"complete\"; if you cannot go on, \"blocked\" with blocked_reason (accepted from round \
          3).\n</goal_round>",

@@ -11,6 +11,7 @@
 //! to an update. Nothing here draws or writes; text is shortened with [`super::text`].
 
 use super::text::one_line;
+use keel_protocol::goal;
 use keel_protocol::{
     EventBody, SessionEvent, StepNo, StreamChunk, TimeMs, TodoItem, TurnEndReason, TurnNo,
 };
@@ -197,26 +198,13 @@ pub struct Cells {
     pub sandbox: String,
     /// Approval policy in force, as logged.
     pub approval: String,
-    /// The session's goal while it is open (the goals plugin's `goal/set` and `goal/round`).
-    pub goal: Option<GoalBar>,
+    /// The session's goal (the goals plugin's `goal/set` and `goal/round`); shown while open.
+    pub goal: keel_protocol::goal::Fold,
     /// Cell index of each call id's card.
     tools: HashMap<String, usize>,
     /// Index of the streaming answer / reasoning cell of the current step.
     answer: Option<usize>,
     reasoning: Option<usize>,
-}
-
-/// An open goal, as the status line shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct GoalBar {
-    /// `g1`…
-    pub id: String,
-    /// `active` or `paused`.
-    pub status: String,
-    /// Rounds started.
-    pub round: u64,
-    /// Its budget of rounds.
-    pub max: u64,
 }
 
 /// The argument a person recognises a call to a known tool by (the command, path, pattern, a
@@ -510,28 +498,11 @@ impl Cells {
                     );
                 }
             }
-            // The goals plugin's goal (keel_goals::SET_EVENT, ROUND_EVENT): shown while open.
-            EventBody::Other(o) if o.type_name == "goal/set" => {
-                let d = &o.data;
-                let id = d["goalId"].as_str().unwrap_or_default().to_owned();
-                let status = d["status"].as_str().unwrap_or_default().to_owned();
-                let round = match &self.goal {
-                    Some(g) if g.id == id => g.round,
-                    _ => 0,
-                };
-                self.goal = matches!(status.as_str(), "active" | "paused").then(|| GoalBar {
-                    id,
-                    status,
-                    round,
-                    max: d["maxRounds"].as_u64().unwrap_or_default(),
-                });
-            }
-            EventBody::Other(o) if o.type_name == "goal/round" => {
-                if let Some(g) = &mut self.goal
-                    && o.data["goalId"].as_str() == Some(&g.id)
-                {
-                    g.round = o.data["round"].as_u64().unwrap_or(g.round);
-                }
+            // The goals plugin's goal and rounds.
+            EventBody::Other(o)
+                if o.type_name == goal::SET_EVENT || o.type_name == goal::ROUND_EVENT =>
+            {
+                self.goal.apply(event);
             }
             // The skills plugin's skipped file (keel_skills::WARNING_EVENT).
             EventBody::Other(o) if o.type_name == "skills/warning" => {
