@@ -25,17 +25,6 @@ fn statuses(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn last_user_text(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .map(|m| m["content"].to_string())
-        .unwrap_or_default()
-}
-
 #[test]
 fn a_goal_runs_rounds_until_the_model_completes_it() {
     let env = Env::new();
@@ -61,10 +50,8 @@ responses:
     for (i, request) in requests.iter().take(3).enumerate() {
         let text = last_user_text(request);
         assert!(
-            text.contains(&format!(
-                "<goal_round round=\\\"{}\\\" max=\\\"256\\\"",
-                i + 1
-            )) && text.contains("make the tests pass"),
+            text.contains(&format!("<goal_round round=\"{}\" max=\"256\"", i + 1))
+                && text.contains("make the tests pass"),
             "{text}"
         );
     }
@@ -166,7 +153,7 @@ fn a_resumed_goal_keeps_its_round_count_and_a_person_s_turn_goes_first() {
     assert_eq!(requests.len(), 2, "{requests:?}");
     assert!(last_user_text(&requests[0]).contains("how is it going?"));
     assert!(
-        last_user_text(&requests[1]).contains("<goal_round round=\\\"3\\\""),
+        last_user_text(&requests[1]).contains("<goal_round round=\"3\""),
         "{}",
         last_user_text(&requests[1])
     );
@@ -265,7 +252,7 @@ responses:
     assert_eq!(requests.len(), 4, "{requests:?}");
     let round_two = last_user_text(&requests[2]);
     assert!(
-        round_two.contains("round=\\\"2\\\"") && round_two.contains("tidy the docs"),
+        round_two.contains("round=\"2\"") && round_two.contains("tidy the docs"),
         "{round_two}"
     );
     let events = load_consistent(&env.only_session());
@@ -325,8 +312,8 @@ responses:
     let requests = mock.requests();
     assert_eq!(requests.len(), 3, "{requests:?}");
     assert!(last_user_text(&requests[0]).contains("keel restarted"));
-    assert!(last_user_text(&requests[1]).contains("round=\\\"3\\\""));
-    assert!(last_user_text(&requests[2]).contains("round=\\\"4\\\""));
+    assert!(last_user_text(&requests[1]).contains("round=\"3\""));
+    assert!(last_user_text(&requests[2]).contains("round=\"4\""));
     let events = load_consistent(&env.only_session());
     assert_eq!(of_type(&events, "goal/round").len(), 4);
     assert_eq!(statuses(&events), ["active", "budget-spent"]);

@@ -52,15 +52,6 @@ fn image_urls(request: &Value) -> Vec<String> {
     out
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 fn attachments(env: &Env) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(env.home.join("attachments"))
         .map(|d| {

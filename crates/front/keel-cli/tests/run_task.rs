@@ -435,18 +435,6 @@ responses:
     );
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `--preset minimal` gives the model dsh's minimal tools: one persistent shell (a `cd` holds
 /// for the next call) and `str_replace_editor`; `--preset code` gives `run_code`.
 #[test]

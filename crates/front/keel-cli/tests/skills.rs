@@ -11,7 +11,7 @@ mod support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use support::{Env, Mock, load_consistent, of_type, run};
+use support::{Env, Mock, load_consistent, of_type, run, tool_names};
 
 fn skill(dir: &Path, name: &str, description: &str) {
     std::fs::create_dir_all(dir.join(name)).unwrap();
@@ -27,15 +27,6 @@ fn system_prompt(request: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// Every root in rank order (label, directory), for `env`: the project's five, the configured

@@ -12,16 +12,7 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use support::{API_KEY, Env, Mock, run};
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-        .collect()
-}
+use support::{API_KEY, Env, Mock, run, tool_names};
 
 /// A mock Messages API on 127.0.0.1: every request's head and body recorded, each answered
 /// with one search result and a finding.

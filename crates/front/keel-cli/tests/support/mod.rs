@@ -602,6 +602,16 @@ pub fn assert_wire_valid(request: &Value) -> Vec<(String, String)> {
     answered
 }
 
+/// The names of the tools a request offers (none when it has no `tools`).
+pub fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// Text of the last `role: user` message of a request.
 pub fn last_user_text(request: &Value) -> String {
     let m = request["messages"]
