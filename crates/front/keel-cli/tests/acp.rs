@@ -745,6 +745,84 @@ fn acpx_runs_a_skill_as_a_slash_command() {
     assert!(out.stdout.contains("tidied"), "{out:?}");
 }
 
+/// acpx (npm, pinned), which has no terminal to ask in, against a write that asks to leave the
+/// sandbox: keel asks it with the model's reason and only "allow once" or "reject"; acpx
+/// rejects (its exit code 5) and nothing lands outside the workspace.
+#[test]
+fn acpx_is_asked_about_an_escalated_write_and_its_rejection_holds() {
+    let env = Env::new();
+    let target = env.outside.join("escalated.txt");
+    let mock = Mock::start(&format!(
+        "responses:\n  - tool_calls: [{{ id: w1, name: write, arguments: {{ file_path: {:?}, content: \"x\", \
+         sandbox_permissions: danger-full-access, justification: \"the report goes beside the repo\" }} }}]\n  \
+         - text: \"gave up\"\n",
+        target.display().to_string()
+    ));
+    let agent = acpx_agent(&env, &mock.base_url());
+    let out = acpx(
+        &env,
+        &agent,
+        &["--ttl", "1", "--format", "json", "exec", "write the report"],
+    );
+    assert_eq!(out.code, Some(5), "{out:?}");
+    let messages = wire(&out.stdout);
+    let asked = messages
+        .iter()
+        .find(|m| m["method"] == "session/request_permission")
+        .unwrap_or_else(|| panic!("no permission request: {out:?}"));
+    let title = asked["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.starts_with("Outside the sandbox: "), "{asked}");
+    assert!(
+        asked["params"]["toolCall"]["content"]
+            .to_string()
+            .contains("the report goes beside the repo"),
+        "{asked}"
+    );
+    let options: Vec<&str> = asked["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow_once", "reject"], "{asked}");
+    assert!(!target.exists(), "the rejected write landed");
+}
+
+/// acpx runs `/goal --max-rounds 2 …`: keel answers with two rounds and spends the budget.
+#[test]
+fn acpx_runs_a_goal_to_its_budget() {
+    let env = Env::new();
+    let mock = Mock::start("responses:\n  - text: \"round one\"\n  - text: \"round two\"\n");
+    let agent = acpx_agent(&env, &mock.base_url());
+    let out = acpx(
+        &env,
+        &agent,
+        &[
+            "--ttl",
+            "1",
+            "--format",
+            "json",
+            "exec",
+            "/goal --max-rounds 2 tidy up",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let offered = wire(&out.stdout).iter().any(|m| {
+        m["params"]["update"]["availableCommands"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["name"] == "goal"))
+    });
+    assert!(offered, "{out:?}");
+    assert_eq!(mock.requests().len(), 2);
+    assert!(out.stdout.contains("round two"), "{out:?}");
+    let events = load_consistent(&env.only_session());
+    let statuses: Vec<&str> = of_type(&events, "goal/set")
+        .iter()
+        .map(|e| e["data"]["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["active", "budget-spent"]);
+}
+
 /// A mode keel cannot read back fails closed: a `sandbox/mode` naming an unknown mode loads
 /// read-only (the load says so, the replay ends in it) and stderr says why.
 #[test]
