@@ -534,6 +534,25 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Find words in every session's log: what was typed, answered, called (file paths
+    /// included) and returned, compacted history included. Searches this project's sessions
+    /// (every project's with --all) through a derived index under $KEEL_HOME/index (a cache,
+    /// rebuilt from the logs; safe to delete). Each hit names the session (an id `keel resume`
+    /// takes), the turn, the seq and a snippet. See docs/sessions.md.
+    Search {
+        /// The words to find (all of them, each as a whole word, case-insensitive).
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Every project.
+        #[arg(long)]
+        all: bool,
+        /// JSON output: one hit per line.
+        #[arg(long)]
+        json: bool,
+        /// Most hits shown.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
     /// A readable transcript by turn and step (compacted history included).
     Show {
         /// Session id, id prefix or path.

@@ -1,4 +1,4 @@
-//! `keel sessions list|show|check|export|import`: inspect, validate and move session logs.
+//! `keel sessions list|search|show|check|export|import`: inspect, validate and move session logs.
 //!
 //! Every subcommand resolves its argument through the store (a path, an id or an id prefix),
 //! loads the file with keel-session's loader (plain or zstd, keel's or dsh's) and only reads it;
@@ -42,6 +42,12 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
             ..
         } => show(ctx, &session, events, json),
         SessionsCommand::Check { session, json } => check(ctx, &session, json),
+        SessionsCommand::Search {
+            query,
+            all,
+            json,
+            limit,
+        } => search(ctx, &query.join(" "), all, json, limit),
         SessionsCommand::Export {
             session,
             format,
@@ -102,6 +108,52 @@ pub(super) fn load(file: &Path) -> Result<Loaded> {
         ));
     }
     Ok(loaded)
+}
+
+fn search(ctx: &Ctx, query: &str, all: bool, as_json: bool, limit: usize) -> Result<ExitCode> {
+    let mut index = keel_search::Index::open(ctx.store.home())?;
+    let refresh = index.refresh(&ctx.store)?;
+    for (file, why) in &refresh.problems {
+        warn(&format!("{} is not searchable: {why}", file.display()));
+    }
+    let project = (!all).then(|| Store::project_key(&ctx.cwd));
+    let hits = index.search(query, project.as_deref(), limit)?;
+    let mut out = String::new();
+    if as_json {
+        for hit in &hits {
+            out.push_str(&serde_json::to_string(hit).context("cannot encode a hit")?);
+            out.push('\n');
+        }
+    } else {
+        for hit in &hits {
+            let _ = writeln!(
+                out,
+                "{}  turn {}  seq {}  {}  {}",
+                hit.session, hit.turn, hit.seq, hit.kind, hit.snippet
+            );
+            if all {
+                let _ = writeln!(out, "    in {}", hit.cwd);
+            }
+        }
+        if hits.is_empty() {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "no session {} mentions {query:?}{}",
+                if all { "anywhere" } else { "of this project" },
+                if all {
+                    ""
+                } else {
+                    " (--all searches every project)"
+                }
+            );
+        }
+    }
+    emit(out.as_bytes())?;
+    Ok(if hits.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn list(ctx: &Ctx, all: bool, as_json: bool) -> Result<ExitCode> {
