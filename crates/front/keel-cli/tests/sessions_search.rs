@@ -1,7 +1,8 @@
 //! `keel sessions search` through the real binary: words from compacted-away history and from
 //! tool results are found, `--all` reaches other projects' sessions, and the derived index
 //! follows the logs (rebuilt after deletion, updated after another process appends, rows of a
-//! removed session dropped).
+//! removed session dropped); `keel fork` at a turn (or at a search hit) continues with that
+//! history and records its lineage.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -206,4 +207,96 @@ responses:
     std::fs::remove_dir_all(outside_session.parent().unwrap()).unwrap();
     let out = search(&env, &env.ws, &["pelican", "--all"]);
     assert_eq!(out.code, Some(1), "{}", out.stdout);
+}
+
+#[test]
+fn fork_at_a_turn_continues_with_that_history_and_records_its_lineage() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "first: alpha" }
+    text: "Alpha noted."
+  - match: { last_user_contains: "second: bravo" }
+    text: "Bravo noted."
+  - match: { last_user_contains: "third: charlie" }
+    text: "Charlie noted."
+  - match: { last_user_contains: "instead: delta" }
+    text: "Delta noted."
+"#,
+    );
+    assert_eq!(
+        run(env.keel(&mock.base_url()).args(["run", "first: alpha"])).code,
+        Some(0)
+    );
+    for prompt in ["second: bravo", "third: charlie"] {
+        let out = run(env
+            .keel(&mock.base_url())
+            .args(["resume", "--last", prompt]));
+        assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    }
+    let parent = env.only_session();
+    let parent_id = session_id(&parent);
+
+    // Turn 3 out of range, a bad --at: clear errors naming what is wrong.
+    let out = run(env.keel_bare().args(["fork", "--at", "7"]));
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr.contains("--at 7: the session has 3 turn(s)"),
+        "{}",
+        out.stderr
+    );
+    let out = run(env.keel_bare().args(["fork", "--at", "seq:x"]));
+    assert!(
+        out.stderr.contains("--at seq:S needs a number"),
+        "{}",
+        out.stderr
+    );
+
+    // Fork just before turn 3's prompt, found by searching for it.
+    let hit = run(env
+        .keel_bare()
+        .args(["sessions", "search", "charlie", "--json"]));
+    let hit: Value = serde_json::from_str(hit.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(hit["turn"], 3);
+    let at = format!("seq:{}", hit["seq"]);
+    let out = run(env
+        .keel_bare()
+        .args(["fork", &parent_id, "--at", &at, "--json"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let forked: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    // The same boundary as --at 3.
+    let out = run(env
+        .keel_bare()
+        .args(["fork", &parent_id, "--at", "3", "--json"]));
+    let again: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(forked["seedLength"], again["seedLength"]);
+
+    let child = std::path::PathBuf::from(forked["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&child).unwrap();
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(header["parentSession"], parent_id.as_str());
+    assert_eq!(header["origin"], "fork");
+    assert_eq!(header["seedLength"], forked["seedLength"]);
+    // The original is unchanged.
+    assert_eq!(session_id(&parent), parent_id);
+
+    // Continuing the fork: its request holds turns 1 and 2, not turn 3.
+    let id = forked["session"].as_str().unwrap();
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["resume", id, "instead: delta"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let last = mock.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        last.contains("first: alpha") && last.contains("Bravo noted."),
+        "{last}"
+    );
+    assert!(
+        !last.contains("charlie") && !last.contains("Charlie"),
+        "{last}"
+    );
+    let events = load_consistent(&child);
+    assert_eq!(of_type(&events, "session/end-seed").len(), 1);
+    assert_eq!(of_type(&events, "turn/end").len(), 3);
 }
