@@ -21,6 +21,7 @@ use keel_protocol::{ContentBlock, EventBody};
 use keel_session::Store;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -188,6 +189,7 @@ impl Index {
     }
 
     /// Bring the index up to date with every session file of `store` (see the module docs).
+    /// Nothing is written when nothing changed.
     pub fn refresh(&mut self, store: &Store) -> Result<Refresh, SearchError> {
         let files = store.session_files(None);
         let mut report = Refresh {
@@ -199,23 +201,32 @@ impl Index {
             path: path.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(db)?;
-        let known: Vec<String> = {
-            let mut stmt = tx.prepare("SELECT path FROM files").map_err(db)?;
-            let rows = stmt.query_map([], |r| r.get(0)).map_err(db)?;
+        // What the index knows, in one read.
+        let mut known: HashMap<String, FileRow> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT path, size, mtime_ns, next_seq, turn FROM files")
+                .map_err(db)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        FileRow {
+                            size: r.get(1)?,
+                            mtime_ns: r.get(2)?,
+                            next_seq: r.get(3)?,
+                            turn: r.get(4)?,
+                        },
+                    ))
+                })
+                .map_err(db)?;
             rows.collect::<Result<_, _>>().map_err(db)?
         };
-        for gone in known
-            .iter()
-            .filter(|k| !files.iter().any(|f| f.to_string_lossy() == k.as_str()))
-        {
-            tx.execute("DELETE FROM docs WHERE path = ?1", [gone])
-                .map_err(db)?;
-            tx.execute("DELETE FROM files WHERE path = ?1", [gone])
-                .map_err(db)?;
-            report.removed += 1;
-        }
+        // What changed: files whose size or modification time differ from the index's.
+        let mut work = Vec::new();
         for file in &files {
+            let key = file.to_string_lossy().into_owned();
+            let row = known.remove(&key);
             let Ok(meta) = std::fs::metadata(file) else {
                 continue;
             };
@@ -225,24 +236,28 @@ impl Index {
                 .ok()
                 .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_nanos() as i64);
-            let key = file.to_string_lossy().into_owned();
-            let row: Option<FileRow> = tx
-                .query_row(
-                    "SELECT size, mtime_ns, next_seq, turn FROM files WHERE path = ?1",
-                    [&key],
-                    |r| {
-                        Ok(FileRow {
-                            size: r.get(0)?,
-                            mtime_ns: r.get(1)?,
-                            next_seq: r.get(2)?,
-                            turn: r.get(3)?,
-                        })
-                    },
-                )
-                .optional()
+            if row
+                .as_ref()
+                .is_some_and(|r| r.size == size && r.mtime_ns == mtime_ns)
+            {
+                continue;
+            }
+            work.push((file, key, size, mtime_ns, row));
+        }
+        // Left in `known`: files that are gone.
+        if work.is_empty() && known.is_empty() {
+            return Ok(report);
+        }
+        let tx = self.conn.transaction().map_err(db)?;
+        for gone in known.keys() {
+            tx.execute("DELETE FROM docs WHERE path = ?1", [gone])
                 .map_err(db)?;
+            tx.execute("DELETE FROM files WHERE path = ?1", [gone])
+                .map_err(db)?;
+            report.removed += 1;
+        }
+        for (file, key, size, mtime_ns, row) in work {
             let (from_seq, mut turn) = match &row {
-                Some(r) if r.size == size && r.mtime_ns == mtime_ns => continue,
                 Some(r) if size > r.size => (r.next_seq as u64, r.turn as u64),
                 Some(_) => {
                     tx.execute("DELETE FROM docs WHERE path = ?1", [&key])
