@@ -77,6 +77,14 @@ impl Plugin for SchedulePlugin {
                     .withheld
                     .extend(SCHEDULE_TOOL_NAMES.iter().map(|n| (*n).to_owned()));
             }));
+        // The agent may be built outside the runtime it runs on: the timer starts with its
+        // first event logged on a runtime, if not before.
+        let starter = shared.clone();
+        ctx.agent_hooks
+            .session_event
+            .push(Arc::new(move |_: &keel_protocol::SessionEvent| {
+                starter.ensure_timer();
+            }));
         ctx.on_agent.push(Box::new(move |agent| shared.bind(agent)));
         Ok(())
     }

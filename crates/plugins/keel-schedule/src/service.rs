@@ -105,6 +105,7 @@ impl Shared {
         *self.fold.locked() = agent.with_session(|s| Fold::of(s.whole_event_iter()));
         self.report_missed(agent, now_ms());
         self.ensure_timer();
+        self.changed.notify_one();
     }
 
     /// Log every schedule due at `now` as missed (a recurring one moves to its next time) and
@@ -268,8 +269,12 @@ impl Shared {
         }
     }
 
-    /// Start the timer task once, when a tokio runtime is at hand (else at the next create).
-    fn ensure_timer(self: &Arc<Self>) {
+    /// Start the timer task once, when a tokio runtime is at hand (else at the next create or
+    /// logged event: a front end may build its agent before its runtime runs).
+    pub fn ensure_timer(self: &Arc<Self>) {
+        if self.timer.load(Ordering::Acquire) {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -288,11 +293,14 @@ async fn timer(shared: Weak<Shared>, changed: Arc<Notify>) {
             let Some(shared) = shared.upgrade() else {
                 return;
             };
-            if shared.slot.get().is_none() {
+            if !shared.slot.is_bound() {
+                None // until the agent is bound
+            } else if shared.slot.get().is_none() {
                 return;
+            } else {
+                shared.fire_due(now_ms());
+                shared.snapshot().next_due()
             }
-            shared.fire_due(now_ms());
-            shared.snapshot().next_due()
         };
         match next {
             Some(due) => {
