@@ -225,9 +225,9 @@ impl Mapper {
                     &card.arguments,
                 ))),
                 // The files the model presented, after its answer.
-                Cell::Presented(files) => {
-                    Some(SessionUpdate::AgentMessageChunk(chunk(presented_text(files))))
-                }
+                Cell::Presented(files) => Some(SessionUpdate::AgentMessageChunk(chunk(
+                    presented_text(files),
+                ))),
                 _ => None,
             },
             Change::Streamed { at, delta } if !delta.is_empty() => {

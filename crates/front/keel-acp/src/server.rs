@@ -405,14 +405,13 @@ impl<S: AgentSource + 'static> Server<S> {
             .session_event
             .push(Arc::new(move |ev: &SessionEvent| observer.observe(ev)));
         let wake = feed.wake.clone();
-        options
-            .agent_hooks
-            .inbox_inserted
-            .push(Arc::new(move |m: &keel_agent::seams::InboxInserted| {
+        options.agent_hooks.inbox_inserted.push(Arc::new(
+            move |m: &keel_agent::seams::InboxInserted| {
                 if m.mode == keel_agent::InboxMode::Followup && !m.message.source.is_user() {
                     wake.notify_one();
                 }
-            }));
+            },
+        ));
         options.approver = Some(Arc::new(AcpApprover::new(
             feed.cx.clone(),
             feed.session.clone(),
@@ -453,10 +452,7 @@ impl<S: AgentSource + 'static> Server<S> {
             cwd,
         });
         self.sessions().insert(id.0, live.clone());
-        tokio::spawn(watch_wakes(
-            Arc::downgrade(&live),
-            live.feed.wake.clone(),
-        ));
+        tokio::spawn(watch_wakes(Arc::downgrade(&live), live.feed.wake.clone()));
         live
     }
 

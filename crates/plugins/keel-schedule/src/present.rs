@@ -64,7 +64,9 @@ impl Tool for PresentTool {
 fn checked_files(args: &Value, ctx: &ToolContext<'_>) -> Result<Vec<Value>, ToolError> {
     let invalid = |m: String| ToolError::InvalidArgs(m);
     let Some(files) = args.get("files").and_then(Value::as_array) else {
-        return Err(invalid("files must be an array of {path, description}".into()));
+        return Err(invalid(
+            "files must be an array of {path, description}".into(),
+        ));
     };
     if files.is_empty() {
         return Err(invalid("files is empty: name at least one file".into()));

@@ -354,8 +354,9 @@ pub fn when_arg(args: &Value) -> Result<When, ScheduleError> {
         .filter(|k| given(k))
         .collect();
     match named.as_slice() {
-        ["after_seconds"] => seconds(&args["after_seconds"], "after_seconds", MIN_AFTER_SECONDS)
-            .map(When::After),
+        ["after_seconds"] => {
+            seconds(&args["after_seconds"], "after_seconds", MIN_AFTER_SECONDS).map(When::After)
+        }
         ["every_seconds"] => seconds(&args["every_seconds"], "every_seconds", 1).map(When::Every),
         ["at"] => match args["at"].as_str() {
             Some(at) => Ok(When::At(at.trim().to_owned())),
@@ -412,7 +413,9 @@ mod tests {
         );
         let none = when_arg(&json!({})).unwrap_err().0;
         assert!(none.contains("give one of after_seconds"), "{none}");
-        let two = when_arg(&json!({"after_seconds": 5, "at": "x"})).unwrap_err().0;
+        let two = when_arg(&json!({"after_seconds": 5, "at": "x"}))
+            .unwrap_err()
+            .0;
         assert!(
             two.contains("only one") && two.contains("after_seconds and at"),
             "{two}"
@@ -428,7 +431,10 @@ mod tests {
     fn seconds_out_of_range_or_not_whole_are_refused_naming_the_argument() {
         for bad in [json!(0), json!(-5), json!(1.5), json!(1e12), json!("10")] {
             let e = when_arg(&json!({"after_seconds": bad})).unwrap_err().0;
-            assert!(e.starts_with("after_seconds ") && e.contains("out of range"), "{e}");
+            assert!(
+                e.starts_with("after_seconds ") && e.contains("out of range"),
+                "{e}"
+            );
         }
         let e = when_arg(&json!({"at": 5})).unwrap_err().0;
         assert!(e.starts_with("at 5 is not a string"), "{e}");

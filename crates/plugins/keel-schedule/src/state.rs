@@ -254,7 +254,13 @@ mod tests {
         assert_eq!(f.created, 2, "ids are never reused");
         // Other plugins' events pass by.
         f.apply("goal/set", &json!({"id": "sched-9"}));
-        assert_eq!(f, Fold { active: vec![], created: 2 });
+        assert_eq!(
+            f,
+            Fold {
+                active: vec![],
+                created: 2
+            }
+        );
     }
 
     #[test]

@@ -437,14 +437,13 @@ fn build(
             let _ = feed.send(Msg::Agent(Box::new(ev.clone())));
         }));
     let wake = tx.clone();
-    options
-        .agent_hooks
-        .inbox_inserted
-        .push(Arc::new(move |m: &keel_agent::seams::InboxInserted| {
+    options.agent_hooks.inbox_inserted.push(Arc::new(
+        move |m: &keel_agent::seams::InboxInserted| {
             if m.mode == keel_agent::InboxMode::Followup && !m.message.source.is_user() {
                 let _ = wake.send(Msg::Woken);
             }
-        }));
+        },
+    ));
     options.approver = Some(approver.clone());
     options.asker = Some(approver.clone());
     let spec = SessionSpec {
