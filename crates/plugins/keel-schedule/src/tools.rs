@@ -25,8 +25,8 @@ impl Tool for ScheduleCreateTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "schedule_create".into(),
-            description: "Send prompt to yourself later: after_seconds, every_seconds (min 300) \
-                          or at (RFC 3339); exactly one."
+            description: "Send yourself prompt later: give one of after_seconds, every_seconds, \
+                          at (RFC 3339)."
                 .into(),
             parameters: json!({"type":"object","properties":{
                 "prompt":{"type":"string"},
@@ -127,5 +127,43 @@ impl Tool for ScheduleDeleteTool {
         let id = args["id"].as_str().unwrap_or_default().trim();
         let s = self.shared.delete(id).map_err(invalid)?;
         Ok(ToolOutput::text(format!("Deleted {}.", s.id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::print_stderr)]
+    use super::*;
+    use crate::present::PresentTool;
+
+    /// Every byte of a schema is paid on every request: the four stay small (compact JSON of
+    /// name, description and parameters, as the request carries them).
+    #[test]
+    fn schemas_stay_small() {
+        let shared = Shared::new();
+        let tools: Vec<Box<dyn Tool>> = vec![
+            Box::new(ScheduleCreateTool {
+                shared: shared.clone(),
+            }),
+            Box::new(ScheduleListTool {
+                shared: shared.clone(),
+            }),
+            Box::new(ScheduleDeleteTool { shared }),
+            Box::new(PresentTool),
+        ];
+        let mut total = 0;
+        for tool in tools {
+            let s = tool.schema();
+            let bytes = serde_json::to_string(&json!({
+                "name": s.name, "description": s.description, "parameters": s.parameters
+            }))
+            .unwrap()
+            .len();
+            eprintln!("{} {bytes} B", s.name);
+            assert!(bytes <= 330, "{} is {bytes} B", s.name);
+            total += bytes;
+        }
+        eprintln!("total {total} B");
+        assert!(total <= 960, "{total} B");
     }
 }
