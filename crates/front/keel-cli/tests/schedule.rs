@@ -431,3 +431,44 @@ fn the_plugins_are_off_by_default() {
         "{names:?}"
     );
 }
+
+/// Over ACP the presented files follow the answer as an agent message, before the prompt's
+/// response.
+#[test]
+fn presented_files_follow_the_answer_over_acp() {
+    let env = Env::new();
+    enable_plugins(&env);
+    env.write("report.md", "# Report\n");
+    env.write("out/data.csv", "a,b\n");
+    let mock = Mock::start(PRESENT_SCRIPT);
+    let mut acp = Acp::start(&env, &mock.base_url());
+    acp.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    acp.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "write the report"}]}}),
+    );
+    let mut said = String::new();
+    loop {
+        let v = acp.wait_for(HANG_GUARD, "the prompt's updates", |v| {
+            v["id"] == 3 || agent_text(v).is_some()
+        });
+        if v["id"] == 3 {
+            assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
+            break;
+        }
+        said.push_str(agent_text(&v).unwrap());
+    }
+    assert!(
+        said.ends_with(
+            "Here is the report.\n\n**Files presented:**\n- `report.md` — the summary\n- `out/data.csv`\n"
+        ),
+        "{said:?}"
+    );
+    assert_eq!(acp.close(), Some(0));
+}
