@@ -98,6 +98,12 @@ impl Acp {
         })
     }
 
+    /// SIGKILL: keel gets no chance to tidy up.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     fn close(mut self) -> Option<i32> {
         drop(self.stdin.take());
         let started = Instant::now();
@@ -471,4 +477,76 @@ fn presented_files_follow_the_answer_over_acp() {
         "{said:?}"
     );
     assert_eq!(acp.close(), Some(0));
+}
+
+/// keel killed (SIGKILL) with one schedule fired and another still pending: the resumed
+/// session reports the pending one, now past, as missed, and neither runs again.
+#[test]
+fn after_a_crash_a_fired_schedule_stays_fired_and_a_pending_one_is_missed() {
+    let env = Env::new();
+    enable_plugins(&env);
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "two reminders" }
+    tool_calls:
+      - { id: c1, name: schedule_create, arguments: { prompt: "first reminder", after_seconds: 1 } }
+      - { id: c2, name: schedule_create, arguments: { prompt: "second reminder", after_seconds: 4 } }
+  - match: { last_user_contains: "two reminders" }
+    text: "Both set."
+  - match: { last_user_contains: "first reminder" }
+    text: "First done."
+  - text: "Noted what was missed."
+"#,
+    );
+    let mut acp = Acp::start(&env, &mock.base_url());
+    acp.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    let answer = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "set two reminders"}]}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    acp.wait_for_text(Duration::from_secs(30), "First done.");
+    // Let the turn's end reach the log, then crash.
+    env.wait_for_log("the fired turn's end", |events| {
+        of_type(events, "turn/end").len() == 2
+    });
+    acp.kill();
+    let left = Duration::from_millis(4500).saturating_sub(started.elapsed());
+    std::thread::sleep(left);
+
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["resume", "--last", "what did I miss?"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains("schedule sched-2 came due at ") && !out.stderr.contains("sched-1"),
+        "{}",
+        out.stderr
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    let seen = requests[3]["messages"].to_string();
+    assert!(seen.contains("second reminder"), "{seen}");
+    assert!(!seen.contains("[scheduled sched-2"), "not run: {seen}");
+    assert_eq!(
+        seen.matches("[scheduled sched-1").count(),
+        1,
+        "sched-1 ran once: {seen}"
+    );
+    let events = load_consistent(&env.only_session());
+    let fired = of_type(&events, "schedule/fired");
+    assert_eq!(fired.len(), 1);
+    assert_eq!(fired[0]["data"]["id"], "sched-1");
+    let missed = of_type(&events, "schedule/missed");
+    assert_eq!(missed.len(), 1);
+    assert_eq!(missed[0]["data"]["id"], "sched-2");
 }
