@@ -1009,3 +1009,47 @@ responses:
     let events = load_consistent(&env.only_session());
     assert_eq!(of_type(&events, "schedule/fired").len(), 1);
 }
+
+/// A schedule still pending when `keel run` ended fires in the UI that resumes the session,
+/// with nobody typing: the UI builds its agent on the runtime the timer needs.
+#[test]
+fn a_pending_schedule_fires_in_a_resumed_ui() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[[plugins]]\nid = \"schedule\"\nenabled = true\n",
+    )
+    .unwrap();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "remind me" }
+    tool_calls: [{ id: c1, name: schedule_create, arguments: { prompt: "feed the cat", after_seconds: 5 } }]
+  - match: { last_user_contains: "remind me" }
+    text: "Set."
+  - match: { last_user_contains: "feed the cat" }
+    text: "The cat is fed."
+"#,
+    );
+    let out = support::run(
+        env.keel(&mock.base_url())
+            .args(["run", "remind me to feed the cat"]),
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.arg("resume");
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for("Continue which session?");
+    t.keys(&["Enter"]);
+    t.wait_for("resumed session");
+    t.wait_for("scheduled prompt sched-1");
+    t.wait_for("The cat is fed.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "schedule/fired").len(), 1);
+    assert!(of_type(&events, "schedule/missed").is_empty());
+}

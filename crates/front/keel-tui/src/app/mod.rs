@@ -332,7 +332,12 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
         resume: resume.clone(),
         model: None,
     };
-    let agent = build(source, &target, &tx, &approver).map_err(Error::Agent)?;
+    // Built in the runtime's context, as `keel acp` builds: a plugin's timer (a schedule
+    // resumed with the session) starts on the runtime the agent runs on.
+    let agent = {
+        let _rt = runtime.enter();
+        build(source, &target, &tx, &approver).map_err(Error::Agent)?
+    };
     let cwd = agent.config().cwd.clone();
     let slash = slash_of(&agent);
     let mut app = App {
