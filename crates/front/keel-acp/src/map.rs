@@ -97,6 +97,19 @@ impl Modes {
     }
 }
 
+/// The files a turn presented, as Markdown after the answer: a list of links.
+pub(crate) fn presented_text(files: &[(String, Option<String>)]) -> String {
+    let mut text = String::from("\n\n**Files presented:**\n");
+    for (path, description) in files {
+        text.push_str(&format!("- `{path}`"));
+        if let Some(d) = description {
+            text.push_str(&format!(" — {d}"));
+        }
+        text.push('\n');
+    }
+    text
+}
+
 impl Mapper {
     /// A mapper for a session working in `cwd` (relative paths of tool calls are resolved
     /// against it: ACP locations are absolute).
@@ -210,6 +223,10 @@ impl Mapper {
                     &card.call_id,
                     &card.name,
                     &card.arguments,
+                ))),
+                // The files the model presented, after its answer.
+                Cell::Presented(files) => Some(SessionUpdate::AgentMessageChunk(chunk(
+                    presented_text(files),
                 ))),
                 _ => None,
             },

@@ -226,6 +226,9 @@ pub(crate) struct UpdateFeed {
     mapper: Mutex<Mapper>,
     /// Off while a loaded session is being built and replayed.
     on: AtomicBool,
+    /// Signalled when a plugin queues a message for the agent (a schedule firing): an idle
+    /// session then runs the turn it queued ([`watch_wakes`]).
+    wake: Arc<Notify>,
 }
 
 impl UpdateFeed {
@@ -401,6 +404,14 @@ impl<S: AgentSource + 'static> Server<S> {
             .agent_hooks
             .session_event
             .push(Arc::new(move |ev: &SessionEvent| observer.observe(ev)));
+        let wake = feed.wake.clone();
+        options.agent_hooks.inbox_inserted.push(Arc::new(
+            move |m: &keel_agent::seams::InboxInserted| {
+                if m.mode == keel_agent::InboxMode::Followup && !m.message.source.is_user() {
+                    wake.notify_one();
+                }
+            },
+        ));
         options.approver = Some(Arc::new(AcpApprover::new(
             feed.cx.clone(),
             feed.session.clone(),
@@ -421,6 +432,7 @@ impl<S: AgentSource + 'static> Server<S> {
             session: Arc::new(OnceLock::new()),
             mapper: Mutex::new(Mapper::new(cwd, if on { Feed::Live } else { Feed::Replay })),
             on: AtomicBool::new(on),
+            wake: Arc::new(Notify::new()),
         })
     }
 
@@ -440,6 +452,7 @@ impl<S: AgentSource + 'static> Server<S> {
             cwd,
         });
         self.sessions().insert(id.0, live.clone());
+        tokio::spawn(watch_wakes(Arc::downgrade(&live), live.feed.wake.clone()));
         live
     }
 
@@ -644,6 +657,60 @@ impl<S: AgentSource + 'static> Server<S> {
     }
 }
 
+/// Run the session's queued turns until idle, cancelling on `session/cancel`.
+async fn run_cancellable(
+    live: &Live,
+) -> Result<Option<keel_agent::TurnOutcome>, keel_agent::AgentError> {
+    let agent = &live.agent;
+    let run = agent.run_until_idle();
+    tokio::pin!(run);
+    let mut cancelling = false;
+    loop {
+        tokio::select! {
+            out = &mut run => break out,
+            () = live.cancel.notified(), if !cancelling => {
+                cancelling = true;
+                agent.cancel_turn();
+                agent.kill_jobs();
+            }
+            () = tokio::time::sleep(RECANCEL_EVERY), if cancelling => agent.cancel_turn(),
+        }
+    }
+}
+
+/// How often a woken session looks whether the prompt it waits for has ended.
+const WAKE_POLL: Duration = Duration::from_millis(100);
+
+/// Run the turns a plugin queues while no prompt runs (a schedule firing while the session is
+/// idle): their events reach the client as `session/update`s like a prompt's, with no prompt
+/// to answer. A turn queued during a prompt is that prompt's to run. Ends with the session.
+async fn watch_wakes(live: std::sync::Weak<Live>, wake: Arc<Notify>) {
+    loop {
+        wake.notified().await;
+        let live = loop {
+            let Some(live) = live.upgrade() else {
+                return;
+            };
+            if !live.running.load(Ordering::Acquire) {
+                break live;
+            }
+            drop(live);
+            tokio::time::sleep(WAKE_POLL).await;
+        };
+        if !live.agent.has_pending_turn() || live.running.swap(true, Ordering::AcqRel) {
+            continue;
+        }
+        live.cancelled.store(false, Ordering::Release);
+        let rt = tokio::runtime::Handle::current();
+        // The turn's future holds the session log: it runs on a blocking thread of its own.
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = rt.block_on(run_cancellable(&live));
+            live.running.store(false, Ordering::Release);
+        })
+        .await;
+    }
+}
+
 /// Queue `prompt` and run the session's turns until idle, cancelling on `session/cancel`.
 async fn run_turn(live: &Live, prompt: Prompt) -> Result<PromptResponse, Error> {
     let agent = &live.agent;
@@ -675,20 +742,7 @@ async fn run_turn(live: &Live, prompt: Prompt) -> Result<PromptResponse, Error> 
     agent
         .enqueue(keel_agent::InboxMode::Followup, message)
         .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
-    let run = agent.run_until_idle();
-    tokio::pin!(run);
-    let mut cancelling = false;
-    let outcome = loop {
-        tokio::select! {
-            out = &mut run => break out,
-            () = live.cancel.notified(), if !cancelling => {
-                cancelling = true;
-                agent.cancel_turn();
-                agent.kill_jobs();
-            }
-            () = tokio::time::sleep(RECANCEL_EVERY), if cancelling => agent.cancel_turn(),
-        }
-    };
+    let outcome = run_cancellable(live).await;
     if live.cancelled.load(Ordering::Acquire) {
         return Ok(PromptResponse::new(StopReason::Cancelled));
     }

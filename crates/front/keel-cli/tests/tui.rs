@@ -1002,3 +1002,91 @@ responses:
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
 }
+
+/// The `schedule` and `present` plugins (turned on by the user's configuration) in the UI: a
+/// schedule fires into the idle UI as a turn of its own, and the files that turn presented are
+/// listed after it.
+#[test]
+fn a_schedule_fires_into_the_idle_ui_and_presented_files_are_listed() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[[plugins]]\nid = \"schedule\"\nenabled = true\n\n[[plugins]]\nid = \"present\"\nenabled = true\n",
+    )
+    .unwrap();
+    env.write("notes.md", "n\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "remind me" }
+    tool_calls: [{ id: c1, name: schedule_create, arguments: { prompt: "look at the notes", after_seconds: 2 } }]
+  - match: { last_user_contains: "remind me" }
+    text: "Reminder set."
+  - match: { last_user_contains: "look at the notes" }
+    tool_calls: [{ id: p1, name: present, arguments: { files: [ { path: notes.md, description: "the notes" } ] } }]
+  - match: { last_user_contains: "look at the notes" }
+    text: "The notes are fine."
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("remind me in two seconds");
+    t.keys(&["Enter"]);
+    t.wait_for("Reminder set.");
+    // Nobody types: the firing starts the turn.
+    t.wait_for("scheduled prompt sched-1");
+    t.wait_for("The notes are fine.");
+    t.wait_for_words("Files presented: notes.md — the notes");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert_eq!(mock.requests().len(), 4);
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "schedule/fired").len(), 1);
+}
+
+/// A schedule still pending when `keel run` ended fires in the UI that resumes the session,
+/// with nobody typing: the UI builds its agent on the runtime the timer needs.
+#[test]
+fn a_pending_schedule_fires_in_a_resumed_ui() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[[plugins]]\nid = \"schedule\"\nenabled = true\n",
+    )
+    .unwrap();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "remind me" }
+    tool_calls: [{ id: c1, name: schedule_create, arguments: { prompt: "feed the cat", after_seconds: 5 } }]
+  - match: { last_user_contains: "remind me" }
+    text: "Set."
+  - match: { last_user_contains: "feed the cat" }
+    text: "The cat is fed."
+"#,
+    );
+    let out = support::run(
+        env.keel(&mock.base_url())
+            .args(["run", "remind me to feed the cat"]),
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.arg("resume");
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for("Continue which session?");
+    t.keys(&["Enter"]);
+    t.wait_for("resumed session");
+    t.wait_for("scheduled prompt sched-1");
+    t.wait_for("The cat is fed.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "schedule/fired").len(), 1);
+    assert!(of_type(&events, "schedule/missed").is_empty());
+}

@@ -270,6 +270,22 @@ pub fn cell_lines(
                 })
                 .collect()
         }
+        Cell::Presented(files) => {
+            let style = Style::default().fg(Color::Cyan);
+            let mut lines = vec![Line::styled("▣ Files presented:", style)];
+            for (path, description) in files {
+                let text = match description {
+                    Some(d) => format!("{path} — {d}"),
+                    None => path.clone(),
+                };
+                lines.extend(
+                    wrap(&text, w.saturating_sub(4))
+                        .into_iter()
+                        .map(|l| Line::from(vec![Span::raw("  "), Span::styled(l, style)])),
+                );
+            }
+            lines
+        }
         Cell::Plan { text, approved } => {
             let state = match approved {
                 None => "proposed plan — waiting for approval",

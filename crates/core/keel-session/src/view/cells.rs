@@ -104,6 +104,9 @@ pub enum Cell {
     Marker(String),
     /// A banner.
     Notice(Level, String),
+    /// Files the model presented in a turn (the `present` plugin's `present/files`), listed
+    /// when the turn ends: `(path, description)`.
+    Presented(Vec<(String, Option<String>)>),
     /// A plan proposed with `exit_plan_mode`, and whether it was approved.
     Plan {
         /// The plan (Markdown).
@@ -200,6 +203,8 @@ pub struct Cells {
     pub approval: String,
     /// The session's goal (the goals plugin's `goal/set` and `goal/round`); shown while open.
     pub goal: keel_protocol::goal::Fold,
+    /// Files presented in the running turn, listed when it ends.
+    presented: Vec<(String, Option<String>)>,
     /// Cell index of each call id's card.
     tools: HashMap<String, usize>,
     /// Index of the streaming answer / reasoning cell of the current step.
@@ -334,6 +339,10 @@ impl Cells {
                         t.summary = "did not finish".into();
                         changes.push(Change::Updated(card));
                     }
+                }
+                if !self.presented.is_empty() {
+                    let files = std::mem::take(&mut self.presented);
+                    self.push(Cell::Presented(files));
                 }
                 self.turn_end(&end.reason);
             }
@@ -503,6 +512,33 @@ impl Cells {
                 if o.type_name == goal::SET_EVENT || o.type_name == goal::ROUND_EVENT =>
             {
                 self.goal.apply(event);
+            }
+            // The present plugin's files (keel_schedule::PRESENT_EVENT), listed at turn end.
+            EventBody::Other(o) if o.type_name == "present/files" => {
+                let files = o.data.get("files").and_then(Value::as_array);
+                for f in files.into_iter().flatten() {
+                    let text = |k: &str| f.get(k).and_then(Value::as_str).map(str::to_owned);
+                    if let Some(path) = text("path") {
+                        self.presented.push((path, text("description")));
+                    }
+                }
+            }
+            // The schedule plugin's firings and what came due while keel was not running.
+            EventBody::Other(o) if o.type_name == "schedule/fired" => {
+                let id = o.data.get("id").and_then(Value::as_str).unwrap_or("?");
+                self.marker(format!("scheduled prompt {id}"));
+            }
+            EventBody::Other(o) if o.type_name == "schedule/missed" => {
+                let f = |k: &str| o.data.get(k).and_then(Value::as_str).unwrap_or("?");
+                self.notice(
+                    Level::Info,
+                    format!(
+                        "Schedule {} came due at {} while keel was not running; it was not run \
+                         (the model is told at its next turn).",
+                        f("id"),
+                        f("dueAt")
+                    ),
+                );
             }
             // The skills plugin's skipped file (keel_skills::WARNING_EVENT).
             EventBody::Other(o) if o.type_name == "skills/warning" => {

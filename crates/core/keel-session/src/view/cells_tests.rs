@@ -165,3 +165,59 @@ fn todos_and_plans_report_their_changes() {
         }
     );
 }
+
+#[test]
+fn presented_files_are_listed_when_the_turn_ends() {
+    let mut c = Cells::new();
+    c.apply(&ev("turn/start", json!({"turn": 1})));
+    let files = json!({"files": [{"path": "report.md", "description": "the summary"}, {"path": "out/data.csv"}]});
+    assert_eq!(c.apply(&ev("present/files", files)), vec![]);
+    c.apply(&ev("present/files", json!({"files": [{"path": "b.txt"}]})));
+    let before = c.cells.len();
+    let changes = c.apply(&ev(
+        "turn/end",
+        json!({"turn": 1, "reason": {"kind": "completed"}}),
+    ));
+    assert_eq!(changes, vec![Change::Added(before)]);
+    assert_eq!(
+        c.cells[before],
+        Cell::Presented(vec![
+            ("report.md".into(), Some("the summary".into())),
+            ("out/data.csv".into(), None),
+            ("b.txt".into(), None),
+        ])
+    );
+    // The next turn starts with none.
+    c.apply(&ev("turn/start", json!({"turn": 2})));
+    let n = c.cells.len();
+    c.apply(&ev(
+        "turn/end",
+        json!({"turn": 2, "reason": {"kind": "completed"}}),
+    ));
+    assert_eq!(c.cells.len(), n);
+}
+
+#[test]
+fn schedule_firings_and_misses_are_shown() {
+    let mut c = Cells::new();
+    c.apply(&ev(
+        "schedule/fired",
+        json!({"id": "sched-1", "dueAt": "2030-01-01T00:00:00Z", "firedAt": "2030-01-01T00:00:01Z"}),
+    ));
+    c.apply(&ev(
+        "schedule/missed",
+        json!({"id": "sched-2", "dueAt": "2030-01-02T00:00:00Z", "count": 1}),
+    ));
+    assert_eq!(
+        c.cells,
+        vec![
+            Cell::Marker("scheduled prompt sched-1".into()),
+            Cell::Notice(
+                Level::Info,
+                "Schedule sched-2 came due at 2030-01-02T00:00:00Z while keel was not running; \
+                 it was not run (the model is told at its next turn)."
+                    .into()
+            ),
+        ]
+    );
+}

@@ -121,6 +121,25 @@ impl Progress {
                 EventBody::Other(o) if o.type_name == keel_mcp::plugin::SERVER_EVENT => {
                     mcp_notice(&mut err, &o.data)
                 }
+                EventBody::Other(o) if o.type_name == keel_schedule::FIRED_EVENT => {
+                    let field = |k: &str| o.data.get(k).and_then(|v| v.as_str()).unwrap_or("?");
+                    writeln!(
+                        err,
+                        "keel: schedule {} fired (due {})",
+                        field("id"),
+                        field("dueAt")
+                    )
+                }
+                EventBody::Other(o) if o.type_name == keel_schedule::MISSED_EVENT => {
+                    let field = |k: &str| o.data.get(k).and_then(|v| v.as_str()).unwrap_or("?");
+                    writeln!(
+                        err,
+                        "keel: schedule {} came due at {} while keel was not running; not run \
+                         (the model is told)",
+                        field("id"),
+                        field("dueAt")
+                    )
+                }
                 EventBody::Other(o) if o.type_name == keel_skills::WARNING_EVENT => {
                     let field = |k: &str| o.data.get(k).and_then(|v| v.as_str()).unwrap_or("");
                     writeln!(

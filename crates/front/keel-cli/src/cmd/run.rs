@@ -131,7 +131,43 @@ fn drive(agent: &Agent) -> Result<Option<TurnOutcome>> {
     })
 }
 
-fn finish(agent: &Agent, outcome: Option<TurnOutcome>, output: Output) -> Result<ExitCode> {
+/// The files presented (the `present` plugin's `present/files`) in the events from `from` on,
+/// listed on stderr after the answer.
+fn list_presented(agent: &Agent, from: u64, err: &mut impl Write) -> Result<()> {
+    let files: Vec<(String, Option<String>)> = agent
+        .log()
+        .session()
+        .events()
+        .skip(usize::try_from(from).unwrap_or(usize::MAX))
+        .filter_map(|e| match &e.body {
+            keel_protocol::EventBody::Other(o) if o.type_name == keel_schedule::PRESENT_EVENT => {
+                Some(keel_schedule::presented(&o.data))
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    if files.is_empty() {
+        return Ok(());
+    }
+    writeln!(err, "keel: files presented:")?;
+    for (path, description) in files {
+        match description {
+            Some(d) => writeln!(err, "  {path} — {d}")?,
+            None => writeln!(err, "  {path}")?,
+        }
+    }
+    Ok(())
+}
+
+/// Print the run's end: the answer (text mode), the files presented from event `from` on,
+/// how the last turn ended.
+fn finish(
+    agent: &Agent,
+    outcome: Option<TurnOutcome>,
+    from: u64,
+    output: Output,
+) -> Result<ExitCode> {
     let path = agent.log().writer().path().to_path_buf();
     let mut err = std::io::stderr().lock();
     let Some(outcome) = outcome else {
@@ -144,6 +180,8 @@ fn finish(agent: &Agent, outcome: Option<TurnOutcome>, output: Output) -> Result
         if !outcome.final_text.is_empty() {
             writeln!(out, "{}", outcome.final_text)?;
         }
+        drop(out);
+        list_presented(agent, from, &mut err)?;
     }
     let how = if outcome.handed_off {
         "the plan awaits your approval".to_owned()
@@ -360,8 +398,9 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     if args.inbox_stdin {
         read_inbox(agent.clone(), answers);
     }
+    let from = agent.log().session().len();
     let outcome = drive(&agent)?;
-    let code = finish(&agent, outcome, Output::from_json_flag(args.json))?;
+    let code = finish(&agent, outcome, from, Output::from_json_flag(args.json))?;
     match args.goal {
         Some(_) => goal_exit(&agent, code),
         None => Ok(code),
@@ -547,8 +586,9 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
             agent.followup(&prompt)?;
         }
     }
+    let from = agent.log().session().len();
     let outcome = drive(&agent)?;
-    finish(&agent, outcome, Output::from_json_flag(args.json))
+    finish(&agent, outcome, from, Output::from_json_flag(args.json))
 }
 
 /// `keel resume --approve-plan [NOTE]`: approve the plan the session handed in and queue the
@@ -753,8 +793,9 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
     )?;
     drop(err);
     agent.followup(prompt)?;
+    let from = agent.log().session().len();
     let outcome = drive(&agent)?;
-    let code = finish(&agent, outcome, Output::from_json_flag(args.json))?;
+    let code = finish(&agent, outcome, from, Output::from_json_flag(args.json))?;
     let path = agent.log().writer().path().to_path_buf();
     let mut err = std::io::stderr().lock();
     writeln!(

@@ -59,7 +59,11 @@ impl App<'_> {
             self.say("wait for the turn to end (or Ctrl-C it) first");
             return false;
         }
-        match build(self.source, &target, &self.tx, &self.approver) {
+        let built = {
+            let _rt = self.runtime.enter();
+            build(self.source, &target, &self.tx, &self.approver)
+        };
+        match built {
             Ok(agent) => {
                 self.agent.kill_jobs();
                 self.slash = slash_of(&agent);

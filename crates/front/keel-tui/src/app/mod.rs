@@ -85,6 +85,8 @@ enum Msg {
     Question(QuestionAsk),
     /// The agent went idle (`Err`: why it stopped).
     Idle(Result<(), String>),
+    /// A plugin queued a turn (a schedule fired): run it when idle.
+    Woken,
     /// A background job of the UI finished (/compact, /diff): what to show.
     Show(Cell),
     /// A plugin command expanded to this prompt: send it.
@@ -330,7 +332,12 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
         resume: resume.clone(),
         model: None,
     };
-    let agent = build(source, &target, &tx, &approver).map_err(Error::Agent)?;
+    // Built in the runtime's context, as `keel acp` builds: a plugin's timer (a schedule
+    // resumed with the session) starts on the runtime the agent runs on.
+    let agent = {
+        let _rt = runtime.enter();
+        build(source, &target, &tx, &approver).map_err(Error::Agent)?
+    };
     let cwd = agent.config().cwd.clone();
     let slash = slash_of(&agent);
     let mut app = App {
@@ -434,6 +441,14 @@ fn build(
         .push(Arc::new(move |ev: &SessionEvent| {
             let _ = feed.send(Msg::Agent(Box::new(ev.clone())));
         }));
+    let wake = tx.clone();
+    options.agent_hooks.inbox_inserted.push(Arc::new(
+        move |m: &keel_agent::seams::InboxInserted| {
+            if m.mode == keel_agent::InboxMode::Followup && !m.message.source.is_user() {
+                let _ = wake.send(Msg::Woken);
+            }
+        },
+    ));
     options.approver = Some(approver.clone());
     options.asker = Some(approver.clone());
     let spec = SessionSpec {
@@ -571,6 +586,14 @@ impl App<'_> {
                 self.queued.clear();
                 if let Err(e) = outcome {
                     self.cells.notice(Level::Error, e);
+                } else if self.agent.has_pending_turn() {
+                    // Queued by a plugin as the run ended (a schedule firing).
+                    self.start();
+                }
+            }
+            Msg::Woken => {
+                if !self.running && self.agent.has_pending_turn() {
+                    self.start();
                 }
             }
             Msg::Show(cell) => self.cells.cells.push(cell),
