@@ -20,6 +20,7 @@ pub mod bridge;
 pub mod declare;
 pub mod engine;
 pub mod plugin;
+pub mod strip;
 pub mod tool;
 
 pub use plugin::{CodeModePlugin, CodeModeSettings, ID, ToolsMode};
