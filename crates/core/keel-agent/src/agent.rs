@@ -437,6 +437,11 @@ impl Agent {
             .unwrap_or_default()
     }
 
+    /// True while a turn runs.
+    pub fn is_busy(&self) -> bool {
+        self.state().running
+    }
+
     /// Queue a message from outside the loop (a job's notice). `choose` picks the inbox mode
     /// from whether a turn is running, atomically with the insertion. Returns the mode used.
     pub fn deliver(

@@ -635,6 +635,7 @@ fn one_of_each() -> Vec<EventBody> {
             background: true,
             call_id: None,
             delegation_depth: 1,
+            via: None,
         })),
         EventBody::HookInvoked(Box::new(HookInvoked {
             hook_event: "Stop".into(),

@@ -48,6 +48,56 @@ pub struct JobIo {
     pub cancel: CancellationToken,
     /// Appends to the job's output buffer (a capped tail).
     pub output: OutputSink,
+    /// Talks to the owner between settlements (a continuable subagent's answers).
+    pub events: JobEvents,
+}
+
+/// What a long-lived job (a background subagent that stays alive between its turns) tells
+/// its owner before it settles. Implemented by the job service.
+pub trait JobEventSink: Send + Sync {
+    /// Deliver `text` to the owner now, as a notice from this job (it joins a running turn,
+    /// or wakes an idle owner within the service's wake budget).
+    fn notify(&self, text: String);
+    /// `true`: the job waits for its owner (a message) and cannot finish or notify by
+    /// itself, so the owner's driver does not wait for it; `false`: it works again.
+    fn set_waiting(&self, waiting: bool);
+}
+
+/// A job's link to its owner between settlements ([`JobEventSink`]); [`JobEvents::none`]
+/// ignores everything (a job run outside a service).
+#[derive(Clone)]
+pub struct JobEvents(Option<std::sync::Arc<dyn JobEventSink>>);
+
+impl std::fmt::Debug for JobEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("JobEvents").field(&self.0.is_some()).finish()
+    }
+}
+
+impl JobEvents {
+    /// Events delivered to `sink`.
+    pub fn new(sink: std::sync::Arc<dyn JobEventSink>) -> Self {
+        JobEvents(Some(sink))
+    }
+
+    /// Events that go nowhere.
+    pub fn none() -> Self {
+        JobEvents(None)
+    }
+
+    /// See [`JobEventSink::notify`].
+    pub fn notify(&self, text: impl Into<String>) {
+        if let Some(sink) = &self.0 {
+            sink.notify(text.into());
+        }
+    }
+
+    /// See [`JobEventSink::set_waiting`].
+    pub fn set_waiting(&self, waiting: bool) {
+        if let Some(sink) = &self.0 {
+            sink.set_waiting(waiting);
+        }
+    }
 }
 
 /// Where a job is in its life.
@@ -121,6 +171,10 @@ pub struct JobInfo {
     /// How it ended (absent while running).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Running, but waiting for a message from its owner (a continuable subagent between
+    /// turns).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
     /// Bytes of output it produced in all (the buffer keeps a capped tail).
     pub output_bytes: u64,
     /// Milliseconds it has run (until it settled).
@@ -183,13 +237,13 @@ pub trait JobControl: Send + Sync {
     /// (then its state is returned unchanged).
     fn kill(&self, id: &str) -> Result<JobInfo, JobError>;
 
-    /// How many of the caller's jobs still count as running. Default: those whose status is
-    /// [`JobStatus::Running`]; a service that holds a settled job back while its notice is
-    /// being delivered counts it too.
+    /// How many of the caller's jobs still count as running: those whose status is
+    /// [`JobStatus::Running`] and that are not waiting for a message. A service that holds a
+    /// settled job back while its notice is being delivered counts it too.
     fn running(&self) -> usize {
         self.list()
             .iter()
-            .filter(|j| j.status == JobStatus::Running)
+            .filter(|j| j.status == JobStatus::Running && !j.waiting)
             .count()
     }
 }

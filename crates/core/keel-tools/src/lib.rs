@@ -40,7 +40,10 @@ pub use caller::{
     UserAnswer,
 };
 pub use error::ToolError;
-pub use jobs::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
+pub use jobs::{
+    JobControl, JobError, JobEventSink, JobEvents, JobInfo, JobIo, JobOutput, JobResult, JobSpec,
+    JobStatus,
+};
 pub use pipeline::{BatchOptions, Pipeline, PipelineBuilder};
 pub use plan::{PLAN_AWAITS_APPROVAL, PlanModeSection, PlanState, enter_plan_mode};
 pub use registry::{

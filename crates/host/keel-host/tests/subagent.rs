@@ -90,6 +90,7 @@ responses:
             background: false,
             call_id: Some("call_sub".into()),
             delegation_depth: 1,
+            via: None,
         }
     );
 
@@ -412,7 +413,7 @@ responses:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn background_child_runs_as_a_job_and_its_answer_reaches_the_parent() {
+async fn background_child_runs_as_a_job_answers_in_a_notice_and_stays_alive() {
     // The parent's and the child's requests interleave, so responses are matched: the parent's
     // by the job's tool result, the child's by its prompt (it has no human message, and its
     // prompt is its last user message) and then by its own tool result. The child waits for a file the test creates once the
@@ -421,14 +422,14 @@ async fn background_child_runs_as_a_job_and_its_answer_reaches_the_parent() {
 responses:
   - tool_calls:
       - {id: p1, name: subagent, arguments: {description: "research", prompt: "Find the answer.", run_in_background: true}}
-  - match: {last_tool_result_contains: "Started subagent job"}
+  - match: {last_tool_result_contains: "in the background"}
     text: "Waiting for the subagent."
   - match: {last_user_contains: "Find the answer."}
     tool_calls:
       - {id: k1, name: bash, arguments: {command: "while [ ! -f release ]; do sleep 0.02; done; echo released"}}
   - match: {last_tool_result_contains: "released"}
     text: "The answer is 42."
-  - match: {last_tool_result_contains: "Started subagent job"}
+  - match: {last_tool_result_contains: "in the background"}
     text: "The subagent found 42."
 "#;
     let rig = rig(script, Options::default());
@@ -448,7 +449,7 @@ responses:
     let results = tool_results(&events);
     assert_eq!(results.len(), 1);
     assert!(
-        results[0].starts_with("Started subagent job subagent-1"),
+        results[0].starts_with("Started subagent subagent-1"),
         "{}",
         results[0]
     );
@@ -462,15 +463,22 @@ responses:
         .collect();
     assert_eq!(notices.len(), 1);
     assert!(
-        notices[0]
-            .starts_with("Background job subagent-1 (subagent: research) finished: completed"),
+        notices[0].starts_with("Subagent subagent-1 (research) answered:\nThe answer is 42.\n"),
         "{}",
         notices[0]
     );
-    assert!(notices[0].contains("The answer is 42."), "{}", notices[0]);
-    let jobs = rig.jobs().unwrap().list();
-    assert_eq!(jobs.len(), 1);
-    assert_eq!(jobs[0].status, keel_tools::JobStatus::Completed);
+    // It stays alive, waiting for a message, and does not keep the driver waiting; a kill
+    // ends it.
+    let jobs = rig.jobs().unwrap();
+    let list = jobs.list();
+    assert_eq!(list.len(), 1);
+    assert_eq!(
+        (list[0].status, list[0].waiting),
+        (keel_tools::JobStatus::Running, true)
+    );
+    assert_eq!(jobs.running(), 0);
+    assert_eq!(rig.agent.kill_jobs(), ["subagent-1"]);
+    assert_eq!(jobs.list()[0].status, keel_tools::JobStatus::Killed);
 
     let child = load(&session_file(&rig, d.child_session.as_str()));
     assert_eq!(
@@ -516,5 +524,19 @@ fn the_added_tools_schemas_stay_small() {
         .clone();
     let wire = serde_json::json!({"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}});
     sizes.push(("subagent (fork)", serde_json::to_vec(&wire).unwrap().len()));
+    // The team tools (offered once a background child exists) and a continuable child's
+    // `report`.
+    let team: [Arc<dyn keel_tools::Tool>; 4] = [
+        Arc::new(keel_agent::subagent::SendMessageTool::default()),
+        Arc::new(keel_agent::subagent::ListAgentsTool::default()),
+        Arc::new(keel_agent::subagent::InterruptAgentTool::default()),
+        Arc::new(keel_agent::subagent::ReportTool),
+    ];
+    for tool in team {
+        let s = tool.schema();
+        let wire = serde_json::json!({"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}});
+        sizes.push(("team", serde_json::to_vec(&wire).unwrap().len()));
+    }
+    eprintln!("{sizes:?}");
     assert!(sizes.iter().all(|(_, n)| *n <= 400), "{sizes:?}");
 }

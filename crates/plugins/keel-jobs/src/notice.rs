@@ -72,18 +72,28 @@ impl JobNotice {
 
     /// The notice as a user message with source `{"kind":"plugin","plugin":"keel/jobs"}`.
     pub fn message(&self) -> Message {
-        let mut extra = Map::new();
-        extra.insert("jobId".into(), json!(self.id));
-        extra.insert("status".into(), json!(self.status));
-        Message {
-            role: Role::User,
-            content: vec![ContentBlock::text(self.render())],
-            source: MessageSource::Known(KnownSource::Plugin {
-                plugin: crate::ID.source().into(),
-                extra,
-            }),
-            id: uuid::Uuid::new_v4().to_string(),
-        }
+        notice_message(&self.id, self.status, self.render())
+    }
+
+    /// A running job's interim notice (a continuable subagent's answer or report): `text`
+    /// as the job wrote it, with the job's id and status `running` in the source.
+    pub fn interim(id: &str, text: String) -> Message {
+        notice_message(id, "running", text)
+    }
+}
+
+fn notice_message(id: &str, status: &str, text: String) -> Message {
+    let mut extra = Map::new();
+    extra.insert("jobId".into(), json!(id));
+    extra.insert("status".into(), json!(status));
+    Message {
+        role: Role::User,
+        content: vec![ContentBlock::text(text)],
+        source: MessageSource::Known(KnownSource::Plugin {
+            plugin: crate::ID.source().into(),
+            extra,
+        }),
+        id: uuid::Uuid::new_v4().to_string(),
     }
 }
 
@@ -101,6 +111,7 @@ mod tests {
                 owner: "s".into(),
                 status: JobStatus::Failed,
                 summary: Some("exit code 2".into()),
+                waiting: false,
                 output_bytes: total,
                 elapsed_ms: 5,
             },

@@ -21,7 +21,10 @@ use keel_agent::{AgentHandle, WeakHandle};
 use keel_protocol::SessionId;
 use keel_protocol::sync::Locked;
 use keel_tools::jobs::OutputSink;
-use keel_tools::{JobControl, JobError, JobInfo, JobIo, JobOutput, JobResult, JobSpec, JobStatus};
+use keel_tools::{
+    JobControl, JobError, JobEventSink, JobEvents, JobInfo, JobIo, JobOutput, JobResult, JobSpec,
+    JobStatus,
+};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -88,6 +91,8 @@ struct Job {
     cancel: CancellationToken,
     settled: watch::Sender<bool>,
     waiters: usize,
+    /// Waiting for a message from its owner ([`keel_tools::JobEventSink::set_waiting`]).
+    waiting: bool,
 }
 
 impl Job {
@@ -100,6 +105,7 @@ impl Job {
             owner: self.owner.0.clone(),
             status: self.status,
             summary: self.summary.clone(),
+            waiting: self.waiting,
             output_bytes: lock(&self.output).total,
             elapsed_ms: end.duration_since(self.started).as_millis() as u64,
         }
@@ -255,13 +261,20 @@ impl JobService {
                 cancel: cancel.clone(),
                 settled: watch::channel(false).0,
                 waiters: 0,
+                waiting: false,
             });
             id
         };
         let sink = OutputSink::new(move |bytes| lock(&output).push(bytes));
+        let events = JobEvents::new(Arc::new(JobLink {
+            service: self.me.clone(),
+            owner: owner.clone(),
+            id: id.clone(),
+        }));
         let work = (spec.run)(JobIo {
             cancel,
             output: sink,
+            events,
         });
         let service = self.clone();
         let (job_owner, job_id) = (owner.clone(), id.clone());
@@ -307,6 +320,51 @@ impl JobService {
             o.delivering = o.delivering.saturating_sub(1);
         }
         signal.notify_one();
+    }
+
+    /// Deliver a running job's interim notice to its owner (as a finished job's notice is:
+    /// joining a running turn, or waking an idle owner within the wake budget).
+    fn notify(&self, owner: &SessionId, id: &str, text: String) {
+        let target = {
+            let mut state = lock(&self.state);
+            let live = state
+                .job_mut(owner, id)
+                .is_ok_and(|j| j.status == JobStatus::Running);
+            if !live {
+                return;
+            }
+            state.owners.get_mut(owner).map(|o| {
+                o.delivering += 1;
+                (o.agent.clone(), o.signal.clone(), o.ledger.clone())
+            })
+        };
+        let Some((agent, signal, ledger)) = target else {
+            return;
+        };
+        if let Some(agent) = agent.upgrade() {
+            let notice = JobNotice::interim(id, text);
+            wake::deliver(&agent, &ledger, self.config.max_wakeups, notice);
+        }
+        if let Some(o) = lock(&self.state).owners.get_mut(owner) {
+            o.delivering = o.delivering.saturating_sub(1);
+        }
+        signal.notify_one();
+    }
+
+    /// Mark a running job as waiting for its owner (or working again) and signal the owner's
+    /// driver, which stops waiting for a job that cannot wake it.
+    fn set_waiting(&self, owner: &SessionId, id: &str, waiting: bool) {
+        let signal = {
+            let mut state = lock(&self.state);
+            match state.job_mut(owner, id) {
+                Ok(job) if job.status == JobStatus::Running => job.waiting = waiting,
+                _ => return,
+            }
+            state.owners.get(owner).map(|o| o.signal.clone())
+        };
+        if let Some(signal) = signal {
+            signal.notify_one();
+        }
     }
 
     /// Kill `owner`'s job `id` (see [`JobControl::kill`]). No notice is delivered: the caller
@@ -395,7 +453,7 @@ impl JobService {
             + state
                 .jobs
                 .iter()
-                .filter(|j| &j.owner == owner && j.status == JobStatus::Running)
+                .filter(|j| &j.owner == owner && j.status == JobStatus::Running && !j.waiting)
                 .count()
     }
 
@@ -447,6 +505,26 @@ impl Background for JobService {
 
     fn stop_owned(&self, owner: &SessionId) -> Vec<String> {
         self.kill_owned(owner)
+    }
+}
+
+/// A job's link back to the service ([`keel_tools::JobEventSink`]).
+struct JobLink {
+    service: std::sync::Weak<JobService>,
+    owner: SessionId,
+    id: String,
+}
+
+impl JobEventSink for JobLink {
+    fn notify(&self, text: String) {
+        if let Some(service) = self.service.upgrade() {
+            service.notify(&self.owner, &self.id, text);
+        }
+    }
+    fn set_waiting(&self, waiting: bool) {
+        if let Some(service) = self.service.upgrade() {
+            service.set_waiting(&self.owner, &self.id, waiting);
+        }
     }
 }
 
@@ -502,6 +580,7 @@ mod tests {
             cancel: CancellationToken::new(),
             settled: watch::channel(false).0,
             waiters: 0,
+            waiting: false,
         };
         let seen = job.settled.subscribe();
         assert!(job.settle(JobStatus::Killed, "killed".into()));

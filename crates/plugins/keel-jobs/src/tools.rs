@@ -28,12 +28,11 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
 }
 
 fn state_line(info: &JobInfo) -> String {
-    let mut line = format!(
-        "{} [{}] {}",
-        info.id,
-        info.status.as_str(),
-        info.description
-    );
+    let status = match info.waiting {
+        true => "running, waiting for a message",
+        false => info.status.as_str(),
+    };
+    let mut line = format!("{} [{status}] {}", info.id, info.description);
     if let Some(summary) = info
         .summary
         .as_deref()

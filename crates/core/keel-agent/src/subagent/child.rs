@@ -3,7 +3,7 @@
 //! cancellation follows the caller's.
 
 use super::tool::SubagentTool;
-use super::{ID, SubagentConfig, SubagentMode};
+use super::{ChildModel, ID, SubagentConfig, SubagentMode};
 use crate::agent::{Agent, ApprovalPolicy, ToolSetup};
 use crate::error::AgentError;
 use crate::inbox::InboxMode;
@@ -21,10 +21,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Tools a child never inherits: its own `subagent` is bound to it instead, and plan approval
-/// and questions need the human (nobody answers a child). Plugins withhold their own (the job
-/// tools) through `subagent/build`.
-const NOT_INHERITED: [&str; 3] = ["subagent", "exit_plan_mode", "ask_user_question"];
+/// Tools a child never inherits: its own `subagent` is bound to it instead, plan approval and
+/// questions need the human (nobody answers a child), and the team tools are its parent's
+/// (a child owns no background children; a continuable child gets its own `report`). Plugins
+/// withhold their own (the job tools) through `subagent/build`.
+const NOT_INHERITED: [&str; 8] = [
+    "subagent",
+    "subagent_fork",
+    "exit_plan_mode",
+    "ask_user_question",
+    "send_message",
+    "list_agents",
+    "interrupt_agent",
+    "report",
+];
 
 /// A child agent ready to run its first turn.
 pub(crate) struct Child {
@@ -38,6 +48,10 @@ pub(crate) struct Assignment<'a> {
     pub(crate) prompt: &'a str,
     pub(crate) call_id: &'a str,
     pub(crate) depth: u32,
+    pub(crate) mode: SubagentMode,
+    pub(crate) model: Option<&'a ChildModel>,
+    /// A continuable background child: it gets `report`.
+    pub(crate) background: bool,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> ToolError {
@@ -52,8 +66,8 @@ pub(crate) fn build(
     task: &Assignment<'_>,
 ) -> Result<Child, ToolError> {
     let id = new_session_id();
-    let session = match config.mode {
-        SubagentMode::Spawn => {
+    let session = match task.mode {
+        SubagentMode::Spawn | SubagentMode::Both => {
             let (cwd, parent_id) = {
                 let log = parent.log();
                 let h = log.session().header();
@@ -115,6 +129,11 @@ pub(crate) fn build(
                 .map_err(|e| failed(&format!("cannot register its tool {name}"), e))?;
         }
     }
+    if task.background {
+        registry
+            .register(Arc::new(super::team::ReportTool))
+            .map_err(|e| failed("cannot register its report tool", e))?;
+    }
     let nested = (task.depth < config.max_depth && allowed("subagent"))
         .then(|| SubagentTool::new(config.clone(), store.clone()));
     if let Some(tool) = &nested {
@@ -132,12 +151,19 @@ pub(crate) fn build(
     };
 
     let mut agent_config = parent.config().clone();
+    let mut provider = parent.provider().clone();
+    if let Some(m) = task.model {
+        agent_config.provider_name.clone_from(&m.provider_name);
+        agent_config.model.clone_from(&m.model);
+        agent_config.model_info = m.info;
+        provider = m.provider.clone();
+    }
     agent_config.approval = match parent.approval() {
         ApprovalPolicy::Auto => ApprovalPolicy::Auto,
         ApprovalPolicy::Ask | ApprovalPolicy::Never => ApprovalPolicy::Never,
     };
     let policy = agent_config.approval;
-    let agent = Agent::builder(agent_config, parent.provider().clone(), tool_setup, log)
+    let agent = Agent::builder(agent_config, provider, tool_setup, log)
         .hooks(parent.global_hooks().clone())
         .agent_hooks(own)
         .build()
@@ -149,7 +175,7 @@ pub(crate) fn build(
     agent
         .set_read_only(parent.sandbox() == SandboxMode::ReadOnly)
         .map_err(|e| failed("cannot write its log", e))?;
-    if config.mode == SubagentMode::Fork {
+    if task.mode == SubagentMode::Fork {
         // The seed carries the parent's policy; the child's own follows it.
         let event = ApprovalPolicyEvent {
             policy: policy.as_str().to_owned(),

@@ -28,8 +28,14 @@
 //! `on_agent` callback that binds it (weakly) to the built agent.
 
 mod child;
+mod spawner;
+pub mod team;
 mod tool;
 
+pub use spawner::{ChildModel, ChildTask, LiveChild, Spawner};
+pub use team::{
+    AgentInfo, InterruptAgentTool, ListAgentsTool, MemberState, ReportTool, SendMessageTool,
+};
 pub use tool::SubagentTool;
 
 use crate::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
@@ -51,6 +57,8 @@ pub enum SubagentMode {
     Spawn,
     /// Seeded with the parent's log up to its last completed turn.
     Fork,
+    /// Both tools: `subagent` (fresh) and `subagent_fork` (seeded), as in dsh.
+    Both,
 }
 
 impl SubagentMode {
@@ -59,6 +67,7 @@ impl SubagentMode {
         match self {
             SubagentMode::Spawn => "spawn",
             SubagentMode::Fork => "fork",
+            SubagentMode::Both => "both",
         }
     }
 }
@@ -67,7 +76,7 @@ impl SubagentMode {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SubagentConfig {
-    /// `spawn` or `fork`.
+    /// `spawn`, `fork`, or `both` (`subagent` spawns and `subagent_fork` forks).
     pub mode: SubagentMode,
     /// Deepest delegation allowed (a top-level session is depth 0; its children depth 1).
     pub max_depth: u32,
@@ -90,10 +99,27 @@ impl Default for SubagentConfig {
 /// `ctx.keel_home`) and bind it to the agent once built ([`InstallContext::bind`]). Background
 /// children need a background service too (the `jobs` plugin).
 pub fn install(ctx: &mut InstallContext, config: SubagentConfig) -> Arc<SubagentTool> {
-    let tool = SubagentTool::new(Arc::new(config), Store::new(ctx.keel_home.clone()));
+    let both = config.mode == SubagentMode::Both;
+    let config = Arc::new(config);
+    let store = Store::new(ctx.keel_home.clone());
+    let tool = SubagentTool::new(config.clone(), store.clone());
     ctx.tools.push(tool.clone());
+    let fork = both.then(|| SubagentTool::new_fork(config, store));
+    if let Some(fork) = &fork {
+        ctx.tools.push(fork.clone());
+    }
+    let controls = team::unbound_controls();
+    ctx.tools.push(controls.0.clone());
+    ctx.tools.push(controls.1.clone());
+    ctx.tools.push(controls.2.clone());
     let bind = tool.clone();
-    ctx.on_agent.push(Box::new(move |agent| bind.bind(agent)));
+    ctx.on_agent.push(Box::new(move |agent| {
+        bind.bind(agent);
+        if let Some(fork) = &fork {
+            fork.bind(agent);
+        }
+        team::bind_controls(&controls, agent);
+    }));
     tool
 }
 

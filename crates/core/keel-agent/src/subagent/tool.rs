@@ -1,31 +1,30 @@
-//! The `subagent` tool: depth check, child creation, lineage event and observers, then the
-//! child's turn in the foreground or as a background job.
+//! The `subagent` tool: depth check, child creation, lineage event and observers (all through
+//! the [`Spawner`]), then the child's turn in the foreground or as a background job.
 
-use super::child::{self, Assignment, Child};
+use super::spawner::{ChildTask, LiveChild, Spawner};
+use super::team;
 use super::{SubagentConfig, SubagentMode};
-use crate::agent::Agent;
-use crate::handle::{AgentHandle, AgentSlot};
-use crate::seams::SubagentNotice;
+use crate::handle::AgentHandle;
 use async_trait::async_trait;
-use keel_protocol::{CallId, EventBody, SubagentDescriptor, ToolSchema};
+use keel_protocol::ToolSchema;
 use keel_session::Store;
-use keel_tools::{JobResult, JobSpec, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
+use keel_tools::{JobIo, JobResult, JobSpec, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// The `subagent` tool of one agent (bound after the agent is built).
+/// The `subagent` (or `subagent_fork`) tool of one agent (bound after the agent is built).
 pub struct SubagentTool {
-    config: Arc<SubagentConfig>,
-    store: Store,
-    agent: AgentSlot,
+    spawner: Arc<Spawner>,
+    /// `subagent_fork`: always seeded with the parent's completed turns.
+    fork: bool,
 }
 
 impl std::fmt::Debug for SubagentTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SubagentTool")
-            .field("config", &self.config)
-            .field("bound", &self.agent.is_bound())
+            .field("spawner", &self.spawner)
+            .field("fork", &self.fork)
             .finish()
     }
 }
@@ -42,31 +41,41 @@ impl SubagentTool {
     /// An unbound tool; children's sessions go to `store`.
     pub fn new(config: Arc<SubagentConfig>, store: Store) -> Arc<SubagentTool> {
         Arc::new(SubagentTool {
-            config,
-            store,
-            agent: AgentSlot::new(),
+            spawner: Spawner::new(config, store),
+            fork: false,
+        })
+    }
+
+    /// The `subagent_fork` tool beside `subagent` (`mode = "both"`).
+    pub fn new_fork(config: Arc<SubagentConfig>, store: Store) -> Arc<SubagentTool> {
+        Arc::new(SubagentTool {
+            spawner: Spawner::new(config, store),
+            fork: true,
         })
     }
 
     /// Bind to the agent whose calls this tool serves (the first binding wins).
     pub fn bind(&self, agent: &AgentHandle) {
-        self.agent.bind(agent);
+        self.spawner.bind(agent);
     }
 
-    fn parent(&self) -> Result<Agent, ToolError> {
-        self.agent.get().map(|h| h.agent().clone()).ok_or_else(|| {
-            ToolError::Failed(
-                "the subagent tool is not bound to a running agent (a bug in the host)".into(),
-            )
-        })
+    fn mode(&self) -> SubagentMode {
+        match (self.fork, self.spawner.config().mode) {
+            (true, _) | (false, SubagentMode::Fork) => SubagentMode::Fork,
+            (false, SubagentMode::Spawn | SubagentMode::Both) => SubagentMode::Spawn,
+        }
     }
 }
 
 #[async_trait]
 impl Tool for SubagentTool {
     fn schema(&self) -> ToolSchema {
-        let description = match self.config.mode {
-            SubagentMode::Spawn => {
+        let description = match self.mode() {
+            _ if self.fork => {
+                "Like subagent, but the child sees this conversation so far. Background: it stays alive for \
+                 send_message."
+            }
+            SubagentMode::Spawn | SubagentMode::Both => {
                 "Run a self-contained task in a subagent (fresh session, no approvals); returns its final \
                  answer. Background: a job."
             }
@@ -76,7 +85,12 @@ impl Tool for SubagentTool {
             }
         };
         ToolSchema {
-            name: "subagent".into(),
+            name: if self.fork {
+                "subagent_fork"
+            } else {
+                "subagent"
+            }
+            .into(),
             description: description.into(),
             parameters: json!({"type":"object","properties":{
                 "description":{"type":"string","description":"3-5 words."},
@@ -95,15 +109,7 @@ impl Tool for SubagentTool {
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
         let a: Args =
             serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
-        let parent = self.parent()?;
-        let depth = parent.log().session().header().delegation_depth + 1;
-        if depth > self.config.max_depth {
-            return Err(ToolError::Denied(format!(
-                "delegation depth limit reached: a subagent here would be at depth {depth}, over the maximum of {}; \
-                 do this task yourself",
-                self.config.max_depth
-            )));
-        }
+        self.spawner.child_depth()?;
         let jobs = match a.run_in_background {
             true => Some(ctx.caller.jobs().ok_or_else(|| {
                 ToolError::Denied(
@@ -112,75 +118,91 @@ impl Tool for SubagentTool {
             })?),
             false => None,
         };
-        let task = Assignment {
-            prompt: &a.prompt,
-            call_id: &ctx.call.id,
-            depth,
+        let task = ChildTask {
+            mode: self.mode(),
+            background: a.run_in_background,
+            ..ChildTask::new(&a.description, &a.prompt)
         };
-        let child = child::build(&parent, &self.config, &self.store, &task)?;
-        ctx.caller
-            .emit(EventBody::SubagentDescriptor(Box::new(
-                SubagentDescriptor {
-                    child_session: child.id.clone(),
-                    description: a.description.clone(),
-                    mode: self.config.mode.as_str().to_owned(),
-                    background: a.run_in_background,
-                    call_id: Some(ctx.call.id.clone()),
-                    delegation_depth: depth,
-                },
-            )))
-            .await;
-        let mut notice = SubagentNotice {
-            parent: parent.session_id(),
-            child: child.id.clone(),
-            call_id: Some(CallId(ctx.call.id.clone())),
-            description: a.description.clone(),
-            result: None,
-        };
-        parent.hooks().subagent_started.notify(&notice);
-        let value =
-            json!({ "childSession": child.id, "sessionFile": child.path.display().to_string() });
+        let child = self.spawner.start(task, ctx).await?;
+        let value = json!({
+            "childSession": child.session_id(),
+            "sessionFile": child.session_file().display().to_string(),
+        });
 
         let Some(jobs) = jobs else {
-            let result = child::run(&child, &ctx.cancel)
-                .await
-                .map_err(|e| e.to_string());
-            notice.result = Some(result.clone().unwrap_or_else(|e| e));
-            parent.hooks().subagent_finished.notify(&notice);
+            let result = child.run_turn(&ctx.cancel).await;
+            child.finish(&result);
             return result
                 .map(|text| ToolOutput::text(text).with_value(value))
                 .map_err(ToolError::Failed);
         };
-        let finished = parent.hooks().subagent_finished.clone();
-        let child_id = child.id.clone();
+        let child_id = child.session_id().clone();
+        let link = Arc::new(team::Continuable::default());
+        team::make_continuable(&child_id, link.clone());
+        let description = a.description.clone();
+        let job_link = link.clone();
         let job = JobSpec {
             kind: "subagent".into(),
             description: a.description.clone(),
-            run: Box::new(move |io| {
-                Box::pin(async move {
-                    let result: Result<String, String> = child::run(&child, &io.cancel)
-                        .await
-                        .map_err(|e| e.to_string());
-                    let Child { agent, .. } = child;
-                    drop(agent);
-                    let text = result.clone().unwrap_or_else(|e| e);
-                    io.output.write(text.as_bytes());
-                    notice.result = Some(text);
-                    finished.notify(&notice);
-                    match result {
-                        Ok(_) => JobResult::completed("answered"),
-                        Err(_) => JobResult::failed("no answer"),
-                    }
-                })
-            }),
+            run: Box::new(move |io| Box::pin(continuable(child, description, job_link, io))),
         };
         let id = jobs
             .spawn(job)
             .map_err(|e| ToolError::Failed(format!("could not start the subagent job: {e}")))?;
+        let _ = link.job_id.set(id.clone());
         Ok(ToolOutput::text(format!(
-            "Started subagent job {id} (session {child_id}). You will be notified when it finishes; read its answer \
-             with job_output {{\"job_id\":\"{id}\"}}."
+            "Started subagent {id} (session {child_id}) in the background. Its answer arrives as a notice; then it \
+             waits: send_message {{\"subagent_id\":\"{id}\"}} gives it more work, job_kill ends it."
         ))
         .with_value(json!({ "jobId": id, "childSession": child_id })))
+    }
+}
+
+/// A continuable child's job: a turn, its answer to the parent as a notice, then wait for
+/// `send_message` (or a kill), and again.
+async fn continuable(
+    child: LiveChild,
+    description: String,
+    link: Arc<team::Continuable>,
+    io: JobIo,
+) -> JobResult {
+    let _ = link.events.set(io.events.clone());
+    let session = child.session_id().clone();
+    let mut answered = 0u32;
+    let last = loop {
+        team::set_state(&session, team::MemberState::Working);
+        let result = child.run_turn(&io.cancel).await;
+        if io.cancel.is_cancelled() {
+            break result;
+        }
+        let interrupted = team::set_state(&session, team::MemberState::Waiting);
+        let job = link.job_id.get().cloned().unwrap_or_default();
+        let text = match &result {
+            Ok(t) | Err(t) => t.clone(),
+        };
+        io.output.write(format!("{text}\n").as_bytes());
+        if !interrupted {
+            let head = match &result {
+                Ok(_) => format!("Subagent {job} ({description}) answered"),
+                Err(_) => format!("Subagent {job} ({description}) got no answer"),
+            };
+            io.events.notify(format!(
+                "{head}:\n{}\n(It keeps its session: send_message {{\"subagent_id\":\"{job}\"}} gives it more work; \
+                 job_kill ends it.)",
+                team::capped(&text, &job)
+            ));
+        }
+        answered += 1;
+        io.events.set_waiting(true);
+        tokio::select! {
+            () = link.wake.notified() => io.events.set_waiting(false),
+            () = io.cancel.cancelled() => break result,
+        }
+    };
+    let ok = last.is_ok();
+    child.finish(&last);
+    match ok {
+        true => JobResult::completed(format!("answered {answered} time(s)")),
+        false => JobResult::failed("no answer"),
     }
 }

@@ -438,6 +438,9 @@ pub struct SubagentDescriptor {
     /// Child's delegation depth.
     #[serde(default)]
     pub delegation_depth: u32,
+    /// What started it when not the `subagent` tool (`workflow`, `ralph`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// `hook/invoked`.
