@@ -1,0 +1,390 @@
+//! End-to-end workflows and ralph: the real `keel` binary against the loopback mock model,
+//! which answers the parent and every child (children are told apart by their prompts). The
+//! plugins are off by default; a user config row switches each on.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+mod support;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use support::*;
+
+fn enable(env: &Env, extra: &str) {
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!("[[plugins]]\nid = \"workflow\"\nenabled = true\n{extra}\n[[plugins]]\nid = \"ralph\"\nenabled = true\n"),
+    )
+    .unwrap();
+}
+
+/// The parent session's events and every child's loaded session.
+fn sessions(env: &Env) -> (Vec<Value>, Vec<keel_session::Loaded>) {
+    let mut parent = None;
+    let mut children = Vec::new();
+    for f in env.session_files() {
+        let loaded = keel_session::Store::load(&f).unwrap();
+        if loaded.session.header().parent_session.is_some() {
+            children.push(loaded);
+        } else {
+            assert!(parent.is_none(), "one parent session");
+            parent = Some(to_values(&loaded.session));
+        }
+    }
+    (parent.unwrap(), children)
+}
+
+fn first_prompt(child: &keel_session::Loaded) -> String {
+    let events = to_values(&child.session);
+    of_type(&events, "user/message")
+        .iter()
+        .filter_map(|e| e["data"]["content"][0]["text"].as_str().map(str::to_owned))
+        .find(|t| t.contains("TASK-") || t.contains("STEP-") || t.contains("Objective:"))
+        .unwrap_or_default()
+}
+
+const SCHEMA_N: &str =
+    "{ type: 'object', required: ['n'], properties: { n: { type: 'integer' } } }";
+
+fn fan_out_script() -> String {
+    format!(
+        r#"interface Count {{ n: number }}
+phase('fan out');
+const tasks: string[] = ['TASK-1', 'TASK-2', 'TASK-3', 'TASK-4'];
+const answers: string[] = await parallel(tasks.map((t: string) => () => agent(`${{t}}: sleep, then answer`, {{ label: t }})), {{ limit: 2 }});
+phase('pipeline');
+const total = await pipeline(
+  () => agent('STEP-A: count the things', {{ schema: {SCHEMA_N}, label: 'count' }}),
+  (prev: Count) => agent(`STEP-B: double ${{prev.n}}`, {{ schema: {SCHEMA_N}, label: 'double' }}),
+);
+log('total is', total);
+return {{ answers, total: (total as Count).n, first: args.first }};"#
+    )
+}
+
+fn child_sleeps(i: u32) -> String {
+    format!(
+        r#"
+  - match: {{ last_user_contains: "TASK-{i}: sleep" }}
+    tool_calls:
+      - {{ id: call_sleep_{i}, name: bash, arguments: {{ command: "sleep 0.4; echo SLEPT-{i}" }} }}
+  - match: {{ last_tool_result_contains: "SLEPT-{i}" }}
+    text: "ANSWER-{i}"
+"#
+    )
+}
+
+/// Four agents in `parallel` with limit 2 (never more than two running: the `workflow/agent`
+/// events in the parent's log, and the children's sleeps overlap in pairs), then a two-step
+/// `pipeline` with a schema where the second child misses its schema once and is told why.
+/// A second workflow's child misses its schema twice: the `agent()` call rejects and the
+/// workflow fails, naming the schema.
+#[test]
+fn a_typescript_workflow_fans_out_two_at_a_time_and_holds_children_to_their_schema() {
+    let env = Env::new();
+    enable(&env, "");
+    let script = serde_json::to_string(&fan_out_script()).unwrap();
+    let failing = serde_json::to_string(&format!(
+        "return await pipeline(\n  () => agent('STEP-C: give json', {{ schema: {SCHEMA_N} }}),\n  (x) => x,\n);"
+    ))
+    .unwrap();
+    let mut yaml = format!(
+        r#"
+responses:
+  - match: {{ last_user_contains: "run the workflow" }}
+    tool_calls:
+      - id: call_wf
+        name: workflow
+        arguments:
+          meta: {{ name: "fan-out", description: "four agents then a pipeline", phases: [{{ title: "fan out" }}, {{ title: "pipeline" }}] }}
+          args: {{ first: "ARG-ONE" }}
+          script: {script}
+  - match: {{ last_user_contains: "STEP-A" }}
+    text: "There are three. {{\"n\": 3}}"
+  - match: {{ last_user_contains: "STEP-B: double 3" }}
+    text: "I doubled it: six."
+  - match: {{ last_user_contains: "does not match the required JSON Schema" }}
+    text: "```json\n{{\"n\": 6}}\n```"
+  - match: {{ last_tool_result_contains: "ANSWER-4" }}
+    tool_calls:
+      - id: call_wf2
+        name: workflow
+        arguments:
+          meta: {{ name: "failing", description: "a child that will not comply" }}
+          script: {failing}
+  - match: {{ last_user_contains: "STEP-C" }}
+    text: "no json at all"
+  - match: {{ last_user_contains: "does not match the required JSON Schema" }}
+    text: "still no json"
+  - match: {{ last_tool_result_contains: "WORKFLOW_FAILED" }}
+    text: "Done."
+"#
+    );
+    for i in 1..=4 {
+        yaml.push_str(&child_sleeps(i));
+    }
+    let mock = Mock::start(&yaml);
+    let out =
+        run(env
+            .keel(&mock.base_url())
+            .args(["--approval", "auto", "run", "run the workflow"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout, "Done.\n");
+
+    let (events, children) = sessions(&env);
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(!results[0].2, "{results:?}");
+    let body: Value = serde_json::from_str(&results[0].1).unwrap();
+    assert_eq!(
+        body,
+        json!({"answers": ["ANSWER-1", "ANSWER-2", "ANSWER-3", "ANSWER-4"], "total": 6, "first": "ARG-ONE"})
+    );
+
+    // At most two of the four ran at once, and two did run together.
+    let agents: Vec<&Value> = of_type(&events, "workflow/agent");
+    let mut running = 0i32;
+    let mut most = 0i32;
+    for e in agents
+        .iter()
+        .filter(|e| e["data"]["label"].as_str().unwrap().starts_with("TASK-"))
+    {
+        match e["data"]["status"].as_str().unwrap() {
+            "running" => running += 1,
+            _ => running -= 1,
+        }
+        most = most.max(running);
+    }
+    assert_eq!(most, 2, "{agents:#?}");
+    // Every agent's start and end, with its phase and child session.
+    let done: Vec<(String, String, String)> = agents
+        .iter()
+        .filter(|e| e["data"]["status"] != "running")
+        .map(|e| {
+            (
+                e["data"]["label"].as_str().unwrap().to_owned(),
+                e["data"]["phase"].as_str().unwrap_or("").to_owned(),
+                e["data"]["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(done.len(), 7, "{done:?}");
+    assert!(done.contains(&("double".into(), "pipeline".into(), "completed".into())));
+    assert!(done.contains(&("TASK-3".into(), "fan out".into(), "completed".into())));
+    assert!(done.contains(&("agent 1".into(), String::new(), "failed".into())));
+    let started = of_type(&events, "workflow/started");
+    assert_eq!(started[0]["data"]["phases"], json!(["fan out", "pipeline"]));
+    let phases: Vec<&Value> = of_type(&events, "workflow/phase")
+        .iter()
+        .map(|e| &e["data"]["title"])
+        .collect();
+    assert_eq!(phases, vec!["fan out", "pipeline"]);
+    assert_eq!(
+        of_type(&events, "workflow/log")[0]["data"]["message"],
+        "total is {\"n\":6}"
+    );
+    let finished: Vec<&Value> = of_type(&events, "workflow/finished")
+        .iter()
+        .map(|e| &e["data"]["status"])
+        .collect();
+    assert_eq!(finished, vec!["completed", "failed"]);
+
+    // The second workflow failed on its child's schema, after telling it once.
+    assert!(results[1].2);
+    assert!(
+        results[1].1.starts_with("WORKFLOW_FAILED: Error: agent \"agent 1\" failed: the agent's answer did not match its schema after it was told why once: it contains no JSON value"),
+        "{results:?}"
+    );
+
+    // Seven children, each a fresh session under the parent, started by the workflow.
+    assert_eq!(children.len(), 7);
+    let descriptors = of_type(&events, "subagent/descriptor");
+    assert_eq!(descriptors.len(), 7);
+    assert!(
+        descriptors.iter().all(|d| d["data"]["via"] == "workflow"),
+        "{descriptors:?}"
+    );
+    let prompts: Vec<String> = children.iter().map(first_prompt).collect();
+    assert!(
+        prompts.iter().any(|p| p.starts_with("STEP-B: double 3")),
+        "{prompts:?}"
+    );
+    // The told child answered twice in its own session.
+    let told = children
+        .iter()
+        .find(|c| first_prompt(c).starts_with("STEP-B"))
+        .unwrap();
+    let told_events = to_values(&told.session);
+    assert_eq!(turn_end_reasons(&told_events).len(), 2);
+}
+
+/// A script that throws names the user's line (types stripped, lines kept); one that loops
+/// forever stops at the time limit; one that allocates without end stops at the memory limit.
+/// Each is a tool error naming what stopped it, and the turn goes on.
+#[test]
+fn a_workflow_that_throws_loops_or_blows_up_is_a_tool_error_naming_why() {
+    let env = Env::new();
+    enable(
+        &env,
+        "[plugins.config]\ntime_limit_sec = 2\nmemory_limit_mib = 16\n",
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "go" }
+    tool_calls:
+      - id: call_throw
+        name: workflow
+        arguments:
+          meta: { name: "thrower", description: "throws" }
+          script: "type T = { a: number };\nconst t: T = { a: 1 };\nthrow new Error('boom ' + t.a);"
+  - match: { last_tool_result_contains: "boom" }
+    tool_calls:
+      - id: call_loop
+        name: workflow
+        arguments:
+          meta: { name: "looper", description: "loops" }
+          script: "while (true) {}"
+  - match: { last_tool_result_contains: "time limit" }
+    tool_calls:
+      - id: call_mem
+        name: workflow
+        arguments:
+          meta: { name: "hog", description: "allocates" }
+          script: "const a = [];\nwhile (true) a.push('x'.repeat(100000) + a.length);"
+  - match: { last_tool_result_contains: "memory" }
+    tool_calls:
+      - id: call_bad
+        name: workflow
+        arguments:
+          meta: { description: "no name" }
+          script: "return 1;"
+  - match: { last_tool_result_contains: "INVALID_ARGS" }
+    text: "Handled."
+"#,
+    );
+    let out = run(env.keel(&mock.base_url()).args(["run", "go"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout, "Handled.\n");
+    let events = load_consistent(&env.only_session());
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert!(results.iter().all(|r| r.2), "{results:?}");
+    assert!(
+        results[0]
+            .1
+            .starts_with("WORKFLOW_FAILED: Error: boom 1 (uncaught error) at line 3"),
+        "{results:?}"
+    );
+    assert!(
+        results[1]
+            .1
+            .starts_with("WORKFLOW_FAILED: the program ran past its time limit of 2 s")
+            && results[1].1.contains("time_limit_sec"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].1.contains("(memory limit)") && results[2].1.contains("memory_limit_mib"),
+        "{results:?}"
+    );
+    assert!(
+        results[3].1.starts_with("INVALID_ARGS") && results[3].1.contains("meta"),
+        "{results:?}"
+    );
+}
+
+fn handoff(status: &str, tag: &str) -> String {
+    serde_json::to_string(&format!(
+        "I worked. {{\"status\": \"{status}\", \"summary\": \"{tag}-SUMMARY\", \"next\": \"{tag}-NEXT\"}}"
+    ))
+    .unwrap()
+}
+
+/// Ralph: `maxRounds` over 64 is refused naming it; then three rounds of fresh children, each
+/// prompt carrying the previous round's hand-off, until the third says done.
+#[test]
+fn ralph_runs_rounds_with_hand_offs_until_done() {
+    let env = Env::new();
+    enable(&env, "");
+    let mock = Mock::start(&format!(
+        r#"
+responses:
+  - match: {{ last_user_contains: "keep going" }}
+    tool_calls:
+      - {{ id: call_many, name: ralph, arguments: {{ objective: "tidy", maxRounds: 65 }} }}
+  - match: {{ last_tool_result_contains: "maxRounds" }}
+    tool_calls:
+      - {{ id: call_ralph, name: ralph, arguments: {{ objective: "OBJECTIVE-TIDY the notes", maxRounds: 5 }} }}
+  - match: {{ last_user_contains: "This is round 1 of at most 5" }}
+    text: {r1}
+  - match: {{ last_user_contains: "R1-NEXT" }}
+    text: {r2}
+  - match: {{ last_user_contains: "R2-NEXT" }}
+    text: {r3}
+  - match: {{ last_tool_result_contains: "R3-SUMMARY" }}
+    text: "Tidied."
+"#,
+        r1 = handoff("continue", "R1"),
+        r2 = handoff("continue", "R2"),
+        r3 = handoff("done", "R3"),
+    ));
+    let out = run(env.keel(&mock.base_url()).args(["run", "keep going"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout, "Tidied.\n");
+    let (events, children) = sessions(&env);
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].2);
+    assert!(
+        results[0].1.starts_with("INVALID_ARGS") && results[0].1.contains("`maxRounds`"),
+        "{results:?}"
+    );
+    assert!(!results[1].2, "{results:?}");
+    let body: Value = serde_json::from_str(&results[1].1).unwrap();
+    assert_eq!(body["status"], "done");
+    let summaries: Vec<&Value> = body["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["summary"])
+        .collect();
+    assert_eq!(summaries, vec!["R1-SUMMARY", "R2-SUMMARY", "R3-SUMMARY"]);
+    let rounds: Vec<(u64, String)> = of_type(&events, "ralph/round")
+        .iter()
+        .map(|e| {
+            (
+                e["data"]["round"].as_u64().unwrap(),
+                e["data"]["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rounds,
+        vec![
+            (1, "running".into()),
+            (1, "continue".into()),
+            (2, "running".into()),
+            (2, "continue".into()),
+            (3, "running".into()),
+            (3, "done".into())
+        ]
+    );
+    // Three fresh children under the parent; round 2's prompt holds round 1's hand-off.
+    assert_eq!(children.len(), 3);
+    let parent_id = of_type(&events, "subagent/descriptor")
+        .iter()
+        .map(|d| d["data"]["via"].as_str().unwrap().to_owned())
+        .collect::<Vec<_>>();
+    assert_eq!(parent_id, vec!["ralph", "ralph", "ralph"]);
+    let prompts: Vec<String> = children.iter().map(first_prompt).collect();
+    let round2 = prompts
+        .iter()
+        .find(|p| p.contains("This is round 2 of at most 5"))
+        .unwrap();
+    assert!(
+        round2.contains("OBJECTIVE-TIDY")
+            && round2.contains("R1-SUMMARY")
+            && round2.contains("R1-NEXT"),
+        "{round2}"
+    );
+    assert!(!round2.contains("R2-"), "{round2}");
+}
