@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -325,6 +325,9 @@ impl WorkflowBridge<'_> {
             json!({"callId": call_id, "n": n, "label": label, "phase": a.phase,
                    "childSession": session, "status": status, "error": error})
         };
+        // What starting the child cost (its session file, agent, descriptor), for the docs'
+        // figure of agent()'s overhead.
+        let started = Instant::now();
         let answer = run_child(
             self.spawner,
             self.ctx,
@@ -332,11 +335,10 @@ impl WorkflowBridge<'_> {
             a.schema.as_ref(),
             &cancel,
             |session| {
-                log(
-                    &self.agent,
-                    "workflow/agent",
-                    event(session, "running", None),
-                )
+                let mut data = event(session, "running", None);
+                data["startUs"] =
+                    json!(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+                log(&self.agent, "workflow/agent", data);
             },
         )
         .await;
