@@ -443,3 +443,89 @@ responses:
     // A loose bound (debug build, shared machine); the docs give the measured figure.
     assert!(median < 50_000, "{starts:?}");
 }
+
+/// Ctrl-C while a workflow's two children each run a long command: every child's turn is
+/// cancelled and its process group killed, the workflow ends `ABORTED` and says so in
+/// `workflow/finished`; then the same for ralph's running round.
+#[test]
+fn cancelling_the_turn_cancels_every_running_child() {
+    for tool in ["workflow", "ralph"] {
+        let env = Env::new();
+        enable(&env, "");
+        let call = match tool {
+            "workflow" => {
+                r#"{ id: call_wf, name: workflow, arguments: { meta: { name: "slow", description: "two slow agents" }, script: "return await parallel([() => agent('SLOW-A'), () => agent('SLOW-B')]);" } }"#
+            }
+            _ => r#"{ id: call_wf, name: ralph, arguments: { objective: "SLOW-A" } }"#,
+        };
+        let mock = Mock::start(&format!(
+            r#"
+responses:
+  - match: {{ last_user_contains: "start it" }}
+    tool_calls:
+      - {call}
+  - match: {{ last_user_contains: "SLOW-A" }}
+    tool_calls:
+      - {{ id: call_a, name: bash, arguments: {{ command: "echo $$ > pid-a.txt; sleep 300; echo done > finished.txt" }} }}
+  - match: {{ last_user_contains: "SLOW-B" }}
+    tool_calls:
+      - {{ id: call_b, name: bash, arguments: {{ command: "echo $$ > pid-b.txt; sleep 300; echo done > finished.txt" }} }}
+  - text: "not reached"
+  - text: "not reached"
+  - text: "not reached"
+"#
+        ));
+        let keel =
+            spawn(
+                env.keel(&mock.base_url())
+                    .args(["--approval", "auto", "run", "start it"]),
+            );
+        let mut pids = vec![env.wait_for_file("pid-a.txt")];
+        if tool == "workflow" {
+            pids.push(env.wait_for_file("pid-b.txt"));
+        }
+        let pgids: Vec<i32> = pids.iter().map(|p| p.trim().parse().unwrap()).collect();
+        keel.signal(libc::SIGINT);
+        let out = keel.wait();
+        assert_eq!(out.code, Some(1), "{tool} stderr:\n{}", out.stderr);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pgids.iter().any(|g| group_alive(*g)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let survived: Vec<bool> = pgids.iter().map(|g| group_alive(*g)).collect();
+        for g in &pgids {
+            kill_group(*g);
+        }
+        assert!(
+            survived.iter().all(|s| !s),
+            "{tool}: a child's command outlived the cancel"
+        );
+        assert!(!env.ws.join("finished.txt").exists());
+        let (events, children) = sessions(&env);
+        assert_eq!(children.len(), pgids.len(), "{tool}");
+        let results = tool_results(&events);
+        assert_eq!(results.len(), 1, "{tool}: {results:?}");
+        assert!(
+            results[0].2 && results[0].1.starts_with("ABORTED"),
+            "{tool}: {results:?}"
+        );
+        if tool == "workflow" {
+            let finished = of_type(&events, "workflow/finished");
+            assert_eq!(finished[0]["data"]["status"], "cancelled");
+        } else {
+            let rounds = of_type(&events, "ralph/round");
+            assert_eq!(
+                rounds.last().unwrap()["data"]["status"],
+                "failed",
+                "{rounds:?}"
+            );
+        }
+        // Each child's own turn ended aborted.
+        for child in &children {
+            let child_events = to_values(&child.session);
+            let ends = turn_end_reasons(&child_events);
+            assert_eq!(ends.len(), 1, "{tool}: {ends:?}");
+            assert_eq!(ends[0]["kind"], "aborted", "{tool}: {ends:?}");
+        }
+    }
+}
