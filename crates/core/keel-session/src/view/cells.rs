@@ -69,7 +69,7 @@ pub struct ToolCard {
     /// More about it.
     pub detail: Detail,
     /// What its children are doing (workflow, ralph): shown while it runs.
-    pub progress: super::progress::Progress,
+    pub progress: Box<super::progress::Progress>,
 }
 
 /// A notice's weight.
