@@ -253,6 +253,13 @@ responses:
           script: "const a = [];\nwhile (true) a.push('x'.repeat(100000) + a.length);"
   - match: { last_tool_result_contains: "memory" }
     tool_calls:
+      - id: call_models
+        name: workflow
+        arguments:
+          meta: { name: "models", description: "unknown model and provider" }
+          script: "const errs: string[] = [];\ntry { await agent('M1', { model: 'no-such-model' }); } catch (e) { errs.push(e.code + ' ' + e.message); }\ntry { await agent('M2', { provider: 'elsewhere' }); } catch (e) { errs.push(e.code + ' ' + e.message); }\nreturn errs;"
+  - match: { last_tool_result_contains: "no-such-model" }
+    tool_calls:
       - id: call_bad
         name: workflow
         arguments:
@@ -267,7 +274,31 @@ responses:
     assert_eq!(out.stdout, "Handled.\n");
     let events = load_consistent(&env.only_session());
     let results = tool_results(&events);
-    assert_eq!(results.len(), 4, "{results:?}");
+    assert_eq!(results.len(), 5, "{results:?}");
+    // An unknown model and another provider are refused by name, and no child starts.
+    let models: Value = serde_json::from_str(&results[3].1).unwrap();
+    let models = models.as_array().unwrap();
+    assert!(
+        models[0]
+            .as_str()
+            .unwrap()
+            .starts_with("INVALID_ARGS unknown model \"no-such-model\""),
+        "{models:?}"
+    );
+    assert!(
+        models[1]
+            .as_str()
+            .unwrap()
+            .starts_with("INVALID_ARGS provider \"elsewhere\" is not available"),
+        "{models:?}"
+    );
+    assert_eq!(env.session_files().len(), 1, "no child was started");
+    let results: Vec<_> = results
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3)
+        .map(|(_, r)| r)
+        .collect();
     assert!(results.iter().all(|r| r.2), "{results:?}");
     assert!(
         results[0]

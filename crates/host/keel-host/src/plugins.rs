@@ -28,8 +28,8 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_skills::SkillsPlugin),
         Box::new(keel_goals::GoalsPlugin),
         Box::new(keel_web::WebPlugin),
-        Box::new(keel_workflow::WorkflowPlugin),
-        Box::new(keel_workflow::RalphPlugin),
+        Box::new(keel_codemode::WorkflowPlugin),
+        Box::new(keel_codemode::RalphPlugin),
     ]
 }
 

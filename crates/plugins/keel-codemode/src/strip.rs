@@ -400,6 +400,27 @@ const PAREN_KEYWORDS: &[&str] = &[
     "super",
     "import",
 ];
+/// Keywords that start a statement or declaration, and so never end an expression.
+const STATEMENT_KEYWORDS: &[&str] = &[
+    "const",
+    "let",
+    "var",
+    "function",
+    "class",
+    "if",
+    "for",
+    "while",
+    "switch",
+    "try",
+    "catch",
+    "finally",
+    "import",
+    "export",
+    "interface",
+    "enum",
+    "declare",
+    "abstract",
+];
 /// Tokens that may not appear inside `<…>` type arguments (outside nested brackets).
 const NOT_IN_TYPE_ARGS: &[&str] = &[
     ";", "&&", "||", "==", "===", "!=", "!==", "+", "*", "/", "%", "!", "++", "--", "+=", "-=",
@@ -467,7 +488,10 @@ impl<'a> Walker<'a> {
     /// Whether token `i` ends an expression (so `as`, `satisfies` and `!` may follow it).
     fn ends_expression(&self, i: usize) -> bool {
         match self.kind(i) {
-            Some(Kind::Ident) => !PREFIX_KEYWORDS.contains(&self.text(i)),
+            Some(Kind::Ident) => {
+                !PREFIX_KEYWORDS.contains(&self.text(i))
+                    && !STATEMENT_KEYWORDS.contains(&self.text(i))
+            }
             Some(Kind::Punct) => matches!(self.text(i), ")" | "]" | "}"),
             Some(Kind::Str | Kind::Num | Kind::Regex | Kind::Template | Kind::TplTail) => true,
             _ => false,
@@ -747,17 +771,20 @@ impl<'a> Walker<'a> {
                         if self.is(j, "<") {
                             j = self.skip_angle(j).map_or(j, |c| c + 1);
                         }
+                        // `type X<…> = T`: without the `=` this is no type alias.
                         let mut end = if self.is(j, "=") {
                             self.skip_type(j + 1)
                         } else {
-                            j
+                            i
                         };
-                        if self.is(end, ";") {
-                            end += 1;
+                        if end > i {
+                            if self.is(end, ";") {
+                                end += 1;
+                            }
+                            self.blank_range(i, end);
+                            i = end;
+                            continue;
                         }
-                        self.blank_range(i, end);
-                        i = end;
-                        continue;
                     }
                     "declare" if next_ident => {
                         let end = self.statement_end(i + 1);

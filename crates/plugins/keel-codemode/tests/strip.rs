@@ -62,83 +62,85 @@ fn plain_javascript_passes_through_unchanged() {
     }
 }
 
+/// TypeScript statements and the JavaScript they strip to (blanks aside).
+const CASES: &[(&str, &str)] = &[
+    ("const xs: string[] = [];", "const xs = [];"),
+    (
+        "let a: number, b: Map<string, number[]> = new Map<string, number[]>();",
+        "let a , b = new Map ();",
+    ),
+    (
+        "function f(a: number, b?: {x: string}): Promise<void> {}",
+        "function f(a , b ) {}",
+    ),
+    ("const y = x as unknown as string;", "const y = x ;"),
+    (
+        "const c = {a: 1} satisfies Record<string, number>;",
+        "const c = {a: 1} ;",
+    ),
+    (
+        "const v = m.get(k)!.push(x!); w = arr[0]!;",
+        "const v = m.get(k) .push(x ); w = arr[0] ;",
+    ),
+    (
+        "interface P { a: string; b?: number }\nconst p = 1;",
+        "const p = 1;",
+    ),
+    ("type U = 'a' | 'b';\nconst u = 'a';", "const u = 'a';"),
+    ("type G<T> = { v: T } & Other;\nlet g = 1;", "let g = 1;"),
+    (
+        "const f = (a: number, b: string = 'x'): string => b + a;",
+        "const f = (a , b = 'x') => b + a;",
+    ),
+    (
+        "const h = async <T,>(x) => x; xs.map((x: number): number => x * 2);",
+        "const h = async <T,>(x) => x; xs.map((x ) => x * 2);",
+    ),
+    (
+        "function id<T extends object = {}>(x: T): T { return x; }",
+        "function id (x ) { return x; }",
+    ),
+    (
+        "const r = tools.read<string>({ file_path: 'a' });",
+        "const r = tools.read ({ file_path: 'a' });",
+    ),
+    (
+        "class A<T> extends B<T> implements I, J {\n  private x: number = 1;\n  readonly y?: string;\n  z!: T;\n  static s: number;\n  [key: string]: any;\n  public m(a: T): void { this.x = 2; }\n}",
+        "class A extends B {\n x = 1;\n y ;\n z ;\n static s ;\n\n m(a ) { this.x = 2; }\n}",
+    ),
+    ("let d!: number;", "let d ;"),
+    (
+        "const { a, b }: { a: number; b: string } = o;",
+        "const { a, b } = o;",
+    ),
+    (
+        "try { f(); } catch (e: unknown) { g(e); }",
+        "try { f(); } catch (e ) { g(e); }",
+    ),
+    ("declare const ext: number;\nconst k = 1;", "const k = 1;"),
+    (
+        "const o = { m(a: number): number { return a; }, n: (b?: string) => b };",
+        "const o = { m(a ) { return a; }, n: (b ) => b };",
+    ),
+    (
+        "function guard(x: unknown): x is string { return typeof x === 'string'; }",
+        "function guard(x ) { return typeof x === 'string'; }",
+    ),
+    (
+        "const fnt: (a: number) => void = (a) => {};",
+        "const fnt = (a) => {};",
+    ),
+    (
+        "abstract class Q { protected abstract override w: number; }",
+        "class Q { w ; }",
+    ),
+    ("const t = `${(x as any).y}`;", "const t = `${(x ).y}`;"),
+    ("const k = o[key as keyof typeof o];", "const k = o[key ];"),
+];
+
 #[test]
 fn type_syntax_is_blanked() {
-    let cases: &[(&str, &str)] = &[
-        ("const xs: string[] = [];", "const xs = [];"),
-        (
-            "let a: number, b: Map<string, number[]> = new Map<string, number[]>();",
-            "let a , b = new Map ();",
-        ),
-        (
-            "function f(a: number, b?: {x: string}): Promise<void> {}",
-            "function f(a , b ) {}",
-        ),
-        ("const y = x as unknown as string;", "const y = x ;"),
-        (
-            "const c = {a: 1} satisfies Record<string, number>;",
-            "const c = {a: 1} ;",
-        ),
-        (
-            "const v = m.get(k)!.push(x!); w = arr[0]!;",
-            "const v = m.get(k) .push(x ); w = arr[0] ;",
-        ),
-        (
-            "interface P { a: string; b?: number }\nconst p = 1;",
-            "const p = 1;",
-        ),
-        ("type U = 'a' | 'b';\nconst u = 'a';", "const u = 'a';"),
-        ("type G<T> = { v: T } & Other;\nlet g = 1;", "let g = 1;"),
-        (
-            "const f = (a: number, b: string = 'x'): string => b + a;",
-            "const f = (a , b = 'x') => b + a;",
-        ),
-        (
-            "const h = async <T,>(x) => x; xs.map((x: number): number => x * 2);",
-            "const h = async <T,>(x) => x; xs.map((x ) => x * 2);",
-        ),
-        (
-            "function id<T extends object = {}>(x: T): T { return x; }",
-            "function id (x ) { return x; }",
-        ),
-        (
-            "const r = tools.read<string>({ file_path: 'a' });",
-            "const r = tools.read ({ file_path: 'a' });",
-        ),
-        (
-            "class A<T> extends B<T> implements I, J {\n  private x: number = 1;\n  readonly y?: string;\n  z!: T;\n  static s: number;\n  [key: string]: any;\n  public m(a: T): void { this.x = 2; }\n}",
-            "class A extends B {\n x = 1;\n y ;\n z ;\n static s ;\n\n m(a ) { this.x = 2; }\n}",
-        ),
-        ("let d!: number;", "let d ;"),
-        (
-            "const { a, b }: { a: number; b: string } = o;",
-            "const { a, b } = o;",
-        ),
-        (
-            "try { f(); } catch (e: unknown) { g(e); }",
-            "try { f(); } catch (e ) { g(e); }",
-        ),
-        ("declare const ext: number;\nconst k = 1;", "const k = 1;"),
-        (
-            "const o = { m(a: number): number { return a; }, n: (b?: string) => b };",
-            "const o = { m(a ) { return a; }, n: (b ) => b };",
-        ),
-        (
-            "function guard(x: unknown): x is string { return typeof x === 'string'; }",
-            "function guard(x ) { return typeof x === 'string'; }",
-        ),
-        (
-            "const fnt: (a: number) => void = (a) => {};",
-            "const fnt = (a) => {};",
-        ),
-        (
-            "abstract class Q { protected abstract override w: number; }",
-            "class Q { w ; }",
-        ),
-        ("const t = `${(x as any).y}`;", "const t = `${(x ).y}`;"),
-        ("const k = o[key as keyof typeof o];", "const k = o[key ];"),
-    ];
-    for (ts, js) in cases {
+    for (ts, js) in CASES {
         assert_eq!(squash(&stripped(ts)), squash(js), "for {ts}");
     }
 }
@@ -221,7 +223,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     /// Whatever the input: no panic; on success the length and every line break are kept, and
-    /// stripping again changes nothing.
+    /// only blanks are added.
     #[test]
     fn any_input_keeps_its_shape(parts in proptest::collection::vec(0..FRAGMENTS.len(), 0..60)) {
         let src: String = parts.iter().map(|i| FRAGMENTS[*i]).collect();
@@ -231,8 +233,20 @@ proptest! {
                 prop_assert!(a == b || b == b' ', "only blanks added");
                 prop_assert!((a == b'\n') == (b == b'\n'));
             }
-            prop_assert_eq!(strip_types(&out), Ok(out.clone()));
         }
+    }
+
+    /// A program of whole statements (plain and TypeScript) strips to what its statements
+    /// strip to one by one, and stripping the result again changes nothing.
+    #[test]
+    fn statements_strip_alone_as_together(picks in proptest::collection::vec(0..(CASES.len() + PLAIN.len()), 1..12)) {
+        let statement = |i: usize| if i < CASES.len() { CASES[i].0 } else { PLAIN[i - CASES.len()] };
+        let whole: Vec<&str> = picks.iter().map(|i| statement(*i)).filter(|s| s.ends_with(';') || s.ends_with('}')).collect();
+        let program = whole.join("\n");
+        let one_by_one: Vec<String> = whole.iter().map(|s| strip_types(s).unwrap()).collect();
+        let out = strip_types(&program).unwrap();
+        prop_assert_eq!(&out, &one_by_one.join("\n"));
+        prop_assert_eq!(strip_types(&out), Ok(out.clone()));
     }
 
     /// Arbitrary text (any characters) never makes the stripper panic.

@@ -10,14 +10,12 @@
 //!   ─► the script's return value ─► workflow/finished ─► the tool result
 //! ```
 
-use crate::children::{child_model, run_child, schema_instruction};
+use crate::engine::{self, Bridge, Completed, Failed, FailureKind, Limits, SubCall, SubResult};
+use crate::flow::children::{child_model, run_child, schema_instruction};
+use crate::strip::strip_types;
 use async_trait::async_trait;
 use keel_agent::AgentHandle;
 use keel_agent::subagent::{ChildTask, Spawner, SubagentMode};
-use keel_codemode::engine::{
-    self, Bridge, Completed, Failed, FailureKind, Limits, SubCall, SubResult,
-};
-use keel_codemode::strip::strip_types;
 use keel_protocol::ToolSchema;
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde::Deserialize;

@@ -8,9 +8,9 @@
 //! - `ralph {objective, maxRounds?}`: rounds of fresh children with the workspace as memory and
 //!   a structured hand-off between rounds ([`ralph`]).
 //!
-//! Both live in one crate because they share the child plumbing ([`children`]: start, run,
-//! hold a JSON answer to a schema) and the schema checks ([`schema`]).
-#![deny(missing_docs)]
+//! They live in Code Mode's crate because they run its engine (keel's layering keeps plugin
+//! crates from depending on one another), and share the child plumbing ([`children`]: start,
+//! run, hold a JSON answer to a schema) and the schema checks ([`schema`]).
 
 pub mod children;
 pub mod plugin;

@@ -10,7 +10,7 @@
 //!   ─► done? stop : round r+1 with the hand-off in its prompt
 //! ```
 
-use crate::children::{run_child, schema_instruction};
+use crate::flow::children::{run_child, schema_instruction};
 use async_trait::async_trait;
 use keel_agent::subagent::{ChildTask, Spawner, SubagentMode};
 use keel_protocol::ToolSchema;

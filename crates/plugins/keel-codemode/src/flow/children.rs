@@ -1,7 +1,7 @@
 //! What workflow and ralph share: starting a child through the [`Spawner`], running it to an
 //! answer, and holding a JSON answer to a schema (told why once, then failing).
 
-use crate::schema::{extract_json, validate};
+use crate::flow::schema::{extract_json, validate};
 use keel_agent::AgentHandle;
 use keel_agent::subagent::{ChildModel, ChildTask, LiveChild, Spawner};
 use keel_llm::ModelCatalogue;

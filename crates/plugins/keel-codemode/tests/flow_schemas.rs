@@ -3,11 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 use keel_agent::subagent::{Spawner, SubagentConfig};
+use keel_codemode::WorkflowSettings;
+use keel_codemode::flow::ralph::RalphTool;
+use keel_codemode::flow::workflow::WorkflowTool;
 use keel_session::Store;
 use keel_tools::Tool;
-use keel_workflow::WorkflowSettings;
-use keel_workflow::ralph::RalphTool;
-use keel_workflow::workflow::WorkflowTool;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -29,7 +29,10 @@ fn schemas_are_dshs_contract_and_small() {
     let (r, rp) = size(&ralph);
     println!("schema bytes: workflow {w}, ralph {r}");
     assert_eq!(wp["required"], json!(["script", "meta"]));
-    assert_eq!(wp["properties"]["meta"]["required"], json!(["name", "description"]));
+    assert_eq!(
+        wp["properties"]["meta"]["required"],
+        json!(["name", "description"])
+    );
     assert_eq!(
         wp["properties"]["meta"]["properties"]["phases"]["items"]["required"],
         json!(["title"])

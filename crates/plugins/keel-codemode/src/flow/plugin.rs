@@ -15,11 +15,11 @@
 //!
 //! Children do not inherit `workflow` or `ralph` (withheld at `subagent/build`).
 
-use crate::ralph::{RALPH, RalphTool};
-use crate::workflow::{DEFAULT_MAX_PARALLEL, DEFAULT_TIME_LIMIT_SEC, WORKFLOW, WorkflowTool};
+use crate::engine::{DEFAULT_MEMORY_LIMIT_MIB, Limits};
+use crate::flow::ralph::{RALPH, RalphTool};
+use crate::flow::workflow::{DEFAULT_MAX_PARALLEL, DEFAULT_TIME_LIMIT_SEC, WORKFLOW, WorkflowTool};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::subagent::{Spawner, SubagentConfig};
-use keel_codemode::engine::{DEFAULT_MEMORY_LIMIT_MIB, Limits};
 use keel_session::Store;
 use serde::Deserialize;
 use serde_json::Value;
