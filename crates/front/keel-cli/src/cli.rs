@@ -122,6 +122,22 @@ pub struct Common {
     pub card: Option<String>,
 }
 
+/// `keel fork`.
+#[derive(Debug, clap::Args)]
+pub struct ForkArgs {
+    /// Session id, id prefix or path (default: the latest of this directory).
+    pub session: Option<String>,
+    /// Where to branch: `N` keeps turns 1..N-1 (the state just before turn N's prompt, so
+    /// turn N can go another way); `seq:S` branches at the start of the turn holding event S
+    /// (a `keel sessions search` hit), or at S itself between turns. Default: after the last
+    /// completed turn.
+    #[arg(long)]
+    pub at: Option<String>,
+    /// JSON output: `{session, path, parent, seedLength}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -137,6 +153,10 @@ pub enum Command {
     /// `keel resume --last "PROMPT"` continues the latest session with a new prompt;
     /// `--approve-plan` approves the plan a plan-mode session handed in.
     Resume(ResumeArgs),
+    /// Branch a session: a new session seeded with its history up to a point (the lineage in
+    /// its header and a `session/end-seed` event), which `keel resume NEW` continues. The
+    /// original is not changed. No SESSION: the latest of this directory. See docs/sessions.md.
+    Fork(ForkArgs),
     /// Compact a session now (between turns): prune oversized tool results and summarise old
     /// history with the model, appending the replacement (nothing is deleted).
     Compact(CompactArgs),
@@ -533,6 +553,25 @@ pub enum SessionsCommand {
         /// JSON output.
         #[arg(long)]
         json: bool,
+    },
+    /// Find words in every session's log: what was typed, answered, called (file paths
+    /// included) and returned, compacted history included. Searches this project's sessions
+    /// (every project's with --all) through a derived index under $KEEL_HOME/index (a cache,
+    /// rebuilt from the logs; safe to delete). Each hit names the session (an id `keel resume`
+    /// takes), the turn, the seq and a snippet. See docs/sessions.md.
+    Search {
+        /// The words to find (all of them, each as a whole word, case-insensitive).
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Every project.
+        #[arg(long)]
+        all: bool,
+        /// JSON output: one hit per line.
+        #[arg(long)]
+        json: bool,
+        /// Most hits shown.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
     },
     /// A readable transcript by turn and step (compacted history included).
     Show {

@@ -67,6 +67,10 @@ responses:
   - match: { last_tool_result_contains: "reached" }
     tool_calls: [{ id: p6, name: interrupt_agent, arguments: { agent_id: "subagent-1" } }]
   - match: { last_tool_result_contains: "Interrupted subagent-1" }
+    tool_calls: [{ id: k1, name: job_kill, arguments: { job_id: "subagent-1" } }]
+  - match: { last_tool_result_contains: "Killed job subagent-1" }
+    tool_calls: [{ id: p8, name: send_message, arguments: { subagent_id: "subagent-1", message: "still there?" } }]
+  - match: { last_tool_result_contains: "has ended" }
     tool_calls: [{ id: p7, name: send_message, arguments: { subagent_id: "subagent-9", message: "hello?" } }]
   - match: { last_tool_result_contains: "subagent-9" }
     text: "Team done."
@@ -103,7 +107,13 @@ responses:
     assert!(listed.contains("counter"), "{listed}");
     assert!(by_id("p4").1.contains("starts a turn on it"));
     assert_eq!(by_id("p6").1, "Interrupted subagent-1's turn.");
-    // A message to an agent that does not exist names the argument's value.
+    // A message to an agent that has ended, and to one that does not exist, is refused
+    // naming the argument.
+    let (_, ended, is_error) = by_id("p8");
+    assert!(
+        is_error && ended.contains("subagent_id 'subagent-1': that subagent has ended"),
+        "{ended}"
+    );
     let (_, unknown, is_error) = by_id("p7");
     assert!(
         is_error && unknown.contains("no agent 'subagent-9'"),

@@ -965,3 +965,40 @@ responses:
         "{second}"
     );
 }
+
+#[test]
+fn agents_lists_the_live_subagents_and_opens_one() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "start a helper" }
+    tool_calls: [{ id: p1, name: subagent, arguments: { description: "counter", prompt: "Count to three.", run_in_background: true } }]
+  - match: { last_tool_result_contains: "in the background" }
+    text: "Helper started."
+  - match: { last_user_contains: "Count to three." }
+    text: "one two three"
+  - match: { last_message_contains: "answered:" }
+    text: "The helper counted."
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("start a helper");
+    t.keys(&["Enter"]);
+    t.wait_for("The helper counted.");
+    t.type_text("/agents");
+    t.keys(&["Enter"]);
+    t.wait_for("subagent-1  waiting for a message");
+    t.type_text("/agents open subagent-1");
+    t.keys(&["Enter"]);
+    t.wait_for("assistant: one two three");
+    t.type_text("/agents stop subagent-1");
+    t.keys(&["Enter"]);
+    t.wait_for("Stopped subagent-1.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}

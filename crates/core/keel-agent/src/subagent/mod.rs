@@ -34,7 +34,8 @@ mod tool;
 
 pub use spawner::{ChildModel, ChildTask, LiveChild, Spawner};
 pub use team::{
-    AgentInfo, InterruptAgentTool, ListAgentsTool, MemberState, ReportTool, SendMessageTool,
+    AgentInfo, AgentsCommand, InterruptAgentTool, ListAgentsTool, MemberState, ReportTool,
+    SendMessageTool,
 };
 pub use tool::SubagentTool;
 
@@ -109,6 +110,8 @@ pub fn install(ctx: &mut InstallContext, config: SubagentConfig) -> Arc<Subagent
         ctx.tools.push(fork.clone());
     }
     let controls = team::unbound_controls();
+    let command = Arc::new(team::AgentsCommand::default());
+    ctx.commands.push(command.clone());
     ctx.tools.push(controls.0.clone());
     ctx.tools.push(controls.1.clone());
     ctx.tools.push(controls.2.clone());
@@ -119,6 +122,7 @@ pub fn install(ctx: &mut InstallContext, config: SubagentConfig) -> Arc<Subagent
             fork.bind(agent);
         }
         team::bind_controls(&controls, agent);
+        command.bind(agent);
     }));
     tool
 }

@@ -184,6 +184,7 @@ impl Spawner {
             task.description,
             task.via,
             &child.agent.handle(),
+            &child.path,
         );
         Ok(LiveChild {
             child,

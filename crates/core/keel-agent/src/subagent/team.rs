@@ -28,6 +28,7 @@ use keel_protocol::{KnownSource, Message, MessageSource, SessionId, ToolSchema};
 use keel_tools::{JobEvents, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -64,6 +65,7 @@ struct Member {
     description: String,
     via: Option<String>,
     agent: WeakHandle,
+    path: PathBuf,
     state: MemberState,
     started: Instant,
     /// Set for continuable children.
@@ -95,6 +97,7 @@ pub(crate) fn join(
     description: &str,
     via: Option<&str>,
     agent: &AgentHandle,
+    path: &Path,
 ) {
     let mut roster = ROSTER.locked();
     let ended = roster
@@ -114,6 +117,7 @@ pub(crate) fn join(
         description: description.to_owned(),
         via: via.map(str::to_owned),
         agent: agent.downgrade(),
+        path: path.to_path_buf(),
         state: MemberState::Working,
         started: Instant::now(),
         link: None,
@@ -158,6 +162,8 @@ pub struct AgentInfo {
     pub state: MemberState,
     /// Seconds since it started.
     pub elapsed_secs: u64,
+    /// Its session file.
+    pub path: PathBuf,
 }
 
 /// The children of `parent` (and theirs, with `descendants`), oldest first.
@@ -177,6 +183,7 @@ pub fn agents_of(parent: &SessionId, descendants: bool) -> Vec<AgentInfo> {
                 via: m.via.clone(),
                 state: m.state.clone(),
                 elapsed_secs: m.started.elapsed().as_secs(),
+                path: m.path.clone(),
             });
             if descendants {
                 parents.push(m.session.clone());
@@ -572,5 +579,127 @@ impl Tool for ReportTool {
             capped(&a.output, &job)
         ));
         Ok(ToolOutput::text("Reported."))
+    }
+}
+
+/// `/agents`: the person's view of this session's subagents in interactive front ends (the
+/// terminal UI, ACP clients): list them, open one (its conversation so far), stop one.
+#[derive(Debug, Default)]
+pub struct AgentsCommand {
+    agent: AgentSlot,
+}
+
+/// Bytes of a child's conversation `/agents open` shows (the end of it).
+const OPEN_CAP: usize = 12 * 1024;
+
+impl AgentsCommand {
+    /// Bind to the agent whose children it shows.
+    pub fn bind(&self, agent: &AgentHandle) {
+        self.agent.bind(agent);
+    }
+
+    fn run(&self, args: &str) -> Result<String, String> {
+        let me = self.agent.get().ok_or("no running agent")?.session_id();
+        let (word, rest) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+        let rest = rest.trim();
+        match word {
+            "" | "list" => Ok(render_agents(&agents_of(&me, true))),
+            "open" if !rest.is_empty() => {
+                let (info, agent, _) = find(&me, rest, true).map_err(|e| e.to_string())?;
+                let text = match agent.upgrade() {
+                    Some(live) => live.with_session(conversation),
+                    None => keel_session::Store::load(&info.path)
+                        .map(|l| conversation(&l.session))
+                        .map_err(|e| format!("cannot read {}: {e}", info.path.display()))?,
+                };
+                Ok(format!(
+                    "{} ({}) {}, session file {}\n\n{text}",
+                    info.job_id.as_deref().unwrap_or(info.session.as_str()),
+                    info.description,
+                    info.state.as_str(),
+                    info.path.display()
+                ))
+            }
+            "stop" if !rest.is_empty() => {
+                let (info, agent, link) = find(&me, rest, true).map_err(|e| e.to_string())?;
+                if let (Some(job), Some(parent)) = (
+                    link.as_ref().and_then(|l| l.job_id.get().cloned()),
+                    self.agent.get(),
+                ) && let Some(jobs) = parent.jobs()
+                {
+                    jobs.kill(&job).map_err(|e| e.to_string())?;
+                    return Ok(format!("Stopped {job}."));
+                }
+                match agent.upgrade() {
+                    Some(live) => {
+                        live.cancel_turn();
+                        Ok(format!("Interrupted {}.", info.session))
+                    }
+                    None => Err(format!("{rest} has already ended")),
+                }
+            }
+            _ => Err("usage: /agents [open ID | stop ID]".into()),
+        }
+    }
+}
+
+/// The conversation of a child as text: each message's role and text, tool calls by name;
+/// the last [`OPEN_CAP`] bytes.
+fn conversation(session: &keel_session::Session) -> String {
+    use keel_protocol::{ContentBlock, Role};
+    let mut out = String::new();
+    for seq in session.surface().nodes() {
+        let Some(m) = session.surface_message(*seq) else {
+            continue;
+        };
+        let who = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        for block in &m.content {
+            match block {
+                ContentBlock::Text { text, .. } if !text.trim().is_empty() => {
+                    out.push_str(&format!("{who}: {}\n", keel_protocol::text::cut(text, 600)));
+                }
+                ContentBlock::ToolCall(call) => {
+                    out.push_str(&format!("{who}: → {}\n", call.name));
+                }
+                _ => {}
+            }
+        }
+    }
+    if out.len() > OPEN_CAP {
+        let cut = out.ceil_char_boundary(out.len() - OPEN_CAP);
+        out = format!("[…]\n{}", &out[cut..]);
+    }
+    out
+}
+
+impl crate::plugin::CommandSource for AgentsCommand {
+    fn commands(&self) -> Vec<crate::plugin::PluginCommand> {
+        vec![crate::plugin::PluginCommand {
+            name: "agents".into(),
+            description: "List this session's subagents, open one, or stop one".into(),
+            argument_hint: Some("[open ID | stop ID]".into()),
+        }]
+    }
+
+    fn expand<'a>(
+        &'a self,
+        _name: &'a str,
+        _args: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, crate::plugin::CommandError>> {
+        Box::pin(async {
+            Err(crate::plugin::CommandError::Failed(
+                "usage: /agents [open ID | stop ID]".into(),
+            ))
+        })
+    }
+
+    fn act(&self, _name: &str, args: &str) -> Option<Result<String, crate::plugin::CommandError>> {
+        Some(
+            self.run(args.trim())
+                .map_err(|e| crate::plugin::CommandError::Failed(e.into())),
+        )
     }
 }

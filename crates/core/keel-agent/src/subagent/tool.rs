@@ -200,6 +200,8 @@ async fn continuable(
         }
     };
     let ok = last.is_ok();
+    // Only a kill ends a continuable child.
+    team::set_state(&session, team::MemberState::Ended("killed".into()));
     child.finish(&last);
     match ok {
         true => JobResult::completed(format!("answered {answered} time(s)")),

@@ -364,6 +364,20 @@ impl Store {
             .collect()
     }
 
+    /// The session file of every session under `cwd`'s project (or under every project),
+    /// without reading them (a search index stats them).
+    pub fn session_files(&self, cwd: Option<&Path>) -> Vec<PathBuf> {
+        let projects: Vec<PathBuf> = match cwd {
+            Some(cwd) => vec![self.sessions_root().join(Self::project_key(cwd))],
+            None => read_dirs(&self.sessions_root()),
+        };
+        projects
+            .iter()
+            .flat_map(|p| read_dirs(p))
+            .filter_map(|d| load::session_file(&d).ok())
+            .collect()
+    }
+
     /// Every session under `cwd`'s project (or under every project), newest first.
     pub fn list(&self, cwd: Option<&Path>) -> Vec<SessionSummary> {
         let mut out: Vec<SessionSummary> = self

@@ -1,4 +1,4 @@
-//! `keel sessions list|show|check|export|import`: inspect, validate and move session logs.
+//! `keel sessions list|search|show|check|export|import`: inspect, validate and move session logs.
 //!
 //! Every subcommand resolves its argument through the store (a path, an id or an id prefix),
 //! loads the file with keel-session's loader (plain or zstd, keel's or dsh's) and only reads it;
@@ -42,6 +42,12 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
             ..
         } => show(ctx, &session, events, json),
         SessionsCommand::Check { session, json } => check(ctx, &session, json),
+        SessionsCommand::Search {
+            query,
+            all,
+            json,
+            limit,
+        } => search(ctx, &query.join(" "), all, json, limit),
         SessionsCommand::Export {
             session,
             format,
@@ -102,6 +108,180 @@ pub(super) fn load(file: &Path) -> Result<Loaded> {
         ));
     }
     Ok(loaded)
+}
+
+fn search(ctx: &Ctx, query: &str, all: bool, as_json: bool, limit: usize) -> Result<ExitCode> {
+    let mut index = keel_search::Index::open(ctx.store.home())?;
+    let refresh = index.refresh(&ctx.store)?;
+    for (file, why) in &refresh.problems {
+        warn(&format!("{} is not searchable: {why}", file.display()));
+    }
+    let project = (!all).then(|| Store::project_key(&ctx.cwd));
+    let hits = index.search(query, project.as_deref(), limit)?;
+    let mut out = String::new();
+    if as_json {
+        for hit in &hits {
+            out.push_str(&serde_json::to_string(hit).context("cannot encode a hit")?);
+            out.push('\n');
+        }
+    } else {
+        for hit in &hits {
+            let _ = writeln!(
+                out,
+                "{}  turn {}  seq {}  {}  {}",
+                hit.session, hit.turn, hit.seq, hit.kind, hit.snippet
+            );
+            if all {
+                let _ = writeln!(out, "    in {}", hit.cwd);
+            }
+        }
+        if hits.is_empty() {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "no session {} mentions {query:?}{}",
+                if all { "anywhere" } else { "of this project" },
+                if all {
+                    ""
+                } else {
+                    " (--all searches every project)"
+                }
+            );
+        }
+    }
+    emit(out.as_bytes())?;
+    Ok(if hits.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `keel fork [SESSION] [--at N|seq:S]`: a new session seeded with `SESSION`'s log up to the
+/// boundary ([`fork_boundary`]), in the same project.
+pub fn fork(ctx: &Ctx, args: &crate::cli::ForkArgs) -> Result<ExitCode> {
+    let file = match &args.session {
+        Some(q) => resolve(ctx, q)?,
+        None => super::run::latest_session(ctx)?,
+    };
+    let loaded = load(&file)?;
+    let parent = &loaded.session;
+    let boundary = fork_boundary(parent, args.at.as_deref())?;
+    let id = keel_session::new_session_id();
+    let child = parent
+        .fork(boundary, id.clone())
+        .with_context(|| format!("cannot fork {} at seq {}", file.display(), boundary.0))?;
+    let cwd = parent
+        .header()
+        .cwd
+        .as_deref()
+        .map_or_else(|| ctx.cwd.clone(), PathBuf::from);
+    let options = keel_session::WriterOptions {
+        format: keel_session::Format::of_path(&file),
+        ..keel_session::WriterOptions::default()
+    };
+    let writer = ctx
+        .store
+        .create(&cwd, &child, options)
+        .with_context(|| format!("cannot write the forked session of {}", file.display()))?;
+    let path = writer.path().to_path_buf();
+    writer
+        .close()
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let turns = child
+        .events()
+        .filter(|e| matches!(e.body, keel_protocol::EventBody::TurnEnd(_)))
+        .count();
+    let text = if args.json {
+        let v = json!({
+            "session": id, "path": path, "parent": parent.header().id,
+            "seedLength": boundary.0,
+        });
+        format!("{v}\n")
+    } else {
+        format!(
+            "Forked {} at seq {} ({turns} completed turn(s) kept) into {id}\n  {}\nContinue it with: keel resume {id}\n",
+            parent.header().id,
+            boundary.0,
+            path.display()
+        )
+    };
+    emit(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The seq a fork of `session` starts after: `at` = `N` (just before turn N's prompt was
+/// queued), `seq:S` (the start of the turn holding S, or S between turns), or nothing (after
+/// the last completed turn).
+pub(crate) fn fork_boundary(
+    session: &keel_session::Session,
+    at: Option<&str>,
+) -> Result<keel_protocol::Seq> {
+    use keel_protocol::{EventBody, Seq};
+    // Where each turn starts: its turn/start, moved back over the inbox splices that queued
+    // its prompt (so the fork has no pending prompt to run again).
+    let starts: Vec<(u32, u64)> = {
+        let mut out = Vec::new();
+        let mut splices_from: Option<u64> = None;
+        for ev in session.events() {
+            match &ev.body {
+                EventBody::InboxSpliced(_) => {
+                    splices_from.get_or_insert(ev.seq.0);
+                }
+                EventBody::TurnStart(t) => {
+                    out.push((t.turn.0, splices_from.unwrap_or(ev.seq.0)));
+                    splices_from = None;
+                }
+                _ => splices_from = None,
+            }
+        }
+        out
+    };
+    let Some(at) = at else {
+        return Ok(match session.last_turn_end() {
+            Some(end) => Seq(end.0 + 1),
+            None => Seq(starts.first().map_or(session.len(), |s| s.1)),
+        });
+    };
+    if let Some(seq) = at.strip_prefix("seq:") {
+        let seq: u64 = seq
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("--at seq:S needs a number, not {seq:?}"))?;
+        if seq >= session.len() {
+            return Err(anyhow!(
+                "--at seq:{seq}: the session has {} events (seqs 0..{})",
+                session.len(),
+                session.len().saturating_sub(1)
+            ));
+        }
+        // The turn holding `seq`, if any: the last turn starting at or before it whose end is
+        // not before it.
+        let ends: Vec<u64> = session
+            .events()
+            .filter(|e| matches!(e.body, EventBody::TurnEnd(_)))
+            .map(|e| e.seq.0)
+            .collect();
+        let inside = starts
+            .iter()
+            .rev()
+            .find(|(_, start)| *start <= seq)
+            .filter(|(_, start)| !ends.iter().any(|end| *end >= *start && *end < seq));
+        return Ok(Seq(inside.map_or(seq, |(_, start)| *start)));
+    }
+    let n: u32 = at
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("--at takes a turn number N or seq:S, not {at:?}"))?;
+    starts
+        .iter()
+        .find(|(turn, _)| *turn == n)
+        .map(|(_, start)| Seq(*start))
+        .ok_or_else(|| {
+            anyhow!(
+                "--at {n}: the session has {} turn(s)",
+                starts.last().map_or(0, |s| s.0)
+            )
+        })
 }
 
 fn list(ctx: &Ctx, all: bool, as_json: bool) -> Result<ExitCode> {
