@@ -80,6 +80,11 @@ impl AgentHandle {
         self.agent.config()
     }
 
+    /// The agent's model provider (a child on another model of the same provider uses it).
+    pub fn provider(&self) -> &Arc<dyn keel_llm::Provider> {
+        self.agent.provider()
+    }
+
     /// The number of the running turn, or of the last one (0 before the first).
     pub fn current_turn(&self) -> TurnNo {
         self.agent.current_turn()

@@ -12,6 +12,7 @@
 //! | `tool/result` | `tool_call_update` completed/failed with the output as content |
 //! | `todo/write` | `plan` (the whole list) |
 //! | `tool/code-dispatch-start` / `tool/code-dispatch` (Code Mode) | `tool_call` / `tool_call_update` of the sub-call |
+//! | `workflow/*`, `ralph/round` (a call running children) | `tool_call_update` in progress, the children's tree as content |
 //! | `plan/mode`, `sandbox/mode`, `approval/policy` | `current_mode_update` when the mode changed |
 //!
 //! Data flow: the conversation events go through keel-session's shared cell model
@@ -30,7 +31,7 @@ use keel_agent::ApprovalPolicy;
 use keel_protocol::{
     CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, EventBody, SessionEvent, TodoStatus,
 };
-use keel_session::view::cells::{Cell, Cells, Change, key_arg};
+use keel_session::view::cells::{Cell, Cells, Change, ToolState, key_arg};
 use keel_session::view::text::one_line;
 use keel_tools::SandboxMode;
 use serde_json::Value;
@@ -267,7 +268,21 @@ impl Mapper {
                     .collect();
                 Some(SessionUpdate::Plan(Plan::new(entries)))
             }
-            Change::Streamed { .. } | Change::Updated(_) => None,
+            // A call running children (workflow, ralph): its tree as the call's content.
+            Change::Updated(at) => match self.cells.cells.get(at)? {
+                Cell::Tool(card)
+                    if card.state == ToolState::Running && !card.progress.is_empty() =>
+                {
+                    Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        card.call_id.clone(),
+                        ToolCallUpdateFields::new()
+                            .status(ToolCallStatus::InProgress)
+                            .content(vec![text_content(card.progress.lines().join("\n"))]),
+                    )))
+                }
+                _ => None,
+            },
+            Change::Streamed { .. } => None,
         }
     }
 }
@@ -500,6 +515,46 @@ mod tests {
         };
         assert_eq!(update.tool_call_id.0.as_ref(), "c1:code:1");
         assert_eq!(update.fields.status, Some(ToolCallStatus::Failed));
+    }
+
+    #[test]
+    fn a_workflow_s_children_show_as_its_call_s_content() {
+        let mut m = Mapper::new("/w", Feed::Live);
+        let args = json!({"script": "return 1;", "meta": {"name": "fan", "description": "two"}});
+        m.map(&ev(
+            "tool/call",
+            json!({"turn": 1, "step": 1, "callId": "w1", "name": "workflow", "arguments": args.to_string()}),
+        ));
+        m.map(&ev(
+            "workflow/started",
+            json!({"callId": "w1", "name": "fan", "description": "two", "phases": []}),
+        ));
+        m.map(&ev(
+            "workflow/phase",
+            json!({"callId": "w1", "title": "survey"}),
+        ));
+        let running = m.map(&ev(
+            "workflow/agent",
+            json!({"callId": "w1", "n": 1, "label": "a.rs", "status": "running"}),
+        ));
+        assert_eq!(
+            wire(running),
+            json!([{"sessionUpdate": "tool_call_update", "toolCallId": "w1", "status": "in_progress",
+                    "content": [{"type": "content", "content": {"type": "text", "text": "fan: two\n▸ survey\n  … a.rs"}}]}])
+        );
+        let done = m.map(&ev(
+            "workflow/agent",
+            json!({"callId": "w1", "n": 1, "label": "a.rs", "status": "completed"}),
+        ));
+        assert!(wire(done).to_string().contains("✓ a.rs"));
+        // Another call's events change nothing here.
+        assert_eq!(
+            wire(m.map(&ev(
+                "ralph/round",
+                json!({"callId": "other", "round": 1, "status": "running"})
+            ))),
+            json!([])
+        );
     }
 
     #[test]

@@ -668,3 +668,83 @@ responses:
     assert_eq!(settled["data"]["isError"], true);
     assert_eq!(mock.requests().len(), 1);
 }
+
+/// `run_code` takes TypeScript: its types are stripped before the engine runs it (lines kept,
+/// so a later throw names the user's line), and a program using syntax that cannot be stripped
+/// (`enum`) is a syntax failure at its line.
+#[test]
+fn a_typescript_program_runs_with_its_types_stripped() {
+    let env = Env::new();
+    write_notes(&env);
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls:
+      - id: call_ts
+        name: run_code
+        arguments:
+          description: "count lines, typed"
+          code: |
+            interface Count { file: string; lines: number }
+            type Files = readonly string[];
+            const files: Files = ['notes/a.txt', 'notes/c.txt'];
+            function count(text: string, min?: number): number {
+              return text.split('\n').filter((l: string): boolean => /^\d+: /.test(l)).length;
+            }
+            const counts: Count[] = [];
+            for (const file_path of files) {
+              const text = await tools.read({ file_path }) as string;
+              counts.push({ file: file_path!, lines: count(text) } satisfies Count);
+            }
+            return counts;
+  - match: { last_tool_result_contains: "lines" }
+    tool_calls:
+      - id: call_throw
+        name: run_code
+        arguments:
+          code: |
+            type T = { a: number };
+            const t: T = { a: 1 };
+
+            throw new Error(`bad ${t.a as number}`);
+  - match: { last_tool_result_contains: "at line 4" }
+    tool_calls:
+      - id: call_enum
+        name: run_code
+        arguments:
+          code: |
+            const a: number = 1;
+            enum Color { Red }
+  - match: { last_tool_result_contains: "CODE_RUN_FAILED" }
+    text: "Done."
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--tools-mode", "code", "run", "go"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout, "Done.\n");
+    let events = load_consistent(&env.only_session());
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(!results[0].2, "{results:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&results[0].1).unwrap()["result"],
+        json!([{"file": "notes/a.txt", "lines": 2}, {"file": "notes/c.txt", "lines": 3}])
+    );
+    assert!(results[1].2);
+    assert!(
+        results[1]
+            .1
+            .starts_with("CODE_RUN_FAILED: Error: bad 1 (uncaught error) at line 4"),
+        "{results:?}"
+    );
+    assert!(results[2].2);
+    assert!(
+        results[2]
+            .1
+            .starts_with("CODE_RUN_FAILED: SyntaxError: `enum` is not supported")
+            && results[2].1.contains("at line 2"),
+        "{results:?}"
+    );
+}

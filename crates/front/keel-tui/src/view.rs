@@ -138,6 +138,18 @@ fn tool_lines(card: &ToolCard, width: usize, now: TimeMs) -> Vec<Line<'static>> 
         Span::raw(one_line(&card.key_arg, head_room.saturating_sub(1))),
         Span::styled(format!(" ({time})"), dim()),
     ])];
+    if card.state == ToolState::Running {
+        for line in card.progress.lines() {
+            // `one_line` trims: keep the tree's indentation apart.
+            let text = line.trim_start();
+            let indent = line.len() - text.len();
+            lines.push(Line::from(vec![
+                Span::styled("    │ ", dim()),
+                Span::raw(" ".repeat(indent)),
+                Span::raw(one_line(text, width.saturating_sub(7 + indent))),
+            ]));
+        }
+    }
     if !card.summary.is_empty() {
         let style = match card.state {
             ToolState::Failed | ToolState::Denied => Style::default().fg(Color::Red),

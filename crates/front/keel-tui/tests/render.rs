@@ -448,3 +448,61 @@ fn the_live_area_holds_only_the_cells_still_changing() {
     ));
     assert_eq!(view::settled_until(&t, 1), 2);
 }
+
+/// A running workflow's block lists its phases and children as they go; once the call has its
+/// result the block shows the result alone.
+#[test]
+fn a_running_workflow_lists_its_children_in_its_block() {
+    let args = json!({"script": "return 1;", "meta": {"name": "fan", "description": "two agents"}});
+    let mut events = vec![
+        ev(1, 0, "user/message", user("go")),
+        ev(2, 1, "tool/call", call("w1", "workflow", args)),
+        ev(
+            3,
+            2,
+            "workflow/started",
+            json!({"callId": "w1", "name": "fan", "description": "two agents", "phases": ["survey"]}),
+        ),
+        ev(
+            4,
+            3,
+            "workflow/phase",
+            json!({"callId": "w1", "title": "survey"}),
+        ),
+        ev(
+            5,
+            4,
+            "workflow/agent",
+            json!({"callId": "w1", "n": 1, "label": "read a.rs", "status": "running"}),
+        ),
+        ev(
+            6,
+            5,
+            "workflow/agent",
+            json!({"callId": "w1", "n": 2, "label": "read b.rs", "status": "running"}),
+        ),
+        ev(
+            7,
+            6,
+            "workflow/agent",
+            json!({"callId": "w1", "n": 1, "label": "read a.rs", "status": "completed"}),
+        ),
+    ];
+    let screen = draw(&transcript(&events), None, 10, 80, 20);
+    for line in [
+        "│ fan: two agents",
+        "│ ▸ survey",
+        "│   ✓ read a.rs",
+        "│   … read b.rs",
+    ] {
+        assert!(screen.contains(line), "{line:?} in\n{screen}");
+    }
+    events.push(ev(
+        8,
+        7,
+        "tool/result",
+        result("w1", "{\"ok\":true}", false, json!({})),
+    ));
+    let screen = draw(&transcript(&events), None, 10, 80, 20);
+    assert!(!screen.contains("▸ survey"), "{screen}");
+}

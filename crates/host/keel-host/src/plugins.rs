@@ -30,6 +30,8 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_web::WebPlugin),
         Box::new(keel_schedule::SchedulePlugin),
         Box::new(keel_schedule::PresentPlugin),
+        Box::new(keel_codemode::WorkflowPlugin),
+        Box::new(keel_codemode::RalphPlugin),
     ]
 }
 

@@ -86,6 +86,10 @@ pub struct Limits {
     pub max_log_lines: usize,
     /// Bytes of `console.log` output kept.
     pub max_log_bytes: usize,
+    /// The setting that raises the time limit, named in the time limit's message.
+    pub time_setting: &'static str,
+    /// The setting that raises the memory limit, named in the memory limit's message.
+    pub memory_setting: &'static str,
 }
 
 impl Default for Limits {
@@ -98,6 +102,8 @@ impl Default for Limits {
             max_sub_calls: 1000,
             max_log_lines: 1000,
             max_log_bytes: 64 * 1024,
+            time_setting: "code_mode.time_limit_sec",
+            memory_setting: "code_mode.memory_limit_mib",
         }
     }
 }
@@ -204,7 +210,15 @@ pub struct Failed {
     pub sub_calls: u32,
 }
 
+/// Placeholder for the memory setting in a classified message (filled in by the engine).
+const MEMORY_SETTING: &str = "\u{0}memory-setting\u{0}";
+
 impl Failed {
+    fn naming_memory_setting(mut self, setting: &str) -> Self {
+        self.message = self.message.replace(MEMORY_SETTING, setting);
+        self
+    }
+
     fn new(kind: FailureKind, message: impl Into<String>) -> Self {
         Failed {
             kind,
@@ -247,12 +261,27 @@ pub async fn run(
     bridge: &dyn Bridge,
     cancel: &CancellationToken,
 ) -> Result<Completed, Failed> {
+    run_with_setup(program, None, names, limits, bridge, cancel).await
+}
+
+/// [`run`], with `setup` (a script) evaluated after the prelude and before the program: it
+/// sees `tools` and `console` and may define further globals (a workflow's `agent`, `parallel`,
+/// …). Its frames are not the program's: errors keep pointing at the program's lines.
+pub async fn run_with_setup(
+    program: &str,
+    setup: Option<&str>,
+    names: &[String],
+    limits: &Limits,
+    bridge: &dyn Bridge,
+    cancel: &CancellationToken,
+) -> Result<Completed, Failed> {
     let (to_driver, mut from_engine) = mpsc::unbounded_channel::<FromEngine>();
     let (to_engine, from_driver) = std_mpsc::channel::<ToEngine>();
     let abort = Arc::new(AtomicBool::new(false));
     let _guard = AbortOnDrop(abort.clone());
     let job = Job {
         program: program.to_owned(),
+        setup: setup.map(str::to_owned),
         names: names.to_vec(),
         limits: limits.clone(),
         to_driver,
@@ -333,6 +362,7 @@ pub async fn run(
 /// Everything the engine thread owns.
 struct Job {
     program: String,
+    setup: Option<String>,
     names: Vec<String>,
     limits: Limits,
     to_driver: mpsc::UnboundedSender<FromEngine>,
@@ -482,6 +512,14 @@ impl Job {
         let settle: Function = helpers.get("settle").map_err(|e| engine("prelude", e))?;
         let render: Function = helpers.get("render").map_err(|e| engine("prelude", e))?;
         let describe: Function = helpers.get("describe").map_err(|e| engine("prelude", e))?;
+        if let Some(setup) = &self.setup {
+            let mut options = EvalOptions::default();
+            options.strict = false;
+            options.filename = Some("setup".to_owned());
+            let _: Value = ctx
+                .eval_with_options(setup.as_str(), options)
+                .map_err(|e| engine("setup", e))?;
+        }
 
         // A cancelled run is cancelled whatever the program did after (a sub-call rejected by
         // the cancellation may reach it before the abort does).
@@ -506,6 +544,7 @@ impl Job {
                     "the program threw a value that could not be read",
                 ),
             }
+            .naming_memory_setting(self.limits.memory_setting)
         };
 
         let source = format!("(async () => {{\n{}\n}})()", self.program);
@@ -618,9 +657,9 @@ fn stopped(stop: Stop, limits: &Limits) -> Failed {
         Stop::TimeLimit => Failed::new(
             FailureKind::TimeLimit,
             format!(
-                "the program ran past its time limit of {} s and was stopped \
-                 (code_mode.time_limit_sec)",
-                limits.time.as_secs_f64()
+                "the program ran past its time limit of {} s and was stopped ({})",
+                limits.time.as_secs_f64(),
+                limits.time_setting
             ),
         ),
         Stop::Cancelled => Failed::new(
@@ -644,7 +683,7 @@ fn classify(t: Thrown, hint: Option<FailureKind>) -> Failed {
     };
     let message = match kind {
         FailureKind::MemoryLimit => format!(
-            "{}: {} (the program passed its memory limit, code_mode.memory_limit_mib)",
+            "{}: {} (the program passed its memory limit, {MEMORY_SETTING})",
             t.name, t.message
         ),
         _ if t.message.is_empty() => t.name.clone(),

@@ -19,9 +19,12 @@
 pub mod bridge;
 pub mod declare;
 pub mod engine;
+pub mod flow;
 pub mod plugin;
+pub mod strip;
 pub mod tool;
 
+pub use flow::{RalphPlugin, WorkflowPlugin, WorkflowSettings};
 pub use plugin::{CodeModePlugin, CodeModeSettings, ID, ToolsMode};
 pub use tool::{CODE_RUN_FAILED, RunCodeTool};
 

@@ -63,7 +63,7 @@ impl Tool for RunCodeTool {
                     "code": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "The body of an async function (JavaScript)."
+                        "description": "The body of an async function (JavaScript; TypeScript types are stripped)."
                     },
                     "description": {
                         "type": "string",
@@ -100,7 +100,11 @@ impl Tool for RunCodeTool {
         let pipeline = agent.pipeline();
         let names = callable_names(&pipeline.registry().offered_schemas());
         let bridge = PipelineBridge::new(pipeline, ctx.caller, Some(&agent), ctx.call, ctx.token);
-        match engine::run(code, &names, &self.limits, &bridge, &ctx.cancel).await {
+        let code = match crate::strip::strip_types(code) {
+            Ok(code) => code,
+            Err(e) => return Err(render_failed(&stripping_failed(e))),
+        };
+        match engine::run(&code, &names, &self.limits, &bridge, &ctx.cancel).await {
             Ok(done) => Ok(render_completed(&done)),
             Err(failed) if failed.kind == FailureKind::Cancelled && ctx.cancel.is_cancelled() => {
                 Err(ToolError::Aborted(format!(
@@ -110,6 +114,19 @@ impl Tool for RunCodeTool {
             }
             Err(failed) => Err(render_failed(&failed)),
         }
+    }
+}
+
+/// A program whose TypeScript cannot be stripped, as a syntax failure at its line.
+pub fn stripping_failed(e: crate::strip::StripError) -> Failed {
+    Failed {
+        kind: FailureKind::Syntax,
+        message: format!("SyntaxError: {}", e.message),
+        line: Some(e.line),
+        tool_name: None,
+        code: None,
+        logs: Vec::new(),
+        sub_calls: 0,
     }
 }
 

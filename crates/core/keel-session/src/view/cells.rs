@@ -68,6 +68,8 @@ pub struct ToolCard {
     pub summary: String,
     /// More about it.
     pub detail: Detail,
+    /// What its children are doing (workflow, ralph): shown while it runs.
+    pub progress: Box<super::progress::Progress>,
 }
 
 /// A notice's weight.
@@ -393,6 +395,7 @@ impl Cells {
                     state: ToolState::Running,
                     summary: String::new(),
                     detail,
+                    progress: Default::default(),
                 }));
                 self.tools.insert(c.call_id.clone(), at);
                 if c.name == "exit_plan_mode" {
@@ -539,6 +542,18 @@ impl Cells {
                         f("dueAt")
                     ),
                 );
+            }
+            // The workflow and ralph plugins' progress, under their call.
+            EventBody::Other(o)
+                if super::progress::PROGRESS_EVENTS.contains(&o.type_name.as_str()) =>
+            {
+                if let Some(call) = o.data.get("callId").and_then(Value::as_str)
+                    && let Some(&at) = self.tools.get(call)
+                    && let Some(Cell::Tool(card)) = self.cells.get_mut(at)
+                {
+                    card.progress.apply(&o.type_name, &o.data);
+                    changes.push(Change::Updated(at));
+                }
             }
             // The skills plugin's skipped file (keel_skills::WARNING_EVENT).
             EventBody::Other(o) if o.type_name == "skills/warning" => {

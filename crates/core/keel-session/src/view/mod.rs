@@ -5,6 +5,7 @@
 //! - [`transcript`]: the audit view (turns → steps → items, every event as appended, what
 //!   compaction replaced marked); `keel sessions show`/`export` and keel-viewer's HTML page
 //!   render it;
+//! - [`progress`]: the tree of a call that runs children (workflow, ralph), shown under it;
 //! - [`check`]: the check report (load, validate, plan crash repair, without writing);
 //! - [`event_summary`]: one line per event;
 //! - [`text`]: the character-safe shortening every view and renderer uses (one `one_line`,
@@ -17,6 +18,7 @@
 
 pub mod cells;
 pub mod check;
+pub mod progress;
 mod summary;
 pub mod text;
 pub mod transcript;

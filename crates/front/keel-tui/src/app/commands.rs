@@ -420,5 +420,6 @@ async fn git_diff(cwd: &Path) -> Cell {
         state,
         summary,
         detail: Detail::Diff(lines),
+        progress: Default::default(),
     })
 }
