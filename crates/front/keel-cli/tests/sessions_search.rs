@@ -167,7 +167,12 @@ responses:
         out.stdout
     );
     let index = env.home.join("index/search.sqlite");
-    assert!(index.exists());
+    // It quotes the logs, so it is owner-only like them.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&index).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
 
     // Another process appends to the outside session: the next search sees it.
     let out = run(keel_in(&env, &env.outside, Some(&mock.base_url())).args([

@@ -43,10 +43,10 @@ pub enum SearchError {
         /// What SQLite said.
         source: rusqlite::Error,
     },
-    /// The index directory could not be created.
-    #[error("cannot create the search index directory {path}: {source}")]
-    Dir {
-        /// The directory.
+    /// The index directory or file could not be created.
+    #[error("cannot create {path} (the search index): {source}")]
+    Create {
+        /// The directory or file.
         path: PathBuf,
         /// Why.
         source: std::io::Error,
@@ -122,7 +122,7 @@ impl Index {
     pub fn open(keel_home: &Path) -> Result<Index, SearchError> {
         let path = index_path(keel_home);
         let dir = path.parent().unwrap_or(keel_home).to_path_buf();
-        keel_session::store::private_dir_all(&dir).map_err(|source| SearchError::Dir {
+        keel_session::store::private_dir_all(&dir).map_err(|source| SearchError::Create {
             path: dir.clone(),
             source,
         })?;
@@ -144,6 +144,14 @@ impl Index {
             path: path.to_path_buf(),
             source,
         };
+        // The index quotes the logs: owner-only like them (SQLite gives its -wal and -shm
+        // files the database file's mode).
+        if !path.exists() {
+            keel_session::store::private_file(path).map_err(|source| SearchError::Create {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
         let conn = Connection::open(path).map_err(db)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
