@@ -1090,3 +1090,60 @@ responses:
     assert_eq!(of_type(&events, "schedule/fired").len(), 1);
     assert!(of_type(&events, "schedule/missed").is_empty());
 }
+
+#[test]
+fn the_session_picker_narrows_to_sessions_that_mention_a_search() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "alpha" }
+    tool_calls: [{ id: a1, name: bash, arguments: { command: "echo the-heron-nests-here", description: "say" } }]
+  - match: { last_tool_result_contains: "heron" }
+    text: "Alpha answered."
+  - match: { last_user_contains: "beta" }
+    text: "Beta answered."
+"#,
+    );
+    for prompt in ["alpha task", "beta task"] {
+        let out =
+            support::run(
+                env.keel(&mock.base_url())
+                    .args(["--approval", "auto", "run", prompt]),
+            );
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.arg("resume");
+    let t = Tmux::start(env.root(), &cmd);
+    let picker = t.wait_for("Continue which session?");
+    assert!(
+        picker.contains("beta task") && picker.contains("alpha task"),
+        "{picker}"
+    );
+    // The word is only in a tool result of the older session.
+    t.type_text("/heron");
+    t.wait_for("Search: heron");
+    t.keys(&["Enter"]);
+    let narrowed = t.wait_for("Sessions mentioning \"heron\"");
+    assert!(narrowed.contains("alpha task"), "{narrowed}");
+    assert!(narrowed.contains("[heron]"), "{narrowed}");
+    assert!(!narrowed.contains("beta task"), "{narrowed}");
+    // Esc shows them all again; a search that finds nothing says so.
+    t.keys(&["Escape"]);
+    t.wait_for("beta task");
+    t.type_text("/nowhere");
+    t.keys(&["Enter"]);
+    t.wait_for("No session here mentions \"nowhere\"");
+    t.type_text("/heron");
+    t.keys(&["Enter"]);
+    t.wait_for("Sessions mentioning \"heron\"");
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("resumed session");
+    assert!(screen.contains("Alpha answered."), "{screen}");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}

@@ -648,7 +648,9 @@ pub fn picker(sessions: &[crate::SessionEntry], now: TimeMs) -> Modal {
         .collect();
     Modal {
         title: "Continue which session?".into(),
-        body: "Enter continues the highlighted session · n starts a new one · Esc leaves".into(),
+        body:
+            "Enter continues the highlighted session · / searches · n starts a new one · Esc leaves"
+                .into(),
         options,
         selected: 0,
         markdown: false,

@@ -125,6 +125,18 @@ pub trait AgentSource: Send + Sync {
     /// `cwd`'s sessions, newest first.
     fn sessions(&self, cwd: &Path) -> Vec<SessionEntry>;
 
+    /// `cwd`'s sessions that mention every word of `query` (`keel sessions search`), best
+    /// first, each with its best snippet (the words in `[…]`). Default: not searchable here.
+    fn search_sessions(
+        &self,
+        _cwd: &Path,
+        _query: &str,
+    ) -> Result<Vec<(PathBuf, String)>, SourceError> {
+        Err(SourceError::Unsupported(
+            "sessions cannot be searched here".to_owned(),
+        ))
+    }
+
     /// The workspace of `cwd`'s trust decision and what its files hold that the decision
     /// governs, as the next agent built there would see them.
     fn trust(&self, _cwd: &Path) -> Result<WorkspaceTrust, SourceError> {

@@ -312,6 +312,24 @@ impl AgentSource for Source {
             .collect()
     }
 
+    fn search_sessions(
+        &self,
+        cwd: &Path,
+        query: &str,
+    ) -> Result<Vec<(PathBuf, String)>, SourceError> {
+        let mut index = keel_search::Index::open(self.ctx.store.home()).map_err(failed)?;
+        index.refresh(&self.ctx.store).map_err(failed)?;
+        let project = keel_session::Store::project_key(cwd);
+        let hits = index.search(query, Some(&project), 200).map_err(failed)?;
+        let mut out: Vec<(PathBuf, String)> = Vec::new();
+        for hit in hits {
+            if !out.iter().any(|(p, _)| *p == hit.path) {
+                out.push((hit.path, hit.snippet));
+            }
+        }
+        Ok(out)
+    }
+
     fn trust(&self, cwd: &Path) -> Result<WorkspaceTrust, SourceError> {
         let ctx = self.ctx_in(Some(cwd));
         let host = ctx.host().map_err(failed)?;

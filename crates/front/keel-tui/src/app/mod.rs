@@ -310,7 +310,17 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
     }
     let mut resume = options.resume.clone();
     if options.pick {
-        match pick_session(&mut canvas, &rx, &source.sessions(source.workspace()))? {
+        let search = |query: &str| {
+            source
+                .search_sessions(source.workspace(), query)
+                .map_err(|e| e.to_string())
+        };
+        match pick_session(
+            &mut canvas,
+            &rx,
+            &source.sessions(source.workspace()),
+            &search,
+        )? {
             Picked::Session(path) => resume = Some(path),
             Picked::New => resume = None,
             Picked::Quit => return Ok(()),
