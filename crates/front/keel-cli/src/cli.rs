@@ -122,6 +122,25 @@ pub struct Common {
     pub card: Option<String>,
 }
 
+/// `keel rewind`.
+#[derive(Debug, clap::Args)]
+pub struct RewindArgs {
+    /// Session id, id prefix or path (default: the latest of this directory).
+    pub session: Option<String>,
+    /// Where to: `N` is the state just before turn N's prompt; `seq:S` the state at event S.
+    #[arg(long, required_unless_present = "undo", conflicts_with = "undo")]
+    pub to: Option<String>,
+    /// Undo the last rewind (return the files to what they were before it).
+    #[arg(long)]
+    pub undo: bool,
+    /// Also overwrite files changed since the agent's last turn.
+    #[arg(long)]
+    pub force: bool,
+    /// JSON output: `{to, from, after, written, removed, kept, notRestorable}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `keel fork`.
 #[derive(Debug, clap::Args)]
 pub struct ForkArgs {
@@ -153,6 +172,12 @@ pub enum Command {
     /// `keel resume --last "PROMPT"` continues the latest session with a new prompt;
     /// `--approve-plan` approves the plan a plan-mode session handed in.
     Resume(ResumeArgs),
+    /// Put the workspace's files back as they were at an earlier point of a session, from the
+    /// checkpoints keel took before each step that could change files (`bash` and what it
+    /// started included). Files changed since the agent's last turn (by hand, by a job) are
+    /// reported and kept unless --force. The conversation is not rewound. No SESSION: the
+    /// latest of this directory. See docs/sessions.md.
+    Rewind(RewindArgs),
     /// Branch a session: a new session seeded with its history up to a point (the lineage in
     /// its header and a `session/end-seed` event), which `keel resume NEW` continues. The
     /// original is not changed. No SESSION: the latest of this directory. See docs/sessions.md.

@@ -32,6 +32,7 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_schedule::PresentPlugin),
         Box::new(keel_codemode::WorkflowPlugin),
         Box::new(keel_codemode::RalphPlugin),
+        Box::new(keel_checkpoint::CheckpointPlugin),
     ]
 }
 

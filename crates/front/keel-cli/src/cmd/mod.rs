@@ -291,6 +291,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Resume(args) => run::resume(&ctx, args),
         Command::Compact(args) => run::compact(&ctx, args),
         Command::Fork(args) => sessions::fork(&ctx, &args),
+        Command::Rewind(args) => sessions::rewind(&ctx, &args),
         Command::Review(args) => run::review(&ctx, args),
         Command::Sessions(cmd) => sessions::run(&ctx, cmd),
         Command::Config(cmd) => config_cmd::run(&ctx, cmd),

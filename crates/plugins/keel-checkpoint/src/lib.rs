@@ -1,0 +1,237 @@
+//! Workspace checkpoints: before each step that may change files, keel records the workspace
+//! in a shadow git repository under `$KEEL_HOME` (never the user's `.git`; see [`shadow`]),
+//! and logs it as a session event, so that `keel rewind` can put the files back as they were
+//! before any turn — what `bash` and its children wrote included.
+//!
+//! ```text
+//! tools/execute (a call that may change files: write, edit, bash, run_code, an MCP tool not
+//!   marked read-only, subagent, workflow, ralph, delegate) ─► first such call of its step?
+//!   ─► snapshot (walk; git only when something changed) ─► checkpoint/created {snapshot,
+//!      turn, step, callId, at: "step", changed, notRestorable}
+//! agent/turn-stopping ─► snapshot ─► checkpoint/created {at: "turn-end"} (what the agent left:
+//!   later differences are someone else's, and a rewind keeps them unless told otherwise)
+//! ```
+//!
+//! A checkpoint that fails (no `git`, a full disk) never stops the call: it is logged once as
+//! `checkpoint/failed {reason}` and the session goes on without checkpoints.
+
+pub mod shadow;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use keel_agent::modes::SerialHook;
+use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
+use keel_agent::seams::{StopDecision, TurnStopping};
+use keel_agent::{AgentHandle, AgentSlot};
+use keel_protocol::EventBody;
+use keel_protocol::sync::Locked;
+use keel_tools::{ExecuteMiddleware, ExecuteNext, HookContext, ToolEffect, ToolError, ToolOutput};
+use serde::Deserialize;
+use serde_json::{Value, json};
+pub use shadow::{Caps, CheckpointError, Restored, Shadow, Snapshot};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The plugin's id (`[[plugins]] id = "checkpoints"`).
+pub const ID: PluginId = keel_agent::plugin_id!("checkpoints");
+/// A checkpoint was taken.
+pub const CREATED_EVENT: &str = "checkpoint/created";
+/// A rewind put files back.
+pub const RESTORED_EVENT: &str = "checkpoint/restored";
+/// Checkpoints stopped working in this session.
+pub const FAILED_EVENT: &str = "checkpoint/failed";
+
+/// Tools that change files through others (children, scripts) though their own effect is
+/// read-only.
+const DELEGATING: [&str; 5] = ["subagent", "subagent_fork", "workflow", "ralph", "delegate"];
+
+/// Settings (`[[plugins]] id = "checkpoints"`, `[plugins.config]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointConfig {
+    /// Largest file stored; bigger ones are listed as not restorable.
+    pub max_file_bytes: u64,
+    /// Most bytes of changed files one checkpoint stores.
+    pub max_checkpoint_bytes: u64,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        let caps = Caps::default();
+        CheckpointConfig {
+            max_file_bytes: caps.max_file_bytes,
+            max_checkpoint_bytes: caps.max_checkpoint_bytes,
+        }
+    }
+}
+
+impl CheckpointConfig {
+    /// The caps these settings give.
+    pub fn caps(&self) -> Caps {
+        Caps {
+            max_file_bytes: self.max_file_bytes,
+            max_checkpoint_bytes: self.max_checkpoint_bytes,
+        }
+    }
+}
+
+/// The shadow repository of the workspace `cwd` under `keel_home`.
+pub fn shadow_dir(keel_home: &Path, cwd: &Path) -> PathBuf {
+    keel_home
+        .join("checkpoints")
+        .join(keel_session::Store::project_key(cwd))
+        .join("git")
+}
+
+/// One agent's checkpointer.
+struct Shared {
+    slot: AgentSlot,
+    git_dir: PathBuf,
+    cwd: PathBuf,
+    caps: Caps,
+    shadow: Mutex<Option<Shadow>>,
+    /// The step last checkpointed: `(turn, step)`.
+    last_step: Mutex<Option<(u32, u32)>>,
+    off: AtomicBool,
+}
+
+impl Shared {
+    /// Take a checkpoint and log it; a failure turns checkpoints off for the session.
+    async fn checkpoint(self: &Arc<Self>, at: &'static str, call_id: Option<String>) {
+        if self.off.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(agent) = self.slot.get() else {
+            return;
+        };
+        let (turn, step) = current_step(&agent);
+        if at == "step" {
+            let mut last = self.last_step.locked();
+            if *last == Some((turn, step)) {
+                return;
+            }
+            *last = Some((turn, step));
+        }
+        let me = self.clone();
+        let message = format!("keel {} turn {turn} step {step} ({at})", agent.session_id());
+        let taken = tokio::task::spawn_blocking(move || me.snapshot(&message))
+            .await
+            .unwrap_or_else(|e| Err(format!("the checkpoint task failed: {e}")));
+        match taken {
+            Ok(s) => {
+                let _ = agent.push_ignorable(
+                    CREATED_EVENT,
+                    json!({
+                        "snapshot": s.commit, "turn": turn, "step": step, "at": at,
+                        "callId": call_id, "changed": s.changed,
+                        "notRestorable": s.not_restorable,
+                    }),
+                );
+            }
+            Err(reason) => {
+                self.off.store(true, Ordering::Relaxed);
+                let _ = agent.push_ignorable(FAILED_EVENT, json!({ "reason": reason }));
+            }
+        }
+    }
+
+    fn snapshot(&self, message: &str) -> Result<Snapshot, String> {
+        let mut guard = self.shadow.locked();
+        if guard.is_none() {
+            *guard =
+                Some(Shadow::open(&self.git_dir, &self.cwd, self.caps).map_err(|e| e.to_string())?);
+        }
+        let Some(shadow) = guard.as_mut() else {
+            return Err("no shadow repository".into());
+        };
+        shadow.snapshot(message).map_err(|e| e.to_string())
+    }
+}
+
+/// The turn and step the agent is in (from its last `step/start`).
+fn current_step(agent: &AgentHandle) -> (u32, u32) {
+    agent.with_session(|s| {
+        let mut seq = s.len();
+        while seq > 0 {
+            seq -= 1;
+            if let Some(ev) = s.event(keel_protocol::Seq(seq))
+                && let EventBody::StepStart(r) = &ev.body
+            {
+                return (r.turn.0, r.step.0);
+            }
+        }
+        (0, 0)
+    })
+}
+
+/// The `tools/execute` middleware: a checkpoint before the first call of a step that may
+/// change files.
+struct BeforeStep(Arc<Shared>);
+
+#[async_trait]
+impl ExecuteMiddleware for BeforeStep {
+    async fn around(
+        &self,
+        ctx: &HookContext<'_>,
+        args: Value,
+        next: ExecuteNext<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        let changes_files = ctx.tool.is_some_and(|t| t.effect != ToolEffect::ReadOnly)
+            || DELEGATING.contains(&ctx.call.name.as_str());
+        if changes_files && ctx.parent.is_none() {
+            self.0.checkpoint("step", Some(ctx.call.id.clone())).await;
+        }
+        next.run(args).await
+    }
+}
+
+fn at_turn_end(shared: Arc<Shared>) -> SerialHook<TurnStopping, StopDecision> {
+    Arc::new(move |_t: &TurnStopping| {
+        let shared = shared.clone();
+        async move {
+            shared.checkpoint("turn-end", None).await;
+            StopDecision::Stop
+        }
+        .boxed()
+    })
+}
+
+/// The `checkpoints` plugin (on by default; `enabled = false` in its row turns it off).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckpointPlugin;
+
+impl Plugin for CheckpointPlugin {
+    fn id(&self) -> PluginId {
+        ID
+    }
+    fn description(&self) -> &'static str {
+        "workspace checkpoints before each step that may change files, in a shadow git repository (keel rewind)"
+    }
+    fn enabled_by_default(&self) -> bool {
+        true
+    }
+    fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
+        let config: CheckpointConfig = plugin_config(ID, config)?;
+        let shared = Arc::new(Shared {
+            slot: AgentSlot::new(),
+            git_dir: shadow_dir(&ctx.keel_home, &ctx.cwd),
+            cwd: ctx.cwd.clone(),
+            caps: config.caps(),
+            shadow: Mutex::new(None),
+            last_step: Mutex::new(None),
+            off: AtomicBool::new(false),
+        });
+        // This agent's own calls: a child's writes happen inside its parent's step, which the
+        // parent's checkpoint already covers.
+        let hooks = std::mem::take(&mut ctx.agent_hooks.tools);
+        ctx.agent_hooks.tools = hooks.execute(Arc::new(BeforeStep(shared.clone())));
+        ctx.agent_hooks
+            .turn_stopping
+            .push(at_turn_end(shared.clone()));
+        ctx.on_agent.push(Box::new(move |agent| {
+            shared.slot.bind(agent);
+        }));
+        Ok(())
+    }
+}

@@ -1,0 +1,486 @@
+//! The shadow repository: the workspace's states as commits of a git repository keel owns
+//! (`$KEEL_HOME/checkpoints/<project key>/git`), never the user's `.git`. The `git` command
+//! line runs with its own `--git-dir` and the workspace as `--work-tree`, isolated from the
+//! user's git configuration (no system or global config, no hooks, no fsmonitor, no filters),
+//! as gemini-cli does.
+//!
+//! ```text
+//! snapshot: walk the workspace (.gitignore respected) ─► stat table equal to the last one? reuse its commit
+//!   └► changed paths ─► caps (per file, per checkpoint: over-cap files listed, not stored)
+//!        ─► git update-index ─► write-tree ─► commit-tree ─► update-ref refs/keel/checkpoints
+//! restore(C): diff now..C ─► checkout C -- changed paths, delete the paths C does not have
+//!             (paths the caller keeps are left alone) ─► snapshot
+//! ```
+//!
+//! Why the `git` CLI and not `gix`: git's own index is the stat cache that makes a checkpoint
+//! of a large workspace cheap, its object store keeps only what changed (deduplicated,
+//! compressed), and the same commands restore files with their modes; `gix` would add a large
+//! dependency tree to the build for the same result. The in-process walk (the `ignore` crate,
+//! as `glob` and `grep` use) decides whether anything changed at all, so a step that changed
+//! nothing costs no `git` process.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Default largest file stored in a checkpoint (bigger ones are listed as not restorable).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// Default most bytes of changed files stored by one checkpoint.
+pub const DEFAULT_MAX_CHECKPOINT_BYTES: u64 = 256 * 1024 * 1024;
+/// The ref that keeps the checkpoints reachable.
+const REF: &str = "refs/keel/checkpoints";
+
+/// Why a checkpoint or a restore failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// `git` could not be started.
+    #[error("cannot run git (checkpoints need it on PATH): {0}")]
+    NoGit(std::io::Error),
+    /// A git command failed.
+    #[error("git {what} failed in the shadow repository {git_dir}: {stderr}")]
+    Git {
+        /// The command.
+        what: String,
+        /// The shadow repository.
+        git_dir: PathBuf,
+        /// What git said.
+        stderr: String,
+    },
+    /// The workspace could not be read or written.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+/// Size caps of a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Largest file stored.
+    pub max_file_bytes: u64,
+    /// Most bytes of changed files one checkpoint stores.
+    pub max_checkpoint_bytes: u64,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_checkpoint_bytes: DEFAULT_MAX_CHECKPOINT_BYTES,
+        }
+    }
+}
+
+/// What one checkpoint recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The commit.
+    pub commit: String,
+    /// Paths stored or removed by this checkpoint (0 when the workspace had not changed).
+    pub changed: usize,
+    /// Files over a cap: not stored, so a restore leaves them as they are.
+    pub not_restorable: Vec<String>,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Files written back (created or changed).
+    pub written: Vec<String>,
+    /// Files removed (the checkpoint did not have them).
+    pub removed: Vec<String>,
+    /// Files left alone because the caller keeps them.
+    pub kept: Vec<String>,
+}
+
+/// Size, modification time, inode and mode of a file: what tells whether it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    len: u64,
+    mtime_ns: i128,
+    ino: u64,
+    mode: u32,
+}
+
+/// The shadow repository of one workspace.
+#[derive(Debug)]
+pub struct Shadow {
+    git_dir: PathBuf,
+    work_tree: PathBuf,
+    caps: Caps,
+    /// The stat table of the last snapshot (`None`: not taken in this process yet).
+    stats: Option<BTreeMap<String, Stat>>,
+    /// The last snapshot's commit.
+    head: Option<String>,
+}
+
+impl Shadow {
+    /// The shadow repository at `git_dir` for the workspace `work_tree`, created if missing
+    /// (owner-only: it holds copies of the workspace's files).
+    pub fn open(git_dir: &Path, work_tree: &Path, caps: Caps) -> Result<Shadow, CheckpointError> {
+        let mut shadow = Shadow {
+            git_dir: git_dir.to_path_buf(),
+            work_tree: work_tree.to_path_buf(),
+            caps,
+            stats: None,
+            head: None,
+        };
+        if !git_dir.join("HEAD").exists() {
+            keel_session::store::private_dir_all(git_dir).map_err(|source| {
+                CheckpointError::Io {
+                    what: "cannot create the shadow repository",
+                    path: git_dir.to_path_buf(),
+                    source,
+                }
+            })?;
+            let git_dir = git_dir.to_string_lossy();
+            shadow.run(&["init", "--quiet", "--bare", git_dir.as_ref()], None)?;
+        }
+        shadow.head = shadow
+            .run(&["rev-parse", "--verify", "--quiet", REF], None)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty());
+        Ok(shadow)
+    }
+
+    /// The shadow repository.
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
+    /// A git command on the shadow repository and the workspace, isolated from the user's
+    /// git configuration and environment.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("git");
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("GIT_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C");
+        // `init` creates the repository itself (it takes no work tree).
+        if args.first() != Some(&"init") {
+            cmd.arg("--git-dir")
+                .arg(&self.git_dir)
+                .arg("--work-tree")
+                .arg(&self.work_tree);
+        }
+        cmd.args([
+            "-c",
+            "core.bare=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.autocrlf=false",
+            "-c",
+            "core.excludesFile=/dev/null",
+            "-c",
+            "core.symlinks=true",
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "commit.gpgSign=false",
+            "-c",
+            "user.name=keel",
+            "-c",
+            "user.email=keel@localhost",
+        ])
+        .args(args)
+        .current_dir(self.git_dir.parent().unwrap_or(&self.git_dir))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Run git with `args` (and `input` on its stdin); its stdout.
+    fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<String, CheckpointError> {
+        let mut cmd = self.command(args);
+        if input.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd.spawn().map_err(CheckpointError::NoGit)?;
+        if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+            // A failed write shows as git's own error below.
+            let _ = stdin.write_all(bytes);
+        }
+        let out = child.wait_with_output().map_err(CheckpointError::NoGit)?;
+        if !out.status.success() {
+            return Err(CheckpointError::Git {
+                what: args.first().copied().unwrap_or("").to_owned(),
+                git_dir: self.git_dir.clone(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Every file of the workspace that git would see (`.gitignore` respected, `.git`
+    /// directories skipped), with its stat.
+    fn walk(&self) -> Result<BTreeMap<String, Stat>, CheckpointError> {
+        use std::os::unix::fs::MetadataExt;
+        let mut out = BTreeMap::new();
+        let walker = ignore::WalkBuilder::new(&self.work_tree)
+            .hidden(false)
+            .ignore(false)
+            .parents(false)
+            .git_global(false)
+            .git_exclude(false)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .build();
+        for entry in walker {
+            let entry = match entry {
+                Ok(e) => e,
+                // A file removed while walking, a directory that cannot be read: what git
+                // cannot read either; the next checkpoint sees it again.
+                Err(_) => continue,
+            };
+            let Some(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(&self.work_tree) else {
+                continue;
+            };
+            let Some(rel) = rel.to_str() else {
+                continue;
+            };
+            let meta = match entry.path().symlink_metadata() {
+                Ok(m) => m,
+                Err(_) => continue,
+            };
+            out.insert(
+                rel.to_owned(),
+                Stat {
+                    len: meta.len(),
+                    mtime_ns: i128::from(meta.mtime()) * 1_000_000_000
+                        + i128::from(meta.mtime_nsec()),
+                    ino: meta.ino(),
+                    mode: meta.mode(),
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// Record the workspace now. A workspace unchanged since this process's last snapshot
+    /// costs a walk and no git process.
+    pub fn snapshot(&mut self, message: &str) -> Result<Snapshot, CheckpointError> {
+        if !self.work_tree.is_dir() {
+            return Err(CheckpointError::Io {
+                what: "the workspace is not a directory any more:",
+                path: self.work_tree.clone(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            });
+        }
+        let now = self.walk()?;
+        if let (Some(prev), Some(head)) = (&self.stats, &self.head)
+            && *prev == now
+        {
+            return Ok(Snapshot {
+                commit: head.clone(),
+                changed: 0,
+                not_restorable: Vec::new(),
+            });
+        }
+        // What changed since the last snapshot; everything, and what git has that is gone,
+        // when this process has not taken one yet.
+        let mut changed: Vec<String> = Vec::new();
+        let mut removed: Vec<String> = Vec::new();
+        match &self.stats {
+            Some(prev) => {
+                changed.extend(
+                    now.iter()
+                        .filter(|(p, s)| prev.get(*p) != Some(s))
+                        .map(|(p, _)| p.clone()),
+                );
+                removed.extend(prev.keys().filter(|p| !now.contains_key(*p)).cloned());
+            }
+            None => {
+                changed.extend(now.keys().cloned());
+                let listed = self.run(&["ls-files", "-z"], None)?;
+                removed.extend(
+                    listed
+                        .split('\0')
+                        .filter(|p| !p.is_empty() && !now.contains_key(*p))
+                        .map(str::to_owned),
+                );
+            }
+        }
+        // The caps: over-cap files are taken out of the index, so a restore never writes an
+        // old copy of them back.
+        let mut not_restorable = Vec::new();
+        let mut stored: Vec<&str> = Vec::new();
+        let mut bytes = 0u64;
+        for path in &changed {
+            let len = now.get(path).map_or(0, |s| s.len);
+            if len > self.caps.max_file_bytes
+                || bytes.saturating_add(len) > self.caps.max_checkpoint_bytes
+            {
+                not_restorable.push(path.clone());
+            } else {
+                bytes += len;
+                stored.push(path);
+            }
+        }
+        let nul_list = |paths: &mut dyn Iterator<Item = &str>| {
+            let mut buf = Vec::new();
+            for p in paths {
+                buf.extend_from_slice(p.as_bytes());
+                buf.push(0);
+            }
+            buf
+        };
+        let update = nul_list(
+            &mut stored
+                .iter()
+                .copied()
+                .chain(removed.iter().map(String::as_str)),
+        );
+        if !update.is_empty() {
+            self.run(
+                &["update-index", "--add", "--remove", "-z", "--stdin"],
+                Some(&update),
+            )?;
+        }
+        if !not_restorable.is_empty() {
+            let drop = nul_list(&mut not_restorable.iter().map(String::as_str));
+            self.run(
+                &["update-index", "--force-remove", "-z", "--stdin"],
+                Some(&drop),
+            )?;
+        }
+        let tree = self.run(&["write-tree"], None)?.trim().to_owned();
+        let same = match &self.head {
+            Some(head) => {
+                self.run(&["rev-parse", &format!("{head}^{{tree}}")], None)?
+                    .trim()
+                    == tree
+            }
+            None => false,
+        };
+        let commit = match (&self.head, same) {
+            (Some(head), true) => head.clone(),
+            (head, _) => {
+                let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
+                if let Some(h) = head {
+                    args.extend(["-p", h.as_str()]);
+                }
+                let commit = self.run(&args, None)?.trim().to_owned();
+                self.run(&["update-ref", REF, &commit], None)?;
+                commit
+            }
+        };
+        let changed = stored.len() + removed.len();
+        self.head = Some(commit.clone());
+        self.stats = Some(now);
+        Ok(Snapshot {
+            commit,
+            changed,
+            not_restorable,
+        })
+    }
+
+    /// The paths that differ between two checkpoints.
+    pub fn changed_between(&self, a: &str, b: &str) -> Result<Vec<String>, CheckpointError> {
+        let out = self.run(&["diff", "--name-only", "--no-renames", "-z", a, b], None)?;
+        Ok(out
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Whether `commit` is a checkpoint this repository holds.
+    pub fn has(&self, commit: &str) -> bool {
+        self.run(&["cat-file", "-e", &format!("{commit}^{{commit}}")], None)
+            .is_ok()
+    }
+
+    /// Return the workspace to checkpoint `to`, from the state recorded as `from` (take it
+    /// with [`Shadow::snapshot`] first): files `to` has are written back, files it does not
+    /// have are removed; paths in `keep` are left alone. Files over a cap when `to` was taken
+    /// are not in it and are left alone too.
+    pub fn restore(
+        &mut self,
+        from: &str,
+        to: &str,
+        keep: &HashSet<String>,
+    ) -> Result<Restored, CheckpointError> {
+        let out = self.run(
+            &["diff", "--name-status", "--no-renames", "-z", from, to],
+            None,
+        )?;
+        let mut fields = out.split('\0').filter(|f| !f.is_empty());
+        let mut report = Restored::default();
+        let (mut write, mut remove) = (Vec::new(), Vec::new());
+        while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
+            if keep.contains(path) {
+                report.kept.push(path.to_owned());
+            } else if status.starts_with('D') {
+                remove.push(path.to_owned());
+            } else {
+                write.push(path.to_owned());
+            }
+        }
+        for path in &remove {
+            let full = self.work_tree.join(path);
+            match std::fs::remove_file(&full) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(CheckpointError::Io {
+                        what: "cannot remove",
+                        path: full,
+                        source,
+                    });
+                }
+            }
+            // Directories the removal left empty go too (git does not track directories).
+            let mut dir = full.parent();
+            while let Some(d) = dir {
+                if d == self.work_tree || std::fs::remove_dir(d).is_err() {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+        if !write.is_empty() {
+            let mut list = Vec::new();
+            for p in &write {
+                list.extend_from_slice(p.as_bytes());
+                list.push(0);
+            }
+            self.run(
+                &[
+                    "checkout",
+                    to,
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                Some(&list),
+            )?;
+        }
+        report.written = write;
+        report.removed = remove;
+        // The next snapshot reads the workspace afresh.
+        self.stats = None;
+        Ok(report)
+    }
+}

@@ -1,0 +1,203 @@
+//! The shadow repository against real files and the real `git`: snapshots, restores both
+//! ways, caps, kept paths, ignored files and the user's own `.git` left alone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use keel_checkpoint::{Caps, Shadow};
+use pretty_assertions::assert_eq;
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+/// Every file under `root` (but `.git`) with its bytes and whether it is executable.
+fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if e.file_name() == ".git" {
+                continue;
+            }
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                let exec = std::fs::metadata(&p).unwrap().permissions().mode() & 0o111 != 0;
+                out.insert(rel, (std::fs::read(&p).unwrap(), exec));
+            }
+        }
+    }
+    out
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    git: std::path::PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let git = tmp.path().join("home/checkpoints/ws/git");
+    Fixture { ws, git, _tmp: tmp }
+}
+
+#[test]
+fn restores_a_workspace_both_ways_exactly() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    write(&f.ws, "a.txt", "one\n");
+    write(&f.ws, "dir/b.txt", "bee\n");
+    write(&f.ws, "run.sh", "#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(f.ws.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut shadow = Shadow::open(&f.git, &f.ws, Caps::default()).unwrap();
+    let first = shadow.snapshot("first").unwrap();
+    assert_eq!(first.changed, 3);
+    let before = tree(&f.ws);
+
+    // Unchanged: the same checkpoint.
+    assert_eq!(shadow.snapshot("again").unwrap().commit, first.commit);
+
+    // Change, delete, create (in a new directory), and drop the executable bit.
+    write(&f.ws, "a.txt", "two\n");
+    std::fs::remove_file(f.ws.join("dir/b.txt")).unwrap();
+    write(&f.ws, "new/deep/c.txt", "sea\n");
+    std::fs::set_permissions(f.ws.join("run.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let second = shadow.snapshot("second").unwrap();
+    assert_ne!(second.commit, first.commit);
+    let after = tree(&f.ws);
+
+    let back = shadow
+        .restore(&second.commit, &first.commit, &HashSet::new())
+        .unwrap();
+    assert_eq!(tree(&f.ws), before);
+    assert_eq!(back.removed, ["new/deep/c.txt"]);
+    assert!(!f.ws.join("new").exists(), "emptied directories go too");
+    // And forward again (redo).
+    let now = shadow.snapshot("rewound").unwrap();
+    assert!(
+        shadow
+            .changed_between(&first.commit, &now.commit)
+            .unwrap()
+            .is_empty()
+    );
+    shadow
+        .restore(&now.commit, &second.commit, &HashSet::new())
+        .unwrap();
+    assert_eq!(tree(&f.ws), after);
+    assert_eq!(
+        shadow
+            .changed_between(&first.commit, &second.commit)
+            .unwrap(),
+        ["a.txt", "dir/b.txt", "new/deep/c.txt", "run.sh"]
+    );
+}
+
+#[test]
+fn ignored_files_and_the_users_git_are_left_alone_and_kept_paths_too() {
+    let f = fixture();
+    std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&f.ws)
+        .status()
+        .unwrap();
+    write(&f.ws, ".gitignore", "target/\n");
+    write(&f.ws, "target/out.bin", "build output");
+    write(&f.ws, "src/lib.rs", "fn a() {}\n");
+    write(&f.ws, "notes.md", "v1\n");
+    let user_git_head = std::fs::read(f.ws.join(".git/HEAD")).unwrap();
+    let mut shadow = Shadow::open(&f.git, &f.ws, Caps::default()).unwrap();
+    let first = shadow.snapshot("first").unwrap();
+    assert_eq!(first.changed, 3, "ignored files are not stored");
+
+    write(&f.ws, "target/out.bin", "rebuilt");
+    write(&f.ws, "src/lib.rs", "fn b() {}\n");
+    write(&f.ws, "notes.md", "v2 by hand\n");
+    let second = shadow.snapshot("second").unwrap();
+    let keep: HashSet<String> = ["notes.md".to_owned()].into();
+    let r = shadow
+        .restore(&second.commit, &first.commit, &keep)
+        .unwrap();
+    assert_eq!(r.written, ["src/lib.rs"]);
+    assert_eq!(r.kept, ["notes.md"]);
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("src/lib.rs")).unwrap(),
+        "fn a() {}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("notes.md")).unwrap(),
+        "v2 by hand\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("target/out.bin")).unwrap(),
+        "rebuilt"
+    );
+    assert_eq!(
+        std::fs::read(f.ws.join(".git/HEAD")).unwrap(),
+        user_git_head
+    );
+    // The user's repository has no commits and no keel refs.
+    let log = std::process::Command::new("git")
+        .args(["log", "--oneline"])
+        .current_dir(&f.ws)
+        .output()
+        .unwrap();
+    assert!(!log.status.success() || log.stdout.is_empty());
+}
+
+#[test]
+fn files_over_a_cap_are_listed_as_not_restorable_and_never_touched() {
+    let f = fixture();
+    write(&f.ws, "small.txt", "s");
+    let caps = Caps {
+        max_file_bytes: 10,
+        max_checkpoint_bytes: 1_000,
+    };
+    let mut shadow = Shadow::open(&f.git, &f.ws, caps).unwrap();
+    let first = shadow.snapshot("first").unwrap();
+    write(&f.ws, "big.bin", "0123456789abcdef");
+    write(&f.ws, "small.txt", "t");
+    let second = shadow.snapshot("second").unwrap();
+    assert_eq!(second.not_restorable, ["big.bin"]);
+    shadow
+        .restore(&second.commit, &first.commit, &HashSet::new())
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("small.txt")).unwrap(),
+        "s"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("big.bin")).unwrap(),
+        "0123456789abcdef",
+        "not stored, so not removed either"
+    );
+}
+
+#[test]
+fn a_missing_workspace_and_a_damaged_shadow_are_clear_errors() {
+    let f = fixture();
+    write(&f.ws, "a.txt", "x");
+    let mut shadow = Shadow::open(&f.git, &f.ws, Caps::default()).unwrap();
+    shadow.snapshot("first").unwrap();
+    // The shadow repository damaged under it.
+    std::fs::remove_dir_all(f.git.join("objects")).unwrap();
+    write(&f.ws, "a.txt", "y");
+    let e = shadow.snapshot("second").unwrap_err().to_string();
+    assert!(e.contains(&f.git.display().to_string()), "{e}");
+    // The workspace gone.
+    std::fs::remove_dir_all(&f.ws).unwrap();
+    let e = shadow.snapshot("third").unwrap_err().to_string();
+    assert!(
+        e.contains("not a directory any more") && e.contains("ws"),
+        "{e}"
+    );
+}
