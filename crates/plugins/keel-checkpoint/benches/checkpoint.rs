@@ -47,7 +47,10 @@ fn bench(c: &mut Criterion) {
     let mut shadow = Shadow::open(&git, &ws, Caps::default()).unwrap();
     let t = Instant::now();
     shadow.snapshot("first").unwrap();
-    eprintln!("5,000 files: first checkpoint {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+    eprintln!(
+        "5,000 files: first checkpoint {:.0} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     let mut group = c.benchmark_group("checkpoint");
     group.sample_size(30);
     let mut n = 0u64;
