@@ -19,6 +19,9 @@ PY
 work=$(mktemp -d)
 home=$(mktemp -d)
 trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work" "$home"' EXIT
+# BENCH_CONFIG: a user configuration for the measured run, e.g. checkpoints off:
+#   BENCH_CONFIG=$'[[plugins]]\nid = "checkpoints"\nenabled = false' bench/run.sh
+if [ -n "${BENCH_CONFIG:-}" ]; then printf '%s\n' "$BENCH_CONFIG" > "$home/config.toml"; fi
 rm -f "$out/requests.jsonl" "$out/mock.url"
 "$MOCK" --script "$out/script.yaml" --record "$out/requests.jsonl" > "$out/mock.url" &
 mock_pid=$!

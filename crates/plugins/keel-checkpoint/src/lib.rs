@@ -145,7 +145,11 @@ impl Shared {
         let Some(shadow) = guard.as_mut() else {
             return Err("no shadow repository".into());
         };
-        shadow.snapshot(message).map_err(|e| e.to_string())
+        let snapshot = shadow.snapshot(message).map_err(|e| e.to_string())?;
+        if message.ends_with("(turn-end)") {
+            shadow.publish().map_err(|e| e.to_string())?;
+        }
+        Ok(snapshot)
     }
 }
 

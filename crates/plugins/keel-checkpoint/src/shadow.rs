@@ -116,8 +116,10 @@ pub struct Shadow {
     caps: Caps,
     /// The stat table of the last snapshot (`None`: not taken in this process yet).
     stats: Option<BTreeMap<String, Stat>>,
-    /// The last snapshot's commit.
-    head: Option<String>,
+    /// The last snapshot's commit and its tree.
+    head: Option<(String, String)>,
+    /// Whether the ref points at `head` (it is moved by [`Shadow::publish`]).
+    published: bool,
 }
 
 impl Shadow {
@@ -130,6 +132,7 @@ impl Shadow {
             caps,
             stats: None,
             head: None,
+            published: true,
         };
         if !git_dir.join("HEAD").exists() {
             keel_session::store::private_dir_all(git_dir).map_err(|source| {
@@ -143,10 +146,15 @@ impl Shadow {
             shadow.run(&["init", "--quiet", "--bare", git_dir.as_ref()], None)?;
         }
         shadow.head = shadow
-            .run(&["rev-parse", "--verify", "--quiet", REF], None)
+            .run(
+                &["rev-parse", REF, &format!("{REF}^{{tree}}")],
+                None,
+            )
             .ok()
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty());
+            .and_then(|out| {
+                let mut lines = out.lines();
+                Some((lines.next()?.to_owned(), lines.next()?.to_owned()))
+            });
         Ok(shadow)
     }
 
@@ -290,7 +298,7 @@ impl Shadow {
             });
         }
         let now = self.walk()?;
-        if let (Some(prev), Some(head)) = (&self.stats, &self.head)
+        if let (Some(prev), Some((head, _))) = (&self.stats, &self.head)
             && *prev == now
         {
             return Ok(Snapshot {
@@ -367,34 +375,38 @@ impl Shadow {
             )?;
         }
         let tree = self.run(&["write-tree"], None)?.trim().to_owned();
-        let same = match &self.head {
-            Some(head) => {
-                self.run(&["rev-parse", &format!("{head}^{{tree}}")], None)?
-                    .trim()
-                    == tree
-            }
-            None => false,
-        };
-        let commit = match (&self.head, same) {
-            (Some(head), true) => head.clone(),
-            (head, _) => {
+        let commit = match &self.head {
+            Some((head, head_tree)) if *head_tree == tree => head.clone(),
+            head => {
                 let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
-                if let Some(h) = head {
+                if let Some((h, _)) = head {
                     args.extend(["-p", h.as_str()]);
                 }
                 let commit = self.run(&args, None)?.trim().to_owned();
-                self.run(&["update-ref", REF, &commit], None)?;
+                self.published = false;
                 commit
             }
         };
         let changed = stored.len() + removed.len();
-        self.head = Some(commit.clone());
+        self.head = Some((commit.clone(), tree));
         self.stats = Some(now);
         Ok(Snapshot {
             commit,
             changed,
             not_restorable,
         })
+    }
+
+    /// Point the shadow repository's ref at the last checkpoint, so that `git gc` keeps every
+    /// checkpoint (each one's parent is the one before). Checkpoints are written without it (one
+    /// `git` process less per step); a turn's end and a rewind publish them.
+    pub fn publish(&mut self) -> Result<(), CheckpointError> {
+        if let (false, Some((head, _))) = (self.published, &self.head) {
+            let head = head.clone();
+            self.run(&["update-ref", REF, &head], None)?;
+            self.published = true;
+        }
+        Ok(())
     }
 
     /// The paths that differ between two checkpoints.

@@ -336,6 +336,7 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot restore {}", cwd.display()))?;
     let after = shadow
         .snapshot(&format!("keel {} after rewind", session.header().id))
+        .and_then(|s| shadow.publish().map(|()| s))
         .with_context(|| format!("cannot record {} after the rewind", cwd.display()))?;
     let record = json!({
         "to": target, "from": now.commit, "after": after.commit, "written": done.written,
