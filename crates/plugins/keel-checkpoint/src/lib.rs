@@ -54,6 +54,8 @@ pub struct CheckpointConfig {
     pub max_file_bytes: u64,
     /// Most bytes of changed files one checkpoint stores.
     pub max_checkpoint_bytes: u64,
+    /// Most files a workspace may hold for checkpoints to be taken.
+    pub max_files: usize,
 }
 
 impl Default for CheckpointConfig {
@@ -62,6 +64,7 @@ impl Default for CheckpointConfig {
         CheckpointConfig {
             max_file_bytes: caps.max_file_bytes,
             max_checkpoint_bytes: caps.max_checkpoint_bytes,
+            max_files: caps.max_files,
         }
     }
 }
@@ -72,6 +75,7 @@ impl CheckpointConfig {
         Caps {
             max_file_bytes: self.max_file_bytes,
             max_checkpoint_bytes: self.max_checkpoint_bytes,
+            max_files: self.max_files,
         }
     }
 }

@@ -28,6 +28,9 @@ use std::process::{Command, Stdio};
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Default most bytes of changed files stored by one checkpoint.
 pub const DEFAULT_MAX_CHECKPOINT_BYTES: u64 = 256 * 1024 * 1024;
+/// Default most files a workspace may hold for checkpoints to be taken (a home directory is
+/// not a project).
+pub const DEFAULT_MAX_FILES: usize = 200_000;
 /// The ref that keeps the checkpoints reachable.
 const REF: &str = "refs/keel/checkpoints";
 
@@ -46,6 +49,16 @@ pub enum CheckpointError {
         git_dir: PathBuf,
         /// What git said.
         stderr: String,
+    },
+    /// The workspace holds more files than checkpoints are taken of.
+    #[error(
+        "{path} holds more than {max} files (the checkpoints plugin's max_files): no checkpoint"
+    )]
+    TooManyFiles {
+        /// The workspace.
+        path: PathBuf,
+        /// The cap.
+        max: usize,
     },
     /// The workspace could not be read or written.
     #[error("{what} {path}: {source}")]
@@ -66,6 +79,8 @@ pub struct Caps {
     pub max_file_bytes: u64,
     /// Most bytes of changed files one checkpoint stores.
     pub max_checkpoint_bytes: u64,
+    /// Most files the workspace may hold (past it, no checkpoint is taken).
+    pub max_files: usize,
 }
 
 impl Default for Caps {
@@ -73,6 +88,7 @@ impl Default for Caps {
         Caps {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_checkpoint_bytes: DEFAULT_MAX_CHECKPOINT_BYTES,
+            max_files: DEFAULT_MAX_FILES,
         }
     }
 }
@@ -146,10 +162,7 @@ impl Shadow {
             shadow.run(&["init", "--quiet", "--bare", git_dir.as_ref()], None)?;
         }
         shadow.head = shadow
-            .run(
-                &["rev-parse", REF, &format!("{REF}^{{tree}}")],
-                None,
-            )
+            .run(&["rev-parse", REF, &format!("{REF}^{{tree}}")], None)
             .ok()
             .and_then(|out| {
                 let mut lines = out.lines();
@@ -273,6 +286,12 @@ impl Shadow {
                 Ok(m) => m,
                 Err(_) => continue,
             };
+            if out.len() >= self.caps.max_files {
+                return Err(CheckpointError::TooManyFiles {
+                    path: self.work_tree.clone(),
+                    max: self.caps.max_files,
+                });
+            }
             out.insert(
                 rel.to_owned(),
                 Stat {

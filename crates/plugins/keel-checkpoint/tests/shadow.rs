@@ -161,6 +161,7 @@ fn files_over_a_cap_are_listed_as_not_restorable_and_never_touched() {
     let caps = Caps {
         max_file_bytes: 10,
         max_checkpoint_bytes: 1_000,
+        ..Caps::default()
     };
     let mut shadow = Shadow::open(&f.git, &f.ws, caps).unwrap();
     let first = shadow.snapshot("first").unwrap();
@@ -198,6 +199,24 @@ fn a_missing_workspace_and_a_damaged_shadow_are_clear_errors() {
     let e = shadow.snapshot("third").unwrap_err().to_string();
     assert!(
         e.contains("not a directory any more") && e.contains("ws"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_workspace_with_too_many_files_gets_no_checkpoint_and_says_why() {
+    let f = fixture();
+    for i in 0..5 {
+        write(&f.ws, &format!("f{i}.txt"), "x");
+    }
+    let caps = Caps {
+        max_files: 4,
+        ..Caps::default()
+    };
+    let mut shadow = Shadow::open(&f.git, &f.ws, caps).unwrap();
+    let e = shadow.snapshot("first").unwrap_err().to_string();
+    assert!(
+        e.contains("more than 4 files") && e.contains("max_files"),
         "{e}"
     );
 }
