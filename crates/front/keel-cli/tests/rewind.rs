@@ -179,6 +179,21 @@ responses:
     assert_eq!(env.read("a.txt"), "before\n");
     assert!(!env.ws.join("b.txt").exists());
     assert!(!env.ws.join("started").exists());
+
+    // The rewind follows the checkpoints row of the user's configuration.
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[[plugins]]\nid = \"checkpoints\"\n[plugins.config]\nmax_files = 1\n",
+    )
+    .unwrap();
+    let out = rewind(&env, &["--undo"]);
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("more than 1 files") && out.stderr.contains("max_files"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(env.read("a.txt"), "before\n", "nothing changed");
 }
 
 fn libc_sigkill() -> i32 {

@@ -312,9 +312,8 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
         .as_deref()
         .map_or_else(|| ctx.cwd.clone(), PathBuf::from);
     let git_dir = keel_checkpoint::shadow_dir(ctx.store.home(), &cwd);
-    let mut shadow =
-        keel_checkpoint::Shadow::open(&git_dir, &cwd, keel_checkpoint::Caps::default())
-            .with_context(|| format!("cannot open the checkpoints of {}", cwd.display()))?;
+    let mut shadow = keel_checkpoint::Shadow::open(&git_dir, &cwd, checkpoint_caps(ctx))
+        .with_context(|| format!("cannot open the checkpoints of {}", cwd.display()))?;
     if !shadow.has(&target) {
         return Err(anyhow!(
             "checkpoint {target} ({label}) is not in the shadow repository {} (was it removed?); nothing was changed",
@@ -384,6 +383,26 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
     };
     emit(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The caps of the `checkpoints` row of the configuration (its defaults when the row or the
+/// configuration cannot be read: the rewind then only records the workspace with them).
+fn checkpoint_caps(ctx: &Ctx) -> keel_checkpoint::Caps {
+    let row = ctx.host().ok().and_then(|host| {
+        host.config()
+            .config
+            .plugins
+            .iter()
+            .find(|r| r.uses.as_deref().unwrap_or(&r.id) == keel_checkpoint::ID.as_str())
+            .and_then(|r| r.config.clone())
+    });
+    row.and_then(|table| {
+        serde_json::to_value(table)
+            .ok()
+            .and_then(|v| serde_json::from_value::<keel_checkpoint::CheckpointConfig>(v).ok())
+    })
+    .unwrap_or_default()
+    .caps()
 }
 
 /// The seq a fork of `session` starts after: `at` = `N` (just before turn N's prompt was
