@@ -90,6 +90,11 @@ impl AgentHandle {
         self.agent.current_turn()
     }
 
+    /// True while a turn runs.
+    pub fn is_busy(&self) -> bool {
+        self.agent.is_busy()
+    }
+
     /// True when a follow-up turn is waiting in the inbox.
     pub fn has_pending_turn(&self) -> bool {
         self.agent.has_pending_turn()

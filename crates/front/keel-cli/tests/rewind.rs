@@ -140,7 +140,8 @@ fn rewind_returns_the_files_to_each_turn_and_undo_returns() {
     let out = rewind(&env, &["--to", "9"]);
     assert_eq!(out.code, Some(2));
     assert!(
-        out.stderr.contains("--to 9: the session has 3 turn(s)"),
+        out.stderr
+            .contains("--to 9: the session has 3 turn(s), not turn 9"),
         "{}",
         out.stderr
     );

@@ -1147,3 +1147,44 @@ responses:
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
 }
+
+#[test]
+fn rewind_in_the_ui_puts_the_files_back_and_undo_returns_them() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "change the notes" }
+    tool_calls: [{ id: b1, name: bash, arguments: { command: "echo changed > notes.txt; echo new > extra.txt", description: "change" } }]
+  - match: { last_tool_result_contains: "" }
+    text: "Notes changed."
+"#,
+    );
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--approval", "auto"]);
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for("approval auto");
+    t.type_text("change the notes");
+    t.keys(&["Enter"]);
+    t.wait_for("Notes changed.");
+    assert_eq!(env.read("notes.txt"), "changed\n");
+    t.type_text("/rewind 1");
+    t.keys(&["Enter"]);
+    t.wait_for("Rewound the files");
+    assert_eq!(env.read("notes.txt"), "original\n");
+    assert!(!env.ws.join("extra.txt").exists());
+    t.type_text("/rewind undo");
+    t.keys(&["Enter"]);
+    t.wait_for("before the last rewind");
+    assert_eq!(env.read("notes.txt"), "changed\n");
+    assert_eq!(env.read("extra.txt"), "new\n");
+    t.type_text("/rewind 7");
+    t.keys(&["Enter"]);
+    t.wait_for("not turn 7");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}

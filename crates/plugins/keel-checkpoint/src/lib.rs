@@ -15,12 +15,16 @@
 //! A checkpoint that fails (no `git`, a full disk) never stops the call: it is logged once as
 //! `checkpoint/failed {reason}` and the session goes on without checkpoints.
 
+pub mod rewind;
 pub mod shadow;
 
 use async_trait::async_trait;
 use futures::FutureExt;
 use keel_agent::modes::SerialHook;
-use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
+use keel_agent::plugin::{
+    CommandError, CommandSource, InstallContext, Plugin, PluginCommand, PluginError, PluginId,
+    plugin_config,
+};
 use keel_agent::seams::{StopDecision, TurnStopping};
 use keel_agent::{AgentHandle, AgentSlot};
 use keel_protocol::EventBody;
@@ -205,6 +209,80 @@ fn at_turn_end(shared: Arc<Shared>) -> SerialHook<TurnStopping, StopDecision> {
     })
 }
 
+/// `/rewind N [--force]` and `/rewind undo` in the terminal UI and over ACP: the live
+/// session's files back to before turn N (see [`rewind`]), logged as `checkpoint/restored`.
+struct RewindCommand(Arc<Shared>);
+
+const REWIND_USAGE: &str =
+    "usage: /rewind N [--force] (the files as they were before turn N) | /rewind undo";
+
+impl RewindCommand {
+    fn run(&self, args: &str) -> Result<String, String> {
+        let agent = self.0.slot.get().ok_or("no running agent")?;
+        if agent.is_busy() {
+            return Err("a turn is running: rewind when it has ended".into());
+        }
+        let words: Vec<&str> = args.split_whitespace().collect();
+        let force = words.contains(&"--force");
+        let spec = words
+            .iter()
+            .find(|w| !w.starts_with("--"))
+            .ok_or(REWIND_USAGE)?;
+        let point = rewind::Point::parse(spec).ok_or(REWIND_USAGE)?;
+        let plan = agent
+            .with_session(|s| rewind::plan(s, point))
+            .map_err(|e| format!("/rewind {spec}: {e}"))?;
+        let Some(plan) = plan else {
+            return Ok(format!(
+                "Nothing to rewind: no step changed files after /rewind {spec}; the workspace is as the agent left it."
+            ));
+        };
+        let record = {
+            let mut guard = self.0.shadow.locked();
+            if guard.is_none() {
+                *guard = Some(
+                    Shadow::open(&self.0.git_dir, &self.0.cwd, self.0.caps)
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            let Some(shadow) = guard.as_mut() else {
+                return Err("no shadow repository".into());
+            };
+            rewind::apply(shadow, &plan, force, agent.session_id().as_str())
+                .map_err(|e| format!("/rewind {spec}: {e}; nothing was changed"))?
+        };
+        agent
+            .push_ignorable(RESTORED_EVENT, record.clone())
+            .map_err(|e| format!("the files were rewound but the log could not record it: {e}"))?;
+        Ok(format!(
+            "{} Undo: /rewind undo",
+            rewind::describe(&record, &format!("/rewind {spec}, {}", plan.label))
+        ))
+    }
+}
+
+impl CommandSource for RewindCommand {
+    fn commands(&self) -> Vec<PluginCommand> {
+        vec![PluginCommand {
+            name: "rewind".into(),
+            description: "Put the workspace's files back as they were before turn N".into(),
+            argument_hint: Some("N [--force] | undo".into()),
+        }]
+    }
+
+    fn expand<'a>(
+        &'a self,
+        _name: &'a str,
+        _args: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, CommandError>> {
+        Box::pin(async { Err(CommandError::Failed(REWIND_USAGE.into())) })
+    }
+
+    fn act(&self, _name: &str, args: &str) -> Option<Result<String, CommandError>> {
+        Some(self.run(args).map_err(|e| CommandError::Failed(e.into())))
+    }
+}
+
 /// The `checkpoints` plugin (on by default; `enabled = false` in its row turns it off).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CheckpointPlugin;
@@ -237,6 +315,7 @@ impl Plugin for CheckpointPlugin {
         ctx.agent_hooks
             .turn_stopping
             .push(at_turn_end(shared.clone()));
+        ctx.commands.push(Arc::new(RewindCommand(shared.clone())));
         ctx.on_agent.push(Box::new(move |agent| {
             shared.slot.bind(agent);
         }));

@@ -209,17 +209,10 @@ pub fn fork(ctx: &Ctx, args: &crate::cli::ForkArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A checkpoint as the log records it.
-struct Checkpoint {
-    seq: u64,
-    snapshot: String,
-    at: String,
-    not_restorable: Vec<String>,
-}
-
 /// `keel rewind [SESSION] --to N|seq:S | --undo [--force]`: the workspace's files back to a
-/// checkpoint (see `keel_checkpoint`), the rewind logged as `checkpoint/restored`.
+/// checkpoint (`keel_checkpoint::rewind`), the rewind logged as `checkpoint/restored`.
 pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
+    use keel_checkpoint::rewind::{Point, apply, describe, plan};
     use keel_protocol::EventBody;
     let file = match &args.session {
         Some(q) => resolve(ctx, q)?,
@@ -227,84 +220,25 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
     };
     let loaded = load(&file)?;
     let session = &loaded.session;
-    let mut checkpoints = Vec::new();
-    // The state the agent left last: its last turn-end checkpoint, or what the last rewind
-    // put back; and the state before the last rewind (for --undo).
-    let (mut agent_left, mut before_last_rewind) = (None::<String>, None::<String>);
-    for ev in session.events() {
-        let EventBody::Other(o) = &ev.body else {
-            continue;
-        };
-        let text = |k: &str| o.data.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-        match o.type_name.as_str() {
-            keel_checkpoint::CREATED_EVENT => {
-                let Some(snapshot) = text("snapshot") else {
-                    continue;
-                };
-                let at = text("at").unwrap_or_default();
-                if at == "turn-end" {
-                    agent_left = Some(snapshot.clone());
-                }
-                let not_restorable = o
-                    .data
-                    .get("notRestorable")
-                    .and_then(|v| v.as_array())
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|p| p.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                checkpoints.push(Checkpoint {
-                    seq: ev.seq.0,
-                    snapshot,
-                    at,
-                    not_restorable,
-                });
+    let id = session.header().id.clone();
+    let (point, flag) = match (&args.to, args.undo) {
+        (_, true) => (Point::Undo, "--undo".to_owned()),
+        (Some(to), false) => match Point::parse(to) {
+            Some(Point::Undo) | None => {
+                return Err(anyhow!("--to takes a turn number N or seq:S, not {to:?}"));
             }
-            keel_checkpoint::RESTORED_EVENT => {
-                agent_left = text("after").or(agent_left);
-                before_last_rewind = text("from");
-            }
-            _ => {}
-        }
-    }
-    if checkpoints.is_empty() {
-        return Err(anyhow!(
-            "{} has no checkpoints (the checkpoints plugin was off, or git was missing: see `keel sessions show {} --events`)",
-            file.display(),
-            session.header().id
-        ));
-    }
-    // The target checkpoint: the first one taken at or after the point (nothing changed the
-    // files between the point and it, or it would have been taken earlier).
-    let (target, not_restorable, label) = if args.undo {
-        let from = before_last_rewind
-            .ok_or_else(|| anyhow!("{} has no rewind to undo", file.display()))?;
-        (from, Vec::new(), "before the last rewind".to_owned())
-    } else {
-        let to = args.to.as_deref().unwrap_or_default();
-        let point = match to.strip_prefix("seq:") {
-            Some(seq) => seq
-                .trim()
-                .parse::<u64>()
-                .map_err(|_| anyhow!("--to seq:S needs a number, not {seq:?}"))?,
-            None => fork_boundary(session, Some(to), "--to")?.0,
-        };
-        match checkpoints.iter().find(|c| c.seq >= point) {
-            Some(c) => (
-                c.snapshot.clone(),
-                c.not_restorable.clone(),
-                format!("--to {to} (checkpoint at seq {}, {})", c.seq, c.at),
-            ),
-            None => {
-                let text = format!(
-                    "Nothing to rewind: no step changed files after --to {to}; the workspace is as the agent left it.\n"
-                );
-                emit(text.as_bytes())?;
-                return Ok(ExitCode::SUCCESS);
-            }
-        }
+            Some(p) => (p, format!("--to {to}")),
+        },
+        (None, false) => return Err(anyhow!("give --to N, --to seq:S or --undo")),
+    };
+    let Some(plan) =
+        plan(session, point).map_err(|e| anyhow!("{flag}: {e} ({})", file.display()))?
+    else {
+        let text = format!(
+            "Nothing to rewind: no step changed files after {flag}; the workspace is as the agent left it.\n"
+        );
+        emit(text.as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
     };
     let cwd = session
         .header()
@@ -314,33 +248,12 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
     let git_dir = keel_checkpoint::shadow_dir(ctx.store.home(), &cwd);
     let mut shadow = keel_checkpoint::Shadow::open(&git_dir, &cwd, checkpoint_caps(ctx))
         .with_context(|| format!("cannot open the checkpoints of {}", cwd.display()))?;
-    if !shadow.has(&target) {
-        return Err(anyhow!(
-            "checkpoint {target} ({label}) is not in the shadow repository {} (was it removed?); nothing was changed",
-            git_dir.display()
-        ));
-    }
-    let now = shadow
-        .snapshot(&format!("keel {} before rewind", session.header().id))
-        .with_context(|| format!("cannot record {} before the rewind", cwd.display()))?;
-    // Changed since the agent's last turn: someone else's work, kept unless --force.
-    let by_others: Vec<String> = match (&agent_left, args.force) {
-        (Some(left), false) => shadow.changed_between(left, &now.commit)?,
-        _ => Vec::new(),
-    };
-    let mut keep: std::collections::HashSet<String> = by_others.iter().cloned().collect();
-    keep.extend(not_restorable.iter().cloned());
-    let done = shadow
-        .restore(&now.commit, &target, &keep)
-        .with_context(|| format!("cannot restore {}", cwd.display()))?;
-    let after = shadow
-        .snapshot(&format!("keel {} after rewind", session.header().id))
-        .and_then(|s| shadow.publish().map(|()| s))
-        .with_context(|| format!("cannot record {} after the rewind", cwd.display()))?;
-    let record = json!({
-        "to": target, "from": now.commit, "after": after.commit, "written": done.written,
-        "removed": done.removed, "kept": done.kept, "notRestorable": not_restorable,
-    });
+    let record = apply(&mut shadow, &plan, args.force, id.as_str()).with_context(|| {
+        format!(
+            "cannot rewind {} ({flag}); nothing was logged",
+            cwd.display()
+        )
+    })?;
     {
         let (mut log, _, repair) =
             keel_session::PersistentSession::resume(&file, keel_session::WriterOptions::default())
@@ -364,22 +277,11 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
     let text = if args.json {
         format!("{record}\n")
     } else {
-        let mut t = format!(
-            "Rewound the files of {} to {label}: {} written, {} removed.\n",
-            cwd.display(),
-            done.written.len(),
-            done.removed.len()
-        );
-        if !done.kept.is_empty() {
-            let _ = writeln!(
-                t,
-                "Kept {} file(s) changed since the agent's last turn or too large to restore (--force overwrites the first kind): {}",
-                done.kept.len(),
-                done.kept.join(", ")
-            );
-        }
-        let _ = writeln!(t, "Undo with: keel rewind {} --undo", session.header().id);
-        t
+        format!(
+            "{} ({})\nUndo with: keel rewind {id} --undo\n",
+            describe(&record, &format!("{flag}, {}", plan.label)),
+            cwd.display()
+        )
     };
     emit(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
