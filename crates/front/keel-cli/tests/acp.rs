@@ -1790,3 +1790,43 @@ fn ask_user_question_is_a_form_or_a_permission_choice() {
         ]
     );
 }
+
+/// The TypeScript SDK client: a prompt's `bash` changes a file, `/rewind 1` puts it back and
+/// `/rewind undo` returns the change, each answered as an agent message.
+#[test]
+fn rewind_over_acp_puts_the_files_back_and_undo_returns_them() {
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "change the notes" }
+    tool_calls: [{ id: b1, name: bash, arguments: { command: "echo changed > notes.txt", description: "change" } }]
+  - match: { last_tool_result_contains: "" }
+    text: "Notes changed."
+"#,
+    );
+    let report = node_client(&env, &mock.base_url(), "rewind");
+    assert_eq!(report["afterChange"], "changed\n", "{report}");
+    assert_eq!(report["afterRewind"], "original\n", "{report}");
+    assert_eq!(report["afterUndo"], "changed\n", "{report}");
+    let said = report["rewind"]["text"].as_str().unwrap();
+    assert!(said.contains("Rewound the files to /rewind 1"), "{report}");
+    assert!(
+        report["undo"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("before the last rewind"),
+        "{report}"
+    );
+    assert!(
+        report["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "rewind"),
+        "{report}"
+    );
+    // Only the first prompt went to the model.
+    assert_eq!(mock.requests().len(), 2);
+}

@@ -7,7 +7,7 @@
 // edits notes.txt, with the plan's permission request answered "allow once"; a prompt whose
 // `bash sleep 30` is cancelled mid-tool; stdin closed. Then a second process loads the session
 // and the replayed updates are recorded, and a missing session id is loaded. Scenarios
-// `editor`, `reload` and `ask` are described where they are defined.
+// `editor`, `reload`, `ask` and `rewind` are described where they are defined.
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -323,8 +323,37 @@ async function ask() {
   return report;
 }
 
+/** Scenario `rewind`: a prompt whose `bash` changes notes.txt (allowed once), then the
+ * `/rewind 1` and `/rewind undo` commands; notes.txt is read after each. */
+async function rewind() {
+  const c = start((req) => (req.options.find((o) => o.kind === "allow_once") ?? req.options[0]).optionId);
+  await c.ctx.request("initialize", { protocolVersion: 1, clientCapabilities: {} });
+  const s = await c.ctx.request("session/new", { cwd: workspace, mcpServers: [] });
+  const say = async (text) => {
+    const before = c.updates.length;
+    const r = await c.ctx.request("session/prompt", { sessionId: s.sessionId, prompt: [{ type: "text", text }] });
+    const said = c.updates.slice(before).map(shape).filter((u) => u.kind === "agent_message_chunk");
+    return { stopReason: r.stopReason, text: said.map((u) => u.text).join("") };
+  };
+  const notes = () => readFileSync(`${workspace}/notes.txt`, "utf8");
+  const report = {};
+  report.change = await say("change the notes");
+  report.afterChange = notes();
+  report.rewind = await say("/rewind 1");
+  report.afterRewind = notes();
+  report.undo = await say("/rewind undo");
+  report.afterUndo = notes();
+  report.commands = c.updates
+    .filter((u) => u.update.sessionUpdate === "available_commands_update")
+    .flatMap((u) => u.update.availableCommands.map((cmd) => cmd.name));
+  c.child.stdin.end();
+  report.exit = await c.exited;
+  report.stderr = c.stderr();
+  return report;
+}
+
 const scenario = process.argv[2] ?? "main";
-const run = { main, editor, reload, ask }[scenario];
+const run = { main, editor, reload, ask, rewind }[scenario];
 if (!run) {
   console.error(`unknown scenario ${scenario}`);
   process.exit(2);
