@@ -353,13 +353,7 @@ impl Store {
 
     /// Session directories under one project (or all projects).
     fn session_dirs(&self, cwd: Option<&Path>) -> Vec<PathBuf> {
-        let projects: Vec<PathBuf> = match cwd {
-            Some(cwd) => vec![self.sessions_root().join(Self::project_key(cwd))],
-            None => read_dirs(&self.sessions_root()),
-        };
-        projects
-            .iter()
-            .flat_map(|p| read_dirs(p))
+        self.candidate_dirs(cwd)
             .filter(|d| load::session_file(d).is_ok())
             .collect()
     }
@@ -367,15 +361,18 @@ impl Store {
     /// The session file of every session under `cwd`'s project (or under every project),
     /// without reading them (a search index stats them).
     pub fn session_files(&self, cwd: Option<&Path>) -> Vec<PathBuf> {
+        self.candidate_dirs(cwd)
+            .filter_map(|d| load::session_file(&d).ok())
+            .collect()
+    }
+
+    /// The directories under `cwd`'s project (or under every project) that may hold a session.
+    fn candidate_dirs(&self, cwd: Option<&Path>) -> impl Iterator<Item = PathBuf> {
         let projects: Vec<PathBuf> = match cwd {
             Some(cwd) => vec![self.sessions_root().join(Self::project_key(cwd))],
             None => read_dirs(&self.sessions_root()),
         };
-        projects
-            .iter()
-            .flat_map(|p| read_dirs(p))
-            .filter_map(|d| load::session_file(&d).ok())
-            .collect()
+        projects.into_iter().flat_map(|p| read_dirs(&p))
     }
 
     /// Every session under `cwd`'s project (or under every project), newest first.
