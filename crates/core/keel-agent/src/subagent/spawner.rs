@@ -243,13 +243,7 @@ impl LiveChild {
     /// session). While a turn runs, it joins that turn's next step; otherwise it waits for the
     /// next [`LiveChild::run_turn`]. Returns the mode used.
     pub fn send(&self, text: &str) -> Result<InboxMode, ToolError> {
-        let message = super::team::parent_message(&self.parent.session_id(), text);
-        self.child
-            .agent
-            .deliver(message, |activity| match activity {
-                crate::background::TurnActivity::Running => InboxMode::Inject,
-                crate::background::TurnActivity::Idle => InboxMode::Followup,
-            })
+        super::team::message_child(&self.child.agent.handle(), &self.parent.session_id(), text)
             .map_err(|e| ToolError::Failed(format!("could not message the subagent: {e}")))
     }
 

@@ -233,7 +233,7 @@ fn mark_interrupted(session: &SessionId) {
 }
 
 /// A message from a parent to its child (source `keel/subagent`, with the parent's session).
-pub(crate) fn parent_message(parent: &SessionId, text: &str) -> Message {
+fn parent_message(parent: &SessionId, text: &str) -> Message {
     let mut extra = Map::new();
     extra.insert("parentSession".into(), json!(parent));
     let source = MessageSource::Known(KnownSource::Plugin {
@@ -241,6 +241,19 @@ pub(crate) fn parent_message(parent: &SessionId, text: &str) -> Message {
         extra,
     });
     Message::user_text(text, source, uuid::Uuid::new_v4().to_string())
+}
+
+/// Queue `text` from `parent` in `child`'s inbox: it joins a running turn's next step, or waits
+/// as the next turn of an idle child. Returns the mode used.
+pub(crate) fn message_child(
+    child: &AgentHandle,
+    parent: &SessionId,
+    text: &str,
+) -> Result<InboxMode, crate::AgentError> {
+    child.deliver(parent_message(parent, text), |activity| match activity {
+        crate::background::TurnActivity::Running => InboxMode::Inject,
+        crate::background::TurnActivity::Idle => InboxMode::Followup,
+    })
 }
 
 /// Cut `text` to [`NOTICE_CAP`] bytes, saying where the rest is.
@@ -372,11 +385,7 @@ impl Tool for SendMessageTool {
                 a.subagent_id
             )));
         };
-        let mode = child
-            .deliver(parent_message(&me, &a.message), |activity| match activity {
-                crate::background::TurnActivity::Running => InboxMode::Inject,
-                crate::background::TurnActivity::Idle => InboxMode::Followup,
-            })
+        let mode = message_child(&child, &me, &a.message)
             .map_err(|e| ToolError::Failed(format!("could not message {name}: {e}")))?;
         let text = if mode == InboxMode::Followup {
             // Working again before this call returns: the parent's driver must wait for it.
