@@ -123,9 +123,19 @@ impl Shared {
         }
         let me = self.clone();
         let message = format!("keel {} turn {turn} step {step} ({at})", agent.session_id());
-        let taken = tokio::task::spawn_blocking(move || me.snapshot(&message))
-            .await
-            .unwrap_or_else(|e| Err(format!("the checkpoint task failed: {e}")));
+        let publish = at == "turn-end";
+        let taken = tokio::task::spawn_blocking(move || {
+            me.with_shadow(|shadow| {
+                let snapshot = shadow.snapshot(&message)?;
+                if publish {
+                    shadow.publish()?;
+                }
+                Ok(snapshot)
+            })
+            .map_err(|e: CheckpointError| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the checkpoint task failed: {e}")));
         match taken {
             Ok(s) => {
                 let _ = agent.push_ignorable(
@@ -144,20 +154,17 @@ impl Shared {
         }
     }
 
-    fn snapshot(&self, message: &str) -> Result<Snapshot, String> {
+    /// Run `work` on the workspace's shadow repository, opened (or created) on first use.
+    fn with_shadow<R, E: From<CheckpointError>>(
+        &self,
+        work: impl FnOnce(&mut Shadow) -> Result<R, E>,
+    ) -> Result<R, E> {
         let mut guard = self.shadow.locked();
-        if guard.is_none() {
-            *guard =
-                Some(Shadow::open(&self.git_dir, &self.cwd, self.caps).map_err(|e| e.to_string())?);
-        }
-        let Some(shadow) = guard.as_mut() else {
-            return Err("no shadow repository".into());
+        let shadow = match guard.as_mut() {
+            Some(shadow) => shadow,
+            None => guard.insert(Shadow::open(&self.git_dir, &self.cwd, self.caps)?),
         };
-        let snapshot = shadow.snapshot(message).map_err(|e| e.to_string())?;
-        if message.ends_with("(turn-end)") {
-            shadow.publish().map_err(|e| e.to_string())?;
-        }
-        Ok(snapshot)
+        work(shadow)
     }
 }
 
@@ -237,20 +244,10 @@ impl RewindCommand {
                 "Nothing to rewind: no step changed files after /rewind {spec}; the workspace is as the agent left it."
             ));
         };
-        let record = {
-            let mut guard = self.0.shadow.locked();
-            if guard.is_none() {
-                *guard = Some(
-                    Shadow::open(&self.0.git_dir, &self.0.cwd, self.0.caps)
-                        .map_err(|e| e.to_string())?,
-                );
-            }
-            let Some(shadow) = guard.as_mut() else {
-                return Err("no shadow repository".into());
-            };
-            rewind::apply(shadow, &plan, force, agent.session_id().as_str())
-                .map_err(|e| format!("/rewind {spec}: {e}; nothing was changed"))?
-        };
+        let record = self
+            .0
+            .with_shadow(|shadow| rewind::apply(shadow, &plan, force, agent.session_id().as_str()))
+            .map_err(|e| format!("/rewind {spec}: {e}; nothing was changed"))?;
         agent
             .push_ignorable(RESTORED_EVENT, record.clone())
             .map_err(|e| format!("the files were rewound but the log could not record it: {e}"))?;
