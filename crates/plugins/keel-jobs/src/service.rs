@@ -18,8 +18,8 @@ use futures::future::BoxFuture;
 use keel_agent::background::WakeLedger;
 use keel_agent::background::{Background, IdleWait};
 use keel_agent::{AgentHandle, WeakHandle};
-use keel_protocol::SessionId;
 use keel_protocol::sync::Locked;
+use keel_protocol::{Message, SessionId};
 use keel_tools::jobs::OutputSink;
 use keel_tools::{
     JobControl, JobError, JobEventSink, JobEvents, JobInfo, JobIo, JobOutput, JobResult, JobSpec,
@@ -133,6 +133,9 @@ impl Job {
         true
     }
 }
+
+/// What delivering to an owner needs: its handle, its driver's signal and its wake ledger.
+type OwnerParts = (WeakHandle, Arc<Notify>, Arc<Mutex<WakeLedger>>);
 
 /// One agent whose jobs the service holds.
 pub(crate) struct Owner {
@@ -303,23 +306,10 @@ impl JobService {
             if !job.settle(status, result.summary) {
                 return;
             }
-            let notice = (job.waiters == 0).then(|| JobNotice::new(&job.snapshot()));
-            let target = state.owners.get_mut(owner).map(|o| {
-                o.delivering += 1;
-                (o.agent.clone(), o.signal.clone(), o.ledger.clone())
-            });
-            (notice, target)
+            let notice = (job.waiters == 0).then(|| JobNotice::new(&job.snapshot()).message());
+            (notice, Self::start_delivery(&mut state, owner))
         };
-        let Some((agent, signal, ledger)) = target else {
-            return;
-        };
-        if let (Some(notice), Some(agent)) = (notice, agent.upgrade()) {
-            wake::deliver(&agent, &ledger, self.config.max_wakeups, notice.message());
-        }
-        if let Some(o) = lock(&self.state).owners.get_mut(owner) {
-            o.delivering = o.delivering.saturating_sub(1);
-        }
-        signal.notify_one();
+        self.end_delivery(owner, target, notice);
     }
 
     /// Deliver a running job's interim notice to its owner (as a finished job's notice is:
@@ -333,16 +323,27 @@ impl JobService {
             if !live {
                 return;
             }
-            state.owners.get_mut(owner).map(|o| {
-                o.delivering += 1;
-                (o.agent.clone(), o.signal.clone(), o.ledger.clone())
-            })
+            Self::start_delivery(&mut state, owner)
         };
+        self.end_delivery(owner, target, Some(JobNotice::interim(id, text)));
+    }
+
+    /// Count a delivery to `owner` as running (so its driver never stops between a job's
+    /// settlement or answer and the wake-up it causes); the owner's parts to deliver with.
+    fn start_delivery(state: &mut State, owner: &SessionId) -> Option<OwnerParts> {
+        state.owners.get_mut(owner).map(|o| {
+            o.delivering += 1;
+            (o.agent.clone(), o.signal.clone(), o.ledger.clone())
+        })
+    }
+
+    /// Deliver `notice` (if any) to the owner [`JobService::start_delivery`] found, end the
+    /// delivery and signal the owner's driver.
+    fn end_delivery(&self, owner: &SessionId, target: Option<OwnerParts>, notice: Option<Message>) {
         let Some((agent, signal, ledger)) = target else {
             return;
         };
-        if let Some(agent) = agent.upgrade() {
-            let notice = JobNotice::interim(id, text);
+        if let (Some(notice), Some(agent)) = (notice, agent.upgrade()) {
             wake::deliver(&agent, &ledger, self.config.max_wakeups, notice);
         }
         if let Some(o) = lock(&self.state).owners.get_mut(owner) {
@@ -458,10 +459,7 @@ impl JobService {
     }
 
     /// The owner's handle, wake signal and ledger.
-    pub(crate) fn owner_parts(
-        &self,
-        owner: &SessionId,
-    ) -> Option<(WeakHandle, Arc<Notify>, Arc<Mutex<WakeLedger>>)> {
+    pub(crate) fn owner_parts(&self, owner: &SessionId) -> Option<OwnerParts> {
         lock(&self.state)
             .owners
             .get(owner)
