@@ -71,6 +71,23 @@ pub enum AppendError {
         /// Span end.
         end: Seq,
     },
+    /// Returned by `append` when a `surface/rewind` names a point that is not before it.
+    #[error("event {seq} (surface/rewind) rewinds to seq {to}, which is not an earlier event")]
+    RewindNotBefore {
+        /// The rewind's seq.
+        seq: Seq,
+        /// Its target.
+        to: Seq,
+    },
+    /// Returned by `append` when a `surface/rewind` comes while a turn is open, or names a
+    /// point inside a turn (the history there would end in unanswered tool calls).
+    #[error("event {seq} (surface/rewind): {what}; a conversation rewinds only between turns")]
+    RewindInsideTurn {
+        /// The rewind's seq.
+        seq: Seq,
+        /// What is inside a turn.
+        what: String,
+    },
     /// Returned by `append` when a replacing event does not cite a seq it shadows in
     /// `sourceEventSeqs`.
     #[error("event {seq} shadows seq {shadowed} but does not cite it in sourceEventSeqs")]

@@ -34,6 +34,8 @@ pub struct Session {
     header: SessionHeader,
     records: Records,
     surface: Surface,
+    /// Each `surface/rewind`'s seq and the nodes it returned to, in log order.
+    rewinds: Vec<(Seq, Vec<Seq>)>,
     derived: Derived,
     pub(crate) tracker: Tracker,
     /// The last `session/title`.
@@ -46,7 +48,12 @@ pub struct Session {
 enum SurfaceEffect {
     None,
     Append,
-    Replace { from: usize, to: usize },
+    Replace {
+        from: usize,
+        to: usize,
+    },
+    /// `surface/rewind`: the nodes the surface had at its target.
+    Rewind(Vec<Seq>),
 }
 
 impl Session {
@@ -57,6 +64,7 @@ impl Session {
             header,
             records: Records::default(),
             surface: Surface::default(),
+            rewinds: Vec::new(),
             derived: Derived::default(),
             tracker,
             title: None,
@@ -217,6 +225,10 @@ impl Session {
             SurfaceEffect::None => {}
             SurfaceEffect::Append => self.surface.append(event.seq),
             SurfaceEffect::Replace { from, to } => self.surface.replace(from, to, event.seq),
+            SurfaceEffect::Rewind(nodes) => {
+                self.surface.rewind(nodes.clone());
+                self.rewinds.push((event.seq, nodes));
+            }
         }
         self.tracker.observe(&event);
         match &event.body {
@@ -319,6 +331,13 @@ impl Session {
                 type_name: o.type_name.clone(),
             });
         }
+        if let EventBody::SurfaceRewind(r) = &ev.body
+            && ev.surface_op.is_none()
+        {
+            return self
+                .validate_rewind(seq, r.to_seq)
+                .map(SurfaceEffect::Rewind);
+        }
         let surface_type = ev.body.is_surface_eligible();
         match (surface_type, &ev.surface_op) {
             (false, None) => Ok(SurfaceEffect::None),
@@ -361,6 +380,64 @@ impl Session {
                 Ok(SurfaceEffect::Replace { from, to })
             }
         }
+    }
+
+    /// The surface nodes a `surface/rewind` at `seq` to `to` returns to, if it may: `to` is an
+    /// earlier event, no turn is open now and none was just before `to`.
+    fn validate_rewind(&self, seq: Seq, to: Seq) -> Result<Vec<Seq>, AppendError> {
+        if to >= seq {
+            return Err(AppendError::RewindNotBefore { seq, to });
+        }
+        if let Some(open) = self.tracker.state.open_turn {
+            return Err(AppendError::RewindInsideTurn {
+                seq,
+                what: format!("turn {} is open", open.0),
+            });
+        }
+        let (nodes, open) = self.surface_before(to);
+        match open {
+            Some(turn) => Err(AppendError::RewindInsideTurn {
+                seq,
+                what: format!("seq {to} is inside turn {turn}"),
+            }),
+            None => Ok(nodes),
+        }
+    }
+
+    /// The surface nodes just before event `to` (replaying the surface ops of the events
+    /// before it; an earlier rewind's nodes come from [`Session::rewinds`]), and the turn open
+    /// there, if any.
+    pub fn surface_before(&self, to: Seq) -> (Vec<Seq>, Option<u32>) {
+        let mut nodes: Vec<Seq> = Vec::new();
+        let mut open = None;
+        let mut rewinds = self.rewinds.iter().peekable();
+        for ev in self.whole_event_iter() {
+            if ev.seq >= to {
+                break;
+            }
+            match (&ev.body, &ev.surface_op) {
+                (EventBody::TurnStart(t), _) => open = Some(t.turn.0),
+                (EventBody::TurnEnd(_), _) => open = None,
+                (EventBody::SurfaceRewind(_), None) => {
+                    while rewinds.next_if(|(s, _)| *s < ev.seq).is_some() {}
+                    if let Some((_, earlier)) = rewinds.next_if(|(s, _)| *s == ev.seq) {
+                        nodes.clone_from(earlier);
+                    }
+                }
+                (_, Some(SurfaceOp::Append)) => nodes.push(ev.seq),
+                (_, Some(SurfaceOp::Replace { start, end })) => {
+                    let from = nodes.iter().rposition(|s| s == start);
+                    let upto = nodes.iter().rposition(|s| s == end);
+                    if let (Some(from), Some(upto)) = (from, upto)
+                        && from <= upto
+                    {
+                        nodes.splice(from..=upto, std::iter::once(ev.seq));
+                    }
+                }
+                _ => {}
+            }
+        }
+        (nodes, open)
     }
 
     /// Why a replacing `tool/result` may not replace `shadowed`, if it may not.

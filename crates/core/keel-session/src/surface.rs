@@ -3,8 +3,10 @@
 //!
 //! `surfaceOp: "append"` pushes the event's seq; `{op:"replace", start, end}` removes the
 //! inclusive span of current nodes from the node with seq `start` to the node with seq `end`
-//! (in surface order) and puts the new event's seq in its place. Every replace bumps the
-//! generation, which tells [`Derived`] to rebuild instead of extending.
+//! (in surface order) and puts the new event's seq in its place. keel's `surface/rewind
+//! {toSeq}` (not a surface event itself) sets the nodes back to what they were just before
+//! event `toSeq`. Every replace and rewind bumps the generation, which tells [`Derived`] to
+//! rebuild instead of extending.
 
 use keel_protocol::{Message, Role, Seq};
 
@@ -40,6 +42,14 @@ impl Surface {
 
     pub(crate) fn append(&mut self, seq: Seq) {
         self.nodes.push(seq);
+    }
+
+    /// Return to `nodes`, an earlier surface (`surface/rewind`): a new generation, so derived
+    /// messages are rebuilt. `last_replacement` is unchanged: a rewind shadows nothing that a
+    /// projection would have to carry over.
+    pub(crate) fn rewind(&mut self, nodes: Vec<Seq>) {
+        self.nodes = nodes;
+        self.generation += 1;
     }
 
     /// Replace positions `from..=to` by `seq` (positions already validated).

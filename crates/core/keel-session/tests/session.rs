@@ -673,6 +673,11 @@ fn one_of_each() -> Vec<EventBody> {
             message_seqs: vec![Seq(1)],
             source: None,
         })),
+        EventBody::SurfaceRewind(Box::new(SurfaceRewind {
+            to_seq: Seq(0),
+            turn: Some(TurnNo(1)),
+            reason: Some("rewind".into()),
+        })),
     ];
     let names: Vec<&str> = v.iter().map(|b| b.type_name()).collect();
     assert_eq!(
@@ -709,4 +714,70 @@ fn every_event_type_round_trips_through_json_and_a_file() {
     let loaded = Store::load(&p).unwrap().session;
     let back: Vec<SessionEvent> = loaded.events().map(|e| e.into_owned()).collect();
     assert_eq!(back, originals);
+}
+
+#[test]
+fn a_conversation_rewind_only_comes_between_turns_and_points_between_turns() {
+    let mut s = Session::new(header("rw"));
+    let rewind = |to: u64| {
+        EventBody::SurfaceRewind(Box::new(SurfaceRewind {
+            to_seq: Seq(to),
+            turn: None,
+            reason: None,
+        }))
+    };
+    let user = |t: &str| {
+        EventBody::UserMessage(Box::new(Message::user_text(t, MessageSource::user(), "m")))
+    };
+    // Turn 1 at seqs 0..=2, turn 2 at seqs 3..=5.
+    for (turn, text) in [(1, "one"), (2, "two")] {
+        s.push(EventBody::TurnStart(TurnStart { turn: TurnNo(turn) }))
+            .unwrap();
+        s.push_surface(user(text), SurfaceOp::Append, vec![])
+            .unwrap();
+        s.push(EventBody::TurnEnd(TurnEnd {
+            turn: TurnNo(turn),
+            reason: TurnEndReason::Completed,
+        }))
+        .unwrap();
+    }
+    let e = s.push(rewind(1)).unwrap_err();
+    assert!(
+        matches!(&e, AppendError::RewindInsideTurn { what, .. } if what == "seq 1 is inside turn 1"),
+        "{e}"
+    );
+    let e = s.push(rewind(6)).unwrap_err();
+    assert!(matches!(e, AppendError::RewindNotBefore { .. }), "{e}");
+    let generation = s.surface().generation();
+    let at = s.push(rewind(3)).unwrap();
+    assert_eq!(s.surface().nodes(), &[Seq(1)]);
+    assert_eq!(s.surface().generation(), generation + 1);
+    let texts: Vec<String> = s
+        .derive_messages()
+        .iter()
+        .map(|d| d.message.text())
+        .collect();
+    assert_eq!(texts, ["one"]);
+    // The rewind of the rewind returns to what was there just before it.
+    s.push(rewind(at.0)).unwrap();
+    assert_eq!(s.surface().nodes(), &[Seq(1), Seq(4)]);
+    // Not while a turn is open.
+    s.push(EventBody::TurnStart(TurnStart { turn: TurnNo(3) }))
+        .unwrap();
+    let e = s.push(rewind(0)).unwrap_err();
+    assert!(
+        matches!(&e, AppendError::RewindInsideTurn { what, .. } if what == "turn 3 is open"),
+        "{e}"
+    );
+    // The transcript keeps the rewound message, marked.
+    let mut s2 = Session::new(header("rw2"));
+    for ev in s.events().take(at.0 as usize + 1) {
+        s2.append(ev.into_owned()).unwrap();
+    }
+    let t = keel_session::view::Transcript::build(&s2);
+    let json = serde_json::to_string(&t).unwrap();
+    assert!(
+        json.contains(r#""shadowedBy":{"seq":6,"how":"rewound"}"#),
+        "{json}"
+    );
 }

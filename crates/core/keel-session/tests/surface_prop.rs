@@ -18,6 +18,8 @@ enum Op {
     Replace(u16, u16),
     /// A replacement that fails to cite one shadowed seq (must be refused, changing nothing).
     BadReplace(u16),
+    /// A `surface/rewind` to the point before one of the earlier events, scaled to their number.
+    Rewind(u16),
     Derive,
 }
 
@@ -28,6 +30,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Delta),
         2 => (any::<u16>(), any::<u16>()).prop_map(|(a, b)| Op::Replace(a, b)),
         1 => any::<u16>().prop_map(Op::BadReplace),
+        1 => any::<u16>().prop_map(Op::Rewind),
         2 => Just(Op::Derive),
     ]
 }
@@ -48,7 +51,13 @@ proptest! {
         // Reference: (seq, text or None for an empty assistant message).
         let mut model: Vec<(Seq, Option<String>)> = vec![];
         let mut generation = 0u64;
+        // The reference surface just before each event: `before[i]` is the model before seq i.
+        let mut before: Vec<Vec<(Seq, Option<String>)>> = vec![];
         for op in ops {
+            // Each op appends at most one event, at seq `s.len()`.
+            if before.len() as u64 == s.len() {
+                before.push(model.clone());
+            }
             match op {
                 Op::Append => {
                     let seq = s.next_seq();
@@ -84,7 +93,14 @@ proptest! {
                     prop_assert!(s.push_surface(user("bad".into()), op, vec![model[i].0]).is_err());
                     prop_assert_eq!(s.len(), len);
                 }
-                Op::Replace(..) | Op::BadReplace(_) => {}
+                Op::Rewind(a) if s.len() > 0 => {
+                    let to = a as u64 % s.len();
+                    let body = EventBody::SurfaceRewind(Box::new(SurfaceRewind { to_seq: Seq(to), turn: None, reason: None }));
+                    s.push(body).unwrap();
+                    model = before[to as usize].clone();
+                    generation += 1;
+                }
+                Op::Replace(..) | Op::BadReplace(_) | Op::Rewind(_) => {}
                 Op::Derive => {
                     let want: Vec<(Seq, String)> = model.iter().filter_map(|(s, t)| Some((*s, t.clone()?))).collect();
                     let got: Vec<(Seq, String)> = s.derive_messages().iter().map(|d| (d.seq, d.message.text())).collect();

@@ -168,6 +168,8 @@ event_bodies! {
     "permission/preset" => PermissionPreset(Box<PermissionPresetEvent>),
     /// Session title.
     "session/title" => SessionTitle(Box<SessionTitle>),
+    /// The model-visible history returns to an earlier point (keel's conversation rewind).
+    "surface/rewind" => SurfaceRewind(Box<SurfaceRewind>),
 }
 
 impl EventBody {

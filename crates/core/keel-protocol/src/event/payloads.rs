@@ -584,3 +584,20 @@ pub struct SessionTitle {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Value>,
 }
+
+/// `surface/rewind` (keel): the model-visible history returns to what it was just before event
+/// `toSeq` — the surface nodes are those it had then, nothing is deleted from the log. Only
+/// between turns, and only to a point between turns. Not ignorable: a reader that skipped it
+/// would give the model the rewound history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SurfaceRewind {
+    /// The surface becomes what it was just before this event.
+    pub to_seq: Seq,
+    /// The turn whose prompt the point is just before, when it is one (for readers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnNo>,
+    /// Why: `"rewind"`, or `"undo"` for the rewind of a rewind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}

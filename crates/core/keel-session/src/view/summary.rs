@@ -122,6 +122,20 @@ pub fn event_summary(ev: &SessionEvent, names: &HashMap<String, String>) -> Stri
             c.shadowed_range.start, c.shadowed_range.end, c.shadowed_token_count
         ),
         EventBody::CompactionEnd(c) => c.outcome.clone(),
+        EventBody::SurfaceRewind(r) => {
+            let undo = if r.reason.as_deref() == Some("undo") {
+                " (undo of a rewind)"
+            } else {
+                ""
+            };
+            match r.turn {
+                Some(t) => format!(
+                    "conversation rewound to just before turn {t} (#{}){undo}",
+                    r.to_seq
+                ),
+                None => format!("conversation rewound to just before #{}{undo}", r.to_seq),
+            }
+        }
         _ => data_summary(ev),
     };
     if let Some(SurfaceOp::Replace { start, end }) = ev.surface_op {

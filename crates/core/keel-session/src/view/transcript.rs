@@ -243,6 +243,21 @@ impl Index {
     fn of(session: &Session) -> Index {
         let mut ix = Index::default();
         for ev in session.events() {
+            if let EventBody::SurfaceRewind(r) = &ev.body {
+                // What left the model's history: on the surface just before the rewind, not
+                // at its target.
+                let (kept, _) = session.surface_before(r.to_seq);
+                let (before, _) = session.surface_before(ev.seq);
+                for s in before.into_iter().filter(|s| !kept.contains(s)) {
+                    ix.shadowed_by.insert(
+                        s,
+                        Shadow {
+                            seq: ev.seq,
+                            how: "rewound",
+                        },
+                    );
+                }
+            }
             if let Some(SurfaceOp::Replace { .. }) = ev.surface_op {
                 let how = match ev.body {
                     EventBody::UserMessage(_) => "compacted",
@@ -533,6 +548,7 @@ fn item_of(ix: &Index, ev: &SessionEvent) -> Option<Item> {
         | EventBody::SubagentDescriptor(_)
         | EventBody::HookResult(_)
         | EventBody::SessionEndSeed(_)
+        | EventBody::SurfaceRewind(_)
         | EventBody::ContextProjection(_) => Item::Note {
             seq,
             event: ev.type_name().to_owned(),
