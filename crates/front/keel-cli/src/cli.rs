@@ -133,10 +133,18 @@ pub struct RewindArgs {
     /// Undo the last rewind (return the files to what they were before it).
     #[arg(long)]
     pub undo: bool,
+    /// Only the files (neither flag, or both: files and conversation).
+    #[arg(long)]
+    pub files: bool,
+    /// Only the conversation: the model's history returns to that point (a `surface/rewind`
+    /// event; the log keeps what was rewound).
+    #[arg(long)]
+    pub conversation: bool,
     /// Also overwrite files changed since the agent's last turn.
     #[arg(long)]
     pub force: bool,
-    /// JSON output: `{to, from, after, written, removed, kept, notRestorable}`.
+    /// JSON output: `{to, from, after, written, removed, kept, notRestorable}` for the files,
+    /// and `conversation: {seq, toSeq, turn}` (null when it was not rewound).
     #[arg(long)]
     pub json: bool,
 }
@@ -172,11 +180,12 @@ pub enum Command {
     /// `keel resume --last "PROMPT"` continues the latest session with a new prompt;
     /// `--approve-plan` approves the plan a plan-mode session handed in.
     Resume(ResumeArgs),
-    /// Put the workspace's files back as they were at an earlier point of a session, from the
-    /// checkpoints keel took before each step that could change files (`bash` and what it
-    /// started included). Files changed since the agent's last turn (by hand, by a job) are
-    /// reported and kept unless --force. The conversation is not rewound. No SESSION: the
-    /// latest of this directory. See docs/sessions.md.
+    /// Return a session to an earlier point: the workspace's files, from the checkpoints keel
+    /// took before each step that could change files (`bash` and what it started included),
+    /// and the conversation (the model's history; the log keeps what was rewound). Files
+    /// changed since the agent's last turn (by hand, by a job) are reported and kept unless
+    /// --force. --files or --conversation narrows it. No SESSION: the latest of this
+    /// directory. See docs/sessions.md.
     Rewind(RewindArgs),
     /// Branch a session: a new session seeded with its history up to a point (the lineage in
     /// its header and a `session/end-seed` event), which `keel resume NEW` continues. The

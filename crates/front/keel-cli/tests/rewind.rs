@@ -62,7 +62,124 @@ responses:
       - { id: w3, name: write, arguments: { file_path: "third.txt", content: "3\n" } }
   - match: { last_tool_result_contains: "third.txt" }
     text: "Third done."
+  - match: { last_user_contains: "again" }
+    text: "Again done."
+  - match: { last_user_contains: "fourth" }
+    text: "Fourth done."
 "#;
+
+/// The byte offset where the message holding `prompt` starts in a request body.
+fn message_start(body: &[u8], prompt: &str) -> usize {
+    let text = std::str::from_utf8(body).unwrap();
+    let at = text
+        .rfind(prompt)
+        .unwrap_or_else(|| panic!("{prompt} not in {text}"));
+    text[..at].rfind(r#"{"role":"user""#).unwrap()
+}
+
+#[test]
+fn a_conversation_rewind_makes_the_next_request_a_prefix_of_the_earlier_one_and_undo_returns() {
+    let env = Env::new();
+    env.write("existing.txt", "v0\n");
+    let mock = Mock::start_tapped(SCRIPT);
+    for (i, prompt) in ["first", "second", "third"].iter().enumerate() {
+        let mut cmd = env.keel(&mock.base_url());
+        cmd.args(["--approval", "auto"]);
+        if i == 0 {
+            cmd.args(["run", prompt]);
+        } else {
+            cmd.args(["resume", "--last", prompt]);
+        }
+        let out = run(&mut cmd);
+        assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    }
+    let files = tree(&env.ws);
+    let out = rewind(&env, &["--to", "2", "--conversation"]);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("Rewound the conversation to just before turn 2"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        tree(&env.ws),
+        files,
+        "--conversation leaves the files alone"
+    );
+    // Nothing was deleted: the log keeps turns 2 and 3, and `sessions show` marks them.
+    let events = load_consistent(&env.only_session());
+    assert_eq!(of_type(&events, "turn/end").len(), 3);
+    let rewinds = of_type(&events, "surface/rewind");
+    assert_eq!(rewinds.len(), 1);
+    assert_eq!(rewinds[0]["data"]["turn"], 2);
+    assert!(rewinds[0].get("ignorable").is_none(), "{}", rewinds[0]);
+    let file = env.only_session();
+    let shown = run(env
+        .keel_bare()
+        .args(["sessions", "show", file.to_str().unwrap()]));
+    assert!(shown.stdout.contains("second"), "{shown:?}");
+    assert!(shown.stdout.contains("rewound →"), "{}", shown.stdout);
+
+    let out =
+        run(env
+            .keel(&mock.base_url())
+            .args(["--approval", "auto", "resume", "--last", "again"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let bodies = mock.raw_requests();
+    let second = bodies
+        .iter()
+        .find(|b| last_user_text(&serde_json::from_slice(b).unwrap()) == "second")
+        .unwrap();
+    let again = bodies.last().unwrap();
+    // The request after the rewind is the request of turn 2 up to its prompt, byte for byte,
+    // then the new prompt: the provider's prefix cache still hits.
+    let prefix = &second[..message_start(second, "second")];
+    assert!(
+        again.starts_with(prefix),
+        "not a prefix:\n{}\n---\n{}",
+        String::from_utf8_lossy(prefix),
+        String::from_utf8_lossy(again)
+    );
+    assert_eq!(message_start(again, "again"), prefix.len());
+    let text = String::from_utf8_lossy(again);
+    assert!(
+        !text.contains("third") && !text.contains("Second done"),
+        "{text}"
+    );
+
+    // Undo: the history the model had before the rewind (turns 1-3), without turn 4.
+    let out = rewind(&env, &["--undo"]);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert!(
+        out.stdout.contains("Undid the last conversation rewind"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        tree(&env.ws),
+        files,
+        "the last rewind was the conversation's only"
+    );
+    let out =
+        run(env
+            .keel(&mock.base_url())
+            .args(["--approval", "auto", "resume", "--last", "fourth"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let fourth: Value = serde_json::from_slice(mock.raw_requests().last().unwrap()).unwrap();
+    let users: Vec<String> = fourth["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    let joined = users.join("\n");
+    for want in ["first", "second", "third", "fourth"] {
+        assert!(joined.contains(want), "{want} missing: {joined}");
+    }
+    assert!(!joined.contains("again"), "{joined}");
+}
 
 #[test]
 fn rewind_returns_the_files_to_each_turn_and_undo_returns() {

@@ -216,45 +216,105 @@ fn at_turn_end(shared: Arc<Shared>) -> SerialHook<TurnStopping, StopDecision> {
     })
 }
 
-/// `/rewind N [--force]` and `/rewind undo` in the terminal UI and over ACP: the live
-/// session's files back to before turn N (see [`rewind`]), logged as `checkpoint/restored`.
+/// `/rewind N [--files|--conversation] [--force]` and `/rewind undo` in the terminal UI and
+/// over ACP: the live session's files and conversation back to before turn N (see
+/// [`rewind`]), logged as `checkpoint/restored` and `surface/rewind`.
 struct RewindCommand(Arc<Shared>);
 
-const REWIND_USAGE: &str =
-    "usage: /rewind N [--force] (the files as they were before turn N) | /rewind undo";
+const REWIND_USAGE: &str = "usage: /rewind N [--files|--conversation] [--force] (back to just before turn N) | /rewind undo";
 
 impl RewindCommand {
     fn run(&self, args: &str) -> Result<String, String> {
+        use rewind::{RewindError, Scope};
         let agent = self.0.slot.get().ok_or("no running agent")?;
         if agent.is_busy() {
             return Err("a turn is running: rewind when it has ended".into());
         }
         let words: Vec<&str> = args.split_whitespace().collect();
+        if let Some(bad) = words
+            .iter()
+            .find(|w| w.starts_with("--") && !["--force", "--files", "--conversation"].contains(w))
+        {
+            return Err(format!("/rewind: unknown option {bad}; {REWIND_USAGE}"));
+        }
         let force = words.contains(&"--force");
+        let asked = Scope::of_flags(
+            words.contains(&"--files"),
+            words.contains(&"--conversation"),
+        );
         let spec = words
             .iter()
             .find(|w| !w.starts_with("--"))
             .ok_or(REWIND_USAGE)?;
         let point = rewind::Point::parse(spec).ok_or(REWIND_USAGE)?;
-        let plan = agent
-            .with_session(|s| rewind::plan(s, point))
-            .map_err(|e| format!("/rewind {spec}: {e}"))?;
-        let Some(plan) = plan else {
-            return Ok(format!(
-                "Nothing to rewind: no step changed files after /rewind {spec}; the workspace is as the agent left it."
-            ));
+        let failed = |e: RewindError| format!("/rewind {spec}: {e}");
+        let scope = match point {
+            rewind::Point::Undo => agent
+                .with_session(|s| asked.for_undo(s))
+                .ok_or_else(|| failed(RewindError::NothingToUndo))?,
+            _ => asked,
         };
-        let record = self
-            .0
-            .with_shadow(|shadow| rewind::apply(shadow, &plan, force, agent.session_id().as_str()))
-            .map_err(|e| format!("/rewind {spec}: {e}; nothing was changed"))?;
-        agent
-            .push_ignorable(RESTORED_EVENT, record.clone())
-            .map_err(|e| format!("the files were rewound but the log could not record it: {e}"))?;
-        Ok(format!(
-            "{} Undo: /rewind undo",
-            rewind::describe(&record, &format!("/rewind {spec}, {}", plan.label))
-        ))
+        let mut notes = Vec::new();
+        let plan = if scope.files() {
+            match agent.with_session(|s| rewind::plan(s, point)) {
+                Ok(plan) => plan,
+                Err(RewindError::NoCheckpoints) if asked == Scope::Both => {
+                    notes.push(format!(
+                        "The files were not rewound: {}.",
+                        RewindError::NoCheckpoints
+                    ));
+                    None
+                }
+                Err(e) => return Err(failed(e)),
+            }
+        } else {
+            None
+        };
+        let talk = if scope.conversation() {
+            agent
+                .with_session(|s| rewind::conversation(s, point))
+                .map_err(failed)?
+        } else {
+            None
+        };
+        match plan {
+            Some(plan) => {
+                let record = self
+                    .0
+                    .with_shadow(|shadow| {
+                        rewind::apply(shadow, &plan, force, agent.session_id().as_str())
+                    })
+                    .map_err(|e| format!("/rewind {spec}: {e}; nothing was changed"))?;
+                agent
+                    .push_ignorable(RESTORED_EVENT, record.clone())
+                    .map_err(|e| {
+                        format!("the files were rewound but the log could not record it: {e}")
+                    })?;
+                notes.push(rewind::describe(
+                    &record,
+                    &format!("/rewind {spec}, {}", plan.label),
+                ));
+            }
+            None if scope.files() && notes.is_empty() => notes.push(format!(
+                "The files need no rewind: no step changed them after /rewind {spec}."
+            )),
+            None => {}
+        }
+        match talk {
+            Some(body) => {
+                let what = rewind::conversation_note(&body);
+                agent
+                    .push(keel_protocol::EventBody::SurfaceRewind(Box::new(body)))
+                    .map_err(|e| format!("the conversation could not be rewound: {e}"))?;
+                notes.push(what);
+            }
+            None if scope.conversation() => {
+                notes.push("The conversation is already at that point.".into())
+            }
+            None => {}
+        }
+        notes.push("Undo: /rewind undo".into());
+        Ok(notes.join(" "))
     }
 }
 
@@ -262,8 +322,8 @@ impl CommandSource for RewindCommand {
     fn commands(&self) -> Vec<PluginCommand> {
         vec![PluginCommand {
             name: "rewind".into(),
-            description: "Put the workspace's files back as they were before turn N".into(),
-            argument_hint: Some("N [--force] | undo".into()),
+            description: "Return the files and the conversation to just before turn N".into(),
+            argument_hint: Some("N [--files|--conversation] [--force] | undo".into()),
         }]
     }
 

@@ -12,7 +12,7 @@
 
 use crate::shadow::{CheckpointError, Shadow};
 use crate::{CREATED_EVENT, RESTORED_EVENT};
-use keel_protocol::EventBody;
+use keel_protocol::{EventBody, Seq, SurfaceRewind, TurnNo};
 use keel_session::Session;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -40,6 +40,128 @@ impl Point {
             None => text.parse().ok().map(Point::Turn),
         }
     }
+}
+
+/// What a rewind returns to the earlier point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The workspace's files (from the checkpoints).
+    Files,
+    /// The model-visible history (a `surface/rewind` event).
+    Conversation,
+    /// Both.
+    Both,
+}
+
+impl Scope {
+    /// The scope of `--files` / `--conversation` (neither or both: [`Scope::Both`]).
+    pub fn of_flags(files: bool, conversation: bool) -> Scope {
+        match (files, conversation) {
+            (true, false) => Scope::Files,
+            (false, true) => Scope::Conversation,
+            _ => Scope::Both,
+        }
+    }
+
+    /// Whether the files are rewound.
+    pub fn files(self) -> bool {
+        self != Scope::Conversation
+    }
+
+    /// Whether the conversation is rewound.
+    pub fn conversation(self) -> bool {
+        self != Scope::Files
+    }
+
+    /// What an undo with this scope undoes in `session`: the last rewind's own scope (a
+    /// rewind of both logs a `checkpoint/restored` and a `surface/rewind` side by side)
+    /// narrowed to this one; `None` when there is nothing of that scope to undo.
+    pub fn for_undo(self, session: &Session) -> Option<Scope> {
+        let (mut files, mut conversation) = (None::<u64>, None::<u64>);
+        for ev in session.whole_event_iter() {
+            match &ev.body {
+                EventBody::SurfaceRewind(_) => conversation = Some(ev.seq.0),
+                EventBody::Other(o) if o.type_name == RESTORED_EVENT => files = Some(ev.seq.0),
+                _ => {}
+            }
+        }
+        let last = match (files, conversation) {
+            (Some(f), Some(c)) if f.abs_diff(c) == 1 => Scope::Both,
+            (Some(f), Some(c)) if f > c => Scope::Files,
+            (Some(_), Some(_)) | (None, Some(_)) => Scope::Conversation,
+            (Some(_), None) => Scope::Files,
+            (None, None) => return None,
+        };
+        match (self, last) {
+            (Scope::Both, last) => Some(last),
+            (mine, Scope::Both) => Some(mine),
+            (mine, last) if mine == last => Some(mine),
+            // The last rewind of this scope, though another came after it.
+            (Scope::Files, _) if files.is_some() => Some(Scope::Files),
+            (Scope::Conversation, _) if conversation.is_some() => Some(Scope::Conversation),
+            _ => None,
+        }
+    }
+}
+
+/// The `surface/rewind` that returns `session`'s conversation to `point`: just before turn
+/// N's prompt, the start of the turn holding seq S (or S itself between turns), or what it
+/// was before the last conversation rewind. `Ok(None)` when the conversation is already
+/// there.
+pub fn conversation(session: &Session, point: Point) -> Result<Option<SurfaceRewind>, RewindError> {
+    let mut turns: Vec<(u32, u64, Option<u64>)> = Vec::new();
+    let mut last_rewind = None;
+    for ev in session.whole_event_iter() {
+        match &ev.body {
+            EventBody::TurnStart(t) => turns.push((t.turn.0, ev.seq.0, None)),
+            EventBody::TurnEnd(_) => {
+                if let Some(open) = turns.last_mut() {
+                    open.2 = Some(ev.seq.0);
+                }
+            }
+            EventBody::SurfaceRewind(_) => last_rewind = Some(ev.seq.0),
+            _ => {}
+        }
+    }
+    let (to, turn, reason) = match point {
+        Point::Undo => (last_rewind.ok_or(RewindError::NothingToUndo)?, None, "undo"),
+        Point::Turn(n) => {
+            let start = turns
+                .iter()
+                .find(|t| t.0 == n)
+                .ok_or(RewindError::NoSuchTurn {
+                    turn: n,
+                    turns: turns.last().map_or(0, |t| t.0),
+                })?;
+            (start.1, Some(n), "rewind")
+        }
+        Point::Seq(seq) if seq >= session.len() => {
+            return Err(RewindError::NoSuchSeq {
+                seq,
+                len: session.len(),
+            });
+        }
+        Point::Seq(seq) => match turns
+            .iter()
+            .rev()
+            .find(|t| t.1 <= seq && t.2.is_none_or(|end| end >= seq))
+        {
+            Some(t) => (t.1, Some(t.0), "rewind"),
+            None => (seq, None, "rewind"),
+        },
+    };
+    if let Some(open) = turns.last().filter(|t| t.2.is_none()) {
+        return Err(RewindError::TurnOpen { turn: open.0 });
+    }
+    let (nodes, _) = session.surface_before(Seq(to));
+    if nodes == session.surface().nodes() {
+        return Ok(None);
+    }
+    Ok(Some(SurfaceRewind {
+        to_seq: Seq(to),
+        turn: turn.map(TurnNo),
+        reason: Some(reason.into()),
+    }))
 }
 
 /// The checkpoint a point names, and what the log says around it.
@@ -80,6 +202,12 @@ pub enum RewindError {
         seq: u64,
         /// The session's length.
         len: u64,
+    },
+    /// The session's last turn has not ended (a crashed session: `keel resume` repairs it).
+    #[error("turn {turn} has not ended: a conversation rewinds between turns")]
+    TurnOpen {
+        /// The open turn.
+        turn: u32,
     },
     /// The checkpoint is gone from the shadow repository.
     #[error(
@@ -236,4 +364,21 @@ pub fn describe(record: &Value, label: &str) -> String {
         ));
     }
     text
+}
+
+/// One line saying what a conversation rewind does.
+pub fn conversation_note(body: &SurfaceRewind) -> String {
+    match (body.reason.as_deref(), body.turn) {
+        (Some("undo"), _) => {
+            "Undid the last conversation rewind: the model sees the history it had before it."
+                .to_owned()
+        }
+        (_, Some(turn)) => format!(
+            "Rewound the conversation to just before turn {turn}: the model no longer sees turn {turn} and after (the log keeps them, marked rewound)."
+        ),
+        _ => format!(
+            "Rewound the conversation to just before seq {} (the log keeps what came after, marked rewound).",
+            body.to_seq
+        ),
+    }
 }

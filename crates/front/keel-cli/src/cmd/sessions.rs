@@ -209,18 +209,16 @@ pub fn fork(ctx: &Ctx, args: &crate::cli::ForkArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `keel rewind [SESSION] --to N|seq:S | --undo [--force]`: the workspace's files back to a
-/// checkpoint (`keel_checkpoint::rewind`), the rewind logged as `checkpoint/restored`.
+/// `keel rewind [SESSION] --to N|seq:S | --undo [--files|--conversation] [--force]`: the
+/// workspace's files back to a checkpoint and the conversation back to that point
+/// (`keel_checkpoint::rewind`), logged as `checkpoint/restored` and `surface/rewind`.
 pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
-    use keel_checkpoint::rewind::{Point, apply, describe, plan};
+    use keel_checkpoint::rewind::{Point, RewindError, Scope, apply, conversation, describe, plan};
     use keel_protocol::EventBody;
     let file = match &args.session {
         Some(q) => resolve(ctx, q)?,
         None => super::run::latest_session(ctx)?,
     };
-    let loaded = load(&file)?;
-    let session = &loaded.session;
-    let id = session.header().id.clone();
     let (point, flag) = match (&args.to, args.undo) {
         (_, true) => (Point::Undo, "--undo".to_owned()),
         (Some(to), false) => match Point::parse(to) {
@@ -231,57 +229,120 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
         },
         (None, false) => return Err(anyhow!("give --to N, --to seq:S or --undo")),
     };
-    let Some(plan) =
-        plan(session, point).map_err(|e| anyhow!("{flag}: {e} ({})", file.display()))?
-    else {
-        let text = format!(
-            "Nothing to rewind: no step changed files after {flag}; the workspace is as the agent left it.\n"
-        );
-        emit(text.as_bytes())?;
-        return Ok(ExitCode::SUCCESS);
+    // Opened for appending first: crash repair closes an interrupted turn, so the
+    // conversation can rewind.
+    let (mut log, _, repair) =
+        keel_session::PersistentSession::resume(&file, keel_session::WriterOptions::default())
+            .with_context(|| format!("cannot open {}", file.display()))?;
+    if !repair.is_noop() {
+        warn(&format!("crash repair {repair}"));
+    }
+    let session = log.session();
+    let id = session.header().id.clone();
+    let asked = Scope::of_flags(args.files, args.conversation);
+    let scope = match point {
+        Point::Undo => asked.for_undo(session).ok_or_else(|| {
+            anyhow!(
+                "{flag}: the session has no rewind to undo ({})",
+                file.display()
+            )
+        })?,
+        _ => asked,
+    };
+    let failed = |e: RewindError| anyhow!("{flag}: {e} ({})", file.display());
+    let mut notes = Vec::new();
+    // Decide everything before changing anything.
+    let files_plan = if scope.files() {
+        match plan(session, point) {
+            Ok(p) => p,
+            // Both by default: a session without checkpoints still rewinds its conversation.
+            Err(RewindError::NoCheckpoints) if asked == Scope::Both => {
+                notes.push(format!(
+                    "The files were not rewound: {}.",
+                    RewindError::NoCheckpoints
+                ));
+                None
+            }
+            Err(e) => return Err(failed(e)),
+        }
+    } else {
+        None
+    };
+    let talk = if scope.conversation() {
+        conversation(session, point).map_err(failed)?
+    } else {
+        None
     };
     let cwd = session
         .header()
         .cwd
         .as_deref()
         .map_or_else(|| ctx.cwd.clone(), PathBuf::from);
-    let git_dir = keel_checkpoint::shadow_dir(ctx.store.home(), &cwd);
-    let mut shadow = keel_checkpoint::Shadow::open(&git_dir, &cwd, checkpoint_caps(ctx))
-        .with_context(|| format!("cannot open the checkpoints of {}", cwd.display()))?;
-    let record = apply(&mut shadow, &plan, args.force, id.as_str()).with_context(|| {
-        format!(
-            "cannot rewind {} ({flag}); nothing was logged",
-            cwd.display()
-        )
-    })?;
-    {
-        let (mut log, _, repair) =
-            keel_session::PersistentSession::resume(&file, keel_session::WriterOptions::default())
-                .with_context(|| format!("cannot open {}", file.display()))?;
-        if !repair.is_noop() {
-            warn(&format!("crash repair {repair}"));
+    let record = match &files_plan {
+        Some(plan) => {
+            let git_dir = keel_checkpoint::shadow_dir(ctx.store.home(), &cwd);
+            let mut shadow = keel_checkpoint::Shadow::open(&git_dir, &cwd, checkpoint_caps(ctx))
+                .with_context(|| format!("cannot open the checkpoints of {}", cwd.display()))?;
+            let record = apply(&mut shadow, plan, args.force, id.as_str()).with_context(|| {
+                format!(
+                    "cannot rewind {} ({flag}); nothing was logged",
+                    cwd.display()
+                )
+            })?;
+            let mut ev = log.session().stamp(
+                EventBody::Other(Box::new(keel_protocol::OtherEvent {
+                    type_name: keel_checkpoint::RESTORED_EVENT.to_owned(),
+                    data: record.clone(),
+                })),
+                None,
+            );
+            ev.ignorable = true;
+            log.append(ev)
+                .with_context(|| format!("cannot log the rewind in {}", file.display()))?;
+            notes.push(format!(
+                "{} ({})",
+                describe(&record, &format!("{flag}, {}", plan.label)),
+                cwd.display()
+            ));
+            Some(record)
         }
-        let mut ev = log.session().stamp(
-            EventBody::Other(Box::new(keel_protocol::OtherEvent {
-                type_name: keel_checkpoint::RESTORED_EVENT.to_owned(),
-                data: record.clone(),
-            })),
-            None,
-        );
-        ev.ignorable = true;
-        log.append(ev)
-            .with_context(|| format!("cannot log the rewind in {}", file.display()))?;
-        log.close()
-            .with_context(|| format!("cannot write {}", file.display()))?;
-    }
+        None if scope.files() && notes.is_empty() => {
+            notes.push(format!(
+                "The files need no rewind: no step changed them after {flag}."
+            ));
+            None
+        }
+        None => None,
+    };
+    let rewound = match talk {
+        Some(body) => {
+            let what = keel_checkpoint::rewind::conversation_note(&body);
+            let seq = log.session().next_seq();
+            let json =
+                json!({"seq": seq.0, "toSeq": body.to_seq.0, "turn": body.turn.map(|t| t.0)});
+            let ev = log
+                .session()
+                .stamp(EventBody::SurfaceRewind(Box::new(body)), None);
+            log.append(ev).with_context(|| {
+                format!("cannot log the conversation rewind in {}", file.display())
+            })?;
+            notes.push(what);
+            Some(json)
+        }
+        None if scope.conversation() => {
+            notes.push("The conversation is already at that point.".into());
+            None
+        }
+        None => None,
+    };
+    log.close()
+        .with_context(|| format!("cannot write {}", file.display()))?;
     let text = if args.json {
-        format!("{record}\n")
+        let mut v = record.unwrap_or_else(|| json!({}));
+        v["conversation"] = rewound.unwrap_or(serde_json::Value::Null);
+        format!("{v}\n")
     } else {
-        format!(
-            "{} ({})\nUndo with: keel rewind {id} --undo\n",
-            describe(&record, &format!("{flag}, {}", plan.label)),
-            cwd.display()
-        )
+        format!("{}\nUndo with: keel rewind {id} --undo\n", notes.join("\n"))
     };
     emit(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
