@@ -1149,6 +1149,92 @@ responses:
 }
 
 #[test]
+fn esc_esc_lists_the_prompts_and_rewinds_code_and_conversation_or_forks() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "change the notes" }
+    tool_calls: [{ id: b1, name: bash, arguments: { command: "echo changed > notes.txt; echo new > extra.txt", description: "change" } }]
+  - match: { last_tool_result_contains: "" }
+    text: "Notes changed."
+  - match: { last_user_contains: "say hello" }
+    text: "Hello there."
+  - match: { last_user_contains: "change the notes" }
+    tool_calls: [{ id: b2, name: bash, arguments: { command: "echo changed > notes.txt", description: "change" } }]
+  - match: { last_tool_result_contains: "" }
+    text: "Notes changed again."
+"#,
+    );
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--approval", "auto"]);
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for("approval auto");
+    t.type_text("change the notes");
+    t.keys(&["Enter"]);
+    t.wait_for("Notes changed.");
+    t.type_text("say hello");
+    t.keys(&["Enter"]);
+    t.wait_for("Hello there.");
+    // Esc Esc: the prompts, newest first, with the files each turn changed.
+    t.keys(&["Escape"]);
+    t.keys(&["Escape"]);
+    t.wait_for("Rewind to just before");
+    t.wait_for("turn 2 · say hello · no file changed");
+    t.wait_for("turn 1 · change the notes · 2 file(s): extra.txt, notes.txt");
+    t.keys(&["Down"]);
+    t.keys(&["Enter"]);
+    t.wait_for("Restore code and conversation");
+    t.keys(&["Enter"]);
+    t.wait_for_words("Rewound the conversation to just before turn 1");
+    assert_eq!(env.read("notes.txt"), "original\n");
+    assert!(!env.ws.join("extra.txt").exists());
+    // The prompt is back in the editor; sent again, the model sees no earlier history.
+    let before = mock.requests().len();
+    t.keys(&["Enter"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mock.requests().len() < before + 2 {
+        assert!(Instant::now() < deadline, "{}", t.screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t.wait_for("Notes changed again.");
+    let requests = mock.requests();
+    let resent = &requests[before];
+    let users: Vec<String> = resent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert_eq!(users.len(), 1, "{users:?}");
+    assert!(users[0].contains("change the notes"), "{users:?}");
+    // Fork a new session just before turn 1 of this one.
+    t.keys(&["Escape"]);
+    t.keys(&["Escape"]);
+    t.wait_for("Rewind to just before");
+    t.keys(&["Down"]);
+    t.keys(&["Enter"]);
+    t.wait_for("Fork a new session from here");
+    t.keys(&["4"]);
+    t.wait_for("Forked just before turn");
+    t.keys(&["C-u", "C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let files = env.session_files();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let forked = files
+        .iter()
+        .map(|f| load_consistent(f))
+        .find(|events| !of_type(events, "session/end-seed").is_empty())
+        .expect("a forked session");
+    assert!(!of_type(&forked, "turn/start").is_empty());
+}
+
+#[test]
 fn rewind_in_the_ui_puts_the_files_back_and_undo_returns_them() {
     if !have_tmux() {
         return;

@@ -137,6 +137,15 @@ pub trait AgentSource: Send + Sync {
         ))
     }
 
+    /// A new session seeded with the history of `session` up to just before event `at` (as
+    /// `keel fork --at seq:AT` between turns), its lineage recorded, in the same project: the
+    /// new session's file. Default: not supported here.
+    fn fork_session(&self, _session: &Path, _at: u64) -> Result<PathBuf, SourceError> {
+        Err(SourceError::Unsupported(
+            "sessions cannot be forked here".to_owned(),
+        ))
+    }
+
     /// The workspace of `cwd`'s trust decision and what its files hold that the decision
     /// governs, as the next agent built there would see them.
     fn trust(&self, _cwd: &Path) -> Result<WorkspaceTrust, SourceError> {

@@ -46,6 +46,9 @@ pub const RESTORED_EVENT: &str = "checkpoint/restored";
 /// Checkpoints stopped working in this session.
 pub const FAILED_EVENT: &str = "checkpoint/failed";
 
+/// Most changed paths a `checkpoint/created` lists (`changed` counts them all).
+pub const PATHS_LOGGED: usize = 50;
+
 /// Tools that change files through others (children, scripts) though their own effect is
 /// read-only.
 const DELEGATING: [&str; 5] = ["subagent", "subagent_fork", "workflow", "ralph", "delegate"];
@@ -143,6 +146,7 @@ impl Shared {
                     json!({
                         "snapshot": s.commit, "turn": turn, "step": step, "at": at,
                         "callId": call_id, "changed": s.changed,
+                        "paths": &s.paths[..s.paths.len().min(PATHS_LOGGED)],
                         "notRestorable": s.not_restorable,
                     }),
                 );

@@ -382,3 +382,64 @@ pub fn conversation_note(body: &SurfaceRewind) -> String {
         ),
     }
 }
+
+/// One turn a rewind can return to: what the UI's rewind list shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnPoint {
+    /// The turn.
+    pub turn: u32,
+    /// Its `turn/start`.
+    pub seq: u64,
+    /// The prompt a person typed for it (empty when a plugin started it).
+    pub prompt: String,
+    /// The files the turn changed, from its checkpoints (at most [`crate::PATHS_LOGGED`] per
+    /// step), sorted.
+    pub files: Vec<String>,
+}
+
+/// The session's turns, oldest first, each with its prompt and the files it changed: the
+/// paths of every checkpoint of the turn but its first, which holds what changed before the
+/// turn (by hand, or everything when a process takes its first).
+pub fn turn_points(session: &Session) -> Vec<TurnPoint> {
+    let mut out: Vec<TurnPoint> = Vec::new();
+    let mut first_checkpoint = true;
+    for ev in session.whole_event_iter() {
+        match &ev.body {
+            EventBody::TurnStart(t) => {
+                out.push(TurnPoint {
+                    turn: t.turn.0,
+                    seq: ev.seq.0,
+                    prompt: String::new(),
+                    files: Vec::new(),
+                });
+                first_checkpoint = true;
+            }
+            EventBody::UserMessage(m) if m.source.is_user() => {
+                if let Some(point) = out.last_mut().filter(|p| p.prompt.is_empty()) {
+                    point.prompt = m.text();
+                }
+            }
+            EventBody::Other(o) if o.type_name == CREATED_EVENT => {
+                if std::mem::replace(&mut first_checkpoint, false) {
+                    continue;
+                }
+                if let (Some(point), Some(paths)) = (
+                    out.last_mut(),
+                    o.data.get("paths").and_then(Value::as_array),
+                ) {
+                    point
+                        .files
+                        .extend(paths.iter().filter_map(Value::as_str).map(str::to_owned));
+                }
+            }
+            EventBody::TurnEnd(_) => {
+                if let Some(point) = out.last_mut() {
+                    point.files.sort_unstable();
+                    point.files.dedup();
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}

@@ -100,6 +100,9 @@ pub struct Snapshot {
     pub commit: String,
     /// Paths stored or removed by this checkpoint (0 when the workspace had not changed).
     pub changed: usize,
+    /// The paths that changed since the snapshot before it in this process (every path for
+    /// the first one), sorted: stored, removed, or over a cap.
+    pub paths: Vec<String>,
     /// Files over a cap: not stored, so a restore leaves them as they are.
     pub not_restorable: Vec<String>,
 }
@@ -323,6 +326,7 @@ impl Shadow {
             return Ok(Snapshot {
                 commit: head.clone(),
                 changed: 0,
+                paths: Vec::new(),
                 not_restorable: Vec::new(),
             });
         }
@@ -406,12 +410,16 @@ impl Shadow {
                 commit
             }
         };
-        let changed = stored.len() + removed.len();
+        let count = stored.len() + removed.len();
+        let mut paths = changed;
+        paths.extend(removed);
+        paths.sort_unstable();
         self.head = Some((commit.clone(), tree));
         self.stats = Some(now);
         Ok(Snapshot {
             commit,
-            changed,
+            changed: count,
+            paths,
             not_restorable,
         })
     }

@@ -90,7 +90,7 @@ fn resolve(ctx: &Ctx, query: &str) -> Result<PathBuf> {
 }
 
 /// Load a resolved session file, warning about a dropped torn tail.
-pub(super) fn load(file: &Path) -> Result<Loaded> {
+pub(crate) fn load(file: &Path) -> Result<Loaded> {
     let loaded = Store::load(file).map_err(|e| {
         anyhow!(
             "{e}\n(`keel sessions check {}` reports what it can)",
@@ -166,27 +166,7 @@ pub fn fork(ctx: &Ctx, args: &crate::cli::ForkArgs) -> Result<ExitCode> {
     let loaded = load(&file)?;
     let parent = &loaded.session;
     let boundary = fork_boundary(parent, args.at.as_deref(), "--at")?;
-    let id = keel_session::new_session_id();
-    let child = parent
-        .fork(boundary, id.clone())
-        .with_context(|| format!("cannot fork {} at seq {}", file.display(), boundary.0))?;
-    let cwd = parent
-        .header()
-        .cwd
-        .as_deref()
-        .map_or_else(|| ctx.cwd.clone(), PathBuf::from);
-    let options = keel_session::WriterOptions {
-        format: keel_session::Format::of_path(&file),
-        ..keel_session::WriterOptions::default()
-    };
-    let writer = ctx
-        .store
-        .create(&cwd, &child, options)
-        .with_context(|| format!("cannot write the forked session of {}", file.display()))?;
-    let path = writer.path().to_path_buf();
-    writer
-        .close()
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let (id, path, child) = fork_at(ctx, &file, parent, boundary)?;
     let turns = child
         .events()
         .filter(|e| matches!(e.body, keel_protocol::EventBody::TurnEnd(_)))
@@ -207,6 +187,38 @@ pub fn fork(ctx: &Ctx, args: &crate::cli::ForkArgs) -> Result<ExitCode> {
     };
     emit(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Write a new session seeded with `parent` (loaded from `file`) up to `boundary`, in its
+/// project: its id, file and session.
+pub(crate) fn fork_at(
+    ctx: &Ctx,
+    file: &Path,
+    parent: &keel_session::Session,
+    boundary: keel_protocol::Seq,
+) -> Result<(keel_protocol::SessionId, PathBuf, keel_session::Session)> {
+    let id = keel_session::new_session_id();
+    let child = parent
+        .fork(boundary, id.clone())
+        .with_context(|| format!("cannot fork {} at seq {}", file.display(), boundary.0))?;
+    let cwd = parent
+        .header()
+        .cwd
+        .as_deref()
+        .map_or_else(|| ctx.cwd.clone(), PathBuf::from);
+    let options = keel_session::WriterOptions {
+        format: keel_session::Format::of_path(file),
+        ..keel_session::WriterOptions::default()
+    };
+    let writer = ctx
+        .store
+        .create(&cwd, &child, options)
+        .with_context(|| format!("cannot write the forked session of {}", file.display()))?;
+    let path = writer.path().to_path_buf();
+    writer
+        .close()
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((id, path, child))
 }
 
 /// `keel rewind [SESSION] --to N|seq:S | --undo [--files|--conversation] [--force]`: the

@@ -330,6 +330,16 @@ impl AgentSource for Source {
         Ok(out)
     }
 
+    fn fork_session(&self, session: &Path, at: u64) -> Result<PathBuf, SourceError> {
+        let loaded = super::sessions::load(session).map_err(failed)?;
+        let parent = &loaded.session;
+        let boundary = super::sessions::fork_boundary(parent, Some(&format!("seq:{at}")), "fork")
+            .map_err(failed)?;
+        let (_, path, _) =
+            super::sessions::fork_at(&self.ctx, session, parent, boundary).map_err(failed)?;
+        Ok(path)
+    }
+
     fn trust(&self, cwd: &Path) -> Result<WorkspaceTrust, SourceError> {
         let ctx = self.ctx_in(Some(cwd));
         let host = ctx.host().map_err(failed)?;

@@ -27,6 +27,7 @@ impl App<'_> {
                         });
                     }
                     Pending::Question(form) => form.decline(Some("cancelled by the user".into())),
+                    Pending::Rewind(_) => {}
                 }
             }
             if self.running {
@@ -135,6 +136,16 @@ impl App<'_> {
             KeyCode::Esc => {
                 self.completions.clear();
                 self.scroll = 0;
+                // Esc Esc with nothing typed: the rewind list.
+                let again = self
+                    .last_esc
+                    .is_some_and(|t| t.elapsed() < Duration::from_millis(1000));
+                if self.input.is_empty() && again {
+                    self.last_esc = None;
+                    self.open_rewind();
+                    return;
+                }
+                self.last_esc = self.input.is_empty().then(Instant::now);
             }
             _ => {}
         }

@@ -9,6 +9,7 @@ mod images;
 mod keys;
 mod modals;
 mod question;
+mod rewind;
 
 use modals::{Picked, ask_trust, pick_session};
 
@@ -162,6 +163,8 @@ enum Pending {
     Approval(Ask),
     Plan(Ask),
     Question(Form),
+    /// The Esc Esc rewind list.
+    Rewind(rewind::RewindStep),
 }
 
 /// The terminal put into raw mode (on the alternate screen with `--alt-screen`), restored on
@@ -232,6 +235,8 @@ struct App<'s> {
     completion: usize,
     hint: Option<(String, Instant)>,
     last_ctrl_c: Option<Instant>,
+    /// The last Esc with nothing typed (a second one soon after opens the rewind list).
+    last_esc: Option<Instant>,
     quit: bool,
     cwd: PathBuf,
     /// The slash commands of this agent.
@@ -370,6 +375,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
         completion: 0,
         hint: None,
         last_ctrl_c: None,
+        last_esc: None,
         quit: false,
         cwd,
         slash,
@@ -694,6 +700,10 @@ impl App<'_> {
         let typed = self.input.text().trim().to_owned();
         let reason = (!typed.is_empty()).then_some(typed);
         let (ask, outcome, consumed) = match pending {
+            Pending::Rewind(step) => {
+                self.rewind_answer(step, choice);
+                return;
+            }
             Pending::Question(form) => {
                 // Answered through its own keys (question.rs); put back untouched.
                 let modal = form.modal();

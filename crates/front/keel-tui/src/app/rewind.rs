@@ -1,0 +1,157 @@
+//! Esc Esc (with nothing typed, between turns): the session's prompts, newest first, each with
+//! the files its turn changed; then what to return to just before it: the files and the
+//! conversation, the conversation, the files (the checkpoints plugin's `/rewind`), or a new
+//! session forked there. A rewound conversation puts the prompt back in the editor.
+
+// The App's own module: its types and the imports they share.
+use super::*;
+use keel_checkpoint::rewind::{TurnPoint, turn_points};
+use keel_session::view::text::one_line;
+
+/// Where the rewind list is.
+pub(super) enum RewindStep {
+    /// Choosing the turn (newest first, as the options).
+    Turns(Vec<TurnPoint>),
+    /// Choosing what to do just before it.
+    Action(TurnPoint),
+}
+
+const ACTIONS: [&str; 5] = [
+    "Restore code and conversation",
+    "Restore conversation",
+    "Restore code",
+    "Fork a new session from here",
+    "Cancel",
+];
+
+impl App<'_> {
+    /// Open the list of the session's prompts.
+    pub(super) fn open_rewind(&mut self) {
+        if self.running {
+            self.say("wait for the turn to end (or Ctrl-C it) first");
+            return;
+        }
+        let mut points = turn_points(self.agent.log().session());
+        if points.is_empty() {
+            self.say("nothing to rewind: the session has no turn yet");
+            return;
+        }
+        points.reverse();
+        let mut options: Vec<String> = points
+            .iter()
+            .map(|p| {
+                let files = match p.files.len() {
+                    0 => "no file changed".to_owned(),
+                    n => format!("{n} file(s): {}", one_line(&p.files.join(", "), 40)),
+                };
+                let prompt = if p.prompt.is_empty() {
+                    "(no prompt)"
+                } else {
+                    &p.prompt
+                };
+                format!("turn {} · {} · {files}", p.turn, one_line(prompt, 40))
+            })
+            .collect();
+        options.push("Cancel".into());
+        let modal = Modal {
+            title: "Rewind to just before…".into(),
+            body: "This session's prompts, newest first, with the files each turn changed.".into(),
+            options,
+            selected: 0,
+            markdown: false,
+        };
+        self.pending = Some((Pending::Rewind(RewindStep::Turns(points)), modal));
+    }
+
+    /// The answer to one step of the rewind list.
+    pub(super) fn rewind_answer(&mut self, step: RewindStep, choice: usize) {
+        match step {
+            RewindStep::Turns(mut points) => {
+                if choice >= points.len() {
+                    return;
+                }
+                let point = points.swap_remove(choice);
+                let files = if point.files.is_empty() {
+                    "It changed no file.".to_owned()
+                } else {
+                    format!("It changed: {}", point.files.join(", "))
+                };
+                let modal = Modal {
+                    title: format!(
+                        "Just before turn {}: {}",
+                        point.turn,
+                        one_line(&point.prompt, 50)
+                    ),
+                    body: format!(
+                        "{files}\nFiles changed since the agent's last turn (by hand) are kept. Undo with /rewind undo."
+                    ),
+                    options: ACTIONS.iter().map(|a| (*a).to_owned()).collect(),
+                    selected: 0,
+                    markdown: false,
+                };
+                self.pending = Some((Pending::Rewind(RewindStep::Action(point)), modal));
+            }
+            RewindStep::Action(point) => match choice {
+                0 => self.rewind_to(&point, ""),
+                1 => self.rewind_to(&point, " --conversation"),
+                2 => self.rewind_to(&point, " --files"),
+                3 => self.fork_here(&point),
+                _ => {}
+            },
+        }
+    }
+
+    /// `/rewind N FLAGS` through the checkpoints plugin; a rewound conversation puts turn
+    /// N's prompt back in the editor.
+    fn rewind_to(&mut self, point: &TurnPoint, flags: &str) {
+        let Some(source) = self
+            .agent
+            .commands()
+            .iter()
+            .find(|c| c.commands().iter().any(|p| p.name == "rewind"))
+            .cloned()
+        else {
+            self.cells.notice(
+                Level::Error,
+                "rewind needs the checkpoints plugin, which is off here".to_owned(),
+            );
+            return;
+        };
+        match source.act("rewind", &format!("{}{flags}", point.turn)) {
+            Some(Ok(said)) => {
+                self.cells.notice(Level::Info, said);
+                if flags != " --files" && self.input.is_empty() {
+                    self.input.set(&point.prompt);
+                }
+            }
+            Some(Err(e)) => self.cells.notice(Level::Error, e.to_string()),
+            None => {}
+        }
+    }
+
+    /// A new session seeded with this one up to just before the turn, continued here.
+    fn fork_here(&mut self, point: &TurnPoint) {
+        let file = self.agent.log().writer().path().to_path_buf();
+        match self.source.fork_session(&file, point.seq) {
+            Ok(path) => {
+                let target = Target {
+                    resume: Some(path),
+                    model: self.model.clone(),
+                };
+                if self.switch(target, History::Render) {
+                    self.cells.notice(
+                        Level::Info,
+                        format!(
+                            "Forked just before turn {} of the last session; the files were not changed (/rewind {} --files does that).",
+                            point.turn, point.turn
+                        ),
+                    );
+                    if self.input.is_empty() {
+                        self.input.set(&point.prompt);
+                    }
+                }
+            }
+            Err(e) => self.cells.notice(Level::Error, e.to_string()),
+        }
+    }
+}
