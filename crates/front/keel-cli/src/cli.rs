@@ -160,7 +160,15 @@ pub struct ForkArgs {
     /// completed turn.
     #[arg(long)]
     pub at: Option<String>,
-    /// JSON output: `{session, path, parent, seedLength}`.
+    /// Also return the workspace's files to that point (from the parent's checkpoints, as
+    /// `keel rewind --files` would; files changed since the agent's last turn are kept unless
+    /// --force). The rewind is logged in the new session, so `keel rewind NEW --undo` returns.
+    #[arg(long)]
+    pub files: bool,
+    /// With --files: also overwrite files changed since the agent's last turn.
+    #[arg(long, requires = "files")]
+    pub force: bool,
+    /// JSON output: `{session, path, parent, seedLength}` (and `files`, the rewind's record).
     #[arg(long)]
     pub json: bool,
 }

@@ -253,8 +253,29 @@ fn rewind_returns_the_files_to_each_turn_and_undo_returns() {
     assert_eq!(of_type(&events, "checkpoint/restored").len(), 6);
     assert_eq!(of_type(&events, "turn/end").len(), 3);
 
+    // A fork just before turn 3 with its files: the tree as it was then, the rewind logged
+    // in the new session (whose undo returns), the parent untouched.
+    let parent = env.only_session();
+    let out = run(env
+        .keel_bare()
+        .args(["fork", "--at", "3", "--files", "--json"]));
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let forked: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert!(forked["files"]["written"].is_array(), "{forked}");
+    assert_eq!(tree(&env.ws), states[2]);
+    let child = forked["session"].as_str().unwrap();
+    let events = load_consistent(Path::new(forked["path"].as_str().unwrap()));
+    assert_eq!(of_type(&events, "checkpoint/restored").len(), 1);
+    assert_eq!(
+        of_type(&load_consistent(&parent), "checkpoint/restored").len(),
+        6
+    );
+    let out = rewind(&env, &[child, "--undo"]);
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    assert_eq!(tree(&env.ws), states[0]);
+
     // Bad targets name themselves.
-    let out = rewind(&env, &["--to", "9"]);
+    let out = rewind(&env, &[parent.to_str().unwrap(), "--to", "9"]);
     assert_eq!(out.code, Some(2));
     assert!(
         out.stderr

@@ -166,20 +166,51 @@ pub fn fork(ctx: &Ctx, args: &crate::cli::ForkArgs) -> Result<ExitCode> {
     let loaded = load(&file)?;
     let parent = &loaded.session;
     let boundary = fork_boundary(parent, args.at.as_deref(), "--at")?;
+    // The files' plan first: a fork asked to restore them is not written when it cannot.
+    let files_plan = if args.files {
+        use keel_checkpoint::rewind::{Point, plan};
+        plan(
+            parent,
+            Point::Seq(boundary.0.min(parent.len().saturating_sub(1))),
+        )
+        .map_err(|e| anyhow!("--files: {e} ({})", file.display()))?
+    } else {
+        None
+    };
     let (id, path, child) = fork_at(ctx, &file, parent, boundary)?;
     let turns = child
         .events()
         .filter(|e| matches!(e.body, keel_protocol::EventBody::TurnEnd(_)))
         .count();
+    let mut restored = None;
+    if let Some(plan) = &files_plan {
+        let (mut log, _, _) =
+            keel_session::PersistentSession::resume(&path, keel_session::WriterOptions::default())
+                .with_context(|| format!("cannot open {}", path.display()))?;
+        let record = restore_files(ctx, &mut log, &path, plan, args.force)?;
+        log.close()
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        restored = Some((
+            keel_checkpoint::rewind::describe(&record, &plan.label),
+            record,
+        ));
+    }
     let text = if args.json {
         let v = json!({
             "session": id, "path": path, "parent": parent.header().id,
-            "seedLength": boundary.0,
+            "seedLength": boundary.0, "files": restored.as_ref().map(|r| &r.1),
         });
         format!("{v}\n")
     } else {
+        let files = match (&restored, args.files) {
+            (Some((said, _)), _) => format!("{said}\n"),
+            (None, true) => {
+                "The files need no rewind: no step changed them after that point.\n".to_owned()
+            }
+            (None, false) => String::new(),
+        };
         format!(
-            "Forked {} at seq {} ({turns} completed turn(s) kept) into {id}\n  {}\nContinue it with: keel resume {id}\n",
+            "Forked {} at seq {} ({turns} completed turn(s) kept) into {id}\n  {}\n{files}Continue it with: keel resume {id}\n",
             parent.header().id,
             boundary.0,
             path.display()
@@ -187,6 +218,40 @@ pub fn fork(ctx: &Ctx, args: &crate::cli::ForkArgs) -> Result<ExitCode> {
     };
     emit(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Put the workspace of the session open in `log` (from `file`) back to `plan`'s checkpoint
+/// and log the rewind (`checkpoint/restored`) in it: the rewind's record.
+fn restore_files(
+    ctx: &Ctx,
+    log: &mut keel_session::PersistentSession,
+    file: &Path,
+    plan: &keel_checkpoint::rewind::Plan,
+    force: bool,
+) -> Result<serde_json::Value> {
+    let id = log.session().header().id.clone();
+    let cwd = log
+        .session()
+        .header()
+        .cwd
+        .as_deref()
+        .map_or_else(|| ctx.cwd.clone(), PathBuf::from);
+    let git_dir = keel_checkpoint::shadow_dir(ctx.store.home(), &cwd);
+    let mut shadow = keel_checkpoint::Shadow::open(&git_dir, &cwd, checkpoint_caps(ctx))
+        .with_context(|| format!("cannot open the checkpoints of {}", cwd.display()))?;
+    let record = keel_checkpoint::rewind::apply(&mut shadow, plan, force, id.as_str())
+        .with_context(|| format!("cannot rewind {}; nothing was logged", cwd.display()))?;
+    let mut ev = log.session().stamp(
+        keel_protocol::EventBody::Other(Box::new(keel_protocol::OtherEvent {
+            type_name: keel_checkpoint::RESTORED_EVENT.to_owned(),
+            data: record.clone(),
+        })),
+        None,
+    );
+    ev.ignorable = true;
+    log.append(ev)
+        .with_context(|| format!("cannot log the rewind in {}", file.display()))?;
+    Ok(record)
 }
 
 /// Write a new session seeded with `parent` (loaded from `file`) up to `boundary`, in its
@@ -225,7 +290,7 @@ pub(crate) fn fork_at(
 /// workspace's files back to a checkpoint and the conversation back to that point
 /// (`keel_checkpoint::rewind`), logged as `checkpoint/restored` and `surface/rewind`.
 pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
-    use keel_checkpoint::rewind::{Point, RewindError, Scope, apply, conversation, describe, plan};
+    use keel_checkpoint::rewind::{Point, RewindError, Scope, conversation, describe, plan};
     use keel_protocol::EventBody;
     let file = match &args.session {
         Some(q) => resolve(ctx, q)?,
@@ -292,25 +357,8 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
         .map_or_else(|| ctx.cwd.clone(), PathBuf::from);
     let record = match &files_plan {
         Some(plan) => {
-            let git_dir = keel_checkpoint::shadow_dir(ctx.store.home(), &cwd);
-            let mut shadow = keel_checkpoint::Shadow::open(&git_dir, &cwd, checkpoint_caps(ctx))
-                .with_context(|| format!("cannot open the checkpoints of {}", cwd.display()))?;
-            let record = apply(&mut shadow, plan, args.force, id.as_str()).with_context(|| {
-                format!(
-                    "cannot rewind {} ({flag}); nothing was logged",
-                    cwd.display()
-                )
-            })?;
-            let mut ev = log.session().stamp(
-                EventBody::Other(Box::new(keel_protocol::OtherEvent {
-                    type_name: keel_checkpoint::RESTORED_EVENT.to_owned(),
-                    data: record.clone(),
-                })),
-                None,
-            );
-            ev.ignorable = true;
-            log.append(ev)
-                .with_context(|| format!("cannot log the rewind in {}", file.display()))?;
+            let record = restore_files(ctx, &mut log, &file, plan, args.force)
+                .with_context(|| format!("{flag}"))?;
             notes.push(format!(
                 "{} ({})",
                 describe(&record, &format!("{flag}, {}", plan.label)),
