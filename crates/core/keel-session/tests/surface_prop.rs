@@ -93,7 +93,7 @@ proptest! {
                     prop_assert!(s.push_surface(user("bad".into()), op, vec![model[i].0]).is_err());
                     prop_assert_eq!(s.len(), len);
                 }
-                Op::Rewind(a) if s.len() > 0 => {
+                Op::Rewind(a) if !s.is_empty() => {
                     let to = a as u64 % s.len();
                     let body = EventBody::SurfaceRewind(Box::new(SurfaceRewind { to_seq: Seq(to), turn: None, reason: None }));
                     s.push(body).unwrap();

@@ -358,7 +358,7 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
     let record = match &files_plan {
         Some(plan) => {
             let record = restore_files(ctx, &mut log, &file, plan, args.force)
-                .with_context(|| format!("{flag}"))?;
+                .with_context(|| flag.clone())?;
             notes.push(format!(
                 "{} ({})",
                 describe(&record, &format!("{flag}, {}", plan.label)),
