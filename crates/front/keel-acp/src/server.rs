@@ -65,11 +65,27 @@ pub async fn serve_stdio<S: AgentSource + 'static>(source: S) -> Result<(), Erro
             )
         })?;
     let (in_tx, in_rx) = tokio::sync::mpsc::unbounded_channel::<std::io::Result<String>>();
+    let refusals = out_tx.clone();
     std::thread::Builder::new()
         .name("keel-acp-stdin".into())
         .spawn(move || {
             use std::io::BufRead;
+            // Until an `initialize` with a usable version arrives, one with a version of the
+            // wrong type is answered here, naming what was sent (the SDK's answer does not).
+            let mut initialized = false;
             for line in std::io::stdin().lock().lines() {
+                if let Ok(text) = &line
+                    && !initialized
+                {
+                    match params::check_initialize(text) {
+                        params::Initialize::Other => {}
+                        params::Initialize::Valid => initialized = true,
+                        params::Initialize::Refused(answer) => {
+                            let _ = refusals.send(answer);
+                            continue;
+                        }
+                    }
+                }
                 let stop = line.is_err();
                 if in_tx.send(line).is_err() || stop {
                     break;

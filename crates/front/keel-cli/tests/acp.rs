@@ -171,8 +171,9 @@ fn the_typescript_sdk_drives_keel_acp() {
             "tool_call",        // read
             "tool_call_update", // read done
             "agent_message_chunk",
-            "tool_call",           // exit_plan_mode
-            "current_mode_update", // approved: plan mode off
+            "tool_call",            // exit_plan_mode
+            "current_mode_update",  // approved: plan mode off
+            "config_option_update", // … and so the `mode` option
             "tool_call_update",
             "tool_call", // todo_write
             "plan",

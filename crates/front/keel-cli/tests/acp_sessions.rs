@@ -506,12 +506,11 @@ fn wrong_types_are_json_rpc_errors() {
         "initialize",
         json!({"protocolVersion": "2025-11-25", "clientCapabilities": {}}),
     );
-    // The SDK's error: its data names the field (and keeps what was sent).
-    let (code, _) = error_of(&init);
+    let (code, message) = error_of(&init);
     assert_eq!(code, -32602, "{init}");
     assert!(
-        init["error"].to_string().contains("protocolVersion"),
-        "{init}"
+        message.contains("protocolVersion") && message.contains("\"2025-11-25\""),
+        "{message}"
     );
     let init = acp.request(
         2,
@@ -520,9 +519,10 @@ fn wrong_types_are_json_rpc_errors() {
     );
     assert!(init.get("result").is_some(), "{init}");
     let list = acp.request(3, "session/list", json!({"cwd": 42}));
+    // The SDK's answer: its data holds the reason and what was sent.
     let (code, _) = error_of(&list);
     assert_eq!(code, -32602, "{list}");
-    assert!(list["error"].to_string().contains("42"), "{list}");
+    assert!(list["error"]["data"].to_string().contains("42"), "{list}");
     let (sid, _) = acp.new_session(4, &env);
     assert!(!sid.is_empty());
     acp.close();
