@@ -288,7 +288,8 @@ fn session_list_names_the_directory_s_sessions_newest_first() {
 #[test]
 fn the_model_selector_switches_and_a_reload_keeps_it() {
     let env = Env::new();
-    let mock = Mock::start("responses:\n  - text: \"one\"\n  - text: \"two\"\n");
+    let mock =
+        Mock::start("responses:\n  - text: \"one\"\n  - text: \"two\"\n  - text: \"three\"\n");
     let mut acp = Raw::start(&env, &mock.base_url());
     let (sid, new) = acp.new_session(1, &env);
     let model = option(&new, "model");
@@ -393,6 +394,17 @@ fn the_model_selector_switches_and_a_reload_keeps_it() {
     acp.prompt(2, &sid, "again");
     assert_eq!(mock.requests()[1]["model"], "deepseek-chat");
     acp.close();
+
+    // `keel resume` (and `--model` given to it) keeps it too: the session's model wins.
+    let out = support::run(env.keel(&mock.base_url()).args([
+        "--model",
+        "deepseek-v4-pro",
+        "resume",
+        &sid,
+        "once more",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(mock.requests()[2]["model"], "deepseek-chat");
 }
 
 /// `session/fork` seeds a new session with the parent's turns (the model sees them), leaving
