@@ -230,6 +230,28 @@ pub(crate) fn last_plan_mode(
         .map(|p| (**p).clone())
 }
 
+/// The event a model chosen during a session is logged as (ignorable, `{"model": NAME}`): an
+/// editor's model selector (`keel acp`'s `session/set_config_option`). The last one is the
+/// session's model when an agent is built over it again ([`last_model`]).
+pub const MODEL_EVENT: &str = "model/selected";
+
+/// The model the session's last [`MODEL_EVENT`] chose, if any (a record without a string
+/// `model` is skipped).
+pub fn last_model(session: &keel_session::Session) -> Option<String> {
+    session
+        .whole_event_iter()
+        .filter_map(|ev| match &ev.body {
+            EventBody::Other(o) if o.type_name == MODEL_EVENT => o
+                .data
+                .get("model")
+                .and_then(serde_json::Value::as_str)
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned),
+            _ => None,
+        })
+        .last()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -268,6 +290,29 @@ mod tests {
 
     const WW: SandboxMode = SandboxMode::WorkspaceWrite;
     const ASK: ApprovalPolicy = ApprovalPolicy::Ask;
+
+    #[test]
+    fn the_last_model_logged_is_the_session_s() {
+        let chosen = |m: serde_json::Value| {
+            EventBody::Other(Box::new(keel_protocol::OtherEvent {
+                type_name: MODEL_EVENT.to_owned(),
+                data: m,
+            }))
+        };
+        assert_eq!(last_model(&session(vec![sandbox("read-only")])), None);
+        let mut s = session(vec![]);
+        for m in [
+            serde_json::json!({"model": "deepseek-chat"}),
+            serde_json::json!({"model": "deepseek-reasoner"}),
+            // A record without a model name is skipped.
+            serde_json::json!({"model": 7}),
+        ] {
+            let mut event = s.stamp(chosen(m), None);
+            event.ignorable = true;
+            s.append(event).unwrap();
+        }
+        assert_eq!(last_model(&s).as_deref(), Some("deepseek-reasoner"));
+    }
 
     #[test]
     fn the_start_records_are_configuration_not_modes() {

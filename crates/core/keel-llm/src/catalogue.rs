@@ -121,6 +121,11 @@ impl ModelCatalogue {
         self.models.contains_key(model)
     }
 
+    /// The models it knows, by name (sorted).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+
     /// Adds or replaces a model (e.g. one declared in `[providers.<name>] models`).
     pub fn insert(&mut self, model: impl Into<String>, info: ModelInfo) {
         self.models.insert(model.into(), info);

@@ -12,6 +12,10 @@
 //! - `session/load`: any keel session by id, its history replayed as `session/update`s, in the
 //!   mode it kept (plan mode, the read-only sandbox and automatic approvals set during it are
 //!   the session's: [`keel_agent::session_modes`]);
+//! - `session/resume`: `session/load` without the replay; `session/list`: keel's sessions of a
+//!   directory, newest first; `session/close`; the unstable `session/fork` (`keel fork`);
+//! - `session/set_config_option`: the `mode` and `model` selectors (a model chosen is logged
+//!   and kept by the session, its agent rebuilt on it);
 //! - `session/prompt`: one turn; its session events stream as updates ([`map`]) and the
 //!   answer is the stop reason;
 //! - `session/cancel`: the loop's cancellation; the prompt answers `cancelled`;

@@ -8,7 +8,7 @@
 //! | `assistant/chunk` text / reasoning delta (live only) | `agent_message_chunk` / `agent_thought_chunk` |
 //! | `assistant/message` | the text and reasoning that did not stream (a replay: all of it) |
 //! | `tool/call` | `tool_call` (kind, title, locations, raw input; a diff for `edit`/`write`) |
-//! | `approval/decided` refused | `tool_call_update` failed |
+//! | `approval/decided` refused | `tool_call_update` failed (the call's one: its result sends none) |
 //! | `tool/result` | `tool_call_update` completed/failed with the output as content |
 //! | `todo/write` | `plan` (the whole list) |
 //! | `tool/code-dispatch-start` / `tool/code-dispatch` (Code Mode) | `tool_call` / `tool_call_update` of the sub-call |
@@ -35,6 +35,7 @@ use keel_session::view::cells::{Cell, Cells, Change, ToolState, key_arg};
 use keel_session::view::text::one_line;
 use keel_tools::SandboxMode;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// The session mode id of keel's plan mode.
@@ -64,6 +65,9 @@ pub struct Mapper {
     feed: Feed,
     cells: Cells,
     modes: Modes,
+    /// Calls refused at approval: their `failed` update is sent then, so the result that
+    /// follows (the refusal as the model reads it) sends none.
+    refused: HashSet<String>,
 }
 
 /// What decides the session mode, as the events so far left it.
@@ -120,6 +124,7 @@ impl Mapper {
             feed,
             cells: Cells::new(),
             modes: Modes::default(),
+            refused: HashSet::new(),
         }
     }
 
@@ -173,7 +178,9 @@ impl Mapper {
                     .filter_map(|b| b.get("text").and_then(Value::as_str))
                     .collect::<Vec<_>>()
                     .join("\n");
-                if let Some(id) = id {
+                if let Some(id) = id
+                    && !self.refused.remove(id)
+                {
                     out.push(result_update(id.to_owned(), failed, text));
                 }
             }
@@ -198,6 +205,15 @@ impl Mapper {
             }
             _ => {
                 for change in self.cells.apply(event) {
+                    match &change {
+                        Change::Refused { call_id, .. } => {
+                            self.refused.insert(call_id.clone());
+                        }
+                        Change::ToolResult { call_id, .. } if self.refused.remove(call_id) => {
+                            continue;
+                        }
+                        _ => {}
+                    }
                     out.extend(self.update(change));
                 }
             }
@@ -592,6 +608,63 @@ mod tests {
             tool_title("bash", &json!({"command": "cargo\ntest"})),
             "bash cargo⏎test"
         );
+    }
+
+    /// A refused call settles once: the refusal's `failed`, not a second one for the result
+    /// that tells the model (live and replayed, a tool call and a Code Mode sub-call).
+    #[test]
+    fn a_refused_call_fails_once() {
+        for feed in [Feed::Live, Feed::Replay] {
+            let mut m = Mapper::new("/w", feed);
+            let mut updates = m.map(&ev(
+                "tool/call",
+                json!({"turn": 1, "step": 1, "callId": "c1", "name": "bash", "arguments": "{\"command\":\"rm x\"}"}),
+            ));
+            updates.extend(m.map(&ev(
+                "approval/decided",
+                json!({"callId": "c1", "approved": false, "by": "user", "reason": "no"}),
+            )));
+            updates.extend(m.map(&ev(
+                "tool/result",
+                json!({"turn": 1, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "The user rejected this call"}], "isError": true}], "source": {"kind": "tool", "callId": "c1"}, "id": "r"}}),
+            )));
+            updates.extend(m.map(&ev(
+                "tool/code-dispatch-start",
+                json!({"rootCallId": "c2", "parentCallId": "c2", "subCallId": "c2:code:1", "name": "bash", "arguments": {"command": "rm y"}}),
+            )));
+            updates.extend(m.map(&ev(
+                "approval/decided",
+                json!({"callId": "c2:code:1", "approved": false, "by": "user"}),
+            )));
+            updates.extend(m.map(&ev(
+                "tool/code-dispatch",
+                json!({"rootCallId": "c2", "parentCallId": "c2", "subCallId": "c2:code:1", "name": "bash", "isError": true, "content": [{"type": "text", "text": "DENIED"}]}),
+            )));
+            let failed: Vec<(String, String)> = updates
+                .iter()
+                .filter_map(|u| match u {
+                    SessionUpdate::ToolCallUpdate(t)
+                        if t.fields.status == Some(ToolCallStatus::Failed) =>
+                    {
+                        Some((
+                            t.tool_call_id.0.to_string(),
+                            serde_json::to_string(&t.fields.content).unwrap(),
+                        ))
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(failed.len(), 2, "{feed:?}: {failed:?}");
+            assert_eq!(failed[0].0, "c1");
+            assert!(failed[0].1.contains("not approved: no"), "{failed:?}");
+            assert_eq!(failed[1].0, "c2:code:1");
+            // A later call of the same id (a new turn reusing it) settles again.
+            let again = m.map(&ev(
+                "tool/result",
+                json!({"turn": 2, "step": 1, "message": {"role": "user", "content": [{"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "ok"}], "isError": false}], "source": {"kind": "tool", "callId": "c1"}, "id": "r2"}}),
+            ));
+            assert_eq!(again.len(), 1, "{again:?}");
+        }
     }
 
     #[test]

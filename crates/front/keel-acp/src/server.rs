@@ -8,11 +8,14 @@ use crate::files::ClientFiles;
 use crate::map::{self, Feed, MODE_AUTO, MODE_DEFAULT, MODE_PLAN, MODE_READ_ONLY, Mapper, Modes};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ErrorCode, FileSystemCapabilities, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    PromptRequest, PromptResponse, SessionId, SessionMode, SessionModeState, SessionNotification,
-    SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse, ErrorCode,
+    FileSystemCapabilities, ForkSessionRequest, ForkSessionResponse, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
+    ResumeSessionResponse, SessionId, SessionMode, SessionModeState, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client, ConnectTo, Error};
@@ -32,7 +35,9 @@ use tokio::sync::Notify;
 
 /// How often a cancelled turn is cancelled again until it stops (a cancel can land between
 /// two turns of a follow-up chain).
+mod config;
 mod params;
+mod sessions;
 mod slash;
 
 use params::{Images, Prompt, mcp_servers, prompt_content, working_dir};
@@ -60,11 +65,27 @@ pub async fn serve_stdio<S: AgentSource + 'static>(source: S) -> Result<(), Erro
             )
         })?;
     let (in_tx, in_rx) = tokio::sync::mpsc::unbounded_channel::<std::io::Result<String>>();
+    let refusals = out_tx.clone();
     std::thread::Builder::new()
         .name("keel-acp-stdin".into())
         .spawn(move || {
             use std::io::BufRead;
+            // Until an `initialize` with a usable version arrives, one with a version of the
+            // wrong type is answered here, naming what was sent (the SDK's answer does not).
+            let mut initialized = false;
             for line in std::io::stdin().lock().lines() {
+                if let Ok(text) = &line
+                    && !initialized
+                {
+                    match params::check_initialize(text) {
+                        params::Initialize::Other => {}
+                        params::Initialize::Valid => initialized = true,
+                        params::Initialize::Refused(answer) => {
+                            let _ = refusals.send(answer);
+                            continue;
+                        }
+                    }
+                }
                 let stop = line.is_err();
                 if in_tx.send(line).is_err() || stop {
                     break;
@@ -126,6 +147,7 @@ pub async fn serve<S: AgentSource + 'static>(
         turns: Mutex::new(Vec::new()),
         client_fs: Mutex::new(FileSystemCapabilities::default()),
         client_forms: AtomicBool::new(false),
+        models: OnceLock::new(),
     });
     let s_init = server.clone();
     let s_new = server.clone();
@@ -133,6 +155,11 @@ pub async fn serve<S: AgentSource + 'static>(
     let s_prompt = server.clone();
     let s_cancel = server.clone();
     let s_mode = server.clone();
+    let s_list = server.clone();
+    let s_resume = server.clone();
+    let s_close = server.clone();
+    let s_fork = server.clone();
+    let s_config = server.clone();
     let served = AcpAgent
         .v1()
         .name("keel")
@@ -173,6 +200,50 @@ pub async fn serve<S: AgentSource + 'static>(
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |req: ListSessionsRequest,
+                        responder: Responder<ListSessionsResponse>,
+                        _cx| {
+                responder.respond_with_result(s_list.list_sessions(req).await)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ResumeSessionRequest,
+                        responder: Responder<ResumeSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                answer_opened(
+                    s_resume.resume_session(req, cx.clone()).await,
+                    responder,
+                    cx,
+                )
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ForkSessionRequest,
+                        responder: Responder<ForkSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                answer_opened(s_fork.fork_session(req, cx.clone()).await, responder, cx)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: CloseSessionRequest,
+                        responder: Responder<CloseSessionResponse>,
+                        _cx| {
+                responder.respond_with_result(s_close.close_session(&req).await)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: SetSessionConfigOptionRequest,
+                        responder: Responder<SetSessionConfigOptionResponse>,
+                        _cx| {
+                responder.respond_with_result(s_config.set_config_option(&req).await)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .on_receive_notification(
             async move |note: CancelNotification, _cx| {
                 s_cancel.cancel(&note.session_id);
@@ -198,6 +269,8 @@ struct Server<S> {
     client_fs: Mutex<FileSystemCapabilities>,
     /// The client declared form elicitation (`ask_user_question` asks with a form).
     client_forms: AtomicBool,
+    /// The models sessions can be switched to ([`AgentSource::models`]), read once.
+    models: OnceLock<Vec<String>>,
 }
 
 /// An open session.
@@ -217,6 +290,18 @@ struct Live {
     source: Arc<dyn AgentSource>,
     /// The client's working directory for it.
     cwd: PathBuf,
+    /// The client's MCP servers for it (an agent rebuilt over the session gets them again).
+    servers: Vec<McpServer>,
+    /// The task running the turns plugins queue ([`watch_wakes`]): stopped with the session.
+    waker: OnceLock<tokio::task::AbortHandle>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Some(waker) = self.waker.get() {
+            waker.abort();
+        }
+    }
 }
 
 /// Sends a session's events to the client as updates (the agent's `session_event` hook).
@@ -229,6 +314,9 @@ pub(crate) struct UpdateFeed {
     /// Signalled when a plugin queues a message for the agent (a schedule firing): an idle
     /// session then runs the turn it queued ([`watch_wakes`]).
     wake: Arc<Notify>,
+    /// The session's model and the models it can switch to, for the `config_option_update`
+    /// that follows a mode keel changed itself (set when the session opens).
+    models: OnceLock<config::Models>,
 }
 
 impl UpdateFeed {
@@ -240,8 +328,16 @@ impl UpdateFeed {
             return;
         };
         let updates = self.mapper.locked().map(event);
+        // A mode keel changed itself is also a change of the `mode` config option.
+        let mode = updates.iter().rev().find_map(|u| match u {
+            SessionUpdate::CurrentModeUpdate(m) => Some(m.current_mode_id.0.clone()),
+            _ => None,
+        });
         for update in updates {
             send(&self.cx, session, update);
+        }
+        if let (Some(mode), Some(models)) = (mode, self.models.get()) {
+            send(&self.cx, session, config::option_update(&mode, models));
         }
     }
 }
@@ -271,28 +367,29 @@ fn err(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::new(code, message.into())
 }
 
-/// The session modes, `agent`'s current one first: each sets plan mode, the sandbox's
-/// narrowing and the approval policy together (see [`set_mode`]).
+/// The session modes and `agent`'s current one; each sets plan mode, the sandbox's narrowing
+/// and the approval policy together (see [`set_mode`]).
 fn modes(agent: &Agent) -> SessionModeState {
-    SessionModeState::new(
-        agent_modes(agent).id(),
-        vec![
-            SessionMode::new(MODE_DEFAULT, "Default").description(Some(
-                "Work on the task; calls that need approval are asked about".to_owned(),
-            )),
-            SessionMode::new(MODE_READ_ONLY, "Read-only").description(Some(
-                "Read and answer; file changes are refused and every command is asked about"
-                    .to_owned(),
-            )),
-            SessionMode::new(MODE_AUTO, "Auto-approve").description(Some(
-                "Work without asking: what would be asked about is approved (within the sandbox)"
-                    .to_owned(),
-            )),
-            SessionMode::new(MODE_PLAN, "Plan").description(Some(
-                "Read and plan only; the plan is put to you for approval".to_owned(),
-            )),
-        ],
-    )
+    SessionModeState::new(agent_modes(agent).id(), mode_list())
+}
+
+/// The session modes keel offers.
+fn mode_list() -> Vec<SessionMode> {
+    vec![
+        SessionMode::new(MODE_DEFAULT, "Default").description(Some(
+            "Work on the task; calls that need approval are asked about".to_owned(),
+        )),
+        SessionMode::new(MODE_READ_ONLY, "Read-only").description(Some(
+            "Read and answer; file changes are refused and every command is asked about".to_owned(),
+        )),
+        SessionMode::new(MODE_AUTO, "Auto-approve").description(Some(
+            "Work without asking: what would be asked about is approved (within the sandbox)"
+                .to_owned(),
+        )),
+        SessionMode::new(MODE_PLAN, "Plan").description(Some(
+            "Read and plan only; the plan is put to you for approval".to_owned(),
+        )),
+    ]
 }
 
 /// What decides `agent`'s mode.
@@ -339,6 +436,45 @@ fn set_mode(agent: &Agent, mode: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// `session/set_mode` (or the `mode` config option) on `live`: the mode set, logged and on
+/// disk before the answer.
+async fn apply_mode(live: &Live, mode: &str) -> Result<(), Error> {
+    if live.running.load(Ordering::Acquire) {
+        return Err(err(
+            ErrorCode::InvalidRequest,
+            format!(
+                "session {} is running a prompt: change its mode when it is done, or cancel it",
+                &*live.id.0
+            ),
+        ));
+    }
+    // The client knows the mode it asked for: the events of the change are not echoed
+    // back as `current_mode_update`s.
+    let feed = &live.feed;
+    feed.on.store(false, Ordering::Release);
+    let set = set_mode(&live.agent, mode);
+    feed.mapper.locked().set_modes(agent_modes(&live.agent));
+    feed.on.store(true, Ordering::Release);
+    set?;
+    // The mode is the session's (a later `session/load` keeps it): on disk before the
+    // client hears it is set, so that a process killed next does not lose it.
+    durable(live, "mode change").await
+}
+
+/// Wait until what `live`'s log holds is on disk; `what` names the change in the error.
+async fn durable(live: &Live, what: &str) -> Result<(), Error> {
+    let ticket = live.agent.log().flush_ticket();
+    ticket.durable().await.map_err(|e| {
+        err(
+            ErrorCode::InternalError,
+            format!(
+                "keel: session {}: the {what} could not be written: {e}",
+                &*live.id.0
+            ),
+        )
+    })
+}
+
 impl<S: AgentSource + 'static> Server<S> {
     fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
         *self.client_fs.locked() = req.client_capabilities.fs.clone();
@@ -362,7 +498,8 @@ impl<S: AgentSource + 'static> Server<S> {
                             .embedded_context(true)
                             .image(self.source.reads_images()),
                     )
-                    .mcp_capabilities(McpCapabilities::new().http(true)),
+                    .mcp_capabilities(McpCapabilities::new().http(true))
+                    .session_capabilities(sessions::capabilities()),
             )
             .agent_info(Some(Implementation::new("keel", env!("CARGO_PKG_VERSION"))))
     }
@@ -433,13 +570,22 @@ impl<S: AgentSource + 'static> Server<S> {
             mapper: Mutex::new(Mapper::new(cwd, if on { Feed::Live } else { Feed::Replay })),
             on: AtomicBool::new(on),
             wake: Arc::new(Notify::new()),
+            models: OnceLock::new(),
         })
     }
 
-    fn open(&self, agent: Agent, feed: Arc<UpdateFeed>, cwd: PathBuf) -> Arc<Live> {
+    /// Put `agent` in the table of open sessions (replacing an agent of the same session).
+    fn open(
+        &self,
+        agent: Agent,
+        feed: Arc<UpdateFeed>,
+        cwd: PathBuf,
+        servers: Vec<McpServer>,
+    ) -> Arc<Live> {
         let id = SessionId::new(agent.session_id().as_str());
         feed.mapper.locked().set_modes(agent_modes(&agent));
         let _ = feed.session.set(id.clone());
+        let _ = feed.models.set(self.models_of(&agent));
         let live = Arc::new(Live {
             id: id.clone(),
             agent,
@@ -450,9 +596,12 @@ impl<S: AgentSource + 'static> Server<S> {
             custom: OnceLock::new(),
             source: self.source.clone(),
             cwd,
+            servers,
+            waker: OnceLock::new(),
         });
+        let waker = tokio::spawn(watch_wakes(Arc::downgrade(&live), live.feed.wake.clone()));
+        let _ = live.waker.set(waker.abort_handle());
         self.sessions().insert(id.0, live.clone());
-        tokio::spawn(watch_wakes(Arc::downgrade(&live), live.feed.wake.clone()));
         live
     }
 
@@ -464,6 +613,7 @@ impl<S: AgentSource + 'static> Server<S> {
         let cwd = working_dir(&req.cwd)?;
         let feed = Self::feed(cx, &cwd, true);
         let options = self.options(&feed, &cwd, &req.mcp_servers)?;
+        let servers = req.mcp_servers;
         let source = self.source.clone();
         let dir = cwd.clone();
         let built =
@@ -472,8 +622,14 @@ impl<S: AgentSource + 'static> Server<S> {
                 .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
         let agent = built.map_err(|e| err(ErrorCode::InternalError, e.to_string()))?;
         let modes = modes(&agent);
-        let live = self.open(agent, feed, cwd);
-        Ok((NewSessionResponse::new(live.id.clone()).modes(modes), live))
+        let live = self.open(agent, feed, cwd, servers);
+        let options = self.config_options(&live);
+        Ok((
+            NewSessionResponse::new(live.id.clone())
+                .modes(modes)
+                .config_options(options),
+            live,
+        ))
     }
 
     async fn load_session(
@@ -481,10 +637,31 @@ impl<S: AgentSource + 'static> Server<S> {
         req: LoadSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> Result<(LoadSessionResponse, Arc<Live>), Error> {
-        let id = req.session_id.clone();
         let cwd = working_dir(&req.cwd)?;
+        let live = self
+            .reopen(&req.session_id, cwd, req.mcp_servers, cx, true)
+            .await?;
+        let answer = LoadSessionResponse::new()
+            .modes(modes(&live.agent))
+            .config_options(self.config_options(&live));
+        Ok((answer, live))
+    }
+
+    /// The open session `id`, or an agent built over it (`session/load`, `session/resume`,
+    /// `session/fork`'s new session), with its history sent as updates when `replay`.
+    async fn reopen(
+        &self,
+        id: &SessionId,
+        cwd: PathBuf,
+        servers: Vec<McpServer>,
+        cx: ConnectionTo<Client>,
+        replay: bool,
+    ) -> Result<Arc<Live>, Error> {
         let open = self.sessions().get(&id.0).cloned();
         if let Some(live) = open {
+            if !replay {
+                return Ok(live);
+            }
             // Open here already: its history again, from the agent that has it (a second
             // agent would write the same log).
             if live.running.load(Ordering::Acquire) {
@@ -504,82 +681,67 @@ impl<S: AgentSource + 'static> Server<S> {
                 updates
             };
             for update in updates {
-                send(&cx, &id, update);
+                send(&cx, id, update);
             }
-            return Ok((LoadSessionResponse::new().modes(modes(&live.agent)), live));
+            return Ok(live);
         }
         let feed = Self::feed(cx.clone(), &cwd, false);
         let _ = feed.session.set(id.clone());
-        let options = self.options(&feed, &cwd, &req.mcp_servers)?;
-        let source = self.source.clone();
-        let name = id.0.to_string();
-        let dir = cwd.clone();
-        let built = tokio::task::spawn_blocking(move || {
-            source.resume(SessionRef::Id(&name), &SessionSpec::in_dir(dir), options)
-        })
-        .await
-        .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
-        let agent = built.map_err(|e| match e {
-            SourceError::NotFound(m) => err(
-                ErrorCode::ResourceNotFound,
-                format!("{m}: pass the id of a keel session (keel sessions list --all)"),
-            ),
-            SourceError::Failed(m) | SourceError::Unsupported(m) => {
-                err(ErrorCode::InvalidParams, m)
-            }
-        })?;
+        let options = self.options(&feed, &cwd, &servers)?;
+        let agent = self
+            .build_over(id, SessionSpec::in_dir(cwd.clone()), options)
+            .await?;
         // Replay the history, then go live.
         let updates = {
             let log = agent.log();
             let mut mapper = feed.mapper.locked();
             let mut updates = Vec::new();
-            for event in log.session().events() {
-                updates.extend(mapper.map(&event));
+            if replay {
+                for event in log.session().events() {
+                    updates.extend(mapper.map(&event));
+                }
+                updates.extend(settle_mode(&mapper, &agent));
             }
-            updates.extend(settle_mode(&mapper, &agent));
             mapper.set_feed(Feed::Live);
             updates
         };
         for update in updates {
-            send(&cx, &id, update);
+            send(&cx, id, update);
         }
         feed.on.store(true, Ordering::Release);
-        let modes = modes(&agent);
-        let live = self.open(agent, feed, cwd);
-        Ok((LoadSessionResponse::new().modes(modes), live))
+        Ok(self.open(agent, feed, cwd, servers))
+    }
+
+    /// An agent over the stored session `id` under `spec` (cold resume with crash repair).
+    async fn build_over(
+        &self,
+        id: &SessionId,
+        spec: SessionSpec,
+        options: BuildOptions,
+    ) -> Result<Agent, Error> {
+        let source = self.source.clone();
+        let name = id.0.to_string();
+        let built = tokio::task::spawn_blocking(move || {
+            source.resume(SessionRef::Id(&name), &spec, options)
+        })
+        .await
+        .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+        built.map_err(|e| match e {
+            SourceError::NotFound(m) => err(
+                ErrorCode::ResourceNotFound,
+                format!(
+                    "{m}: pass the id of a keel session (session/list, keel sessions list --all)"
+                ),
+            ),
+            SourceError::Failed(m) | SourceError::Unsupported(m) => {
+                err(ErrorCode::InvalidParams, m)
+            }
+        })
     }
 
     async fn set_mode(&self, req: &SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
         let live = self.session(&req.session_id)?;
-        if live.running.load(Ordering::Acquire) {
-            return Err(err(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "session {} is running a prompt: change its mode when it is done, or cancel it",
-                    &*req.session_id.0
-                ),
-            ));
-        }
-        // The client knows the mode it asked for: the events of the change are not echoed
-        // back as `current_mode_update`s.
-        let feed = &live.feed;
-        feed.on.store(false, Ordering::Release);
-        let set = set_mode(&live.agent, &req.mode_id.0);
-        feed.mapper.locked().set_modes(agent_modes(&live.agent));
-        feed.on.store(true, Ordering::Release);
-        set?;
-        // The mode is the session's (a later `session/load` keeps it): on disk before the
-        // client hears it is set, so that a process killed next does not lose it.
-        let ticket = live.agent.log().flush_ticket();
-        ticket.durable().await.map_err(|e| {
-            err(
-                ErrorCode::InternalError,
-                format!(
-                    "keel: session {}: the mode change could not be written: {e}",
-                    &*req.session_id.0
-                ),
-            )
-        })?;
+        apply_mode(&live, &req.mode_id.0).await?;
         Ok(SetSessionModeResponse::new())
     }
 

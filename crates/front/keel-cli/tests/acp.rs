@@ -171,8 +171,9 @@ fn the_typescript_sdk_drives_keel_acp() {
             "tool_call",        // read
             "tool_call_update", // read done
             "agent_message_chunk",
-            "tool_call",           // exit_plan_mode
-            "current_mode_update", // approved: plan mode off
+            "tool_call",            // exit_plan_mode
+            "current_mode_update",  // approved: plan mode off
+            "config_option_update", // … and so the `mode` option
             "tool_call_update",
             "tool_call", // todo_write
             "plan",
@@ -620,9 +621,10 @@ fn wire(stdout: &str) -> Vec<Value> {
 
 /// acpx (npm, pinned) against `keel acp`: `acpx set-mode read-only`, then a prompt, each in a
 /// `keel acp` process of its own. acpx re-sends a mode only when it had to create a new
-/// session; on a `session/load` it leaves the mode to the agent, so keel must keep it: the
-/// load reports `read-only`, the command is asked about (acpx, without a terminal to ask in,
-/// rejects it and exits 5) and does not run.
+/// session; on a `session/resume` (which it prefers to `session/load` once keel offers it) it
+/// leaves the mode to the agent, so keel must keep it: the resume reports `read-only`, the
+/// command is asked about (acpx, without a terminal to ask in, rejects it and exits 5) and
+/// does not run.
 #[test]
 fn acpx_set_mode_holds_in_the_next_process() {
     let env = Env::new();
@@ -662,9 +664,9 @@ fn acpx_set_mode_holds_in_the_next_process() {
             .find(|m| m["id"] == to["id"] && m.get("method").is_none())
             .unwrap_or_else(|| panic!("no answer to {to}: {asked:?}"))
     };
-    // A new connection (keel acp serves one per process): initialize, then the load.
+    // A new connection (keel acp serves one per process): initialize, then the resume.
     answer(request("initialize"));
-    let loaded = answer(request("session/load"));
+    let loaded = answer(request("session/resume"));
     assert_eq!(
         loaded["result"]["modes"]["currentModeId"], "read-only",
         "{loaded}"

@@ -167,6 +167,21 @@ pub trait AgentSource: Send + Sync {
         ))
     }
 
+    /// The models a session can be switched to (an editor's model selector): the configured
+    /// one first, then the others keel knows. Default: none (no selector is offered).
+    fn models(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A new session seeded with session `id`'s log up to its last completed turn (`keel
+    /// fork`), in the parent's workspace; its id. `id` is a whole session id, as for
+    /// [`SessionRef::Id`], looked up from `cwd`.
+    fn fork(&self, _id: &str, _cwd: &Path) -> Result<String, SourceError> {
+        Err(SourceError::Unsupported(
+            "sessions cannot be forked here".to_owned(),
+        ))
+    }
+
     /// What `model`'s tokens cost, when known.
     fn price(&self, _model: &str) -> Option<keel_llm::Price> {
         None

@@ -199,6 +199,51 @@ fn unsupported(what: &str) -> Error {
     )
 }
 
+/// What a line read before the connection is initialized is ([`check_initialize`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Initialize {
+    /// Not an `initialize` request (or not JSON): the SDK answers it.
+    Other,
+    /// An `initialize` whose `protocolVersion` is a version number.
+    Valid,
+    /// An `initialize` whose `protocolVersion` is missing or not a number: the JSON-RPC error
+    /// line that answers it, naming what was sent.
+    Refused(String),
+}
+
+/// Check an `initialize` request's `protocolVersion` (ACP versions are integers: `1`).
+pub(super) fn check_initialize(line: &str) -> Initialize {
+    let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+        return Initialize::Other;
+    };
+    if message.get("method").and_then(serde_json::Value::as_str) != Some("initialize") {
+        return Initialize::Other;
+    }
+    let Some(id) = message.get("id").cloned() else {
+        return Initialize::Other;
+    };
+    let sent = message.get("params").and_then(|p| p.get("protocolVersion"));
+    if sent
+        .and_then(serde_json::Value::as_u64)
+        .is_some_and(|v| v <= u64::from(u16::MAX))
+    {
+        return Initialize::Valid;
+    }
+    let sent = sent.map_or_else(|| "nothing".to_owned(), ToString::to_string);
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": -32602,
+            "message": format!(
+                "initialize: protocolVersion must be an ACP protocol version, an integer \
+                 (keel speaks 1); the client sent {sent}"
+            ),
+        },
+    });
+    Initialize::Refused(answer.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -285,5 +330,35 @@ mod tests {
             assert_eq!(e.code, ErrorCode::InvalidParams);
             assert!(e.message.contains(needle), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn an_initialize_with_a_version_of_the_wrong_type_is_refused_naming_it() {
+        let line = |v: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"initialize","params":{{"protocolVersion":{v},"clientCapabilities":{{}}}}}}"#
+            )
+        };
+        assert_eq!(check_initialize(&line("1")), Initialize::Valid);
+        let Initialize::Refused(answer) = check_initialize(&line("\"2025-11-25\"")) else {
+            panic!("accepted")
+        };
+        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["error"]["code"], -32602);
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("protocolVersion") && message.contains("\"2025-11-25\""),
+            "{message}"
+        );
+        assert!(matches!(
+            check_initialize(&line("70000")),
+            Initialize::Refused(_)
+        ));
+        assert_eq!(
+            check_initialize(r#"{"jsonrpc":"2.0","id":1,"method":"session/new"}"#),
+            Initialize::Other
+        );
+        assert_eq!(check_initialize("{not json"), Initialize::Other);
     }
 }

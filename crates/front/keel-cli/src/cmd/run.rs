@@ -561,6 +561,10 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     }
     let mut flags = ctx.flags()?;
     apply_permission_mode(&mut flags, &args.mode);
+    // The model chosen during the session (an editor's selector) is the session's.
+    if let Some(model) = keel_agent::session_modes::last_model(log.session()) {
+        flags.model = Some(model);
+    }
     if keep_session_modes(&mut flags, &log) {
         writeln!(
             err,

@@ -271,6 +271,13 @@ impl AgentSource for Source {
         });
         let ctx = self.ctx_in(cwd.as_deref());
         let mut flags = self.flags_for(spec);
+        // The model chosen during the session (an editor's selector) is the session's, as its
+        // modes are: it wins over the configured one unless the front end asks for another.
+        if spec.model.is_none()
+            && let Some(model) = keel_agent::session_modes::last_model(log.session())
+        {
+            flags.model = Some(model);
+        }
         keep_session_modes(&mut flags, &log);
         let host = self.host(&ctx)?;
         let factory = host.factory(flags, self.model.clone()).map_err(failed)?;
@@ -281,6 +288,50 @@ impl AgentSource for Source {
 
     fn workspace(&self) -> &Path {
         &self.ctx.cwd
+    }
+
+    fn models(&self) -> Vec<String> {
+        let ctx = self.ctx_in(None);
+        let configured = ctx.host().ok().map(|host| {
+            let c = &host.config().config;
+            let first = self
+                .flags
+                .model
+                .clone()
+                .or_else(|| c.model.clone())
+                .unwrap_or_else(|| keel_llm::DEFAULT_MODEL.to_owned());
+            (first, c.models.keys().cloned().collect::<Vec<_>>())
+        });
+        let (first, declared) = configured.unwrap_or_else(|| {
+            let first = self
+                .flags
+                .model
+                .clone()
+                .unwrap_or_else(|| keel_llm::DEFAULT_MODEL.to_owned());
+            (first, Vec::new())
+        });
+        let catalogue = keel_llm::ModelCatalogue::default();
+        let mut out = vec![first];
+        for name in declared
+            .into_iter()
+            .chain(catalogue.names().map(str::to_owned))
+        {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
+    }
+
+    fn fork(&self, id: &str, cwd: &Path) -> Result<String, SourceError> {
+        use super::sessions::{fork_at, fork_boundary, load};
+        let file = self.find(id, cwd)?;
+        let ctx = self.ctx_in(Some(cwd));
+        let loaded = load(&file).map_err(failed)?;
+        let parent = &loaded.session;
+        let boundary = fork_boundary(parent, None, "the fork point").map_err(failed)?;
+        let (child, _, _) = fork_at(&ctx, &file, parent, boundary).map_err(failed)?;
+        Ok(child.as_str().to_owned())
     }
 
     fn resolve(&self, cwd: &Path, query: Option<&str>) -> Result<PathBuf, SourceError> {
