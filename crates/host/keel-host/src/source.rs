@@ -137,15 +137,6 @@ pub trait AgentSource: Send + Sync {
         ))
     }
 
-    /// A new session seeded with the history of `session` up to just before event `at` (as
-    /// `keel fork --at seq:AT` between turns), its lineage recorded, in the same project: the
-    /// new session's file. Default: not supported here.
-    fn fork_session(&self, _session: &Path, _at: u64) -> Result<PathBuf, SourceError> {
-        Err(SourceError::Unsupported(
-            "sessions cannot be forked here".to_owned(),
-        ))
-    }
-
     /// The workspace of `cwd`'s trust decision and what its files hold that the decision
     /// governs, as the next agent built there would see them.
     fn trust(&self, _cwd: &Path) -> Result<WorkspaceTrust, SourceError> {
@@ -173,10 +164,16 @@ pub trait AgentSource: Send + Sync {
         Vec::new()
     }
 
-    /// A new session seeded with session `id`'s log up to its last completed turn (`keel
-    /// fork`), in the parent's workspace; its id. `id` is a whole session id, as for
-    /// [`SessionRef::Id`], looked up from `cwd`.
-    fn fork(&self, _id: &str, _cwd: &Path) -> Result<String, SourceError> {
+    /// A new session seeded with `session`'s log (`keel fork`), in the parent's workspace: up
+    /// to just before event `at` (as `keel fork --at seq:AT`: the start of the turn holding it),
+    /// or after its last completed turn when `None`. The new session's id and file. A
+    /// [`SessionRef::Id`] is looked up from `cwd`.
+    fn fork(
+        &self,
+        _session: SessionRef<'_>,
+        _cwd: &Path,
+        _at: Option<u64>,
+    ) -> Result<(String, PathBuf), SourceError> {
         Err(SourceError::Unsupported(
             "sessions cannot be forked here".to_owned(),
         ))

@@ -150,9 +150,13 @@ impl<S: AgentSource + 'static> Server<S> {
         }
         let source = self.source.clone();
         let (id, dir) = (parent.0.to_string(), cwd.clone());
-        let forked = tokio::task::spawn_blocking(move || source.fork(&id, &dir))
-            .await
-            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
+        let forked = tokio::task::spawn_blocking(move || {
+            source
+                .fork(keel_host::SessionRef::Id(&id), &dir, None)
+                .map(|(id, _)| id)
+        })
+        .await
+        .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?;
         let child = forked.map_err(|e| match e {
             SourceError::NotFound(m) => err(
                 ErrorCode::ResourceNotFound,

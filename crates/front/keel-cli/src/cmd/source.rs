@@ -323,15 +323,24 @@ impl AgentSource for Source {
         out
     }
 
-    fn fork(&self, id: &str, cwd: &Path) -> Result<String, SourceError> {
+    fn fork(
+        &self,
+        session: SessionRef<'_>,
+        cwd: &Path,
+        at: Option<u64>,
+    ) -> Result<(String, PathBuf), SourceError> {
         use super::sessions::{fork_at, fork_boundary, load};
-        let file = self.find(id, cwd)?;
+        let file = match session {
+            SessionRef::Id(id) => self.find(id, cwd)?,
+            SessionRef::Path(path) => path.to_path_buf(),
+        };
         let ctx = self.ctx_in(Some(cwd));
         let loaded = load(&file).map_err(failed)?;
         let parent = &loaded.session;
-        let boundary = fork_boundary(parent, None, "the fork point").map_err(failed)?;
-        let (child, _, _) = fork_at(&ctx, &file, parent, boundary).map_err(failed)?;
-        Ok(child.as_str().to_owned())
+        let at = at.map(|seq| format!("seq:{seq}"));
+        let boundary = fork_boundary(parent, at.as_deref(), "the fork point").map_err(failed)?;
+        let (child, path, _) = fork_at(&ctx, &file, parent, boundary).map_err(failed)?;
+        Ok((child.as_str().to_owned(), path))
     }
 
     fn resolve(&self, cwd: &Path, query: Option<&str>) -> Result<PathBuf, SourceError> {
@@ -379,16 +388,6 @@ impl AgentSource for Source {
             }
         }
         Ok(out)
-    }
-
-    fn fork_session(&self, session: &Path, at: u64) -> Result<PathBuf, SourceError> {
-        let loaded = super::sessions::load(session).map_err(failed)?;
-        let parent = &loaded.session;
-        let boundary = super::sessions::fork_boundary(parent, Some(&format!("seq:{at}")), "fork")
-            .map_err(failed)?;
-        let (_, path, _) =
-            super::sessions::fork_at(&self.ctx, session, parent, boundary).map_err(failed)?;
-        Ok(path)
     }
 
     fn trust(&self, cwd: &Path) -> Result<WorkspaceTrust, SourceError> {

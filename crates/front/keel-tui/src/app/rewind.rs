@@ -132,8 +132,13 @@ impl App<'_> {
     /// A new session seeded with this one up to just before the turn, continued here.
     fn fork_here(&mut self, point: &TurnPoint) {
         let file = self.agent.log().writer().path().to_path_buf();
-        match self.source.fork_session(&file, point.seq) {
-            Ok(path) => {
+        let forked = self.source.fork(
+            SessionRef::Path(&file),
+            self.source.workspace(),
+            Some(point.seq),
+        );
+        match forked {
+            Ok((_, path)) => {
                 let target = Target {
                     resume: Some(path),
                     model: self.model.clone(),
