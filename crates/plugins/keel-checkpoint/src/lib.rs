@@ -15,6 +15,7 @@
 //! A checkpoint that fails (no `git`, a full disk) never stops the call: it is logged once as
 //! `checkpoint/failed {reason}` and the session goes on without checkpoints.
 
+mod objects;
 pub mod rewind;
 pub mod shadow;
 

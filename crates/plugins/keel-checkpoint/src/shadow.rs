@@ -7,18 +7,22 @@
 //! ```text
 //! snapshot: walk the workspace (.gitignore respected) ─► stat table equal to the last one? reuse its commit
 //!   └► changed paths ─► caps (per file, per checkpoint: over-cap files listed, not stored)
-//!        ─► git update-index ─► write-tree ─► commit-tree ─► update-ref refs/keel/checkpoints
+//!        ─► blobs of the changed files, trees of the directories on their paths, a commit:
+//!           written in-process (`objects.rs`) ─► publish: refs/keel/checkpoints
 //! restore(C): diff now..C ─► checkout C -- changed paths, delete the paths C does not have
 //!             (paths the caller keeps are left alone) ─► snapshot
 //! ```
 //!
-//! Why the `git` CLI and not `gix`: git's own index is the stat cache that makes a checkpoint
-//! of a large workspace cheap, its object store keeps only what changed (deduplicated,
-//! compressed), and the same commands restore files with their modes; `gix` would add a large
-//! dependency tree to the build for the same result. The in-process walk (the `ignore` crate,
-//! as `glob` and `grep` use) decides whether anything changed at all, so a step that changed
-//! nothing costs no `git` process.
+//! Why git's format, written in-process, with the `git` CLI for the rest: git's object store
+//! keeps only what changed (deduplicated, compressed), and `git checkout` restores files with
+//! their modes. A checkpoint is the hot path (before every step that may change files): it
+//! writes its blobs, trees and commit itself (SHA-1 + zlib, `objects.rs`), with the walk's stat
+//! table as the cache that tells what changed, so it starts no process at all. The `git` CLI
+//! (isolated as below) creates the repository, reads the last checkpoint's tree once per
+//! process (`ls-tree`), and restores and diffs — rare, and where git's own code is worth
+//! having. `gix` would add a large dependency tree to the build for the same result.
 
+use crate::objects::{Dir, Odb, commit_body, hex, parse_hex};
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -139,6 +143,8 @@ pub struct Shadow {
     head: Option<(String, String)>,
     /// Whether the ref points at `head` (it is moved by [`Shadow::publish`]).
     published: bool,
+    /// The tree of `head` in memory (read at the first snapshot of the process).
+    root: Option<Dir>,
 }
 
 impl Shadow {
@@ -152,6 +158,7 @@ impl Shadow {
             stats: None,
             head: None,
             published: true,
+            root: None,
         };
         if !git_dir.join("HEAD").exists() {
             keel_session::store::private_dir_all(git_dir).map_err(|source| {
@@ -330,8 +337,12 @@ impl Shadow {
                 not_restorable: Vec::new(),
             });
         }
-        // What changed since the last snapshot; everything, and what git has that is gone,
-        // when this process has not taken one yet.
+        // The tree of the last checkpoint, read once per process.
+        if self.root.is_none() {
+            self.root = Some(self.load_root()?);
+        }
+        // What changed since the last snapshot; everything, and what the last checkpoint has
+        // that is gone, when this process has not taken one yet.
         let mut changed: Vec<String> = Vec::new();
         let mut removed: Vec<String> = Vec::new();
         match &self.stats {
@@ -345,76 +356,98 @@ impl Shadow {
             }
             None => {
                 changed.extend(now.keys().cloned());
-                let listed = self.run(&["ls-files", "-z"], None)?;
-                removed.extend(
-                    listed
-                        .split('\0')
-                        .filter(|p| !p.is_empty() && !now.contains_key(*p))
-                        .map(str::to_owned),
-                );
+                let mut had = Vec::new();
+                if let Some(root) = &self.root {
+                    root.paths("", &mut had);
+                }
+                removed.extend(had.into_iter().filter(|p| !now.contains_key(p)));
             }
         }
-        // The caps: over-cap files are taken out of the index, so a restore never writes an
-        // old copy of them back.
+        // The caps: over-cap files (and files that cannot be read) are taken out of the tree,
+        // so a restore never writes an old copy of them back.
         let mut not_restorable = Vec::new();
-        let mut stored: Vec<&str> = Vec::new();
         let mut bytes = 0u64;
+        let odb = Odb::new(&self.git_dir);
+        let root = self.root.get_or_insert_with(Dir::default);
         for path in &changed {
-            let len = now.get(path).map_or(0, |s| s.len);
-            if len > self.caps.max_file_bytes
-                || bytes.saturating_add(len) > self.caps.max_checkpoint_bytes
+            let Some(stat) = now.get(path) else {
+                continue;
+            };
+            if stat.len > self.caps.max_file_bytes
+                || bytes.saturating_add(stat.len) > self.caps.max_checkpoint_bytes
             {
                 not_restorable.push(path.clone());
+                root.remove(path);
+                continue;
+            }
+            let full = self.work_tree.join(path);
+            let (mode, body) = if stat.mode & 0o170000 == 0o120000 {
+                let target =
+                    std::fs::read_link(&full).map(|t| t.into_os_string().into_encoded_bytes());
+                (0o120000, target)
             } else {
-                bytes += len;
-                stored.push(path);
-            }
-        }
-        let nul_list = |paths: &mut dyn Iterator<Item = &str>| {
-            let mut buf = Vec::new();
-            for p in paths {
-                buf.extend_from_slice(p.as_bytes());
-                buf.push(0);
-            }
-            buf
-        };
-        let update = nul_list(
-            &mut stored
-                .iter()
-                .copied()
-                .chain(removed.iter().map(String::as_str)),
-        );
-        if !update.is_empty() {
-            self.run(
-                &["update-index", "--add", "--remove", "-z", "--stdin"],
-                Some(&update),
-            )?;
-        }
-        if !not_restorable.is_empty() {
-            let drop = nul_list(&mut not_restorable.iter().map(String::as_str));
-            self.run(
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                Some(&drop),
-            )?;
-        }
-        let tree = self.run(&["write-tree"], None)?.trim().to_owned();
-        let commit = match &self.head {
-            Some((head, head_tree)) if *head_tree == tree => head.clone(),
-            head => {
-                let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
-                if let Some((h, _)) = head {
-                    args.extend(["-p", h.as_str()]);
+                let mode = if stat.mode & 0o111 != 0 {
+                    0o100755
+                } else {
+                    0o100644
+                };
+                (mode, std::fs::read(&full))
+            };
+            match body {
+                Ok(body) => {
+                    bytes += stat.len;
+                    let oid = odb
+                        .write("blob", &body)
+                        .map_err(|source| CheckpointError::Io {
+                            what: "cannot store a checkpoint in",
+                            path: self.git_dir.clone(),
+                            source,
+                        })?;
+                    root.insert(path, mode, oid);
                 }
-                let commit = self.run(&args, None)?.trim().to_owned();
+                // Gone since the walk: the next checkpoint sees that.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => root.remove(path),
+                Err(_) => {
+                    not_restorable.push(path.clone());
+                    root.remove(path);
+                }
+            }
+        }
+        for path in &removed {
+            root.remove(path);
+        }
+        let store_failed = |source| CheckpointError::Io {
+            what: "cannot store a checkpoint in",
+            path: self.git_dir.clone(),
+            source,
+        };
+        let tree = root.write(&odb).map_err(store_failed)?;
+        let commit = match &self.head {
+            Some((head, head_tree)) if *head_tree == hex(&tree) => head.clone(),
+            head => {
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let parent = head.as_ref().map(|(h, _)| h.as_str());
+                if let Some(parent) = parent.filter(|p| !odb.has(p)) {
+                    return Err(CheckpointError::Git {
+                        what: format!("commit (the last checkpoint {parent} is missing)"),
+                        git_dir: self.git_dir.clone(),
+                        stderr: "the shadow repository is damaged; remove it to start afresh"
+                            .to_owned(),
+                    });
+                }
+                let body = commit_body(&tree, parent, secs, message);
+                let commit = odb.write("commit", &body).map_err(store_failed)?;
                 self.published = false;
-                commit
+                hex(&commit)
             }
         };
-        let count = stored.len() + removed.len();
+        let count = changed.len() - not_restorable.len() + removed.len();
         let mut paths = changed;
         paths.extend(removed);
         paths.sort_unstable();
-        self.head = Some((commit.clone(), tree));
+        self.head = Some((commit.clone(), hex(&tree)));
         self.stats = Some(now);
         Ok(Snapshot {
             commit,
@@ -424,13 +457,49 @@ impl Shadow {
         })
     }
 
+    /// The tree of the last checkpoint (empty when there is none), from `git ls-tree`.
+    fn load_root(&self) -> Result<Dir, CheckpointError> {
+        let mut root = Dir::default();
+        let Some((head, _)) = &self.head else {
+            return Ok(root);
+        };
+        let out = self.run(&["ls-tree", "-r", "-z", "--full-tree", head], None)?;
+        for line in out.split('\0').filter(|l| !l.is_empty()) {
+            // "<mode> <type> <oid>\t<path>"
+            let Some((meta, path)) = line.split_once('\t') else {
+                continue;
+            };
+            let mut parts = meta.split(' ');
+            let (Some(mode), Some(_), Some(oid)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if let (Ok(mode), Some(oid)) = (u32::from_str_radix(mode, 8), parse_hex(oid)) {
+                root.insert(path, mode, oid);
+            }
+        }
+        Ok(root)
+    }
+
     /// Point the shadow repository's ref at the last checkpoint, so that `git gc` keeps every
     /// checkpoint (each one's parent is the one before). Checkpoints are written without it (one
     /// `git` process less per step); a turn's end and a rewind publish them.
     pub fn publish(&mut self) -> Result<(), CheckpointError> {
         if let (false, Some((head, _))) = (self.published, &self.head) {
-            let head = head.clone();
-            self.run(&["update-ref", REF, &head], None)?;
+            // The loose ref file, written as `git update-ref` writes it (a temporary file
+            // renamed over it), without starting git.
+            let path = self.git_dir.join(REF);
+            let tmp = path.with_extension(format!("lock-{}", std::process::id()));
+            let written = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&tmp, format!("{head}\n")))
+                .and_then(|()| std::fs::rename(&tmp, &path));
+            written.map_err(|source| CheckpointError::Io {
+                what: "cannot record the checkpoints in",
+                path: path.clone(),
+                source,
+            })?;
             self.published = true;
         }
         Ok(())

@@ -220,3 +220,131 @@ fn a_workspace_with_too_many_files_gets_no_checkpoint_and_says_why() {
         "{e}"
     );
 }
+
+/// `git` with `args` on the shadow repository `git_dir` and the work tree `ws`; its stdout.
+fn git(git_dir: &Path, ws: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .arg("--work-tree")
+        .arg(ws)
+        .args(["-c", "core.bare=false"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The objects keel writes itself are git's: `git fsck --strict` finds nothing wrong, and each
+/// checkpoint's tree is the tree `git add -A` + `git write-tree` makes of the same files (names
+/// that test git's tree order, an executable, a symlink, nested directories, a removal).
+#[test]
+fn checkpoints_are_the_objects_git_itself_writes() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    for (path, text) in [
+        ("a", "file a\n"),
+        ("a.txt", "dot\n"),
+        ("a-b", "dash\n"),
+        ("b/a", "nested\n"),
+        ("b/c/d/e.txt", "deep\n"),
+        ("ab/x", "x\n"),
+        ("x/in", "a directory sorted as x/\n"),
+        ("x.txt", "after x- before x/\n"),
+        ("x-y", "first\n"),
+        ("empty", ""),
+    ] {
+        write(&f.ws, path, text);
+    }
+    write(&f.ws, "aa/z.sh", "#!/bin/sh\n");
+    std::fs::set_permissions(f.ws.join("aa/z.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("a.txt", f.ws.join("link")).unwrap();
+    let mut shadow = Shadow::open(&f.git, &f.ws, Caps::default()).unwrap();
+    let expect_tree = |f: &Fixture| {
+        let index = f.git.parent().unwrap().join("check-index");
+        let _ = std::fs::remove_file(&index);
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_INDEX_FILE", &index)
+                .arg("--git-dir")
+                .arg(&f.git)
+                .arg("--work-tree")
+                .arg(&f.ws)
+                .args(["-c", "core.bare=false"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        run(&["add", "-A"]);
+        run(&["write-tree"])
+    };
+    let first = shadow.snapshot("first").unwrap();
+    assert_eq!(
+        git(
+            &f.git,
+            &f.ws,
+            &["rev-parse", &format!("{}^{{tree}}", first.commit)]
+        ),
+        expect_tree(&f)
+    );
+    // A change deep down, a removal that empties a directory, a new file.
+    write(&f.ws, "b/c/d/e.txt", "deeper\n");
+    std::fs::remove_file(f.ws.join("ab/x")).unwrap();
+    write(&f.ws, "new.txt", "new\n");
+    let second = shadow.snapshot("second").unwrap();
+    assert_eq!(second.paths, ["ab/x", "b/c/d/e.txt", "new.txt"]);
+    assert_eq!(
+        git(
+            &f.git,
+            &f.ws,
+            &["rev-parse", &format!("{}^{{tree}}", second.commit)]
+        ),
+        expect_tree(&f)
+    );
+    assert_eq!(
+        git(
+            &f.git,
+            &f.ws,
+            &["rev-parse", &format!("{}^", second.commit)]
+        ),
+        first.commit
+    );
+    shadow.publish().unwrap();
+    assert_eq!(
+        git(&f.git, &f.ws, &["rev-parse", "refs/keel/checkpoints"]),
+        second.commit
+    );
+    git(&f.git, &f.ws, &["fsck", "--strict", "--no-dangling"]);
+    // A new process reads the last checkpoint back and goes on from it.
+    drop(shadow);
+    let mut shadow = Shadow::open(&f.git, &f.ws, Caps::default()).unwrap();
+    std::fs::remove_file(f.ws.join("a-b")).unwrap();
+    let third = shadow.snapshot("third").unwrap();
+    assert_eq!(
+        git(
+            &f.git,
+            &f.ws,
+            &["rev-parse", &format!("{}^{{tree}}", third.commit)]
+        ),
+        expect_tree(&f)
+    );
+    assert_eq!(
+        git(&f.git, &f.ws, &["rev-parse", &format!("{}^", third.commit)]),
+        second.commit
+    );
+}
