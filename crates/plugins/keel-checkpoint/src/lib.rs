@@ -284,12 +284,19 @@ impl RewindCommand {
         };
         match plan {
             Some(plan) => {
-                let record = self
-                    .0
-                    .with_shadow(|shadow| {
-                        rewind::apply(shadow, &plan, force, agent.session_id().as_str())
-                    })
-                    .map_err(|e| format!("/rewind {spec}: {e}; nothing was changed"))?;
+                let applied = self.0.with_shadow(|shadow| {
+                    rewind::apply(shadow, &plan, force, agent.session_id().as_str())
+                });
+                let record = match applied {
+                    Ok(record) => record,
+                    Err(RewindError::Incomplete { reason, record }) => {
+                        let _ = agent.push_ignorable(RESTORED_EVENT, record);
+                        return Err(format!(
+                            "/rewind {spec} stopped part-way: {reason}; /rewind undo returns the files to what they were before it"
+                        ));
+                    }
+                    Err(e) => return Err(format!("/rewind {spec}: {e}; nothing was changed")),
+                };
                 agent
                     .push_ignorable(RESTORED_EVENT, record.clone())
                     .map_err(|e| {

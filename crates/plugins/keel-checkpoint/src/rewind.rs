@@ -224,6 +224,17 @@ pub enum RewindError {
     /// The shadow repository or the workspace failed.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// The restore stopped part-way (a file that cannot be written back): `record` is the
+    /// `checkpoint/restored` to log all the same, so that an undo returns the files.
+    #[error(
+        "the rewind stopped part-way: {reason}; undo returns the files to what they were before it"
+    )]
+    Incomplete {
+        /// Why.
+        reason: String,
+        /// What to log.
+        record: Value,
+    },
 }
 
 /// The checkpoint `point` names in `session`; `Ok(None)` when no step changed files after
@@ -332,13 +343,26 @@ pub fn apply(
     };
     let mut keep: HashSet<String> = by_others.into_iter().collect();
     keep.extend(plan.not_restorable.iter().cloned());
-    let done = shadow.restore(&now.commit, &plan.target, &keep)?;
+    let restored = shadow.restore(&now.commit, &plan.target, &keep);
     let after = shadow.snapshot(&format!("keel {session_id} after rewind"))?;
     shadow.publish()?;
-    Ok(json!({
-        "to": plan.target, "from": now.commit, "after": after.commit, "written": done.written,
-        "removed": done.removed, "kept": done.kept, "notRestorable": plan.not_restorable,
-    }))
+    match restored {
+        Ok(done) => Ok(json!({
+            "to": plan.target, "from": now.commit, "after": after.commit,
+            "written": done.written, "removed": done.removed, "kept": done.kept,
+            "notRestorable": plan.not_restorable,
+        })),
+        // Some files may have changed: the record still goes to the log, so that an undo
+        // returns them to what they were before.
+        Err(e) => Err(RewindError::Incomplete {
+            reason: e.to_string(),
+            record: json!({
+                "to": plan.target, "from": now.commit, "after": after.commit,
+                "written": [], "removed": [], "kept": [], "notRestorable": plan.not_restorable,
+                "error": e.to_string(),
+            }),
+        }),
+    }
 }
 
 /// One paragraph saying what a rewind did, from its record.

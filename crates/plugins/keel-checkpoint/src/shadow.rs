@@ -538,8 +538,17 @@ impl Shadow {
         let mut fields = out.split('\0').filter(|f| !f.is_empty());
         let mut report = Restored::default();
         let (mut write, mut remove) = (Vec::new(), Vec::new());
+        // A kept file where a written path needs a directory (or kept files under a path to
+        // be written as a file) would be replaced by git: those paths are kept as they are.
+        let in_the_way = |path: &str| {
+            keep.iter().any(|k| {
+                path.strip_prefix(k.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+                    || k.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
+            })
+        };
         while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
-            if keep.contains(path) {
+            if keep.contains(path) || (!status.starts_with('D') && in_the_way(path)) {
                 report.kept.push(path.to_owned());
             } else if status.starts_with('D') {
                 remove.push(path.to_owned());

@@ -348,3 +348,23 @@ fn checkpoints_are_the_objects_git_itself_writes() {
         second.commit
     );
 }
+
+/// A kept file standing where a restored path needs a directory is not replaced by it (git
+/// would): the path is reported kept, the file is the user's still.
+#[test]
+fn a_kept_file_in_the_way_of_a_restored_directory_is_left_alone() {
+    let f = fixture();
+    write(&f.ws, "dir/b.txt", "bee\n");
+    let mut shadow = Shadow::open(&f.git, &f.ws, Caps::default()).unwrap();
+    let first = shadow.snapshot("first").unwrap();
+    std::fs::remove_dir_all(f.ws.join("dir")).unwrap();
+    write(&f.ws, "dir", "a file now, by hand\n");
+    let now = shadow.snapshot("now").unwrap();
+    let keep: HashSet<String> = ["dir".to_owned()].into();
+    let done = shadow.restore(&now.commit, &first.commit, &keep).unwrap();
+    assert_eq!(done.kept, ["dir", "dir/b.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("dir")).unwrap(),
+        "a file now, by hand\n"
+    );
+}

@@ -239,8 +239,19 @@ fn restore_files(
     let git_dir = keel_checkpoint::shadow_dir(ctx.store.home(), &cwd);
     let mut shadow = keel_checkpoint::Shadow::open(&git_dir, &cwd, checkpoint_caps(ctx))
         .with_context(|| format!("cannot open the checkpoints of {}", cwd.display()))?;
-    let record = keel_checkpoint::rewind::apply(&mut shadow, plan, force, id.as_str())
-        .with_context(|| format!("cannot rewind {}; nothing was logged", cwd.display()))?;
+    let (record, failure) =
+        match keel_checkpoint::rewind::apply(&mut shadow, plan, force, id.as_str()) {
+            Ok(record) => (record, None),
+            Err(keel_checkpoint::rewind::RewindError::Incomplete { reason, record }) => {
+                (record, Some(reason))
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "cannot rewind {}; nothing was logged",
+                    cwd.display()
+                )));
+            }
+        };
     let mut ev = log.session().stamp(
         keel_protocol::EventBody::Other(Box::new(keel_protocol::OtherEvent {
             type_name: keel_checkpoint::RESTORED_EVENT.to_owned(),
@@ -251,6 +262,14 @@ fn restore_files(
     ev.ignorable = true;
     log.append(ev)
         .with_context(|| format!("cannot log the rewind in {}", file.display()))?;
+    if let Some(reason) = failure {
+        log.flush()
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        return Err(anyhow!(
+            "the rewind of {} stopped part-way: {reason}; `keel rewind {id} --undo` returns the files to what they were before it",
+            cwd.display()
+        ));
+    }
     Ok(record)
 }
 
