@@ -343,16 +343,17 @@ fn an_elicitation_is_put_to_the_person_and_headless_declines() {
     let asked = until(&lines, "question/asked");
     let questions = &asked["data"]["questions"];
     assert_eq!(asked["data"]["callId"], "e1");
-    assert_eq!(questions[0]["id"], "color", "{questions}");
+    // One question per field, in the schema's order; the server's message with the first.
+    assert_eq!(questions[0]["id"], "name", "{questions}");
     assert!(
         questions[0]["question"]
             .as_str()
             .unwrap()
-            .contains("[MCP server form] Who is there?"),
+            .starts_with("[MCP server form] Who is there?\nYour name (required)"),
         "{questions}"
     );
-    assert_eq!(questions[0]["options"][1]["label"], "green");
-    assert_eq!(questions[1]["id"], "name");
+    assert_eq!(questions[1]["id"], "color");
+    assert_eq!(questions[1]["options"][1]["label"], "green");
     let mut stdin = child.stdin.take().unwrap();
     writeln!(
         stdin,
@@ -371,7 +372,7 @@ fn an_elicitation_is_put_to_the_person_and_headless_declines() {
     assert!(
         results[0]
             .1
-            .contains(r#"action=accept content={"color":"green","name":"Ada"}"#),
+            .contains(r#"action=accept content={"name":"Ada","color":"green"}"#),
         "{results:?}"
     );
 }

@@ -1237,10 +1237,11 @@ responses:
     t.keys(&["Enter"]);
     let form = t.wait_for("Who is there?");
     assert!(form.contains("[MCP server form]"), "{form}");
-    t.keys(&["2"]);
-    t.wait_for("Your name");
+    assert!(form.contains("Your name (required)"), "{form}");
     t.type_text("Ada");
     t.keys(&["Enter"]);
+    t.wait_for("green");
+    t.keys(&["2"]);
     t.wait_for("The server heard you.");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -1254,7 +1255,7 @@ responses:
     assert!(
         results
             .iter()
-            .any(|r| r.contains(r#"action=accept content={\"color\":\"green\",\"name\":\"Ada\"}"#)),
+            .any(|r| r.contains(r#"action=accept content={\"name\":\"Ada\",\"color\":\"green\"}"#)),
         "{results:?}"
     );
 }

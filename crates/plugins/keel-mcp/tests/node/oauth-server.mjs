@@ -135,20 +135,34 @@ httpServer.listen(0, "127.0.0.1", () => {
     app.post("/token", (_q, res) => res.status(500).type("text/plain").send("token service down"));
   }
   app.use(mcpAuthRouter({ provider, issuerUrl: base, resourceServerUrl: mcpUrl, scopesSupported: ["mcp"] }));
+  // Stateful sessions: the server remembers each client's capabilities (elicitation).
+  const sessions = new Map();
   const handle = async (req, res) => {
-    const who = req.auth?.clientId ?? "nobody";
-    const server = mcpServer(who);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    res.on("close", () => { transport.close(); server.close(); });
-    await server.connect(transport);
+    const id = req.headers["mcp-session-id"];
+    let transport = id ? sessions.get(id) : undefined;
+    if (!transport) {
+      if (id) return res.status(404).json({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null });
+      const server = mcpServer(req.auth?.clientId ?? "nobody");
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (sid) => sessions.set(sid, transport),
+      });
+      transport.onclose = () => { if (transport.sessionId) sessions.delete(transport.sessionId); };
+      await server.connect(transport);
+    }
     await transport.handleRequest(req, res, req.body);
   };
   const guard = mode === "open"
     ? (_q, _r, next) => next()
     : requireBearerAuth({ verifier: provider, resourceMetadataUrl: getOAuthProtectedResourceMetadataUrl(mcpUrl) });
   app.post("/mcp", guard, express.json(), handle);
-  app.get("/mcp", guard, (_q, res) => res.status(405).end());
-  app.delete("/mcp", guard, (_q, res) => res.status(405).end());
+  const existing = async (req, res) => {
+    const transport = sessions.get(req.headers["mcp-session-id"]);
+    if (!transport) return res.status(405).end();
+    await transport.handleRequest(req, res);
+  };
+  app.get("/mcp", guard, existing);
+  app.delete("/mcp", guard, existing);
   httpServer.on("request", app);
   process.stdout.write(JSON.stringify({ url: mcpUrl.href }) + "\n");
 });
