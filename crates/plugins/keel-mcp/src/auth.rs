@@ -210,6 +210,8 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub struct Discovery {
     /// The authorization server's issuer.
     pub issuer: String,
+    /// Whether it says its authorization responses carry `iss` (RFC 9207).
+    pub iss_supported: bool,
     /// Its authorization endpoint.
     pub authorization_endpoint: String,
     /// Its token endpoint.
@@ -470,6 +472,8 @@ pub async fn discover(
         }
     }
     let legacy = resource_meta.is_none();
+    // The issuer identifier as the resource names it (compared exactly, RFC 8414 §3.3).
+    let mut issuer_id: Option<String> = None;
     let (issuer, resource, resource_scopes) = match resource_meta {
         Some((url, meta)) => {
             let whose = format!("MCP server '{name}': protected resource metadata ({url})");
@@ -512,6 +516,7 @@ pub async fn discover(
                     "{whose}: authorization server {first:?} is not a URL ({e})"
                 ))
             })?;
+            issuer_id = Some(first.to_owned());
             (issuer, resource, scopes)
         }
         // The 2025-03-26 fallback: the server's origin is the authorization server.
@@ -563,6 +568,7 @@ pub async fn discover(
             };
             return Ok(Discovery {
                 issuer: issuer.to_string(),
+                iss_supported: false,
                 authorization_endpoint: at("/authorize"),
                 token_endpoint: at("/token"),
                 registration_endpoint: Some(at("/register")),
@@ -593,12 +599,22 @@ pub async fn discover(
             methods.map_or("absent".into(), Value::to_string)
         )));
     }
+    let meta_issuer = meta.get("issuer").and_then(Value::as_str);
+    if let Some(expected) = issuer_id.as_deref()
+        && meta_issuer != Some(expected)
+    {
+        return Err(bad(format!(
+            "{whose}: its `issuer` {} is not the authorization server {expected:?} the resource names; keel does not use it",
+            meta_issuer.map_or("(absent)".to_owned(), |i| format!("{i:?}"))
+        )));
+    }
+    let iss_supported = meta
+        .get("authorization_response_iss_parameter_supported")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     Ok(Discovery {
-        issuer: meta
-            .get("issuer")
-            .and_then(Value::as_str)
-            .unwrap_or(issuer.as_str())
-            .to_owned(),
+        issuer: meta_issuer.unwrap_or(issuer.as_str()).to_owned(),
+        iss_supported,
         authorization_endpoint: authorization_endpoint.to_string(),
         token_endpoint: token_endpoint.to_string(),
         registration_endpoint,
@@ -643,6 +659,7 @@ pub async fn register(
     let what = format!("MCP server '{name}': client registration ({registration_endpoint})");
     let mut body = json!({
         "client_name": "keel",
+        "application_type": "native",
         "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
@@ -929,7 +946,7 @@ pub async fn login(
         }
     }
     browser.open(url.as_str());
-    let code = tokio::time::timeout(wait, receive_code(&listener, &state, name))
+    let (code, iss) = tokio::time::timeout(wait, receive_code(&listener, &state, name))
         .await
         .map_err(|_| {
             bad(format!(
@@ -937,6 +954,22 @@ pub async fn login(
                 wait.as_secs()
             ))
         })??;
+    // RFC 9207: a present `iss` must be the issuer exactly; an advertised one must be present.
+    match iss.as_deref() {
+        Some(iss) if iss != found.issuer => {
+            return Err(bad(format!(
+                "MCP server '{name}': the authorization response came from issuer {iss:?}, not {:?}; it was rejected",
+                found.issuer
+            )));
+        }
+        None if found.iss_supported => {
+            return Err(bad(format!(
+                "MCP server '{name}': the authorization server {} says its responses carry `iss`, and this one did not; it was rejected",
+                found.issuer
+            )));
+        }
+        _ => {}
+    }
     let form = [
         ("grant_type", "authorization_code"),
         ("code", code.as_str()),
@@ -973,7 +1006,7 @@ async fn receive_code(
     listener: &tokio::net::TcpListener,
     state: &str,
     name: &str,
-) -> Result<String, AuthError> {
+) -> Result<(String, Option<String>), AuthError> {
     loop {
         let (mut stream, _) = listener
             .accept()
@@ -1030,7 +1063,7 @@ async fn receive_code(
         } else if let Some(code) = param("code") {
             (
                 "keel is logged in. You may close this page.",
-                Some(Ok(code)),
+                Some(Ok((code, param("iss")))),
             )
         } else {
             (
