@@ -532,7 +532,7 @@ pub async fn discover(
             "MCP server '{name}': the authorization server {why}"
         ))
     })?;
-    let has_path = issuer.path().trim_end_matches('/') != "";
+    let has_path = !issuer.path().trim_end_matches('/').is_empty();
     let mut tries = vec![well_known(&issuer, "oauth-authorization-server", has_path)];
     if has_path {
         tries.push(well_known(&issuer, "openid-configuration", true));
