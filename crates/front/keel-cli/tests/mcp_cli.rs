@@ -360,7 +360,10 @@ fn test_lists_the_tools_of_server_everything_and_prompts_lists_its_prompts() {
     assert!(out.contains("MCP server 'everything'"), "{out}");
     // 15: keel declares elicitation, so the server adds its two elicitation tools.
     assert!(out.contains("listed 15 tools"), "{out}");
-    assert!(out.contains("mcp__everything__trigger-elicitation-request"), "{out}");
+    assert!(
+        out.contains("mcp__everything__trigger-elicitation-request"),
+        "{out}"
+    );
     for tool in ["echo", "get-sum", "get-tiny-image"] {
         let line = out
             .lines()

@@ -25,6 +25,11 @@ struct AuthServer {
 
 impl AuthServer {
     fn start(env: &Env, mode: &str, ttl: u64) -> AuthServer {
+        AuthServer::start_with(env, mode, ttl, ttl)
+    }
+
+    /// With `valid_for`: how long the server really honours a token.
+    fn start_with(env: &Env, mode: &str, ttl: u64, valid_for: u64) -> AuthServer {
         let dir = ensure_node_modules();
         let log = env
             .root()
@@ -34,6 +39,7 @@ impl AuthServer {
             .arg(dir.join("oauth-server.mjs"))
             .env("MODE", mode)
             .env("TOKEN_TTL", ttl.to_string())
+            .env("VALID_FOR", valid_for.to_string())
             .env("LOG", &log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -205,6 +211,20 @@ fn an_expired_token_is_refreshed_and_a_refused_refresh_names_the_server() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn a_token_the_server_refuses_before_its_expiry_is_refreshed_once() {
+    let env = Env::new();
+    let server = AuthServer::start_with(&env, "ok", 3600, 1);
+    configure(&env, "secure", &server.url);
+    assert_eq!(login(&env, "secure").code, Some(0));
+    std::thread::sleep(Duration::from_millis(1500));
+    // keel thinks the token good for an hour; the server answers 401: refreshed, connected.
+    let out = run(env.keel_bare().args(["mcp", "test", "secure"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let log = server.log();
+    assert_eq!(log.matches("refresh").count(), 1, "{log}");
 }
 
 #[test]

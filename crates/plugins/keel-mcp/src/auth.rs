@@ -780,9 +780,13 @@ async fn token_request(
             preview(&body)
         )));
     };
-    let Some(access) = answer.get("access_token").and_then(Value::as_str) else {
+    let Some(access) = answer
+        .get("access_token")
+        .and_then(Value::as_str)
+        .filter(|t| !t.trim().is_empty())
+    else {
         return Err(bad(format!(
-            "{what}: the answer has no `access_token` (keys: {})",
+            "{what}: the answer has no (or an empty) `access_token` (keys: {})",
             answer.keys().cloned().collect::<Vec<_>>().join(", ")
         )));
     };

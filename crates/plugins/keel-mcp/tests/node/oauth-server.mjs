@@ -7,7 +7,8 @@
 // Prints {"url": "http://127.0.0.1:PORT/mcp"} on its first stdout line.
 //
 // Environment:
-//   TOKEN_TTL     seconds an access token lives (default 3600)
+//   TOKEN_TTL     seconds an access token lives, as told to the client (default 3600)
+//   VALID_FOR     seconds the server honours it (default TOKEN_TTL): shorter makes a 401
 //   MODE          ok (default) | open (no auth at all) | prm-garbage | no-s256 |
 //                 token-fail | other-resource | refresh-fail
 //   LOG           a file to append one line per token request to ("code", "refresh")
@@ -25,6 +26,8 @@ import { requireBearerAuth } from "@modelcontextprotocol/sdk/server/auth/middlew
 import { InvalidGrantError, InvalidTokenError } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 
 const ttl = Number(process.env.TOKEN_TTL ?? "3600");
+// How long the server really honours a token (default: what it tells the client).
+const validFor = Number(process.env.VALID_FOR ?? String(ttl));
 const mode = process.env.MODE ?? "ok";
 const log = (line) => {
   if (process.env.LOG) fs.appendFileSync(process.env.LOG, line + "\n");
@@ -63,7 +66,7 @@ class Provider {
   issue(clientId, resource) {
     const token = randomUUID();
     const refresh = randomUUID();
-    this.tokens.set(token, { clientId, resource, expiresAt: Date.now() + ttl * 1000 });
+    this.tokens.set(token, { clientId, resource, expiresAt: Date.now() + validFor * 1000 });
     this.refresh.set(refresh, { clientId, resource });
     return { access_token: token, token_type: "bearer", expires_in: ttl, refresh_token: refresh };
   }
