@@ -7,7 +7,8 @@
 //! A scenario with a failing check fails the test; the scenarios keel does not support are
 //! listed in docs/mcp.md with why.
 //!
-//! The suite needs Node.js 22 or newer: `KEEL_CONFORMANCE_NODE`, else the pinned one `.ci/run`
+//! The suite needs Node.js 22 or newer: `KEEL_TEST_CONFORMANCE_NODE` (or
+//! `KEEL_CONFORMANCE_NODE`), else the pinned one `.ci/run`
 //! installs under `tests/conformance/.node`, else `node` on the PATH when new enough. Without
 //! one the tests say so and pass, unless `CI` is set.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -67,8 +68,10 @@ fn major(node: &Path) -> Option<u32> {
 /// A Node.js of 22 or newer (see the module docs), or `None` after saying why.
 fn node22() -> Option<PathBuf> {
     let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(n) = std::env::var_os("KEEL_CONFORMANCE_NODE") {
-        candidates.push(n.into());
+    for var in ["KEEL_TEST_CONFORMANCE_NODE", "KEEL_CONFORMANCE_NODE"] {
+        if let Some(n) = std::env::var_os(var) {
+            candidates.push(n.into());
+        }
     }
     let venv = conformance_dir().join(".node");
     candidates.push(venv.join("bin/node"));
@@ -82,7 +85,7 @@ fn node22() -> Option<PathBuf> {
         .into_iter()
         .find(|c| major(c).is_some_and(|m| m >= 22));
     if found.is_none() {
-        let why = "no Node.js 22 or newer for the conformance suite: set KEEL_CONFORMANCE_NODE, or let .ci/run install the pinned one";
+        let why = "no Node.js 22 or newer for the conformance suite: set KEEL_TEST_CONFORMANCE_NODE, or let .ci/run install the pinned one";
         assert!(std::env::var_os("CI").is_none(), "{why}");
         eprintln!("skipped: {why}");
     }
