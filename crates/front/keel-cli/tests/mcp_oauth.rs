@@ -396,3 +396,119 @@ fn an_elicitation_is_put_to_the_person_and_headless_declines() {
         "{results:?}"
     );
 }
+
+/// `elicit-server.mjs`, a raw stdio server, as server `raw`.
+fn configure_raw(env: &Env) {
+    let script = ensure_node_modules().join("elicit-server.mjs");
+    env.write(
+        ".keel/config.toml",
+        &format!(
+            "[mcp_servers.raw]\ncommand = \"node\"\nargs = [{:?}]\n",
+            script.display().to_string()
+        ),
+    );
+}
+
+/// Start `keel run --json --inbox-stdin PROMPT`: its stdout lines, its stdin, the child.
+fn live(
+    env: &Env,
+    mock: &Mock,
+    prompt: &str,
+) -> (Child, std::process::ChildStdin, mpsc::Receiver<String>) {
+    let mut child = env
+        .keel(&mock.base_url())
+        .args([
+            "--approval",
+            "auto",
+            "run",
+            "--json",
+            "--inbox-stdin",
+            prompt,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let stdin = child.stdin.take().unwrap();
+    (child, stdin, lines)
+}
+
+#[test]
+fn an_input_required_result_is_asked_and_the_call_sent_again_with_the_answer() {
+    let env = Env::new();
+    configure_raw(&env);
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "greet me" }
+    tool_calls:
+      - { id: g1, name: mcp__raw__greet, arguments: {} }
+  - match: { last_tool_result_contains: "" }
+    text: "DONE"
+"#,
+    );
+    let (mut child, mut stdin, lines) = live(&env, &mock, "greet me");
+    let asked = until(&lines, "question/asked");
+    assert_eq!(asked["data"]["callId"], "g1");
+    assert!(
+        asked["data"]["questions"][0]["question"]
+            .as_str()
+            .unwrap()
+            .starts_with("[MCP server raw] What is your name?"),
+        "{asked}"
+    );
+    writeln!(
+        stdin,
+        r#"{{"answer": {{"call_id": "g1", "answers": {{"name": "Ada"}}}}}}"#
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    until(&lines, "question/answered");
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let results = tool_results(&load_consistent(&env.only_session()));
+    assert_eq!(results[0].1, "Hello, Ada!", "{results:?}");
+}
+
+#[test]
+fn a_form_keel_cannot_ask_is_declined_naming_the_server_and_the_field() {
+    let env = Env::new();
+    configure_raw(&env);
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "where" }
+    tool_calls:
+      - { id: n1, name: mcp__raw__nested, arguments: {} }
+  - match: { last_tool_result_contains: "" }
+    text: "DONE"
+"#,
+    );
+    let (mut child, stdin, lines) = live(&env, &mock, "where do I live");
+    until(&lines, "tool/result");
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let events = load_consistent(&env.only_session());
+    assert!(
+        of_type(&events, "question/asked").is_empty(),
+        "nobody is asked"
+    );
+    let results = tool_results(&events);
+    let text = &results[0].1;
+    assert!(text.contains(r#"reply={"action":"decline"}"#), "{text}");
+    assert!(
+        text.contains("MCP server 'raw'") && text.contains("'address'"),
+        "{text}"
+    );
+}

@@ -26,10 +26,17 @@ use tokio::sync::{mpsc, oneshot};
 /// Fields of one form keel asks at most.
 const MAX_FIELDS: usize = 20;
 
-/// A request waiting for the person.
-pub struct Pending {
-    params: ElicitRequestParams,
-    reply: oneshot::Sender<ElicitResult>,
+/// What reaches a running call.
+pub enum Pending {
+    /// A request waiting for the person.
+    Ask {
+        /// The request.
+        params: ElicitRequestParams,
+        /// Where the answer goes.
+        reply: oneshot::Sender<ElicitResult>,
+    },
+    /// A request keel declined on its own; the model reads why.
+    Declined(String),
 }
 
 /// Where a server's elicitation requests go: to the calls of that server running now.
@@ -71,7 +78,7 @@ impl Route {
             return declined();
         }
         let (reply, answer) = oneshot::channel();
-        if self.tx.send(Pending { params, reply }).is_err() {
+        if self.tx.send(Pending::Ask { params, reply }).is_err() {
             return declined();
         }
         // A call that ends (or is cancelled) first drops the sender: the request is cancelled.
@@ -79,10 +86,35 @@ impl Route {
             .await
             .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Cancel))
     }
+
+    /// A call starts: requests are put to it until the guard drops. Taken before the call is
+    /// sent, so a request that comes at once finds it.
+    pub fn running(&self) -> Running {
+        self.calls.fetch_add(1, Ordering::AcqRel);
+        Running(self.calls.clone())
+    }
+
+    /// A raw `elicitation/create` that rmcp could not read as a request (a schema outside the
+    /// spec's restricted subset, such as a nested object): declined, and the running call's
+    /// result says why, naming `server` and the field.
+    pub fn undecodable(&self, server: &str, params: Option<&Value>) -> Value {
+        let schema = params.and_then(|p| p.get("requestedSchema"));
+        let why = match schema.map(Form::parse) {
+            Some(Err(why)) => why,
+            _ => "the request could not be read".to_owned(),
+        };
+        if self.calls.load(Ordering::Acquire) > 0 {
+            let _ = self.tx.send(Pending::Declined(format!(
+                "[keel declined MCP server '{server}''s request for input: {why}]"
+            )));
+        }
+        json!({"action": "decline"})
+    }
 }
 
-/// Counts a running call while alive.
-struct Running(Arc<AtomicUsize>);
+/// Counts a running call while alive ([`Route::running`]).
+#[derive(Debug)]
+pub struct Running(Arc<AtomicUsize>);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -90,8 +122,8 @@ impl Drop for Running {
     }
 }
 
-/// Await `call` (a call to the server `server` of `route`), answering the server's
-/// elicitation requests meanwhile through `ctx`'s caller. Returns the call's output and what
+/// Await `call` (a call to the server `server` of `route`, begun under [`Route::running`]),
+/// answering the server's elicitation requests meanwhile through `ctx`'s caller. Returns the call's output and what
 /// the model should read about requests keel declined on its own.
 pub async fn serve_while<F: std::future::Future>(
     call: F,
@@ -99,19 +131,20 @@ pub async fn serve_while<F: std::future::Future>(
     server: &str,
     ctx: &ToolContext<'_>,
 ) -> (F::Output, Vec<String>) {
-    route.calls.fetch_add(1, Ordering::AcqRel);
-    let _running = Running(route.calls.clone());
     let mut notes = Vec::new();
     tokio::pin!(call);
     loop {
         let next = async { route.rx.lock().await.recv().await };
         tokio::select! {
             out = &mut call => return (out, notes),
-            pending = next => {
-                let Some(pending) = pending else { continue };
-                let (result, note) = answer(pending.params, server, ctx).await;
-                notes.extend(note);
-                let _ = pending.reply.send(result);
+            pending = next => match pending {
+                Some(Pending::Ask { params, reply }) => {
+                    let (result, note) = answer(params, server, ctx).await;
+                    notes.extend(note);
+                    let _ = reply.send(result);
+                }
+                Some(Pending::Declined(note)) => notes.push(note),
+                None => {}
             }
         }
     }

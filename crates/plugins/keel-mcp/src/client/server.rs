@@ -33,6 +33,8 @@ struct Handler {
     changed: Arc<Notify>,
     /// Where the server's elicitation requests go ([`crate::elicit`]).
     elicit: crate::elicit::Route,
+    /// The server's name (for messages).
+    name: String,
 }
 
 impl ClientHandler for Handler {
@@ -44,6 +46,23 @@ impl ClientHandler for Handler {
         elicitation.url = Some(rmcp::model::UrlElicitationCapability::new());
         info.capabilities.elicitation = Some(elicitation);
         info
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
+        // An elicitation rmcp could not read (a schema outside the restricted subset).
+        if request.method == "elicitation/create" {
+            let answer = self.elicit.undecodable(&self.name, request.params.as_ref());
+            return Ok(rmcp::model::CustomResult::new(answer));
+        }
+        Err(rmcp::ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("keel does not offer the method {}", request.method),
+            None,
+        ))
     }
 
     async fn create_elicitation(
@@ -200,6 +219,7 @@ impl Server {
         let handler = Handler {
             changed: self.changed.clone(),
             elicit: self.elicit.clone(),
+            name: self.config.name.clone(),
         };
         match &self.config.transport {
             Transport::Stdio {

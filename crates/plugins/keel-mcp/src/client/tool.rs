@@ -215,6 +215,8 @@ impl Tool for McpTool {
         let tool = self.tool.clone();
         let cancel = ctx.cancel.child_token();
         let guard = cancel.clone().drop_guard();
+        // Counted as running before it is sent: an elicitation may come at once.
+        let running = self.server.elicit.running();
         let call = self
             .runtime
             .spawn(async move { server.call(&tool, arguments, cancel).await });
@@ -222,6 +224,7 @@ impl Tool for McpTool {
         let (outcome, notes) =
             crate::elicit::serve_while(call, &self.server.elicit, &self.server.config.name, ctx)
                 .await;
+        drop(running);
         let outcome =
             outcome.map_err(|e| ToolError::Failed(format!("the MCP call task failed: {e}")))?;
         drop(guard);
