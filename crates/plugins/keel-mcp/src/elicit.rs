@@ -31,7 +31,7 @@ pub enum Pending {
     /// A request waiting for the person.
     Ask {
         /// The request.
-        params: ElicitRequestParams,
+        params: Box<ElicitRequestParams>,
         /// Where the answer goes.
         reply: oneshot::Sender<ElicitResult>,
     },
@@ -78,6 +78,7 @@ impl Route {
             return declined();
         }
         let (reply, answer) = oneshot::channel();
+        let params = Box::new(params);
         if self.tx.send(Pending::Ask { params, reply }).is_err() {
             return declined();
         }
@@ -139,7 +140,7 @@ pub async fn serve_while<F: std::future::Future>(
             out = &mut call => return (out, notes),
             pending = next => match pending {
                 Some(Pending::Ask { params, reply }) => {
-                    let (result, note) = answer(params, server, ctx).await;
+                    let (result, note) = answer(*params, server, ctx).await;
                     notes.extend(note);
                     let _ = reply.send(result);
                 }
