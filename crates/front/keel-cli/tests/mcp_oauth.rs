@@ -186,21 +186,21 @@ responses:
 #[test]
 fn an_expired_token_is_refreshed_and_a_refused_refresh_names_the_server() {
     let env = Env::new();
-    let server = AuthServer::start(&env, "ok", 1);
+    // A 5-second token: within keel's 30-second margin, so it counts as expired at once.
+    let server = AuthServer::start(&env, "ok", 5);
     configure(&env, "secure", &server.url);
     let out = login(&env, "secure");
     assert_eq!(out.code, Some(0), "{out:?}");
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!server.log().contains("refresh"), "{}", server.log());
     let out = run(env.keel_bare().args(["mcp", "test", "secure"]));
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(server.log().contains("refresh"), "{}", server.log());
 
     let env = Env::new();
-    let server = AuthServer::start(&env, "refresh-fail", 1);
+    let server = AuthServer::start(&env, "refresh-fail", 5);
     configure(&env, "secure", &server.url);
     let out = login(&env, "secure");
     assert_eq!(out.code, Some(0), "{out:?}");
-    std::thread::sleep(Duration::from_millis(1500));
     let out = run(env.keel_bare().args(["mcp", "test", "secure"]));
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(

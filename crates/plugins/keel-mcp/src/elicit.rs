@@ -136,8 +136,9 @@ pub async fn serve_while<F: std::future::Future>(
     tokio::pin!(call);
     loop {
         let next = async { route.rx.lock().await.recv().await };
+        // Requests first: a note sent just before the server answered the call is kept.
         tokio::select! {
-            out = &mut call => return (out, notes),
+            biased;
             pending = next => match pending {
                 Some(Pending::Ask { params, reply }) => {
                     let (result, note) = answer(*params, server, ctx).await;
@@ -146,7 +147,8 @@ pub async fn serve_while<F: std::future::Future>(
                 }
                 Some(Pending::Declined(note)) => notes.push(note),
                 None => {}
-            }
+            },
+            out = &mut call => return (out, notes),
         }
     }
 }

@@ -8,7 +8,8 @@
 //
 // Environment:
 //   TOKEN_TTL     seconds an access token lives, as told to the client (default 3600)
-//   VALID_FOR     seconds the server honours it (default TOKEN_TTL): shorter makes a 401
+//   VALID_FOR     seconds the server honours the first token (default TOKEN_TTL): shorter
+//                 makes a 401; refreshed tokens are honoured TOKEN_TTL seconds
 //   MODE          ok (default) | open (no auth at all) | prm-garbage | no-s256 |
 //                 token-fail | other-resource | refresh-fail
 //   LOG           a file to append one line per token request to ("code", "refresh")
@@ -63,10 +64,10 @@ class Provider {
     if (!data) throw new InvalidGrantError("unknown code");
     return data.params.codeChallenge;
   }
-  issue(clientId, resource) {
+  issue(clientId, resource, honoured) {
     const token = randomUUID();
     const refresh = randomUUID();
-    this.tokens.set(token, { clientId, resource, expiresAt: Date.now() + validFor * 1000 });
+    this.tokens.set(token, { clientId, resource, expiresAt: Date.now() + honoured * 1000 });
     this.refresh.set(refresh, { clientId, resource });
     return { access_token: token, token_type: "bearer", expires_in: ttl, refresh_token: refresh };
   }
@@ -75,7 +76,7 @@ class Provider {
     const data = this.codes.get(code);
     if (!data || data.client.client_id !== client.client_id) throw new InvalidGrantError("bad code");
     this.codes.delete(code);
-    return this.issue(client.client_id, resource?.toString());
+    return this.issue(client.client_id, resource?.toString(), validFor);
   }
   async exchangeRefreshToken(client, refreshToken, _scopes, resource) {
     log("refresh");
@@ -83,7 +84,7 @@ class Provider {
     const data = this.refresh.get(refreshToken);
     if (!data || data.clientId !== client.client_id) throw new InvalidGrantError("unknown refresh token");
     this.refresh.delete(refreshToken);
-    return this.issue(client.client_id, resource?.toString());
+    return this.issue(client.client_id, resource?.toString(), ttl);
   }
   async verifyAccessToken(token) {
     const data = this.tokens.get(token);
