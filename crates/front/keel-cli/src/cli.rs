@@ -347,6 +347,24 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Log in to a streamable HTTP server with OAuth (authorization code + PKCE): print the
+    /// authorization URL (and open a browser), wait for the redirect on 127.0.0.1, store the
+    /// token under $KEEL_HOME (0600), bound to the server's URL.
+    Login {
+        /// The server's name.
+        name: String,
+        /// Print the URL only; do not open a browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// How long to wait for the redirect, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 300)]
+        timeout: u64,
+    },
+    /// Forget the stored OAuth token of a server.
+    Logout {
+        /// The server's name.
+        name: String,
+    },
 }
 
 /// `keel mcp add`.

@@ -358,7 +358,12 @@ fn test_lists_the_tools_of_server_everything_and_prompts_lists_its_prompts() {
     );
     let out = ok(&env, &["mcp", "test", "everything"]);
     assert!(out.contains("MCP server 'everything'"), "{out}");
-    assert!(out.contains("listed 13 tools"), "{out}");
+    // 15: keel declares elicitation, so the server adds its two elicitation tools.
+    assert!(out.contains("listed 15 tools"), "{out}");
+    assert!(
+        out.contains("mcp__everything__trigger-elicitation-request"),
+        "{out}"
+    );
     for tool in ["echo", "get-sum", "get-tiny-image"] {
         let line = out
             .lines()
@@ -374,12 +379,12 @@ fn test_lists_the_tools_of_server_everything_and_prompts_lists_its_prompts() {
             .unwrap_or_else(|| panic!("no size in {line:?}"));
         assert!(bytes > 20, "{line}");
     }
-    assert!(out.contains("13 offered"), "{out}");
+    assert!(out.contains("15 offered"), "{out}");
 
     let json: Value =
         serde_json::from_str(&ok(&env, &["mcp", "test", "everything", "--json"])).unwrap();
     let tools = json["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 13, "{json}");
+    assert_eq!(tools.len(), 15, "{json}");
     let echo = tools.iter().find(|t| t["tool"] == "echo").unwrap();
     assert_eq!(echo["name"], "mcp__everything__echo");
     assert!(echo["schema_bytes"].as_u64().unwrap() > 20);
@@ -390,7 +395,7 @@ fn test_lists_the_tools_of_server_everything_and_prompts_lists_its_prompts() {
     std::fs::write(&cfg, format!("{text}disabled_tools = [\"echo\"]\n")).unwrap();
     let out = ok(&env, &["mcp", "test", "everything"]);
     assert!(
-        out.contains("12 offered") && out.contains("1 skipped"),
+        out.contains("14 offered") && out.contains("1 skipped"),
         "{out}"
     );
     assert!(out.contains("echo: listed in disabled_tools"), "{out}");

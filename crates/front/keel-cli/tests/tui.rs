@@ -1274,3 +1274,80 @@ responses:
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
 }
+
+/// An MCP server's elicitation (`elicitation/create` during a tool call) is a form in the UI,
+/// one question per field of its schema: a choice picked by number, free text typed; the
+/// server gets the answers (`oauth-server.mjs`'s `ask` tool echoes them).
+#[test]
+fn an_mcp_elicitation_is_a_form_whose_answers_reach_the_server() {
+    if !have_tmux() {
+        return;
+    }
+    use std::io::BufRead as _;
+    let env = Env::new();
+    let dir = support::ensure_node_modules();
+    /// Killed on drop, a failing test included.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Command::new("node")
+        .arg(dir.join("oauth-server.mjs"))
+        .env("MODE", "open")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let _server = Killed(server);
+    let mut first = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut first)
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    env.write(
+        ".keel/config.toml",
+        &format!(
+            "[mcp_servers.form]\nurl = {:?}\n",
+            v["url"].as_str().unwrap()
+        ),
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "ask me" }
+    tool_calls:
+      - { id: e1, name: mcp__form__ask, arguments: {} }
+  - match: { last_tool_result_contains: "action=accept" }
+    text: "The server heard you."
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("ask me");
+    t.keys(&["Enter"]);
+    let form = t.wait_for("Who is there?");
+    assert!(form.contains("[MCP server form]"), "{form}");
+    assert!(form.contains("Your name (required)"), "{form}");
+    t.type_text("Ada");
+    t.keys(&["Enter"]);
+    t.wait_for("green");
+    t.keys(&["2"]);
+    t.wait_for("The server heard you.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let events = load_consistent(&env.only_session());
+    let results: Vec<_> = of_type(&events, "tool/result")
+        .into_iter()
+        .map(|e| e["data"].to_string())
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains(r#"action=accept content={\"name\":\"Ada\",\"color\":\"green\"}"#)),
+        "{results:?}"
+    );
+}

@@ -5,8 +5,10 @@
 
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod client;
 pub mod config;
+pub mod elicit;
 pub mod plugin;
 
 pub use plugin::{ID, McpPlugin};

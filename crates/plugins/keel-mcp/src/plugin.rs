@@ -85,7 +85,10 @@ impl Plugin for McpPlugin {
         );
         let servers: Vec<Arc<Server>> = servers
             .into_iter()
-            .map(|c| Arc::new(Server::new(c, ctx.subprocess.clone(), ctx.cwd.clone())))
+            .map(|c| {
+                let tokens = crate::auth::TokenStore::new(&ctx.keel_home);
+                Arc::new(Server::new(c, ctx.subprocess.clone(), ctx.cwd.clone()).with_oauth(tokens))
+            })
             .collect();
         // Start every server at once; each is bounded by its own startup timeout.
         let started = runtime

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod edit;
+mod login;
 mod start;
 
 use edit::*;
@@ -168,6 +169,12 @@ pub fn run(ctx: &Ctx, cmd: McpCommand) -> Result<ExitCode> {
         McpCommand::Remove { name } => remove(&host, &name),
         McpCommand::Test { name, json } => test(ctx, &host, &name, json),
         McpCommand::Prompts { name, json } => prompts(ctx, &host, name.as_deref(), json),
+        McpCommand::Login {
+            name,
+            no_browser,
+            timeout,
+        } => login::login(ctx, &host, &name, no_browser, timeout),
+        McpCommand::Logout { name } => login::logout(ctx, &host, &name),
     }
 }
 

@@ -19,6 +19,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+mod oauth;
+
 /// Restarts of a server whose connection broke, before it is disabled.
 pub const MAX_RESTARTS: u32 = 3;
 
@@ -29,13 +31,46 @@ const MAX_LINE: usize = 64 << 20;
 #[derive(Clone)]
 struct Handler {
     changed: Arc<Notify>,
+    /// Where the server's elicitation requests go ([`crate::elicit`]).
+    elicit: crate::elicit::Route,
+    /// The server's name (for messages).
+    name: String,
 }
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         let mut info = ClientConfig::default();
         info.client_info = Implementation::new("keel", env!("CARGO_PKG_VERSION"));
+        let mut elicitation = rmcp::model::ElicitationCapability::new();
+        elicitation.form = Some(rmcp::model::FormElicitationCapability::new());
+        elicitation.url = Some(rmcp::model::UrlElicitationCapability::new());
+        info.capabilities.elicitation = Some(elicitation);
         info
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
+        // An elicitation rmcp could not read (a schema outside the restricted subset).
+        if request.method == "elicitation/create" {
+            let answer = self.elicit.undecodable(&self.name, request.params.as_ref());
+            return Ok(rmcp::model::CustomResult::new(answer));
+        }
+        Err(rmcp::ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("keel does not offer the method {}", request.method),
+            None,
+        ))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Ok(self.elicit.request(request).await)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -121,6 +156,10 @@ pub struct Server {
     /// Woken by each `tools/list_changed` notification, and when a restarted connection may
     /// offer different tools.
     pub changed: Arc<Notify>,
+    /// Where its OAuth tokens are stored ([`Server::with_oauth`]).
+    oauth: Option<crate::auth::TokenStore>,
+    /// Where its elicitation requests go: to its calls running now ([`crate::elicit`]).
+    pub elicit: crate::elicit::Route,
 }
 
 #[derive(Default)]
@@ -148,6 +187,8 @@ impl Server {
             restarts: AtomicU32::new(0),
             resources: std::sync::atomic::AtomicBool::new(false),
             changed: Arc::new(Notify::new()),
+            oauth: None,
+            elicit: crate::elicit::Route::default(),
         }
     }
 
@@ -177,6 +218,8 @@ impl Server {
         let limit = self.config.startup_timeout;
         let handler = Handler {
             changed: self.changed.clone(),
+            elicit: self.elicit.clone(),
+            name: self.config.name.clone(),
         };
         match &self.config.transport {
             Transport::Stdio {
@@ -254,44 +297,8 @@ impl Server {
                 headers,
                 bearer_token_env_var,
             } => {
-                let failure = |reason: String| StartFailure {
-                    reason,
-                    stderr_tail: String::new(),
-                };
-                // The token is read now (a changed variable counts at the next restart).
-                let transport =
-                    http::transport(url, headers, bearer_token_env_var.as_deref(), &|name| {
-                        std::env::var(name)
-                    })
-                    .map_err(failure)?;
-                let started = async {
-                    let service = handler
-                        .serve(transport)
-                        .await
-                        .map_err(|e| http::explain_init(&e))?;
-                    let tools = service
-                        .peer()
-                        .list_all_tools()
-                        .await
-                        .map_err(|e| format!("tools/list failed: {}", http::explain(&e)))?;
-                    Ok::<_, String>((service, tools))
-                };
-                match tokio::time::timeout(limit, started).await {
-                    Ok(Ok((service, tools))) => Ok(Conn {
-                        service,
-                        child: None,
-                        tools,
-                    }),
-                    Ok(Err(why)) => Err(failure(format!(
-                        "cannot connect to {}: {why}",
-                        http::redacted_url(url)
-                    ))),
-                    Err(_) => Err(failure(format!(
-                        "{} did not answer initialize and tools/list within {} s (startup_timeout_sec)",
-                        http::redacted_url(url),
-                        limit.as_secs_f64()
-                    ))),
-                }
+                self.connect_http(handler, url, headers, bearer_token_env_var.as_deref())
+                    .await
             }
         }
     }
@@ -309,7 +316,7 @@ impl Server {
         let limit = self.config.tool_timeout;
         // Dropping the call future (timeout, cancel) sends notifications/cancelled.
         let outcome = tokio::select! {
-            r = peer.call_tool(params) => r,
+            r = crate::elicit::call_tool(&peer, params, &self.elicit) => r,
             () = tokio::time::sleep(limit) => return Err(CallFailure::Timeout(limit)),
             () = cancel.cancelled() => return Err(CallFailure::Cancelled),
         };

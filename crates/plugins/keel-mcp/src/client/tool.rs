@@ -215,16 +215,26 @@ impl Tool for McpTool {
         let tool = self.tool.clone();
         let cancel = ctx.cancel.child_token();
         let guard = cancel.clone().drop_guard();
+        // Counted as running before it is sent: an elicitation may come at once.
+        let running = self.server.elicit.running();
         let call = self
             .runtime
             .spawn(async move { server.call(&tool, arguments, cancel).await });
-        let outcome = call
-            .await
-            .map_err(|e| ToolError::Failed(format!("the MCP call task failed: {e}")))?;
+        // The server may ask the person for input meanwhile (crate::elicit).
+        let (outcome, notes) =
+            crate::elicit::serve_while(call, &self.server.elicit, &self.server.config.name, ctx)
+                .await;
+        drop(running);
+        let outcome =
+            outcome.map_err(|e| ToolError::Failed(format!("the MCP call task failed: {e}")))?;
         drop(guard);
         let who = format!("MCP server '{}'", self.server.config.name);
         match outcome {
-            Ok(result) => map_result(&result, ctx, &who),
+            Ok(result) => map_result(&result, ctx, &who).map(|mut out| {
+                out.content
+                    .extend(notes.into_iter().map(ContentBlock::text));
+                out
+            }),
             Err(CallFailure::Timeout(d)) => Err(ToolError::Timeout {
                 message: format!(
                     "{who}: {} did not answer within {} s (tool_timeout_sec); the server was told to cancel it",

@@ -24,7 +24,10 @@ pub(super) fn start_all(
     let sp = host.subprocess(&ctx.home.join("spill").join("mcp"));
     let servers: Vec<Arc<Server>> = configs
         .into_iter()
-        .map(|c| Arc::new(Server::new(c, sp.clone(), ctx.cwd.clone())))
+        .map(|c| {
+            let tokens = keel_mcp::auth::TokenStore::new(&ctx.home);
+            Arc::new(Server::new(c, sp.clone(), ctx.cwd.clone()).with_oauth(tokens))
+        })
         .collect();
     runtime
         .wait(async move {
