@@ -241,8 +241,8 @@ fn a_real_mcp_client_delegates_replies_and_cancels() {
     assert_eq!(mock.remaining(), 0);
 }
 
-/// An unknown session is an error result with a clear message; arguments that do not fit the
-/// schema, and unknown tools, are MCP errors; a missing cwd is an error result.
+/// An unknown session, arguments that do not fit the schema and a missing cwd are error results
+/// with a clear message; an unknown tool is an MCP error (-32602).
 #[test]
 fn bad_input_is_refused_clearly() {
     let env = Env::new();
@@ -264,17 +264,27 @@ fn bad_input_is_refused_clearly() {
         "{message}"
     );
 
+    // Arguments that do not fit the schema are error results (MCP 2025-11-25: the calling
+    // model reads them and corrects itself), naming the argument.
     for (case, needle) in [
         ("missingPrompt", "missing required argument \"prompt\""),
         ("badSandbox", "unknown sandbox \"yolo\""),
         ("wrongType", "\"session_id\" must be a string"),
-        ("unknownTool", "unknown tool \"no_such_tool\""),
     ] {
         let call = &report[case];
-        assert_eq!(call["error"]["code"], -32602, "{case}: {call}");
-        let message = call["error"]["message"].as_str().unwrap();
+        assert!(call.get("error").is_none(), "{case}: {call}");
+        assert_eq!(call["result"]["isError"], true, "{case}: {call}");
+        let message = text(call, 0);
         assert!(message.contains(needle), "{case}: {message}");
     }
+    // An unknown tool stays a protocol error.
+    let call = &report["unknownTool"];
+    assert_eq!(call["error"]["code"], -32602, "{call}");
+    let message = call["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("unknown tool \"no_such_tool\""),
+        "{message}"
+    );
 
     let bad_cwd = &report["badCwd"];
     assert_eq!(bad_cwd["result"]["isError"], true, "{bad_cwd}");

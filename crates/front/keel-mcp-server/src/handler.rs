@@ -301,14 +301,23 @@ impl<R: TaskRunner> ServerHandler for KeelServer<R> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
-        let job = match request.name.as_ref() {
-            KEEL_TOOL => Job::Task(parse_task(&args)?),
-            REPLY_TOOL => Job::Reply(parse_reply(&args)?),
+        // Arguments that do not fit the schema are a tool error the calling model can read and
+        // correct (MCP 2025-11-25: input validation errors are tool results, not protocol
+        // errors); an unknown tool stays a protocol error.
+        let parsed = match request.name.as_ref() {
+            KEEL_TOOL => parse_task(&args).map(Job::Task),
+            REPLY_TOOL => parse_reply(&args).map(Job::Reply),
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {other:?}; this server has {KEEL_TOOL} and {REPLY_TOOL}"),
                     None,
                 ));
+            }
+        };
+        let job = match parsed {
+            Ok(job) => job,
+            Err(e) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(e.message)]).into());
             }
         };
         let token = context.meta.get_progress_token();

@@ -148,6 +148,7 @@ fn http_config(name: &str, url: &str, bearer_token_env_var: Option<&str>) -> Ser
         enabled_tools: None,
         disabled_tools: Vec::new(),
         origin: "test".to_owned(),
+        protocol_version: None,
     }
 }
 
