@@ -22,7 +22,12 @@ fn suite_dir() -> PathBuf {
 fn node_major(bin: &Path) -> Option<u32> {
     let out = Command::new(bin).arg("--version").output().ok()?;
     let v = String::from_utf8_lossy(&out.stdout);
-    v.trim().trim_start_matches('v').split('.').next()?.parse().ok()
+    v.trim()
+        .trim_start_matches('v')
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Node.js 22+ (see the module docs).
