@@ -581,3 +581,53 @@ responses:
         .unwrap();
     assert!(longest < 100_000, "a {longest}-byte log line");
 }
+
+/// A server that crashes on every call is restarted 3 times, and each message says what comes
+/// next: the 4th failure says it is disabled, the 5th call is refused. A reply line over
+/// 64 MiB fails its call at once (not at the tool timeout), naming the limit.
+#[test]
+fn crashes_are_counted_right_and_an_oversized_reply_fails_its_call_at_once() {
+    let env = Env::new();
+    config(
+        &env,
+        &format!(
+            "[mcp_servers.crashy]\ncommand = \"node\"\nargs = [{0:?}]\n\n\
+             [mcp_servers.big]\ncommand = \"node\"\nargs = [{0:?}]\ntool_timeout_sec = 120\n",
+            bad_server()
+        ),
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "GO" }
+    tool_calls:
+      - { id: big, name: mcp__big__oversized, arguments: {} }
+      - { id: c1, name: mcp__crashy__crash, arguments: {} }
+      - { id: c2, name: mcp__crashy__crash, arguments: {} }
+      - { id: c3, name: mcp__crashy__crash, arguments: {} }
+      - { id: c4, name: mcp__crashy__crash, arguments: {} }
+      - { id: c5, name: mcp__crashy__crash, arguments: {} }
+  - text: "DONE"
+"#,
+    );
+    let began = std::time::Instant::now();
+    let out = run(env.keel(&mock.base_url()).args(["run", "GO"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(100),
+        "the oversized reply waited for the tool timeout"
+    );
+    let events = load_consistent(&env.only_session());
+    let (big, failed) = result_of(&events, "big");
+    assert!(failed && big.contains("over 64 MiB"), "{big}");
+    for (id, needle) in [
+        ("c1", "restarted on the next call (at most 3 more restarts)"),
+        ("c2", "restarted on the next call (at most 2 more restarts)"),
+        ("c3", "restarted on the next call (at most 1 more restart)"),
+        ("c4", "broke 4 times (restarted 3 times); it is disabled for this session"),
+        ("c5", "is not available: its connection broke 4 times"),
+    ] {
+        let (text, failed) = result_of(&events, id);
+        assert!(failed && text.contains(needle), "{id}: {text}");
+    }
+}
