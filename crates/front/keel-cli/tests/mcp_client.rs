@@ -513,7 +513,9 @@ responses:
 fn a_structured_result_reaches_the_model_once_and_a_large_one_stays_out_of_the_log() {
     let env = Env::new();
     env.write("small.txt", "alpha beta gamma\n");
-    let big: String = (0..20_000).map(|i| format!("line {i} of a big file\n")).collect();
+    let big: String = (0..20_000)
+        .map(|i| format!("line {i} of a big file\n"))
+        .collect();
     env.write("big.txt", &big);
     config(
         &env,
@@ -549,7 +551,11 @@ responses:
     let large = &sent.iter().find(|(id, _)| id == "c2").unwrap().1;
     assert!(large.len() < 40_000, "{} bytes", large.len());
     assert!(!large.contains("structuredContent"), "{large}");
-    assert_eq!(large.matches("line 19999 of a big file").count(), 1, "{large}");
+    assert_eq!(
+        large.matches("line 19999 of a big file").count(),
+        1,
+        "{large}"
+    );
 
     let session = env.only_session();
     let events = load_consistent(&session);
@@ -624,7 +630,10 @@ responses:
         ("c1", "restarted on the next call (at most 3 more restarts)"),
         ("c2", "restarted on the next call (at most 2 more restarts)"),
         ("c3", "restarted on the next call (at most 1 more restart)"),
-        ("c4", "broke 4 times (restarted 3 times); it is disabled for this session"),
+        (
+            "c4",
+            "broke 4 times (restarted 3 times); it is disabled for this session",
+        ),
         ("c5", "is not available: its connection broke 4 times"),
     ] {
         let (text, failed) = result_of(&events, id);
