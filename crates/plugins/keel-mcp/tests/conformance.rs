@@ -135,3 +135,22 @@ fn request_metadata_2026_07_28() {
 fn sse_retry_2025_11_25() {
     client_scenario("sse-retry", Some("2025-11-25"));
 }
+
+/// 2026-07-28 over HTTP: the standard headers (`MCP-Protocol-Version`, `Mcp-Method`,
+/// `Mcp-Name`) on every request.
+#[test]
+fn http_standard_headers_2026_07_28() {
+    client_scenario("http-standard-headers", Some("2026-07-28"));
+}
+
+/// Tools whose `x-mcp-header` declarations are invalid are not called with bad headers.
+#[test]
+fn http_invalid_tool_headers_2026_07_28() {
+    client_scenario("http-invalid-tool-headers", Some("2026-07-28"));
+}
+
+/// A schema's `$ref` is passed on as the server gave it, not dereferenced.
+#[test]
+fn json_schema_ref_no_deref_2026_07_28() {
+    client_scenario("json-schema-ref-no-deref", Some("2026-07-28"));
+}

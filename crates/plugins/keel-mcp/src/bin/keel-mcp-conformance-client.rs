@@ -29,12 +29,23 @@ fn sample(schema: &Value) -> Value {
     }
 }
 
-/// Arguments for a tool with `input` as its input schema: every property.
+/// Arguments for a tool with `input` as its input schema: its required properties.
 fn arguments(input: &Map<String, Value>) -> Map<String, Value> {
+    let required: Vec<&str> = input
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     input
         .get("properties")
         .and_then(Value::as_object)
-        .map(|props| props.iter().map(|(k, s)| (k.clone(), sample(s))).collect())
+        .map(|props| {
+            props
+                .iter()
+                .filter(|(k, _)| required.contains(&k.as_str()))
+                .map(|(k, s)| (k.clone(), sample(s)))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
