@@ -77,30 +77,26 @@ fn run(url: String) -> Result<(), String> {
     let dir = std::env::temp_dir();
     let subprocess = SubprocessService::new(SubprocessConfig::from_process_env(dir.clone()));
     let server = Arc::new(Server::new(config, subprocess, dir));
-    let outcome = rt
-        .wait({
-            let server = server.clone();
-            async move {
-                let tools = server.start().await.map_err(|f| f.to_string())?;
-                say(
-                    &json!({"tools": tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()}),
-                );
-                for tool in &tools {
-                    let args = arguments(&tool.input_schema);
-                    match server
-                        .call(&tool.name, Some(args), CancellationToken::new())
-                        .await
-                    {
-                        Ok(result) => say(&json!({"tool": tool.name, "result": result})),
-                        Err(e) => say(&json!({"tool": tool.name, "error": format!("{e:?}")})),
-                    }
+    rt.wait({
+        let server = server.clone();
+        async move {
+            let tools = server.start().await.map_err(|f| f.to_string())?;
+            say(&json!({"tools": tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()}));
+            for tool in &tools {
+                let args = arguments(&tool.input_schema);
+                match server
+                    .call(&tool.name, Some(args), CancellationToken::new())
+                    .await
+                {
+                    Ok(result) => say(&json!({"tool": tool.name, "result": result})),
+                    Err(e) => say(&json!({"tool": tool.name, "error": format!("{e:?}")})),
                 }
-                server.stop().await;
-                Ok::<_, String>(())
             }
-        })
-        .ok_or("the MCP runtime stopped")?;
-    outcome
+            server.stop().await;
+            Ok::<_, String>(())
+        }
+    })
+    .ok_or("the MCP runtime stopped")?
 }
 
 fn main() -> std::process::ExitCode {
