@@ -505,3 +505,138 @@ responses:
         "{none}"
     );
 }
+
+/// The real filesystem server answers `read_text_file` with the file as text and again as
+/// `structuredContent: {content}`: the model gets the text once, and a large result's
+/// structured copy goes to a spill file, not whole into the session log.
+#[test]
+fn a_structured_result_reaches_the_model_once_and_a_large_one_stays_out_of_the_log() {
+    let env = Env::new();
+    env.write("small.txt", "alpha beta gamma\n");
+    let big: String = (0..20_000)
+        .map(|i| format!("line {i} of a big file\n"))
+        .collect();
+    env.write("big.txt", &big);
+    config(
+        &env,
+        &format!(
+            "[mcp_servers.files]\ncommand = {:?}\nargs = [{:?}]\n",
+            node_bin("mcp-server-filesystem").display().to_string(),
+            env.ws.display().to_string()
+        ),
+    );
+    let small_path = env.ws.join("small.txt").display().to_string();
+    let big_path = env.ws.join("big.txt").display().to_string();
+    let mock = Mock::start(&format!(
+        r#"
+responses:
+  - match: {{ last_user_contains: "GO" }}
+    tool_calls:
+      - {{ id: c1, name: mcp__files__read_text_file, arguments: {{ path: {small_path:?} }} }}
+  - match: {{ last_tool_result_contains: "alpha" }}
+    tool_calls:
+      - {{ id: c2, name: mcp__files__read_text_file, arguments: {{ path: {big_path:?} }} }}
+  - text: "DONE"
+"#
+    ));
+    let out = run(env.keel(&mock.base_url()).args(["run", "GO"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    // What the model got for the small file: the text the server sent, once.
+    let sent = support::assert_wire_valid(&requests[2]);
+    let small = &sent.iter().find(|(id, _)| id == "c1").unwrap().1;
+    assert_eq!(small.trim_end(), "alpha beta gamma", "{small}");
+    // The big one is spilled like any long text: its preview ends in the file's own text.
+    let large = &sent.iter().find(|(id, _)| id == "c2").unwrap().1;
+    assert!(large.len() < 40_000, "{} bytes", large.len());
+    assert!(!large.contains("structuredContent"), "{large}");
+    assert_eq!(
+        large.matches("line 19999 of a big file").count(),
+        1,
+        "{large}"
+    );
+
+    let session = env.only_session();
+    let events = load_consistent(&session);
+    let results = of_type(&events, "tool/result");
+    let meta = |id: &str| {
+        results
+            .iter()
+            .find(|e| e["data"]["message"]["content"][0]["toolCallId"] == id)
+            .map(|e| e["data"]["meta"].clone())
+            .unwrap()
+    };
+    // A small structured result stays in the log's meta; a large one is a spill file.
+    assert_eq!(
+        meta("c1")["structuredContent"]["content"],
+        "alpha beta gamma\n"
+    );
+    let m = meta("c2");
+    assert!(m.get("structuredContent").is_none(), "{m}");
+    let file = m["structuredContentFile"].as_str().unwrap();
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(saved["content"], big.as_str());
+    assert!(m["structuredContentBytes"].as_u64().unwrap() > big.len() as u64);
+    // No log line holds the big file (twice it was 2 x 500 KB).
+    let longest = std::fs::read_to_string(&session)
+        .unwrap()
+        .lines()
+        .map(str::len)
+        .max()
+        .unwrap();
+    assert!(longest < 100_000, "a {longest}-byte log line");
+}
+
+/// A server that crashes on every call is restarted 3 times, and each message says what comes
+/// next: the 4th failure says it is disabled, the 5th call is refused. A reply line over
+/// 64 MiB fails its call at once (not at the tool timeout), naming the limit.
+#[test]
+fn crashes_are_counted_right_and_an_oversized_reply_fails_its_call_at_once() {
+    let env = Env::new();
+    config(
+        &env,
+        &format!(
+            "[mcp_servers.crashy]\ncommand = \"node\"\nargs = [{0:?}]\n\n\
+             [mcp_servers.big]\ncommand = \"node\"\nargs = [{0:?}]\ntool_timeout_sec = 120\n",
+            bad_server()
+        ),
+    );
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "GO" }
+    tool_calls:
+      - { id: big, name: mcp__big__oversized, arguments: {} }
+      - { id: c1, name: mcp__crashy__crash, arguments: {} }
+      - { id: c2, name: mcp__crashy__crash, arguments: {} }
+      - { id: c3, name: mcp__crashy__crash, arguments: {} }
+      - { id: c4, name: mcp__crashy__crash, arguments: {} }
+      - { id: c5, name: mcp__crashy__crash, arguments: {} }
+  - text: "DONE"
+"#,
+    );
+    let began = std::time::Instant::now();
+    let out = run(env.keel(&mock.base_url()).args(["run", "GO"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(100),
+        "the oversized reply waited for the tool timeout"
+    );
+    let events = load_consistent(&env.only_session());
+    let (big, failed) = result_of(&events, "big");
+    assert!(failed && big.contains("over 64 MiB"), "{big}");
+    for (id, needle) in [
+        ("c1", "restarted on the next call (at most 3 more restarts)"),
+        ("c2", "restarted on the next call (at most 2 more restarts)"),
+        ("c3", "restarted on the next call (at most 1 more restart)"),
+        (
+            "c4",
+            "broke 4 times (restarted 3 times); it is disabled for this session",
+        ),
+        ("c5", "is not available: its connection broke 4 times"),
+    ] {
+        let (text, failed) = result_of(&events, id);
+        assert!(failed && text.contains(needle), "{id}: {text}");
+    }
+}

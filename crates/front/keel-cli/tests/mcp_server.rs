@@ -241,8 +241,8 @@ fn a_real_mcp_client_delegates_replies_and_cancels() {
     assert_eq!(mock.remaining(), 0);
 }
 
-/// An unknown session is an error result with a clear message; arguments that do not fit the
-/// schema, and unknown tools, are MCP errors; a missing cwd is an error result.
+/// An unknown session, arguments that do not fit the schema and a missing cwd are error results
+/// with a clear message; an unknown tool is an MCP error (-32602).
 #[test]
 fn bad_input_is_refused_clearly() {
     let env = Env::new();
@@ -264,17 +264,27 @@ fn bad_input_is_refused_clearly() {
         "{message}"
     );
 
+    // Arguments that do not fit the schema are error results (MCP 2025-11-25: the calling
+    // model reads them and corrects itself), naming the argument.
     for (case, needle) in [
         ("missingPrompt", "missing required argument \"prompt\""),
         ("badSandbox", "unknown sandbox \"yolo\""),
         ("wrongType", "\"session_id\" must be a string"),
-        ("unknownTool", "unknown tool \"no_such_tool\""),
     ] {
         let call = &report[case];
-        assert_eq!(call["error"]["code"], -32602, "{case}: {call}");
-        let message = call["error"]["message"].as_str().unwrap();
+        assert!(call.get("error").is_none(), "{case}: {call}");
+        assert_eq!(call["result"]["isError"], true, "{case}: {call}");
+        let message = text(call, 0);
         assert!(message.contains(needle), "{case}: {message}");
     }
+    // An unknown tool stays a protocol error.
+    let call = &report["unknownTool"];
+    assert_eq!(call["error"]["code"], -32602, "{call}");
+    let message = call["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("unknown tool \"no_such_tool\""),
+        "{message}"
+    );
 
     let bad_cwd = &report["badCwd"];
     assert_eq!(bad_cwd["result"]["isError"], true, "{bad_cwd}");
@@ -324,4 +334,65 @@ fn a_call_runs_with_its_own_cwd_sandbox_approval_and_model() {
     assert_eq!(data("sandbox/mode").unwrap()["mode"], "read-only");
     assert_eq!(data("approval/policy").unwrap()["policy"], "never");
     assert_eq!(data("request/context").unwrap()["model"], "other-model");
+}
+
+/// A client that sends `protocolVersion` as a number gets an error answer at once (not a hang,
+/// not a crash) and can initialize properly afterwards; a 2026-07-28 client is answered by
+/// `server/discover`.
+#[test]
+fn a_bad_protocol_version_is_refused_at_once_and_discovery_answers() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = Env::new();
+    let script = env.root().join("script.yaml");
+    std::fs::write(&script, "responses: []\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("--cwd")
+        .arg(&env.ws)
+        .args(["mcp-server", "--script"])
+        .arg(&script)
+        .env("KEEL_HOME", &env.home)
+        .env("HOME", env.root())
+        .env("DEEPSEEK_API_KEY", support::API_KEY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = |msg: Value| -> Value {
+        writeln!(stdin, "{msg}").unwrap();
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+    };
+    let client = serde_json::json!({"name": "bad-client", "version": "1"});
+    let bad = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 2025, "capabilities": {}, "clientInfo": client}}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("protocolVersion"),
+        "{bad}"
+    );
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": client,
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let discover = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover",
+        "params": {"_meta": meta}}),
+    );
+    let versions = discover["result"]["supportedVersions"].as_array().unwrap();
+    assert!(versions.contains(&"2026-07-28".into()), "{discover}");
+    let ok = ask(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}}),
+    );
+    assert_eq!(ok["result"]["protocolVersion"], "2025-11-25", "{ok}");
+    drop(stdin);
+    let _ = child.wait();
 }

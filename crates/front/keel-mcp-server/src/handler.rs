@@ -6,9 +6,9 @@ use super::{Answer, ProgressUpdate, ReplyRequest, TaskRequest, TaskRunner, TurnC
 use keel_protocol::TurnEndReason;
 use keel_protocol::sync::Locked;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -301,14 +301,23 @@ impl<R: TaskRunner> ServerHandler for KeelServer<R> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
-        let job = match request.name.as_ref() {
-            KEEL_TOOL => Job::Task(parse_task(&args)?),
-            REPLY_TOOL => Job::Reply(parse_reply(&args)?),
+        // Arguments that do not fit the schema are a tool error the calling model can read and
+        // correct (MCP 2025-11-25: input validation errors are tool results, not protocol
+        // errors); an unknown tool stays a protocol error.
+        let parsed = match request.name.as_ref() {
+            KEEL_TOOL => parse_task(&args).map(Job::Task),
+            REPLY_TOOL => parse_reply(&args).map(Job::Reply),
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {other:?}; this server has {KEEL_TOOL} and {REPLY_TOOL}"),
                     None,
                 ));
+            }
+        };
+        let job = match parsed {
+            Ok(job) => job,
+            Err(e) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(e.message)]).into());
             }
         };
         let token = context.meta.get_progress_token();
@@ -319,10 +328,80 @@ impl<R: TaskRunner> ServerHandler for KeelServer<R> {
     }
 }
 
+/// The server as rmcp serves it: [`KeelServer`], with "method not found" (-32601) answers that
+/// say more than the method's name (rmcp's own message is only the name).
+#[derive(Debug, Clone)]
+pub(crate) struct Explained<S>(pub S);
+
+/// `error` with a message naming what the server offers, when it is a bare -32601.
+fn explain_error(error: ErrorData) -> ErrorData {
+    if error.code != ErrorCode::METHOD_NOT_FOUND || error.message.contains(' ') {
+        return error;
+    }
+    let method = error.message.clone();
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "method not found: keel mcp-server does not offer {method} (it offers the tools \
+             {KEEL_TOOL} and {REPLY_TOOL}: tools/list and tools/call; no resources, prompts, \
+             completions or logging)"
+        ),
+        error.data,
+    )
+}
+
+impl<S: rmcp::Service<RoleServer>> rmcp::Service<RoleServer> for Explained<S> {
+    async fn handle_request(
+        &self,
+        request: rmcp::model::ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ServerResult, ErrorData> {
+        self.0
+            .handle_request(request, context)
+            .await
+            .map_err(explain_error)
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: rmcp::model::ClientNotification,
+        context: rmcp::service::NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.0.handle_notification(notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        self.0.get_info()
+    }
+
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        self.0.supported_protocol_versions()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn a_bare_method_not_found_says_what_the_server_offers() {
+        let e = explain_error(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            "resources/list",
+            None,
+        ));
+        assert_eq!(e.code, ErrorCode::METHOD_NOT_FOUND);
+        assert!(
+            e.message.contains("does not offer resources/list") && e.message.contains("keel_reply"),
+            "{}",
+            e.message
+        );
+        let other = ErrorData::invalid_params("bad", None);
+        assert_eq!(explain_error(other.clone()), other);
+    }
 
     #[test]
     fn a_completed_answer_is_text_plus_structured_content() {

@@ -230,7 +230,8 @@ pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1
 /// write to stdout meanwhile.
 pub async fn serve_stdio<S: AgentSource + 'static>(source: S) -> Result<(), ServerError> {
     let server = handler::KeelServer::new(runner::Runner::new(source));
-    let running = rmcp::ServiceExt::serve(server.clone(), rmcp::transport::stdio_pipes())
+    let explained = handler::Explained(server.clone());
+    let running = rmcp::ServiceExt::serve(explained, rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| ServerError::Initialize(e.to_string()))?;
     let quit = running.waiting().await;

@@ -1,5 +1,6 @@
 //! The two tools' definitions (names, descriptions, input and output schemas) and their
-//! argument parsing. Arguments that do not fit a schema are an MCP `invalid_params` error.
+//! argument parsing. Arguments that do not fit a schema are an `invalid_params` error, which
+//! the handler answers as an error tool result (`isError: true`) naming the argument.
 
 use super::{ReplyRequest, TaskRequest};
 use keel_agent::ApprovalPolicy;

@@ -48,6 +48,7 @@ fn server(name: &str) -> Arc<Server> {
             enabled_tools: None,
             disabled_tools: Vec::new(),
             origin: "bench".into(),
+            protocol_version: None,
         },
         sp,
         std::env::temp_dir(),

@@ -57,6 +57,9 @@ pub struct TomlServer {
     pub enabled_tools: Option<Vec<String>>,
     /// These tools are never offered.
     pub disabled_tools: Option<Vec<String>>,
+    /// The MCP protocol version to speak (default: `server/discover` for 2026-07-28 first,
+    /// then `initialize` with 2025-11-25).
+    pub protocol_version: Option<String>,
 }
 
 impl std::fmt::Debug for TomlServer {
@@ -180,6 +183,9 @@ pub struct ServerConfig {
     pub disabled_tools: Vec<String>,
     /// Where it was configured (a configuration layer, or the `.mcp.json` path).
     pub origin: String,
+    /// The protocol version to speak, one of
+    /// [`PROTOCOL_VERSIONS`](crate::client::server::PROTOCOL_VERSIONS); `None`: negotiate.
+    pub protocol_version: Option<String>,
 }
 
 impl ServerConfig {
@@ -257,6 +263,15 @@ pub fn from_toml(name: &str, t: &TomlServer, origin: &str) -> Result<ServerConfi
             ));
         }
     };
+    let known = crate::client::server::PROTOCOL_VERSIONS;
+    if let Some(v) = &t.protocol_version
+        && !known.contains(&v.as_str())
+    {
+        return Err(problem(format!(
+            "protocol_version {v:?} is not one keel speaks ({})",
+            known.join(", ")
+        )));
+    }
     Ok(ServerConfig {
         name: name.to_owned(),
         transport,
@@ -268,6 +283,7 @@ pub fn from_toml(name: &str, t: &TomlServer, origin: &str) -> Result<ServerConfi
         enabled_tools: t.enabled_tools.clone(),
         disabled_tools: t.disabled_tools.clone().unwrap_or_default(),
         origin: origin.to_owned(),
+        protocol_version: t.protocol_version.clone(),
     })
 }
 
@@ -426,6 +442,7 @@ fn mcp_json_server(
         enabled_tools: None,
         disabled_tools: Vec::new(),
         origin: origin.to_owned(),
+        protocol_version: None,
     })
 }
 

@@ -148,6 +148,7 @@ fn http_config(name: &str, url: &str, bearer_token_env_var: Option<&str>) -> Ser
         enabled_tools: None,
         disabled_tools: Vec::new(),
         origin: "test".to_owned(),
+        protocol_version: None,
     }
 }
 
@@ -435,7 +436,10 @@ fn an_unreachable_url_fails_start_within_the_startup_timeout() {
     );
     assert_eq!(
         failure.reason,
-        format!("{url} did not answer initialize and tools/list within 1 s (startup_timeout_sec)")
+        format!(
+            "{url} did not answer server/discover (then initialize) and tools/list within 1 s \
+             (startup_timeout_sec)"
+        )
     );
     drop(silent);
 }

@@ -453,6 +453,14 @@ impl Pipeline {
                         "the sandbox is read-only: '{name}' may not change files in this session"
                     ));
                 }
+                // MCP servers' tools (`mcp__SERVER__TOOL`) not annotated read-only are
+                // `Executes` too; they are not commands.
+                ToolEffect::Executes if name.starts_with("mcp__") => {
+                    return PreDecision::Ask(format!(
+                        "the sandbox is read-only and '{name}' is an MCP server's tool not \
+                         marked read-only: it could change things"
+                    ));
+                }
                 ToolEffect::Executes => {
                     return PreDecision::Ask(format!(
                         "the sandbox is read-only and '{name}' runs commands that could change \

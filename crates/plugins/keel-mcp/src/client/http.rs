@@ -218,11 +218,36 @@ pub(crate) fn explain(e: &dyn std::fmt::Display) -> String {
 
 /// A failed `initialize` as a message: where it failed, then why.
 pub(crate) fn explain_init(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as E;
     match e {
-        rmcp::service::ClientInitializeError::TransportError { error, context } => {
-            format!("{context}: {}", error.error)
-        }
+        E::TransportError { error, context } => format!("{context}: {}", error.error),
+        E::LegacyFallbackFailed { discover, fallback } => format!(
+            "server/discover failed ({}), and so did initialize ({})",
+            explain_init(discover),
+            explain_init(fallback)
+        ),
+        E::ExpectedInitResult(Some(got)) => format!(
+            "its answer is not the result asked for: it sent {}",
+            shorten(&serde_json::to_string(got).unwrap_or_else(|_| format!("{got:?}")))
+        ),
+        E::ExpectedInitResponse(Some(got)) => format!(
+            "it sent something other than the answer: {}",
+            shorten(&serde_json::to_string(got).unwrap_or_else(|_| format!("{got:?}")))
+        ),
+        E::JsonRpcError(data) => format!(
+            "it answered with JSON-RPC error {}: {}",
+            data.code.0,
+            shorten(&data.message)
+        ),
         other => explain(other),
+    }
+}
+
+/// `text` cut to 300 characters (what a message quotes of what a server sent).
+pub(crate) fn shorten(text: &str) -> String {
+    match text.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
     }
 }
 

@@ -7,14 +7,20 @@ use super::http;
 use super::stdio::{self, StdioChild};
 use crate::config::{ServerConfig, Transport};
 use keel_tools::subprocess::SubprocessService;
-use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, JsonObject, Prompt, Tool};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::model::{
+    CallToolRequestParams, ClientConfig, ErrorCode, Implementation, JsonObject, Prompt,
+    ProtocolVersion, Tool,
+};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext,
+    RunningService,
+};
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceError};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -24,8 +30,72 @@ mod oauth;
 /// Restarts of a server whose connection broke, before it is disabled.
 pub const MAX_RESTARTS: u32 = 3;
 
-/// Longest JSON-RPC line read from a server (a longer one is dropped by the transport).
-const MAX_LINE: usize = 64 << 20;
+/// Longest JSON-RPC line read from a stdio server: a longer one ends the connection (the calls
+/// waiting on it fail at once, naming the limit) and the server is restarted on the next call.
+pub const MAX_LINE: usize = 64 << 20;
+
+/// The protocol versions keel speaks, oldest first. `2026-07-28` is stateless (`server/discover`
+/// and per-request metadata); the others use the `initialize` handshake.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
+
+/// How a connection establishes its lifecycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Lifecycle {
+    /// `server/discover` first (2026-07-28); a server that does not know it gets `initialize`
+    /// (2025-11-25), on the same connection when it answered with an error, else on a new one.
+    Auto,
+    /// Only `server/discover` with this (stateless) version.
+    Discover(ProtocolVersion),
+    /// Only `initialize`, offering this version.
+    Initialize(ProtocolVersion),
+}
+
+impl Lifecycle {
+    fn of(config: &ServerConfig) -> Lifecycle {
+        match config.protocol_version.as_deref() {
+            None => Lifecycle::Auto,
+            Some(v) => {
+                let v: ProtocolVersion =
+                    serde_json::from_value(Value::String(v.to_owned())).unwrap_or_default();
+                if v.has_initialize() {
+                    Lifecycle::Initialize(v)
+                } else {
+                    Lifecycle::Discover(v)
+                }
+            }
+        }
+    }
+
+    fn mode(&self) -> ClientLifecycleMode {
+        match self {
+            Lifecycle::Auto => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            },
+            Lifecycle::Discover(v) => ClientLifecycleMode::Discover {
+                preferred_versions: vec![v.clone()],
+            },
+            Lifecycle::Initialize(_) => ClientLifecycleMode::Initialize,
+        }
+    }
+
+    /// The handshake's request, for messages.
+    fn handshake(&self) -> &'static str {
+        match self {
+            Lifecycle::Auto => "server/discover (then initialize)",
+            Lifecycle::Discover(_) => "server/discover",
+            Lifecycle::Initialize(_) => "initialize",
+        }
+    }
+
+    /// The version an `initialize` request offers.
+    fn initialize_version(&self) -> ProtocolVersion {
+        match self {
+            Lifecycle::Initialize(v) => v.clone(),
+            _ => ProtocolVersion::LATEST_WITH_INITIALIZE,
+        }
+    }
+}
 
 /// What the client tells servers, and hears from them.
 #[derive(Clone)]
@@ -35,6 +105,8 @@ struct Handler {
     elicit: crate::elicit::Route,
     /// The server's name (for messages).
     name: String,
+    /// The version `initialize` offers.
+    version: ProtocolVersion,
 }
 
 impl ClientHandler for Handler {
@@ -45,6 +117,8 @@ impl ClientHandler for Handler {
         elicitation.form = Some(rmcp::model::FormElicitationCapability::new());
         elicitation.url = Some(rmcp::model::UrlElicitationCapability::new());
         info.capabilities.elicitation = Some(elicitation);
+        // `initialize` never offers a stateless version (2026-07-28 has no handshake).
+        info.protocol_version = self.version.clone();
         info
     }
 
@@ -104,6 +178,33 @@ impl std::fmt::Display for StartFailure {
     }
 }
 
+/// Whether a failed handshake failed on the protocol (the server answered something keel
+/// could not use), so that another lifecycle may work; not when the connection or the
+/// process went away.
+fn protocol_failure(e: &ClientInitializeError) -> bool {
+    !matches!(
+        e,
+        ClientInitializeError::ConnectionClosed(_) | ClientInitializeError::Cancelled
+    )
+}
+
+/// A failed request as a message; a JSON-RPC error says its code, and "method not found"
+/// (-32601) says which method the server does not offer.
+pub(crate) fn explain_call(e: &ServiceError) -> String {
+    match e {
+        ServiceError::McpError(data) if data.code == ErrorCode::METHOD_NOT_FOUND => format!(
+            "the server does not offer this method (JSON-RPC -32601 method not found: {})",
+            http::shorten(&data.message)
+        ),
+        ServiceError::McpError(data) => format!(
+            "JSON-RPC error {}: {}",
+            data.code.0,
+            http::shorten(&data.message)
+        ),
+        other => http::explain(other),
+    }
+}
+
 /// A stdio server that ended (or never started) before it answered `initialize`.
 fn exited(
     exit: Result<
@@ -152,7 +253,9 @@ pub struct Server {
     workspace: PathBuf,
     state: tokio::sync::Mutex<State>,
     restarts: AtomicU32,
-    resources: std::sync::atomic::AtomicBool,
+    resources: AtomicBool,
+    /// Set by a stdio connection's reader when the server sent a line over [`MAX_LINE`].
+    oversized: Arc<AtomicBool>,
     /// Woken by each `tools/list_changed` notification, and when a restarted connection may
     /// offer different tools.
     pub changed: Arc<Notify>,
@@ -185,7 +288,8 @@ impl Server {
             workspace,
             state: tokio::sync::Mutex::new(State::default()),
             restarts: AtomicU32::new(0),
-            resources: std::sync::atomic::AtomicBool::new(false),
+            resources: AtomicBool::new(false),
+            oversized: Arc::new(AtomicBool::new(false)),
             changed: Arc::new(Notify::new()),
             oauth: None,
             elicit: crate::elicit::Route::default(),
@@ -214,13 +318,46 @@ impl Server {
         }
     }
 
+    /// Connect (see [`Lifecycle`]): `server/discover` first unless a version is configured;
+    /// a server whose handshake failed on the protocol (not by exiting, not by time) gets one
+    /// more try with `initialize` on a new connection, within the same startup timeout.
     async fn connect(&self) -> Result<Conn, StartFailure> {
+        let lifecycle = Lifecycle::of(&self.config);
         let limit = self.config.startup_timeout;
+        let began = tokio::time::Instant::now();
+        match self.connect_with(&lifecycle, limit).await {
+            Ok(conn) => Ok(conn),
+            Err((first, true)) if lifecycle == Lifecycle::Auto => {
+                let left = limit.saturating_sub(began.elapsed());
+                let legacy = Lifecycle::Initialize(ProtocolVersion::LATEST_WITH_INITIALIZE);
+                self.connect_with(&legacy, left)
+                    .await
+                    .map_err(|(second, _)| StartFailure {
+                        reason: format!(
+                            "{}; initialize on a new connection failed too: {}",
+                            first.reason, second.reason
+                        ),
+                        stderr_tail: second.stderr_tail,
+                    })
+            }
+            Err((failure, _)) => Err(failure),
+        }
+    }
+
+    /// One connection attempt with `lifecycle`, bounded by `limit`; on failure, whether it
+    /// failed on the protocol (a retry with another lifecycle may work).
+    async fn connect_with(
+        &self,
+        lifecycle: &Lifecycle,
+        limit: Duration,
+    ) -> Result<Conn, (StartFailure, bool)> {
         let handler = Handler {
             changed: self.changed.clone(),
             elicit: self.elicit.clone(),
             name: self.config.name.clone(),
+            version: lifecycle.initialize_version(),
         };
+        let mode = lifecycle.mode();
         match &self.config.transport {
             Transport::Stdio {
                 command,
@@ -233,6 +370,7 @@ impl Server {
                     Some(c) => self.workspace.join(c),
                     None => self.workspace.clone(),
                 };
+                self.oversized.store(false, Ordering::Relaxed);
                 let (reader, writer, mut child) = stdio::spawn(
                     &self.subprocess,
                     command,
@@ -240,28 +378,33 @@ impl Server {
                     env,
                     &dir,
                     &self.config.name,
+                    self.oversized.clone(),
                 );
-                let transport =
-                    AsyncRwTransport::new_client(reader, writer).with_max_line_length(MAX_LINE);
+                // The reader ends the stream past MAX_LINE; the transport never sees more.
+                let transport = AsyncRwTransport::new_client(reader, writer)
+                    .with_max_line_length(MAX_LINE.saturating_add(1));
                 let started = async {
-                    let service = handler.serve(transport).await.map_err(|e| e.to_string())?;
-                    let tools = service
-                        .peer()
-                        .list_all_tools()
+                    let service = handler
+                        .serve_with_lifecycle(transport, mode)
                         .await
-                        .map_err(|e| format!("tools/list failed: {e}"))?;
-                    Ok::<_, String>((service, tools))
+                        .map_err(|e| (http::explain_init(&e), protocol_failure(&e)))?;
+                    let tools =
+                        service.peer().list_all_tools().await.map_err(|e| {
+                            (format!("tools/list failed: {}", explain_call(&e)), false)
+                        })?;
+                    Ok::<_, (String, bool)>((service, tools))
                 };
                 let outcome = tokio::select! {
                     r = tokio::time::timeout(limit, started) => match r {
                         Ok(r) => r,
-                        Err(_) => Err(format!(
-                            "no answer to initialize and tools/list within {} s (startup_timeout_sec)",
+                        Err(_) => Err((format!(
+                            "no answer to {} and tools/list within {} s (startup_timeout_sec)",
+                            lifecycle.handshake(),
                             limit.as_secs_f64()
-                        )),
+                        ), false)),
                     },
                     // It exited before it answered.
-                    exit = &mut child.exit => return Err(exited(exit)),
+                    exit = &mut child.exit => return Err((exited(exit), false)),
                 };
                 match outcome {
                     Ok((service, tools)) => Ok(Conn {
@@ -269,13 +412,16 @@ impl Server {
                         child: Some(child),
                         tools,
                     }),
-                    Err(reason) => {
+                    Err((reason, retry)) => {
                         // A server that could not start or died closes the connection first:
                         // its exit (or the spawn error) says more than "connection closed".
-                        if let Ok(exit) =
-                            tokio::time::timeout(Duration::from_secs(1), &mut child.exit).await
-                        {
-                            return Err(exited(exit));
+                        let wait = if retry {
+                            Duration::from_millis(100)
+                        } else {
+                            Duration::from_secs(1)
+                        };
+                        if let Ok(exit) = tokio::time::timeout(wait, &mut child.exit).await {
+                            return Err((exited(exit), false));
                         }
                         child.kill.cancel();
                         let tail =
@@ -285,10 +431,13 @@ impl Server {
                                 Ok(Ok(Ok(out))) => out.stderr.text().trim().to_owned(),
                                 _ => String::new(),
                             };
-                        Err(StartFailure {
-                            reason,
-                            stderr_tail: tail,
-                        })
+                        Err((
+                            StartFailure {
+                                reason,
+                                stderr_tail: tail,
+                            },
+                            retry,
+                        ))
                     }
                 }
             }
@@ -297,8 +446,15 @@ impl Server {
                 headers,
                 bearer_token_env_var,
             } => {
-                self.connect_http(handler, url, headers, bearer_token_env_var.as_deref())
-                    .await
+                self.connect_http(
+                    handler,
+                    lifecycle,
+                    limit,
+                    url,
+                    headers,
+                    bearer_token_env_var.as_deref(),
+                )
+                .await
             }
         }
     }
@@ -334,12 +490,38 @@ impl Server {
                     );
                 if broken {
                     self.drop_connection().await;
-                    Err(CallFailure::Broken(format!(
-                        "the server went away during the call ({}); it is restarted on the next call",
-                        http::explain(&e)
-                    )))
+                    let why = if self.oversized.load(Ordering::Relaxed) {
+                        format!(
+                            "it sent a message over {} MiB, more than keel reads from a stdio \
+                             server, so its connection was closed",
+                            MAX_LINE >> 20
+                        )
+                    } else {
+                        format!(
+                            "the server went away during the call ({})",
+                            http::explain(&e)
+                        )
+                    };
+                    // The restarts used so far: each reconnection counts one.
+                    let used = self.restarts.load(Ordering::Relaxed);
+                    if used >= MAX_RESTARTS {
+                        let disabled = format!(
+                            "its connection broke {} times (restarted {MAX_RESTARTS} times); it \
+                             is disabled for this session",
+                            used + 1
+                        );
+                        self.state.lock().await.disabled = Some(disabled.clone());
+                        Err(CallFailure::Broken(format!("{why}; {disabled}")))
+                    } else {
+                        let left = MAX_RESTARTS - used;
+                        Err(CallFailure::Broken(format!(
+                            "{why}; it is restarted on the next call (at most {left} more \
+                             restart{})",
+                            if left == 1 { "" } else { "s" }
+                        )))
+                    }
                 } else {
-                    Err(CallFailure::Broken(e.to_string()))
+                    Err(CallFailure::Broken(explain_call(&e)))
                 }
             }
         }
@@ -356,7 +538,9 @@ impl Server {
             let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
             if n > MAX_RESTARTS {
                 let why = format!(
-                    "its connection broke {MAX_RESTARTS} times; it is disabled for this session"
+                    "its connection broke {} times (restarted {MAX_RESTARTS} times); it is \
+                     disabled for this session",
+                    MAX_RESTARTS + 1
                 );
                 state.disabled = Some(why.clone());
                 return Err(CallFailure::Disabled(why));
@@ -386,7 +570,10 @@ impl Server {
         let limit = self.config.tool_timeout;
         match tokio::time::timeout(limit, peer.list_all_resources()).await {
             Err(_) => Err(CallFailure::Timeout(limit)),
-            Ok(Err(e)) => Err(CallFailure::Broken(format!("resources/list failed: {e}"))),
+            Ok(Err(e)) => Err(CallFailure::Broken(format!(
+                "resources/list failed: {}",
+                explain_call(&e)
+            ))),
             Ok(Ok(list)) => serde_json::to_value(&list)
                 .map_err(|e| CallFailure::Broken(format!("unreadable resources/list: {e}"))),
         }
@@ -402,7 +589,8 @@ impl Server {
         match tokio::time::timeout(limit, peer.read_resource(params)).await {
             Err(_) => Err(CallFailure::Timeout(limit)),
             Ok(Err(e)) => Err(CallFailure::Broken(format!(
-                "resources/read of {uri} failed: {e}"
+                "resources/read of {uri} failed: {}",
+                explain_call(&e)
             ))),
             Ok(Ok(r)) => serde_json::to_value(&r)
                 .map_err(|e| CallFailure::Broken(format!("unreadable resources/read: {e}"))),
@@ -443,7 +631,7 @@ impl Server {
         let limit = self.config.startup_timeout;
         match tokio::time::timeout(limit, peer.list_all_prompts()).await {
             Ok(Ok(prompts)) => Ok(prompts),
-            Ok(Err(e)) => Err(format!("prompts/list failed: {e}")),
+            Ok(Err(e)) => Err(format!("prompts/list failed: {}", explain_call(&e))),
             Err(_) => Err(format!(
                 "no answer to prompts/list within {} s (startup_timeout_sec)",
                 limit.as_secs_f64()
@@ -467,7 +655,8 @@ impl Server {
             Err(_) => return Err(CallFailure::Timeout(limit)),
             Ok(Err(e)) => {
                 return Err(CallFailure::Broken(format!(
-                    "prompts/get {name} failed: {e}"
+                    "prompts/get {name} failed: {}",
+                    explain_call(&e)
                 )));
             }
             Ok(Ok(r)) => r,

@@ -2,12 +2,15 @@
 //! set explicitly, own process group, the tree killed when the connection or keel goes): its
 //! stdout and stdin as the byte streams the MCP transport reads and writes.
 
+use super::server::MAX_LINE;
 use keel_tools::subprocess::{
     CommandOutput, CommandSpec, OutputSink, SubprocessError, SubprocessService,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
@@ -34,6 +37,7 @@ pub(crate) fn spawn(
     env: &BTreeMap<String, String>,
     cwd: &Path,
     label: &str,
+    oversized: Arc<AtomicBool>,
 ) -> (ChannelReader, ChannelWriter, StdioChild) {
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let (in_tx, in_rx) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -61,17 +65,24 @@ pub(crate) fn spawn(
             rx: out_rx,
             buf: Vec::new(),
             pos: 0,
+            line: 0,
+            oversized,
         },
         ChannelWriter { tx: Some(in_tx) },
         StdioChild { exit, kill },
     )
 }
 
-/// The server's stdout as an [`AsyncRead`].
+/// The server's stdout as an [`AsyncRead`]. A line longer than [`MAX_LINE`] ends the stream
+/// (and sets `oversized`): the transport would drop it and the call waiting for it would wait
+/// out its timeout.
 pub(crate) struct ChannelReader {
     rx: mpsc::UnboundedReceiver<Vec<u8>>,
     buf: Vec<u8>,
     pos: usize,
+    /// Bytes of the current line handed out so far.
+    line: usize,
+    oversized: Arc<AtomicBool>,
 }
 
 impl AsyncRead for ChannelReader {
@@ -81,10 +92,28 @@ impl AsyncRead for ChannelReader {
         out: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         loop {
+            if self.oversized.load(Ordering::Relaxed) {
+                return Poll::Ready(Ok(())); // EOF
+            }
             if self.pos < self.buf.len() {
                 let n = out.remaining().min(self.buf.len() - self.pos);
                 let start = self.pos;
-                out.put_slice(&self.buf[start..start + n]);
+                let chunk = &self.buf[start..start + n];
+                // Reads are small (the transport's buffer): checking the line the chunk
+                // continues and the one it starts is enough.
+                let (first, line) = match chunk.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        let last = chunk.iter().rposition(|&b| b == b'\n').unwrap_or(i);
+                        (self.line + i, n - last - 1)
+                    }
+                    None => (self.line + n, self.line + n),
+                };
+                if first > MAX_LINE || line > MAX_LINE {
+                    self.oversized.store(true, Ordering::Relaxed);
+                    return Poll::Ready(Ok(())); // EOF
+                }
+                out.put_slice(chunk);
+                self.line = line;
                 self.pos += n;
                 return Poll::Ready(Ok(()));
             }

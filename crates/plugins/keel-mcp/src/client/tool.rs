@@ -320,12 +320,14 @@ fn map_result(result: &Value, ctx: &ToolContext<'_>, who: &str) -> Result<ToolOu
             other => texts.push(format!("[{other} content not shown]")),
         }
     }
-    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
-        // The spec asks servers to mirror structured content in text; show it when they did not.
-        let shown = serde_json::to_string(structured).unwrap_or_default();
-        if !texts.iter().any(|t| t.contains(shown.trim())) {
-            texts.push(format!("structuredContent: {shown}"));
-        }
+    let structured = result.get("structuredContent").filter(|v| !v.is_null());
+    // The server's content is its rendering of the result: shown once, as sent. Structured
+    // content is shown only when the server sent no content at all (servers mirror it in text,
+    // pretty-printed or as the raw value, so matching it against the text cannot tell).
+    let rendered = !texts.is_empty() || !content.is_empty();
+    let compact = structured.map(|s| serde_json::to_string(s).unwrap_or_default());
+    if let (false, Some(json)) = (rendered, &compact) {
+        texts.push(json.clone());
     }
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
     if is_error {
@@ -342,11 +344,27 @@ fn map_result(result: &Value, ctx: &ToolContext<'_>, who: &str) -> Result<ToolOu
     }
     Ok(ToolOutput {
         content,
-        value: result
-            .get("structuredContent")
-            .filter(|v| !v.is_null())
-            .map(|s| json!({ "structuredContent": s })),
+        value: compact.map(|json| structured_meta(ctx, structured, json)),
     })
+}
+
+/// The structured content as the result's `meta` (it goes to the session log): the value
+/// itself when it is no longer than the spill threshold, else the path of a spill file holding
+/// it and its size, so a large result is not stored whole in the log.
+fn structured_meta(ctx: &ToolContext<'_>, structured: Option<&Value>, json: String) -> Value {
+    if json.len() <= ctx.spill.threshold {
+        return json!({ "structuredContent": structured });
+    }
+    match ctx.spill.save(&json, "mcp-structured") {
+        Ok(path) => json!({
+            "structuredContentFile": path.display().to_string(),
+            "structuredContentBytes": json.len(),
+        }),
+        Err(e) => json!({
+            "structuredContentBytes": json.len(),
+            "structuredContentError": format!("not saved: {e}"),
+        }),
+    }
 }
 
 fn flush_text(texts: &mut Vec<String>, content: &mut Vec<ContentBlock>) {

@@ -1,6 +1,7 @@
 // A misbehaving MCP server for keel's bad-input tests (raw JSON-RPC over stdio, no SDK): tool
 // names with spaces and of 200 characters, a schema that is not an object schema, a 50 MB
-// result, and a tool whose call is answered with garbage on stdout (then the server exits).
+// result, a tool whose call is answered with garbage on stdout (then the server exits), one
+// that crashes the server, and one answered by a single 70 MiB line.
 import readline from "node:readline";
 
 const send = (msg) => process.stdout.write(JSON.stringify(msg) + "\n");
@@ -8,6 +9,8 @@ const tools = [
   { name: "ok", description: "answers fine", inputSchema: { type: "object" } },
   { name: "huge", description: "50 MB of text", inputSchema: { type: "object", properties: {} } },
   { name: "garbage", description: "answers with garbage", inputSchema: { type: "object" } },
+  { name: "crash", description: "the server exits", inputSchema: { type: "object" } },
+  { name: "oversized", description: "a 70 MiB line", inputSchema: { type: "object" } },
   { name: "with spaces here", description: "a name with spaces", inputSchema: { type: "object" } },
   { name: "x".repeat(200), description: "a 200-character name", inputSchema: { type: "object" } },
   { name: "bad schema", description: "not an object schema", inputSchema: { type: "array", items: {} } },
@@ -39,6 +42,11 @@ rl.on("line", (line) => {
       break;
     case "tools/call": {
       const name = msg.params?.name;
+      if (name === "crash") process.exit(1);
+      if (name === "oversized") {
+        process.stdout.write('{"jsonrpc":"2.0","id":' + JSON.stringify(msg.id) + ',"result":{"content":[{"type":"text","text":"' + "z".repeat(70 * 1024 * 1024) + '"}]}}\n');
+        return;
+      }
       if (name === "garbage") {
         process.stdout.write("this is not JSON-RPC {{{\n", () => process.exit(3));
         return;

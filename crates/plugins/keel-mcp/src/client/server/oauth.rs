@@ -23,18 +23,26 @@ impl Server {
     }
 
     /// Connect to the streamable HTTP server at `url` (see the module docs).
+    /// On failure, whether it failed on the protocol (a retry with another lifecycle may
+    /// work).
     pub(super) async fn connect_http(
         &self,
         handler: Handler,
+        lifecycle: &Lifecycle,
+        limit: Duration,
         url: &str,
         headers: &BTreeMap<String, String>,
         bearer_token_env_var: Option<&str>,
-    ) -> Result<Conn, StartFailure> {
-        let limit = self.config.startup_timeout;
+    ) -> Result<Conn, (StartFailure, bool)> {
         let name = &self.config.name;
-        let failure = |reason: String| StartFailure {
-            reason,
-            stderr_tail: String::new(),
+        let failure = |reason: String| {
+            (
+                StartFailure {
+                    reason,
+                    stderr_tail: String::new(),
+                },
+                false,
+            )
         };
         let configured = bearer_token_env_var.is_some()
             || headers
@@ -62,6 +70,8 @@ impl Server {
             let why = match self
                 .try_http(
                     handler.clone(),
+                    lifecycle,
+                    limit,
                     url,
                     headers,
                     bearer_token_env_var,
@@ -70,11 +80,12 @@ impl Server {
                 .await
             {
                 Ok(conn) => return Ok(conn),
-                Err(why) => why,
+                Err((why, retry)) if !auth_required(&why) || configured => {
+                    let (failure, _) = failure(why);
+                    return Err((failure, retry));
+                }
+                Err((why, _)) => why,
             };
-            if !auth_required(&why) || configured {
-                return Err(failure(why));
-            }
             let Some(store) = store else {
                 return Err(failure(why));
             };
@@ -112,33 +123,38 @@ impl Server {
         }
     }
 
-    /// One attempt: `initialize` and `tools/list` within the startup timeout.
+    /// One attempt: the `lifecycle`'s handshake and `tools/list` within `limit`; on failure,
+    /// why, and whether it failed on the protocol.
+    #[allow(clippy::too_many_arguments)]
     async fn try_http(
         &self,
         handler: Handler,
+        lifecycle: &Lifecycle,
+        limit: Duration,
         url: &str,
         headers: &BTreeMap<String, String>,
         bearer_token_env_var: Option<&str>,
         token: Option<&str>,
-    ) -> Result<Conn, String> {
-        let limit = self.config.startup_timeout;
+    ) -> Result<Conn, (String, bool)> {
         let var_name = bearer_token_env_var.or(token.map(|_| STORED_TOKEN));
         // The token is read now (a changed variable counts at the next restart).
         let transport = http::transport(url, headers, var_name, &|name: &str| match token {
             Some(t) if name == STORED_TOKEN => Ok(t.to_owned()),
             _ => std::env::var(name),
-        })?;
+        })
+        .map_err(|why| (why, false))?;
+        let mode = lifecycle.mode();
         let started = async {
             let service = handler
-                .serve(transport)
+                .serve_with_lifecycle(transport, mode)
                 .await
-                .map_err(|e| http::explain_init(&e))?;
+                .map_err(|e| (http::explain_init(&e), protocol_failure(&e)))?;
             let tools = service
                 .peer()
                 .list_all_tools()
                 .await
-                .map_err(|e| format!("tools/list failed: {}", http::explain(&e)))?;
-            Ok::<_, String>((service, tools))
+                .map_err(|e| (format!("tools/list failed: {}", explain_call(&e)), false))?;
+            Ok::<_, (String, bool)>((service, tools))
         };
         match tokio::time::timeout(limit, started).await {
             Ok(Ok((service, tools))) => Ok(Conn {
@@ -146,14 +162,18 @@ impl Server {
                 child: None,
                 tools,
             }),
-            Ok(Err(why)) => Err(format!(
-                "cannot connect to {}: {why}",
-                http::redacted_url(url)
+            Ok(Err((why, retry))) => Err((
+                format!("cannot connect to {}: {why}", http::redacted_url(url)),
+                retry,
             )),
-            Err(_) => Err(format!(
-                "{} did not answer initialize and tools/list within {} s (startup_timeout_sec)",
-                http::redacted_url(url),
-                limit.as_secs_f64()
+            Err(_) => Err((
+                format!(
+                    "{} did not answer {} and tools/list within {} s (startup_timeout_sec)",
+                    http::redacted_url(url),
+                    lifecycle.handshake(),
+                    limit.as_secs_f64()
+                ),
+                false,
             )),
         }
     }
