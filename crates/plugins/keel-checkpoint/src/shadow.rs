@@ -23,6 +23,7 @@
 //! having. `gix` would add a large dependency tree to the build for the same result.
 
 use crate::objects::{Dir, Odb, commit_body, hex, parse_hex};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -145,6 +146,8 @@ pub struct Shadow {
     published: bool,
     /// The tree of `head` in memory (read at the first snapshot of the process).
     root: Option<Dir>,
+    /// The object store; objects it holds are written out before any `git` command runs.
+    odb: RefCell<Odb>,
 }
 
 impl Shadow {
@@ -159,6 +162,7 @@ impl Shadow {
             head: None,
             published: true,
             root: None,
+            odb: RefCell::new(Odb::new(git_dir)),
         };
         if !git_dir.join("HEAD").exists() {
             keel_session::store::private_dir_all(git_dir).map_err(|source| {
@@ -238,6 +242,8 @@ impl Shadow {
 
     /// Run git with `args` (and `input` on its stdin); its stdout.
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<String, CheckpointError> {
+        // git reads the objects from disk.
+        self.flush()?;
         let mut cmd = self.command(args);
         if input.is_some() {
             cmd.stdin(Stdio::piped());
@@ -367,7 +373,11 @@ impl Shadow {
         // so a restore never writes an old copy of them back.
         let mut not_restorable = Vec::new();
         let mut bytes = 0u64;
-        let odb = Odb::new(&self.git_dir);
+        // The first checkpoint after a published one (the first of a turn) is written out at
+        // once: the state before a turn survives a crash. Later ones wait for the turn's end
+        // (or the next `git` command), so a step costs no new file.
+        let write_out = self.published;
+        let odb = self.odb.get_mut();
         let root = self.root.get_or_insert_with(Dir::default);
         for path in &changed {
             let Some(stat) = now.get(path) else {
@@ -421,7 +431,7 @@ impl Shadow {
             path: self.git_dir.clone(),
             source,
         };
-        let tree = root.write(&odb).map_err(store_failed)?;
+        let tree = root.write(odb).map_err(store_failed)?;
         let commit = match &self.head {
             Some((head, head_tree)) if *head_tree == hex(&tree) => head.clone(),
             head => {
@@ -443,6 +453,9 @@ impl Shadow {
                 hex(&commit)
             }
         };
+        if write_out {
+            odb.flush().map_err(store_failed)?;
+        }
         let count = changed.len() - not_restorable.len() + removed.len();
         let mut paths = changed;
         paths.extend(removed);
@@ -455,6 +468,18 @@ impl Shadow {
             paths,
             not_restorable,
         })
+    }
+
+    /// Write out the objects held in memory.
+    fn flush(&self) -> Result<(), CheckpointError> {
+        self.odb
+            .borrow_mut()
+            .flush()
+            .map_err(|source| CheckpointError::Io {
+                what: "cannot store a checkpoint in",
+                path: self.git_dir.clone(),
+                source,
+            })
     }
 
     /// The tree of the last checkpoint (empty when there is none), from `git ls-tree`.
@@ -485,6 +510,7 @@ impl Shadow {
     /// checkpoint (each one's parent is the one before). Checkpoints are written without it (one
     /// `git` process less per step); a turn's end and a rewind publish them.
     pub fn publish(&mut self) -> Result<(), CheckpointError> {
+        self.flush()?;
         if let (false, Some((head, _))) = (self.published, &self.head) {
             // The loose ref file, written as `git update-ref` writes it (a temporary file
             // renamed over it), without starting git.
@@ -599,5 +625,12 @@ impl Shadow {
         // The next snapshot reads the workspace afresh.
         self.stats = None;
         Ok(report)
+    }
+}
+
+impl Drop for Shadow {
+    fn drop(&mut self) {
+        // Checkpoints not written out yet (a turn cut short, a process ending): best effort.
+        let _ = self.odb.get_mut().flush();
     }
 }

@@ -308,6 +308,17 @@ fn checkpoints_are_the_objects_git_itself_writes() {
     write(&f.ws, "new.txt", "new\n");
     let second = shadow.snapshot("second").unwrap();
     assert_eq!(second.paths, ["ab/x", "b/c/d/e.txt", "new.txt"]);
+    // A checkpoint after the first of a turn is held in memory until the turn's end (publish)
+    // or the next git command; another process does not see it before.
+    assert!(
+        std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&f.git)
+            .args(["cat-file", "-e", &second.commit])
+            .status()
+            .is_ok_and(|s| !s.success())
+    );
+    shadow.publish().unwrap();
     assert_eq!(
         git(
             &f.git,
@@ -324,7 +335,6 @@ fn checkpoints_are_the_objects_git_itself_writes() {
         ),
         first.commit
     );
-    shadow.publish().unwrap();
     assert_eq!(
         git(&f.git, &f.ws, &["rev-parse", "refs/keel/checkpoints"]),
         second.commit
