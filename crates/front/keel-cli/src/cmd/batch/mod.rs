@@ -31,12 +31,14 @@ use tasks::{BadLine, Task};
 
 /// `keel batch`.
 pub fn run(ctx: &Ctx, args: BatchArgs) -> Result<ExitCode> {
-    let tasks_path = args
-        .tasks
+    // Relative paths are relative to the working directory (--cwd), as other commands read.
+    let tasks_path = ctx
+        .cwd
+        .join(&args.tasks)
         .canonicalize()
         .with_context(|| format!("task file {} does not exist", args.tasks.display()))?;
     let out = match &args.out {
-        Some(dir) => dir.clone(),
+        Some(dir) => ctx.cwd.join(dir),
         None => tasks_path.with_extension("batch"),
     };
     for dir in [out.clone(), out.join("work"), out.join("logs")] {
@@ -76,6 +78,7 @@ pub fn run(ctx: &Ctx, args: BatchArgs) -> Result<ExitCode> {
         default_model,
         live,
         progress: report::Progress::new(0),
+        interrupted: false,
     };
     batch.run(&mut engine, concurrency)
 }
@@ -107,6 +110,8 @@ struct Batch<'a> {
     default_model: String,
     live: Vec<Live>,
     progress: report::Progress,
+    /// Ctrl-C (or SIGTERM) was received.
+    interrupted: bool,
 }
 
 /// What to do with a task now.
@@ -129,9 +134,16 @@ struct Stats {
 }
 
 impl Stats {
-    /// Its last turn ended, and not because it was interrupted.
-    fn settled(&self) -> bool {
-        self.turns > 0 && !self.open && !matches!(self.last, Some(TurnEndReason::Interrupted))
+    /// Its last turn ended, and not because it was interrupted (nor, when `stopped`, the
+    /// batch stopped it: a turn cancelled by Ctrl-C ends `aborted`).
+    fn settled(&self, stopped: bool) -> bool {
+        self.turns > 0
+            && !self.open
+            && match &self.last {
+                Some(TurnEndReason::Interrupted) | None => false,
+                Some(TurnEndReason::Completed) => true,
+                Some(_) => !stopped,
+            }
     }
 }
 
@@ -184,26 +196,25 @@ impl Batch<'_> {
         catch_signals();
         let (tx, rx) = mpsc::channel();
         let mut seen = SIGNALS.load(Ordering::SeqCst);
-        let mut interrupted = false;
         loop {
             let signals = SIGNALS.load(Ordering::SeqCst);
             if signals != seen {
                 seen = signals;
-                if !interrupted {
+                if !self.interrupted {
                     self.progress.say(
                         "interrupted: stopping the running sessions (run the same command again to resume)",
                     );
                 }
-                interrupted = true;
+                self.interrupted = true;
                 engine.interrupt();
             }
-            while !interrupted && self.progress.running < concurrency {
+            while !self.interrupted && self.progress.running < concurrency {
                 let Some(i) = queue.pop_front() else { break };
                 if self.launch(i, engine, &tx)? {
                     self.progress.running += 1;
                 }
             }
-            if self.progress.running == 0 && (interrupted || queue.is_empty()) {
+            if self.progress.running == 0 && (self.interrupted || queue.is_empty()) {
                 break;
             }
             self.progress.draw(false);
@@ -216,7 +227,7 @@ impl Batch<'_> {
         self.progress.clear();
         let results = self.write_results()?;
         report::summary(&mut std::io::stdout().lock(), &results)?;
-        if interrupted {
+        if self.interrupted {
             return Ok(ExitCode::from(130));
         }
         let all_good = results.iter().all(|r| {
@@ -276,9 +287,14 @@ impl Batch<'_> {
         tx: &mpsc::Sender<Msg>,
     ) -> Result<bool> {
         let task = self.tasks[i].clone();
+        let stopped = self
+            .state
+            .tasks
+            .get(&task.id)
+            .is_some_and(|t| t.status == Status::Interrupted);
         let plan = match self.known_session(i) {
             Some(session) => match self.session_stats(i, &session) {
-                Ok(stats) if stats.settled() => Plan::Settled,
+                Ok(stats) if stats.settled(stopped) => Plan::Settled,
                 Ok(stats) if stats.turns > 0 => Plan::Resume(session),
                 // A session without a turn: nothing ran; start again.
                 Ok(_) => Plan::Fresh,
@@ -422,6 +438,13 @@ impl Batch<'_> {
                 ),
                 Some(reason) => outcome_of(reason),
             }
+        };
+        // A turn the batch's Ctrl-C cancelled ends `aborted`: it is resumed next time.
+        let stopped_here = self.interrupted && outcome != "completed";
+        let (outcome, error) = if stopped_here {
+            ("interrupted".to_owned(), error)
+        } else {
+            (outcome, error)
         };
         let status = if outcome == "interrupted" || check == CheckOutcome::Stopped {
             Status::Interrupted
