@@ -2,6 +2,8 @@
 //! and session files; only the model is the loopback mock (one script for every task, each
 //! response matched to its task by the task id in the prompt).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use serde_json::{Value, json};
