@@ -96,6 +96,8 @@ pub enum Msg {
         index: usize,
         /// How its check went.
         check: CheckOutcome,
+        /// How long the check ran.
+        check_wall: Duration,
     },
 }
 

@@ -93,6 +93,7 @@ impl Engine for LocalEngine {
                 code: status.and_then(|s| s.code()),
                 wall,
             });
+            let checked = Instant::now();
             let outcome = match check {
                 Some(command) if !stop.load(Ordering::SeqCst) => {
                     run_check(&command, &workspace, &check_log, timeout, &stop)
@@ -103,6 +104,7 @@ impl Engine for LocalEngine {
             let _ = tx.send(Msg::Finished {
                 index: idx,
                 check: outcome,
+                check_wall: checked.elapsed(),
             });
         });
         Ok(())
@@ -131,6 +133,7 @@ impl Engine for LocalEngine {
         let workspace = attempt.workspace.clone();
         let log = attempt.log.clone();
         std::thread::spawn(move || {
+            let checked = Instant::now();
             let outcome = match check {
                 Some(command) if !stop.load(Ordering::SeqCst) => {
                     run_check(&command, &workspace, &log, timeout, &stop)
@@ -141,6 +144,7 @@ impl Engine for LocalEngine {
             let _ = tx.send(Msg::Finished {
                 index,
                 check: outcome,
+                check_wall: checked.elapsed(),
             });
         });
     }

@@ -94,6 +94,8 @@ struct Live {
     wall: Duration,
     /// When its last attempt started (ms since epoch).
     started_at: u64,
+    /// How long its check ran (ms).
+    check_ms: u64,
     /// Tokens seen live (for the progress line).
     prompt: u64,
     output: u64,
@@ -397,9 +399,14 @@ impl Batch<'_> {
                 live.code = code;
                 live.wall += wall;
             }
-            Msg::Finished { index, check } => {
+            Msg::Finished {
+                index,
+                check,
+                check_wall,
+            } => {
                 engine.ended(index);
                 self.progress.running = self.progress.running.saturating_sub(1);
+                self.live[index].check_ms = u64::try_from(check_wall.as_millis()).unwrap_or(0);
                 self.finish(index, check)?;
             }
         }
@@ -481,6 +488,7 @@ impl Batch<'_> {
                     _ => Value::Null,
                 },
             ),
+            ("check_ms".into(), json!(self.live[i].check_ms)),
             ("turns".into(), json!(stats.turns)),
             ("requests".into(), json!(u.requests)),
             (
