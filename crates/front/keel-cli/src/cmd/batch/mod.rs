@@ -418,6 +418,19 @@ impl Batch<'_> {
         let id = self.tasks[i].id.clone();
         let session = self.state.tasks.get(&id).and_then(|t| t.session.clone());
         let Some(session) = session else {
+            if self.interrupted {
+                // Stopped before it had a session: it starts afresh next time.
+                let mut result = self.result_base(i);
+                result.extend([
+                    ("outcome".into(), json!("interrupted")),
+                    ("check".into(), Value::Null),
+                    ("error".into(), json!("stopped before its session started")),
+                ]);
+                self.record(i, Value::Object(result), Status::Pending, false)?;
+                self.progress
+                    .say(&format!("{id}: interrupted before its session started"));
+                return Ok(());
+            }
             let why = match self.live[i].code {
                 Some(code) => format!("keel exited with status {code}"),
                 None => "keel was killed".to_owned(),
