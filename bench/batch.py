@@ -56,7 +56,7 @@ mock, url = start_mock(script)
 home = os.path.join(root, "home"); os.makedirs(home)
 env = dict(os.environ, KEEL_HOME=home, DEEPSEEK_API_KEY="sk-bench")
 t0 = time.monotonic()
-rc = subprocess.run(["/usr/bin/time", "-f", "time: %e s wall, %U s user, %S s sys, %M KiB peak (keel batch alone)",
+rc = subprocess.run(["/usr/bin/time", "-f", "time: %e s wall, %U s user, %S s sys, %M KiB largest peak RSS (keel batch and all its sessions)",
                      keel, "--base-url", url, "--approval", "auto", "batch", tasks,
                      "--concurrency", str(conc), "--out", os.path.join(root, "out")],
                     env=env, stdout=open(os.path.join(out, "batch.stdout"), "w"),

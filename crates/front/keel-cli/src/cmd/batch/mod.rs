@@ -79,6 +79,7 @@ pub fn run(ctx: &Ctx, args: BatchArgs) -> Result<ExitCode> {
         live,
         progress: report::Progress::new(0),
         interrupted: false,
+        ended: Vec::new(),
     };
     batch.run(&mut engine, concurrency)
 }
@@ -114,6 +115,8 @@ struct Batch<'a> {
     progress: report::Progress,
     /// Ctrl-C (or SIGTERM) was received.
     interrupted: bool,
+    /// Tasks whose slot is free, to score.
+    ended: Vec<(usize, CheckOutcome)>,
 }
 
 /// What to do with a task now.
@@ -215,6 +218,13 @@ impl Batch<'_> {
                 if self.launch(i, engine, &tx)? {
                     self.progress.running += 1;
                 }
+            }
+            // Score what ended after the freed slots were filled (above): the bookkeeping
+            // (the session's log read, state.json synced) is off the path from one task's end
+            // to the next one's start. A crash in between finds the ended session settled and
+            // only scores it again.
+            for (index, check) in std::mem::take(&mut self.ended) {
+                self.finish(index, check)?;
             }
             if self.progress.running == 0 && (self.interrupted || queue.is_empty()) {
                 break;
@@ -407,7 +417,7 @@ impl Batch<'_> {
                 engine.ended(index);
                 self.progress.running = self.progress.running.saturating_sub(1);
                 self.live[index].check_ms = u64::try_from(check_wall.as_millis()).unwrap_or(0);
-                self.finish(index, check)?;
+                self.ended.push((index, check));
             }
         }
         Ok(())
@@ -619,7 +629,7 @@ impl Batch<'_> {
             text.push('\n');
         }
         let path = self.out.join("results.jsonl");
-        state::write_atomic(&path, text.as_bytes())
+        state::write_through_temp(&path, text.as_bytes(), false)
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(lines.into_iter().map(|(_, v)| v).collect())
     }

@@ -82,10 +82,18 @@ impl State {
 
 /// Write `path` through a temp file beside it, synced, then renamed over it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_through_temp(path, bytes, true)
+}
+
+/// Write `path` through a temp file renamed over it (`sync`: the data reaches the disk
+/// before the rename; results.jsonl skips it: it is rebuilt from state.json on every run).
+pub fn write_through_temp(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     let mut tmp = PathBuf::from(path);
     tmp.as_mut_os_string().push(".tmp");
     let mut file = std::fs::File::create(&tmp)?;
     file.write_all(bytes)?;
-    file.sync_all()?;
+    if sync {
+        file.sync_all()?;
+    }
     std::fs::rename(&tmp, path)
 }
