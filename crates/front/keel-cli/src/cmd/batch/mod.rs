@@ -231,7 +231,14 @@ impl Batch<'_> {
             }
             self.progress.draw(false);
             match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(msg) => self.on_msg(msg, engine)?,
+                Ok(msg) => {
+                    self.on_msg(msg, engine)?;
+                    // Everything else already reported, so every slot freed meanwhile is
+                    // filled before any scoring.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.on_msg(msg, engine)?;
+                    }
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
