@@ -54,7 +54,7 @@ with open(tasks, "w") as f:
                             "check": f"test $(wc -l < log.txt) -eq {steps}"}) + "\n")
 mock, url = start_mock(script)
 home = os.path.join(root, "home"); os.makedirs(home)
-env = dict(os.environ, KEEL_HOME=home, DEEPSEEK_API_KEY="sk-bench")
+env = dict(os.environ, KEEL_HOME=home, DEEPSEEK_API_KEY="sk-bench", KEEL_REPORT_RUSAGE="1")
 t0 = time.monotonic()
 rc = subprocess.run(["/usr/bin/time", "-f", "time: %e s wall, %U s user, %S s sys, %M KiB largest peak RSS (keel batch and all its sessions)",
                      keel, "--base-url", url, "--approval", "auto", "batch", tasks,
@@ -67,7 +67,14 @@ results = [json.loads(l) for l in open(os.path.join(root, "out", "results.jsonl"
 ok = sum(1 for r in results if r["outcome"] == "completed" and r["check"] == "passed")
 print(f"== keel batch: {n} tasks x {steps} steps, --concurrency {conc}: exit {rc}, {ok}/{n} completed and passed")
 print(f"wall {wall:.2f} s -> {ok / wall * 60:.1f} sessions per minute")
-print(open(os.path.join(out, "batch.stderr")).read().strip().splitlines()[-1])
+err = open(os.path.join(out, "batch.stderr")).read()
+print(err.strip().splitlines()[-1])
+import re
+m = re.search(r"self_user_s=([\d.]+) self_sys_s=([\d.]+) self_maxrss_kib=(\d+)", err)
+if m:
+    own = float(m.group(1)) + float(m.group(2))
+    print(f"keel batch's own CPU (sessions excluded): {own*1000:.0f} ms, {own*1000/n:.1f} ms per task; "
+          f"its peak RSS {int(m.group(3))/1024:.1f} MiB")
 sess = [r["wall_ms"] for r in results]
 print(f"session process wall: mean {sum(sess)/len(sess):.0f} ms, min {min(sess)} ms, max {max(sess)} ms; "
       f"sum/concurrency {sum(sess)/conc/1000:.2f} s vs batch wall {wall:.2f} s")
