@@ -275,6 +275,35 @@ pub enum Command {
     /// the same name.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Run many tasks as `keel run` sessions, N at a time, each in its own workspace copy or
+    /// git worktree (docs/batch.md).
+    ///
+    /// TASKS is a JSON Lines file, one task a line: `{"id", "prompt", "workspace", "check"?,
+    /// "model"?, "flags"?}`. Writes `results.jsonl` and `state.json` into --out and prints a
+    /// summary table. Ctrl-C stops the running sessions (their turns end interrupted);
+    /// running the same command again skips finished tasks and resumes interrupted ones.
+    /// The global flags (--base-url, --model, --approval, -c…) apply to every task.
+    Batch(BatchArgs),
+}
+
+/// `keel batch`.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// The task file (JSON Lines).
+    pub tasks: PathBuf,
+    /// Sessions running at once (default: the number of cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: Option<u32>,
+    /// Where results.jsonl, state.json, the task workspaces and logs go (default:
+    /// TASKS without its extension, plus `.batch`).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Time limit of one task's check command; its process group is killed then.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub check_timeout: u64,
+    /// Where the tasks run: `local` (this machine, the default). Ray is not implemented yet.
+    #[arg(long, value_name = "ENGINE", default_value = "local", value_parser = ["local"])]
+    pub engine: String,
 }
 
 /// `keel mcp-server`.

@@ -2,6 +2,7 @@
 
 mod acp;
 mod answers;
+mod batch;
 mod cards;
 mod config_cmd;
 mod continuity;
@@ -304,5 +305,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Acp(args) => acp::run(&ctx, args),
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
         Command::Trust(args) => trust::run(&ctx, args),
+        Command::Batch(args) => batch::run(&ctx, args),
     }
 }

@@ -1,0 +1,732 @@
+//! `keel batch TASKS.jsonl`: many tasks as `keel run` sessions, N at a time, each in a
+//! workspace of its own (docs/batch.md).
+//!
+//! The scheduler here is engine-neutral: it reads the task file ([`tasks`]), keeps
+//! `state.json` ([`state`]), makes each task's workspace ([`workspace`]), decides per task
+//! whether to start a session, resume one (crash repair, then a "continue" turn) or only score
+//! one that already ended, and writes results.jsonl from the sessions' logs. An [`Engine`]
+//! runs the sessions: [`local::LocalEngine`], child processes of this one.
+
+mod engine;
+mod local;
+mod report;
+mod state;
+mod tasks;
+mod workspace;
+
+use super::Ctx;
+use crate::cli::{BatchArgs, Common};
+use anyhow::{Context, Result};
+use engine::{Attempt, CheckOutcome, Engine, Msg};
+use keel_protocol::{EventBody, TurnEndReason};
+use serde_json::{Value, json};
+use state::{State, Status};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
+use tasks::{BadLine, Task};
+
+/// `keel batch`.
+pub fn run(ctx: &Ctx, args: BatchArgs) -> Result<ExitCode> {
+    // Relative paths are relative to the working directory (--cwd), as other commands read.
+    let tasks_path = ctx
+        .cwd
+        .join(&args.tasks)
+        .canonicalize()
+        .with_context(|| format!("task file {} does not exist", args.tasks.display()))?;
+    let out = match &args.out {
+        Some(dir) => ctx.cwd.join(dir),
+        None => tasks_path.with_extension("batch"),
+    };
+    for dir in [out.clone(), out.join("work"), out.join("logs")] {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let out = out.canonicalize()?;
+    let (tasks, bad) = tasks::read(&tasks_path)
+        .with_context(|| format!("cannot read the task file {}", tasks_path.display()))?;
+    let state = State::load(&out)?;
+    let host = ctx.host()?;
+    let config = host.config().config.clone();
+    let default_model = ctx
+        .common
+        .model
+        .clone()
+        .or_else(|| config.model.clone())
+        .unwrap_or_else(|| keel_llm::DEFAULT_MODEL.to_owned());
+    let concurrency = match args.concurrency {
+        Some(n) => n as usize,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let exe = std::env::current_exe().context("cannot find the keel binary")?;
+    let mut engine = local::LocalEngine::new(
+        exe,
+        forward(&ctx.common),
+        Duration::from_secs(args.check_timeout),
+    );
+    let live = tasks.iter().map(|_| Live::default()).collect();
+    let mut batch = Batch {
+        ctx,
+        out,
+        tasks,
+        bad,
+        state,
+        config,
+        default_model,
+        live,
+        progress: report::Progress::new(0),
+        interrupted: false,
+        ended: Vec::new(),
+    };
+    batch.run(&mut engine, concurrency)
+}
+
+/// What this run knows of a task.
+#[derive(Default)]
+struct Live {
+    /// Its workspace (canonical), once made or found.
+    workspace: Option<PathBuf>,
+    /// The last process's exit code.
+    code: Option<i32>,
+    /// Time its processes ran this run.
+    wall: Duration,
+    /// When its last attempt started (ms since epoch).
+    started_at: u64,
+    /// How long its check ran (ms).
+    check_ms: u64,
+    /// Tokens seen live (for the progress line).
+    prompt: u64,
+    output: u64,
+    cached: u64,
+}
+
+struct Batch<'a> {
+    ctx: &'a Ctx,
+    out: PathBuf,
+    tasks: Vec<Task>,
+    bad: Vec<BadLine>,
+    state: State,
+    config: keel_host::config::Config,
+    default_model: String,
+    live: Vec<Live>,
+    progress: report::Progress,
+    /// Ctrl-C (or SIGTERM) was received.
+    interrupted: bool,
+    /// Tasks whose slot is free, to score.
+    ended: Vec<(usize, CheckOutcome)>,
+}
+
+/// What to do with a task now.
+enum Plan {
+    /// Make its workspace and start a session.
+    Fresh,
+    /// Resume its session (it was interrupted or crashed).
+    Resume(String),
+    /// Its session ended: score it (the check) without running it again.
+    Settled,
+}
+
+/// What a session's log says.
+#[derive(Debug, Default)]
+struct Stats {
+    turns: u64,
+    open: bool,
+    last: Option<TurnEndReason>,
+    usage: keel_session::view::cells::Usage,
+}
+
+impl Stats {
+    /// Its last turn ended, and not because it was interrupted (nor, when `stopped`, the
+    /// batch stopped it: a turn cancelled by Ctrl-C ends `aborted`).
+    fn settled(&self, stopped: bool) -> bool {
+        self.turns > 0
+            && !self.open
+            && match &self.last {
+                Some(TurnEndReason::Interrupted) | None => false,
+                Some(TurnEndReason::Completed) => true,
+                Some(_) => !stopped,
+            }
+    }
+}
+
+/// SIGINT/SIGTERM received.
+static SIGNALS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Ordering::SeqCst);
+}
+
+fn catch_signals() {
+    let handler: extern "C" fn(libc::c_int) = on_signal;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only touches an atomic (async-signal-safe).
+        unsafe {
+            libc::signal(sig, handler as libc::sighandler_t);
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Batch<'_> {
+    fn run(&mut self, engine: &mut dyn Engine, concurrency: usize) -> Result<ExitCode> {
+        let mut queue: VecDeque<usize> = (0..self.tasks.len())
+            .filter(|&i| {
+                self.state
+                    .tasks
+                    .get(&self.tasks[i].id)
+                    .is_none_or(|t| t.status != Status::Done)
+            })
+            .collect();
+        let skipped = self.tasks.len() - queue.len();
+        self.progress = report::Progress::new(queue.len());
+        if skipped > 0 {
+            self.progress.say(&format!(
+                "{skipped} task(s) already done in {} (skipped)",
+                self.out.display()
+            ));
+        }
+        for bad in &self.bad {
+            let line = bad.error.clone();
+            self.progress.say(&line);
+        }
+        self.write_results()?;
+        catch_signals();
+        let (tx, rx) = mpsc::channel();
+        let mut seen = SIGNALS.load(Ordering::SeqCst);
+        loop {
+            let signals = SIGNALS.load(Ordering::SeqCst);
+            if signals != seen {
+                seen = signals;
+                if !self.interrupted {
+                    self.progress.say(
+                        "interrupted: stopping the running sessions (run the same command again to resume)",
+                    );
+                }
+                self.interrupted = true;
+                engine.interrupt();
+            }
+            while !self.interrupted && self.progress.running < concurrency {
+                let Some(i) = queue.pop_front() else { break };
+                if self.launch(i, engine, &tx)? {
+                    self.progress.running += 1;
+                }
+            }
+            // Score what ended after the freed slots were filled (above): the bookkeeping
+            // (the session's log read, state.json synced) is off the path from one task's end
+            // to the next one's start. A crash in between finds the ended session settled and
+            // only scores it again.
+            for (index, check) in std::mem::take(&mut self.ended) {
+                self.finish(index, check)?;
+            }
+            if self.progress.running == 0 && (self.interrupted || queue.is_empty()) {
+                break;
+            }
+            self.progress.draw(false);
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(msg) => {
+                    self.on_msg(msg, engine)?;
+                    // Everything else already reported, so every slot freed meanwhile is
+                    // filled before any scoring.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.on_msg(msg, engine)?;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.progress.clear();
+        let results = self.write_results()?;
+        report::summary(&mut std::io::stdout().lock(), &results)?;
+        if self.interrupted {
+            return Ok(ExitCode::from(130));
+        }
+        let all_good = results.iter().all(|r| {
+            r.get("outcome").and_then(Value::as_str) == Some("completed")
+                && r.get("check")
+                    .and_then(Value::as_str)
+                    .is_none_or(|c| c == "passed")
+        });
+        Ok(if all_good {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+
+    fn workspace_dir(&self, i: usize) -> PathBuf {
+        self.out.join("work").join(&self.tasks[i].id)
+    }
+
+    fn log_path(&self, i: usize) -> PathBuf {
+        self.out
+            .join("logs")
+            .join(format!("{}.log", self.tasks[i].id))
+    }
+
+    /// The session this task has: the one recorded, else one that ran in its workspace.
+    fn known_session(&self, i: usize) -> Option<String> {
+        let id = &self.tasks[i].id;
+        if let Some(s) = self.state.tasks.get(id).and_then(|t| t.session.clone()) {
+            return Some(s);
+        }
+        let ws = self.workspace_dir(i).canonicalize().ok()?;
+        let mut found = self.ctx.store.list(Some(&ws));
+        found.retain(|s| s.cwd.as_deref() == Some(&*ws.to_string_lossy()));
+        found.into_iter().next().map(|s| s.id)
+    }
+
+    fn session_stats(&self, i: usize, session: &str) -> Result<Stats, String> {
+        let ws = self.live[i]
+            .workspace
+            .clone()
+            .or_else(|| self.workspace_dir(i).canonicalize().ok())
+            .unwrap_or_else(|| self.workspace_dir(i));
+        let path = self
+            .ctx
+            .store
+            .resolve(session, &ws)
+            .map_err(|e| format!("session {session}: {e}"))?;
+        stats_of(&path)
+    }
+
+    /// Start task `i` (or score it); `false` when it could not start (recorded).
+    fn launch(
+        &mut self,
+        i: usize,
+        engine: &mut dyn Engine,
+        tx: &mpsc::Sender<Msg>,
+    ) -> Result<bool> {
+        let task = self.tasks[i].clone();
+        let stopped = self
+            .state
+            .tasks
+            .get(&task.id)
+            .is_some_and(|t| t.status == Status::Interrupted);
+        let plan = match self.known_session(i) {
+            Some(session) => match self.session_stats(i, &session) {
+                Ok(stats) if stats.settled(stopped) => Plan::Settled,
+                Ok(stats) if stats.turns > 0 => Plan::Resume(session),
+                // A session without a turn: nothing ran; start again.
+                Ok(_) => Plan::Fresh,
+                Err(e) => {
+                    self.fail(i, format!("cannot resume: {e}"), Status::Failed)?;
+                    return Ok(false);
+                }
+            },
+            None => Plan::Fresh,
+        };
+        let dest = self.workspace_dir(i);
+        if matches!(plan, Plan::Fresh) {
+            if let Err(e) = workspace::prepare(&task.workspace, &dest) {
+                self.fail(i, e, Status::Failed)?;
+                return Ok(false);
+            }
+            self.state.task(&task.id).session = None;
+        }
+        let ws = match dest.canonicalize() {
+            Ok(ws) => ws,
+            Err(e) => {
+                self.fail(
+                    i,
+                    format!("workspace {} is gone: {e}", dest.display()),
+                    Status::Failed,
+                )?;
+                return Ok(false);
+            }
+        };
+        self.live[i].workspace = Some(ws.clone());
+        self.live[i].started_at = now_ms();
+        let (prompt, resume) = match &plan {
+            Plan::Resume(session) => (
+                format!(
+                    "The batch run of this task ({}) stopped before it ended. Continue the task \
+                     from where it stopped; do not redo steps whose results you already have.",
+                    task.id
+                ),
+                Some(session.clone()),
+            ),
+            _ => (task.prompt.clone(), None),
+        };
+        let attempt = Attempt {
+            index: i,
+            workspace: ws,
+            prompt,
+            resume,
+            model: task.model.clone(),
+            flags: task.flags.clone(),
+            check: task.check.clone(),
+            log: self.log_path(i),
+        };
+        if matches!(plan, Plan::Settled) {
+            engine.check_alone(i, &attempt, tx.clone());
+            return Ok(true);
+        }
+        if let Err(e) = engine.start(attempt, tx.clone()) {
+            self.fail(i, e, Status::Failed)?;
+            return Ok(false);
+        }
+        if let Plan::Resume(session) = &plan {
+            self.progress
+                .say(&format!("{}: resuming session {session}", task.id));
+        }
+        let record = self.state.task(&task.id);
+        record.status = Status::Running;
+        record.attempts += 1;
+        self.state.save(&self.out)?;
+        Ok(true)
+    }
+
+    fn on_msg(&mut self, msg: Msg, engine: &mut dyn Engine) -> Result<()> {
+        match msg {
+            Msg::Session { index, id } => {
+                let record = self.state.task(&self.tasks[index].id);
+                record.session = Some(id);
+                self.state.save(&self.out)?;
+            }
+            Msg::Usage {
+                index,
+                prompt,
+                cached,
+                output,
+            } => {
+                let live = &mut self.live[index];
+                live.prompt += prompt;
+                live.cached += cached;
+                live.output += output;
+                self.progress.tokens += prompt + output;
+                let model = self.tasks[index]
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| self.default_model.clone());
+                if let Some(price) = self.config.price(&model) {
+                    self.progress.cost += price.cost(prompt, cached, output);
+                }
+            }
+            Msg::Exited { index, code, wall } => {
+                let live = &mut self.live[index];
+                live.code = code;
+                live.wall += wall;
+            }
+            Msg::Finished {
+                index,
+                check,
+                check_wall,
+            } => {
+                engine.ended(index);
+                self.progress.running = self.progress.running.saturating_sub(1);
+                self.live[index].check_ms = u64::try_from(check_wall.as_millis()).unwrap_or(0);
+                self.ended.push((index, check));
+            }
+        }
+        Ok(())
+    }
+
+    /// Task `i`'s session (if any) and check are done: record its result.
+    fn finish(&mut self, i: usize, check: CheckOutcome) -> Result<()> {
+        let id = self.tasks[i].id.clone();
+        let session = self.state.tasks.get(&id).and_then(|t| t.session.clone());
+        let Some(session) = session else {
+            if self.interrupted {
+                // Stopped before it had a session: it starts afresh next time.
+                let mut result = self.result_base(i);
+                result.extend([
+                    ("outcome".into(), json!("interrupted")),
+                    ("check".into(), Value::Null),
+                    ("error".into(), json!("stopped before its session started")),
+                ]);
+                self.record(i, Value::Object(result), Status::Pending, false)?;
+                self.progress
+                    .say(&format!("{id}: interrupted before its session started"));
+                return Ok(());
+            }
+            let why = match self.live[i].code {
+                Some(code) => format!("keel exited with status {code}"),
+                None => "keel was killed".to_owned(),
+            };
+            return self.fail(
+                i,
+                format!(
+                    "{why} before starting a session (see {})",
+                    self.log_path(i).display()
+                ),
+                Status::Failed,
+            );
+        };
+        let stats = match self.session_stats(i, &session) {
+            Ok(stats) => stats,
+            Err(e) => return self.fail(i, e, Status::Failed),
+        };
+        let (outcome, error) = if stats.open {
+            ("interrupted".to_owned(), None)
+        } else {
+            match &stats.last {
+                None => (
+                    "failed".to_owned(),
+                    Some("the session ran no turn".to_owned()),
+                ),
+                Some(reason) => outcome_of(reason),
+            }
+        };
+        // A turn the batch's Ctrl-C cancelled ends `aborted`: it is resumed next time.
+        let stopped_here = self.interrupted && outcome != "completed";
+        let (outcome, error) = if stopped_here {
+            ("interrupted".to_owned(), error)
+        } else {
+            (outcome, error)
+        };
+        let status = if outcome == "interrupted" || check == CheckOutcome::Stopped {
+            Status::Interrupted
+        } else {
+            Status::Done
+        };
+        let mut result = self.result_base(i);
+        let previous_wall = self
+            .state
+            .tasks
+            .get(&id)
+            .and_then(|t| t.result.as_ref())
+            .and_then(|r| r.get("wall_ms"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let u = &stats.usage;
+        let model = if u.model.is_empty() {
+            self.default_model.clone()
+        } else {
+            u.model.clone()
+        };
+        let cost = self
+            .config
+            .price(&model)
+            .map(|p| p.cost(u.prompt, u.cached, u.output));
+        result.extend([
+            ("outcome".into(), json!(outcome)),
+            ("check".into(), json!(check.word())),
+            (
+                "check_exit".into(),
+                match &check {
+                    CheckOutcome::Passed => json!(0),
+                    CheckOutcome::Failed(code) => json!(code),
+                    _ => Value::Null,
+                },
+            ),
+            ("check_ms".into(), json!(self.live[i].check_ms)),
+            ("turns".into(), json!(stats.turns)),
+            ("requests".into(), json!(u.requests)),
+            (
+                "tokens".into(),
+                json!({"prompt": u.prompt, "cached": u.cached, "output": u.output}),
+            ),
+            ("model".into(), json!(model)),
+            ("cost_usd".into(), json!(cost)),
+            (
+                "wall_ms".into(),
+                json!(previous_wall + u64::try_from(self.live[i].wall.as_millis()).unwrap_or(0)),
+            ),
+            ("session".into(), json!(session)),
+        ]);
+        let check_error = match &check {
+            CheckOutcome::Timeout(secs) => Some(format!(
+                "the check did not end within {secs} s; its process group was killed"
+            )),
+            CheckOutcome::Error(e) => Some(e.clone()),
+            CheckOutcome::Stopped => {
+                Some("the check did not run: the batch was interrupted".to_owned())
+            }
+            _ => None,
+        };
+        let error = match (error, check_error) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
+        result.insert("error".into(), json!(error));
+        let failed = outcome != "completed" || matches!(check.word(), Some(w) if w != "passed");
+        let line = format!(
+            "{id}: {outcome}{}{}",
+            check
+                .word()
+                .map(|w| format!(", check {w}"))
+                .unwrap_or_default(),
+            error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        );
+        self.record(i, Value::Object(result), status, failed)?;
+        self.progress.say(&line);
+        Ok(())
+    }
+
+    /// The fields every result line has.
+    fn result_base(&self, i: usize) -> serde_json::Map<String, Value> {
+        let task = &self.tasks[i];
+        let attempts = self.state.tasks.get(&task.id).map_or(0, |t| t.attempts);
+        let mut m = serde_json::Map::new();
+        m.insert("id".into(), json!(task.id));
+        m.insert("line".into(), json!(task.line));
+        m.insert("attempts".into(), json!(attempts));
+        m.insert(
+            "workspace".into(),
+            json!(
+                self.live[i]
+                    .workspace
+                    .as_ref()
+                    .map(|w| w.display().to_string())
+            ),
+        );
+        m.insert("started_at_ms".into(), json!(self.live[i].started_at));
+        m.insert("ended_at_ms".into(), json!(now_ms()));
+        m
+    }
+
+    /// Task `i` could not run: its result says why.
+    fn fail(&mut self, i: usize, error: String, status: Status) -> Result<()> {
+        let mut result = self.result_base(i);
+        result.extend([
+            ("outcome".into(), json!("failed")),
+            ("check".into(), Value::Null),
+            ("error".into(), json!(error)),
+        ]);
+        let line = format!("{}: failed ({error})", self.tasks[i].id);
+        self.record(i, Value::Object(result), status, true)?;
+        self.progress.say(&line);
+        Ok(())
+    }
+
+    fn record(&mut self, i: usize, result: Value, status: Status, failed: bool) -> Result<()> {
+        let record = self.state.task(&self.tasks[i].id);
+        record.status = status;
+        record.result = Some(result);
+        self.state.save(&self.out)?;
+        self.write_results()?;
+        self.progress.done += 1;
+        self.progress.failed += usize::from(failed);
+        self.progress.draw(true);
+        Ok(())
+    }
+
+    /// results.jsonl (atomically): one line per task line with a result, in file order.
+    fn write_results(&self) -> Result<Vec<Value>> {
+        let mut lines: Vec<(usize, Value)> = self
+            .tasks
+            .iter()
+            .filter_map(|t| {
+                let r = self.state.tasks.get(&t.id)?.result.clone()?;
+                Some((t.line, r))
+            })
+            .collect();
+        lines.extend(self.bad.iter().map(|b| {
+            (
+                b.line,
+                json!({"id": b.id, "line": b.line, "outcome": "invalid", "check": null, "error": b.error}),
+            )
+        }));
+        lines.sort_by_key(|(line, _)| *line);
+        let mut text = String::new();
+        for (_, v) in &lines {
+            text.push_str(&serde_json::to_string(v)?);
+            text.push('\n');
+        }
+        let path = self.out.join("results.jsonl");
+        state::write_through_temp(&path, text.as_bytes(), false)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(lines.into_iter().map(|(_, v)| v).collect())
+    }
+}
+
+/// A turn's end as results.jsonl says it, with the detail of a failure.
+fn outcome_of(reason: &TurnEndReason) -> (String, Option<String>) {
+    match reason {
+        TurnEndReason::Completed => ("completed".into(), None),
+        TurnEndReason::Interrupted => ("interrupted".into(), None),
+        TurnEndReason::MaxTokens => ("max_tokens".into(), None),
+        TurnEndReason::Aborted { reason } => ("aborted".into(), Some(reason.clone())),
+        TurnEndReason::Blocked { reason } => ("blocked".into(), reason.clone()),
+        TurnEndReason::Error { code, message } => {
+            let detail = if message.starts_with(code.as_str()) {
+                message.clone()
+            } else {
+                format!("{code}: {message}")
+            };
+            ("error".into(), Some(detail))
+        }
+    }
+}
+
+/// Turns, how the last ended, and usage, from the session log at `path`.
+fn stats_of(path: &Path) -> Result<Stats, String> {
+    let loaded = keel_session::Store::load(path)
+        .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+    let mut cells = keel_session::view::cells::Cells::new();
+    let mut stats = Stats::default();
+    for ev in loaded.session.events() {
+        match &ev.body {
+            EventBody::TurnStart(_) => {
+                stats.turns += 1;
+                stats.open = true;
+            }
+            EventBody::TurnEnd(end) => {
+                stats.open = false;
+                stats.last = Some(end.reason.clone());
+            }
+            _ => {}
+        }
+        cells.apply(&ev);
+    }
+    stats.usage = cells.usage;
+    Ok(stats)
+}
+
+/// The batch's global flags, for each task's `keel` (not `--cwd`: each task has its own).
+fn forward(c: &Common) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut opt = |flag: &str, value: &Option<String>| {
+        if let Some(v) = value {
+            out.push(flag.to_owned());
+            out.push(v.clone());
+        }
+    };
+    opt("--model", &c.model);
+    opt("--provider", &c.provider);
+    opt("--base-url", &c.base_url);
+    opt("--api-key-env", &c.api_key_env);
+    opt("--profile", &c.profile);
+    opt(
+        "--config",
+        &c.config_file.as_ref().map(|p| p.display().to_string()),
+    );
+    opt("--sandbox", &c.sandbox);
+    opt("--approval", &c.approval);
+    opt("--context-window", &c.context_window.map(|n| n.to_string()));
+    opt("--max-output", &c.max_output.map(|n| n.to_string()));
+    opt("--control", &c.control);
+    opt("--context", &c.context);
+    opt("--tools-mode", &c.tools_mode);
+    opt("--preset", &c.preset);
+    opt("--project-trust", &c.project_trust);
+    if let Some(d) = &c.delegate {
+        out.push(format!("--delegate={d}"));
+    }
+    for o in &c.overrides {
+        out.push("-c".into());
+        out.push(o.clone());
+    }
+    for (on, flag) in [
+        (c.provenance, "--provenance"),
+        (c.memory, "--memory"),
+        (c.trust_project, "--trust-project"),
+    ] {
+        if on {
+            out.push(flag.into());
+        }
+    }
+    out
+}

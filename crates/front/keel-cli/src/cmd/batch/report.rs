@@ -1,0 +1,180 @@
+//! What a batch shows: the live progress line on stderr (a terminal), one line per finished
+//! task otherwise, and the summary table on stdout.
+
+use serde_json::Value;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// The live counters.
+pub struct Progress {
+    tty: bool,
+    started: Instant,
+    last_draw: Option<Instant>,
+    /// Tasks this run has to do.
+    pub total: usize,
+    /// Of which ended (any outcome).
+    pub done: usize,
+    /// Of which ended without completing or with a failed check.
+    pub failed: usize,
+    /// Sessions running now.
+    pub running: usize,
+    /// Tokens seen this run (prompt + output).
+    pub tokens: u64,
+    /// Dollars this run, where a price is known.
+    pub cost: f64,
+}
+
+impl Progress {
+    /// Counters for `total` tasks.
+    pub fn new(total: usize) -> Self {
+        Progress {
+            tty: std::io::stderr().is_terminal(),
+            started: Instant::now(),
+            last_draw: None,
+            total,
+            done: 0,
+            failed: 0,
+            running: 0,
+            tokens: 0,
+            cost: 0.0,
+        }
+    }
+
+    /// Redraw the line (a terminal, at most 5 times a second; `force` now).
+    pub fn draw(&mut self, force: bool) {
+        if !self.tty {
+            return;
+        }
+        let now = Instant::now();
+        if !force
+            && self
+                .last_draw
+                .is_some_and(|t| now - t < Duration::from_millis(200))
+        {
+            return;
+        }
+        self.last_draw = Some(now);
+        let elapsed = self.started.elapsed();
+        let eta = match self.done {
+            0 => "?".to_owned(),
+            done => {
+                let left = self.total.saturating_sub(done) as f64;
+                secs(elapsed.as_secs_f64() / done as f64 * left)
+            }
+        };
+        let _ = write!(
+            std::io::stderr().lock(),
+            "\r\x1b[Kkeel batch: {}/{} done, {} running, {} failed · {} tokens · ${:.4} · {} elapsed, ETA {}",
+            self.done,
+            self.total,
+            self.running,
+            self.failed,
+            tokens(self.tokens),
+            self.cost,
+            secs(elapsed.as_secs_f64()),
+            eta
+        );
+    }
+
+    /// Say one line (above the live line on a terminal).
+    pub fn say(&mut self, line: &str) {
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(err, "\r\x1b[K");
+        }
+        let _ = writeln!(err, "keel batch: {line}");
+        drop(err);
+        self.draw(true);
+    }
+
+    /// End the live line.
+    pub fn clear(&mut self) {
+        if self.tty {
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
+        }
+    }
+}
+
+/// `12.3k`-style token counts.
+pub fn tokens(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.2}M", n as f64 / 1e6),
+    }
+}
+
+/// `3.2s`, `4m05s`.
+pub fn secs(s: f64) -> String {
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else {
+        let whole = s as u64;
+        format!("{}m{:02}s", whole / 60, whole % 60)
+    }
+}
+
+/// The summary table of `results` (results.jsonl's lines, in order) on `out`.
+pub fn summary(out: &mut impl Write, results: &[Value]) -> std::io::Result<()> {
+    let width = results
+        .iter()
+        .map(|r| id_of(r).chars().count())
+        .max()
+        .unwrap_or(2)
+        .max(2);
+    writeln!(
+        out,
+        "{:<width$}  {:<11}  {:<7}  {:>5}  {:>8}  {:>8}  {:>9}  {:>7}",
+        "id", "outcome", "check", "turns", "requests", "tokens", "cost", "wall"
+    )?;
+    let (mut completed, mut passed, mut checked, mut total_tokens, mut total_cost) =
+        (0, 0, 0, 0u64, 0.0);
+    for r in results {
+        let num = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let outcome = r.get("outcome").and_then(Value::as_str).unwrap_or("?");
+        let check = r.get("check").and_then(Value::as_str);
+        let tok = r
+            .get("tokens")
+            .map(|t| {
+                t.get("prompt").and_then(Value::as_u64).unwrap_or(0)
+                    + t.get("output").and_then(Value::as_u64).unwrap_or(0)
+            })
+            .unwrap_or(0);
+        let cost = r.get("cost_usd").and_then(Value::as_f64);
+        completed += usize::from(outcome == "completed");
+        checked += usize::from(check.is_some());
+        passed += usize::from(check == Some("passed"));
+        total_tokens += tok;
+        total_cost += cost.unwrap_or(0.0);
+        writeln!(
+            out,
+            "{:<width$}  {:<11}  {:<7}  {:>5}  {:>8}  {:>8}  {:>9}  {:>7}",
+            id_of(r),
+            outcome,
+            check.unwrap_or("-"),
+            num("turns"),
+            num("requests"),
+            tokens(tok),
+            cost.map(|c| format!("${c:.4}"))
+                .unwrap_or_else(|| "-".into()),
+            secs(num("wall_ms") as f64 / 1000.0),
+        )?;
+    }
+    writeln!(
+        out,
+        "{} tasks: {completed} completed, {} not; checks {passed}/{checked} passed; {} tokens, ${total_cost:.4}",
+        results.len(),
+        results.len() - completed,
+        tokens(total_tokens),
+    )
+}
+
+fn id_of(r: &Value) -> String {
+    match r.get("id").and_then(Value::as_str) {
+        Some(id) => id.to_owned(),
+        None => format!(
+            "line {}",
+            r.get("line").and_then(Value::as_u64).unwrap_or(0)
+        ),
+    }
+}
