@@ -370,11 +370,10 @@ fn a_bad_protocol_version_is_refused_at_once_and_discovery_answers() {
         "params": {"protocolVersion": 2025, "capabilities": {}, "clientInfo": client}}),
     );
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
-    assert!(
-        bad["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("protocolVersion"),
+    assert_eq!(bad["id"], 1, "{bad}");
+    assert_eq!(
+        bad["error"]["message"],
+        "initialize: protocolVersion must be a version string such as \"2025-11-25\"; client \"bad-client\" sent 2025",
         "{bad}"
     );
     let meta = serde_json::json!({

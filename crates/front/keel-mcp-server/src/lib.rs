@@ -231,11 +231,101 @@ pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(1
 pub async fn serve_stdio<S: AgentSource + 'static>(source: S) -> Result<(), ServerError> {
     let server = handler::KeelServer::new(runner::Runner::new(source));
     let explained = handler::Explained(server.clone());
-    let running = rmcp::ServiceExt::serve(explained, rmcp::transport::stdio_pipes())
+    let (input, output, written) = checked_stdio();
+    let running = rmcp::ServiceExt::serve(explained, (input, output))
         .await
         .map_err(|e| ServerError::Initialize(e.to_string()))?;
     let quit = running.waiting().await;
     server.shutdown(SHUTDOWN_GRACE).await;
+    // What rmcp wrote last reaches stdout before the process ends.
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, written).await;
     quit.map(|_| ())
         .map_err(|e| ServerError::Service(e.to_string()))
+}
+
+/// stdin and stdout for rmcp, with one check between the client and it: an `initialize` whose
+/// `protocolVersion` is not a string is answered here with -32602 naming what the client
+/// sent (rmcp, which cannot parse it as an `initialize`, would only say that the request lacks
+/// 2026-07-28's `_meta`), and never reaches rmcp. Both answer streams go to stdout a whole line
+/// at a time. The handle ends when everything was written.
+fn checked_stdio() -> (
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+    tokio::task::JoinHandle<()>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    const PIPE: usize = 256 * 1024;
+    let (rmcp_in, mut feed) = tokio::io::duplex(PIPE);
+    let (rmcp_out, drain) = tokio::io::duplex(PIPE);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let written = tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        while let Some(line) = rx.recv().await {
+            if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let answers = tx.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(drain).split(b'\n');
+        while let Ok(Some(mut line)) = lines.next_segment().await {
+            line.push(b'\n');
+            if answers.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(tokio::io::stdin()).split(b'\n');
+        while let Ok(Some(mut line)) = lines.next_segment().await {
+            if let Some(refusal) = bad_initialize(&line) {
+                let _ = tx.send(refusal);
+                continue;
+            }
+            line.push(b'\n');
+            if feed.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        // The client closed stdin: rmcp sees the end of its input.
+        let _ = feed.shutdown().await;
+    });
+    (rmcp_in, rmcp_out, written)
+}
+
+/// The -32602 answer (a whole line) to an `initialize` request whose `protocolVersion` is
+/// not a string, naming the client and what it sent; `None` for any other line.
+fn bad_initialize(line: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(line).ok()?;
+    if !text.contains("\"initialize\"") {
+        return None;
+    }
+    let msg: serde_json::Value = serde_json::from_str(text).ok()?;
+    if msg.get("method")?.as_str()? != "initialize" {
+        return None;
+    }
+    let params = msg.get("params")?;
+    let version = params.get("protocolVersion")?;
+    if version.is_string() {
+        return None;
+    }
+    let client = params
+        .get("clientInfo")
+        .and_then(|c| c.get("name"))
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| "the client".to_owned(), |n| format!("client {n:?}"));
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": msg.get("id").cloned().unwrap_or(serde_json::Value::Null),
+        "error": {
+            "code": -32602,
+            "message": format!(
+                "initialize: protocolVersion must be a version string such as \"2025-11-25\"; {client} sent {version}"
+            ),
+        },
+    });
+    let mut out = answer.to_string().into_bytes();
+    out.push(b'\n');
+    Some(out)
 }
