@@ -144,7 +144,7 @@ impl Odb {
         }
         let pack_sum: Oid = Sha1::digest(&pack).into();
         pack.extend_from_slice(&pack_sum);
-        index.sort_by(|a, b| a.0.cmp(&b.0));
+        index.sort_by_key(|e| e.0);
         let mut idx = Vec::with_capacity(8 + 1024 + index.len() * 28 + 40);
         idx.extend_from_slice(&[0xff, b't', b'O', b'c']);
         idx.extend_from_slice(&2u32.to_be_bytes());
