@@ -295,6 +295,20 @@ async fn read(
 
 /// GET `url` as a JSON object: `Ok(None)` for a 404 (or other 4xx), an error for anything
 /// else that is not a JSON object.
+/// The first of `urls` that answers with a JSON object ([`get_json`]), with its answer.
+async fn first_json(
+    client: &reqwest::Client,
+    urls: &[Url],
+    what: &str,
+) -> Result<Option<(Url, serde_json::Map<String, Value>)>, AuthError> {
+    for url in urls {
+        if let Some(meta) = get_json(client, url, what).await? {
+            return Ok(Some((url.clone(), meta)));
+        }
+    }
+    Ok(None)
+}
+
 async fn get_json(
     client: &reqwest::Client,
     url: &Url,
@@ -458,19 +472,12 @@ pub async fn discover(
         candidates.push(well_known(&server, "oauth-protected-resource", true));
         candidates.push(well_known(&server, "oauth-protected-resource", false));
     }
-    let mut resource_meta = None;
-    for url in &candidates {
-        if let Some(meta) = get_json(
-            client,
-            url,
-            &format!("MCP server '{name}': protected resource metadata"),
-        )
-        .await?
-        {
-            resource_meta = Some((url.clone(), meta));
-            break;
-        }
-    }
+    let resource_meta = first_json(
+        client,
+        &candidates,
+        &format!("MCP server '{name}': protected resource metadata"),
+    )
+    .await?;
     let legacy = resource_meta.is_none();
     // The issuer identifier as the resource names it (compared exactly, RFC 8414 §3.3).
     let mut issuer_id: Option<String> = None;
@@ -545,19 +552,12 @@ pub async fn discover(
     } else {
         tries.push(well_known(&issuer, "openid-configuration", false));
     }
-    let mut found = None;
-    for url in &tries {
-        if let Some(meta) = get_json(
-            client,
-            url,
-            &format!("MCP server '{name}': authorization server metadata"),
-        )
-        .await?
-        {
-            found = Some((url.clone(), meta));
-            break;
-        }
-    }
+    let found = first_json(
+        client,
+        &tries,
+        &format!("MCP server '{name}': authorization server metadata"),
+    )
+    .await?;
     let Some((url, meta)) = found else {
         if legacy {
             // 2025-03-26: no metadata at all means the default endpoints at the server's origin.
