@@ -61,6 +61,17 @@ fn bench(c: &mut Criterion) {
             shadow.snapshot("one changed").unwrap()
         })
     });
+    // A checkpoint that is written out at once (the first of a turn, or a turn's end).
+    group.bench_function("5,000 files, one changed, written out", |b| {
+        let mut n = 0u64;
+        b.iter(|| {
+            n += 1;
+            std::fs::write(ws.join("src/m000/f0.rs"), format!("out {n}\n")).unwrap();
+            let s = shadow.snapshot("one changed").unwrap();
+            shadow.publish().unwrap();
+            s
+        })
+    });
     group.bench_function("5,000 files, none changed", |b| {
         b.iter(|| shadow.snapshot("unchanged").unwrap())
     });
@@ -82,6 +93,8 @@ fn bench(c: &mut Criterion) {
         shadow.snapshot("one changed").unwrap();
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
+    // Written out (one pack for the five), as a turn's end does.
+    shadow.publish().unwrap();
     times.sort_by(f64::total_cmp);
     eprintln!(
         "50,000 files: first checkpoint {:.0} ms; one file changed: median {:.1} ms; disk per such checkpoint {} bytes",
