@@ -1235,6 +1235,47 @@ responses:
 }
 
 #[test]
+fn a_model_chosen_with_slash_model_is_kept_by_the_session() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "first" }
+    text: "First answer."
+  - match: { last_user_contains: "second" }
+    text: "Second answer."
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("first");
+    t.keys(&["Enter"]);
+    t.wait_for("First answer.");
+    t.type_text("/model deepseek-v4-pro");
+    t.keys(&["Enter"]);
+    env.wait_for_log("model/selected", |events| {
+        !of_type(events, "model/selected").is_empty()
+    });
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let events = load_consistent(&env.only_session());
+    let chosen = of_type(&events, "model/selected");
+    assert_eq!(chosen.len(), 1, "{chosen:?}");
+    assert_eq!(chosen[0]["data"]["model"], "deepseek-v4-pro");
+    // A later headless resume builds on the session's model.
+    let out = support::run(
+        env.keel(&mock.base_url())
+            .args(["resume", "--last", "second"]),
+    );
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    let last = mock.requests().last().cloned().unwrap();
+    assert_eq!(last["model"], "deepseek-v4-pro", "{last}");
+}
+
+#[test]
 fn rewind_in_the_ui_puts_the_files_back_and_undo_returns_them() {
     if !have_tmux() {
         return;

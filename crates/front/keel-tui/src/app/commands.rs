@@ -257,7 +257,19 @@ impl App<'_> {
                         resume: Some(path),
                         model: Some(args.to_owned()),
                     };
-                    self.switch(target, History::Printed);
+                    // Kept by the session: a later resume (here, `keel resume`, an editor)
+                    // builds on it, as an editor's model picker does.
+                    if self.switch(target, History::Printed)
+                        && let Err(e) = self.agent.push_ignorable(
+                            keel_agent::session_modes::MODEL_EVENT,
+                            serde_json::json!({ "model": args }),
+                        )
+                    {
+                        self.cells.notice(
+                            Level::Error,
+                            format!("the model could not be kept in the session: {e}"),
+                        );
+                    }
                 }
             }
             Builtin::Plan => {
