@@ -252,40 +252,13 @@ impl RewindCommand {
             .find(|w| !w.starts_with("--"))
             .ok_or(REWIND_USAGE)?;
         let point = rewind::Point::parse(spec).ok_or(REWIND_USAGE)?;
-        let failed = |e: RewindError| format!("/rewind {spec}: {e}");
-        let scope = match point {
-            rewind::Point::Undo => agent
-                .with_session(|s| asked.for_undo(s))
-                .ok_or_else(|| failed(RewindError::NothingToUndo))?,
-            _ => asked,
-        };
-        let mut notes = Vec::new();
-        let plan = if scope.files() {
-            match agent.with_session(|s| rewind::plan(s, point)) {
-                Ok(plan) => plan,
-                Err(RewindError::NoCheckpoints) if asked == Scope::Both => {
-                    notes.push(format!(
-                        "The files were not rewound: {}.",
-                        RewindError::NoCheckpoints
-                    ));
-                    None
-                }
-                Err(e) => return Err(failed(e)),
-            }
-        } else {
-            None
-        };
-        let talk = if scope.conversation() {
-            agent
-                .with_session(|s| rewind::conversation(s, point))
-                .map_err(failed)?
-        } else {
-            None
-        };
-        match plan {
+        let decided = agent
+            .with_session(|s| rewind::Rewind::decide(s, point, asked))
+            .map_err(|e| format!("/rewind {spec}: {e}"))?;
+        let files_done = match &decided.files {
             Some(plan) => {
                 let applied = self.0.with_shadow(|shadow| {
-                    rewind::apply(shadow, &plan, force, agent.session_id().as_str())
+                    rewind::apply(shadow, plan, force, agent.session_id().as_str())
                 });
                 let record = match applied {
                     Ok(record) => record,
@@ -302,29 +275,21 @@ impl RewindCommand {
                     .map_err(|e| {
                         format!("the files were rewound but the log could not record it: {e}")
                     })?;
-                notes.push(rewind::describe(
+                Some(rewind::describe(
                     &record,
                     &format!("/rewind {spec}, {}", plan.label),
-                ));
+                ))
             }
-            None if scope.files() && notes.is_empty() => notes.push(format!(
-                "The files need no rewind: no step changed them after /rewind {spec}."
-            )),
-            None => {}
+            None => None,
+        };
+        if let Some(body) = &decided.conversation {
+            agent
+                .push(keel_protocol::EventBody::SurfaceRewind(Box::new(
+                    body.clone(),
+                )))
+                .map_err(|e| format!("the conversation could not be rewound: {e}"))?;
         }
-        match talk {
-            Some(body) => {
-                let what = rewind::conversation_note(&body);
-                agent
-                    .push(keel_protocol::EventBody::SurfaceRewind(Box::new(body)))
-                    .map_err(|e| format!("the conversation could not be rewound: {e}"))?;
-                notes.push(what);
-            }
-            None if scope.conversation() => {
-                notes.push("The conversation is already at that point.".into())
-            }
-            None => {}
-        }
+        let mut notes = decided.notes(files_done, &format!("/rewind {spec}"));
         notes.push("Undo: /rewind undo".into());
         Ok(notes.join(" "))
     }

@@ -104,6 +104,83 @@ impl Scope {
     }
 }
 
+/// A rewind decided before anything changes (`keel rewind` and `/rewind` share it): what it
+/// covers, the files' checkpoint and the conversation's event, each `None` when there is
+/// nothing to do there.
+#[derive(Debug, Clone)]
+pub struct Rewind {
+    /// What is rewound: the scope asked for, or for an undo the last rewind's own, narrowed.
+    pub scope: Scope,
+    /// The checkpoint the files return to.
+    pub files: Option<Plan>,
+    /// The event that returns the conversation.
+    pub conversation: Option<SurfaceRewind>,
+    /// The files were asked for by default in a session without checkpoints: left alone.
+    no_checkpoints: bool,
+}
+
+impl Rewind {
+    /// Decide the rewind of `session` to `point` with the scope `asked`. A session without
+    /// checkpoints still rewinds its conversation when both were asked for by default.
+    pub fn decide(session: &Session, point: Point, asked: Scope) -> Result<Rewind, RewindError> {
+        let scope = match point {
+            Point::Undo => asked.for_undo(session).ok_or(RewindError::NothingToUndo)?,
+            _ => asked,
+        };
+        let mut no_checkpoints = false;
+        let files = if scope.files() {
+            match plan(session, point) {
+                Ok(plan) => plan,
+                Err(RewindError::NoCheckpoints) if asked == Scope::Both => {
+                    no_checkpoints = true;
+                    None
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            None
+        };
+        let conversation = if scope.conversation() {
+            conversation(session, point)?
+        } else {
+            None
+        };
+        Ok(Rewind {
+            scope,
+            files,
+            conversation,
+            no_checkpoints,
+        })
+    }
+
+    /// A sentence for the files and one for the conversation, as far as the scope covers
+    /// them: `files_done` says what the files' restore did ([`describe`]); `point` names the
+    /// point as the user gave it.
+    pub fn notes(&self, files_done: Option<String>, point: &str) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.no_checkpoints {
+            notes.push(format!(
+                "The files were not rewound: {}.",
+                RewindError::NoCheckpoints
+            ));
+        } else if let Some(done) = files_done {
+            notes.push(done);
+        } else if self.scope.files() {
+            notes.push(format!(
+                "The files need no rewind: no step changed them after {point}."
+            ));
+        }
+        match &self.conversation {
+            Some(body) => notes.push(conversation_note(body)),
+            None if self.scope.conversation() => {
+                notes.push("The conversation is already at that point.".into())
+            }
+            None => {}
+        }
+        notes
+    }
+}
+
 /// The `surface/rewind` that returns `session`'s conversation to `point`: just before turn
 /// N's prompt, the start of the turn holding seq S (or S itself between turns), or what it
 /// was before the last conversation rewind. `Ok(None)` when the conversation is already

@@ -309,7 +309,7 @@ pub(crate) fn fork_at(
 /// workspace's files back to a checkpoint and the conversation back to that point
 /// (`keel_checkpoint::rewind`), logged as `checkpoint/restored` and `surface/rewind`.
 pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
-    use keel_checkpoint::rewind::{Point, RewindError, Scope, conversation, describe, plan};
+    use keel_checkpoint::rewind::{Point, Rewind, Scope, describe};
     use keel_protocol::EventBody;
     let file = match &args.session {
         Some(q) => resolve(ctx, q)?,
@@ -336,81 +336,40 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
     let session = log.session();
     let id = session.header().id.clone();
     let asked = Scope::of_flags(args.files, args.conversation);
-    let scope = match point {
-        Point::Undo => asked.for_undo(session).ok_or_else(|| {
-            anyhow!(
-                "{flag}: the session has no rewind to undo ({})",
-                file.display()
-            )
-        })?,
-        _ => asked,
-    };
-    let failed = |e: RewindError| anyhow!("{flag}: {e} ({})", file.display());
-    let mut notes = Vec::new();
     // Decide everything before changing anything.
-    let files_plan = if scope.files() {
-        match plan(session, point) {
-            Ok(p) => p,
-            // Both by default: a session without checkpoints still rewinds its conversation.
-            Err(RewindError::NoCheckpoints) if asked == Scope::Both => {
-                notes.push(format!(
-                    "The files were not rewound: {}.",
-                    RewindError::NoCheckpoints
-                ));
-                None
-            }
-            Err(e) => return Err(failed(e)),
-        }
-    } else {
-        None
-    };
-    let talk = if scope.conversation() {
-        conversation(session, point).map_err(failed)?
-    } else {
-        None
-    };
+    let decided = Rewind::decide(session, point, asked)
+        .map_err(|e| anyhow!("{flag}: {e} ({})", file.display()))?;
     let cwd = session
         .header()
         .cwd
         .as_deref()
         .map_or_else(|| ctx.cwd.clone(), PathBuf::from);
-    let record = match &files_plan {
+    let (record, files_done) = match &decided.files {
         Some(plan) => {
             let record = restore_files(ctx, &mut log, &file, plan, args.force)
                 .with_context(|| flag.clone())?;
-            notes.push(format!(
+            let done = format!(
                 "{} ({})",
                 describe(&record, &format!("{flag}, {}", plan.label)),
                 cwd.display()
-            ));
-            Some(record)
+            );
+            (Some(record), Some(done))
         }
-        None if scope.files() && notes.is_empty() => {
-            notes.push(format!(
-                "The files need no rewind: no step changed them after {flag}."
-            ));
-            None
-        }
-        None => None,
+        None => (None, None),
     };
-    let rewound = match talk {
+    let notes = decided.notes(files_done, &flag);
+    let rewound = match &decided.conversation {
         Some(body) => {
-            let what = keel_checkpoint::rewind::conversation_note(&body);
             let seq = log.session().next_seq();
             let json =
                 json!({"seq": seq.0, "toSeq": body.to_seq.0, "turn": body.turn.map(|t| t.0)});
             let ev = log
                 .session()
-                .stamp(EventBody::SurfaceRewind(Box::new(body)), None);
+                .stamp(EventBody::SurfaceRewind(Box::new(body.clone())), None);
             log.append(ev).with_context(|| {
                 format!("cannot log the conversation rewind in {}", file.display())
             })?;
-            notes.push(what);
             Some(json)
-        }
-        None if scope.conversation() => {
-            notes.push("The conversation is already at that point.".into());
-            None
         }
         None => None,
     };
