@@ -287,6 +287,14 @@ impl Agent {
         &self.inner.commands
     }
 
+    /// The plugin command source that offers the slash command `name`, if one does.
+    pub fn command_source(&self, name: &str) -> Option<&Arc<dyn crate::plugin::CommandSource>> {
+        self.inner
+            .commands
+            .iter()
+            .find(|c| c.commands().iter().any(|p| p.name == name))
+    }
+
     /// Turn plan mode on or off between turns (a person's `/plan`, Shift-Tab or `--plan`):
     /// sets the flag the prompt and the pipeline read, and logs `plan/mode {active}`. Does
     /// nothing when it is already so.

@@ -136,21 +136,19 @@ pub(super) async fn slash_command(live: &Live, text: &str) -> Result<Option<Slas
     if let Ok(Invocation::Custom { prompt, .. }) = custom_commands(live).parse(text) {
         return Ok(Some(Slash::Prompt(prompt)));
     }
-    for source in live.agent.commands() {
-        if source.commands().iter().any(|c| c.name == name) {
-            if let Some(done) = source.act(name, args.trim()) {
-                return done
-                    .map(|said| Some(Slash::Say(said)))
-                    .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
-            }
-            return source
-                .expand(name, args.trim())
-                .await
-                .map(|p| Some(Slash::Prompt(p)))
-                .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
-        }
+    let Some(source) = live.agent.command_source(name) else {
+        return Ok(None);
+    };
+    if let Some(done) = source.act(name, args.trim()) {
+        return done
+            .map(|said| Some(Slash::Say(said)))
+            .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
     }
-    Ok(None)
+    source
+        .expand(name, args.trim())
+        .await
+        .map(|p| Some(Slash::Prompt(p)))
+        .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")))
 }
 
 /// `/compact`: compact the session now and say how it went as the agent's message.

@@ -207,9 +207,7 @@ fn finish(
 /// `--goal`: set the goal through the goals plugin's `/goal` and return round 1's prompt.
 fn goal_prompt(agent: &Agent, objective: &str, max_rounds: Option<u32>) -> Result<String> {
     let source = agent
-        .commands()
-        .iter()
-        .find(|c| c.commands().iter().any(|p| p.name == "goal"))
+        .command_source("goal")
         .context("--goal needs the goals plugin, which is turned off in the configuration")?;
     let args = match max_rounds {
         Some(n) => format!("--max-rounds {n} {objective}"),

@@ -166,13 +166,7 @@ impl App<'_> {
 
     /// Expand a plugin command through its source, then send the prompt.
     pub(super) fn external(&mut self, name: String, args: String) {
-        let Some(source) = self
-            .agent
-            .commands()
-            .iter()
-            .find(|c| c.commands().iter().any(|p| p.name == name))
-            .cloned()
-        else {
+        let Some(source) = self.agent.command_source(&name).cloned() else {
             self.cells
                 .notice(Level::Error, format!("/{name} is not available here"));
             return;

@@ -104,13 +104,7 @@ impl App<'_> {
     /// `/rewind N FLAGS` through the checkpoints plugin; a rewound conversation puts turn
     /// N's prompt back in the editor.
     fn rewind_to(&mut self, point: &TurnPoint, flags: &str) {
-        let Some(source) = self
-            .agent
-            .commands()
-            .iter()
-            .find(|c| c.commands().iter().any(|p| p.name == "rewind"))
-            .cloned()
-        else {
+        let Some(source) = self.agent.command_source("rewind").cloned() else {
             self.cells.notice(
                 Level::Error,
                 "rewind needs the checkpoints plugin, which is off here".to_owned(),
