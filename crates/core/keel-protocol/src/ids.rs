@@ -62,6 +62,21 @@ pub fn utc_time(ms: TimeMs) -> String {
     )
 }
 
+/// RFC 3339 / ISO 8601 UTC with milliseconds (`2026-12-04T17:59:40.123Z`) for `ms` since the
+/// Unix epoch.
+pub fn utc_rfc3339(ms: TimeMs) -> String {
+    let secs = ms.div_euclid(1000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
 /// Gregorian `(year, month, day)` of a day count since 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`; proleptic, no leap seconds).
 pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
@@ -138,5 +153,17 @@ impl fmt::Display for CallId {
 impl From<&str> for CallId {
     fn from(s: &str) -> Self {
         CallId(s.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_times_are_utc_with_milliseconds() {
+        assert_eq!(utc_rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc_rfc3339(1_796_406_380_123), "2026-12-04T17:46:20.123Z");
+        assert_eq!(utc_rfc3339(-1), "1969-12-31T23:59:59.999Z");
     }
 }

@@ -13,7 +13,6 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Client, Error};
 use keel_host::{AgentSource, SourceError};
-use keel_protocol::TimeMs;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
@@ -28,20 +27,6 @@ pub(super) fn capabilities() -> SessionCapabilities {
         .resume(SessionResumeCapabilities::new())
         .close(SessionCloseCapabilities::new())
         .fork(SessionForkCapabilities::new())
-}
-
-/// `ms` since the epoch as ISO 8601 (`2026-12-04T17:59:40.123Z`).
-pub(super) fn iso8601(ms: TimeMs) -> String {
-    let secs = ms.div_euclid(1000);
-    let (y, m, d) = keel_protocol::ids::civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms.rem_euclid(1000)
-    )
 }
 
 impl<S: AgentSource + 'static> Server<S> {
@@ -81,7 +66,7 @@ impl<S: AgentSource + 'static> Server<S> {
                 let title = Some(s.title.clone()).filter(|t| !t.is_empty());
                 SessionInfo::new(s.id.clone(), cwd.clone())
                     .title(title)
-                    .updated_at(Some(iso8601(s.modified)))
+                    .updated_at(Some(keel_protocol::ids::utc_rfc3339(s.modified)))
             })
             .collect();
         let next = from.saturating_add(PAGE);
@@ -171,16 +156,5 @@ impl<S: AgentSource + 'static> Server<S> {
             .modes(modes(&live.agent))
             .config_options(self.config_options(&live));
         Ok((answer, live))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_are_iso_8601_utc() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso8601(1_796_406_380_123), "2026-12-04T17:46:20.123Z");
     }
 }
