@@ -284,6 +284,10 @@ pub enum Command {
     /// running the same command again skips finished tasks and resumes interrupted ones.
     /// The global flags (--base-url, --model, --approval, -c…) apply to every task.
     Batch(BatchArgs),
+    /// A `keel batch --engine ray` task on a Ray node: imports the session it resumes, runs
+    /// it, then the check, printing one JSON line each (docs/batch.md). Not for people.
+    #[command(hide = true)]
+    BatchJob(BatchJobArgs),
 }
 
 /// `keel batch`.
@@ -301,9 +305,39 @@ pub struct BatchArgs {
     /// Time limit of one task's check command; its process group is killed then.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub check_timeout: u64,
-    /// Where the tasks run: `local` (this machine, the default). Ray is not implemented yet.
-    #[arg(long, value_name = "ENGINE", default_value = "local", value_parser = ["local"])]
+    /// Where the tasks run: `local` (child processes on this machine, the default) or `ray`
+    /// (each task a job on a Ray cluster, through its Jobs REST API at --address; the sessions
+    /// are rebuilt here from the jobs' output).
+    #[arg(long, value_name = "ENGINE", default_value = "local", value_parser = ["local", "ray"])]
     pub engine: String,
+    /// `--engine ray`: the Ray dashboard's address, e.g. `http://HEAD:8265` (default: the
+    /// RAY_API_SERVER_ADDRESS environment variable, as Ray's own CLI reads it).
+    #[arg(long, value_name = "URL", env = "RAY_API_SERVER_ADDRESS")]
+    pub address: Option<String>,
+    /// `--engine ray`: how many times a task whose job failed without keel failing (its node
+    /// died, its job could not start) is submitted again; a retry resumes its session.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub retries: u32,
+    /// `--engine ray`: CPUs Ray reserves for each task's job (`entrypoint_num_cpus`); with
+    /// any reservation a job may run on any node, not only the head.
+    #[arg(long, value_name = "CPUS", default_value_t = 1.0)]
+    pub cpus_per_task: f64,
+    /// `--engine ray`: a keel binary at this path on every node (default: this binary is
+    /// shipped to the cluster once, as a package of the jobs' runtime environment).
+    #[arg(long, value_name = "PATH")]
+    pub keel_on_nodes: Option<String>,
+    /// `--engine ray`: one more environment variable passed to every job (repeatable); the
+    /// model's key variables (DEEPSEEK_API_KEY, --api-key-env, the providers' `api_key_env`)
+    /// and DEEPSEEK_BASE_URL are passed when set.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+}
+
+/// `keel batch-job SPEC` (hidden): a `keel batch --engine ray` task on a Ray node.
+#[derive(Debug, Args)]
+pub struct BatchJobArgs {
+    /// The job's spec (`job/spec.json` in the job's working directory).
+    pub spec: PathBuf,
 }
 
 /// `keel mcp-server`.

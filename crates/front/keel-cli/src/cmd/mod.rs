@@ -306,5 +306,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
         Command::Trust(args) => trust::run(&ctx, args),
         Command::Batch(args) => batch::run(&ctx, args),
+        Command::BatchJob(args) => batch::job::run(&ctx, &args),
     }
 }

@@ -1,10 +1,11 @@
-//! Where a task's session runs: the [`Engine`] seam. The local engine (child processes of this
-//! one) is the only one so far; a remote one (Ray's Jobs API) implements the same four calls and
-//! reports through the same [`Msg`]s, so scheduling, state, scoring and results stay shared.
+//! Where a task's session runs: the [`Engine`] seam. The local engine runs child processes of
+//! this one; the Ray engine runs jobs on a cluster through its Jobs REST API and rebuilds their
+//! sessions here. Both report through the same [`Msg`]s, so scheduling, state, scoring and
+//! results stay shared.
 
 use keel_protocol::{EventBody, LogRecord};
 use keel_session::store::parse_record;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -13,6 +14,8 @@ use std::time::Duration;
 pub struct Attempt {
     /// The task's index in the batch (names it in every [`Msg`]).
     pub index: usize,
+    /// The task's id.
+    pub id: String,
     /// Its workspace (canonical).
     pub workspace: PathBuf,
     /// The prompt of the turn to run.
@@ -27,6 +30,8 @@ pub struct Attempt {
     pub check: Option<String>,
     /// The task's log file (the sessions' stderr, the check's output).
     pub log: PathBuf,
+    /// The engine's record of the task's last run (a Ray job's submission id), if any.
+    pub job: Option<String>,
 }
 
 /// How a check went.
@@ -47,6 +52,41 @@ pub enum CheckOutcome {
 }
 
 impl CheckOutcome {
+    /// As a JSON object (how a Ray job reports its check).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (exit, secs, error) = match self {
+            CheckOutcome::Failed(code) => (Some(*code), None, None),
+            CheckOutcome::Passed => (Some(0), None, None),
+            CheckOutcome::Timeout(secs) => (None, Some(*secs), None),
+            CheckOutcome::Error(e) => (None, None, Some(e.as_str())),
+            _ => (None, None, None),
+        };
+        serde_json::json!({"outcome": self.word(), "exit": exit, "secs": secs, "error": error})
+    }
+
+    /// Back from [`CheckOutcome::to_json`].
+    pub fn from_json(v: &serde_json::Value) -> CheckOutcome {
+        let int = |k: &str| v.get(k).and_then(serde_json::Value::as_i64);
+        match v.get("outcome").and_then(serde_json::Value::as_str) {
+            None => CheckOutcome::None,
+            Some("passed") => CheckOutcome::Passed,
+            Some("failed") => CheckOutcome::Failed(
+                int("exit")
+                    .and_then(|c| i32::try_from(c).ok())
+                    .unwrap_or(-1),
+            ),
+            Some("timeout") => {
+                CheckOutcome::Timeout(int("secs").and_then(|s| u64::try_from(s).ok()).unwrap_or(0))
+            }
+            Some("stopped") => CheckOutcome::Stopped,
+            Some(other) => CheckOutcome::Error(
+                v.get("error")
+                    .and_then(serde_json::Value::as_str)
+                    .map_or_else(|| format!("the check ended {other}"), str::to_owned),
+            ),
+        }
+    }
+
     /// The word results.jsonl uses (`None` for no check).
     pub fn word(&self) -> Option<&'static str> {
         match self {
@@ -63,6 +103,29 @@ impl CheckOutcome {
 /// What an engine reports about a running task.
 #[derive(Debug)]
 pub enum Msg {
+    /// The engine's record of this run (a Ray job's submission id), kept in state.json.
+    Job {
+        /// Task index.
+        index: usize,
+        /// The record.
+        id: String,
+    },
+    /// The run was lost without keel failing (its node died) and is being run again,
+    /// resuming its session if it had one.
+    Retry {
+        /// Task index.
+        index: usize,
+        /// What happened, in words.
+        reason: String,
+    },
+    /// Something went wrong outside the session (the cluster, the job); it goes into the
+    /// task's `error`.
+    Error {
+        /// Task index.
+        index: usize,
+        /// What, in words.
+        error: String,
+    },
     /// The session's id (its header arrived).
     Session {
         /// Task index.
@@ -111,6 +174,13 @@ pub trait Engine {
     fn interrupt(&mut self);
     /// Run only the check of a task whose session already ended (ends with [`Msg::Finished`]).
     fn check_alone(&mut self, index: usize, attempt: &Attempt, tx: Sender<Msg>);
+    /// Before a task that was running when an earlier `keel batch` died is planned: make sure
+    /// its last run (`job`) is over and everything it reported is in the session's log here
+    /// (its session id if it reported one). The local engine has nothing to do: the batch's
+    /// death killed its children, which wrote their logs themselves.
+    fn reattach(&mut self, _index: usize, _job: &str, _workspace: &Path) -> Option<String> {
+        None
+    }
 }
 
 /// What one line of `keel run --json` tells the scheduler (its session id, a request's usage).

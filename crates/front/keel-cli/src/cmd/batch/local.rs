@@ -173,7 +173,7 @@ fn die_with_parent(cmd: &mut Command) {
 
 /// Run a check: `sh -c COMMAND` in the workspace, its output appended to `log`, in its own
 /// process group, which is killed at the time limit (and after it exits, for what it left).
-fn run_check(
+pub(super) fn run_check(
     command: &str,
     workspace: &Path,
     log: &Path,

@@ -5,10 +5,14 @@
 //! `state.json` ([`state`]), makes each task's workspace ([`workspace`]), decides per task
 //! whether to start a session, resume one (crash repair, then a "continue" turn) or only score
 //! one that already ended, and writes results.jsonl from the sessions' logs. An [`Engine`]
-//! runs the sessions: [`local::LocalEngine`], child processes of this one.
+//! runs the sessions: [`local::LocalEngine`], child processes of this one, or
+//! [`ray::RayEngine`], jobs on a Ray cluster (their side is [`job`], `keel batch-job`).
 
 mod engine;
+pub mod job;
 mod local;
+mod pack;
+mod ray;
 mod report;
 mod state;
 mod tasks;
@@ -57,16 +61,21 @@ pub fn run(ctx: &Ctx, args: BatchArgs) -> Result<ExitCode> {
         .clone()
         .or_else(|| config.model.clone())
         .unwrap_or_else(|| keel_llm::DEFAULT_MODEL.to_owned());
-    let concurrency = match args.concurrency {
-        Some(n) => n as usize,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    let concurrency = match (args.concurrency, args.engine.as_str()) {
+        (Some(n), _) => n as usize,
+        // Ray queues what its nodes cannot take yet: keep a cluster's worth in flight.
+        (None, "ray") => RAY_CONCURRENCY,
+        (None, _) => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let exe = std::env::current_exe().context("cannot find the keel binary")?;
-    let mut engine = local::LocalEngine::new(
-        exe,
-        forward(&ctx.common),
-        Duration::from_secs(args.check_timeout),
-    );
+    let mut engine: Box<dyn Engine> = match args.engine.as_str() {
+        "ray" => Box::new(ray_engine(ctx, &args, &config, exe)?),
+        _ => Box::new(local::LocalEngine::new(
+            exe,
+            forward(&ctx.common),
+            Duration::from_secs(args.check_timeout),
+        )),
+    };
     let live = tasks.iter().map(|_| Live::default()).collect();
     let mut batch = Batch {
         ctx,
@@ -81,7 +90,66 @@ pub fn run(ctx: &Ctx, args: BatchArgs) -> Result<ExitCode> {
         interrupted: false,
         ended: Vec::new(),
     };
-    batch.run(&mut engine, concurrency)
+    batch.run(engine.as_mut(), concurrency)
+}
+
+/// `--engine ray` without `--concurrency`: jobs in flight.
+const RAY_CONCURRENCY: usize = 32;
+
+/// The Ray engine for `args`: the batch's flags, the model's key variables and the user's
+/// configuration go to every job.
+fn ray_engine(
+    ctx: &Ctx,
+    args: &BatchArgs,
+    config: &keel_host::config::Config,
+    exe: PathBuf,
+) -> Result<ray::RayEngine> {
+    let address = args.address.clone().context(
+        "--engine ray needs the Ray dashboard's address: --address http://HEAD:8265 (or \
+         RAY_API_SERVER_ADDRESS)",
+    )?;
+    if ctx.common.config_file.is_some() {
+        anyhow::bail!(
+            "--config FILE is a file on this machine and is not shipped to Ray nodes: put its \
+             settings in $KEEL_HOME/config.toml (shipped with every job) or -c KEY=VALUE"
+        );
+    }
+    let mut names: Vec<String> = vec!["DEEPSEEK_API_KEY".into(), "DEEPSEEK_BASE_URL".into()];
+    names.extend(ctx.common.api_key_env.clone());
+    names.extend(
+        config
+            .providers
+            .values()
+            .filter_map(|p| p.api_key_env.clone()),
+    );
+    names.extend(args.pass_env.iter().cloned());
+    let env = names
+        .into_iter()
+        .filter_map(|n| std::env::var(&n).ok().map(|v| (n, v)))
+        .collect();
+    let mut home_files = Vec::new();
+    let mut ship = |rel: String| {
+        if let Ok(data) = std::fs::read(ctx.home.join(&rel)) {
+            home_files.push((rel, data));
+        }
+    };
+    ship("config.toml".into());
+    if let Some(profile) = &ctx.common.profile {
+        ship(format!("profiles/{profile}.toml"));
+    }
+    ray::RayEngine::new(ray::RayOptions {
+        address,
+        retries: args.retries,
+        cpus: args.cpus_per_task,
+        keel_on_nodes: args.keel_on_nodes.clone(),
+        env,
+        check_timeout: Duration::from_secs(args.check_timeout),
+        common: forward(&ctx.common),
+        home_files,
+        store: ctx.store.clone(),
+        exe,
+    })
+    .map_err(|e| anyhow::anyhow!(e))
 }
 
 /// What this run knows of a task.
@@ -97,6 +165,8 @@ struct Live {
     started_at: u64,
     /// How long its check ran (ms).
     check_ms: u64,
+    /// What the engine reported going wrong outside the session.
+    error: Option<String>,
     /// Tokens seen live (for the progress line).
     prompt: u64,
     output: u64,
@@ -311,6 +381,18 @@ impl Batch<'_> {
             .tasks
             .get(&task.id)
             .is_some_and(|t| t.status == Status::Interrupted);
+        if let Some(job) = self
+            .state
+            .tasks
+            .get(&task.id)
+            .filter(|t| t.status == Status::Running)
+            .and_then(|t| t.job.clone())
+            && let Ok(ws) = self.workspace_dir(i).canonicalize()
+            && let Some(session) = engine.reattach(i, &job, &ws)
+        {
+            // The batch died while this task's job ran on: it was read to its end here.
+            self.state.task(&task.id).session.get_or_insert(session);
+        }
         let plan = match self.known_session(i) {
             Some(session) => match self.session_stats(i, &session) {
                 Ok(stats) if stats.settled(stopped) => Plan::Settled,
@@ -358,6 +440,7 @@ impl Batch<'_> {
         };
         let attempt = Attempt {
             index: i,
+            id: task.id.clone(),
             workspace: ws,
             prompt,
             resume,
@@ -365,6 +448,7 @@ impl Batch<'_> {
             flags: task.flags.clone(),
             check: task.check.clone(),
             log: self.log_path(i),
+            job: self.state.tasks.get(&task.id).and_then(|t| t.job.clone()),
         };
         if matches!(plan, Plan::Settled) {
             engine.check_alone(i, &attempt, tx.clone());
@@ -387,6 +471,19 @@ impl Batch<'_> {
 
     fn on_msg(&mut self, msg: Msg, engine: &mut dyn Engine) -> Result<()> {
         match msg {
+            Msg::Job { index, id } => {
+                let record = self.state.task(&self.tasks[index].id);
+                record.job = Some(id);
+                self.state.save(&self.out)?;
+            }
+            Msg::Retry { index, reason } => {
+                let id = self.tasks[index].id.clone();
+                self.state.task(&id).attempts += 1;
+                self.state.save(&self.out)?;
+                self.progress
+                    .say(&format!("{id}: {reason}; running it again"));
+            }
+            Msg::Error { index, error } => self.live[index].error = Some(error),
             Msg::Session { index, id } => {
                 let record = self.state.task(&self.tasks[index].id);
                 record.session = Some(id);
@@ -447,6 +544,9 @@ impl Batch<'_> {
                 self.progress
                     .say(&format!("{id}: interrupted before its session started"));
                 return Ok(());
+            }
+            if let Some(error) = self.live[i].error.take() {
+                return self.fail(i, error, Status::Failed);
             }
             let why = match self.live[i].code {
                 Some(code) => format!("keel exited with status {code}"),
@@ -543,10 +643,10 @@ impl Batch<'_> {
             }
             _ => None,
         };
-        let error = match (error, check_error) {
-            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-            (a, b) => a.or(b),
-        };
+        let error = [error, self.live[i].error.take(), check_error]
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| format!("{a}; {b}"));
         result.insert("error".into(), json!(error));
         let failed = outcome != "completed" || matches!(check.word(), Some(w) if w != "passed");
         let line = format!(

@@ -32,9 +32,12 @@ pub struct TaskState {
     /// Its session id, once its `keel run` printed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
-    /// Processes started for it (`keel run`, then `keel resume`s).
+    /// Processes started for it (`keel run`, then `keel resume`s; with Ray, its jobs).
     #[serde(default)]
     pub attempts: u32,
+    /// The engine's record of its last run: a Ray job's submission id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     /// Its line of results.jsonl, once it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,

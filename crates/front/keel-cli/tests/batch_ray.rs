@@ -1,0 +1,458 @@
+//! `keel batch --engine ray` against a real Ray cluster on this machine: a head and a second
+//! node started with `ray start` (the `ray[default]` package pinned in
+//! `tests/ray/requirements.txt`, installed by `.ci/run` into `tests/ray/.venv`), the real keel
+//! binary shipped to them, the jobs submitted through Ray's Jobs REST API. Only the model is
+//! the loopback mock. Without Ray installed the cluster test is skipped, except under CI, where
+//! it fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// The `ray` command: `$KEEL_TEST_RAY`, else the venv `.ci/run` makes.
+fn ray_command() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KEEL_TEST_RAY") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ray/.venv/bin/ray");
+    venv.exists().then_some(venv)
+}
+
+/// A free TCP port on loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` from 127.0.0.1:port; the body of a 200.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
+/// A head and one more node, each a `ray start --block` child (which takes its node's
+/// processes down with it); everything under a temp dir of its own.
+struct Cluster {
+    head: Child,
+    node: Child,
+    temp: PathBuf,
+    dashboard: u16,
+    node_name: String,
+}
+
+impl Cluster {
+    fn start(ray: &Path) -> Cluster {
+        // Ray's socket paths must stay short: not under the test's deep temp dir.
+        let temp = PathBuf::from(format!("/tmp/keel-ray-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&temp);
+        std::fs::create_dir_all(&temp).unwrap();
+        let (gcs, dashboard) = (free_port(), free_port());
+        let node_name = format!("keel-node2-{}", std::process::id());
+        let spawn_node = |args: &[String], log: &str| {
+            let out = std::fs::File::create(temp.join(log)).unwrap();
+            Command::new(ray)
+                .arg("start")
+                .args(args)
+                .args([
+                    "--block",
+                    "--num-cpus",
+                    "2",
+                    "--object-store-memory",
+                    "100000000",
+                    "--disable-usage-stats",
+                ])
+                // A dead node is noticed in seconds rather than Ray's default half minute.
+                .env("RAY_health_check_period_ms", "500")
+                .env("RAY_health_check_timeout_ms", "1000")
+                .env("RAY_health_check_failure_threshold", "3")
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .unwrap()
+        };
+        let head = spawn_node(
+            &[
+                "--head".into(),
+                "--port".into(),
+                gcs.to_string(),
+                "--dashboard-host".into(),
+                "127.0.0.1".into(),
+                "--dashboard-port".into(),
+                dashboard.to_string(),
+                "--include-dashboard".into(),
+                "true".into(),
+                "--temp-dir".into(),
+                temp.display().to_string(),
+                "--ray-client-server-port".into(),
+                free_port().to_string(),
+                "--dashboard-agent-listen-port".into(),
+                free_port().to_string(),
+                "--node-name".into(),
+                format!("keel-head-{}", std::process::id()),
+            ],
+            "head.log",
+        );
+        let where_ = temp.display().to_string();
+        let wait = move |what: &str, ok: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while !ok() {
+                assert!(
+                    Instant::now() < deadline,
+                    "Ray: {what} did not happen; see {where_}"
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        };
+        wait("the head's Jobs API answering", &|| {
+            http_get(dashboard, "/api/jobs/").is_some()
+        });
+        let node = spawn_node(
+            &[
+                "--address".into(),
+                format!("127.0.0.1:{gcs}"),
+                "--node-name".into(),
+                node_name.clone(),
+                "--dashboard-agent-listen-port".into(),
+                free_port().to_string(),
+            ],
+            "node.log",
+        );
+        let cluster = Cluster {
+            head,
+            node,
+            temp,
+            dashboard,
+            node_name,
+        };
+        wait("two nodes alive", &|| cluster.alive_nodes().len() == 2);
+        cluster
+    }
+
+    fn address(&self) -> String {
+        format!("http://127.0.0.1:{}", self.dashboard)
+    }
+
+    /// (node id, node name) of the nodes alive.
+    fn alive_nodes(&self) -> Vec<(String, String)> {
+        let Some(body) = http_get(self.dashboard, "/api/v0/nodes?detail=0") else {
+            return Vec::new();
+        };
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        v["data"]["result"]["result"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["state"] == "ALIVE")
+            .map(|n| {
+                (
+                    n["node_id"].as_str().unwrap_or("").to_owned(),
+                    n["node_name"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn node_id(&self) -> String {
+        self.alive_nodes()
+            .into_iter()
+            .find(|(_, name)| *name == self.node_name)
+            .expect("the second node is alive")
+            .0
+    }
+
+    /// The node a job runs on.
+    fn job_node(&self, job: &str) -> Option<String> {
+        let body = http_get(self.dashboard, &format!("/api/jobs/{job}"))?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        (v["status"] == "RUNNING")
+            .then(|| v["driver_node_id"].as_str().map(str::to_owned))
+            .flatten()
+    }
+
+    /// The second node dies: SIGKILL its raylet and, in the same instant, every process under
+    /// it (its workers, the job supervisors and the sessions they run), as a machine's death
+    /// would take them. (The raylet alone would leave its workers running for seconds until
+    /// Ray's own fate-sharing caught up, and their sessions with them.)
+    fn kill_node(&self) {
+        let needle = &self.node_name;
+        let all = processes();
+        let raylet: Vec<i32> = all
+            .iter()
+            .filter(|(_, cmd)| cmd.contains("/raylet ") && cmd.contains(needle.as_str()))
+            .map(|(pid, _)| *pid)
+            .collect();
+        assert_eq!(raylet.len(), 1, "the second node's raylet: {raylet:?}");
+        let mut tree = raylet.clone();
+        loop {
+            let more: Vec<i32> = all
+                .iter()
+                .map(|(pid, _)| *pid)
+                .filter(|pid| {
+                    !tree.contains(pid) && parent(*pid).is_some_and(|p| tree.contains(&p))
+                })
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            tree.extend(more);
+        }
+        for pid in tree {
+            // SAFETY: kill(2) of a process of this test's cluster.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// A process's parent (from /proc).
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in [&mut self.node, &mut self.head] {
+            // SAFETY: SIGTERM to the `ray start --block` children this test started.
+            unsafe {
+                libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for child in [&mut self.node, &mut self.head] {
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Whatever of the cluster is left (its processes name the temp dir or its session).
+        let needle = self.temp.display().to_string();
+        for (pid, cmd) in processes() {
+            if cmd.contains(&needle) && pid != i32::try_from(std::process::id()).unwrap() {
+                // SAFETY: kill(2) of a leftover process of this test's cluster.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.temp);
+    }
+}
+
+/// Every process and its command line (from /proc).
+fn processes() -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        out.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+    }
+    out
+}
+
+/// `steps` bash steps for task `id`, then `done`, then the answer (twice: a spare in case a
+/// dying node took one that never reached the batch).
+fn responses(id: &str, steps: usize) -> Vec<Value> {
+    let mut out: Vec<Value> = (1..=steps)
+        .map(|s| {
+            json!({"match": {"last_user_contains": id}, "text": format!("Step {s}."),
+                   "tool_calls": [{"name": "bash", "arguments": {"command": format!("sleep 0.4; echo step {s} >> log.txt")}}]})
+        })
+        .collect();
+    out.push(json!({"match": {"last_user_contains": id}, "text": "Last step.",
+                    "tool_calls": [{"name": "bash", "arguments": {"command": "echo done >> log.txt"}}]}));
+    for _ in 0..2 {
+        out.push(json!({"match": {"last_user_contains": id}, "text": format!("{id} finished.")}));
+    }
+    out
+}
+
+fn read_results(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn state(out: &Path) -> Value {
+    std::fs::read_to_string(out.join("state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// The session file `id` under `$KEEL_HOME`.
+fn session_file(env: &Env, id: &str) -> PathBuf {
+    env.session_files()
+        .into_iter()
+        .find(|p| p.parent().unwrap().file_name().unwrap().to_string_lossy() == id)
+        .unwrap_or_else(|| panic!("session {id} is not in $KEEL_HOME"))
+}
+
+/// The commands of the `bash` calls that have a result in `events`, in order.
+fn settled_commands(events: &[Value]) -> Vec<String> {
+    let calls: Vec<&Value> = of_type(events, "tool/call");
+    let results: Vec<String> = of_type(events, "tool/result")
+        .iter()
+        .map(|r| tool_result(r).0)
+        .collect();
+    calls
+        .iter()
+        .filter(|c| results.contains(&c["data"]["callId"].as_str().unwrap_or("").to_owned()))
+        .map(|c| {
+            let args: Value =
+                serde_json::from_str(c["data"]["arguments"].as_str().unwrap_or("{}")).unwrap();
+            args["command"].as_str().unwrap_or("").to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn ray_ten_tasks_survive_a_node_dying_and_every_session_comes_home() {
+    let Some(ray) = ray_command() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Ray is not installed (tests/ray/.venv): .ci/run installs it"
+        );
+        eprintln!("skipped: Ray is not installed (tests/ray/.venv, or set KEEL_TEST_RAY)");
+        return;
+    };
+    let cluster = Cluster::start(&ray);
+    let env = Env::new();
+    let tpl = env.outside.join("template");
+    std::fs::create_dir_all(&tpl).unwrap();
+    std::fs::write(tpl.join("README.md"), "template\n").unwrap();
+    let ids: Vec<String> = (1..=10).map(|i| format!("task-{i:02}")).collect();
+    let script: Vec<Value> = ids.iter().flat_map(|id| responses(id, 5)).collect();
+    let mock = Mock::start(&json!({"responses": script}).to_string());
+    let tasks = env.outside.join("tasks.jsonl");
+    let check = "grep -q done log.txt && test $(sort log.txt | uniq -d | wc -l) -eq 0";
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            json!({"id": id, "prompt": format!("Work on {id}."), "workspace": tpl, "check": check})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    let out = env.outside.join("out");
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--approval", "auto", "batch"])
+        .arg(&tasks)
+        .args(["--engine", "ray", "--address", &cluster.address()])
+        .args(["--concurrency", "4", "--out"])
+        .arg(&out);
+    let batch = spawn(&mut cmd);
+    // Once a task's session runs on the second node, kill that node's raylet.
+    let node = cluster.node_id();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let on_node: Vec<String> = loop {
+        let st = state(&out);
+        let there: Vec<String> = ids
+            .iter()
+            .filter(|id| {
+                let t = &st["tasks"][id.as_str()];
+                t["status"] == "running"
+                    && t["session"].is_string()
+                    && t["job"]
+                        .as_str()
+                        .and_then(|j| cluster.job_node(j))
+                        .is_some_and(|n| n == node)
+            })
+            .cloned()
+            .collect();
+        if !there.is_empty() {
+            break there;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no task ran on the second node: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    cluster.kill_node();
+    let done = batch.wait();
+    assert_eq!(done.code, Some(0), "{done:?}");
+    assert!(
+        done.stderr.contains("was lost") && done.stderr.contains("running it again"),
+        "{}",
+        done.stderr
+    );
+    let results = read_results(&out);
+    assert_eq!(results.len(), 10, "every task is accounted for");
+    let mut retried = Vec::new();
+    for (r, id) in results.iter().zip(&ids) {
+        assert_eq!(r["id"], id.as_str());
+        assert_eq!(r["outcome"], "completed", "{r}");
+        assert_eq!(r["check"], "passed", "{r}");
+        assert_eq!(r["error"], Value::Null, "{r}");
+        if r["attempts"].as_u64().unwrap() > 1 {
+            retried.push(id.clone());
+        }
+        // The session is here, in $KEEL_HOME, and loads cleanly (crash repair included).
+        let session = r["session"].as_str().unwrap();
+        let events = load_consistent(&session_file(&env, session));
+        assert!(of_type(&events, "turn/end").len() as u64 == r["turns"].as_u64().unwrap());
+        // No step whose result the session holds ran twice.
+        let commands = settled_commands(&events);
+        let mut unique = commands.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), commands.len(), "{id}: {commands:?}");
+        assert!(
+            commands.iter().any(|c| c.contains("echo done")),
+            "{id}: {commands:?}"
+        );
+        // The workspace came back from the node that ran its last job.
+        let log = std::fs::read_to_string(out.join("work").join(id).join("log.txt")).unwrap();
+        assert!(log.contains("done"), "{id}: {log}");
+        // A task runs again only after its node died: it resumes its session (a second
+        // turn), or starts afresh if it had none yet.
+        assert!(r["turns"].as_u64().unwrap() <= 2, "{r}");
+        if r["turns"] == 2 {
+            assert!(r["attempts"].as_u64().unwrap() > 1, "{r}");
+        }
+    }
+    // The tasks whose sessions ran on the dead node were resumed elsewhere (one may have ended
+    // in the instant before the kill).
+    let resumed: Vec<&String> = on_node.iter().filter(|id| retried.contains(id)).collect();
+    assert!(
+        !resumed.is_empty(),
+        "retried {retried:?}, on the dead node {on_node:?}"
+    );
+    for id in resumed {
+        let r = results.iter().find(|r| r["id"] == id.as_str()).unwrap();
+        assert_eq!(r["turns"], 2, "{r}");
+    }
+    assert!(cluster.alive_nodes().len() == 1);
+    drop(cluster);
+}
