@@ -337,7 +337,7 @@ fn settled_commands(events: &[Value]) -> Vec<String> {
 }
 
 #[test]
-fn ray_ten_tasks_survive_a_node_dying_and_every_session_comes_home() {
+fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() {
     let Some(ray) = ray_command() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -454,5 +454,206 @@ fn ray_ten_tasks_survive_a_node_dying_and_every_session_comes_home() {
         assert_eq!(r["turns"], 2, "{r}");
     }
     assert!(cluster.alive_nodes().len() == 1);
+
+    // Ctrl-C stops the jobs (Ray's stop, SIGINT to keel: its turn ends and is logged) and each
+    // comes home with its workspace; the same command again resumes them.
+    let ids: Vec<String> = (1..=3).map(|i| format!("stop-{i}")).collect();
+    let script: Vec<Value> = ids.iter().flat_map(|id| responses(id, 8)).collect();
+    let mock = Mock::start(&json!({"responses": script}).to_string());
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            json!({"id": id, "prompt": format!("Work on {id}."), "workspace": tpl, "check": check})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    let out = env.outside.join("out-stop");
+    let batch_cmd = || {
+        let mut cmd = env.keel(&mock.base_url());
+        cmd.args(["--approval", "auto", "batch"])
+            .arg(&tasks)
+            .args(["--engine", "ray", "--address", &cluster.address()])
+            .args(["--concurrency", "2", "--out"])
+            .arg(&out);
+        cmd
+    };
+    let first = spawn(&mut batch_cmd());
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        // Two sessions running, a few steps in (as mirrored here).
+        let st = state(&out);
+        let started = ids
+            .iter()
+            .filter(|id| st["tasks"][id.as_str()]["session"].is_string())
+            .count();
+        let steps: usize = env
+            .session_files()
+            .iter()
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap_or_default()
+                    .matches("\"tool/result\"")
+                    .count()
+            })
+            .sum();
+        if started >= 2 && steps >= 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sessions did not start: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.signal(libc::SIGINT);
+    let stopped = first.wait();
+    assert_eq!(stopped.code, Some(130), "{stopped:?}");
+    let results = read_results(&out);
+    let interrupted: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["outcome"] == "interrupted")
+        .collect();
+    assert!(interrupted.len() >= 2, "{results:?}");
+    for r in &interrupted {
+        // The stopped turn is in the session here, closed (logged, not torn).
+        let events = load_consistent(&session_file(&env, r["session"].as_str().unwrap()));
+        let ends = turn_end_reasons(&events);
+        assert_eq!(ends.len(), 1, "{ends:?}");
+        // Its workspace came back with the steps it took.
+        let log = std::fs::read_to_string(
+            out.join("work")
+                .join(r["id"].as_str().unwrap())
+                .join("log.txt"),
+        )
+        .unwrap_or_default();
+        assert!(log.contains("step 1"), "{r}: {log}");
+    }
+    let again = run(&mut batch_cmd());
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert!(
+        again.stderr.contains("resuming session"),
+        "{}",
+        again.stderr
+    );
+    for r in read_results(&out) {
+        assert_eq!(r["outcome"], "completed", "{r}");
+        // No step ran twice: the resumed session went on in the workspace that came back.
+        assert_eq!(r["check"], "passed", "{r}");
+        let was_stopped = interrupted.iter().any(|i| i["id"] == r["id"]);
+        assert_eq!(r["turns"], if was_stopped { 2 } else { 1 }, "{r}");
+    }
+
+    // Bad input, each reported on its own task: a keel that fails on the node, a workspace
+    // that does not exist, a line that is not a task.
+    let lines = [
+        json!({"id": "bad-flag", "prompt": "Work on bad-flag.", "workspace": tpl, "flags": ["--no-such-flag"]}).to_string(),
+        json!({"id": "no-ws", "prompt": "x", "workspace": env.outside.join("missing")}).to_string(),
+        "{not json".to_owned(),
+    ];
+    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    let out = env.outside.join("out-bad");
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--approval", "auto", "batch"])
+        .arg(&tasks)
+        .args(["--engine", "ray", "--address", &cluster.address(), "--out"])
+        .arg(&out);
+    let bad = run(&mut cmd);
+    assert_eq!(bad.code, Some(1), "{bad:?}");
+    let results = read_results(&out);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results[0]["outcome"], "failed");
+    let error = results[0]["error"].as_str().unwrap();
+    assert!(error.contains("keel exited with status 2"), "{error}");
+    let log = std::fs::read_to_string(out.join("logs/bad-flag.log")).unwrap();
+    assert!(log.contains("--no-such-flag"), "{log}");
+    assert!(
+        results[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{}",
+        results[1]
+    );
+    assert_eq!(results[2]["outcome"], "invalid");
+    assert!(results[2]["error"].as_str().unwrap().starts_with("line 3"));
+
+    // A job that fails on its node before keel runs (no keel at --keel-on-nodes).
+    let lines = [json!({"id": "no-keel", "prompt": "x", "workspace": tpl}).to_string()];
+    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    let out = env.outside.join("out-nokeel");
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--approval", "auto", "batch"])
+        .arg(&tasks)
+        .args(["--engine", "ray", "--address", &cluster.address()])
+        .args(["--keel-on-nodes", "/nonexistent/keel", "--out"])
+        .arg(&out);
+    let failed = run(&mut cmd);
+    assert_eq!(failed.code, Some(1), "{failed:?}");
+    let results = read_results(&out);
+    let error = results[0]["error"].as_str().unwrap();
+    assert_eq!(results[0]["outcome"], "failed");
+    assert!(
+        error.contains("JOB_ENTRYPOINT_COMMAND_ERROR") && error.contains("/nonexistent/keel"),
+        "{error}"
+    );
     drop(cluster);
+}
+
+#[test]
+fn an_unreachable_ray_address_fails_each_task_with_a_message() {
+    let env = Env::new();
+    let tpl = env.outside.join("template");
+    std::fs::create_dir_all(&tpl).unwrap();
+    let tasks = env.outside.join("tasks.jsonl");
+    let lines: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|id| json!({"id": id, "prompt": "x", "workspace": tpl}).to_string())
+        .collect();
+    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    // A port nothing listens on.
+    let address = format!("http://127.0.0.1:{}", free_port());
+    let out = env.outside.join("out");
+    let mut cmd = env.keel("http://127.0.0.1:9");
+    cmd.args(["--approval", "auto", "batch"])
+        .arg(&tasks)
+        .args([
+            "--engine",
+            "ray",
+            "--address",
+            &address,
+            "--keel-on-nodes",
+            "/usr/bin/keel",
+        ])
+        .arg("--out")
+        .arg(&out);
+    let done = run(&mut cmd);
+    assert_eq!(done.code, Some(1), "{done:?}");
+    let results = read_results(&out);
+    assert_eq!(results.len(), 2);
+    for r in &results {
+        assert_eq!(r["outcome"], "failed", "{r}");
+        let error = r["error"].as_str().unwrap();
+        assert!(
+            error.contains(&format!("cannot reach the Ray cluster at {address}")),
+            "{error}"
+        );
+    }
+    // Not a URL: said before anything runs.
+    let mut cmd = env.keel("http://127.0.0.1:9");
+    cmd.args(["batch"])
+        .arg(&tasks)
+        .args(["--engine", "ray", "--address", "head:8265"]);
+    let bad = run(&mut cmd);
+    assert_ne!(bad.code, Some(0));
+    assert!(bad.stderr.contains("--address head:8265"), "{}", bad.stderr);
+    // No address at all.
+    let mut cmd = env.keel("http://127.0.0.1:9");
+    cmd.env_remove("RAY_API_SERVER_ADDRESS")
+        .args(["batch"])
+        .arg(&tasks)
+        .args(["--engine", "ray"]);
+    let bad = run(&mut cmd);
+    assert_ne!(bad.code, Some(0));
+    assert!(bad.stderr.contains("--engine ray needs"), "{}", bad.stderr);
 }

@@ -367,8 +367,18 @@ pub struct Output {
 /// A `keel` child process whose output is being collected.
 pub struct Running {
     child: Child,
-    stdout: JoinHandle<String>,
-    stderr: JoinHandle<String>,
+    stdout: Option<JoinHandle<String>>,
+    stderr: Option<JoinHandle<String>>,
+}
+
+/// A test that panics before waiting leaves no keel behind.
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 fn collect(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
@@ -407,15 +417,15 @@ impl Running {
             if Instant::now() >= deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                let stderr = self.stderr.join().unwrap_or_default();
+                let stderr = self.stderr.take().unwrap().join().unwrap_or_default();
                 panic!("hang guard: keel did not exit within {HANG_GUARD:?}; stderr:\n{stderr}");
             }
             std::thread::sleep(Duration::from_millis(10));
         };
         Output {
             code: status.code(),
-            stdout: self.stdout.join().unwrap(),
-            stderr: self.stderr.join().unwrap(),
+            stdout: self.stdout.take().unwrap().join().unwrap(),
+            stderr: self.stderr.take().unwrap().join().unwrap(),
         }
     }
 }
@@ -431,8 +441,8 @@ pub fn spawn(cmd: &mut Command) -> Running {
     let stderr = collect(child.stderr.take().unwrap());
     Running {
         child,
-        stdout,
-        stderr,
+        stdout: Some(stdout),
+        stderr: Some(stderr),
     }
 }
 
