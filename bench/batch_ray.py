@@ -87,6 +87,12 @@ try:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     print(f"(binary shipped and a first job run in {time.monotonic() - t0:.1f} s; not counted)")
     ray_wall, ray_ms = run("ray", ["--address", address])
+    jobs = json.loads(urllib.request.urlopen(address + "/api/jobs/", timeout=30).read())
+    life = {}
+    for j in jobs:
+        task = (j.get("metadata") or {}).get("keel_task")
+        if task in ray_ms and j.get("end_time") and j.get("start_time"):
+            life[task] = j["end_time"] - j["start_time"]
 finally:
     subprocess.run([ray, "stop", "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shutil.rmtree(temp, ignore_errors=True)
@@ -97,5 +103,12 @@ mean_ray = sum(ray_ms.values()) / len(ray_ms)
 print(f"task wall: local mean {mean_local:.0f} ms, ray mean {mean_ray:.0f} ms")
 print(f"ray submission + collection overhead per task: mean {sum(over)/len(over):.0f} ms "
       f"(min {min(over)} ms, max {max(over)} ms)")
+if life:
+    keel_side = [ray_ms[t] - life[t] for t in life]
+    ray_side = [life[t] - local_ms[t] for t in life if t in local_ms]
+    print(f"  of which Ray's (a job's life, submission to end, as Ray records it, less the local "
+          f"session's wall): mean {sum(ray_side)/len(ray_side):.0f} ms")
+    print(f"  of which keel's (packaging, upload, submission, reading the output, the session "
+          f"rebuilt, the workspace back): mean {sum(keel_side)/len(keel_side):.0f} ms")
 print(f"batch wall ray/local: {ray_wall:.2f} s / {local_wall:.2f} s = {ray_wall / local_wall:.2f}x")
 shutil.rmtree(root, ignore_errors=True)

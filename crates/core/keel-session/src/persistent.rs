@@ -44,18 +44,31 @@ impl PersistentSession {
         Ok(PersistentSession { session, writer })
     }
 
+    /// Open the file at `path` to append to it as it is: a torn tail is cut, nothing is
+    /// repaired (what is open stays open, for events that continue it: a copy of a session
+    /// being written elsewhere). Returns the session and what the loader found.
+    pub fn reopen(
+        path: &Path,
+        options: WriterOptions,
+    ) -> Result<(Self, LoadReport), PersistentError> {
+        let loaded = Store::load(path)?;
+        let writer = Store::open_for_append(path, &loaded.session, &loaded.report, options)?;
+        Ok((
+            PersistentSession {
+                session: loaded.session,
+                writer,
+            },
+            loaded.report,
+        ))
+    }
+
     /// Cold resume: load the file at `path`, cut a torn tail, append crash-repair closers and
     /// flush them. Returns the session, what the loader found and what repair closed.
     pub fn resume(
         path: &Path,
         options: WriterOptions,
     ) -> Result<(Self, LoadReport, RepairReport), PersistentError> {
-        let loaded = Store::load(path)?;
-        let writer = Store::open_for_append(path, &loaded.session, &loaded.report, options)?;
-        let mut this = PersistentSession {
-            session: loaded.session,
-            writer,
-        };
+        let (mut this, load) = Self::reopen(path, options)?;
         let report = this.session.repair()?;
         for &seq in &report.appended {
             if let Some(ev) = this.session.event(seq) {
@@ -63,7 +76,7 @@ impl PersistentSession {
             }
         }
         this.writer.flush()?;
-        Ok((this, loaded.report, report))
+        Ok((this, load, report))
     }
 
     /// The session (read-only: appends go through this type so they reach the file).

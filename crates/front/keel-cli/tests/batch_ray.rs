@@ -544,6 +544,88 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
         assert_eq!(r["turns"], if was_stopped { 2 } else { 1 }, "{r}");
     }
 
+    // A `kill -9` of the batch leaves its jobs running on the cluster: the same command again
+    // stops each, reads what it printed and resumes (or only scores) its session.
+    let ids: Vec<String> = (1..=3).map(|i| format!("kill-{i}")).collect();
+    let script: Vec<Value> = ids.iter().flat_map(|id| responses(id, 8)).collect();
+    let mock = Mock::start(&json!({"responses": script}).to_string());
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            json!({"id": id, "prompt": format!("Work on {id}."), "workspace": tpl, "check": check})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    let out = env.outside.join("out-kill");
+    let batch_cmd = || {
+        let mut cmd = env.keel(&mock.base_url());
+        cmd.args(["--approval", "auto", "batch"])
+            .arg(&tasks)
+            .args(["--engine", "ray", "--address", &cluster.address()])
+            .args(["--concurrency", "3", "--out"])
+            .arg(&out);
+        cmd
+    };
+    let first = spawn(&mut batch_cmd());
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let before = loop {
+        let st = state(&out);
+        let running = ids
+            .iter()
+            .filter(|id| st["tasks"][id.as_str()]["session"].is_string())
+            .count();
+        if running >= 2 {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sessions did not start: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(800));
+    first.signal(libc::SIGKILL);
+    assert_eq!(first.wait().code, None);
+    let again = run(&mut batch_cmd());
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert!(
+        again.stderr.contains("resuming session"),
+        "{}",
+        again.stderr
+    );
+    let results = read_results(&out);
+    assert_eq!(results.len(), 3);
+    let mut caught_up = 0;
+    for r in &results {
+        // A job still running when the batch came back was stopped (Ctrl-C for its session)
+        // and read to its end: its first turn ends as keel ends a stopped turn, not as crash
+        // repair closes a copy that stopped short.
+        let events = load_consistent(&session_file(&env, r["session"].as_str().unwrap()));
+        let ends = turn_end_reasons(&events);
+        if r["turns"] == 2 {
+            assert_eq!(ends[0]["kind"], "aborted", "{ends:?}");
+            caught_up += 1;
+        }
+    }
+    assert!(caught_up >= 1, "{results:?}");
+    for r in &results {
+        assert_eq!(r["outcome"], "completed", "{r}");
+        // No step ran twice, across the job the killed batch left and the resumed one.
+        assert_eq!(r["check"], "passed", "{r}");
+        assert!(r["turns"].as_u64().unwrap() <= 2, "{r}");
+        let id = r["id"].as_str().unwrap();
+        if let Some(s) = before["tasks"][id]["session"].as_str() {
+            assert_eq!(r["session"], s, "{r}");
+        }
+        let events = load_consistent(&session_file(&env, r["session"].as_str().unwrap()));
+        let commands = settled_commands(&events);
+        let mut unique = commands.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), commands.len(), "{id}: {commands:?}");
+    }
+
     // Bad input, each reported on its own task: a keel that fails on the node, a workspace
     // that does not exist, a line that is not a task.
     let lines = [

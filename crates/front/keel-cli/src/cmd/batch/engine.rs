@@ -178,9 +178,18 @@ pub trait Engine {
     /// its last run (`job`) is over and everything it reported is in the session's log here
     /// (its session id if it reported one). The local engine has nothing to do: the batch's
     /// death killed its children, which wrote their logs themselves.
-    fn reattach(&mut self, _index: usize, _job: &str, _workspace: &Path) -> Option<String> {
-        None
+    fn reattach(&mut self, _index: usize, _job: &str, _workspace: &Path) -> Reattached {
+        Reattached::default()
     }
+}
+
+/// What [`Engine::reattach`] found of a task's last run.
+#[derive(Debug, Default)]
+pub struct Reattached {
+    /// The session it reported.
+    pub session: Option<String>,
+    /// It was still running, and was stopped now (its turn ended interrupted: resume it).
+    pub stopped: bool,
 }
 
 /// What one line of `keel run --json` tells the scheduler (its session id, a request's usage).

@@ -376,11 +376,6 @@ impl Batch<'_> {
         tx: &mpsc::Sender<Msg>,
     ) -> Result<bool> {
         let task = self.tasks[i].clone();
-        let stopped = self
-            .state
-            .tasks
-            .get(&task.id)
-            .is_some_and(|t| t.status == Status::Interrupted);
         if let Some(job) = self
             .state
             .tasks
@@ -388,11 +383,23 @@ impl Batch<'_> {
             .filter(|t| t.status == Status::Running)
             .and_then(|t| t.job.clone())
             && let Ok(ws) = self.workspace_dir(i).canonicalize()
-            && let Some(session) = engine.reattach(i, &job, &ws)
         {
-            // The batch died while this task's job ran on: it was read to its end here.
-            self.state.task(&task.id).session.get_or_insert(session);
+            // The batch died while this task's run went on: it is over now, and what it
+            // reported is in the session here.
+            let found = engine.reattach(i, &job, &ws);
+            let record = self.state.task(&task.id);
+            if let Some(session) = found.session {
+                record.session.get_or_insert(session);
+            }
+            if found.stopped {
+                record.status = Status::Interrupted;
+            }
         }
+        let stopped = self
+            .state
+            .tasks
+            .get(&task.id)
+            .is_some_and(|t| t.status == Status::Interrupted);
         let plan = match self.known_session(i) {
             Some(session) => match self.session_stats(i, &session) {
                 Ok(stats) if stats.settled(stopped) => Plan::Settled,

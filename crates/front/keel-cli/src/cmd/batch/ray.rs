@@ -19,7 +19,7 @@
 //! - **Cancellation.** Ctrl-C stops every job (`POST …/stop`; Ray sends SIGINT, which keel
 //!   takes as Ctrl-C, ending its turn) and reads each to its end.
 
-use super::engine::{Attempt, CheckOutcome, Engine, Msg};
+use super::engine::{Attempt, CheckOutcome, Engine, Msg, Reattached};
 use super::job::{LINE, Spec, hex_sha256};
 use super::pack::{Pack, unpack};
 use base64::Engine as _;
@@ -175,13 +175,16 @@ impl Engine for RayEngine {
         });
     }
 
-    fn reattach(&mut self, index: usize, job: &str, workspace: &Path) -> Option<String> {
+    fn reattach(&mut self, index: usize, job: &str, workspace: &Path) -> Reattached {
         let shared = self.shared.clone();
         let job = job.to_owned();
         let workspace = workspace.to_path_buf();
         self.rt.block_on(async move {
-            let info = shared.api.status(&job).await.ok()?;
-            if !is_terminal(&info) {
+            let Ok(info) = shared.api.status(&job).await else {
+                return Reattached::default();
+            };
+            let stopped = !is_terminal(&info);
+            if stopped {
                 // It ran on while no batch was reading it: stop it and read it to its end.
                 let _ = shared.api.stop(&job).await;
                 let deadline = Instant::now() + Duration::from_secs(60);
@@ -194,12 +197,24 @@ impl Engine for RayEngine {
                     }
                 }
             }
-            let text = shared.api.logs(&job).await.ok()?;
-            let mut reader = Reader::new(index, shared.opts.store.clone(), workspace, None);
+            let Ok(text) = shared.api.logs(&job).await else {
+                return Reattached {
+                    session: None,
+                    stopped,
+                };
+            };
+            let mut reader = Reader::new(index, shared.opts.store.clone(), workspace.clone(), None);
             let mut sink = Vec::new();
             reader.feed(&text, None, &mut sink);
             reader.mirror.close();
-            reader.mirror.id.clone()
+            if reader.exited.is_some() {
+                // It ran to its end (or its stop): its workspace came back with it.
+                let _ = reader.bring_back(&workspace);
+            }
+            Reattached {
+                session: reader.mirror.id.clone(),
+                stopped,
+            }
         })
     }
 }
@@ -789,9 +804,11 @@ impl Mirror {
             return;
         }
         let id = h.id.0.clone();
+        // A copy already here is continued as it is (the job's events go on from where it
+        // stops); crash repair is for a copy about to be resumed ([`Mirror::repaired`]).
         let opened = match self.store.resolve(&id, &self.workspace) {
-            Ok(path) => PersistentSession::resume(&path, WriterOptions::default())
-                .map(|(log, _, _)| log)
+            Ok(path) => PersistentSession::reopen(&path, WriterOptions::default())
+                .map(|(log, _)| log)
                 .map_err(|e| format!("cannot open the session {id} here: {e}")),
             Err(_) => PersistentSession::create(
                 &self.store,
