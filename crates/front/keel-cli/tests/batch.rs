@@ -356,8 +356,10 @@ fn bad_lines_missing_workspaces_and_hanging_checks_are_reported_per_task() {
     let mut script = responses("task-good", 1, "");
     script.extend(responses("task-hang", 1, ""));
     script.extend(responses("task-git", 1, ""));
+    script.extend(responses("task-clone", 1, ""));
     let mock = Mock::start(&json!({"responses": script}).to_string());
     let tasks = env.outside.join("tasks.jsonl");
+    let marker = env.outside.join("upload-pack-ran");
     write_tasks(
         &tasks,
         &[
@@ -372,6 +374,20 @@ fn bad_lines_missing_workspaces_and_hanging_checks_are_reported_per_task() {
             )
             .to_string(),
             json!({"id": "task-noprompt", "workspace": tpl}).to_string(),
+            // A URL is cloned (file:// needs no network), then the ref checked out.
+            task(
+                "task-clone",
+                json!({"git": format!("file://{}", repo.display()), "ref": "main"}),
+                Some("test -f tracked.txt && test -d .git && grep -q done log.txt"),
+            )
+            .to_string(),
+            // A "URL" that is an option to git is not taken as one.
+            task(
+                "task-option",
+                json!({"git": format!("--upload-pack=touch {}; a@b:c", marker.display())}),
+                None,
+            )
+            .to_string(),
         ],
     );
     let out_dir = env.outside.join("out");
@@ -398,7 +414,7 @@ fn bad_lines_missing_workspaces_and_hanging_checks_are_reported_per_task() {
             .find(|r| r["line"] == n)
             .unwrap_or_else(|| panic!("no result for line {n}: {results:?}"))
     };
-    assert_eq!(results.len(), 6);
+    assert_eq!(results.len(), 8);
     assert_eq!(by_line(1)["outcome"], "completed");
     assert_eq!(by_line(1)["check"], "passed");
     let broken = by_line(2);
@@ -444,6 +460,20 @@ fn bad_lines_missing_workspaces_and_hanging_checks_are_reported_per_task() {
         noprompt["error"].as_str().unwrap().contains("`prompt`"),
         "{noprompt}"
     );
+    let clone = by_line(7);
+    assert_eq!(clone["check"], "passed", "{clone}");
+    let option = by_line(8);
+    assert_eq!(option["outcome"], "failed", "{option}");
+    // git was handed it as the repository (which git refuses), not as its --upload-pack.
+    let error = option["error"].as_str().unwrap();
+    assert!(
+        error.contains("git clone failed") && error.contains("'--upload-pack=touch"),
+        "{option}"
+    );
+    assert!(
+        !marker.exists(),
+        "git ran the task's repository as an option"
+    );
     // The hanging check's process group was killed.
     assert!(processes_with("sleep 987").is_empty());
     // A re-run tries the task whose workspace was missing again (it never started), and
@@ -456,7 +486,7 @@ fn bad_lines_missing_workspaces_and_hanging_checks_are_reported_per_task() {
         &[tasks.to_str().unwrap(), "--out", out_dir.to_str().unwrap()],
     ));
     assert!(
-        again.stderr.contains("3 task(s) already done"),
+        again.stderr.contains("4 task(s) already done"),
         "{}",
         again.stderr
     );
@@ -530,7 +560,7 @@ fn ctrl_c_stops_the_sessions_and_the_same_command_resumes_them() {
     let second = run(&mut batch(&env, &mock, &args));
     assert_eq!(second.code, Some(0), "{second:?}");
     let results = read_results(&out_dir);
-    assert_eq!(results.len(), 6);
+    assert_eq!(results.len(), 8);
     for r in &results {
         assert_eq!(r["outcome"], "completed", "{r}");
         assert_eq!(r["check"], "passed", "{r}");

@@ -197,16 +197,25 @@ impl Cluster {
     /// Ray's own fate-sharing caught up, and their sessions with them.)
     fn kill_node(&self) {
         let needle = &self.node_name;
-        let all = processes();
-        let raylet: Vec<i32> = all
+        let raylet: Vec<i32> = processes()
             .iter()
             .filter(|(_, cmd)| cmd.contains("/raylet ") && cmd.contains(needle.as_str()))
             .map(|(pid, _)| *pid)
             .collect();
         assert_eq!(raylet.len(), 1, "the second node's raylet: {raylet:?}");
-        let mut tree = raylet.clone();
+        // Freeze the tree first, growing it until nothing in it has started anything more (a
+        // job starting right now forks; a process killed before its child was seen would leave
+        // that child running, reparented out of the tree), then kill it all at once.
+        let mut tree = raylet;
         loop {
-            let more: Vec<i32> = all
+            for &pid in &tree {
+                // SAFETY: kill(2) of a process of this test's cluster.
+                unsafe {
+                    libc::kill(pid, libc::SIGSTOP);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(30));
+            let more: Vec<i32> = processes()
                 .iter()
                 .map(|(pid, _)| *pid)
                 .filter(|pid| {
@@ -520,15 +529,31 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
         let events = load_consistent(&session_file(&env, r["session"].as_str().unwrap()));
         let ends = turn_end_reasons(&events);
         assert_eq!(ends.len(), 1, "{ends:?}");
-        // Its workspace came back with the steps it took.
+        // Its check did not run (the batch was stopped), on the node as here.
+        assert_eq!(r["check"], "stopped", "{r}");
+        // Its workspace came back with the steps it took: no more than the session asked for.
         let log = std::fs::read_to_string(
             out.join("work")
                 .join(r["id"].as_str().unwrap())
                 .join("log.txt"),
         )
         .unwrap_or_default();
-        assert!(log.contains("step 1"), "{r}: {log}");
+        assert!(
+            log.lines().count() <= of_type(&events, "tool/call").len(),
+            "{r}: {log}"
+        );
     }
+    assert!(
+        interrupted.iter().any(|r| {
+            std::fs::read_to_string(
+                out.join("work")
+                    .join(r["id"].as_str().unwrap())
+                    .join("log.txt"),
+            )
+            .is_ok_and(|l| l.contains("step 1"))
+        }),
+        "no workspace came back with a step in it"
+    );
     let again = run(&mut batch_cmd());
     assert_eq!(again.code, Some(0), "{again:?}");
     assert!(
@@ -570,21 +595,28 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
     let first = spawn(&mut batch_cmd());
     let deadline = Instant::now() + Duration::from_secs(240);
     let before = loop {
+        // Two sessions a few steps into their eight (as mirrored here).
         let st = state(&out);
-        let running = ids
+        let midway = ids
             .iter()
-            .filter(|id| st["tasks"][id.as_str()]["session"].is_string())
+            .filter_map(|id| st["tasks"][id.as_str()]["session"].as_str())
+            .filter(|s| {
+                env.session_files()
+                    .iter()
+                    .find(|p| p.to_string_lossy().contains(s))
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .is_some_and(|t| (2..6).contains(&t.matches("\"tool/result\"").count()))
+            })
             .count();
-        if running >= 2 {
+        if midway >= 2 {
             break st;
         }
         assert!(
             Instant::now() < deadline,
             "the sessions did not start: {st}"
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(30));
     };
-    std::thread::sleep(Duration::from_millis(800));
     first.signal(libc::SIGKILL);
     assert_eq!(first.wait().code, None);
     let again = run(&mut batch_cmd());

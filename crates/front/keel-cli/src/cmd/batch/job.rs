@@ -180,6 +180,11 @@ fn job(ctx: &Ctx, args: &BatchJobArgs, out: &Out) -> Result<()> {
     if let Some(command) = &spec.check {
         let checked = Instant::now();
         let log = root.join("job").join("check.log");
+        // The signal itself, not only the watcher's flag: keel may end its turn and exit
+        // before the watcher's next look.
+        if super::SIGNALS.load(Ordering::SeqCst) > 0 {
+            stop.store(true, Ordering::SeqCst);
+        }
         let outcome = if stop.load(Ordering::SeqCst) {
             CheckOutcome::Stopped
         } else {

@@ -40,9 +40,13 @@ pub fn prepare(spec: &Workspace, dest: &Path) -> Result<(), String> {
                 )
                 .map_err(|e| format!("workspace {repo} at {reference}: {e}"))
             } else {
-                git(None, &["clone", "--quiet", repo, &dest.to_string_lossy()])
-                    .and_then(|()| git(Some(dest), &["checkout", "--quiet", "--detach", reference]))
-                    .map_err(|e| format!("workspace {repo} at {reference}: {e}"))
+                // `--`: a repository that looks like an option (`--upload-pack=…`) is not one.
+                git(
+                    None,
+                    &["clone", "--quiet", "--", repo, &dest.to_string_lossy()],
+                )
+                .and_then(|()| git(Some(dest), &["checkout", "--quiet", "--detach", reference]))
+                .map_err(|e| format!("workspace {repo} at {reference}: {e}"))
             }
         }
     }
