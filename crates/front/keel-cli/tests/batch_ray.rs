@@ -345,6 +345,47 @@ fn settled_commands(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Tasks `prefix-1…prefix-n` of `steps` steps each on the template `tpl`, scored by `check`,
+/// written to `tasks`; their ids and a mock with their responses.
+fn write_phase(
+    tasks: &Path,
+    tpl: &Path,
+    prefix: &str,
+    n: usize,
+    steps: usize,
+    check: &str,
+) -> (Vec<String>, Mock) {
+    let ids: Vec<String> = (1..=n).map(|i| format!("{prefix}-{i:02}")).collect();
+    let script: Vec<Value> = ids.iter().flat_map(|id| responses(id, steps)).collect();
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            json!({"id": id, "prompt": format!("Work on {id}."), "workspace": tpl, "check": check})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(tasks, lines.join("\n") + "\n").unwrap();
+    (ids, Mock::start(&json!({"responses": script}).to_string()))
+}
+
+/// `keel --approval auto batch TASKS --engine ray --address … --concurrency N --out OUT`.
+fn ray_batch(
+    env: &Env,
+    mock: &Mock,
+    cluster: &Cluster,
+    tasks: &Path,
+    concurrency: u32,
+    out: &Path,
+) -> Command {
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--approval", "auto", "batch"])
+        .arg(tasks)
+        .args(["--engine", "ray", "--address", &cluster.address()])
+        .args(["--concurrency", &concurrency.to_string(), "--out"])
+        .arg(out);
+    cmd
+}
+
 #[test]
 fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() {
     let Some(ray) = ray_command() else {
@@ -360,26 +401,11 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
     let tpl = env.outside.join("template");
     std::fs::create_dir_all(&tpl).unwrap();
     std::fs::write(tpl.join("README.md"), "template\n").unwrap();
-    let ids: Vec<String> = (1..=10).map(|i| format!("task-{i:02}")).collect();
-    let script: Vec<Value> = ids.iter().flat_map(|id| responses(id, 5)).collect();
-    let mock = Mock::start(&json!({"responses": script}).to_string());
     let tasks = env.outside.join("tasks.jsonl");
     let check = "grep -q done log.txt && test $(sort log.txt | uniq -d | wc -l) -eq 0";
-    let lines: Vec<String> = ids
-        .iter()
-        .map(|id| {
-            json!({"id": id, "prompt": format!("Work on {id}."), "workspace": tpl, "check": check})
-                .to_string()
-        })
-        .collect();
-    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    let (ids, mock) = write_phase(&tasks, &tpl, "task", 10, 5, check);
     let out = env.outside.join("out");
-    let mut cmd = env.keel(&mock.base_url());
-    cmd.args(["--approval", "auto", "batch"])
-        .arg(&tasks)
-        .args(["--engine", "ray", "--address", &cluster.address()])
-        .args(["--concurrency", "4", "--out"])
-        .arg(&out);
+    let mut cmd = ray_batch(&env, &mock, &cluster, &tasks, 4, &out);
     let batch = spawn(&mut cmd);
     // Once a task's session runs on the second node, kill that node's raylet.
     let node = cluster.node_id();
@@ -466,27 +492,9 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
 
     // Ctrl-C stops the jobs (Ray's stop, SIGINT to keel: its turn ends and is logged) and each
     // comes home with its workspace; the same command again resumes them.
-    let ids: Vec<String> = (1..=3).map(|i| format!("stop-{i}")).collect();
-    let script: Vec<Value> = ids.iter().flat_map(|id| responses(id, 8)).collect();
-    let mock = Mock::start(&json!({"responses": script}).to_string());
-    let lines: Vec<String> = ids
-        .iter()
-        .map(|id| {
-            json!({"id": id, "prompt": format!("Work on {id}."), "workspace": tpl, "check": check})
-                .to_string()
-        })
-        .collect();
-    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    let (ids, mock) = write_phase(&tasks, &tpl, "stop", 3, 8, check);
     let out = env.outside.join("out-stop");
-    let batch_cmd = || {
-        let mut cmd = env.keel(&mock.base_url());
-        cmd.args(["--approval", "auto", "batch"])
-            .arg(&tasks)
-            .args(["--engine", "ray", "--address", &cluster.address()])
-            .args(["--concurrency", "2", "--out"])
-            .arg(&out);
-        cmd
-    };
+    let batch_cmd = || ray_batch(&env, &mock, &cluster, &tasks, 2, &out);
     let first = spawn(&mut batch_cmd());
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
@@ -571,27 +579,9 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
 
     // A `kill -9` of the batch leaves its jobs running on the cluster: the same command again
     // stops each, reads what it printed and resumes (or only scores) its session.
-    let ids: Vec<String> = (1..=3).map(|i| format!("kill-{i}")).collect();
-    let script: Vec<Value> = ids.iter().flat_map(|id| responses(id, 8)).collect();
-    let mock = Mock::start(&json!({"responses": script}).to_string());
-    let lines: Vec<String> = ids
-        .iter()
-        .map(|id| {
-            json!({"id": id, "prompt": format!("Work on {id}."), "workspace": tpl, "check": check})
-                .to_string()
-        })
-        .collect();
-    std::fs::write(&tasks, lines.join("\n") + "\n").unwrap();
+    let (ids, mock) = write_phase(&tasks, &tpl, "kill", 3, 8, check);
     let out = env.outside.join("out-kill");
-    let batch_cmd = || {
-        let mut cmd = env.keel(&mock.base_url());
-        cmd.args(["--approval", "auto", "batch"])
-            .arg(&tasks)
-            .args(["--engine", "ray", "--address", &cluster.address()])
-            .args(["--concurrency", "3", "--out"])
-            .arg(&out);
-        cmd
-    };
+    let batch_cmd = || ray_batch(&env, &mock, &cluster, &tasks, 3, &out);
     let first = spawn(&mut batch_cmd());
     let deadline = Instant::now() + Duration::from_secs(240);
     let before = loop {

@@ -949,86 +949,93 @@ impl Api {
         )
     }
 
+    /// [`Api::send`], insisting on a 200; its body.
+    async fn call(
+        &self,
+        what: &str,
+        make: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<String, String> {
+        match self.send(what, make).await? {
+            (200, body) => Ok(body),
+            (status, body) => Err(self.refused(what, status, &body)),
+        }
+    }
+
+    /// `GET path` as JSON.
+    async fn get_json(&self, what: &str, path: &str, timeout: u64) -> Result<Value, String> {
+        let url = format!("{}{path}", self.base);
+        let body = self
+            .call(what, || {
+                self.http.get(&url).timeout(Duration::from_secs(timeout))
+            })
+            .await?;
+        serde_json::from_str(&body).map_err(|e| format!("{what}: not JSON: {e}"))
+    }
+
+    fn package_url(&self, name: &str) -> String {
+        format!("{}/api/packages/gcs/{name}", self.base)
+    }
+
     async fn package_exists(&self, name: &str) -> Result<bool, String> {
-        let url = format!("{}/api/packages/gcs/{name}", self.base);
+        let url = self.package_url(name);
         let what = format!("asking for package {name}");
-        let (status, body) = self
+        match self
             .send(&what, || {
                 self.http.get(&url).timeout(Duration::from_secs(60))
             })
-            .await?;
-        match status {
-            200 => Ok(true),
-            404 => Ok(false),
-            _ => Err(self.refused(&what, status, &body)),
+            .await?
+        {
+            (200, _) => Ok(true),
+            (404, _) => Ok(false),
+            (status, body) => Err(self.refused(&what, status, &body)),
         }
     }
 
     async fn upload(&self, name: &str, data: Vec<u8>) -> Result<(), String> {
-        let url = format!("{}/api/packages/gcs/{name}", self.base);
+        let url = self.package_url(name);
         let what = format!("the upload of {name} ({} bytes)", data.len());
         let data = bytes::Bytes::from(data);
-        let (status, body) = self
-            .send(&what, || {
-                self.http
-                    .put(&url)
-                    .timeout(Duration::from_secs(900))
-                    .body(data.clone())
-            })
-            .await?;
-        if status == 200 {
-            Ok(())
-        } else {
-            Err(self.refused(&what, status, &body))
-        }
+        self.call(&what, || {
+            self.http
+                .put(&url)
+                .timeout(Duration::from_secs(900))
+                .body(data.clone())
+        })
+        .await
+        .map(drop)
     }
 
     async fn submit(&self, body: &Value) -> Result<(), String> {
         let url = format!("{}/api/jobs/", self.base);
-        let what = "a job submission";
         let text = body.to_string();
-        let (status, answer) = self
-            .send(what, || {
-                self.http
-                    .post(&url)
-                    .timeout(Duration::from_secs(120))
-                    .header("content-type", "application/json")
-                    .body(text.clone())
-            })
-            .await?;
-        if status == 200 {
-            Ok(())
-        } else {
-            Err(self.refused(what, status, &answer))
-        }
+        self.call("a job submission", || {
+            self.http
+                .post(&url)
+                .timeout(Duration::from_secs(120))
+                .header("content-type", "application/json")
+                .body(text.clone())
+        })
+        .await
+        .map(drop)
     }
 
     async fn status(&self, job: &str) -> Result<Value, String> {
-        let url = format!("{}/api/jobs/{job}", self.base);
-        let what = format!("the state of job {job}");
-        let (status, body) = self
-            .send(&what, || {
-                self.http.get(&url).timeout(Duration::from_secs(30))
-            })
-            .await?;
-        if status != 200 {
-            return Err(self.refused(&what, status, &body));
-        }
-        serde_json::from_str(&body).map_err(|e| format!("{what}: not JSON: {e}"))
+        self.get_json(
+            &format!("the state of job {job}"),
+            &format!("/api/jobs/{job}"),
+            30,
+        )
+        .await
     }
 
     async fn logs(&self, job: &str) -> Result<String, String> {
-        let url = format!("{}/api/jobs/{job}/logs", self.base);
-        let what = format!("the output of job {job}");
-        let (status, body) = self
-            .send(&what, || {
-                self.http.get(&url).timeout(Duration::from_secs(60))
-            })
+        let v = self
+            .get_json(
+                &format!("the output of job {job}"),
+                &format!("/api/jobs/{job}/logs"),
+                60,
+            )
             .await?;
-        if status != 200 {
-            return Err(self.refused(&what, status, &body));
-        }
-        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{what}: not JSON: {e}"))?;
         Ok(v.get("logs")
             .and_then(Value::as_str)
             .unwrap_or("")
@@ -1037,16 +1044,10 @@ impl Api {
 
     async fn stop(&self, job: &str) -> Result<(), String> {
         let url = format!("{}/api/jobs/{job}/stop", self.base);
-        let what = format!("stopping job {job}");
-        let (status, body) = self
-            .send(&what, || {
-                self.http.post(&url).timeout(Duration::from_secs(30))
-            })
-            .await?;
-        if status == 200 {
-            Ok(())
-        } else {
-            Err(self.refused(&what, status, &body))
-        }
+        self.call(&format!("stopping job {job}"), || {
+            self.http.post(&url).timeout(Duration::from_secs(30))
+        })
+        .await
+        .map(drop)
     }
 }
