@@ -287,23 +287,6 @@ fn processes() -> Vec<(i32, String)> {
     out
 }
 
-/// `steps` bash steps for task `id`, then `done`, then the answer (twice: a spare in case a
-/// dying node took one that never reached the batch).
-fn responses(id: &str, steps: usize) -> Vec<Value> {
-    let mut out: Vec<Value> = (1..=steps)
-        .map(|s| {
-            json!({"match": {"last_user_contains": id}, "text": format!("Step {s}."),
-                   "tool_calls": [{"name": "bash", "arguments": {"command": format!("sleep 0.4; echo step {s} >> log.txt")}}]})
-        })
-        .collect();
-    out.push(json!({"match": {"last_user_contains": id}, "text": "Last step.",
-                    "tool_calls": [{"name": "bash", "arguments": {"command": "echo done >> log.txt"}}]}));
-    for _ in 0..2 {
-        out.push(json!({"match": {"last_user_contains": id}, "text": format!("{id} finished.")}));
-    }
-    out
-}
-
 fn read_results(out: &Path) -> Vec<Value> {
     std::fs::read_to_string(out.join("results.jsonl"))
         .unwrap()
@@ -356,7 +339,10 @@ fn write_phase(
     check: &str,
 ) -> (Vec<String>, Mock) {
     let ids: Vec<String> = (1..=n).map(|i| format!("{prefix}-{i:02}")).collect();
-    let script: Vec<Value> = ids.iter().flat_map(|id| responses(id, steps)).collect();
+    let script: Vec<Value> = ids
+        .iter()
+        .flat_map(|id| step_responses(id, steps, "sleep 0.4; ", 2))
+        .collect();
     let lines: Vec<String> = ids
         .iter()
         .map(|id| {

@@ -768,3 +768,26 @@ pub fn assert_program_command_approved(events: &[Value]) {
         "{result:?}"
     );
 }
+
+/// A batch task's model script: `steps` bash steps for task `id` (each appends `step N` to
+/// log.txt after `sleep`), one that appends `done`, then the answer, `answers` times (a spare
+/// for a run that lost one); every response matched by the task id in the last user message.
+pub fn step_responses(id: &str, steps: usize, sleep: &str, answers: usize) -> Vec<Value> {
+    let step = |text: String, command: String| {
+        serde_json::json!({"match": {"last_user_contains": id}, "text": text,
+               "tool_calls": [{"name": "bash", "arguments": {"command": command}}]})
+    };
+    let mut out: Vec<Value> = (1..=steps)
+        .map(|s| {
+            step(
+                format!("Step {s}."),
+                format!("{sleep}echo step {s} >> log.txt"),
+            )
+        })
+        .collect();
+    out.push(step("Last step.".into(), "echo done >> log.txt".into()));
+    for _ in 0..answers {
+        out.push(serde_json::json!({"match": {"last_user_contains": id}, "text": format!("{id} finished.")}));
+    }
+    out
+}
