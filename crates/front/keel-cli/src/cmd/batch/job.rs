@@ -241,8 +241,10 @@ fn send_back(ws: &std::path::Path, out: &Out) {
 
 /// Lower-case hex SHA-256.
 pub fn hex_sha256(data: &[u8]) -> String {
-    sha2::Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&sha2::Sha256::digest(data))
+}
+
+/// Lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -41,6 +41,16 @@ impl Pack {
             .map_err(|e| format!("cannot add {name} to the archive: {e}"))
     }
 
+    /// Add one file at `name` with `mode`, its bytes read from `from` (never held whole).
+    pub fn copy(&mut self, name: &str, mode: u32, from: &mut impl Read) -> Result<(), String> {
+        self.zip
+            .start_file(name, self.options(mode))
+            .map_err(|e| format!("cannot add {name} to the archive: {e}"))?;
+        std::io::copy(from, &mut self.zip)
+            .map(drop)
+            .map_err(|e| format!("cannot add {name} to the archive: {e}"))
+    }
+
     /// Add the tree under `dir` below `prefix` (`prefix/…`; empty: at the top). Symbolic links
     /// are followed to files (Ray's unpacking writes files and directories only) and skipped
     /// when they lead to a directory or nowhere; a `.git` that is a file (a worktree's pointer

@@ -20,13 +20,14 @@
 //!   takes as Ctrl-C, ending its turn) and reads each to its end.
 
 use super::engine::{Attempt, CheckOutcome, Engine, Msg, Reattached};
-use super::job::{LINE, Spec, hex_sha256};
+use super::job::{LINE, Spec, hex, hex_sha256};
 use super::pack::{Pack, unpack};
 use base64::Engine as _;
 use keel_protocol::{LogRecord, SessionEvent, SessionHeader};
 use keel_session::store::{Store, WriterOptions, parse_record};
 use keel_session::{PersistentSession, Session};
 use serde_json::{Value, json};
+use sha2::Digest as _;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -435,19 +436,27 @@ async fn binary_package(shared: &Arc<Shared>) -> Result<String, String> {
     shared
         .binary
         .get_or_try_init(|| async {
+            // Hashed and zipped as a stream: the binary (hundreds of MB with debug line
+            // tables) is never held in memory, only its zip while it is uploaded.
             let exe = shared.opts.exe.clone();
-            let (name, bytes) = tokio::task::spawn_blocking(move || {
-                let bytes = std::fs::read(&exe)
-                    .map_err(|e| format!("cannot read the keel binary {}: {e}", exe.display()))?;
-                let name = format!("_ray_pkg_keel_bin_{}.zip", &hex_sha256(&bytes)[..32]);
-                Ok::<_, String>((name, bytes))
+            let open = move || {
+                std::fs::File::open(&exe)
+                    .map_err(|e| format!("cannot read the keel binary {}: {e}", exe.display()))
+            };
+            let hashed = open.clone();
+            let name = tokio::task::spawn_blocking(move || {
+                let mut hasher = sha2::Sha256::new();
+                std::io::copy(&mut hashed()?, &mut hasher)
+                    .map_err(|e| format!("cannot read the keel binary: {e}"))?;
+                let digest = hex(&hasher.finalize());
+                Ok::<_, String>(format!("_ray_pkg_keel_bin_{}.zip", &digest[..32]))
             })
             .await
             .map_err(|e| e.to_string())??;
             if !shared.api.package_exists(&name).await? {
                 let data = tokio::task::spawn_blocking(move || {
                     let mut pack = Pack::new(1);
-                    pack.file("keel", 0o755, &bytes)?;
+                    pack.copy("keel", 0o755, &mut open()?)?;
                     pack.finish()
                 })
                 .await
