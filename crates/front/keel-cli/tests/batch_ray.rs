@@ -389,7 +389,7 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
     std::fs::write(tpl.join("README.md"), "template\n").unwrap();
     let tasks = env.outside.join("tasks.jsonl");
     let check = "grep -q done log.txt && test $(sort log.txt | uniq -d | wc -l) -eq 0";
-    let (ids, mock) = write_phase(&tasks, &tpl, "task", 10, 5, check);
+    let (ids, mock) = write_phase(&tasks, &tpl, "task", 10, 8, check);
     let out = env.outside.join("out");
     let mut cmd = ray_batch(&env, &mock, &cluster, &tasks, 4, &out);
     let batch = spawn(&mut cmd);
@@ -478,7 +478,7 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
 
     // Ctrl-C stops the jobs (Ray's stop, SIGINT to keel: its turn ends and is logged) and each
     // comes home with its workspace; the same command again resumes them.
-    let (ids, mock) = write_phase(&tasks, &tpl, "stop", 3, 8, check);
+    let (ids, mock) = write_phase(&tasks, &tpl, "stop", 3, 16, check);
     let out = env.outside.join("out-stop");
     let batch_cmd = || ray_batch(&env, &mock, &cluster, &tasks, 2, &out);
     let first = spawn(&mut batch_cmd());
@@ -565,13 +565,13 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
 
     // A `kill -9` of the batch leaves its jobs running on the cluster: the same command again
     // stops each, reads what it printed and resumes (or only scores) its session.
-    let (ids, mock) = write_phase(&tasks, &tpl, "kill", 3, 8, check);
+    let (ids, mock) = write_phase(&tasks, &tpl, "kill", 3, 20, check);
     let out = env.outside.join("out-kill");
     let batch_cmd = || ray_batch(&env, &mock, &cluster, &tasks, 3, &out);
     let first = spawn(&mut batch_cmd());
     let deadline = Instant::now() + Duration::from_secs(240);
     let before = loop {
-        // Two sessions a few steps into their eight (as mirrored here).
+        // Two sessions a few steps into their twenty (as mirrored here).
         let st = state(&out);
         let midway = ids
             .iter()
@@ -595,12 +595,16 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
     };
     first.signal(libc::SIGKILL);
     assert_eq!(first.wait().code, None);
+    let killed_at = Instant::now();
     let again = run(&mut batch_cmd());
     assert_eq!(again.code, Some(0), "{again:?}");
     assert!(
-        again.stderr.contains("resuming session"),
-        "{}",
-        again.stderr
+        again
+            .stderr
+            .contains("were running when the last batch stopped")
+            && again.stderr.contains("resuming session"),
+        "{again:?}\nstate at the kill: {before}\nthe second run took {:?}",
+        killed_at.elapsed()
     );
     let results = read_results(&out);
     assert_eq!(results.len(), 3);

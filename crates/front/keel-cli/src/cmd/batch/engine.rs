@@ -5,7 +5,7 @@
 
 use keel_protocol::{EventBody, LogRecord};
 use keel_session::store::parse_record;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -174,12 +174,13 @@ pub trait Engine {
     fn interrupt(&mut self);
     /// Run only the check of a task whose session already ended (ends with [`Msg::Finished`]).
     fn check_alone(&mut self, index: usize, attempt: &Attempt, tx: Sender<Msg>);
-    /// Before a task that was running when an earlier `keel batch` died is planned: make sure
-    /// its last run (`job`) is over and everything it reported is in the session's log here
-    /// (its session id if it reported one). The local engine has nothing to do: the batch's
-    /// death killed its children, which wrote their logs themselves.
-    fn reattach(&mut self, _index: usize, _job: &str, _workspace: &Path) -> Reattached {
-        Reattached::default()
+    /// Before anything is planned: the runs an earlier `keel batch` left running when it died
+    /// (task index, the engine's record of the run, the task's workspace). Make sure each is
+    /// over and everything it reported is in the session's log here; one answer per run, in
+    /// order. The local engine has nothing to do: the batch's death killed its children, which
+    /// wrote their logs themselves.
+    fn reattach(&mut self, runs: &[(usize, String, PathBuf)]) -> Vec<Reattached> {
+        runs.iter().map(|_| Reattached::default()).collect()
     }
 }
 

@@ -268,6 +268,7 @@ impl Batch<'_> {
             self.progress.say(&line);
         }
         self.write_results()?;
+        self.reattach(engine, &queue)?;
         catch_signals();
         let (tx, rx) = mpsc::channel();
         let mut seen = SIGNALS.load(Ordering::SeqCst);
@@ -332,6 +333,37 @@ impl Batch<'_> {
         })
     }
 
+    /// Runs the last batch left running when it died (a Ray job goes on without it): each is
+    /// over when this returns, and what it reported is in its session here.
+    fn reattach(&mut self, engine: &mut dyn Engine, queue: &VecDeque<usize>) -> Result<()> {
+        let runs: Vec<(usize, String, PathBuf)> = queue
+            .iter()
+            .filter_map(|&i| {
+                let t = self.state.tasks.get(&self.tasks[i].id)?;
+                let job = t.job.clone().filter(|_| t.status == Status::Running)?;
+                Some((i, job, self.workspace_dir(i).canonicalize().ok()?))
+            })
+            .collect();
+        if runs.is_empty() {
+            return Ok(());
+        }
+        self.progress.say(&format!(
+            "{} task(s) were running when the last batch stopped: picking their runs up",
+            runs.len()
+        ));
+        for ((i, _, _), found) in runs.iter().zip(engine.reattach(&runs)) {
+            let record = self.state.task(&self.tasks[*i].id);
+            if let Some(session) = found.session {
+                record.session.get_or_insert(session);
+            }
+            if found.stopped {
+                record.status = Status::Interrupted;
+            }
+        }
+        self.state.save(&self.out)?;
+        Ok(())
+    }
+
     fn workspace_dir(&self, i: usize) -> PathBuf {
         self.out.join("work").join(&self.tasks[i].id)
     }
@@ -376,25 +408,6 @@ impl Batch<'_> {
         tx: &mpsc::Sender<Msg>,
     ) -> Result<bool> {
         let task = self.tasks[i].clone();
-        if let Some(job) = self
-            .state
-            .tasks
-            .get(&task.id)
-            .filter(|t| t.status == Status::Running)
-            .and_then(|t| t.job.clone())
-            && let Ok(ws) = self.workspace_dir(i).canonicalize()
-        {
-            // The batch died while this task's run went on: it is over now, and what it
-            // reported is in the session here.
-            let found = engine.reattach(i, &job, &ws);
-            let record = self.state.task(&task.id);
-            if let Some(session) = found.session {
-                record.session.get_or_insert(session);
-            }
-            if found.stopped {
-                record.status = Status::Interrupted;
-            }
-        }
         let stopped = self
             .state
             .tasks

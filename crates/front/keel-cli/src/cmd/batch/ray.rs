@@ -176,47 +176,65 @@ impl Engine for RayEngine {
         });
     }
 
-    fn reattach(&mut self, index: usize, job: &str, workspace: &Path) -> Reattached {
-        let shared = self.shared.clone();
-        let job = job.to_owned();
-        let workspace = workspace.to_path_buf();
-        self.rt.block_on(async move {
-            let Ok(info) = shared.api.status(&job).await else {
-                return Reattached::default();
-            };
-            let stopped = !is_terminal(&info);
-            if stopped {
-                // It ran on while no batch was reading it: stop it and read it to its end.
-                let _ = shared.api.stop(&job).await;
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    match shared.api.status(&job).await {
-                        Ok(info) if is_terminal(&info) => break,
-                        Ok(_) => {}
-                        Err(_) => break,
-                    }
-                }
+    fn reattach(&mut self, runs: &[(usize, String, PathBuf)]) -> Vec<Reattached> {
+        // All at once: a job left pending waits for a CPU the others hold, so stopping them
+        // one after another would let the others run on unread meanwhile.
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|(index, job, workspace)| {
+                let shared = self.shared.clone();
+                self.rt
+                    .spawn(reattach_one(shared, *index, job.clone(), workspace.clone()))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| self.rt.block_on(h).unwrap_or_default())
+            .collect()
+    }
+}
+
+/// Stop `job` if it still runs, wait for its end, and read its output into the session here.
+async fn reattach_one(
+    shared: Arc<Shared>,
+    index: usize,
+    job: String,
+    workspace: PathBuf,
+) -> Reattached {
+    let Ok(info) = shared.api.status(&job).await else {
+        return Reattached::default();
+    };
+    let stopped = !is_terminal(&info);
+    if stopped {
+        // It ran on while no batch was reading it: stop it and read it to its end.
+        let _ = shared.api.stop(&job).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            match shared.api.status(&job).await {
+                Ok(info) if is_terminal(&info) => break,
+                Ok(_) => {}
+                Err(_) => break,
             }
-            let Ok(text) = shared.api.logs(&job).await else {
-                return Reattached {
-                    session: None,
-                    stopped,
-                };
-            };
-            let mut reader = Reader::new(index, shared.opts.store.clone(), workspace.clone(), None);
-            let mut sink = Vec::new();
-            reader.feed(&text, None, &mut sink);
-            reader.mirror.close();
-            if reader.exited.is_some() {
-                // It ran to its end (or its stop): its workspace came back with it.
-                let _ = reader.bring_back(&workspace);
-            }
-            Reattached {
-                session: reader.mirror.id.clone(),
-                stopped,
-            }
-        })
+        }
+    }
+    let Ok(text) = shared.api.logs(&job).await else {
+        return Reattached {
+            session: None,
+            stopped,
+        };
+    };
+    let mut reader = Reader::new(index, shared.opts.store.clone(), workspace.clone(), None);
+    let mut sink = Vec::new();
+    reader.feed(&text, None, &mut sink);
+    reader.mirror.close();
+    if reader.exited.is_some() {
+        // It ran to its end (or its stop): its workspace came back with it.
+        let _ = reader.bring_back(&workspace);
+    }
+    Reattached {
+        session: reader.mirror.id.clone(),
+        stopped,
     }
 }
 
