@@ -172,7 +172,9 @@ pub trait Engine {
     fn ended(&mut self, index: usize);
     /// Stop every running session cleanly (their turns end interrupted) and every check.
     fn interrupt(&mut self);
-    /// Run only the check of a task whose session already ended (ends with [`Msg::Finished`]).
+    /// Score a task whose session already ended without running it again: its check alone
+    /// (local), or the check's result read from the job that ran it (Ray). Ends with
+    /// [`Msg::Finished`].
     fn check_alone(&mut self, index: usize, attempt: &Attempt, tx: Sender<Msg>);
     /// Before anything is planned: the runs an earlier `keel batch` left running when it died
     /// (task index, the engine's record of the run, the task's workspace). Make sure each is
