@@ -29,14 +29,6 @@ fn write_tasks(path: &Path, lines: &[String]) {
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
 }
 
-fn read_results(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn ids(n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("task-{i:02}")).collect()
 }

@@ -287,14 +287,6 @@ fn processes() -> Vec<(i32, String)> {
     out
 }
 
-fn read_results(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn state(out: &Path) -> Value {
     std::fs::read_to_string(out.join("state.json"))
         .ok()

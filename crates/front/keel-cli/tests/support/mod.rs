@@ -791,3 +791,12 @@ pub fn step_responses(id: &str, steps: usize, sleep: &str, answers: usize) -> Ve
     }
     out
 }
+
+/// The lines of a batch's `results.jsonl` in `out`.
+pub fn read_results(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
