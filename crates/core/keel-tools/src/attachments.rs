@@ -178,10 +178,7 @@ impl Attachments {
     pub fn store(&self, bytes: &[u8], shown: &str) -> Result<ImageRef, ImageError> {
         let kind = check(bytes, shown)?;
         let sha = Sha256::digest(bytes);
-        let mut name = String::with_capacity(70);
-        for b in sha {
-            name.push_str(&format!("{b:02x}"));
-        }
+        let mut name = hex::encode(sha);
         name.push('.');
         name.push_str(kind.ext);
         let path = self.dir.join(&name);

@@ -17,20 +17,13 @@ pub(crate) type Oid = [u8; 20];
 
 /// The object id in hex.
 pub(crate) fn hex(oid: &Oid) -> String {
-    oid.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(oid)
 }
 
 /// The object id of 40 hex digits.
 pub(crate) fn parse_hex(text: &str) -> Option<Oid> {
-    let text = text.as_bytes();
-    if text.len() != 40 {
-        return None;
-    }
     let mut oid = [0u8; 20];
-    for (i, pair) in text.chunks(2).enumerate() {
-        let digits = std::str::from_utf8(pair).ok()?;
-        oid[i] = u8::from_str_radix(digits, 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut oid).ok()?;
     Some(oid)
 }
 

@@ -132,8 +132,8 @@ impl TokenStore {
     /// The file holding the token of `server_url`.
     pub fn path(&self, server_url: &str) -> PathBuf {
         let digest = Sha256::digest(server_url.as_bytes());
-        let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{name}.json"))
+        self.dir
+            .join(format!("{}.json", hex::encode(&digest[..16])))
     }
 
     fn store_error(path: &Path, e: impl std::fmt::Display) -> AuthError {

@@ -213,8 +213,7 @@ impl Card {
     pub fn id(&self) -> String {
         let json = serde_json::to_vec(self).unwrap_or_default();
         let digest = Sha256::digest(&json);
-        let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}-{hex}", slug(&self.data.name))
+        format!("{}-{}", slug(&self.data.name), hex::encode(&digest[..4]))
     }
 }
 
