@@ -3,7 +3,7 @@
 //! sessions here. Both report through the same [`Msg`]s, so scheduling, state, scoring and
 //! results stay shared.
 
-use keel_protocol::{EventBody, LogRecord};
+use keel_protocol::{EventBody, LogRecord, SessionEvent};
 use keel_session::store::parse_record;
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
@@ -199,15 +199,20 @@ pub struct Reattached {
 pub fn read_event(index: usize, line: &str) -> Option<Msg> {
     match parse_record(line).ok()? {
         LogRecord::Header(h) => Some(Msg::Session { index, id: h.id.0 }),
-        LogRecord::Event(ev) => match ev.body {
-            EventBody::AssistantMessage(m) => m.usage.map(|u| Msg::Usage {
-                index,
-                prompt: u.prompt_tokens(),
-                cached: u.cache_read_tokens,
-                output: u.output_tokens,
-            }),
-            _ => None,
-        },
+        LogRecord::Event(ev) => usage_of(index, &ev),
         LogRecord::Packed(_) => None,
+    }
+}
+
+/// The usage an event reports (a model request answered), as a [`Msg::Usage`].
+pub fn usage_of(index: usize, ev: &SessionEvent) -> Option<Msg> {
+    match &ev.body {
+        EventBody::AssistantMessage(m) => m.usage.as_ref().map(|u| Msg::Usage {
+            index,
+            prompt: u.prompt_tokens(),
+            cached: u.cache_read_tokens,
+            output: u.output_tokens,
+        }),
+        _ => None,
     }
 }

@@ -241,10 +241,5 @@ fn send_back(ws: &std::path::Path, out: &Out) {
 
 /// Lower-case hex SHA-256.
 pub fn hex_sha256(data: &[u8]) -> String {
-    hex(&sha2::Sha256::digest(data))
-}
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(sha2::Sha256::digest(data))
 }

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tasks::{BadLine, Task};
 
 /// `keel batch`.
@@ -162,7 +162,7 @@ struct Live {
     /// Time its processes ran this run.
     wall: Duration,
     /// When its last attempt started (ms since epoch).
-    started_at: u64,
+    started_at: keel_protocol::TimeMs,
     /// How long its check ran (ms).
     check_ms: u64,
     /// What the engine reported going wrong outside the session.
@@ -237,12 +237,6 @@ fn catch_signals() {
             libc::signal(sig, handler as libc::sighandler_t);
         }
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Batch<'_> {
@@ -446,7 +440,7 @@ impl Batch<'_> {
             }
         };
         self.live[i].workspace = Some(ws.clone());
-        self.live[i].started_at = now_ms();
+        self.live[i].started_at = keel_session::now_ms();
         let (prompt, resume) = match &plan {
             Plan::Resume(session) => (
                 format!(
@@ -703,7 +697,7 @@ impl Batch<'_> {
             ),
         );
         m.insert("started_at_ms".into(), json!(self.live[i].started_at));
-        m.insert("ended_at_ms".into(), json!(now_ms()));
+        m.insert("ended_at_ms".into(), json!(keel_session::now_ms()));
         m
     }
 

@@ -20,7 +20,7 @@
 //!   takes as Ctrl-C, ending its turn) and reads each to its end.
 
 use super::engine::{Attempt, CheckOutcome, Engine, Msg, Reattached};
-use super::job::{LINE, Spec, hex, hex_sha256};
+use super::job::{LINE, Spec, hex_sha256};
 use super::pack::{Pack, unpack};
 use base64::Engine as _;
 use keel_protocol::{LogRecord, SessionEvent, SessionHeader};
@@ -379,7 +379,7 @@ async fn submit(
     let task = attempt.id.clone();
     let job = format!(
         "keel-{task}-{}",
-        uuid_like(&format!("{task}{}", keel_session::now_ms()))
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
     );
     let spec = Spec {
         task: task.clone(),
@@ -466,7 +466,7 @@ async fn binary_package(shared: &Arc<Shared>) -> Result<String, String> {
                 let mut hasher = sha2::Sha256::new();
                 std::io::copy(&mut hashed()?, &mut hasher)
                     .map_err(|e| format!("cannot read the keel binary: {e}"))?;
-                let digest = hex(&hasher.finalize());
+                let digest = hex::encode(hasher.finalize());
                 Ok::<_, String>(format!("_ray_pkg_keel_bin_{}.zip", &digest[..32]))
             })
             .await
@@ -736,7 +736,7 @@ impl Reader {
             Ok(LogRecord::Event(ev)) => {
                 if let Some(tx) = tx
                     && ev.seq.0 >= self.mirror.len()
-                    && let Some(msg) = super::engine::read_event(self.index, line)
+                    && let Some(msg) = super::engine::usage_of(self.index, &ev)
                 {
                     let _ = tx.send(msg);
                 }
@@ -910,12 +910,6 @@ impl Mirror {
 /// `'…'` for sh.
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-/// 12 hex digits from `seed` and the process's randomness (a submission id's tail).
-fn uuid_like(seed: &str) -> String {
-    let id = keel_session::new_session_id();
-    hex_sha256(format!("{seed}{}", id.0).as_bytes())[..12].to_owned()
 }
 
 /// The Jobs REST API of one cluster.
