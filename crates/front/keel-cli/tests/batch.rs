@@ -42,18 +42,11 @@ fn batch(env: &Env, mock: &Mock, args: &[&str]) -> std::process::Command {
 
 /// Processes whose command line mentions `needle` (from /proc).
 fn processes_with(needle: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if text.contains(needle) {
-            out.push(pid);
-        }
-    }
-    out
+    processes()
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains(needle))
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// Wait until no process mentions `needle` (hang guard).
@@ -236,18 +229,9 @@ fn sigkill_mid_run_then_the_same_command_loses_no_task_and_runs_none_twice() {
     let env = Env::new();
     let tpl = template(&env);
     let ids = ids(20);
-    let script: Vec<Value> = ids
-        .iter()
-        .flat_map(|id| responses(id, 4, "sleep 0.2; "))
-        .collect();
-    let mock = Mock::start(&json!({"responses": script}).to_string());
     let tasks = env.outside.join("tasks.jsonl");
     let check = "test $(sort log.txt | uniq -d | wc -l) -eq 0 && grep -q done log.txt";
-    let lines: Vec<String> = ids
-        .iter()
-        .map(|id| task(id, json!(tpl), Some(check)).to_string())
-        .collect();
-    write_tasks(&tasks, &lines);
+    let mock = step_tasks(&tasks, &tpl, &ids, (4, "sleep 0.2; ", 1), check);
     let out_dir = env.outside.join("out");
     let args = [
         tasks.to_str().unwrap(),
@@ -486,18 +470,9 @@ fn ctrl_c_stops_the_sessions_and_the_same_command_resumes_them() {
     let env = Env::new();
     let tpl = template(&env);
     let ids = ids(6);
-    let script: Vec<Value> = ids
-        .iter()
-        .flat_map(|id| responses(id, 6, "sleep 0.2; "))
-        .collect();
-    let mock = Mock::start(&json!({"responses": script}).to_string());
     let tasks = env.outside.join("tasks.jsonl");
     let check = "test $(sort log.txt | uniq -d | wc -l) -eq 0 && grep -q done log.txt";
-    let lines: Vec<String> = ids
-        .iter()
-        .map(|id| task(id, json!(tpl), Some(check)).to_string())
-        .collect();
-    write_tasks(&tasks, &lines);
+    let mock = step_tasks(&tasks, &tpl, &ids, (6, "sleep 0.2; ", 1), check);
     let out_dir = env.outside.join("out");
     let args = [
         tasks.to_str().unwrap(),

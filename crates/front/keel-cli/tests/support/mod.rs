@@ -800,3 +800,41 @@ pub fn read_results(out: &Path) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// A batch of step tasks: each of `ids` on the template `tpl` ("Work on ID.", scored by
+/// `check`), written to the task file `tasks`, and the mock serving their
+/// [`step_responses`].
+pub fn step_tasks(
+    tasks: &Path,
+    tpl: &Path,
+    ids: &[String],
+    (steps, sleep, answers): (usize, &str, usize),
+    check: &str,
+) -> Mock {
+    let script: Vec<Value> = ids
+        .iter()
+        .flat_map(|id| step_responses(id, steps, sleep, answers))
+        .collect();
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            serde_json::json!({"id": id, "prompt": format!("Work on {id}."), "workspace": tpl, "check": check})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(tasks, lines.join("\n") + "\n").unwrap();
+    Mock::start(&serde_json::json!({"responses": script}).to_string())
+}
+
+/// Every process and its command line (from /proc).
+pub fn processes() -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        out.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+    }
+    out
+}
