@@ -26,6 +26,7 @@ pub mod jobs;
 pub mod observed;
 pub mod pipeline;
 pub mod plan;
+pub mod protected;
 pub mod registry;
 pub mod schema;
 pub mod seams;
