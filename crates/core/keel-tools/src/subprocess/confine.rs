@@ -189,6 +189,13 @@ impl Confinement {
         &self.enforcement
     }
 
+    /// The Landlock ruleset descriptor, for keel's own `git` (`crate::git`) entering this
+    /// confinement on a `std::process::Command`; `None` when nothing is enforced. It stays open
+    /// while this value lives.
+    pub(crate) fn ruleset_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.ruleset.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
     /// Arrange for the child of `cmd` to enter this confinement between fork and exec. The
     /// ruleset descriptor must stay open (this value alive) until the spawn returns.
     pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {
