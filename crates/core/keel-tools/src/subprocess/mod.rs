@@ -110,6 +110,7 @@ pub struct CommandSpec {
     cwd: Option<PathBuf>,
     stdin: Option<Vec<u8>>,
     env: Vec<(OsString, OsString)>,
+    env_remove: Vec<OsString>,
     timeout: Option<Duration>,
     output: OutputMode,
     cap: usize,
@@ -138,6 +139,7 @@ impl CommandSpec {
             cwd: None,
             stdin: None,
             env: Vec::new(),
+            env_remove: Vec::new(),
             timeout: None,
             output: OutputMode::Separate,
             cap: 30_000,
@@ -170,6 +172,12 @@ impl CommandSpec {
     /// Set a variable explicitly (never scrubbed).
     pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((name.into(), value.into()));
+        self
+    }
+    /// Leave `name` out of the environment the child starts from (a variable set with
+    /// [`CommandSpec::env`] is still set).
+    pub fn env_remove(mut self, name: impl Into<OsString>) -> Self {
+        self.env_remove.push(name.into());
         self
     }
     /// Time limit, after which the group is terminated.
@@ -404,10 +412,11 @@ impl SubprocessService {
         let started = Instant::now();
         let (program, args) = spec.argv.split_first().ok_or(SubprocessError::EmptyArgv)?;
         let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args)
-            .env_clear()
-            .envs(self.scrubbed_env())
-            .envs(spec.env.iter().cloned());
+        cmd.args(args).env_clear().envs(self.scrubbed_env());
+        for name in &spec.env_remove {
+            cmd.env_remove(name);
+        }
+        cmd.envs(spec.env.iter().cloned());
         cmd.process_group(0).kill_on_drop(true);
         let reaper_fd = if cfg!(target_os = "linux") {
             reaper::registration_fd()
