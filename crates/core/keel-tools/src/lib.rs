@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod attachments;
+pub mod beneath;
 pub mod builtins;
 pub mod caller;
 pub mod error;
