@@ -23,6 +23,7 @@ pub mod builtins;
 pub mod caller;
 pub mod error;
 pub mod escalation;
+pub mod git;
 pub mod jobs;
 pub mod observed;
 pub mod pipeline;
