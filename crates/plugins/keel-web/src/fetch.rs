@@ -2,7 +2,7 @@
 //! text as it is, binary refused; framed as web content, not instructions.
 //!
 //! Every hop is checked before it is made: the scheme (http or https), the host resolved and
-//! every address it resolves to public ([`crate::net::is_private`]) unless `allow_private`,
+//! every address it resolves to public ([`crate::net::refusal`]) unless `allow_private`,
 //! and the connection pinned to the addresses checked (no second lookup a DNS rebinding could
 //! answer differently). No proxy is used. Redirects are followed by hand, at most
 //! [`MAX_REDIRECTS`], each one checked the same way. At most [`MAX_READ_BYTES`] are read and
@@ -10,7 +10,7 @@
 //! in the session's spill directory.
 
 use crate::error::{WebError, cut, transport};
-use crate::net::is_private;
+use crate::net::refusal;
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
@@ -98,15 +98,16 @@ async fn checked_addrs(
         });
     }
     if !policy.allow_private
-        && let Some(bad) = addrs
+        && let Some((bad, why)) = addrs
             .iter()
-            .find(|a| is_private(a.ip()) && !policy.exempt.contains(a))
+            .filter(|a| !policy.exempt.contains(a))
+            .find_map(|a| refusal(a.ip()).map(|why| (a.ip(), why)))
     {
         return Err(WebError::Refused(format!(
-            "{url} resolves to {}, a loopback, private or link-local address; web_fetch reaches \
-             public addresses only (allow_private = true in the web plugin's row of your own \
-             configuration allows them)",
-            bad.ip()
+            "{url} resolves to {bad}, {why}: not a public address (loopback, private, link-local \
+             or another special-purpose range); web_fetch reaches public addresses only and \
+             connected to none (allow_private = true in the web plugin's row of your own \
+             configuration allows them)"
         )));
     }
     Ok(addrs)
