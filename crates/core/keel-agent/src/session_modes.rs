@@ -6,21 +6,28 @@
 //!
 //! A session's first `sandbox/mode` and first `approval/policy` events record the
 //! configuration it was started with (keel and dsh write them first thing); they are not
-//! restored: a resumed session starts from the configuration of the process that resumes it.
-//! Each later one is a change made during the session, and the last change is kept:
+//! restored: a resumed session starts from the configuration of the process that resumes it
+//! (the user's own flags and config). Each later one is a change made during the session; the
+//! last change is kept only where it is stricter than that configuration. A resume never
+//! loosens: a log is data anyone who can write the session file (or hand over one to import)
+//! controls, so a looser mode in it is reported, not applied.
 //!
 //! | last change logged | kept |
 //! |---|---|
 //! | `sandbox/mode` `read-only` | the sandbox narrowed to read-only |
-//! | `sandbox/mode` another known mode (the mode went back to the default) | the configured sandbox, narrowed to read-only when it is looser than the one logged (keel narrows to nothing else at run time) |
-//! | `approval/policy` `auto` | automatic approvals |
-//! | `approval/policy` `ask` or `never` (back to the default) | the configured policy, or the logged one when that is stricter |
+//! | `sandbox/mode` a known mode stricter than the configured sandbox | the configured sandbox, narrowed to read-only (keel narrows to nothing else at run time) |
+//! | `sandbox/mode` a known mode looser than the configured sandbox | the configured sandbox; the logged mode is noted as not restored |
+//! | `approval/policy` stricter than the configured policy (`ask` or `never` under `auto`, `never` under `ask`) | the logged policy |
+//! | `approval/policy` looser than the configured policy (`auto` under `ask` or `never`, `ask` under `never`) | the configured policy; the logged one is noted as not restored |
+//! | the same mode or policy as configured | the configured one, nothing to say |
 //! | a mode or policy keel does not know | fail closed: the sandbox narrowed to read-only; the configured policy, `ask` where that is `auto` |
 //!
-//! So a restore never gives a session a looser setting than its log holds. Nothing is logged
-//! when modes are kept (the log already says so); [`KeptModes::notes`] says what was kept, for
-//! the front end to tell the person. A `sandbox/mode` or `approval/policy` record whose payload
-//! does not parse makes the whole log unreadable: the session is not loaded at all.
+//! So a restore never gives a session a looser setting than its log holds, nor than the
+//! configuration of the process resuming it. Nothing is logged when modes are kept or refused
+//! (the log already says what was set); [`KeptModes::notes`] says what was kept and what was
+//! not restored, for the front end to tell the person. A `sandbox/mode` or `approval/policy`
+//! record whose payload does not parse makes the whole log unreadable: the session is not
+//! loaded at all.
 
 use crate::agent::ApprovalPolicy;
 use keel_protocol::{EventBody, Seq};
@@ -64,6 +71,26 @@ pub enum ModeNote {
         /// The policy kept.
         policy: ApprovalPolicy,
     },
+    /// The session's last `sandbox/mode` change (at `seq`) logged a mode looser than the
+    /// configured one: not restored, the configured sandbox is kept.
+    SandboxNotRestored {
+        /// The change.
+        seq: Seq,
+        /// The mode it logged, looser.
+        logged: SandboxMode,
+        /// The configured mode, in force.
+        kept: SandboxMode,
+    },
+    /// The session's last `approval/policy` change (at `seq`) logged a policy looser than the
+    /// configured one (`auto` under `ask`, say): not restored, the configured policy is kept.
+    ApprovalNotRestored {
+        /// The change.
+        seq: Seq,
+        /// The policy it logged, looser.
+        logged: ApprovalPolicy,
+        /// The configured policy, in force.
+        kept: ApprovalPolicy,
+    },
     /// The session's last `sandbox/mode` change (at `seq`) names a mode keel does not know:
     /// the sandbox is narrowed to read-only (fail closed).
     UnknownSandbox {
@@ -85,7 +112,8 @@ pub enum ModeNote {
 }
 
 impl ModeNote {
-    /// True when the log held something keel could not read and it failed closed.
+    /// True when the log held something keel could not read and it failed closed (a looser
+    /// mode that was not restored is no problem: the log is read, the configuration holds).
     pub fn is_problem(&self) -> bool {
         matches!(
             self,
@@ -118,6 +146,20 @@ impl fmt::Display for ModeNote {
                 "keeps the approval policy {} set during it (approval/policy at seq {})",
                 policy.as_str(),
                 seq.0
+            ),
+            ModeNote::SandboxNotRestored { seq, logged, kept } => write!(
+                f,
+                "logged sandbox {logged} at seq {}; not restored: a resumed session keeps the \
+                 configured {kept}",
+                seq.0
+            ),
+            ModeNote::ApprovalNotRestored { seq, logged, kept } => write!(
+                f,
+                "logged approval policy {} at seq {}; not restored: a resumed session keeps the \
+                 configured {}",
+                logged.as_str(),
+                seq.0,
+                kept.as_str()
             ),
             ModeNote::UnknownSandbox { seq, mode } => write!(
                 f,
@@ -173,7 +215,8 @@ pub fn kept_modes<'a>(
                     kept.notes.push(ModeNote::ReadOnly { seq });
                 }
             }
-            Ok(logged) if sandbox.stricter(logged) != sandbox => {
+            Ok(logged) if logged == sandbox => {}
+            Ok(logged) if sandbox.stricter(logged) == logged => {
                 kept.read_only = true;
                 kept.notes.push(ModeNote::Tightened {
                     seq,
@@ -181,7 +224,11 @@ pub fn kept_modes<'a>(
                     configured: sandbox,
                 });
             }
-            Ok(_) => {}
+            Ok(logged) => kept.notes.push(ModeNote::SandboxNotRestored {
+                seq,
+                logged,
+                kept: sandbox,
+            }),
             Err(_) => {
                 kept.read_only = sandbox != SandboxMode::ReadOnly;
                 kept.notes.push(ModeNote::UnknownSandbox {
@@ -193,8 +240,22 @@ pub fn kept_modes<'a>(
     }
     if let Some((seq, policy)) = last_policy {
         let restored = match ApprovalPolicy::parse(policy) {
-            Some(ApprovalPolicy::Auto) => ApprovalPolicy::Auto,
-            Some(logged) => logged.stricter(approval),
+            Some(logged) if logged == approval => approval,
+            Some(logged) if approval.stricter(logged) == logged => {
+                kept.notes.push(ModeNote::Approval {
+                    seq,
+                    policy: logged,
+                });
+                logged
+            }
+            Some(logged) => {
+                kept.notes.push(ModeNote::ApprovalNotRestored {
+                    seq,
+                    logged,
+                    kept: approval,
+                });
+                approval
+            }
             None => {
                 let closed = approval.stricter(ApprovalPolicy::Ask);
                 kept.notes.push(ModeNote::UnknownApproval {
@@ -205,12 +266,6 @@ pub fn kept_modes<'a>(
                 closed
             }
         };
-        if restored != approval && ApprovalPolicy::parse(policy).is_some() {
-            kept.notes.push(ModeNote::Approval {
-                seq,
-                policy: restored,
-            });
-        }
         kept.approval = Some(restored);
     }
     kept
@@ -346,31 +401,35 @@ mod tests {
             kept(read_only, SandboxMode::ReadOnly, ASK),
             KeptModes::default()
         );
-        let mut auto = start();
-        auto.extend([
+        // A stricter policy logged during the session is kept.
+        let mut never = start();
+        never.extend([
             sandbox("read-only"),
             sandbox("workspace-write"),
-            policy("auto"),
+            policy("never"),
         ]);
         assert_eq!(
-            kept(auto, WW, ApprovalPolicy::Never),
+            kept(never, WW, ASK),
             KeptModes {
                 read_only: false,
-                approval: Some(ApprovalPolicy::Auto),
+                approval: Some(ApprovalPolicy::Never),
                 notes: vec![ModeNote::Approval {
                     seq: Seq(4),
-                    policy: ApprovalPolicy::Auto
+                    policy: ApprovalPolicy::Never
                 }],
             }
         );
-        // Back to the default: the configured policy (ask → the configured auto would be
-        // looser than the logged ask, so ask).
+        // Back to the default: the configured policy, or the logged one when that is
+        // stricter (the configured auto is looser than the logged ask, so ask).
         let mut back = start();
         back.extend([policy("auto"), policy("ask")]);
-        assert_eq!(kept(back.clone(), WW, ASK).approval, Some(ASK));
         assert_eq!(
-            kept(back.clone(), WW, ApprovalPolicy::Never).approval,
-            Some(ApprovalPolicy::Never)
+            kept(back.clone(), WW, ASK),
+            KeptModes {
+                read_only: false,
+                approval: Some(ASK),
+                notes: vec![],
+            }
         );
         assert_eq!(
             kept(back, WW, ApprovalPolicy::Auto),
@@ -382,6 +441,106 @@ mod tests {
                     policy: ASK
                 }],
             }
+        );
+    }
+
+    #[test]
+    fn a_resume_never_loosens_a_looser_logged_mode_is_noted_not_restored() {
+        let start = || vec![sandbox("workspace-write"), policy("ask")];
+        // auto set during the session (an editor's session/set_mode, or a crafted log): the
+        // configured ask or never holds.
+        let mut auto = start();
+        auto.extend([
+            sandbox("read-only"),
+            sandbox("workspace-write"),
+            policy("auto"),
+        ]);
+        for configured in [ASK, ApprovalPolicy::Never] {
+            assert_eq!(
+                kept(auto.clone(), WW, configured),
+                KeptModes {
+                    read_only: false,
+                    approval: Some(configured),
+                    notes: vec![ModeNote::ApprovalNotRestored {
+                        seq: Seq(4),
+                        logged: ApprovalPolicy::Auto,
+                        kept: configured,
+                    }],
+                }
+            );
+        }
+        // Configured auto: the logged auto is no change.
+        assert_eq!(
+            kept(auto, WW, ApprovalPolicy::Auto),
+            KeptModes {
+                read_only: false,
+                approval: Some(ApprovalPolicy::Auto),
+                notes: vec![],
+            }
+        );
+        // ask is looser than a configured never.
+        let mut ask = start();
+        ask.push(policy("ask"));
+        assert_eq!(
+            kept(ask, WW, ApprovalPolicy::Never).notes,
+            vec![ModeNote::ApprovalNotRestored {
+                seq: Seq(2),
+                logged: ASK,
+                kept: ApprovalPolicy::Never,
+            }]
+        );
+        // A looser sandbox logged: the configured one holds.
+        let got = kept(
+            vec![
+                sandbox("read-only"),
+                policy("ask"),
+                sandbox("workspace-write"),
+            ],
+            SandboxMode::ReadOnly,
+            ASK,
+        );
+        assert_eq!(
+            got,
+            KeptModes {
+                read_only: false,
+                approval: None,
+                notes: vec![ModeNote::SandboxNotRestored {
+                    seq: Seq(2),
+                    logged: WW,
+                    kept: SandboxMode::ReadOnly,
+                }],
+            }
+        );
+        let got = kept(
+            vec![sandbox("workspace-write"), sandbox("full-access")],
+            WW,
+            ASK,
+        );
+        assert_eq!(
+            got.notes,
+            vec![ModeNote::SandboxNotRestored {
+                seq: Seq(1),
+                logged: SandboxMode::FullAccess,
+                kept: WW,
+            }]
+        );
+        assert!(!got.read_only);
+        // Not a problem: the log was read, the configuration holds.
+        let auto_note = ModeNote::ApprovalNotRestored {
+            seq: Seq(4),
+            logged: ApprovalPolicy::Auto,
+            kept: ASK,
+        };
+        assert!(!auto_note.is_problem() && !got.notes[0].is_problem());
+        assert_eq!(
+            auto_note.to_string(),
+            "logged approval policy auto at seq 4; not restored: a resumed session keeps the \
+             configured ask"
+        );
+        assert_eq!(
+            got.notes[0].to_string(),
+            "logged sandbox full-access at seq 1; not restored: a resumed session keeps the \
+             configured workspace-write"
         );
     }
 
