@@ -2,13 +2,17 @@
 //! workspace under each mode. The fixture's workspace, "outside" directory and temp directory
 //! are siblings under one temporary root, and the workspace's temp directory is set to the
 //! fixture's own, so "outside" is outside every writable place even though it lies under /tmp.
+//! The protected paths (`.git`, `.keel`, `.mcp.json` …) are read-only to commands under
+//! `workspace-write` through read-only binds in each command's own mount namespace.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
 
 use common::{Fixture, call, run_one};
 use keel_testkit::recording::{Log, RecordingHost};
-use keel_tools::subprocess::confine::{ConfineSpec, Confinement, Enforcement, NetworkRule};
+use keel_tools::subprocess::confine::{
+    ConfineSpec, Confinement, Enforcement, NetworkRule, ProtectedRule,
+};
 use keel_tools::subprocess::{CommandSpec, OutputMode};
 use keel_tools::{ApprovalOutcome, Pipeline, SandboxMode, ToolHooks, Workspace, enter_plan_mode};
 use serde_json::json;
@@ -285,9 +289,33 @@ fn the_enforcement_reads_as_what_it_is() {
     let ll = Enforcement::Landlock {
         abi: 7,
         network: NetworkRule::NotEnforced,
+        protected: ProtectedRule::ReadOnly,
     };
     assert!(!ll.is_complete());
     assert!(ll.to_string().contains("network NOT closed"), "{ll}");
+    let full = Enforcement::Landlock {
+        abi: 7,
+        network: NetworkRule::Open,
+        protected: ProtectedRule::ReadOnly,
+    };
+    assert!(full.is_complete());
+    assert_eq!(
+        full.to_string(),
+        "landlock (ABI 7): writes confined, protected paths read-only, network open"
+    );
+    let writable = Enforcement::Landlock {
+        abi: 7,
+        network: NetworkRule::Open,
+        protected: ProtectedRule::NotEnforced {
+            reason: "no mount namespace: Operation not permitted (os error 1)".into(),
+        },
+    };
+    assert!(!writable.is_complete());
+    assert_eq!(
+        writable.to_string(),
+        "landlock (ABI 7): writes confined, protected paths NOT read-only to commands (no mount \
+         namespace: Operation not permitted (os error 1)), network open"
+    );
     let none = Enforcement::Unavailable {
         reason: "this kernel has no Landlock".into(),
     };
@@ -488,4 +516,316 @@ async fn an_escalation_is_checked_before_anyone_is_asked() {
         out.text()
     );
     assert!(asked.is_empty());
+}
+
+// Protected paths (`keel_tools::protected`): read-only to commands under `workspace-write`
+// (each command's own mount namespace), writable under `full-access`.
+
+/// The protected files a trusted project holds: a git repository, `.keel/config.toml`,
+/// `.claude/settings.json` and `.mcp.json`.
+const PROTECTED_FILES: &[&str] = &[
+    ".git/config",
+    ".git/HEAD",
+    ".keel/config.toml",
+    ".claude/settings.json",
+    ".mcp.json",
+];
+
+/// Make the fixture's workspace such a project.
+fn with_protected(s: &Sandboxed) {
+    let out = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&s.f.ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    s.f.write(
+        ".keel/config.toml",
+        "[sandbox]\nmode = \"workspace-write\"\n",
+    );
+    s.f.write(".claude/settings.json", "{}\n");
+    s.f.write(".mcp.json", "{\"mcpServers\":{}}\n");
+}
+
+/// The protected files' contents (`None`: missing).
+fn protected_contents(s: &Sandboxed) -> Vec<(&'static str, Option<String>)> {
+    PROTECTED_FILES
+        .iter()
+        .map(|f| (*f, std::fs::read_to_string(s.f.ws.join(f)).ok()))
+        .collect()
+}
+
+/// Whether this machine keeps the protected paths read-only to commands. Where it cannot (no
+/// Landlock, no mount namespace) the tests check that keel says so.
+fn protected_read_only(ws: &Workspace) -> bool {
+    if !landlock_available(ws) {
+        return false;
+    }
+    match ws.confinement().enforcement() {
+        Enforcement::Landlock {
+            protected: ProtectedRule::ReadOnly,
+            ..
+        } => true,
+        other => {
+            eprintln!("protected paths not read-only here ({other}); checking the report only");
+            assert!(!other.is_complete());
+            assert!(
+                other
+                    .to_string()
+                    .contains("protected paths NOT read-only to commands"),
+                "{other}"
+            );
+            false
+        }
+    }
+}
+
+/// Assert `command` failed with EROFS, marked as the sandbox's refusal.
+fn assert_read_only(command: &str, (text, code): (String, i64)) {
+    assert_ne!(code, 0, "{command}: {text}");
+    assert!(
+        text.contains("Read-only file system"),
+        "{command}: the OS error reaches the model: {text}"
+    );
+    assert!(
+        text.ends_with("[sandbox: file access denied under workspace-write mode]"),
+        "{command}: {text}"
+    );
+}
+
+/// The writes of issue 44 part 3: a git hook and `core.fsmonitor`, keel's sandbox, Claude
+/// Code's hooks, an MCP server.
+const PLANTS: &[&str] = &[
+    "echo '[core]' >> .git/config",
+    "printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/post-checkout",
+    "git config core.fsmonitor 'touch pwned'",
+    "echo 'sandbox = \"full-access\"' >> .keel/config.toml",
+    "echo '{\"hooks\":{}}' > .claude/settings.json",
+    "echo '{\"mcpServers\":{\"x\":{\"command\":\"sh\"}}}' > .mcp.json",
+    "touch .keel/more.toml",
+];
+
+#[tokio::test]
+async fn protected_paths_are_read_only_to_commands_unless_full_access() {
+    let s = Sandboxed::new();
+    with_protected(&s);
+    let ws = s.workspace(SandboxMode::WorkspaceWrite);
+    if !protected_read_only(&ws) {
+        return;
+    }
+    let before = protected_contents(&s);
+    let p = s.pipeline(ws);
+    let (text, code) = bash(
+        &p,
+        "mkdir -p src && echo x > src/x && cat src/x && git status --short >/dev/null && \
+         cat .git/HEAD .mcp.json",
+    )
+    .await;
+    let expected = format!("x\n{}{{\"mcpServers\":{{}}}}\n", s.f.read(".git/HEAD"));
+    assert_eq!((text, code), (expected, 0));
+    for command in PLANTS {
+        assert_read_only(command, bash(&p, command).await);
+    }
+    assert_eq!(protected_contents(&s), before);
+    assert!(!s.f.ws.join(".git/hooks/post-checkout").exists());
+    assert!(!s.f.ws.join(".keel/more.toml").exists());
+
+    let p = s.pipeline(s.workspace(SandboxMode::FullAccess));
+    for command in PLANTS {
+        let (text, code) = bash(&p, command).await;
+        assert_eq!(code, 0, "{command}: {text}");
+    }
+    assert!(s.f.ws.join(".git/hooks/post-checkout").exists());
+    assert!(s.f.read(".keel/config.toml").contains("full-access"));
+    assert!(s.f.read(".mcp.json").contains("\"x\""));
+}
+
+#[tokio::test]
+async fn a_protected_directory_cannot_be_removed_or_renamed_by_a_command() {
+    let s = Sandboxed::new();
+    with_protected(&s);
+    let ws = s.workspace(SandboxMode::WorkspaceWrite);
+    if !protected_read_only(&ws) {
+        return;
+    }
+    let before = protected_contents(&s);
+    let p = s.pipeline(ws);
+    for command in [
+        "rm -rf .git",
+        "mv .git g",
+        "rm -f .mcp.json",
+        "mv .mcp.json m.json",
+        "rm -rf .keel",
+    ] {
+        let (text, code) = bash(&p, command).await;
+        assert_ne!(code, 0, "{command}: {text}");
+    }
+    assert_eq!(protected_contents(&s), before);
+    assert!(!s.f.ws.join("g").exists() && !s.f.ws.join("m.json").exists());
+}
+
+#[tokio::test]
+async fn a_command_s_background_children_are_held_to_the_same_binds() {
+    let s = Sandboxed::new();
+    with_protected(&s);
+    let ws = s.workspace(SandboxMode::WorkspaceWrite);
+    if !protected_read_only(&ws) {
+        return;
+    }
+    let p = s.pipeline(ws);
+    let (text, code) = bash(
+        &p,
+        "sh -c '(sleep 0.2; { echo x > .git/y; } 2>err.txt; echo \"done $?\" > bg.txt) \
+         >/dev/null 2>&1 &'",
+    )
+    .await;
+    assert_eq!(code, 0, "{text}");
+    let marker = s.f.ws.join("bg.txt");
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&marker).map_or(true, |t| !t.ends_with('\n')) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the job never ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_ne!(std::fs::read_to_string(&marker).unwrap(), "done 0\n");
+    let error = s.f.read("err.txt");
+    assert!(error.contains("Read-only file system"), "{error}");
+    assert!(!s.f.ws.join(".git/y").exists());
+}
+
+#[tokio::test]
+async fn a_protected_entry_is_read_only_from_inside_from_elsewhere_and_once_it_appears() {
+    let s = Sandboxed::new();
+    std::fs::create_dir_all(s.f.outside.join(".git")).unwrap();
+    let mut ws = s.workspace(SandboxMode::WorkspaceWrite);
+    ws.add_writable(&s.f.outside).unwrap();
+    if !protected_read_only(&ws) {
+        return;
+    }
+    let p = s.pipeline(ws);
+    // No .keel yet: made by the command, it is writable (decided at each spawn).
+    let (text, code) = bash(&p, "mkdir .keel && echo a > .keel/config.toml").await;
+    assert_eq!(code, 0, "{text}");
+    // Once it exists (say an approved escalation made it), the next command cannot write it.
+    assert_read_only(".keel", bash(&p, "echo b >> .keel/config.toml").await);
+    assert_eq!(s.f.read(".keel/config.toml"), "a\n");
+    // Nor from a working directory inside it.
+    let out = run_one(
+        &p,
+        call(
+            "w",
+            "bash",
+            json!({"command": "echo b >> config.toml", "workdir": ".keel"}),
+        ),
+    )
+    .await;
+    assert_read_only("in .keel", (out.text(), 1));
+    // Nor through a symlink to a place inside the workspace.
+    s.f.write("shared/claude/settings.json", "{}\n");
+    std::os::unix::fs::symlink("shared/claude", s.f.ws.join(".claude")).unwrap();
+    for command in [
+        "echo x > .claude/settings.json",
+        "echo x > shared/claude/settings.json",
+    ] {
+        assert_read_only(command, bash(&p, command).await);
+    }
+    // A symlink leading out of every writable place is Landlock's: refused as before.
+    std::os::unix::fs::symlink(s.f.dir.path().join("elsewhere"), s.f.ws.join(".mcp.json")).unwrap();
+    let (text, code) = bash(&p, "echo x > .mcp.json").await;
+    assert_ne!(code, 0, "{text}");
+    assert!(text.contains("Permission denied"), "{text}");
+    // The protected entries of an extra writable root too.
+    let git = s.f.outside.join(".git");
+    assert_read_only(
+        "outside/.git",
+        bash(&p, &format!("touch {}/hooks", git.display())).await,
+    );
+    assert!(!git.join("hooks").exists());
+}
+
+/// `/proc/self/mountinfo`'s lines.
+fn mount_table() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_binds_are_the_command_s_own_and_never_reach_keel() {
+    let s = Sandboxed::new();
+    with_protected(&s);
+    let ws = s.workspace(SandboxMode::WorkspaceWrite);
+    if !protected_read_only(&ws) {
+        return;
+    }
+    let before = mount_table();
+    let p = s.pipeline(ws);
+    let (text, code) = bash(&p, "cat /proc/self/mountinfo").await;
+    assert_eq!(code, 0, "{text}");
+    // In the command's namespace: each entry mounted on itself, read-only.
+    for entry in [".git", ".keel", ".claude", ".mcp.json"] {
+        let at = s.f.ws.join(entry).display().to_string();
+        assert!(
+            text.lines().any(|l| {
+                let fields: Vec<&str> = l.split(' ').collect();
+                fields[4] == at && fields[5].split(',').any(|o| o == "ro")
+            }),
+            "{entry} is not a read-only mount in the command's namespace:\n{text}"
+        );
+    }
+    // In keel's: nothing new.
+    let after = mount_table();
+    let new: Vec<&String> = after.iter().filter(|l| !before.contains(l)).collect();
+    assert!(new.is_empty(), "{new:#?}");
+    let root = s.f.dir.path().display().to_string();
+    assert!(!after.iter().any(|l| l.contains(&root)), "{after:#?}");
+}
+
+/// A program clearing the read-only flag of the mount at its argument with `mount_setattr(2)`
+/// (which Landlock does not refuse), saying how that went.
+const SETATTR_RS: &str = r#"
+extern "C" {
+    fn syscall(n: i64, ...) -> i64;
+}
+#[repr(C)]
+struct MountAttr { set: u64, clr: u64, propagation: u64, userns_fd: u64 }
+fn main() {
+    let path = std::ffi::CString::new(std::env::args().nth(1).unwrap()).unwrap();
+    let attr = MountAttr { set: 0, clr: 1, propagation: 0, userns_fd: 0 };
+    let rc = unsafe { syscall(442, -100i64, path.as_ptr(), 0i64, &attr as *const MountAttr, 32i64) };
+    let how = if rc == 0 { "cleared".to_string() } else { std::io::Error::last_os_error().to_string() };
+    println!("mount_setattr: {how}");
+}
+"#;
+
+#[tokio::test]
+async fn a_command_cannot_undo_the_binds() {
+    let s = Sandboxed::new();
+    with_protected(&s);
+    let ws = s.workspace(SandboxMode::WorkspaceWrite);
+    if !protected_read_only(&ws) {
+        return;
+    }
+    let source = s.tmp.join("setattr.rs");
+    std::fs::write(&source, SETATTR_RS).unwrap();
+    let out = std::process::Command::new("rustc")
+        .args(["--edition", "2021", "-o"])
+        .arg(s.tmp.join("setattr"))
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let before = protected_contents(&s);
+    let p = s.pipeline(ws);
+    let command = "umount .git; umount -l .git; mount -o remount,bind,rw .git; \
+                   unshare -m sh -c 'umount .git'; \"$TMPDIR/setattr\" .git; echo x >> .git/config";
+    let (text, code) = bash(&p, command).await;
+    assert!(text.contains("mount_setattr: "), "{text}");
+    assert!(!text.contains("mount_setattr: cleared"), "{text}");
+    assert_read_only(command, (text, code));
+    assert_eq!(protected_contents(&s), before);
 }

@@ -21,7 +21,15 @@
 //! kernel cannot enforce (no Landlock, Landlock disabled, an ABI without network rules when the
 //! network is to be closed) the [`Enforcement`] says so; keel reports it and never claims a
 //! confinement it does not have.
+//!
+//! Protected paths ([`crate::protected`]: `.git`, `.keel`, `.mcp.json` …) stay read-only to
+//! commands under `workspace-write` although their root is writable: each command gets its own
+//! mount namespace with the existing ones bind-mounted read-only, made in the child before
+//! Landlock (which then forbids mounting): [`super::mountns`]. Where the machine cannot make a
+//! mount namespace, commands are still confined by Landlock and the [`Enforcement`] says the
+//! protected paths are not read-only to them.
 
+use super::mountns::{MountPlan, NamespaceKind, namespace_support};
 use crate::workspace::SandboxMode;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
@@ -67,6 +75,21 @@ pub enum NetworkRule {
     NotEnforced,
 }
 
+/// Whether the protected paths ([`crate::protected`]) are read-only to commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtectedRule {
+    /// They are: under `workspace-write` each command sees the existing ones through read-only
+    /// bind mounts in a mount namespace of its own; under `read-only` nothing in the workspace
+    /// is writable anyway.
+    ReadOnly,
+    /// Commands can write them (Landlock confines them to the roots, which hold them): this
+    /// machine cannot give a command its own mount namespace.
+    NotEnforced {
+        /// Why, for the user.
+        reason: String,
+    },
+}
+
 /// How far the kernel enforces the sandbox for commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enforcement {
@@ -78,6 +101,8 @@ pub enum Enforcement {
         abi: i32,
         /// The network rule in force.
         network: NetworkRule,
+        /// Whether the protected paths are read-only to commands.
+        protected: ProtectedRule,
     },
     /// The kernel cannot enforce: commands run unconfined although the mode asks otherwise.
     Unavailable {
@@ -91,7 +116,9 @@ impl Enforcement {
     pub fn is_complete(&self) -> bool {
         match self {
             Enforcement::Unconfined => true,
-            Enforcement::Landlock { network, .. } => *network != NetworkRule::NotEnforced,
+            Enforcement::Landlock {
+                network, protected, ..
+            } => *network != NetworkRule::NotEnforced && *protected == ProtectedRule::ReadOnly,
             Enforcement::Unavailable { .. } => false,
         }
     }
@@ -101,8 +128,18 @@ impl fmt::Display for Enforcement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Enforcement::Unconfined => f.write_str("none (full-access)"),
-            Enforcement::Landlock { abi, network } => {
+            Enforcement::Landlock {
+                abi,
+                network,
+                protected,
+            } => {
                 write!(f, "landlock (ABI {abi}): writes confined")?;
+                match protected {
+                    ProtectedRule::ReadOnly => f.write_str(", protected paths read-only")?,
+                    ProtectedRule::NotEnforced { reason } => {
+                        write!(f, ", protected paths NOT read-only to commands ({reason})")?
+                    }
+                }
                 match network {
                     NetworkRule::Open => f.write_str(", network open"),
                     NetworkRule::TcpClosed => f.write_str(", TCP closed"),
@@ -118,11 +155,21 @@ impl fmt::Display for Enforcement {
     }
 }
 
-/// A prepared confinement: the ruleset (when there is one) and what it enforces.
+/// A prepared confinement: the ruleset (when there is one), the protected paths' read-only
+/// binds (when made) and what it enforces.
 #[derive(Debug)]
 pub struct Confinement {
     ruleset: Option<OwnedFd>,
+    protect: Option<Protect>,
     enforcement: Enforcement,
+}
+
+/// Where to look for protected entries to bind read-only, and how to get a namespace.
+#[derive(Debug)]
+struct Protect {
+    kind: NamespaceKind,
+    /// The workspace roots and extra writable roots.
+    writable: Vec<PathBuf>,
 }
 
 impl Confinement {
@@ -130,6 +177,7 @@ impl Confinement {
     pub fn none() -> Self {
         Confinement {
             ruleset: None,
+            protect: None,
             enforcement: Enforcement::Unconfined,
         }
     }
@@ -158,10 +206,30 @@ impl Confinement {
         }
         writable.push(spec.temp);
         let close_tcp = !spec.network && abi >= 4;
+        let (protect, protected) = if spec.mode == SandboxMode::WorkspaceWrite {
+            match namespace_support() {
+                Ok(kind) => (
+                    Some(Protect {
+                        kind,
+                        writable: spec
+                            .roots
+                            .iter()
+                            .chain(spec.extra_writable)
+                            .cloned()
+                            .collect(),
+                    }),
+                    ProtectedRule::ReadOnly,
+                ),
+                Err(reason) => (None, ProtectedRule::NotEnforced { reason }),
+            }
+        } else {
+            (None, ProtectedRule::ReadOnly) // read-only: the roots are not writable at all
+        };
         match build(abi, &writable, close_tcp) {
             Ok(None) => Confinement::unavailable("Landlock gave no ruleset".to_owned()),
             Ok(Some(fd)) => Confinement {
                 ruleset: Some(fd),
+                protect,
                 enforcement: Enforcement::Landlock {
                     abi,
                     network: if spec.network {
@@ -171,6 +239,7 @@ impl Confinement {
                     } else {
                         NetworkRule::NotEnforced
                     },
+                    protected,
                 },
             },
             Err(e) => Confinement::unavailable(format!("Landlock setup failed: {e}")),
@@ -180,6 +249,7 @@ impl Confinement {
     fn unavailable(reason: String) -> Self {
         Confinement {
             ruleset: None,
+            protect: None,
             enforcement: Enforcement::Unavailable { reason },
         }
     }
@@ -191,19 +261,37 @@ impl Confinement {
 
     /// The Landlock ruleset descriptor, for keel's own `git` (`crate::git`) entering this
     /// confinement on a `std::process::Command`; `None` when nothing is enforced. It stays open
-    /// while this value lives.
+    /// while this value lives. Landlock alone: the protected paths' read-only binds of
+    /// `workspace-write` are made by [`Confinement::apply`] only.
     pub(crate) fn ruleset_fd(&self) -> Option<std::os::fd::RawFd> {
         self.ruleset.as_ref().map(AsRawFd::as_raw_fd)
     }
 
-    /// Arrange for the child of `cmd` to enter this confinement between fork and exec. The
-    /// ruleset descriptor must stay open (this value alive) until the spawn returns.
+    /// Arrange for the child of `cmd` to enter this confinement between fork and exec: under
+    /// `workspace-write` its own mount namespace with the protected entries that exist now
+    /// read-only (then its working directory, as set on `cmd` so far, entered again), then
+    /// Landlock. The ruleset descriptor must stay open (this value alive) until the spawn
+    /// returns. When the binds cannot be prepared (a protected entry's mount cannot be read)
+    /// the spawn fails with that error: the command never runs with them writable.
     pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {
         let Some(ruleset) = &self.ruleset else {
             return;
         };
+        let plan = match &self.protect {
+            Some(p) => MountPlan::at_spawn(p.kind, &p.writable, cmd.as_std().get_current_dir())
+                .map(|plan| Some(plan).filter(|plan| !plan.is_empty()))
+                // A raw code: the child returns it without allocating.
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL)),
+            None => Ok(None),
+        };
         let fd = ruleset.as_raw_fd();
         let in_child = move || {
+            match &plan {
+                Err(code) => return Err(std::io::Error::from_raw_os_error(*code)),
+                // Before Landlock, which forbids mounting from then on.
+                Ok(Some(plan)) => plan.enter()?,
+                Ok(None) => {}
+            }
             // SAFETY: prctl(2) with PR_SET_NO_NEW_PRIVS takes plain integers.
             let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
             if rc != 0 {
@@ -217,8 +305,9 @@ impl Confinement {
             }
             Ok(())
         };
-        // SAFETY: `in_child` runs in the forked child before exec and makes only the two
-        // async-signal-safe system calls above; it allocates nothing.
+        // SAFETY: `in_child` runs in the forked child before exec and makes only
+        // async-signal-safe system calls (those of `MountPlan::enter`, on buffers built above,
+        // and the two above); it allocates nothing.
         unsafe {
             cmd.pre_exec(in_child);
         }

@@ -8,6 +8,7 @@
 //! Used by the `bash` tool and, by the agent loop, for command hooks.
 
 pub mod confine;
+mod mountns;
 pub mod reaper;
 
 use crate::spill::create_private_file;
@@ -424,11 +425,11 @@ impl SubprocessService {
             None
         };
         die_with_parent(&mut cmd, reaper_fd);
-        if let Some(confinement) = &spec.confine {
-            confinement.apply(&mut cmd);
-        }
         if let Some(dir) = &spec.cwd {
             cmd.current_dir(dir);
+        }
+        if let Some(confinement) = &spec.confine {
+            confinement.apply(&mut cmd); // after the cwd: the child enters it again
         }
         cmd.stdin(if spec.stdin.is_some() || spec.stdin_stream.is_some() {
             Stdio::piped()

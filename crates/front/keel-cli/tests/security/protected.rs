@@ -1,1 +1,111 @@
-//! (filled in by the change that closes this hole)
+//! Protected paths (issue 44, part 3): in a trusted workspace the confined model planted git
+//! hooks and `core.fsmonitor`, Claude Code hooks, MCP servers and a looser `.keel/config.toml`,
+//! and the next `keel run` (or the user's own git) obeyed them. Under every sandbox mode but
+//! `full-access` the protected paths (`keel_tools::protected`) are read-only to the model.
+
+use crate::support::*;
+use serde_json::Value;
+use std::path::PathBuf;
+
+// bash: the existing protected entries are mounted read-only in each command's own mount
+// namespace (keel_tools::subprocess::confine), so a write there fails with the OS error.
+
+/// The protected files of [`bash_project`].
+const BASH_PROTECTED: &[&str] = &[
+    ".git/config",
+    ".git/HEAD",
+    ".keel/config.toml",
+    ".claude/settings.json",
+    ".mcp.json",
+];
+
+/// The plants of the issue, each a `bash` command of the model.
+const BASH_PLANTS: &[&str] = &[
+    "echo 'sandbox = \"full-access\"' >> .keel/config.toml",
+    "printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout",
+    "git config core.fsmonitor 'touch pwned'",
+    "echo '{\"hooks\":{\"SessionStart\":[]}}' > .claude/settings.json",
+    "echo '{\"mcpServers\":{\"x\":{\"command\":\"touch\",\"args\":[\"pwned\"]}}}' >> .mcp.json",
+];
+
+/// Make the (trusted) workspace a project with every protected file an attacker wants.
+fn bash_project(env: &Env) {
+    git(&env.ws, &["init", "-q"]);
+    env.write(".keel/config.toml", "# the project's keel configuration\n");
+    env.write(".claude/settings.json", "{}\n");
+    env.write(".mcp.json", "{\"mcpServers\":{}}\n");
+}
+
+/// The protected files' contents, in [`BASH_PROTECTED`] order.
+fn bash_contents(env: &Env) -> Vec<String> {
+    BASH_PROTECTED.iter().map(|f| env.read(f)).collect()
+}
+
+/// `keel --approval auto run` against a model calling `bash` once per command, then
+/// answering; the run must succeed. Returns its output and the new session's events.
+fn bash_run(env: &Env, commands: &[&str]) -> (Output, Vec<Value>) {
+    let mut script = String::from("responses:\n");
+    for (i, command) in commands.iter().enumerate() {
+        script.push_str(&format!(
+            "  - tool_calls: [{{ id: c{i}, name: bash, arguments: {{ command: {command:?} }} }}]\n"
+        ));
+    }
+    script.push_str("  - text: \"done\"\n");
+    let mock = Mock::start(&script);
+    let known: Vec<PathBuf> = env.session_files();
+    let out =
+        run(env
+            .keel(&mock.base_url())
+            .args(["--approval", "auto", "run", "run the commands"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let session = env.session_files().into_iter().find(|f| !known.contains(f));
+    let events = load_consistent(&session.unwrap());
+    (out, events)
+}
+
+/// The session's `sandbox/mode` event data.
+fn bash_sandbox_mode(events: &[Value]) -> Value {
+    of_type(events, "sandbox/mode")[0]["data"].clone()
+}
+
+#[test]
+fn bash_cannot_plant_anything_in_the_protected_paths_of_a_trusted_workspace() {
+    let env = Env::new();
+    bash_project(&env);
+    let before = bash_contents(&env);
+    let (out, events) = bash_run(&env, BASH_PLANTS);
+    let mode = bash_sandbox_mode(&events);
+    assert_eq!(mode["mode"], "workspace-write");
+    let enforcement = mode["enforcement"].as_str().unwrap();
+    if !enforcement.contains("protected paths read-only") {
+        // No Landlock or no mount namespace here: keel must say so, at start and in the log.
+        assert!(
+            out.stderr
+                .contains("keel: warning: sandbox workspace-write:"),
+            "{enforcement}\n{}",
+            out.stderr
+        );
+        return;
+    }
+    let results = tool_results(&events);
+    assert_eq!(results.len(), BASH_PLANTS.len(), "{results:?}");
+    for (command, (_, text, _)) in BASH_PLANTS.iter().zip(&results) {
+        assert!(
+            text.contains("Read-only file system")
+                && text.ends_with("[sandbox: file access denied under workspace-write mode]"),
+            "{command}: the OS error reaches the model: {text}"
+        );
+    }
+    assert_eq!(bash_contents(&env), before);
+    assert!(!env.ws.join(".git/hooks/post-checkout").exists());
+
+    // The next run in the workspace is as tight as the first, and nothing planted ran.
+    let (out, events) = bash_run(&env, &["git config --get core.fsmonitor || echo unset"]);
+    let mode = bash_sandbox_mode(&events);
+    assert_eq!(mode["mode"], "workspace-write", "{}", out.stderr);
+    assert_eq!(mode["enforcement"], enforcement);
+    let results = tool_results(&events);
+    assert!(results[0].1.starts_with("unset\n"), "{results:?}");
+    assert!(!env.ws.join("pwned").exists());
+    assert_eq!(bash_contents(&env), before);
+}
