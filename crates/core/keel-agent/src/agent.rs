@@ -45,6 +45,8 @@ pub(crate) struct Inner {
     pub(crate) asker: Option<Arc<dyn Asker>>,
     pub(crate) commands: Vec<Arc<dyn crate::plugin::CommandSource>>,
     pub(crate) instructions: Vec<InstructionFile>,
+    /// Instruction files found and not read (a link out of the workspace, a FIFO …).
+    pub(crate) skipped_instructions: Vec<crate::prompt::SkippedInstructions>,
     pub(crate) log: Mutex<PersistentSession>,
     pub(crate) state: Mutex<LoopState>,
     pub(crate) turn_cancel: Mutex<CancellationToken>,
@@ -222,6 +224,12 @@ impl Agent {
     /// (empty for a fresh session); a front end tells the person its notes.
     pub fn kept_modes(&self) -> &KeptModes {
         &self.inner.kept_modes
+    }
+
+    /// Instruction files found in the workspace and not read, with why (a symlink out of the
+    /// workspace, a FIFO, a file over the size limit); a front end tells the person, once.
+    pub fn skipped_instructions(&self) -> &[crate::prompt::SkippedInstructions] {
+        &self.inner.skipped_instructions
     }
 
     /// How far the OS enforces the sandbox for commands on this machine.

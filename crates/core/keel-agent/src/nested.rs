@@ -16,10 +16,11 @@
 //! the model was shown; what was announced is not itself kept across a resume (a touched file
 //! is announced again).
 
-use crate::prompt::INSTRUCTION_FILE_NAMES;
+use crate::prompt::{INSTRUCTION_FILE_NAMES, MAX_INSTRUCTION_FILE, skip_reason};
 use async_trait::async_trait;
 use keel_protocol::ContentBlock;
 use keel_protocol::sync::Locked;
+use keel_tools::beneath::Beneath;
 use keel_tools::workspace::normalize;
 use keel_tools::{HookContext, PostDecision, PostExecuteHook, ResultDraft};
 use std::collections::HashMap;
@@ -93,6 +94,7 @@ impl NestedInstructions {
         let rel = dir.strip_prefix(root).ok()?;
         let mut out = String::new();
         let mut cur = root.to_path_buf();
+        let beneath = Beneath::open(root).ok()?;
         let mut state = self.state.locked();
         for comp in rel.components() {
             cur.push(comp);
@@ -105,16 +107,40 @@ impl NestedInstructions {
                     return (!out.is_empty()).then_some(out);
                 }
                 let path = cur.join(name);
-                let Ok(meta) = std::fs::metadata(&path) else {
+                let Ok(rel) = path.strip_prefix(root) else {
                     continue;
                 };
-                let stamp = (meta.len(), meta.modified().ok());
+                // Opened beneath the root, never through a link out of it (see the module).
                 let before = state.announced.get(&path).copied();
-                if before == Some(stamp) || !meta.is_file() {
-                    continue;
-                }
-                let Ok(text) = std::fs::read_to_string(&path) else {
-                    continue;
+                let read = beneath.metadata(rel).and_then(|meta| {
+                    let stamp = (meta.len(), meta.modified().ok());
+                    if before == Some(stamp) {
+                        return Ok(None);
+                    }
+                    let text = beneath.read_text(rel, MAX_INSTRUCTION_FILE)?;
+                    Ok(Some((stamp, text)))
+                });
+                let (stamp, text) = match read {
+                    Ok(None) => continue,
+                    Ok(Some(read)) => read,
+                    Err(e) => {
+                        let Some(reason) = skip_reason(&e) else {
+                            continue;
+                        };
+                        // Said once per file.
+                        if state
+                            .announced
+                            .insert(path.clone(), (u64::MAX, None))
+                            .is_some()
+                        {
+                            continue;
+                        }
+                        out.push_str(&format!(
+                            "\n\n<instructions path=\"{}\" skipped=\"true\">not read: {reason}</instructions>",
+                            rel.display()
+                        ));
+                        continue;
+                    }
                 };
                 state.announced.insert(path.clone(), stamp);
                 if text.trim().is_empty() {

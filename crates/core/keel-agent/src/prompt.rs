@@ -6,6 +6,7 @@
 //! a [`PromptSection`] with a name, so what the model sees is reviewable in one place and the
 //! assembled text is byte-stable for the same inputs (the provider's prompt cache depends on it).
 
+use keel_tools::beneath::{Beneath, BeneathError};
 use std::path::{Path, PathBuf};
 
 /// Default persona. `{{model}}` and `{{cwd}}` are substituted.
@@ -115,49 +116,118 @@ pub struct InstructionFile {
 /// Names of instruction files, in the order they are looked for in each directory.
 pub const INSTRUCTION_FILE_NAMES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
 
+/// Largest instruction file read at all; a larger one is skipped with a notice (one within
+/// it is still cut to the budget).
+pub const MAX_INSTRUCTION_FILE: u64 = 1024 * 1024;
+
+/// An instruction file that was found and not read, and why (a symlink out of the workspace, a
+/// FIFO, a file over [`MAX_INSTRUCTION_FILE`] …): front ends show it once, at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedInstructions {
+    /// The file, as the user knows it (`AGENTS.md`, `pkg/CLAUDE.md`, `~/AGENTS.md (user)`).
+    pub label: String,
+    /// Why it was not read.
+    pub reason: String,
+}
+
+impl std::fmt::Display for SkippedInstructions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "instruction file {} not read: {}",
+            self.label, self.reason
+        )
+    }
+}
+
+/// The instruction files of a workspace: those read, and those skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Instructions {
+    /// Read, in prompt order.
+    pub files: Vec<InstructionFile>,
+    /// Found but not read.
+    pub skipped: Vec<SkippedInstructions>,
+}
+
+/// Why an instruction file lookup was skipped: `None` when the file is simply absent.
+pub(crate) fn skip_reason(e: &BeneathError) -> Option<String> {
+    if e.is_not_found() {
+        return None;
+    }
+    Some(match e {
+        BeneathError::Escapes { .. } => {
+            "it leads outside the workspace (a symlink, '..' or an absolute path)".to_owned()
+        }
+        BeneathError::Loop { .. } => "too many levels of symbolic links (a loop?)".to_owned(),
+        BeneathError::NotRegular { kind, .. } => format!("it is {kind}, not a regular file"),
+        BeneathError::TooLarge { size, cap, .. } => {
+            format!("it is {size} bytes, over the {cap}-byte limit")
+        }
+        BeneathError::Io { source, .. } => source.to_string(),
+    })
+}
+
 /// Load instruction files: the user's global one (`$KEEL_HOME/AGENTS.md`) first, then from the
 /// workspace root down to `cwd`, each directory's `AGENTS.md` then `CLAUDE.md`. Files past the
-/// byte budget are cut with a marker; unreadable files are skipped.
+/// byte budget are cut with a marker. The workspace's files are opened beneath `root` without
+/// following a link out of it ([`keel_tools::beneath`]) and must be regular files of at most
+/// [`MAX_INSTRUCTION_FILE`] bytes; anything else is skipped, never read, and listed in
+/// [`Instructions::skipped`]. The user's own file under `keel_home` may be a link (to their
+/// dotfiles) but must be a regular file too.
 pub fn load_instructions(
     keel_home: Option<&Path>,
     root: &Path,
     cwd: &Path,
     budget: usize,
-) -> Vec<InstructionFile> {
-    let mut candidates: Vec<(PathBuf, String)> = Vec::new();
+) -> Instructions {
+    let mut found: Vec<(PathBuf, String, Result<String, BeneathError>)> = Vec::new();
     if let Some(home) = keel_home {
         for name in INSTRUCTION_FILE_NAMES {
-            candidates.push((home.join(name), format!("~/{name} (user)")));
+            let path = home.join(name);
+            let text = read_user_file(&path);
+            found.push((path, format!("~/{name} (user)"), text));
         }
     }
-    let mut dirs = vec![root.to_path_buf()];
+    let mut dirs = vec![PathBuf::new()];
     if let Ok(rel) = cwd.strip_prefix(root) {
-        let mut cur = root.to_path_buf();
+        let mut cur = PathBuf::new();
         for comp in rel.components() {
             cur.push(comp);
             dirs.push(cur.clone());
         }
     }
-    for dir in dirs {
-        for name in INSTRUCTION_FILE_NAMES {
-            let path = dir.join(name);
-            let label = path
-                .strip_prefix(root)
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| path.display().to_string());
-            candidates.push((path, label));
+    match Beneath::open(root) {
+        Ok(beneath) => {
+            for dir in dirs {
+                for name in INSTRUCTION_FILE_NAMES {
+                    let rel = dir.join(name);
+                    let text = beneath.read_text(&rel, MAX_INSTRUCTION_FILE);
+                    found.push((root.join(&rel), rel.display().to_string(), text));
+                }
+            }
         }
+        Err(e) => found.push((
+            root.to_path_buf(),
+            root.display().to_string(),
+            Err(BeneathError::Io {
+                path: root.to_path_buf(),
+                source: e,
+            }),
+        )),
     }
     let mut remaining = budget;
-    let mut out = Vec::new();
-    for (path, label) in candidates {
-        if remaining == 0 {
-            break;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
+    let mut out = Instructions::default();
+    for (path, label, text) in found {
+        let text = match text {
+            Ok(text) => text,
+            Err(e) => {
+                if let Some(reason) = skip_reason(&e) {
+                    out.skipped.push(SkippedInstructions { label, reason });
+                }
+                continue;
+            }
         };
-        if text.trim().is_empty() {
+        if remaining == 0 || text.trim().is_empty() {
             continue;
         }
         let text = if text.len() > remaining {
@@ -170,9 +240,42 @@ pub fn load_instructions(
             text
         };
         remaining = remaining.saturating_sub(text.len());
-        out.push(InstructionFile { path, label, text });
+        out.files.push(InstructionFile { path, label, text });
     }
     out
+}
+
+/// The user's own instruction file: followed if a link, but a regular file within the cap.
+fn read_user_file(path: &Path) -> Result<String, BeneathError> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(BeneathError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    };
+    // The user's home may link anywhere: resolve the link first, then read the target
+    // beneath its own directory (still a regular file within the cap).
+    let real = match std::fs::canonicalize(dir.join(name)) {
+        Ok(real) => real,
+        Err(source) => {
+            return Err(BeneathError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let (Some(dir), Some(name)) = (real.parent(), real.file_name()) else {
+        return Err(BeneathError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    };
+    Beneath::open(dir)
+        .map_err(|source| BeneathError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .read_text(Path::new(name), MAX_INSTRUCTION_FILE)
 }
 
 #[cfg(test)]
@@ -210,6 +313,8 @@ mod tests {
         std::fs::create_dir_all(root.path().join("sub")).unwrap();
         std::fs::write(root.path().join("sub/CLAUDE.md"), "x".repeat(100)).unwrap();
         let files = load_instructions(Some(home.path()), root.path(), &root.path().join("sub"), 40);
+        assert_eq!(files.skipped, vec![]);
+        let files = files.files;
         let labels: Vec<_> = files.iter().map(|f| f.label.as_str()).collect();
         assert_eq!(
             labels,
@@ -222,5 +327,43 @@ mod tests {
                 .text
                 .starts_with(&"x".repeat(40 - "global rule".len() - "root rule".len()))
         );
+    }
+
+    #[test]
+    fn instruction_files_that_leave_the_workspace_or_are_no_regular_file_are_skipped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(root.join("pkg")).unwrap();
+        std::fs::write(tmp.path().join("secret"), "SECRET-MARKER").unwrap();
+        std::os::unix::fs::symlink("/proc/self/environ", root.join("AGENTS.md")).unwrap();
+        std::os::unix::fs::symlink("../../secret", root.join("pkg/AGENTS.md")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(root.join("pkg/CLAUDE.md"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        std::fs::write(root.join("CLAUDE.md"), "x".repeat(2 * 1024 * 1024)).unwrap();
+        let got = load_instructions(None, &root, &root.join("pkg"), 1 << 20);
+        assert_eq!(got.files, vec![]);
+        let skipped: Vec<String> = got.skipped.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            skipped,
+            vec![
+                "instruction file AGENTS.md not read: it leads outside the workspace (a symlink, '..' or an absolute path)".to_owned(),
+                "instruction file CLAUDE.md not read: it is 2097152 bytes, over the 1048576-byte limit".to_owned(),
+                "instruction file pkg/AGENTS.md not read: it leads outside the workspace (a symlink, '..' or an absolute path)".to_owned(),
+                "instruction file pkg/CLAUDE.md not read: it is a FIFO, not a regular file".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_link_to_another_instruction_file_inside_is_read() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("AGENTS.md"), "shared rule").unwrap();
+        std::os::unix::fs::symlink("AGENTS.md", root.path().join("CLAUDE.md")).unwrap();
+        let got = load_instructions(None, root.path(), root.path(), 1000);
+        let texts: Vec<_> = got.files.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(texts, vec!["shared rule", "shared rule"]);
     }
 }

@@ -61,6 +61,12 @@ fn build_agent(
             eprintln!("keel: session {} {note}", agent.session_id().as_str());
         }
     }
+    for skipped in agent.skipped_instructions() {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("keel: warning: {skipped}");
+        }
+    }
     Ok(agent)
 }
 

@@ -153,6 +153,9 @@ impl Source {
         for note in &agent.kept_modes().notes {
             let _ = writeln!(std::io::stderr(), "keel: session {id} {note}");
         }
+        for skipped in agent.skipped_instructions() {
+            let _ = writeln!(std::io::stderr(), "keel: warning: {skipped}");
+        }
     }
 
     /// The session file of `id`: a whole session id (no prefix, no path) of the store.
