@@ -377,6 +377,34 @@ impl Beneath {
         renamed
     }
 
+    /// Remove the file (or symlink) `name` directly in this directory (`unlinkat`): a link is
+    /// removed itself, never followed.
+    pub fn remove_file(&self, name: &OsStr) -> io::Result<()> {
+        self.unlink(name, 0)
+    }
+
+    /// Remove the empty directory `name` directly in this directory.
+    pub fn remove_dir(&self, name: &OsStr) -> io::Result<()> {
+        self.unlink(name, libc::AT_REMOVEDIR)
+    }
+
+    fn unlink(&self, name: &OsStr, flags: i32) -> io::Result<()> {
+        if name.is_empty() || name.as_bytes().contains(&b'/') || name == ".." || name == "." {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("not a file name: {}", name.to_string_lossy()),
+            ));
+        }
+        let c = cstring(name)?;
+        // SAFETY: the descriptor is an open directory and `c` a NUL-terminated name.
+        let rc = unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), flags) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// `fstatat(name, AT_SYMLINK_NOFOLLOW)` of a name directly in this directory.
     fn stat_name(&self, name: &CStr) -> io::Result<libc::stat> {
         // SAFETY: an all-zero `stat` is a valid value for fstatat to overwrite.

@@ -7,8 +7,10 @@
 //! under an extra readable directory such as the spill directory), so `..`, absolute paths and
 //! symlinks pointing out are all refused the same way.
 
+use crate::beneath::{Beneath, BeneathError};
 use crate::error::ToolError;
 use crate::observed::Observed;
+use crate::protected;
 use crate::subprocess::confine::{ConfineSpec, Confinement};
 use std::fmt;
 use std::io;
@@ -292,7 +294,15 @@ impl Workspace {
         }
         let joined = normalize(&self.cwd.join(raw));
         let real = real_path(&joined).map_err(|e| ToolError::io("resolving", &joined, e))?;
-        if self.sandbox == SandboxMode::FullAccess || self.allows(&real, access) {
+        if self.sandbox == SandboxMode::FullAccess {
+            return Ok(real);
+        }
+        if self.allows(&real, access) {
+            if access == Access::Write
+                && let Some(p) = self.protected(&real)
+            {
+                return Err(ToolError::Denied(protected::refusal(raw, p)));
+            }
             return Ok(real);
         }
         let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
@@ -309,6 +319,40 @@ impl Workspace {
         )))
     }
 
+    /// The protected entry (`.git`, `.mcp.json` …) `real` lies in, if any, judged from the
+    /// workspace root or writable directory that holds it ([`crate::protected`]).
+    pub fn protected(&self, real: &Path) -> Option<&'static protected::Protected> {
+        self.roots
+            .iter()
+            .chain(&self.writable)
+            .filter_map(|base| real.strip_prefix(base).ok())
+            .find_map(protected::protected_component)
+    }
+
+    /// Where the resolved path `real` is opened for `access`: beneath the workspace root,
+    /// writable or readable directory that holds it (the longest), never through a link out of
+    /// that directory ([`crate::beneath`]); anywhere in `full-access`.
+    pub fn place(&self, real: &Path, access: Access) -> Placed {
+        let readable = match access {
+            Access::Read => self.readable.as_slice(),
+            Access::Write => &[],
+        };
+        let base = self
+            .roots
+            .iter()
+            .chain(&self.writable)
+            .chain(readable)
+            .filter(|base| real.starts_with(base))
+            .max_by_key(|base| base.as_os_str().len());
+        match base {
+            Some(base) => Placed::Beneath {
+                base: base.clone(),
+                rel: real.strip_prefix(base).unwrap_or(real).to_path_buf(),
+            },
+            None => Placed::Anywhere(real.to_path_buf()),
+        }
+    }
+
     fn allows(&self, real: &Path, access: Access) -> bool {
         self.roots.iter().any(|r| real.starts_with(r))
             || self.writable.iter().any(|r| real.starts_with(r))
@@ -321,6 +365,135 @@ impl Workspace {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
             Ok(rel) => rel.display().to_string(),
             Err(_) => path.display().to_string(),
+        }
+    }
+}
+
+/// A resolved path and how it is opened ([`Workspace::place`]): every read and write of a file
+/// tool goes through one, so a link swapped in after the path was checked cannot redirect it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placed {
+    /// Opened beneath `base` (a workspace root, or a writable or readable directory).
+    Beneath {
+        /// The directory.
+        base: PathBuf,
+        /// The path under it.
+        rel: PathBuf,
+    },
+    /// `full-access` outside every workspace directory: opened as named.
+    Anywhere(PathBuf),
+}
+
+impl Placed {
+    /// The whole path.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            Placed::Beneath { base, rel } => base.join(rel),
+            Placed::Anywhere(p) => p.clone(),
+        }
+    }
+
+    /// Open for reading: a regular file or a directory (a FIFO or device is refused, so a
+    /// read never blocks on one).
+    pub fn open_read(&self) -> Result<std::fs::File, ToolError> {
+        let path = self.path();
+        let file = match self {
+            Placed::Beneath { base, rel } => {
+                let flags = libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK;
+                let fd = Beneath::open(base)
+                    .map_err(|e| ToolError::io("opening", base, e))
+                    .and_then(|b| b.open_raw(rel, flags).map_err(|e| beneath_error(&path, e)))?;
+                std::fs::File::from(fd)
+            }
+            Placed::Anywhere(p) => {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                    .open(p)
+                    .map_err(|e| ToolError::io("reading", p, e))?
+            }
+        };
+        let md = file
+            .metadata()
+            .map_err(|e| ToolError::io("reading", &path, e))?;
+        if !md.is_file() && !md.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "'{}' is not a regular file (a FIFO, socket or device); it was not read",
+                path.display()
+            )));
+        }
+        set_blocking(&file);
+        Ok(file)
+    }
+
+    /// The whole content of a regular file.
+    pub fn read_bytes(&self) -> Result<Vec<u8>, ToolError> {
+        use std::io::Read;
+        let path = self.path();
+        let mut file = self.open_read()?;
+        let mut out = Vec::new();
+        file.read_to_end(&mut out)
+            .map_err(|e| ToolError::io("reading", &path, e))?;
+        Ok(out)
+    }
+
+    /// The parent directory, made where missing (beneath the workspace directory, one
+    /// component at a time: [`Beneath::create_dir_all`]).
+    pub fn create_parent(&self) -> Result<Beneath, ToolError> {
+        let path = self.path();
+        let parent = path.parent().unwrap_or(Path::new("/"));
+        match self {
+            Placed::Beneath { base, rel } => Beneath::open(base)
+                .map_err(|e| ToolError::io("opening", base, e))?
+                .create_dir_all(rel.parent().unwrap_or(Path::new("")))
+                .map_err(|e| beneath_error(parent, e)),
+            Placed::Anywhere(_) => {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| ToolError::io("creating directory", parent, e))?;
+                Beneath::open(parent).map_err(|e| ToolError::io("opening", parent, e))
+            }
+        }
+    }
+
+    /// Replace (or create) the file with `bytes`, making missing parent directories: written to
+    /// a fresh file in the parent directory and renamed over the name within it, so a symlink
+    /// there is replaced, never followed ([`Beneath::replace`]).
+    pub fn write(&self, bytes: &[u8]) -> Result<(), ToolError> {
+        let path = self.path();
+        let Some(name) = path.file_name() else {
+            return Err(ToolError::Failed(format!(
+                "'{}' names no file to write",
+                path.display()
+            )));
+        };
+        self.create_parent()?
+            .replace(name, bytes, None)
+            .map_err(|e| ToolError::io("writing", &path, e))
+    }
+}
+
+/// A beneath-open failure as a tool error naming `path`.
+fn beneath_error(path: &Path, e: BeneathError) -> ToolError {
+    match e {
+        BeneathError::Escapes { .. } => ToolError::Denied(format!(
+            "'{}' leads outside the workspace (a symlink changed while the call ran?); nothing \
+             was read or written",
+            path.display()
+        )),
+        BeneathError::Io { source, .. } => ToolError::io("opening", path, source),
+        other => ToolError::Failed(other.to_string()),
+    }
+}
+
+fn set_blocking(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl(2) on a descriptor `file` owns, with integer arguments only.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
         }
     }
 }

@@ -154,7 +154,7 @@ impl Model {
                 return Outcome::NotFound;
             };
             match self.nodes[id].kind {
-                Kind::Link(target) if !(last && !follow_final) => {
+                Kind::Link(target) if !last || follow_final => {
                     links += 1;
                     if links > MAX_LINKS {
                         return Outcome::Loop;

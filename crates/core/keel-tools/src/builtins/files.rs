@@ -10,7 +10,7 @@ use crate::error::ToolError;
 use crate::escalation::with_escalation;
 use crate::observed::Stamp;
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
-use crate::workspace::Access;
+use crate::workspace::{Access, Placed};
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
 use serde::Deserialize;
@@ -86,8 +86,9 @@ impl Tool for ReadTool {
             )?));
         }
         let observed = ctx.workspace.observed().clone();
+        let placed = ctx.workspace.place(&path, Access::Read);
         let text = blocking(move || {
-            let (text, stamp) = read_lines(&path, &shown, offset, limit)?;
+            let (text, stamp) = read_lines(&placed, &path, &shown, offset, limit)?;
             observed.record(&path, stamp);
             Ok(text)
         })
@@ -132,18 +133,21 @@ pub(super) async fn store(
             return Ok(());
         }
     }
-    blocking(move || std::fs::write(&path, text).map_err(|e| ToolError::io("writing", &path, e)))
-        .await
+    // Beneath the workspace directory that holds it, created and renamed within its parent's
+    // descriptor: a link swapped in after the path was checked is replaced, never followed.
+    let placed = ctx.workspace.place(&path, Access::Write);
+    blocking(move || placed.write(text.as_bytes())).await
 }
 
 /// The numbered lines of `path`, and its stamp as it was read.
 fn read_lines(
+    placed: &Placed,
     path: &Path,
     shown: &str,
     offset: u64,
     limit: u64,
 ) -> Result<(String, Stamp), ToolError> {
-    let file = std::fs::File::open(path).map_err(|e| ToolError::io("reading", path, e))?;
+    let file = placed.open_read()?;
     let md = file
         .metadata()
         .map_err(|e| ToolError::io("reading", path, e))?;
@@ -272,15 +276,13 @@ impl Tool for WriteTool {
         }
         let bytes = a.content.len();
         let target = path.clone();
+        let placed = ctx.workspace.place(&path, Access::Write);
         let created = blocking(move || {
             if path.is_dir() {
                 return Err(ToolError::Failed(format!("'{shown}' is a directory")));
             }
-            let created = !path.exists();
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| ToolError::io("creating directory", parent, e))?;
-            }
+            let created = std::fs::symlink_metadata(&path).is_err();
+            placed.create_parent()?;
             Ok(created)
         })
         .await?;
@@ -353,12 +355,12 @@ impl Tool for EditTool {
             ctx.workspace.observed().check_change(&path, &shown)?;
         }
         let target = path.clone();
+        let placed = ctx.workspace.place(&path, Access::Read);
         let (count, updated) = blocking(move || {
             let text = match open {
                 Some(text) => text,
                 None => {
-                    let bytes =
-                        std::fs::read(&path).map_err(|e| ToolError::io("reading", &path, e))?;
+                    let bytes = placed.read_bytes()?;
                     String::from_utf8(bytes).map_err(|_| {
                         ToolError::Failed(format!(
                             "'{}' is not UTF-8 text; edit changes text files",
