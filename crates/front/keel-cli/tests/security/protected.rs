@@ -109,3 +109,60 @@ fn bash_cannot_plant_anything_in_the_protected_paths_of_a_trusted_workspace() {
     assert!(!env.ws.join("pwned").exists());
     assert_eq!(bash_contents(&env), before);
 }
+
+// file tools: `write` and `edit` refuse a protected path with what it controls; the model may
+// ask for that one call to run outside the sandbox, which only a person can approve (headless
+// with `--approval auto`: refused).
+
+#[test]
+fn file_tools_refuse_protected_paths_headless_even_with_approval_auto() {
+    let env = Env::new();
+    env.write(".keel/config.toml", "# the user's\n");
+    let plants = [
+        (".claude/settings.json", r#"{"hooks":{}}"#),
+        (".mcp.json", r#"{"mcpServers":{}}"#),
+        (".keel/config.toml", "sandbox = \"full-access\""),
+        (".git/hooks/post-checkout", "#!/bin/sh\ntouch pwned\n"),
+    ];
+    let mut script = String::from("responses:\n");
+    for (i, (path, content)) in plants.iter().enumerate() {
+        script.push_str(&format!(
+            "  - tool_calls: [{{ id: w{i}, name: write, arguments: {{ file_path: {path:?}, content: {content:?} }} }}]\n"
+        ));
+        // The same call again, asking to run outside the sandbox: nobody can approve it.
+        script.push_str(&format!(
+            "  - tool_calls: [{{ id: e{i}, name: write, arguments: {{ file_path: {path:?}, content: {content:?}, sandbox_permissions: danger-full-access, justification: \"configure the project\" }} }}]\n"
+        ));
+    }
+    script.push_str(
+        "  - tool_calls: [{ id: ed, name: edit, arguments: { file_path: .keel/config.toml, old_string: \"# the user's\", new_string: \"sandbox = 'full-access'\" } }]\n  - text: \"done\"\n",
+    );
+    let mock = Mock::start(&script);
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "configure the project"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let events = load_consistent(&env.only_session());
+    let results = tool_results(&events);
+    assert_eq!(results.len(), plants.len() * 2 + 1, "{results:?}");
+    for (i, (path, _)) in plants.iter().enumerate() {
+        let (_, refused, is_error) = &results[i * 2];
+        assert!(*is_error, "{path}: {refused}");
+        assert!(
+            refused.contains(&format!("'{path}' is a protected path")),
+            "{path}: the refusal names the path: {refused}"
+        );
+        let (_, escalated, is_error) = &results[i * 2 + 1];
+        assert!(*is_error, "{path}: {escalated}");
+        assert!(
+            escalated.contains("needs a person to approve it"),
+            "{path}: {escalated}"
+        );
+    }
+    let (_, edited, is_error) = results.last().unwrap();
+    assert!(*is_error && edited.contains("'.keel/config.toml' is a protected path"), "{edited}");
+    assert!(!env.ws.join(".claude").exists());
+    assert!(!env.ws.join(".mcp.json").exists());
+    assert!(!env.ws.join(".git").exists());
+    assert_eq!(env.read(".keel/config.toml"), "# the user's\n");
+}
