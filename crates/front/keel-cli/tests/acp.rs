@@ -369,7 +369,8 @@ responses:
 /// An editor client: its file system (unsaved buffers win over the disk; writes go through
 /// it), an MCP server of its own in `session/new`, and the session modes for the sandbox
 /// (read-only: writes refused, commands asked, "allow always" remembered) and approvals
-/// (auto), each logged; a reload in a new process keeps the last one (auto).
+/// (auto), each logged; a reload in a new process does not restore the looser `auto` from the
+/// log (a resumed session never loosens: keel_agent::session_modes) and comes back `default`.
 #[test]
 fn an_editor_client_lends_its_files_servers_and_modes() {
     let env = Env::new();
@@ -476,7 +477,7 @@ fn an_editor_client_lends_its_files_servers_and_modes() {
             .all(|d| d["data"]["approved"] == true && d["data"]["by"] == "user"),
         "{decided:?}"
     );
-    assert_eq!(report["load"]["modes"]["currentModeId"], "auto", "{report}");
+    assert_eq!(report["load"]["modes"]["currentModeId"], "default", "{report}");
     assert_eq!(report["firstExit"]["code"], 0, "{}", report["stderr"]);
     assert_eq!(report["secondExit"]["code"], 0, "{}", report["stderr"]);
 }
