@@ -23,6 +23,7 @@
 //! having. `gix` would add a large dependency tree to the build for the same result.
 
 use crate::objects::{Dir, Odb, commit_body, hex, parse_hex};
+use keel_tools::git::{Git, GitError};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
@@ -190,61 +191,53 @@ impl Shadow {
         &self.git_dir
     }
 
-    /// A git command on the shadow repository and the workspace, isolated from the user's
-    /// git configuration and environment.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("git");
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("GIT_") {
-                cmd.env_remove(key);
-            }
-        }
-        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+    /// A git command on the shadow repository and the workspace: keel's hardened git
+    /// ([`keel_tools::git`]: no hooks, fsmonitor, drivers or helpers; the reading commands
+    /// read-only confined), isolated from the user's git configuration too.
+    fn command(&self, args: &[&str]) -> Result<Command, CheckpointError> {
+        let mut git = Git::new(self.git_dir.parent().unwrap_or(&self.git_dir))
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
             .env("LC_ALL", "C");
         // `init` creates the repository itself (it takes no work tree).
         if args.first() != Some(&"init") {
-            cmd.arg("--git-dir")
-                .arg(&self.git_dir)
-                .arg("--work-tree")
-                .arg(&self.work_tree);
+            git = git.git_dir(&self.git_dir).work_tree(&self.work_tree);
         }
-        cmd.args([
-            "-c",
-            "core.bare=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.autocrlf=false",
-            "-c",
-            "core.excludesFile=/dev/null",
-            "-c",
-            "core.symlinks=true",
-            "-c",
-            "gc.auto=0",
-            "-c",
-            "commit.gpgSign=false",
-            "-c",
-            "user.name=keel",
-            "-c",
-            "user.email=keel@localhost",
-        ])
-        .args(args)
-        .current_dir(self.git_dir.parent().unwrap_or(&self.git_dir))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        cmd
+        for (key, value) in [
+            ("core.bare", "false"),
+            ("core.autocrlf", "false"),
+            ("core.excludesFile", "/dev/null"),
+            ("core.symlinks", "true"),
+            ("user.name", "keel"),
+            ("user.email", "keel@localhost"),
+        ] {
+            git = git.config(key, value);
+        }
+        git = git.args(args);
+        if matches!(
+            args.first(),
+            Some(&("rev-parse" | "ls-tree" | "diff" | "cat-file"))
+        ) {
+            git = git.read_only();
+        }
+        let mut cmd = git.std_command().map_err(|e| match e {
+            GitError::Spawn { source, .. } => CheckpointError::NoGit(source),
+            other => CheckpointError::Git {
+                what: args.first().copied().unwrap_or("").to_owned(),
+                git_dir: self.git_dir.clone(),
+                stderr: other.to_string(),
+            },
+        })?;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Ok(cmd)
     }
 
     /// Run git with `args` (and `input` on its stdin); its stdout.
     fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<String, CheckpointError> {
         // git reads the objects from disk.
         self.flush()?;
-        let mut cmd = self.command(args);
+        let mut cmd = self.command(args)?;
         if input.is_some() {
             cmd.stdin(Stdio::piped());
         }

@@ -372,13 +372,18 @@ impl App<'_> {
     }
 }
 
-/// `git diff` of the workspace as a card.
+/// `git diff` of the workspace as a card (keel's hardened git: nothing the repository's
+/// configuration names runs, and it is read-only confined).
 async fn git_diff(cwd: &Path) -> Cell {
-    let out = tokio::process::Command::new("git")
-        .args(["diff", "--no-color", "--no-ext-diff"])
-        .current_dir(cwd)
-        .output()
-        .await;
+    let out = match keel_tools::git::Git::new(cwd)
+        .args(["diff", "--no-color"])
+        .read_only()
+        .tokio_command()
+        .await
+    {
+        Ok(mut cmd) => cmd.output().await,
+        Err(e) => Err(std::io::Error::other(e)),
+    };
     let (state, summary, lines) = match out {
         Ok(o) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout).into_owned();

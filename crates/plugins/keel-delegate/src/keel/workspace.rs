@@ -1,10 +1,12 @@
 //! Git for the keel and acp providers: the isolated worktree a write-mode delegate works in
-//! and the patch it leaves, and the pinned change a review reads. Every git command goes
-//! through the subprocess service.
+//! and the patch it leaves, and the pinned change a review reads. Every git command is keel's
+//! hardened git ([`keel_tools::git`]: none of the repository's hooks, fsmonitor, drivers or
+//! helpers run; the reading ones read-only confined), run by the subprocess service.
 
 use crate::seam::{DelegateMode, JobStatus};
 use crate::table::Ending;
-use keel_tools::subprocess::{CommandSpec, SubprocessError, SubprocessService};
+use keel_tools::git::Git;
+use keel_tools::subprocess::{SubprocessError, SubprocessService};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -15,6 +17,14 @@ const MAX_REVIEW_DIFF: usize = 200 * 1024;
 /// A git command that did not succeed; the message names the command.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum GitError {
+    /// It could not be prepared (the repository's configuration could not be read).
+    #[error("git {command}: {error}")]
+    Prepare {
+        /// Its arguments, joined by spaces.
+        command: String,
+        /// What reading the configuration said.
+        error: keel_tools::git::GitError,
+    },
     /// It could not be run (spawn failure, timeout, cancellation).
     #[error("git {command}: {error}")]
     Run {
@@ -68,18 +78,33 @@ pub(crate) enum WorkspaceError {
     },
 }
 
+/// `git ARGS` in `dir` as keel (its identity for the stash commit).
+fn keel_git(dir: &Path, args: &[&str]) -> Git {
+    Git::new(dir)
+        .config("user.name", "keel")
+        .config("user.email", "keel@localhost")
+        .args(args)
+}
+
 /// Run `git ARGS` in `dir`; stdout on success, an error naming the command otherwise.
 async fn git(sp: &SubprocessService, dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let mut argv = vec![
-        "git",
-        "-c",
-        "user.name=keel",
-        "-c",
-        "user.email=keel@localhost",
-    ];
-    argv.extend_from_slice(args);
-    let spec = CommandSpec::new(argv)
-        .cwd(dir)
+    run(sp, keel_git(dir, args)).await
+}
+
+/// [`git`] for a command that only reads: also read-only confined.
+async fn git_read(sp: &SubprocessService, dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    run(sp, keel_git(dir, args).read_only()).await
+}
+
+async fn run(sp: &SubprocessService, git: Git) -> Result<String, GitError> {
+    let command = git.describe();
+    let spec = git
+        .spec(sp)
+        .await
+        .map_err(|error| GitError::Prepare {
+            command: command.clone(),
+            error,
+        })?
         .timeout(Duration::from_secs(120))
         .cap(MAX_REVIEW_DIFF + 1024)
         .label("delegate-git");
@@ -87,14 +112,14 @@ async fn git(sp: &SubprocessService, dir: &Path, args: &[&str]) -> Result<String
         .run(spec, &CancellationToken::new())
         .await
         .map_err(|error| GitError::Run {
-            command: args.join(" "),
+            command: command.clone(),
             error,
         })?;
     if out.code == Some(0) {
         Ok(out.stdout.text())
     } else {
         Err(GitError::Failed {
-            command: args.join(" "),
+            command,
             stderr: out.stderr.text().trim().to_owned(),
         })
     }
@@ -138,7 +163,7 @@ impl Isolated {
         caller_cwd: &Path,
         job_dir: &Path,
     ) -> Result<Isolated, WorkspaceError> {
-        let top = git(sp, caller_cwd, &["rev-parse", "--show-toplevel"])
+        let top = git_read(sp, caller_cwd, &["rev-parse", "--show-toplevel"])
             .await
             .map_err(|error| WorkspaceError::NotARepository {
                 dir: caller_cwd.to_path_buf(),
@@ -147,7 +172,7 @@ impl Isolated {
         let top = PathBuf::from(top.trim());
         let stash = git(sp, &top, &["stash", "create"]).await?;
         let base = match stash.trim() {
-            "" => git(sp, &top, &["rev-parse", "HEAD"])
+            "" => git_read(sp, &top, &["rev-parse", "HEAD"])
                 .await?
                 .trim()
                 .to_owned(),
@@ -217,7 +242,7 @@ impl Isolated {
         job_dir: &Path,
     ) -> Result<(Option<String>, Vec<String>), GitError> {
         git(sp, &self.tree, &["add", "-A"]).await?;
-        let names = git(
+        let names = git_read(
             sp,
             &self.tree,
             &["diff", "--cached", "--name-only", &self.base],
@@ -254,14 +279,14 @@ pub(super) async fn pinned_change(
     base: &str,
 ) -> Result<Change, WorkspaceError> {
     let spec = format!("{base}^{{commit}}");
-    let sha = git(sp, cwd, &["rev-parse", "--verify", "--quiet", &spec])
+    let sha = git_read(sp, cwd, &["rev-parse", "--verify", "--quiet", &spec])
         .await
         .map_err(|_| WorkspaceError::NoCommit {
             base: base.to_owned(),
             dir: cwd.to_path_buf(),
         })?;
     let sha = sha.trim().to_owned();
-    let diff = git(sp, cwd, &["diff", &sha]).await?;
+    let diff = git_read(sp, cwd, &["diff", &sha]).await?;
     if diff.trim().is_empty() {
         return Err(WorkspaceError::NothingToReview {
             base: base.to_owned(),

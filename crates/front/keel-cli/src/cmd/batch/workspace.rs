@@ -1,9 +1,11 @@
 //! A task's own workspace: a copy of a template directory, or a git worktree (a clone for a
-//! URL), made under the batch's out dir as `work/<id>`.
+//! URL), made under the batch's out dir as `work/<id>`. git is keel's hardened git
+//! ([`keel_tools::git`]): the repository's hooks (`post-checkout`), fsmonitor and drivers do
+//! not run.
 
 use super::tasks::Workspace;
+use keel_tools::git::Git;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// Make `dest` the task's fresh workspace (anything left there by an earlier attempt that
 /// never started a session is removed first). The error names the workspace.
@@ -26,10 +28,8 @@ pub fn prepare(spec: &Workspace, dest: &Path) -> Result<(), String> {
             }
             if local.is_absolute() {
                 git(
-                    None,
+                    local,
                     &[
-                        "-C",
-                        repo,
                         "worktree",
                         "add",
                         "--quiet",
@@ -42,10 +42,10 @@ pub fn prepare(spec: &Workspace, dest: &Path) -> Result<(), String> {
             } else {
                 // `--`: a repository that looks like an option (`--upload-pack=…`) is not one.
                 git(
-                    None,
+                    Path::new("."),
                     &["clone", "--quiet", "--", repo, &dest.to_string_lossy()],
                 )
-                .and_then(|()| git(Some(dest), &["checkout", "--quiet", "--detach", reference]))
+                .and_then(|()| git(dest, &["checkout", "--quiet", "--detach", reference]))
                 .map_err(|e| format!("workspace {repo} at {reference}: {e}"))
             }
         }
@@ -61,18 +61,16 @@ fn remove_stale(spec: &Workspace, dest: &Path) {
     if let Workspace::Git { repo, .. } = spec
         && Path::new(repo).is_absolute()
     {
-        let _ = git(None, &["-C", repo, "worktree", "prune"]);
+        let _ = git(Path::new(repo), &["worktree", "prune"]);
     }
 }
 
-fn git(cwd: Option<&Path>, args: &[&str]) -> Result<(), String> {
-    let mut cmd = Command::new("git");
-    if let Some(dir) = cwd {
-        cmd.current_dir(dir);
-    }
-    let out = cmd
+/// Run `git ARGS` in `dir` (`.`: keel's own directory).
+fn git(dir: &Path, args: &[&str]) -> Result<(), String> {
+    let out = Git::new(dir)
         .args(args)
-        .stdin(Stdio::null())
+        .std_command()
+        .map_err(|e| e.to_string())?
         .output()
         .map_err(|e| format!("cannot run git: {e}"))?;
     if out.status.success() {
