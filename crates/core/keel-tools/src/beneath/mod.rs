@@ -30,7 +30,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
+mod loader;
 mod walk;
+pub use loader::{Reader, read_user_file, read_user_text};
 use std::sync::atomic::{AtomicU8, Ordering};
 pub use walk::walk;
 
