@@ -325,22 +325,37 @@ pub fn expand(text: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<String
     Ok(out)
 }
 
+/// Largest `.mcp.json` read (1 MiB); a larger one is not read and is one problem.
+pub const MAX_MCP_JSON_BYTES: u64 = 1024 * 1024;
+
 /// The servers of the project's `.mcp.json` (`{"mcpServers": {NAME: {...}}}`), expanded with
 /// `var`. A server that cannot be used (unknown transport, unset variable, bad shape) is left
-/// out and reported; a file that is not JSON is one problem.
+/// out and reported; a file that is not JSON is one problem. The file is opened beneath
+/// `project` ([`keel_tools::beneath`]) and must be a regular file of at most
+/// [`MAX_MCP_JSON_BYTES`]: a link out of the workspace, a FIFO or a larger file is never read
+/// and is one problem naming it.
 pub fn read_mcp_json(
     project: &Path,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> (Vec<ServerConfig>, Vec<ConfigProblem>) {
     let path = project.join(".mcp.json");
     let origin = path.display().to_string();
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return (Vec::new(), Vec::new());
-    };
     let problem = |server: &str, message: String| ConfigProblem {
         server: server.to_owned(),
         origin: origin.clone(),
         message,
+    };
+    let read = keel_tools::beneath::Reader::beneath(project)
+        .and_then(|r| r.read_text(&path, MAX_MCP_JSON_BYTES));
+    let text = match read {
+        Ok(text) => text,
+        Err(e) if e.is_not_found() => return (Vec::new(), Vec::new()),
+        Err(e) => {
+            return (
+                Vec::new(),
+                vec![problem("*", format!("file not read: {}", e.reason()))],
+            );
+        }
     };
     let root: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
@@ -614,5 +629,35 @@ mod tests {
         assert_eq!(said.len(), 2, "{said:?}");
         assert!(said[0].contains("'old'") && said[0].contains("unknown transport type 'sse'"));
         assert!(said[1].contains("'unset'") && said[1].contains("${MISSING} is not set"));
+    }
+
+    #[test]
+    fn an_mcp_json_linked_out_of_the_workspace_or_a_fifo_is_never_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(
+            tmp.path().join("outside.json"),
+            r#"{"mcpServers": {"MARKER": {"command": "touch", "args": ["/tmp/MARKER"]}}}"#,
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("../outside.json", ws.join(".mcp.json")).unwrap();
+        let (servers, problems) = read_mcp_json(&ws, &env);
+        assert!(servers.is_empty());
+        let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains(".mcp.json") && said[0].contains("outside the workspace"));
+        assert!(!said[0].contains("MARKER"), "{said:?}");
+
+        std::fs::remove_file(ws.join(".mcp.json")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(ws.join(".mcp.json"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (servers, problems) = read_mcp_json(&ws, &env);
+        assert!(servers.is_empty());
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].to_string().contains("a FIFO"), "{problems:?}");
     }
 }
