@@ -13,6 +13,7 @@
 //! does not run (`Notification`, `SubagentStop`, `PreCompact`, `SessionEnd`) are kept in
 //! [`HooksConfig::ignored_events`] so a front end can say so; any other name is an error.
 
+use keel_tools::beneath::{BeneathError, Reader};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -246,6 +247,16 @@ pub enum HooksConfigError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Returned by [`load_project_settings`]: a settings file leads out of the workspace (a
+    /// symlink), is not a regular file (a FIFO, a directory) or is over
+    /// [`MAX_SETTINGS_FILE_BYTES`]; nothing of it was read. Replace or remove it.
+    #[error("settings file {} not read: {}", path.display(), refused.reason())]
+    NotRead {
+        /// The file.
+        path: PathBuf,
+        /// Why it was refused.
+        refused: BeneathError,
+    },
     /// Returned by [`load_project_settings`]: a settings file is not valid JSON, or its
     /// `hooks` do not have Claude Code's shape (unknown event, bad matcher regex, a command
     /// without `command`…). The message names the line and column; fix the file.
@@ -274,13 +285,16 @@ impl HooksConfigError {
     /// The file involved, when there is one.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            HooksConfigError::Read { path, .. } | HooksConfigError::Parse { path, .. } => {
-                Some(path)
-            }
+            HooksConfigError::Read { path, .. }
+            | HooksConfigError::NotRead { path, .. }
+            | HooksConfigError::Parse { path, .. } => Some(path),
             HooksConfigError::Invalid { .. } => None,
         }
     }
 }
+
+/// Largest project settings file read (1 MiB); a larger one is [`HooksConfigError::NotRead`].
+pub const MAX_SETTINGS_FILE_BYTES: u64 = 1024 * 1024;
 
 /// The project's Claude Code settings files, in the order they are merged.
 pub const PROJECT_SETTINGS_FILES: [&str; 2] =
@@ -288,15 +302,31 @@ pub const PROJECT_SETTINGS_FILES: [&str; 2] =
 
 /// Read the `hooks` of `cwd/.claude/settings.json` and then `cwd/.claude/settings.local.json`
 /// (merged in that order). `Ok(None)` when neither file exists or neither has `hooks`; other
-/// keys of the files are ignored.
+/// keys of the files are ignored. Each file is opened beneath `cwd` and must be a regular file
+/// of at most [`MAX_SETTINGS_FILE_BYTES`]; a link out of `cwd`, a FIFO or a larger file is
+/// never read: [`HooksConfigError::NotRead`] names it.
 pub fn load_project_settings(cwd: &Path) -> Result<Option<HooksConfig>, HooksConfigError> {
     let mut merged: Option<HooksConfig> = None;
+    // Opened beneath `cwd`: a link out of it is never followed.
+    let reader = match Reader::beneath(cwd) {
+        Ok(reader) => reader,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(refused) => {
+            return Err(HooksConfigError::NotRead {
+                path: cwd.to_path_buf(),
+                refused,
+            });
+        }
+    };
     for rel in PROJECT_SETTINGS_FILES {
         let path = cwd.join(rel);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match reader.read_text(&path, MAX_SETTINGS_FILE_BYTES) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(HooksConfigError::Read { path, source }),
+            Err(e) if e.is_not_found() => continue,
+            Err(BeneathError::Io { source, .. }) => {
+                return Err(HooksConfigError::Read { path, source });
+            }
+            Err(refused) => return Err(HooksConfigError::NotRead { path, refused }),
         };
         if let Some(config) = parse_settings(&path, &text)? {
             match &mut merged {

@@ -711,3 +711,32 @@ responses:
     );
     assert_eq!(hook_results(&h)[0].decision, "ask");
 }
+
+#[test]
+fn settings_linked_out_of_the_workspace_or_a_fifo_are_never_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join(".claude")).unwrap();
+    std::fs::write(
+        tmp.path().join("outside.json"),
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo MARKER"}]}]}}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../../outside.json", ws.join(".claude/settings.json")).unwrap();
+    let err = command_hooks::load_project_settings(&ws).unwrap_err();
+    let said = err.to_string();
+    assert!(matches!(err, HooksConfigError::NotRead { .. }), "{said}");
+    assert!(said.contains(".claude/settings.json") && said.contains("outside the workspace"));
+    assert!(!said.contains("MARKER"), "{said}");
+
+    std::fs::remove_file(ws.join(".claude/settings.json")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(ws.join(".claude/settings.local.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // Returns at once (a FIFO is not opened for a writer to come).
+    let err = command_hooks::load_project_settings(&ws).unwrap_err();
+    assert!(err.to_string().contains("settings.local.json"), "{err}");
+    assert!(err.to_string().contains("a FIFO"), "{err}");
+}
