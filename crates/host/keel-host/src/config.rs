@@ -18,6 +18,7 @@ use crate::trust::{self, Ignored, ProjectTrust, TrustDecision, TrustSource};
 use keel_agent::ApprovalPolicy;
 use keel_agent::plugin::Plugin;
 use keel_tools::SandboxMode;
+use keel_tools::beneath::{self, BeneathError};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +44,20 @@ pub enum ConfigError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// A configuration file leads out of the workspace (the project's, through a symlink), is
+    /// not a regular file (a FIFO, a directory) or is over [`MAX_CONFIG_FILE_BYTES`]: nothing
+    /// of it was read. The front end reports it and stops; the user replaces or removes it.
+    #[error(
+        "configuration file {} not read: {}; replace it with a regular file or remove it",
+        path.display(),
+        refused.reason()
+    )]
+    NotRead {
+        /// The file.
+        path: PathBuf,
+        /// Why it was refused.
+        refused: BeneathError,
     },
     /// The project's own `.keel/config.toml` says `[projects]`: only the user's layers may
     /// decide what is trusted.
@@ -438,13 +453,43 @@ pub fn override_layer(spec: &str) -> Result<Layer> {
     Ok(Layer { name, table })
 }
 
-fn read_layer(path: &Path) -> Result<Option<Layer>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => layer_from_text(&path.display().to_string(), &text).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ConfigError::Read {
+/// Largest configuration file read (1 MiB): the user's, a profile, the project's
+/// `.keel/config.toml`. A larger one is [`ConfigError::NotRead`].
+pub const MAX_CONFIG_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Whose a configuration file is, which says how it is opened.
+#[derive(Debug, Clone, Copy)]
+enum Owner<'a> {
+    /// The user's (`$KEEL_HOME/config.toml`, a profile): links followed, a regular file
+    /// within [`MAX_CONFIG_FILE_BYTES`].
+    User,
+    /// Named by `--config`: read as it is (it may be `/dev/stdin` or a process substitution).
+    Named,
+    /// The project's, opened beneath this directory: never through a link out of it.
+    Project(&'a Path),
+}
+
+fn read_layer(path: &Path, owner: Owner<'_>) -> Result<Option<Layer>> {
+    let read = match owner {
+        Owner::User => beneath::read_user_text(path, MAX_CONFIG_FILE_BYTES),
+        Owner::Project(root) => {
+            beneath::Reader::beneath(root).and_then(|r| r.read_text(path, MAX_CONFIG_FILE_BYTES))
+        }
+        Owner::Named => std::fs::read_to_string(path).map_err(|source| BeneathError::Io {
             path: path.to_path_buf(),
             source,
+        }),
+    };
+    match read {
+        Ok(text) => layer_from_text(&path.display().to_string(), &text).map(Some),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(BeneathError::Io { source, .. }) => Err(ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Err(refused) => Err(ConfigError::NotRead {
+            path: path.to_path_buf(),
+            refused,
         }),
     }
 }
@@ -493,7 +538,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         name: "defaults".to_owned(),
         table: parse_layer("defaults", &defaults_text(plugins))?,
     }];
-    if let Some(l) = read_layer(&sources.home.join("config.toml"))? {
+    if let Some(l) = read_layer(&sources.home.join("config.toml"), Owner::User)? {
         user.push(l);
     }
     if let Some(profile) = &sources.profile {
@@ -501,7 +546,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
             .home
             .join("profiles")
             .join(format!("{profile}.toml"));
-        match read_layer(&path)? {
+        match read_layer(&path, Owner::User)? {
             Some(l) => user.push(l),
             None => {
                 return Err(ConfigError::ProfileNotFound {
@@ -512,7 +557,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         }
     }
     let project_path = sources.project.join(".keel").join("config.toml");
-    let project = read_layer(&project_path)?;
+    let project = read_layer(&project_path, Owner::Project(&sources.project))?;
     if project
         .as_ref()
         .is_some_and(|l| l.table.contains_key("projects"))
@@ -522,7 +567,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
     // The project layer's place: later layers (`--config`, `-c`) override it.
     let at = user.len();
     if let Some(file) = &sources.config_file {
-        match read_layer(file)? {
+        match read_layer(file, Owner::Named)? {
             Some(l) => user.push(l),
             None => return Err(ConfigError::FileNotFound { path: file.clone() }),
         }

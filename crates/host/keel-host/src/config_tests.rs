@@ -187,3 +187,34 @@ fn unknown_keys_and_bad_toml_name_the_file() {
     let err = format!("{:#}", load(&s, &crate::plugins::builtin()).unwrap_err());
     assert!(err.contains("profile \"nope\" not found"), "{err}");
 }
+
+#[test]
+fn a_project_config_linked_out_of_the_workspace_or_a_fifo_is_never_read() {
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("ws");
+    std::fs::create_dir_all(project.join(".keel")).unwrap();
+    std::fs::write(tmp.path().join("outside.toml"), "model = \"MARKER\"\n").unwrap();
+    std::os::unix::fs::symlink("../../outside.toml", project.join(".keel/config.toml")).unwrap();
+    let err = load(&sources(home.path(), &project), &crate::plugins::builtin()).unwrap_err();
+    let said = err.to_string();
+    assert!(matches!(err, ConfigError::NotRead { .. }), "{said}");
+    assert!(said.contains(".keel/config.toml") && said.contains("outside the workspace"));
+    assert!(!said.contains("MARKER"), "{said}");
+
+    std::fs::remove_file(project.join(".keel/config.toml")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(project.join(".keel/config.toml"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let err = load(&sources(home.path(), &project), &crate::plugins::builtin()).unwrap_err();
+    assert!(err.to_string().contains("a FIFO"), "{err}");
+
+    // The user's own file may be a link (dotfiles), but must be a regular file.
+    std::fs::remove_file(project.join(".keel/config.toml")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("outside.toml"), home.path().join("config.toml"))
+        .unwrap();
+    let loaded = load(&sources(home.path(), &project), &crate::plugins::builtin()).unwrap();
+    assert_eq!(loaded.config.model.as_deref(), Some("MARKER"));
+}

@@ -420,7 +420,10 @@ pub fn project_files(workspace: &Path) -> Vec<Ignored> {
     let mut out = Vec::new();
     for rel in keel_command_hooks::PROJECT_SETTINGS_FILES {
         let path = workspace.join(rel);
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        // Beneath the workspace, as the hooks plugin reads it: never through a link out.
+        let Ok(text) = keel_tools::beneath::Reader::beneath(workspace)
+            .and_then(|r| r.read_text(&path, keel_command_hooks::config::MAX_SETTINGS_FILE_BYTES))
+        else {
             continue;
         };
         let what = match keel_command_hooks::parse_settings(&path, &text) {
@@ -437,7 +440,9 @@ pub fn project_files(workspace: &Path) -> Vec<Ignored> {
         }
     }
     let path = workspace.join(".mcp.json");
-    if let Ok(text) = std::fs::read_to_string(&path) {
+    if let Ok(text) = keel_tools::beneath::Reader::beneath(workspace)
+        .and_then(|r| r.read_text(&path, keel_mcp::config::MAX_MCP_JSON_BYTES))
+    {
         let what = match serde_json::from_str::<serde_json::Value>(&text) {
             Ok(root) => root
                 .get("mcpServers")
