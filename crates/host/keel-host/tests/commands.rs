@@ -373,9 +373,13 @@ fn unreadable_file_is_skipped_with_a_problem() {
     fs::create_dir_all(dirs.project_keel()).unwrap();
     let dangling = dirs.project_keel().join("gone.md");
     std::os::unix::fs::symlink(dirs.project.path().join("missing"), &dangling).unwrap();
-    // A symlinked command file that exists works.
-    let target = write(dirs.project.path(), "elsewhere/real.md", "Real");
-    std::os::unix::fs::symlink(&target, dirs.project_keel().join("linked.md")).unwrap();
+    // A symlinked command file that exists (in the project, by a relative link) works.
+    write(dirs.project.path(), "elsewhere/real.md", "Real");
+    std::os::unix::fs::symlink(
+        "../../elsewhere/real.md",
+        dirs.project_keel().join("linked.md"),
+    )
+    .unwrap();
 
     let set = dirs.load();
     assert_eq!(set.problems().len(), 1, "{:?}", set.problems());
@@ -711,4 +715,50 @@ fn external_commands_are_listed_and_invoked() {
         Err(ParseError::Unknown { .. })
     ));
     assert_eq!(set.remove_external_source("mcp:github"), 0);
+}
+
+#[cfg(unix)]
+#[test]
+fn project_commands_linked_out_of_the_workspace_or_fifos_are_never_read() {
+    let dirs = Dirs::new();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = write(outside.path(), "secret.md", "MARKER secret");
+    write(outside.path(), "dir/inner.md", "MARKER inner");
+    fs::create_dir_all(dirs.project_keel()).unwrap();
+    let leak = dirs.project_keel().join("leak.md");
+    std::os::unix::fs::symlink(&secret, &leak).unwrap();
+    let out_dir = dirs.project_keel().join("out");
+    std::os::unix::fs::symlink(outside.path().join("dir"), &out_dir).unwrap();
+    let fifo = dirs.project_keel().join("fifo.md");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // The whole project directory linked out.
+    fs::create_dir_all(dirs.project.path().join(".claude")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dirs.project_claude()).unwrap();
+    // The user's own commands may be links to their dotfiles.
+    fs::create_dir_all(dirs.home_claude()).unwrap();
+    std::os::unix::fs::symlink(&secret, dirs.home_claude().join("mine.md")).unwrap();
+
+    let set = dirs.load();
+    let said: Vec<String> = set.problems().iter().map(ToString::to_string).collect();
+    for path in [&leak, &out_dir, &fifo, &dirs.project_claude()] {
+        assert!(
+            said.iter().any(|p| p.contains(&path.display().to_string())),
+            "{path:?} not named in {said:?}"
+        );
+    }
+    assert!(
+        said.iter().any(|p| p.contains("outside the workspace")),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|p| p.contains("a FIFO")), "{said:?}");
+    assert!(!said.iter().any(|p| p.contains("MARKER")), "{said:?}");
+    assert!(set.get("leak").is_none() && set.get("out:inner").is_none());
+    assert!(set.get("fifo").is_none() && set.get("secret").is_none());
+    assert_eq!(prompt(&set, "/mine"), "MARKER secret");
 }

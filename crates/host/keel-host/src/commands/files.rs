@@ -3,8 +3,7 @@
 //! (`description:`, `argument-hint:`) and fallback description.
 
 use super::{FALLBACK_DESCRIPTION_CHARS, MAX_COMMAND_FILE_BYTES, MAX_DEPTH, Problem, ProblemKind};
-use std::fs;
-use std::io::Read;
+use keel_tools::beneath::{BeneathError, Reader};
 use std::path::{Path, PathBuf};
 
 pub(super) struct FoundFile {
@@ -13,9 +12,21 @@ pub(super) struct FoundFile {
     pub(super) text: Result<String, ProblemKind>,
 }
 
+/// Why a file or directory was not used: the reason of a [`BeneathError`] (a link out of the
+/// workspace, not a regular file, an I/O error …).
+fn unusable(e: &BeneathError) -> ProblemKind {
+    match e {
+        BeneathError::TooLarge { cap, .. } => ProblemKind::TooLarge { limit: *cap },
+        e => ProblemKind::Unreadable { reason: e.reason() },
+    }
+}
+
 /// The `.md` files under `dir`, entries in name order (a subdirectory read where its name
-/// falls, at most [`MAX_DEPTH`] levels down), their names prefixed with `namespace`.
+/// falls, at most [`MAX_DEPTH`] levels down), their names prefixed with `namespace`. The
+/// project's directories are listed and read through `reader` beneath the workspace: a file
+/// or directory linked out of it is a problem, never read.
 pub(super) fn scan_dir(
+    reader: &Reader,
     dir: &Path,
     namespace: &[String],
     depth: usize,
@@ -23,31 +34,21 @@ pub(super) fn scan_dir(
     problems: &mut Vec<Problem>,
 ) {
     // A directory that cannot be read (or listed to the end) is a problem without a name.
-    let unreadable = |e: std::io::Error| Problem {
-        name: None,
-        path: dir.to_path_buf(),
-        kind: ProblemKind::Unreadable {
-            reason: e.to_string(),
-        },
-    };
-    let entries = match fs::read_dir(dir) {
+    let entries = match reader.list(dir) {
         Ok(entries) => entries,
         Err(e) => {
-            problems.push(unreadable(e));
+            problems.push(Problem {
+                name: None,
+                path: dir.to_path_buf(),
+                kind: unusable(&e),
+            });
             return;
         }
     };
     let mut names: Vec<(String, PathBuf)> = Vec::new();
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) => {
-                problems.push(unreadable(e));
-                continue;
-            }
-        };
-        let path = entry.path();
-        match entry.file_name().into_string() {
+    for raw in entries {
+        let path = dir.join(&raw);
+        match raw.into_string() {
             Ok(file_name) => names.push((file_name, path)),
             Err(raw) => {
                 // A name that is not UTF-8 can't be typed; only worth a word if it is meant
@@ -73,17 +74,23 @@ pub(super) fn scan_dir(
         let is_md = Path::new(&file_name)
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("md"));
-        // Follows symlinks: a linked command file or directory is used like a real one.
-        let meta = match fs::metadata(&path) {
+        // Follows symlinks (the project's only within the workspace): a linked command file
+        // or directory is used like a real one.
+        let meta = match reader.metadata(&path) {
             Ok(meta) => meta,
             Err(e) => {
                 if is_md {
                     found.push(FoundFile {
                         name: command_name(namespace, &file_name),
                         path,
-                        text: Err(ProblemKind::Unreadable {
-                            reason: e.to_string(),
-                        }),
+                        text: Err(unusable(&e)),
+                    });
+                } else if !e.is_not_found() {
+                    // A directory linked out of the workspace, say.
+                    problems.push(Problem {
+                        name: None,
+                        path,
+                        kind: unusable(&e),
                     });
                 }
                 continue;
@@ -93,12 +100,13 @@ pub(super) fn scan_dir(
             if depth < MAX_DEPTH {
                 let mut inner = namespace.to_vec();
                 inner.push(file_name);
-                scan_dir(&path, &inner, depth + 1, found, problems);
+                scan_dir(reader, &path, &inner, depth + 1, found, problems);
             }
-        } else if meta.is_file() && is_md {
+        } else if is_md {
+            // Not a regular file (a FIFO, a device): a problem from the read, never a read.
             found.push(FoundFile {
                 name: command_name(namespace, &file_name),
-                text: read_text(&path),
+                text: read_text(reader, &path),
                 path,
             });
         }
@@ -119,22 +127,12 @@ fn command_name(namespace: &[String], file_name: &str) -> String {
     name
 }
 
-/// The file's text, at most [`MAX_COMMAND_FILE_BYTES`], without a byte-order mark and with
-/// CRLF line ends as LF.
-fn read_text(path: &Path) -> Result<String, ProblemKind> {
-    let unreadable = |e: std::io::Error| ProblemKind::Unreadable {
-        reason: e.to_string(),
-    };
-    let file = fs::File::open(path).map_err(unreadable)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_COMMAND_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    if bytes.len() as u64 > MAX_COMMAND_FILE_BYTES {
-        return Err(ProblemKind::TooLarge {
-            limit: MAX_COMMAND_FILE_BYTES,
-        });
-    }
+/// The file's text: a regular file of at most [`MAX_COMMAND_FILE_BYTES`] (1 MiB), without a
+/// byte-order mark and with CRLF line ends as LF.
+fn read_text(reader: &Reader, path: &Path) -> Result<String, ProblemKind> {
+    let bytes = reader
+        .read_regular(path, MAX_COMMAND_FILE_BYTES)
+        .map_err(|e| unusable(&e))?;
     let text = String::from_utf8(bytes).map_err(|_| ProblemKind::NotUtf8)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     Ok(text.replace("\r\n", "\n"))

@@ -32,7 +32,12 @@
 //! [`expand_arguments`] for `$ARGUMENTS` and `$1`…`$9`.
 //!
 //! A file that can't be used (unreadable, not UTF-8, too large, a name with whitespace) is
-//! skipped and recorded in [`CommandSet::problems`]; loading never fails.
+//! skipped and recorded in [`CommandSet::problems`]; loading never fails. The project's
+//! directories are listed and their files opened beneath the project directory
+//! ([`keel_tools::beneath`]): a file or directory linked out of it, a FIFO or a file over
+//! [`MAX_COMMAND_FILE_BYTES`] (1 MiB) is a problem naming it, never read. The user's own
+//! directories may hold links (to their dotfiles), but a command file is still a regular file
+//! within the cap.
 //!
 //! # Escaping
 //!
@@ -44,13 +49,14 @@ mod files;
 
 pub use builtin::{Builtin, TrustArg, UnknownTrustArg};
 use files::{FoundFile, parse_command_file, scan_dir};
+use keel_tools::beneath::{BeneathError, Reader};
 
 use std::collections::HashSet;
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// A command file larger than this is skipped ([`ProblemKind::TooLarge`]).
+/// A command file larger than this (1 MiB) is skipped ([`ProblemKind::TooLarge`]).
 pub const MAX_COMMAND_FILE_BYTES: u64 = 1024 * 1024;
 
 /// How many subdirectory levels below a commands directory are read.
@@ -267,19 +273,37 @@ impl CommandSet {
     /// the [module docs](self) for the directories and their precedence). Never fails: what
     /// can't be used is in [`CommandSet::problems`]. Missing directories are not problems.
     pub fn load(project: &Path, keel_home: &Path, user_home: Option<&Path>) -> CommandSet {
-        let mut roots = vec![
-            project.join(".keel").join("commands"),
-            project.join(".claude").join("commands"),
-            keel_home.join("commands"),
+        // The project's directories are read beneath it; the user's as they are.
+        let project_reader = || Reader::beneath(project);
+        let user_reader = || Ok(Reader::User);
+        type Open<'a> = &'a dyn Fn() -> Result<Reader, BeneathError>;
+        let mut roots: Vec<(PathBuf, Open<'_>)> = vec![
+            (project.join(".keel").join("commands"), &project_reader),
+            (project.join(".claude").join("commands"), &project_reader),
+            (keel_home.join("commands"), &user_reader),
         ];
         if let Some(home) = user_home {
-            roots.push(home.join(".claude").join("commands"));
+            roots.push((home.join(".claude").join("commands"), &user_reader));
         }
 
         let mut set = CommandSet::default();
         let mut found = Vec::new();
         let mut seen_roots: HashSet<PathBuf> = HashSet::new();
-        for root in roots {
+        for (root, open) in roots {
+            // A project directory linked out of the workspace is a problem, and does not
+            // count as seen (the user's own directory it may lead to is still read).
+            let reader = match open().and_then(|r| r.metadata(&root).map(|_| r)) {
+                Ok(reader) => reader,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    set.problems.push(Problem {
+                        name: None,
+                        path: root,
+                        kind: ProblemKind::Unreadable { reason: e.reason() },
+                    });
+                    continue;
+                }
+            };
             let canonical = match fs::canonicalize(&root) {
                 Ok(c) => c,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -297,7 +321,7 @@ impl CommandSet {
             if !seen_roots.insert(canonical) {
                 continue;
             }
-            scan_dir(&root, &[], 0, &mut found, &mut set.problems);
+            scan_dir(&reader, &root, &[], 0, &mut found, &mut set.problems);
         }
 
         for file in found {
