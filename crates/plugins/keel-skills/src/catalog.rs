@@ -6,13 +6,15 @@
 //! name order; hidden entries are skipped, as are folders without `SKILL.md` (helpers).
 
 use crate::front::{self, Value};
-use crate::roots::{Root, Scope};
+use crate::roots::{self, Root, Scope};
 use keel_protocol::text::one_line;
+use keel_tools::beneath::{BeneathError, Reader};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// Largest skill file read (256 KiB); a larger one is skipped with a warning.
+/// Largest skill file read (256 KiB: tighter than the 1 MiB of other project files); a larger
+/// one, like one linked out of the workspace or a FIFO, is skipped with a warning naming it.
 pub const MAX_FILE_BYTES: u64 = 256 * 1024;
 /// Most bytes of the catalog in the system prompt.
 pub const CATALOG_BYTES: usize = 2048;
@@ -47,6 +49,9 @@ pub struct Skill {
     pub folder: Option<PathBuf>,
     /// The kind of root it came from.
     pub scope: Scope,
+    /// The directory its files are opened beneath (a project skill's project directory,
+    /// [`Root::beneath`]); `None` for the user's.
+    pub beneath: Option<PathBuf>,
 }
 
 /// A skill hidden by one of the same name in an earlier root (or earlier in its root).
@@ -195,46 +200,51 @@ fn check_name(name: &str) -> Result<(), SkillError> {
     }
 }
 
-/// Read a skill file whole, within [`MAX_FILE_BYTES`].
-pub fn read(file: &Path) -> Result<String, SkillError> {
-    let meta = std::fs::metadata(file).map_err(|e| SkillError::Read(e.to_string()))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(SkillError::TooLarge(meta.len()));
-    }
-    let bytes = std::fs::read(file).map_err(|e| SkillError::Read(e.to_string()))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(SkillError::TooLarge(bytes.len() as u64));
-    }
+/// Read a skill file whole: a regular file within [`MAX_FILE_BYTES`], opened beneath
+/// `beneath` when given (a project skill: never through a link out of the workspace), else as
+/// the user's own (links followed). Anything else is an error, and nothing of it is read.
+pub fn read(file: &Path, beneath: Option<&Path>) -> Result<String, SkillError> {
+    let bytes = roots::reader(beneath)
+        .and_then(|r| r.read_regular(file, MAX_FILE_BYTES))
+        .map_err(|e| match e {
+            BeneathError::TooLarge { size, .. } => SkillError::TooLarge(size),
+            e => SkillError::Read(e.reason()),
+        })?;
     String::from_utf8(bytes).map_err(|_| SkillError::Read("it is not UTF-8 text".into()))
 }
 
-/// The candidate files of one root, in name order: `(file, folder)`.
-fn candidates(root: &Path) -> Vec<(PathBuf, Option<PathBuf>)> {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return Vec::new();
-    };
-    let mut names: Vec<_> = entries
-        .flatten()
-        .map(|e| e.file_name())
+/// The candidate files of one root, in name order: `(file, folder)`. An entry that cannot be
+/// looked at (a link out of the workspace) is still a candidate, so that reading it gives a
+/// warning naming it.
+fn candidates(
+    reader: &Reader,
+    root: &Path,
+) -> Result<Vec<(PathBuf, Option<PathBuf>)>, BeneathError> {
+    let names: Vec<_> = reader
+        .list(root)?
+        .into_iter()
         .filter(|n| !n.to_string_lossy().starts_with('.'))
         .collect();
-    names.sort();
     let mut out = Vec::new();
     for name in names {
         let path = root.join(&name);
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            let file = path.join("SKILL.md");
-            if std::fs::symlink_metadata(&file).is_ok() {
-                out.push((file, Some(path)));
+        let is_md = path.extension().is_some_and(|e| e == "md");
+        match reader.metadata(&path) {
+            Ok(meta) if meta.is_dir() => {
+                let file = path.join("SKILL.md");
+                match reader.metadata(&file) {
+                    Err(e) if e.is_not_found() => {}
+                    _ => out.push((file, Some(path))),
+                }
             }
-        } else if path.extension().is_some_and(|e| e == "md") {
-            out.push((path, None));
+            Err(e) if e.is_not_found() => {}
+            _ if is_md => out.push((path, None)),
+            Ok(_) => {}
+            // Not looked at (linked out, a loop): its SKILL.md, which the read refuses.
+            Err(_) => out.push((path.join("SKILL.md"), Some(path))),
         }
     }
-    out
+    Ok(out)
 }
 
 impl Catalog {
@@ -246,9 +256,23 @@ impl Catalog {
         };
         let mut by_name: HashMap<String, usize> = HashMap::new();
         for root in roots {
-            for (file, folder) in candidates(&root.dir) {
+            let beneath = root.beneath();
+            let found = roots::reader(beneath.as_deref()).and_then(|r| candidates(&r, &root.dir));
+            let found = match found {
+                Ok(found) => found,
+                Err(e) if e.is_not_found() => Vec::new(),
+                Err(e) => {
+                    cat.warnings.push(Warning {
+                        file: root.dir.clone(),
+                        why: format!("the folder is not read: {}", e.reason()),
+                    });
+                    Vec::new()
+                }
+            };
+            for (file, folder) in found {
                 cat.watched.push(file.clone());
-                let parsed = read(&file).and_then(|text| parse(&text).map(|(p, _)| p));
+                let parsed =
+                    read(&file, beneath.as_deref()).and_then(|text| parse(&text).map(|(p, _)| p));
                 let p = match parsed {
                     Ok(p) => p,
                     Err(e) => {
@@ -278,6 +302,7 @@ impl Catalog {
                     file,
                     folder,
                     scope: root.scope,
+                    beneath: beneath.clone(),
                 });
             }
         }

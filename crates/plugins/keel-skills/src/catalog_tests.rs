@@ -160,3 +160,65 @@ fn the_fingerprint_moves_when_a_root_or_a_skill_file_changes() {
     std::fs::write(r.join("a.md"), skill_text("a", "a longer description")).unwrap();
     assert_ne!(cat.fingerprint(), fp);
 }
+
+#[test]
+fn project_skills_linked_out_of_the_workspace_or_fifos_are_never_read() {
+    use std::os::unix::fs::symlink;
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path().join("ws");
+    let skills = ws.join(".claude/skills");
+    let outside = t.path().join("outside");
+    write(
+        &outside.join("SKILL.md"),
+        &skill_text("leak", "MARKER outside"),
+    );
+    write(
+        &outside.join("deep/SKILL.md"),
+        &skill_text("deep", "MARKER deep"),
+    );
+    write(&skills.join("good/SKILL.md"), &skill_text("good", "inside"));
+    // A link within the workspace is followed.
+    symlink("good", skills.join("alias")).unwrap();
+    std::fs::create_dir_all(skills.join("leak")).unwrap();
+    symlink(outside.join("SKILL.md"), skills.join("leak/SKILL.md")).unwrap();
+    symlink("../../../outside/SKILL.md", skills.join("rel.md")).unwrap();
+    symlink(outside.join("deep"), skills.join("deep")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(skills.join("fifo.md"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let cat = Catalog::scan(&crate::roots::roots(
+        Some(&ws),
+        &[],
+        None,
+        &t.path().join("k"),
+    ));
+    let names: Vec<&str> = cat.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["good"]);
+    assert_eq!(cat.shadowed.len(), 1, "the alias is the same skill");
+    let said: Vec<String> = cat.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(said.len(), 4, "{said:?}");
+    for (file, why) in [
+        ("deep/SKILL.md", "outside the workspace"),
+        ("fifo.md", "a FIFO"),
+        ("leak/SKILL.md", "outside the workspace"),
+        ("rel.md", "outside the workspace"),
+    ] {
+        let path = skills.join(file).display().to_string();
+        assert!(
+            said.iter().any(|w| w.contains(&path) && w.contains(why)),
+            "{file}: {said:?}"
+        );
+    }
+    assert!(!said.iter().any(|w| w.contains("MARKER")));
+    assert!(!cat.prompt().unwrap_or_default().contains("MARKER"));
+
+    // The same links in the user's own root are theirs (dotfiles): followed.
+    let home = t.path().join("home-skills");
+    std::fs::create_dir_all(&home).unwrap();
+    symlink(outside.join("SKILL.md"), home.join("mine.md")).unwrap();
+    let cat = Catalog::scan(&[root(&home, Scope::Home)]);
+    assert_eq!(cat.skills.len(), 1);
+    assert_eq!(cat.skills[0].name, "leak");
+}

@@ -9,6 +9,7 @@
 //! A directory reached twice (the workspace is the home directory, say) is read once, at its
 //! first rank.
 
+use keel_tools::beneath::{BeneathError, Reader};
 use std::path::{Path, PathBuf};
 
 /// A project's skill roots, relative to its git root, in rank order.
@@ -44,6 +45,36 @@ pub struct Root {
     pub dir: PathBuf,
     /// Its kind.
     pub scope: Scope,
+}
+
+impl Root {
+    /// The directory this root's files are opened beneath: for a project root, the project
+    /// directory it sits in (`…/.claude/skills` → `…`), so that no listing or read follows a
+    /// link out of the workspace; `None` for the user's and configured roots, whose links
+    /// (to dotfiles) are followed.
+    pub fn beneath(&self) -> Option<PathBuf> {
+        if self.scope != Scope::Project {
+            return None;
+        }
+        let base = PROJECT_DIRS
+            .iter()
+            .filter(|rel| self.dir.ends_with(rel))
+            .find_map(|rel| {
+                self.dir
+                    .ancestors()
+                    .nth(Path::new(rel).components().count())
+            });
+        Some(base.unwrap_or(&self.dir).to_path_buf())
+    }
+}
+
+/// How the files of a root are read: beneath `beneath` ([`Root::beneath`]) when given, else
+/// as the user's own.
+pub fn reader(beneath: Option<&Path>) -> Result<Reader, BeneathError> {
+    match beneath {
+        Some(base) => Reader::beneath(base),
+        None => Ok(Reader::User),
+    }
 }
 
 /// The directory a workspace's project roots sit in: the nearest ancestor-or-self of
@@ -116,33 +147,38 @@ pub fn roots(
 
 /// The project skill roots of `workspace` that hold anything, with the skills each would
 /// offer (folder names and `.md` file stems, hidden entries skipped), for the trust notice
-/// and `keel trust`: what an untrusted workspace's skills would be. Nothing is parsed.
+/// and `keel trust`: what an untrusted workspace's skills would be. Nothing is parsed or read;
+/// the roots are listed beneath the project directory (a root or folder linked out of it is
+/// left out).
 pub fn project_skill_dirs(workspace: &Path) -> Vec<(PathBuf, Vec<String>)> {
     let base = project_root(workspace);
     let mut out = Vec::new();
+    let Ok(reader) = Reader::beneath(&base) else {
+        return out;
+    };
+    let is_file = |path: &Path| reader.metadata(path).is_ok_and(|m| m.is_file());
     for rel in PROJECT_DIRS {
         let dir = base.join(rel);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = reader.list(&dir) else {
             continue;
         };
-        let mut names: Vec<String> = entries
-            .flatten()
+        let names: Vec<String> = entries
+            .into_iter()
             .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
+                let name = e.to_string_lossy().into_owned();
                 if name.starts_with('.') {
                     return None;
                 }
-                let path = e.path();
-                if path.join("SKILL.md").is_file() {
+                let path = dir.join(&e);
+                if is_file(&path.join("SKILL.md")) {
                     Some(name)
                 } else {
                     name.strip_suffix(".md")
-                        .filter(|_| path.is_file())
+                        .filter(|_| is_file(&path))
                         .map(str::to_owned)
                 }
             })
             .collect();
-        names.sort();
         if !names.is_empty() {
             out.push((dir, names));
         }

@@ -9,6 +9,7 @@ use crate::catalog::{self, Catalog, Skill, SkillError};
 use crate::plugin::Shared;
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
+use keel_tools::beneath::Reader;
 use keel_tools::{ExecMode, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -26,21 +27,23 @@ pub struct SkillTool {
 
 /// A skill's body as read now: the text after the front matter.
 pub fn body(skill: &Skill) -> Result<String, SkillError> {
-    let text = catalog::read(&skill.file)?;
+    let text = catalog::read(&skill.file, skill.beneath.as_deref())?;
     let (_, body) = catalog::parse(&text)?;
     Ok(body.trim_matches('\n').to_owned())
 }
 
 /// The files under `folder` (relative, sorted, hidden ones skipped), at most `max`, and how
-/// many more there were.
-pub fn folder_files(folder: &Path, max: usize) -> (Vec<String>, usize) {
+/// many more there were, listed through `reader` (a project skill's beneath the workspace: a
+/// subfolder linked out of it is named, never listed).
+pub fn folder_files(reader: &Reader, folder: &Path, max: usize) -> (Vec<String>, usize) {
     let mut out = Vec::new();
     let mut more = 0;
-    walk(folder, folder, 0, max, &mut out, &mut more);
+    walk(reader, folder, folder, 0, max, &mut out, &mut more);
     (out, more)
 }
 
 fn walk(
+    reader: &Reader,
     base: &Path,
     dir: &Path,
     depth: usize,
@@ -48,24 +51,23 @@ fn walk(
     out: &mut Vec<String>,
     more: &mut usize,
 ) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = reader.list(dir) else {
         return;
     };
-    let mut paths: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
+    let paths: Vec<PathBuf> = entries
+        .into_iter()
+        .filter(|e| !e.to_string_lossy().starts_with('.'))
+        .map(|e| dir.join(e))
         .collect();
-    paths.sort();
     for path in paths {
         let rel = path
             .strip_prefix(base)
             .unwrap_or(&path)
             .display()
             .to_string();
-        if path.is_dir() {
+        if reader.metadata(&path).is_ok_and(|m| m.is_dir()) {
             if depth + 1 < MAX_DEPTH {
-                walk(base, &path, depth + 1, max, out, more);
+                walk(reader, base, &path, depth + 1, max, out, more);
             } else if out.len() < max {
                 out.push(format!("{rel}/"));
             } else {
@@ -90,7 +92,10 @@ pub fn render(skill: &Skill, body: &str) -> String {
         skill.file.display()
     );
     if let Some(folder) = &skill.folder {
-        let (files, more) = folder_files(folder, MAX_LISTED_FILES);
+        let (files, more) = match crate::roots::reader(skill.beneath.as_deref()) {
+            Ok(reader) => folder_files(&reader, folder, MAX_LISTED_FILES),
+            Err(_) => (Vec::new(), 0),
+        };
         out.push_str(&format!(
             "Its folder is {}; paths in the skill are relative to it.",
             folder.display()
@@ -232,6 +237,38 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("description: d"));
+    }
+
+    #[test]
+    fn a_project_skill_is_read_and_listed_beneath_the_workspace() {
+        use std::os::unix::fs::symlink;
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        let dir = ws.join(".claude/skills/pdf");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(t.path().join("outside")).unwrap();
+        std::fs::write(t.path().join("outside/MARKER.txt"), "").unwrap();
+        std::fs::write(
+            t.path().join("outside/SKILL.md"),
+            "---\nname: pdf\ndescription: d\n---\nMARKER\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: pdf\ndescription: d\n---\nok\n",
+        )
+        .unwrap();
+        symlink(t.path().join("outside"), dir.join("linked")).unwrap();
+        let cat = Catalog::scan(&crate::roots::roots(Some(&ws), &[], None, t.path()));
+        let skill = cat.get("pdf").unwrap();
+        let text = render(skill, &body(skill).unwrap());
+        assert!(text.contains("  linked\n"), "{text}");
+        assert!(!text.contains("MARKER"), "{text}");
+        // Swapped for a link out after the scan: the load refuses it.
+        std::fs::remove_file(dir.join("SKILL.md")).unwrap();
+        symlink(t.path().join("outside/SKILL.md"), dir.join("SKILL.md")).unwrap();
+        let err = body(skill).unwrap_err().to_string();
+        assert!(err.contains("outside the workspace"), "{err}");
     }
 
     #[test]
