@@ -14,7 +14,7 @@ use keel_tools::subprocess::SubprocessService;
 use keel_tools::{Tool, ToolSource};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A built-in plugin's identity: the id its `[[plugins]]` row uses (`use = "jobs"`) and, derived
@@ -178,6 +178,10 @@ pub struct InstallContext {
     /// does so only when [`ProjectTrust::Trusted`]; a plugin that starts another keel passes
     /// the decision on, so a child never decides on its own.
     pub project_trust: ProjectTrust,
+    /// The workspace's own files (relative to `cwd`: `.mcp.json`) that changed since the user
+    /// trusted it: while [`InstallContext::project_trust`] is trusted these stay inert as if it
+    /// were not ([`InstallContext::trusts_file`]). Empty when untrusted or nothing changed.
+    pub changed_since_trust: Vec<PathBuf>,
 }
 
 /// The user's decision about a workspace's own files (hooks, MCP servers, configuration that
@@ -259,6 +263,28 @@ impl InstallContext {
             settings: Value::Object(Default::default()),
             model_launch: None,
             project_trust: ProjectTrust::Untrusted,
+            changed_since_trust: Vec::new(),
+        }
+    }
+
+    /// Whether the workspace's own file `path` (absolute, `cwd/.mcp.json`) may run: the
+    /// workspace is trusted and the file has not changed since the user trusted it.
+    pub fn trusts_file(&self, path: &Path) -> bool {
+        // By the name's tail: a path spelled otherwise than `cwd` still matches.
+        self.project_trust.is_trusted()
+            && !self
+                .changed_since_trust
+                .iter()
+                .any(|rel| path.ends_with(rel))
+    }
+
+    /// The decision a plugin that starts another keel passes on: untrusted when any of the
+    /// workspace's files changed since it was trusted (the child would not see that).
+    pub fn child_project_trust(&self) -> ProjectTrust {
+        if self.changed_since_trust.is_empty() {
+            self.project_trust
+        } else {
+            ProjectTrust::Untrusted
         }
     }
 

@@ -1,6 +1,7 @@
 //! Workspace trust in the UI: the question asked once, before the first agent, when a workspace
-//! nobody decided about holds hooks, MCP servers or settings that would widen what keel does,
-//! and the texts of `/trust`.
+//! nobody decided about holds hooks, MCP servers or settings that would widen what keel does
+//! (asked again, listing them, when files of a trusted workspace changed since it was
+//! trusted), and the texts of `/trust`.
 //!
 //! Data flow: the front end loads the decision and the files it governs
 //! ([`crate::AgentSource::trust`] → [`WorkspaceTrust`]); [`WorkspaceTrust::should_ask`] says
@@ -23,6 +24,9 @@ pub fn answered(ws: &WorkspaceTrust, answer: Answer) -> String {
         ),
         Answer::Distrust => format!(
             "Workspace {root} is {decision}: keel will not ask again. /trust yes trusts it."
+        ),
+        Answer::Dismissed if ws.is_changed() => format!(
+            "Nothing recorded: the files changed since you trusted {root} stay inert in this session and keel asks again next time (keel trust, /trust yes accept them)."
         ),
         Answer::Dismissed => format!(
             "No answer: nothing recorded. Workspace {root} stays untrusted in this session and keel asks again next time."
@@ -47,6 +51,9 @@ pub const DEFAULT_CHOICE: usize = 1;
 
 /// The trust question for `ws`.
 pub fn question(ws: &WorkspaceTrust) -> Modal {
+    if ws.is_changed() {
+        return question_changed(ws);
+    }
     let mut body = format!(
         "{}\n\nThey can run commands or widen what keel may do, and are ignored until you \
          trust this folder:\n",
@@ -72,12 +79,41 @@ pub fn question(ws: &WorkspaceTrust) -> Modal {
     }
 }
 
-/// The answer a choice of [`question`]'s options stands for.
-pub fn answer_of(choice: usize) -> Answer {
-    if choice == 0 {
-        Answer::Trust
-    } else {
-        Answer::Distrust
+/// The question for a trusted workspace whose files changed since it was trusted: trust them
+/// as they are now, or leave them inert for now (nothing recorded, asked again).
+fn question_changed(ws: &WorkspaceTrust) -> Modal {
+    let mut body = format!(
+        "{}\n\nYou trusted this folder, but these files changed since (by a command, a checkout, \
+         another program) and are ignored until you trust them:\n",
+        ws.decision.root.display()
+    );
+    for line in ws.changed_lines() {
+        body.push('\n');
+        body.push_str(&line);
+    }
+    body.push_str(
+        "\n\nYes records them as they are now in your keel configuration (as keel trust does). \
+         Esc: decide later (ignored for now).",
+    );
+    Modal {
+        title: "Trust the changed files in this folder?".into(),
+        body,
+        options: vec![
+            "Yes, trust them as they are now: they take effect".into(),
+            "No, keep them inert for now (asked again next time)".into(),
+        ],
+        selected: DEFAULT_CHOICE,
+        markdown: false,
+    }
+}
+
+/// The answer a choice of `ws`'s [`question`] stands for (the second option of the question
+/// about changed files records nothing).
+pub fn answer_of(ws: &WorkspaceTrust, choice: usize) -> Answer {
+    match choice {
+        0 => Answer::Trust,
+        _ if ws.is_changed() => Answer::Dismissed,
+        _ => Answer::Distrust,
     }
 }
 
@@ -85,6 +121,7 @@ pub fn answer_of(choice: usize) -> Answer {
 mod tests {
     use super::*;
     use keel_host::ProjectTrust;
+    use keel_host::trust::pins::{Change, Changed};
     use keel_host::trust::{Ignored, TrustDecision, TrustSource};
     use std::path::PathBuf;
 
@@ -99,6 +136,7 @@ mod tests {
                 root: PathBuf::from("/src/repo"),
                 trust: ProjectTrust::Untrusted,
                 source: TrustSource::Undecided,
+                changed: Vec::new(),
             },
             files: vec![
                 ignored("/src/repo/.claude/settings.json", &["hooks.SessionStart"]),
@@ -115,7 +153,44 @@ mod tests {
             q.body
         );
         assert!(q.body.starts_with("/src/repo\n"), "{}", q.body);
-        assert_eq!(answer_of(q.selected), Answer::Distrust);
-        assert_eq!(answer_of(0), Answer::Trust);
+        assert_eq!(answer_of(&ws, q.selected), Answer::Distrust);
+        assert_eq!(answer_of(&ws, 0), Answer::Trust);
+    }
+
+    #[test]
+    fn a_trusted_folder_with_changed_files_is_asked_about_them_and_no_records_nothing() {
+        let mut ws = WorkspaceTrust {
+            decision: TrustDecision {
+                root: PathBuf::from("/src/repo"),
+                trust: ProjectTrust::Trusted,
+                source: TrustSource::Recorded {
+                    dir: "/src/repo".into(),
+                    layer: "/h/config.toml".into(),
+                },
+                changed: vec![Changed {
+                    file: PathBuf::from("/src/repo/.mcp.json"),
+                    pinned: ".mcp.json",
+                    change: Change::Created,
+                }],
+            },
+            files: vec![Ignored {
+                file: PathBuf::from("/src/repo/.mcp.json"),
+                what: vec!["mcpServers.evil".into()],
+            }],
+        };
+        assert!(ws.should_ask());
+        let q = question(&ws);
+        assert_eq!(q.title, "Trust the changed files in this folder?");
+        assert!(
+            q.body
+                .contains("\n- .mcp.json (created): mcpServers.evil\n"),
+            "{}",
+            q.body
+        );
+        assert_eq!(answer_of(&ws, q.selected), Answer::Dismissed);
+        assert_eq!(answer_of(&ws, 0), Answer::Trust);
+        assert!(answered(&ws, Answer::Dismissed).contains("stay inert"));
+        ws.decision.changed.clear();
+        assert!(!ws.should_ask());
     }
 }

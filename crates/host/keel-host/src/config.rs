@@ -360,7 +360,8 @@ pub struct Loaded {
     pub layers: Vec<String>,
     /// Whether the workspace's own files may run or widen anything.
     pub trust: TrustDecision,
-    /// What an untrusted workspace holds that was left out, by file (empty when trusted).
+    /// What an untrusted workspace holds that was left out, by file (when trusted: only what
+    /// its files changed since hold, [`crate::trust::pins`]).
     pub ignored: Vec<Ignored>,
     /// What the trust decision governs, by file: what a load as untrusted leaves out, whatever
     /// the decision is (equal to [`Loaded::ignored`] when the workspace is not trusted).
@@ -580,7 +581,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
     }
     let own = merge_layers(&user)?;
     let root = trust::workspace_root(&sources.project).unwrap_or_else(|_| sources.project.clone());
-    let decision = trust::decide(
+    let mut decision = trust::decide(
         &root,
         &own.config.projects,
         &|key| {
@@ -591,6 +592,9 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         },
         sources.trust,
     );
+    // A file changed since the workspace was trusted stays inert, as if it were not.
+    decision.changed = trust::pins::check(&decision, &own.config.projects, &sources.project);
+    let project_trusted = decision.trusts(&project_path);
     // What the decision governs is worked out whatever it is, from this one load: `keel trust`
     // and the trust notice show it without loading again as untrusted.
     let mut governed = Vec::new();
@@ -606,7 +610,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
                     what: left_out,
                 });
             }
-            if decision.is_trusted() {
+            if project_trusted {
                 // Even trusted, a project does not choose where the user's key goes.
                 let (project, _user_only) = trust::without_user_only(project);
                 layers.insert(at, project);
@@ -617,11 +621,11 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         }
     };
     governed.extend(trust::project_files(&sources.project));
-    loaded.ignored = if decision.is_trusted() {
-        Vec::new()
-    } else {
-        governed.clone()
-    };
+    loaded.ignored = governed
+        .iter()
+        .filter(|i| !decision.trusts(&i.file))
+        .cloned()
+        .collect();
     loaded.trust = decision;
     loaded.governed = governed;
     Ok(loaded)
@@ -670,6 +674,7 @@ pub fn merge_layers(layers: &[Layer]) -> Result<Loaded> {
             root: PathBuf::new(),
             trust: ProjectTrust::Untrusted,
             source: TrustSource::Undecided,
+            changed: Vec::new(),
         },
         ignored: Vec::new(),
         governed: Vec::new(),

@@ -206,6 +206,11 @@ impl Host {
         &self.cwd
     }
 
+    /// `$KEEL_HOME`.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
     /// The subprocess service agents of this configuration get: the process environment,
     /// scrubbed, with `tools.forward_env` forwarded; long output spilled under `spill_dir`.
     pub fn subprocess(&self, spill_dir: &Path) -> SubprocessService {
@@ -513,6 +518,9 @@ impl AgentFactory<'_> {
         }
         ctx.model_launch = self.route.launch.clone();
         ctx.project_trust = host.loaded.trust.trust;
+        ctx.changed_since_trust = (host.loaded.trust.changed.iter())
+            .map(|c| PathBuf::from(c.pinned))
+            .collect();
         let mut enable = self.enable.clone();
         enable.extend(self.row_edits.iter().map(|e| e.plugin));
         plugins::install_rows(

@@ -306,6 +306,16 @@ pub const PROJECT_SETTINGS_FILES: [&str; 2] =
 /// of at most [`MAX_SETTINGS_FILE_BYTES`]; a link out of `cwd`, a FIFO or a larger file is
 /// never read: [`HooksConfigError::NotRead`] names it.
 pub fn load_project_settings(cwd: &Path) -> Result<Option<HooksConfig>, HooksConfigError> {
+    load_project_settings_where(cwd, &|_| true)
+}
+
+/// [`load_project_settings`] of the files `read` accepts (given each absolute path): a file
+/// it refuses is left alone as if it did not exist (one that changed since the workspace was
+/// trusted, docs/trust.md).
+pub fn load_project_settings_where(
+    cwd: &Path,
+    read: &dyn Fn(&Path) -> bool,
+) -> Result<Option<HooksConfig>, HooksConfigError> {
     let mut merged: Option<HooksConfig> = None;
     // Opened beneath `cwd`: a link out of it is never followed.
     let reader = match Reader::beneath(cwd) {
@@ -320,6 +330,9 @@ pub fn load_project_settings(cwd: &Path) -> Result<Option<HooksConfig>, HooksCon
     };
     for rel in PROJECT_SETTINGS_FILES {
         let path = cwd.join(rel);
+        if !read(&path) {
+            continue;
+        }
         let text = match reader.read_text(&path, MAX_SETTINGS_FILE_BYTES) {
             Ok(t) => t,
             Err(e) if e.is_not_found() => continue,

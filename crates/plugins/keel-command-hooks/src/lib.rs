@@ -34,7 +34,7 @@ mod runner;
 
 pub use config::{
     DEFAULT_TIMEOUT, HookCommand, HookEvent, HooksConfig, HooksConfigError, Matcher, MatcherGroup,
-    PROJECT_SETTINGS_FILES, load_project_settings, parse_settings,
+    PROJECT_SETTINGS_FILES, load_project_settings, load_project_settings_where, parse_settings,
 };
 
 use keel_agent::AgentHandle;
@@ -171,10 +171,11 @@ impl Plugin for CommandHooksPlugin {
                 .map_err(|e| PluginError::setup(ID, "invalid [hooks] section", e))?,
             None => HooksConfig::default(),
         };
-        // A workspace's own settings run nothing until the user trusts it.
+        // A workspace's own settings run nothing until the user trusts it, nor a settings file
+        // that changed since then.
         if row.project_settings
             && ctx.project_trust.is_trusted()
-            && let Some(project) = load_project_settings(&ctx.cwd)
+            && let Some(project) = load_project_settings_where(&ctx.cwd, &|p| ctx.trusts_file(p))
                 .map_err(|e| PluginError::setup(ID, "cannot read the project's settings", e))?
         {
             merged.merge(project);

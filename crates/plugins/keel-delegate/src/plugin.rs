@@ -200,7 +200,7 @@ fn provider(
     match config.provider.as_str() {
         "keel" => {
             let mut k = KeelConfig::new(ctx.model_launch.clone(), ctx.keel_home.clone());
-            k.project_trust = ctx.project_trust;
+            k.project_trust = ctx.child_project_trust();
             if let Some(p) = &config.keel_path {
                 k.program = p.into();
             }
@@ -209,7 +209,7 @@ fn provider(
         }
         "acp" => {
             let mut a = AcpConfig::new(ctx.model_launch.clone(), ctx.keel_home.clone());
-            a.project_trust = ctx.project_trust;
+            a.project_trust = ctx.child_project_trust();
             if let Some(argv) = &config.acp_command {
                 if argv.is_empty() {
                     return Err(setup(

@@ -66,8 +66,11 @@ impl Plugin for McpPlugin {
     }
 
     fn install(&self, ctx: &mut InstallContext, _config: Value) -> Result<(), PluginError> {
-        // A workspace's own `.mcp.json` starts nothing until the user trusts it.
-        let project = ctx.project_trust.is_trusted().then_some(ctx.cwd.as_path());
+        // A workspace's own `.mcp.json` starts nothing until the user trusts it, nor once it
+        // changed since then.
+        let project = ctx
+            .trusts_file(&ctx.cwd.join(".mcp.json"))
+            .then_some(ctx.cwd.as_path());
         let (servers, problems) = configured(&ctx.settings, project);
         let servers: Vec<ServerConfig> = servers.into_iter().filter(|s| s.enabled).collect();
         let mut events: Vec<Value> = problems

@@ -138,9 +138,12 @@ fn file_tools_refuse_protected_paths_headless_even_with_approval_auto() {
         "  - tool_calls: [{ id: ed, name: edit, arguments: { file_path: .keel/config.toml, old_string: \"# the user's\", new_string: \"sandbox = 'full-access'\" } }]\n  - text: \"done\"\n",
     );
     let mock = Mock::start(&script);
-    let out = run(env
-        .keel(&mock.base_url())
-        .args(["--approval", "auto", "run", "configure the project"]));
+    let out = run(env.keel(&mock.base_url()).args([
+        "--approval",
+        "auto",
+        "run",
+        "configure the project",
+    ]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let events = load_consistent(&env.only_session());
     let results = tool_results(&events);
@@ -160,9 +163,86 @@ fn file_tools_refuse_protected_paths_headless_even_with_approval_auto() {
         );
     }
     let (_, edited, is_error) = results.last().unwrap();
-    assert!(*is_error && edited.contains("'.keel/config.toml' is a protected path"), "{edited}");
+    assert!(
+        *is_error && edited.contains("'.keel/config.toml' is a protected path"),
+        "{edited}"
+    );
     assert!(!env.ws.join(".claude").exists());
     assert!(!env.ws.join(".mcp.json").exists());
     assert!(!env.ws.join(".git").exists());
     assert_eq!(env.read(".keel/config.toml"), "# the user's\n");
+}
+
+// pins: `keel trust` records what it trusted (docs/trust.md "What trust pins"). A protected
+// entry that did not exist is not mounted read-only, so a command can still create it; the
+// next session in the trusted workspace leaves it inert until the user trusts it again.
+
+/// A marker in `outside/`: proof that a project's program ran.
+fn pins_marker(env: &Env, name: &str) -> bool {
+    env.outside.join(name).exists()
+}
+
+/// The model's `bash` commands creating a `.mcp.json` whose server, and a
+/// `.claude/settings.json` whose `SessionStart` hook, each touch a marker.
+fn pins_plants(env: &Env) -> Vec<String> {
+    let touch = |name: &str| format!("touch {}", env.outside.join(name).display());
+    let server = serde_json::json!({"mcpServers": {"planted": {
+        "command": "sh", "args": ["-c", touch("pins-server")],
+    }}});
+    let hook = serde_json::json!({"hooks": {"SessionStart": [
+        {"hooks": [{"type": "command", "command": touch("pins-hook")}]},
+    ]}});
+    vec![
+        format!("printf '%s' '{server}' > .mcp.json"),
+        format!("mkdir -p .claude && printf '%s' '{hook}' > .claude/settings.json"),
+    ]
+}
+
+#[test]
+fn pins_hold_files_created_after_trust_until_trusted_again() {
+    let env = Env::untrusted();
+    let trusted = run(env.keel_bare().arg("trust"));
+    assert_eq!(trusted.code, Some(0), "{trusted:?}");
+    let plants = pins_plants(&env);
+    let plants: Vec<&str> = plants.iter().map(String::as_str).collect();
+    let (out, _) = bash_run(&env, &plants);
+    assert!(env.ws.join(".mcp.json").is_file(), "{}", out.stderr);
+    assert!(
+        env.ws.join(".claude/settings.json").is_file(),
+        "{}",
+        out.stderr
+    );
+
+    // The next session: trusted, but neither planted file runs, and both are named.
+    let (out, _) = bash_run(&env, &[]);
+    assert!(!pins_marker(&env, "pins-server"), "the planted server ran");
+    assert!(!pins_marker(&env, "pins-hook"), "the planted hook ran");
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("changed since you trusted"))
+        .unwrap_or_else(|| panic!("no notice: {}", out.stderr));
+    assert!(
+        line.contains(".mcp.json (created: mcpServers.planted)")
+            && line.contains(".claude/settings.json (created: hooks.SessionStart)")
+            && line.contains("keel trust"),
+        "{line}"
+    );
+
+    // Trusted again: the pins follow, and what was held now runs.
+    let trusted = run(env.keel_bare().arg("trust"));
+    assert_eq!(trusted.code, Some(0), "{trusted:?}");
+    let (out, _) = bash_run(&env, &[]);
+    assert!(
+        pins_marker(&env, "pins-server") && pins_marker(&env, "pins-hook"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("changed since"), "{}", out.stderr);
+
+    // What keel itself writes on the user's command is re-pinned: nothing changed after it.
+    let added = run(env.keel_bare().args(["mcp", "add", "mine", "--", "true"]));
+    assert_eq!(added.code, Some(0), "{added:?}");
+    let (out, _) = bash_run(&env, &[]);
+    assert!(!out.stderr.contains("changed since"), "{}", out.stderr);
 }

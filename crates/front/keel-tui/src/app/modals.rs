@@ -168,9 +168,9 @@ pub(super) fn ask_trust(
             KeyCode::Down | KeyCode::Tab => {
                 modal.selected = (modal.selected + 1).min(modal.options.len() - 1);
             }
-            KeyCode::Enter => return Ok(trust::answer_of(modal.selected)),
+            KeyCode::Enter => return Ok(trust::answer_of(ws, modal.selected)),
             KeyCode::Char('y' | 'Y' | '1') if !ctrl => return Ok(Answer::Trust),
-            KeyCode::Char('n' | 'N' | '2') if !ctrl => return Ok(Answer::Distrust),
+            KeyCode::Char('n' | 'N' | '2') if !ctrl => return Ok(trust::answer_of(ws, 1)),
             KeyCode::Esc => return Ok(Answer::Dismissed),
             KeyCode::Char('c' | 'd') if ctrl => return Ok(Answer::Dismissed),
             _ => {}

@@ -18,7 +18,9 @@
 //! leave alone; [`notice`] turns that into the one line every front end shows.
 //!
 //! Undecided is untrusted: a headless run never trusts by accident, and the terminal UI asks.
+//! A recorded trust pins the files it trusted ([`pins`]): one changed since stays inert.
 
+pub mod pins;
 mod workspace;
 
 pub use workspace::WorkspaceTrust;
@@ -39,6 +41,10 @@ pub struct ProjectSection {
     /// `trusted` or `untrusted`.
     #[serde(default, deserialize_with = "trust_level")]
     pub trust_level: Option<ProjectTrust>,
+    /// What each file of [`pins::PINNED_FILES`] was when the directory was trusted, by path
+    /// relative to it (`None`: recorded before keel pinned; nothing is checked).
+    #[serde(default)]
+    pub pins: Option<BTreeMap<String, pins::Pin>>,
 }
 
 fn trust_level<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ProjectTrust>, D::Error> {
@@ -78,12 +84,21 @@ pub struct TrustDecision {
     pub trust: ProjectTrust,
     /// Where it came from.
     pub source: TrustSource,
+    /// The workspace's files that changed since it was trusted ([`pins::check`]): inert
+    /// although it is trusted. Empty when untrusted, or trusted for this run only.
+    pub changed: Vec<pins::Changed>,
 }
 
 impl TrustDecision {
     /// Whether the project's files may run.
     pub fn is_trusted(&self) -> bool {
         self.trust.is_trusted()
+    }
+
+    /// Whether the workspace's file `file` (as the plugins read it: `<workspace>/.mcp.json`)
+    /// may run or widen anything: trusted, and not changed since.
+    pub fn trusts(&self, file: &Path) -> bool {
+        self.is_trusted() && !self.changed.iter().any(|c| c.file == file)
     }
 
     /// Whether nobody decided yet (the terminal UI asks).
@@ -143,6 +158,7 @@ pub fn decide(
         root: root.to_path_buf(),
         trust,
         source,
+        changed: Vec::new(),
     };
     if let Some(trust) = flag {
         return decided(trust, TrustSource::Flag);
@@ -476,9 +492,13 @@ pub fn project_files(workspace: &Path) -> Vec<Ignored> {
 }
 
 /// The one line a front end shows for an untrusted workspace that holds something keel left
-/// alone; `None` when trusted or when there is nothing to say.
+/// alone, or for a trusted one whose files changed since ([`pins`]); `None` when there is
+/// nothing to say.
 pub fn notice(decision: &TrustDecision, ignored: &[Ignored]) -> Option<String> {
-    if decision.is_trusted() || ignored.is_empty() {
+    if decision.is_trusted() {
+        return pins::notice(decision, ignored);
+    }
+    if ignored.is_empty() {
         return None;
     }
     let parts: Vec<String> = ignored
@@ -525,13 +545,51 @@ pub enum RecordError {
 }
 
 /// Record `trust` for the workspace `dir` (its [`workspace_root`]) in `config` (the user's
-/// `$KEEL_HOME/config.toml`), keeping every other line of the file as it was. Returns the
+/// `$KEEL_HOME/config.toml`), keeping every other line of the file as it was; a trust pins
+/// the files it trusts as they are now ([`pins`]), a distrust drops the pins. Returns the
 /// directory recorded.
 pub fn record(config: &Path, dir: &Path, trust: ProjectTrust) -> Result<PathBuf, RecordError> {
     let root = workspace_root(dir).map_err(|source| RecordError::Directory {
         dir: dir.to_path_buf(),
         source,
     })?;
+    let named = dir.canonicalize().unwrap_or_else(|_| root.clone());
+    edit_config(config, |doc, invalid| {
+        let projects = doc
+            .entry("projects")
+            .or_insert_with(|| {
+                let mut t = toml_edit::Table::new();
+                t.set_implicit(true);
+                toml_edit::Item::Table(t)
+            })
+            .as_table_like_mut()
+            .ok_or_else(|| invalid("`projects` is not a table".to_owned()))?;
+        let key = root.display().to_string();
+        let entry = projects
+            .entry(&key)
+            .or_insert(toml_edit::Item::Table(toml_edit::Table::new()))
+            .as_table_like_mut()
+            .ok_or_else(|| invalid(format!("`projects.{key:?}` is not a table")))?;
+        entry.insert("trust_level", toml_edit::value(trust.as_str()));
+        if trust.is_trusted() {
+            pins::pin_entry(entry, &root, &named);
+        } else {
+            entry.remove("pins");
+        }
+        Ok(())
+    })?;
+    Ok(root)
+}
+
+/// Apply `edit` to the user's configuration `config` (missing: empty) and write it back,
+/// beside and renamed over it; `edit` gets a maker of [`RecordError::Invalid`].
+fn edit_config<T>(
+    config: &Path,
+    edit: impl FnOnce(
+        &mut toml_edit::DocumentMut,
+        &dyn Fn(String) -> RecordError,
+    ) -> Result<T, RecordError>,
+) -> Result<T, RecordError> {
     let io = |source| RecordError::Io {
         path: config.to_path_buf(),
         source,
@@ -548,30 +606,19 @@ pub fn record(config: &Path, dir: &Path, trust: ProjectTrust) -> Result<PathBuf,
     let mut doc: toml_edit::DocumentMut = text
         .parse()
         .map_err(|e: toml_edit::TomlError| invalid(e.message().trim().to_owned()))?;
-    let projects = doc
-        .entry("projects")
-        .or_insert_with(|| {
-            let mut t = toml_edit::Table::new();
-            t.set_implicit(true);
-            toml_edit::Item::Table(t)
-        })
-        .as_table_like_mut()
-        .ok_or_else(|| invalid("`projects` is not a table".to_owned()))?;
-    let key = root.display().to_string();
-    let entry = projects
-        .entry(&key)
-        .or_insert(toml_edit::Item::Table(toml_edit::Table::new()))
-        .as_table_like_mut()
-        .ok_or_else(|| invalid(format!("`projects.{key:?}` is not a table")))?;
-    entry.insert("trust_level", toml_edit::value(trust.as_str()));
+    let out = edit(&mut doc, &invalid)?;
+    let edited = doc.to_string();
+    if edited == text {
+        return Ok(out);
+    }
     if let Some(parent) = config.parent() {
         std::fs::create_dir_all(parent).map_err(io)?;
     }
     // Write beside, then rename: a crash never leaves half a configuration.
     let tmp = config.with_extension("toml.tmp");
-    std::fs::write(&tmp, doc.to_string()).map_err(io)?;
+    std::fs::write(&tmp, edited).map_err(io)?;
     std::fs::rename(&tmp, config).map_err(io)?;
-    Ok(root)
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -15,9 +15,16 @@ pub struct WorkspaceTrust {
 
 impl WorkspaceTrust {
     /// Whether to ask before the first agent: nobody decided and trusting would change
-    /// something. A workspace with nothing to ignore is not asked about and stays undecided.
+    /// something, or it is trusted and files changed since ([`Self::is_changed`]). A workspace
+    /// with nothing to ignore is not asked about and stays undecided.
     pub fn should_ask(&self) -> bool {
-        self.decision.is_undecided() && !self.files.is_empty()
+        self.decision.is_undecided() && !self.files.is_empty() || self.is_changed()
+    }
+
+    /// Whether the workspace is trusted and some of its files changed since
+    /// ([`super::pins`]): those stay inert until it is trusted again.
+    pub fn is_changed(&self) -> bool {
+        self.decision.is_trusted() && !self.decision.changed.is_empty()
     }
 
     /// The one line the UI shows while the workspace's files are left alone (what, and how to
@@ -27,13 +34,37 @@ impl WorkspaceTrust {
     }
 
     /// The governed files as lines: `- .claude/settings.json: hooks.UserPromptSubmit`, paths
-    /// relative to the workspace root where they are under it.
+    /// relative to the workspace root where they are under it; a file changed since the
+    /// workspace was trusted says so (`(created since trusted: inert)`).
     pub fn file_lines(&self) -> Vec<String> {
         self.files
             .iter()
             .map(|i| {
                 let file = i.file.strip_prefix(&self.decision.root).unwrap_or(&i.file);
-                format!("- {}: {}", file.display(), i.what.join(", "))
+                let mut line = format!("- {}: {}", file.display(), i.what.join(", "));
+                if self.decision.is_trusted()
+                    && let Some(c) = self.decision.changed.iter().find(|c| c.file == i.file)
+                {
+                    line.push_str(&format!(" ({} since trusted: inert)", c.change));
+                }
+                line
+            })
+            .collect()
+    }
+
+    /// The files changed since the workspace was trusted as lines:
+    /// `- .mcp.json (created): mcpServers.x`.
+    pub fn changed_lines(&self) -> Vec<String> {
+        self.decision
+            .changed
+            .iter()
+            .map(|c| {
+                let file = c.file.strip_prefix(&self.decision.root).unwrap_or(&c.file);
+                let mut line = format!("- {} ({})", file.display(), c.change);
+                if let Some(i) = self.files.iter().find(|i| i.file == c.file) {
+                    line.push_str(&format!(": {}", i.what.join(", ")));
+                }
+                line
             })
             .collect()
     }
@@ -49,6 +80,8 @@ impl WorkspaceTrust {
             s.push_str(
                 "\nIts files hold no hooks, MCP servers or settings that trust would change.",
             );
+        } else if self.is_changed() {
+            s.push_str("\nIn effect because it is trusted, but for what changed since:");
         } else if self.decision.is_trusted() {
             s.push_str("\nIn effect because it is trusted:");
         } else {
@@ -100,6 +133,7 @@ mod tests {
                 root: PathBuf::from("/src/repo"),
                 trust,
                 source,
+                changed: Vec::new(),
             },
             files,
         }
@@ -132,6 +166,28 @@ mod tests {
         assert!(!decided.should_ask());
         let flagged = workspace(ProjectTrust::Trusted, TrustSource::Flag, hooks());
         assert!(!flagged.should_ask());
+        // Trusted, with a file changed since: asked again, the file named.
+        let mut changed = workspace(
+            ProjectTrust::Trusted,
+            decided.decision.source.clone(),
+            hooks(),
+        );
+        assert!(!changed.should_ask());
+        changed.decision.changed.push(crate::trust::pins::Changed {
+            file: PathBuf::from("/src/repo/.mcp.json"),
+            pinned: ".mcp.json",
+            change: crate::trust::pins::Change::Created,
+        });
+        assert!(changed.should_ask());
+        assert_eq!(
+            changed.changed_lines(),
+            vec!["- .mcp.json (created): mcpServers.evil"]
+        );
+        assert!(
+            changed.file_lines()[1].ends_with("(created since trusted: inert)"),
+            "{:?}",
+            changed.file_lines()
+        );
         assert_eq!(flagged.notice(), None);
         assert!(
             decided

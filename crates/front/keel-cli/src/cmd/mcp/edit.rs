@@ -103,13 +103,28 @@ pub(super) fn read_doc(file: &Path) -> Result<toml_edit::DocumentMut> {
 }
 
 /// Write `doc` to `file` after checking it still loads as a configuration layer.
-pub(super) fn write_doc(file: &Path, doc: &toml_edit::DocumentMut) -> Result<()> {
+pub(super) fn write_doc(host: &Host, file: &Path, doc: &toml_edit::DocumentMut) -> Result<()> {
     let text = doc.to_string();
     keel_host::config::layer_from_text(&file.display().to_string(), &text)?;
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    std::fs::write(file, text).with_context(|| format!("cannot write {}", file.display()))
+    std::fs::write(file, text).with_context(|| format!("cannot write {}", file.display()))?;
+    repin(host, file)
+}
+
+/// keel wrote `file` on the user's command: when it is the project's `.keel/config.toml` of a
+/// trusted workspace and matched its pin before, the pin follows the write (docs/trust.md
+/// "What trust pins"). A file changed since the workspace was trusted stays changed: this
+/// write does not vouch for what it found there.
+fn repin(host: &Host, file: &Path) -> Result<()> {
+    let trust = &host.config().trust;
+    let recorded = matches!(trust.source, keel_host::TrustSource::Recorded { .. });
+    if !recorded || !trust.is_trusted() || trust.changed.iter().any(|c| file.ends_with(c.pinned)) {
+        return Ok(());
+    }
+    keel_host::trust::pins::repin(&host.home().join("config.toml"), host.cwd(), file)?;
+    Ok(())
 }
 
 pub(super) fn add(ctx: &Ctx, host: &Host, args: McpAddArgs) -> Result<ExitCode> {
@@ -148,7 +163,7 @@ pub(super) fn add(ctx: &Ctx, host: &Host, args: McpAddArgs) -> Result<ExitCode> 
         );
     }
     servers.insert(name, toml_edit::Item::Table(table));
-    write_doc(&file, &doc)?;
+    write_doc(host, &file, &doc)?;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -223,7 +238,7 @@ pub(super) fn remove(host: &Host, name: &str) -> Result<ExitCode> {
         if empty_implicit {
             doc.remove("mcp_servers");
         }
-        write_doc(&file, &doc)?;
+        write_doc(host, &file, &doc)?;
         writeln!(out, "removed MCP server '{name}' from {}", file.display())?;
     }
     for flag in flags {
