@@ -584,6 +584,46 @@ fn an_escalated_command_is_asked_in_the_ui_with_its_justification() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
 }
 
+/// A write to a protected path (issue 44): refused inside the sandbox, then asked in the UI with
+/// the path and what it controls; allowed once, it lands.
+#[test]
+fn a_write_to_a_protected_path_is_asked_in_the_ui_naming_what_it_controls() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let script = "responses:\n  - tool_calls: [{ id: c1, name: write, arguments: { file_path: .mcp.json, content: \"{}\" } }]\n  \
+         - tool_calls: [{ id: c2, name: write, arguments: { file_path: .mcp.json, content: \"{}\", \
+         sandbox_permissions: danger-full-access, justification: \"the user asked for a server\" } }]\n  \
+         - text: \"Configured.\"\n";
+    let mock = Mock::start(script);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("add an MCP server");
+    t.keys(&["Enter"]);
+    let modal = t.wait_for("Run write outside the sandbox?");
+    assert!(modal.contains("protected path"), "{modal}");
+    assert!(modal.contains("MCP servers"), "{modal}");
+    assert!(
+        !env.ws.join(".mcp.json").exists(),
+        "nothing written before the answer"
+    );
+    t.keys(&["Enter"]);
+    t.wait_for("Configured.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join(".mcp.json")).unwrap(),
+        "{}"
+    );
+    let events = load_consistent(&env.only_session());
+    let results = support::tool_results(&events);
+    assert!(
+        results[0].1.contains("'.mcp.json' is a protected path"),
+        "{results:?}"
+    );
+}
+
 /// `/goal` in the terminal UI: round 1 is sent, the model pauses the goal, and the status line
 /// says so; `/goal` alone answers without the model.
 #[test]

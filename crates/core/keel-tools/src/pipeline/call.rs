@@ -258,7 +258,7 @@ impl Pipeline {
         let (ctx, workspace) = match &escalation {
             None => (ctx, &self.workspace),
             Some(e) => {
-                if let Err(refused) = self.escalate(ctx, e, host, &opts.cancel).await {
+                if let Err(refused) = self.escalate(ctx, e, &args, host, &opts.cancel).await {
                     return refused.unwrap_or_else(cancelled);
                 }
                 wider_workspace = self.workspace.with_sandbox(e.mode);
@@ -402,6 +402,7 @@ impl Pipeline {
         &self,
         ctx: &HookContext<'_>,
         e: &Escalation,
+        args: &Value,
         host: &dyn ToolCaller,
         cancel: &CancellationToken,
     ) -> Result<(), Option<ResultDraft>> {
@@ -414,7 +415,21 @@ impl Pipeline {
             );
             return Err(Some(error_draft(ToolErrorCode::Denied, &message)));
         }
-        let reason = e.reason(name, ctx.sandbox);
+        let mut reason = e.reason(name, ctx.sandbox);
+        // A file tool's call on a protected path says which, and what it could change.
+        let raw = args
+            .get("file_path")
+            .or_else(|| args.get("path"))
+            .and_then(Value::as_str);
+        if let Some(raw) = raw {
+            let target = crate::workspace::normalize(&self.workspace.cwd().join(raw));
+            if let Some(p) = self.workspace.protected(&target) {
+                reason.push_str(&format!(
+                    ". It writes '{raw}', a protected path: {} holds {}",
+                    p.name, p.controls
+                ));
+            }
+        }
         let decided = tokio::select! {
             d = host.ask_escalation(ctx.call, &reason) => d,
             () = cancel.cancelled() => return Err(None),
