@@ -477,7 +477,10 @@ fn an_editor_client_lends_its_files_servers_and_modes() {
             .all(|d| d["data"]["approved"] == true && d["data"]["by"] == "user"),
         "{decided:?}"
     );
-    assert_eq!(report["load"]["modes"]["currentModeId"], "default", "{report}");
+    assert_eq!(
+        report["load"]["modes"]["currentModeId"], "default",
+        "{report}"
+    );
     assert_eq!(report["firstExit"]["code"], 0, "{}", report["stderr"]);
     assert_eq!(report["secondExit"]["code"], 0, "{}", report["stderr"]);
 }

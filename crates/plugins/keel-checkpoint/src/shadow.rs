@@ -282,7 +282,9 @@ impl Shadow {
             let Some(kind) = entry.file_type() else {
                 continue;
             };
-            if kind.is_dir() {
+            // What git records: regular files and symlinks. A FIFO, socket or device is not
+            // content (and reading a FIFO would wait for a writer forever).
+            if !(kind.is_file() || kind.is_symlink()) {
                 continue;
             }
             let Ok(rel) = entry.path().strip_prefix(&self.work_tree) else {
@@ -372,6 +374,7 @@ impl Shadow {
         let write_out = self.published;
         let odb = self.odb.get_mut();
         let root = self.root.get_or_insert_with(Dir::default);
+        let beneath = keel_tools::beneath::Beneath::open(&self.work_tree);
         for path in &changed {
             let Some(stat) = now.get(path) else {
                 continue;
@@ -394,7 +397,16 @@ impl Shadow {
                 } else {
                     0o100644
                 };
-                (mode, std::fs::read(&full))
+                // Beneath the work tree, never through a link swapped in on the way, and a
+                // regular file only (keel_tools::beneath).
+                let body = beneath
+                    .as_ref()
+                    .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))
+                    .and_then(|b| {
+                        b.read_regular(Path::new(path), self.caps.max_file_bytes)
+                            .map_err(std::io::Error::other)
+                    });
+                (mode, body)
             };
             match body {
                 Ok(body) => {
@@ -575,11 +587,33 @@ impl Shadow {
                 write.push(path.to_owned());
             }
         }
+        // Removed beneath the work tree from its directories' descriptors: a directory on the
+        // way swapped for a link out of the workspace fails the removal instead of following.
+        let beneath = keel_tools::beneath::Beneath::open(&self.work_tree).map_err(|source| {
+            CheckpointError::Io {
+                what: "cannot open",
+                path: self.work_tree.clone(),
+                source,
+            }
+        })?;
         for path in &remove {
             let full = self.work_tree.join(path);
-            match std::fs::remove_file(&full) {
+            let rel = Path::new(path);
+            let (parent, name) = (rel.parent().unwrap_or(Path::new("")), rel.file_name());
+            let removed = match name {
+                Some(name) => beneath
+                    .open_dir(parent)
+                    .map_err(std::io::Error::other)
+                    .and_then(|d| d.remove_file(name)),
+                None => Ok(()),
+            };
+            match removed {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e)
+                    if e.get_ref()
+                        .and_then(|i| i.downcast_ref::<keel_tools::beneath::BeneathError>())
+                        .is_some_and(keel_tools::beneath::BeneathError::is_not_found) => {}
                 Err(source) => {
                     return Err(CheckpointError::Io {
                         what: "cannot remove",
@@ -589,12 +623,16 @@ impl Shadow {
                 }
             }
             // Directories the removal left empty go too (git does not track directories).
-            let mut dir = full.parent();
-            while let Some(d) = dir {
-                if d == self.work_tree || std::fs::remove_dir(d).is_err() {
+            let mut dir = parent;
+            while let (Some(up), Some(name)) = (dir.parent(), dir.file_name()) {
+                let gone = beneath
+                    .open_dir(up)
+                    .map_err(std::io::Error::other)
+                    .and_then(|d| d.remove_dir(name));
+                if gone.is_err() {
                     break;
                 }
-                dir = d.parent();
+                dir = up;
             }
         }
         if !write.is_empty() {

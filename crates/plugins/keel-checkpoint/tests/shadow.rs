@@ -378,3 +378,35 @@ fn a_kept_file_in_the_way_of_a_restored_directory_is_left_alone() {
         "a file now, by hand\n"
     );
 }
+
+/// A FIFO in the workspace is not content (git skips it too) and must not hang a snapshot; a
+/// restore that removes a file whose directory was swapped for a link out of the workspace
+/// removes nothing outside (issue 44: restores work beneath the workspace).
+#[test]
+fn a_fifo_is_skipped_and_a_removal_never_follows_a_swapped_directory_link() {
+    let f = fixture();
+    write(&f.ws, "dir/made.txt", "x\n");
+    let made = std::process::Command::new("mkfifo")
+        .arg(f.ws.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut shadow = Shadow::open(&f.git, &f.ws, Caps::default()).unwrap();
+    let before = shadow.snapshot("before").unwrap();
+    assert_eq!(before.changed, 1, "the FIFO is not recorded");
+    write(&f.ws, "dir/new.txt", "new\n");
+    let after = shadow.snapshot("after").unwrap();
+
+    // `dir` becomes a link to a directory outside holding a file of the same name.
+    let outside = f.ws.parent().unwrap().join("outside-dir");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("new.txt"), "precious\n").unwrap();
+    std::fs::remove_dir_all(f.ws.join("dir")).unwrap();
+    std::os::unix::fs::symlink(&outside, f.ws.join("dir")).unwrap();
+    let _ = shadow.restore(&after.commit, &before.commit, &HashSet::new());
+    assert_eq!(
+        std::fs::read_to_string(outside.join("new.txt")).unwrap(),
+        "precious\n",
+        "the removal followed the link out of the workspace"
+    );
+}
