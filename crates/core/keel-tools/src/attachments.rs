@@ -118,6 +118,20 @@ pub fn read_image_file(path: &Path, shown: &str) -> Result<(Vec<u8>, ImageKind),
         source,
     };
     let file = std::fs::File::open(path).map_err(|e| io("reading", e))?;
+    read_image_from(file, shown)
+}
+
+/// [`read_image_file`] of a file already opened (the `read_image` tool opens it beneath the
+/// workspace, [`crate::workspace::Placed::open_read`]).
+pub fn read_image_from(
+    file: std::fs::File,
+    shown: &str,
+) -> Result<(Vec<u8>, ImageKind), ImageError> {
+    let io = |op, source| ImageError::Io {
+        op,
+        shown: shown.to_owned(),
+        source,
+    };
     let md = file.metadata().map_err(|e| io("reading", e))?;
     if md.is_dir() {
         return Err(ImageError::Directory {

@@ -178,3 +178,47 @@ async fn str_replace_editor_views_creates_replaces_and_inserts() {
     let out = ed(json!({"command": "create", "path": f.outside.join("x").display().to_string(), "file_text": "x"})).await;
     assert_eq!(out.code(), Some("DENIED"), "{}", out.text());
 }
+
+#[tokio::test]
+async fn str_replace_editor_does_not_list_a_directory_linked_out_of_the_workspace() {
+    let f = Fixture::new();
+    f.write("src/a.txt", "a");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("MARKER.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(outside.path(), f.ws.join("src/out")).unwrap();
+    let p = minimal(&f);
+    let out = run_one(
+        &p,
+        call(
+            "e",
+            "str_replace_editor",
+            json!({"command": "view", "path": "."}),
+        ),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.text());
+    assert!(out.text().contains("src/out\n") || out.text().ends_with("src/out"));
+    assert!(!out.text().contains("MARKER"), "{}", out.text());
+}
+
+#[tokio::test]
+async fn read_image_refuses_a_fifo_without_waiting_on_it() {
+    let f = Fixture::new();
+    let made = std::process::Command::new("mkfifo")
+        .arg(f.ws.join("pic.png"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let cfg = BuiltinConfig {
+        preset: Preset::Minimal,
+        images: Some(keel_tools::Attachments::new(
+            f.dir.path().join("attachments"),
+        )),
+        ..BuiltinConfig::default()
+    };
+    let registry = Arc::new(ToolRegistry::with_builtins(&cfg));
+    let p = f.pipeline_with(SandboxMode::WorkspaceWrite, registry, ToolHooks::new());
+    let out = run_one(&p, call("i", "read_image", json!({"file_path": "pic.png"}))).await;
+    assert!(out.is_error, "{}", out.text());
+    assert!(out.text().contains("not a regular file"), "{}", out.text());
+}

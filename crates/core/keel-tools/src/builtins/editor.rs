@@ -6,9 +6,10 @@
 
 use super::files::{EditTool, ReadTool, WriteTool, editor_text, store};
 use super::{blocking, parse};
+use crate::beneath::Reader;
 use crate::error::ToolError;
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
-use crate::workspace::Access;
+use crate::workspace::{Access, Placed};
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
 use serde::Deserialize;
@@ -104,9 +105,12 @@ async fn view(
     ctx: &ToolContext<'_>,
 ) -> Result<ToolOutput, ToolError> {
     let path = ctx.workspace.resolve(raw, Access::Read)?;
-    if path.is_dir() {
+    // Looked at and listed beneath the workspace directory that holds it: a directory linked
+    // out of it is not followed.
+    let reader = reader_of(&ctx.workspace.place(&path, Access::Read))?;
+    if reader.metadata(&path).is_ok_and(|m| m.is_dir()) {
         let shown = ctx.workspace.display(&path);
-        return blocking(move || list(&path, &shown))
+        return blocking(move || list(&reader, &path, &shown))
             .await
             .map(ToolOutput::text);
     }
@@ -128,21 +132,35 @@ async fn view(
     ReadTool.execute(args, ctx).await
 }
 
-/// A directory's entries two levels deep, hidden ones left out, directories marked with `/`.
-fn list(dir: &Path, shown: &str) -> Result<String, ToolError> {
+/// How a placed path is looked at and listed: beneath its workspace directory, or as named
+/// in `full-access` outside every one.
+fn reader_of(placed: &Placed) -> Result<Reader, ToolError> {
+    match placed {
+        Placed::Beneath { base, .. } => {
+            Reader::beneath(base).map_err(|e| ToolError::Failed(e.to_string()))
+        }
+        Placed::Anywhere(_) => Ok(Reader::User),
+    }
+}
+
+/// A directory's entries two levels deep, hidden ones left out, directories marked with `/`;
+/// listed through `reader`, so a subdirectory linked out of the workspace is named, not listed.
+fn list(reader: &Reader, dir: &Path, shown: &str) -> Result<String, ToolError> {
     let mut entries = Vec::new();
     let mut more = false;
     let mut walk = vec![(dir.to_path_buf(), 0)];
     while let Some((at, depth)) = walk.pop() {
-        let read = std::fs::read_dir(&at).map_err(|e| ToolError::io("listing", &at, e))?;
-        let mut names: Vec<(String, bool)> = read
-            .flatten()
+        let read = reader
+            .list(&at)
+            .map_err(|e| ToolError::Failed(format!("listing {}: {}", at.display(), e.reason())))?;
+        let names: Vec<(String, bool)> = read
+            .into_iter()
             .filter_map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                (!name.starts_with('.')).then(|| (name, e.path().is_dir()))
+                let is_dir = reader.metadata(&at.join(&e)).is_ok_and(|m| m.is_dir());
+                let name = e.to_string_lossy().into_owned();
+                (!name.starts_with('.')).then_some((name, is_dir))
             })
             .collect();
-        names.sort();
         for (name, is_dir) in names.into_iter().rev() {
             let path = at.join(&name);
             if is_dir && depth == 0 {
@@ -183,14 +201,16 @@ async fn insert(
     if open.is_none() {
         ctx.workspace.observed().check_change(&path, &shown)?;
     }
-    let source = path.clone();
+    let placed = ctx.workspace.place(&path, Access::Write);
     let name = shown.clone();
     let added = new.lines().count().max(1);
     let updated = blocking(move || {
         let text = match open {
             Some(text) => text,
-            None => std::fs::read_to_string(&source)
-                .map_err(|e| ToolError::io("reading", &source, e))?,
+            // Beneath the workspace directory it is written in: never through a link out.
+            None => String::from_utf8(placed.read_bytes()?).map_err(|_| {
+                ToolError::Failed(format!("'{name}' is not UTF-8 text; it was not changed"))
+            })?,
         };
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         let at = usize::try_from(line).ok().filter(|&n| n <= lines.len());

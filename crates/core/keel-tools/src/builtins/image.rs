@@ -7,7 +7,7 @@
 
 use super::files::FILE_PATH_ALIAS;
 use super::{blocking, parse};
-use crate::attachments::{Attachments, ImageError, read_image_file};
+use crate::attachments::{Attachments, ImageError, read_image_from};
 use crate::error::ToolError;
 use crate::tool::{ExecMode, Tool, ToolContext, ToolEffect, ToolOutput};
 use crate::workspace::Access;
@@ -64,8 +64,12 @@ impl Tool for ReadImageTool {
         let shown = ctx.workspace.display(&path);
         let store = self.store.clone();
         let named = shown.clone();
+        // Opened beneath the workspace directory that holds it: a link swapped in after the
+        // path was checked is not followed out, and a FIFO or device is refused.
+        let placed = ctx.workspace.place(&path, Access::Read);
         let (image, bytes) = blocking(move || {
-            let (bytes, _) = read_image_file(&path, &named).map_err(failed)?;
+            let file = placed.open_read()?;
+            let (bytes, _) = read_image_from(file, &named).map_err(failed)?;
             let image = store.store(&bytes, &named).map_err(failed)?;
             Ok((image, bytes.len()))
         })
