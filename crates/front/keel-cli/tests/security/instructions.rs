@@ -20,6 +20,17 @@ fn seen(env: &Env, mock: &Mock) -> String {
 
 #[test]
 fn an_agents_md_linked_outside_reaches_neither_the_model_nor_the_session() {
+    agents_md_linked_outside(None);
+}
+
+/// The same on a kernel without `openat2`: `KEEL_BENEATH=walk` makes keel resolve by its own
+/// `O_NOFOLLOW` walk from the root's descriptor.
+#[test]
+fn without_openat2_the_walk_refuses_the_same_link() {
+    agents_md_linked_outside(Some("walk"));
+}
+
+fn agents_md_linked_outside(resolver: Option<&str>) {
     let env = Env::new();
     std::fs::write(env.outside.join("secret.md"), "OUTSIDE-FILE-MARKER").unwrap();
     std::os::unix::fs::symlink(env.outside.join("secret.md"), env.ws.join("AGENTS.md")).unwrap();

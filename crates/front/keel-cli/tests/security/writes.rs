@@ -11,6 +11,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 #[test]
 fn a_link_swapped_in_during_writes_never_redirects_one() {
+    swapped_link_race(None);
+}
+
+/// The same with keel's own walk (`KEEL_BENEATH=walk`), as on a kernel without `openat2`.
+#[test]
+fn without_openat2_a_swapped_link_never_redirects_a_write_either() {
+    swapped_link_race(Some("walk"));
+}
+
+fn swapped_link_race(resolver: Option<&str>) {
     let env = Env::new();
     let target = env.outside.join("target");
     let link = env.ws.join("r");
@@ -38,8 +48,11 @@ fn a_link_swapped_in_during_writes_never_redirects_one() {
             swaps
         })
     };
-    let out = run(env
-        .keel(&mock.base_url())
+    let mut cmd = env.keel(&mock.base_url());
+    if let Some(r) = resolver {
+        cmd.env("KEEL_BENEATH", r);
+    }
+    let out = run(cmd
         .args(["--approval", "auto", "-c", "tools.read_before_write=false"])
         .args(["run", "write r many times"]));
     stop.store(true, Ordering::Relaxed);
