@@ -162,6 +162,21 @@ fn png_file_on_disk_is_detected_by_signature() {
 }
 
 #[test]
+fn a_card_file_that_is_a_fifo_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("card.png");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let e = Card::read_file(&path).unwrap_err().to_string();
+    assert!(e.contains("card.png") && e.contains("a FIFO"), "{e}");
+    let e = Lorebook::read_world_info(&path).unwrap_err().to_string();
+    assert!(e.contains("card.png") && e.contains("a FIFO"), "{e}");
+}
+
+#[test]
 fn charx_card_is_read_from_card_json() {
     let z = charx_with(&[
         ("assets/icon/main.png", vec![1, 2, 3]),

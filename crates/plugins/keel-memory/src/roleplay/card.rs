@@ -178,22 +178,22 @@ impl Card {
         Ok(card)
     }
 
-    /// Read a card file: PNG (by its signature), CHARX zip (by its signature) or JSON.
+    /// Read a card file: PNG (by its signature), CHARX zip (by its signature) or JSON. The
+    /// user's own file (a link is followed), but a regular file of at most
+    /// [`MAX_CARD_FILE_BYTES`]: a FIFO or device is refused, never waited on.
     pub fn read_file(path: &Path) -> Result<Card, CardError> {
         let file = path.display().to_string();
-        let meta = std::fs::metadata(path)
-            .map_err(|e| CardError::new(&file, format!("cannot read: {e}")))?;
-        if meta.len() > MAX_CARD_FILE_BYTES {
-            return Err(CardError::new(
+        let bytes = keel_tools::beneath::read_user_file(path, MAX_CARD_FILE_BYTES).map_err(|e| {
+            CardError::new(
                 &file,
-                format!(
-                    "{} bytes is over the {MAX_CARD_FILE_BYTES}-byte limit for card files",
-                    meta.len()
-                ),
-            ));
-        }
-        let bytes =
-            std::fs::read(path).map_err(|e| CardError::new(&file, format!("cannot read: {e}")))?;
+                match e {
+                    keel_tools::beneath::BeneathError::TooLarge { size, .. } => format!(
+                        "{size} bytes is over the {MAX_CARD_FILE_BYTES}-byte limit for card files"
+                    ),
+                    e => format!("cannot read: {}", e.reason()),
+                },
+            )
+        })?;
         Card::from_bytes(&file, &bytes)
     }
 

@@ -455,10 +455,13 @@ impl Lorebook {
         Ok(out)
     }
 
-    /// A standalone world-info file read from disk (named after its file stem).
+    /// A standalone world-info file read from disk (named after its file stem): the user's
+    /// own (a link is followed), but a regular file of at most
+    /// [`super::card::MAX_CARD_FILE_BYTES`], never a FIFO or device.
     pub fn read_world_info(path: &std::path::Path) -> Result<Lorebook, CardError> {
         let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| err(&file, format!("cannot read: {e}")))?;
+        let bytes = keel_tools::beneath::read_user_file(path, super::card::MAX_CARD_FILE_BYTES)
+            .map_err(|e| err(&file, format!("cannot read: {}", e.reason())))?;
         let v: Value = serde_json::from_slice(&bytes)
             .map_err(|e| err(&file, format!("not valid JSON: {e}")))?;
         let name = path
