@@ -229,6 +229,18 @@ fn pins_hold_files_created_after_trust_until_trusted_again() {
         "{line}"
     );
 
+    // Nor does `keel mcp test` start the planted server.
+    let tested = run(env.keel_bare().args(["mcp", "test", "planted"]));
+    assert_eq!(tested.code, Some(1), "{tested:?}");
+    assert!(
+        tested.stderr.contains(".mcp.json changed since"),
+        "{tested:?}"
+    );
+    assert!(
+        !pins_marker(&env, "pins-server"),
+        "keel mcp test started it"
+    );
+
     // Trusted again: the pins follow, and what was held now runs.
     let trusted = run(env.keel_bare().arg("trust"));
     assert_eq!(trusted.code, Some(0), "{trusted:?}");

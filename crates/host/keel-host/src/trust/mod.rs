@@ -106,8 +106,18 @@ impl TrustDecision {
         self.source == TrustSource::Undecided
     }
 
-    /// One phrase for `keel config dump` and notices: `trusted (recorded in FILE for DIR)`.
+    /// One phrase for `keel config dump` and notices: `trusted (recorded in FILE for DIR)`,
+    /// and `, but .mcp.json changed since` when files changed since it was trusted.
     pub fn describe(&self) -> String {
+        let mut s = self.describe_source();
+        if self.is_trusted() && !self.changed.is_empty() {
+            let names: Vec<&str> = self.changed.iter().map(|c| c.pinned).collect();
+            s.push_str(&format!(", but {} changed since", names.join(", ")));
+        }
+        s
+    }
+
+    fn describe_source(&self) -> String {
         match &self.source {
             TrustSource::Recorded { dir, layer } if dir == &self.root => {
                 format!("{} (recorded in {layer})", self.trust.as_str())

@@ -103,15 +103,25 @@ pub(super) fn usable<'e>(host: &Host, e: &'e Entry) -> Result<&'e ServerConfig, 
     })
 }
 
-/// Why a `.mcp.json` server of an untrusted workspace is not started (docs/trust.md).
+/// Why a `.mcp.json` server of an untrusted workspace, or of a trusted one whose `.mcp.json`
+/// changed since it was trusted, is not started (docs/trust.md).
 pub(super) fn inert(host: &Host, e: &Entry) -> Option<String> {
     let trust = &host.config().trust;
-    (matches!(e.source, Source::McpJson { .. }) && !trust.is_trusted()).then(|| {
-        format!(
+    if !matches!(e.source, Source::McpJson { .. }) {
+        return None;
+    }
+    if !trust.is_trusted() {
+        return Some(format!(
             "not started: workspace {} is not trusted (keel trust, or --trust-project for one run)",
             trust.root.display()
-        )
-    })
+        ));
+    }
+    let changed = trust.changed.iter().find(|c| c.pinned == ".mcp.json")?;
+    Some(format!(
+        "not started: .mcp.json changed since you trusted workspace {} ({}; keel trust accepts it)",
+        trust.root.display(),
+        changed.change
+    ))
 }
 
 pub(super) fn test(ctx: &Ctx, host: &Host, name: &str, as_json: bool) -> Result<ExitCode> {
