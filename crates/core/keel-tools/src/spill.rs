@@ -69,14 +69,27 @@ impl SpillConfig {
     }
 }
 
-/// Create `dir` (and parents) and make it private (0700).
+/// Create `dir` (and parents) and make it private (0700). The directory itself must not be a
+/// symlink (a confined command can write keel's temp directory and could plant one there to
+/// redirect spill files or the chmod): it is opened with `O_NOFOLLOW` and changed through that
+/// descriptor.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
+        .open(dir)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{} is not a directory of keel's own: {e}", dir.display()),
+            )
+        })?;
+    opened.set_permissions(std::fs::Permissions::from_mode(0o700))
 }
 
 /// A new uniquely named file (mode 0600) in the private directory `dir`.
@@ -142,5 +155,19 @@ mod tests {
         assert!(replaced.ends_with("xxxxxxxEND"), "{replaced}");
         assert!(replaced.contains(&path.display().to_string()));
         Ok(())
+    }
+
+    #[test]
+    fn a_spill_directory_swapped_for_a_link_is_refused_and_its_target_untouched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = tmp.path().join("spill");
+        std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
+        assert!(create_private_file(&dir, "bash").is_err());
+        let mode = std::fs::metadata(&elsewhere).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755, "the link's target was not chmodded");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 }
