@@ -353,7 +353,7 @@ pub fn read_mcp_json(
         Err(e) => {
             return (
                 Vec::new(),
-                vec![problem("*", format!("file not read: {}", e.reason()))],
+                vec![problem("*", format!("{origin} not read: {}", e.reason()))],
             );
         }
     };

@@ -126,3 +126,65 @@ fn a_fifo_a_loop_and_a_huge_instruction_file_are_skipped_and_keel_goes_on() {
         );
     }
 }
+
+// other project files
+
+/// The project's other files keel reads on its own (`.mcp.json`, skills, settings, config,
+/// commands) are opened beneath the workspace root too: a trusted workspace whose `.mcp.json`
+/// and a skill's `SKILL.md` link to files outside shows neither to the model nor the session,
+/// starts no server, and says on stderr which files it skipped.
+#[test]
+fn an_mcp_json_and_a_skill_linked_outside_are_skipped_with_a_notice() {
+    let env = Env::new();
+    let ran = env.outside.join("MCP-SERVER-RAN");
+    std::fs::write(
+        env.outside.join("mcp.json"),
+        format!(
+            r#"{{"mcpServers": {{"OUTSIDE-MCP-MARKER": {{"command": "sh", "args": ["-c", "touch {}"]}}}}}}"#,
+            ran.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        env.outside.join("skill.md"),
+        "---\nname: leak\ndescription: OUTSIDE-SKILL-MARKER\n---\nOUTSIDE-SKILL-BODY\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(env.outside.join("mcp.json"), env.ws.join(".mcp.json")).unwrap();
+    std::fs::create_dir_all(env.ws.join(".claude/skills/leak")).unwrap();
+    std::os::unix::fs::symlink(
+        env.outside.join("skill.md"),
+        env.ws.join(".claude/skills/leak/SKILL.md"),
+    )
+    .unwrap();
+    // A skill inside the workspace is still offered.
+    env.write(
+        ".claude/skills/good/SKILL.md",
+        "---\nname: good\ndescription: INSIDE-SKILL-MARKER\n---\nbody\n",
+    );
+    let mock = answer_only();
+    let out = run(env.keel(&mock.base_url()).args(["run", "hi"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let seen = seen(&env, &mock);
+    for marker in [
+        "OUTSIDE-MCP-MARKER",
+        "OUTSIDE-SKILL-MARKER",
+        "OUTSIDE-SKILL-BODY",
+    ] {
+        assert!(!seen.contains(marker), "{marker} leaked");
+    }
+    assert!(
+        seen.contains("INSIDE-SKILL-MARKER"),
+        "a skill inside is read"
+    );
+    assert!(!ran.exists(), "a server named by the outside file ran");
+    for file in [".mcp.json", ".claude/skills/leak/SKILL.md"] {
+        assert!(
+            out.stderr
+                .lines()
+                .any(|l| l.contains(file) && l.contains("outside the workspace")),
+            "no notice naming {file} in {}",
+            out.stderr
+        );
+    }
+}
