@@ -22,6 +22,9 @@ trap 'kill $mock_pid 2>/dev/null || true; rm -rf "$work" "$home"' EXIT
 # BENCH_CONFIG: a user configuration for the measured run, e.g. checkpoints off:
 #   BENCH_CONFIG=$'[[plugins]]\nid = "checkpoints"\nenabled = false' bench/run.sh
 if [ -n "${BENCH_CONFIG:-}" ]; then printf '%s\n' "$BENCH_CONFIG" > "$home/config.toml"; fi
+# BENCH_GIT=1: the workspace is a git repository, so every confined command gets its own mount
+# namespace with .git read-only (docs/sandbox.md "Protected paths").
+if [ -n "${BENCH_GIT:-}" ]; then git -C "$work" init -q; fi
 rm -f "$out/requests.jsonl" "$out/mock.url"
 "$MOCK" --script "$out/script.yaml" --record "$out/requests.jsonl" > "$out/mock.url" &
 mock_pid=$!
