@@ -151,20 +151,7 @@ pub struct Instructions {
 
 /// Why an instruction file lookup was skipped: `None` when the file is simply absent.
 pub(crate) fn skip_reason(e: &BeneathError) -> Option<String> {
-    if e.is_not_found() {
-        return None;
-    }
-    Some(match e {
-        BeneathError::Escapes { .. } => {
-            "it leads outside the workspace (a symlink, '..' or an absolute path)".to_owned()
-        }
-        BeneathError::Loop { .. } => "too many levels of symbolic links (a loop?)".to_owned(),
-        BeneathError::NotRegular { kind, .. } => format!("it is {kind}, not a regular file"),
-        BeneathError::TooLarge { size, cap, .. } => {
-            format!("it is {size} bytes, over the {cap}-byte limit")
-        }
-        BeneathError::Io { source, .. } => source.to_string(),
-    })
+    (!e.is_not_found()).then(|| e.reason())
 }
 
 /// Load instruction files: the user's global one (`$KEEL_HOME/AGENTS.md`) first, then from the
@@ -247,35 +234,7 @@ pub fn load_instructions(
 
 /// The user's own instruction file: followed if a link, but a regular file within the cap.
 fn read_user_file(path: &Path) -> Result<String, BeneathError> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(BeneathError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        });
-    };
-    // The user's home may link anywhere: resolve the link first, then read the target
-    // beneath its own directory (still a regular file within the cap).
-    let real = match std::fs::canonicalize(dir.join(name)) {
-        Ok(real) => real,
-        Err(source) => {
-            return Err(BeneathError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let (Some(dir), Some(name)) = (real.parent(), real.file_name()) else {
-        return Err(BeneathError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        });
-    };
-    Beneath::open(dir)
-        .map_err(|source| BeneathError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?
-        .read_text(Path::new(name), MAX_INSTRUCTION_FILE)
+    keel_tools::beneath::read_user_text(path, MAX_INSTRUCTION_FILE)
 }
 
 #[cfg(test)]
