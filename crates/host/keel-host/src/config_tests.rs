@@ -213,8 +213,11 @@ fn a_project_config_linked_out_of_the_workspace_or_a_fifo_is_never_read() {
 
     // The user's own file may be a link (dotfiles), but must be a regular file.
     std::fs::remove_file(project.join(".keel/config.toml")).unwrap();
-    std::os::unix::fs::symlink(tmp.path().join("outside.toml"), home.path().join("config.toml"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("outside.toml"),
+        home.path().join("config.toml"),
+    )
+    .unwrap();
     let loaded = load(&sources(home.path(), &project), &crate::plugins::builtin()).unwrap();
     assert_eq!(loaded.config.model.as_deref(), Some("MARKER"));
 }
