@@ -3,11 +3,15 @@
 //! path order with a fixed time, so the same files give the same bytes: a package's name is
 //! its content's hash and an unchanged one is uploaded once.
 
+use keel_tools::beneath::{Beneath, BeneathError};
 use std::io::{Cursor, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
+
+/// The largest single file packed (the whole workspace travels in one upload).
+pub const MAX_PACKED_FILE: u64 = 64 << 20;
 
 /// An archive being written in memory.
 pub struct Pack {
@@ -51,13 +55,18 @@ impl Pack {
             .map_err(|e| format!("cannot add {name} to the archive: {e}"))
     }
 
-    /// Add the tree under `dir` below `prefix` (`prefix/…`; empty: at the top). Symbolic links
-    /// are followed to files (Ray's unpacking writes files and directories only) and skipped
-    /// when they lead to a directory or nowhere; a `.git` that is a file (a worktree's pointer
-    /// into a repository on this machine) is left out.
+    /// Add the tree under `dir` below `prefix` (`prefix/…`; empty: at the top). Files are read
+    /// beneath `dir` ([`keel_tools::beneath`]): symbolic links are followed to files inside
+    /// `dir` (Ray's unpacking writes files and directories only) and skipped when they lead to
+    /// a directory, nowhere, or out of `dir` (a workspace's `env -> /proc/self/environ` must not
+    /// ship keel's environment to the cluster); FIFOs, sockets and devices are skipped; a file
+    /// over [`MAX_PACKED_FILE`] is an error naming it. A `.git` that is a file (a worktree's
+    /// pointer into a repository on this machine) is left out.
     pub fn tree(&mut self, dir: &Path, prefix: &str) -> Result<(), String> {
         let mut entries: Vec<PathBuf> = Vec::new();
         walk(dir, &mut entries).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let beneath =
+            Beneath::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
         entries.sort();
         for path in entries {
             let rel = path.strip_prefix(dir).unwrap_or(&path);
@@ -71,7 +80,7 @@ impl Pack {
             } else {
                 format!("{prefix}/{name}")
             };
-            let Ok(meta) = std::fs::metadata(&path) else {
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
             if meta.is_dir() {
@@ -81,9 +90,26 @@ impl Pack {
                     .map_err(|e| format!("cannot add {name} to the archive: {e}"))?;
                 continue;
             }
-            let data =
-                std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            self.file(&name, meta.permissions().mode(), &data)?;
+            let (mut file, _) = match beneath.open_regular(rel, MAX_PACKED_FILE) {
+                Ok(opened) => opened,
+                Err(BeneathError::TooLarge { size, cap, .. }) => {
+                    return Err(format!(
+                        "cannot pack {}: {size} bytes, over the {cap}-byte limit of one file",
+                        path.display()
+                    ));
+                }
+                // Out of the directory, a loop, a FIFO or device, gone since the walk.
+                Err(_) => continue,
+            };
+            let mode = file
+                .metadata()
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+                .permissions()
+                .mode();
+            let mut data = Vec::new();
+            file.read_to_end(&mut data)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            self.file(&name, mode, &data)?;
         }
         Ok(())
     }
@@ -186,6 +212,15 @@ mod tests {
         std::fs::write(src.path().join(".git"), "gitdir: /elsewhere\n").unwrap();
         std::os::unix::fs::symlink("run.sh", src.path().join("link")).unwrap();
         std::os::unix::fs::symlink("/nowhere", src.path().join("dangling")).unwrap();
+        std::os::unix::fs::symlink("/proc/self/environ", src.path().join("env")).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "SECRET").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), src.path().join("out")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(src.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
         let pack = |level| {
             let mut p = Pack::new(level);
             p.tree(src.path(), "ws").unwrap();
@@ -208,6 +243,9 @@ mod tests {
         );
         assert!(!ws.join(".git").exists());
         assert!(!ws.join("dangling").exists());
+        for left_out in ["env", "out", "pipe"] {
+            assert!(!ws.join(left_out).exists(), "{left_out} was packed");
+        }
     }
 
     #[test]
