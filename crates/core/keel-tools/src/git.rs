@@ -487,20 +487,8 @@ fn confine_std(cmd: &mut std::process::Command, confinement: &Confinement) {
     let Some(fd) = confinement.ruleset_fd() else {
         return;
     };
-    let in_child = move || {
-        // SAFETY: prctl(2) with PR_SET_NO_NEW_PRIVS takes plain integers.
-        let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: landlock_restrict_self(2) takes a descriptor this process holds open (keel's
-        // read-only confinement lives as long as the process) and plain flags; it touches no memory of ours.
-        let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    };
+    // Keel's read-only confinement lives as long as the process: the descriptor stays open.
+    let in_child = move || crate::subprocess::confine::restrict_self(fd);
     // SAFETY: `in_child` runs in the forked child before exec and makes only the two
     // async-signal-safe system calls above; it allocates nothing.
     unsafe {

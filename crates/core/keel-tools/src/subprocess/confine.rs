@@ -292,18 +292,7 @@ impl Confinement {
                 Ok(Some(plan)) => plan.enter()?,
                 Ok(None) => {}
             }
-            // SAFETY: prctl(2) with PR_SET_NO_NEW_PRIVS takes plain integers.
-            let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
-            if rc != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // SAFETY: landlock_restrict_self(2) takes a descriptor this process holds open and
-            // plain flags; it touches no memory of ours.
-            let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
-            if rc != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
+            restrict_self(fd)
         };
         // SAFETY: `in_child` runs in the forked child before exec and makes only
         // async-signal-safe system calls (those of `MountPlan::enter`, on buffers built above,
@@ -312,6 +301,24 @@ impl Confinement {
             cmd.pre_exec(in_child);
         }
     }
+}
+
+/// In a forked child before exec: `no_new_privs`, then enter the Landlock ruleset `fd` (which
+/// the parent keeps open until the spawn returns). Two async-signal-safe system calls; no
+/// allocation.
+pub(crate) fn restrict_self(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: prctl(2) with PR_SET_NO_NEW_PRIVS takes plain integers.
+    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: landlock_restrict_self(2) takes a descriptor this process holds open and plain
+    // flags; it touches no memory of ours.
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The kernel's Landlock ABI version, or a negated errno.

@@ -38,7 +38,11 @@ fn agents_md_linked_outside(resolver: Option<&str>) {
     env.write("docs/RULES.md", "INSIDE-RULE-MARKER");
     std::os::unix::fs::symlink("docs/RULES.md", env.ws.join("CLAUDE.md")).unwrap();
     let mock = answer_only();
-    let out = run(env.keel(&mock.base_url()).args(["run", "hi"]));
+    let mut cmd = env.keel(&mock.base_url());
+    if let Some(r) = resolver {
+        cmd.env("KEEL_BENEATH", r);
+    }
+    let out = run(cmd.args(["run", "hi"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let seen = seen(&env, &mock);
     assert!(
