@@ -16,6 +16,7 @@
 //! notices (`note`), the model's answers (`answer`), each tool call's name and arguments, file
 //! paths included (`call`), and tool results (`result`, the first 64 KiB). The log is
 //! append-only, so a message that compaction took off the model's surface is still found.
+#![deny(missing_docs)]
 
 use keel_protocol::{ContentBlock, EventBody};
 use keel_session::Store;

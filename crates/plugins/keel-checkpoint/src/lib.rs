@@ -14,6 +14,7 @@
 //!
 //! A checkpoint that fails (no `git`, a full disk) never stops the call: it is logged once as
 //! `checkpoint/failed {reason}` and the session goes on without checkpoints.
+#![deny(missing_docs)]
 
 mod objects;
 pub mod rewind;

@@ -16,6 +16,7 @@
 //!   driver starts the next round after that turn.
 //! - **`/goal OBJECTIVE`** (`/goal --max-rounds N OBJECTIVE`) sets the goal and sends round 1;
 //!   `keel run --goal` does the same headless.
+#![deny(missing_docs)]
 
 pub mod plugin;
 pub mod state;

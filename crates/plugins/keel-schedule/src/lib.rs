@@ -18,6 +18,7 @@
 //!   running is logged `schedule/missed` (once, with how many times it came due) and the model
 //!   is told at its next turn, never run silently.
 //! - **`present`** ([`present`]): its own plugin in this crate.
+#![deny(missing_docs)]
 
 pub mod present;
 pub mod service;
