@@ -3,6 +3,9 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The time type and formatters, which lived here first ([`crate::time`]).
+pub use crate::time::{TimeMs, civil_from_days, utc_rfc3339, utc_time};
+
 /// Position of an event in its session log: contiguous from 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -43,53 +46,6 @@ impl From<&str> for SessionId {
     fn from(s: &str) -> Self {
         SessionId(s.to_owned())
     }
-}
-
-/// Milliseconds since the Unix epoch, as written in `time` fields.
-pub type TimeMs = i64;
-
-/// `YYYY-MM-DD HH:MM:SS UTC` for `ms` since the Unix epoch.
-pub fn utc_time(ms: TimeMs) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// RFC 3339 / ISO 8601 UTC with milliseconds (`2026-12-04T17:59:40.123Z`) for `ms` since the
-/// Unix epoch.
-pub fn utc_rfc3339(ms: TimeMs) -> String {
-    let secs = ms.div_euclid(1000);
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms.rem_euclid(1000)
-    )
-}
-
-/// Gregorian `(year, month, day)` of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`; proleptic, no leap seconds).
-pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z.saturating_add(719_468);
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Number of a turn within its session: 1 for the first (the `turn` field of step events).

@@ -20,10 +20,12 @@ pub mod message;
 pub mod stream;
 pub mod sync;
 pub mod text;
+pub mod time;
 pub mod tool;
 
 pub use event::*;
 pub use ids::*;
 pub use message::*;
 pub use stream::*;
+pub use time::{TimeMs, civil_from_days, now_ms, utc_rfc3339, utc_time};
 pub use tool::*;

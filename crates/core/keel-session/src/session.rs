@@ -11,17 +11,12 @@ use crate::record::{Delta, Record, Records};
 use crate::store::parse::Row;
 use crate::surface::{Derived, DerivedMessage, Surface};
 use keel_protocol::{
-    ContentBlock, EventBody, Message, Seq, SessionEvent, SessionHeader, SurfaceOp, TimeMs,
+    ContentBlock, EventBody, Message, Seq, SessionEvent, SessionHeader, SurfaceOp,
 };
 use std::borrow::Cow;
 
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> TimeMs {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as TimeMs)
-        .unwrap_or(0)
-}
+/// Milliseconds since the Unix epoch, now (the one clock: [`keel_protocol::time`]).
+pub use keel_protocol::time::now_ms;
 
 /// A new session id: `session-<uuid v4>`.
 pub fn new_session_id() -> keel_protocol::SessionId {

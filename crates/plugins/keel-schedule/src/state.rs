@@ -144,41 +144,13 @@ pub fn passed_data(schedule: &Schedule, now_ms: i64, missed: bool) -> Value {
     Value::Object(v)
 }
 
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
+pub use keel_protocol::time::now_ms;
 /// `ms` as RFC 3339 UTC (`2030-01-31T12:00:00Z`; milliseconds only when there are some).
-pub fn rfc3339(ms: i64) -> String {
-    let nanos = i128::from(ms) * 1_000_000;
-    match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
-        Ok(t) => {
-            let base = format!(
-                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-                t.year(),
-                u8::from(t.month()),
-                t.day(),
-                t.hour(),
-                t.minute(),
-                t.second()
-            );
-            match t.millisecond() {
-                0 => format!("{base}Z"),
-                m => format!("{base}.{m:03}Z"),
-            }
-        }
-        Err(_) => "1970-01-01T00:00:00Z".into(),
-    }
-}
+pub use keel_protocol::time::utc_rfc3339_short as rfc3339;
 
-/// An RFC 3339 time (any offset) as ms since the epoch; the parser's complaint otherwise.
+/// An RFC 3339 time (any offset) as ms since the epoch; what is wrong with it otherwise.
 pub fn parse_rfc3339(s: &str) -> Result<i64, String> {
-    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| e.to_string())?;
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).map_err(|_| "out of range".to_owned())
+    keel_protocol::time::parse_rfc3339(s).map_err(|e| e.reason.to_owned())
 }
 
 /// A duration for people: `45 s`, `4 min 10 s`, `2 h 5 min`, `3 d 4 h`.

@@ -35,7 +35,7 @@ use keel_host::{
     SourceError,
 };
 use keel_protocol::sync::Locked;
-use keel_protocol::{Question, SessionEvent, TimeMs, ToolCallBlock};
+use keel_protocol::{Question, SessionEvent, ToolCallBlock};
 use keel_tools::{ApprovalOutcome, UserAnswer};
 use question::{Form, QuestionAsk};
 use std::collections::HashSet;
@@ -206,11 +206,7 @@ impl Drop for TerminalGuard {
     }
 }
 
-fn now_ms() -> TimeMs {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as TimeMs)
-}
+use keel_protocol::time::now_ms;
 
 /// The UI state.
 struct App<'s> {

@@ -101,17 +101,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Now as RFC 3339 UTC (seconds).
 pub(crate) fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = keel_protocol::civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let now = keel_protocol::time::now_ms();
+    keel_protocol::time::utc_rfc3339_short(now - now.rem_euclid(1000))
 }
 
 /// A file-name-safe form of a session id.

@@ -222,42 +222,13 @@ pub fn check_unit(field: &'static str, v: f64) -> Result<f64, FieldError> {
     }
 }
 
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
+pub use keel_protocol::time::now_ms;
 /// `ms` as RFC 3339 UTC with milliseconds (`2025-01-02T03:04:05.678Z`).
-pub fn rfc3339(ms: i64) -> String {
-    let nanos = i128::from(ms) * 1_000_000;
-    match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
-            t.millisecond()
-        ),
-        Err(_) => "1970-01-01T00:00:00.000Z".into(),
-    }
-}
+pub use keel_protocol::time::utc_rfc3339 as rfc3339;
 
-/// Parse an RFC 3339 time stamp (any offset) to ms since the epoch.
+/// Parse an RFC 3339 time stamp (any offset) to ms since the epoch; the error names `field`.
 pub fn parse_rfc3339(field: &'static str, s: &str) -> Result<i64, FieldError> {
-    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| {
-            field_err(
-                field,
-                format!("{s:?} is not an RFC 3339 time (2030-01-31T12:00:00Z): {e}"),
-            )
-        })?;
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000)
-        .map_err(|_| field_err(field, format!("{s:?} is out of range")))
+    keel_protocol::time::parse_rfc3339(s).map_err(|e| field_err(field, e.to_string()))
 }
 
 #[cfg(test)]

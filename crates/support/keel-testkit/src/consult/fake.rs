@@ -147,17 +147,7 @@ fn sleep_ms(ms: u64) {
 
 /// RFC 3339 UTC with milliseconds, from Unix milliseconds.
 fn rfc3339(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let (y, m, d) = keel_protocol::civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    keel_protocol::time::utc_rfc3339(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 fn write_stdout(text: &str) -> Result<(), Fail> {
