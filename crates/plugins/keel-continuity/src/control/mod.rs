@@ -7,8 +7,9 @@
 //! |---|---|
 //! | the contract file, its verification, paths | [`contract`] |
 //! | `control_open`, `control_status`, `control_update`, `control_checkpoint`, `control_review_input` | `tools` |
-//! | activation, fencing human messages, revoking at a compaction | [`Controller::observe`] (`session/event`) |
-//! | admission | [`ControlGuard`] (`tools/guard`) |
+//! | the controller's state, the contract's write-ahead changes, recovery at bind | here |
+//! | activation, fencing human messages, revoking at a compaction | `observe`: [`Controller::observe`] (`session/event`) |
+//! | admission and the receipt | `guard`: [`ControlGuard`] (`tools/guard`, `tools/settled`) |
 //!
 //! The five tools are registered when the continuity row says `control = "contract"` (active
 //! from the first message) or `control = "on-request"` (not offered to the model, refused if
@@ -19,20 +20,21 @@
 
 mod bench;
 pub mod contract;
+mod guard;
+mod observe;
 mod tools;
 
 pub use bench::{AdmissionBench, BenchError};
+pub use guard::ControlGuard;
 
 use crate::anchors::Anchors;
-use async_trait::async_trait;
-use contract::{Authorization, Contract, ContractError, ContractStore, Lease, covers, normalize};
+use contract::{Authorization, Contract, ContractError, ContractStore, Lease};
 use keel_agent::AgentError;
 use keel_agent::{AgentHandle, AgentSlot};
+use keel_protocol::EventBody;
 use keel_protocol::sync::Locked;
-use keel_protocol::{EventBody, SessionEvent, SurfaceOp};
 use keel_session::store::FlushTicket;
 use keel_session::store::StoreError;
-use keel_tools::{GuardDecision, GuardHook, HookContext, SettledHook, ToolOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -89,9 +91,6 @@ pub fn was_active(session: &keel_session::Session) -> bool {
 pub fn default_guarded_tools() -> Vec<String> {
     ["write", "edit", "bash"].map(String::from).to_vec()
 }
-
-/// Tools whose `path` argument must lie inside the declared targets.
-const PATH_TOOLS: [&str; 2] = ["write", "edit"];
 
 /// One task's control state, shared by the tools, the guard and the observer.
 pub struct Controller {
@@ -462,289 +461,6 @@ impl Controller {
         }
         Ok(())
     }
-
-    /// `session/event` (the top agent's): activation by the human's words, fencing each human
-    /// message that arrives once a contract is open, revoking an unused authorization when the
-    /// history is replaced (compaction).
-    pub(crate) fn observe(&self, ev: &SessionEvent) {
-        // Only human messages and replacements matter; anything else (this controller's own
-        // records, logged while its lock is held) returns before locking.
-        let human = matches!(&ev.body, EventBody::UserMessage(m) if m.source.is_user());
-        if !human && !matches!(ev.surface_op, Some(SurfaceOp::Replace { .. })) {
-            return;
-        }
-        let mut events = Pending::new();
-        {
-            let mut st = self.state();
-            if !st.bound {
-                return;
-            }
-            match &ev.body {
-                EventBody::UserMessage(m) if m.source.is_user() => {
-                    let mut activated_now = false;
-                    if !st.active
-                        && self.mode == ControlMode::OnRequest
-                        && m.text().to_lowercase().contains(ACTIVATION_PHRASE)
-                    {
-                        st.active = true;
-                        activated_now = true;
-                    }
-                    if st.active && !st.activation_logged {
-                        st.activation_logged = true;
-                        let reason = if activated_now { "task text" } else { "config" };
-                        events.push((
-                            CONTROL_EVENT,
-                            json!({"active": true, "reason": reason, "inputSeq": ev.seq.0}),
-                        ));
-                    }
-                    if st.active && !activated_now {
-                        match self.fence(&mut st, ev.seq.0) {
-                            Ok(()) => {}
-                            Err(e) => {
-                                st.failure.get_or_insert(format!(
-                                    "continuity could not fence human message seq {}: {e}",
-                                    ev.seq.0
-                                ));
-                            }
-                        }
-                    }
-                }
-                _ if st.active && matches!(ev.surface_op, Some(SurfaceOp::Replace { .. })) => {
-                    match self.revoke(
-                        &mut st,
-                        &format!("the history was replaced at seq {} (compaction)", ev.seq.0),
-                    ) {
-                        Ok(()) => {}
-                        Err(e) => {
-                            st.failure.get_or_insert(e.to_string());
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        // An observer cannot fail; a log failure shows up on the next append.
-        let _ = self.log(events);
-    }
-
-    fn fence(&self, st: &mut State, seq: u64) -> Result<(), ControlError> {
-        let Some(mut c) = self.load(st)? else {
-            return Ok(());
-        };
-        if seq < c.opened_at_seq || c.fence.pending_input_seqs.contains(&seq) {
-            return Ok(());
-        }
-        c.fence.pending_input_seqs.push(seq);
-        c.fence.pending_input_seqs.sort_unstable();
-        self.commit(st, &c, "fence", json!({"inputSeq": seq}))
-    }
-
-    fn revoke(&self, st: &mut State, reason: &str) -> Result<(), ControlError> {
-        let Some(mut c) = self.load(st)? else {
-            return Ok(());
-        };
-        let Some(a) = c
-            .authorization
-            .as_mut()
-            .filter(|a| !a.used && a.revoked.is_none())
-        else {
-            return Ok(());
-        };
-        a.revoked = Some(reason.to_owned());
-        let id = a.id.clone();
-        self.commit(
-            st,
-            &c,
-            "revoke",
-            json!({"authorization": id, "reason": reason}),
-        )
-    }
-
-    /// The guard's decision. Admission consumes the authorization and takes the lease in
-    /// one logged change; the call may run once the returned ticket is durable (the file
-    /// catches up when the call settles).
-    fn admit(
-        &self,
-        call_id: &str,
-        tool: &str,
-        args: &Value,
-    ) -> Result<Option<FlushTicket>, String> {
-        let mut st = self.state();
-        if !st.active || !self.guarded.iter().any(|g| g == tool) {
-            return Ok(None);
-        }
-        if let Some(f) = &st.failure {
-            return Err(f.clone());
-        }
-        if !self.refresh(&mut st).map_err(|e| e.to_string())? {
-            return Err(format!(
-                "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
-            ));
-        }
-        let State {
-            cached, admitted, ..
-        } = &mut *st;
-        let Some(c) = cached.as_mut() else {
-            return Ok(None); // `refresh` said there is one
-        };
-        let rev = c.revision;
-        // An action a crash left indeterminate comes first: after a restart it is what the
-        // model must hear about before anything else (the new message is fenced next).
-        if let Some(l) = c.leases.iter().find(|l| !admitted.contains_key(&l.call_id)) {
-            return Err(format!(
-                "the guarded call {} ({}{}) admitted with {} never settled: keel stopped (crash or kill) while it ran, so its effect is indeterminate. Check the current state first, then call control_checkpoint with revision {rev}, a note saying what you found, and authorize if more work is needed",
-                l.call_id,
-                l.tool,
-                l.path
-                    .as_deref()
-                    .map(|p| format!(" {p}"))
-                    .unwrap_or_default(),
-                l.authorization
-            ));
-        }
-        if let Some(seq) = c.fence.pending_input_seqs.first() {
-            return Err(format!(
-                "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
-            ));
-        }
-        if let Some(seq) = c.fence.awaiting_update.first() {
-            return Err(format!(
-                "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
-                rev + 1
-            ));
-        }
-        let path = if PATH_TOOLS.contains(&tool) {
-            // The pipeline hands guards the arguments under their current names.
-            let raw = args
-                .get("file_path")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let p = normalize(&self.cwd, raw)
-                .map_err(|e| format!("{tool} refused by explicit control: {e}"))?;
-            if !c.targets.iter().any(|t| covers(t, &p)) {
-                return Err(format!(
-                    "{p} is outside the declared targets {:?} of contract revision {rev}: write only inside them, or call control_update with revision {rev} adding it to targets (with a rationale), then control_checkpoint with revision {} and authorize",
-                    c.targets,
-                    rev + 1
-                ));
-            }
-            Some(p)
-        } else {
-            None
-        };
-        let digest_now = c.targets_digest.clone();
-        let again = format!("call control_checkpoint with revision {rev} and authorize");
-        let a: &mut Authorization = match c.authorization.as_mut() {
-            None => {
-                return Err(format!(
-                    "no authorization for {tool}: {again} (intent: what you are about to do) first"
-                ));
-            }
-            Some(a) => a,
-        };
-        if a.used {
-            return Err(format!(
-                "authorization {} was already used (each one admits one guarded call): {again} again",
-                a.id
-            ));
-        }
-        if let Some(r) = &a.revoked {
-            return Err(format!(
-                "authorization {} was revoked ({r}): call control_status to re-read the contract, then {again} again",
-                a.id
-            ));
-        }
-        if a.revision != rev || a.targets_digest != digest_now {
-            return Err(format!(
-                "authorization {} was issued for revision {}, but the contract is now at revision {rev}: call control_status to re-read it, then {again}",
-                a.id, a.revision
-            ));
-        }
-        if let Some(p) = &path
-            && !a.paths.is_empty()
-            && !a.paths.iter().any(|t| covers(t, p))
-        {
-            return Err(format!(
-                "{p} is outside the paths {:?} authorization {} covers: {again} for it",
-                a.paths, a.id
-            ));
-        }
-        let lease = Lease {
-            call_id: call_id.to_owned(),
-            tool: tool.to_owned(),
-            authorization: a.id.clone(),
-            revision: rev,
-            path,
-        };
-        // The log record is the change itself (the contract it applies to is the one logged
-        // before it): no copy of the whole contract on the guarded path.
-        let data = json!({"action": "consume", "revision": rev, "lease": &lease});
-        let ticket = match self.agent.get() {
-            None => None,
-            Some(agent) => {
-                agent.push_ignorable(CONTROL_EVENT, data).map_err(|e| {
-                    format!("cannot consume the authorization: cannot log {CONTROL_EVENT}: {e}")
-                })?;
-                Some(agent.flush_ticket())
-            }
-        };
-        let receipt = json!({"callId": call_id, "tool": tool, "authorization": lease.authorization, "revision": rev, "path": lease.path});
-        consume(c, lease);
-        admitted.insert(call_id.to_owned(), receipt);
-        Ok(ticket)
-    }
-
-    /// The admission of `call_id` could not be made durable: refuse it, and every guarded
-    /// call after it (its lease stays: indeterminate, the safe side).
-    fn admission_failed(&self, call_id: &str, error: String) -> String {
-        let mut st = self.state();
-        st.admitted.remove(call_id);
-        let reason = format!("the admission of {call_id} could not be made durable: {error}");
-        st.failure.get_or_insert(reason.clone());
-        reason
-    }
-
-    /// `tools/settled` of an admitted call: the lease's release and the receipt, one fsync,
-    /// then the file brought up to date. The receipt — `continuity/receipt {callId, tool,
-    /// authorization, revision, path, isError, digest}`, `digest` the SHA-256 of the canonical
-    /// JSON of `{isError, content, error, meta}` — is durable before the result is appended.
-    /// Blocks on the fsync: call it off the async workers.
-    fn settle(&self, call_id: &str, is_error: bool, digest: String) {
-        let mut st = self.state();
-        let Some(mut receipt) = st.admitted.remove(call_id) else {
-            return;
-        };
-        // The lease ends with the result (a failure leaves it: indeterminate, the safe side).
-        let mut file = None;
-        if let Ok(Some(mut c)) = self.load(&mut st) {
-            c.leases.retain(|l| l.call_id != call_id);
-            if let Ok(bytes) = self.store.bytes_of(&c) {
-                let d = keel_jcs::digest::sha256_hex(&bytes);
-                if self
-                    .record(&mut st, &c, "release", json!({"callId": call_id}), Some(&d))
-                    .is_ok()
-                {
-                    file = Some((c, bytes, d));
-                }
-            }
-        }
-        receipt["isError"] = json!(is_error);
-        receipt["digest"] = json!(digest);
-        let Some(agent) = self.agent.get() else {
-            return;
-        };
-        // A receipt that cannot be logged leaves the consumed authorization as the record.
-        if agent.push_ignorable(RECEIPT_EVENT, receipt).is_err()
-            || agent.flush_ticket().wait().is_err()
-        {
-            return;
-        }
-        if let Some((c, bytes, d)) = file
-            && self.store.write(&st.root, &bytes).is_ok()
-        {
-            self.wrote(&mut st, c, d);
-        }
-    }
 }
 
 /// An admission's change of the contract (at the guard, and replayed from its log record):
@@ -758,51 +474,4 @@ fn consume(c: &mut Contract, lease: Lease) {
         a.used = true;
     }
     c.leases.push(lease);
-}
-
-/// The digest a receipt carries: SHA-256 of the canonical JSON of `{isError, content, error,
-/// meta}`.
-fn outcome_digest(outcome: &ToolOutcome) -> String {
-    let body = json!({
-        "isError": outcome.is_error,
-        "content": outcome.content,
-        "error": outcome.code(),
-        "meta": outcome.meta,
-    });
-    let bytes = keel_jcs::to_canonical_vec(&body)
-        .unwrap_or_else(|_| serde_json::to_vec(&body).unwrap_or_default());
-    keel_jcs::digest::sha256_hex(&bytes)
-}
-
-/// The `tools/guard` and `tools/settled` hooks of explicit control.
-pub struct ControlGuard(pub(crate) Arc<Controller>);
-
-#[async_trait]
-impl SettledHook for ControlGuard {
-    async fn settled(&self, _ctx: &HookContext<'_>, outcome: &ToolOutcome) {
-        if !self.0.state().admitted.contains_key(&outcome.call_id) {
-            return;
-        }
-        let (controller, call_id) = (self.0.clone(), outcome.call_id.clone());
-        let (is_error, digest) = (outcome.is_error, outcome_digest(outcome));
-        // The fsync runs on a blocking thread, not on an async worker.
-        let _ = tokio::task::spawn_blocking(move || controller.settle(&call_id, is_error, digest))
-            .await;
-    }
-}
-
-#[async_trait]
-impl GuardHook for ControlGuard {
-    async fn check(&self, ctx: &HookContext<'_>, args: &Value) -> GuardDecision {
-        let ticket = match self.0.admit(&ctx.call.id, &ctx.call.name, args) {
-            Ok(None) => return GuardDecision::Pass,
-            Ok(Some(ticket)) => ticket,
-            Err(reason) => return GuardDecision::Deny(reason),
-        };
-        // The admission's one fsync, on the writer thread, which wakes this task.
-        match ticket.durable().await.map_err(|e| e.to_string()) {
-            Ok(()) => GuardDecision::Pass,
-            Err(e) => GuardDecision::Deny(self.0.admission_failed(&ctx.call.id, e)),
-        }
-    }
 }
