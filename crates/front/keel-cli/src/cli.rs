@@ -1,6 +1,23 @@
 //! Command-line syntax (clap). Every flag documented here shows in `--help`.
+//!
+//! Here: the top level ([`Cli`]), the global flags every command takes ([`Common`]), how a
+//! run starts ([`ModeArgs`]) and the list of commands ([`Command`]). Each command's own
+//! arguments are beside it: [`sessions`] for the commands that run or work on sessions (run,
+//! resume, rewind, fork, sessions, trace, chat…), [`config`] for configuration, trust and MCP
+//! servers, [`serve`] for the servers (mcp-server, acp) and batches.
+
+mod config;
+mod serve;
+mod sessions;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use config::{ConfigCommand, McpAddArgs, McpCommand, TrustArgs};
+pub use serve::{AcpArgs, BatchArgs, BatchJobArgs, McpServerArgs};
+pub use sessions::{
+    CardsCommand, ChatArgs, CompactArgs, ContinuityCommand, DemoArgs, ExportFormat, ForkArgs,
+    ProvenanceCommand, ResumeArgs, ReviewArgs, RewindArgs, RunArgs, SessionsCommand, TraceArgs,
+    TraceDirection, TraceFormatArg,
+};
 use std::path::PathBuf;
 
 /// keel — an agent harness for DeepSeek models (and any OpenAI-compatible endpoint).
@@ -122,55 +139,48 @@ pub struct Common {
     pub card: Option<String>,
 }
 
-/// `keel rewind`.
-#[derive(Debug, clap::Args)]
-pub struct RewindArgs {
-    /// Session id, id prefix or path (default: the latest of this directory).
-    pub session: Option<String>,
-    /// Where to: `N` is the state just before turn N's prompt; `seq:S` the state at event S.
-    #[arg(long, required_unless_present = "undo", conflicts_with = "undo")]
-    pub to: Option<String>,
-    /// Undo the last rewind (return the files to what they were before it).
-    #[arg(long)]
-    pub undo: bool,
-    /// Only the files (neither flag, or both: files and conversation).
-    #[arg(long)]
-    pub files: bool,
-    /// Only the conversation: the model's history returns to that point (a `surface/rewind`
-    /// event; the log keeps what was rewound).
-    #[arg(long)]
-    pub conversation: bool,
-    /// Also overwrite files changed since the agent's last turn.
-    #[arg(long)]
-    pub force: bool,
-    /// JSON output: `{to, from, after, written, removed, kept, notRestorable}` for the files,
-    /// and `conversation: {seq, toSeq, turn}` (null when it was not rewound).
-    #[arg(long)]
-    pub json: bool,
+/// Claude Code's permission modes (`--permission-mode`), mapped onto keel's settings. An
+/// explicit --sandbox or --approval wins over what the mode implies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PermissionMode {
+    /// The configured sandbox and approval policy, unchanged (out of the box:
+    /// workspace-write, ask).
+    Default,
+    /// File edits inside the workspace without asking: --sandbox workspace-write.
+    #[value(name = "acceptEdits")]
+    AcceptEdits,
+    /// Plan mode, as --plan.
+    Plan,
+    /// Ask nobody; whatever needs approval is refused: --approval never.
+    #[value(name = "dontAsk")]
+    DontAsk,
+    /// Everything, without asking: --sandbox full-access --approval auto.
+    #[value(name = "bypassPermissions")]
+    BypassPermissions,
 }
 
-/// `keel fork`.
-#[derive(Debug, clap::Args)]
-pub struct ForkArgs {
-    /// Session id, id prefix or path (default: the latest of this directory).
-    pub session: Option<String>,
-    /// Where to branch: `N` keeps turns 1..N-1 (the state just before turn N's prompt, so
-    /// turn N can go another way); `seq:S` branches at the start of the turn holding event S
-    /// (a `keel sessions search` hit), or at S itself between turns. Default: after the last
-    /// completed turn.
-    #[arg(long)]
-    pub at: Option<String>,
-    /// Also return the workspace's files to that point (from the parent's checkpoints, as
-    /// `keel rewind --files` would; files changed since the agent's last turn are kept unless
-    /// --force). The rewind is logged in the new session, so `keel rewind NEW --undo` returns.
-    #[arg(long)]
-    pub files: bool,
-    /// With --files: also overwrite files changed since the agent's last turn.
-    #[arg(long, requires = "files")]
-    pub force: bool,
-    /// JSON output: `{session, path, parent, seedLength}` (and `files`, the rewind's record).
-    #[arg(long)]
-    pub json: bool,
+/// How a run starts: plan mode, or one of Claude Code's permission modes.
+#[derive(Debug, Clone, Args, Default)]
+pub struct ModeArgs {
+    /// Start in plan mode: the model may only read (write, edit, bash… are refused) until it
+    /// hands in a plan with exit_plan_mode. Headless, nobody can approve it in the run: the
+    /// plan is printed as the answer (exit 0) and plan mode stays on; approve it with
+    /// `keel resume SESSION --approve-plan`, or ask for changes with `keel resume SESSION
+    /// "…"`. Under --approval auto the plan is approved at once and the model carries it out.
+    #[arg(long, conflicts_with = "permission_mode")]
+    pub plan: bool,
+    /// Claude Code's permission modes: default (keel's settings), acceptEdits (--sandbox
+    /// workspace-write), plan (--plan), dontAsk (--approval never), bypassPermissions
+    /// (--sandbox full-access --approval auto). An explicit --sandbox or --approval wins.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub permission_mode: Option<PermissionMode>,
+}
+
+impl ModeArgs {
+    /// Whether the run starts in plan mode.
+    pub fn plan_mode(&self) -> bool {
+        self.plan || self.permission_mode == Some(PermissionMode::Plan)
+    }
 }
 
 /// The commands.
@@ -288,564 +298,4 @@ pub enum Command {
     /// it, then the check, printing one JSON line each (docs/batch.md). Not for people.
     #[command(hide = true)]
     BatchJob(BatchJobArgs),
-}
-
-/// `keel batch`.
-#[derive(Debug, Args)]
-pub struct BatchArgs {
-    /// The task file (JSON Lines).
-    pub tasks: PathBuf,
-    /// Sessions running at once (default: the number of cores).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub concurrency: Option<u32>,
-    /// Where results.jsonl, state.json, the task workspaces and logs go (default:
-    /// TASKS without its extension, plus `.batch`).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Time limit of one task's check command; its process group is killed then.
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    pub check_timeout: u64,
-    /// Where the tasks run: `local` (child processes on this machine, the default) or `ray`
-    /// (each task a job on a Ray cluster, through its Jobs REST API at --address; the sessions
-    /// are rebuilt here from the jobs' output).
-    #[arg(long, value_name = "ENGINE", default_value = "local", value_parser = ["local", "ray"])]
-    pub engine: String,
-    /// `--engine ray`: the Ray dashboard's address, e.g. `http://HEAD:8265` (default: the
-    /// RAY_API_SERVER_ADDRESS environment variable, as Ray's own CLI reads it).
-    #[arg(long, value_name = "URL", env = "RAY_API_SERVER_ADDRESS")]
-    pub address: Option<String>,
-    /// `--engine ray`: how many times a task whose job failed without keel failing (its node
-    /// died, its job could not start) is submitted again; a retry resumes its session.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub retries: u32,
-    /// `--engine ray`: CPUs Ray reserves for each task's job (`entrypoint_num_cpus`); with
-    /// any reservation a job may run on any node, not only the head.
-    #[arg(long, value_name = "CPUS", default_value_t = 1.0)]
-    pub cpus_per_task: f64,
-    /// `--engine ray`: a keel binary at this path on every node (default: this binary is
-    /// shipped to the cluster once, as a package of the jobs' runtime environment).
-    #[arg(long, value_name = "PATH")]
-    pub keel_on_nodes: Option<String>,
-    /// `--engine ray`: one more environment variable passed to every job (repeatable); the
-    /// model's key variables (DEEPSEEK_API_KEY, --api-key-env, the providers' `api_key_env`)
-    /// and DEEPSEEK_BASE_URL are passed when set.
-    #[arg(long = "pass-env", value_name = "NAME")]
-    pub pass_env: Vec<String>,
-}
-
-/// `keel batch-job SPEC` (hidden): a `keel batch --engine ray` task on a Ray node.
-#[derive(Debug, Args)]
-pub struct BatchJobArgs {
-    /// The job's spec (`job/spec.json` in the job's working directory).
-    pub spec: PathBuf,
-}
-
-/// `keel mcp-server`.
-#[derive(Debug, Args)]
-pub struct McpServerArgs {
-    /// Replay a model script (JSON or YAML) instead of calling a model, in every call.
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-}
-
-/// `keel acp`.
-#[derive(Debug, Args)]
-pub struct AcpArgs {
-    /// Replay a model script (JSON or YAML) instead of calling a model, in every session.
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-    /// Record every new session as delegated by SESSION: its header names SESSION as its
-    /// parent (set by keel's `acp` delegation provider when the agent is keel).
-    #[arg(long, value_name = "SESSION")]
-    pub delegated_from: Option<String>,
-    /// Delegation depth recorded with --delegated-from (default 1).
-    #[arg(long, value_name = "N", requires = "delegated_from")]
-    pub delegation_depth: Option<u32>,
-}
-
-/// `keel mcp …`.
-#[derive(Debug, Subcommand)]
-pub enum McpCommand {
-    /// Every configured server: transport (command line or URL), enabled, where it is configured
-    /// (the layer file or the `.mcp.json` path) and any configuration problem.
-    List {
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// The resolved settings of one server. Environment values whose names look secret are
-    /// not shown (their names are), nor the value of a bearer token (its variable's name is).
-    Get {
-        /// The server's name.
-        name: String,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Add a server to the project's `.keel/config.toml` (`--global`: `$KEEL_HOME/config.toml`),
-    /// keeping the file's other content and comments: `keel mcp add NAME -- CMD ARGS…` (stdio)
-    /// or `keel mcp add NAME --url URL` (streamable HTTP).
-    Add(McpAddArgs),
-    /// Remove a server from the configuration file(s) that define it. `.mcp.json` servers are
-    /// Claude Code's: edit that file.
-    Remove {
-        /// The server's name.
-        name: String,
-    },
-    /// Start a server, list its tools with the keel name each gets and its schema size (and
-    /// those that would be skipped, with why), then stop it. Exit 1 when it cannot start.
-    Test {
-        /// The server's name.
-        name: String,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// The prompts of one server, or of every enabled one: name, description, arguments.
-    /// Exit 1 when a server cannot start.
-    Prompts {
-        /// The server's name (every enabled server when absent).
-        name: Option<String>,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Log in to a streamable HTTP server with OAuth (authorization code + PKCE): print the
-    /// authorization URL (and open a browser), wait for the redirect on 127.0.0.1, store the
-    /// token under $KEEL_HOME (0600), bound to the server's URL.
-    Login {
-        /// The server's name.
-        name: String,
-        /// Print the URL only; do not open a browser.
-        #[arg(long)]
-        no_browser: bool,
-        /// How long to wait for the redirect, in seconds.
-        #[arg(long, value_name = "SECS", default_value_t = 300)]
-        timeout: u64,
-    },
-    /// Forget the stored OAuth token of a server.
-    Logout {
-        /// The server's name.
-        name: String,
-    },
-}
-
-/// `keel mcp add`.
-#[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("transport").required(true).args(["url", "command"])))]
-pub struct McpAddArgs {
-    /// The server's name (letters, digits, `_` and `-`): its tools are `mcp__NAME__TOOL`.
-    pub name: String,
-    /// Streamable HTTP: the server's endpoint.
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
-    /// Streamable HTTP: the environment variable holding the bearer token (its name is
-    /// written, never a value).
-    #[arg(long, value_name = "VAR", requires = "url")]
-    pub bearer_token_env_var: Option<String>,
-    /// Streamable HTTP: an extra header (repeatable).
-    #[arg(long = "header", value_name = "K=V", requires = "url")]
-    pub headers: Vec<String>,
-    /// stdio: a variable set on the server (repeatable).
-    #[arg(long = "env", value_name = "K=V", conflicts_with = "url")]
-    pub env: Vec<String>,
-    /// Write to `$KEEL_HOME/config.toml` instead of the project's `.keel/config.toml`.
-    #[arg(long)]
-    pub global: bool,
-    /// stdio: the command and its arguments, after `--`.
-    #[arg(last = true, value_name = "CMD ARGS")]
-    pub command: Vec<String>,
-}
-
-/// `keel chat`.
-#[derive(Debug, Args)]
-pub struct ChatArgs {
-    /// What you say; read from stdin when absent.
-    pub prompt: Option<String>,
-    /// The character: a card file (imported first) or a stored card id.
-    #[arg(long, value_name = "FILE_OR_ID")]
-    pub card: String,
-    /// Continue this session (id, id prefix or path) instead of starting one.
-    #[arg(long, value_name = "SESSION", conflicts_with = "last")]
-    pub resume: Option<String>,
-    /// Continue the latest session of this directory.
-    #[arg(long)]
-    pub last: bool,
-    /// Print the session's records as JSON lines on stdout as they are written: the header,
-    /// then every event.
-    #[arg(long)]
-    pub json: bool,
-    /// Replay a model script instead of calling a model.
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-}
-
-/// `keel cards …`.
-#[derive(Debug, Subcommand)]
-pub enum CardsCommand {
-    /// Import a card file (V2/V3 JSON, PNG with a `ccv3` or `chara` tEXt chunk, CHARX zip):
-    /// store it normalised as $KEEL_HOME/cards/ID.json and print ID.
-    Import {
-        /// The card file.
-        file: PathBuf,
-    },
-    /// Show a stored card: name, spec, persona fields, greeting, lorebook size.
-    Show {
-        /// The card id (see `keel cards list`).
-        id: String,
-        /// The stored card JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// List stored cards: id, name, spec.
-    List {
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-/// Claude Code's permission modes (`--permission-mode`), mapped onto keel's settings. An
-/// explicit --sandbox or --approval wins over what the mode implies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PermissionMode {
-    /// The configured sandbox and approval policy, unchanged (out of the box:
-    /// workspace-write, ask).
-    Default,
-    /// File edits inside the workspace without asking: --sandbox workspace-write.
-    #[value(name = "acceptEdits")]
-    AcceptEdits,
-    /// Plan mode, as --plan.
-    Plan,
-    /// Ask nobody; whatever needs approval is refused: --approval never.
-    #[value(name = "dontAsk")]
-    DontAsk,
-    /// Everything, without asking: --sandbox full-access --approval auto.
-    #[value(name = "bypassPermissions")]
-    BypassPermissions,
-}
-
-/// How a run starts: plan mode, or one of Claude Code's permission modes.
-#[derive(Debug, Clone, Args, Default)]
-pub struct ModeArgs {
-    /// Start in plan mode: the model may only read (write, edit, bash… are refused) until it
-    /// hands in a plan with exit_plan_mode. Headless, nobody can approve it in the run: the
-    /// plan is printed as the answer (exit 0) and plan mode stays on; approve it with
-    /// `keel resume SESSION --approve-plan`, or ask for changes with `keel resume SESSION
-    /// "…"`. Under --approval auto the plan is approved at once and the model carries it out.
-    #[arg(long, conflicts_with = "permission_mode")]
-    pub plan: bool,
-    /// Claude Code's permission modes: default (keel's settings), acceptEdits (--sandbox
-    /// workspace-write), plan (--plan), dontAsk (--approval never), bypassPermissions
-    /// (--sandbox full-access --approval auto). An explicit --sandbox or --approval wins.
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub permission_mode: Option<PermissionMode>,
-}
-
-impl ModeArgs {
-    /// Whether the run starts in plan mode.
-    pub fn plan_mode(&self) -> bool {
-        self.plan || self.permission_mode == Some(PermissionMode::Plan)
-    }
-}
-
-/// `keel run`.
-#[derive(Debug, Args, Default)]
-pub struct RunArgs {
-    /// The task; read from stdin when absent.
-    pub prompt: Option<String>,
-    /// Send an image with the prompt (PNG, JPEG, GIF or WebP, up to 20 MiB; repeatable). The
-    /// model must read images: its catalogue entry has vision, or `vision = true` in its
-    /// [models."NAME"] table; keel refuses before any request otherwise. Stored under
-    /// $KEEL_HOME/attachments by content.
-    #[arg(long = "image", value_name = "FILE")]
-    pub image: Vec<PathBuf>,
-    /// Print every session event as one JSON object per line on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Replay a model script (JSON or YAML) instead of calling a model (see docs/scripts.md).
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-    /// Write the session file compressed (session.jsonl.zst).
-    #[arg(long)]
-    pub zstd: bool,
-    /// While the run lasts, read inbox messages from stdin, one JSON object per line:
-    /// {"steer": TEXT} joins the running turn at its next step, {"followup": TEXT} queues a turn
-    /// after it, {"answer": {"call_id": ID, "answers": {QUESTION_ID: TEXT_OR_LABELS}}} answers
-    /// the model's ask_user_question (printed as a question/asked event with --json), which
-    /// waits for it until stdin closes. Needs the prompt as an argument. keel's delegation
-    /// provider steers its delegates this way (their questions are not waited for).
-    #[arg(long, requires = "prompt")]
-    pub inbox_stdin: bool,
-    /// Record this run as delegated by SESSION: the new session's header names SESSION as its
-    /// parent, with origin "delegate" (set by keel's delegation provider).
-    #[arg(long, value_name = "SESSION")]
-    pub delegated_from: Option<String>,
-    /// Delegation depth recorded with --delegated-from (default 1).
-    #[arg(long, value_name = "N", requires = "delegated_from")]
-    pub delegation_depth: Option<u32>,
-    /// Set OBJECTIVE as the session's goal and keep starting rounds toward it until the model
-    /// says it is complete (exit 0) or blocked (exit 3), or --max-rounds run out (exit 4); as
-    /// `/goal` does in the UI. Takes the place of the prompt. See docs/goals.md.
-    #[arg(long, value_name = "OBJECTIVE", conflicts_with = "prompt")]
-    pub goal: Option<String>,
-    /// Rounds the --goal may take (default 256).
-    #[arg(long, value_name = "N", requires = "goal")]
-    pub max_rounds: Option<u32>,
-    #[command(flatten)]
-    pub mode: ModeArgs,
-}
-
-/// `keel demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Print every session event as one JSON object per line on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Keep the demo project in this directory instead of a fresh temp directory.
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-}
-
-/// `keel resume`.
-#[derive(Debug, Args)]
-pub struct ResumeArgs {
-    /// Session id, id prefix or path; the latest session of this directory when absent. With
-    /// `--last` the one argument is the new prompt instead.
-    pub session: Option<String>,
-    /// A new prompt to run after resuming.
-    pub prompt: Option<String>,
-    /// Resume the latest session of this directory (what plain `keel resume` picks); the only
-    /// argument, if any, is the new prompt: `keel resume --last "Continue."`.
-    #[arg(long)]
-    pub last: bool,
-    /// Print the session's header, then every event from now on, as JSON lines on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Replay a model script instead of calling a model.
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-    /// Approve the plan the session's last turn handed in (plan mode): plan mode ends and a
-    /// turn runs that carries the plan out, with PROMPT (if given) added to the approval.
-    /// Without it, resuming a session in plan mode goes on planning: PROMPT is feedback on the
-    /// plan.
-    #[arg(long, conflicts_with = "plan")]
-    pub approve_plan: bool,
-    #[command(flatten)]
-    pub mode: ModeArgs,
-}
-
-/// `keel review`.
-#[derive(Debug, Args)]
-pub struct ReviewArgs {
-    /// Git ref the change is measured from (default HEAD: your uncommitted changes).
-    #[arg(long, value_name = "REF", conflicts_with = "job")]
-    pub base: Option<String>,
-    /// Review the patch of this finished write-mode delegation (its provider job id).
-    #[arg(long, value_name = "ID")]
-    pub job: Option<String>,
-    /// Inject the findings into this session (id, prefix or path) instead of a new one.
-    #[arg(long, value_name = "SESSION", conflicts_with = "last")]
-    pub resume: Option<String>,
-    /// Inject the findings into the latest session of this directory.
-    #[arg(long)]
-    pub last: bool,
-    /// Replay a model script instead of calling a model (the reviewer uses it too).
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-}
-
-/// `keel compact`.
-#[derive(Debug, Args)]
-pub struct CompactArgs {
-    /// Session id, id prefix or path; the latest session of this directory when absent.
-    pub session: Option<String>,
-    /// Replay a model script for the summary request instead of calling a model.
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-}
-
-/// `keel sessions …`.
-#[derive(Debug, Subcommand)]
-pub enum SessionsCommand {
-    /// Sessions of this project (or of every project with --all), newest first.
-    List {
-        /// Every project.
-        #[arg(long)]
-        all: bool,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Find words in every session's log: what was typed, answered, called (file paths
-    /// included) and returned, compacted history included. Searches this project's sessions
-    /// (every project's with --all) through a derived index under $KEEL_HOME/index (a cache,
-    /// rebuilt from the logs; safe to delete). Each hit names the session (an id `keel resume`
-    /// takes), the turn, the seq and a snippet. See docs/sessions.md.
-    Search {
-        /// The words to find (all of them, each as a whole word, case-insensitive).
-        #[arg(required = true, num_args = 1..)]
-        query: Vec<String>,
-        /// Every project.
-        #[arg(long)]
-        all: bool,
-        /// JSON output: one hit per line.
-        #[arg(long)]
-        json: bool,
-        /// Most hits shown.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-    },
-    /// A readable transcript by turn and step (compacted history included).
-    Show {
-        /// Session id, id prefix or path.
-        session: String,
-        /// Raw events instead of a transcript.
-        #[arg(long)]
-        events: bool,
-        /// The request bodies rebuilt from the log, one JSON line each (`{turn, step, seq,
-        /// body}`): every request that logged a `context/projection` (managed context mode,
-        /// docs/memory.md), shaped for the model as keel's catalogue knows it.
-        #[arg(long, conflicts_with = "events")]
-        requests: bool,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Load, validate, plan crash repair and derive messages without writing. Exit 0 valid,
-    /// 1 repairable (torn tail or open turn), 2 corrupt.
-    Check {
-        /// Session id, id prefix or path.
-        session: String,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Export a session: the log as JSONL, a Markdown transcript, or one self-contained HTML
-    /// page (`--format html > s.html`: the transcript with tool calls expandable, compaction and
-    /// interrupted-turn markers, todo and plan states, usage per step with its cache-hit share,
-    /// and each tool result's provenance graph as SVG when the session has a journal; no
-    /// network, no script: open it in any browser).
-    Export {
-        /// Session id, id prefix or path.
-        session: String,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
-        format: ExportFormat,
-        /// Write to FILE instead of stdout.
-        #[arg(short, long, value_name = "FILE")]
-        output: Option<PathBuf>,
-        /// HTML: KiB of provenance graphs (SVG) the page embeds at most; later tool results
-        /// name the `keel trace … --format svg` command instead (a graph is some 45 KB).
-        #[arg(long, value_name = "KIB", default_value_t = 4096)]
-        graph_budget: usize,
-    },
-    /// Validate a DeepSeek Harness (or keel) session file and copy it into keel's store.
-    Import {
-        /// A session.jsonl, session.jsonl.zst(d) file or a session directory.
-        path: PathBuf,
-    },
-}
-
-/// Export formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExportFormat {
-    /// The session log as plain JSONL (header first).
-    Jsonl,
-    /// A Markdown transcript.
-    Markdown,
-    /// One self-contained HTML page (see docs/viewer.md).
-    Html,
-}
-
-/// `keel trust [DIR]`.
-#[derive(Debug, Args)]
-pub struct TrustArgs {
-    /// The workspace (default: --cwd or the current directory); its git root is recorded.
-    pub dir: Option<PathBuf>,
-    /// Record it as untrusted instead: its files stay inert and the UI does not ask again.
-    #[arg(long, conflicts_with = "list")]
-    pub revoke: bool,
-    /// List the recorded decisions (directory, level, the file that holds it; `missing` when
-    /// the directory is gone).
-    #[arg(long, conflicts_with = "dir")]
-    pub list: bool,
-}
-
-/// `keel config …`.
-#[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
-    /// The effective configuration with the layer that set each key, every MCP server with
-    /// where it is configured (`mcp.NAME`: a layer file or the `.mcp.json` path), then the
-    /// model endpoint of this run (`endpoint.*`): its URL and the environment variable whose
-    /// key is sent there (the name, never the value).
-    Dump,
-}
-
-/// `keel trace`.
-#[derive(Debug, Args)]
-pub struct TraceArgs {
-    /// Node id, provider call id, tool-result event id (`<session id>:<seq>`) or `result:<call id>`.
-    pub target: String,
-    /// Session id, id prefix or path; the latest session of this directory with a journal when absent.
-    #[arg(long, value_name = "ID")]
-    pub session: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = TraceFormatArg::Text)]
-    pub format: TraceFormatArg,
-    /// Walk towards what formed the target (backward) or what it went on to form (forward).
-    #[arg(long, value_enum, default_value_t = TraceDirection::Backward)]
-    pub direction: TraceDirection,
-    /// Formation steps to walk (0..=256).
-    #[arg(long, default_value_t = 32)]
-    pub max_depth: u32,
-}
-
-/// Formats of `keel trace`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TraceFormatArg {
-    /// Indented lines.
-    Text,
-    /// The answer the `trace` tool gives, pretty-printed.
-    Json,
-    /// Graphviz DOT (`| dot -Tsvg > trace.svg`).
-    Dot,
-    /// SVG laid out by keel itself (no Graphviz needed): the same nodes and edges as `dot`.
-    Svg,
-}
-
-/// Directions of `keel trace`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TraceDirection {
-    /// Towards what formed the target.
-    Backward,
-    /// Towards what the target went on to form.
-    Forward,
-}
-
-/// `keel provenance …`.
-#[derive(Debug, Subcommand)]
-pub enum ProvenanceCommand {
-    /// Offline check of a session's provenance journal: receipt hashes, sequence and chain,
-    /// references, and graph.json against the receipts. Exit 0 valid, 1 invalid (the first
-    /// failure is named), 2 when the journal cannot be read.
-    Verify {
-        /// Session id, id prefix, session path or journal directory.
-        session: String,
-    },
-}
-
-/// `keel continuity …`.
-#[derive(Debug, Subcommand)]
-pub enum ContinuityCommand {
-    /// What a projection of a session would carry now: the pending boundary, the projections
-    /// already delivered, the anchored human messages (`$KEEL_HOME/continuity`) and the text.
-    /// Reads only; writes neither the session nor the anchors.
-    Show {
-        /// Session id, id prefix or path; the latest session of this directory when absent.
-        session: Option<String>,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
 }
