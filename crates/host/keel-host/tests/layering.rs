@@ -7,10 +7,14 @@
 //! on no plugin, the host on no front end. Read from every crate's `Cargo.toml`
 //! `[dependencies]` (dev-dependencies may reach up: test support is built on the host); a crate
 //! in a folder this test does not know fails it.
+//!
+//! Module size is checked here too (issue 45): no `crates/*/*/src/**/*.rs` file outside the test
+//! support crate (`keel-testkit`) may pass [`MAX_SOURCE_LINES`] lines; one failure lists every
+//! file over it with its count.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Layer {
@@ -178,4 +182,90 @@ fn the_check_refuses_plugin_to_plugin_core_to_plugin_and_unplaced_crates() {
         ("keel-host", "host", &["keel-jobs"]),
     ]);
     assert!(violations(&good).is_empty());
+}
+
+/// The most lines a source file may have (STYLE.md: aim under ~500, split past ~800).
+const MAX_SOURCE_LINES: usize = 800;
+
+/// Crates whose sources are not held to [`MAX_SOURCE_LINES`] (test support).
+const UNLIMITED_CRATES: &[&str] = &["keel-testkit"];
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `(path, lines)` of every file in `files` with more than `max` lines, `path` shown relative
+/// to `root`, largest first.
+fn oversized(root: &Path, files: &[PathBuf], max: usize) -> Vec<(String, usize)> {
+    let mut over: Vec<(String, usize)> = files
+        .iter()
+        .filter_map(|file| {
+            let lines = std::fs::read_to_string(file).unwrap().lines().count();
+            let rel = file.strip_prefix(root).unwrap_or(file);
+            (lines > max).then(|| (rel.display().to_string(), lines))
+        })
+        .collect();
+    over.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    over
+}
+
+#[test]
+fn no_source_file_is_over_800_lines() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap();
+    let root = crates.parent().unwrap();
+    let mut files = Vec::new();
+    for group in std::fs::read_dir(crates).unwrap() {
+        for krate in std::fs::read_dir(group.unwrap().path()).unwrap() {
+            let krate = krate.unwrap().path();
+            let name = krate.file_name().unwrap().to_string_lossy().into_owned();
+            if UNLIMITED_CRATES.contains(&name.as_str()) {
+                continue;
+            }
+            sources(&krate.join("src"), &mut files);
+        }
+    }
+    assert!(files.len() > 100, "read {} source files", files.len());
+    let over = oversized(root, &files, MAX_SOURCE_LINES);
+    assert!(
+        over.is_empty(),
+        "source files over {MAX_SOURCE_LINES} lines (split them by concern):\n{}",
+        over.iter()
+            .map(|(path, lines)| format!("{path}: {lines} lines"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn the_size_check_lists_every_file_over_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, lines: usize| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, "x\n".repeat(lines)).unwrap();
+        path
+    };
+    let files = [
+        write("small.rs", 3),
+        write("exact.rs", 4),
+        write("big.rs", 5),
+        write("bigger.rs", 9),
+    ];
+    assert_eq!(
+        oversized(dir.path(), &files, 4),
+        [("bigger.rs".to_owned(), 9), ("big.rs".to_owned(), 5)]
+    );
 }
