@@ -269,3 +269,33 @@ fn the_size_check_lists_every_file_over_the_limit() {
         [("bigger.rs".to_owned(), 9), ("big.rs".to_owned(), 5)]
     );
 }
+
+/// Every library crate documents its public items: its `src/lib.rs` says
+/// `#![deny(missing_docs)]` (issue 45), so an undocumented public item fails the build.
+#[test]
+fn every_library_crate_denies_missing_docs() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap();
+    let mut libs = 0;
+    let mut missing = Vec::new();
+    for group in std::fs::read_dir(crates).unwrap() {
+        for krate in std::fs::read_dir(group.unwrap().path()).unwrap() {
+            let lib = krate.unwrap().path().join("src/lib.rs");
+            let Ok(text) = std::fs::read_to_string(&lib) else {
+                continue; // a binary-only crate
+            };
+            libs += 1;
+            if !text.lines().any(|l| l.trim() == "#![deny(missing_docs)]") {
+                missing.push(lib.strip_prefix(crates).unwrap().display().to_string());
+            }
+        }
+    }
+    assert!(libs > 20, "read {libs} library crates");
+    assert!(
+        missing.is_empty(),
+        "library crates without #![deny(missing_docs)]:\n{}",
+        missing.join("\n")
+    );
+}
