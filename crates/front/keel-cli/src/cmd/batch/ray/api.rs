@@ -1,9 +1,19 @@
 //! The Jobs REST API of one Ray cluster (its dashboard's `/api/jobs/` and
 //! `/api/packages/`): submit, state, output, stop, package upload. A connection failure is
-//! retried twice; every error names the cluster and what was asked.
+//! retried twice, a submission the cluster cannot take yet (no job agent up) for up to a
+//! minute; every error names the cluster and what was asked.
 
 use serde_json::Value;
 use std::time::Duration;
+
+/// How long a submission waits for a cluster's job agent to come up ([`Api::submit`]).
+const AGENT_WAIT: Duration = Duration::from_secs(60);
+
+/// Ray's answer while no job agent can take a submission yet (the dashboard's
+/// `No available agent to submit job, please try again later.`).
+fn no_agent_yet(status: u16, body: &str) -> bool {
+    matches!(status, 500 | 503) && body.contains("No available agent")
+}
 
 /// The Jobs REST API of one cluster.
 pub(super) struct Api {
@@ -119,18 +129,37 @@ impl Api {
         .map(drop)
     }
 
+    /// Submit a job. A cluster whose job agent is not up yet (a node just started, or busy)
+    /// answers 500 "No available agent to submit job, please try again later": that is
+    /// retried, backing off from 0.5 s to 4 s, for up to [`AGENT_WAIT`]; any other refusal is
+    /// the task's error at once.
     pub(super) async fn submit(&self, body: &Value) -> Result<(), String> {
         let url = format!("{}/api/jobs/", self.base);
         let text = body.to_string();
-        self.call("a job submission", || {
-            self.http
-                .post(&url)
-                .timeout(Duration::from_secs(120))
-                .header("content-type", "application/json")
-                .body(text.clone())
-        })
-        .await
-        .map(drop)
+        let what = "a job submission";
+        let started = std::time::Instant::now();
+        let mut wait = Duration::from_millis(500);
+        loop {
+            let answer = self
+                .send(what, || {
+                    self.http
+                        .post(&url)
+                        .timeout(Duration::from_secs(120))
+                        .header("content-type", "application/json")
+                        .body(text.clone())
+                })
+                .await?;
+            match answer {
+                (200, _) => return Ok(()),
+                (status, body)
+                    if no_agent_yet(status, &body) && started.elapsed() + wait < AGENT_WAIT =>
+                {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(4));
+                }
+                (status, body) => return Err(self.refused(what, status, &body)),
+            }
+        }
     }
 
     pub(super) async fn status(&self, job: &str) -> Result<Value, String> {
@@ -163,5 +192,76 @@ impl Api {
         })
         .await
         .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A loopback server answering each request with the next of `answers` (status, body);
+    /// returns its address and the number of requests it saw.
+    async fn server(answers: Vec<(u16, &'static str)>) -> (String, tokio::task::JoinHandle<usize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let mut seen = 0;
+            for (status, body) in answers {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut got = Vec::new();
+                // Read the head and the announced body.
+                loop {
+                    let n = conn.read(&mut buf).await.unwrap();
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                seen += 1;
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                conn.write_all(reply.as_bytes()).await.unwrap();
+            }
+            seen
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn a_submission_waits_for_the_job_agent_and_other_refusals_fail_at_once() {
+        let no_agent = "No available agent to submit job, please try again later.";
+        let (addr, seen) = server(vec![(500, no_agent), (500, no_agent), (200, "{}")]).await;
+        let api = Api::new(&addr).unwrap();
+        api.submit(&serde_json::json!({"entrypoint": "true"}))
+            .await
+            .unwrap();
+        assert_eq!(seen.await.unwrap(), 3);
+
+        let (addr, seen) = server(vec![(500, "Job with id x already exists")]).await;
+        let api = Api::new(&addr).unwrap();
+        let err = api
+            .submit(&serde_json::json!({"entrypoint": "true"}))
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains("answered 500 to a job submission: Job with id x"),
+            "{err}"
+        );
+        assert_eq!(seen.await.unwrap(), 1);
     }
 }
