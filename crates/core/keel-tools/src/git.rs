@@ -367,7 +367,8 @@ impl Git {
         env
     }
 
-    fn build_std(&self, named: &[(String, &'static str)]) -> std::process::Command {
+    /// The command with its arguments, directory and environment, not confined yet.
+    fn base_std(&self, named: &[(String, &'static str)]) -> std::process::Command {
         let mut cmd = std::process::Command::new("git");
         cmd.args(self.argv()).current_dir(&self.dir);
         for (name, _) in std::env::vars_os() {
@@ -376,6 +377,11 @@ impl Git {
             }
         }
         cmd.envs(self.env_set(named)).stdin(Stdio::null());
+        cmd
+    }
+
+    fn build_std(&self, named: &[(String, &'static str)]) -> std::process::Command {
+        let mut cmd = self.base_std(named);
         if self.access == Access::ReadOnly {
             confine_std(&mut cmd, read_only_confinement());
         }
@@ -383,14 +389,7 @@ impl Git {
     }
 
     fn build_tokio(&self, named: &[(String, &'static str)]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("git");
-        cmd.args(self.argv()).current_dir(&self.dir);
-        for (name, _) in std::env::vars_os() {
-            if is_inherited_danger(&name) {
-                cmd.env_remove(name);
-            }
-        }
-        cmd.envs(self.env_set(named)).stdin(Stdio::null());
+        let mut cmd = tokio::process::Command::from(self.base_std(named));
         if self.access == Access::ReadOnly {
             read_only_confinement().apply(&mut cmd);
         }
