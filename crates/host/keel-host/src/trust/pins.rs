@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 /// The workspace files trust pins: what stays inert in an untrusted workspace and could run
 /// or widen something once trusted — the project's `.keel/config.toml` (hooks, servers,
-/// providers, a looser sandox or approval: [`super::untrusted_view`]), `.mcp.json` servers and
+/// providers, a looser sandbox or approval: [`super::untrusted_view`]), `.mcp.json` servers and
 /// the hooks of `.claude/settings.json` and `.claude/settings.local.json`
 /// ([`super::project_files`]). Skill folders are not pinned: they are text the model reads.
 pub const PINNED_FILES: [&str; 4] = [
