@@ -16,6 +16,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// keel's own `git` calls all go through its hardened helper (a source scan of the same tree).
+#[path = "layering/git_calls.rs"]
+mod git_calls;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Layer {
     Core,

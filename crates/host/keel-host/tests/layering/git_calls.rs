@@ -4,30 +4,15 @@
 //! argv whose first element is `"git"` (`vec!["git", …]`, `["git", …]`, handed to the
 //! subprocess service). Only the helper itself (`keel-tools/src/git.rs` and its tests) and the
 //! test support crate may start `git` directly. Comment lines are not read.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use super::sources;
+use std::path::Path;
 
 /// Files allowed to start `git` directly, relative to `crates/`.
 const ALLOWED: &[&str] = &["core/keel-tools/src/git.rs", "core/keel-tools/src/git/"];
 
 /// Crate folders not scanned (test support).
 const SKIPPED_CRATES: &[&str] = &["support/"];
-
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The places in `text` that start `git` without the helper, as `line: text` (1-based).
 fn bypasses(text: &str) -> Vec<String> {
