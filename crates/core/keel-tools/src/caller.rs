@@ -1,10 +1,10 @@
 //! The pipeline's view of the agent loop ([`ToolCaller`]) and the per-call result it hands
 //! back ([`ToolOutcome`]).
 //!
-//! The loop owns the session log: the pipeline never appends events itself. It tells the host
+//! The loop owns the session log: the pipeline never appends events itself. It tells the caller
 //! when a call starts (`tool/call`), when to flush durably (before a body runs), when to ask
 //! the user, which events tools emit (`todo/write`, `plan/mode`) and, in model order, each
-//! frozen final result (`tools/settled`), after which the host appends `tool/result`.
+//! frozen final result (`tools/settled`), after which the caller appends `tool/result`.
 
 use crate::jobs::JobControl;
 use async_trait::async_trait;
@@ -59,7 +59,7 @@ pub enum UserAnswer {
     },
 }
 
-/// Why a host with nobody to ask answers [`UserAnswer::Unanswered`].
+/// Why a caller with nobody to ask answers [`UserAnswer::Unanswered`].
 pub const NO_PERSON_PRESENT: &str = "no person is present to answer (headless run)";
 
 /// A tool's request to end the turn after the current step and hand the work back to the user,
@@ -73,7 +73,7 @@ pub struct Handoff {
     pub answer: String,
 }
 
-/// The final result of one call, as committed: the host turns it into a `tool/result` event.
+/// The final result of one call, as committed: the caller turns it into a `tool/result` event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
     /// The call this answers.
@@ -120,7 +120,7 @@ pub trait ToolCaller: Send + Sync {
     async fn checkpoint(&self);
 
     /// A pre-execute hook (or a tool such as `exit_plan_mode`) asks for approval. Log
-    /// `approval/asked` / `approval/decided`; a host with nobody to ask answers
+    /// `approval/asked` / `approval/decided`; a caller with nobody to ask answers
     /// [`ApprovalOutcome::Unanswered`].
     async fn ask_approval(&self, call: &ToolCallBlock, reason: &str) -> ApprovalOutcome;
 
@@ -149,7 +149,7 @@ pub trait ToolCaller: Send + Sync {
     async fn commit_result(&self, call: &ToolCallBlock, outcome: &ToolOutcome);
 
     /// A tool ends the turn after this step, handing the work back to the user (see
-    /// [`Handoff`]). The first hand-off of a step wins. Default: ignored (a host without turns).
+    /// [`Handoff`]). The first hand-off of a step wins. Default: ignored (a caller without turns).
     fn hand_off(&self, _handoff: Handoff) {}
 
     /// Background job control for the agent running this call, scoped to it; `None` (the
@@ -184,7 +184,7 @@ impl CallerId {
     }
 }
 
-/// A host that records nothing and answers no approval (headless without a log). For
+/// A caller that records nothing and answers no approval (headless without a log). For
 /// benchmarks, tests and one-off tool runs.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NullCaller;

@@ -1,7 +1,7 @@
 //! Background jobs as tools see them: the [`JobControl`] interface and the data crossing it.
 //!
 //! A tool that starts long-running work (`bash` with `run_in_background`, a background
-//! `subagent`) asks its host for job control ([`crate::ToolCaller::jobs`]). A host without a
+//! `subagent`) asks its caller for job control ([`crate::ToolCaller::jobs`]). A caller without a
 //! job service answers `None` and the tool refuses with a clear error. The service itself (ids,
 //! capped output buffers, settlement, wake-ups of the owning agent) lives with the agent
 //! (`keel_agent::jobs`); this module only declares what a tool may ask of it.
@@ -9,7 +9,7 @@
 //! A job is a future ([`JobSpec::run`]) the service spawns with a [`JobIo`]: a cancellation
 //! token (fired by `job_kill`) and an [`OutputSink`] that appends to the job's capped output
 //! buffer. The future's [`JobResult`] settles the job, unless a kill settled it first (the
-//! first settlement wins). The [`JobControl`] a host hands out is scoped to the calling agent:
+//! first settlement wins). The [`JobControl`] a caller hands out is scoped to the calling agent:
 //! it lists, reads and kills only that agent's jobs.
 
 pub use crate::subprocess::OutputSink;

@@ -4,11 +4,11 @@
 //! Data flow of one batch of tool calls (the calls of one assistant message):
 //!
 //! ```text
-//! run_batch(calls) ─► per call, in model order: host.call_started
+//! run_batch(calls) ─► per call, in model order: caller.call_started
 //!   ─► parse + validate arguments (INVALID_ARGS / UNKNOWN_TOOL results, never a panic)
-//!   ─► tools/pre-execute (allow / deny / ask → host.ask_approval) ─► tools/guard
-//!   ─► host.checkpoint ─► tools/execute middleware ─► Tool::execute (timeout, cancel)
-//!   ─► tools/post-execute ─► spill ─► tools/settled + host.settled (model order)
+//!   ─► tools/pre-execute (allow / deny / ask → caller.ask_approval) ─► tools/guard
+//!   ─► caller.checkpoint ─► tools/execute middleware ─► Tool::execute (timeout, cancel)
+//!   ─► tools/post-execute ─► spill ─► tools/settled + caller.settled (model order)
 //!   ─► Vec<ToolOutcome> in model order (the caller appends one `tool/result` each)
 //! ```
 //!

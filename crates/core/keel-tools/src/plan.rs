@@ -3,7 +3,7 @@
 //!
 //! While plan mode is active the pipeline's built-in pre-execute policy denies every tool whose
 //! effect is not read-only (write, edit, bash…). The model leaves plan mode by calling
-//! `exit_plan_mode{plan}` (see [`crate::builtins::plan`]), which asks the host for approval
+//! `exit_plan_mode{plan}` (see [`crate::builtins::plan`]), which asks the caller for approval
 //! and, once approved, clears the flag and emits `plan/mode{active:false, plan, approved:true}`.
 //! When nobody can answer now (headless), the plan is handed to the user instead: plan mode
 //! stays on, `plan/mode{active:true, plan, approved:false}` is emitted and the turn ends after
@@ -76,15 +76,16 @@ pub(crate) fn plan_mode_denial(tool: &str) -> String {
 
 /// Enter plan mode (the loop's `/plan`): set the flag and emit `plan/mode{active:true}`.
 /// Does nothing when already active.
-pub async fn enter_plan_mode(state: &PlanState, host: &dyn ToolCaller) {
+pub async fn enter_plan_mode(state: &PlanState, caller: &dyn ToolCaller) {
     if state.is_active() {
         return;
     }
     state.set_active(true);
-    host.emit(EventBody::PlanMode(Box::new(PlanModeEvent {
-        active: true,
-        plan: None,
-        approved: None,
-    })))
-    .await;
+    caller
+        .emit(EventBody::PlanMode(Box::new(PlanModeEvent {
+            active: true,
+            plan: None,
+            approved: None,
+        })))
+        .await;
 }

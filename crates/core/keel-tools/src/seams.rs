@@ -77,7 +77,7 @@ pub enum PreDecision {
     Allow,
     /// Refuse the call; the model sees `DENIED: <reason>`. Later hooks do not run.
     Deny(String),
-    /// Ask the host for approval with this reason; denial becomes `DENIED`. Later hooks do not
+    /// Ask the caller for approval with this reason; denial becomes `DENIED`. Later hooks do not
     /// run.
     Ask(String),
 }
@@ -189,7 +189,7 @@ pub trait PostExecuteHook: Send + Sync {
 }
 
 /// `tools/settled` — mode: **serial, awaited**. Called in model order with every frozen final
-/// result (errors included), before the host's `settled` and so before `tool/result` is
+/// result (errors included), before the caller's `settled` and so before `tool/result` is
 /// appended. For durable observers such as the provenance journal.
 #[async_trait]
 pub trait SettledHook: Send + Sync {
@@ -213,7 +213,7 @@ pub trait PipelineObserver: Send + Sync {
     fn pre_execute_entered(&self, _ctx: &HookContext<'_>, _args: &Value) {}
 
     /// The final pre-execute decision (built-in policy and hooks); for [`PreDecision::Ask`],
-    /// `approval` is the host's answer (`None` if the call was cancelled while asking, in which
+    /// `approval` is the caller's answer (`None` if the call was cancelled while asking, in which
     /// case this is not called).
     fn pre_execute_decided(
         &self,

@@ -30,7 +30,7 @@ pub enum ExecMode {
 /// read-only sandbox denies [`ToolEffect::Writes`] and asks before [`ToolEffect::Executes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolEffect {
-    /// Reads files or only talks to the host (todo list, plan approval).
+    /// Reads files or only talks to the caller (todo list, plan approval).
     ReadOnly,
     /// Writes files in the workspace.
     Writes,
@@ -43,7 +43,7 @@ pub enum ToolEffect {
 pub struct ToolOutput {
     /// Model-facing content (text and image blocks).
     pub content: Vec<ContentBlock>,
-    /// Structured details for the host and hooks, never sent to the model (exit code, path…).
+    /// Structured details for the caller and hooks, never sent to the model (exit code, path…).
     /// An object's fields are merged into the outcome's `meta`.
     pub value: Option<Value>,
 }

@@ -1,5 +1,5 @@
 //! `ask_user_question` (dsh's `dsh-tool-ask-user` schema): puts questions to the user through
-//! the host ([`crate::ToolCaller::ask_user`]) and answers the model one line per question.
+//! the caller ([`crate::ToolCaller::ask_user`]) and answers the model one line per question.
 //! Nobody to ask (headless) is an answer, not a failure: the model is told to go on with its
 //! best judgement and say what it assumed.
 

@@ -6,7 +6,7 @@
 //! output says a file access was refused, `[sandbox: file access denied under <mode> mode]`);
 //! running past the timeout is `TOOL_TIMEOUT` with the output's tail.
 //!
-//! With `run_in_background: true` the command starts as a job of the host's job service
+//! With `run_in_background: true` the command starts as a job of the caller's job service
 //! ([`crate::ToolCaller::jobs`]) and the call returns the job id at once; the output streams
 //! into the job's buffer, the time limit defaults to the maximum, and `job_kill` kills the
 //! process group. Without a job service the call is refused.

@@ -167,7 +167,7 @@ impl Pipeline {
     pub(super) async fn run_call(
         &self,
         call: &ToolCallBlock,
-        host: &dyn ToolCaller,
+        caller: &dyn ToolCaller,
         opts: &BatchOptions,
     ) -> Dispatched {
         let token = ExecToken::fresh();
@@ -209,7 +209,7 @@ impl Pipeline {
             parent: opts.parent,
             sandbox: self.sandbox(),
         };
-        let draft = self.phases(&ctx, entry, host, opts).await;
+        let draft = self.phases(&ctx, entry, caller, opts).await;
         let outcome = self.finish(call, draft);
         Dispatched {
             outcome,
@@ -222,7 +222,7 @@ impl Pipeline {
         &self,
         ctx: &HookContext<'_>,
         entry: &RegisteredTool,
-        host: &dyn ToolCaller,
+        caller: &dyn ToolCaller,
         opts: &BatchOptions,
     ) -> ResultDraft {
         let call = ctx.call;
@@ -258,7 +258,7 @@ impl Pipeline {
         let (ctx, workspace) = match &escalation {
             None => (ctx, &self.workspace),
             Some(e) => {
-                if let Err(refused) = self.escalate(ctx, e, &args, host, &opts.cancel).await {
+                if let Err(refused) = self.escalate(ctx, e, &args, caller, &opts.cancel).await {
                     return refused.unwrap_or_else(cancelled);
                 }
                 wider_workspace = self.workspace.with_sandbox(e.mode);
@@ -284,7 +284,7 @@ impl Pipeline {
             PreDecision::Deny(reason) => return error_draft(ToolErrorCode::Denied, &reason),
             PreDecision::Ask(reason) => {
                 let decided = tokio::select! {
-                    d = host.ask_approval(call, &reason) => d,
+                    d = caller.ask_approval(call, &reason) => d,
                     () = opts.cancel.cancelled() => return cancelled(),
                 };
                 if !observers.is_empty() {
@@ -316,7 +316,7 @@ impl Pipeline {
         if opts.cancel.is_cancelled() {
             return cancelled();
         }
-        host.checkpoint().await;
+        caller.checkpoint().await;
         if opts.cancel.is_cancelled() {
             return cancelled();
         }
@@ -325,7 +325,7 @@ impl Pipeline {
             cancel: opts.cancel.clone(),
             subprocess: &self.subprocess,
             spill: &self.spill,
-            caller: host,
+            caller,
             call,
             token: ctx.token,
         };
@@ -403,7 +403,7 @@ impl Pipeline {
         ctx: &HookContext<'_>,
         e: &Escalation,
         args: &Value,
-        host: &dyn ToolCaller,
+        caller: &dyn ToolCaller,
         cancel: &CancellationToken,
     ) -> Result<(), Option<ResultDraft>> {
         let name = ctx.call.name.as_str();
@@ -431,7 +431,7 @@ impl Pipeline {
             }
         }
         let decided = tokio::select! {
-            d = host.ask_escalation(ctx.call, &reason) => d,
+            d = caller.ask_escalation(ctx.call, &reason) => d,
             () = cancel.cancelled() => return Err(None),
         };
         let current = ctx.sandbox;

@@ -4,7 +4,7 @@
 //! Scheduling: the batch is cut, in model order, into segments — a run of consecutive
 //! [`ExecMode::Parallel`] calls, or a single [`ExecMode::Exclusive`] call. A segment starts
 //! after the previous one has finished; a parallel segment runs at most `max_parallel` calls
-//! at once. The host hears `call_started` for every call of a segment, in order, before the
+//! at once. The caller hears `call_started` for every call of a segment, in order, before the
 //! segment runs, and `settled` for every call in model order. Cancellation stops calls that
 //! have not dispatched their body (`ABORTED_BEFORE_DISPATCH`); bodies in flight see the token
 //! and are abandoned (`ABORTED`) if they have not stopped after `abort_grace`.
@@ -241,12 +241,12 @@ impl Pipeline {
     pub async fn run_batch(
         &self,
         calls: &[ToolCallBlock],
-        host: &dyn ToolCaller,
+        caller: &dyn ToolCaller,
         cancel: CancellationToken,
     ) -> Vec<ToolOutcome> {
         self.run_batch_with(
             calls,
-            host,
+            caller,
             BatchOptions {
                 cancel,
                 parent: None,
@@ -259,7 +259,7 @@ impl Pipeline {
     pub async fn run_batch_with(
         &self,
         calls: &[ToolCallBlock],
-        host: &dyn ToolCaller,
+        caller: &dyn ToolCaller,
         opts: BatchOptions,
     ) -> Vec<ToolOutcome> {
         let mut outcomes = Vec::with_capacity(calls.len());
@@ -273,23 +273,23 @@ impl Pipeline {
             };
             let segment = &calls[start..end];
             for call in segment {
-                host.call_started(call).await;
+                caller.call_started(call).await;
             }
             if let [call] = segment {
-                let done = self.run_call(call, host, &opts).await;
-                outcomes.push(self.settle(call, done, host, &opts).await);
+                let done = self.run_call(call, caller, &opts).await;
+                outcomes.push(self.settle(call, done, caller, &opts).await);
             } else {
                 // Boxed so the batch future is provably `Send` (a closure-made stream of
                 // opaque futures is not, to the compiler, for every lifetime), which lets a
                 // tool body run a whole agent (subagents).
                 let calls: Vec<BoxFuture<'_, Dispatched>> = segment
                     .iter()
-                    .map(|call| Box::pin(self.run_call(call, host, &opts)) as BoxFuture<'_, _>)
+                    .map(|call| Box::pin(self.run_call(call, caller, &opts)) as BoxFuture<'_, _>)
                     .collect();
                 let mut running = futures::stream::iter(calls).buffered(self.max_parallel);
                 let mut i = 0;
                 while let Some(done) = running.next().await {
-                    outcomes.push(self.settle(&segment[i], done, host, &opts).await);
+                    outcomes.push(self.settle(&segment[i], done, caller, &opts).await);
                     i += 1;
                 }
             }
@@ -309,7 +309,7 @@ impl Pipeline {
         &self,
         call: &ToolCallBlock,
         done: Dispatched,
-        host: &dyn ToolCaller,
+        caller: &dyn ToolCaller,
         opts: &BatchOptions,
     ) -> ToolOutcome {
         let ctx = HookContext {
@@ -322,7 +322,7 @@ impl Pipeline {
         for hook in &self.hooks.settled {
             hook.settled(&ctx, &done.outcome).await;
         }
-        host.commit_result(call, &done.outcome).await;
+        caller.commit_result(call, &done.outcome).await;
         done.outcome
     }
 }
