@@ -1,10 +1,12 @@
 //! A small JSON-Schema validator for the subset tool schemas use: `type` (a name or a list),
 //! `properties`, `required`, `additionalProperties` (bool or schema), `enum`, `items`,
 //! `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`; `description`,
-//! `title` and `default` are annotations.
+//! `title` and `default` are annotations. [`validate`] also knows `const`, `anyOf` (some
+//! alternative holds) and `oneOf` (exactly one holds), which the answers Code Mode's workflows
+//! ask of children use.
 //!
-//! [`check_schema`] verifies at registration that a schema stays within this subset and is
-//! well formed, so [`validate`] never meets a keyword it would silently ignore.
+//! [`check_schema`] verifies at registration that a tool's schema stays within the tool
+//! subset and is well formed, so [`validate`] never meets a keyword it would silently ignore.
 
 use serde_json::{Map, Value};
 
@@ -112,6 +114,37 @@ fn check(
     {
         let list: Vec<String> = options.iter().map(Value::to_string).collect();
         push(out, pointer, format!("must be one of {}", list.join(", ")));
+    }
+    if let Some(c) = s.get("const")
+        && c != value
+    {
+        push(out, pointer, format!("must be {c}"));
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some(Value::Array(options)) = s.get(key) else {
+            continue;
+        };
+        let holding = options
+            .iter()
+            .filter(|o| {
+                let mut inner = Vec::new();
+                check(o, value, &mut pointer.clone(), &mut inner, false);
+                inner.is_empty()
+            })
+            .count();
+        if holding == 0 {
+            push(
+                out,
+                pointer,
+                format!("matches none of the {key} alternatives"),
+            );
+        } else if key == "oneOf" && holding > 1 {
+            push(
+                out,
+                pointer,
+                format!("matches {holding} of the oneOf alternatives (exactly one must)"),
+            );
+        }
     }
     match value {
         Value::Number(n) => {
@@ -417,5 +450,35 @@ mod tests {
         assert!(check_schema(&json!({"type":"object","oneOf":[]})).is_err());
         assert!(check_schema(&json!({"type":"object","required":["x"]})).is_err());
         assert!(check_schema(&json!({"type":"object","properties":{"x":{"type":"int"}}})).is_err());
+    }
+
+    #[test]
+    fn const_any_of_and_one_of_are_checked() {
+        let s = json!({"type": "object", "properties": {
+            "kind": {"const": "report"},
+            "n": {"anyOf": [{"type": "integer", "minimum": 10}, {"type": "string"}]},
+            "x": {"oneOf": [{"type": "integer"}, {"type": "number"}]}
+        }});
+        assert_eq!(
+            validate(&s, &json!({"kind": "report", "n": 12, "x": 1.5})),
+            vec![]
+        );
+        let got = validate(&s, &json!({"kind": "other", "n": 3, "x": 2}));
+        let messages: Vec<(String, String)> =
+            got.into_iter().map(|v| (v.pointer, v.message)).collect();
+        assert_eq!(
+            messages,
+            vec![
+                ("/kind".to_owned(), "must be \"report\"".to_owned()),
+                (
+                    "/n".to_owned(),
+                    "matches none of the anyOf alternatives".to_owned()
+                ),
+                (
+                    "/x".to_owned(),
+                    "matches 2 of the oneOf alternatives (exactly one must)".to_owned()
+                ),
+            ]
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! The JSON answers of children: finding the JSON value in an answer's text, and checking it
-//! against a JSON Schema (the subset models are asked for: `type`, `properties`, `required`,
-//! `additionalProperties`, `items`, `enum`, `const`, `anyOf`/`oneOf`, `minItems`/`maxItems`,
-//! `minLength`/`maxLength`, `minimum`/`maximum`). Keywords outside it are ignored.
+//! against a JSON Schema with keel's one validator ([`keel_tools::schema`]: `type`,
+//! `properties`, `required`, `additionalProperties`, `items`, `enum`, `const`,
+//! `anyOf`/`oneOf`, `minItems`/`maxItems`, `minLength`/`maxLength`, `minimum`/`maximum`).
+//! Keywords outside it are ignored.
 
 use serde_json::Value;
 
@@ -31,129 +32,21 @@ pub fn extract_json(text: &str) -> Option<Value> {
     None
 }
 
-/// Check `value` against `schema`; the first mismatch, as `path: what`.
+/// Check `value` against `schema` ([`keel_tools::schema::validate`], the validator tool
+/// arguments use); what is wrong, as `the answer: what` or `/pointer: what`, `; `-joined.
 pub fn validate(value: &Value, schema: &Value) -> Result<(), String> {
-    check(value, schema, "$")
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn has_type(v: &Value, ty: &str) -> bool {
-    match ty {
-        "number" => v.is_number(),
-        "integer" => v.is_i64() || v.is_u64() || v.as_f64().is_some_and(|f| f.fract() == 0.0),
-        other => type_name(v) == other,
-    }
-}
-
-fn check(v: &Value, s: &Value, path: &str) -> Result<(), String> {
-    let Some(s) = s.as_object() else {
+    let violations = keel_tools::schema::validate(schema, value);
+    if violations.is_empty() {
         return Ok(());
-    };
-    match s.get("type") {
-        Some(Value::String(t)) if !has_type(v, t) => {
-            return Err(format!("{path}: expected {t}, got {}", type_name(v)));
-        }
-        Some(Value::Array(ts)) if !ts.iter().filter_map(Value::as_str).any(|t| has_type(v, t)) => {
-            let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
-            return Err(format!(
-                "{path}: expected {}, got {}",
-                names.join(" or "),
-                type_name(v)
-            ));
-        }
-        _ => {}
     }
-    if let Some(Value::Array(options)) = s.get("enum")
-        && !options.contains(v)
-    {
-        return Err(format!(
-            "{path}: {v} is not one of {}",
-            Value::Array(options.clone())
-        ));
-    }
-    if let Some(c) = s.get("const")
-        && c != v
-    {
-        return Err(format!("{path}: expected {c}, got {v}"));
-    }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(options)) = s.get(key)
-            && !options.iter().any(|o| check(v, o, path).is_ok())
-        {
-            return Err(format!("{path}: matches none of the {key} alternatives"));
-        }
-    }
-    let bound = |k: &str| s.get(k).and_then(Value::as_f64);
-    if let Some(n) = v.as_f64() {
-        if let Some(min) = bound("minimum")
-            && n < min
-        {
-            return Err(format!("{path}: {n} is below the minimum {min}"));
-        }
-        if let Some(max) = bound("maximum")
-            && n > max
-        {
-            return Err(format!("{path}: {n} is above the maximum {max}"));
-        }
-    }
-    if let Some(text) = v.as_str() {
-        let len = text.chars().count() as f64;
-        if bound("minLength").is_some_and(|m| len < m)
-            || bound("maxLength").is_some_and(|m| len > m)
-        {
-            return Err(format!(
-                "{path}: a string of {len} characters is out of bounds"
-            ));
-        }
-    }
-    if let Some(items) = v.as_array() {
-        let len = items.len() as f64;
-        if bound("minItems").is_some_and(|m| len < m) || bound("maxItems").is_some_and(|m| len > m)
-        {
-            return Err(format!("{path}: {len} items is out of bounds"));
-        }
-        if let Some(item_schema) = s.get("items") {
-            for (i, item) in items.iter().enumerate() {
-                check(item, item_schema, &format!("{path}[{i}]"))?;
-            }
-        }
-    }
-    if let Some(obj) = v.as_object() {
-        if let Some(Value::Array(required)) = s.get("required") {
-            for key in required.iter().filter_map(Value::as_str) {
-                if !obj.contains_key(key) {
-                    return Err(format!("{path}: missing required property {key:?}"));
-                }
-            }
-        }
-        let props = s.get("properties").and_then(Value::as_object);
-        for (key, item) in obj {
-            let sub = format!("{path}.{key}");
-            match (
-                props.and_then(|p| p.get(key)),
-                s.get("additionalProperties"),
-            ) {
-                (Some(ps), _) => check(item, ps, &sub)?,
-                (None, Some(Value::Bool(false))) => {
-                    return Err(format!("{path}: property {key:?} is not allowed"));
-                }
-                (None, Some(extra @ Value::Object(_))) => check(item, extra, &sub)?,
-                (None, _) => {}
-            }
-        }
-    }
-    Ok(())
+    let parts: Vec<String> = violations
+        .iter()
+        .map(|v| match v.pointer.as_str() {
+            "" => format!("the answer: {}", v.message),
+            at => format!("{at}: {}", v.message),
+        })
+        .collect();
+    Err(parts.join("; "))
 }
 
 #[cfg(test)]
@@ -179,25 +72,34 @@ mod tests {
     fn mismatches_name_the_path() {
         let s = json!({"type": "object", "required": ["n", "tags"], "properties": {
             "n": {"type": "integer", "minimum": 1},
-            "tags": {"type": "array", "items": {"enum": ["a", "b"]}}
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
+            "kind": {"const": "report"},
+            "ref": {"oneOf": [{"type": "string"}, {"type": "integer"}]}
         }, "additionalProperties": false});
         assert_eq!(validate(&json!({"n": 2, "tags": ["a"]}), &s), Ok(()));
         assert_eq!(
             validate(&json!({"n": "2", "tags": []}), &s),
-            Err("$.n: expected integer, got string".into())
+            Err("/n: expected integer, got string".into())
         );
         assert_eq!(
             validate(&json!({"n": 2}), &s),
-            Err("$: missing required property \"tags\"".into())
+            Err("the answer: missing required property 'tags'".into())
         );
-        assert!(
-            validate(&json!({"n": 2, "tags": ["c"]}), &s)
-                .is_err_and(|e| e.starts_with("$.tags[0]: \"c\" is not one of"))
+        assert_eq!(
+            validate(&json!({"n": 2, "tags": ["c"]}), &s),
+            Err("/tags/0: must be one of \"a\", \"b\"".into())
         );
-        assert!(validate(&json!({"n": 0, "tags": []}), &s).is_err_and(|e| e.contains("minimum")));
+        assert!(validate(&json!({"n": 0, "tags": []}), &s).is_err_and(|e| e.contains(">= 1")));
         assert!(
             validate(&json!({"n": 1, "tags": [], "x": 1}), &s)
-                .is_err_and(|e| e.contains("not allowed"))
+                .is_err_and(|e| e.contains("/x: unknown property"))
+        );
+        assert_eq!(
+            validate(
+                &json!({"n": 1, "tags": [], "kind": "memo", "ref": true}),
+                &s
+            ),
+            Err("/kind: must be \"report\"; /ref: matches none of the oneOf alternatives".into())
         );
     }
 }
