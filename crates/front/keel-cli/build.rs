@@ -9,7 +9,8 @@
 //!   functions a `keel run` executes, placed together by the linker. Each first call of a
 //!   function maps the 64 KiB of code around it; scattered over the 24 MB of code, the ~2,100
 //!   functions of a run kept ~11 MB resident, placed together about 2.5 MB. Names the linker does not find (code changed since the file
-//!   was written) are skipped: a stale file costs memory, never correctness.
+//!   was written) are skipped: a stale file costs memory, never correctness; CI's
+//!   `bench/link-order.sh --check` fails when the file no longer names what the binary runs.
 
 // A build script speaks to cargo on stdout.
 #![allow(clippy::print_stdout)]

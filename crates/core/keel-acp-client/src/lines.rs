@@ -83,10 +83,10 @@ impl LineBuffer {
     }
 }
 
-/// Characters of one line of a job's log.
+/// Characters of one line of a run's log.
 pub const LOG_LINE_CHARS: usize = 200;
 
-/// A job's `log.txt` and its last lines in memory: past `max_bytes` lines are counted, not
+/// A run's `log.txt` and its last lines in memory: past `max_bytes` lines are counted, not
 /// written (the in-memory tail still has them). The default writes nothing and keeps nothing.
 #[derive(Default)]
 pub struct BoundedLog {

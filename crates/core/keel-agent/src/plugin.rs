@@ -111,6 +111,24 @@ pub struct PluginCommand {
     pub argument_hint: Option<String>,
 }
 
+/// One value a command offers for its argument (`/rewind`'s turns), for front ends that let
+/// the person pick from a list instead of typing ([`CommandSource::choices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandChoice {
+    /// The argument `/name` takes for it (`3`); a front end may add the command's own flags.
+    pub args: String,
+    /// One line naming it in a list.
+    pub label: String,
+    /// More about it, shown once it is picked.
+    pub detail: String,
+    /// The session event it stands for (a turn's `turn/start`), when it stands for a point of
+    /// the session: where a front end may fork the session instead.
+    pub seq: Option<u64>,
+    /// Text a front end may put back in its editor once the action is done (a rewound turn's
+    /// prompt).
+    pub text: Option<String>,
+}
+
 /// Why a plugin command gave no prompt ([`CommandSource::expand`]).
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -138,6 +156,22 @@ pub trait CommandSource: Send + Sync {
     /// first, and [`CommandSource::expand`] when it is `None` (the default).
     fn act(&self, _name: &str, _args: &str) -> Option<Result<String, CommandError>> {
         None
+    }
+    /// `/name args` as an action that takes a while (a delegated review): `Some(future)`
+    /// resolving to what the person is told; the plugin itself does what the action does (the
+    /// review's findings go into the session's next turn). Front ends ask this first, then
+    /// [`CommandSource::act`], then [`CommandSource::expand`]; default `None`.
+    fn act_async<'a>(
+        &'a self,
+        _name: &'a str,
+        _args: &'a str,
+    ) -> Option<futures::future::BoxFuture<'a, Result<String, CommandError>>> {
+        None
+    }
+    /// The values `/name` offers for its argument now, newest first (`/rewind`: the
+    /// session's turns); empty when it offers none (the default).
+    fn choices(&self, _name: &str) -> Vec<CommandChoice> {
+        Vec::new()
     }
 }
 
@@ -182,6 +216,10 @@ pub struct InstallContext {
     /// trusted it: while [`InstallContext::project_trust`] is trusted these stay inert as if it
     /// were not ([`InstallContext::trusts_file`]). Empty when untrusted or nothing changed.
     pub changed_since_trust: Vec<PathBuf>,
+    /// Every plugin's presenter ([`keel_protocol::present`]): how the session's events show,
+    /// for a plugin that reads other plugins' state without knowing their events (continuity
+    /// carries the goal's status item). Set by the host; empty by default.
+    pub presenters: keel_protocol::present::PresenterSet,
 }
 
 /// The user's decision about a workspace's own files (hooks, MCP servers, configuration that
@@ -264,6 +302,7 @@ impl InstallContext {
             model_launch: None,
             project_trust: ProjectTrust::Untrusted,
             changed_since_trust: Vec::new(),
+            presenters: Default::default(),
         }
     }
 
@@ -312,6 +351,12 @@ pub trait Plugin: Send + Sync {
     fn enabled_by_default(&self) -> bool;
     /// Install into `ctx` with the row's configuration (`{}` when the row has none).
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError>;
+    /// How its own events show ([`keel_protocol::present`]), for a plugin that logs events
+    /// of its own. Asked of every built-in plugin, enabled or not: a log keeps the events of a
+    /// plugin turned off since, and they show the same.
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        None
+    }
 }
 
 /// Deserialise a plugin's configuration, naming the plugin in errors.

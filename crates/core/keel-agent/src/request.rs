@@ -334,7 +334,7 @@ impl Agent {
                     revision: projection.revision,
                     refused: None,
                 },
-                Err(reason) => whole(Some((projection.policy, reason))),
+                Err(reason) => whole(Some((projection.policy, reason.to_string()))),
             };
         }
     }
@@ -426,6 +426,47 @@ pub fn output_budget(ceiling: u64, window: u64, prompt: u64) -> u64 {
     window.saturating_sub(prompt).max(floor).min(ceiling)
 }
 
+/// Why the host refused a listener's projection ([`check_projection`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProjectionRefused {
+    /// An included seq is no current surface node.
+    #[error("seq {} is not on the current surface", .seq.0)]
+    NotOnSurface {
+        /// The seq.
+        seq: Seq,
+    },
+    /// A seq is included twice.
+    #[error("seq {} is included twice", .seq.0)]
+    Twice {
+        /// The seq.
+        seq: Seq,
+    },
+    /// Two seqs are included in the reverse of their surface order.
+    #[error(
+        "seq {} comes after seq {} but precedes it on the surface (order must be kept)",
+        .seq.0,
+        .after.0
+    )]
+    OutOfOrder {
+        /// The seq out of place.
+        seq: Seq,
+        /// The seq included before it.
+        after: Seq,
+    },
+    /// An assistant message with tool calls and its results are not all in or all out.
+    #[error(
+        "the tool calls of assistant seq {} and their results are split (seq {} is left out): include the whole unit or none of it",
+        .assistant.0,
+        .missing.0
+    )]
+    SplitUnit {
+        /// The assistant message with the calls.
+        assistant: Seq,
+        /// The member of its unit that is left out.
+        missing: Seq,
+    },
+}
+
 /// The host's invariants over a listener's `include`: only current surface nodes, each once,
 /// in surface order, and an assistant message with tool calls together with its results (all
 /// or none). A violation is refused with the reason (the caller sends the whole surface
@@ -435,7 +476,7 @@ pub fn check_projection(
     nodes: &[DerivedMessage],
     required: &[Seq],
     include: &[Seq],
-) -> Result<Vec<Seq>, String> {
+) -> Result<Vec<Seq>, ProjectionRefused> {
     // Walk the surface and `include` together: each included seq must be found ahead of the
     // previous one. On a miss, find out why (the error path may be slow).
     let mut chosen = vec![false; nodes.len()];
@@ -448,15 +489,12 @@ pub fn check_projection(
             }
             None => {
                 return Err(match nodes.iter().position(|d| d.seq == s) {
-                    None => format!("seq {} is not on the current surface", s.0),
-                    Some(_) if include[..k].contains(&s) => {
-                        format!("seq {} is included twice", s.0)
-                    }
-                    Some(_) => format!(
-                        "seq {} comes after seq {} but precedes it on the surface (order must be kept)",
-                        s.0,
-                        include[k - 1].0
-                    ),
+                    None => ProjectionRefused::NotOnSurface { seq: s },
+                    Some(_) if include[..k].contains(&s) => ProjectionRefused::Twice { seq: s },
+                    Some(_) => ProjectionRefused::OutOfOrder {
+                        seq: s,
+                        after: include[k - 1],
+                    },
                 });
             }
         }
@@ -485,10 +523,10 @@ pub fn check_projection(
             } else {
                 nodes[u].seq
             };
-            return Err(format!(
-                "the tool calls of assistant seq {} and their results are split (seq {} is left out): include the whole unit or none of it",
-                nodes[u].seq.0, missing.0
-            ));
+            return Err(ProjectionRefused::SplitUnit {
+                assistant: nodes[u].seq,
+                missing,
+            });
         }
     }
     // Required seqs, with their whole units.
@@ -625,7 +663,11 @@ mod tests {
         let got = check_projection(&nodes, &[Seq(5)], &[Seq(7)]).unwrap();
         assert_eq!(got, vec![Seq(3), Seq(5), Seq(7)]);
         // Each invariant, refused with its reason.
-        let refused = |include: &[Seq]| check_projection(&nodes, &[], include).unwrap_err();
+        let refused = |include: &[Seq]| {
+            check_projection(&nodes, &[], include)
+                .unwrap_err()
+                .to_string()
+        };
         assert!(refused(&[Seq(5)]).contains("assistant seq 3"), "split");
         assert!(refused(&[Seq(42)]).contains("seq 42 is not on the current surface"));
         assert!(refused(&[Seq(7), Seq(7)]).contains("seq 7 is included twice"));

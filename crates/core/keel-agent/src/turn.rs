@@ -98,6 +98,34 @@ impl Agent {
         }
     }
 
+    /// [`Agent::run_until_idle`], stopped when `cancel` resolves: the running turn is cancelled
+    /// ([`Agent::cancel_turn`]: it ends `aborted`, the log stays valid) and background jobs are
+    /// killed, then the cancel is repeated every `every` until the agent is idle — a cancel that
+    /// lands between two turns (or before the first starts) would otherwise be lost, since every
+    /// turn takes a fresh cancellation token. The front ends that host agents (ACP, the MCP
+    /// server, `keel serve`) drive their turns with it.
+    pub async fn run_until_idle_cancellable(
+        &self,
+        cancel: impl std::future::Future<Output = ()>,
+        every: std::time::Duration,
+    ) -> Result<Option<TurnOutcome>, AgentError> {
+        let run = self.run_until_idle();
+        tokio::pin!(run);
+        tokio::pin!(cancel);
+        let mut cancelling = false;
+        loop {
+            tokio::select! {
+                out = &mut run => break out,
+                () = &mut cancel, if !cancelling => {
+                    cancelling = true;
+                    self.cancel_turn();
+                    self.kill_jobs();
+                }
+                () = tokio::time::sleep(every), if cancelling => self.cancel_turn(),
+            }
+        }
+    }
+
     /// Run pending turns, then, while background work of this agent may still wake it, wait
     /// for it: each notice that wakes the agent queues a follow-up turn, which runs here — a
     /// follow-up queued by any [`Agent::deliver`] (a delegation's report) wakes the wait too.

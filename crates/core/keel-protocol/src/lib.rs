@@ -9,14 +9,16 @@
 //! - [`stream`]: the streaming primitive's chunks, finish reasons, token usage, model failures.
 //! - [`event`]: the session log envelope and every core event payload.
 //! - [`tool`]: tool schemas and tool error codes.
+//! - [`present`]: the presenter seam: plugins' events as generic view items every front end
+//!   renders.
 //! - [`text`]: the one rule for shortening text to a line (`one_line`, `cut`), pure functions
 //!   every view, front end and log writer shares.
 #![deny(missing_docs)]
 
 pub mod event;
-pub mod goal;
 pub mod ids;
 pub mod message;
+pub mod present;
 pub mod stream;
 pub mod sync;
 pub mod text;

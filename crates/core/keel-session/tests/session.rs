@@ -774,7 +774,7 @@ fn a_conversation_rewind_only_comes_between_turns_and_points_between_turns() {
     for ev in s.events().take(at.0 as usize + 1) {
         s2.append(ev.into_owned()).unwrap();
     }
-    let t = keel_session::view::Transcript::build(&s2);
+    let t = keel_session::view::Transcript::build(&s2, &Default::default());
     let json = serde_json::to_string(&t).unwrap();
     assert!(
         json.contains(r#""shadowedBy":{"seq":6,"how":"rewound"}"#),

@@ -81,7 +81,7 @@ fn transcript_places_events_under_their_turn_and_step() {
     let mut b = B::new();
     b.full_turn(1);
     b.full_turn(2);
-    let t = Transcript::build(&b.s);
+    let t = Transcript::build(&b.s, &Default::default());
     assert_eq!(t.id, "session-test");
     assert_eq!(t.cwd.as_deref(), Some("/home/user/project"));
     assert_eq!(t.events, b.s.len());
@@ -160,7 +160,7 @@ fn events_outside_turns_stay_items_and_open_turns_stay_open() {
     b.step_start(1, 1);
     b.assistant(1, 1, "", &[("c9", "bash")]);
     b.tool_call(1, 1, "c9");
-    let t = Transcript::build(&b.s);
+    let t = Transcript::build(&b.s, &Default::default());
     assert_eq!(t.blocks.len(), 3);
     match &t.blocks[0] {
         Block::Item(Item::Note { event, text, .. }) => {
@@ -186,7 +186,7 @@ fn events_outside_turns_stay_items_and_open_turns_stay_open() {
 #[test]
 fn compaction_marks_the_pruned_original_and_its_replacement() {
     let session = load_fixture("compaction-prune");
-    let t = Transcript::build(&session);
+    let t = Transcript::build(&session, &Default::default());
     let items = all_items(&t);
     let by_seq = |n: u64| {
         items
@@ -218,7 +218,7 @@ fn compaction_marks_the_pruned_original_and_its_replacement() {
 #[test]
 fn real_logs_have_plugin_context_notes_and_named_calls() {
     let session = load_fixture("multi-step");
-    let t = Transcript::build(&session);
+    let t = Transcript::build(&session, &Default::default());
     let items = all_items(&t);
     assert!(items.iter().any(|i| matches!(
         i,

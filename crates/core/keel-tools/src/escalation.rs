@@ -49,11 +49,27 @@ pub struct Escalation {
     pub justification: String,
 }
 
+/// Why a call's escalation parameters are refused (model-facing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EscalationError {
+    /// `sandbox_permissions` names no mode a call may ask for.
+    #[error("'{}' must be one of {}", SANDBOX_PERMISSIONS, MODES.join(", "))]
+    UnknownMode,
+    /// `sandbox_permissions` came without a `justification`.
+    #[error(
+        "'{}' needs a '{}': one sentence, shown to the user, saying why this call must run \
+         outside the sandbox",
+        SANDBOX_PERMISSIONS,
+        JUSTIFICATION
+    )]
+    NoJustification,
+}
+
 impl Escalation {
     /// Take the escalation parameters out of schema-valid `args` (they never reach hooks or the
     /// tool body). `Ok(None)` when the call asks for nothing; an `Err` is the model-facing
     /// reason the arguments are refused.
-    pub fn take(args: &mut Value) -> Result<Option<Escalation>, String> {
+    pub fn take(args: &mut Value) -> Result<Option<Escalation>, EscalationError> {
         let Some(map) = args.as_object_mut() else {
             return Ok(None);
         };
@@ -65,12 +81,7 @@ impl Escalation {
         let mode = match mode.as_str() {
             Some("workspace-write") => SandboxMode::WorkspaceWrite,
             Some("danger-full-access") => SandboxMode::FullAccess,
-            _ => {
-                return Err(format!(
-                    "'{SANDBOX_PERMISSIONS}' must be one of {}",
-                    MODES.join(", ")
-                ));
-            }
+            _ => return Err(EscalationError::UnknownMode),
         };
         let justification = why
             .as_ref()
@@ -78,10 +89,7 @@ impl Escalation {
             .map(str::trim)
             .unwrap_or_default();
         if justification.is_empty() {
-            return Err(format!(
-                "'{SANDBOX_PERMISSIONS}' needs a '{JUSTIFICATION}': one sentence, shown to the \
-                 user, saying why this call must run outside the sandbox"
-            ));
+            return Err(EscalationError::NoJustification);
         }
         Ok(Some(Escalation {
             mode,
@@ -144,7 +152,17 @@ mod tests {
         assert_eq!(args, json!({"command": "ls"}));
         let mut args = json!({"command": "ls", "sandbox_permissions": "workspace-write"});
         let err = Escalation::take(&mut args).unwrap_err();
-        assert!(err.contains("'justification'"), "{err}");
+        assert_eq!(err, EscalationError::NoJustification);
+        assert_eq!(
+            err.to_string(),
+            "'sandbox_permissions' needs a 'justification': one sentence, shown to the user, \
+             saying why this call must run outside the sandbox"
+        );
+        let mut args = json!({"sandbox_permissions": "sudo", "justification": "why"});
+        assert_eq!(
+            Escalation::take(&mut args).unwrap_err().to_string(),
+            "'sandbox_permissions' must be one of workspace-write, danger-full-access"
+        );
         let e = Escalation::take(
             &mut json!({"sandbox_permissions": "workspace-write", "justification": "w"}),
         )

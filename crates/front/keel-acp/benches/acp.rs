@@ -43,7 +43,7 @@ pub fn session(n: u64) -> Vec<SessionEvent> {
 
 /// Map `events` and encode every update as its JSON-RPC line; returns the bytes written.
 pub fn replay(events: &[SessionEvent]) -> usize {
-    let mut mapper = Mapper::new("/work/project", Feed::Replay);
+    let mut mapper = Mapper::new("/work/project", Feed::Replay, &Default::default());
     let id = SessionId::new("bench-session");
     let mut bytes = 0;
     for e in events {
@@ -67,7 +67,7 @@ fn bench(c: &mut Criterion) {
         json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "a streamed piece of an answer "}}),
     );
     let id = SessionId::new("bench-session");
-    let mut mapper = Mapper::new("/work/project", Feed::Live);
+    let mut mapper = Mapper::new("/work/project", Feed::Live, &Default::default());
     g.bench_function("streamed_update", |b| {
         b.iter(|| {
             let mut n = 0;

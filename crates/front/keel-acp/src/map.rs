@@ -12,14 +12,18 @@
 //! | `tool/result` | `tool_call_update` completed/failed with the output as content |
 //! | `todo/write` | `plan` (the whole list) |
 //! | `tool/code-dispatch-start` / `tool/code-dispatch` (Code Mode) | `tool_call` / `tool_call_update` of the sub-call |
-//! | `workflow/*`, `ralph/round` (a call running children) | `tool_call_update` in progress, the children's tree as content |
+//! | a plugin's event shown as progress under a call (a workflow's agents) | `tool_call_update` in progress, the children's tree as content |
+//! | a plugin's event shown as a notice or marker, a turn's error, a retry, a compaction | `agent_message_chunk`: a quoted line |
+//! | a plugin's files presented, at the turn's end | `agent_message_chunk`: a list of links |
 //! | `plan/mode`, `sandbox/mode`, `approval/policy` | `current_mode_update` when the mode changed |
 //!
 //! Data flow: the conversation events go through keel-session's shared cell model
 //! ([`keel_session::view::cells`], the one keel-tui draws) and each [`Change`] it reports becomes
 //! an update: a cell added (the person's message, a message or its first delta, a tool call),
-//! text streamed into a cell, a result, a refusal, the todo list. What the cells do not hold
-//! (Code Mode's sub-calls, the session mode) is mapped from the event itself.
+//! text streamed into a cell, a result, a refusal, the todo list, a notice. Plugins' events reach
+//! the cells through the plugins' presenters ([`keel_protocol::present`]), so an editor shows
+//! what the terminal UI shows. What the cells do not hold (Code Mode's sub-calls, the session
+//! mode) is mapped from the event itself. Status items have no ACP update and are not sent.
 
 use agent_client_protocol::v1::schema::CurrentModeUpdate;
 use agent_client_protocol::v1::schema::{
@@ -28,10 +32,11 @@ use agent_client_protocol::v1::schema::{
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use keel_agent::ApprovalPolicy;
+use keel_protocol::present::{File, PresenterSet};
 use keel_protocol::{
     CODE_DISPATCH_EVENT, CODE_DISPATCH_START_EVENT, EventBody, SessionEvent, TodoStatus,
 };
-use keel_session::view::cells::{Cell, Cells, Change, ToolState, key_arg};
+use keel_session::view::cells::{Cell, Cells, Change, Level, ToolState, key_arg};
 use keel_session::view::text::one_line;
 use keel_tools::SandboxMode;
 use serde_json::Value;
@@ -103,9 +108,9 @@ impl Modes {
 }
 
 /// The files a turn presented, as Markdown after the answer: a list of links.
-pub(crate) fn presented_text(files: &[(String, Option<String>)]) -> String {
+pub(crate) fn presented_text(files: &[File]) -> String {
     let mut text = String::from("\n\n**Files presented:**\n");
-    for (path, description) in files {
+    for File { path, description } in files {
         text.push_str(&format!("- `{path}`"));
         if let Some(d) = description {
             text.push_str(&format!(" — {d}"));
@@ -118,11 +123,12 @@ pub(crate) fn presented_text(files: &[(String, Option<String>)]) -> String {
 impl Mapper {
     /// A mapper for a session working in `cwd` (relative paths of tool calls are resolved
     /// against it: ACP locations are absolute).
-    pub fn new(cwd: impl Into<PathBuf>, feed: Feed) -> Self {
+    /// Plugins' events show through `presenters`.
+    pub fn new(cwd: impl Into<PathBuf>, feed: Feed, presenters: &PresenterSet) -> Self {
         Self {
             cwd: cwd.into(),
             feed,
-            cells: Cells::new(),
+            cells: Cells::with_presenters(presenters),
             modes: Modes::default(),
             refused: HashSet::new(),
         }
@@ -298,7 +304,26 @@ impl Mapper {
                 }
                 _ => None,
             },
-            Change::Streamed { .. } => None,
+            // What plugins' presenters showed (the core's own notices and markers reach an
+            // editor otherwise: a turn's stop reason, `/compact`'s answer).
+            Change::Shown(at) => match self.cells.cells.get(at)? {
+                // Notices and boundaries: a quoted line of their own.
+                Cell::Notice(level, text) => {
+                    let mark = match level {
+                        Level::Error => "⚠ ",
+                        Level::Info => "",
+                    };
+                    let quoted = text.lines().collect::<Vec<_>>().join("\n> ");
+                    Some(SessionUpdate::AgentMessageChunk(chunk(format!(
+                        "\n\n> {mark}{quoted}\n\n"
+                    ))))
+                }
+                Cell::Marker(text) => Some(SessionUpdate::AgentMessageChunk(chunk(format!(
+                    "\n\n— {text} —\n\n"
+                )))),
+                _ => None,
+            },
+            Change::Streamed { .. } | Change::Status => None,
         }
     }
 }
@@ -440,6 +465,38 @@ mod tests {
         SessionEvent::new(Seq(1), 0, EventBody::parse(ty, &data.to_string()).unwrap())
     }
 
+    /// A presenter of made-up events standing for a plugin's: `x/step` → progress under its
+    /// call, `x/note` → an error notice.
+    fn presenters() -> PresenterSet {
+        use keel_protocol::present::{Item, Step, stateless};
+        PresenterSet::new(vec![stateless(|e, out| {
+            let EventBody::Other(o) = &e.body else { return };
+            let s = |k: &str| {
+                o.data
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            match o.type_name.as_str() {
+                "x/step" => out.push(Item::Progress {
+                    call_id: s("callId"),
+                    step: match s("label").as_str() {
+                        "" => Step::Title(s("title")),
+                        label => Step::Child {
+                            key: label.into(),
+                            label: label.into(),
+                            state: s("status"),
+                            error: String::new(),
+                        },
+                    },
+                }),
+                "x/note" => out.push(Item::notice(Level::Error, s("text"))),
+                _ => {}
+            }
+        })])
+    }
+
     fn wire(updates: Vec<SessionUpdate>) -> Value {
         serde_json::to_value(updates).unwrap()
     }
@@ -460,9 +517,9 @@ mod tests {
 
     #[test]
     fn the_person_s_messages_show_in_a_replay_only() {
-        let mut live = Mapper::new("/w", Feed::Live);
+        let mut live = Mapper::new("/w", Feed::Live, &presenters());
         assert_eq!(wire(live.map(&user("hi"))), json!([]));
-        let mut replay = Mapper::new("/w", Feed::Replay);
+        let mut replay = Mapper::new("/w", Feed::Replay, &presenters());
         assert_eq!(
             wire(replay.map(&user("hi"))),
             json!([{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hi"}}])
@@ -471,7 +528,7 @@ mod tests {
 
     #[test]
     fn a_message_repeats_nothing_that_streamed() {
-        let mut m = Mapper::new("/w", Feed::Live);
+        let mut m = Mapper::new("/w", Feed::Live, &presenters());
         m.map(&ev("step/start", json!({"turn": 1, "step": 1})));
         let chunk = m.map(&ev(
             "assistant/chunk",
@@ -494,7 +551,7 @@ mod tests {
                 {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Bye"}}
             ])
         );
-        let mut replay = Mapper::new("/w", Feed::Replay);
+        let mut replay = Mapper::new("/w", Feed::Replay, &presenters());
         let delta = ev(
             "assistant/chunk",
             json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "By"}}),
@@ -508,7 +565,7 @@ mod tests {
 
     #[test]
     fn code_mode_sub_calls_show_as_tool_calls_of_their_own() {
-        let mut m = Mapper::new("/w", Feed::Live);
+        let mut m = Mapper::new("/w", Feed::Live, &presenters());
         let start = m.map(&ev(
             "tool/code-dispatch-start",
             json!({"rootCallId": "c1", "parentCallId": "c1", "subCallId": "c1:code:1",
@@ -534,48 +591,46 @@ mod tests {
     }
 
     #[test]
-    fn a_workflow_s_children_show_as_its_call_s_content() {
-        let mut m = Mapper::new("/w", Feed::Live);
-        let args = json!({"script": "return 1;", "meta": {"name": "fan", "description": "two"}});
+    fn a_call_s_progress_shows_as_its_content_and_notices_as_quoted_lines() {
+        let mut m = Mapper::new("/w", Feed::Live, &presenters());
+        let args = json!({"script": "return 1;"});
         m.map(&ev(
             "tool/call",
             json!({"turn": 1, "step": 1, "callId": "w1", "name": "workflow", "arguments": args.to_string()}),
         ));
-        m.map(&ev(
-            "workflow/started",
-            json!({"callId": "w1", "name": "fan", "description": "two", "phases": []}),
-        ));
-        m.map(&ev(
-            "workflow/phase",
-            json!({"callId": "w1", "title": "survey"}),
-        ));
+        m.map(&ev("x/step", json!({"callId": "w1", "title": "fan: two"})));
         let running = m.map(&ev(
-            "workflow/agent",
-            json!({"callId": "w1", "n": 1, "label": "a.rs", "status": "running"}),
+            "x/step",
+            json!({"callId": "w1", "label": "a.rs", "status": "running"}),
         ));
         assert_eq!(
             wire(running),
             json!([{"sessionUpdate": "tool_call_update", "toolCallId": "w1", "status": "in_progress",
-                    "content": [{"type": "content", "content": {"type": "text", "text": "fan: two\n▸ survey\n  … a.rs"}}]}])
+                    "content": [{"type": "content", "content": {"type": "text", "text": "fan: two\n… a.rs"}}]}])
         );
         let done = m.map(&ev(
-            "workflow/agent",
-            json!({"callId": "w1", "n": 1, "label": "a.rs", "status": "completed"}),
+            "x/step",
+            json!({"callId": "w1", "label": "a.rs", "status": "completed"}),
         ));
         assert!(wire(done).to_string().contains("✓ a.rs"));
-        // Another call's events change nothing here.
+        // Another call's steps change nothing here.
         assert_eq!(
             wire(m.map(&ev(
-                "ralph/round",
-                json!({"callId": "other", "round": 1, "status": "running"})
+                "x/step",
+                json!({"callId": "other", "label": "r", "status": "running"})
             ))),
             json!([])
+        );
+        assert_eq!(
+            wire(m.map(&ev("x/note", json!({"text": "server down\ncheck it"})))),
+            json!([{"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "\n\n> ⚠ server down\n> check it\n\n"}}])
         );
     }
 
     #[test]
     fn tool_calls_carry_kind_title_location_and_diff() {
-        let mut m = Mapper::new("/w", Feed::Live);
+        let mut m = Mapper::new("/w", Feed::Live, &presenters());
         let args = json!({"path": "src/a.rs", "old_string": "a", "new_string": "b"}).to_string();
         let call = m.map(&ev(
             "tool/call",
@@ -615,7 +670,7 @@ mod tests {
     #[test]
     fn a_refused_call_fails_once() {
         for feed in [Feed::Live, Feed::Replay] {
-            let mut m = Mapper::new("/w", feed);
+            let mut m = Mapper::new("/w", feed, &presenters());
             let mut updates = m.map(&ev(
                 "tool/call",
                 json!({"turn": 1, "step": 1, "callId": "c1", "name": "bash", "arguments": "{\"command\":\"rm x\"}"}),
@@ -669,7 +724,7 @@ mod tests {
 
     #[test]
     fn todos_become_a_plan_and_plan_mode_a_mode() {
-        let mut m = Mapper::new("/w", Feed::Live);
+        let mut m = Mapper::new("/w", Feed::Live, &presenters());
         let plan = m.map(&ev(
             "todo/write",
             json!({"todos": [{"content": "a", "status": "completed"}, {"content": "b", "status": "pending"}]}),

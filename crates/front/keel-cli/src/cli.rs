@@ -12,7 +12,7 @@ mod sessions;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use config::{ConfigCommand, McpAddArgs, McpCommand, TrustArgs};
-pub use serve::{AcpArgs, BatchArgs, BatchJobArgs, McpServerArgs};
+pub use serve::{AcpArgs, BatchArgs, BatchJobArgs, McpServerArgs, ServeArgs};
 pub use sessions::{
     CardsCommand, ChatArgs, CompactArgs, ContinuityCommand, DemoArgs, ExportFormat, ForkArgs,
     ProvenanceCommand, ResumeArgs, ReviewArgs, RewindArgs, RunArgs, SessionsCommand, TraceArgs,
@@ -268,6 +268,15 @@ pub enum Command {
     /// global flags (--model, --sandbox, --approval, -c…) apply to every session. Stdout carries
     /// only the protocol; logs go to stderr.
     Acp(AcpArgs),
+    /// Serve sessions over a local HTTP API: one process hosting any number of sessions, in
+    /// any workspaces, that scripts and browsers create, prompt and watch (docs/serve.md).
+    ///
+    /// The first line on stdout is `keel serve: http://127.0.0.1:PORT/?token=TOKEN`; the same
+    /// URL, token and pid go to $KEEL_HOME/serve.json (mode 0600). Every request needs the
+    /// token (`Authorization: Bearer TOKEN`, or the cookie that URL sets), a loopback `Host`
+    /// and no foreign `Origin`. The global flags (--model, --sandbox, --approval, -c…) apply
+    /// to every session. Ctrl-C or SIGTERM cancels running turns and exits.
+    Serve(ServeArgs),
     /// Workspace trust: whether a repository's own hooks, MCP servers and configuration may
     /// take effect (docs/trust.md).
     ///

@@ -231,7 +231,9 @@ fn sigkill_mid_run_then_the_same_command_loses_no_task_and_runs_none_twice() {
     let ids = ids(20);
     let tasks = env.outside.join("tasks.jsonl");
     let check = "test $(sort log.txt | uniq -d | wc -l) -eq 0 && grep -q done log.txt";
-    let mock = step_tasks(&tasks, &tpl, &ids, (4, "sleep 0.2; ", 1), check);
+    // A spare answer: a run killed after a task's answer was served but before it was recorded
+    // done asks for the answer again when it is resumed.
+    let mock = step_tasks(&tasks, &tpl, &ids, (4, "sleep 0.2; ", 2), check);
     let out_dir = env.outside.join("out");
     let args = [
         tasks.to_str().unwrap(),

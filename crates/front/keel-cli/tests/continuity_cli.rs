@@ -441,7 +441,8 @@ fn an_open_goal_is_projected_once_its_round_prompt_is_compacted_away() {
         .keel(&first.base_url())
         .args(["run", "--goal", "repaint the garden fence"]));
     assert!(
-        out.stderr.contains("goal g1 is still paused"),
+        out.stderr
+            .contains("goal g1 paused: the goal is not complete"),
         "{}",
         out.stderr
     );

@@ -137,7 +137,7 @@ fn a_resumed_goal_keeps_its_round_count_and_a_person_s_turn_goes_first() {
     assert_eq!(out.code, Some(1), "stderr:\n{}", out.stderr);
     assert!(
         out.stderr
-            .contains("goal g1 is still active after 2 rounds"),
+            .contains("goal g1 round 2/3: the goal is not complete"),
         "{}",
         out.stderr
     );

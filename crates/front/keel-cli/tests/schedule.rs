@@ -237,10 +237,10 @@ responses:
         .args(["resume", "--last", "anything new?"]));
     assert_eq!(second.code, Some(0), "stderr:\n{}", second.stderr);
     assert!(
-        second.stderr.contains("schedule sched-1 came due at ")
+        second.stderr.contains("Schedule sched-1 came due at ")
             && second
                 .stderr
-                .contains("while keel was not running; not run"),
+                .contains("while keel was not running; it was not run"),
         "{}",
         second.stderr
     );
@@ -528,7 +528,7 @@ responses:
         .args(["resume", "--last", "what did I miss?"]));
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
     assert!(
-        out.stderr.contains("schedule sched-2 came due at ") && !out.stderr.contains("sched-1"),
+        out.stderr.contains("Schedule sched-2 came due at ") && !out.stderr.contains("sched-1"),
         "{}",
         out.stderr
     );

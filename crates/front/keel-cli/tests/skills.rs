@@ -205,7 +205,7 @@ fn a_broken_skill_is_a_warning_naming_the_file_and_the_turn_goes_on() {
     let broken = dir.join("broken/SKILL.md").display().to_string();
     assert!(
         out.stderr.contains(&format!(
-            "keel: skill file {broken} skipped: front matter line 3"
+            "keel: Skill file {broken} skipped: front matter line 3"
         )),
         "{}",
         out.stderr

@@ -4,9 +4,10 @@
 use super::{Answer, ProgressUpdate, TurnControl};
 use keel_agent::{Agent, HookRegistry};
 use keel_host::SourceError;
+use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, SessionEvent};
 use keel_session::view::text::one_line;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often a cancelled call repeats [`Agent::cancel_turn`] until the agent is idle: a cancel
@@ -15,12 +16,19 @@ use std::time::Duration;
 const RECANCEL_EVERY: Duration = Duration::from_millis(50);
 
 /// Register a `session/event` observer on `hooks` that reports the agent's steps, tool calls,
-/// tool results, retries and turn ends to `control`.
+/// tool results, retries and turn ends to `control`, and what plugins' events show (through
+/// their presenters: notices, markers, children's progress) as notes.
 pub fn observe_progress(hooks: &mut HookRegistry, control: &TurnControl) {
     let control = control.clone();
+    let presenters = Mutex::new(keel_host::presenters().make());
     hooks.session_event.push(Arc::new(move |ev: &SessionEvent| {
         if let Some(update) = progress_of(ev) {
             control.report(update);
+        }
+        for item in presenters.locked().present(ev) {
+            if let Some(line) = item.line() {
+                control.report(ProgressUpdate::Note(line));
+            }
         }
     }));
 }
@@ -61,21 +69,9 @@ fn progress_of(ev: &SessionEvent) -> Option<ProgressUpdate> {
 /// jobs are stopped; the answer then says `aborted`. Background jobs still running when the
 /// agent goes idle are stopped too (the call owns the agent).
 pub async fn drive(agent: &Agent, control: &TurnControl) -> Result<Answer, SourceError> {
-    let run = agent.run_until_idle();
-    tokio::pin!(run);
-    let cancel = control.cancel_token().clone();
-    let mut cancelling = false;
-    let outcome = loop {
-        tokio::select! {
-            out = &mut run => break out,
-            () = cancel.cancelled(), if !cancelling => {
-                cancelling = true;
-                agent.cancel_turn();
-                agent.kill_jobs();
-            }
-            () = tokio::time::sleep(RECANCEL_EVERY), if cancelling => agent.cancel_turn(),
-        }
-    };
+    let outcome = agent
+        .run_until_idle_cancellable(control.cancel_token().cancelled(), RECANCEL_EVERY)
+        .await;
     agent.kill_jobs();
     let session_id = agent.session_id().as_str().to_owned();
     match outcome {

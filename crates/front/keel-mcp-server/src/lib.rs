@@ -125,6 +125,9 @@ pub enum ProgressUpdate {
         /// The reason's kind (`completed`, `aborted`, …).
         kind: String,
     },
+    /// What a plugin's event shows ([`keel_protocol::present::Item::line`]): a notice, a
+    /// marker, a child's progress, how a goal ended.
+    Note(String),
 }
 
 impl fmt::Display for ProgressUpdate {
@@ -139,6 +142,7 @@ impl fmt::Display for ProgressUpdate {
                 write!(f, "model call failed ({code}), retry {attempt}")
             }
             ProgressUpdate::TurnEnded { kind } => write!(f, "turn ended: {kind}"),
+            ProgressUpdate::Note(text) => f.write_str(text),
         }
     }
 }

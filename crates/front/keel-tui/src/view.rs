@@ -285,11 +285,8 @@ pub fn cell_lines(
         Cell::Presented(files) => {
             let style = Style::default().fg(Color::Cyan);
             let mut lines = vec![Line::styled("▣ Files presented:", style)];
-            for (path, description) in files {
-                let text = match description {
-                    Some(d) => format!("{path} — {d}"),
-                    None => path.clone(),
-                };
+            for file in files {
+                let text = file.to_string();
                 lines.extend(
                     wrap(&text, w.saturating_sub(4))
                         .into_iter()
@@ -420,15 +417,9 @@ pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
                 .add_modifier(Modifier::BOLD),
         );
     }
-    if let Some(g) = t.goal.open() {
-        let text = match g.status {
-            keel_protocol::goal::Status::Paused => format!("goal {} paused", g.goal_id),
-            _ => format!(
-                "goal {} round {}/{}",
-                g.goal_id, t.goal.rounds, g.max_rounds
-            ),
-        };
-        part(text, Style::default().fg(Color::Green));
+    // Plugins' status items (the goal's round).
+    for text in t.status.values() {
+        part(text.clone(), Style::default().fg(Color::Green));
     }
     if t.usage.context_window > 0 {
         part(

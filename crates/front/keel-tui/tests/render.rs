@@ -155,7 +155,8 @@ fn session() -> Vec<SessionEvent> {
 }
 
 fn transcript(events: &[SessionEvent]) -> Cells {
-    let mut t = Cells::new();
+    // Plugins' events (a workflow's children) show through the plugins' presenters.
+    let mut t = Cells::with_presenters(&keel_host::presenters());
     for e in events {
         t.apply(e);
     }

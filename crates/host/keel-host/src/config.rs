@@ -9,7 +9,7 @@
 //! bad value is reported with the file (or flag) that holds it. `keel config dump` prints the
 //! merged result with the layer that set each key.
 //!
-//! The defaults layer is [`DEFAULTS`] followed by one `[[plugins]]` row per catalogue plugin,
+//! The defaults layer is [`DEFAULTS`] followed by one `[[plugins]]` row per built-in plugin,
 //! enabled as the plugin itself says ([`keel_agent::plugin::Plugin::enabled_by_default`]).
 //! Values with a fixed vocabulary (`sandbox`, `approval`) are typed when a layer is parsed, so a
 //! misspelling names the layer that holds it.

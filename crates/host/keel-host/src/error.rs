@@ -50,7 +50,7 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
-    /// A `[[plugins]]` row names no catalogue plugin.
+    /// A `[[plugins]]` row names no plugin of the set.
     #[error(
         "unknown plugin {uses:?} in the [[plugins]] row with id {row:?} (set in {layer}); known plugins: {}",
         known.join(", ")

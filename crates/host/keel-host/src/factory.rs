@@ -2,7 +2,7 @@
 //! [`Agent`].
 //!
 //! ```text
-//! Host::load(Sources) ─► layered config (+ catalogue default rows)
+//! Host::load(Sources) ─► layered config (+ the built-in plugins' default rows)
 //!   Host::factory(Flags, ModelSource) ─► model route (provider, model, window), sandbox, approval
 //!     AgentFactory::build(log, BuildOptions)
 //!       ─► built-in tools (bash limits) + subprocess service + spill dir + workspace
@@ -497,6 +497,7 @@ impl AgentFactory<'_> {
         let mut ctx = InstallContext::new(host.cwd.clone(), host.home.clone(), subprocess.clone());
         ctx.hooks = options.hooks;
         ctx.agent_hooks = options.agent_hooks;
+        ctx.presenters = crate::plugins::presenters();
         ctx.settings = serde_json::to_value(&host.loaded.table).unwrap_or_default();
         // The code preset is Code Mode unless the tools mode is chosen apart.
         if builtins.preset == Preset::Code

@@ -2,7 +2,7 @@
 //!
 //! A front end (the `keel` binary, a terminal UI, an ACP server, a delegation provider, a test)
 //! loads a [`Host`] for a workspace (the layered configuration of [`config`], with the
-//! [`catalogue`] of built-in plugins), resolves its flags into an [`AgentFactory`]
+//! built-in plugins of [`plugins::builtin`]), resolves its flags into an [`AgentFactory`]
 //! ([`Host::factory`]: model route, sandbox, approval) and builds agents with it
 //! ([`AgentFactory::build`]). The factory registers the built-in tools, installs the enabled
 //! plugins, builds the agent through [`keel_agent::AgentBuilder`] and binds the plugins to it.
@@ -36,7 +36,6 @@ pub use factory::{
     ModelSource, RowEdit,
 };
 pub use keel_session::Format as LogFormat;
-pub use source::{
-    AgentSource, Review, ReviewFuture, SessionEntry, SessionRef, SessionSpec, SourceError,
-};
+pub use plugins::presenters;
+pub use source::{AgentSource, SessionEntry, SessionRef, SessionSpec, SourceError};
 pub use trust::{Ignored, ProjectTrust, TrustDecision, TrustSource, WorkspaceTrust};

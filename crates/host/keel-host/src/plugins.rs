@@ -2,14 +2,16 @@
 //!
 //! Each plugin is declared in its own crate (its id, description, default and configuration
 //! live there); this is the one list of them. A row `{id, use, enabled, config}` names a
-//! catalogue plugin by `use` (defaulting to `id`). Enabled rows are installed in configuration
+//! plugin of the set by `use` (defaulting to `id`). Enabled rows are installed in configuration
 //! order; an unknown plugin or a bad `config` is an error naming the row and the layer (file
 //! or flag) that set it.
 
 use crate::config::Loaded;
 use crate::error::HostError;
 use keel_agent::plugin::{InstallContext, Plugin};
+use keel_protocol::present::PresenterSet;
 use serde_json::Value;
+use std::sync::OnceLock;
 
 /// Every built-in plugin, in the order of their default rows.
 pub fn builtin() -> Vec<Box<dyn Plugin>> {
@@ -34,6 +36,73 @@ pub fn builtin() -> Vec<Box<dyn Plugin>> {
         Box::new(keel_codemode::RalphPlugin),
         Box::new(keel_checkpoint::CheckpointPlugin),
     ]
+}
+
+/// Every built-in plugin's presenter ([`keel_protocol::present`]), enabled or not: a log keeps
+/// the events of a plugin turned off since, and they show the same. Made once per process.
+pub fn presenters() -> PresenterSet {
+    static SET: OnceLock<PresenterSet> = OnceLock::new();
+    SET.get_or_init(|| PresenterSet::new(builtin().iter().filter_map(|p| p.presenter()).collect()))
+        .clone()
+}
+
+/// A plugin's settings as the layered configuration gives them, for a command that acts for the
+/// plugin without installing it (`keel rewind` with the checkpoints' caps, `keel continuity
+/// show`): the row that uses it and its typed `config`.
+#[derive(Debug, Clone)]
+pub struct PluginSettings<T> {
+    /// The row (`None`: no row uses the plugin; `config` is its defaults).
+    pub row: Option<String>,
+    /// Whether that row is enabled (the plugin's default when no row names it).
+    pub enabled: bool,
+    /// Its configuration, typed by the plugin.
+    pub config: T,
+}
+
+/// The settings of `plugin` in `loaded`: the row with its id that uses it, else the first row
+/// using it; its `config` deserialised as the plugin does at install (errors name the row and
+/// its layer).
+pub fn settings<T: serde::de::DeserializeOwned + Default>(
+    loaded: &Loaded,
+    plugin: &dyn Plugin,
+) -> Result<PluginSettings<T>, HostError> {
+    let id = plugin.id();
+    let rows = &loaded.config.plugins;
+    let uses = |r: &&crate::config::PluginRow| r.uses.as_deref().unwrap_or(&r.id) == id.as_str();
+    let Some(row) = rows
+        .iter()
+        .filter(uses)
+        .find(|r| r.id == id.as_str())
+        .or_else(|| rows.iter().find(uses))
+    else {
+        return Ok(PluginSettings {
+            row: None,
+            enabled: plugin.enabled_by_default(),
+            config: T::default(),
+        });
+    };
+    let value = match &row.config {
+        Some(t) => serde_json::to_value(t).map_err(|source| HostError::RowConfig {
+            row: row.id.clone(),
+            source,
+        })?,
+        None => Value::Null,
+    };
+    let config =
+        keel_agent::plugin::plugin_config(id, value).map_err(|source| HostError::Plugin {
+            row: row.id.clone(),
+            layer: loaded
+                .origin
+                .get(&format!("plugins[{}]", row.id))
+                .cloned()
+                .unwrap_or_else(|| "?".into()),
+            source,
+        })?;
+    Ok(PluginSettings {
+        row: Some(row.id.clone()),
+        enabled: row.enabled.unwrap_or(true),
+        config,
+    })
 }
 
 /// Install the enabled rows of `loaded` into `ctx`; `force_enable` lists plugin ids enabled by

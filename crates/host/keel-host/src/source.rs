@@ -12,9 +12,7 @@ use crate::trust::{ProjectTrust, WorkspaceTrust};
 use keel_agent::{Agent, ApprovalPolicy};
 use keel_protocol::TimeMs;
 use keel_tools::SandboxMode;
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 
 /// What a new or resumed agent runs under, beyond the source's own defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -81,18 +79,6 @@ pub struct SessionEntry {
     /// File size in bytes.
     pub bytes: u64,
 }
-
-/// What `/review` found.
-#[derive(Debug, Clone)]
-pub struct Review {
-    /// The findings as the reviewer wrote them (framed as untrusted delegate output).
-    pub findings: String,
-    /// The message that carries them into the session's next turn.
-    pub notice: keel_protocol::Message,
-}
-
-/// A review under way.
-pub type ReviewFuture = Pin<Box<dyn Future<Output = Result<Review, SourceError>> + Send>>;
 
 /// Builds the agents of a front end, the way the binary builds every agent. Calls may block
 /// (they read files and start plugins): async front ends make them on a blocking thread.
@@ -182,15 +168,5 @@ pub trait AgentSource: Send + Sync {
     /// What `model`'s tokens cost, when known.
     fn price(&self, _model: &str) -> Option<keel_llm::Price> {
         None
-    }
-
-    /// `/review [REF]`: a delegated reviewer's findings on the workspace's change from `base`
-    /// (HEAD when `None`), for `agent`'s session; or why there are none.
-    fn review(&self, _agent: &Agent, _base: Option<String>) -> ReviewFuture {
-        Box::pin(async {
-            Err(SourceError::Unsupported(
-                "this front end cannot review".to_owned(),
-            ))
-        })
     }
 }

@@ -69,9 +69,9 @@ fn prompt(set: &CommandSet, input: &str) -> String {
     }
 }
 
-const BUILTINS: [&str; 13] = [
+const BUILTINS: [&str; 12] = [
     "help", "new", "resume", "sessions", "compact", "model", "plan", "todo", "status", "diff",
-    "review", "trust", "quit",
+    "trust", "quit",
 ];
 
 #[test]
@@ -87,7 +87,6 @@ fn builtins_listed_in_order_with_descriptions_and_hints() {
     let hint = |name: &str| set.get(name).unwrap().argument_hint.clone();
     assert_eq!(hint("resume").as_deref(), Some("[SESSION]"));
     assert_eq!(hint("model").as_deref(), Some("[NAME]"));
-    assert_eq!(hint("review").as_deref(), Some("[--base REF]"));
     assert_eq!(hint("trust").as_deref(), Some("[yes|no]"));
     assert_eq!(hint("help"), None);
     assert_eq!(Builtin::ALL.map(Builtin::name), BUILTINS);
@@ -463,10 +462,10 @@ fn completion_orders_builtins_first_and_matches_prefixes() {
 
     assert_eq!(
         names(set.complete("/re")),
-        ["resume", "review", "refactor", "review-pr"]
+        ["resume", "refactor", "review-pr"]
     );
-    assert_eq!(names(set.complete("/rev")), ["review", "review-pr"]);
-    assert_eq!(names(set.complete("/REV")), ["review", "review-pr"]);
+    assert_eq!(names(set.complete("/rev")), ["review-pr"]);
+    assert_eq!(names(set.complete("/REV")), ["review-pr"]);
     assert_eq!(names(set.complete("/s")), ["sessions", "status"]);
     assert_eq!(names(set.complete("/mcp")), ["mcp__github__release"]);
     // The alias completes to the command it names.
@@ -499,8 +498,8 @@ fn builtins_parse_with_their_arguments() {
         (Builtin::Resume, "abc123".to_owned())
     );
     assert_eq!(
-        builtin("/review --base main"),
-        (Builtin::Review, "--base main".to_owned())
+        builtin("/model  deepseek-chat "),
+        (Builtin::Model, "deepseek-chat".to_owned())
     );
     assert_eq!(builtin("/plan\n"), (Builtin::Plan, String::new()));
     for b in Builtin::ALL {
@@ -580,7 +579,7 @@ fn unknown_commands_get_up_to_three_suggestions() {
     assert_eq!(close[0], "status");
     assert!(close.len() <= 3, "{close:?}");
     let (_, many) = unknown("/re");
-    assert_eq!(many, ["resume", "review", "new"]);
+    assert_eq!(many, ["resume", "new"]);
     // Nothing near: no suggestions.
     assert_eq!(unknown("/xyzzyplugh").1, Vec::<String>::new());
 

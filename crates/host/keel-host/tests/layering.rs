@@ -8,7 +8,7 @@
 //! `[dependencies]` (dev-dependencies may reach up: test support is built on the host); a crate
 //! in a folder this test does not know fails it.
 //!
-//! Module size is checked here too (issue 45): no `crates/*/*/src/**/*.rs` file outside the test
+//! Plugins' words are checked here too ([`plugin_words`]), and module size (issue 45): no `crates/*/*/src/**/*.rs` file outside the test
 //! support crate (`keel-testkit`) may pass [`MAX_SOURCE_LINES`] lines; one failure lists every
 //! file over it with its count.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,6 +19,11 @@ use std::path::{Path, PathBuf};
 /// keel's own `git` calls all go through its hardened helper (a source scan of the same tree).
 #[path = "layering/git_calls.rs"]
 mod git_calls;
+
+/// The core and the front ends spell no plugin's event names; front-end libraries import no
+/// plugin crate.
+#[path = "layering/plugin_words.rs"]
+mod plugin_words;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Layer {

@@ -1,20 +1,13 @@
 //! What the page needs from the whole log before it walks the transcript, gathered in one pass
-//! over the whole events ([`Facts`]: usage per step and in total, step and call counts, the
-//! continuity boundaries the transcript does not place), and how figures read on the page
+//! over the whole events ([`Facts`]: usage per step and in total, step and call counts; a
+//! plugin's events, continuity's boundaries among them, come through the transcript as notes in
+//! their presenters' words), and how figures read on the page
 //! (token counts with thousands separators, UTC times, the usage line of a step).
 
-use keel_protocol::{EventBody, Seq, StepNo, TokenUsage, TurnNo};
+use keel_protocol::{EventBody, StepNo, TokenUsage, TurnNo};
 use keel_session::Session;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-
-/// A boundary the transcript model does not place (an ignorable plugin event), shown in seq
-/// order between the items around it.
-pub(crate) struct Extra {
-    pub seq: Seq,
-    pub marker: &'static str,
-    pub text: String,
-}
 
 /// Facts gathered in one pass over the log's whole events.
 #[derive(Default)]
@@ -23,7 +16,6 @@ pub(crate) struct Facts {
     pub total: TokenUsage,
     pub steps: u64,
     pub calls: u64,
-    pub extras: Vec<Extra>,
 }
 
 impl Facts {
@@ -39,24 +31,6 @@ impl Facts {
                         add(s, u);
                         add(&mut f.total, u);
                     }
-                }
-                EventBody::Other(o) if o.type_name == "continuity/projection" => {
-                    let kind = o.data.get("kind").and_then(|k| k.as_str()).unwrap_or("?");
-                    let boundary = o.data.get("boundarySeq").and_then(|b| b.as_u64());
-                    let (marker, what) = match kind {
-                        "resume" => ("resume", "cold resume"),
-                        "replace" => ("continuity", "history replaced"),
-                        "spawn" | "fork" => ("continuity", "subagent start"),
-                        _ => ("continuity", "boundary"),
-                    };
-                    let at = boundary.map(|b| format!(" at #{b}")).unwrap_or_default();
-                    f.extras.push(Extra {
-                        seq: ev.seq,
-                        marker,
-                        text: format!(
-                            "continuity: {what}{at} ({kind}); the task basis was re-projected"
-                        ),
-                    });
                 }
                 _ => {}
             }

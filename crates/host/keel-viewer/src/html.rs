@@ -36,7 +36,7 @@ const CSS: &str = include_str!("page.css");
 pub const DEFAULT_GRAPH_BUDGET: usize = 4 << 20;
 
 /// What the page shows besides the session itself.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HtmlOptions<'a> {
     /// The session's provenance journal (with its subagents' journals) when it has one: each
     /// tool result then carries its formation graph, traced as `keel trace result:<call id>`
@@ -47,6 +47,9 @@ pub struct HtmlOptions<'a> {
     /// quickly: once the budget is spent, later results name the `keel trace` command that
     /// draws their graph instead.
     pub graph_budget: usize,
+    /// The plugins' presenters: a plugin's event shows as a note with what its presenter says,
+    /// as in every other front end.
+    pub presenters: keel_protocol::present::PresenterSet,
 }
 
 impl Default for HtmlOptions<'_> {
@@ -54,6 +57,7 @@ impl Default for HtmlOptions<'_> {
         HtmlOptions {
             provenance: None,
             graph_budget: DEFAULT_GRAPH_BUDGET,
+            presenters: Default::default(),
         }
     }
 }
@@ -67,8 +71,6 @@ struct Page<'a> {
     results: HashMap<Seq, &'a Item>,
     /// The results some call shows (the first result of each call).
     in_calls: HashSet<Seq>,
-    /// Next unplaced [`Facts::extras`] entry.
-    next_extra: usize,
     graphs: u64,
     /// Graphs left out once the budget was spent, and the SVG bytes embedded so far.
     omitted: u64,
@@ -77,7 +79,7 @@ struct Page<'a> {
 
 /// The whole page of `session` (see the module docs).
 pub fn render_html(session: &Session, options: &HtmlOptions<'_>) -> String {
-    let transcript = Transcript::build(session);
+    let transcript = Transcript::build(session, &options.presenters);
     let facts = Facts::of(session);
     let mut results = HashMap::new();
     let mut in_calls = HashSet::new();
@@ -97,7 +99,6 @@ pub fn render_html(session: &Session, options: &HtmlOptions<'_>) -> String {
         facts,
         results,
         in_calls,
-        next_extra: 0,
         graphs: 0,
         omitted: 0,
         graph_bytes: 0,
@@ -123,16 +124,6 @@ fn items(t: &Transcript) -> impl Iterator<Item = &Item> {
                 )),
             }
         })
-}
-
-fn item_seq(item: &Item) -> Seq {
-    match item {
-        Item::User { seq, .. }
-        | Item::Assistant { seq, .. }
-        | Item::ToolResult { seq, .. }
-        | Item::Compaction { seq, .. }
-        | Item::Note { seq, .. } => *seq,
-    }
 }
 
 impl Page<'_> {
@@ -161,16 +152,13 @@ impl Page<'_> {
         for block in &t.blocks {
             match block {
                 Block::Item(item) => {
-                    self.extras_before(item_seq(item));
                     self.item(item);
                 }
                 Block::Turn(turn) => {
-                    self.extras_before(turn.seq);
                     self.turn(turn);
                 }
             }
         }
-        self.extras_before(Seq(u64::MAX));
         self.out
             .push_str("</main>\n<footer>Exported by <code>keel sessions export ");
         text(&mut self.out, &t.id);
@@ -250,24 +238,6 @@ impl Page<'_> {
         self.out.push_str("</dl>\n</header>\n");
     }
 
-    /// Place the continuity boundaries logged before `seq`.
-    fn extras_before(&mut self, seq: Seq) {
-        while let Some(x) = self.facts.extras.get(self.next_extra) {
-            if x.seq >= seq {
-                break;
-            }
-            let _ = write!(
-                self.out,
-                "<div class=\"marker {m}\" data-marker=\"{m}\" data-seq=\"{}\">",
-                x.seq,
-                m = x.marker
-            );
-            text(&mut self.out, &x.text);
-            let _ = writeln!(self.out, " <span class=\"seq\">#{}</span></div>", x.seq);
-            self.next_extra += 1;
-        }
-    }
-
     fn turn(&mut self, turn: &keel_session::view::transcript::Turn) {
         let reason = turn.end.as_ref().map_or("open", |e| e.reason.as_str());
         let _ = writeln!(
@@ -282,17 +252,12 @@ impl Page<'_> {
         for entry in &turn.entries {
             match entry {
                 Entry::Item(item) => {
-                    self.extras_before(item_seq(item));
                     self.item(item);
                 }
                 Entry::Step(step) => {
-                    self.extras_before(step.seq);
                     self.step(step);
                 }
             }
-        }
-        if let Some(end) = &turn.end {
-            self.extras_before(end.seq);
         }
         match &turn.end {
             Some(end) if end.reason == "interrupted" => {
@@ -338,7 +303,6 @@ impl Page<'_> {
         }
         self.out.push_str("</div>\n");
         for item in &step.items {
-            self.extras_before(item_seq(item));
             self.item(item);
         }
         if step.ended.is_none() {

@@ -24,8 +24,8 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use keel_agent::modes::SerialHook;
 use keel_agent::plugin::{
-    CommandError, CommandSource, InstallContext, Plugin, PluginCommand, PluginError, PluginId,
-    plugin_config,
+    CommandChoice, CommandError, CommandSource, InstallContext, Plugin, PluginCommand, PluginError,
+    PluginId, plugin_config,
 };
 use keel_agent::seams::{StopDecision, TurnStopping};
 use keel_agent::{AgentHandle, AgentSlot};
@@ -229,19 +229,73 @@ struct RewindCommand(Arc<Shared>);
 
 const REWIND_USAGE: &str = "usage: /rewind N [--files|--conversation] [--force] (back to just before turn N) | /rewind undo";
 
+/// Why `/rewind` did nothing, or stopped: what the person is told.
+#[derive(Debug, thiserror::Error)]
+enum RewindCommandError {
+    /// The command is not bound to a running agent.
+    #[error("no running agent")]
+    NoAgent,
+    /// A turn is running.
+    #[error("a turn is running: rewind when it has ended")]
+    Busy,
+    /// A `--option` it does not know.
+    #[error("/rewind: unknown option {option}; {}", REWIND_USAGE)]
+    UnknownOption {
+        /// The option as typed.
+        option: String,
+    },
+    /// No turn (or `undo`) given, or one it cannot read.
+    #[error("{}", REWIND_USAGE)]
+    Usage,
+    /// The rewind cannot be planned (no such turn, no checkpoints, …).
+    #[error("/rewind {spec}: {source}")]
+    Refused {
+        /// The point as typed.
+        spec: String,
+        /// Why.
+        source: rewind::RewindError,
+    },
+    /// The files' restore stopped part-way (what it did is logged, so undo returns them).
+    #[error(
+        "/rewind {spec} stopped part-way: {reason}; /rewind undo returns the files to what they were before it"
+    )]
+    Incomplete {
+        /// The point as typed.
+        spec: String,
+        /// Why it stopped.
+        reason: String,
+    },
+    /// The files' restore failed before changing anything.
+    #[error("/rewind {spec}: {source}; nothing was changed")]
+    NotApplied {
+        /// The point as typed.
+        spec: String,
+        /// Why.
+        source: rewind::RewindError,
+    },
+    /// The files were restored, but `checkpoint/restored` could not be logged.
+    #[error("the files were rewound but the log could not record it: {0}")]
+    FilesUnrecorded(keel_agent::AgentError),
+    /// `surface/rewind` could not be logged.
+    #[error("the conversation could not be rewound: {0}")]
+    ConversationNotRewound(keel_agent::AgentError),
+}
+
 impl RewindCommand {
-    fn run(&self, args: &str) -> Result<String, String> {
+    fn run(&self, args: &str) -> Result<String, RewindCommandError> {
         use rewind::{RewindError, Scope};
-        let agent = self.0.slot.get().ok_or("no running agent")?;
+        let agent = self.0.slot.get().ok_or(RewindCommandError::NoAgent)?;
         if agent.is_busy() {
-            return Err("a turn is running: rewind when it has ended".into());
+            return Err(RewindCommandError::Busy);
         }
         let words: Vec<&str> = args.split_whitespace().collect();
         if let Some(bad) = words
             .iter()
             .find(|w| w.starts_with("--") && !["--force", "--files", "--conversation"].contains(w))
         {
-            return Err(format!("/rewind: unknown option {bad}; {REWIND_USAGE}"));
+            return Err(RewindCommandError::UnknownOption {
+                option: (*bad).to_owned(),
+            });
         }
         let force = words.contains(&"--force");
         let asked = Scope::of_flags(
@@ -251,11 +305,14 @@ impl RewindCommand {
         let spec = words
             .iter()
             .find(|w| !w.starts_with("--"))
-            .ok_or(REWIND_USAGE)?;
-        let point = rewind::Point::parse(spec).ok_or(REWIND_USAGE)?;
+            .ok_or(RewindCommandError::Usage)?;
+        let point = rewind::Point::parse(spec).ok_or(RewindCommandError::Usage)?;
         let decided = agent
             .with_session(|s| rewind::Rewind::decide(s, point, asked))
-            .map_err(|e| format!("/rewind {spec}: {e}"))?;
+            .map_err(|source| RewindCommandError::Refused {
+                spec: (*spec).to_owned(),
+                source,
+            })?;
         let files_done = match &decided.files {
             Some(plan) => {
                 let applied = self.0.with_shadow(|shadow| {
@@ -265,17 +322,21 @@ impl RewindCommand {
                     Ok(record) => record,
                     Err(RewindError::Incomplete { reason, record }) => {
                         let _ = agent.push_ignorable(RESTORED_EVENT, record);
-                        return Err(format!(
-                            "/rewind {spec} stopped part-way: {reason}; /rewind undo returns the files to what they were before it"
-                        ));
+                        return Err(RewindCommandError::Incomplete {
+                            spec: (*spec).to_owned(),
+                            reason,
+                        });
                     }
-                    Err(e) => return Err(format!("/rewind {spec}: {e}; nothing was changed")),
+                    Err(source) => {
+                        return Err(RewindCommandError::NotApplied {
+                            spec: (*spec).to_owned(),
+                            source,
+                        });
+                    }
                 };
                 agent
                     .push_ignorable(RESTORED_EVENT, record.clone())
-                    .map_err(|e| {
-                        format!("the files were rewound but the log could not record it: {e}")
-                    })?;
+                    .map_err(RewindCommandError::FilesUnrecorded)?;
                 Some(rewind::describe(
                     &record,
                     &format!("/rewind {spec}, {}", plan.label),
@@ -288,7 +349,7 @@ impl RewindCommand {
                 .push(keel_protocol::EventBody::SurfaceRewind(Box::new(
                     body.clone(),
                 )))
-                .map_err(|e| format!("the conversation could not be rewound: {e}"))?;
+                .map_err(RewindCommandError::ConversationNotRewound)?;
         }
         let mut notes = decided.notes(files_done, &format!("/rewind {spec}"));
         notes.push("Undo: /rewind undo".into());
@@ -314,7 +375,45 @@ impl CommandSource for RewindCommand {
     }
 
     fn act(&self, _name: &str, args: &str) -> Option<Result<String, CommandError>> {
-        Some(self.run(args).map_err(|e| CommandError::Failed(e.into())))
+        Some(
+            self.run(args)
+                .map_err(|e| CommandError::Failed(Box::new(e))),
+        )
+    }
+
+    /// The session's turns, newest first, each with its prompt and the files it changed.
+    fn choices(&self, _name: &str) -> Vec<CommandChoice> {
+        let Some(agent) = self.0.slot.get() else {
+            return Vec::new();
+        };
+        let mut points = agent.with_session(rewind::turn_points);
+        points.reverse();
+        points
+            .into_iter()
+            .map(|p| {
+                let one_line = keel_protocol::text::one_line;
+                let files = match p.files.len() {
+                    0 => "no file changed".to_owned(),
+                    n => format!("{n} file(s): {}", one_line(&p.files.join(", "), 40)),
+                };
+                let prompt = if p.prompt.is_empty() {
+                    "(no prompt)"
+                } else {
+                    &p.prompt
+                };
+                CommandChoice {
+                    args: p.turn.to_string(),
+                    label: format!("turn {} · {} · {files}", p.turn, one_line(prompt, 40)),
+                    detail: if p.files.is_empty() {
+                        "It changed no file.".to_owned()
+                    } else {
+                        format!("It changed: {}", p.files.join(", "))
+                    },
+                    seq: Some(p.seq),
+                    text: Some(p.prompt),
+                }
+            })
+            .collect()
     }
 }
 

@@ -54,6 +54,18 @@ fn first_halt(effects: &[Effect]) -> Option<String> {
     effects.iter().find_map(|e| e.halt.clone())
 }
 
+/// Why a step does not run ([`PreStepOutcome::Reject`]'s reason).
+#[derive(Debug, thiserror::Error)]
+enum StepRefused {
+    /// A hook said `continue: false` (now or on an earlier tool call of the turn): its
+    /// `stopReason`.
+    #[error("{0}")]
+    Halted(String),
+    /// A `UserPromptSubmit` hook blocked the prompt: its reason.
+    #[error("a UserPromptSubmit hook blocked the prompt: {0}")]
+    Blocked(String),
+}
+
 /// `tool_name`, `keel_tool_name` and `tool_input`.
 fn tool_fields(payload: &mut Map<String, Value>, name: &str, args: &Value) {
     payload.insert(
@@ -72,13 +84,13 @@ impl Shared {
     }
 
     /// `SessionStart` and `UserPromptSubmit` around one step's claimed input.
-    async fn before_step(&self, input: &PreStep) -> Result<Vec<Message>, String> {
+    async fn before_step(&self, input: &PreStep) -> Result<Vec<Message>, StepRefused> {
         let agent = Some(&input.agent);
         let halt = self.state().halt.take();
         if let Some((turn, reason)) = halt
             && turn == input.turn.0
         {
-            return Err(reason);
+            return Err(StepRefused::Halted(reason));
         }
         let mut before = Vec::new();
         let first = !std::mem::replace(&mut self.state().session_started, true);
@@ -95,7 +107,7 @@ impl Shared {
                 .dispatch(agent, HookEvent::SessionStart, None, commands, payload)
                 .await;
             if let Some(reason) = first_halt(&effects) {
-                return Err(reason);
+                return Err(StepRefused::Halted(reason));
             }
             if let Some(text) = joined(effects.iter().filter_map(|e| e.context.as_deref())) {
                 before.push(hook_message(
@@ -117,10 +129,10 @@ impl Shared {
                     .dispatch(agent, HookEvent::UserPromptSubmit, None, commands, payload)
                     .await;
                 if let Some(reason) = first_halt(&effects) {
-                    return Err(reason);
+                    return Err(StepRefused::Halted(reason));
                 }
                 if let Some(b) = joined(effects.iter().filter_map(|e| e.block.as_deref())) {
-                    return Err(format!("a UserPromptSubmit hook blocked the prompt: {b}"));
+                    return Err(StepRefused::Blocked(b));
                 }
                 if let Some(text) = joined(effects.iter().filter_map(|e| e.context.as_deref())) {
                     after.push(hook_message(
@@ -190,7 +202,7 @@ pub(crate) fn pre_step(shared: Arc<Shared>) -> Arc<dyn Middleware<PreStep, PreSt
             }
             match s.before_step(&input).await {
                 Ok(messages) => next.run(PreStep { messages, ..input }).await,
-                Err(reason) => PreStepOutcome::Reject(reason),
+                Err(refused) => PreStepOutcome::Reject(refused.to_string()),
             }
         })
     })

@@ -55,7 +55,7 @@ fn at_boundary(c: &mut Criterion) {
     })
     .unwrap();
     let surface: HashSet<Seq> = session.surface().nodes().iter().copied().collect();
-    let basis = fold(&session, session.next_seq(), 3);
+    let basis = fold(&session, session.next_seq(), 3, &keel_host::presenters());
     eprintln!(
         "session: {} events, {} surface nodes, {} human messages",
         session.len(),
@@ -72,7 +72,7 @@ fn at_boundary(c: &mut Criterion) {
     g.bench_function("fold+render", |b| {
         b.iter(|| {
             let on: HashSet<Seq> = session.surface().nodes().iter().copied().collect();
-            let basis = fold(&session, session.next_seq(), 3);
+            let basis = fold(&session, session.next_seq(), 3, &keel_host::presenters());
             let frame = Frame {
                 kind: BoundaryKind::Replace,
                 boundary: Seq(1),

@@ -11,14 +11,16 @@
 //!   `tool/result` of the call that wrote it;
 //! - **child results**: the last N successful foreground `subagent` results (a background
 //!   call's "started" result is not an outcome), with the digests of the prompt and the result;
-//! - **goal**: the session's goal while it is open (active or paused), from the goals plugin's
-//!   `goal/set` and `goal/round` events ([`keel_protocol::goal::Fold`]: plugins do not depend
-//!   on each other, both read the log's format).
+//! - **carried state**: what other plugins ask to keep in sight — the status items their
+//!   presenters ([`keel_protocol::present`]) give with a [`Carry`] (the goals plugin's open
+//!   goal), the last one per key. Continuity knows no plugin's events: the host hands it the
+//!   plugins' presenters.
 
 use crate::anchors::{Source, content_digest, text_digest};
-use keel_protocol::{ContentBlock, EventBody, Seq, TodoItem};
+use keel_protocol::present::{Carry, Item, PresenterSet};
+use keel_protocol::{EventBody, Seq, TodoItem};
 use keel_session::Session;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// The tool whose successful call carries the approved plan.
 pub const EXIT_PLAN_MODE: &str = "exit_plan_mode";
@@ -86,26 +88,13 @@ pub struct ChildResult {
     pub text: String,
 }
 
-/// The session's open goal.
+/// A plugin's state continuity carries: the last status item under `key` that had a [`Carry`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GoalNote {
-    /// Seq of its last `goal/set`.
-    pub seq: Seq,
-    /// `g1`…
-    pub id: String,
-    /// Its revision.
-    pub revision: u64,
-    /// `active` or `paused`.
-    pub status: String,
-    /// What to achieve.
-    pub objective: String,
-    /// Rounds started.
-    pub rounds: u64,
-    /// Its budget of rounds.
-    pub max_rounds: u64,
-    /// Seq of the last `<goal_round>` prompt: while it is on the surface the model sees the
-    /// goal and it is not projected (`None`: no round yet, always projected).
-    pub anchor: Option<Seq>,
+pub struct Carried {
+    /// The status item's key (`goal`): the projection item's kind.
+    pub key: String,
+    /// What to re-project, and when.
+    pub carry: Carry,
 }
 
 /// Everything a projection may render, as of `upto`.
@@ -121,8 +110,8 @@ pub struct Basis {
     pub todo: Option<Todo>,
     /// The last successful foreground child results, oldest first.
     pub children: Vec<ChildResult>,
-    /// The session's goal while it is open.
-    pub goal: Option<GoalNote>,
+    /// Other plugins' carried state, by key.
+    pub carried: Vec<Carried>,
 }
 
 struct Call {
@@ -130,18 +119,24 @@ struct Call {
     arguments: String,
 }
 
-/// Fold `session` up to (not including) `upto`, keeping the last `child_results` child results.
-pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
+/// Fold `session` up to (not including) `upto`, keeping the last `child_results` child results;
+/// `presenters` give the carried state.
+pub fn fold(
+    session: &Session,
+    upto: Seq,
+    child_results: usize,
+    presenters: &PresenterSet,
+) -> Basis {
     let mut basis = Basis {
         upto,
         humans: Vec::new(),
         plan: None,
         todo: None,
         children: Vec::new(),
-        goal: None,
+        carried: Vec::new(),
     };
-    let mut goal = keel_protocol::goal::Fold::default();
-    let mut round_prompt: Option<Seq> = None;
+    let mut present = presenters.make();
+    let mut carried: BTreeMap<String, Carry> = BTreeMap::new();
     let mut calls: HashMap<String, Call> = HashMap::new();
     let mut children = VecDeque::new();
     // The last plan handed to the user without approval: approved later, between turns.
@@ -150,13 +145,13 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
         if ev.seq >= upto {
             break;
         }
-        goal.apply(ev);
-        if let EventBody::UserMessage(m) = &ev.body
-            && m.content.iter().any(
-                |b| matches!(b, ContentBlock::Text { text } if text.starts_with(keel_protocol::goal::ROUND_PROMPT_START)),
-            )
-        {
-            round_prompt = Some(ev.seq);
+        for item in present.present(ev) {
+            if let Item::Status { key, status } = item {
+                match status.and_then(|s| s.carry) {
+                    Some(carry) => carried.insert(key, carry),
+                    None => carried.remove(&key),
+                };
+            }
         }
         match &ev.body {
             EventBody::TurnStart(_) => basis.todo = None,
@@ -252,20 +247,10 @@ pub fn fold(session: &Session, upto: Seq, child_results: usize) -> Basis {
         }
     }
     basis.children = children.into();
-    basis.goal = goal.open().map(|g| {
-        let seq = goal.set_seq.unwrap_or(Seq(0));
-        let rounds = u64::from(goal.rounds);
-        GoalNote {
-            seq,
-            id: g.goal_id.clone(),
-            revision: g.revision,
-            status: g.status.as_str().to_owned(),
-            objective: g.objective.clone(),
-            rounds,
-            max_rounds: u64::from(g.max_rounds),
-            anchor: round_prompt.filter(|p| *p > seq || rounds > 0),
-        }
-    });
+    basis.carried = carried
+        .into_iter()
+        .map(|(key, carry)| Carried { key, carry })
+        .collect();
     basis
 }
 

@@ -15,6 +15,7 @@ pub mod basis;
 pub mod continuation;
 pub mod control;
 mod plugin;
+pub mod presenter;
 pub mod render;
 pub mod show;
 

@@ -17,6 +17,7 @@ use crate::anchors::{AnchorError, Anchors, Delegation, InitialMessage, SCHEMA_VE
 use crate::basis::{Basis, fold};
 use crate::continuation;
 use crate::control::{ControlGuard, ControlMode, Controller, default_guarded_tools};
+pub use crate::presenter::PROJECTION_EVENT;
 use crate::render::{BoundaryKind, DEFAULT_BUDGET, Frame, Lineage, Rendered, render};
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::seams::{HookError, HookRegistry, RuntimeContext};
@@ -31,9 +32,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The plugin's identity: row id `continuity`; its messages carry the source `keel/continuity`.
 pub const ID: PluginId = keel_agent::plugin_id!("continuity");
-
-/// The event type of a delivered (or empty) projection.
-pub const PROJECTION_EVENT: &str = "continuity/projection";
 
 /// The `[plugins.config]` table of a `continuity` row.
 #[derive(Debug, Clone, Deserialize)]
@@ -101,11 +99,16 @@ impl Plugin for ContinuityPlugin {
         true
     }
 
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(crate::presenter::presenter())
+    }
+
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
         let config: ContinuityConfig = plugin_config(ID, config)?;
         let shared = Arc::new(Shared {
             anchors: Anchors::new(&ctx.keel_home),
             config,
+            presenters: ctx.presenters.clone(),
         });
         let top = Tracker::new(shared.clone(), None, None);
         install_agent(&mut ctx.agent_hooks, top.clone());
@@ -127,6 +130,8 @@ impl Plugin for ContinuityPlugin {
 pub(crate) struct Shared {
     pub(crate) anchors: Anchors,
     pub(crate) config: ContinuityConfig,
+    /// The plugins' presenters: the carried state of other plugins (the goal).
+    pub(crate) presenters: keel_protocol::present::PresenterSet,
 }
 
 /// Continuity's view of one agent.
@@ -335,6 +340,7 @@ impl Tracker {
         boundary: Seq,
     ) -> Result<Projected, HookError> {
         let config = &self.shared.config;
+        let presenters = &self.shared.presenters;
         let own_id = agent.session_id().to_string();
         // A spawned child folds its parent's log (its own holds only its prompt); everything
         // else folds its own, up to now.
@@ -345,13 +351,14 @@ impl Tracker {
         let (mut basis, on_surface, source_session) = match spawn_source {
             Some(parent) => {
                 let id = parent.session_id().to_string();
-                let basis = parent.with_session(|s| fold(s, s.next_seq(), config.child_results));
+                let basis = parent
+                    .with_session(|s| fold(s, s.next_seq(), config.child_results, presenters));
                 (basis, HashSet::new(), id)
             }
             None => {
                 let (basis, on_surface) = agent.with_session(|s| {
                     (
-                        fold(s, s.next_seq(), config.child_results),
+                        fold(s, s.next_seq(), config.child_results, presenters),
                         s.surface().nodes().iter().copied().collect(),
                     )
                 });
@@ -363,7 +370,7 @@ impl Tracker {
             && source_session != st.root
             && let Some(root) = self.root_agent()
         {
-            basis.humans = root.with_session(|s| fold(s, s.next_seq(), 0).humans);
+            basis.humans = root.with_session(|s| fold(s, s.next_seq(), 0, presenters).humans);
         }
         let humans_from = match spawn_source {
             Some(_) if !basis.humans.is_empty() => st.root.clone(),

@@ -75,8 +75,8 @@ pub struct Lineage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Item {
-    /// `human`, `plan`, `goal`, `todo`, `child` or `lineage`.
-    pub kind: &'static str,
+    /// `human`, `plan`, a carried state's key (`goal`), `todo`, `child` or `lineage`.
+    pub kind: String,
     /// The source event (none for lineage).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
@@ -119,7 +119,7 @@ pub struct Frame<'a> {
 }
 
 struct Block {
-    kind: &'static str,
+    kind: String,
     seq: Option<Seq>,
     title: String,
     body: String,
@@ -134,7 +134,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
     let mut blocks = Vec::new();
     for h in basis.humans.iter().filter(|h| gone(h.seq)) {
         blocks.push(Block {
-            kind: "human",
+            kind: "human".into(),
             seq: Some(h.seq),
             title: format!(
                 "The human's own words (seq {}, message {}, sha256 {})",
@@ -146,24 +146,26 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
     }
     if let Some(p) = basis.plan.as_ref().filter(|p| gone(p.seq)) {
         blocks.push(Block {
-            kind: "plan",
+            kind: "plan".into(),
             seq: Some(p.seq),
             title: format!("The approved plan (exit_plan_mode, result seq {})", p.seq),
             body: p.plan.clone(),
             digest: None,
         });
     }
-    // The goal's own events are never on the surface: it is projected once its last round
-    // prompt has left the surface (or when there is none).
-    if let Some(g) = basis.goal.as_ref().filter(|g| g.anchor.is_none_or(&gone)) {
+    // Other plugins' state (the goal): its own events are never on the surface; it is
+    // projected once its anchor (the goal's last round prompt) has left the surface, or when
+    // it has none.
+    for c in basis
+        .carried
+        .iter()
+        .filter(|c| c.carry.anchor.is_none_or(&gone))
+    {
         blocks.push(Block {
-            kind: "goal",
-            seq: Some(g.seq),
-            title: format!(
-                "The session's goal (goal {}, revision {}, {}, round {} of {}; goal/set seq {})",
-                g.id, g.revision, g.status, g.rounds, g.max_rounds, g.seq
-            ),
-            body: g.objective.clone(),
+            kind: c.key.clone(),
+            seq: Some(c.carry.seq),
+            title: c.carry.title.clone(),
+            body: c.carry.body.clone(),
             digest: None,
         });
     }
@@ -181,7 +183,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
             body.push_str("(empty)\n");
         }
         blocks.push(Block {
-            kind: "todo",
+            kind: "todo".into(),
             seq: Some(t.seq),
             title: format!(
                 "The todo list of the current turn (todo/write seq {})",
@@ -193,7 +195,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
     }
     for c in basis.children.iter().filter(|c| gone(c.seq)) {
         blocks.push(Block {
-            kind: "child",
+            kind: "child".into(),
             seq: Some(c.seq),
             title: format!(
                 "A subagent's result (result seq {}{}, prompt sha256 {}, result sha256 {})",
@@ -225,7 +227,7 @@ pub fn render(basis: &Basis, on_surface: &HashSet<Seq>, frame: &Frame<'_>) -> Re
         lineage.push_str(&format!("; first message {id} (sha256 {digest})"));
     }
     blocks.push(Block {
-        kind: "lineage",
+        kind: "lineage".into(),
         seq: None,
         title: "Lineage".to_owned(),
         body: lineage,
@@ -308,7 +310,7 @@ mod tests {
             plan: None,
             todo: None,
             children: Vec::new(),
-            goal: None,
+            carried: Vec::new(),
         }
     }
 
@@ -331,7 +333,7 @@ mod tests {
         let text = r.text.unwrap();
         assert!(text.contains("first") && !text.contains("\nsecond"));
         assert_eq!(
-            r.items.iter().map(|i| i.kind).collect::<Vec<_>>(),
+            r.items.iter().map(|i| i.kind.as_str()).collect::<Vec<_>>(),
             ["human", "lineage"]
         );
         let all: HashSet<Seq> = [Seq(1), Seq(2)].into();
@@ -344,16 +346,15 @@ mod tests {
     fn an_open_goal_is_projected_with_its_round() {
         let lineage = Lineage::default();
         let mut b = basis(&["first"]);
-        b.goal = Some(crate::basis::GoalNote {
-            seq: Seq(7),
-            id: "g1".into(),
-            revision: 2,
-            status: "active".into(),
-            objective: "make the tests pass".into(),
-            rounds: 3,
-            max_rounds: 20,
-            anchor: Some(Seq(5)),
-        });
+        b.carried = vec![crate::basis::Carried {
+            key: "goal".into(),
+            carry: keel_protocol::present::Carry {
+                title: "The session's goal (goal g1, revision 2, active, round 3 of 20; goal/set seq 7)".into(),
+                body: "make the tests pass".into(),
+                seq: Seq(7),
+                anchor: Some(Seq(5)),
+            },
+        }];
         let on: HashSet<Seq> = [Seq(1)].into();
         let r = render(&b, &on, &frame(DEFAULT_BUDGET, &lineage));
         let text = r.text.unwrap();
@@ -364,7 +365,7 @@ mod tests {
             "{text}"
         );
         assert_eq!(
-            r.items.iter().map(|i| i.kind).collect::<Vec<_>>(),
+            r.items.iter().map(|i| i.kind.as_str()).collect::<Vec<_>>(),
             ["goal", "lineage"]
         );
         // While its last round prompt is still on the surface, the model sees the goal.

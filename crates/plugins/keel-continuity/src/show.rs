@@ -67,6 +67,7 @@ pub fn preview(
     session: &Session,
     anchors: &Anchors,
     config: &ContinuityConfig,
+    presenters: &keel_protocol::present::PresenterSet,
 ) -> Result<Preview, AnchorError> {
     let header = session.header();
     let id = header.id.to_string();
@@ -95,7 +96,12 @@ pub fn preview(
     let view = LogView::of(session);
     let last = session.surface().last_replacement();
     let pending = pending(view.child_boundary(), last, seed, view.answered, view.len);
-    let basis = fold(session, session.next_seq(), config.child_results);
+    let basis = fold(
+        session,
+        session.next_seq(),
+        config.child_results,
+        presenters,
+    );
     let authority = anchors.authority(&root)?;
     let unanchored = if root == id || seed > 0 {
         let sources: Vec<_> = basis.humans.iter().map(|h| h.source()).collect();

@@ -276,7 +276,7 @@ async fn a_plan_approved_after_it_was_handed_over_is_the_approved_plan() {
     let plan = |agent: &Agent| {
         let log = agent.log();
         let s = log.session();
-        keel_continuity::basis::fold(s, s.next_seq(), 0).plan
+        keel_continuity::basis::fold(s, s.next_seq(), 0, &Default::default()).plan
     };
     f.agent.enter_plan_mode().unwrap();
     f.agent.followup("plan it").unwrap();

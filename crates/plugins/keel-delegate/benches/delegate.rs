@@ -165,9 +165,9 @@ impl ToolCaller for BenchHost {
 /// A real agent with the `jobs` row and the `delegate` row over an in-process provider.
 fn rig(delegate: bool) -> (AgentFixture, Arc<InProcessProvider>) {
     let p = Arc::new(InProcessProvider::new());
-    let mut catalogue = keel_host::plugins::builtin();
-    catalogue.retain(|pl| pl.id().as_str() != "delegate");
-    catalogue.push(Box::new(DelegatePlugin::with_service(p.clone())));
+    let mut set = keel_host::plugins::builtin();
+    set.retain(|pl| pl.id().as_str() != "delegate");
+    set.push(Box::new(DelegatePlugin::with_service(p.clone())));
     let mut plugins = vec![PluginRow::new("jobs")];
     if delegate {
         let config = DelegateConfig {
@@ -181,7 +181,7 @@ fn rig(delegate: bool) -> (AgentFixture, Arc<InProcessProvider>) {
         AgentOptions {
             approval: keel_agent::ApprovalPolicy::Auto,
             plugins,
-            catalogue: Some(catalogue),
+            plugin_set: Some(set),
             ..AgentOptions::default()
         },
     );

@@ -20,7 +20,7 @@
 
 use crate::seam::{
     Artifacts, Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
-    DelegationResult, ErrorCode, EventType, JobStatus, SteerOutcome, Urgency, check_extensions,
+    DelegationResult, ErrorCode, EventType, RunStatus, SteerOutcome, Urgency, check_extensions,
 };
 use crate::table::{Job, JobLog, Provider, Table, now_rfc3339};
 use async_trait::async_trait;
@@ -44,8 +44,8 @@ pub struct Outcome {
     /// Stay running until [`InProcessProvider::finish`].
     pub hold: bool,
     /// Final status.
-    pub status: JobStatus,
-    /// The provider's raw status word (with [`JobStatus::Unknown`]).
+    pub status: RunStatus,
+    /// The provider's raw status word (with [`RunStatus::Unknown`]).
     pub raw_status: Option<String>,
     /// Final answer (`None`: echo the prompt).
     pub final_text: Option<String>,
@@ -63,7 +63,7 @@ impl Default for Outcome {
     fn default() -> Self {
         Outcome {
             hold: false,
-            status: JobStatus::Completed,
+            status: RunStatus::Completed,
             raw_status: None,
             final_text: None,
             error_message: None,
@@ -134,7 +134,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Settle job `id` of `jobs` as `status` with its scripted outcome; false when it is unknown or
 /// already settled. Its listeners are dropped: the job makes no more reports.
-fn settle(jobs: &Table<Own>, id: &str, status: JobStatus) -> bool {
+fn settle(jobs: &Table<Own>, id: &str, status: RunStatus) -> bool {
     let first = jobs.update(id, |j| !std::mem::replace(&mut j.own.settled, true));
     if first != Some(true) {
         return false;
@@ -142,11 +142,11 @@ fn settle(jobs: &Table<Own>, id: &str, status: JobStatus) -> bool {
     jobs.finish(id, None, |j| {
         let (r, own) = (&mut j.result, &j.own);
         r.job.status = status;
-        if status == JobStatus::Unknown {
+        if status == RunStatus::Unknown {
             r.job.raw_status = own.outcome.raw_status.clone();
         }
         r.final_text = match status {
-            JobStatus::Cancelled => None,
+            RunStatus::Cancelled => None,
             _ => Some(
                 own.outcome
                     .final_text
@@ -207,7 +207,7 @@ impl InProcessProvider {
     }
 
     /// The job's current status.
-    pub fn job_status(&self, id: &str) -> Option<JobStatus> {
+    pub fn job_status(&self, id: &str) -> Option<RunStatus> {
         self.jobs.update(id, |j| j.result.job.status)
     }
 
@@ -289,7 +289,7 @@ impl Provider for InProcessProvider {
         })?;
         let id = self.jobs.next_id(caller);
         let outcome = lock(&self.script).pop_front().unwrap_or_default();
-        let mut job = DelegationJob::new(id.clone(), JobStatus::Running);
+        let mut job = DelegationJob::new(id.clone(), RunStatus::Running);
         job.label = spec.label.clone();
         job.profile = spec.profile.clone().or(caps.default_profile);
         job.mode = Some(spec.mode);
@@ -313,7 +313,7 @@ impl Provider for InProcessProvider {
             let (jobs, job_id) = (self.jobs.clone(), id.clone());
             runtime.spawn(async move {
                 tokio::select! {
-                    () = cancel.cancelled() => { settle(&jobs, &job_id, JobStatus::Cancelled); }
+                    () = cancel.cancelled() => { settle(&jobs, &job_id, RunStatus::Cancelled); }
                     _ = done.wait_for(|f| *f) => {}
                 }
             });
@@ -380,9 +380,9 @@ mod tests {
         let (a, b) = (caller("a"), caller("b"));
         // Completed at once, yet `delegate` answers with the job as submitted.
         let job = p.delegate(&a, spec("look")).await.unwrap();
-        assert_eq!((job.id.as_str(), job.status), ("ip-1", JobStatus::Running));
+        assert_eq!((job.id.as_str(), job.status), ("ip-1", RunStatus::Running));
         let r = p.result(&a, "ip-1").await.unwrap();
-        assert_eq!(r.job.status, JobStatus::Completed);
+        assert_eq!(r.job.status, RunStatus::Completed);
         assert_eq!(r.final_text.as_deref(), Some("done: look"));
         assert!(!p.finish("ip-1"), "already final");
         // Numbering goes across sessions; another session's job is unknown.
@@ -397,7 +397,7 @@ mod tests {
         assert_eq!(e.code, ErrorCode::Timeout);
         // Cancelling a held job settles it cancelled, without an answer.
         let job = p.cancel(&b, "ip-2").await.unwrap();
-        assert_eq!(job.status, JobStatus::Cancelled);
+        assert_eq!(job.status, RunStatus::Cancelled);
         assert_eq!(p.result(&b, "ip-2").await.unwrap().final_text, None);
         assert!(!p.finish("ip-2"));
         let states: Vec<_> = p

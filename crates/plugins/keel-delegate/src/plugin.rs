@@ -31,9 +31,10 @@ use crate::consult::{ConsultConfig, ConsultProvider};
 use crate::inprocess::InProcessProvider;
 use crate::keel::{KeelConfig, KeelProvider};
 use crate::reports::Reports;
-use crate::review::ReviewCommand;
+use crate::review::{ReviewCommand, ReviewSource};
 use crate::seam::DelegationService;
 use crate::tools::{self, Shared, TOOL_NAMES};
+use keel_agent::AgentSlot;
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
 use keel_agent::seams::{ChildBuild, ChildSetup};
 use serde::{Deserialize, Serialize};
@@ -118,7 +119,6 @@ impl Default for DelegateConfig {
 #[derive(Clone, Default)]
 pub struct DelegatePlugin {
     service: Option<Arc<dyn DelegationService>>,
-    review: Option<ReviewCommand>,
 }
 
 impl std::fmt::Debug for DelegatePlugin {
@@ -137,19 +137,7 @@ impl DelegatePlugin {
     pub fn with_service(service: Arc<dyn DelegationService>) -> Self {
         DelegatePlugin {
             service: Some(service),
-            review: None,
         }
-    }
-
-    /// The plugin and the front end's `/review` command, filled when the plugin is installed
-    /// into an agent (see [`crate::review`]).
-    pub fn with_review_command() -> (Self, ReviewCommand) {
-        let command = ReviewCommand::default();
-        let plugin = DelegatePlugin {
-            service: None,
-            review: Some(command.clone()),
-        };
-        (plugin, command)
     }
 }
 
@@ -283,9 +271,18 @@ impl Plugin for DelegatePlugin {
             }
             None => provider(&config, ctx)?,
         };
-        if let Some(command) = &self.review {
-            command.fill(service.clone(), config.max_output_bytes);
-        }
+        // `/review` (crate::review): this install's provider, for the agent it is built into.
+        let review = ReviewCommand::default();
+        review.fill(service.clone(), config.max_output_bytes);
+        let slot = Arc::new(AgentSlot::new());
+        let bind = slot.clone();
+        ctx.on_agent.push(Box::new(move |agent| {
+            bind.bind(agent);
+        }));
+        ctx.commands.push(Arc::new(ReviewSource {
+            command: review,
+            agent: slot,
+        }));
         let reports = Arc::new(Reports::new(config.wake_budget, config.max_output_bytes));
         let shared = Shared::new(service, reports, config.max_output_bytes);
         ctx.tools.extend(tools::all(&shared));

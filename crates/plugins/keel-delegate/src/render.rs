@@ -200,7 +200,7 @@ pub fn failure(err: &DelegationError, display_id: &str, cap: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seam::JobStatus;
+    use crate::seam::RunStatus;
 
     #[test]
     fn bounds_cut_on_character_boundaries_at_the_cap() {
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn finished_frames_the_answer_and_flags_truncation() {
-        let mut r = DelegationResult::new(DelegationJob::new("ip-1", JobStatus::Completed));
+        let mut r = DelegationResult::new(DelegationJob::new("ip-1", RunStatus::Completed));
         r.final_text = Some("x".repeat(30));
         let (text, truncated) = finished("delegate-1", &r, 10);
         assert!(truncated);

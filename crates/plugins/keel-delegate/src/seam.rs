@@ -84,10 +84,11 @@ pub struct ReviewSpec {
     pub extensions: Map<String, Value>,
 }
 
-/// Where a delegation is in its life.
+/// Where a delegate's run is in its life, as its provider reports it (the status of the
+/// session's own background jobs, `delegate-N` among them, is `keel_tools::JobStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum JobStatus {
+pub enum RunStatus {
     /// Accepted, not started (waiting for `after` jobs or a slot).
     Queued,
     /// Running.
@@ -104,37 +105,37 @@ pub enum JobStatus {
     Unknown,
 }
 
-impl JobStatus {
+impl RunStatus {
     /// Spelling in renders.
     pub fn as_str(self) -> &'static str {
         match self {
-            JobStatus::Queued => "queued",
-            JobStatus::Running => "running",
-            JobStatus::Completed => "completed",
-            JobStatus::Cancelled => "cancelled",
-            JobStatus::Failed => "failed",
-            JobStatus::Skipped => "skipped",
-            JobStatus::Unknown => "unknown",
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Failed => "failed",
+            RunStatus::Skipped => "skipped",
+            RunStatus::Unknown => "unknown",
         }
     }
 
-    /// A status from a provider's word: unknown words map to [`JobStatus::Unknown`].
-    pub fn parse(raw: &str) -> JobStatus {
+    /// A status from a provider's word: unknown words map to [`RunStatus::Unknown`].
+    pub fn parse(raw: &str) -> RunStatus {
         match raw {
-            "queued" => JobStatus::Queued,
-            "running" => JobStatus::Running,
-            "completed" => JobStatus::Completed,
-            "cancelled" | "canceled" => JobStatus::Cancelled,
-            "failed" => JobStatus::Failed,
-            "skipped" => JobStatus::Skipped,
-            _ => JobStatus::Unknown,
+            "queued" => RunStatus::Queued,
+            "running" => RunStatus::Running,
+            "completed" => RunStatus::Completed,
+            "cancelled" | "canceled" => RunStatus::Cancelled,
+            "failed" => RunStatus::Failed,
+            "skipped" => RunStatus::Skipped,
+            _ => RunStatus::Unknown,
         }
     }
 
     /// Whether the job will not change any more. `unknown` counts as final: keel cannot tell,
     /// and waiting on it forever would be worse.
     pub fn is_final(self) -> bool {
-        !matches!(self, JobStatus::Queued | JobStatus::Running)
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
     }
 }
 
@@ -144,7 +145,7 @@ pub struct DelegationJob {
     /// The provider's job id.
     pub id: String,
     /// Status.
-    pub status: JobStatus,
+    pub status: RunStatus,
     /// The provider's own word, when it was not one keel knows.
     pub raw_status: Option<String>,
     /// Label.
@@ -163,7 +164,7 @@ pub struct DelegationJob {
 
 impl DelegationJob {
     /// A job `id` in `status` with nothing else known.
-    pub fn new(id: impl Into<String>, status: JobStatus) -> Self {
+    pub fn new(id: impl Into<String>, status: RunStatus) -> Self {
         DelegationJob {
             id: id.into(),
             status,
@@ -567,10 +568,10 @@ mod tests {
 
     #[test]
     fn statuses_parse_and_unknown_is_final() {
-        assert_eq!(JobStatus::parse("running"), JobStatus::Running);
-        assert_eq!(JobStatus::parse("exploded"), JobStatus::Unknown);
-        assert!(JobStatus::Unknown.is_final());
-        assert!(!JobStatus::Queued.is_final());
+        assert_eq!(RunStatus::parse("running"), RunStatus::Running);
+        assert_eq!(RunStatus::parse("exploded"), RunStatus::Unknown);
+        assert!(RunStatus::Unknown.is_final());
+        assert!(!RunStatus::Queued.is_final());
         let codes = [
             ErrorCode::NotReady,
             ErrorCode::Busy,

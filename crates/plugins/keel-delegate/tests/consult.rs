@@ -7,7 +7,7 @@ use keel_delegate::consult::{
     Clock, ConsultConfig, ConsultError, ConsultProvider, PREFLIGHT_RETRY_AFTER, run_subcommand,
 };
 use keel_delegate::seam::{
-    Caller, DelegateMode, DelegateSpec, DelegationService, ErrorCode, JobStatus, SteerOutcome,
+    Caller, DelegateMode, DelegateSpec, DelegationService, ErrorCode, RunStatus, SteerOutcome,
 };
 use keel_testkit::consult::{FakeConsult, fake_consult_path, invocations, read_record, steers};
 use keel_tools::subprocess::{SubprocessConfig, SubprocessService};
@@ -239,7 +239,7 @@ async fn only_schema_version_1_envelopes_are_trusted() {
     let p = fx.provider();
     let job = p.delegate(&fx.caller(), spec("x")).await.unwrap();
     let jobs = p.status(&fx.caller(), Some(&job.id)).await.unwrap();
-    assert_eq!(jobs[0].status, JobStatus::Unknown);
+    assert_eq!(jobs[0].status, RunStatus::Unknown);
     assert_eq!(jobs[0].raw_status.as_deref(), Some("exploded"));
 }
 
@@ -334,7 +334,7 @@ async fn delegate_status_result_logs_cancel() {
     let job = p.delegate(&c, spec("q")).await.unwrap();
     assert_eq!(job.id, "job-1");
     let r = p.result(&c, &job.id).await.unwrap();
-    assert_eq!(r.job.status, JobStatus::Completed);
+    assert_eq!(r.job.status, RunStatus::Completed);
     assert_eq!(r.final_text.as_deref(), Some("the answer"));
     assert_eq!(r.artifacts.touched_files, vec!["a.rs".to_owned()]);
     assert!(r.artifacts.log_path.is_some());
@@ -347,7 +347,7 @@ async fn delegate_status_result_logs_cancel() {
         .wait(&c, std::slice::from_ref(&job.id), Duration::from_secs(10))
         .await
         .unwrap();
-    assert_eq!(done[0].status, JobStatus::Completed);
+    assert_eq!(done[0].status, RunStatus::Completed);
 
     let fx = Fx::new(FakeConsult::new().run_ms(60_000));
     let p = fx.provider();
@@ -364,7 +364,7 @@ async fn delegate_status_result_logs_cancel() {
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::Timeout, "{e}");
     let cancelled = p.cancel(&c_of(&fx), &job.id).await.unwrap();
-    assert_eq!(cancelled.status, JobStatus::Cancelled);
+    assert_eq!(cancelled.status, RunStatus::Cancelled);
 
     let fx = Fx::new(FakeConsult::new().status("failed").error_message("boom"));
     let p = fx.provider();

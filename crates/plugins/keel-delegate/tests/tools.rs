@@ -8,7 +8,7 @@
 use keel_agent::Agent;
 use keel_delegate::inprocess::{InProcessProvider, Outcome, SteerScript};
 use keel_delegate::render::DATA_LINE;
-use keel_delegate::seam::{Artifacts, EventType, JobStatus, Urgency};
+use keel_delegate::seam::{Artifacts, EventType, RunStatus, Urgency};
 use keel_delegate::{DelegateConfig, DelegatePlugin};
 use keel_protocol::{EventBody, InboxTarget};
 use keel_testkit::agent::{AgentFixture, AgentOptions, PluginRow, agent_fixture, events_of};
@@ -69,15 +69,15 @@ fn rig(script: Script, config: DelegateConfig) -> Rig {
         ..config
     };
     let p = Arc::new(InProcessProvider::new());
-    let mut catalogue = keel_host::plugins::builtin();
-    catalogue.retain(|pl| pl.id().as_str() != "delegate");
-    catalogue.push(Box::new(DelegatePlugin::with_service(p.clone())));
+    let mut set = keel_host::plugins::builtin();
+    set.retain(|pl| pl.id().as_str() != "delegate");
+    set.push(Box::new(DelegatePlugin::with_service(p.clone())));
     let f = agent_fixture(
         &script.text(),
         AgentOptions {
             approval: keel_agent::ApprovalPolicy::Auto,
             plugins: vec![PluginRow::new("jobs"), PluginRow::with("delegate", &config)],
-            catalogue: Some(catalogue),
+            plugin_set: Some(set),
             ..AgentOptions::default()
         },
     );
@@ -175,7 +175,7 @@ async fn a_delegation_starts_as_a_job_and_its_answer_comes_back_framed() {
     // Identity comes from the calling agent.
     assert_eq!(r.p.owner_of("ip-1").unwrap(), agent.session_id().as_str());
     assert_eq!(r.p.prompt_of("ip-1").unwrap(), "Find the bug in parse().");
-    assert_eq!(r.p.job_status("ip-1"), Some(JobStatus::Running));
+    assert_eq!(r.p.job_status("ip-1"), Some(RunStatus::Running));
 
     assert!(r.p.finish("ip-1"));
     pending(agent).await;
@@ -449,7 +449,7 @@ async fn job_kill_cancels_the_provider_job() {
     human(agent, "[t2] kill it").await;
     assert_eq!(results(agent)[1].0, "Killed job delegate-1.");
     for _ in 0..500 {
-        if r.p.job_status("ip-1") == Some(JobStatus::Cancelled) {
+        if r.p.job_status("ip-1") == Some(RunStatus::Cancelled) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

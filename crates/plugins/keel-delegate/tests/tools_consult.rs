@@ -165,15 +165,15 @@ fn rig(script: Script, opts: Opts) -> Rig {
         max_output_bytes: opts.max_output_bytes,
         ..DelegateConfig::default()
     };
-    let mut catalogue = keel_host::plugins::builtin();
-    catalogue.retain(|pl| pl.id().as_str() != "delegate");
-    catalogue.push(Box::new(DelegatePlugin::with_service(provider)));
+    let mut set = keel_host::plugins::builtin();
+    set.retain(|pl| pl.id().as_str() != "delegate");
+    set.push(Box::new(DelegatePlugin::with_service(provider)));
     let f = agent_fixture(
         &script.text(),
         AgentOptions {
             approval: keel_agent::ApprovalPolicy::Auto,
             plugins: vec![PluginRow::new("jobs"), PluginRow::with("delegate", &config)],
-            catalogue: Some(catalogue),
+            plugin_set: Some(set),
             ..AgentOptions::default()
         },
     );

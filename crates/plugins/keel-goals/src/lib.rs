@@ -16,11 +16,16 @@
 //!   driver starts the next round after that turn.
 //! - **`/goal OBJECTIVE`** (`/goal --max-rounds N OBJECTIVE`) sets the goal and sends round 1;
 //!   `keel run --goal` does the same headless.
+//! - **How it shows** ([`presenter`]): a status item while the goal is open, an outcome when
+//!   it ends, in every front end.
 #![deny(missing_docs)]
 
 pub mod plugin;
+pub mod presenter;
 pub mod state;
 pub mod tools;
 
 pub use plugin::{GoalsPlugin, ID};
-pub use state::{DEFAULT_MAX_ROUNDS, Fold, Goal, ROUND_EVENT, SET_EVENT, Status};
+pub use state::{
+    DEFAULT_MAX_ROUNDS, Fold, Goal, ROUND_EVENT, ROUND_PROMPT_START, SET_EVENT, Status,
+};

@@ -1,7 +1,8 @@
 //! The `goals` plugin: the shared goal state, the round driver and `/goal`.
 
 use crate::state::{
-    DEFAULT_MAX_ROUNDS, Fold, Goal, MAX_ROUNDS_LIMIT, ROUND_EVENT, SET_EVENT, Status,
+    DEFAULT_MAX_ROUNDS, Fold, Goal, MAX_ROUNDS_LIMIT, ROUND_EVENT, ROUND_PROMPT_START, SET_EVENT,
+    Status,
 };
 use crate::tools::{CreateGoalTool, GetGoalTool, UpdateGoalTool};
 use futures::FutureExt;
@@ -12,7 +13,6 @@ use keel_agent::plugin::{
 };
 use keel_agent::seams::{StopDecision, TurnStopping};
 use keel_agent::{AgentHandle, AgentSlot, InboxMode};
-use keel_protocol::goal::ROUND_PROMPT_START;
 use keel_protocol::sync::Locked;
 use keel_protocol::{Message, MessageSource, TurnEndReason};
 use serde_json::{Value, json};
@@ -352,6 +352,10 @@ impl Plugin for GoalsPlugin {
 
     fn enabled_by_default(&self) -> bool {
         true
+    }
+
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(crate::presenter::presenter())
     }
 
     fn install(&self, ctx: &mut InstallContext, _config: Value) -> Result<(), PluginError> {

@@ -372,10 +372,54 @@ pub fn read_mcp_json(
     for (name, entry) in servers {
         match mcp_json_server(name, entry, var, &origin) {
             Ok(s) => out.push(s),
-            Err(message) => problems.push(problem(name, message)),
+            Err(e) => problems.push(problem(name, e.to_string())),
         }
     }
     (out, problems)
+}
+
+/// Why a `.mcp.json` server entry cannot be used (its problem's message).
+#[derive(Debug, thiserror::Error)]
+enum EntryError {
+    /// The entry is not a JSON object.
+    #[error("not an object")]
+    NotAnObject,
+    /// A key (or `key.name` of a map) that must be a string.
+    #[error("`{0}` must be a string")]
+    NotString(String),
+    /// A key that must be an object.
+    #[error("`{0}` must be an object")]
+    NotObject(String),
+    /// `args` holds something other than strings.
+    #[error("`args` must be strings")]
+    ArgsNotStrings,
+    /// `args` is not an array.
+    #[error("`args` must be an array")]
+    ArgsNotArray,
+    /// A `${VAR}` of the value at `at` cannot be expanded.
+    #[error("{at}: {source}")]
+    Expand {
+        /// The key (`command`, `env.NAME`, `args`).
+        at: String,
+        /// Why.
+        source: ExpandError,
+    },
+    /// A transport named without the key it needs.
+    #[error("a `{transport}` server needs `{needs}`")]
+    Incomplete {
+        /// The transport type given.
+        transport: String,
+        /// The key it needs (`command` or `url`).
+        needs: &'static str,
+    },
+    /// A transport type keel does not speak.
+    #[error(
+        "unknown transport type '{0}' (keel speaks \"stdio\" and \"http\"; the legacy \"sse\" transport is not supported)"
+    )]
+    UnknownTransport(String),
+    /// Neither `command` nor `url`.
+    #[error("give `command` (stdio) or `url` (http)")]
+    NoTransport,
 }
 
 fn mcp_json_server(
@@ -383,16 +427,18 @@ fn mcp_json_server(
     entry: &Value,
     var: &dyn Fn(&str) -> Option<String>,
     origin: &str,
-) -> Result<ServerConfig, String> {
-    let obj = entry.as_object().ok_or("not an object")?;
-    let text = |key: &str| -> Result<Option<String>, String> {
+) -> Result<ServerConfig, EntryError> {
+    let obj = entry.as_object().ok_or(EntryError::NotAnObject)?;
+    let expanded =
+        |at: String, s: &str| expand(s, var).map_err(|source| EntryError::Expand { at, source });
+    let text = |key: &str| -> Result<Option<String>, EntryError> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => expand(s, var).map(Some).map_err(|e| format!("{key}: {e}")),
-            Some(_) => Err(format!("`{key}` must be a string")),
+            Some(Value::String(s)) => expanded(key.to_owned(), s).map(Some),
+            Some(_) => Err(EntryError::NotString(key.to_owned())),
         }
     };
-    let map = |key: &str| -> Result<BTreeMap<String, String>, String> {
+    let map = |key: &str| -> Result<BTreeMap<String, String>, EntryError> {
         let mut out = BTreeMap::new();
         match obj.get(key) {
             None | Some(Value::Null) => {}
@@ -400,14 +446,11 @@ fn mcp_json_server(
                 for (k, v) in m {
                     let v = v
                         .as_str()
-                        .ok_or_else(|| format!("`{key}.{k}` must be a string"))?;
-                    out.insert(
-                        k.clone(),
-                        expand(v, var).map_err(|e| format!("{key}.{k}: {e}"))?,
-                    );
+                        .ok_or_else(|| EntryError::NotString(format!("{key}.{k}")))?;
+                    out.insert(k.clone(), expanded(format!("{key}.{k}"), v)?);
                 }
             }
-            Some(_) => return Err(format!("`{key}` must be an object")),
+            Some(_) => return Err(EntryError::NotObject(key.to_owned())),
         }
         Ok(out)
     };
@@ -421,11 +464,11 @@ fn mcp_json_server(
                     .iter()
                     .map(|v| {
                         v.as_str()
-                            .ok_or_else(|| "`args` must be strings".to_owned())
-                            .and_then(|s| expand(s, var).map_err(|e| format!("args: {e}")))
+                            .ok_or(EntryError::ArgsNotStrings)
+                            .and_then(|s| expanded("args".to_owned(), s))
                     })
                     .collect::<Result<_, _>>()?,
-                Some(_) => return Err("`args` must be an array".into()),
+                Some(_) => return Err(EntryError::ArgsNotArray),
             },
             env: map("env")?,
             cwd: text("cwd")?.map(PathBuf::from),
@@ -436,17 +479,13 @@ fn mcp_json_server(
             bearer_token_env_var: None,
         },
         Some(other @ ("stdio" | "http" | "streamable-http")) => {
-            return Err(format!(
-                "a `{other}` server needs `{}`",
-                if other == "stdio" { "command" } else { "url" }
-            ));
+            return Err(EntryError::Incomplete {
+                transport: other.to_owned(),
+                needs: if other == "stdio" { "command" } else { "url" },
+            });
         }
-        Some(other) => {
-            return Err(format!(
-                "unknown transport type '{other}' (keel speaks \"stdio\" and \"http\"; the legacy \"sse\" transport is not supported)"
-            ));
-        }
-        None => return Err("give `command` (stdio) or `url` (http)".into()),
+        Some(other) => return Err(EntryError::UnknownTransport(other.to_owned())),
+        None => return Err(EntryError::NoTransport),
     };
     Ok(ServerConfig {
         name: name.to_owned(),

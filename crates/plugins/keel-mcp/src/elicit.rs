@@ -23,6 +23,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{mpsc, oneshot};
 
+mod error;
+pub use error::{AnswerError, FormError};
+
 /// Fields of one form keel asks at most.
 const MAX_FIELDS: usize = 20;
 
@@ -101,7 +104,7 @@ impl Route {
     pub fn undecodable(&self, server: &str, params: Option<&Value>) -> Value {
         let schema = params.and_then(|p| p.get("requestedSchema"));
         let why = match schema.map(Form::parse) {
-            Some(Err(why)) => why,
+            Some(Err(why)) => why.to_string(),
             _ => "the request could not be read".to_owned(),
         };
         if self.calls.load(Ordering::Acquire) > 0 {
@@ -323,16 +326,22 @@ const NO: &str = "no";
 fn choices(
     schema: &Map<String, Value>,
     field: &str,
-) -> Result<Option<Vec<(String, String)>>, String> {
+) -> Result<Option<Vec<(String, String)>>, FormError> {
     if let Some(values) = schema.get("enum") {
         let Some(values) = values.as_array() else {
-            return Err(format!("field '{field}': `enum` is not an array"));
+            return Err(FormError::NotAnArray {
+                field: field.to_owned(),
+                key: "enum",
+            });
         };
         let names = schema.get("enumNames").and_then(Value::as_array);
         let mut out = Vec::new();
         for (i, v) in values.iter().enumerate() {
             let Some(v) = v.as_str() else {
-                return Err(format!("field '{field}': enum value {v} is not a string"));
+                return Err(FormError::EnumNotString {
+                    field: field.to_owned(),
+                    value: v.clone(),
+                });
             };
             let label = names
                 .and_then(|n| n.get(i))
@@ -345,14 +354,18 @@ fn choices(
     for key in ["oneOf", "anyOf"] {
         if let Some(values) = schema.get(key) {
             let Some(values) = values.as_array() else {
-                return Err(format!("field '{field}': `{key}` is not an array"));
+                return Err(FormError::NotAnArray {
+                    field: field.to_owned(),
+                    key,
+                });
             };
             let mut out = Vec::new();
             for v in values {
                 let Some(c) = v.get("const").and_then(Value::as_str) else {
-                    return Err(format!(
-                        "field '{field}': a `{key}` entry has no string `const`"
-                    ));
+                    return Err(FormError::NoConst {
+                        field: field.to_owned(),
+                        key,
+                    });
                 };
                 let label = v.get("title").and_then(Value::as_str).unwrap_or(c);
                 out.push((label.to_owned(), c.to_owned()));
@@ -366,25 +379,24 @@ fn choices(
 impl Form {
     /// The form of `schema` (an object schema of primitive fields), or why keel cannot ask it,
     /// naming the field.
-    pub fn parse(schema: &Value) -> Result<Form, String> {
+    pub fn parse(schema: &Value) -> Result<Form, FormError> {
         let Some(obj) = schema.as_object() else {
-            return Err("the requested schema is not an object".into());
+            return Err(FormError::NotAnObject);
         };
         if let Some(t) = obj.get("type")
             && t != "object"
         {
-            return Err(format!("the requested schema has type {t}, not \"object\""));
+            return Err(FormError::NotObjectType(t.clone()));
         }
         let props = match obj.get("properties") {
             None => Map::new(),
             Some(Value::Object(p)) => p.clone(),
-            Some(other) => return Err(format!("`properties` is not an object but {other}")),
+            Some(other) => return Err(FormError::Properties(other.clone())),
         };
         if props.len() > MAX_FIELDS {
-            return Err(format!(
-                "the form has {} fields (keel asks at most {MAX_FIELDS})",
-                props.len()
-            ));
+            return Err(FormError::TooMany {
+                fields: props.len(),
+            });
         }
         let required: Vec<&str> = obj
             .get("required")
@@ -394,7 +406,7 @@ impl Form {
         let mut fields = Vec::new();
         for (name, prop) in &props {
             let Some(p) = prop.as_object() else {
-                return Err(format!("field '{name}' is not a schema"));
+                return Err(FormError::NotASchema(name.clone()));
             };
             let ty = p.get("type").and_then(Value::as_str);
             let uint = |k: &str| p.get(k).and_then(Value::as_u64);
@@ -427,19 +439,16 @@ impl Form {
                             min: uint("minItems"),
                             max: uint("maxItems"),
                         },
-                        None => {
-                            return Err(format!(
-                                "field '{name}' is an array of free values, which keel cannot ask (only of enum strings)"
-                            ));
-                        }
+                        None => return Err(FormError::FreeArray(name.clone())),
                     }
                 }
                 Some(other) => {
-                    return Err(format!(
-                        "field '{name}' has type \"{other}\", which keel cannot ask (string, number, integer, boolean, enum)"
-                    ));
+                    return Err(FormError::Unaskable {
+                        field: name.clone(),
+                        ty: other.to_owned(),
+                    });
                 }
-                None => return Err(format!("field '{name}' has no `type`")),
+                None => return Err(FormError::NoType(name.clone())),
             };
             fields.push(Field {
                 name: name.clone(),
@@ -569,9 +578,13 @@ impl Form {
 
     /// The answers as the form's content, checked against each field; or why not, naming the
     /// field.
-    pub fn content(&self, answers: &BTreeMap<String, QuestionAnswer>) -> Result<Value, String> {
+    pub fn content(
+        &self,
+        answers: &BTreeMap<String, QuestionAnswer>,
+    ) -> Result<Value, AnswerError> {
         let mut out = Map::new();
         for f in &self.fields {
+            let field = || f.name.clone();
             let given = match answers.get(&f.name) {
                 Some(QuestionAnswer::One(s)) if s.trim().is_empty() => None,
                 Some(QuestionAnswer::Many(v)) if v.is_empty() && !f.required => None,
@@ -581,10 +594,7 @@ impl Form {
                 if let Some(d) = &f.default {
                     out.insert(f.name.clone(), d.clone());
                 } else if f.required {
-                    return Err(format!(
-                        "field '{}' is required and was not answered",
-                        f.name
-                    ));
+                    return Err(AnswerError::Required(field()));
                 }
                 continue;
             };
@@ -592,43 +602,38 @@ impl Form {
                 (Kind::Text { min, max, format }, QuestionAnswer::One(s)) => {
                     let n = s.chars().count() as u64;
                     if min.is_some_and(|m| n < m) || max.is_some_and(|m| n > m) {
-                        return Err(format!(
-                            "the answer for field '{}' has {n} characters, outside its limits",
-                            f.name
-                        ));
+                        return Err(AnswerError::Length { field: field(), n });
                     }
                     if format.as_deref() == Some("email") && !s.contains('@') {
-                        return Err(format!(
-                            "the answer for field '{}' is not an email address",
-                            f.name
-                        ));
+                        return Err(AnswerError::NotEmail(field()));
                     }
                     json!(s)
                 }
                 (Kind::Number { integer, min, max }, QuestionAnswer::One(s)) => {
                     let t = s.trim();
                     let v: Value = if *integer {
-                        t.parse::<i64>().map(Value::from).map_err(|_| {
-                            format!(
-                                "the answer for field '{}' ({t:?}) is not a whole number",
-                                f.name
-                            )
-                        })?
+                        t.parse::<i64>()
+                            .map(Value::from)
+                            .map_err(|_| AnswerError::NotWhole {
+                                field: field(),
+                                given: t.to_owned(),
+                            })?
                     } else {
                         t.parse::<f64>()
                             .ok()
                             .filter(|x| x.is_finite())
                             .map(Value::from)
-                            .ok_or_else(|| {
-                                format!("the answer for field '{}' ({t:?}) is not a number", f.name)
+                            .ok_or_else(|| AnswerError::NotNumber {
+                                field: field(),
+                                given: t.to_owned(),
                             })?
                     };
                     let x = v.as_f64().unwrap_or_default();
                     if min.is_some_and(|m| x < m) || max.is_some_and(|m| x > m) {
-                        return Err(format!(
-                            "the answer for field '{}' ({t}) is outside its limits",
-                            f.name
-                        ));
+                        return Err(AnswerError::OutOfRange {
+                            field: field(),
+                            given: t.to_owned(),
+                        });
                     }
                     v
                 }
@@ -636,12 +641,7 @@ impl Form {
                     match s.trim().to_ascii_lowercase().as_str() {
                         YES | "true" | "y" => json!(true),
                         NO | "false" | "n" => json!(false),
-                        _ => {
-                            return Err(format!(
-                                "the answer for field '{}' is not yes or no",
-                                f.name
-                            ));
-                        }
+                        _ => return Err(AnswerError::NotYesOrNo(field())),
                     }
                 }
                 (Kind::Choice(values), QuestionAnswer::One(s)) => {
@@ -651,10 +651,10 @@ impl Form {
                     {
                         Some((_, value)) => json!(value),
                         None => {
-                            return Err(format!(
-                                "the answer for field '{}' ({s:?}) is not one of its choices",
-                                f.name
-                            ));
+                            return Err(AnswerError::NotAChoice {
+                                field: field(),
+                                given: s.clone(),
+                            });
                         }
                     }
                 }
@@ -671,24 +671,21 @@ impl Form {
                         {
                             Some((_, value)) => sent.push(json!(value)),
                             None => {
-                                return Err(format!(
-                                    "the answer for field '{}' ({p:?}) is not one of its choices",
-                                    f.name
-                                ));
+                                return Err(AnswerError::NotAChoice {
+                                    field: field(),
+                                    given: p.clone(),
+                                });
                             }
                         }
                     }
                     let n = sent.len() as u64;
                     if min.is_some_and(|m| n < m) || max.is_some_and(|m| n > m) {
-                        return Err(format!(
-                            "field '{}' takes a different number of choices than {n}",
-                            f.name
-                        ));
+                        return Err(AnswerError::ChoiceCount { field: field(), n });
                     }
                     Value::Array(sent)
                 }
                 (_, QuestionAnswer::Many(_)) => {
-                    return Err(format!("field '{}' takes one answer, not several", f.name));
+                    return Err(AnswerError::NotSeveral(field()));
                 }
             };
             out.insert(f.name.clone(), value);
@@ -742,7 +739,7 @@ mod tests {
             ("name".to_owned(), one("Ada")),
             ("age".to_owned(), one("old")),
         ]);
-        let why = form.content(&bad).unwrap_err();
+        let why = form.content(&bad).unwrap_err().to_string();
         assert!(
             why.contains("'age'") && why.contains("whole number"),
             "{why}"
@@ -751,6 +748,7 @@ mod tests {
         assert!(
             form.content(&missing)
                 .unwrap_err()
+                .to_string()
                 .contains("'age' is required")
         );
     }
@@ -758,10 +756,10 @@ mod tests {
     #[test]
     fn schemas_keel_cannot_ask_are_refused_naming_the_field() {
         let nested = json!({"type": "object", "properties": {"address": {"type": "object"}}});
-        let why = Form::parse(&nested).unwrap_err();
+        let why = Form::parse(&nested).unwrap_err().to_string();
         assert!(why.contains("'address'") && why.contains("object"), "{why}");
         let free = json!({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "string"}}}});
-        assert!(Form::parse(&free).unwrap_err().contains("'xs'"));
+        assert!(Form::parse(&free).unwrap_err().to_string().contains("'xs'"));
         assert!(Form::parse(&json!({"type": "array"})).is_err());
     }
 }

@@ -10,5 +10,6 @@ pub mod client;
 pub mod config;
 pub mod elicit;
 pub mod plugin;
+pub mod presenter;
 
 pub use plugin::{ID, McpPlugin};

@@ -65,6 +65,10 @@ impl Plugin for McpPlugin {
         true
     }
 
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(crate::presenter::presenter())
+    }
+
     fn install(&self, ctx: &mut InstallContext, _config: Value) -> Result<(), PluginError> {
         // A workspace's own `.mcp.json` starts nothing until the user trusts it, nor once it
         // changed since then.

@@ -274,7 +274,7 @@ impl HistorySearch {
         query: &str,
         limit: usize,
         skip_call: Option<&str>,
-    ) -> Result<Vec<Hit>, String> {
+    ) -> Vec<Hit> {
         let query = Query::new(query);
         let mut indexes = self.indexes.locked();
         let own = indexes.entry(session.header().id.clone()).or_default();
@@ -308,7 +308,7 @@ impl HistorySearch {
         // stable).
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         hits.truncate(limit);
-        Ok(hits)
+        hits
     }
 }
 
@@ -374,9 +374,8 @@ impl Tool for HistorySearch {
             ToolError::Failed("history_search runs only inside an agent session".into())
         })?;
         let file = agent.transcript_path();
-        let hits = agent
-            .with_session(|s| self.search(s, &file, &a.query, limit, Some(&ctx.call.id)))
-            .map_err(ToolError::Failed)?;
+        let hits =
+            agent.with_session(|s| self.search(s, &file, &a.query, limit, Some(&ctx.call.id)));
         Ok(ToolOutput::text(as_data(
             "history",
             &render(&hits, max_tokens),

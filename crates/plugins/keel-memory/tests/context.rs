@@ -434,14 +434,14 @@ impl Policy for EveryOther {
     }
 }
 
-/// A third policy is added without touching keel-memory: an embedder's catalogue carries the
+/// A third policy is added without touching keel-memory: an embedder's plugin set carries the
 /// memory plugin with it, and `policy = "every-other"` selects it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_third_policy_plugs_in_from_outside_the_crate() {
     let turns = 4;
-    let mut catalogue = keel_host::plugins::builtin();
-    catalogue.retain(|p| p.id().as_str() != "memory");
-    catalogue.push(Box::new(
+    let mut set = keel_host::plugins::builtin();
+    set.retain(|p| p.id().as_str() != "memory");
+    set.push(Box::new(
         keel_memory::MemoryPlugin::default().with_policy(Arc::new(EveryOther)),
     ));
     let f = agent_fixture(
@@ -453,7 +453,7 @@ async fn a_third_policy_plugs_in_from_outside_the_crate() {
                 PluginRow::new("compaction"),
             ],
             files: files(turns),
-            catalogue: Some(catalogue),
+            plugin_set: Some(set),
             ..AgentOptions::default()
         },
     );

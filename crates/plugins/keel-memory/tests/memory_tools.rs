@@ -270,14 +270,14 @@ async fn turn_variables_are_cleared_at_turn_end() {
         ),
     ]);
     // The memory tools over a state the test keeps, installed by a `memory` plugin of the
-    // test's catalogue, so it can see the turn variables go.
+    // test's plugin set, so it can see the turn variables go.
     let shared = Arc::new(Shared::new(default_path(d.home.path()), false));
-    let mut catalogue = keel_host::plugins::builtin();
-    catalogue.retain(|p| p.id() != keel_memory::ID);
-    catalogue.push(Box::new(SharedMemory(shared.clone())));
+    let mut set = keel_host::plugins::builtin();
+    set.retain(|p| p.id() != keel_memory::ID);
+    set.push(Box::new(SharedMemory(shared.clone())));
     let opts = AgentOptions {
         plugins: vec![PluginRow::new("memory")],
-        catalogue: Some(catalogue),
+        plugin_set: Some(set),
         ..AgentOptions::default()
     };
     let a = agent_in(d.home.path(), &d.cwd, &s, opts).0;

@@ -33,7 +33,7 @@ pub use crate::capture::{
     SettledResult, classify,
 };
 use crate::fxhash::FxMap as HashMap;
-use crate::graph::Snapshot;
+use crate::graph::{CompileError, Snapshot};
 use crate::model::{Binding, Disposition, Origin, Stage};
 use crate::node::Id;
 use crate::receipt::{Encoder, RECEIPT_PREFIX, Receipt, ReceiptInput, ReceiptView};
@@ -192,7 +192,7 @@ impl Recorder {
         payload: &Payload<'_>,
         bindings: &[Binding],
         aliases: &[String],
-    ) -> Result<Option<Id>, String> {
+    ) -> Result<Option<Id>, RecordError> {
         let sequence = self.graph.receipts().len() as u64;
         let previous = self
             .graph
@@ -218,7 +218,7 @@ impl Recorder {
         let encoded = self
             .encoder
             .encode(input, payload, line)
-            .map_err(|e| jcs_reason(&e))?;
+            .map_err(RecordError::Payload)?;
         let view = ReceiptView {
             receipt_id: &encoded.receipt_id,
             run_id: &self.run_id,
@@ -246,7 +246,7 @@ impl Recorder {
             }
             Err(e) => {
                 self.pending.truncate(mark);
-                Err(format!("compile: {e}"))
+                Err(RecordError::Compile(e))
             }
         }
     }
@@ -265,7 +265,7 @@ impl Recorder {
         match self.record(stage, native_id, transform, payload, bindings, aliases) {
             Ok(primary) => primary,
             Err(reason) => {
-                self.failure(stage, native_id, &reason);
+                self.failure(stage, native_id, &reason.to_string());
                 None
             }
         }
@@ -677,13 +677,25 @@ fn state_view(s: &CallState) -> CallFacts {
     }
 }
 
-fn jcs_reason(e: &JcsError) -> String {
-    let code = match e {
+/// Why a receipt was not recorded: `code: message`, the code (before the colon) being the
+/// `capture/failure` receipt's transform.
+#[derive(Debug, thiserror::Error)]
+enum RecordError {
+    /// The payload cannot be encoded as canonical JSON.
+    #[error("{}: {}", payload_code(.0), .0)]
+    Payload(JcsError),
+    /// The receipt does not compile into the graph.
+    #[error("compile: {0}")]
+    Compile(CompileError),
+}
+
+/// The failure code of a payload that cannot be encoded.
+fn payload_code(e: &JcsError) -> &'static str {
+    match e {
         JcsError::NonFinite { .. } => "payload_not_canonical",
         JcsError::LoneSurrogate { .. } => "payload_not_canonical",
         JcsError::DuplicateKey { .. } => "payload_not_canonical",
         JcsError::TooDeep => "payload_too_deep",
         JcsError::Syntax { .. } => "payload_not_json",
-    };
-    format!("{code}: {e}")
+    }
 }

@@ -18,9 +18,12 @@
 //!   running is logged `schedule/missed` (once, with how many times it came due) and the model
 //!   is told at its next turn, never run silently.
 //! - **`present`** ([`present`]): its own plugin in this crate.
+//! - **How their events show** ([`presenter`]): firings as markers, misses as notices,
+//!   presented files listed at the turn's end, in every front end.
 #![deny(missing_docs)]
 
 pub mod present;
+pub mod presenter;
 pub mod service;
 pub mod state;
 pub mod tools;
@@ -57,6 +60,10 @@ impl Plugin for SchedulePlugin {
     }
     fn enabled_by_default(&self) -> bool {
         false
+    }
+
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(crate::presenter::schedule())
     }
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
         let _: NoConfig = plugin_config(ID, config)?;

@@ -3,6 +3,7 @@
 //! front end lists the turn's files when the turn ends (keel run on stderr after the answer,
 //! `--json` as the event's line; the TUI and ACP from the session view's `Presented` cell).
 
+pub use crate::presenter::{PRESENT_EVENT, presented};
 use async_trait::async_trait;
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId};
 use keel_agent::seams::{ChildBuild, ChildSetup};
@@ -13,9 +14,6 @@ use std::sync::Arc;
 
 /// The plugin's id (`[[plugins]] id = "present"`).
 pub const PRESENT_ID: PluginId = keel_agent::plugin_id!("present");
-/// `present/files {files: [{path, description?}]}` (paths relative to the working directory
-/// when under it).
-pub const PRESENT_EVENT: &str = "present/files";
 /// Files one call may present.
 pub const MAX_FILES: usize = 50;
 /// Characters of a file's description.
@@ -122,23 +120,6 @@ fn checked_files(args: &Value, ctx: &ToolContext<'_>) -> Result<Vec<Value>, Tool
     Ok(out)
 }
 
-/// The files of one `present/files` event's data: `(path, description)`.
-pub fn presented(data: &Value) -> Vec<(String, Option<String>)> {
-    data.get("files")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|f| {
-            let path = f.get("path")?.as_str()?.to_owned();
-            let description = f
-                .get("description")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            Some((path, description))
-        })
-        .collect()
-}
-
 /// The `present` plugin (off by default: one more schema in every request).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PresentPlugin;
@@ -152,6 +133,10 @@ impl Plugin for PresentPlugin {
     }
     fn enabled_by_default(&self) -> bool {
         false
+    }
+
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(crate::presenter::present())
     }
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
         let _: crate::NoConfig = keel_agent::plugin::plugin_config(PRESENT_ID, config)?;

@@ -177,7 +177,8 @@ impl Shared {
             When::At(at) => {
                 let t = parse_rfc3339(&at).map_err(|e| {
                     ScheduleError(format!(
-                        "at {at:?} is not an RFC 3339 time such as 2030-01-31T12:00:00Z: {e}"
+                        "at {at:?} is not an RFC 3339 time such as 2030-01-31T12:00:00Z: {}",
+                        e.reason
                     ))
                 })?;
                 if t <= now {

@@ -149,9 +149,7 @@ pub use keel_protocol::time::now_ms;
 pub use keel_protocol::time::utc_rfc3339_short as rfc3339;
 
 /// An RFC 3339 time (any offset) as ms since the epoch; what is wrong with it otherwise.
-pub fn parse_rfc3339(s: &str) -> Result<i64, String> {
-    keel_protocol::time::parse_rfc3339(s).map_err(|e| e.reason.to_owned())
-}
+pub use keel_protocol::time::parse_rfc3339;
 
 /// A duration for people: `45 s`, `4 min 10 s`, `2 h 5 min`, `3 d 4 h`.
 pub fn human(ms: i64) -> String {

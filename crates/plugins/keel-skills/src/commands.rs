@@ -3,8 +3,8 @@
 //! body is replaced by the arguments; without it, they follow the body on a line
 //! `ARGUMENTS: …`.
 
-use crate::catalog::SkillError;
 use crate::plugin::Shared;
+use crate::scan::SkillError;
 use crate::tool::body;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -31,7 +31,7 @@ enum ExpandError {
     },
 }
 
-/// The user-invocable skills of the current catalog.
+/// The user-invocable skills of the current skill set.
 pub struct SkillCommands {
     pub(crate) shared: Arc<Shared>,
 }
@@ -58,7 +58,7 @@ pub fn message(name: &str, file: &std::path::Path, body: &str, args: &str) -> St
 impl CommandSource for SkillCommands {
     fn commands(&self) -> Vec<PluginCommand> {
         self.shared
-            .catalog()
+            .skill_set()
             .skills
             .iter()
             .filter(|s| s.user_invocable)
@@ -75,8 +75,8 @@ impl CommandSource for SkillCommands {
         name: &'a str,
         args: &'a str,
     ) -> BoxFuture<'a, Result<String, CommandError>> {
-        let catalog = self.shared.catalog();
-        let result = match catalog.get(name).filter(|s| s.user_invocable) {
+        let skills = self.shared.skill_set();
+        let result = match skills.get(name).filter(|s| s.user_invocable) {
             None => Err(ExpandError::NoSkill(name.to_owned())),
             Some(skill) => body(skill)
                 .map(|b| message(&skill.name, &skill.file, &b, args))

@@ -43,8 +43,49 @@ pub enum FrontError {
         /// 1-based line number in the file.
         line: usize,
         /// What is wrong.
-        why: String,
+        why: LineError,
     },
+}
+
+/// What is wrong with a front-matter line ([`FrontError::Line`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// A line indented with a tab.
+    #[error("tabs cannot indent YAML")]
+    Tab,
+    /// An indented line that belongs to no key.
+    #[error("unexpected indented line {0:?}")]
+    Indented(String),
+    /// A line without a colon.
+    #[error("expected `key: value`, found {0:?}")]
+    NotKeyValue(String),
+    /// An empty key, or one with spaces that is not quoted.
+    #[error("not a key: {0:?}")]
+    NotAKey(String),
+    /// `key:value` without the space.
+    #[error("expected a space after `{0}:` (a value like `a:b` needs quotes)")]
+    NoSpace(String),
+    /// A key given twice.
+    #[error("the key `{0}` is given twice")]
+    Twice(String),
+    /// A block scalar header other than `|`/`>` with `-` or `+`.
+    #[error("unsupported block scalar header {0:?}")]
+    BlockHeader(String),
+    /// A plain value with `- ` items after it.
+    #[error("a value followed by list items")]
+    ValueThenList,
+    /// A `\u` escape that is not four hex digits of a character.
+    #[error("bad escape \\u{0}")]
+    BadUnicode(String),
+    /// An escape YAML does not have (the character after the backslash).
+    #[error("unknown escape \\{0}")]
+    UnknownEscape(char),
+    /// A quoted string without its closing quote (`"` or `'`).
+    #[error("unterminated {0}-quoted string")]
+    Unterminated(&'static str),
+    /// Text after the closing quote that is not a comment.
+    #[error("text after the closing quote: {0:?}")]
+    AfterQuote(String),
 }
 
 /// A file split into its front matter (keys in order of appearance are not kept: a map) and
@@ -100,31 +141,26 @@ fn parse(lines: &[&str]) -> Result<BTreeMap<String, Value>, FrontError> {
     while i < lines.len() {
         let line = lines[i];
         let at = i + 2;
-        let err = |why: String| FrontError::Line { line: at, why };
+        let err = |why: LineError| FrontError::Line { line: at, why };
         i += 1;
         if is_blank_or_comment(line) {
             continue;
         }
         if line.starts_with('\t') {
-            return Err(err("tabs cannot indent YAML".into()));
+            return Err(err(LineError::Tab));
         }
         if indent(line) > 0 {
-            return Err(err(format!("unexpected indented line {:?}", line.trim())));
+            return Err(err(LineError::Indented(line.trim().to_owned())));
         }
         let Some((key, rest)) = line.split_once(':') else {
-            return Err(err(format!(
-                "expected `key: value`, found {:?}",
-                line.trim()
-            )));
+            return Err(err(LineError::NotKeyValue(line.trim().to_owned())));
         };
         let key = key.trim();
         if key.is_empty() || key.contains(char::is_whitespace) && !quoted(key) {
-            return Err(err(format!("not a key: {key:?}")));
+            return Err(err(LineError::NotAKey(key.to_owned())));
         }
         if !(rest.is_empty() || rest.starts_with([' ', '\t'])) {
-            return Err(err(format!(
-                "expected a space after `{key}:` (a value like `a:b` needs quotes)"
-            )));
+            return Err(err(LineError::NoSpace(key.to_owned())));
         }
         // The lines that belong to this key: more indented, or blank/comment in between, or
         // `- ` items at column 0 (a list under the key).
@@ -148,7 +184,7 @@ fn parse(lines: &[&str]) -> Result<BTreeMap<String, Value>, FrontError> {
         let value = value(rest.trim(), more).map_err(err)?;
         let key = unquote_key(key);
         if out.insert(key.clone(), value).is_some() {
-            return Err(err(format!("the key `{key}` is given twice")));
+            return Err(err(LineError::Twice(key)));
         }
     }
     Ok(out)
@@ -168,7 +204,7 @@ fn unquote_key(key: &str) -> String {
 }
 
 /// The value of a key: `rest` after the colon, `more` the lines that belong to it.
-fn value(rest: &str, more: &[&str]) -> Result<Value, String> {
+fn value(rest: &str, more: &[&str]) -> Result<Value, LineError> {
     if rest.is_empty() || rest.starts_with('#') {
         return Ok(if more.iter().all(|l| is_blank_or_comment(l)) {
             Value::Text(String::new())
@@ -180,7 +216,7 @@ fn value(rest: &str, more: &[&str]) -> Result<Value, String> {
         let folded = rest.starts_with('>');
         let chomp = style.split('#').next().unwrap_or("").trim();
         if !matches!(chomp, "" | "-" | "+") {
-            return Err(format!("unsupported block scalar header {rest:?}"));
+            return Err(LineError::BlockHeader(rest.to_owned()));
         }
         return Ok(Value::Text(block(more, folded, chomp)));
     }
@@ -197,7 +233,7 @@ fn value(rest: &str, more: &[&str]) -> Result<Value, String> {
     }
     if more.iter().any(|l| l.trim_start().starts_with("- ")) && more.iter().all(|l| indent(l) == 0)
     {
-        return Err("a value followed by list items".into());
+        return Err(LineError::ValueThenList);
     }
     let mut text = strip_comment(rest).to_owned();
     for l in more {
@@ -279,7 +315,7 @@ fn block(more: &[&str], folded: bool, chomp: &str) -> String {
     }
 }
 
-fn double_quoted(s: &str) -> Result<String, String> {
+fn double_quoted(s: &str) -> Result<String, LineError> {
     let mut out = String::new();
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
@@ -296,18 +332,18 @@ fn double_quoted(s: &str) -> Result<String, String> {
                     let c = u32::from_str_radix(&hex, 16)
                         .ok()
                         .and_then(char::from_u32)
-                        .ok_or_else(|| format!("bad escape \\u{hex}"))?;
+                        .ok_or(LineError::BadUnicode(hex))?;
                     out.push(c);
                 }
-                other => return Err(format!("unknown escape \\{}", other.unwrap_or(' '))),
+                other => return Err(LineError::UnknownEscape(other.unwrap_or(' '))),
             },
             c => out.push(c),
         }
     }
-    Err("unterminated double-quoted string".into())
+    Err(LineError::Unterminated("double"))
 }
 
-fn single_quoted(s: &str) -> Result<String, String> {
+fn single_quoted(s: &str) -> Result<String, LineError> {
     let mut out = String::new();
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -322,16 +358,16 @@ fn single_quoted(s: &str) -> Result<String, String> {
             out.push(c);
         }
     }
-    Err("unterminated single-quoted string".into())
+    Err(LineError::Unterminated("single"))
 }
 
 /// What may follow a closing quote: nothing, or a comment.
-fn after_close(rest: &str) -> Result<(), String> {
+fn after_close(rest: &str) -> Result<(), LineError> {
     let rest = rest.trim();
     if rest.is_empty() || rest.starts_with('#') {
         Ok(())
     } else {
-        Err(format!("text after the closing quote: {rest:?}"))
+        Err(LineError::AfterQuote(rest.to_owned()))
     }
 }
 

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | the front matter (a small, careful subset of YAML) | [`front`] |
 //! | the roots in rank order (project, configured, home) | [`roots`] |
-//! | a scan of the roots: skills, shadowed ones, warnings; the prompt catalog | [`catalog`] |
+//! | a scan of the roots: skills, shadowed ones, warnings; the prompt's skill list | [`scan`] |
 //! | the `skill` tool the model loads a skill with | [`tool`] |
 //! | `/name [args]` for people | [`commands`] |
 //! | the `skills` plugin row, hot reload between turns | [`plugin`] |
@@ -15,13 +15,14 @@
 //! Design: `docs/skills.md`.
 #![deny(missing_docs)]
 
-pub mod catalog;
 pub mod commands;
 pub mod front;
 pub mod plugin;
+pub mod presenter;
 pub mod roots;
+pub mod scan;
 pub mod tool;
 
-pub use catalog::{Catalog, Skill};
-pub use plugin::{CATALOG_EVENT, ID, SkillsConfig, SkillsPlugin, WARNING_EVENT};
+pub use plugin::{ID, LISTING_EVENT, SkillsConfig, SkillsPlugin, WARNING_EVENT};
 pub use roots::{PROJECT_DIRS, Root, Scope, project_root, project_skill_dirs};
+pub use scan::{Skill, SkillSet};

@@ -3,7 +3,7 @@
 //! At install it scans the roots ([`crate::roots`]; the project's only in a trusted
 //! workspace) and offers:
 //!
-//! - a prompt section `skills`, the bounded catalog of the skills the model may load, when
+//! - a prompt section `skills`, the bounded list of the skills the model may load, when
 //!   there is one;
 //! - the `skill` tool, through a tool source whose set is re-read at each turn start, so it
 //!   appears and goes with the skills;
@@ -11,7 +11,7 @@
 //!
 //! **Hot reload.** At each turn start the registry asks the tool source for its generation;
 //! that is when the plugin stats the roots and the skill files it knows (never the other files
-//! of a skill's folder) and scans again only when one of them changed. The catalog, the
+//! of a skill's folder) and scans again only when one of them changed. The skill set, the
 //! tool's presence and the commands follow at that boundary, never in the middle of a turn.
 //!
 //! **Events.** Each file skipped is logged once as an ignorable `skills/warning`
@@ -19,9 +19,10 @@
 //! `skills/catalog` `{skills: [{name, file, scope, model, user}], shadowed: [{name, file,
 //! by}]}` when there is anything to list, and again when a reload changes it.
 
-use crate::catalog::{Catalog, Fingerprint, Warning};
 use crate::commands::SkillCommands;
+pub use crate::presenter::{LISTING_EVENT, WARNING_EVENT};
 use crate::roots::{Root, expand, project_root, roots};
+use crate::scan::{Fingerprint, SkillSet, Warning};
 use crate::tool::SkillTool;
 use keel_agent::AgentSlot;
 use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId, plugin_config};
@@ -35,11 +36,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The plugin id.
 pub const ID: PluginId = keel_agent::plugin_id!("skills");
-
-/// The ignorable event of a skipped skill file: `{file, error}`.
-pub const WARNING_EVENT: &str = "skills/warning";
-/// The ignorable event listing the skills and the shadowed ones.
-pub const CATALOG_EVENT: &str = "skills/catalog";
 
 /// `[plugins.config]` of the `skills` row.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -64,13 +60,13 @@ pub struct Shared {
 }
 
 struct State {
-    catalog: Arc<Catalog>,
+    skill_set: Arc<SkillSet>,
     fingerprint: Fingerprint,
     /// Events not logged yet (the agent is not bound, or they came from a reload).
     pending: Vec<(&'static str, Value)>,
 }
 
-fn listing(c: &Catalog) -> Value {
+fn listing(c: &SkillSet) -> Value {
     let skills: Vec<Value> = c
         .skills
         .iter()
@@ -94,17 +90,17 @@ fn warning_event(w: &Warning) -> (&'static str, Value) {
 impl Shared {
     /// Scan `roots` now.
     pub fn new(roots: Vec<Root>) -> Arc<Shared> {
-        let catalog = Catalog::scan(&roots);
+        let set = SkillSet::scan(&roots);
         let mut pending: Vec<(&'static str, Value)> =
-            catalog.warnings.iter().map(warning_event).collect();
-        if !catalog.skills.is_empty() || !catalog.shadowed.is_empty() {
-            pending.push((CATALOG_EVENT, listing(&catalog)));
+            set.warnings.iter().map(warning_event).collect();
+        if !set.skills.is_empty() || !set.shadowed.is_empty() {
+            pending.push((LISTING_EVENT, listing(&set)));
         }
         Arc::new(Shared {
             roots,
             state: Mutex::new(State {
-                fingerprint: catalog.fingerprint(),
-                catalog: Arc::new(catalog),
+                fingerprint: set.fingerprint(),
+                skill_set: Arc::new(set),
                 pending,
             }),
             generation: AtomicU64::new(0),
@@ -116,9 +112,9 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The catalog as of the last scan.
-    pub fn catalog(&self) -> Arc<Catalog> {
-        self.state().catalog.clone()
+    /// The skill set as of the last scan.
+    pub fn skill_set(&self) -> Arc<SkillSet> {
+        self.state().skill_set.clone()
     }
 
     /// The roots, in rank order.
@@ -126,29 +122,29 @@ impl Shared {
         &self.roots
     }
 
-    /// Scan again when a watched path changed; returns whether the catalog changed. Events of
+    /// Scan again when a watched path changed; returns whether the skill set changed. Events of
     /// the new scan are logged when the agent is bound.
     pub fn refresh(&self) -> bool {
         let changed = {
             let mut state = self.state();
-            let old = state.catalog.clone();
+            let old = state.skill_set.clone();
             if old.fingerprint() == state.fingerprint {
                 false
             } else {
-                let next = Catalog::scan(&self.roots);
+                let next = SkillSet::scan(&self.roots);
                 state.fingerprint = next.fingerprint();
                 for w in next.warnings.iter().filter(|w| !old.warnings.contains(w)) {
                     state.pending.push(warning_event(w));
                 }
                 let changed = next.skills != old.skills || next.shadowed != old.shadowed;
                 if changed {
-                    state.pending.push((CATALOG_EVENT, listing(&next)));
+                    state.pending.push((LISTING_EVENT, listing(&next)));
                 }
-                let offered = |c: &Catalog| c.model_skills().next().is_some();
+                let offered = |c: &SkillSet| c.model_skills().next().is_some();
                 if offered(&next) != offered(&old) {
                     self.generation.fetch_add(1, Ordering::AcqRel);
                 }
-                state.catalog = Arc::new(next);
+                state.skill_set = Arc::new(next);
                 changed
             }
         };
@@ -182,7 +178,7 @@ impl ToolSource for SkillSource {
     }
 
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        if self.shared.catalog().model_skills().next().is_some() {
+        if self.shared.skill_set().model_skills().next().is_some() {
             vec![self.tool.clone()]
         } else {
             Vec::new()
@@ -201,6 +197,10 @@ impl Plugin for SkillsPlugin {
 
     fn enabled_by_default(&self) -> bool {
         true
+    }
+
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(crate::presenter::presenter())
     }
 
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
@@ -236,7 +236,7 @@ impl Plugin for SkillsPlugin {
         let prompt = shared.clone();
         ctx.hooks.prompt_sections.push(Arc::new(move |_| {
             prompt
-                .catalog()
+                .skill_set()
                 .prompt()
                 .map(|text| PromptSection::new("skills", text))
                 .into_iter()
@@ -264,7 +264,7 @@ mod tests {
             dir: dir.clone(),
             scope: Scope::Home,
         }]);
-        assert!(shared.catalog().skills.is_empty());
+        assert!(shared.skill_set().skills.is_empty());
         assert!(!shared.refresh());
         std::fs::create_dir_all(dir.join("a")).unwrap();
         std::fs::write(
@@ -274,16 +274,16 @@ mod tests {
         .unwrap();
         assert!(shared.refresh());
         assert_eq!(shared.generation.load(Ordering::Acquire), 1);
-        assert_eq!(shared.catalog().skills[0].description, "one");
+        assert_eq!(shared.skill_set().skills[0].description, "one");
         assert!(!shared.refresh());
         // Broken later: a warning, the skill is gone, the tool with it.
         std::fs::write(dir.join("a/SKILL.md"), "---\nname: a\n---\n").unwrap();
         assert!(shared.refresh());
-        assert!(shared.catalog().skills.is_empty());
+        assert!(shared.skill_set().skills.is_empty());
         assert_eq!(shared.generation.load(Ordering::Acquire), 2);
         let pending = &shared.state().pending;
         let kinds: Vec<&str> = pending.iter().map(|p| p.0).collect();
-        assert_eq!(kinds, [CATALOG_EVENT, WARNING_EVENT, CATALOG_EVENT]);
+        assert_eq!(kinds, [LISTING_EVENT, WARNING_EVENT, LISTING_EVENT]);
         assert!(
             pending[1].1["file"]
                 .as_str()

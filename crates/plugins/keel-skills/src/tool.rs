@@ -5,8 +5,8 @@
 //! The file is read again at each load, so an edit to a skill's body takes effect at once. An
 //! unknown name is an error naming it and the close names.
 
-use crate::catalog::{self, Catalog, Skill, SkillError};
 use crate::plugin::Shared;
+use crate::scan::{self, Skill, SkillError, SkillSet};
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
 use keel_tools::beneath::Reader;
@@ -27,8 +27,8 @@ pub struct SkillTool {
 
 /// A skill's body as read now: the text after the front matter.
 pub fn body(skill: &Skill) -> Result<String, SkillError> {
-    let text = catalog::read(&skill.file, skill.beneath.as_deref())?;
-    let (_, body) = catalog::parse(&text)?;
+    let text = scan::read(&skill.file, skill.beneath.as_deref())?;
+    let (_, body) = scan::parse(&text)?;
     Ok(body.trim_matches('\n').to_owned())
 }
 
@@ -124,15 +124,15 @@ instructions.\n",
 }
 
 /// Why `name` cannot be loaded by the model, with the close names.
-pub fn unknown(catalog: &Catalog, name: &str) -> String {
-    if catalog.get(name).is_some() {
+pub fn unknown(skills: &SkillSet, name: &str) -> String {
+    if skills.get(name).is_some() {
         return format!(
             "the skill '{name}' is for people only (disable-model-invocation); it cannot be loaded with this tool"
         );
     }
-    let close = catalog.close_names(name, true);
+    let close = skills.close_names(name, true);
     if close.is_empty() {
-        let all: Vec<&str> = catalog
+        let all: Vec<&str> = skills
             .model_skills()
             .take(20)
             .map(|s| s.name.as_str())
@@ -181,9 +181,9 @@ impl Tool for SkillTool {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .trim();
-        let catalog = self.shared.catalog();
-        let Some(skill) = catalog.get(name).filter(|s| s.model_invocable) else {
-            return Err(ToolError::InvalidArgs(unknown(&catalog, name)));
+        let skills = self.shared.skill_set();
+        let Some(skill) = skills.get(name).filter(|s| s.model_invocable) else {
+            return Err(ToolError::InvalidArgs(unknown(&skills, name)));
         };
         let body = body(skill).map_err(|e| {
             ToolError::Failed(format!(
@@ -219,7 +219,7 @@ mod tests {
         for i in 0..60 {
             std::fs::write(dir.join(format!("z{i:02}.txt")), "").unwrap();
         }
-        let cat = Catalog::scan(&[Root {
+        let cat = SkillSet::scan(&[Root {
             dir: t.path().to_path_buf(),
             scope: Scope::Home,
         }]);
@@ -259,7 +259,7 @@ mod tests {
         )
         .unwrap();
         symlink(t.path().join("outside"), dir.join("linked")).unwrap();
-        let cat = Catalog::scan(&crate::roots::roots(Some(&ws), &[], None, t.path()));
+        let cat = SkillSet::scan(&crate::roots::roots(Some(&ws), &[], None, t.path()));
         let skill = cat.get("pdf").unwrap();
         let text = render(skill, &body(skill).unwrap());
         assert!(text.contains("  linked\n"), "{text}");
@@ -284,7 +284,7 @@ mod tests {
             "---\nname: people\ndescription: d\ndisable-model-invocation: true\n---\n",
         )
         .unwrap();
-        let cat = Catalog::scan(&[Root {
+        let cat = SkillSet::scan(&[Root {
             dir: t.path().to_path_buf(),
             scope: Scope::Home,
         }]);

@@ -50,6 +50,45 @@ pub enum WebError {
     },
 }
 
+/// Why `web_search` cannot run in this configuration ([`crate::plugin::resolve_search`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SearchUnavailable {
+    /// The user's search base URL (from `from`: the variable or the row's key) is not http(s).
+    #[error("{from} = {url:?} is not an http(s) URL")]
+    BadBase {
+        /// Where it was set.
+        from: &'static str,
+        /// The URL as given.
+        url: String,
+    },
+    /// The model endpoint is not DeepSeek's, and the user named no search endpoint.
+    #[error(
+        "web search runs on DeepSeek's API and the model endpoint {model} is not DeepSeek's; set {} to a search endpoint to use it",
+        crate::plugin::SEARCH_BASE_URL_ENV
+    )]
+    NotDeepSeek {
+        /// The model endpoint's base URL.
+        model: String,
+    },
+    /// The model is not reached over HTTP, and the user named no search endpoint.
+    #[error(
+        "web search runs on DeepSeek's API and this model is not reached over it; set {} to a search endpoint to use it",
+        crate::plugin::SEARCH_BASE_URL_ENV
+    )]
+    NoModelEndpoint,
+    /// No API key.
+    #[error(
+        "web search needs a DeepSeek API key and {} is not set",
+        crate::plugin::API_KEY_ENV
+    )]
+    NoKey,
+}
+
+/// A Messages API response without its `content` list ([`crate::search::parse_answer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no `content` list")]
+pub struct NoContent;
+
 fn detail_suffix(detail: &str) -> String {
     if detail.is_empty() {
         String::new()

@@ -14,6 +14,7 @@
 //! unless the row says `allow_private = true` (user layers only, as above), and refuses every
 //! call while `sandbox.network = false`.
 
+use crate::error::SearchUnavailable;
 use crate::fetch::{FetchPolicy, FetchTool};
 use crate::net::{is_deepseek_host, origin};
 use crate::search::{SearchEndpoint, SearchTool};
@@ -82,7 +83,7 @@ pub struct SearchInputs<'a> {
 pub fn resolve_search(
     inputs: SearchInputs<'_>,
     timeout: Duration,
-) -> Result<SearchEndpoint, String> {
+) -> Result<SearchEndpoint, SearchUnavailable> {
     let blank = |s: &&str| !s.trim().is_empty();
     let user = inputs
         .env_base
@@ -97,7 +98,10 @@ pub fn resolve_search(
     let base = match (user, inputs.model_base) {
         (Some((url, from)), _) => {
             if origin(url).is_none() {
-                return Err(format!("{from} = {url:?} is not an http(s) URL"));
+                return Err(SearchUnavailable::BadBase {
+                    from,
+                    url: url.to_owned(),
+                });
             }
             url.trim().trim_end_matches('/').to_owned()
         }
@@ -111,23 +115,15 @@ pub fn resolve_search(
                 o
             }
             _ => {
-                return Err(format!(
-                    "web search runs on DeepSeek's API and the model endpoint {model} is not \
-                     DeepSeek's; set {SEARCH_BASE_URL_ENV} to a search endpoint to use it"
-                ));
+                return Err(SearchUnavailable::NotDeepSeek {
+                    model: model.to_owned(),
+                });
             }
         },
-        (None, None) => {
-            return Err(format!(
-                "web search runs on DeepSeek's API and this model is not reached over it; set \
-                 {SEARCH_BASE_URL_ENV} to a search endpoint to use it"
-            ));
-        }
+        (None, None) => return Err(SearchUnavailable::NoModelEndpoint),
     };
     let Some(key) = inputs.key.filter(blank) else {
-        return Err(format!(
-            "web search needs a DeepSeek API key and {API_KEY_ENV} is not set"
-        ));
+        return Err(SearchUnavailable::NoKey);
     };
     Ok(SearchEndpoint::new(
         base,
@@ -216,7 +212,7 @@ mod tests {
             key: Some("k"),
             ..Default::default()
         };
-        let why = resolve_search(local, T).unwrap_err();
+        let why = resolve_search(local, T).unwrap_err().to_string();
         assert!(why.contains("not DeepSeek's"), "{why}");
         assert!(why.contains(SEARCH_BASE_URL_ENV), "{why}");
 
@@ -236,6 +232,7 @@ mod tests {
         assert!(
             resolve_search(no_key, T)
                 .unwrap_err()
+                .to_string()
                 .contains("DEEPSEEK_API_KEY is not set")
         );
         let none = SearchInputs {
@@ -245,6 +242,7 @@ mod tests {
         assert!(
             resolve_search(none, T)
                 .unwrap_err()
+                .to_string()
                 .contains("not reached over it")
         );
     }

@@ -8,7 +8,7 @@
 //! tools: [{type: "web_search_20250305", name: "web_search", max_uses: 5}]}`. Redirects are
 //! not followed (the key would go with them).
 
-use crate::error::{WebError, cut, transport};
+use crate::error::{NoContent, SearchUnavailable, WebError, cut, transport};
 use crate::net::is_deepseek_host;
 use async_trait::async_trait;
 use keel_protocol::ToolSchema;
@@ -121,9 +121,9 @@ impl SearchEndpoint {
             endpoint: url.clone(),
             message: format!("not JSON ({e}): {}", cut(body.trim(), 200)),
         })?;
-        parse_answer(&value).map_err(|message| WebError::BadAnswer {
+        parse_answer(&value).map_err(|e| WebError::BadAnswer {
             endpoint: url,
-            message,
+            message: e.to_string(),
         })
     }
 }
@@ -204,9 +204,9 @@ impl Answer {
 
 /// Read a Messages API response: `content` blocks of type `text` (with `citations`),
 /// `web_search_tool_result` and `server_tool_use`; other blocks are skipped.
-pub fn parse_answer(value: &Value) -> Result<Answer, String> {
+pub fn parse_answer(value: &Value) -> Result<Answer, NoContent> {
     let Some(blocks) = value.get("content").and_then(Value::as_array) else {
-        return Err("no `content` list".to_owned());
+        return Err(NoContent);
     };
     let mut answer = Answer::default();
     for block in blocks {
@@ -310,12 +310,12 @@ pub fn render(queries: &[String], answer: &Answer) -> String {
 
 /// The `web_search` tool: offered when the search endpoint resolved.
 pub struct SearchTool {
-    endpoint: Result<SearchEndpoint, String>,
+    endpoint: Result<SearchEndpoint, SearchUnavailable>,
 }
 
 impl SearchTool {
     /// A tool searching through `endpoint`, or answering every call with why it cannot.
-    pub fn new(endpoint: Result<SearchEndpoint, String>) -> Self {
+    pub fn new(endpoint: Result<SearchEndpoint, SearchUnavailable>) -> Self {
         SearchTool { endpoint }
     }
 }

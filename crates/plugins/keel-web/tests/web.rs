@@ -264,7 +264,8 @@ async fn the_key_is_not_sent_to_a_host_that_is_neither_deepseek_nor_the_user_s()
         },
         Duration::from_secs(5),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(why.contains("not DeepSeek's"), "{why}");
 }
 

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Only the plugins named in [`AgentOptions::plugins`] are enabled; every other row of the
-//! catalogue is written `enabled = false`, so a fixture is the bare loop unless a test asks.
+//! built-in set is written `enabled = false`, so a fixture is the bare loop unless a test asks.
 //! Failures panic: this is test support.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -29,7 +29,7 @@ pub const FIXTURE_MODEL: &str = "deepseek-v4-flash";
 /// One enabled plugin row: its id and its `[plugins.config]` table.
 #[derive(Debug, Clone)]
 pub struct PluginRow {
-    /// Catalogue id (`jobs`, `subagent`, `compaction`, `hooks`, `provenance`).
+    /// Plugin id (`jobs`, `subagent`, `compaction`, `hooks`, `provenance`).
     pub id: &'static str,
     /// Its configuration.
     pub config: toml::Table,
@@ -71,7 +71,7 @@ pub struct AgentOptions {
     /// A last change to the agent's settings (after the retry policy is seeded).
     pub edit: Option<keel_host::ConfigEdit>,
     /// The plugin set (default: the built-in one).
-    pub catalogue: Option<Vec<Box<dyn keel_agent::plugin::Plugin>>>,
+    pub plugin_set: Option<Vec<Box<dyn keel_agent::plugin::Plugin>>>,
     /// The approver (an interactive front end); `None`: headless.
     pub approver: Option<Arc<dyn keel_agent::Approver>>,
     /// The workspace's trust for this run (default: trusted, as a user's own fixture is; the
@@ -89,7 +89,7 @@ impl Default for AgentOptions {
             config_toml: String::new(),
             files: Vec::new(),
             edit: None,
-            catalogue: None,
+            plugin_set: None,
             approver: None,
             project_trust: ProjectTrust::Trusted,
         }
@@ -148,7 +148,7 @@ pub fn agent_in(
     let provider = scripted(script_yaml);
     let mut sources = Sources::for_workspace(home.to_path_buf(), cwd.to_path_buf());
     sources.trust = Some(opts.project_trust);
-    let host = match opts.catalogue {
+    let host = match opts.plugin_set {
         Some(plugins) => Host::load_with(&sources, plugins),
         None => Host::load(&sources),
     }

@@ -226,9 +226,10 @@ fn fork_session(parent: &Agent, id: SessionId, depth: u32) -> Result<Session, To
     Ok(child)
 }
 
-/// Why a child's turn gave no answer.
+/// Why a child's turn gave no answer ([`super::LiveChild::run_turn`]); each names the child's
+/// session and its file.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ChildError {
+pub enum ChildError {
     /// The turn ended without completing (aborted, blocked, an error, …).
     #[error(
         "the subagent's turn ended {} without an answer; see subagent session {session} ({}){}",

@@ -32,6 +32,7 @@ mod spawner;
 pub mod team;
 mod tool;
 
+pub use child::ChildError;
 pub use spawner::{ChildModel, ChildTask, LiveChild, Spawner};
 pub use team::{
     AgentInfo, AgentsCommand, InterruptAgentTool, ListAgentsTool, MemberState, ReportTool,

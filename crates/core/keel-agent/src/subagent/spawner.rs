@@ -11,7 +11,7 @@
 //! LiveChild::finish(result) ─► subagent/finished
 //! ```
 
-use super::child::{self, Assignment, Child};
+use super::child::{self, Assignment, Child, ChildError};
 use super::{SubagentConfig, SubagentMode};
 use crate::agent::Agent;
 use crate::handle::{AgentHandle, AgentSlot};
@@ -233,10 +233,8 @@ impl LiveChild {
     /// Run the child's queued turn (its prompt, or what [`LiveChild::send`] queued); `cancel`
     /// cancels it. `Ok` is its final text; `Err` says why there is none, naming the child's
     /// session file.
-    pub async fn run_turn(&self, cancel: &CancellationToken) -> Result<String, String> {
-        child::run(&self.child, cancel)
-            .await
-            .map_err(|e| e.to_string())
+    pub async fn run_turn(&self, cancel: &CancellationToken) -> Result<String, ChildError> {
+        child::run(&self.child, cancel).await
     }
 
     /// Queue `text` as the child's next user message (source `keel/subagent`, with the parent
@@ -252,11 +250,12 @@ impl LiveChild {
         self.child.agent.cancel_turn();
     }
 
-    /// Tell the `subagent/finished` observers how it ended, and drop the child.
-    pub fn finish(mut self, result: &Result<String, String>) {
+    /// Tell the `subagent/finished` observers how it ended (its answer, or why there is none),
+    /// and drop the child.
+    pub fn finish<E: std::fmt::Display>(mut self, result: &Result<String, E>) {
         let (text, how) = match result {
             Ok(t) => (t.clone(), "answered"),
-            Err(t) => (t.clone(), "failed"),
+            Err(e) => (e.to_string(), "failed"),
         };
         super::team::set_state(&self.child.id, super::team::MemberState::Ended(how.into()));
         self.notice.result = Some(text);

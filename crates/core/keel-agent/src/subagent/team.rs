@@ -598,6 +598,34 @@ pub struct AgentsCommand {
     agent: AgentSlot,
 }
 
+/// Why `/agents` did nothing: what the person is told.
+#[derive(Debug, thiserror::Error)]
+enum AgentsCommandError {
+    /// The command is not bound to a running agent.
+    #[error("no running agent")]
+    NoAgent,
+    /// No subagent of this session has the id given.
+    #[error(transparent)]
+    Unknown(#[from] ToolError),
+    /// An ended child's session file could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Unreadable {
+        /// Its session file.
+        path: PathBuf,
+        /// What loading it gave.
+        source: keel_session::LoadError,
+    },
+    /// The child's background job could not be killed.
+    #[error(transparent)]
+    Kill(#[from] keel_tools::JobError),
+    /// The child to stop has already ended (the id as given).
+    #[error("{0} has already ended")]
+    Ended(String),
+    /// Neither `list`, `open ID` nor `stop ID`.
+    #[error("usage: /agents [open ID | stop ID]")]
+    Usage,
+}
+
 /// Bytes of a child's conversation `/agents open` shows (the end of it).
 const OPEN_CAP: usize = 12 * 1024;
 
@@ -607,19 +635,26 @@ impl AgentsCommand {
         self.agent.bind(agent);
     }
 
-    fn run(&self, args: &str) -> Result<String, String> {
-        let me = self.agent.get().ok_or("no running agent")?.session_id();
+    fn run(&self, args: &str) -> Result<String, AgentsCommandError> {
+        let me = self
+            .agent
+            .get()
+            .ok_or(AgentsCommandError::NoAgent)?
+            .session_id();
         let (word, rest) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
         let rest = rest.trim();
         match word {
             "" | "list" => Ok(render_agents(&agents_of(&me, true))),
             "open" if !rest.is_empty() => {
-                let (info, agent, _) = find(&me, rest, true).map_err(|e| e.to_string())?;
+                let (info, agent, _) = find(&me, rest, true)?;
                 let text = match agent.upgrade() {
                     Some(live) => live.with_session(conversation),
                     None => keel_session::Store::load(&info.path)
                         .map(|l| conversation(&l.session))
-                        .map_err(|e| format!("cannot read {}: {e}", info.path.display()))?,
+                        .map_err(|source| AgentsCommandError::Unreadable {
+                            path: info.path.clone(),
+                            source,
+                        })?,
                 };
                 Ok(format!(
                     "{} ({}) {}, session file {}\n\n{text}",
@@ -630,13 +665,13 @@ impl AgentsCommand {
                 ))
             }
             "stop" if !rest.is_empty() => {
-                let (info, agent, link) = find(&me, rest, true).map_err(|e| e.to_string())?;
+                let (info, agent, link) = find(&me, rest, true)?;
                 if let (Some(job), Some(parent)) = (
                     link.as_ref().and_then(|l| l.job_id.get().cloned()),
                     self.agent.get(),
                 ) && let Some(jobs) = parent.jobs()
                 {
-                    jobs.kill(&job).map_err(|e| e.to_string())?;
+                    jobs.kill(&job)?;
                     return Ok(format!("Stopped {job}."));
                 }
                 match agent.upgrade() {
@@ -644,10 +679,10 @@ impl AgentsCommand {
                         live.cancel_turn();
                         Ok(format!("Interrupted {}.", info.session))
                     }
-                    None => Err(format!("{rest} has already ended")),
+                    None => Err(AgentsCommandError::Ended(rest.to_owned())),
                 }
             }
-            _ => Err("usage: /agents [open ID | stop ID]".into()),
+            _ => Err(AgentsCommandError::Usage),
         }
     }
 }
@@ -708,7 +743,7 @@ impl crate::plugin::CommandSource for AgentsCommand {
     fn act(&self, _name: &str, args: &str) -> Option<Result<String, crate::plugin::CommandError>> {
         Some(
             self.run(args.trim())
-                .map_err(|e| crate::plugin::CommandError::Failed(e.into())),
+                .map_err(|e| crate::plugin::CommandError::Failed(Box::new(e))),
         )
     }
 }

@@ -134,7 +134,7 @@ impl Tool for SubagentTool {
             child.finish(&result);
             return result
                 .map(|text| ToolOutput::text(text).with_value(value))
-                .map_err(ToolError::Failed);
+                .map_err(|e| ToolError::Failed(e.to_string()));
         };
         let child_id = child.session_id().clone();
         let link = Arc::new(team::Continuable::default());
@@ -178,7 +178,8 @@ async fn continuable(
         let interrupted = team::set_state(&session, team::MemberState::Waiting);
         let job = link.job_id.get().cloned().unwrap_or_default();
         let text = match &result {
-            Ok(t) | Err(t) => t.clone(),
+            Ok(t) => t.clone(),
+            Err(e) => e.to_string(),
         };
         io.output.write(format!("{text}\n").as_bytes());
         if !interrupted {

@@ -5,18 +5,23 @@
 //! same cells whether they arrive live (the agent's `session/event` feed, deltas and all) or
 //! from a session file being resumed, so a resumed session looks as it looked live.
 //!
-//! Data flow: a front end feeds each committed event to [`Cells::apply`], which changes the
-//! cells and says what changed ([`Change`]): a front end that redraws everything (keel-tui)
+//! Plugins' own events reach the cells only as the generic items their presenters give
+//! ([`keel_protocol::present`]): notices, markers, progress under a call, status items,
+//! presented files, outcomes. Nothing here knows a plugin's event names.
+//!
+//! Data flow: a front end makes the cells with the plugins' presenters
+//! ([`Cells::with_presenters`]) and feeds each committed event to [`Cells::apply`], which changes
+//! the cells and says what changed ([`Change`]): a front end that redraws everything (keel-tui)
 //! ignores the answer, one that sends increments (keel-acp's `session/update`s) maps each change
 //! to an update. Nothing here draws or writes; text is shortened with [`super::text`].
 
 use super::text::one_line;
-use keel_protocol::goal;
+use keel_protocol::present::{File, Item, Outcome, PresenterSet, Presenters};
 use keel_protocol::{
     EventBody, SessionEvent, StepNo, StreamChunk, TimeMs, TodoItem, TurnEndReason, TurnNo,
 };
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// How a tool call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,14 +77,7 @@ pub struct ToolCard {
     pub progress: Box<super::progress::Progress>,
 }
 
-/// A notice's weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    /// Something went wrong: what and what to do.
-    Error,
-    /// Worth knowing.
-    Info,
-}
+pub use keel_protocol::present::Level;
 
 /// One element of the conversation view.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,9 +104,8 @@ pub enum Cell {
     Marker(String),
     /// A banner.
     Notice(Level, String),
-    /// Files the model presented in a turn (the `present` plugin's `present/files`), listed
-    /// when the turn ends: `(path, description)`.
-    Presented(Vec<(String, Option<String>)>),
+    /// Files the model presented in a turn, listed when the turn ends.
+    Presented(Vec<File>),
     /// A plan proposed with `exit_plan_mode`, and whether it was approved.
     Plan {
         /// The plan (Markdown).
@@ -184,6 +181,12 @@ pub enum Change {
     },
     /// The todo list was rewritten ([`Cells::todos`]).
     Todos,
+    /// A status item changed ([`Cells::status`]).
+    Status,
+    /// A plugin's presenter added the cell at this index (a notice, a marker, an outcome):
+    /// reported instead of [`Change::Added`], so a front end that shows the core's own notices
+    /// in other ways (ACP: a turn's stop reason) still shows every plugin's.
+    Shown(usize),
 }
 
 /// The conversation (see the module docs).
@@ -203,10 +206,14 @@ pub struct Cells {
     pub sandbox: String,
     /// Approval policy in force, as logged.
     pub approval: String,
-    /// The session's goal (the goals plugin's `goal/set` and `goal/round`); shown while open.
-    pub goal: keel_protocol::goal::Fold,
+    /// Plugins' status items by key (`goal` → `goal g1 round 2/10`), shown while set.
+    pub status: BTreeMap<String, String>,
+    /// The last outcome a plugin gave (how the goal ended).
+    pub outcome: Option<Outcome>,
     /// Files presented in the running turn, listed when it ends.
-    presented: Vec<(String, Option<String>)>,
+    presented: Vec<File>,
+    /// The plugins' presenters.
+    presenters: Presenters,
     /// Cell index of each call id's card.
     tools: HashMap<String, usize>,
     /// Index of the streaming answer / reasoning cell of the current step.
@@ -293,9 +300,17 @@ const TAIL: usize = 5;
 const DIFF_LINES: usize = 40;
 
 impl Cells {
-    /// An empty conversation.
+    /// An empty conversation that shows no plugin's events (see [`Cells::with_presenters`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty conversation showing plugins' events through `presenters`.
+    pub fn with_presenters(presenters: &PresenterSet) -> Self {
+        Cells {
+            presenters: presenters.make(),
+            ..Self::default()
+        }
     }
 
     fn push(&mut self, cell: Cell) -> usize {
@@ -496,79 +511,13 @@ impl Cells {
                     changes.push(Change::Updated(at));
                 }
             }
-            EventBody::Other(o) if o.type_name == "mcp/server" => {
-                let f = |k: &str| o.data.get(k).and_then(Value::as_str).unwrap_or("");
-                if f("status") == "failed" {
-                    self.notice(
-                        Level::Error,
-                        format!(
-                            "MCP server '{}' is not available: {}. Check it with: keel mcp test {}",
-                            f("server"),
-                            one_line(f("error"), 300),
-                            f("server")
-                        ),
-                    );
-                }
-            }
-            // The goals plugin's goal and rounds.
-            EventBody::Other(o)
-                if o.type_name == goal::SET_EVENT || o.type_name == goal::ROUND_EVENT =>
-            {
-                self.goal.apply(event);
-            }
-            // The present plugin's files (keel_schedule::PRESENT_EVENT), listed at turn end.
-            EventBody::Other(o) if o.type_name == "present/files" => {
-                let files = o.data.get("files").and_then(Value::as_array);
-                for f in files.into_iter().flatten() {
-                    let text = |k: &str| f.get(k).and_then(Value::as_str).map(str::to_owned);
-                    if let Some(path) = text("path") {
-                        self.presented.push((path, text("description")));
-                    }
-                }
-            }
-            // The schedule plugin's firings and what came due while keel was not running.
-            EventBody::Other(o) if o.type_name == "schedule/fired" => {
-                let id = o.data.get("id").and_then(Value::as_str).unwrap_or("?");
-                self.marker(format!("scheduled prompt {id}"));
-            }
-            EventBody::Other(o) if o.type_name == "schedule/missed" => {
-                let f = |k: &str| o.data.get(k).and_then(Value::as_str).unwrap_or("?");
-                self.notice(
-                    Level::Info,
-                    format!(
-                        "Schedule {} came due at {} while keel was not running; it was not run \
-                         (the model is told at its next turn).",
-                        f("id"),
-                        f("dueAt")
-                    ),
-                );
-            }
-            // The workflow and ralph plugins' progress, under their call.
-            EventBody::Other(o)
-                if super::progress::PROGRESS_EVENTS.contains(&o.type_name.as_str()) =>
-            {
-                if let Some(call) = o.data.get("callId").and_then(Value::as_str)
-                    && let Some(&at) = self.tools.get(call)
-                    && let Some(Cell::Tool(card)) = self.cells.get_mut(at)
-                {
-                    card.progress.apply(&o.type_name, &o.data);
-                    changes.push(Change::Updated(at));
-                }
-            }
-            // The skills plugin's skipped file (keel_skills::WARNING_EVENT).
-            EventBody::Other(o) if o.type_name == "skills/warning" => {
-                let f = |k: &str| o.data.get(k).and_then(Value::as_str).unwrap_or("");
-                self.notice(
-                    Level::Error,
-                    format!(
-                        "Skill file {} skipped: {}",
-                        f("file"),
-                        one_line(f("error"), 300)
-                    ),
-                );
-            }
             _ => {}
         }
+        let from_plugins = self.cells.len();
+        for item in self.presenters.present(event) {
+            self.show(item, &mut changes);
+        }
+        let shown: Vec<usize> = (from_plugins..self.cells.len()).collect();
         // Cells pushed whole (the person's messages, cards, plans, markers, notices).
         let streamed: Vec<usize> = changes
             .iter()
@@ -580,9 +529,56 @@ impl Cells {
         changes.extend(
             (before..self.cells.len())
                 .filter(|at| !streamed.contains(at))
-                .map(Change::Added),
+                .map(|at| match shown.contains(&at) {
+                    true => Change::Shown(at),
+                    false => Change::Added(at),
+                }),
         );
         changes
+    }
+
+    /// Show one item of a plugin's presenter.
+    fn show(&mut self, item: Item, changes: &mut Vec<Change>) {
+        match item {
+            Item::Notice {
+                level,
+                text,
+                detail,
+            } => {
+                let mut text = text;
+                for line in detail {
+                    text.push('\n');
+                    text.push_str(&line);
+                }
+                self.notice(level, text);
+            }
+            Item::Marker(text) => self.marker(text),
+            Item::Progress { call_id, step } => {
+                if let Some(&at) = self.tools.get(&call_id)
+                    && let Some(Cell::Tool(card)) = self.cells.get_mut(at)
+                {
+                    card.progress.apply(&step);
+                    changes.push(Change::Updated(at));
+                }
+            }
+            Item::Status { key, status } => {
+                match status {
+                    Some(s) => self.status.insert(key, s.text),
+                    None => self.status.remove(&key),
+                };
+                changes.push(Change::Status);
+            }
+            Item::Files(files) => self.presented.extend(files),
+            Item::Outcome(outcome) => {
+                let level = if outcome.code == 0 {
+                    Level::Info
+                } else {
+                    Level::Error
+                };
+                self.notice(level, outcome.text.clone());
+                self.outcome = Some(outcome);
+            }
+        }
     }
 
     /// The boundary or notice a turn's end shows, if any.

@@ -166,25 +166,63 @@ fn todos_and_plans_report_their_changes() {
     );
 }
 
+/// A presenter of made-up events standing for a plugin's: `x/files` → files, `x/note` → a
+/// marker and a notice, `x/step` → progress under the call, `x/status` → a status item.
+fn presenters() -> keel_protocol::present::PresenterSet {
+    use keel_protocol::present::{File, Item, PresenterSet, Status, Step, stateless};
+    PresenterSet::new(vec![stateless(|e, out| {
+        let keel_protocol::EventBody::Other(o) = &e.body else {
+            return;
+        };
+        let s = |k: &str| o.data.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+        match o.type_name.as_str() {
+            "x/files" => out.push(Item::Files(vec![File {
+                path: s("path").unwrap_or_default(),
+                description: s("description"),
+            }])),
+            "x/note" => {
+                out.push(Item::Marker("a boundary".into()));
+                out.push(Item::Notice {
+                    level: Level::Error,
+                    text: "it failed".into(),
+                    detail: vec!["its stderr ends: boom".into()],
+                });
+            }
+            "x/step" => out.push(Item::Progress {
+                call_id: s("callId").unwrap_or_default(),
+                step: Step::Log("half way".into()),
+            }),
+            "x/status" => out.push(Item::Status {
+                key: "x".into(),
+                status: s("text").map(|text| Status { text, carry: None }),
+            }),
+            _ => {}
+        }
+    })])
+}
+
 #[test]
 fn presented_files_are_listed_when_the_turn_ends() {
-    let mut c = Cells::new();
+    let mut c = Cells::with_presenters(&presenters());
     c.apply(&ev("turn/start", json!({"turn": 1})));
-    let files = json!({"files": [{"path": "report.md", "description": "the summary"}, {"path": "out/data.csv"}]});
-    assert_eq!(c.apply(&ev("present/files", files)), vec![]);
-    c.apply(&ev("present/files", json!({"files": [{"path": "b.txt"}]})));
+    let files = json!({"path": "report.md", "description": "the summary"});
+    assert_eq!(c.apply(&ev("x/files", files)), vec![]);
+    c.apply(&ev("x/files", json!({"path": "b.txt"})));
     let before = c.cells.len();
     let changes = c.apply(&ev(
         "turn/end",
         json!({"turn": 1, "reason": {"kind": "completed"}}),
     ));
     assert_eq!(changes, vec![Change::Added(before)]);
+    let file = |path: &str, description: Option<&str>| File {
+        path: path.into(),
+        description: description.map(str::to_owned),
+    };
     assert_eq!(
         c.cells[before],
         Cell::Presented(vec![
-            ("report.md".into(), Some("the summary".into())),
-            ("out/data.csv".into(), None),
-            ("b.txt".into(), None),
+            file("report.md", Some("the summary")),
+            file("b.txt", None),
         ])
     );
     // The next turn starts with none.
@@ -195,29 +233,41 @@ fn presented_files_are_listed_when_the_turn_ends() {
         json!({"turn": 2, "reason": {"kind": "completed"}}),
     ));
     assert_eq!(c.cells.len(), n);
+    // Without presenters, a plugin's events show nothing.
+    let mut bare = Cells::new();
+    bare.apply(&ev("x/note", json!({})));
+    assert!(bare.cells.is_empty());
 }
 
 #[test]
-fn schedule_firings_and_misses_are_shown() {
-    let mut c = Cells::new();
-    c.apply(&ev(
-        "schedule/fired",
-        json!({"id": "sched-1", "dueAt": "2030-01-01T00:00:00Z", "firedAt": "2030-01-01T00:00:01Z"}),
-    ));
-    c.apply(&ev(
-        "schedule/missed",
-        json!({"id": "sched-2", "dueAt": "2030-01-02T00:00:00Z", "count": 1}),
-    ));
+fn presenters_items_become_markers_notices_progress_and_status() {
+    let mut c = Cells::with_presenters(&presenters());
+    assert_eq!(
+        c.apply(&ev("x/note", json!({}))),
+        vec![Change::Shown(0), Change::Shown(1)]
+    );
     assert_eq!(
         c.cells,
         vec![
-            Cell::Marker("scheduled prompt sched-1".into()),
-            Cell::Notice(
-                Level::Info,
-                "Schedule sched-2 came due at 2030-01-02T00:00:00Z while keel was not running; \
-                 it was not run (the model is told at its next turn)."
-                    .into()
-            ),
+            Cell::Marker("a boundary".into()),
+            Cell::Notice(Level::Error, "it failed\nits stderr ends: boom".into()),
         ]
     );
+    assert_eq!(
+        c.apply(&ev("x/status", json!({"text": "x 1/2"}))),
+        vec![Change::Status]
+    );
+    assert_eq!(c.status.get("x").map(String::as_str), Some("x 1/2"));
+    c.apply(&ev("x/status", json!({})));
+    assert!(c.status.is_empty());
+    c.apply(&call("w", "workflow", json!({})));
+    let at = c.cells.len() - 1;
+    assert_eq!(
+        c.apply(&ev("x/step", json!({"callId": "w"}))),
+        vec![Change::Updated(at)]
+    );
+    let Cell::Tool(card) = &c.cells[at] else {
+        panic!("{:?}", c.cells[at]);
+    };
+    assert_eq!(card.progress.lines(), vec!["· half way"]);
 }

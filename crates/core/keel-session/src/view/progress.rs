@@ -1,25 +1,9 @@
-//! The progress of a call that runs children (the `workflow` and `ralph` plugins' events, keyed
-//! by the call's `callId`), folded into a small tree the front ends show under the call: the
-//! terminal UI in the tool's running block, ACP as the call's `tool_call_update` content.
-//!
-//! | event | what it adds |
-//! |---|---|
-//! | `workflow/started` | the title (`name: description`) |
-//! | `workflow/phase` | a phase heading |
-//! | `workflow/agent` | an agent line, updated in place by its later events (`n`) |
-//! | `workflow/log` | a log line |
-//! | `ralph/round` | a round line, updated in place (`round`) |
+//! The progress of a call that runs children (a workflow's agents, ralph's rounds), folded from
+//! the [`Step`]s plugins' presenters give ([`keel_protocol::present`]) into a small tree the
+//! front ends show under the call: the terminal UI in the tool's running block, ACP as the
+//! call's `tool_call_update` content.
 
-use serde_json::Value;
-
-/// Event types folded here.
-pub const PROGRESS_EVENTS: &[&str] = &[
-    "workflow/started",
-    "workflow/phase",
-    "workflow/agent",
-    "workflow/log",
-    "ralph/round",
-];
+use keel_protocol::present::Step;
 
 /// Lines kept (older log lines are dropped first).
 const MAX_LINES: usize = 60;
@@ -49,45 +33,40 @@ impl Progress {
         self.title.is_empty() && self.entries.is_empty()
     }
 
-    /// Fold one event (`type_name`, `data`) in.
-    pub fn apply(&mut self, type_name: &str, data: &Value) {
-        let s = |k: &str| data.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        match type_name {
-            "workflow/started" => self.title = format!("{}: {}", s("name"), s("description")),
-            "workflow/phase" => self.entries.push(Entry::Phase(s("title"))),
-            "workflow/log" => self.entries.push(Entry::Log(s("message"))),
-            "workflow/agent" | "ralph/round" => {
-                let (key, label) = if type_name == "ralph/round" {
-                    let r = data.get("round").map(Value::to_string).unwrap_or_default();
-                    (format!("r{r}"), format!("round {r}"))
-                } else {
-                    let n = data.get("n").map(Value::to_string).unwrap_or_default();
-                    (format!("a{n}"), s("label"))
-                };
-                let (status, error) = (s("status"), s("error"));
+    /// Fold one step in.
+    pub fn apply(&mut self, step: &Step) {
+        match step {
+            Step::Title(title) => self.title = title.clone(),
+            Step::Heading(title) => self.entries.push(Entry::Phase(title.clone())),
+            Step::Log(text) => self.entries.push(Entry::Log(text.clone())),
+            Step::Child {
+                key,
+                label,
+                state,
+                error,
+            } => {
                 let found = self.entries.iter_mut().find_map(|e| match e {
                     Entry::Child {
                         key: k,
                         status,
                         error,
                         ..
-                    } if *k == key => Some((status, error)),
+                    } if k == key => Some((status, error)),
                     _ => None,
                 });
                 match found {
                     Some((st, er)) => {
-                        *st = status;
-                        *er = error;
+                        st.clone_from(state);
+                        er.clone_from(error);
                     }
                     None => self.entries.push(Entry::Child {
-                        key,
-                        label,
-                        status,
-                        error,
+                        key: key.clone(),
+                        label: label.clone(),
+                        status: state.clone(),
+                        error: error.clone(),
                     }),
                 }
             }
-            _ => return,
         }
         while self.entries.len() > MAX_LINES {
             let at = self
@@ -143,33 +122,30 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    fn child(key: &str, label: &str, state: &str, error: &str) -> Step {
+        Step::Child {
+            key: key.into(),
+            label: label.into(),
+            state: state.into(),
+            error: error.into(),
+        }
+    }
 
     #[test]
-    fn a_workflow_folds_into_a_tree_updated_in_place() {
+    fn steps_fold_into_a_tree_updated_in_place() {
         let mut p = Progress::default();
-        p.apply(
-            "workflow/started",
-            &json!({"name": "fan", "description": "four"}),
-        );
-        p.apply("workflow/phase", &json!({"title": "survey"}));
-        p.apply(
-            "workflow/agent",
-            &json!({"n": 1, "label": "a.rs", "status": "running"}),
-        );
-        p.apply(
-            "workflow/agent",
-            &json!({"n": 2, "label": "b.rs", "status": "running"}),
-        );
-        p.apply(
-            "workflow/agent",
-            &json!({"n": 1, "label": "a.rs", "status": "completed"}),
-        );
-        p.apply("workflow/log", &json!({"message": "half way"}));
-        p.apply(
-            "workflow/agent",
-            &json!({"n": 2, "label": "b.rs", "status": "failed", "error": "no JSON"}),
-        );
+        for step in [
+            Step::Title("fan: four".into()),
+            Step::Heading("survey".into()),
+            child("a1", "a.rs", "running", ""),
+            child("a2", "b.rs", "running", ""),
+            child("a1", "a.rs", "completed", ""),
+            Step::Log("half way".into()),
+            child("a2", "b.rs", "failed", "no JSON"),
+        ] {
+            p.apply(&step);
+        }
         assert_eq!(
             p.lines(),
             vec![
@@ -181,9 +157,9 @@ mod tests {
             ]
         );
         let mut r = Progress::default();
-        r.apply("ralph/round", &json!({"round": 1, "status": "running"}));
-        r.apply("ralph/round", &json!({"round": 1, "status": "continue"}));
-        r.apply("ralph/round", &json!({"round": 2, "status": "running"}));
+        r.apply(&child("r1", "round 1", "running", ""));
+        r.apply(&child("r1", "round 1", "continue", ""));
+        r.apply(&child("r2", "round 2", "running", ""));
         assert_eq!(r.lines(), vec!["✓ round 1 (continue)", "… round 2"]);
     }
 }

@@ -6,10 +6,13 @@
 //! Data flow: [`Transcript::build`] makes two passes over the events: the first collects which
 //! seqs a `surfaceOp: replace` shadowed and the tool calls' names and results, the second places
 //! each event under the open turn and step. Renderers only read the model. Streamed
-//! `assistant/chunk`s are not shown (the `assistant/message` holds them).
+//! `assistant/chunk`s are not shown (the `assistant/message` holds them). A plugin's own event
+//! shows as a note with what its presenter says of it ([`keel_protocol::present`]), the same
+//! words every other front end shows.
 
 use super::summary::event_summary;
 use crate::Session;
+use keel_protocol::present::PresenterSet;
 use keel_protocol::{
     EventBody, KnownSource, MessageSource, Seq, SessionEvent, SurfaceOp, TimeMs, TurnEndReason,
 };
@@ -317,8 +320,9 @@ pub fn call_names(session: &Session) -> HashMap<String, String> {
 }
 
 impl Transcript {
-    /// The transcript of `session`, every event as appended.
-    pub fn build(session: &Session) -> Transcript {
+    /// The transcript of `session`, every event as appended; plugins' events show through
+    /// `presenters`.
+    pub fn build(session: &Session, presenters: &PresenterSet) -> Transcript {
         let ix = Index::of(session);
         let h = session.header();
         let mut t = Transcript {
@@ -330,8 +334,14 @@ impl Transcript {
             events: session.len(),
             blocks: Vec::new(),
         };
+        let mut present = presenters.make();
         for ev in session.events() {
-            t.place(&ix, &ev);
+            let shown: Vec<String> = present
+                .present(&ev)
+                .iter()
+                .filter_map(|i| i.line())
+                .collect();
+            t.place(&ix, &ev, shown);
         }
         t
     }
@@ -343,7 +353,7 @@ impl Transcript {
         }
     }
 
-    fn place(&mut self, ix: &Index, ev: &SessionEvent) {
+    fn place(&mut self, ix: &Index, ev: &SessionEvent, shown: Vec<String>) {
         match &ev.body {
             EventBody::TurnStart(ts) => {
                 self.blocks.push(Block::Turn(Turn {
@@ -399,7 +409,16 @@ impl Transcript {
             }
             _ => {}
         }
-        let Some(item) = item_of(ix, ev) else { return };
+        let item = match item_of(ix, ev) {
+            Some(item) => item,
+            // A plugin's event: what its presenter says.
+            None if !shown.is_empty() => Item::Note {
+                seq: ev.seq,
+                event: ev.type_name().to_owned(),
+                text: shown.join("; "),
+            },
+            None => return,
+        };
         match self.open_turn() {
             Some(turn) => match turn.entries.last_mut() {
                 Some(Entry::Step(step)) if step.ended.is_none() => step.items.push(item),

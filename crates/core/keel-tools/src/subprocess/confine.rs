@@ -220,7 +220,12 @@ impl Confinement {
                     }),
                     ProtectedRule::ReadOnly,
                 ),
-                Err(reason) => (None, ProtectedRule::NotEnforced { reason }),
+                Err(why) => (
+                    None,
+                    ProtectedRule::NotEnforced {
+                        reason: why.to_string(),
+                    },
+                ),
             }
         } else {
             (None, ProtectedRule::ReadOnly) // read-only: the roots are not writable at all

@@ -43,48 +43,78 @@ pub(crate) enum NamespaceKind {
     UserAndMount,
 }
 
+/// Why this process cannot give a child a mount namespace of its own (for the user).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NamespaceUnavailable {
+    /// The probe's plan could not be built: its target could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Unreadable {
+        /// The directory the probe binds.
+        path: PathBuf,
+        /// What reading it gave.
+        source: io::Error,
+    },
+    /// The probe ran and was refused (the user-namespace attempt's failure).
+    #[error("no mount namespace: {0}")]
+    Refused(ProbeFailure),
+}
+
+/// How the probe child failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProbeFailure {
+    /// It ran and exited unsuccessfully (its setup failed).
+    #[error("probe exited with {0}")]
+    Exited(std::process::ExitStatus),
+    /// It could not be started.
+    #[error(transparent)]
+    Spawn(io::Error),
+}
+
 /// Whether this process can give a child its own mount namespace with read-only binds, and
 /// how; `Err` carries the reason it cannot, for the user. Probed once per process.
-pub(crate) fn namespace_support() -> Result<NamespaceKind, String> {
-    static PROBED: OnceLock<Result<NamespaceKind, String>> = OnceLock::new();
-    PROBED.get_or_init(probe).clone()
+pub(crate) fn namespace_support() -> Result<NamespaceKind, &'static NamespaceUnavailable> {
+    static PROBED: OnceLock<Result<NamespaceKind, NamespaceUnavailable>> = OnceLock::new();
+    PROBED.get_or_init(probe).as_ref().copied()
 }
 
 /// Try the whole sequence (namespace, private propagation, a read-only bind of the temp
 /// directory) in a child running `/bin/true`: first as root would, then with a user namespace.
-fn probe() -> Result<NamespaceKind, String> {
+fn probe() -> Result<NamespaceKind, NamespaceUnavailable> {
     let temp = std::env::temp_dir();
     let target = if temp.is_dir() {
         temp
     } else {
         PathBuf::from("/")
     };
-    let mut errors = Vec::new();
-    for kind in [NamespaceKind::Mount, NamespaceKind::UserAndMount] {
-        let plan = match MountPlan::for_paths(kind, vec![target.clone()], None) {
-            Ok(plan) => plan,
-            Err(e) => return Err(format!("cannot read {}: {e}", target.display())),
-        };
-        let mut cmd = std::process::Command::new("/bin/true");
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        // SAFETY: `enter` makes only async-signal-safe system calls on buffers built above.
-        unsafe {
-            cmd.pre_exec(move || plan.enter());
-        }
-        match cmd.status() {
-            Ok(status) if status.success() => return Ok(kind),
-            Ok(status) => errors.push(format!("probe exited with {status}")),
-            Err(e) => errors.push(e.to_string()),
-        }
-    }
     // The user-namespace attempt's error is the one that tells (the first is EPERM for
     // anyone but root).
-    Err(format!(
-        "no mount namespace: {}",
-        errors.pop().unwrap_or_default()
-    ))
+    match probe_kind(NamespaceKind::Mount, &target) {
+        Err(NamespaceUnavailable::Refused(_)) => probe_kind(NamespaceKind::UserAndMount, &target),
+        done => done,
+    }
+}
+
+/// One attempt of [`probe`], as `kind` would enter a namespace.
+fn probe_kind(kind: NamespaceKind, target: &Path) -> Result<NamespaceKind, NamespaceUnavailable> {
+    let plan = MountPlan::for_paths(kind, vec![target.to_path_buf()], None).map_err(|source| {
+        NamespaceUnavailable::Unreadable {
+            path: target.to_path_buf(),
+            source,
+        }
+    })?;
+    let mut cmd = std::process::Command::new("/bin/true");
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: `enter` makes only async-signal-safe system calls on buffers built above.
+    unsafe {
+        cmd.pre_exec(move || plan.enter());
+    }
+    match cmd.status() {
+        Ok(status) if status.success() => Ok(kind),
+        Ok(status) => Err(NamespaceUnavailable::Refused(ProbeFailure::Exited(status))),
+        Err(e) => Err(NamespaceUnavailable::Refused(ProbeFailure::Spawn(e))),
+    }
 }
 
 /// `statvfs(3)` `f_flag` bits (the kernel's `ST_*`, the same in every libc) and the mount

@@ -74,7 +74,11 @@ impl<S: AgentSource + 'static> Server<S> {
         Arc::new(UpdateFeed {
             cx,
             session: Arc::new(OnceLock::new()),
-            mapper: Mutex::new(Mapper::new(cwd, if on { Feed::Live } else { Feed::Replay })),
+            mapper: Mutex::new(Mapper::new(
+                cwd,
+                if on { Feed::Live } else { Feed::Replay },
+                &keel_host::presenters(),
+            )),
             on: AtomicBool::new(on),
             wake: Arc::new(Notify::new()),
             models: OnceLock::new(),
@@ -179,7 +183,7 @@ impl<S: AgentSource + 'static> Server<S> {
             }
             let updates = {
                 let log = live.agent.log();
-                let mut mapper = Mapper::new(&cwd, Feed::Replay);
+                let mut mapper = Mapper::new(&cwd, Feed::Replay, &keel_host::presenters());
                 let mut updates = Vec::new();
                 for event in log.session().events() {
                     updates.extend(mapper.map(&event));

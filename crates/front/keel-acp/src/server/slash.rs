@@ -139,6 +139,12 @@ pub(super) async fn slash_command(live: &Live, text: &str) -> Result<Option<Slas
     let Some(source) = live.agent.command_source(name) else {
         return Ok(None);
     };
+    if let Some(done) = source.act_async(name, args.trim()) {
+        return done
+            .await
+            .map(|said| Some(Slash::Say(said)))
+            .map_err(|e| err(ErrorCode::InvalidParams, format!("/{name}: {e}")));
+    }
     if let Some(done) = source.act(name, args.trim()) {
         return done
             .map(|said| Some(Slash::Say(said)))

@@ -98,21 +98,9 @@ impl<S: AgentSource + 'static> Server<S> {
 async fn run_cancellable(
     live: &Live,
 ) -> Result<Option<keel_agent::TurnOutcome>, keel_agent::AgentError> {
-    let agent = &live.agent;
-    let run = agent.run_until_idle();
-    tokio::pin!(run);
-    let mut cancelling = false;
-    loop {
-        tokio::select! {
-            out = &mut run => break out,
-            () = live.cancel.notified(), if !cancelling => {
-                cancelling = true;
-                agent.cancel_turn();
-                agent.kill_jobs();
-            }
-            () = tokio::time::sleep(RECANCEL_EVERY), if cancelling => agent.cancel_turn(),
-        }
-    }
+    live.agent
+        .run_until_idle_cancellable(live.cancel.notified(), RECANCEL_EVERY)
+        .await
 }
 
 /// How often a woken session looks whether the prompt it waits for has ended.

@@ -1,5 +1,5 @@
 //! The arguments of the commands that serve keel to other programs (`keel mcp-server`,
-//! `keel acp`) and run many tasks (`keel batch`, and `keel batch-job` on a Ray node).
+//! `keel acp`, `keel serve`) and run many tasks (`keel batch`, and `keel batch-job` on a Ray node).
 
 use clap::Args;
 use std::path::PathBuf;
@@ -25,6 +25,22 @@ pub struct AcpArgs {
     /// Delegation depth recorded with --delegated-from (default 1).
     #[arg(long, value_name = "N", requires = "delegated_from")]
     pub delegation_depth: Option<u32>,
+}
+
+/// `keel serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on: a loopback address and a port (0: a free port). Addresses
+    /// beyond this machine are refused until the server serves TLS.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub listen: std::net::SocketAddr,
+    /// Accept this host name (a name of this machine, such as `keel.local`) in `Host` and
+    /// `Origin` besides 127.0.0.1, localhost and [::1], with the server's port (repeatable).
+    #[arg(long = "trusted-host", value_name = "HOST")]
+    pub trusted_hosts: Vec<String>,
+    /// Replay a model script (JSON or YAML) instead of calling a model, in every session.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
 }
 
 /// `keel batch`.

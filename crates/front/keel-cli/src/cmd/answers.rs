@@ -3,6 +3,7 @@
 //! `{"answer": {"call_id": ID, "answers": {QUESTION_ID: ANSWER}}}` fills it; when stdin closes,
 //! every open and later question is answered "no person answered".
 
+use anyhow::{Context, Result, anyhow, bail};
 use keel_agent::Asker;
 use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, Question, QuestionAnswer, SessionEvent, ToolCallBlock};
@@ -67,21 +68,21 @@ impl StdinAnswers {
 
     /// Take the `answer` object of an inbox line; an error names what is wrong (the question
     /// keeps waiting).
-    pub(super) fn answer(&self, line: &Value) -> Result<(), String> {
+    pub(super) fn answer(&self, line: &Value) -> Result<()> {
         let obj = line
             .as_object()
-            .ok_or("'answer' must be an object {\"call_id\": ID, \"answers\": {...}}")?;
+            .context("'answer' must be an object {\"call_id\": ID, \"answers\": {...}}")?;
         let call_id = obj
             .get("call_id")
             .or_else(|| obj.get("callId"))
             .and_then(|v| v.as_str())
-            .ok_or("'answer' needs \"call_id\": the callId of the question/asked event")?;
+            .context("'answer' needs \"call_id\": the callId of the question/asked event")?;
         let mut state = self.state.locked();
         let slot = state
             .waiting
             .get_mut(call_id)
             .filter(|s| s.reply.is_some())
-            .ok_or_else(|| format!("no question is waiting for call_id '{call_id}'"))?;
+            .with_context(|| format!("no question is waiting for call_id '{call_id}'"))?;
         let answer = if obj.get("declined").and_then(|v| v.as_bool()) == Some(true) {
             UserAnswer::Declined { reason: None }
         } else {
@@ -99,8 +100,8 @@ impl StdinAnswers {
 fn parse_answers(
     questions: &[Question],
     answers: Option<&Value>,
-) -> Result<BTreeMap<String, QuestionAnswer>, String> {
-    let map = answers.and_then(|a| a.as_object()).ok_or(
+) -> Result<BTreeMap<String, QuestionAnswer>> {
+    let map = answers.and_then(|a| a.as_object()).context(
         "'answer' needs \"answers\": an object from question id to a string (or an array of \
          labels for a multi-select question)",
     )?;
@@ -108,7 +109,7 @@ fn parse_answers(
     for (id, value) in map {
         let q = questions.iter().find(|q| &q.id == id).ok_or_else(|| {
             let ids: Vec<&str> = questions.iter().map(|q| q.id.as_str()).collect();
-            format!(
+            anyhow!(
                 "no question has the id '{id}' (the ids are: {})",
                 ids.join(", ")
             )
@@ -123,16 +124,12 @@ fn parse_answers(
                     .iter()
                     .map(|v| v.as_str().map(str::to_owned))
                     .collect();
-                QuestionAnswer::Many(labels.ok_or_else(|| {
+                QuestionAnswer::Many(labels.with_context(|| {
                     format!("the answer to '{id}' must be an array of label strings")
                 })?)
             }
-            Value::Array(_) => {
-                return Err(format!(
-                    "question '{id}' takes one answer (a string), not an array"
-                ));
-            }
-            _ => return Err(format!("the answer to '{id}' must be a string")),
+            Value::Array(_) => bail!("question '{id}' takes one answer (a string), not an array"),
+            _ => bail!("the answer to '{id}' must be a string"),
         };
         out.insert(id.clone(), answer);
     }

@@ -49,36 +49,22 @@ fn resolve(ctx: &Ctx, query: Option<&str>) -> Result<PathBuf> {
 /// disabled or not passive: the preview then shows what *would* be projected, not what will.
 fn config(ctx: &Ctx) -> Result<ContinuityConfig> {
     let host = ctx.host()?;
-    let id = keel_continuity::ID.as_str();
-    // The row `continuity` (unless it `use`s another plugin), else the first row using it.
-    let rows = &host.config().config.plugins;
-    let uses = |r: &&keel_host::config::PluginRow| r.uses.as_deref().unwrap_or(&r.id) == id;
-    let row = rows
-        .iter()
-        .filter(uses)
-        .find(|r| r.id == id)
-        .or_else(|| rows.iter().find(uses));
-    let Some(row) = row else {
+    let settings = keel_host::plugins::settings::<ContinuityConfig>(
+        host.config(),
+        &keel_continuity::ContinuityPlugin,
+    )?;
+    let (Some(row), config) = (settings.row, settings.config) else {
         warn("no [[plugins]] row uses continuity: nothing is projected; showing its defaults");
         return Ok(ContinuityConfig::default());
     };
-    let value = match &row.config {
-        Some(t) => serde_json::to_value(t)
-            .with_context(|| format!("[[plugins]] row {}: config", row.id))?,
-        None => serde_json::Value::Null,
-    };
-    let config: ContinuityConfig = keel_agent::plugin::plugin_config(keel_continuity::ID, value)
-        .with_context(|| format!("[[plugins]] row {}", row.id))?;
-    if row.enabled == Some(false) {
+    if !settings.enabled {
         warn(&format!(
-            "the [[plugins]] row {} is disabled: nothing is projected (showing what would be)",
-            row.id
+            "the [[plugins]] row {row} is disabled: nothing is projected (showing what would be)"
         ));
     } else if !config.passive {
         warn(&format!(
-            "the [[plugins]] row {} has passive = false: nothing is projected at boundaries \
-             (showing what would be)",
-            row.id
+            "the [[plugins]] row {row} has passive = false: nothing is projected at boundaries \
+             (showing what would be)"
         ));
     }
     Ok(config)
@@ -90,7 +76,7 @@ fn show(ctx: &Ctx, query: Option<&str>, as_json: bool) -> Result<ExitCode> {
     let loaded = super::sessions::load(&file)?;
     let session = &loaded.session;
     let anchors = Anchors::new(&ctx.home);
-    let p = preview(session, &anchors, &config).with_context(|| {
+    let p = preview(session, &anchors, &config, &keel_host::presenters()).with_context(|| {
         format!(
             "cannot show the continuity of session {} ({})",
             session.header().id,

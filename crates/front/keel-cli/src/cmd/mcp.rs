@@ -54,7 +54,7 @@ struct Entry {
     /// Where it is configured, for messages: the layer file(s), or the `.mcp.json` path.
     origin: String,
     /// Its settings, or what is wrong with them.
-    resolved: Result<ServerConfig, String>,
+    resolved: Result<ServerConfig, ConfigProblem>,
     /// The `.mcp.json` path of an entry of the same name this TOML table overrides.
     overrides: Option<String>,
 }
@@ -130,8 +130,8 @@ fn listing(host: &Host, var: &dyn Fn(&str) -> Option<String>) -> Listing {
                 source: Source::McpJson {
                     path: json_path.clone(),
                 },
-                origin: p.origin,
-                resolved: Err(p.message),
+                origin: p.origin.clone(),
+                resolved: Err(p),
                 overrides: None,
             },
         );
@@ -144,7 +144,7 @@ fn listing(host: &Host, var: &dyn Fn(&str) -> Option<String>) -> Listing {
             layers.join(", ")
         };
         let overrides = out.servers.get(name).map(|e| e.origin.clone());
-        let resolved = config::from_toml(name, table, &origin).map_err(|p| p.message);
+        let resolved = config::from_toml(name, table, &origin);
         out.servers.insert(
             name.clone(),
             Entry {
@@ -200,7 +200,7 @@ fn entry_json(e: &Entry) -> Value {
             json!(c.enabled),
             Value::Null,
         ),
-        Err(p) => (Value::Null, Value::Null, Value::Null, json!(p)),
+        Err(p) => (Value::Null, Value::Null, Value::Null, json!(p.message)),
     };
     let mut v = json!({
         "name": e.name,
@@ -260,7 +260,7 @@ fn list(host: &Host, as_json: bool) -> Result<ExitCode> {
             writeln!(out, "    overrides the entry of the same name in {path}")?;
         }
         if let Err(problem) = &e.resolved {
-            writeln!(out, "    problem: {problem}")?;
+            writeln!(out, "    problem: {}", problem.message)?;
         }
     }
     for p in &listing.file_problems {
@@ -358,7 +358,7 @@ fn get(host: &Host, name: &str, as_json: bool) -> Result<ExitCode> {
     let c = match &e.resolved {
         Ok(c) => c,
         Err(problem) => {
-            writeln!(out, "  problem: {problem}")?;
+            writeln!(out, "  problem: {}", problem.message)?;
             return Ok(ExitCode::from(1));
         }
     };
@@ -463,7 +463,7 @@ pub(super) fn dump(host: &Host) -> String {
                 format!("{:?}", c.transport.describe())
             }
             Err(p) => {
-                notes.push_str(&format!("; problem: {p}"));
+                notes.push_str(&format!("; problem: {}", p.message));
                 "?".to_owned()
             }
         };

@@ -10,9 +10,12 @@ mod demo;
 mod images;
 mod mcp;
 mod mcp_server;
+#[cfg(test)]
+mod present_tests;
 mod progress;
 mod provenance;
 mod run;
+mod serve;
 mod sessions;
 mod source;
 mod trust;
@@ -303,9 +306,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Chat(args) => cards::chat(ctx, args),
         Command::McpServer(args) => mcp_server::run(&ctx, args),
         Command::Acp(args) => acp::run(&ctx, args),
+        Command::Serve(args) => serve::run(&ctx, args),
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
         Command::Trust(args) => trust::run(&ctx, args),
         Command::Batch(args) => batch::run(&ctx, args),
-        Command::BatchJob(args) => batch::job::run(&ctx, &args),
+        Command::BatchJob(args) => batch::job(&ctx, &args),
     }
 }

@@ -1,11 +1,15 @@
 //! Headless progress: a `session/event` observer that streams the answer and one line per tool
-//! call to stderr, or every event as a JSON line to stdout (`--json`).
+//! call to stderr, or every event as a JSON line to stdout (`--json`). Plugins' events show
+//! through their presenters ([`keel_protocol::present`]): their notices, markers and children's
+//! progress are lines on stderr, and what the run's end says (files presented, how a goal
+//! ended) is kept in the run's [`Shown`] as it happens, not re-read from the log.
 
 use keel_agent::HookRegistry;
+use keel_protocol::present::{File, Item, Outcome};
 use keel_protocol::sync::Locked;
 use keel_protocol::{EventBody, StreamChunk};
 use keel_session::view::text::one_line;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -25,16 +29,41 @@ impl Output {
     }
 }
 
+/// What plugins' presenters showed during the run, for its end.
+#[derive(Debug, Default)]
+pub struct Shown {
+    /// Files presented.
+    pub files: Vec<File>,
+    /// The last outcome (how the goal ended).
+    pub outcome: Option<Outcome>,
+    /// Status items still set, by key.
+    pub status: BTreeMap<String, String>,
+}
+
 /// How progress is shown.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Progress {
     output: Output,
+    shown: Arc<Mutex<Shown>>,
 }
 
 impl Progress {
     /// Progress for `output`.
     pub fn new(output: Output) -> Self {
-        Progress { output }
+        Progress {
+            output,
+            shown: Arc::default(),
+        }
+    }
+
+    /// The output mode.
+    pub fn output(&self) -> Output {
+        self.output
+    }
+
+    /// What plugins showed so far; `f` reads it.
+    pub fn shown<T>(&self, f: impl FnOnce(&Shown) -> T) -> T {
+        f(&self.shown.locked())
     }
 
     /// With `--json`, the session header as the first line (the stream then holds the session
@@ -65,6 +94,37 @@ impl Progress {
                     next.run(call)
                 }));
         }
+        // Plugins' events, through their presenters: kept for the run's end, and in text
+        // mode said on stderr as they happen.
+        let presenters = Mutex::new(keel_host::presenters().make());
+        let shown = self.shown.clone();
+        let text = self.output == Output::Text;
+        hooks.session_event.push(Arc::new(move |ev| {
+            let items = presenters.locked().present(ev);
+            if items.is_empty() {
+                return;
+            }
+            let mut err = std::io::stderr().lock();
+            let mut shown = shown.locked();
+            for item in items {
+                if text {
+                    let _ = say(&mut err, &item);
+                }
+                match item {
+                    Item::Files(files) => shown.files.extend(files),
+                    Item::Outcome(o) => shown.outcome = Some(o),
+                    Item::Status { key, status } => match status {
+                        Some(s) => {
+                            shown.status.insert(key, s.text);
+                        }
+                        None => {
+                            shown.status.remove(&key);
+                        }
+                    },
+                    _ => {}
+                }
+            }
+        }));
         if self.output == Output::Json {
             hooks.session_event.push(Arc::new(|ev| {
                 if let Ok(line) = ev.to_json() {
@@ -118,37 +178,6 @@ impl Progress {
                         r.failure.code, r.attempt, r.delay_ms
                     )
                 }
-                EventBody::Other(o) if o.type_name == keel_mcp::plugin::SERVER_EVENT => {
-                    mcp_notice(&mut err, &o.data)
-                }
-                EventBody::Other(o) if o.type_name == keel_schedule::FIRED_EVENT => {
-                    let field = |k: &str| o.data.get(k).and_then(|v| v.as_str()).unwrap_or("?");
-                    writeln!(
-                        err,
-                        "keel: schedule {} fired (due {})",
-                        field("id"),
-                        field("dueAt")
-                    )
-                }
-                EventBody::Other(o) if o.type_name == keel_schedule::MISSED_EVENT => {
-                    let field = |k: &str| o.data.get(k).and_then(|v| v.as_str()).unwrap_or("?");
-                    writeln!(
-                        err,
-                        "keel: schedule {} came due at {} while keel was not running; not run \
-                         (the model is told)",
-                        field("id"),
-                        field("dueAt")
-                    )
-                }
-                EventBody::Other(o) if o.type_name == keel_skills::WARNING_EVENT => {
-                    let field = |k: &str| o.data.get(k).and_then(|v| v.as_str()).unwrap_or("");
-                    writeln!(
-                        err,
-                        "keel: skill file {} skipped: {}",
-                        field("file"),
-                        one_line(field("error"), 300)
-                    )
-                }
                 EventBody::ApprovalAsked(a) if a.tool == "exit_plan_mode" => {
                     plans.locked().insert(a.call_id.clone());
                     Ok(())
@@ -191,34 +220,21 @@ impl Progress {
     }
 }
 
-/// An MCP server that could not be used, or a tool of it that was skipped, said once.
-fn mcp_notice(err: &mut impl Write, data: &serde_json::Value) -> std::io::Result<()> {
-    let field = |k: &str| data.get(k).and_then(|v| v.as_str()).unwrap_or("");
-    match field("status") {
-        "failed" => {
-            let how = match field("transport") {
-                "" => String::new(),
-                t => format!(" ({})", one_line(t, 120)),
-            };
-            writeln!(
-                err,
-                "keel: MCP server '{}'{how} is not available: {}",
-                field("server"),
-                one_line(field("error"), 300)
-            )?;
-            let tail = field("stderrTail");
-            if !tail.is_empty() {
-                writeln!(err, "  its stderr ends: {}", one_line(tail, 400))?;
-            }
-            Ok(())
+/// One item of a plugin's presenter on stderr: notices, markers and outcomes as `keel:` lines
+/// (a notice's detail indented under it), a child's progress indented under its call. Files
+/// and status items are said at the run's end.
+pub(super) fn say(err: &mut impl Write, item: &Item) -> std::io::Result<()> {
+    match item {
+        Item::Notice { text, detail, .. } => {
+            writeln!(err, "keel: {text}")?;
+            detail.iter().try_for_each(|d| writeln!(err, "  {d}"))
         }
-        "tool-skipped" => writeln!(
-            err,
-            "keel: MCP server '{}': tool '{}' is not offered: {}",
-            field("server"),
-            field("tool"),
-            one_line(field("error"), 200)
-        ),
-        _ => Ok(()),
+        Item::Marker(text) => writeln!(err, "keel: {text}"),
+        Item::Outcome(o) => writeln!(err, "keel: {}", o.text),
+        Item::Progress { .. } => match item.line() {
+            Some(line) => writeln!(err, "  {}", one_line(&line, 160)),
+            None => Ok(()),
+        },
+        Item::Files(_) | Item::Status { .. } => Ok(()),
     }
 }

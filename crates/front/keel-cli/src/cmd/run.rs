@@ -106,11 +106,10 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     if args.inbox_stdin {
         read_inbox(agent.clone(), answers);
     }
-    let from = agent.log().session().len();
     let outcome = drive(&agent)?;
-    let code = finish(&agent, outcome, from, Output::from_json_flag(args.json))?;
+    let code = finish(&agent, outcome, &progress)?;
     match args.goal {
-        Some(_) => goal_exit(&agent, code),
+        Some(_) => goal_exit(&progress, code),
         None => Ok(code),
     }
 }
@@ -137,7 +136,7 @@ fn read_inbox(agent: Agent, answers: Option<Arc<StdinAnswers>>) {
                 Ok((Some(text), None, None)) => agent.steer(text).map_err(|e| e.to_string()),
                 Ok((None, Some(text), None)) => agent.followup(text).map_err(|e| e.to_string()),
                 Ok((None, None, Some(answer))) => match &answers {
-                    Some(answers) => answers.answer(answer),
+                    Some(answers) => answers.answer(answer).map_err(|e| e.to_string()),
                     None => Err("this run takes no answers: its questions are answered \
                                  'no person is present' (a delegated run)"
                         .into()),
@@ -184,51 +183,33 @@ fn goal_prompt(agent: &Agent, objective: &str, max_rounds: Option<u32>) -> Resul
         .map_err(|e| anyhow::anyhow!("--goal: {e}"))
 }
 
-/// `--goal`'s exit: 0 when the goal is complete, 3 blocked, 4 out of rounds; otherwise the
-/// turn's own `code` (1 when the turn itself succeeded: the goal is still open).
-fn goal_exit(agent: &Agent, code: ExitCode) -> Result<ExitCode> {
-    let fold = keel_goals::Fold::of(agent.log().session().whole_event_iter());
+/// `--goal`'s exit: how the goal ended, as its plugin's presenter said (0 complete; 3 blocked
+/// and 4 out of rounds, docs/goals.md); a goal still open leaves the turn's own `code` (1 when
+/// the turn itself succeeded).
+fn goal_exit(progress: &Progress, code: ExitCode) -> Result<ExitCode> {
     let mut err = std::io::stderr().lock();
-    let Some(goal) = fold.goal else {
-        writeln!(err, "keel: no goal was set")?;
-        return Ok(ExitCode::from(1));
-    };
-    let id = &goal.goal_id;
-    Ok(match goal.status {
-        keel_goals::Status::Complete => {
-            writeln!(err, "keel: goal {id} complete after {} rounds", fold.rounds)?;
-            ExitCode::SUCCESS
-        }
-        keel_goals::Status::Blocked => {
-            let why = goal.blocked_reason.as_deref().unwrap_or("no reason given");
-            writeln!(
-                err,
-                "keel: goal {id} blocked after {} rounds: {why}",
-                fold.rounds
-            )?;
-            ExitCode::from(3)
-        }
-        keel_goals::Status::BudgetSpent => {
-            writeln!(
-                err,
-                "keel: goal {id} not complete: its {} rounds are spent",
-                goal.max_rounds
-            )?;
-            ExitCode::from(4)
-        }
-        other => {
-            writeln!(
-                err,
-                "keel: goal {id} is still {} after {} rounds",
-                other.as_str(),
-                fold.rounds
-            )?;
-            if code == ExitCode::SUCCESS {
-                ExitCode::from(1)
-            } else {
-                code
+    progress.shown(|shown| {
+        Ok(match (&shown.outcome, shown.status.get("goal")) {
+            (Some(outcome), _) => {
+                // Text mode said it as it happened.
+                if progress.output() == Output::Json {
+                    writeln!(err, "keel: {}", outcome.text)?;
+                }
+                ExitCode::from(outcome.code)
             }
-        }
+            (None, Some(open)) => {
+                writeln!(err, "keel: {open}: the goal is not complete")?;
+                if code == ExitCode::SUCCESS {
+                    ExitCode::from(1)
+                } else {
+                    code
+                }
+            }
+            (None, None) => {
+                writeln!(err, "keel: no goal was set")?;
+                ExitCode::from(1)
+            }
+        })
     })
 }
 
@@ -303,9 +284,8 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
     )?;
     drop(err);
     agent.followup(prompt)?;
-    let from = agent.log().session().len();
     let outcome = drive(&agent)?;
-    let code = finish(&agent, outcome, from, Output::from_json_flag(args.json))?;
+    let code = finish(&agent, outcome, &progress)?;
     let path = agent.log().writer().path().to_path_buf();
     let mut err = std::io::stderr().lock();
     writeln!(

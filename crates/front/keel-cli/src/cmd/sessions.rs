@@ -11,7 +11,7 @@
 
 mod check;
 mod fmt;
-mod render;
+pub(super) mod render;
 mod transfer;
 
 use super::Ctx;
@@ -389,21 +389,18 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
 /// The caps of the `checkpoints` row of the configuration (its defaults when the row or the
 /// configuration cannot be read: the rewind then only records the workspace with them).
 fn checkpoint_caps(ctx: &Ctx) -> keel_checkpoint::Caps {
-    let row = ctx.host().ok().and_then(|host| {
-        host.config()
-            .config
-            .plugins
-            .iter()
-            .find(|r| r.uses.as_deref().unwrap_or(&r.id) == keel_checkpoint::ID.as_str())
-            .and_then(|r| r.config.clone())
-    });
-    row.and_then(|table| {
-        serde_json::to_value(table)
+    ctx.host()
+        .ok()
+        .and_then(|host| {
+            keel_host::plugins::settings::<keel_checkpoint::CheckpointConfig>(
+                host.config(),
+                &keel_checkpoint::CheckpointPlugin,
+            )
             .ok()
-            .and_then(|v| serde_json::from_value::<keel_checkpoint::CheckpointConfig>(v).ok())
-    })
-    .unwrap_or_default()
-    .caps()
+        })
+        .map(|s| s.config)
+        .unwrap_or_default()
+        .caps()
 }
 
 /// The seq a fork of `session` starts after: `at` = `N` (just before turn N's prompt was
@@ -610,11 +607,16 @@ fn show(ctx: &Ctx, query: &str, events: bool, as_json: bool) -> Result<ExitCode>
             out = text.into_bytes();
         }
         (false, true) => {
-            serde_json::to_writer(&mut out, &Transcript::build(session))
-                .context("cannot encode the transcript")?;
+            serde_json::to_writer(
+                &mut out,
+                &Transcript::build(session, &keel_host::presenters()),
+            )
+            .context("cannot encode the transcript")?;
             out.push(b'\n');
         }
-        (false, false) => out = render_text(&Transcript::build(session)).into_bytes(),
+        (false, false) => {
+            out = render_text(&Transcript::build(session, &keel_host::presenters())).into_bytes()
+        }
     }
     emit(&out)?;
     Ok(ExitCode::SUCCESS)
@@ -688,6 +690,7 @@ fn html(ctx: &Ctx, session: &keel_session::Session, graph_budget: usize) -> Resu
         let options = keel_viewer::HtmlOptions {
             provenance: None,
             graph_budget,
+            presenters: keel_host::presenters(),
         };
         let page = keel_viewer::render_html(session, &options);
         return Ok(page.into_bytes());
@@ -712,6 +715,7 @@ fn html(ctx: &Ctx, session: &keel_session::Session, graph_budget: usize) -> Resu
     let options = keel_viewer::HtmlOptions {
         provenance: Some(&scope),
         graph_budget,
+        presenters: keel_host::presenters(),
     };
     Ok(keel_viewer::render_html(session, &options).into_bytes())
 }

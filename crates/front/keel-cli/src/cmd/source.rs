@@ -2,7 +2,7 @@
 //! `keel mcp-server`, built like `keel run`'s (a new session) and `keel resume`'s (a cold
 //! resume that keeps the session's modes), from the configuration layers and the global flags.
 //! What differs between the front ends is set when the source is made: the header's `origin`,
-//! a delegation lineage, whether diagnostics go to stderr, the `/review` command.
+//! a delegation lineage, whether diagnostics go to stderr.
 
 use super::Ctx;
 use super::run::{discard_new_session, keep_session_modes};
@@ -43,8 +43,6 @@ pub(crate) struct Source {
     /// The run's own trust decision (`--trust-project`), until the person records one
     /// ([`AgentSource::record_trust`]): from then on the recorded decision holds.
     trust_flag: Mutex<Option<ProjectTrust>>,
-    /// `/review` of the latest agent built (`Some` once the front end asked for reviews).
-    review: Option<Mutex<Option<keel_delegate::review::ReviewCommand>>>,
 }
 
 impl Source {
@@ -58,7 +56,6 @@ impl Source {
             origin: None,
             lineage: None,
             say,
-            review: None,
         }
     }
 
@@ -72,12 +69,6 @@ impl Source {
     /// from.
     pub(crate) fn lineage(mut self, lineage: Option<(SessionId, u32)>) -> Self {
         self.lineage = lineage;
-        self
-    }
-
-    /// Agents carry the delegation plugin with a `/review` command ([`AgentSource::review`]).
-    pub(crate) fn with_review(mut self) -> Self {
-        self.review = Some(Mutex::new(None));
         self
     }
 
@@ -111,23 +102,9 @@ impl Source {
         flags
     }
 
-    /// The host of `ctx`: with the `/review` command's delegation plugin when reviews are on.
+    /// The host of `ctx`.
     fn host(&self, ctx: &Ctx) -> Result<keel_host::Host, SourceError> {
-        let host = match &self.review {
-            None => ctx.host(),
-            Some(slot) => {
-                let (plugin, review) = keel_delegate::DelegatePlugin::with_review_command();
-                let mut catalogue = keel_host::plugins::builtin();
-                catalogue.retain(|p| p.id() != keel_delegate::ID);
-                catalogue.push(Box::new(plugin));
-                let host = ctx.host_with(catalogue);
-                if host.is_ok() {
-                    *slot.locked() = Some(review);
-                }
-                host
-            }
-        }
-        .map_err(failed)?;
+        let host = ctx.host().map_err(failed)?;
         if self.say == Say::NotesAndTrust {
             ctx.warn_untrusted(&host);
         }
@@ -417,29 +394,5 @@ impl AgentSource for Source {
     fn price(&self, model: &str) -> Option<keel_llm::Price> {
         let host = self.ctx.host().ok()?;
         host.config().config.price(model)
-    }
-
-    fn review(&self, agent: &Agent, base: Option<String>) -> keel_host::ReviewFuture {
-        let command = self.review.as_ref().and_then(|slot| slot.locked().clone());
-        let caller = keel_delegate::seam::Caller {
-            session_id: agent.session_id().as_str().to_owned(),
-            cwd: agent.config().cwd.clone(),
-        };
-        Box::pin(async move {
-            let command = command
-                .ok_or_else(|| SourceError::Unsupported("no agent to review for".to_owned()))?;
-            let spec = keel_delegate::seam::ReviewSpec {
-                base,
-                ..Default::default()
-            };
-            let findings = command
-                .run(&caller, spec)
-                .await
-                .map_err(|e| SourceError::Failed(e.to_string()))?;
-            Ok(keel_host::Review {
-                notice: keel_delegate::review::ReviewCommand::notice(&findings),
-                findings,
-            })
-        })
     }
 }

@@ -50,7 +50,7 @@ pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
         Some(p) => ModelSource::Script(p),
         None => ModelSource::Configured,
     };
-    let source = Source::new(ctx, flags, model, Say::Nothing).with_review();
+    let source = Source::new(ctx, flags, model, Say::Nothing);
     keel_tui::run(
         &source,
         keel_tui::Options {

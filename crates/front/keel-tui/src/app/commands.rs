@@ -13,7 +13,7 @@ impl App<'_> {
         let tx = self.tx.clone();
         self.runtime.spawn(async move {
             let outcome = agent.run_until_idle().await;
-            let _ = tx.send(Msg::Idle(outcome.map(|_| ()).map_err(|e| e.to_string())));
+            let _ = tx.send(Msg::Idle(outcome.map(|_| ())));
         });
     }
 
@@ -69,7 +69,7 @@ impl App<'_> {
                 self.slash = slash_of(&agent);
                 self.agent = agent;
                 self.model = target.model;
-                self.cells = Cells::new();
+                self.cells = Cells::with_presenters(&keel_host::presenters());
                 self.cache.clear();
                 self.load_history(target.resume.is_some());
                 if target.resume.is_none() {
@@ -183,11 +183,19 @@ impl App<'_> {
             None => {}
         }
         let tx = self.tx.clone();
-        self.say(format!("asking for /{name}…"));
+        self.say(format!("running /{name}…"));
         self.runtime.spawn(async move {
-            let msg = match source.expand(&name, &args).await {
-                Ok(prompt) => Msg::Send(prompt),
-                Err(e) => Msg::Show(Cell::Notice(Level::Error, e.to_string())),
+            // An action that takes a while (a delegated review) tells the person what came of
+            // it; any other command gives the prompt it sends.
+            let msg = match source.act_async(&name, &args) {
+                Some(done) => match done.await {
+                    Ok(said) => Msg::Show(Cell::Notice(Level::Info, said)),
+                    Err(e) => Msg::Show(Cell::Notice(Level::Error, e.to_string())),
+                },
+                None => match source.expand(&name, &args).await {
+                    Ok(prompt) => Msg::Send(prompt),
+                    Err(e) => Msg::Show(Cell::Notice(Level::Error, e.to_string())),
+                },
             };
             let _ = tx.send(msg);
         });
@@ -350,24 +358,6 @@ impl App<'_> {
                 });
             }
             Builtin::Trust => self.trust(args),
-            Builtin::Review => {
-                if self.running {
-                    self.say("wait for the turn to end (or Ctrl-C it) first");
-                    return;
-                }
-                // `/review REF` or `/review --base REF`, as `keel review --base REF`.
-                let base = args.strip_prefix("--base").map_or(args, str::trim);
-                let base = (!base.is_empty()).then(|| base.to_owned());
-                self.say(format!(
-                    "reviewing the change from {} with a delegated reviewer…",
-                    base.as_deref().unwrap_or("HEAD")
-                ));
-                let review = self.source.review(&self.agent, base);
-                let tx = self.tx.clone();
-                self.runtime.spawn(async move {
-                    let _ = tx.send(Msg::Reviewed(review.await.map_err(|e| e.to_string())));
-                });
-            }
         }
     }
 }

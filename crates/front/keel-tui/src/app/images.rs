@@ -8,6 +8,7 @@
 
 use keel_agent::Agent;
 use keel_protocol::{ContentBlock, Message};
+use keel_tools::ImageError;
 use keel_tools::attachments::read_image_file;
 use std::path::Path;
 
@@ -32,34 +33,57 @@ pub(super) fn image_mentions(text: &str) -> Vec<&str> {
     out
 }
 
+/// Why a message with images cannot be sent (it names the model or the image).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ImagesError {
+    /// The model reads no images.
+    #[error(
+        "model {model} does not read images, so it cannot be sent @{first}: pick a model \
+         with vision, or declare that {model} has it with vision = true in the \
+         [models.\"{model}\"] table of the configuration"
+    )]
+    NoVision {
+        /// The session's model.
+        model: String,
+        /// The first image mentioned.
+        first: String,
+    },
+    /// No keel home to store the images in.
+    #[error("no keel home to store the images in")]
+    NoHome,
+    /// An image could not be read or stored.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+}
+
 /// The message to send for `text`: `None` when it mentions no image (send it as text), else
 /// the text with the images, or why it cannot be sent.
-pub(super) fn with_images(agent: &Agent, text: &str) -> Option<Result<Message, String>> {
+pub(super) fn with_images(agent: &Agent, text: &str) -> Option<Result<Message, ImagesError>> {
     let mentions = image_mentions(text);
     let first = *mentions.first()?;
     Some(build(agent, text, first, &mentions))
 }
 
-fn build(agent: &Agent, text: &str, first: &str, mentions: &[&str]) -> Result<Message, String> {
+fn build(
+    agent: &Agent,
+    text: &str,
+    first: &str,
+    mentions: &[&str],
+) -> Result<Message, ImagesError> {
     let config = agent.config();
     if !config.model_info.vision {
-        return Err(format!(
-            "model {model} does not read images, so it cannot be sent @{first}: pick a model \
-             with vision, or declare that {model} has it with vision = true in the \
-             [models.\"{model}\"] table of the configuration",
-            model = config.model
-        ));
+        return Err(ImagesError::NoVision {
+            model: config.model.clone(),
+            first: first.to_owned(),
+        });
     }
-    let store = agent
-        .attachments()
-        .ok_or_else(|| "no keel home to store the images in".to_owned())?;
+    let store = agent.attachments().ok_or(ImagesError::NoHome)?;
     let mut message = keel_agent::user_message(text);
     for mention in mentions {
         let path = config.cwd.join(mention);
         let shown = format!("@{mention}");
-        let stored = read_image_file(&path, &shown)
-            .and_then(|(bytes, _)| store.store(&bytes, &shown))
-            .map_err(|e| e.to_string())?;
+        let stored =
+            read_image_file(&path, &shown).and_then(|(bytes, _)| store.store(&bytes, &shown))?;
         message.content.push(ContentBlock::Image(stored));
     }
     Ok(message)

@@ -31,8 +31,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use keel_agent::{Agent, Approver, Asker, InboxMode, allow_key};
 use keel_host::{
-    AgentSource, BuildOptions, ProjectTrust, Review, SessionEntry, SessionRef, SessionSpec,
-    SourceError,
+    AgentSource, BuildOptions, ProjectTrust, SessionEntry, SessionRef, SessionSpec, SourceError,
 };
 use keel_protocol::sync::Locked;
 use keel_protocol::{Question, SessionEvent, ToolCallBlock};
@@ -85,15 +84,13 @@ enum Msg {
     /// `ask_user_question`'s questions, answered in a form.
     Question(QuestionAsk),
     /// The agent went idle (`Err`: why it stopped).
-    Idle(Result<(), String>),
+    Idle(Result<(), keel_agent::AgentError>),
     /// A plugin queued a turn (a schedule fired): run it when idle.
     Woken,
     /// A background job of the UI finished (/compact, /diff): what to show.
     Show(Cell),
     /// A plugin command expanded to this prompt: send it.
     Send(String),
-    /// `/review` finished.
-    Reviewed(Result<Review, String>),
     /// SIGTERM or SIGHUP: leave.
     Quit,
 }
@@ -311,11 +308,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
     }
     let mut resume = options.resume.clone();
     if options.pick {
-        let search = |query: &str| {
-            source
-                .search_sessions(source.workspace(), query)
-                .map_err(|e| e.to_string())
-        };
+        let search = |query: &str| source.search_sessions(source.workspace(), query);
         match pick_session(
             &mut canvas,
             &rx,
@@ -357,7 +350,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
         tx: tx.clone(),
         approver,
         agent,
-        cells: Cells::new(),
+        cells: Cells::with_presenters(&keel_host::presenters()),
         cache: LineCache::default(),
         canvas,
         committed: 0,
@@ -597,7 +590,7 @@ impl App<'_> {
                 self.running = false;
                 self.queued.clear();
                 if let Err(e) = outcome {
-                    self.cells.notice(Level::Error, e);
+                    self.cells.notice(Level::Error, e.to_string());
                 } else if self.agent.has_pending_turn() {
                     // Queued by a plugin as the run ended (a schedule firing).
                     self.start();
@@ -609,21 +602,6 @@ impl App<'_> {
                 }
             }
             Msg::Show(cell) => self.cells.cells.push(cell),
-            Msg::Reviewed(Ok(review)) => {
-                match self
-                    .agent
-                    .enqueue(keel_agent::InboxMode::Inject, review.notice)
-                {
-                    Ok(_) => {
-                        self.cells.notice(Level::Info, review.findings);
-                        self.say("the findings go to the model with your next prompt");
-                    }
-                    Err(e) => self.cells.notice(Level::Error, e.to_string()),
-                }
-            }
-            Msg::Reviewed(Err(e)) => self
-                .cells
-                .notice(Level::Error, format!("review failed: {e}")),
             Msg::Send(prompt) => self.submit(prompt, false),
             Msg::Quit => self.quit = true,
         }
@@ -752,7 +730,7 @@ impl App<'_> {
             None => keel_agent::user_message(&text),
             Some(Ok(message)) => message,
             Some(Err(e)) => {
-                self.cells.notice(Level::Error, e);
+                self.cells.notice(Level::Error, e.to_string());
                 return;
             }
         };

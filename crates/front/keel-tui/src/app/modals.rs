@@ -12,7 +12,7 @@ pub(super) enum Picked {
 }
 
 /// Finds the sessions that mention a query: their files, best first, each with a snippet.
-pub(super) type SessionSearch<'a> = &'a dyn Fn(&str) -> Result<Vec<(PathBuf, String)>, String>;
+pub(super) type SessionSearch<'a> = &'a dyn Fn(&str) -> Result<Vec<(PathBuf, String)>, SourceError>;
 
 /// The session picker: newest first; Enter continues the highlighted one, `n` starts a new
 /// session, `/` searches the sessions' logs (`keel sessions search`) and narrows the list to

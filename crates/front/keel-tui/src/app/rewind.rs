@@ -1,19 +1,24 @@
 //! Esc Esc (with nothing typed, between turns): the session's prompts, newest first, each with
 //! the files its turn changed; then what to return to just before it: the files and the
-//! conversation, the conversation, the files (the checkpoints plugin's `/rewind`), or a new
-//! session forked there. A rewound conversation puts the prompt back in the editor.
+//! conversation, the conversation, the files, or a new session forked there. The turns and
+//! the rewinding are the checkpoints plugin's `/rewind` command (its choices and its action,
+//! through the command seam: the UI knows no plugin); a rewound conversation puts the prompt
+//! back in the editor.
 
 // The App's own module: its types and the imports they share.
 use super::*;
-use keel_checkpoint::rewind::{TurnPoint, turn_points};
+use keel_agent::plugin::CommandChoice;
 use keel_session::view::text::one_line;
+
+/// The command that rewinds.
+const REWIND: &str = "rewind";
 
 /// Where the rewind list is.
 pub(super) enum RewindStep {
     /// Choosing the turn (newest first, as the options).
-    Turns(Vec<TurnPoint>),
+    Turns(Vec<CommandChoice>),
     /// Choosing what to do just before it.
-    Action(TurnPoint),
+    Action(CommandChoice),
 }
 
 const ACTIONS: [&str; 5] = [
@@ -31,27 +36,19 @@ impl App<'_> {
             self.say("wait for the turn to end (or Ctrl-C it) first");
             return;
         }
-        let mut points = turn_points(self.agent.log().session());
+        let Some(source) = self.agent.command_source(REWIND).cloned() else {
+            self.cells.notice(
+                Level::Error,
+                "rewind needs the checkpoints plugin, which is off here".to_owned(),
+            );
+            return;
+        };
+        let points = source.choices(REWIND);
         if points.is_empty() {
             self.say("nothing to rewind: the session has no turn yet");
             return;
         }
-        points.reverse();
-        let mut options: Vec<String> = points
-            .iter()
-            .map(|p| {
-                let files = match p.files.len() {
-                    0 => "no file changed".to_owned(),
-                    n => format!("{n} file(s): {}", one_line(&p.files.join(", "), 40)),
-                };
-                let prompt = if p.prompt.is_empty() {
-                    "(no prompt)"
-                } else {
-                    &p.prompt
-                };
-                format!("turn {} · {} · {files}", p.turn, one_line(prompt, 40))
-            })
-            .collect();
+        let mut options: Vec<String> = points.iter().map(|p| p.label.clone()).collect();
         options.push("Cancel".into());
         let modal = Modal {
             title: "Rewind to just before…".into(),
@@ -71,19 +68,15 @@ impl App<'_> {
                     return;
                 }
                 let point = points.swap_remove(choice);
-                let files = if point.files.is_empty() {
-                    "It changed no file.".to_owned()
-                } else {
-                    format!("It changed: {}", point.files.join(", "))
-                };
                 let modal = Modal {
                     title: format!(
                         "Just before turn {}: {}",
-                        point.turn,
-                        one_line(&point.prompt, 50)
+                        point.args,
+                        one_line(point.text.as_deref().unwrap_or(""), 50)
                     ),
                     body: format!(
-                        "{files}\nFiles changed since the agent's last turn (by hand) are kept. Undo with /rewind undo."
+                        "{}\nFiles changed since the agent's last turn (by hand) are kept. Undo with /rewind undo.",
+                        point.detail
                     ),
                     options: ACTIONS.iter().map(|a| (*a).to_owned()).collect(),
                     selected: 0,
@@ -103,19 +96,22 @@ impl App<'_> {
 
     /// `/rewind N FLAGS` through the checkpoints plugin; a rewound conversation puts turn
     /// N's prompt back in the editor.
-    fn rewind_to(&mut self, point: &TurnPoint, flags: &str) {
-        let Some(source) = self.agent.command_source("rewind").cloned() else {
+    fn rewind_to(&mut self, point: &CommandChoice, flags: &str) {
+        let Some(source) = self.agent.command_source(REWIND).cloned() else {
             self.cells.notice(
                 Level::Error,
                 "rewind needs the checkpoints plugin, which is off here".to_owned(),
             );
             return;
         };
-        match source.act("rewind", &format!("{}{flags}", point.turn)) {
+        match source.act(REWIND, &format!("{}{flags}", point.args)) {
             Some(Ok(said)) => {
                 self.cells.notice(Level::Info, said);
-                if flags != " --files" && self.input.is_empty() {
-                    self.input.set(&point.prompt);
+                if flags != " --files"
+                    && self.input.is_empty()
+                    && let Some(prompt) = &point.text
+                {
+                    self.input.set(prompt);
                 }
             }
             Some(Err(e)) => self.cells.notice(Level::Error, e.to_string()),
@@ -124,13 +120,11 @@ impl App<'_> {
     }
 
     /// A new session seeded with this one up to just before the turn, continued here.
-    fn fork_here(&mut self, point: &TurnPoint) {
+    fn fork_here(&mut self, point: &CommandChoice) {
         let file = self.agent.log().writer().path().to_path_buf();
-        let forked = self.source.fork(
-            SessionRef::Path(&file),
-            self.source.workspace(),
-            Some(point.seq),
-        );
+        let forked = self
+            .source
+            .fork(SessionRef::Path(&file), self.source.workspace(), point.seq);
         match forked {
             Ok((_, path)) => {
                 let target = Target {
@@ -142,11 +136,13 @@ impl App<'_> {
                         Level::Info,
                         format!(
                             "Forked just before turn {} of the last session; the files were not changed (/rewind {} --files does that).",
-                            point.turn, point.turn
+                            point.args, point.args
                         ),
                     );
-                    if self.input.is_empty() {
-                        self.input.set(&point.prompt);
+                    if self.input.is_empty()
+                        && let Some(prompt) = &point.text
+                    {
+                        self.input.set(prompt);
                     }
                 }
             }

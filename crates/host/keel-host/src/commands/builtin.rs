@@ -26,8 +26,6 @@ pub enum Builtin {
     Status,
     /// `/diff`: the workspace's changes.
     Diff,
-    /// `/review [--base REF]`: have the agent review the changes.
-    Review,
     /// `/trust [yes|no]`: show whether the workspace's own files (hooks, MCP servers, widening
     /// configuration) may take effect, or record the user's decision (`yes`/`on`,
     /// `no`/`off`/`revoke`; see [`TrustArg`]). The front end records it and rebuilds its agent.
@@ -38,7 +36,7 @@ pub enum Builtin {
 
 impl Builtin {
     /// Every built-in, in listing order.
-    pub const ALL: [Builtin; 13] = [
+    pub const ALL: [Builtin; 12] = [
         Builtin::Help,
         Builtin::New,
         Builtin::Resume,
@@ -49,7 +47,6 @@ impl Builtin {
         Builtin::Todo,
         Builtin::Status,
         Builtin::Diff,
-        Builtin::Review,
         Builtin::Trust,
         Builtin::Quit,
     ];
@@ -67,7 +64,6 @@ impl Builtin {
             Builtin::Todo => "todo",
             Builtin::Status => "status",
             Builtin::Diff => "diff",
-            Builtin::Review => "review",
             Builtin::Trust => "trust",
             Builtin::Quit => "quit",
         }
@@ -94,9 +90,6 @@ impl Builtin {
             Builtin::Todo => "Show the todo list",
             Builtin::Status => "Show the session's status",
             Builtin::Diff => "Show the changes in the workspace",
-            Builtin::Review => {
-                "A delegated reviewer reviews the workspace's change (from REF, default HEAD)"
-            }
             Builtin::Trust => {
                 "Show whether this workspace's hooks, MCP servers and settings may run; yes or no decides"
             }
@@ -109,7 +102,6 @@ impl Builtin {
         match self {
             Builtin::Resume => Some("[SESSION]"),
             Builtin::Model => Some("[NAME]"),
-            Builtin::Review => Some("[--base REF]"),
             Builtin::Trust => Some("[yes|no]"),
             _ => None,
         }

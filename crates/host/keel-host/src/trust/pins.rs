@@ -23,7 +23,7 @@
 //! `keel trust` pins them. A run's own `--trust-project` checks no pins.
 
 use super::{ProjectSection, RecordError, TrustDecision, TrustSource};
-use keel_tools::beneath::Beneath;
+use keel_tools::beneath::{Beneath, BeneathError};
 use serde::{Deserialize, Deserializer};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -121,15 +121,26 @@ pub struct Changed {
     pub change: Change,
 }
 
+/// Why a pinned file cannot be read beneath the trusted directory ([`Change::Unreadable`]).
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    /// The trusted directory itself cannot be opened.
+    #[error("the trusted directory cannot be opened")]
+    Directory,
+    /// The file cannot be read beneath it (a link out, not a regular file, too large, …).
+    #[error(transparent)]
+    File(#[from] BeneathError),
+}
+
 /// What a file is now: absent, its hash, or why it cannot be read beneath the root.
-fn state(beneath: Option<&Beneath>, rel: &Path) -> Result<Pin, String> {
+fn state(beneath: Option<&Beneath>, rel: &Path) -> Result<Pin, Unreadable> {
     let Some(beneath) = beneath else {
-        return Err("the trusted directory cannot be opened".to_owned());
+        return Err(Unreadable::Directory);
     };
     match beneath.read_regular(rel, READ_CAP) {
         Ok(bytes) => Ok(Pin::Sha256(hex::encode(Sha256::digest(&bytes)))),
         Err(e) if e.is_not_found() => Ok(Pin::Absent),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -205,7 +216,7 @@ pub fn check(
     for rel in PINNED_FILES {
         let pin = pins.get(&key(sub, rel)).unwrap_or(&Pin::Absent);
         let change = match (pin, state(beneath.as_ref(), &sub.join(rel))) {
-            (_, Err(why)) => Some(Change::Unreadable(why)),
+            (_, Err(why)) => Some(Change::Unreadable(why.to_string())),
             (Pin::Absent, Ok(Pin::Sha256(_))) => Some(Change::Created),
             (Pin::Sha256(_), Ok(Pin::Absent)) => Some(Change::Deleted),
             (Pin::Sha256(was), Ok(Pin::Sha256(now))) if *was != now => Some(Change::Edited),

@@ -14,6 +14,7 @@
 
 pub mod children;
 pub mod plugin;
+pub mod presenter;
 pub mod ralph;
 pub mod schema;
 pub mod workflow;

@@ -93,6 +93,10 @@ impl Plugin for WorkflowPlugin {
         false
     }
 
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(super::presenter::workflow())
+    }
+
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
         let settings: WorkflowSettings = plugin_config(WORKFLOW_ID, config)?;
         let max_parallel = settings.max_parallel.unwrap_or(DEFAULT_MAX_PARALLEL).max(1);
@@ -125,6 +129,10 @@ impl Plugin for RalphPlugin {
 
     fn enabled_by_default(&self) -> bool {
         false
+    }
+
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(super::presenter::ralph())
     }
 
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {

@@ -11,6 +11,7 @@
 //! ```
 
 use crate::flow::children::{run_child, schema_instruction};
+use crate::flow::presenter as present;
 use async_trait::async_trait;
 use keel_agent::subagent::{ChildTask, Spawner, SubagentMode};
 use keel_protocol::ToolSchema;
@@ -134,7 +135,7 @@ impl Tool for RalphTool {
                        "status": st, "error": error})
             };
             let answer = run_child(&self.spawner, ctx, task, Some(&schema), &ctx.cancel, |s| {
-                let _ = agent.push_ignorable("ralph/round", event(s, "running", None));
+                let _ = agent.push_ignorable(present::ROUND_EVENT, event(s, "running", None));
             })
             .await
             .map_err(|why| ToolError::Failed(format!("round {round} could not start: {why}")))?;
@@ -142,8 +143,10 @@ impl Tool for RalphTool {
                 Ok(handoff) => {
                     let done = handoff["status"] == "done";
                     let st = if done { "done" } else { "continue" };
-                    let _ =
-                        agent.push_ignorable("ralph/round", event(&answer.child_session, st, None));
+                    let _ = agent.push_ignorable(
+                        present::ROUND_EVENT,
+                        event(&answer.child_session, st, None),
+                    );
                     rounds.push(
                         json!({"round": round, "status": st, "childSession": answer.child_session,
                                        "summary": handoff["summary"], "next": handoff.get("next")}),
@@ -155,8 +158,9 @@ impl Tool for RalphTool {
                     }
                 }
                 Err(why) => {
+                    let why = why.to_string();
                     let _ = agent.push_ignorable(
-                        "ralph/round",
+                        present::ROUND_EVENT,
                         event(&answer.child_session, "failed", Some(&why)),
                     );
                     rounds.push(json!({"round": round, "status": "failed",

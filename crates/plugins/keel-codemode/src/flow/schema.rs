@@ -4,6 +4,7 @@
 //! `anyOf`/`oneOf`, `minItems`/`maxItems`, `minLength`/`maxLength`, `minimum`/`maximum`).
 //! Keywords outside it are ignored.
 
+use keel_tools::schema::Violation;
 use serde_json::Value;
 
 /// The JSON value an answer carries: the whole text, else its last ```` ``` ```` block, else
@@ -32,13 +33,13 @@ pub fn extract_json(text: &str) -> Option<Value> {
     None
 }
 
-/// Check `value` against `schema` ([`keel_tools::schema::validate`], the validator tool
-/// arguments use); what is wrong, as `the answer: what` or `/pointer: what`, `; `-joined.
-pub fn validate(value: &Value, schema: &Value) -> Result<(), String> {
-    let violations = keel_tools::schema::validate(schema, value);
-    if violations.is_empty() {
-        return Ok(());
-    }
+/// How an answer's JSON value fails its schema: each violation as `the answer: what` or
+/// `/pointer: what`, `; `-joined.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", describe(.0))]
+pub struct Mismatch(pub Vec<Violation>);
+
+fn describe(violations: &[Violation]) -> String {
     let parts: Vec<String> = violations
         .iter()
         .map(|v| match v.pointer.as_str() {
@@ -46,7 +47,17 @@ pub fn validate(value: &Value, schema: &Value) -> Result<(), String> {
             at => format!("{at}: {}", v.message),
         })
         .collect();
-    Err(parts.join("; "))
+    parts.join("; ")
+}
+
+/// Check `value` against `schema` ([`keel_tools::schema::validate`], the validator tool
+/// arguments use); what is wrong otherwise.
+pub fn validate(value: &Value, schema: &Value) -> Result<(), Mismatch> {
+    let violations = keel_tools::schema::validate(schema, value);
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(Mismatch(violations))
 }
 
 #[cfg(test)]
@@ -76,6 +87,7 @@ mod tests {
             "kind": {"const": "report"},
             "ref": {"oneOf": [{"type": "string"}, {"type": "integer"}]}
         }, "additionalProperties": false});
+        let validate = |v: &Value, s: &Value| validate(v, s).map_err(|e| e.to_string());
         assert_eq!(validate(&json!({"n": 2, "tags": ["a"]}), &s), Ok(()));
         assert_eq!(
             validate(&json!({"n": "2", "tags": []}), &s),

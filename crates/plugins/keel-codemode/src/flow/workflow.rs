@@ -12,6 +12,7 @@
 
 use crate::engine::{self, Bridge, Completed, Failed, FailureKind, Limits, SubCall, SubResult};
 use crate::flow::children::{child_model, run_child, schema_instruction};
+use crate::flow::presenter as present;
 use crate::strip::strip_types;
 use async_trait::async_trait;
 use keel_agent::AgentHandle;
@@ -176,7 +177,7 @@ impl Tool for WorkflowTool {
         let titles: Vec<&str> = meta.phases.iter().map(|p| p.title.as_str()).collect();
         log(
             &agent,
-            "workflow/started",
+            present::STARTED_EVENT,
             json!({"callId": call_id, "name": meta.name, "description": meta.description, "phases": titles}),
         );
         let args_literal = Value::String(script_args.to_string()).to_string();
@@ -205,7 +206,7 @@ impl Tool for WorkflowTool {
             Ok(done) => {
                 log(
                     &agent,
-                    "workflow/finished",
+                    present::FINISHED_EVENT,
                     json!({"callId": call_id, "status": "completed", "agents": agents}),
                 );
                 Ok(render(&done, agents))
@@ -213,7 +214,7 @@ impl Tool for WorkflowTool {
             Err(f) if f.kind == FailureKind::Cancelled && ctx.cancel.is_cancelled() => {
                 log(
                     &agent,
-                    "workflow/finished",
+                    present::FINISHED_EVENT,
                     json!({"callId": call_id, "status": "cancelled", "agents": agents}),
                 );
                 Err(ToolError::Aborted(format!(
@@ -225,7 +226,7 @@ impl Tool for WorkflowTool {
                 let error = failed_error(&f);
                 log(
                     &agent,
-                    "workflow/finished",
+                    present::FINISHED_EVENT,
                     json!({"callId": call_id, "status": "failed", "agents": agents, "error": error.to_string()}),
                 );
                 Err(error)
@@ -290,7 +291,7 @@ impl WorkflowBridge<'_> {
     async fn agent_call(&self, a: AgentArgs, cancel: CancellationToken) -> SubResult {
         let model = match child_model(&self.agent, a.provider.as_deref(), a.model.as_deref()) {
             Ok(m) => m,
-            Err(why) => return refused("INVALID_ARGS", why),
+            Err(why) => return refused("INVALID_ARGS", why.to_string()),
         };
         let n = self.agents.fetch_add(1, Ordering::Relaxed) + 1;
         if n > MAX_AGENTS {
@@ -336,7 +337,7 @@ impl WorkflowBridge<'_> {
                 let mut data = event(session, "running", None);
                 data["startUs"] =
                     json!(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
-                log(&self.agent, "workflow/agent", data);
+                log(&self.agent, present::AGENT_EVENT, data);
             },
         )
         .await;
@@ -349,7 +350,7 @@ impl WorkflowBridge<'_> {
                 Ok(value) => {
                     log(
                         &self.agent,
-                        "workflow/agent",
+                        present::AGENT_EVENT,
                         event(&answer.child_session, "completed", None),
                     );
                     SubResult {
@@ -359,9 +360,10 @@ impl WorkflowBridge<'_> {
                     }
                 }
                 Err(why) => {
+                    let why = why.to_string();
                     log(
                         &self.agent,
-                        "workflow/agent",
+                        present::AGENT_EVENT,
                         event(&answer.child_session, "failed", Some(&why)),
                     );
                     refused("AGENT_FAILED", format!("agent {label:?} failed: {why}"))
@@ -393,7 +395,7 @@ impl Bridge for WorkflowBridge<'_> {
             "phase" => {
                 log(
                     &self.agent,
-                    "workflow/phase",
+                    present::PHASE_EVENT,
                     json!({"callId": call_id, "title": args["title"]}),
                 );
                 SubResult {
@@ -405,7 +407,7 @@ impl Bridge for WorkflowBridge<'_> {
             "log" => {
                 log(
                     &self.agent,
-                    "workflow/log",
+                    present::LOG_EVENT,
                     json!({"callId": call_id, "phase": args["phase"], "message": args["message"]}),
                 );
                 SubResult {

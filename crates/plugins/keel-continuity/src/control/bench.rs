@@ -14,7 +14,7 @@ pub enum BenchError {
     NoContract,
     /// The guard refused the call (its reason).
     #[error("{0}")]
-    Refused(String),
+    Refused(super::Refusal),
     /// The admission's record could not be made durable.
     #[error("{0}")]
     Durable(keel_session::store::StoreError),

@@ -4,13 +4,150 @@
 //! one logged change; and the `tools/settled` hook that releases the lease and logs the call's
 //! receipt.
 
-use super::contract::{Authorization, Lease, covers, normalize};
-use super::{CONTROL_EVENT, Controller, RECEIPT_EVENT, State, consume};
+use super::contract::{Authorization, Lease, PathError, covers, normalize};
+use super::{CONTROL_EVENT, ControlError, Controller, RECEIPT_EVENT, State, consume};
 use async_trait::async_trait;
 use keel_session::store::FlushTicket;
 use keel_tools::{GuardDecision, GuardHook, HookContext, SettledHook, ToolOutcome};
 use serde_json::{Value, json};
 use std::sync::Arc;
+
+/// Why explicit control refuses a guarded call: what the model reads, with the calls that get
+/// it going again.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// An earlier admission could not be made durable: every guarded call after it is refused.
+    #[error("{0}")]
+    Failed(String),
+    /// The contract could not be read.
+    #[error(transparent)]
+    Contract(#[from] ControlError),
+    /// Control is on and no contract is open.
+    #[error(
+        "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
+    )]
+    NoContract {
+        /// The tool called.
+        tool: String,
+    },
+    /// A lease a crash left: the effect of its call is unknown.
+    #[error(
+        "the guarded call {} ({}{}) admitted with {} never settled: keel stopped (crash or kill) while it ran, so its effect is indeterminate. Check the current state first, then call control_checkpoint with revision {rev}, a note saying what you found, and authorize if more work is needed",
+        .lease.call_id,
+        .lease.tool,
+        .lease.path.as_deref().map(|p| format!(" {p}")).unwrap_or_default(),
+        .lease.authorization
+    )]
+    Indeterminate {
+        /// The lease never released.
+        lease: Lease,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// A human message not reviewed against the contract.
+    #[error(
+        "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
+    )]
+    UnreviewedInput {
+        /// The message's input seq.
+        seq: u64,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// A human message that changed the request, not yet recorded.
+    #[error(
+        "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
+        .rev + 1
+    )]
+    AwaitingUpdate {
+        /// The message's input seq.
+        seq: u64,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// The call's path cannot be read as a workspace path.
+    #[error("{tool} refused by explicit control: {source}")]
+    BadPath {
+        /// The tool called.
+        tool: String,
+        /// Why.
+        source: PathError,
+    },
+    /// The call's path is outside the contract's targets.
+    #[error(
+        "{path} is outside the declared targets {targets:?} of contract revision {rev}: write only inside them, or call control_update with revision {rev} adding it to targets (with a rationale), then control_checkpoint with revision {} and authorize",
+        .rev + 1
+    )]
+    OutsideTargets {
+        /// The path, normalized.
+        path: String,
+        /// The contract's targets.
+        targets: Vec<String>,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// No authorization.
+    #[error(
+        "no authorization for {tool}: call control_checkpoint with revision {rev} and authorize (intent: what you are about to do) first"
+    )]
+    NoAuthorization {
+        /// The tool called.
+        tool: String,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// The authorization admitted a call already.
+    #[error(
+        "authorization {id} was already used (each one admits one guarded call): call control_checkpoint with revision {rev} and authorize again"
+    )]
+    Used {
+        /// The authorization.
+        id: String,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// The authorization was revoked.
+    #[error(
+        "authorization {id} was revoked ({why}): call control_status to re-read the contract, then call control_checkpoint with revision {rev} and authorize again"
+    )]
+    Revoked {
+        /// The authorization.
+        id: String,
+        /// Why it was revoked.
+        why: String,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// The authorization is of an earlier revision (or other targets).
+    #[error(
+        "authorization {id} was issued for revision {issued}, but the contract is now at revision {rev}: call control_status to re-read it, then call control_checkpoint with revision {rev} and authorize"
+    )]
+    Stale {
+        /// The authorization.
+        id: String,
+        /// The revision it was issued for.
+        issued: u64,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// The call's path is outside the paths the authorization covers.
+    #[error(
+        "{path} is outside the paths {paths:?} authorization {id} covers: call control_checkpoint with revision {rev} and authorize for it"
+    )]
+    OutsidePaths {
+        /// The path, normalized.
+        path: String,
+        /// The paths it covers.
+        paths: Vec<String>,
+        /// The authorization.
+        id: String,
+        /// The contract's revision.
+        rev: u64,
+    },
+    /// The authorization's consumption could not be logged.
+    #[error("cannot consume the authorization: cannot log {}: {}", CONTROL_EVENT, .0)]
+    Unlogged(keel_agent::AgentError),
+}
 
 /// Tools whose `path` argument must lie inside the declared targets.
 const PATH_TOOLS: [&str; 2] = ["write", "edit"];
@@ -24,18 +161,18 @@ impl Controller {
         call_id: &str,
         tool: &str,
         args: &Value,
-    ) -> Result<Option<FlushTicket>, String> {
+    ) -> Result<Option<FlushTicket>, Refusal> {
         let mut st = self.state();
         if !st.active || !self.guarded.iter().any(|g| g == tool) {
             return Ok(None);
         }
         if let Some(f) = &st.failure {
-            return Err(f.clone());
+            return Err(Refusal::Failed(f.clone()));
         }
-        if !self.refresh(&mut st).map_err(|e| e.to_string())? {
-            return Err(format!(
-                "explicit control is on and no contract is open: call control_open with objective, acceptance and targets, then control_checkpoint with revision 1 and authorize, before {tool}"
-            ));
+        if !self.refresh(&mut st)? {
+            return Err(Refusal::NoContract {
+                tool: tool.to_owned(),
+            });
         }
         let State {
             cached, admitted, ..
@@ -47,27 +184,16 @@ impl Controller {
         // An action a crash left indeterminate comes first: after a restart it is what the
         // model must hear about before anything else (the new message is fenced next).
         if let Some(l) = c.leases.iter().find(|l| !admitted.contains_key(&l.call_id)) {
-            return Err(format!(
-                "the guarded call {} ({}{}) admitted with {} never settled: keel stopped (crash or kill) while it ran, so its effect is indeterminate. Check the current state first, then call control_checkpoint with revision {rev}, a note saying what you found, and authorize if more work is needed",
-                l.call_id,
-                l.tool,
-                l.path
-                    .as_deref()
-                    .map(|p| format!(" {p}"))
-                    .unwrap_or_default(),
-                l.authorization
-            ));
+            return Err(Refusal::Indeterminate {
+                lease: l.clone(),
+                rev,
+            });
         }
-        if let Some(seq) = c.fence.pending_input_seqs.first() {
-            return Err(format!(
-                "the human sent a new message (input_seq {seq}) after contract revision {rev} was written: call control_review_input with revision {rev} and input_seq {seq} first (outcome \"unchanged\" or \"changed\", with a rationale), then control_checkpoint with revision {rev} and authorize"
-            ));
+        if let Some(&seq) = c.fence.pending_input_seqs.first() {
+            return Err(Refusal::UnreviewedInput { seq, rev });
         }
-        if let Some(seq) = c.fence.awaiting_update.first() {
-            return Err(format!(
-                "human message input_seq {seq} changed the request: call control_update with revision {rev} to record the change, then control_checkpoint with revision {} and authorize",
-                rev + 1
-            ));
+        if let Some(&seq) = c.fence.awaiting_update.first() {
+            return Err(Refusal::AwaitingUpdate { seq, rev });
         }
         let path = if PATH_TOOLS.contains(&tool) {
             // The pipeline hands guards the arguments under their current names.
@@ -75,55 +201,61 @@ impl Controller {
                 .get("file_path")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let p = normalize(&self.cwd, raw)
-                .map_err(|e| format!("{tool} refused by explicit control: {e}"))?;
+            let p = normalize(&self.cwd, raw).map_err(|source| Refusal::BadPath {
+                tool: tool.to_owned(),
+                source,
+            })?;
             if !c.targets.iter().any(|t| covers(t, &p)) {
-                return Err(format!(
-                    "{p} is outside the declared targets {:?} of contract revision {rev}: write only inside them, or call control_update with revision {rev} adding it to targets (with a rationale), then control_checkpoint with revision {} and authorize",
-                    c.targets,
-                    rev + 1
-                ));
+                return Err(Refusal::OutsideTargets {
+                    path: p,
+                    targets: c.targets.clone(),
+                    rev,
+                });
             }
             Some(p)
         } else {
             None
         };
         let digest_now = c.targets_digest.clone();
-        let again = format!("call control_checkpoint with revision {rev} and authorize");
         let a: &mut Authorization = match c.authorization.as_mut() {
             None => {
-                return Err(format!(
-                    "no authorization for {tool}: {again} (intent: what you are about to do) first"
-                ));
+                return Err(Refusal::NoAuthorization {
+                    tool: tool.to_owned(),
+                    rev,
+                });
             }
             Some(a) => a,
         };
         if a.used {
-            return Err(format!(
-                "authorization {} was already used (each one admits one guarded call): {again} again",
-                a.id
-            ));
+            return Err(Refusal::Used {
+                id: a.id.clone(),
+                rev,
+            });
         }
         if let Some(r) = &a.revoked {
-            return Err(format!(
-                "authorization {} was revoked ({r}): call control_status to re-read the contract, then {again} again",
-                a.id
-            ));
+            return Err(Refusal::Revoked {
+                id: a.id.clone(),
+                why: r.clone(),
+                rev,
+            });
         }
         if a.revision != rev || a.targets_digest != digest_now {
-            return Err(format!(
-                "authorization {} was issued for revision {}, but the contract is now at revision {rev}: call control_status to re-read it, then {again}",
-                a.id, a.revision
-            ));
+            return Err(Refusal::Stale {
+                id: a.id.clone(),
+                issued: a.revision,
+                rev,
+            });
         }
         if let Some(p) = &path
             && !a.paths.is_empty()
             && !a.paths.iter().any(|t| covers(t, p))
         {
-            return Err(format!(
-                "{p} is outside the paths {:?} authorization {} covers: {again} for it",
-                a.paths, a.id
-            ));
+            return Err(Refusal::OutsidePaths {
+                path: p.clone(),
+                paths: a.paths.clone(),
+                id: a.id.clone(),
+                rev,
+            });
         }
         let lease = Lease {
             call_id: call_id.to_owned(),
@@ -138,9 +270,9 @@ impl Controller {
         let ticket = match self.agent.get() {
             None => None,
             Some(agent) => {
-                agent.push_ignorable(CONTROL_EVENT, data).map_err(|e| {
-                    format!("cannot consume the authorization: cannot log {CONTROL_EVENT}: {e}")
-                })?;
+                agent
+                    .push_ignorable(CONTROL_EVENT, data)
+                    .map_err(Refusal::Unlogged)?;
                 Some(agent.flush_ticket())
             }
         };
@@ -240,7 +372,7 @@ impl GuardHook for ControlGuard {
         let ticket = match self.0.admit(&ctx.call.id, &ctx.call.name, args) {
             Ok(None) => return GuardDecision::Pass,
             Ok(Some(ticket)) => ticket,
-            Err(reason) => return GuardDecision::Deny(reason),
+            Err(refusal) => return GuardDecision::Deny(refusal.to_string()),
         };
         // The admission's one fsync, on the writer thread, which wakes this task.
         match ticket.durable().await.map_err(|e| e.to_string()) {

@@ -25,7 +25,7 @@ mod observe;
 mod tools;
 
 pub use bench::{AdmissionBench, BenchError};
-pub use guard::ControlGuard;
+pub use guard::{ControlGuard, Refusal};
 
 use crate::anchors::Anchors;
 use contract::{Authorization, Contract, ContractError, ContractStore, Lease};

@@ -375,7 +375,7 @@ impl Drop for AcpProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seam::{DelegationService, JobStatus};
+    use crate::seam::{DelegationService, RunStatus};
     use keel_tools::subprocess::SubprocessConfig;
     use pretty_assertions::assert_eq;
 
@@ -459,7 +459,7 @@ mod tests {
         assert!(e.message.ends_with("(job acp-1)"), "{e}");
         // The job is recorded failed with the same message.
         let r = p.result(&f.caller(), "acp-1").await.unwrap();
-        assert_eq!(r.job.status, JobStatus::Failed);
+        assert_eq!(r.job.status, RunStatus::Failed);
         assert!(
             r.error_message
                 .unwrap()
@@ -517,7 +517,7 @@ mod tests {
         }
         let t = std::time::Instant::now();
         let job = p.cancel(&caller, "acp-1").await.unwrap();
-        assert_eq!(job.status, JobStatus::Cancelled);
+        assert_eq!(job.status, RunStatus::Cancelled);
         assert!(
             t.elapsed() < Duration::from_secs(10),
             "not the handshake limit"

@@ -5,7 +5,7 @@
 
 use super::{AcpConfig, Own};
 use crate::keel::{DEPTH_ENV, route_args, workspace};
-use crate::seam::{Caller, DelegateMode, DelegateSpec, EventType, JobStatus};
+use crate::seam::{Caller, DelegateMode, DelegateSpec, EventType, RunStatus};
 use crate::table::{Ending, Table};
 use keel_acp_client::{self as client, Account, Grant, NotOpened, Report, StopReason};
 use keel_tools::subprocess::{CommandSpec, SubprocessService};
@@ -83,7 +83,7 @@ impl Run {
             Err(e) => {
                 let e = e.to_string();
                 let _ = opened.send(Err(NotOpened(e.clone())));
-                return Ending::with(JobStatus::Failed, Some(e));
+                return Ending::with(RunStatus::Failed, Some(e));
             }
         };
         let mut command = CommandSpec::new(self.argv())
@@ -144,19 +144,19 @@ impl Run {
         self.jobs.update(&self.id, |j| j.own.steers = None);
         let shown = self.config.shown();
         let (status, error) = match ended {
-            client::Ending::Stopped(StopReason::EndTurn) => (JobStatus::Completed, None),
+            client::Ending::Stopped(StopReason::EndTurn) => (RunStatus::Completed, None),
             client::Ending::Stopped(reason) => {
                 let reason = serde_json::to_value(reason)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_else(|| "unknown".into());
                 (
-                    JobStatus::Failed,
+                    RunStatus::Failed,
                     Some(format!("the ACP agent `{shown}` ended its turn: {reason}")),
                 )
             }
-            client::Ending::Cancelled => (JobStatus::Cancelled, None),
-            client::Ending::Failed(why) => (JobStatus::Failed, Some(why)),
+            client::Ending::Cancelled => (RunStatus::Cancelled, None),
+            client::Ending::Failed(why) => (RunStatus::Failed, Some(why)),
         };
         let mut ending = Ending {
             status,

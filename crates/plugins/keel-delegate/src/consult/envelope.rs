@@ -1,10 +1,10 @@
 //! Parsing consult's JSON output. Only `schemaVersion: 1` envelopes are trusted; unknown fields
-//! are ignored; an unknown job status becomes [`JobStatus::Unknown`] with its raw word kept.
+//! are ignored; an unknown job status becomes [`RunStatus::Unknown`] with its raw word kept.
 
 use super::run::ConsultError;
 use crate::seam::{
-    Artifacts, DelegateMode, DelegationEvent, DelegationJob, DelegationResult, EventType,
-    JobStatus, Lineage, Urgency,
+    Artifacts, DelegateMode, DelegationEvent, DelegationJob, DelegationResult, EventType, Lineage,
+    RunStatus, Urgency,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -59,9 +59,9 @@ pub(crate) struct JobV1 {
 
 impl JobV1 {
     pub fn into_job(self) -> DelegationJob {
-        let status = JobStatus::parse(&self.status);
+        let status = RunStatus::parse(&self.status);
         let mut job = DelegationJob::new(self.id, status);
-        if status == JobStatus::Unknown {
+        if status == RunStatus::Unknown {
             job.raw_status = Some(self.status);
         }
         job.label = self.label;

@@ -24,7 +24,7 @@ pub(crate) mod workspace;
 
 use crate::seam::{
     Caller, Capabilities, DelegateMode, DelegateSpec, DelegationError, DelegationResult, ErrorCode,
-    JobStatus, ReviewSpec, SteerOutcome, check_extensions,
+    ReviewSpec, RunStatus, SteerOutcome, check_extensions,
 };
 use crate::table::{self, Ending, JobLog, Provider, TAIL_LINES, Table};
 use async_trait::async_trait;
@@ -257,7 +257,7 @@ impl Run {
     }
 
     async fn run(&self, stdin: mpsc::UnboundedReceiver<Vec<u8>>) -> Ending {
-        let failed = |e: String| Ending::with(JobStatus::Failed, Some(e));
+        let failed = |e: String| Ending::with(RunStatus::Failed, Some(e));
         let Some(launch) = &self.config.launch else {
             return failed("no model route for the delegate".into());
         };
@@ -326,12 +326,12 @@ impl Run {
             Ok(out) => {
                 let turn = self.stream.turn_end();
                 match (out.end, out.code) {
-                    (RunEnd::Cancelled, _) => Ending::with(JobStatus::Cancelled, None),
+                    (RunEnd::Cancelled, _) => Ending::with(RunStatus::Cancelled, None),
                     (RunEnd::TimedOut, _) => failed(format!(
                         "the delegate ran past its time limit of {} s and was stopped",
                         self.config.time_limit.as_secs()
                     )),
-                    (RunEnd::Exited, Some(0)) => Ending::with(JobStatus::Completed, None),
+                    (RunEnd::Exited, Some(0)) => Ending::with(RunStatus::Completed, None),
                     (RunEnd::Exited, code) => {
                         let why = turn.unwrap_or_else(|| {
                             let tail = out.stderr.text();
@@ -471,7 +471,7 @@ impl Provider for KeelProvider {
         let _ = done.wait_for(|f| *f).await;
         let r = self.jobs.lookup(caller, &id)?;
         match r.job.status {
-            JobStatus::Completed => Ok(r),
+            RunStatus::Completed => Ok(r),
             s => Err(err(
                 ErrorCode::DelegateFailed,
                 format!(

@@ -3,7 +3,7 @@
 //! hardened git ([`keel_tools::git`]: none of the repository's hooks, fsmonitor, drivers or
 //! helpers run; the reading ones read-only confined), run by the subprocess service.
 
-use crate::seam::{DelegateMode, JobStatus};
+use crate::seam::{DelegateMode, RunStatus};
 use crate::table::Ending;
 use keel_tools::git::Git;
 use keel_tools::subprocess::{SubprocessError, SubprocessService};
@@ -210,7 +210,7 @@ impl Isolated {
             Err(e) => {
                 if ending.error.is_none() {
                     ending.error = Some(format!("the delegate's changes were lost: {e}"));
-                    ending.status = JobStatus::Failed;
+                    ending.status = RunStatus::Failed;
                 }
                 None
             }

@@ -28,7 +28,7 @@ pub(crate) use provider::{Provider, capabilities};
 use crate::events::EventLog;
 use crate::seam::{
     Caller, DelegateSpec, DelegationError, DelegationEvent, DelegationJob, DelegationResult,
-    ErrorCode, EventListener, EventType, JobStatus, Lineage, Urgency,
+    ErrorCode, EventListener, EventType, Lineage, RunStatus, Urgency,
 };
 use keel_protocol::sync::Locked;
 use std::collections::HashMap;
@@ -175,9 +175,9 @@ impl<X: JobLog> Table<X> {
         let mut job = DelegationJob::new(
             &id,
             if spec.after.is_empty() {
-                JobStatus::Running
+                RunStatus::Running
             } else {
-                JobStatus::Queued
+                RunStatus::Queued
             },
         );
         job.label = spec.label.clone();
@@ -257,7 +257,7 @@ impl<X: JobLog> Table<X> {
             // the delegation did; its delegate was stopped with it (its process group dies with
             // the supervisor).
             r.job.raw_status = Some(format!("{} (interrupted)", r.job.status.as_str()));
-            r.job.status = JobStatus::Unknown;
+            r.job.status = RunStatus::Unknown;
             r.error_message = Some(
                 "from an earlier session: the supervisor process ended before this delegation \
                  finished, and its delegate was stopped with it"
@@ -346,7 +346,7 @@ impl<X: JobLog> Table<X> {
     }
 
     /// Job `id` is now `status` (with its lifecycle event).
-    pub(crate) fn set_status(&self, id: &str, status: JobStatus) {
+    pub(crate) fn set_status(&self, id: &str, status: RunStatus) {
         self.update(id, |j| j.result.job.status = status);
         self.lifecycle(id, status.as_str());
     }
@@ -394,19 +394,19 @@ impl<X: JobLog> Table<X> {
         &self,
         after: Vec<(String, watch::Receiver<bool>)>,
         cancel: &CancellationToken,
-    ) -> Option<(JobStatus, Option<String>)> {
+    ) -> Option<(RunStatus, Option<String>)> {
         for (id, mut rx) in after {
             tokio::select! {
                 r = rx.wait_for(|f| *f) => { let _ = r; }
-                () = cancel.cancelled() => return Some((JobStatus::Cancelled, None)),
+                () = cancel.cancelled() => return Some((RunStatus::Cancelled, None)),
             }
             let status = self.update(&id, |j| j.result.job.status);
-            if status != Some(JobStatus::Completed) {
+            if status != Some(RunStatus::Completed) {
                 return Some((
-                    JobStatus::Skipped,
+                    RunStatus::Skipped,
                     Some(format!(
                         "not run: job {id} it runs after ended {}",
-                        status.map_or("unknown", JobStatus::as_str)
+                        status.map_or("unknown", RunStatus::as_str)
                     )),
                 ));
             }
@@ -555,7 +555,7 @@ impl<X: JobLog> Table<X> {
 /// How a delegate's run ended, before it is written into its job.
 pub(crate) struct Ending {
     /// Its final status.
-    pub(crate) status: JobStatus,
+    pub(crate) status: RunStatus,
     /// Why it failed, when it did.
     pub(crate) error: Option<String>,
     /// The patch and the files it touched (a write-mode run in an isolated worktree).
@@ -566,7 +566,7 @@ pub(crate) struct Ending {
 
 impl Ending {
     /// `status`, with `error`, and nothing else known.
-    pub(crate) fn with(status: JobStatus, error: Option<String>) -> Self {
+    pub(crate) fn with(status: RunStatus, error: Option<String>) -> Self {
         Ending {
             status,
             error,
@@ -589,7 +589,7 @@ impl<X: JobLog> Table<X> {
         match self.wait_after(after, cancel).await {
             Some((status, error)) => Ending::with(status, error),
             None => {
-                self.set_status(id, JobStatus::Running);
+                self.set_status(id, RunStatus::Running);
                 run.await
             }
         }

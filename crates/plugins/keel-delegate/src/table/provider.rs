@@ -5,7 +5,7 @@
 use super::{JobLog, Table};
 use crate::seam::{
     Caller, Capabilities, DelegateSpec, DelegationError, DelegationEvent, DelegationJob,
-    DelegationResult, DelegationService, EventListener, JobStatus, ReviewSpec, SteerOutcome,
+    DelegationResult, DelegationService, EventListener, ReviewSpec, RunStatus, SteerOutcome,
 };
 use async_trait::async_trait;
 use std::time::Duration;
@@ -141,7 +141,7 @@ impl<P: Provider> DelegationService for P {
         guidance: &str,
     ) -> Result<SteerOutcome, DelegationError> {
         let status = self.jobs().with_job(caller, id, |j| j.result.job.status)?;
-        if status != JobStatus::Running {
+        if status != RunStatus::Running {
             return Ok(SteerOutcome::Refused {
                 detail: format!("job {id} is {}", status.as_str()),
             });

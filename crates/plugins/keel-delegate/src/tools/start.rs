@@ -224,7 +224,7 @@ fn job_run(
                     };
                     io.output.write(shown.as_bytes());
                     let status = r.job.status.as_str();
-                    if r.job.status == crate::seam::JobStatus::Completed {
+                    if r.job.status == crate::seam::RunStatus::Completed {
                         JobResult::completed(status)
                     } else {
                         JobResult::failed(status)

@@ -113,14 +113,19 @@ fn endpoint(
     Ok(url)
 }
 
+/// An address OAuth traffic may not go to: neither https nor http on this machine.
+#[derive(Debug, thiserror::Error)]
+#[error("{url} must be https:// (http:// only on this machine), not {}://", .url.scheme())]
+struct Insecure {
+    url: Url,
+}
+
 /// https, or http on a loopback host.
-fn secure(url: &Url) -> Result<(), String> {
+fn secure(url: &Url) -> Result<(), Insecure> {
     match url.scheme() {
         "https" => Ok(()),
         "http" if is_loopback(url) => Ok(()),
-        other => Err(format!(
-            "{url} must be https:// (http:// only on this machine), not {other}://"
-        )),
+        _ => Err(Insecure { url: url.clone() }),
     }
 }
 

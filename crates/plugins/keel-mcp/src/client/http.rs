@@ -35,9 +35,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod body;
+mod error;
 mod status;
 
 use body::*;
+pub(crate) use error::{HttpError, TransportError};
 use status::*;
 
 /// Largest SSE event accepted (rmcp's default).
@@ -53,29 +55,6 @@ const RESERVED_HEADERS: &[&str] = &["accept", HEADER_SESSION_ID, HEADER_LAST_EVE
 /// Reconnections of a broken SSE stream before it is given up (rmcp's default never gives
 /// up, which would leave a call to a vanished server waiting for its tool timeout).
 const SSE_RECONNECTS: usize = 3;
-
-/// A request failed below HTTP (connect, TLS, a broken body): what `reqwest` said, with its
-/// causes, and without the URL (a query string may carry credentials).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct HttpError(String);
-
-impl From<reqwest::Error> for HttpError {
-    fn from(e: reqwest::Error) -> Self {
-        let e = e.without_url();
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            let s_text = s.to_string();
-            if !text.contains(&s_text) {
-                text.push_str(": ");
-                text.push_str(&s_text);
-            }
-            source = s.source();
-        }
-        HttpError(text)
-    }
-}
 
 type Error = StreamableHttpError<HttpError>;
 
@@ -110,28 +89,23 @@ pub(crate) fn transport(
     headers: &BTreeMap<String, String>,
     bearer_token_env_var: Option<&str>,
     var: &dyn Fn(&str) -> Result<String, std::env::VarError>,
-) -> Result<StreamableHttpClientTransport<HttpClient>, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`url` is not a URL ({e})"))?;
+) -> Result<StreamableHttpClientTransport<HttpClient>, TransportError> {
+    let parsed = reqwest::Url::parse(url).map_err(TransportError::NotAUrl)?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "`url` must be http:// or https://, not {}://",
-            parsed.scheme()
-        ));
+        return Err(TransportError::Scheme(parsed.scheme().to_owned()));
     }
     let mut custom = HashMap::new();
     for (name, value) in headers {
         let header = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("`headers`: {name:?} is not a header name"))?;
+            .map_err(|_| TransportError::HeaderName(name.clone()))?;
         if RESERVED_HEADERS
             .iter()
             .any(|r| header.as_str().eq_ignore_ascii_case(r))
         {
-            return Err(format!(
-                "`headers`: {name} is set by the transport itself and cannot be configured"
-            ));
+            return Err(TransportError::Reserved(name.clone()));
         }
-        let mut value = HeaderValue::from_str(value)
-            .map_err(|_| format!("`headers`: the value of {name} is not a valid header value"))?;
+        let mut value =
+            HeaderValue::from_str(value).map_err(|_| TransportError::HeaderValue(name.clone()))?;
         value.set_sensitive(true);
         custom.insert(header, value);
     }
@@ -139,34 +113,20 @@ pub(crate) fn transport(
         None => None,
         Some(var_name) => {
             if custom.contains_key(&AUTHORIZATION) {
-                return Err(format!(
-                    "both `bearer_token_env_var` ({var_name}) and an Authorization header are configured; give one"
-                ));
+                return Err(TransportError::TwoAuthorizations(var_name.to_owned()));
             }
             let token = match var(var_name) {
                 Ok(t) if !t.trim().is_empty() => t,
-                Ok(_) => {
-                    return Err(format!(
-                        "bearer_token_env_var: the variable {var_name} is empty"
-                    ));
-                }
+                Ok(_) => return Err(TransportError::TokenEmpty(var_name.to_owned())),
                 Err(std::env::VarError::NotPresent) => {
-                    return Err(format!(
-                        "bearer_token_env_var: the variable {var_name} is not set"
-                    ));
+                    return Err(TransportError::TokenUnset(var_name.to_owned()));
                 }
                 Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(format!(
-                        "bearer_token_env_var: the variable {var_name} is not valid UTF-8"
-                    ));
+                    return Err(TransportError::TokenNotUnicode(var_name.to_owned()));
                 }
             };
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", token.trim())).map_err(|_| {
-                    format!(
-                        "bearer_token_env_var: the value of {var_name} cannot be sent in a header"
-                    )
-                })?;
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+                .map_err(|_| TransportError::TokenUnsendable(var_name.to_owned()))?;
             value.set_sensitive(true);
             Some(value)
         }
@@ -176,7 +136,7 @@ pub(crate) fn transport(
         .pool_max_idle_per_host(0)
         .redirect(same_origin_redirect_policy())
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {}", HttpError::from(e)))?;
+        .map_err(|e| TransportError::Client(HttpError::from(e)))?;
     let mut retry = ExponentialBackoff::default();
     retry.max_times = Some(SSE_RECONNECTS);
     retry.base_duration = Duration::from_millis(250);
@@ -670,10 +630,10 @@ mod tests {
         Err(std::env::VarError::NotPresent)
     }
 
-    fn error_of(r: Result<StreamableHttpClientTransport<HttpClient>, String>) -> String {
+    fn error_of(r: Result<StreamableHttpClientTransport<HttpClient>, TransportError>) -> String {
         match r {
             Ok(_) => panic!("expected an error"),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 

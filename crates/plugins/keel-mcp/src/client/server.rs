@@ -245,6 +245,23 @@ pub enum CallFailure {
     Disabled(String),
 }
 
+/// Why a server's prompts could not be listed ([`Server::prompts`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromptsError {
+    /// The server is not connected: it has not been started.
+    #[error("not started")]
+    NotStarted,
+    /// The server is disabled (why it failed to start, or broke too often).
+    #[error("{0}")]
+    Disabled(String),
+    /// `prompts/list` failed (what the server or the connection said).
+    #[error("prompts/list failed: {0}")]
+    Failed(String),
+    /// No answer within the startup timeout.
+    #[error("no answer to prompts/list within {} s (startup_timeout_sec)", .0.as_secs_f64())]
+    Timeout(Duration),
+}
+
 /// One configured server (see the module docs).
 pub struct Server {
     /// Its configuration.
@@ -609,16 +626,16 @@ impl Server {
 
     /// The server's prompts (`prompts/list`, every page), bounded by the startup timeout; empty
     /// when it does not offer prompts. `Err` when it is not connected or the listing failed.
-    pub async fn prompts(&self) -> Result<Vec<Prompt>, String> {
+    pub async fn prompts(&self) -> Result<Vec<Prompt>, PromptsError> {
         let peer = {
             let state = self.state.lock().await;
             match &state.conn {
                 Some(c) => c.service.peer().clone(),
                 None => {
-                    return Err(state
-                        .disabled
-                        .clone()
-                        .unwrap_or_else(|| "not started".into()));
+                    return Err(match &state.disabled {
+                        Some(why) => PromptsError::Disabled(why.clone()),
+                        None => PromptsError::NotStarted,
+                    });
                 }
             }
         };
@@ -631,11 +648,8 @@ impl Server {
         let limit = self.config.startup_timeout;
         match tokio::time::timeout(limit, peer.list_all_prompts()).await {
             Ok(Ok(prompts)) => Ok(prompts),
-            Ok(Err(e)) => Err(format!("prompts/list failed: {}", explain_call(&e))),
-            Err(_) => Err(format!(
-                "no answer to prompts/list within {} s (startup_timeout_sec)",
-                limit.as_secs_f64()
-            )),
+            Ok(Err(e)) => Err(PromptsError::Failed(explain_call(&e))),
+            Err(_) => Err(PromptsError::Timeout(limit)),
         }
     }
 

@@ -374,17 +374,26 @@ fn flush_text(texts: &mut Vec<String>, content: &mut Vec<ContentBlock>) {
     }
 }
 
+/// Why a server's media could not be saved ([`save_media`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MediaError {
+    /// The data is not base64.
+    #[error("not base64: {0}")]
+    NotBase64(#[from] base64::DecodeError),
+    /// The spill directory or the file could not be written.
+    #[error(transparent)]
+    Write(#[from] std::io::Error),
+}
+
 /// Write base64 `data` to a private file in the spill directory; its path.
 pub(crate) fn save_media(
     ctx: &ToolContext<'_>,
     kind: &str,
     mime: &str,
     data: &str,
-) -> Result<String, String> {
+) -> Result<String, MediaError> {
     use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .map_err(|e| format!("not base64: {e}"))?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data.trim())?;
     let ext = mime.rsplit('/').next().unwrap_or("bin");
     let ext: String = ext
         .chars()
@@ -392,9 +401,9 @@ pub(crate) fn save_media(
         .take(8)
         .collect();
     let dir = &ctx.spill.dir;
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir)?;
     let path = dir.join(format!("mcp-{kind}-{}.{ext}", uuid::Uuid::new_v4()));
-    std::fs::write(&path, bytes).map_err(|e| e.to_string())?;
+    std::fs::write(&path, bytes)?;
     Ok(path.display().to_string())
 }
 

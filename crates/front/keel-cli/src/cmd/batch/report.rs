@@ -1,47 +1,30 @@
 //! What a batch shows: the live progress line on stderr (a terminal), one line per finished
-//! task otherwise, and the summary table on stdout.
+//! task otherwise (the batch's [`Observer`]), and the summary table on stdout.
 
+use keel_batch::{Counters, Observer};
 use serde_json::Value;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-/// The live counters.
+/// The progress line and the batch's lines on stderr.
 pub struct Progress {
     tty: bool,
     started: Instant,
     last_draw: Option<Instant>,
-    /// Tasks this run has to do.
-    pub total: usize,
-    /// Of which ended (any outcome).
-    pub done: usize,
-    /// Of which ended without completing or with a failed check.
-    pub failed: usize,
-    /// Sessions running now.
-    pub running: usize,
-    /// Tokens seen this run (prompt + output).
-    pub tokens: u64,
-    /// Dollars this run, where a price is known.
-    pub cost: f64,
 }
 
 impl Progress {
-    /// Counters for `total` tasks.
-    pub fn new(total: usize) -> Self {
+    /// Progress from now.
+    pub fn new() -> Self {
         Progress {
             tty: std::io::stderr().is_terminal(),
             started: Instant::now(),
             last_draw: None,
-            total,
-            done: 0,
-            failed: 0,
-            running: 0,
-            tokens: 0,
-            cost: 0.0,
         }
     }
 
     /// Redraw the line (a terminal, at most 5 times a second; `force` now).
-    pub fn draw(&mut self, force: bool) {
+    fn draw(&mut self, c: &Counters, force: bool) {
         if !self.tty {
             return;
         }
@@ -55,40 +38,46 @@ impl Progress {
         }
         self.last_draw = Some(now);
         let elapsed = self.started.elapsed();
-        let eta = match self.done {
+        let eta = match c.done {
             0 => "?".to_owned(),
             done => {
-                let left = self.total.saturating_sub(done) as f64;
+                let left = c.total.saturating_sub(done) as f64;
                 secs(elapsed.as_secs_f64() / done as f64 * left)
             }
         };
         let _ = write!(
             std::io::stderr().lock(),
             "\r\x1b[Kkeel batch: {}/{} done, {} running, {} failed · {} tokens · ${:.4} · {} elapsed, ETA {}",
-            self.done,
-            self.total,
-            self.running,
-            self.failed,
-            tokens(self.tokens),
-            self.cost,
+            c.done,
+            c.total,
+            c.running,
+            c.failed,
+            tokens(c.tokens),
+            c.cost,
             secs(elapsed.as_secs_f64()),
             eta
         );
     }
+}
 
-    /// Say one line (above the live line on a terminal).
-    pub fn say(&mut self, line: &str) {
+impl Observer for Progress {
+    /// One line above the live line on a terminal.
+    fn say(&mut self, line: &str, counters: &Counters) {
         let mut err = std::io::stderr().lock();
         if self.tty {
             let _ = write!(err, "\r\x1b[K");
         }
         let _ = writeln!(err, "keel batch: {line}");
         drop(err);
-        self.draw(true);
+        self.draw(counters, true);
+    }
+
+    fn update(&mut self, counters: &Counters, now: bool) {
+        self.draw(counters, now);
     }
 
     /// End the live line.
-    pub fn clear(&mut self) {
+    fn finish(&mut self) {
         if self.tty {
             let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
         }

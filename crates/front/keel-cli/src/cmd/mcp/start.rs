@@ -7,7 +7,7 @@ use super::*;
 pub(super) type Started = Result<
     (
         Vec<rmcp::model::Tool>,
-        Option<Result<Vec<rmcp::model::Prompt>, String>>,
+        Option<Result<Vec<rmcp::model::Prompt>, keel_mcp::client::server::PromptsError>>,
     ),
     StartFailure,
 >;
@@ -99,7 +99,7 @@ pub(super) fn usable<'e>(host: &Host, e: &'e Entry) -> Result<&'e ServerConfig, 
     e.resolved.as_ref().map_err(|p| Unusable::Invalid {
         name: e.name.clone(),
         origin: e.origin.clone(),
-        problem: p.clone(),
+        problem: p.message.clone(),
     })
 }
 
@@ -311,7 +311,7 @@ pub(super) fn prompts(
             Ok((_, Some(Err(why)))) => {
                 failed = true;
                 writeln!(std::io::stderr(), "keel: MCP server '{server}': {why}")?;
-                results.push(json!({"server": server, "error": why}));
+                results.push(json!({"server": server, "error": why.to_string()}));
             }
             Ok((_, Some(Ok(prompts)))) => {
                 if !as_json {

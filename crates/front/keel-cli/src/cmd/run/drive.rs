@@ -137,42 +137,26 @@ pub(super) fn drive(agent: &Agent) -> Result<Option<TurnOutcome>> {
     })
 }
 
-/// The files presented (the `present` plugin's `present/files`) in the events from `from` on,
-/// listed on stderr after the answer.
-pub(super) fn list_presented(agent: &Agent, from: u64, err: &mut impl Write) -> Result<()> {
-    let files: Vec<(String, Option<String>)> = agent
-        .log()
-        .session()
-        .events()
-        .skip(usize::try_from(from).unwrap_or(usize::MAX))
-        .filter_map(|e| match &e.body {
-            keel_protocol::EventBody::Other(o) if o.type_name == keel_schedule::PRESENT_EVENT => {
-                Some(keel_schedule::presented(&o.data))
-            }
-            _ => None,
-        })
-        .flatten()
-        .collect();
+/// The files presented during the run (what plugins' presenters showed), listed on stderr
+/// after the answer.
+fn list_presented(progress: &Progress, err: &mut impl Write) -> Result<()> {
+    let files = progress.shown(|s| s.files.clone());
     if files.is_empty() {
         return Ok(());
     }
     writeln!(err, "keel: files presented:")?;
-    for (path, description) in files {
-        match description {
-            Some(d) => writeln!(err, "  {path} — {d}")?,
-            None => writeln!(err, "  {path}")?,
-        }
+    for file in files {
+        writeln!(err, "  {file}")?;
     }
     Ok(())
 }
 
-/// Print the run's end: the answer (text mode), the files presented from event `from` on,
-/// how the last turn ended.
+/// Print the run's end: the answer (text mode), the files presented during the run, how the
+/// last turn ended.
 pub(super) fn finish(
     agent: &Agent,
     outcome: Option<TurnOutcome>,
-    from: u64,
-    output: Output,
+    progress: &Progress,
 ) -> Result<ExitCode> {
     let path = agent.log().writer().path().to_path_buf();
     let mut err = std::io::stderr().lock();
@@ -181,13 +165,13 @@ pub(super) fn finish(
         plan_hint(&mut err, agent)?;
         return Ok(ExitCode::SUCCESS);
     };
-    if output == Output::Text {
+    if progress.output() == Output::Text {
         let mut out = std::io::stdout().lock();
         if !outcome.final_text.is_empty() {
             writeln!(out, "{}", outcome.final_text)?;
         }
         drop(out);
-        list_presented(agent, from, &mut err)?;
+        list_presented(progress, &mut err)?;
     }
     let how = if outcome.handed_off {
         "the plan awaits your approval".to_owned()

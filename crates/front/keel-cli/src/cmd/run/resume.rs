@@ -144,9 +144,8 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
             agent.followup(&prompt)?;
         }
     }
-    let from = agent.log().session().len();
     let outcome = drive(&agent)?;
-    finish(&agent, outcome, from, Output::from_json_flag(args.json))
+    finish(&agent, outcome, &progress)
 }
 
 /// `keel resume --approve-plan [NOTE]`: approve the plan the session handed in and queue the

@@ -1,5 +1,6 @@
 //! `keel review`: a delegate's findings-first review of the working tree's change (or a
-//! delegation's patch), injected into a new session or the one named.
+//! delegation's patch), injected into a new session or the one named. It is the delegate
+//! plugin's `/review` command (the same action the terminal UI and an editor run), headless.
 
 use super::discard_new_session;
 use super::drive::{build_agent, model_source, runtime};
@@ -14,16 +15,15 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+/// The plugin whose `/review` this is (turned on for the run: a review is what was asked).
+const REVIEWER_PLUGIN: &str = "delegate";
+
 /// `keel review`.
 pub fn review(ctx: &Ctx, args: ReviewArgs) -> Result<ExitCode> {
-    let (plugin, command) = keel_delegate::DelegatePlugin::with_review_command();
-    let mut catalogue = keel_host::plugins::builtin();
-    catalogue.retain(|p| p.id() != keel_delegate::ID);
-    catalogue.push(Box::new(plugin));
-    let host = ctx.host_with(catalogue)?;
+    let host = ctx.host()?;
     ctx.warn_untrusted(&host);
     let mut flags = ctx.flags()?;
-    flags.enable.push(keel_delegate::ID.as_str());
+    flags.enable.push(REVIEWER_PLUGIN);
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
     let log = match (&args.resume, args.last) {
         (Some(q), _) => open_for_injection(&ctx.store.resolve(q, &ctx.cwd)?)?,
@@ -32,15 +32,18 @@ pub fn review(ctx: &Ctx, args: ReviewArgs) -> Result<ExitCode> {
     };
     let created = (args.resume.is_none() && !args.last).then(|| log.writer().path().to_path_buf());
     let agent = build_agent(&factory, log, &Progress::new(Output::Text), None)?;
-    let caller = keel_delegate::seam::Caller {
-        session_id: agent.session_id().as_str().to_owned(),
-        cwd: agent.config().cwd.clone(),
-    };
-    let spec = keel_delegate::seam::ReviewSpec {
-        base: args.base.clone(),
-        job_id: args.job.clone(),
-        ..Default::default()
-    };
+    let mut words = Vec::new();
+    if let Some(base) = &args.base {
+        words.extend(["--base", base.as_str()]);
+    }
+    if let Some(job) = &args.job {
+        words.extend(["--job", job.as_str()]);
+    }
+    let command_args = words.join(" ");
+    let source = agent
+        .command_source("review")
+        .cloned()
+        .context("the delegate plugin offers no /review here")?;
     let mut err = std::io::stderr().lock();
     writeln!(
         err,
@@ -50,13 +53,15 @@ pub fn review(ctx: &Ctx, args: ReviewArgs) -> Result<ExitCode> {
             (None, base) => format!("the change from {}", base.as_deref().unwrap_or("HEAD")),
         }
     )?;
-    let outcome = runtime()?.block_on(command.run(&caller, spec));
+    let outcome = runtime()?.block_on(async {
+        match source.act_async("review", &command_args) {
+            Some(done) => done.await.map_err(|e| e.to_string()),
+            None => Err("the delegate plugin's /review is not an action".to_owned()),
+        }
+    });
     match outcome {
+        // The command injected the findings into the session's next turn.
         Ok(findings) => {
-            agent.enqueue(
-                keel_agent::InboxMode::Inject,
-                keel_delegate::review::ReviewCommand::notice(&findings),
-            )?;
             writeln!(std::io::stdout().lock(), "{findings}")?;
             writeln!(
                 err,

@@ -34,7 +34,9 @@ pub fn jsonl(session: &Session) -> Result<Vec<u8>> {
 pub fn export(session: &Session, format: ExportFormat) -> Result<Vec<u8>> {
     match format {
         ExportFormat::Jsonl => jsonl(session),
-        ExportFormat::Markdown => Ok(render_markdown(&Transcript::build(session)).into_bytes()),
+        ExportFormat::Markdown => {
+            Ok(render_markdown(&Transcript::build(session, &keel_host::presenters())).into_bytes())
+        }
         // Needs the provenance journal beside the log: `super::html` writes it.
         ExportFormat::Html => {
             bail!("the HTML export is written by `keel sessions export`, not by transfer::export")

@@ -142,7 +142,7 @@ impl Server {
             Some(t) if name == STORED_TOKEN => Ok(t.to_owned()),
             _ => std::env::var(name),
         })
-        .map_err(|why| (why, false))?;
+        .map_err(|why| (why.to_string(), false))?;
         let mode = lifecycle.mode();
         let started = async {
             let service = handler

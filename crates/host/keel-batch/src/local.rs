@@ -2,7 +2,7 @@
 //! this process, in its own process group, killed with this process if it dies (Linux
 //! `PR_SET_PDEATHSIG`), its stdout read on a thread of its own; then the task's check.
 
-use super::engine::{Attempt, CheckOutcome, Engine, Msg};
+use crate::engine::{Attempt, CheckOutcome, Engine, EngineError, Msg, read_event};
 use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ impl LocalEngine {
 }
 
 impl Engine for LocalEngine {
-    fn start(&mut self, attempt: Attempt, tx: Sender<Msg>) -> Result<(), String> {
+    fn start(&mut self, attempt: Attempt, tx: Sender<Msg>) -> Result<(), EngineError> {
         let idx = attempt.index;
         let mut cmd = Command::new(&self.exe);
         cmd.args(&self.common);
@@ -58,16 +58,20 @@ impl Engine for LocalEngine {
             .create(true)
             .append(true)
             .open(&attempt.log)
-            .map_err(|e| format!("cannot open {}: {e}", attempt.log.display()))?;
+            .map_err(|error| EngineError::Log {
+                path: attempt.log.clone(),
+                error,
+            })?;
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)
             .process_group(0);
         die_with_parent(&mut cmd);
         let started = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        let mut child = cmd.spawn().map_err(|error| EngineError::Start {
+            exe: self.exe.clone(),
+            error,
+        })?;
         let pid = i32::try_from(child.id()).unwrap_or(0);
         self.running.push((idx, pid));
         let stdout = child.stdout.take();
@@ -81,7 +85,7 @@ impl Engine for LocalEngine {
                 let reader = std::io::BufReader::new(out);
                 for line in reader.lines() {
                     let Ok(line) = line else { break };
-                    if let Some(msg) = super::engine::read_event(idx, &line) {
+                    if let Some(msg) = read_event(idx, &line) {
                         let _ = tx.send(msg);
                     }
                 }
@@ -173,7 +177,7 @@ fn die_with_parent(cmd: &mut Command) {
 
 /// Run a check: `sh -c COMMAND` in the workspace, its output appended to `log`, in its own
 /// process group, which is killed at the time limit (and after it exits, for what it left).
-pub(super) fn run_check(
+pub(crate) fn run_check(
     command: &str,
     workspace: &Path,
     log: &Path,

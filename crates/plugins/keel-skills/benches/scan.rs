@@ -1,9 +1,9 @@
-//! Loading a catalog of 200 skills (target: at most 5 ms), and the per-turn check that no
+//! Scanning 200 skills (target: at most 5 ms), and the per-turn check that no
 //! root changed.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use keel_skills::{Catalog, Root, Scope};
+use keel_skills::{Root, Scope, SkillSet};
 use std::hint::black_box;
 
 fn setup() -> (tempfile::TempDir, Vec<Root>) {
@@ -37,13 +37,13 @@ fn setup() -> (tempfile::TempDir, Vec<Root>) {
 
 fn bench(c: &mut Criterion) {
     let (_t, roots) = setup();
-    let cat = Catalog::scan(&roots);
+    let cat = SkillSet::scan(&roots);
     assert_eq!(cat.skills.len(), 200);
     assert!(cat.warnings.is_empty());
     c.bench_function("scan 200 skills", |b| {
-        b.iter(|| black_box(Catalog::scan(black_box(&roots))))
+        b.iter(|| black_box(SkillSet::scan(black_box(&roots))))
     });
-    c.bench_function("catalog prompt of 200 skills", |b| {
+    c.bench_function("skill list of 200 skills", |b| {
         b.iter(|| black_box(cat.prompt()))
     });
     c.bench_function("turn-start check of 200 skills", |b| {

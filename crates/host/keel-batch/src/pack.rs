@@ -7,8 +7,112 @@ use keel_tools::beneath::{Beneath, BeneathError};
 use std::io::{Cursor, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
+use zip::result::ZipError;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
+
+/// Why an archive could not be written or unpacked (each names the file or entry).
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// An entry could not be added.
+    #[error("cannot add {name} to the archive: {error}")]
+    Add {
+        /// The entry's name.
+        name: String,
+        /// What the zip writer said.
+        error: ZipError,
+    },
+    /// A file's bytes could not be copied into its entry.
+    #[error("cannot add {name} to the archive: {error}")]
+    Copy {
+        /// The entry's name.
+        name: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// A file or directory to pack could not be read.
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The directory to pack could not be opened.
+    #[error("cannot open {}: {error}", path.display())]
+    Open {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// A file is over [`MAX_PACKED_FILE`].
+    #[error("cannot pack {}: {size} bytes, over the {cap}-byte limit of one file", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        cap: u64,
+    },
+    /// The archive could not be finished.
+    #[error("cannot finish the archive: {error}")]
+    Finish {
+        /// What the zip writer said.
+        error: ZipError,
+    },
+    /// The bytes to unpack are no zip archive.
+    #[error("not a zip archive: {error}")]
+    NotZip {
+        /// What the zip reader said.
+        error: ZipError,
+    },
+    /// An entry could not be read.
+    #[error("entry {index} of the archive: {error}")]
+    Entry {
+        /// Its index.
+        index: usize,
+        /// What the zip reader said.
+        error: ZipError,
+    },
+    /// An entry's path leaves the directory unpacked into.
+    #[error("the archive's entry {name:?} leaves its directory")]
+    Leaves {
+        /// Its name.
+        name: String,
+    },
+    /// An entry's path has other parts than names.
+    #[error("the archive's entry {name:?} is not a plain path")]
+    NotPlain {
+        /// Its name.
+        name: String,
+    },
+    /// A directory to unpack into could not be made.
+    #[error("cannot create {}: {error}", path.display())]
+    Create {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// An entry's bytes could not be read.
+    #[error("cannot read {} from the archive: {error}", path.display())]
+    ReadEntry {
+        /// The entry's path.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// An unpacked file could not be written.
+    #[error("cannot write {}: {error}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+}
 
 /// The largest single file packed (the whole workspace travels in one upload).
 pub const MAX_PACKED_FILE: u64 = 64 << 20;
@@ -38,21 +142,30 @@ impl Pack {
     }
 
     /// Add one file at `name` (`/`-separated) with `mode`.
-    pub fn file(&mut self, name: &str, mode: u32, data: &[u8]) -> Result<(), String> {
+    pub fn file(&mut self, name: &str, mode: u32, data: &[u8]) -> Result<(), PackError> {
         self.zip
             .start_file(name, self.options(mode))
-            .and_then(|()| self.zip.write_all(data).map_err(zip::result::ZipError::Io))
-            .map_err(|e| format!("cannot add {name} to the archive: {e}"))
+            .and_then(|()| self.zip.write_all(data).map_err(ZipError::Io))
+            .map_err(|error| PackError::Add {
+                name: name.to_owned(),
+                error,
+            })
     }
 
     /// Add one file at `name` with `mode`, its bytes read from `from` (never held whole).
-    pub fn copy(&mut self, name: &str, mode: u32, from: &mut impl Read) -> Result<(), String> {
+    pub fn copy(&mut self, name: &str, mode: u32, from: &mut impl Read) -> Result<(), PackError> {
         self.zip
             .start_file(name, self.options(mode))
-            .map_err(|e| format!("cannot add {name} to the archive: {e}"))?;
+            .map_err(|error| PackError::Add {
+                name: name.to_owned(),
+                error,
+            })?;
         std::io::copy(from, &mut self.zip)
             .map(drop)
-            .map_err(|e| format!("cannot add {name} to the archive: {e}"))
+            .map_err(|error| PackError::Copy {
+                name: name.to_owned(),
+                error,
+            })
     }
 
     /// Add the tree under `dir` below `prefix` (`prefix/…`; empty: at the top). Files are read
@@ -62,11 +175,16 @@ impl Pack {
     /// ship keel's environment to the cluster); FIFOs, sockets and devices are skipped; a file
     /// over [`MAX_PACKED_FILE`] is an error naming it. A `.git` that is a file (a worktree's
     /// pointer into a repository on this machine) is left out.
-    pub fn tree(&mut self, dir: &Path, prefix: &str) -> Result<(), String> {
+    pub fn tree(&mut self, dir: &Path, prefix: &str) -> Result<(), PackError> {
         let mut entries: Vec<PathBuf> = Vec::new();
-        walk(dir, &mut entries).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-        let beneath =
-            Beneath::open(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+        walk(dir, &mut entries).map_err(|error| PackError::Read {
+            path: dir.to_path_buf(),
+            error,
+        })?;
+        let beneath = Beneath::open(dir).map_err(|error| PackError::Open {
+            path: dir.to_path_buf(),
+            error,
+        })?;
         entries.sort();
         for path in entries {
             let rel = path.strip_prefix(dir).unwrap_or(&path);
@@ -87,39 +205,35 @@ impl Pack {
                 let options = self.options(meta.permissions().mode());
                 self.zip
                     .add_directory(name.clone(), options)
-                    .map_err(|e| format!("cannot add {name} to the archive: {e}"))?;
+                    .map_err(|error| PackError::Add { name, error })?;
                 continue;
             }
             let (mut file, _) = match beneath.open_regular(rel, MAX_PACKED_FILE) {
                 Ok(opened) => opened,
                 Err(BeneathError::TooLarge { size, cap, .. }) => {
-                    return Err(format!(
-                        "cannot pack {}: {size} bytes, over the {cap}-byte limit of one file",
-                        path.display()
-                    ));
+                    return Err(PackError::TooLarge { path, size, cap });
                 }
                 // Out of the directory, a loop, a FIFO or device, gone since the walk.
                 Err(_) => continue,
             };
-            let mode = file
-                .metadata()
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-                .permissions()
-                .mode();
+            let unreadable = |error| PackError::Read {
+                path: path.clone(),
+                error,
+            };
+            let mode = file.metadata().map_err(unreadable)?.permissions().mode();
             let mut data = Vec::new();
-            file.read_to_end(&mut data)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            file.read_to_end(&mut data).map_err(unreadable)?;
             self.file(&name, mode, &data)?;
         }
         Ok(())
     }
 
     /// The archive's bytes.
-    pub fn finish(self) -> Result<Vec<u8>, String> {
+    pub fn finish(self) -> Result<Vec<u8>, PackError> {
         self.zip
             .finish()
             .map(Cursor::into_inner)
-            .map_err(|e| format!("cannot finish the archive: {e}"))
+            .map_err(|error| PackError::Finish { error })
     }
 }
 
@@ -148,49 +262,61 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 
 /// Unpack `data` into `dest` (created), keeping the files' modes. An entry whose path would
 /// leave `dest` is refused: the archive came from a node.
-pub fn unpack(data: &[u8], dest: &Path) -> Result<usize, String> {
+pub fn unpack(data: &[u8], dest: &Path) -> Result<usize, PackError> {
     let mut zip =
-        ZipArchive::new(Cursor::new(data)).map_err(|e| format!("not a zip archive: {e}"))?;
-    std::fs::create_dir_all(dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+        ZipArchive::new(Cursor::new(data)).map_err(|error| PackError::NotZip { error })?;
+    let create = |path: &Path| {
+        std::fs::create_dir_all(path).map_err(|error| PackError::Create {
+            path: path.to_path_buf(),
+            error,
+        })
+    };
+    create(dest)?;
     let mut files = 0;
-    for i in 0..zip.len() {
+    for index in 0..zip.len() {
         let mut entry = zip
-            .by_index(i)
-            .map_err(|e| format!("entry {i} of the archive: {e}"))?;
+            .by_index(index)
+            .map_err(|error| PackError::Entry { index, error })?;
         let Some(rel) = entry.enclosed_name() else {
-            return Err(format!(
-                "the archive's entry {:?} leaves its directory",
-                entry.name()
-            ));
+            return Err(PackError::Leaves {
+                name: entry_name(&entry),
+            });
         };
         if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            return Err(format!(
-                "the archive's entry {:?} is not a plain path",
-                entry.name()
-            ));
+            return Err(PackError::NotPlain {
+                name: entry_name(&entry),
+            });
         }
         let path = dest.join(&rel);
         if entry.is_dir() {
-            std::fs::create_dir_all(&path)
-                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            create(&path)?;
             continue;
         }
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            create(parent)?;
         }
         let mut data = Vec::new();
         entry
             .read_to_end(&mut data)
-            .map_err(|e| format!("cannot read {} from the archive: {e}", rel.display()))?;
-        std::fs::write(&path, &data)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .map_err(|error| PackError::ReadEntry { path: rel, error })?;
+        std::fs::write(&path, &data).map_err(|error| PackError::Write {
+            path: path.clone(),
+            error,
+        })?;
         if let Some(mode) = entry.unix_mode() {
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7777));
         }
         files += 1;
     }
     Ok(files)
+}
+
+/// An entry's name as the archive has it (lossily, when it is not text).
+fn entry_name<R: Read>(entry: &zip::read::ZipFile<'_, R>) -> String {
+    match entry.name() {
+        Ok(name) => name.into_owned(),
+        Err(_) => String::from_utf8_lossy(entry.name_raw()).into_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -257,6 +383,9 @@ mod tests {
         let bytes = zip.finish().unwrap().into_inner();
         let dest = tempfile::tempdir().unwrap();
         let err = unpack(&bytes, &dest.path().join("d")).unwrap_err();
-        assert!(err.contains("leaves its directory"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "the archive's entry \"../evil\" leaves its directory"
+        );
     }
 }

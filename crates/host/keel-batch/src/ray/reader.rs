@@ -3,17 +3,125 @@
 //! exit, check, the workspace sent back) into what the task reports, anything else into the
 //! task's log.
 
-use crate::cmd::batch::engine::{CheckOutcome, Msg, usage_of};
-use crate::cmd::batch::job::{LINE, hex_sha256};
-use crate::cmd::batch::pack::unpack;
+use crate::engine::{CheckOutcome, Msg, usage_of};
+use crate::job::{LINE, hex_sha256};
+use crate::pack::{PackError, unpack};
 use base64::Engine as _;
 use keel_protocol::{LogRecord, SessionEvent, SessionHeader};
 use keel_session::store::{Store, WriterOptions, parse_record};
-use keel_session::{PersistentSession, Session};
+use keel_session::{AppendError, PersistentError, PersistentSession, Session, StoreError};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
+
+/// Why the task's session here could not follow the job's (the copy stops there).
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    /// The copy here could not be opened.
+    #[error("cannot open the session {id} here: {error}")]
+    Open {
+        /// The session id.
+        id: String,
+        /// Why.
+        error: PersistentError,
+    },
+    /// The copy here could not be created.
+    #[error("cannot create the session {id} here: {error}")]
+    Create {
+        /// The session id.
+        id: String,
+        /// Why.
+        error: StoreError,
+    },
+    /// Events are missing from the job's output.
+    #[error("the job's output skipped from event {from} to {to} of session {id}")]
+    Skipped {
+        /// The seq the copy expected.
+        from: u64,
+        /// The seq that came.
+        to: u64,
+        /// The session id.
+        id: String,
+    },
+    /// An event the session's writer refuses.
+    #[error("event {seq} of the job's output does not fit session {id}: {error}")]
+    Misfit {
+        /// Its seq.
+        seq: u64,
+        /// The session id.
+        id: String,
+        /// Why.
+        error: AppendError,
+    },
+    /// The copy could not be written out.
+    #[error("cannot write the session here: {error}")]
+    Close {
+        /// Why.
+        error: StoreError,
+    },
+    /// The session to resume is not in the store here.
+    #[error("session {id}: {error}")]
+    Resolve {
+        /// The session id.
+        id: String,
+        /// What the store said.
+        error: StoreError,
+    },
+    /// Crash repair of the copy failed.
+    #[error("cannot repair the session {}: {error}", path.display())]
+    Repair {
+        /// The session's file.
+        path: PathBuf,
+        /// Why.
+        error: PersistentError,
+    },
+    /// The repaired copy could not be written.
+    #[error("cannot write the session {}: {error}", path.display())]
+    Write {
+        /// The session's file.
+        path: PathBuf,
+        /// Why.
+        error: StoreError,
+    },
+}
+
+/// Why the workspace a job sent back could not be put in place.
+#[derive(Debug, thiserror::Error)]
+pub enum SendBackError {
+    /// The session's copy failed first.
+    #[error(transparent)]
+    Mirror(#[from] MirrorError),
+    /// A part of the zip is not base64.
+    #[error("a part is not base64: {error}")]
+    Base64 {
+        /// What the decoder said.
+        error: base64::DecodeError,
+    },
+    /// The node kept it.
+    #[error("the node did not send the workspace back: {why}")]
+    Skipped {
+        /// The node's reason.
+        why: String,
+    },
+    /// Its hash is not the one announced.
+    #[error("the workspace the node sent back is damaged (its hash differs)")]
+    Damaged,
+    /// It could not be unpacked.
+    #[error("the workspace the node sent back: {error}")]
+    Unpack {
+        /// Why.
+        error: PackError,
+    },
+    /// It could not replace the workspace here.
+    #[error("cannot put the workspace back at {}: {error}", path.display())]
+    Swap {
+        /// The task's workspace.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+}
 
 /// The last check result in a job's output.
 pub(super) fn last_check(text: &str) -> Option<(CheckOutcome, u64)> {
@@ -50,7 +158,7 @@ pub(super) struct Reader {
     /// The workspace coming back, and its end line.
     ws: Vec<u8>,
     ws_end: Option<Value>,
-    ws_bad: Option<String>,
+    ws_bad: Option<SendBackError>,
     /// The last lines that were neither events nor the job's own (for a failure's message).
     pub(super) tail: Vec<String>,
 }
@@ -130,15 +238,12 @@ impl Reader {
                     let b64 = base64::engine::general_purpose::STANDARD;
                     match b64.decode(text("data")) {
                         Ok(bytes) => self.ws.extend(bytes),
-                        Err(e) => self.ws_bad = Some(format!("a part is not base64: {e}")),
+                        Err(error) => self.ws_bad = Some(SendBackError::Base64 { error }),
                     }
                 }
                 "ws-end" => self.ws_end = Some(v),
                 "ws-skipped" => {
-                    self.ws_bad = Some(format!(
-                        "the node did not send the workspace back: {}",
-                        text("why")
-                    ));
+                    self.ws_bad = Some(SendBackError::Skipped { why: text("why") });
                 }
                 "error" => self.error = Some(text("message")),
                 _ => log.put(line),
@@ -176,45 +281,48 @@ impl Reader {
         }
     }
 
-    /// Put the workspace the node sent back in place of `workspace`; `Some(error)` when the
-    /// copy failed or the session's mirror did.
-    pub(super) fn bring_back(&mut self, workspace: &Path) -> Option<String> {
+    /// Put the workspace the node sent back in place of `workspace` (nothing to do when
+    /// none came); an error when the copy failed or the session's mirror did.
+    pub(super) fn bring_back(&mut self, workspace: &Path) -> Result<(), SendBackError> {
         if let Some(e) = self.mirror.error.take() {
-            return Some(e);
+            return Err(e.into());
         }
         if let Some(bad) = self.ws_bad.take() {
-            return Some(bad);
+            return Err(bad);
         }
-        let end = self.ws_end.take()?;
+        let Some(end) = self.ws_end.take() else {
+            return Ok(());
+        };
         let data = std::mem::take(&mut self.ws);
         let sha = end.get("sha256").and_then(Value::as_str).unwrap_or("");
         if hex_sha256(&data) != sha {
-            return Some("the workspace the node sent back is damaged (its hash differs)".into());
+            return Err(SendBackError::Damaged);
         }
-        let name = workspace.file_name()?.to_string_lossy().into_owned();
-        let parent = workspace.parent()?;
+        let (Some(name), Some(parent)) = (workspace.file_name(), workspace.parent()) else {
+            return Ok(());
+        };
+        let name = name.to_string_lossy().into_owned();
         let incoming = parent.join(format!(".{name}.incoming"));
         let old = parent.join(format!(".{name}.old"));
         let _ = std::fs::remove_dir_all(&incoming);
         let _ = std::fs::remove_dir_all(&old);
-        if let Err(e) = unpack(&data, &incoming) {
+        if let Err(error) = unpack(&data, &incoming) {
             let _ = std::fs::remove_dir_all(&incoming);
-            return Some(format!("the workspace the node sent back: {e}"));
+            return Err(SendBackError::Unpack { error });
         }
         let swapped =
             std::fs::rename(workspace, &old).and_then(|()| std::fs::rename(&incoming, workspace));
         let _ = std::fs::remove_dir_all(&old);
-        swapped.err().map(|e| {
-            format!(
-                "cannot put the workspace back at {}: {e}",
-                workspace.display()
-            )
+        swapped.map_err(|error| SendBackError::Swap {
+            path: workspace.to_path_buf(),
+            error,
         })
     }
 }
 
 /// Where a [`Reader`] puts lines that are not the session's.
 pub(super) trait LogSink {
+    /// Keep `line`.
     fn put(&mut self, line: &str);
 }
 
@@ -242,7 +350,7 @@ pub(super) struct Mirror {
     /// The session's id, once known.
     pub(super) id: Option<String>,
     /// The first thing that went wrong (the copy stops there).
-    error: Option<String>,
+    error: Option<MirrorError>,
 }
 
 impl Mirror {
@@ -260,14 +368,20 @@ impl Mirror {
         let opened = match self.store.resolve(&id, &self.workspace) {
             Ok(path) => PersistentSession::reopen(&path, WriterOptions::default())
                 .map(|(log, _)| log)
-                .map_err(|e| format!("cannot open the session {id} here: {e}")),
+                .map_err(|error| MirrorError::Open {
+                    id: id.clone(),
+                    error,
+                }),
             Err(_) => PersistentSession::create(
                 &self.store,
                 &self.workspace,
                 Session::new(h),
                 WriterOptions::default(),
             )
-            .map_err(|e| format!("cannot create the session {id} here: {e}")),
+            .map_err(|error| MirrorError::Create {
+                id: id.clone(),
+                error,
+            }),
         };
         match opened {
             Ok(log) => self.log = Some(log),
@@ -285,48 +399,60 @@ impl Mirror {
         if ev.seq.0 < len {
             return;
         }
+        let id = || self.id.as_deref().unwrap_or("?").to_owned();
         if ev.seq.0 > len {
-            self.error = Some(format!(
-                "the job's output skipped from event {len} to {} of session {}",
-                ev.seq.0,
-                self.id.as_deref().unwrap_or("?")
-            ));
+            self.error = Some(MirrorError::Skipped {
+                from: len,
+                to: ev.seq.0,
+                id: id(),
+            });
             return;
         }
         let seq = ev.seq.0;
-        if let Err(e) = log.append(ev) {
-            self.error = Some(format!(
-                "event {seq} of the job's output does not fit session {}: {e}",
-                self.id.as_deref().unwrap_or("?")
-            ));
+        if let Err(error) = log.append(ev) {
+            self.error = Some(MirrorError::Misfit {
+                seq,
+                id: id(),
+                error,
+            });
         }
     }
 
     /// Flush and close the copy.
     pub(super) fn close(&mut self) {
         if let Some(log) = self.log.take()
-            && let Err(e) = log.close()
+            && let Err(error) = log.close()
             && self.error.is_none()
         {
-            self.error = Some(format!("cannot write the session here: {e}"));
+            self.error = Some(MirrorError::Close { error });
         }
     }
 
     /// The session `id` here after crash repair (closing what a lost or stopped job left
     /// open), to ship with a job that resumes it.
-    pub(super) fn repaired(&mut self, id: &str) -> Result<PathBuf, String> {
+    pub(super) fn repaired(&mut self, id: &str) -> Result<PathBuf, MirrorError> {
         self.close();
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        let path = self
-            .store
-            .resolve(id, &self.workspace)
-            .map_err(|e| format!("session {id}: {e}"))?;
-        let (log, _, _) = PersistentSession::resume(&path, WriterOptions::default())
-            .map_err(|e| format!("cannot repair the session {}: {e}", path.display()))?;
-        log.close()
-            .map_err(|e| format!("cannot write the session {}: {e}", path.display()))?;
+        let path =
+            self.store
+                .resolve(id, &self.workspace)
+                .map_err(|error| MirrorError::Resolve {
+                    id: id.to_owned(),
+                    error,
+                })?;
+        let (log, _, _) =
+            PersistentSession::resume(&path, WriterOptions::default()).map_err(|error| {
+                MirrorError::Repair {
+                    path: path.clone(),
+                    error,
+                }
+            })?;
+        log.close().map_err(|error| MirrorError::Write {
+            path: path.clone(),
+            error,
+        })?;
         Ok(path)
     }
 }

@@ -62,7 +62,7 @@ fn the_first_root_wins_and_the_rest_are_shadowed() {
     // A helper folder without SKILL.md and hidden entries are no skills.
     write(&b.join("helpers/run.sh"), "echo");
     write(&b.join(".hidden/SKILL.md"), &skill_text("hidden", "no"));
-    let cat = Catalog::scan(&[root(&a, Scope::Project), root(&b, Scope::Home)]);
+    let cat = SkillSet::scan(&[root(&a, Scope::Project), root(&b, Scope::Home)]);
     let names: Vec<&str> = cat.skills.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["other", "shared", "solo"]);
     let shared = cat.get("shared").unwrap();
@@ -92,7 +92,7 @@ fn bad_files_are_warnings_naming_the_file() {
     write(&r.join("binary.md"), "");
     std::fs::write(r.join("binary.md"), [0xff, 0xfe, 0x00]).unwrap();
     write(&r.join("good/SKILL.md"), &skill_text("good", "fine"));
-    let cat = Catalog::scan(&[root(r, Scope::Home)]);
+    let cat = SkillSet::scan(&[root(r, Scope::Home)]);
     assert_eq!(cat.skills.len(), 1);
     let warned: Vec<String> = cat.warnings.iter().map(|w| w.to_string()).collect();
     assert_eq!(warned.len(), 4, "{warned:?}");
@@ -105,7 +105,10 @@ fn bad_files_are_warnings_naming_the_file() {
 #[test]
 fn the_prompt_is_bounded_and_says_how_many_are_left_out() {
     let t = tempfile::tempdir().unwrap();
-    assert_eq!(Catalog::scan(&[root(t.path(), Scope::Home)]).prompt(), None);
+    assert_eq!(
+        SkillSet::scan(&[root(t.path(), Scope::Home)]).prompt(),
+        None
+    );
     for i in 0..100 {
         let name = format!("skill-{i:03}");
         write(
@@ -117,9 +120,9 @@ fn the_prompt_is_bounded_and_says_how_many_are_left_out() {
         &t.path().join("secret.md"),
         "---\nname: aaa-secret\ndescription: hidden\ndisable-model-invocation: true\n---\n",
     );
-    let cat = Catalog::scan(&[root(t.path(), Scope::Home)]);
+    let cat = SkillSet::scan(&[root(t.path(), Scope::Home)]);
     let p = cat.prompt().unwrap();
-    assert!(p.len() <= CATALOG_BYTES, "{}", p.len());
+    assert!(p.len() <= LIST_BYTES, "{}", p.len());
     assert!(!p.contains("aaa-secret"));
     let listed = p.matches("\n- ").count();
     assert!(listed > 10 && listed < 64, "{listed}");
@@ -138,7 +141,7 @@ fn close_names() {
     for n in ["pdf-forms", "pdf", "excel", "deploy"] {
         write(&t.path().join(format!("{n}.md")), &skill_text(n, "d"));
     }
-    let cat = Catalog::scan(&[root(t.path(), Scope::Home)]);
+    let cat = SkillSet::scan(&[root(t.path(), Scope::Home)]);
     assert_eq!(cat.close_names("pdf-form", true), ["pdf-forms", "pdf"]);
     assert_eq!(cat.close_names("exel", true), ["excel"]);
     assert!(cat.close_names("zzzzzzzz", true).is_empty());
@@ -148,12 +151,12 @@ fn close_names() {
 fn the_fingerprint_moves_when_a_root_or_a_skill_file_changes() {
     let t = tempfile::tempdir().unwrap();
     let r = t.path().join("skills");
-    let cat = Catalog::scan(&[root(&r, Scope::Home)]);
+    let cat = SkillSet::scan(&[root(&r, Scope::Home)]);
     let before = cat.fingerprint();
     assert_eq!(before, vec![None]);
     write(&r.join("a.md"), &skill_text("a", "d"));
     assert_ne!(cat.fingerprint(), before);
-    let cat = Catalog::scan(&[root(&r, Scope::Home)]);
+    let cat = SkillSet::scan(&[root(&r, Scope::Home)]);
     let fp = cat.fingerprint();
     assert_eq!(cat.fingerprint(), fp);
     // An edit in place (same directory listing) is seen through the file's own stat.
@@ -188,7 +191,7 @@ fn project_skills_linked_out_of_the_workspace_or_fifos_are_never_read() {
         .status()
         .unwrap();
     assert!(made.success());
-    let cat = Catalog::scan(&crate::roots::roots(
+    let cat = SkillSet::scan(&crate::roots::roots(
         Some(&ws),
         &[],
         None,
@@ -218,7 +221,7 @@ fn project_skills_linked_out_of_the_workspace_or_fifos_are_never_read() {
     let home = t.path().join("home-skills");
     std::fs::create_dir_all(&home).unwrap();
     symlink(outside.join("SKILL.md"), home.join("mine.md")).unwrap();
-    let cat = Catalog::scan(&[root(&home, Scope::Home)]);
+    let cat = SkillSet::scan(&[root(&home, Scope::Home)]);
     assert_eq!(cat.skills.len(), 1);
     assert_eq!(cat.skills[0].name, "leak");
 }

@@ -9,6 +9,36 @@ use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
+/// What went wrong running a task outside its session: it becomes the task's `error`.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The task's log file could not be opened.
+    #[error("cannot open {}: {error}", path.display())]
+    Log {
+        /// The log file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The task's `keel` could not be started.
+    #[error("cannot start {}: {error}", exe.display())]
+    Start {
+        /// The binary.
+        exe: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The task's Ray job went wrong.
+    #[error(transparent)]
+    Ray(Box<crate::ray::RunError>),
+}
+
+impl From<crate::ray::RunError> for EngineError {
+    fn from(error: crate::ray::RunError) -> Self {
+        EngineError::Ray(Box::new(error))
+    }
+}
+
 /// One process run for a task: a new session, or a resumed one.
 #[derive(Debug, Clone)]
 pub struct Attempt {
@@ -123,8 +153,8 @@ pub enum Msg {
     Error {
         /// Task index.
         index: usize,
-        /// What, in words.
-        error: String,
+        /// What.
+        error: EngineError,
     },
     /// The session's id (its header arrived).
     Session {
@@ -167,7 +197,7 @@ pub enum Msg {
 /// Runs tasks' sessions somewhere.
 pub trait Engine {
     /// Start `attempt`; its [`Msg`]s go to `tx`, ending with [`Msg::Finished`].
-    fn start(&mut self, attempt: Attempt, tx: Sender<Msg>) -> Result<(), String>;
+    fn start(&mut self, attempt: Attempt, tx: Sender<Msg>) -> Result<(), EngineError>;
     /// The task's [`Msg::Finished`] was received.
     fn ended(&mut self, index: usize);
     /// Stop every running session cleanly (their turns end interrupted) and every check.

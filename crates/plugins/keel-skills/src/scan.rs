@@ -1,5 +1,5 @@
 //! A scan of the roots: the skills found (the first of a name wins), those shadowed, and a
-//! warning for each file that could not be used; the bounded catalog the system prompt shows;
+//! warning for each file that could not be used; the bounded skill list the system prompt shows;
 //! the fingerprint that says, cheaply, whether a new scan is due.
 //!
 //! In a root, each folder holding `SKILL.md` and each `*.md` file is a skill candidate, in
@@ -16,13 +16,13 @@ use std::time::SystemTime;
 /// Largest skill file read (256 KiB: tighter than the 1 MiB of other project files); a larger
 /// one, like one linked out of the workspace or a FIFO, is skipped with a warning naming it.
 pub const MAX_FILE_BYTES: u64 = 256 * 1024;
-/// Most bytes of the catalog in the system prompt.
-pub const CATALOG_BYTES: usize = 2048;
-/// Room kept at the end of the catalog for the line saying how many were left out.
+/// Most bytes of the skill list in the system prompt.
+pub const LIST_BYTES: usize = 2048;
+/// Room kept at the end of the skill list for the line saying how many were left out.
 const NOTE_BYTES: usize = 100;
-/// Most skills the catalog lists.
-pub const CATALOG_ENTRIES: usize = 64;
-/// Most characters of one description in the catalog.
+/// Most skills the skill list holds.
+pub const LIST_ENTRIES: usize = 64;
+/// Most characters of one description in the skill list.
 const DESCRIPTION_CHARS: usize = 240;
 /// Longest skill name.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -102,7 +102,7 @@ pub enum SkillError {
 
 /// What a scan found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Catalog {
+pub struct SkillSet {
     /// The skills that win, by name.
     pub skills: Vec<Skill>,
     /// Skills hidden by an earlier one of the same name, in scan order.
@@ -247,12 +247,12 @@ fn candidates(
     Ok(out)
 }
 
-impl Catalog {
+impl SkillSet {
     /// Scan `roots` in rank order.
-    pub fn scan(roots: &[Root]) -> Catalog {
-        let mut cat = Catalog {
+    pub fn scan(roots: &[Root]) -> SkillSet {
+        let mut cat = SkillSet {
             watched: roots.iter().map(|r| r.dir.clone()).collect(),
-            ..Catalog::default()
+            ..SkillSet::default()
         };
         let mut by_name: HashMap<String, usize> = HashMap::new();
         for root in roots {
@@ -326,8 +326,8 @@ impl Catalog {
         self.skills.iter().filter(|s| s.model_invocable)
     }
 
-    /// The system-prompt section listing the model's skills, bounded by [`CATALOG_BYTES`] and
-    /// [`CATALOG_ENTRIES`]; `None` when there is none.
+    /// The system-prompt section listing the model's skills, bounded by [`LIST_BYTES`] and
+    /// [`LIST_ENTRIES`]; `None` when there is none.
     pub fn prompt(&self) -> Option<String> {
         let skills: Vec<&Skill> = self.model_skills().collect();
         if skills.is_empty() {
@@ -350,7 +350,7 @@ skill's description, load it with the `skill` tool (by name) before you start, a
                     one_line(when, DESCRIPTION_CHARS)
                 ));
             }
-            if listed == CATALOG_ENTRIES || text.len() + line.len() > CATALOG_BYTES - NOTE_BYTES {
+            if listed == LIST_ENTRIES || text.len() + line.len() > LIST_BYTES - NOTE_BYTES {
                 break;
             }
             text.push_str(&line);
@@ -408,5 +408,5 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 #[cfg(test)]
-#[path = "catalog_tests.rs"]
+#[path = "scan_tests.rs"]
 mod tests;

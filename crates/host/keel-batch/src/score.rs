@@ -2,18 +2,40 @@
 //! and check ended (or that could not run), and results.jsonl, rewritten atomically in task
 //! file order after each result.
 
-use super::Batch;
-use super::engine::CheckOutcome;
-use super::state::{self, Status};
-use anyhow::{Context, Result};
+use crate::batch::{BatchError, Run};
+use crate::engine::CheckOutcome;
+use crate::state::{self, Status};
 use keel_protocol::{EventBody, TurnEndReason};
+use keel_session::StoreError;
+use keel_session::store::LoadError;
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why a task's session could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The session is not in the store (for the task's workspace).
+    #[error("session {session}: {error}")]
+    Resolve {
+        /// The session id.
+        session: String,
+        /// What the store said.
+        error: StoreError,
+    },
+    /// Its log could not be loaded.
+    #[error("cannot load {}: {error}", path.display())]
+    Load {
+        /// The log file.
+        path: PathBuf,
+        /// What the loader said.
+        error: LoadError,
+    },
+}
 
 /// What a session's log says.
 #[derive(Debug, Default)]
-pub(super) struct Stats {
-    pub(super) turns: u64,
+pub(crate) struct Stats {
+    pub(crate) turns: u64,
     open: bool,
     last: Option<TurnEndReason>,
     usage: keel_session::view::cells::Usage,
@@ -22,7 +44,7 @@ pub(super) struct Stats {
 impl Stats {
     /// Its last turn ended, and not because it was interrupted (nor, when `stopped`, the
     /// batch stopped it: a turn cancelled by Ctrl-C ends `aborted`).
-    pub(super) fn settled(&self, stopped: bool) -> bool {
+    pub(crate) fn settled(&self, stopped: bool) -> bool {
         self.turns > 0
             && !self.open
             && match &self.last {
@@ -33,22 +55,26 @@ impl Stats {
     }
 }
 
-impl Batch<'_> {
-    pub(super) fn session_stats(&self, i: usize, session: &str) -> Result<Stats, String> {
+impl Run<'_> {
+    /// What task `i`'s session `session` says.
+    pub(crate) fn session_stats(&self, i: usize, session: &str) -> Result<Stats, SessionError> {
         let ws = self.live[i]
             .workspace
             .clone()
             .or_else(|| self.workspace_dir(i).canonicalize().ok())
             .unwrap_or_else(|| self.workspace_dir(i));
         let path = self
-            .ctx
             .store
             .resolve(session, &ws)
-            .map_err(|e| format!("session {session}: {e}"))?;
+            .map_err(|error| SessionError::Resolve {
+                session: session.to_owned(),
+                error,
+            })?;
         stats_of(&path)
     }
+
     /// Task `i`'s session (if any) and check are done: record its result.
-    pub(super) fn finish(&mut self, i: usize, check: CheckOutcome) -> Result<()> {
+    pub(crate) fn finish(&mut self, i: usize, check: CheckOutcome) -> Result<(), BatchError> {
         let id = self.tasks[i].id.clone();
         let session = self.state.tasks.get(&id).and_then(|t| t.session.clone());
         let Some(session) = session else {
@@ -61,12 +87,11 @@ impl Batch<'_> {
                     ("error".into(), json!("stopped before its session started")),
                 ]);
                 self.record(i, Value::Object(result), Status::Pending, false)?;
-                self.progress
-                    .say(&format!("{id}: interrupted before its session started"));
+                self.say(&format!("{id}: interrupted before its session started"));
                 return Ok(());
             }
             if let Some(error) = self.live[i].error.take() {
-                return self.fail(i, error, Status::Failed);
+                return self.fail(i, error.to_string(), Status::Failed);
             }
             let why = match self.live[i].code {
                 Some(code) => format!("keel exited with status {code}"),
@@ -83,7 +108,7 @@ impl Batch<'_> {
         };
         let stats = match self.session_stats(i, &session) {
             Ok(stats) => stats,
-            Err(e) => return self.fail(i, e, Status::Failed),
+            Err(e) => return self.fail(i, e.to_string(), Status::Failed),
         };
         let (outcome, error) = if stats.open {
             ("interrupted".to_owned(), None)
@@ -119,14 +144,11 @@ impl Batch<'_> {
             .unwrap_or(0);
         let u = &stats.usage;
         let model = if u.model.is_empty() {
-            self.default_model.clone()
+            self.pricing.default_model.clone()
         } else {
             u.model.clone()
         };
-        let cost = self
-            .config
-            .price(&model)
-            .map(|p| p.cost(u.prompt, u.cached, u.output));
+        let cost = (self.pricing.price)(&model).map(|p| p.cost(u.prompt, u.cached, u.output));
         result.extend([
             ("outcome".into(), json!(outcome)),
             ("check".into(), json!(check.word())),
@@ -163,7 +185,8 @@ impl Batch<'_> {
             }
             _ => None,
         };
-        let error = [error, self.live[i].error.take(), check_error]
+        let engine_error = self.live[i].error.take().map(|e| e.to_string());
+        let error = [error, engine_error, check_error]
             .into_iter()
             .flatten()
             .reduce(|a, b| format!("{a}; {b}"));
@@ -181,7 +204,7 @@ impl Batch<'_> {
                 .unwrap_or_default()
         );
         self.record(i, Value::Object(result), status, failed)?;
-        self.progress.say(&line);
+        self.say(&line);
         Ok(())
     }
 
@@ -208,7 +231,12 @@ impl Batch<'_> {
     }
 
     /// Task `i` could not run: its result says why.
-    pub(super) fn fail(&mut self, i: usize, error: String, status: Status) -> Result<()> {
+    pub(crate) fn fail(
+        &mut self,
+        i: usize,
+        error: String,
+        status: Status,
+    ) -> Result<(), BatchError> {
         let mut result = self.result_base(i);
         result.extend([
             ("outcome".into(), json!("failed")),
@@ -217,24 +245,30 @@ impl Batch<'_> {
         ]);
         let line = format!("{}: failed ({error})", self.tasks[i].id);
         self.record(i, Value::Object(result), status, true)?;
-        self.progress.say(&line);
+        self.say(&line);
         Ok(())
     }
 
-    fn record(&mut self, i: usize, result: Value, status: Status, failed: bool) -> Result<()> {
+    fn record(
+        &mut self,
+        i: usize,
+        result: Value,
+        status: Status,
+        failed: bool,
+    ) -> Result<(), BatchError> {
         let record = self.state.task(&self.tasks[i].id);
         record.status = status;
         record.result = Some(result);
-        self.state.save(&self.out)?;
+        self.save()?;
         self.write_results()?;
-        self.progress.done += 1;
-        self.progress.failed += usize::from(failed);
-        self.progress.draw(true);
+        self.counters.done += 1;
+        self.counters.failed += usize::from(failed);
+        self.observer.update(&self.counters, true);
         Ok(())
     }
 
     /// results.jsonl (atomically): one line per task line with a result, in file order.
-    pub(super) fn write_results(&self) -> Result<Vec<Value>> {
+    pub(crate) fn write_results(&self) -> Result<Vec<Value>, BatchError> {
         let mut lines: Vec<(usize, Value)> = self
             .tasks
             .iter()
@@ -246,18 +280,18 @@ impl Batch<'_> {
         lines.extend(self.bad.iter().map(|b| {
             (
                 b.line,
-                json!({"id": b.id, "line": b.line, "outcome": "invalid", "check": null, "error": b.error}),
+                json!({"id": b.id, "line": b.line, "outcome": "invalid", "check": null, "error": b.to_string()}),
             )
         }));
         lines.sort_by_key(|(line, _)| *line);
         let mut text = String::new();
         for (_, v) in &lines {
-            text.push_str(&serde_json::to_string(v)?);
+            text.push_str(&v.to_string());
             text.push('\n');
         }
         let path = self.out.join("results.jsonl");
         state::write_through_temp(&path, text.as_bytes(), false)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+            .map_err(|error| BatchError::Write { path, error })?;
         Ok(lines.into_iter().map(|(_, v)| v).collect())
     }
 }
@@ -282,9 +316,11 @@ fn outcome_of(reason: &TurnEndReason) -> (String, Option<String>) {
 }
 
 /// Turns, how the last ended, and usage, from the session log at `path`.
-fn stats_of(path: &Path) -> Result<Stats, String> {
-    let loaded = keel_session::Store::load(path)
-        .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+fn stats_of(path: &Path) -> Result<Stats, SessionError> {
+    let loaded = keel_session::Store::load(path).map_err(|error| SessionError::Load {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let mut cells = keel_session::view::cells::Cells::new();
     let mut stats = Stats::default();
     for ev in loaded.session.events() {

@@ -3,13 +3,13 @@
 //! back through the same API while it runs.
 //!
 //! - **What a job gets.** Its `working_dir` is a package uploaded for it: the task's workspace,
-//!   the [`Spec`] `keel batch-job` reads, the session it resumes, the user's configuration.
+//!   the [`Spec`](crate::job::Spec) `keel batch-job` reads, the session it resumes, the user's configuration.
 //!   keel itself is shipped once per batch as a `py_modules` package (content-addressed, so an
 //!   unchanged binary is never uploaded twice), unless `--keel-on-nodes PATH` names a keel
 //!   every node has. Shipping is the default because a Ray cluster's nodes share Ray's install,
 //!   not the user's files: a task then needs nothing on the nodes.
 //! - **Where the session lives.** On the node, `keel run --json` prints the session's events;
-//!   the batch appends each to the task's session here (the [`Mirror`](reader::Mirror), filed under the task's
+//!   the batch appends each to the task's session here (the mirror, filed under the task's
 //!   local workspace), validating it as keel's own writer does. That copy is the session: a
 //!   retry or a resume ships it back, and results are read from it.
 //! - **Node death.** A job that fails without keel failing (Ray's supervisor actor died: its
@@ -20,14 +20,19 @@
 //!   takes as Ctrl-C, ending its turn) and reads each to its end.
 //!
 //! Here: the engine and each task's life (submit, follow, classify how a job ended, retry).
-//! Beside it: [`submit`] packages a task and submits its job, [`reader`] reads a job's output
-//! into the session here, [`api`] is the Jobs REST client.
+//! Beside it: `submit` packages a task and submits its job, `reader` reads a job's output
+//! into the session here, `api` is the Jobs REST client (each with its error type, re-exported
+//! here).
 
 mod api;
 mod reader;
 mod submit;
 
-use super::engine::{Attempt, CheckOutcome, Engine, Msg, Reattached};
+pub use api::ApiError;
+pub use reader::{MirrorError, SendBackError};
+pub use submit::SubmitError;
+
+use crate::engine::{Attempt, CheckOutcome, Engine, EngineError, Msg, Reattached};
 use api::Api;
 use keel_session::store::Store;
 use reader::{Reader, last_check};
@@ -39,6 +44,94 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use submit::submit;
+
+/// `--engine ray` without `--concurrency`: jobs in flight (Ray queues what its nodes cannot
+/// take yet: keep a cluster's worth in flight).
+pub const RAY_CONCURRENCY: usize = 32;
+
+/// Why the Ray engine could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RayError {
+    /// Its async runtime could not start.
+    #[error("cannot start the Ray engine's runtime: {error}")]
+    Runtime {
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The address is not a dashboard's, or no HTTP client could be made.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+/// What went wrong with a task's Ray job (it becomes the task's `error`).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The job could not be submitted.
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    /// The job ran, but its workspace or session did not come back whole.
+    #[error(transparent)]
+    SendBack(#[from] SendBackError),
+    /// The job was lost without keel failing, and no retry is left.
+    #[error("the Ray job {job} was lost: {why}")]
+    Lost {
+        /// The submission id.
+        job: String,
+        /// Ray's reason.
+        why: String,
+    },
+    /// The cluster stopped answering about the job.
+    #[error("lost contact with the Ray job {job}: {error}")]
+    Contact {
+        /// The submission id.
+        job: String,
+        /// The last failure.
+        error: ApiError,
+    },
+    /// `keel batch-job` reported an error on the node.
+    #[error("on its Ray node (job {job}): {message}")]
+    OnNode {
+        /// The submission id.
+        job: String,
+        /// Its message.
+        message: String,
+    },
+    /// The job failed.
+    #[error(
+        "the Ray job {job} failed{}: {message}{}",
+        in_parens(.kind),
+        output_tail(.tail)
+    )]
+    Failed {
+        /// The submission id.
+        job: String,
+        /// Ray's `error_type` (may be empty).
+        kind: String,
+        /// The first line of Ray's message.
+        message: String,
+        /// The last lines of the job's output that were not keel's (`|`-joined; may be
+        /// empty).
+        tail: String,
+    },
+}
+
+/// ` (kind)`, or nothing for no kind.
+fn in_parens(kind: &str) -> String {
+    if kind.is_empty() {
+        String::new()
+    } else {
+        format!(" ({kind})")
+    }
+}
+
+/// `; its output ended: tail`, or nothing for no tail.
+fn output_tail(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; its output ended: {tail}")
+    }
+}
 
 /// How the Ray engine is set up.
 pub struct RayOptions {
@@ -97,12 +190,12 @@ struct Shared {
 impl RayEngine {
     /// An engine for the cluster at `opts.address`. Nothing is contacted yet: an unreachable
     /// cluster fails each task with a message saying so.
-    pub fn new(opts: RayOptions) -> Result<RayEngine, String> {
+    pub fn new(opts: RayOptions) -> Result<RayEngine, RayError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the Ray engine's runtime: {e}"))?;
+            .map_err(|error| RayError::Runtime { error })?;
         let api = Api::new(&opts.address)?;
         Ok(RayEngine {
             rt,
@@ -118,7 +211,7 @@ impl RayEngine {
 }
 
 impl Engine for RayEngine {
-    fn start(&mut self, attempt: Attempt, tx: Sender<Msg>) -> Result<(), String> {
+    fn start(&mut self, attempt: Attempt, tx: Sender<Msg>) -> Result<(), EngineError> {
         let slot = Arc::new(Mutex::new(None));
         self.running.insert(attempt.index, slot.clone());
         let shared = self.shared.clone();
@@ -169,7 +262,7 @@ impl Engine for RayEngine {
                             0,
                         )
                     }),
-                    Err(e) => (CheckOutcome::Error(e), 0),
+                    Err(e) => (CheckOutcome::Error(e.to_string()), 0),
                 },
             };
             let _ = tx.send(Msg::Finished {
@@ -271,7 +364,7 @@ async fn run_task(
         let resume = reader.mirror.id.clone();
         let job = match submit(&shared, &attempt, resume.as_deref(), &prompt, &mut reader).await {
             Ok(job) => job,
-            Err(e) => break (None, CheckOutcome::None, 0, Some(e)),
+            Err(e) => break (None, CheckOutcome::None, 0, Some(RunError::from(e))),
         };
         if let Ok(mut s) = slot.lock() {
             *s = Some(job.clone());
@@ -293,7 +386,10 @@ async fn run_task(
                     (None, None) => CheckOutcome::None,
                 };
                 let ms = reader.check.as_ref().map_or(0, |(_, ms)| *ms);
-                let error = reader.bring_back(&attempt.workspace);
+                let error = reader
+                    .bring_back(&attempt.workspace)
+                    .err()
+                    .map(RunError::from);
                 break (reader.exited.flatten(), check, ms, error);
             }
             End::Lost(why)
@@ -311,7 +407,7 @@ async fn run_task(
                     None,
                     CheckOutcome::None,
                     0,
-                    Some(format!("the Ray job {job} was lost: {why}")),
+                    Some(RunError::Lost { job, why }),
                 );
             }
             End::Failed(why) => break (reader.exited.flatten(), CheckOutcome::None, 0, Some(why)),
@@ -319,7 +415,10 @@ async fn run_task(
     };
     reader.mirror.close();
     if let Some(error) = error {
-        let _ = tx.send(Msg::Error { index, error });
+        let _ = tx.send(Msg::Error {
+            index,
+            error: error.into(),
+        });
     }
     let _ = tx.send(Msg::Exited {
         index,
@@ -356,7 +455,7 @@ enum End {
     /// Lost without keel failing: submit again.
     Lost(String),
     /// Failed: the task fails with this.
-    Failed(String),
+    Failed(RunError),
 }
 
 /// Follow `job` to its end: its output into `reader`, its state from Ray.
@@ -383,7 +482,10 @@ async fn follow(
             Err(e) => {
                 errors += 1;
                 if errors >= 60 {
-                    return End::Failed(format!("lost contact with the Ray job {job}: {e}"));
+                    return End::Failed(RunError::Contact {
+                        job: job.to_owned(),
+                        error: e,
+                    });
                 }
                 wait = Duration::from_millis(1000);
                 continue;
@@ -424,7 +526,10 @@ fn classify(job: &str, info: &Value, reader: &Reader) -> End {
         .trim_end_matches(':')
         .to_owned();
     if let Some(e) = &reader.error {
-        return End::Failed(format!("on its Ray node (job {job}): {e}"));
+        return End::Failed(RunError::OnNode {
+            job: job.to_owned(),
+            message: e.clone(),
+        });
     }
     match status {
         "SUCCEEDED" | "STOPPED" => End::Ran,
@@ -438,21 +543,49 @@ fn classify(job: &str, info: &Value, reader: &Reader) -> End {
                     message
                 })
             } else {
-                let tail = reader.tail.join(" | ");
-                End::Failed(format!(
-                    "the Ray job {job} failed{}: {message}{}",
-                    if kind.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({kind})")
-                    },
-                    if tail.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; its output ended: {tail}")
-                    }
-                ))
+                End::Failed(RunError::Failed {
+                    job: job.to_owned(),
+                    kind: kind.to_owned(),
+                    message,
+                    tail: reader.tail.join(" | "),
+                })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_job_says_its_kind_and_the_end_of_its_output_when_it_has_them() {
+        let failed = |kind: &str, tail: &str| {
+            RunError::Failed {
+                job: "keel-t-1".into(),
+                kind: kind.into(),
+                message: "Job entrypoint command failed with exit code 1".into(),
+                tail: tail.into(),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            failed("", ""),
+            "the Ray job keel-t-1 failed: Job entrypoint command failed with exit code 1"
+        );
+        assert_eq!(
+            failed("RUNTIME_ENV_SETUP_FAILED", "no space | left"),
+            "the Ray job keel-t-1 failed (RUNTIME_ENV_SETUP_FAILED): Job entrypoint command \
+             failed with exit code 1; its output ended: no space | left"
+        );
+        let engine: EngineError = RunError::Lost {
+            job: "keel-t-2".into(),
+            why: "JOB_SUPERVISOR_ACTOR_DIED".into(),
+        }
+        .into();
+        assert_eq!(
+            engine.to_string(),
+            "the Ray job keel-t-2 was lost: JOB_SUPERVISOR_ACTOR_DIED"
+        );
     }
 }

@@ -7,6 +7,27 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Why `state.json` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// It is there but is not a state file.
+    #[error("{} is not a batch state file ({error}); move it away to start over", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        error: serde_json::Error,
+    },
+    /// It could not be read.
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+}
+
 /// Where a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -54,20 +75,17 @@ pub struct State {
 
 impl State {
     /// `state.json` of `out`, or an empty state when there is none.
-    pub fn load(out: &Path) -> anyhow::Result<State> {
+    pub fn load(out: &Path) -> Result<State, StateError> {
         let path = out.join("state.json");
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                anyhow::anyhow!(
-                    "{} is not a batch state file ({e}); move it away to start over",
-                    path.display()
-                )
-            }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|error| StateError::Invalid { path, error })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State {
                 version: 1,
                 ..State::default()
             }),
-            Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+            Err(error) => Err(StateError::Read { path, error }),
         }
     }
 

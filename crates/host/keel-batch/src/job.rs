@@ -13,18 +13,17 @@
 //! log, which the batch reads through the Jobs API) one whole line per write: the session's
 //! events as `keel run --json` prints them, and [`LINE`] objects for the rest.
 
-use super::engine::CheckOutcome;
-use super::local::run_check;
-use super::pack::Pack;
-use crate::cli::BatchJobArgs;
-use crate::cmd::Ctx;
-use anyhow::{Context, Result};
+use crate::engine::CheckOutcome;
+use crate::local::run_check;
+use crate::pack::Pack;
+use crate::signals;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::Digest;
 use std::io::{BufRead, Write};
-use std::process::{Command, ExitCode, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -40,6 +39,67 @@ pub const SEND_BACK_MAX: usize = 64 << 20;
 
 /// Bytes of the zip per `ws` line (before base64).
 const PART: usize = 48 << 10;
+
+/// Why a job could not run its task (its `error` line says it).
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The spec could not be read.
+    #[error("cannot read the job spec {}: {error}", path.display())]
+    ReadSpec {
+        /// The spec file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The spec is not a [`Spec`].
+    #[error("the job spec {} is not valid: {error}", path.display())]
+    BadSpec {
+        /// The spec file.
+        path: PathBuf,
+        /// What the parser said.
+        error: serde_json::Error,
+    },
+    /// The workspace or `$KEEL_HOME` directory could not be made.
+    #[error("cannot create {}: {error}", path.display())]
+    Create {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// This process's binary could not be found.
+    #[error("cannot find the keel binary: {error}")]
+    Exe {
+        /// Why.
+        error: std::io::Error,
+    },
+    /// `keel sessions import` could not be run.
+    #[error("cannot run keel sessions import: {error}")]
+    RunImport {
+        /// Why.
+        error: std::io::Error,
+    },
+    /// `keel sessions import` failed.
+    #[error("cannot import the session to resume: {stderr}")]
+    Import {
+        /// What it said.
+        stderr: String,
+    },
+    /// The session's `keel` could not be started.
+    #[error("cannot start {}: {error}", exe.display())]
+    Start {
+        /// The binary.
+        exe: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The session's `keel` could not be waited for.
+    #[error("cannot wait for keel: {error}")]
+    Wait {
+        /// Why.
+        error: std::io::Error,
+    },
+}
 
 /// What a job runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -83,41 +143,50 @@ impl Out {
     }
 }
 
-/// `keel batch-job SPEC`.
-pub fn run(ctx: &Ctx, args: &BatchJobArgs) -> Result<ExitCode> {
+/// `keel batch-job SPEC`: run the job of `spec` (relative to `cwd`), everything it has to say
+/// on stdout; `false` when it could not run its task (an `error` line said why).
+pub fn run(cwd: &Path, spec: &Path) -> bool {
     let out = Out(Arc::new(std::sync::Mutex::new(std::io::stdout())));
-    match job(ctx, args, &out) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+    match job(cwd, spec, &out) {
+        Ok(()) => true,
         Err(e) => {
-            out.emit("error", json!({"message": format!("{e:#}")}));
-            Ok(ExitCode::from(1))
+            out.emit("error", json!({"message": e.to_string()}));
+            false
         }
     }
 }
 
-fn job(ctx: &Ctx, args: &BatchJobArgs, out: &Out) -> Result<()> {
-    let path = ctx.cwd.join(&args.spec);
-    let text = std::fs::read(&path)
-        .with_context(|| format!("cannot read the job spec {}", path.display()))?;
-    let spec: Spec = serde_json::from_slice(&text)
-        .with_context(|| format!("the job spec {} is not valid", path.display()))?;
+fn job(cwd: &Path, spec: &Path, out: &Out) -> Result<(), JobError> {
+    let path = cwd.join(spec);
+    let text = std::fs::read(&path).map_err(|error| JobError::ReadSpec {
+        path: path.clone(),
+        error,
+    })?;
+    let spec: Spec = serde_json::from_slice(&text).map_err(|error| JobError::BadSpec {
+        path: path.clone(),
+        error,
+    })?;
     let root = path
         .parent()
         .and_then(|p| p.parent())
-        .map_or_else(|| ctx.cwd.clone(), std::path::Path::to_path_buf);
+        .map_or_else(|| cwd.to_path_buf(), Path::to_path_buf);
     let ws = root.join("ws");
     let home = root.join("job").join("home");
-    std::fs::create_dir_all(&ws).with_context(|| format!("cannot create {}", ws.display()))?;
-    std::fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
+    for dir in [&ws, &home] {
+        std::fs::create_dir_all(dir).map_err(|error| JobError::Create {
+            path: dir.clone(),
+            error,
+        })?;
+    }
     // Ray stops a job with SIGINT (the batch asks for it) to the job's process group: keel's
     // child takes it as Ctrl-C and ends its turn; this process notes it and skips the check.
-    super::catch_signals();
+    signals::catch();
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
         std::thread::spawn(move || {
             loop {
-                if super::SIGNALS.load(Ordering::SeqCst) > 0 {
+                if signals::received() > 0 {
                     stop.store(true, Ordering::SeqCst);
                     break;
                 }
@@ -125,7 +194,7 @@ fn job(ctx: &Ctx, args: &BatchJobArgs, out: &Out) -> Result<()> {
             }
         });
     }
-    let exe = std::env::current_exe().context("cannot find the keel binary")?;
+    let exe = std::env::current_exe().map_err(|error| JobError::Exe { error })?;
     if let Some(file) = &spec.import {
         let done = Command::new(&exe)
             .env("KEEL_HOME", &home)
@@ -135,12 +204,11 @@ fn job(ctx: &Ctx, args: &BatchJobArgs, out: &Out) -> Result<()> {
             .arg(root.join(file))
             .stdin(Stdio::null())
             .output()
-            .context("cannot run keel sessions import")?;
+            .map_err(|error| JobError::RunImport { error })?;
         if !done.status.success() {
-            anyhow::bail!(
-                "cannot import the session to resume: {}",
-                String::from_utf8_lossy(&done.stderr).trim()
-            );
+            return Err(JobError::Import {
+                stderr: String::from_utf8_lossy(&done.stderr).trim().to_owned(),
+            });
         }
     }
     let started = Instant::now();
@@ -153,7 +221,10 @@ fn job(ctx: &Ctx, args: &BatchJobArgs, out: &Out) -> Result<()> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .with_context(|| format!("cannot start {}", exe.display()))?;
+        .map_err(|error| JobError::Start {
+            exe: exe.clone(),
+            error,
+        })?;
     let errs = child.stderr.take().map(|err| {
         let out = out.clone();
         std::thread::spawn(move || {
@@ -169,7 +240,7 @@ fn job(ctx: &Ctx, args: &BatchJobArgs, out: &Out) -> Result<()> {
             out.raw(&line);
         }
     }
-    let status = child.wait().context("cannot wait for keel")?;
+    let status = child.wait().map_err(|error| JobError::Wait { error })?;
     if let Some(t) = errs {
         let _ = t.join();
     }
@@ -182,7 +253,7 @@ fn job(ctx: &Ctx, args: &BatchJobArgs, out: &Out) -> Result<()> {
         let log = root.join("job").join("check.log");
         // The signal itself, not only the watcher's flag: keel may end its turn and exit
         // before the watcher's next look.
-        if super::SIGNALS.load(Ordering::SeqCst) > 0 {
+        if signals::received() > 0 {
             stop.store(true, Ordering::SeqCst);
         }
         let outcome = if stop.load(Ordering::SeqCst) {
@@ -210,13 +281,13 @@ fn job(ctx: &Ctx, args: &BatchJobArgs, out: &Out) -> Result<()> {
 }
 
 /// The workspace, zipped, as base64 `ws` lines and a `ws-end` line (or `ws-skipped`).
-fn send_back(ws: &std::path::Path, out: &Out) {
+fn send_back(ws: &Path, out: &Out) {
     let mut pack = Pack::new(6);
     let zipped = pack.tree(ws, "").and_then(|()| pack.finish());
     let data = match zipped {
         Ok(data) => data,
         Err(why) => {
-            out.emit("ws-skipped", json!({"bytes": null, "why": why}));
+            out.emit("ws-skipped", json!({"bytes": null, "why": why.to_string()}));
             return;
         }
     };

@@ -15,6 +15,61 @@ fn no_agent_yet(status: u16, body: &str) -> bool {
     matches!(status, 500 | 503) && body.contains("No available agent")
 }
 
+/// Why a call to a Ray cluster failed (each names the cluster and what was asked).
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// `--address` is not a URL.
+    #[error("--address {address} is not a URL: {error}")]
+    NotUrl {
+        /// The address.
+        address: String,
+        /// What the parser said.
+        error: url::ParseError,
+    },
+    /// `--address` is not http or https.
+    #[error("--address {address}: the Ray dashboard's address is http:// or https://")]
+    Scheme {
+        /// The address.
+        address: String,
+    },
+    /// No HTTP client could be made.
+    #[error("cannot make an HTTP client: {error}")]
+    Client {
+        /// Why.
+        error: reqwest::Error,
+    },
+    /// The cluster could not be reached.
+    #[error("{what}: cannot reach the Ray cluster at {base}: {error}")]
+    Unreachable {
+        /// What was asked.
+        what: String,
+        /// The cluster's address.
+        base: String,
+        /// Why.
+        error: reqwest::Error,
+    },
+    /// The cluster refused.
+    #[error("the Ray cluster at {base} answered {status} to {what}: {body}")]
+    Refused {
+        /// What was asked.
+        what: String,
+        /// The cluster's address.
+        base: String,
+        /// Its HTTP status.
+        status: u16,
+        /// The start of its answer.
+        body: String,
+    },
+    /// An answer that should be JSON is not.
+    #[error("{what}: not JSON: {error}")]
+    NotJson {
+        /// What was asked.
+        what: String,
+        /// What the parser said.
+        error: serde_json::Error,
+    },
+}
+
 /// The Jobs REST API of one cluster.
 pub(super) struct Api {
     http: reqwest::Client,
@@ -22,24 +77,23 @@ pub(super) struct Api {
 }
 
 impl Api {
-    pub(super) fn new(address: &str) -> Result<Api, String> {
+    /// The API of the cluster whose dashboard is at `address` (nothing is contacted yet).
+    pub(super) fn new(address: &str) -> Result<Api, ApiError> {
         let base = address.trim_end_matches('/').to_owned();
-        let parsed =
-            url::Url::parse(&base).map_err(|e| format!("--address {address} is not a URL: {e}"))?;
+        let parsed = url::Url::parse(&base).map_err(|error| ApiError::NotUrl {
+            address: address.to_owned(),
+            error,
+        })?;
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!(
-                "--address {address}: the Ray dashboard's address is http:// or https://"
-            ));
+            return Err(ApiError::Scheme {
+                address: address.to_owned(),
+            });
         }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()
-            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+            .map_err(|error| ApiError::Client { error })?;
         Ok(Api { http, base })
-    }
-
-    fn unreachable(&self, e: &reqwest::Error) -> String {
-        format!("cannot reach the Ray cluster at {}: {e}", self.base)
     }
 
     /// Send, retrying a connection failure twice; the body of a 2xx answer.
@@ -47,7 +101,7 @@ impl Api {
         &self,
         what: &str,
         make: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<(u16, String), String> {
+    ) -> Result<(u16, String), ApiError> {
         let mut tries = 0;
         loop {
             match make().send().await {
@@ -60,17 +114,24 @@ impl Api {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(500 * tries)).await;
                 }
-                Err(e) => return Err(format!("{what}: {}", self.unreachable(&e))),
+                Err(error) => {
+                    return Err(ApiError::Unreachable {
+                        what: what.to_owned(),
+                        base: self.base.clone(),
+                        error,
+                    });
+                }
             }
         }
     }
 
-    fn refused(&self, what: &str, status: u16, body: &str) -> String {
-        let body: String = body.trim().chars().take(400).collect();
-        format!(
-            "the Ray cluster at {} answered {status} to {what}: {body}",
-            self.base
-        )
+    fn refused(&self, what: &str, status: u16, body: &str) -> ApiError {
+        ApiError::Refused {
+            what: what.to_owned(),
+            base: self.base.clone(),
+            status,
+            body: body.trim().chars().take(400).collect(),
+        }
     }
 
     /// [`Api::send`], insisting on a 200; its body.
@@ -78,7 +139,7 @@ impl Api {
         &self,
         what: &str,
         make: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<String, String> {
+    ) -> Result<String, ApiError> {
         match self.send(what, make).await? {
             (200, body) => Ok(body),
             (status, body) => Err(self.refused(what, status, &body)),
@@ -86,21 +147,25 @@ impl Api {
     }
 
     /// `GET path` as JSON.
-    async fn get_json(&self, what: &str, path: &str, timeout: u64) -> Result<Value, String> {
+    async fn get_json(&self, what: &str, path: &str, timeout: u64) -> Result<Value, ApiError> {
         let url = format!("{}{path}", self.base);
         let body = self
             .call(what, || {
                 self.http.get(&url).timeout(Duration::from_secs(timeout))
             })
             .await?;
-        serde_json::from_str(&body).map_err(|e| format!("{what}: not JSON: {e}"))
+        serde_json::from_str(&body).map_err(|error| ApiError::NotJson {
+            what: what.to_owned(),
+            error,
+        })
     }
 
     fn package_url(&self, name: &str) -> String {
         format!("{}/api/packages/gcs/{name}", self.base)
     }
 
-    pub(super) async fn package_exists(&self, name: &str) -> Result<bool, String> {
+    /// Whether the cluster has the package `name` already.
+    pub(super) async fn package_exists(&self, name: &str) -> Result<bool, ApiError> {
         let url = self.package_url(name);
         let what = format!("asking for package {name}");
         match self
@@ -115,7 +180,8 @@ impl Api {
         }
     }
 
-    pub(super) async fn upload(&self, name: &str, data: Vec<u8>) -> Result<(), String> {
+    /// Upload the package `name`.
+    pub(super) async fn upload(&self, name: &str, data: Vec<u8>) -> Result<(), ApiError> {
         let url = self.package_url(name);
         let what = format!("the upload of {name} ({} bytes)", data.len());
         let data = bytes::Bytes::from(data);
@@ -133,7 +199,7 @@ impl Api {
     /// answers 500 "No available agent to submit job, please try again later": that is
     /// retried, backing off from 0.5 s to 4 s, for up to [`AGENT_WAIT`]; any other refusal is
     /// the task's error at once.
-    pub(super) async fn submit(&self, body: &Value) -> Result<(), String> {
+    pub(super) async fn submit(&self, body: &Value) -> Result<(), ApiError> {
         let url = format!("{}/api/jobs/", self.base);
         let text = body.to_string();
         let what = "a job submission";
@@ -162,7 +228,8 @@ impl Api {
         }
     }
 
-    pub(super) async fn status(&self, job: &str) -> Result<Value, String> {
+    /// The job's state (Ray's JSON: `status`, `message`, `error_type`, …).
+    pub(super) async fn status(&self, job: &str) -> Result<Value, ApiError> {
         self.get_json(
             &format!("the state of job {job}"),
             &format!("/api/jobs/{job}"),
@@ -171,7 +238,8 @@ impl Api {
         .await
     }
 
-    pub(super) async fn logs(&self, job: &str) -> Result<String, String> {
+    /// The job's whole output so far.
+    pub(super) async fn logs(&self, job: &str) -> Result<String, ApiError> {
         let v = self
             .get_json(
                 &format!("the output of job {job}"),
@@ -185,7 +253,8 @@ impl Api {
             .to_owned())
     }
 
-    pub(super) async fn stop(&self, job: &str) -> Result<(), String> {
+    /// Ask Ray to stop the job.
+    pub(super) async fn stop(&self, job: &str) -> Result<(), ApiError> {
         let url = format!("{}/api/jobs/{job}/stop", self.base);
         self.call(&format!("stopping job {job}"), || {
             self.http.post(&url).timeout(Duration::from_secs(30))
@@ -258,9 +327,12 @@ mod tests {
             .submit(&serde_json::json!({"entrypoint": "true"}))
             .await
             .unwrap_err();
-        assert!(
-            err.contains("answered 500 to a job submission: Job with id x"),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the Ray cluster at {addr} answered 500 to a job submission: Job with id x \
+                 already exists"
+            )
         );
         assert_eq!(seen.await.unwrap(), 1);
     }

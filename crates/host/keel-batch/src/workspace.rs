@@ -3,29 +3,88 @@
 //! ([`keel_tools::git`]): the repository's hooks (`post-checkout`), fsmonitor and drivers do
 //! not run.
 
-use super::tasks::Workspace;
-use keel_tools::git::Git;
-use std::path::Path;
+use crate::tasks::Workspace;
+use keel_tools::git::{Git, GitError};
+use std::path::{Path, PathBuf};
+
+/// Why a task's workspace could not be made (each names the workspace).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The template directory is not there.
+    #[error("workspace {} does not exist", .0.display())]
+    Missing(PathBuf),
+    /// The template is not a directory.
+    #[error("workspace {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// Copying the template failed.
+    #[error("cannot copy workspace {}: {error}", src.display())]
+    Copy {
+        /// The template.
+        src: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The local repository is not there.
+    #[error("workspace repository {0} does not exist")]
+    NoRepository(String),
+    /// git could not make the worktree or clone.
+    #[error("workspace {repo} at {reference}: {error}")]
+    Git {
+        /// The repository (path or URL).
+        repo: String,
+        /// The ref asked for.
+        reference: String,
+        /// What went wrong.
+        error: GitCommandError,
+    },
+}
+
+/// Why one `git` command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GitCommandError {
+    /// The hardened command could not be prepared.
+    #[error(transparent)]
+    Prepare(GitError),
+    /// git could not be run.
+    #[error("cannot run git: {0}")]
+    Run(std::io::Error),
+    /// git ran and failed.
+    #[error("git {command} failed: {stderr}")]
+    Failed {
+        /// Its subcommand (`worktree`, `clone`, `checkout`).
+        command: String,
+        /// What it said.
+        stderr: String,
+    },
+}
 
 /// Make `dest` the task's fresh workspace (anything left there by an earlier attempt that
 /// never started a session is removed first). The error names the workspace.
-pub fn prepare(spec: &Workspace, dest: &Path) -> Result<(), String> {
+pub fn prepare(spec: &Workspace, dest: &Path) -> Result<(), WorkspaceError> {
     remove_stale(spec, dest);
     match spec {
         Workspace::Copy(src) => {
             if !src.exists() {
-                return Err(format!("workspace {} does not exist", src.display()));
+                return Err(WorkspaceError::Missing(src.clone()));
             }
             if !src.is_dir() {
-                return Err(format!("workspace {} is not a directory", src.display()));
+                return Err(WorkspaceError::NotADirectory(src.clone()));
             }
-            copy_dir(src, dest).map_err(|e| format!("cannot copy workspace {}: {e}", src.display()))
+            copy_dir(src, dest).map_err(|error| WorkspaceError::Copy {
+                src: src.clone(),
+                error,
+            })
         }
         Workspace::Git { repo, reference } => {
             let local = Path::new(repo);
             if local.is_absolute() && !local.exists() {
-                return Err(format!("workspace repository {repo} does not exist"));
+                return Err(WorkspaceError::NoRepository(repo.clone()));
             }
+            let failed = |error| WorkspaceError::Git {
+                repo: repo.clone(),
+                reference: reference.clone(),
+                error,
+            };
             if local.is_absolute() {
                 git(
                     local,
@@ -38,7 +97,7 @@ pub fn prepare(spec: &Workspace, dest: &Path) -> Result<(), String> {
                         reference,
                     ],
                 )
-                .map_err(|e| format!("workspace {repo} at {reference}: {e}"))
+                .map_err(failed)
             } else {
                 // `--`: a repository that looks like an option (`--upload-pack=…`) is not one.
                 git(
@@ -46,7 +105,7 @@ pub fn prepare(spec: &Workspace, dest: &Path) -> Result<(), String> {
                     &["clone", "--quiet", "--", repo, &dest.to_string_lossy()],
                 )
                 .and_then(|()| git(dest, &["checkout", "--quiet", "--detach", reference]))
-                .map_err(|e| format!("workspace {repo} at {reference}: {e}"))
+                .map_err(failed)
             }
         }
     }
@@ -66,23 +125,24 @@ fn remove_stale(spec: &Workspace, dest: &Path) {
 }
 
 /// Run `git ARGS` in `dir` (`.`: keel's own directory).
-fn git(dir: &Path, args: &[&str]) -> Result<(), String> {
+fn git(dir: &Path, args: &[&str]) -> Result<(), GitCommandError> {
     let out = Git::new(dir)
         .args(args)
         .std_command()
-        .map_err(|e| e.to_string())?
+        .map_err(GitCommandError::Prepare)?
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(GitCommandError::Run)?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "git {} failed: {}",
-            args.iter()
+        Err(GitCommandError::Failed {
+            command: args
+                .iter()
                 .find(|a| matches!(**a, "worktree" | "clone" | "checkout"))
-                .unwrap_or(&"command"),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+                .unwrap_or(&"command")
+                .to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
     }
 }
 

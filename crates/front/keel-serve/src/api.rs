@@ -1,0 +1,346 @@
+//! The routes: the token landing page `/`, and under `/api/v1` the OpenAPI document, the
+//! sessions (listed, created), their messages (queued or steered), cancellation, closing and
+//! event streams ([`crate::events`]). [`routes`] is the one table the router is built from and the
+//! OpenAPI document is checked against.
+
+use crate::hub::{self, Live, Pending};
+use crate::{ApiError, App};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use keel_agent::InboxMode;
+use keel_host::{SessionRef, SessionSpec, SourceError};
+use keel_session::Session;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+/// One route: its method, its path (axum's and OpenAPI's `{param}` syntax) and its handler.
+pub struct Route {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// The path.
+    pub path: &'static str,
+    /// The handler.
+    pub(crate) handler: MethodRouter<Arc<App>>,
+}
+
+/// Every route the server has (two routes of one path are merged by method).
+pub fn routes() -> Vec<Route> {
+    let route = |method, path, handler| Route {
+        method,
+        path,
+        handler,
+    };
+    vec![
+        route("GET", "/", get(root)),
+        route("GET", "/api/v1/openapi.json", get(openapi)),
+        route("GET", "/api/v1/sessions", get(list)),
+        route("POST", "/api/v1/sessions", post(create)),
+        route("POST", "/api/v1/sessions/{id}/messages", post(message)),
+        route("POST", "/api/v1/sessions/{id}/cancel", post(cancel)),
+        route("POST", "/api/v1/sessions/{id}/close", post(close)),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/events",
+            get(crate::events::events),
+        ),
+    ]
+}
+
+/// Unknown paths: a JSON 404.
+pub(crate) async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route {}", uri.path()))
+}
+
+/// `GET /`: what this server is (a browser lands here from the printed URL).
+async fn root() -> Json<Value> {
+    Json(json!({
+        "name": "keel serve",
+        "api": "/api/v1",
+        "openapi": "/api/v1/openapi.json",
+    }))
+}
+
+/// `GET /api/v1/openapi.json`.
+async fn openapi() -> Json<Value> {
+    Json(crate::openapi::document())
+}
+
+/// `GET /api/v1/sessions`: every session of `$KEEL_HOME`, newest first.
+async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    let store = app.store.clone();
+    let stored = tokio::task::spawn_blocking(move || store.list(None))
+        .await
+        .map_err(|e| ApiError::internal(format!("listing the sessions failed: {e}")))?;
+    let live = app.hub.all();
+    let mut rows: Vec<Value> = Vec::with_capacity(stored.len());
+    let mut listed = std::collections::HashSet::new();
+    for s in &stored {
+        let status = app.hub.get(&s.id).map_or("stored", |l| l.status());
+        let updated = s
+            .last_modified
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64);
+        listed.insert(s.id.clone());
+        rows.push(json!({
+            "id": s.id,
+            "cwd": s.cwd,
+            "title": s.title.as_ref().or(s.first_prompt.as_ref()),
+            "updatedAt": updated,
+            "status": status,
+        }));
+    }
+    // A live session whose file the listing missed (just created).
+    for l in live {
+        let id = l.agent.session_id().as_str().to_owned();
+        if !listed.contains(&id) {
+            rows.insert(
+                0,
+                json!({
+                    "id": id,
+                    "cwd": l.cwd,
+                    "title": Value::Null,
+                    "updatedAt": Value::Null,
+                    "status": l.status(),
+                }),
+            );
+        }
+    }
+    Ok(Json(json!({ "sessions": rows })))
+}
+
+/// The body of `POST /api/v1/sessions`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    /// The session's workspace: an absolute path to a directory.
+    cwd: PathBuf,
+    /// A first prompt, run at once.
+    prompt: Option<String>,
+    /// A model instead of the configured one.
+    model: Option<String>,
+}
+
+/// `POST /api/v1/sessions`: a new session in `cwd`, its agent built like `keel run`'s; with a
+/// prompt, its first turn starts in the background.
+async fn create(
+    State(app): State<Arc<App>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body: CreateBody = parse(body)?;
+    if !body.cwd.is_absolute() {
+        return Err(ApiError::bad_request(format!(
+            "cwd {} is not an absolute path",
+            body.cwd.display()
+        )));
+    }
+    let cwd = match std::fs::metadata(&body.cwd) {
+        Ok(meta) if meta.is_dir() => body
+            .cwd
+            .canonicalize()
+            .map_err(|e| ApiError::bad_request(format!("cwd {}: {e}", body.cwd.display())))?,
+        Ok(_) => {
+            return Err(ApiError::bad_request(format!(
+                "cwd {} is not a directory",
+                body.cwd.display()
+            )));
+        }
+        Err(e) => {
+            return Err(ApiError::bad_request(format!(
+                "cwd {} does not exist or cannot be read: {e}",
+                body.cwd.display()
+            )));
+        }
+    };
+    let (pending, options) = Pending::new();
+    let source = app.source.clone();
+    let spec = SessionSpec {
+        model: body.model,
+        ..SessionSpec::in_dir(cwd.clone())
+    };
+    let agent = tokio::task::spawn_blocking(move || source.create(&spec, options))
+        .await
+        .map_err(|e| ApiError::internal(format!("building the agent failed: {e}")))?
+        .map_err(source_error)?;
+    let live = pending.finish(agent, cwd);
+    let id = live.agent.session_id().as_str().to_owned();
+    app.hub.insert(live.clone());
+    if let Some(prompt) = body.prompt {
+        live.agent
+            .followup(&prompt)
+            .map_err(|e| ApiError::internal(format!("session {id}: {e}")))?;
+        hub::run_turns(live);
+    }
+    Ok((StatusCode::CREATED, Json(json!({ "id": id }))).into_response())
+}
+
+/// How a message is delivered.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Delivery {
+    /// Its own turn, after what is queued.
+    #[default]
+    Queue,
+    /// Into the running turn's next step; its own turn when none runs.
+    Steer,
+}
+
+/// The body of `POST /api/v1/sessions/{id}/messages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageBody {
+    text: String,
+    #[serde(default)]
+    delivery: Delivery,
+}
+
+/// `POST /api/v1/sessions/{id}/messages`: queue or steer a message; a stored session is
+/// resumed first. Answers 202 with how it was delivered.
+async fn message(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body: MessageBody = parse(body)?;
+    let live = live_or_resumed(&app, &id).await?;
+    let message = keel_agent::user_message(&body.text);
+    let mode = live
+        .agent
+        .deliver(message, |activity| match (body.delivery, activity) {
+            (Delivery::Steer, keel_agent::background::TurnActivity::Running) => InboxMode::Steer,
+            _ => InboxMode::Followup,
+        })
+        .map_err(|e| ApiError::internal(format!("session {id}: {e}")))?;
+    if mode == InboxMode::Followup {
+        hub::run_turns(live);
+    }
+    let delivery = if mode == InboxMode::Steer {
+        "steer"
+    } else {
+        "queue"
+    };
+    Ok((StatusCode::ACCEPTED, Json(json!({ "delivery": delivery }))).into_response())
+}
+
+/// `POST /api/v1/sessions/{id}/cancel`: cancel the running turn.
+async fn cancel(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let cancelled = match app.hub.get(&id) {
+        Some(live) => hub::cancel(&live),
+        None => {
+            stored_path(&app, &id).await?;
+            false
+        }
+    };
+    Ok(Json(json!({ "cancelled": cancelled })))
+}
+
+/// `POST /api/v1/sessions/{id}/close`: stop hosting the session (its running turn cancelled,
+/// its jobs stopped); it stays stored, and a message resumes it.
+async fn close(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let closed = app.hub.close(&id, crate::SHUTDOWN_GRACE).await;
+    if !closed {
+        stored_path(&app, &id).await?;
+    }
+    Ok(Json(json!({ "closed": closed })))
+}
+
+/// Parse a JSON body, answering 400 (or the limit's 413) with what is wrong.
+fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let bytes = body.map_err(|e| ApiError::new(e.status(), "bad_body", e.body_text()))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))
+}
+
+fn source_error(e: SourceError) -> ApiError {
+    match e {
+        SourceError::NotFound(m) => ApiError::not_found(m),
+        SourceError::Failed(m) => ApiError::internal(m),
+        SourceError::Unsupported(m) => ApiError::new(StatusCode::NOT_IMPLEMENTED, "unsupported", m),
+    }
+}
+
+/// Whether `id` can be a session id (letters, digits, `-`, `_`): anything else could name a
+/// path.
+fn plausible_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The session file of the stored session whose id is exactly `id`, else 404.
+pub(crate) async fn stored_path(app: &App, id: &str) -> Result<PathBuf, ApiError> {
+    let missing =
+        || ApiError::not_found(format!("no session {id} in {}", app.store.home().display()));
+    if !plausible_id(id) {
+        return Err(missing());
+    }
+    let store = app.store.clone();
+    let cwd = app.source.workspace().to_path_buf();
+    let query = id.to_owned();
+    let path = tokio::task::spawn_blocking(move || store.resolve(&query, &cwd))
+        .await
+        .map_err(|e| ApiError::internal(format!("finding session {id} failed: {e}")))?
+        .map_err(|_| missing())?;
+    let exact = path
+        .parent()
+        .and_then(|d| d.file_name())
+        .is_some_and(|n| n == id);
+    if exact { Ok(path) } else { Err(missing()) }
+}
+
+/// The stored session `id`'s log, else 404.
+pub(crate) async fn load_stored(app: &App, id: &str) -> Result<Session, ApiError> {
+    let path = stored_path(app, id).await?;
+    tokio::task::spawn_blocking(move || keel_session::Store::load(&path))
+        .await
+        .map_err(|e| ApiError::internal(format!("loading session {id} failed: {e}")))?
+        .map(|loaded| loaded.session)
+        .map_err(|e| ApiError::internal(format!("session {id} cannot be read: {e}")))
+}
+
+/// The live session `id`, resuming the stored one (with crash repair) when it is not hosted.
+async fn live_or_resumed(app: &App, id: &str) -> Result<Arc<Live>, ApiError> {
+    if let Some(live) = app.hub.get(id) {
+        return Ok(live);
+    }
+    let _opening = app.hub.opening.lock().await;
+    if let Some(live) = app.hub.get(id) {
+        return Ok(live);
+    }
+    let path = stored_path(app, id).await?;
+    let (pending, options) = Pending::new();
+    let source = app.source.clone();
+    let file = path.clone();
+    let agent = tokio::task::spawn_blocking(move || {
+        source.resume(SessionRef::Path(&file), &SessionSpec::default(), options)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("resuming session {id} failed: {e}")))?
+    .map_err(source_error)?;
+    let cwd = agent
+        .log()
+        .session()
+        .header()
+        .cwd
+        .clone()
+        .map_or_else(|| app.source.workspace().to_path_buf(), PathBuf::from);
+    let live = pending.finish(agent, cwd);
+    app.hub.insert(live.clone());
+    Ok(live)
+}

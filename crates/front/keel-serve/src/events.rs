@@ -1,0 +1,155 @@
+//! `GET /api/v1/sessions/{id}/events`: a session's log as Server-Sent Events. Each message is
+//! one event: `id:` its seq, `data:` the event's JSON exactly as `keel run --json` prints it.
+//! First the log after `?after=SEQ` (or after the `Last-Event-ID` a reconnecting client sends,
+//! which wins), then, for a live session, each event as it is appended.
+//!
+//! The stream reads the log itself: the agent's event hook only announces seqs on a bounded
+//! broadcast channel, which the stream subscribes to before it reads. A stream that falls
+//! behind (a client that stops reading) lags on that channel and catches up from the log, so
+//! the agent never waits for a client and no event is lost or sent twice. The stream of a
+//! stored session (not hosted live) sends its log and ends. A start beyond the log's end (an
+//! `after` or `Last-Event-ID` naming an event the log does not have) is a 400.
+
+use crate::hub::Live;
+use crate::{ApiError, App};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use keel_protocol::Seq;
+use keel_session::Session;
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// Events read from the log under one hold of its lock.
+const BATCH: u64 = 256;
+
+/// The query of the events route.
+#[derive(Debug, Default, Deserialize)]
+pub struct EventsQuery {
+    /// Start after this seq (exclusive); from the first event when absent.
+    pub after: Option<u64>,
+}
+
+/// The route's handler.
+pub(crate) async fn events(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let last = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be an event seq"))?,
+        ),
+        None => None,
+    };
+    let next = last.or(query.after).map_or(0, |seq| seq.saturating_add(1));
+    let source = match app.hub.get(&id) {
+        Some(live) => {
+            let notices = live.events.subscribe();
+            Source::Live { live, notices }
+        }
+        None => {
+            let session = crate::api::load_stored(&app, &id).await?;
+            Source::Stored(Box::new(session))
+        }
+    };
+    let end = match &source {
+        Source::Live { live, .. } => live.agent.log().session().next_seq().0,
+        Source::Stored(session) => session.next_seq().0,
+    };
+    if next > end {
+        return Err(ApiError::bad_request(format!(
+            "session {id} has no event {} yet: its log ends at seq {}",
+            next - 1,
+            end.saturating_sub(1)
+        )));
+    }
+    let stream = futures::stream::unfold(
+        Reader {
+            source,
+            next,
+            ready: VecDeque::new(),
+        },
+        |mut reader| async move {
+            let event = reader.next_event().await?;
+            Some((Ok(event), reader))
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// Where a stream's events come from.
+enum Source {
+    /// A live session's log, then its announcements.
+    Live {
+        live: Arc<Live>,
+        notices: broadcast::Receiver<u64>,
+    },
+    /// A stored session's log, loaded once.
+    Stored(Box<Session>),
+}
+
+/// One stream's place in the log.
+struct Reader {
+    source: Source,
+    /// The seq of the next event to send.
+    next: u64,
+    /// Events read and not yet sent.
+    ready: VecDeque<Event>,
+}
+
+impl Reader {
+    /// The next event to send, waiting for it when the stream has caught up with a live
+    /// session; `None` at the end of a stored log or when the session is gone.
+    async fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(event);
+            }
+            match &mut self.source {
+                Source::Stored(session) => {
+                    read(session, &mut self.next, &mut self.ready);
+                    if self.ready.is_empty() {
+                        return None;
+                    }
+                }
+                Source::Live { live, notices } => {
+                    read(live.agent.log().session(), &mut self.next, &mut self.ready);
+                    if !self.ready.is_empty() {
+                        continue;
+                    }
+                    // Caught up: wait for an event appended after the read. A lagged stream
+                    // reads the log again.
+                    match notices.recv().await {
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Queue up to [`BATCH`] events of `session` from `*next` on, advancing `*next`.
+fn read(session: &Session, next: &mut u64, ready: &mut VecDeque<Event>) {
+    let end = session.next_seq().0.min(next.saturating_add(BATCH));
+    while *next < end {
+        let seq = *next;
+        *next += 1;
+        let Some(event) = session.event(Seq(seq)) else {
+            continue;
+        };
+        if let Ok(json) = event.to_json() {
+            ready.push_back(Event::default().id(seq.to_string()).data(json));
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The sessions hosted live: each an agent, whether its turns run, and the channel that tells
+//! event streams a new event is in its log. Turns run on blocking threads of their own (a
+//! turn's future holds the session log), one runner per session at a time, until the session
+//! has no turn queued.
+
+use keel_agent::{Agent, InboxMode};
+use keel_host::BuildOptions;
+use keel_protocol::SessionEvent;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::{Notify, broadcast};
+
+/// How many new-event notices a slow stream may fall behind before it lags: a lagging stream
+/// reads the log instead, so nothing is lost and the agent never waits for a client.
+const NOTICES: usize = 1024;
+
+/// How often a cancelled turn is cancelled again until it stops (a cancel can land between
+/// two steps of the turn).
+const RECANCEL_EVERY: Duration = Duration::from_millis(200);
+
+/// One session hosted live.
+pub(crate) struct Live {
+    /// Its agent.
+    pub(crate) agent: Agent,
+    /// Its workspace.
+    pub(crate) cwd: PathBuf,
+    /// A runner is running its turns.
+    running: AtomicBool,
+    /// Tells the runner to cancel the running turn.
+    cancel: Notify,
+    /// The seq of every event appended to its log, as it is appended.
+    pub(crate) events: broadcast::Sender<u64>,
+}
+
+impl Live {
+    /// `"running"` while a turn runs or is about to, else `"idle"`.
+    pub(crate) fn status(&self) -> &'static str {
+        if self.running.load(Ordering::Acquire) || self.agent.is_busy() {
+            "running"
+        } else {
+            "idle"
+        }
+    }
+}
+
+/// What is made before a session's agent is built and finished after: its build options
+/// carry hooks that need the session they feed.
+pub(crate) struct Pending {
+    events: broadcast::Sender<u64>,
+    live: Arc<OnceLock<Weak<Live>>>,
+}
+
+impl Pending {
+    /// Build options whose hooks announce every event of the log and run the turns plugins
+    /// queue while the session is idle (a schedule firing).
+    pub(crate) fn new() -> (Pending, BuildOptions) {
+        let (events, _) = broadcast::channel(NOTICES);
+        let live: Arc<OnceLock<Weak<Live>>> = Arc::new(OnceLock::new());
+        let mut options = BuildOptions::default();
+        let tx = events.clone();
+        options
+            .agent_hooks
+            .session_event
+            .push(Arc::new(move |ev: &SessionEvent| {
+                let _ = tx.send(ev.seq.0);
+            }));
+        let woken = live.clone();
+        let rt = tokio::runtime::Handle::try_current().ok();
+        options.agent_hooks.inbox_inserted.push(Arc::new(
+            move |m: &keel_agent::seams::InboxInserted| {
+                if m.mode != InboxMode::Followup || m.message.source.is_user() {
+                    return;
+                }
+                if let (Some(live), Some(rt)) = (woken.get().and_then(Weak::upgrade), &rt) {
+                    let _guard = rt.enter();
+                    run_turns(live);
+                }
+            },
+        ));
+        (Pending { events, live }, options)
+    }
+
+    /// The live session of `agent`, built with this pending's options.
+    pub(crate) fn finish(self, agent: Agent, cwd: PathBuf) -> Arc<Live> {
+        let live = Arc::new(Live {
+            agent,
+            cwd,
+            running: AtomicBool::new(false),
+            cancel: Notify::new(),
+            events: self.events,
+        });
+        let _ = self.live.set(Arc::downgrade(&live));
+        live
+    }
+}
+
+/// The live sessions, by id.
+#[derive(Default)]
+pub(crate) struct Hub {
+    sessions: Mutex<HashMap<String, Arc<Live>>>,
+    /// Held while a stored session is resumed, so that it is resumed once.
+    pub(crate) opening: tokio::sync::Mutex<()>,
+}
+
+impl Hub {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Live>>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The live session `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Live>> {
+        self.table().get(id).cloned()
+    }
+
+    /// Host `live`.
+    pub(crate) fn insert(&self, live: Arc<Live>) {
+        let id = live.agent.session_id().as_str().to_owned();
+        self.table().insert(id, live);
+    }
+
+    /// Stop hosting `id`: its running turn cancelled and awaited (up to `grace`), its jobs
+    /// stopped. The session stays in the store. Whether it was hosted.
+    pub(crate) async fn close(&self, id: &str, grace: Duration) -> bool {
+        let Some(live) = self.table().remove(id) else {
+            return false;
+        };
+        cancel(&live);
+        let deadline = tokio::time::Instant::now() + grace;
+        while live.running.load(Ordering::Acquire) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        live.agent.kill_jobs();
+        // The last holder drops the agent, which may wait for its log's writer.
+        drop(tokio::task::spawn_blocking(move || drop(live)));
+        true
+    }
+
+    /// Every live session.
+    pub(crate) fn all(&self) -> Vec<Arc<Live>> {
+        self.table().values().cloned().collect()
+    }
+
+    /// Cancel every running turn and wait up to `grace` for them to end.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        let all = self.all();
+        for live in &all {
+            cancel(live);
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        while all.iter().any(|l| l.running.load(Ordering::Acquire))
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for live in &all {
+            live.agent.kill_jobs();
+        }
+    }
+}
+
+/// Cancel `live`'s running turn. Whether one was running.
+pub(crate) fn cancel(live: &Live) -> bool {
+    let running = live.running.load(Ordering::Acquire);
+    if running {
+        live.cancel.notify_one();
+    }
+    running
+}
+
+/// Run `live`'s queued turns on a blocking thread unless a runner already does. Must be
+/// called within the server's runtime.
+pub(crate) fn run_turns(live: Arc<Live>) {
+    if live.running.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // A cancel meant for a run that ended before it looked must not cancel this one.
+    let _ = futures::FutureExt::now_or_never(live.cancel.notified());
+    let rt = tokio::runtime::Handle::current();
+    // The turn's future holds the session log: it runs on a blocking thread of its own.
+    drop(tokio::task::spawn_blocking(move || {
+        loop {
+            let _ = rt.block_on(run_cancellable(&live));
+            live.running.store(false, Ordering::Release);
+            // A message queued as the runner stopped is run here, not left waiting.
+            if !live.agent.has_pending_turn() || live.running.swap(true, Ordering::AcqRel) {
+                break;
+            }
+        }
+    }));
+}
+
+/// Run the session's queued turns until idle, cancelling when asked.
+async fn run_cancellable(
+    live: &Live,
+) -> Result<Option<keel_agent::TurnOutcome>, keel_agent::AgentError> {
+    live.agent
+        .run_until_idle_cancellable(live.cancel.notified(), RECANCEL_EVERY)
+        .await
+}
