@@ -30,7 +30,7 @@ pub use persistent::{PersistentError, PersistentSession};
 pub use repair::RepairReport;
 pub use session::{Session, new_session_id, now_ms};
 pub use store::{
-    Format, LoadError, LoadReport, Loaded, SUMMARY_FILE, SessionSummary, SessionWriter, Store,
-    StoreError, TornTail, WriterOptions,
+    Format, LoadError, LoadReport, Loaded, SUMMARY_FILE, SessionLock, SessionSummary,
+    SessionWriter, Store, StoreError, TornTail, WriterOptions,
 };
 pub use surface::{DerivedMessage, Surface};

@@ -51,8 +51,10 @@ impl PersistentSession {
         path: &Path,
         options: WriterOptions,
     ) -> Result<(Self, LoadReport), PersistentError> {
+        // Locked before loading: no other writer appends between the load and the open.
+        let lock = Store::lock(path)?;
         let loaded = Store::load(path)?;
-        let writer = Store::open_for_append(path, &loaded.session, &loaded.report, options)?;
+        let writer = Store::open_locked(lock, path, &loaded.session, &loaded.report, options)?;
         Ok((
             PersistentSession {
                 session: loaded.session,
@@ -131,6 +133,13 @@ impl PersistentSession {
     /// A ticket to await durability of every queued event (see [`FlushTicket`]).
     pub fn flush_ticket(&self) -> FlushTicket {
         self.writer.flush_ticket()
+    }
+
+    /// Flush, stop the writer and release the session's lock, keeping the session in memory:
+    /// later appends are refused by the writer ([`StoreError::WriterGone`]). For a front end
+    /// about to open this session again in a new agent (see [`SessionWriter::release`]).
+    pub fn release(&mut self) -> Result<(), StoreError> {
+        self.writer.release()
     }
 
     /// Flush, stop the writer and hand back the session.

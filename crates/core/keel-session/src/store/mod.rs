@@ -5,12 +5,14 @@
 //! plus the events the session already holds) is published atomically by [`publish_file`]: temp
 //! file, fsync, hard link to the final name (never clobbering), fsync of the directory; `keel
 //! sessions import` publishes its copies the same way. Later batches are appended and fsynced by
-//! a [`SessionWriter`]. Loading is in [`load`].
+//! a [`SessionWriter`], which holds the session's [`SessionLock`] (one writer per session, across
+//! processes: see [`SessionLock`]). Loading is in [`load`]; readers take no lock.
 
 mod encode;
 mod fast;
 mod lines;
 pub mod load;
+mod lock;
 pub(crate) mod parse;
 mod pipeline;
 mod publish;
@@ -18,6 +20,7 @@ mod summary_cache;
 mod writer;
 
 pub use load::{LoadError, LoadReport, Loaded, TornTail};
+pub use lock::{SessionLock, lock_path};
 pub use parse::parse_record;
 pub use publish::{PublishError, publish_file};
 pub use summary_cache::SUMMARY_FILE;
@@ -108,6 +111,18 @@ pub enum StoreError {
         query: String,
         /// Matching ids.
         candidates: Vec<String>,
+    },
+    /// Returned by `create`, `open_for_append` and `lock` when another writer (another keel
+    /// process, or another writer in this one) holds the session: it is refused, never
+    /// waited for. Read it, or close it there first.
+    #[error("{}", lock::busy_message(.session, *.pid))]
+    Busy {
+        /// The session's id (its directory's name), or its file's path outside the store.
+        session: String,
+        /// The holder's pid, as it wrote it in the lock file (None if unreadable).
+        pid: Option<u32>,
+        /// The lock file.
+        lock: PathBuf,
     },
     /// Returned by `open_for_append` when the session on disk does not match the one in memory.
     #[error("cannot append to {path}: {why}")]
@@ -266,6 +281,7 @@ impl Store {
     ) -> Result<SessionWriter, StoreError> {
         let dir = path.parent().unwrap_or(Path::new("."));
         private_dir_all(dir).map_err(|e| StoreError::io("create directory", dir, e))?;
+        let lock = SessionLock::acquire(path, session.header().id.as_str())?;
         if path.exists() {
             return Err(StoreError::Exists {
                 path: path.to_owned(),
@@ -287,12 +303,35 @@ impl Store {
             .append(true)
             .open(path)
             .map_err(|e| StoreError::io("open", path, e))?;
-        SessionWriter::from_file(file, path.to_owned(), options)
+        Ok(SessionWriter::from_file(file, path.to_owned(), options)?.holding(lock))
     }
 
-    /// Resume appending to a loaded session file. A torn tail reported by the load is cut off
-    /// first (it holds no committed event), so new batches follow the last committed record.
+    /// Lock the session at `path` (a session directory or file) for writing: refused with
+    /// [`StoreError::Busy`] while another writer holds it. Lock first, then load, then
+    /// [`Store::open_locked`]: what was loaded is then what no one else appends to.
+    pub fn lock(path: &Path) -> Result<SessionLock, StoreError> {
+        let file = load::session_file(path)
+            .map_err(|e| StoreError::io("find session file in", path, e))?;
+        SessionLock::acquire(&file, &lock::session_name(&file))
+    }
+
+    /// Resume appending to a loaded session file, locking it first ([`Store::lock`]). A torn
+    /// tail reported by the load is cut off first (it holds no committed event), so new batches
+    /// follow the last committed record. Prefer [`Store::lock`] before loading, then
+    /// [`Store::open_locked`] (as [`crate::PersistentSession::reopen`] does).
     pub fn open_for_append(
+        path: &Path,
+        session: &Session,
+        report: &LoadReport,
+        options: WriterOptions,
+    ) -> Result<SessionWriter, StoreError> {
+        let lock = Self::lock(path)?;
+        Self::open_locked(lock, path, session, report, options)
+    }
+
+    /// [`Store::open_for_append`] under a lock already taken on `path` (before it was loaded).
+    pub fn open_locked(
+        lock: SessionLock,
         path: &Path,
         session: &Session,
         report: &LoadReport,
@@ -300,6 +339,12 @@ impl Store {
     ) -> Result<SessionWriter, StoreError> {
         let path = load::session_file(path)
             .map_err(|e| StoreError::io("find session file in", path, e))?;
+        if lock.path() != lock_path(&path) {
+            return Err(StoreError::Mismatch {
+                path,
+                why: format!("the lock held is {}", lock.path().display()),
+            });
+        }
         if report.events > session.len() {
             return Err(StoreError::Mismatch {
                 path,
@@ -333,7 +378,7 @@ impl Store {
             .append(true)
             .open(&path)
             .map_err(|e| StoreError::io("open", &path, e))?;
-        let writer = SessionWriter::from_file(file, path, options)?;
+        let writer = SessionWriter::from_file(file, path, options)?.holding(lock);
         for seq in report.events..session.len() {
             if let Some(ev) = session.event(keel_protocol::Seq(seq)) {
                 writer.enqueue_owned(ev.into_owned());

@@ -9,7 +9,7 @@
 //! directly (no blocking-pool thread in between).
 
 use super::encode::encode_batch;
-use super::{Format, StoreError};
+use super::{Format, SessionLock, StoreError};
 use futures::channel::oneshot;
 use keel_protocol::SessionEvent;
 use std::fs::File;
@@ -93,6 +93,8 @@ pub struct SessionWriter {
     thread: Option<JoinHandle<()>>,
     sticky: Arc<Mutex<Option<StoreError>>>,
     path: PathBuf,
+    /// The session's lock, released after the thread has written everything (drop order).
+    lock: Option<SessionLock>,
 }
 
 struct Worker {
@@ -104,7 +106,8 @@ struct Worker {
 
 impl SessionWriter {
     /// Start a writer appending to `file`, already open for append at `path` and positioned
-    /// after a complete record (normally obtained through [`super::Store`]).
+    /// after a complete record (normally obtained through [`super::Store`], which also locks
+    /// the session: a writer made here holds no lock).
     pub fn from_file(
         file: File,
         path: PathBuf,
@@ -127,7 +130,24 @@ impl SessionWriter {
             thread: Some(thread),
             sticky,
             path,
+            lock: None,
         })
+    }
+
+    /// Hold `lock` (the session's, taken before the file was opened) until this writer stops.
+    pub(crate) fn holding(mut self, lock: SessionLock) -> SessionWriter {
+        self.lock = Some(lock);
+        self
+    }
+
+    /// Write what is queued, stop the thread and release the session's lock, so another
+    /// writer may open it; every later enqueue and flush is [`StoreError::WriterGone`]. For a
+    /// front end that reopens the session it writes in a new agent.
+    pub fn release(&mut self) -> Result<(), StoreError> {
+        let r = self.flush();
+        self.shutdown();
+        self.lock = None;
+        r
     }
 
     /// The file this writer appends to.
