@@ -1,9 +1,11 @@
 //! The routes: the token landing page `/`, and under `/api/v1` the OpenAPI document, the
-//! sessions (listed, created), their messages (queued or steered), cancellation, closing and
-//! event streams ([`crate::events`]). [`routes`] is the one table the router is built from and the
+//! sessions (listed, created), their messages (queued or steered), cancellation, closing,
+//! event streams ([`crate::events`]) and the approvals and questions waiting for an answer
+//! ([`crate::requests`]). [`routes`] is the one table the router is built from and the
 //! OpenAPI document is checked against.
 
 use crate::hub::{self, Live, Pending};
+use crate::requests::{ApprovalBody, QuestionBody, Requests};
 use crate::{ApiError, App};
 use axum::Json;
 use axum::body::Bytes;
@@ -51,6 +53,17 @@ pub fn routes() -> Vec<Route> {
             "GET",
             "/api/v1/sessions/{id}/events",
             get(crate::events::events),
+        ),
+        route("GET", "/api/v1/sessions/{id}/pending", get(pending)),
+        route(
+            "POST",
+            "/api/v1/sessions/{id}/approvals/{requestId}",
+            post(approve),
+        ),
+        route(
+            "POST",
+            "/api/v1/sessions/{id}/questions/{requestId}",
+            post(answer),
         ),
     ]
 }
@@ -160,7 +173,7 @@ async fn create(
             )));
         }
     };
-    let (pending, options) = Pending::new();
+    let (pending, options) = Pending::new(Arc::default());
     let source = app.source.clone();
     let spec = SessionSpec {
         model: body.model,
@@ -258,6 +271,68 @@ async fn close(
     Ok(Json(json!({ "closed": closed })))
 }
 
+/// `GET /api/v1/sessions/{id}/pending`: the approvals and questions waiting for an answer,
+/// in the order they were asked (none for a session this server does not host).
+async fn pending(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let requests = match app.hub.get(&id) {
+        Some(live) => live.requests.snapshot().0,
+        None => {
+            stored_path(&app, &id).await?;
+            Vec::new()
+        }
+    };
+    Ok(Json(json!({ "requests": requests })))
+}
+
+/// The requests of session `id`: the hosted session's, or those of a session hosted before
+/// (closed since); else 404 for an unknown session or `request` of `kind`.
+async fn requests_of(
+    app: &App,
+    id: &str,
+    request: &str,
+    kind: &str,
+) -> Result<Arc<Requests>, ApiError> {
+    if let Some(requests) = app.hub.get(id).map(|l| l.requests.clone()) {
+        return Ok(requests);
+    }
+    if let Some(requests) = app.hub.retired(id) {
+        return Ok(requests);
+    }
+    stored_path(app, id).await?;
+    Err(ApiError::not_found(format!(
+        "no {kind} request {request} in session {id}"
+    )))
+}
+
+/// `POST /api/v1/sessions/{id}/approvals/{requestId}`: answer an approval; the first answer
+/// wins (409 `already_answered` after it).
+async fn approve(
+    State(app): State<Arc<App>>,
+    Path((id, request)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let requests = requests_of(&app, &id, &request, "approval").await?;
+    let body: ApprovalBody = parse(body)?;
+    let resolved = requests.answer_approval(&request, body)?;
+    Ok(Json(json!({ "resolved": resolved })))
+}
+
+/// `POST /api/v1/sessions/{id}/questions/{requestId}`: answer `ask_user_question`'s
+/// questions (or decline them); the first answer wins.
+async fn answer(
+    State(app): State<Arc<App>>,
+    Path((id, request)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let requests = requests_of(&app, &id, &request, "question").await?;
+    let body: QuestionBody = parse(body)?;
+    let resolved = requests.answer_question(&request, body)?;
+    Ok(Json(json!({ "resolved": resolved })))
+}
+
 /// Parse a JSON body, answering 400 (or the limit's 413) with what is wrong.
 fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
     let bytes = body.map_err(|e| ApiError::new(e.status(), "bad_body", e.body_text()))?;
@@ -324,7 +399,7 @@ async fn live_or_resumed(app: &App, id: &str) -> Result<Arc<Live>, ApiError> {
         return Ok(live);
     }
     let path = stored_path(app, id).await?;
-    let (pending, options) = Pending::new();
+    let (pending, options) = Pending::new(app.hub.retired(id).unwrap_or_default());
     let source = app.source.clone();
     let file = path.clone();
     let agent = tokio::task::spawn_blocking(move || {

@@ -9,8 +9,15 @@
 //! the agent never waits for a client and no event is lost or sent twice. The stream of a
 //! stored session (not hosted live) sends its log and ends. A start beyond the log's end (an
 //! `after` or `Last-Event-ID` naming an event the log does not have) is a 400.
+//!
+//! A live session's stream also carries its approvals and questions ([`crate::requests`]) as
+//! named messages without `id:`: first `event: pending` with every open request
+//! (`{"requests": […]}`, so a client that connects or reconnects late sees what waits for an
+//! answer), then `event: request` for each request opened and `event: resolved` for each
+//! request resolved, in order, none lost.
 
 use crate::hub::Live;
+use crate::requests::Note;
 use crate::{ApiError, App};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
@@ -19,10 +26,11 @@ use futures::Stream;
 use keel_protocol::Seq;
 use keel_session::Session;
 use serde::Deserialize;
+use serde_json::json;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// Events read from the log under one hold of its lock.
 const BATCH: u64 = 256;
@@ -52,10 +60,20 @@ pub(crate) async fn events(
         None => None,
     };
     let next = last.or(query.after).map_or(0, |seq| seq.saturating_add(1));
+    let mut ready = VecDeque::new();
     let source = match app.hub.get(&id) {
         Some(live) => {
             let notices = live.events.subscribe();
-            Source::Live { live, notices }
+            // Subscribed before the snapshot: no change after it goes unannounced.
+            let changed = live.requests.subscribe();
+            let (open, cursor) = live.requests.snapshot();
+            ready.push_back(named("pending", &json!({ "requests": open })));
+            Source::Live {
+                live,
+                notices,
+                changed,
+                cursor,
+            }
         }
         None => {
             let session = crate::api::load_stored(&app, &id).await?;
@@ -77,7 +95,7 @@ pub(crate) async fn events(
         Reader {
             source,
             next,
-            ready: VecDeque::new(),
+            ready,
         },
         |mut reader| async move {
             let event = reader.next_event().await?;
@@ -89,10 +107,14 @@ pub(crate) async fn events(
 
 /// Where a stream's events come from.
 enum Source {
-    /// A live session's log, then its announcements.
+    /// A live session's log, then its announcements; and its requests' changes.
     Live {
         live: Arc<Live>,
         notices: broadcast::Receiver<u64>,
+        /// Told of each change of the session's requests.
+        changed: watch::Receiver<usize>,
+        /// The next change of the session's requests to send.
+        cursor: usize,
     },
     /// A stored session's log, loaded once.
     Stored(Box<Session>),
@@ -122,21 +144,43 @@ impl Reader {
                         return None;
                     }
                 }
-                Source::Live { live, notices } => {
+                Source::Live {
+                    live,
+                    notices,
+                    changed,
+                    cursor,
+                } => {
+                    // Requests first: a person waits on them.
+                    for note in live.requests.since(cursor) {
+                        self.ready.push_back(match note {
+                            Note::Asked(view) => named("request", &view),
+                            Note::Resolved(how) => named("resolved", &how),
+                        });
+                    }
                     read(live.agent.log().session(), &mut self.next, &mut self.ready);
                     if !self.ready.is_empty() {
                         continue;
                     }
-                    // Caught up: wait for an event appended after the read. A lagged stream
-                    // reads the log again.
-                    match notices.recv().await {
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(broadcast::error::RecvError::Closed) => return None,
+                    // Caught up: wait for an event appended after the read, or a request's
+                    // change. A lagged stream reads the log again.
+                    tokio::select! {
+                        notice = notices.recv() => match notice {
+                            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(broadcast::error::RecvError::Closed) => return None,
+                        },
+                        // The sender lives as long as the session: never closed here.
+                        _ = changed.changed() => {}
                     }
                 }
             }
         }
     }
+}
+
+/// A message that is not an event of the log: `event: NAME`, no `id:` (a reconnecting client's
+/// `Last-Event-ID` stays the last log event's seq).
+fn named(name: &str, data: &serde_json::Value) -> Event {
+    Event::default().event(name).data(data.to_string())
 }
 
 /// Queue up to [`BATCH`] events of `session` from `*next` on, advancing `*next`.

@@ -3,6 +3,7 @@
 //! turn's future holds the session log), one runner per session at a time, until the session
 //! has no turn queued.
 
+use crate::requests::{self, Requests, ServeApprover, ServeAsker};
 use keel_agent::{Agent, InboxMode};
 use keel_host::BuildOptions;
 use keel_protocol::SessionEvent;
@@ -33,6 +34,8 @@ pub(crate) struct Live {
     cancel: Notify,
     /// The seq of every event appended to its log, as it is appended.
     pub(crate) events: broadcast::Sender<u64>,
+    /// Its approvals and questions waiting for a client's answer.
+    pub(crate) requests: Arc<Requests>,
 }
 
 impl Live {
@@ -51,15 +54,21 @@ impl Live {
 pub(crate) struct Pending {
     events: broadcast::Sender<u64>,
     live: Arc<OnceLock<Weak<Live>>>,
+    requests: Arc<Requests>,
 }
 
 impl Pending {
     /// Build options whose hooks announce every event of the log and run the turns plugins
-    /// queue while the session is idle (a schedule firing).
-    pub(crate) fn new() -> (Pending, BuildOptions) {
+    /// queue while the session is idle (a schedule firing), and whose approver and asker put
+    /// their requests to the session's clients through `requests`.
+    pub(crate) fn new(requests: Arc<Requests>) -> (Pending, BuildOptions) {
         let (events, _) = broadcast::channel(NOTICES);
         let live: Arc<OnceLock<Weak<Live>>> = Arc::new(OnceLock::new());
-        let mut options = BuildOptions::default();
+        let mut options = BuildOptions {
+            approver: Some(Arc::new(ServeApprover::new(requests.clone()))),
+            asker: Some(Arc::new(ServeAsker::new(requests.clone()))),
+            ..BuildOptions::default()
+        };
         let tx = events.clone();
         options
             .agent_hooks
@@ -80,7 +89,14 @@ impl Pending {
                 }
             },
         ));
-        (Pending { events, live }, options)
+        (
+            Pending {
+                events,
+                live,
+                requests,
+            },
+            options,
+        )
     }
 
     /// The live session of `agent`, built with this pending's options.
@@ -91,6 +107,7 @@ impl Pending {
             running: AtomicBool::new(false),
             cancel: Notify::new(),
             events: self.events,
+            requests: self.requests,
         });
         let _ = self.live.set(Arc::downgrade(&live));
         live
@@ -103,11 +120,23 @@ pub(crate) struct Hub {
     sessions: Mutex<HashMap<String, Arc<Live>>>,
     /// Held while a stored session is resumed, so that it is resumed once.
     pub(crate) opening: tokio::sync::Mutex<()>,
+    /// The requests of sessions hosted before and closed since, by session id: a session
+    /// resumed again keeps them, and an answer to one is refused as already resolved.
+    retired: Mutex<HashMap<String, Arc<Requests>>>,
 }
 
 impl Hub {
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Live>>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The requests of session `id` when this server hosted it before (closed since).
+    pub(crate) fn retired(&self, id: &str) -> Option<Arc<Requests>> {
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
     }
 
     /// The live session `id`.
@@ -127,6 +156,12 @@ impl Hub {
         let Some(live) = self.table().remove(id) else {
             return false;
         };
+        live.requests
+            .resolve_all(requests::BY_CLOSE, "the session was closed");
+        self.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned(), live.requests.clone());
         cancel(&live);
         let deadline = tokio::time::Instant::now() + grace;
         while live.running.load(Ordering::Acquire) && tokio::time::Instant::now() < deadline {
@@ -147,6 +182,8 @@ impl Hub {
     pub(crate) async fn shutdown(&self, grace: Duration) {
         let all = self.all();
         for live in &all {
+            live.requests
+                .resolve_all(requests::BY_CLOSE, "the server stopped");
             cancel(live);
         }
         let deadline = tokio::time::Instant::now() + grace;
@@ -161,8 +198,11 @@ impl Hub {
     }
 }
 
-/// Cancel `live`'s running turn. Whether one was running.
+/// Cancel `live`'s running turn, its open requests resolved as nobody's. Whether one was
+/// running.
 pub(crate) fn cancel(live: &Live) -> bool {
+    live.requests
+        .resolve_all(requests::BY_CANCEL, "the turn was cancelled");
     let running = live.running.load(Ordering::Acquire);
     if running {
         live.cancel.notify_one();

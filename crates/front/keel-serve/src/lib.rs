@@ -4,7 +4,9 @@
 //!
 //! This is the first step of the service: loopback only, a random token on every request
 //! ([`security`]), sessions listed, created, prompted, steered and cancelled ([`api`]), and each
-//! session's log streamed as Server-Sent Events from any seq, then live ([`events`]). The
+//! session's log streamed as Server-Sent Events from any seq, then live ([`events`]), with the
+//! approvals and questions of its turns put to every client and answered by the first
+//! (`requests`). The
 //! routes are described by the OpenAPI document the server serves ([`openapi`]).
 
 #![deny(missing_docs)]
@@ -14,6 +16,7 @@ mod error;
 pub mod events;
 mod hub;
 pub mod openapi;
+mod requests;
 pub mod security;
 
 pub use error::{ApiError, ServeError};

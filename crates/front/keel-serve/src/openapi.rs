@@ -9,6 +9,15 @@ pub fn document() -> Value {
     let error = json!({"$ref": "#/components/responses/Error"});
     let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"},
         "description": "The session id."});
+    let request_id = json!({"name": "requestId", "in": "path", "required": true,
+        "schema": {"type": "string"},
+        "description": "The request's id (`requestId` of its `request` message)."});
+    let resolved = json!({"description": "Resolved: how (the `resolved` message).",
+        "content": {"application/json": {"schema": {"type": "object", "properties": {
+            "resolved": {"$ref": "#/components/schemas/Resolved"}}}}}});
+    let conflict = json!({"description": "`already_answered`: the request was resolved \
+        before (answered, its turn cancelled or its session closed).",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -33,7 +42,46 @@ pub fn document() -> Value {
                     "title": {"type": ["string", "null"]},
                     "updatedAt": {"type": ["integer", "null"],
                         "description": "Last modified, ms since the epoch."},
-                    "status": {"enum": ["running", "idle", "stored"]}}}
+                    "status": {"enum": ["running", "idle", "stored"]}}},
+                "Request": {"type": "object",
+                    "description": "An approval or a question waiting for an answer.",
+                    "required": ["requestId", "kind", "callId", "askedAt"],
+                    "properties": {
+                        "requestId": {"type": "string"},
+                        "kind": {"enum": ["approval", "question"]},
+                        "callId": {"type": "string",
+                            "description": "The tool call (`callId` of `approval/asked` or \
+                                `question/asked` in the log)."},
+                        "askedAt": {"type": "integer", "description": "ms since the epoch."},
+                        "tool": {"type": "string", "description": "approval: the tool."},
+                        "arguments": {"description": "approval: the call's arguments."},
+                        "reason": {"type": "string", "description": "approval: why it is asked."},
+                        "options": {"type": "array",
+                            "items": {"enum": ["allow", "allow_always", "deny"]},
+                            "description": "approval: the decisions taken."},
+                        "escalation": {"type": "boolean",
+                            "description": "approval: the call asks to leave the sandbox."},
+                        "plan": {"type": ["string", "null"],
+                            "description": "approval of `exit_plan_mode`: the plan."},
+                        "questions": {"type": "array",
+                            "description": "question: `ask_user_question`'s questions \
+                                ({id, question, header?, options?: [{label, description?}], \
+                                multi_select?}).",
+                            "items": {"type": "object"}}}},
+                "Resolved": {"type": "object",
+                    "required": ["requestId", "kind", "callId", "by"],
+                    "properties": {
+                        "requestId": {"type": "string"},
+                        "kind": {"enum": ["approval", "question"]},
+                        "callId": {"type": "string"},
+                        "by": {"enum": ["client", "cancelled", "closed"]},
+                        "decision": {"enum": ["allow", "allow_always", "deny"],
+                            "description": "approval: the decision."},
+                        "outcome": {"enum": ["answered", "declined", "unanswered"],
+                            "description": "question: what came of it."},
+                        "answers": {"type": "object", "description": "question: the answers."},
+                        "note": {"type": "string"},
+                        "reason": {"type": "string"}}}
             },
             "responses": {
                 "Error": {"description": "An error.", "content": {"application/json":
@@ -98,8 +146,46 @@ pub fn document() -> Value {
                         "description": "Start after this seq (exclusive)."},
                     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"},
                         "description": "The last seq received; wins over `after`."}],
-                "responses": {"200": {"description": "The stream.",
-                    "content": {"text/event-stream": {}}}, "400": error, "404": error}}}
+                "responses": {"200": {"description": "The stream. A hosted session's \
+                    stream also carries named messages without `id:`: `pending` first \
+                    (`{\"requests\": [Request]}`), then `request` (a Request) and `resolved` \
+                    (a Resolved) as they happen.",
+                    "content": {"text/event-stream": {}}}, "400": error, "404": error}}},
+            "/api/v1/sessions/{id}/pending": {"get": {
+                "summary": "The approvals and questions waiting for an answer, oldest first.",
+                "parameters": [id],
+                "responses": {"200": {"description": "The open requests.", "content": {
+                    "application/json": {"schema": {"type": "object", "properties": {
+                        "requests": {"type": "array",
+                            "items": {"$ref": "#/components/schemas/Request"}}}}}}},
+                    "404": error}}},
+            "/api/v1/sessions/{id}/approvals/{requestId}": {"post": {
+                "summary": "Answer an approval. The first answer wins.",
+                "parameters": [id, request_id],
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"type": "object", "required": ["decision"], "properties": {
+                        "decision": {"enum": ["allow", "allow_always", "deny"],
+                            "description": "`allow_always`: this command (`bash`) or tool \
+                                for the rest of the session; one of the request's `options`."},
+                        "note": {"type": "string",
+                            "description": "Why; a denial's note is shown to the model."}}}}}},
+                "responses": {"200": resolved, "400": error, "404": error, "409": conflict}}},
+            "/api/v1/sessions/{id}/questions/{requestId}": {"post": {
+                "summary": "Answer `ask_user_question` (or decline it). The first answer wins.",
+                "parameters": [id, request_id],
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"type": "object", "properties": {
+                        "answers": {"type": "object",
+                            "description": "Question id → one of its option labels (free text \
+                                when it has none), or an array of labels (multi-select). \
+                                Questions left out are unanswered.",
+                            "additionalProperties": {"anyOf": [{"type": "string"},
+                                {"type": "array", "items": {"type": "string"}}]}},
+                        "declined": {"type": "boolean",
+                            "description": "Dismiss the questions instead."},
+                        "note": {"type": "string",
+                            "description": "With `declined`: what the person said."}}}}}},
+                "responses": {"200": resolved, "400": error, "404": error, "409": conflict}}}
         }
     })
 }
