@@ -201,12 +201,13 @@ impl Hub {
 /// Cancel `live`'s running turn, its open requests resolved as nobody's. Whether one was
 /// running.
 pub(crate) fn cancel(live: &Live) -> bool {
-    live.requests
-        .resolve_all(requests::BY_CANCEL, "the turn was cancelled");
     let running = live.running.load(Ordering::Acquire);
     if running {
         live.cancel.notify_one();
     }
+    // After the notice: the turn sees its cancel before it goes on from a refused call.
+    live.requests
+        .resolve_all(requests::BY_CANCEL, "the turn was cancelled");
     running
 }
 

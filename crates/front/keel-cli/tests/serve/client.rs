@@ -4,6 +4,7 @@
 
 use crate::support::{Env, HANG_GUARD, Mock};
 use serde_json::Value;
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Stdio};
@@ -251,10 +252,22 @@ pub(crate) fn request(
     }
 }
 
-/// A Server-Sent Events reader.
+/// A Server-Sent Events reader. Log events (with `id:`) and named messages without one (a
+/// session's requests: `pending`, `request`, `resolved`) are read apart: each kind is kept
+/// while the other is read.
 pub(crate) struct Sse {
     pub(crate) reader: BufReader<TcpStream>,
     pub(crate) pending: String,
+    /// Log events read while looking for a named message.
+    logged: VecDeque<(u64, Value)>,
+    /// Named messages read while looking for log events.
+    named: VecDeque<(String, Value)>,
+}
+
+/// One message of a stream.
+enum Block {
+    Logged(u64, Value),
+    Named(String, Value),
 }
 
 impl Sse {
@@ -278,30 +291,83 @@ impl Sse {
         Sse {
             reader,
             pending: String::new(),
+            logged: VecDeque::new(),
+            named: VecDeque::new(),
         }
     }
 
-    /// The next event: its `id:` and its `data:` as JSON (`None` when the stream ends).
-    pub(crate) fn next(&mut self) -> Option<(u64, Value)> {
+    /// The next message, skipping keep-alive comments (`None` when the stream ends).
+    fn block(&mut self) -> Option<Block> {
         loop {
             if let Some(end) = self.pending.find("\n\n") {
                 let block: String = self.pending.drain(..end + 2).collect();
                 let mut id = None;
+                let mut name = None;
                 let mut data = String::new();
                 for line in block.lines() {
                     if let Some(v) = line.strip_prefix("id:") {
                         id = Some(v.trim().parse().unwrap());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        name = Some(v.trim().to_owned());
                     } else if let Some(v) = line.strip_prefix("data:") {
                         data.push_str(v.strip_prefix(' ').unwrap_or(v));
                     }
                 }
-                match id {
-                    Some(id) => return Some((id, serde_json::from_str(&data).unwrap())),
-                    None => continue, // a keep-alive comment
+                match (id, name) {
+                    (Some(_), Some(name)) => panic!("a log event is not named: {name} {data}"),
+                    (Some(id), None) => {
+                        return Some(Block::Logged(id, serde_json::from_str(&data).unwrap()));
+                    }
+                    (None, Some(name)) => {
+                        return Some(Block::Named(name, serde_json::from_str(&data).unwrap()));
+                    }
+                    (None, None) => continue, // a keep-alive comment
                 }
             }
             let chunk = read_chunk(&mut self.reader)?;
             self.pending.push_str(&String::from_utf8(chunk).unwrap());
+        }
+    }
+
+    /// The next log event: its `id:` and its `data:` as JSON (`None` when the stream ends).
+    pub(crate) fn next(&mut self) -> Option<(u64, Value)> {
+        if let Some(event) = self.logged.pop_front() {
+            return Some(event);
+        }
+        loop {
+            match self.block()? {
+                Block::Logged(id, event) => return Some((id, event)),
+                Block::Named(name, data) => self.named.push_back((name, data)),
+            }
+        }
+    }
+
+    /// The next named message (`event: NAME`, no `id:`): its name and data.
+    pub(crate) fn next_named(&mut self) -> Option<(String, Value)> {
+        if let Some(named) = self.named.pop_front() {
+            return Some(named);
+        }
+        loop {
+            match self.block()? {
+                Block::Logged(id, event) => self.logged.push_back((id, event)),
+                Block::Named(name, data) => return Some((name, data)),
+            }
+        }
+    }
+
+    /// The named messages read (while reading log events) and not taken yet.
+    pub(crate) fn named_seen(&self) -> Vec<(String, Value)> {
+        self.named.iter().cloned().collect()
+    }
+
+    /// The data of the next named message, which must be called `name`.
+    pub(crate) fn expect_named(&mut self, name: &str) -> Value {
+        match self.next_named() {
+            Some((got, data)) => {
+                assert_eq!(got, name, "{data}");
+                data
+            }
+            None => panic!("the stream ended before a {name} message"),
         }
     }
 
