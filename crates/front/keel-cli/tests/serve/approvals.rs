@@ -38,6 +38,15 @@ responses:
             - { id: name, question: "What name?" }
   - match: { last_user_contains: "ask me" }
     text: "Noted your answers."
+  - match: { last_user_contains: "ask again" }
+    tool_calls:
+      - id: q2
+        name: ask_user_question
+        arguments:
+          questions:
+            - { id: size, question: "How big?", options: [ { label: S }, { label: L } ], multi_select: true }
+  - match: { last_user_contains: "ask again" }
+    text: "Nobody answered."
 "#;
 
 /// A server whose sessions ask before running a command.
@@ -322,7 +331,8 @@ fn a_denied_approval_and_a_cancelled_one_refuse_the_call() {
 }
 
 /// `ask_user_question` over the API: the questions are published, a wrong answer is a 400
-/// naming what is wrong, the first answer goes to the model, a second is a 409.
+/// naming what is wrong, the first answer goes to the model, a second is a 409; a question
+/// open when its session is closed resolves as unanswered and takes no answer after.
 #[test]
 fn a_question_is_answered_over_the_api() {
     let env = Env::new();
@@ -404,4 +414,35 @@ fn a_question_is_answered_over_the_api() {
         of_type(&turn, "turn/end")[0]["data"]["reason"]["kind"],
         "completed"
     );
+    wait_idle(&server, &id);
+
+    // Closed while a question waits: the watcher sees it resolved unanswered, and an answer
+    // after is refused.
+    say(&server, &id, "ask again");
+    let asked = watcher.expect_named("request");
+    assert_eq!(asked["questions"][0]["multi_select"], true, "{asked}");
+    let request = asked["requestId"].as_str().unwrap().to_owned();
+    let answer = format!("/api/v1/sessions/{id}/questions/{request}");
+    let r = server.call("POST", &answer, Some(&json!({"answers": {"size": "S"}})));
+    assert_eq!(
+        r.status, 400,
+        "a multi-select question takes an array: {}",
+        r.body
+    );
+    let closed = server.call("POST", &format!("/api/v1/sessions/{id}/close"), None);
+    assert_eq!(closed.json()["closed"], true, "{}", closed.body);
+    let resolved = watcher.expect_named("resolved");
+    assert_eq!(resolved["requestId"], request.as_str(), "{resolved}");
+    assert_eq!(
+        (&resolved["outcome"], &resolved["by"]),
+        (&json!("unanswered"), &json!("closed")),
+        "{resolved}"
+    );
+    let r = server.call("POST", &answer, Some(&json!({"answers": {"size": ["S"]}})));
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (409, "already_answered")
+    );
+    assert!(r.body.contains("closed"), "{}", r.body);
+    assert!(pending(&server, &id).is_empty());
 }
