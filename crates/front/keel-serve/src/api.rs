@@ -345,6 +345,7 @@ fn source_error(e: SourceError) -> ApiError {
         SourceError::NotFound(m) => ApiError::not_found(m),
         SourceError::Failed(m) => ApiError::internal(m),
         SourceError::Unsupported(m) => ApiError::new(StatusCode::NOT_IMPLEMENTED, "unsupported", m),
+        SourceError::Busy(m) => ApiError::session_busy(m),
     }
 }
 

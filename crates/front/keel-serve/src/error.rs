@@ -62,6 +62,12 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// 409 `session_busy`: the session is open for writing in another keel process (one
+    /// process writes a session); the message names it and the holder's pid.
+    pub fn session_busy(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "session_busy", message)
+    }
+
     /// 500 `internal`.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)

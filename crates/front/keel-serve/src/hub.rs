@@ -168,6 +168,13 @@ impl Hub {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         live.agent.kill_jobs();
+        // One writer per session: the log is let go of now, so that another keel process may
+        // open the session at once, though a client's stream may hold this agent a while.
+        if !live.running.load(Ordering::Acquire) {
+            let held = live.clone();
+            // A write that failed was the turn's to report; the log stays as far as it is written.
+            let _ = tokio::task::spawn_blocking(move || held.agent.log().release()).await;
+        }
         // The last holder drops the agent, which may wait for its log's writer.
         drop(tokio::task::spawn_blocking(move || drop(live)));
         true

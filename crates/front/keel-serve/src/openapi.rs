@@ -18,6 +18,9 @@ pub fn document() -> Value {
     let conflict = json!({"description": "`already_answered`: the request was resolved \
         before (answered, its turn cancelled or its session closed).",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+    let busy = json!({"description": "`session_busy`: the stored session is open for writing \
+        in another keel process (named with its pid); one process writes a session.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -126,7 +129,7 @@ pub fn document() -> Value {
                         "text": {"type": "string"},
                         "delivery": {"enum": ["queue", "steer"], "default": "queue"}}}}}},
                 "responses": {"202": {"description": "Delivered; `delivery` says how."},
-                    "400": error, "404": error}}},
+                    "400": error, "404": error, "409": busy}}},
             "/api/v1/sessions/{id}/cancel": {"post": {
                 "summary": "Cancel the running turn.",
                 "parameters": [id],

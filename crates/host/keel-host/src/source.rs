@@ -63,6 +63,11 @@ pub enum SourceError {
     /// This source does not offer it (a front end without trust management, say).
     #[error("{0}")]
     Unsupported(String),
+    /// The session is open for writing in another keel process (or another agent of this
+    /// one): one process writes a session ([`keel_session::StoreError::Busy`]). The text names
+    /// the session and the holder's pid.
+    #[error("{0}")]
+    Busy(String),
 }
 
 /// One session, for `/sessions` and pickers.

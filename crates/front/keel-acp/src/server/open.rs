@@ -244,7 +244,7 @@ impl<S: AgentSource + 'static> Server<S> {
                     "{m}: pass the id of a keel session (session/list, keel sessions list --all)"
                 ),
             ),
-            SourceError::Failed(m) | SourceError::Unsupported(m) => {
+            SourceError::Failed(m) | SourceError::Unsupported(m) | SourceError::Busy(m) => {
                 err(ErrorCode::InvalidParams, m)
             }
         })

@@ -147,7 +147,7 @@ impl<S: AgentSource + 'static> Server<S> {
                 ErrorCode::ResourceNotFound,
                 format!("{m}: pass the id of a keel session (session/list)"),
             ),
-            SourceError::Failed(m) => err(ErrorCode::InvalidParams, m),
+            SourceError::Failed(m) | SourceError::Busy(m) => err(ErrorCode::InvalidParams, m),
             SourceError::Unsupported(m) => err(ErrorCode::MethodNotFound, m),
         })?;
         let child = SessionId::new(child.as_str());

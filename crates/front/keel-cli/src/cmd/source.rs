@@ -229,6 +229,9 @@ impl AgentSource for Source {
         };
         let (log, load, repair) = PersistentSession::resume(&path, WriterOptions::default())
             .map_err(|e| {
+                if let keel_session::PersistentError::Store(busy @ StoreError::Busy { .. }) = &e {
+                    return SourceError::Busy(busy.to_string());
+                }
                 SourceError::Failed(match id {
                     Some(id) => format!(
                         "keel: session {id} ({}) cannot be loaded: {e}",

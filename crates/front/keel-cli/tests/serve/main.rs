@@ -12,6 +12,7 @@ mod support;
 
 mod approvals;
 mod client;
+mod lock;
 
 use client::{
     Server, Sse, check_ids, connect, listed, receive_buffer, request, seq_types, wait_idle,
@@ -263,6 +264,9 @@ fn a_killed_server_leaves_sessions_that_the_next_one_streams_and_resumes() {
     unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
     let _ = server.child.wait();
     drop(server);
+    // Its session's lock file stays behind, and blocks no one (the OS released the lock).
+    let file = env.only_session();
+    assert!(lock::sidecar(&file).exists());
 
     // The next server lists the session as stored and streams what was committed, then ends.
     let server = Server::start(&env, &mock);
@@ -295,6 +299,7 @@ fn a_killed_server_leaves_sessions_that_the_next_one_streams_and_resumes() {
     });
     assert_eq!(rest[0].0, last + 1);
     check_ids(&rest);
+    lock::wait_holder(&file, server.child.id());
     assert!(matches!(
         listed(&server, &id)["status"].as_str(),
         Some("running" | "idle")
@@ -340,17 +345,25 @@ fn fifty_sessions_run_at_once_in_one_server() {
     let env = Env::new();
     let mock = Mock::start(&script);
     let server = Server::start(&env, &mock);
-    let ids: Vec<String> = (0..N)
-        .map(|i| {
-            let created = server.call(
-                "POST",
-                "/api/v1/sessions",
-                Some(&json!({"cwd": env.ws, "prompt": format!("task {i}.")})),
-            );
-            assert_eq!(created.status, 201, "{}", created.body);
-            created.json()["id"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    // Created at once, from N clients.
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let created: Vec<_> = (0..N)
+            .map(|i| {
+                let server = &server;
+                let ws = &env.ws;
+                scope.spawn(move || {
+                    let created = server.call(
+                        "POST",
+                        "/api/v1/sessions",
+                        Some(&json!({"cwd": ws, "prompt": format!("task {i}.")})),
+                    );
+                    assert_eq!(created.status, 201, "{}", created.body);
+                    created.json()["id"].as_str().unwrap().to_owned()
+                })
+            })
+            .collect();
+        created.into_iter().map(|t| t.join().unwrap()).collect()
+    });
     for (i, id) in ids.iter().enumerate() {
         let turn =
             Sse::open(&server, &format!("/api/v1/sessions/{id}/events"), None).until_turn_end();
@@ -371,6 +384,12 @@ fn fifty_sessions_run_at_once_in_one_server() {
         wait_idle(&server, id);
     }
     assert_eq!(mock.requests().len(), N);
+    // The server holds each of them (one writer per session).
+    let files = env.session_files();
+    assert_eq!(files.len(), N);
+    for file in &files {
+        lock::wait_holder(file, server.child.id());
+    }
 }
 
 #[test]

@@ -59,13 +59,26 @@ impl App<'_> {
             self.say("wait for the turn to end (or Ctrl-C it) first");
             return false;
         }
+        // One process writes a session, through one writer: an agent rebuilt over this
+        // session (another model, a trust decision) opens it after this one lets go of it.
+        let current = self.agent.log().writer().path().to_path_buf();
+        let same = target.resume.as_deref() == Some(current.as_path());
+        if same {
+            self.agent.kill_jobs();
+            if let Err(e) = self.agent.log().release() {
+                self.cells.notice(Level::Error, e.to_string());
+                return false;
+            }
+        }
         let built = {
             let _rt = self.runtime.enter();
             build(self.source, &target, &self.tx, &self.approver)
         };
         match built {
             Ok(agent) => {
-                self.agent.kill_jobs();
+                if !same {
+                    self.agent.kill_jobs();
+                }
                 self.slash = slash_of(&agent);
                 self.agent = agent;
                 self.model = target.model;
@@ -84,8 +97,33 @@ impl App<'_> {
             }
             Err(e) => {
                 self.cells.notice(Level::Error, e.to_string());
+                if same {
+                    self.reopen(current);
+                }
                 false
             }
+        }
+    }
+
+    /// After a failed rebuild over this session: the session again, as it was built.
+    fn reopen(&mut self, path: std::path::PathBuf) {
+        let target = Target {
+            resume: Some(path),
+            model: self.model.clone(),
+        };
+        let built = {
+            let _rt = self.runtime.enter();
+            build(self.source, &target, &self.tx, &self.approver)
+        };
+        match built {
+            Ok(agent) => {
+                self.slash = slash_of(&agent);
+                self.agent = agent;
+            }
+            Err(e) => self.cells.notice(
+                Level::Error,
+                format!("this session could not be opened again ({e}); /resume opens it"),
+            ),
         }
     }
 
