@@ -74,7 +74,9 @@ responses:
     assert!(fold(&f.agent).active.is_empty());
     assert_eq!(fold(&f.agent).created, 1);
 
-    // A resume folds it back as fired: nothing is missed, nothing fires again.
+    // A resume folds it back as fired: nothing is missed, nothing fires again. The agent
+    // lets go of the session first (one writer per session).
+    drop(f.agent);
     let (resumed, _) = resume_fixture(
         f.home.path(),
         &f.cwd,
