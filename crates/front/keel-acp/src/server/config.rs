@@ -159,7 +159,7 @@ impl<S: AgentSource + 'static> Server<S> {
                 ),
             ));
         }
-        let switched = self.rebuild_on(&live, model).await;
+        let switched = self.rebuild_on(&live, model, &models.current).await;
         match &switched {
             // The old agent ends off the async threads (its log writer joins its thread).
             Ok(_) => drop(tokio::task::spawn_blocking(move || drop(live))),
@@ -168,7 +168,14 @@ impl<S: AgentSource + 'static> Server<S> {
         switched
     }
 
-    async fn rebuild_on(&self, live: &Arc<Live>, model: &str) -> Result<Arc<Live>, Error> {
+    /// Log the switch to `model` in `live`'s session, let go of it and open it again on
+    /// `model`; on `before` again when that build fails (the error is still answered).
+    async fn rebuild_on(
+        &self,
+        live: &Arc<Live>,
+        model: &str,
+        before: &str,
+    ) -> Result<Arc<Live>, Error> {
         live.agent
             .push_ignorable(MODEL_EVENT, serde_json::json!({ "model": model }))
             .map_err(|e| {
@@ -180,6 +187,29 @@ impl<S: AgentSource + 'static> Server<S> {
         // What the old agent's jobs log as they end is in the log before the new agent reads it.
         live.agent.kill_jobs();
         durable(live, "model change").await?;
+        // One writer per session: the old agent lets go of the log before the new one opens it.
+        let old = live.clone();
+        tokio::task::spawn_blocking(move || old.agent.log().release())
+            .await
+            .map_err(|e| err(ErrorCode::InternalError, format!("keel: {e}")))?
+            .map_err(|e| {
+                err(
+                    ErrorCode::InternalError,
+                    format!("keel: session {}: {e}", &*live.id.0),
+                )
+            })?;
+        match self.reopen_on(live, model).await {
+            Ok(new) => Ok(new),
+            Err(e) => {
+                // The session stays open, on the model it had, when it can be.
+                let _ = self.reopen_on(live, before).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// An agent over `live`'s session (let go of by `live`) on `model`, open in its place.
+    async fn reopen_on(&self, live: &Arc<Live>, model: &str) -> Result<Arc<Live>, Error> {
         let feed = Self::feed(live.feed.cx.clone(), &live.cwd, false);
         feed.mapper.locked().set_feed(crate::map::Feed::Live);
         let _ = feed.session.set(live.id.clone());
