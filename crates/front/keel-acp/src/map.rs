@@ -43,15 +43,7 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// The session mode id of keel's plan mode.
-pub const MODE_PLAN: &str = "plan";
-/// The session mode id of keel's normal mode (the approval policy decides what is asked).
-pub const MODE_DEFAULT: &str = "default";
-/// The session mode id of the sandbox narrowed to read-only: file changes are refused and
-/// every command is asked about.
-pub const MODE_READ_ONLY: &str = "read-only";
-/// The session mode id of approving without asking whatever the sandbox lets keel ask about.
-pub const MODE_AUTO: &str = "auto";
+pub use keel_host::modes::{MODE_AUTO, MODE_DEFAULT, MODE_PLAN, MODE_READ_ONLY};
 
 /// Where the events come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,16 +1,18 @@
 //! The routes: the token landing page `/`, and under `/api/v1` the OpenAPI document, the
-//! sessions (listed, created), their messages (queued or steered), cancellation, closing,
-//! event streams ([`crate::events`]) and the approvals and questions waiting for an answer
-//! ([`crate::requests`]). [`routes`] is the one table the router is built from and the
+//! sessions (listed, searched, created), their messages (queued or steered, with images),
+//! cancellation, closing, event streams ([`crate::events`]), the approvals and questions
+//! waiting for an answer ([`crate::requests`]), and forks, rewinds, mode and model switches
+//! ([`crate::control`]). [`routes`] is the one table the router is built from and the
 //! OpenAPI document is checked against.
 
+use crate::control;
 use crate::hub::{self, Live, Pending};
 use crate::requests::{ApprovalBody, QuestionBody, Requests};
 use crate::{ApiError, App};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
@@ -49,6 +51,14 @@ pub fn routes() -> Vec<Route> {
         route("POST", "/api/v1/sessions/{id}/messages", post(message)),
         route("POST", "/api/v1/sessions/{id}/cancel", post(cancel)),
         route("POST", "/api/v1/sessions/{id}/close", post(close)),
+        route("POST", "/api/v1/sessions/{id}/fork", post(control::fork)),
+        route(
+            "POST",
+            "/api/v1/sessions/{id}/rewind",
+            post(control::rewind),
+        ),
+        route("POST", "/api/v1/sessions/{id}/mode", post(control::mode)),
+        route("POST", "/api/v1/sessions/{id}/model", post(control::model)),
         route(
             "GET",
             "/api/v1/sessions/{id}/events",
@@ -87,8 +97,27 @@ async fn openapi() -> Json<Value> {
     Json(crate::openapi::document())
 }
 
-/// `GET /api/v1/sessions`: every session of `$KEEL_HOME`, newest first.
-async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+/// The query of `GET /api/v1/sessions`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    /// Only the sessions that mention every word, best first (`keel sessions search --all`).
+    q: Option<String>,
+}
+
+/// The most sessions a search lists (hits are looked at until that many sessions are found).
+const SEARCH_HITS: usize = 200;
+
+/// `GET /api/v1/sessions`: every session of `$KEEL_HOME`, newest first; with `?q=`, the
+/// sessions that mention its words, best first, each with its best `snippet`.
+async fn list(
+    State(app): State<Arc<App>>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(q) = query.q {
+        return search(&app, q).await;
+    }
     let store = app.store.clone();
     let stored = tokio::task::spawn_blocking(move || store.list(None))
         .await
@@ -126,6 +155,42 @@ async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
                 }),
             );
         }
+    }
+    Ok(Json(json!({ "sessions": rows })))
+}
+
+/// `?q=`: the sessions of every project that mention every word of `q`, as `keel sessions
+/// search --all` finds them (the same index, refreshed first), best first.
+async fn search(app: &App, q: String) -> Result<Json<Value>, ApiError> {
+    if q.trim().is_empty() {
+        return Err(ApiError::bad_request("q: the search needs a word"));
+    }
+    let store = app.store.clone();
+    let hits = tokio::task::spawn_blocking(move || {
+        let mut index = keel_search::Index::open(store.home())?;
+        index.refresh(&store)?;
+        index.search(&q, None, SEARCH_HITS)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("searching the sessions failed: {e}")))?
+    .map_err(|e| match e {
+        keel_search::SearchError::EmptyQuery => ApiError::bad_request(format!("q: {e}")),
+        e => ApiError::internal(e.to_string()),
+    })?;
+    let mut rows: Vec<Value> = Vec::new();
+    let mut listed = std::collections::HashSet::new();
+    for hit in hits {
+        if !listed.insert(hit.session.clone()) {
+            continue;
+        }
+        let status = app.hub.get(&hit.session).map_or("stored", |l| l.status());
+        rows.push(json!({
+            "id": hit.session,
+            "cwd": hit.cwd,
+            "status": status,
+            "snippet": hit.snippet,
+            "seq": hit.seq,
+        }));
     }
     Ok(Json(json!({ "sessions": rows })))
 }
@@ -213,6 +278,9 @@ struct MessageBody {
     text: String,
     #[serde(default)]
     delivery: Delivery,
+    /// Images sent with the text: `data:` URLs ([`crate::images`]).
+    #[serde(default)]
+    images: Vec<String>,
 }
 
 /// `POST /api/v1/sessions/{id}/messages`: queue or steer a message; a stored session is
@@ -223,8 +291,9 @@ async fn message(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: MessageBody = parse(body)?;
+    let images = crate::images::decode(&body.images)?;
     let live = live_or_resumed(&app, &id).await?;
-    let message = keel_agent::user_message(&body.text);
+    let message = crate::images::message(&live.agent, &body.text, images)?;
     let mode = live
         .agent
         .deliver(message, |activity| match (body.delivery, activity) {
@@ -334,13 +403,19 @@ async fn answer(
 }
 
 /// Parse a JSON body, answering 400 (or the limit's 413) with what is wrong.
-fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+pub(crate) fn parse<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
     let bytes = body.map_err(|e| ApiError::new(e.status(), "bad_body", e.body_text()))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))
+    // axum's reading names the field a wrong value is in (`to: invalid type: …`).
+    Json::<T>::from_bytes(&bytes)
+        .map(|Json(value)| value)
+        .map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid: {}", e.body_text()))
+        })
 }
 
-fn source_error(e: SourceError) -> ApiError {
+pub(crate) fn source_error(e: SourceError) -> ApiError {
     match e {
         SourceError::NotFound(m) => ApiError::not_found(m),
         SourceError::Failed(m) => ApiError::internal(m),
@@ -391,7 +466,7 @@ pub(crate) async fn load_stored(app: &App, id: &str) -> Result<Session, ApiError
 }
 
 /// The live session `id`, resuming the stored one (with crash repair) when it is not hosted.
-async fn live_or_resumed(app: &App, id: &str) -> Result<Arc<Live>, ApiError> {
+pub(crate) async fn live_or_resumed(app: &App, id: &str) -> Result<Arc<Live>, ApiError> {
     if let Some(live) = app.hub.get(id) {
         return Ok(live);
     }

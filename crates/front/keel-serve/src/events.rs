@@ -150,6 +150,11 @@ impl Reader {
                     changed,
                     cursor,
                 } => {
+                    // A session rebuilt on another agent (a model switch): its log goes on
+                    // there, announced on the same channel.
+                    while let Some(next) = live.successor.get().cloned() {
+                        *live = next;
+                    }
                     // Requests first: a person waits on them.
                     for note in live.requests.since(cursor) {
                         self.ready.push_back(match note {

@@ -36,6 +36,9 @@ pub(crate) struct Live {
     pub(crate) events: broadcast::Sender<u64>,
     /// Its approvals and questions waiting for a client's answer.
     pub(crate) requests: Arc<Requests>,
+    /// The live session that took its place (an agent rebuilt over the same session on
+    /// another model): its event streams follow it.
+    pub(crate) successor: OnceLock<Arc<Live>>,
 }
 
 impl Live {
@@ -62,7 +65,19 @@ impl Pending {
     /// queue while the session is idle (a schedule firing), and whose approver and asker put
     /// their requests to the session's clients through `requests`.
     pub(crate) fn new(requests: Arc<Requests>) -> (Pending, BuildOptions) {
-        let (events, _) = broadcast::channel(NOTICES);
+        Self::announcing(requests, broadcast::channel(NOTICES).0)
+    }
+
+    /// [`Pending::new`] for an agent rebuilt over `old`'s session: the same requests, and
+    /// its events announced on `old`'s channel, which its streams listen to.
+    pub(crate) fn following(old: &Live) -> (Pending, BuildOptions) {
+        Self::announcing(old.requests.clone(), old.events.clone())
+    }
+
+    fn announcing(
+        requests: Arc<Requests>,
+        events: broadcast::Sender<u64>,
+    ) -> (Pending, BuildOptions) {
         let live: Arc<OnceLock<Weak<Live>>> = Arc::new(OnceLock::new());
         let mut options = BuildOptions {
             approver: Some(Arc::new(ServeApprover::new(requests.clone()))),
@@ -108,6 +123,7 @@ impl Pending {
             cancel: Notify::new(),
             events: self.events,
             requests: self.requests,
+            successor: OnceLock::new(),
         });
         let _ = self.live.set(Arc::downgrade(&live));
         live
@@ -180,6 +196,20 @@ impl Hub {
         true
     }
 
+    /// Stop hosting `id` without closing it: its agent is about to be rebuilt over the same
+    /// session ([`Hub::replace`]). The live session it was.
+    pub(crate) fn take(&self, id: &str) -> Option<Arc<Live>> {
+        self.table().remove(id)
+    }
+
+    /// Host `new` in `old`'s place: `old`'s event streams follow `new` from now on.
+    pub(crate) fn replace(&self, old: &Live, new: Arc<Live>) {
+        let _ = old.successor.set(new.clone());
+        self.insert(new);
+        // Wakes the streams waiting on the channel the two share, so that they move over.
+        let _ = old.events.send(0);
+    }
+
     /// Every live session.
     pub(crate) fn all(&self) -> Vec<Arc<Live>> {
         self.table().values().cloned().collect()
@@ -216,6 +246,37 @@ pub(crate) fn cancel(live: &Live) -> bool {
     live.requests
         .resolve_all(requests::BY_CANCEL, "the turn was cancelled");
     running
+}
+
+/// A session kept from running turns while something changes it between turns (a rewind,
+/// a mode or a model switch): messages sent meanwhile are queued, and run once it is let go.
+pub(crate) struct Hold(Arc<Live>);
+
+impl Hold {
+    /// Hold `live`, unless a turn runs (or is about to).
+    pub(crate) fn take(live: &Arc<Live>) -> Option<Hold> {
+        if live.running.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        if live.agent.is_busy() {
+            live.running.store(false, Ordering::Release);
+            return None;
+        }
+        Some(Hold(live.clone()))
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Release);
+        // A session rebuilt on another agent runs its turns there, never on the old one.
+        if self.0.successor.get().is_none()
+            && self.0.agent.has_pending_turn()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            run_turns(self.0.clone());
+        }
+    }
 }
 
 /// Run `live`'s queued turns on a blocking thread unless a runner already does. Must be

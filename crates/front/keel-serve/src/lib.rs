@@ -6,15 +6,18 @@
 //! ([`security`]), sessions listed, created, prompted, steered and cancelled ([`api`]), and each
 //! session's log streamed as Server-Sent Events from any seq, then live ([`events`]), with the
 //! approvals and questions of its turns put to every client and answered by the first
-//! (`requests`). The
-//! routes are described by the OpenAPI document the server serves ([`openapi`]).
+//! (`requests`); sessions searched, forked, rewound, and switched to another mode or model
+//! (`control`), as the command line and the terminal UI do it. The routes are described by the
+//! OpenAPI document the server serves ([`openapi`]).
 
 #![deny(missing_docs)]
 
 pub mod api;
+mod control;
 mod error;
 pub mod events;
 mod hub;
+mod images;
 pub mod openapi;
 mod requests;
 pub mod security;

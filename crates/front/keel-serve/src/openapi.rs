@@ -21,7 +21,7 @@ pub fn document() -> Value {
     let busy = json!({"description": "`session_busy`: the stored session is open for writing \
         in another keel process (named with its pid); one process writes a session.",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "keel serve",
@@ -103,7 +103,12 @@ pub fn document() -> Value {
                 "responses": {"200": {"description": "The OpenAPI document."}}}},
             "/api/v1/sessions": {
                 "get": {
-                    "summary": "Every session of $KEEL_HOME, newest first.",
+                    "summary": "Every session of $KEEL_HOME, newest first; with `q`, the \
+                        sessions that mention every word of it, best first.",
+                    "parameters": [{"name": "q", "in": "query", "schema": {"type": "string"},
+                        "description": "Search as `keel sessions search --all`: each session \
+                            listed once, as `{id, cwd, status, snippet, seq}` (its best \
+                            match, the words in `[…]`)."}],
                     "responses": {"200": {"description": "The sessions.", "content": {
                         "application/json": {"schema": {"type": "object", "properties": {
                             "sessions": {"type": "array",
@@ -127,7 +132,11 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {
                     "schema": {"type": "object", "required": ["text"], "properties": {
                         "text": {"type": "string"},
-                        "delivery": {"enum": ["queue", "steer"], "default": "queue"}}}}}},
+                        "delivery": {"enum": ["queue", "steer"], "default": "queue"},
+                        "images": {"type": "array", "items": {"type": "string"},
+                            "description": "Images as `data:image/png;base64,…` URLs (PNG, \
+                                JPEG, GIF or WebP; the media type must match the bytes; the \
+                                session's model must read images)."}}}}}},
                 "responses": {"202": {"description": "Delivered; `delivery` says how."},
                     "400": error, "404": error, "409": busy}}},
             "/api/v1/sessions/{id}/cancel": {"post": {
@@ -190,7 +199,70 @@ pub fn document() -> Value {
                             "description": "With `declined`: what the person said."}}}}}},
                 "responses": {"200": resolved, "400": error, "404": error, "409": conflict}}}
         }
-    })
+    });
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        paths.extend(control(&id, &error));
+    }
+    doc
+}
+
+/// The routes of forks, rewinds, mode and model switches.
+fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
+    let held = json!({"description": "`session_busy`: the session is running a turn (this waits \
+        for it to end, or a cancel), or another keel process has it open.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+    let object = |required: &[&str], properties: Value| {
+        json!({"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "required": required, "properties": properties}}}})
+    };
+    let paths = json!({
+            "/api/v1/sessions/{id}/fork": {"post": {
+                "summary": "A new session seeded with this one's log (`keel fork`), stored; \
+                    a message resumes it. Never refused for a running session.",
+                "parameters": [id],
+                "requestBody": object(&[], json!({"at": {"type": "integer",
+                    "description": "Fork just before this seq (the start of the turn holding \
+                        it); after the last completed turn when absent."}})),
+                "responses": {"201": {"description": "`{\"id\"}`: the new session.",
+                    "content": {"application/json": {"schema": {"type": "object",
+                        "properties": {"id": {"type": "string"}}}}}},
+                    "400": error, "404": error}}},
+            "/api/v1/sessions/{id}/rewind": {"post": {
+                "summary": "The files and the conversation back to just before a turn \
+                    (`/rewind`, the checkpoints plugin's).",
+                "parameters": [id],
+                "requestBody": object(&["to"], json!({
+                    "to": {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                        "description": "A seq (just before the turn holding it), or as \
+                            `keel rewind --to`: `\"N\"` (turn N), `\"seq:S\"`, or \
+                            `\"undo\"` (undo the last rewind)."},
+                    "scope": {"enum": ["both", "files", "conversation"], "default": "both"},
+                    "force": {"type": "boolean", "default": false,
+                        "description": "Overwrite files changed by hand since."}})),
+                "responses": {"200": {"description": "`{\"message\"}`: what was done."},
+                    "400": error, "404": error, "409": held,
+                    "501": {"description": "`unsupported`: the checkpoints plugin is off."}}}},
+            "/api/v1/sessions/{id}/mode": {"post": {
+                "summary": "Put the session in a mode (as an editor's `session/set_mode`).",
+                "parameters": [id],
+                "requestBody": object(&["mode"], json!({
+                    "mode": {"enum": ["default", "read-only", "auto", "plan"]}})),
+                "responses": {"200": {"description": "`{\"mode\"}`: the mode it is in."},
+                    "400": error, "404": error, "409": held}}},
+            "/api/v1/sessions/{id}/model": {"post": {
+                "summary": "Rebuild the session's agent on another model (`/model NAME`); \
+                    the session keeps it.",
+                "parameters": [id],
+                "requestBody": object(&["model"], json!({"model": {"type": "string"},
+                    "effort": {"type": "string",
+                        "description": "Not offered yet: refused with a 400."}})),
+                "responses": {"200": {"description": "`{\"model\"}`: the model it runs."},
+                    "400": error, "404": error, "409": held, "500": error}}}
+    });
+    match paths {
+        Value::Object(paths) => paths,
+        _ => serde_json::Map::new(),
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub mod config;
 pub mod endpoint;
 mod error;
 mod factory;
+pub mod modes;
 pub mod plugins;
 pub mod source;
 pub mod trust;

@@ -59,28 +59,12 @@ pub(super) fn settle_mode(mapper: &Mapper, agent: &Agent) -> Option<SessionUpdat
 /// Put `agent` in `mode`: plan mode on for `plan`, the sandbox narrowed for `read-only`,
 /// approvals automatic for `auto`; whatever the mode does not set goes back to the
 /// configuration's.
+/// (keel_host's, shared with `keel serve`).
 pub(super) fn set_mode(agent: &Agent, mode: &str) -> Result<(), Error> {
-    let configured = agent.config().approval;
-    let (plan, read_only, approval) = match mode {
-        MODE_DEFAULT => (false, false, configured),
-        MODE_READ_ONLY => (false, true, configured),
-        MODE_AUTO => (false, false, ApprovalPolicy::Auto),
-        MODE_PLAN => (true, false, configured),
-        other => {
-            return Err(err(
-                ErrorCode::InvalidParams,
-                format!(
-                    "no session mode {other:?}: keel has {MODE_DEFAULT:?}, {MODE_READ_ONLY:?}, \
-                     {MODE_AUTO:?} and {MODE_PLAN:?}"
-                ),
-            ));
-        }
-    };
-    let failed = |e: keel_agent::AgentError| err(ErrorCode::InternalError, format!("keel: {e}"));
-    agent.set_read_only(read_only).map_err(failed)?;
-    agent.set_approval(approval).map_err(failed)?;
-    agent.set_plan_mode(plan).map_err(failed)?;
-    Ok(())
+    keel_host::modes::set_mode(agent, mode).map_err(|e| match e {
+        keel_host::modes::ModeError::Unknown(_) => err(ErrorCode::InvalidParams, e.to_string()),
+        keel_host::modes::ModeError::Failed(_) => err(ErrorCode::InternalError, e.to_string()),
+    })
 }
 
 /// `session/set_mode` (or the `mode` config option) on `live`: the mode set, logged and on

@@ -13,6 +13,7 @@ mod support;
 mod approvals;
 mod client;
 mod lock;
+mod routes;
 
 use client::{
     Server, Sse, check_ids, connect, listed, receive_buffer, request, seq_types, wait_idle,

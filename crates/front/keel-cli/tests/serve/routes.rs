@@ -1,0 +1,411 @@
+//! The rest of the API surface, each route doing what the command line or the terminal UI does:
+//! `POST …/fork` (then the fork prompted, the original unchanged), `POST …/rewind` (the files
+//! and the conversation back, read back from the log), `POST …/mode` and `…/model` (their
+//! events on a stream opened before, which follows the session onto its rebuilt agent),
+//! `GET /api/v1/sessions?q=` (a session found by a word of its prompt), images in a message
+//! (in the model's request), and the 404s, 400s and 409s of these routes.
+
+use crate::client::{Server, Sse, wait_idle};
+use crate::support::{Env, Mock, load_consistent, of_type, session_id};
+use serde_json::{Value, json};
+use std::cell::Cell;
+use std::path::PathBuf;
+
+const SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "first question" }
+    text: "First answer."
+  - match: { last_user_contains: "fork question" }
+    text: "Fork answer."
+  - match: { last_user_contains: "second question" }
+    text: "Second answer."
+  - match: { last_user_contains: "write the notes" }
+    tool_calls:
+      - { id: r1, name: read, arguments: { file_path: "notes.txt" } }
+      - { id: w1, name: write, arguments: { file_path: "notes.txt", content: "rewritten\n" } }
+  - match: { last_tool_result_contains: "notes.txt" }
+    text: "Notes written."
+  - match: { last_user_contains: "what is this" }
+    text: "A tiny GIF."
+  - match: { last_user_contains: "take forever" }
+    behaviour: stall
+    text: "never arrives"
+  - match: { last_user_contains: "take forever" }
+    text: "Done waiting."
+"#;
+
+/// "GIF89a!" is enough of a GIF for keel's check.
+const GIF_B64: &str = "R0lGODlhIQ==";
+
+fn post(server: &Server, path: &str, body: Value) -> crate::client::Reply {
+    server.call("POST", path, Some(&body))
+}
+
+/// The session file of `id`.
+fn file_of(env: &Env, id: &str) -> PathBuf {
+    env.session_files()
+        .into_iter()
+        .find(|f| session_id(f) == id)
+        .unwrap_or_else(|| panic!("no session file of {id}"))
+}
+
+/// Read `id`'s stream until it has `n` `turn/end` events.
+fn until_turn_ends(server: &Server, id: &str, n: usize) -> Vec<(u64, Value)> {
+    let ends = Cell::new(0);
+    Sse::open(server, &format!("/api/v1/sessions/{id}/events"), None).until_where(|e| {
+        if e["type"] == "turn/end" {
+            ends.set(ends.get() + 1);
+        }
+        ends.get() == n
+    })
+}
+
+fn texts(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "assistant/message")
+        .map(|e| e.to_string())
+        .collect()
+}
+
+/// A 400 `bad_request` whose message names `what`.
+fn bad(reply: &crate::client::Reply, what: &str) {
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.error_code(), "bad_request");
+    assert!(reply.body.contains(what), "{what} named in {}", reply.body);
+}
+
+#[test]
+fn a_fork_is_a_new_session_and_its_turns_leave_the_original_unchanged() {
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "first question");
+    until_turn_ends(&server, &id, 1);
+    wait_idle(&server, &id);
+    let original = file_of(&env, &id);
+    let before = load_consistent(&original);
+
+    // An `at` beyond the log, of the wrong type, an unknown field, an unknown session.
+    let fork = format!("/api/v1/sessions/{id}/fork");
+    bad(&post(&server, &fork, json!({"at": 100_000})), "at");
+    bad(&post(&server, &fork, json!({"at": "end"})), "at");
+    bad(&post(&server, &fork, json!({"from": 1})), "from");
+    let missing = post(&server, "/api/v1/sessions/0193-nope/fork", json!({}));
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    assert_eq!(missing.error_code(), "not_found");
+
+    // At the end (the default), as `keel fork` does.
+    let forked = post(&server, &fork, json!({}));
+    assert_eq!(forked.status, 201, "{}", forked.body);
+    let child = forked.json()["id"].as_str().unwrap().to_owned();
+    assert_ne!(child, id);
+    let sent = post(
+        &server,
+        &format!("/api/v1/sessions/{child}/messages"),
+        json!({"text": "fork question"}),
+    );
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    let seen = until_turn_ends(&server, &child, 2);
+    let seen: Vec<Value> = seen.into_iter().map(|(_, e)| e).collect();
+    let said = texts(&seen);
+    assert!(
+        said.contains("First answer."),
+        "seeded with the original: {said}"
+    );
+    assert!(said.contains("Fork answer."), "{said}");
+    // The fork's turn saw the original's first turn.
+    let last = mock.requests().pop().unwrap().to_string();
+    assert!(last.contains("first question") && last.contains("fork question"));
+    wait_idle(&server, &child);
+
+    // The original: the same log, and its stream ends after its first turn.
+    assert_eq!(
+        load_consistent(&original),
+        before,
+        "the original is unchanged"
+    );
+    assert!(!texts(&load_consistent(&file_of(&env, &child))).is_empty());
+    assert!(!texts(&before).contains("Fork answer."));
+
+    // At a seq: just before the first turn, so nothing of it is kept.
+    let start = before.iter().find(|e| e["type"] == "turn/start").unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let early = post(&server, &fork, json!({"at": start}));
+    assert_eq!(early.status, 201, "{}", early.body);
+    let early = early.json()["id"].as_str().unwrap().to_owned();
+    let events = load_consistent(&file_of(&env, &early));
+    assert!(of_type(&events, "turn/end").is_empty(), "{events:?}");
+}
+
+#[test]
+fn a_rewind_puts_the_files_and_the_conversation_back_and_the_log_says_so() {
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start_with(&env, &mock, &["--approval", "auto"]);
+    let id = server.create(&env.ws, "first question");
+    until_turn_ends(&server, &id, 1);
+    wait_idle(&server, &id);
+    let sent = post(
+        &server,
+        &format!("/api/v1/sessions/{id}/messages"),
+        json!({"text": "write the notes"}),
+    );
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    let turn = until_turn_ends(&server, &id, 2);
+    wait_idle(&server, &id);
+    assert_eq!(env.read("notes.txt"), "rewritten\n", "{turn:?}");
+
+    // Malformed: no `to`, a `to` of no form, a scope of none; an unknown session.
+    let rewind = format!("/api/v1/sessions/{id}/rewind");
+    bad(&post(&server, &rewind, json!({})), "to");
+    bad(&post(&server, &rewind, json!({"to": "soon"})), "to");
+    bad(
+        &post(&server, &rewind, json!({"to": "2", "scope": "all"})),
+        "scope",
+    );
+    let missing = post(
+        &server,
+        "/api/v1/sessions/0193-nope/rewind",
+        json!({"to": "1"}),
+    );
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    assert_eq!(env.read("notes.txt"), "rewritten\n", "nothing changed");
+
+    // Just before turn 2, as `keel rewind --to 2` and the UI's /rewind 2.
+    let done = post(&server, &rewind, json!({"to": "2"}));
+    assert_eq!(done.status, 200, "{}", done.body);
+    let message = done.json()["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("turn 2"), "{message}");
+    assert_eq!(env.read("notes.txt"), "original\n", "the file is back");
+
+    // The log read back over the API: the files' restore and the conversation's rewind.
+    let log: Vec<Value> = Sse::open(&server, &format!("/api/v1/sessions/{id}/events"), None)
+        .until("surface/rewind")
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert_eq!(of_type(&log, "checkpoint/restored").len(), 1, "{log:?}");
+    let rewinds = of_type(&log, "surface/rewind");
+    assert_eq!(rewinds[0]["data"]["turn"], 2, "{}", rewinds[0]);
+    let on_disk = load_consistent(&file_of(&env, &id));
+    assert_eq!(of_type(&on_disk, "surface/rewind").len(), 1);
+
+    // The next turn runs on the rewound conversation: turn 2's prompt is not in it.
+    let sent = post(
+        &server,
+        &format!("/api/v1/sessions/{id}/messages"),
+        json!({"text": "second question"}),
+    );
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    until_turn_ends(&server, &id, 3);
+    let last = mock.requests().pop().unwrap().to_string();
+    assert!(last.contains("second question"), "{last}");
+    assert!(!last.contains("write the notes"), "rewound away: {last}");
+}
+
+#[test]
+fn mode_and_model_switches_are_on_the_stream_and_refused_mid_turn() {
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let created = post(&server, "/api/v1/sessions", json!({"cwd": env.ws}));
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    // Opened before the switches: it follows the session onto its rebuilt agent.
+    let mut stream = Sse::open(&server, &format!("/api/v1/sessions/{id}/events"), None);
+
+    let mode = format!("/api/v1/sessions/{id}/mode");
+    bad(&post(&server, &mode, json!({"mode": "fast"})), "fast");
+    bad(&post(&server, &mode, json!({})), "mode");
+    let set = post(&server, &mode, json!({"mode": "plan"}));
+    assert_eq!(set.status, 200, "{}", set.body);
+    assert_eq!(set.json()["mode"], "plan");
+    let seen = stream.until("plan/mode");
+    assert_eq!(seen.last().unwrap().1["data"]["active"], true, "{seen:?}");
+    let set = post(&server, &mode, json!({"mode": "read-only"}));
+    assert_eq!(set.json()["mode"], "read-only", "{}", set.body);
+    let seen = stream.until("sandbox/mode");
+    assert!(
+        seen.last().unwrap().1.to_string().contains("read-only"),
+        "{seen:?}"
+    );
+
+    let model = format!("/api/v1/sessions/{id}/model");
+    bad(&post(&server, &model, json!({"model": 7})), "model");
+    bad(
+        &post(
+            &server,
+            &model,
+            json!({"model": "deepseek-reasoner", "effort": "high"}),
+        ),
+        "effort",
+    );
+    let switched = post(&server, &model, json!({"model": "deepseek-reasoner"}));
+    assert_eq!(switched.status, 200, "{}", switched.body);
+    assert_eq!(switched.json()["model"], "deepseek-reasoner");
+    let seen = stream.until("model/selected");
+    assert_eq!(seen.last().unwrap().1["data"]["model"], "deepseek-reasoner");
+
+    // The next turn runs on it (and on the modes), streamed to the same client.
+    let sent = post(
+        &server,
+        &format!("/api/v1/sessions/{id}/messages"),
+        json!({"text": "second question"}),
+    );
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    let turn: Vec<Value> = stream
+        .until_turn_end()
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert!(texts(&turn).contains("Second answer."), "{turn:?}");
+    let request = mock.requests().pop().unwrap();
+    assert_eq!(request["model"], "deepseek-reasoner", "{request}");
+    wait_idle(&server, &id);
+
+    // Mid-turn, a rewind, a mode or a model switch waits: 409 session_busy.
+    let busy = server.create(&env.ws, "take forever");
+    Sse::open(&server, &format!("/api/v1/sessions/{busy}/events"), None).until("turn/start");
+    for (route, body) in [
+        ("mode", json!({"mode": "default"})),
+        ("model", json!({"model": "deepseek-chat"})),
+        ("rewind", json!({"to": "1"})),
+    ] {
+        let r = post(&server, &format!("/api/v1/sessions/{busy}/{route}"), body);
+        assert_eq!(r.status, 409, "{route}: {}", r.body);
+        assert_eq!(r.error_code(), "session_busy", "{route}");
+    }
+    // A fork only reads: not refused.
+    let forked = post(&server, &format!("/api/v1/sessions/{busy}/fork"), json!({}));
+    assert_eq!(forked.status, 201, "{}", forked.body);
+    let cancelled = post(
+        &server,
+        &format!("/api/v1/sessions/{busy}/cancel"),
+        json!({}),
+    );
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+
+    // Unknown sessions.
+    for route in ["mode", "model"] {
+        let r = post(
+            &server,
+            &format!("/api/v1/sessions/0193-nope/{route}"),
+            json!({"mode": "plan", "model": "x"}),
+        );
+        assert_eq!(r.status, 404, "{route}: {}", r.body);
+    }
+}
+
+#[test]
+fn a_search_finds_a_session_by_a_word_of_its_prompt() {
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let zebra = server.create(&env.ws, "first question about zebras");
+    let other = server.create(&env.ws, "second question");
+    for id in [&zebra, &other] {
+        until_turn_ends(&server, id, 1);
+        wait_idle(&server, id);
+    }
+    let found = server.call("GET", "/api/v1/sessions?q=zebras", None);
+    assert_eq!(found.status, 200, "{}", found.body);
+    let rows = found.json()["sessions"].as_array().unwrap().clone();
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![zebra.as_str()], "{}", found.body);
+    assert!(rows[0]["snippet"].as_str().unwrap().contains("[zebras]"));
+    assert_eq!(rows[0]["status"], "idle");
+    // Every word must be there.
+    let both = server.call("GET", "/api/v1/sessions?q=question%20zebras", None);
+    assert_eq!(both.json()["sessions"].as_array().unwrap().len(), 1);
+    let none = server.call("GET", "/api/v1/sessions?q=giraffes", None);
+    assert_eq!(none.json()["sessions"], json!([]), "{}", none.body);
+    bad(&server.call("GET", "/api/v1/sessions?q=", None), "q");
+    bad(
+        &server.call("GET", "/api/v1/sessions?query=x", None),
+        "query",
+    );
+}
+
+#[test]
+fn an_image_reaches_the_model_and_other_forms_are_refused() {
+    let env = Env::new();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[models.\"seeing-model\"]\nvision = true\n",
+    )
+    .unwrap();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start_with(&env, &mock, &["--model", "seeing-model"]);
+    let created = post(&server, "/api/v1/sessions", json!({"cwd": env.ws}));
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    let messages = format!("/api/v1/sessions/{id}/messages");
+    let say = |images: Value| {
+        post(
+            &server,
+            &messages,
+            json!({"text": "what is this?", "images": images}),
+        )
+    };
+    bad(&say(json!(["/etc/hosts"])), "images[0]");
+    bad(&say(json!(["https://example.com/a.gif"])), "data URL");
+    bad(&say(json!([format!("data:image/gif,{GIF_B64}")])), "base64");
+    bad(&say(json!(["data:text/plain;base64,aGk="])), "text/plain");
+    bad(
+        &say(json!([format!("data:image/png;base64,{GIF_B64}")])),
+        "image/gif",
+    );
+    bad(
+        &say(json!(["data:image/gif;base64,aGVsbG8="])),
+        "not an image",
+    );
+    bad(&say(json!(["data:image/gif;base64,@@"])), "base64");
+    bad(&say(json!("data:image/gif")), "images");
+    assert!(mock.requests().is_empty(), "nothing was sent");
+
+    let url = format!("data:image/gif;base64,{GIF_B64}");
+    let sent = say(json!([url]));
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    until_turn_ends(&server, &id, 1);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1);
+    let user = requests[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    let urls: Vec<&str> = user["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["image_url"]["url"].as_str())
+        .collect();
+    assert_eq!(urls, vec![url.as_str()], "{user}");
+    // The log holds a reference, not the bytes.
+    let log = load_consistent(&file_of(&env, &id))
+        .iter()
+        .map(Value::to_string)
+        .collect::<String>();
+    assert!(log.contains("keel-attachment:") && !log.contains(GIF_B64));
+    wait_idle(&server, &id);
+
+    // On a model without vision, refused naming it.
+    let switched = post(
+        &server,
+        &format!("/api/v1/sessions/{id}/model"),
+        json!({"model": "deepseek-chat"}),
+    );
+    assert_eq!(switched.status, 200, "{}", switched.body);
+    bad(&say(json!([url])), "deepseek-chat");
+    let missing = post(
+        &server,
+        "/api/v1/sessions/0193-nope/messages",
+        json!({"text": "hi", "images": [url]}),
+    );
+    assert_eq!(missing.status, 404, "{}", missing.body);
+}
