@@ -342,9 +342,12 @@ fn ray_batch(
 }
 
 #[test]
-#[ignore = "flaky under load (2 of 4 full runs on 2026-12-05): after Ctrl-C a stopped Ray job's \
-            workspace sometimes comes back without the steps its session logged; run it with \
-            `cargo test -p keel-cli --test batch_ray -- --ignored` until the stop path is fixed"]
+#[ignore = "flaky under load: the `kill -9` phase can catch a job after its session ended, \
+            during its check; the next batch's stop then stops the check, and a stopped check \
+            is never run again under Ray (`check_alone` reads the job's `stopped` back): the \
+            task ends `completed, check stopped`, exit 1 (1 of 5 runs on 2026-12-05). Also, \
+            under load the phase's [2, 6) window can be stepped over. Run it with `cargo \
+            test -p keel-cli --test batch_ray -- --ignored`"]
 fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() {
     let Some(ray) = ray_command() else {
         assert!(
@@ -456,15 +459,17 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
     let first = spawn(&mut batch_cmd());
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
-        // Two sessions running, a few steps in (as mirrored here).
+        // Two sessions running, a few steps in (as mirrored here): the steps of this phase's
+        // sessions only ($KEEL_HOME holds the first phase's too).
         let st = state(&out);
-        let started = ids
+        let sessions: Vec<&str> = ids
             .iter()
-            .filter(|id| st["tasks"][id.as_str()]["session"].is_string())
-            .count();
+            .filter_map(|id| st["tasks"][id.as_str()]["session"].as_str())
+            .collect();
         let steps: usize = env
             .session_files()
             .iter()
+            .filter(|p| sessions.contains(&session_id(p).as_str()))
             .map(|p| {
                 std::fs::read_to_string(p)
                     .unwrap_or_default()
@@ -472,7 +477,7 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
                     .count()
             })
             .sum();
-        if started >= 2 && steps >= 3 {
+        if sessions.len() >= 2 && steps >= 3 {
             break;
         }
         assert!(

@@ -88,6 +88,15 @@ pub enum RunError {
         /// The last failure.
         error: ApiError,
     },
+    /// The job ended, but its last output could not be read (the session here and the
+    /// workspace stop where the batch last read them).
+    #[error("the Ray job {job} ended, but its output could not be read: {error}")]
+    Unread {
+        /// The submission id.
+        job: String,
+        /// The last failure.
+        error: ApiError,
+    },
     /// `keel batch-job` reported an error on the node.
     #[error("on its Ray node (job {job}): {message}")]
     OnNode {
@@ -492,8 +501,30 @@ async fn follow(
             }
         };
         if is_terminal(&info) {
-            if let Ok(text) = shared.api.logs(job).await {
-                reader.feed(&text, Some(tx), &mut log);
+            // What the job printed last (its session's end, keel's exit, the workspace) is
+            // read now. A job that ended on a live node has it all in its output, read again
+            // until the read succeeds; a lost node's output went with it.
+            let mut tries = 0;
+            let mut wait = Duration::from_millis(250);
+            loop {
+                match shared.api.logs(job).await {
+                    Ok(text) => {
+                        reader.feed(&text, Some(tx), &mut log);
+                        break;
+                    }
+                    Err(_) if is_lost(&info) => break,
+                    Err(error) if tries >= FINAL_READS => {
+                        return End::Failed(RunError::Unread {
+                            job: job.to_owned(),
+                            error,
+                        });
+                    }
+                    Err(_) => {
+                        tries += 1;
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(2));
+                    }
+                }
             }
             return classify(job, &info, reader);
         }
@@ -504,6 +535,17 @@ async fn follow(
             (wait * 2).min(Duration::from_millis(1000))
         };
     }
+}
+
+/// Reads of an ended job's output that may fail before its task gives up on it (about a
+/// minute, backing off to 2 s).
+const FINAL_READS: u32 = 32;
+
+/// Ray failed the job because its supervisor (or its node) went away.
+fn is_lost(info: &Value) -> bool {
+    info.get("error_type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| LOST.contains(&kind))
 }
 
 fn is_terminal(info: &Value) -> bool {
@@ -557,6 +599,25 @@ fn classify(job: &str, info: &Value, reader: &Reader) -> End {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_whose_keel_ran_and_whose_workspace_did_not_come_back_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let ws = dir.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let store = Store::new(dir.join("home"));
+        let exited = format!("{{\"{}\":\"exited\",\"code\":1}}\n", crate::job::LINE);
+        // keel ran to its end; the output stops before the workspace.
+        let mut reader = Reader::new(0, store.clone(), ws.clone(), None);
+        reader.feed(&exited, None, &mut Vec::new());
+        let error = reader.bring_back(&ws).unwrap_err();
+        assert!(matches!(error, SendBackError::Missing), "{error}");
+        // keel never ran (stopped before it started): nothing was to come back.
+        let mut reader = Reader::new(0, store, ws.clone(), None);
+        reader.feed("Running entrypoint\n", None, &mut Vec::new());
+        reader.bring_back(&ws).unwrap();
+    }
 
     #[test]
     fn a_failed_job_says_its_kind_and_the_end_of_its_output_when_it_has_them() {

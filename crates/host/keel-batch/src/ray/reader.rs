@@ -104,6 +104,14 @@ pub enum SendBackError {
         /// The node's reason.
         why: String,
     },
+    /// keel ran to its end on the node, but the job's output stops before the workspace:
+    /// the job was killed while it sent it back (Ray kills a stopped job that has not ended
+    /// within its time limit).
+    #[error(
+        "the job ended before it sent the workspace back; the workspace here is as it was \
+         before the job"
+    )]
+    Missing,
     /// Its hash is not the one announced.
     #[error("the workspace the node sent back is damaged (its hash differs)")]
     Damaged,
@@ -281,8 +289,9 @@ impl Reader {
         }
     }
 
-    /// Put the workspace the node sent back in place of `workspace` (nothing to do when
-    /// none came); an error when the copy failed or the session's mirror did.
+    /// Put the workspace the node sent back in place of `workspace` (nothing to do when keel
+    /// did not run); an error when the copy failed, the session's mirror did, or keel ran and
+    /// no workspace came after it.
     pub(super) fn bring_back(&mut self, workspace: &Path) -> Result<(), SendBackError> {
         if let Some(e) = self.mirror.error.take() {
             return Err(e.into());
@@ -291,7 +300,11 @@ impl Reader {
             return Err(bad);
         }
         let Some(end) = self.ws_end.take() else {
-            return Ok(());
+            // The job sends its workspace back after keel's exit, whatever it was.
+            return match self.exited {
+                Some(_) => Err(SendBackError::Missing),
+                None => Ok(()),
+            };
         };
         let data = std::mem::take(&mut self.ws);
         let sha = end.get("sha256").and_then(Value::as_str).unwrap_or("");
