@@ -1,36 +1,53 @@
 #!/usr/bin/env bash
-# The function order of the `keel` binary, crates/front/keel-cli/link-order.txt: the functions a
-# headless `keel run` executes (callgrind over the bench task and `keel --version`), which the
-# linker places together (crates/front/keel-cli/build.rs; bench/README.md, "Link order").
+# The function order of the `keel` binary, crates/front/keel-cli/link-order.txt: the code (and the
+# named read-only data) a headless `keel run` touches, which the linker places together
+# (crates/front/keel-cli/build.rs; bench/README.md, "Link order").
 #
 # Usage: bench/link-order.sh [STEPS]           rewrite the list from the release build (default 30)
 #        bench/link-order.sh --check [STEPS]   CI: fail when fewer than LINK_ORDER_MIN_PCT (99) % of
 #                                              the functions the release build executes are in the
 #                                              committed list, or when the task's peak RSS is above
-#                                              LINK_ORDER_MAX_RSS_KIB (12288; 0: not checked)
-# Needs valgrind. The names carry rustc's hashes and LTO's `.llvm.N` suffixes, which change with
-# the code: names the linker no longer finds are skipped silently, so a stale list costs memory
-# (peak RSS of `bench/run.sh 30` 10.5 MiB fresh, 12-19 MiB stale), never correctness. The check
-# is what makes it fail loudly.
+#                                              LINK_ORDER_MAX_RSS_KIB (10240; 0: not checked)
+#
+# Rewriting takes two profiles of the 30-step task and `--version`:
+# 1. callgrind: every function executed under valgrind (a complete list of what runs there);
+# 2. page faults (perf, with bench/link-order/madv.so preloaded so that each page faults alone):
+#    what runs only natively and so never under valgrind (Landlock and mount-namespace set-up,
+#    the pidfd reaper, SHA and CRC code chosen by CPU feature) and the data keel reads. One
+#    fault names only the first symbol touched on its page, so the binary is linked again with
+#    the grown list (from the objects rustc kept, `-C save-temps`: a second each) and profiled
+#    again, LINK_ORDER_ROUNDS (10) times.
+# Needs valgrind, perf (linux-perf; without it only step 1 runs) and a C compiler. The names
+# carry rustc's hashes and LTO's `.llvm.N` suffixes, which change with the code (not with the
+# directory: the release profile has no debug info, whose paths fed the suffixes): names the
+# linker no longer finds are skipped silently, so a stale list costs memory (peak RSS of
+# `bench/run.sh 30` 9.4 MiB fresh, 12-19 MiB stale), never correctness. The check is what makes it
+# fail loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check=
 if [ "${1:-}" = --check ]; then check=1; shift; fi
 steps=${1:-30}
 min_pct=${LINK_ORDER_MIN_PCT:-99}
-max_rss_kib=${LINK_ORDER_MAX_RSS_KIB:-12288}
-# LINK_ORDER_RSS_ADVISORY=1: measure and print the peak RSS but do not fail on it. ThinLTO's
-# `.llvm.N` suffixes depend on the directory the code is built in, so a list made in one checkout
-# orders only ~91 % of the hot functions of a build in another (the rest keep their place in the
-# binary): peak RSS there was 14.6 MiB against 10.5 MiB where the list was made.
-rss_advisory=${LINK_ORDER_RSS_ADVISORY:-0}
+max_rss_kib=${LINK_ORDER_MAX_RSS_KIB:-10240}
+rounds=${LINK_ORDER_ROUNDS:-10}
+# LINK_ORDER_RSS_ADVISORY=1: measure and print the peak RSS but do not fail on it.
 list=crates/front/keel-cli/link-order.txt
 command -v valgrind >/dev/null || { echo "link-order.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
-cargo build --release -q -p keel-cli -p keel-testkit
-KEEL=$PWD/target/release/keel
-MOCK=$PWD/target/release/keel-mock-server
+cargo build --release -q -p keel-testkit
 work=$(mktemp -d)
 trap 'kill ${mock_pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+if [ -z "$check" ]; then
+  # The objects rustc links keel from, kept (`-C save-temps`), and its link command, so that the
+  # binary can be linked again with another order in a second. The build script is touched so
+  # that rustc runs (and prints the command) even when keel is up to date.
+  touch crates/front/keel-cli/build.rs
+  cargo rustc --release -q -p keel-cli --bin keel -- -C save-temps --print link-args > "$work/link-args"
+else
+  cargo build --release -q -p keel-cli
+fi
+KEEL=$PWD/target/release/keel
+MOCK=$PWD/target/release/keel-mock-server
 python3 bench/task.py "$steps" > "$work/script.yaml"
 
 # Starts a mock model for one run of the task; its URL in $url.
@@ -67,25 +84,42 @@ print("\n".join(sorted(names)))
 PY
 
 if [ -z "$check" ]; then
-  cp "$work/hot.txt" "$list"
-  echo "$list: $(wc -l < "$list") functions"
+  cp "$work/hot.txt" "$work/order.txt"
+  if command -v perf >/dev/null && perf stat -e page-faults true > /dev/null 2>&1; then
+    cc -shared -fPIC -O2 -o "$work/madv.so" bench/link-order/madv.c
+    python3 bench/link-order/relink.py "$work/link-args" "$work/order.txt" "$work/bin/keel" > "$work/relink.sh"
+    mkdir -p "$work/bin"
+    for round in $(seq "$rounds"); do
+      bash "$work/relink.sh"
+      start_mock
+      python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$work/bin/keel"
+      KEEL_HOME=$work/home DEEPSEEK_API_KEY=sk-bench KEEL_REPORT_RUSAGE=1 LD_PRELOAD=$work/madv.so \
+        perf record -q -e page-faults -c 1 -d -o "$work/faults.data" "$work/bin/keel" --cwd "$work/cwd" \
+        --base-url "$url" --approval auto run "run the steps" > /dev/null 2>&1 || true
+      stop_mock
+      python3 bench/link-order/faults.py "$work/faults.data" "$work/bin/keel" > "$work/faulted.txt"
+      before=$(wc -l < "$work/order.txt")
+      sort -u "$work/order.txt" "$work/faulted.txt" -o "$work/order.txt"
+      echo "link-order.sh: round $round: $before -> $(wc -l < "$work/order.txt") names"
+    done
+  else
+    echo "link-order.sh: perf cannot count page faults here: the list holds what callgrind saw only" >&2
+  fi
+  cp "$work/order.txt" "$list"
+  echo "$list: $(wc -l < "$list") names; run cargo build --release to link keel with it"
   exit 0
 fi
 
 status=0
 python3 - "$work/hot.txt" "$list" "$min_pct" <<'PY' || status=1
 import re, sys
-# Staleness is judged by the functions, not by ThinLTO's `.llvm.N` suffix (which depends on the
-# directory the build ran in, not on the code).
-stem = lambda names: {re.sub(r"\.llvm\.\d+$", "", n) for n in names}
-hot_exact = set(open(sys.argv[1]).read().split())
-listed_exact = set(open(sys.argv[2]).read().split())
-hot, listed = stem(hot_exact), stem(listed_exact)
+# By exact name, which is what the linker orders (the names do not depend on the checkout).
+hot = set(open(sys.argv[1]).read().split())
+listed = set(open(sys.argv[2]).read().split())
 pct = 100 * len(hot & listed) / max(len(hot), 1)
-exact = 100 * len(hot_exact & listed_exact) / max(len(hot_exact), 1)
 print(f"link order: {len(hot & listed)} of the {len(hot)} functions the release build executes "
-      f"are in {sys.argv[2]} ({pct:.1f} %, at least {sys.argv[3]} % required; "
-      f"{exact:.1f} % by exact name, which is what the linker orders)")
+      f"are in {sys.argv[2]} ({pct:.1f} %, at least {sys.argv[3]} % required)")
 if pct < float(sys.argv[3]):
     print(f"link order: the list is stale: run bench/link-order.sh and commit {sys.argv[2]}")
     sys.exit(1)

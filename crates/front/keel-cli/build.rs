@@ -6,9 +6,10 @@
 //!   tables); as `RELA` entries they took 1.1 MB that the dynamic loader read, so kept resident,
 //!   at every start. As `RELR` they take 18 KB.
 //! - `link-order.txt` (written by `bench/link-order.sh`; x86_64, linked by rustc's lld): the
-//!   functions a `keel run` executes, placed together by the linker. Each first call of a
-//!   function maps the 64 KiB of code around it; scattered over the 24 MB of code, the ~2,100
-//!   functions of a run kept ~11 MB resident, placed together about 2.5 MB. Names the linker does not find (code changed since the file
+//!   code and named data a `keel run` touches (callgrind plus a native page-fault profile),
+//!   placed together by the linker. Each first call of a function maps the 64 KiB of code around
+//!   it; scattered over the 24 MB of code, the ~2,500 functions of a run kept ~11 MB resident,
+//!   placed together about 2.9 MB. Names the linker does not find (code changed since the file
 //!   was written) are skipped: a stale file costs memory, never correctness; CI's
 //!   `bench/link-order.sh --check` fails when the file no longer names what the binary runs.
 
