@@ -342,12 +342,6 @@ fn ray_batch(
 }
 
 #[test]
-#[ignore = "flaky under load: the `kill -9` phase can catch a job after its session ended, \
-            during its check; the next batch's stop then stops the check, and a stopped check \
-            is never run again under Ray (`check_alone` reads the job's `stopped` back): the \
-            task ends `completed, check stopped`, exit 1 (1 of 5 runs on 2026-12-05). Also, \
-            under load the phase's [2, 6) window can be stepped over. Run it with `cargo \
-            test -p keel-cli --test batch_ray -- --ignored`"]
 fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() {
     let Some(ray) = ray_command() else {
         assert!(
@@ -548,7 +542,9 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
     let first = spawn(&mut batch_cmd());
     let deadline = Instant::now() + Duration::from_secs(240);
     let before = loop {
-        // Two sessions a few steps into their twenty (as mirrored here).
+        // Two sessions a few steps into their twenty, neither past half of them (as mirrored
+        // here, which under load lags the node by a step or more: a narrower window can be
+        // stepped over). The third may be anywhere, its check included.
         let st = state(&out);
         let midway = ids
             .iter()
@@ -558,7 +554,7 @@ fn ray_ten_tasks_survive_a_node_dying_ctrl_c_resumes_and_bad_tasks_fail_alone() 
                     .iter()
                     .find(|p| p.to_string_lossy().contains(s))
                     .and_then(|p| std::fs::read_to_string(p).ok())
-                    .is_some_and(|t| (2..6).contains(&t.matches("\"tool/result\"").count()))
+                    .is_some_and(|t| (2..10).contains(&t.matches("\"tool/result\"").count()))
             })
             .count();
         if midway >= 2 {

@@ -9,7 +9,8 @@
 //! ```
 //!
 //! It imports the session it resumes, runs `keel run --json` (or `keel resume --json`) as its
-//! child, then the check, then sends the workspace back. Everything goes to stdout (the job's
+//! child, then the check, then sends the workspace back (a job with no keel arguments runs only
+//! the check). Everything goes to stdout (the job's
 //! log, which the batch reads through the Jobs API) one whole line per write: the session's
 //! events as `keel run --json` prints them, and [`LINE`] objects for the rest.
 
@@ -107,7 +108,7 @@ pub struct Spec {
     /// The task's id.
     pub task: String,
     /// keel's arguments (global flags, then `run --json PROMPT` or `resume --json ID PROMPT`);
-    /// the job puts `--cwd ws` first.
+    /// the job puts `--cwd ws` first. None: the job runs only the check (again).
     pub args: Vec<String>,
     /// A session file (relative to the job's directory) to import before.
     pub import: Option<String>,
@@ -194,12 +195,51 @@ fn job(cwd: &Path, spec: &Path, out: &Out) -> Result<(), JobError> {
             }
         });
     }
+    // Without keel's arguments the job only runs the check again (the session had ended
+    // when a stop cut its check short).
+    if !spec.args.is_empty() {
+        session(&spec, &root, &ws, &home, out)?;
+    }
+    if let Some(command) = &spec.check {
+        let checked = Instant::now();
+        let log = root.join("job").join("check.log");
+        // The signal itself, not only the watcher's flag: keel may end its turn and exit
+        // before the watcher's next look.
+        if signals::received() > 0 {
+            stop.store(true, Ordering::SeqCst);
+        }
+        let outcome = if stop.load(Ordering::SeqCst) {
+            CheckOutcome::Stopped
+        } else {
+            run_check(
+                command,
+                &ws,
+                &log,
+                Duration::from_secs(spec.check_timeout),
+                &stop,
+            )
+        };
+        let text = std::fs::read(&log).unwrap_or_default();
+        let tail = &text[text.len().saturating_sub(64 << 10)..];
+        for line in String::from_utf8_lossy(tail).lines() {
+            out.emit("check-output", json!({"line": line}));
+        }
+        let mut report = outcome.to_json();
+        report["ms"] = json!(checked.elapsed().as_millis());
+        out.emit("check", report);
+    }
+    send_back(&ws, out);
+    Ok(())
+}
+
+/// Import the session to resume (if any), run keel's session to its end, and say its exit.
+fn session(spec: &Spec, root: &Path, ws: &Path, home: &Path, out: &Out) -> Result<(), JobError> {
     let exe = std::env::current_exe().map_err(|error| JobError::Exe { error })?;
     if let Some(file) = &spec.import {
         let done = Command::new(&exe)
-            .env("KEEL_HOME", &home)
+            .env("KEEL_HOME", home)
             .arg("--cwd")
-            .arg(&ws)
+            .arg(ws)
             .args(["sessions", "import"])
             .arg(root.join(file))
             .stdin(Stdio::null())
@@ -213,9 +253,9 @@ fn job(cwd: &Path, spec: &Path, out: &Out) -> Result<(), JobError> {
     }
     let started = Instant::now();
     let mut child = Command::new(&exe)
-        .env("KEEL_HOME", &home)
+        .env("KEEL_HOME", home)
         .arg("--cwd")
-        .arg(&ws)
+        .arg(ws)
         .args(&spec.args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -248,35 +288,6 @@ fn job(cwd: &Path, spec: &Path, out: &Out) -> Result<(), JobError> {
         "exited",
         json!({"code": status.code(), "ms": started.elapsed().as_millis()}),
     );
-    if let Some(command) = &spec.check {
-        let checked = Instant::now();
-        let log = root.join("job").join("check.log");
-        // The signal itself, not only the watcher's flag: keel may end its turn and exit
-        // before the watcher's next look.
-        if signals::received() > 0 {
-            stop.store(true, Ordering::SeqCst);
-        }
-        let outcome = if stop.load(Ordering::SeqCst) {
-            CheckOutcome::Stopped
-        } else {
-            run_check(
-                command,
-                &ws,
-                &log,
-                Duration::from_secs(spec.check_timeout),
-                &stop,
-            )
-        };
-        let text = std::fs::read(&log).unwrap_or_default();
-        let tail = &text[text.len().saturating_sub(64 << 10)..];
-        for line in String::from_utf8_lossy(tail).lines() {
-            out.emit("check-output", json!({"line": line}));
-        }
-        let mut report = outcome.to_json();
-        report["ms"] = json!(checked.elapsed().as_millis());
-        out.emit("check", report);
-    }
-    send_back(&ws, out);
     Ok(())
 }
 

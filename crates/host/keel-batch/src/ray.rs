@@ -17,7 +17,8 @@
 //!   copy here after crash repair — so no tool call settled here runs twice. What the lost node
 //!   did after the batch last read its output is lost with it, as are its file changes.
 //! - **Cancellation.** Ctrl-C stops every job (`POST …/stop`; Ray sends SIGINT, which keel
-//!   takes as Ctrl-C, ending its turn) and reads each to its end.
+//!   takes as Ctrl-C, ending its turn) and reads each to its end. A check a stop cut short
+//!   after the session ended is run again later by a job of its own.
 //!
 //! Here: the engine and each task's life (submit, follow, classify how a job ended, retry).
 //! Beside it: `submit` packages a task and submits its job, `reader` reads a job's output
@@ -250,6 +251,9 @@ impl Engine for RayEngine {
         let shared = self.shared.clone();
         let job = attempt.job.clone();
         let has_check = attempt.check.is_some();
+        let slot = Arc::new(Mutex::new(None));
+        self.running.insert(index, slot.clone());
+        let attempt = attempt.clone();
         self.rt.spawn(async move {
             let (check, ms) = match (has_check, job) {
                 (false, _) => (CheckOutcome::None, 0),
@@ -262,6 +266,10 @@ impl Engine for RayEngine {
                     0,
                 ),
                 (true, Some(job)) => match shared.api.logs(&job).await {
+                    // A stop cut the check short after the session ended: run it again.
+                    Ok(text) if matches!(last_check(&text), Some((CheckOutcome::Stopped, _))) => {
+                        check_again(&shared, &slot, &attempt, &tx).await
+                    }
                     Ok(text) => last_check(&text).unwrap_or_else(|| {
                         (
                             CheckOutcome::Error(format!(
@@ -298,6 +306,57 @@ impl Engine for RayEngine {
             .map(|h| self.rt.block_on(h).unwrap_or_default())
             .collect()
     }
+}
+
+/// The check of a task whose session ended, run again by a job of its own in the workspace
+/// that came back (a stop had cut it short).
+async fn check_again(
+    shared: &Arc<Shared>,
+    slot: &Mutex<Option<String>>,
+    attempt: &Attempt,
+    tx: &Sender<Msg>,
+) -> (CheckOutcome, u64) {
+    if shared.stop.load(Ordering::SeqCst) {
+        return (CheckOutcome::Stopped, 0);
+    }
+    let store = shared.opts.store.clone();
+    let mut reader = Reader::new(attempt.index, store, attempt.workspace.clone(), None);
+    let job = match submit(shared, attempt, None, None, &mut reader).await {
+        Ok(job) => job,
+        Err(e) => return (CheckOutcome::Error(e.to_string()), 0),
+    };
+    if let Ok(mut s) = slot.lock() {
+        *s = Some(job.clone());
+    }
+    let _ = tx.send(Msg::Job {
+        index: attempt.index,
+        id: job.clone(),
+    });
+    if shared.stop.load(Ordering::SeqCst) {
+        let _ = shared.api.stop(&job).await;
+    }
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&attempt.log)
+        .ok();
+    let end = follow(shared, &job, &mut reader, tx, log.as_mut()).await;
+    let outcome = match end {
+        End::Ran => match (reader.check.take(), reader.bring_back(&attempt.workspace)) {
+            (_, Err(e)) => (CheckOutcome::Error(e.to_string()), 0),
+            (Some(check), Ok(())) => check,
+            (None, Ok(())) => (CheckOutcome::Stopped, 0),
+        },
+        End::Lost(why) => (
+            CheckOutcome::Error(format!(
+                "the Ray job {job} that ran the check was lost: {why}"
+            )),
+            0,
+        ),
+        End::Failed(e) => (CheckOutcome::Error(e.to_string()), 0),
+    };
+    reader.mirror.close();
+    outcome
 }
 
 /// Stop `job` if it still runs, wait for its end, and read its output into the session here.
@@ -371,7 +430,15 @@ async fn run_task(
             break (None, CheckOutcome::None, 0, None);
         }
         let resume = reader.mirror.id.clone();
-        let job = match submit(&shared, &attempt, resume.as_deref(), &prompt, &mut reader).await {
+        let job = match submit(
+            &shared,
+            &attempt,
+            resume.as_deref(),
+            Some(&prompt),
+            &mut reader,
+        )
+        .await
+        {
             Ok(job) => job,
             Err(e) => break (None, CheckOutcome::None, 0, Some(RunError::from(e))),
         };

@@ -67,12 +67,13 @@ pub enum SubmitError {
     NoBinary,
 }
 
-/// Package the task and submit its job; returns the submission id.
+/// Package the task and submit its job; returns the submission id. Without a prompt the
+/// job runs only the task's check, in its workspace.
 pub(super) async fn submit(
     shared: &Arc<Shared>,
     attempt: &Attempt,
     resume: Option<&str>,
-    prompt: &str,
+    prompt: Option<&str>,
     reader: &mut Reader,
 ) -> Result<String, SubmitError> {
     let opts = &shared.opts;
@@ -80,24 +81,27 @@ pub(super) async fn submit(
         Some(_) => None,
         None => Some(binary_package(shared).await?),
     };
-    let session_file = match resume {
-        Some(id) => Some(reader.mirror.repaired(id)?),
-        None => None,
+    let session_file = match (prompt, resume) {
+        (Some(_), Some(id)) => Some(reader.mirror.repaired(id)?),
+        _ => None,
     };
-    let mut args = opts.common.clone();
-    if let Some(model) = &attempt.model {
-        args.push("--model".into());
-        args.push(model.clone());
-    }
-    args.extend(attempt.flags.iter().cloned());
-    match resume {
-        None => args.extend(["run".into(), "--json".into(), prompt.to_owned()]),
-        Some(id) => args.extend([
-            "resume".into(),
-            "--json".into(),
-            id.to_owned(),
-            prompt.to_owned(),
-        ]),
+    let mut args = Vec::new();
+    if let Some(prompt) = prompt {
+        args.extend(opts.common.iter().cloned());
+        if let Some(model) = &attempt.model {
+            args.push("--model".into());
+            args.push(model.clone());
+        }
+        args.extend(attempt.flags.iter().cloned());
+        match resume {
+            None => args.extend(["run".into(), "--json".into(), prompt.to_owned()]),
+            Some(id) => args.extend([
+                "resume".into(),
+                "--json".into(),
+                id.to_owned(),
+                prompt.to_owned(),
+            ]),
+        }
     }
     let task = attempt.id.clone();
     let job = format!(
