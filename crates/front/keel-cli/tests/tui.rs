@@ -1294,11 +1294,34 @@ responses:
     t.type_text("first");
     t.keys(&["Enter"]);
     t.wait_for("First answer.");
-    t.type_text("/model deepseek-v4-pro");
-    t.keys(&["Enter"]);
-    env.wait_for_log("model/selected", |events| {
-        !of_type(events, "model/selected").is_empty()
-    });
+    // The answer is on screen before the turn ends (its checkpoint is taken after it), and
+    // `/model` while a turn runs is refused with a notice: wait for the end in the log, and type
+    // it again if the UI had not heard of the end yet.
+    env.wait_for_log("turn/end", |events| !of_type(events, "turn/end").is_empty());
+    let refusal = "wait for the turn to end";
+    let mut chosen = false;
+    for attempt in 1..=5 {
+        t.type_text("/model deepseek-v4-pro");
+        t.keys(&["Enter"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let logged = keel_session::Store::load(&env.only_session())
+                .map(|loaded| support::to_values(&loaded.session))
+                .unwrap_or_default();
+            if !of_type(&logged, "model/selected").is_empty() {
+                chosen = true;
+                break;
+            }
+            if t.history().matches(refusal).count() >= attempt {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if chosen {
+            break;
+        }
+    }
+    assert!(chosen, "/model never took effect:\n{}", t.history());
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
     let events = load_consistent(&env.only_session());
