@@ -7,7 +7,7 @@
 //! same session on the model, which the session keeps with a `session/model` event).
 //!
 //! A rewind, a mode or a model switch changes a session between turns: while a turn runs it
-//! is refused with 409 `session_busy` (as the terminal UI refuses it), and while it is done
+//! is refused with 409 `turn_running` (as the terminal UI refuses it), and while it is done
 //! the session runs no turn (a message sent meanwhile is queued and runs after). A fork only
 //! reads the session, so it is never refused: the fork of a running session ends after its
 //! last completed turn.
@@ -29,11 +29,11 @@ use std::sync::Arc;
 /// The command that rewinds (the checkpoints plugin's).
 const REWIND: &str = "rewind";
 
-/// 409 `session_busy`: `id` runs a turn, so `what` waits.
+/// 409 `turn_running`: `id` runs a turn, so `what` waits.
 fn running(id: &str, what: &str) -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
-        "session_busy",
+        "turn_running",
         format!(
             "session {id} is running a turn: {what} when it has ended, or cancel it \
              (POST …/cancel)"

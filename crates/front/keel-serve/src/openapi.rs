@@ -208,8 +208,8 @@ pub fn document() -> Value {
 
 /// The routes of forks, rewinds, mode and model switches.
 fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
-    let held = json!({"description": "`session_busy`: the session is running a turn (this waits \
-        for it to end, or a cancel), or another keel process has it open.",
+    let held = json!({"description": "`turn_running`: the session is running a turn (this waits \
+        for it to end, or a cancel); `session_busy`: another keel process has it open.",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     let object = |required: &[&str], properties: Value| {
         json!({"required": true, "content": {"application/json": {"schema": {

@@ -58,7 +58,7 @@ fn the_cli_refuses_a_session_the_server_holds_and_the_server_one_the_cli_holds()
     wait_idle(&server, &id);
     let file = env.only_session();
     wait_holder(&file, server_pid);
-    let before = std::fs::read(&file).unwrap();
+    let before = settled(&file);
 
     // The CLI is refused, naming the server's pid; nothing is written (no crash repair, no
     // prompt sent to the model).
@@ -233,6 +233,26 @@ fn in_terminal(dir: &Path, cmd: &std::process::Command) -> Option<(String, Strin
     Some((exit, std::fs::read_to_string(dir.join("err.txt")).unwrap()))
 }
 
+/// The bytes of `file` once they stop changing: the server may still append the end of a turn
+/// (its checkpoint, its title) after a client has seen `turn/end`.
+fn settled(file: &Path) -> Vec<u8> {
+    let deadline = Instant::now() + HANG_GUARD;
+    let mut last = std::fs::read(file).unwrap();
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = std::fs::read(file).unwrap();
+        if now == last {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hang guard: {} kept changing",
+            file.display()
+        );
+        last = now;
+    }
+}
+
 #[test]
 fn the_terminal_ui_refuses_a_session_the_server_holds() {
     let env = Env::new();
@@ -243,7 +263,7 @@ fn the_terminal_ui_refuses_a_session_the_server_holds() {
     Sse::open(&server, &format!("/api/v1/sessions/{id}/events"), None).until_turn_end();
     let file = env.only_session();
     wait_holder(&file, server_pid);
-    let before = std::fs::read(&file).unwrap();
+    let before = settled(&file);
     let mut cmd = env.keel(&mock.base_url());
     cmd.args(["resume", &id]);
     let Some((exit, stderr)) = in_terminal(env.root(), &cmd) else {

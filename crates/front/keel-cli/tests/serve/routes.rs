@@ -266,7 +266,7 @@ fn mode_and_model_switches_are_on_the_stream_and_refused_mid_turn() {
     assert_eq!(request["model"], "deepseek-reasoner", "{request}");
     wait_idle(&server, &id);
 
-    // Mid-turn, a rewind, a mode or a model switch waits: 409 session_busy.
+    // Mid-turn, a rewind, a mode or a model switch waits: 409 turn_running.
     let busy = server.create(&env.ws, "take forever");
     Sse::open(&server, &format!("/api/v1/sessions/{busy}/events"), None).until("turn/start");
     for (route, body) in [
@@ -276,7 +276,7 @@ fn mode_and_model_switches_are_on_the_stream_and_refused_mid_turn() {
     ] {
         let r = post(&server, &format!("/api/v1/sessions/{busy}/{route}"), body);
         assert_eq!(r.status, 409, "{route}: {}", r.body);
-        assert_eq!(r.error_code(), "session_busy", "{route}");
+        assert_eq!(r.error_code(), "turn_running", "{route}");
     }
     // A fork only reads: not refused.
     let forked = post(&server, &format!("/api/v1/sessions/{busy}/fork"), json!({}));
