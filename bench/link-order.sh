@@ -46,8 +46,9 @@ if [ -z "$check" ]; then
 else
   cargo build --release -q -p keel-cli
 fi
-KEEL=$PWD/target/release/keel
-MOCK=$PWD/target/release/keel-mock-server
+target=${CARGO_TARGET_DIR:-$PWD/target}
+KEEL=$target/release/keel
+MOCK=$target/release/keel-mock-server
 python3 bench/task.py "$steps" > "$work/script.yaml"
 
 # Starts a mock model for one run of the task; its URL in $url.
