@@ -32,6 +32,7 @@ min_pct=${LINK_ORDER_MIN_PCT:-99}
 max_rss_kib=${LINK_ORDER_MAX_RSS_KIB:-10240}
 rounds=${LINK_ORDER_ROUNDS:-10}
 # LINK_ORDER_RSS_ADVISORY=1: measure and print the peak RSS but do not fail on it.
+rss_advisory=${LINK_ORDER_RSS_ADVISORY:-0}
 list=crates/front/keel-cli/link-order.txt
 command -v valgrind >/dev/null || { echo "link-order.sh: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 cargo build --release -q -p keel-testkit
