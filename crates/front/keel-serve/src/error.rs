@@ -8,12 +8,27 @@ use std::net::SocketAddr;
 /// Why the server could not start, or stopped serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// The listen address is not a loopback address.
+    /// The listen address is beyond loopback, without TLS and without being told that plain
+    /// HTTP is meant.
     #[error(
-        "keel serve listens on loopback addresses only (127.0.0.1, ::1) until it serves TLS: \
-         {0} is not one"
+        "{0} is not a loopback address: serving beyond this machine needs TLS (--tls-cert FILE \
+         --tls-key FILE), or --insecure-no-tls to send the token and every session in clear"
     )]
     NotLoopback(SocketAddr),
+    /// The listen address is a wildcard.
+    #[error(
+        "keel serve does not listen on a wildcard address ({0}): name one address of this \
+         machine (127.0.0.1, or an interface's address with TLS)"
+    )]
+    Wildcard(SocketAddr),
+    /// The certificate or key could not be used.
+    #[error("TLS: {}: {why}", path.display())]
+    Tls {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A trusted host is not a host name.
     #[error("--trusted-host {0:?} is not a host name (letters, digits, `-` and `.`, no port)")]
     TrustedHost(String),

@@ -2,8 +2,8 @@
 //! each built through the binary's [`AgentSource`] exactly as the command line builds it,
 //! driven and watched over a versioned API under `/api/v1` (docs/serve.md).
 //!
-//! This is the first step of the service: loopback only, a random token on every request
-//! ([`security`]), sessions listed, created, prompted, steered and cancelled ([`api`]), and each
+//! It listens on loopback, or beyond it over TLS ([`tls`]) or when told that plain HTTP is
+//! meant; a random token guards every request ([`security`]); sessions listed, created, prompted, steered and cancelled ([`api`]), and each
 //! session's log streamed as Server-Sent Events from any seq, then live ([`events`]), with the
 //! approvals and questions of its turns put to every client and answered by the first
 //! (`requests`); sessions searched, forked, rewound, and switched to another mode or model
@@ -21,8 +21,10 @@ mod images;
 pub mod openapi;
 mod requests;
 pub mod security;
+pub mod tls;
 
 pub use error::{ApiError, ServeError};
+pub use tls::Tls;
 
 use axum::Router;
 use hub::Hub;
@@ -51,24 +53,60 @@ pub(crate) struct App {
     pub(crate) token: String,
     /// The port the server listens on (the `Host` and `Origin` it accepts name it).
     pub(crate) port: u16,
+    /// `https` when the server speaks TLS, else `http`: its own origin's scheme.
+    pub(crate) scheme: &'static str,
     /// Host names accepted in `Host` and `Origin` besides the loopback names (lowercase).
     pub(crate) trusted_hosts: Vec<String>,
     /// The sessions hosted live.
     pub(crate) hub: Hub,
 }
 
-/// A listening socket on a loopback address, not yet serving.
+/// Where and how the server listens (`keel serve --listen`, `--tls-cert/--tls-key`,
+/// `--insecure-no-tls`).
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// The address and port (port 0: a free port). Never a wildcard address: the server's
+    /// own `Host` is the address it was given.
+    pub addr: SocketAddr,
+    /// Speak TLS with this certificate.
+    pub tls: Option<Tls>,
+    /// Serve plain HTTP on an address beyond loopback (the token then crosses the network in
+    /// clear: for a network the user trusts completely).
+    pub insecure: bool,
+}
+
+impl Listen {
+    /// Plain HTTP on `addr` (a loopback address).
+    pub fn plain(addr: SocketAddr) -> Self {
+        Listen {
+            addr,
+            tls: None,
+            insecure: false,
+        }
+    }
+}
+
+/// A listening socket, not yet serving.
 #[derive(Debug)]
 pub struct Bound {
     listener: TcpListener,
     addr: SocketAddr,
+    tls: Option<Tls>,
 }
 
 impl Bound {
-    /// Listen on `addr` (port 0: a free port). Only loopback addresses are accepted in this
-    /// step: serving beyond this machine needs TLS, which is not there yet.
-    pub async fn bind(addr: SocketAddr) -> Result<Bound, ServeError> {
-        if !addr.ip().is_loopback() {
+    /// Listen as `listen` says. A wildcard address (`0.0.0.0`, `::`) is refused; an address
+    /// beyond loopback needs TLS or [`Listen::insecure`].
+    pub async fn bind(listen: Listen) -> Result<Bound, ServeError> {
+        let Listen {
+            addr,
+            tls,
+            insecure,
+        } = listen;
+        if addr.ip().is_unspecified() {
+            return Err(ServeError::Wildcard(addr));
+        }
+        if !addr.ip().is_loopback() && tls.is_none() && !insecure {
             return Err(ServeError::NotLoopback(addr));
         }
         let listener = TcpListener::bind(addr)
@@ -77,7 +115,11 @@ impl Bound {
         let addr = listener
             .local_addr()
             .map_err(|source| ServeError::Bind { addr, source })?;
-        Ok(Bound { listener, addr })
+        Ok(Bound {
+            listener,
+            addr,
+            tls,
+        })
     }
 
     /// The address listened on (with the port picked for port 0).
@@ -85,9 +127,14 @@ impl Bound {
         self.addr
     }
 
+    /// `https` over TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
+
     /// The URL a person opens: the server's root with `token`, which sets the cookie.
     pub fn url(&self, token: &str) -> String {
-        format!("http://{}/?token={token}", self.addr)
+        format!("{}://{}/?token={token}", self.scheme(), self.addr)
     }
 }
 
@@ -126,22 +173,38 @@ where
     S: AgentSource + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
-    let trusted_hosts = access
+    let mut trusted_hosts = access
         .trusted_hosts
         .iter()
         .map(|h| security::trusted_host(h).ok_or_else(|| ServeError::TrustedHost(h.clone())))
         .collect::<Result<Vec<_>, _>>()?;
+    if !bound.addr.ip().is_loopback() {
+        // The address it was told to listen on names the server too (`10.0.0.5:PORT`).
+        trusted_hosts.push(security::address_host(bound.addr.ip()));
+    }
     let app = Arc::new(App {
         source: Arc::new(source),
         store,
         token: access.token,
         port: bound.addr.port(),
+        scheme: bound.scheme(),
         trusted_hosts,
         hub: Hub::default(),
     });
     let router = router(app.clone());
+    let Bound {
+        listener,
+        addr,
+        tls,
+    } = bound;
+    let serving = async move {
+        match tls {
+            Some(tls) => axum::serve(tls::TlsListener::new(listener, &tls, addr), router).await,
+            None => axum::serve(listener, router).await,
+        }
+    };
     let served = tokio::select! {
-        served = axum::serve(bound.listener, router) => served.map_err(ServeError::Serve),
+        served = serving => served.map_err(ServeError::Serve),
         () = shutdown => Ok(()),
     };
     app.hub.shutdown(SHUTDOWN_GRACE).await;

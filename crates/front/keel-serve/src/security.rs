@@ -4,11 +4,13 @@
 //!    `[::1]:PORT`) or a trusted host (`--trusted-host NAME`: `NAME:PORT`), else 403
 //!    `forbidden_host`: a page on another site cannot reach the server through a name it
 //!    rebinds to 127.0.0.1 (DNS rebinding).
-//! 2. A request with an `Origin` comes from the server's own origin (`http://` and one of those
-//!    hosts), else 403 `forbidden_origin`: another site's page cannot post to it (CSRF).
+//!    A server listening beyond loopback also accepts the address it listens on.
+//! 2. A request with an `Origin` comes from the server's own origin (its scheme, `http://` or
+//!    `https://`, and one of those hosts), else 403 `forbidden_origin`: another site's page
+//!    cannot post to it (CSRF).
 //! 3. The token: `Authorization: Bearer TOKEN` or the `keel_token` cookie, else 401
 //!    `unauthorized`. `GET /?token=TOKEN` (the URL `keel serve` prints) sets that cookie
-//!    (HttpOnly, SameSite=Strict) and redirects to `/`.
+//!    (HttpOnly, SameSite=Strict, and Secure over TLS) and redirects to `/`.
 
 use crate::{ApiError, App};
 use axum::extract::{Request, State};
@@ -42,7 +44,8 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, req: Request, next: Next)
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         let own = origin
-            .strip_prefix("http://")
+            .strip_prefix(app.scheme)
+            .and_then(|rest| rest.strip_prefix("://"))
             .is_some_and(|host| is_own_host(host, app.port, &app.trusted_hosts));
         if !own {
             return forbidden(
@@ -57,7 +60,15 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, req: Request, next: Next)
         if !same(given.as_bytes(), app.token.as_bytes()) {
             return unauthorized();
         }
-        let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", app.token);
+        let secure = if app.scheme == "https" {
+            "; Secure"
+        } else {
+            ""
+        };
+        let cookie = format!(
+            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{secure}",
+            app.token
+        );
         return (
             StatusCode::SEE_OTHER,
             [
@@ -105,6 +116,14 @@ pub fn is_own_host(host: &str, port: u16, trusted: &[String]) -> bool {
     let name = name.to_ascii_lowercase();
     p.parse::<u16>().ok() == Some(port)
         && (matches!(name.as_str(), "127.0.0.1" | "localhost" | "[::1]") || trusted.contains(&name))
+}
+
+/// How `ip` appears in a `Host` header (an IPv6 address in brackets).
+pub fn address_host(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+    }
 }
 
 /// `name` as a trusted host: lowercased, when it is a host name (letters, digits, `-`, `.`).
@@ -161,6 +180,10 @@ mod tests {
         assert!(is_own_host("KEEL.local:8080", 8080, &trusted));
         assert!(!is_own_host("keel.local:8081", 8080, &trusted));
         assert!(!is_own_host("evil.keel.local:8080", 8080, &trusted));
+        let v6 = address_host("fd00::5".parse().unwrap());
+        assert_eq!(v6, "[fd00::5]");
+        assert!(is_own_host("[FD00::5]:8080", 8080, &[v6]));
+        assert_eq!(address_host("10.0.0.5".parse().unwrap()), "10.0.0.5");
         assert_eq!(trusted_host("a/b"), None);
         assert_eq!(trusted_host("a:1"), None);
         assert_eq!(trusted_host(""), None);

@@ -30,10 +30,21 @@ pub struct AcpArgs {
 /// `keel serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The address to listen on: a loopback address and a port (0: a free port). Addresses
-    /// beyond this machine are refused until the server serves TLS.
+    /// The address to listen on and a port (0: a free port). An address beyond loopback needs
+    /// --tls-cert and --tls-key, or --insecure-no-tls; a wildcard address (0.0.0.0, [::]) is
+    /// refused.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
     pub listen: std::net::SocketAddr,
+    /// Speak HTTPS with this certificate chain (PEM, the server's certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on an address beyond loopback: the token and every session cross the
+    /// network in clear. Only for a network you trust completely.
+    #[arg(long, conflicts_with = "tls_cert")]
+    pub insecure_no_tls: bool,
     /// Accept this host name (a name of this machine, such as `keel.local`) in `Host` and
     /// `Origin` besides 127.0.0.1, localhost and [::1], with the server's port (repeatable).
     #[arg(long = "trusted-host", value_name = "HOST")]

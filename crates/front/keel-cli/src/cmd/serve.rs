@@ -27,7 +27,23 @@ pub fn run(ctx: &Ctx, args: ServeArgs) -> Result<ExitCode> {
     }
     raise_open_files_limit();
     let rt = super::run::runtime()?;
-    let bound = rt.block_on(keel_serve::Bound::bind(args.listen))?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(keel_serve::Tls::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    let bound = rt.block_on(keel_serve::Bound::bind(keel_serve::Listen {
+        addr: args.listen,
+        tls,
+        insecure: args.insecure_no_tls,
+    }))?;
+    if args.insecure_no_tls && !bound.local_addr().ip().is_loopback() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "keel: warning: serving plain HTTP on {}: the token and every session cross the \
+             network in clear (--insecure-no-tls)",
+            bound.local_addr()
+        );
+    }
     let token = keel_serve::new_token();
     let url = bound.url(&token);
     let state = ctx.home.join("serve.json");
@@ -39,7 +55,8 @@ pub fn run(ctx: &Ctx, args: ServeArgs) -> Result<ExitCode> {
     }
     let _ = writeln!(
         std::io::stderr(),
-        "keel: serving sessions on http://{} (API /api/v1; state in {})",
+        "keel: serving sessions on {}://{} (API /api/v1; state in {})",
+        bound.scheme(),
         bound.local_addr(),
         state.display()
     );

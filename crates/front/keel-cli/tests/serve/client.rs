@@ -50,7 +50,10 @@ impl Server {
             .strip_prefix("keel serve: ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        let rest = url.strip_prefix("http://").unwrap();
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+            .unwrap();
         let (authority, token) = rest.split_once("/?token=").unwrap();
         assert_eq!(token.len(), 64, "a 32-byte hex token: {token}");
         assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));

@@ -14,6 +14,7 @@ mod approvals;
 mod client;
 mod lock;
 mod routes;
+mod tls;
 
 use client::{
     Server, Sse, check_ids, connect, listed, receive_buffer, request, seq_types, wait_idle,
@@ -665,7 +666,33 @@ fn wildcard_and_remote_addresses_are_refused() {
             .args(["serve", "--listen", "0.0.0.0:0"]),
     );
     assert_ne!(out.code, Some(0));
-    assert!(out.stderr.contains("loopback"), "{}", out.stderr);
+    assert!(out.stderr.contains("wildcard"), "{}", out.stderr);
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     assert!(!env.home.join("serve.json").exists());
+
+    // An address beyond loopback (TEST-NET-1, on no interface here): refused without TLS ...
+    let out = support::run(
+        env.keel(&mock.base_url())
+            .args(["serve", "--listen", "192.0.2.1:0"]),
+    );
+    assert_ne!(out.code, Some(0));
+    assert!(
+        out.stderr.contains("not a loopback address") && out.stderr.contains("--tls-cert"),
+        "{}",
+        out.stderr
+    );
+    // ... and tried with --insecure-no-tls (the bind itself fails: no interface has it).
+    let out = support::run(env.keel(&mock.base_url()).args([
+        "serve",
+        "--listen",
+        "192.0.2.1:0",
+        "--insecure-no-tls",
+    ]));
+    assert_ne!(out.code, Some(0));
+    assert!(
+        out.stderr.contains("cannot listen on 192.0.2.1"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
 }
