@@ -285,9 +285,11 @@ pub(crate) fn last_plan_mode(
         .map(|p| (**p).clone())
 }
 
-/// The event a model chosen during a session is logged as (ignorable, `{"model": NAME}`): an
-/// editor's model selector (`keel acp`'s `session/set_config_option`). The last one is the
-/// session's model when an agent is built over it again ([`last_model`]).
+/// The event a model chosen during a session is logged as (ignorable, `{"model": NAME}`, with
+/// `"effort": EFFORT` when a reasoning effort was chosen too): an editor's model selector
+/// (`keel acp`'s `session/set_config_option`), the UI's `/model`, `keel serve`'s model route.
+/// The last one is the session's model when an agent is built over it again ([`last_model`]);
+/// the last effort chosen stays the session's through later model switches ([`last_effort`]).
 pub const MODEL_EVENT: &str = "model/selected";
 
 /// The model the session's last [`MODEL_EVENT`] chose, if any (a record without a string
@@ -299,6 +301,22 @@ pub fn last_model(session: &keel_session::Session) -> Option<String> {
             EventBody::Other(o) if o.type_name == MODEL_EVENT => o
                 .data
                 .get("model")
+                .and_then(serde_json::Value::as_str)
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned),
+            _ => None,
+        })
+        .last()
+}
+
+/// The reasoning effort the session's last [`MODEL_EVENT`] with a string `effort` chose.
+pub fn last_effort(session: &keel_session::Session) -> Option<String> {
+    session
+        .whole_event_iter()
+        .filter_map(|ev| match &ev.body {
+            EventBody::Other(o) if o.type_name == MODEL_EVENT => o
+                .data
+                .get("effort")
                 .and_then(serde_json::Value::as_str)
                 .filter(|m| !m.is_empty())
                 .map(str::to_owned),
@@ -367,6 +385,18 @@ mod tests {
             s.append(event).unwrap();
         }
         assert_eq!(last_model(&s).as_deref(), Some("deepseek-reasoner"));
+        assert_eq!(last_effort(&s), None);
+        for m in [
+            serde_json::json!({"model": "deepseek-reasoner", "effort": "low"}),
+            // A later switch of model alone keeps the effort chosen.
+            serde_json::json!({"model": "deepseek-chat"}),
+        ] {
+            let mut event = s.stamp(chosen(m), None);
+            event.ignorable = true;
+            s.append(event).unwrap();
+        }
+        assert_eq!(last_model(&s).as_deref(), Some("deepseek-chat"));
+        assert_eq!(last_effort(&s).as_deref(), Some("low"));
     }
 
     #[test]

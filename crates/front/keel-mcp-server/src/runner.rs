@@ -93,6 +93,7 @@ impl<S: AgentSource> Inner<S> {
             sandbox: task.sandbox,
             approval: task.approval,
             model: task.model,
+            effort: None,
         };
         let agent = self.source.create(&spec, options(control))?;
         let id = agent.session_id().as_str().to_owned();

@@ -205,6 +205,8 @@ struct CreateBody {
     prompt: Option<String>,
     /// A model instead of the configured one.
     model: Option<String>,
+    /// The session's mode from the start ([`keel_host::modes::MODES`]).
+    mode: Option<String>,
 }
 
 /// `POST /api/v1/sessions`: a new session in `cwd`, its agent built like `keel run`'s; with a
@@ -238,16 +240,32 @@ async fn create(
             )));
         }
     };
+    if let Some(mode) = body.mode.as_deref()
+        && !keel_host::modes::MODES.contains(&mode)
+    {
+        return Err(ApiError::bad_request(format!(
+            "mode: {}",
+            keel_host::modes::ModeError::Unknown(mode.to_owned())
+        )));
+    }
     let (pending, options) = Pending::new(Arc::default());
     let source = app.source.clone();
     let spec = SessionSpec {
         model: body.model,
         ..SessionSpec::in_dir(cwd.clone())
     };
-    let agent = tokio::task::spawn_blocking(move || source.create(&spec, options))
-        .await
-        .map_err(|e| ApiError::internal(format!("building the agent failed: {e}")))?
-        .map_err(source_error)?;
+    let mode = body.mode;
+    let agent = tokio::task::spawn_blocking(move || {
+        let agent = source.create(&spec, options)?;
+        if let Some(mode) = mode {
+            keel_host::modes::set_mode(&agent, &mode)
+                .map_err(|e| keel_host::SourceError::Failed(format!("mode {mode}: {e}")))?;
+        }
+        Ok(agent)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("building the agent failed: {e}")))?
+    .map_err(source_error)?;
     let live = pending.finish(agent, cwd);
     let id = live.agent.session_id().as_str().to_owned();
     app.hub.insert(live.clone());

@@ -4,7 +4,8 @@
 //! `rewind` command of the session's own agent, offered by the checkpoints plugin through the
 //! command seam), `POST …/mode` (the session modes of [`keel_host::modes`], as an editor sets
 //! them over ACP) and `POST …/model` (the terminal UI's `/model`: an agent rebuilt over the
-//! same session on the model, which the session keeps with a `session/model` event).
+//! same session on the model and/or reasoning effort, which the session keeps with a
+//! `model/selected` event).
 //!
 //! A rewind, a mode or a model switch changes a session between turns: while a turn runs it
 //! is refused with 409 `turn_running` (as the terminal UI refuses it), and while it is done
@@ -246,18 +247,24 @@ pub(crate) async fn mode(
     ))
 }
 
-/// The body of `POST …/model`.
+/// The body of `POST …/model`: a model, a reasoning effort, or both.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ModelBody {
-    model: String,
-    /// Not offered yet: no front end switches the reasoning effort of a session.
+    model: Option<String>,
     effort: Option<String>,
 }
 
-/// `POST /api/v1/sessions/{id}/model`: the session's agent rebuilt on `model` over the same
-/// session, as the terminal UI's `/model NAME` (the session keeps it: `session/model` in its
-/// log). `{"model"}`: the model its agent runs.
+/// Whether `effort` looks like a reasoning effort (`low`, `medium`, `high`, …: a short word of
+/// lowercase letters). Which ones a model takes is its provider's to say.
+fn is_effort(effort: &str) -> bool {
+    (1..=16).contains(&effort.len()) && effort.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+/// `POST /api/v1/sessions/{id}/model`: the session's agent rebuilt over the same session on
+/// `model` and/or with the reasoning `effort`, as the terminal UI's `/model NAME` (the session
+/// keeps both: `model/selected` in its log). `{"model", "effort"}`: what its agent runs with
+/// (`effort` null when none is set; a model that takes no effort is sent none).
 pub(crate) async fn model(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
@@ -265,44 +272,56 @@ pub(crate) async fn model(
 ) -> Result<Json<Value>, ApiError> {
     stored_path(&app, &id).await?;
     let body: ModelBody = parse(body)?;
-    if body.model.trim().is_empty() {
+    if body.model.is_none() && body.effort.is_none() {
+        return Err(ApiError::bad_request(
+            "model, effort: give a model, a reasoning effort or both",
+        ));
+    }
+    if body.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
         return Err(ApiError::bad_request(
             "model: a model name, not an empty one",
         ));
     }
-    if body.effort.is_some() {
-        return Err(ApiError::bad_request(
-            "effort: switching a session's reasoning effort is not offered yet (neither keel's \
-             command line nor its terminal UI does it); set reasoning_effort in the \
-             configuration",
-        ));
+    if let Some(effort) = body.effort.as_deref().filter(|e| !is_effort(e)) {
+        return Err(ApiError::bad_request(format!(
+            "effort: {effort:?} is not a reasoning effort (a word such as low, medium or high)"
+        )));
     }
     let live = live_or_resumed(&app, &id).await?;
     // Messages that come meanwhile wait for the new agent (they resume through `opening`).
     let _opening = app.hub.opening.lock().await;
     let live = app.hub.get(&id).unwrap_or(live);
     let hold = Hold::take(&live).ok_or_else(|| running(&id, "switch its model"))?;
-    let current = live.agent.config().model.clone();
-    if current == body.model {
-        return Ok(Json(json!({ "model": current })));
+    let current = (
+        live.agent.config().model.clone(),
+        live.agent.config().reasoning_effort.clone(),
+    );
+    let model = body.model.clone().unwrap_or_else(|| current.0.clone());
+    let effort = body.effort.clone().or_else(|| current.1.clone());
+    if (&model, &effort) == (&current.0, &current.1) {
+        return Ok(Json(answer(&live)));
     }
     let Some(old) = app.hub.take(&id) else {
         return Err(ApiError::internal(format!(
             "session {id} stopped being hosted during the switch"
         )));
     };
-    let switched = rebuild(&app, &old, Some(body.model.clone())).await;
+    let switched = rebuild(&app, &old, Some(model.clone()), effort.clone()).await;
     let (new, failure) = match switched {
         Ok(new) => (new, None),
         // As the terminal UI does: the session again on the model it had.
-        Err(e) => (rebuild(&app, &old, Some(current)).await?, Some(e)),
+        Err(e) => (
+            rebuild(&app, &old, Some(current.0), current.1).await?,
+            Some(e),
+        ),
     };
     if failure.is_none() {
+        let mut chosen = json!({ "model": model });
+        if let Some(effort) = &body.effort {
+            chosen["effort"] = json!(effort);
+        }
         new.agent
-            .push_ignorable(
-                keel_agent::session_modes::MODEL_EVENT,
-                json!({ "model": body.model }),
-            )
+            .push_ignorable(keel_agent::session_modes::MODEL_EVENT, chosen)
             .map_err(|e| {
                 ApiError::internal(format!(
                     "session {id}: the model could not be kept in the session: {e}"
@@ -316,18 +335,31 @@ pub(crate) async fn model(
     drop(tokio::task::spawn_blocking(move || drop(old)));
     match failure {
         Some(e) => Err(e),
-        None => Ok(Json(json!({ "model": new.agent.config().model }))),
+        None => Ok(Json(answer(&new))),
     }
 }
 
-/// An agent built over `old`'s session on `model`, after `old` let go of the log (one writer
-/// per session), announcing on `old`'s channel with `old`'s requests.
-async fn rebuild(app: &App, old: &Arc<Live>, model: Option<String>) -> Result<Arc<Live>, ApiError> {
+/// The model route's answer: what `live`'s agent runs with.
+fn answer(live: &Live) -> Value {
+    let config = live.agent.config();
+    json!({ "model": config.model, "effort": config.reasoning_effort })
+}
+
+/// An agent built over `old`'s session on `model` with `effort` (`None`: the configured or the
+/// session's), after `old` let go of the log (one writer per session), announcing on `old`'s
+/// channel with `old`'s requests.
+async fn rebuild(
+    app: &App,
+    old: &Arc<Live>,
+    model: Option<String>,
+    effort: Option<String>,
+) -> Result<Arc<Live>, ApiError> {
     let (pending, options) = Pending::following(old);
     let source = app.source.clone();
     let held = old.clone();
     let spec = SessionSpec {
         model,
+        effort,
         ..SessionSpec::in_dir(old.cwd.clone())
     };
     let agent = tokio::task::spawn_blocking(move || {

@@ -120,7 +120,10 @@ pub fn document() -> Value {
                             "cwd": {"type": "string", "description": "An absolute directory."},
                             "prompt": {"type": "string"},
                             "model": {"type": "string",
-                                "description": "A model instead of the configured one."}}}}}},
+                                "description": "A model instead of the configured one."},
+                            "mode": {"enum": ["default", "read-only", "auto", "plan"],
+                                "description": "The session's mode from the start (as \
+                                    `POST …/mode`), before its first turn."}}}}}},
                     "responses": {"201": {"description": "Created.", "content": {
                         "application/json": {"schema": {"type": "object",
                             "properties": {"id": {"type": "string"}}}}}},
@@ -250,13 +253,15 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                 "responses": {"200": {"description": "`{\"mode\"}`: the mode it is in."},
                     "400": error, "404": error, "409": held}}},
             "/api/v1/sessions/{id}/model": {"post": {
-                "summary": "Rebuild the session's agent on another model (`/model NAME`); \
-                    the session keeps it.",
+                "summary": "Rebuild the session's agent on another model and/or reasoning \
+                    effort (`/model NAME`); the session keeps both. At least one of them.",
                 "parameters": [id],
-                "requestBody": object(&["model"], json!({"model": {"type": "string"},
-                    "effort": {"type": "string",
-                        "description": "Not offered yet: refused with a 400."}})),
-                "responses": {"200": {"description": "`{\"model\"}`: the model it runs."},
+                "requestBody": object(&[], json!({"model": {"type": "string", "minLength": 1},
+                    "effort": {"type": "string", "pattern": "^[a-z]{1,16}$",
+                        "description": "A reasoning effort (low, medium, high, …) for models \
+                            that take one; it stays through later model switches."}})),
+                "responses": {"200": {"description": "`{\"model\", \"effort\"}`: what it runs \
+                    with (effort null when none is set)."},
                     "400": error, "404": error, "409": held, "500": error}}}
     });
     match paths {

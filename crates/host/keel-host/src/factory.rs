@@ -65,6 +65,9 @@ pub struct Flags {
     pub context_window: Option<u64>,
     /// Output budget of the model, in tokens.
     pub max_output: Option<u64>,
+    /// Reasoning effort sent to models that take one (a session's choice over
+    /// `[agent] reasoning_effort`).
+    pub reasoning_effort: Option<String>,
     /// Plugin ids enabled for this run whatever their rows say (`--provenance`).
     pub enable: Vec<&'static str>,
     /// Changes to plugin rows' merged `config` for this run (`--control contract`), applied
@@ -249,11 +252,15 @@ impl Host {
             .unwrap_or(SandboxMode::WorkspaceWrite);
         let approval = flags.approval.or(c.approval).unwrap_or_default();
         let route = self.route(&flags, model)?;
+        let reasoning_effort = flags
+            .reasoning_effort
+            .or_else(|| c.agent.reasoning_effort.clone());
         Ok(AgentFactory {
             host: self,
             route,
             sandbox,
             approval,
+            reasoning_effort,
             enable: flags.enable,
             row_edits: flags.row_edits,
         })
@@ -388,6 +395,7 @@ pub struct AgentFactory<'h> {
     route: ModelRoute,
     sandbox: SandboxMode,
     approval: ApprovalPolicy,
+    reasoning_effort: Option<String>,
     enable: Vec<&'static str>,
     row_edits: Vec<RowEdit>,
 }
@@ -617,7 +625,7 @@ impl AgentFactory<'_> {
         config.keel_home = Some(host.home.clone());
         config.approval = self.approval;
         config.thinking = a.thinking;
-        config.reasoning_effort = a.reasoning_effort.clone();
+        config.reasoning_effort = self.reasoning_effort.clone();
         config.temperature = a.temperature;
         if let Some(n) = a.max_steps {
             config.max_steps = n;

@@ -26,6 +26,8 @@ pub struct SessionSpec {
     pub approval: Option<ApprovalPolicy>,
     /// A model instead of the configured one.
     pub model: Option<String>,
+    /// A reasoning effort instead of the configured one (or the one the session chose).
+    pub effort: Option<String>,
 }
 
 impl SessionSpec {

@@ -149,6 +149,7 @@ impl Ctx {
             approval,
             context_window: c.context_window,
             max_output: c.max_output,
+            reasoning_effort: None,
             enable: [
                 c.provenance.then_some(keel_provenance::ID.as_str()),
                 (c.memory || c.context.is_some()).then_some(keel_memory::ID.as_str()),

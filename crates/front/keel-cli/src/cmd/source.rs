@@ -99,6 +99,9 @@ impl Source {
         if spec.model.is_some() {
             flags.model = spec.model.clone();
         }
+        if spec.effort.is_some() {
+            flags.reasoning_effort = spec.effort.clone();
+        }
         flags
     }
 
@@ -260,6 +263,11 @@ impl AgentSource for Source {
             && let Some(model) = keel_agent::session_modes::last_model(log.session())
         {
             flags.model = Some(model);
+        }
+        if spec.effort.is_none()
+            && let Some(effort) = keel_agent::session_modes::last_effort(log.session())
+        {
+            flags.reasoning_effort = Some(effort);
         }
         keep_session_modes(&mut flags, &log);
         let host = self.host(&ctx)?;

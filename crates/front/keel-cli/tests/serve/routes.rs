@@ -19,6 +19,8 @@ responses:
     text: "Fork answer."
   - match: { last_user_contains: "second question" }
     text: "Second answer."
+  - match: { last_user_contains: "effort question" }
+    text: "Effort answer."
   - match: { last_user_contains: "write the notes" }
     tool_calls:
       - { id: r1, name: read, arguments: { file_path: "notes.txt" } }
@@ -235,17 +237,35 @@ fn mode_and_model_switches_are_on_the_stream_and_refused_mid_turn() {
 
     let model = format!("/api/v1/sessions/{id}/model");
     bad(&post(&server, &model, json!({"model": 7})), "model");
-    bad(
-        &post(
-            &server,
-            &model,
-            json!({"model": "deepseek-reasoner", "effort": "high"}),
-        ),
-        "effort",
+    bad(&post(&server, &model, json!({"effort": "HIGH!"})), "effort");
+    bad(&post(&server, &model, json!({})), "model, effort");
+
+    // The reasoning effort alone: the same model, the effort in the log and in the next request.
+    let set = post(&server, &model, json!({"effort": "low"}));
+    assert_eq!(set.status, 200, "{}", set.body);
+    let configured = set.json()["model"].as_str().unwrap().to_owned();
+    assert_eq!(set.json()["effort"], "low", "{}", set.body);
+    let seen = stream.until("model/selected");
+    let chosen = &seen.last().unwrap().1["data"];
+    assert_eq!(chosen["effort"], "low", "{seen:?}");
+    assert_eq!(chosen["model"], configured.as_str(), "{seen:?}");
+    let sent = post(
+        &server,
+        &format!("/api/v1/sessions/{id}/messages"),
+        json!({"text": "effort question"}),
     );
+    assert_eq!(sent.status, 202, "{}", sent.body);
+    stream.until_turn_end();
+    let request = mock.requests().pop().unwrap();
+    assert_eq!(request["model"], configured.as_str(), "{request}");
+    assert_eq!(request["reasoning_effort"], "low", "{request}");
+    wait_idle(&server, &id);
+
+    // Then the model: the effort chosen stays.
     let switched = post(&server, &model, json!({"model": "deepseek-reasoner"}));
     assert_eq!(switched.status, 200, "{}", switched.body);
     assert_eq!(switched.json()["model"], "deepseek-reasoner");
+    assert_eq!(switched.json()["effort"], "low", "{}", switched.body);
     let seen = stream.until("model/selected");
     assert_eq!(seen.last().unwrap().1["data"]["model"], "deepseek-reasoner");
 
@@ -265,6 +285,26 @@ fn mode_and_model_switches_are_on_the_stream_and_refused_mid_turn() {
     let request = mock.requests().pop().unwrap();
     assert_eq!(request["model"], "deepseek-reasoner", "{request}");
     wait_idle(&server, &id);
+
+    // A session created in a mode is in it before its first turn.
+    let created = post(
+        &server,
+        "/api/v1/sessions",
+        json!({"cwd": env.ws, "mode": "plan"}),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let planned = created.json()["id"].as_str().unwrap().to_owned();
+    let events =
+        Sse::open(&server, &format!("/api/v1/sessions/{planned}/events"), None).until("plan/mode");
+    assert_eq!(events.last().unwrap().1["data"]["active"], true);
+    bad(
+        &post(
+            &server,
+            "/api/v1/sessions",
+            json!({"cwd": env.ws, "mode": "fast"}),
+        ),
+        "fast",
+    );
 
     // Mid-turn, a rewind, a mode or a model switch waits: 409 turn_running.
     let busy = server.create(&env.ws, "take forever");

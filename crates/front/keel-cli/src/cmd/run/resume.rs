@@ -119,6 +119,7 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     if let Some(model) = keel_agent::session_modes::last_model(log.session()) {
         flags.model = Some(model);
     }
+    flags.reasoning_effort = keel_agent::session_modes::last_effort(log.session());
     if keep_session_modes(&mut flags, &log) {
         writeln!(
             err,
