@@ -64,6 +64,8 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/events",
             get(crate::events::events),
         ),
+        route("GET", "/api/v1/trust", get(crate::trust::show)),
+        route("POST", "/api/v1/trust", post(crate::trust::record)),
         route("GET", "/api/v1/sessions/{id}/pending", get(pending)),
         route(
             "POST",
@@ -209,6 +211,30 @@ struct CreateBody {
     mode: Option<String>,
 }
 
+/// `cwd` as a session's workspace: an absolute path to a directory, canonical; else a 400
+/// naming it.
+pub(crate) fn workspace(cwd: &std::path::Path) -> Result<PathBuf, ApiError> {
+    if !cwd.is_absolute() {
+        return Err(ApiError::bad_request(format!(
+            "cwd {} is not an absolute path",
+            cwd.display()
+        )));
+    }
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => cwd
+            .canonicalize()
+            .map_err(|e| ApiError::bad_request(format!("cwd {}: {e}", cwd.display()))),
+        Ok(_) => Err(ApiError::bad_request(format!(
+            "cwd {} is not a directory",
+            cwd.display()
+        ))),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "cwd {} does not exist or cannot be read: {e}",
+            cwd.display()
+        ))),
+    }
+}
+
 /// `POST /api/v1/sessions`: a new session in `cwd`, its agent built like `keel run`'s; with a
 /// prompt, its first turn starts in the background.
 async fn create(
@@ -216,30 +242,7 @@ async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body: CreateBody = parse(body)?;
-    if !body.cwd.is_absolute() {
-        return Err(ApiError::bad_request(format!(
-            "cwd {} is not an absolute path",
-            body.cwd.display()
-        )));
-    }
-    let cwd = match std::fs::metadata(&body.cwd) {
-        Ok(meta) if meta.is_dir() => body
-            .cwd
-            .canonicalize()
-            .map_err(|e| ApiError::bad_request(format!("cwd {}: {e}", body.cwd.display())))?,
-        Ok(_) => {
-            return Err(ApiError::bad_request(format!(
-                "cwd {} is not a directory",
-                body.cwd.display()
-            )));
-        }
-        Err(e) => {
-            return Err(ApiError::bad_request(format!(
-                "cwd {} does not exist or cannot be read: {e}",
-                body.cwd.display()
-            )));
-        }
-    };
+    let cwd = workspace(&body.cwd)?;
     if let Some(mode) = body.mode.as_deref()
         && !keel_host::modes::MODES.contains(&mode)
     {

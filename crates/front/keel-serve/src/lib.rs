@@ -22,6 +22,7 @@ pub mod openapi;
 mod requests;
 pub mod security;
 pub mod tls;
+mod trust;
 
 pub use error::{ApiError, ServeError};
 pub use tls::Tls;

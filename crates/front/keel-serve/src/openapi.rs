@@ -218,7 +218,34 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
         json!({"required": true, "content": {"application/json": {"schema": {
             "type": "object", "required": required, "properties": properties}}}})
     };
+    let trust = json!({"description": "The workspace's trust: `root`, `level` (`trusted` \
+        or `untrusted`), `decided` (false: nobody decided; untrusted until someone does), \
+        `source`, `ask` (a client should ask its user now), `notice` (what is left alone, or \
+        null), `files` ([{file, what, changed?}] the decision governs).",
+        "content": {"application/json": {"schema": {"type": "object",
+            "required": ["root", "level", "decided", "ask", "files"],
+            "properties": {"root": {"type": "string"},
+                "level": {"enum": ["trusted", "untrusted"]},
+                "decided": {"type": "boolean"}, "ask": {"type": "boolean"},
+                "source": {"type": "object"}, "notice": {"type": ["string", "null"]},
+                "files": {"type": "array", "items": {"type": "object"}},
+                "recordedIn": {"type": "string",
+                    "description": "POST: the configuration file it went to."}}}}}});
     let paths = json!({
+            "/api/v1/trust": {
+                "get": {
+                    "summary": "The trust question of a workspace, as the terminal UI asks \
+                        it before its first agent.",
+                    "parameters": [{"name": "cwd", "in": "query", "required": true,
+                        "schema": {"type": "string"}, "description": "An absolute directory."}],
+                    "responses": {"200": trust, "400": error}},
+                "post": {
+                    "summary": "Record the workspace's trust (as `/trust yes|no`); sessions \
+                        created or resumed from now on follow it.",
+                    "requestBody": object(&["cwd", "level"], json!({
+                        "cwd": {"type": "string", "description": "An absolute directory."},
+                        "level": {"enum": ["trusted", "untrusted"]}})),
+                    "responses": {"200": trust, "400": error, "500": error}}},
             "/api/v1/sessions/{id}/fork": {"post": {
                 "summary": "A new session seeded with this one's log (`keel fork`), stored; \
                     a message resumes it. Never refused for a running session.",

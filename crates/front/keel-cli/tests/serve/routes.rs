@@ -449,3 +449,69 @@ fn an_image_reaches_the_model_and_other_forms_are_refused() {
     );
     assert_eq!(missing.status, 404, "{}", missing.body);
 }
+
+#[test]
+fn the_trust_question_is_asked_and_answered_over_the_api() {
+    let env = Env::untrusted();
+    let hook = |name: &str| {
+        json!([{"hooks": [{"type": "command",
+            "command": format!("touch {}", env.outside.join(name).display())}]}])
+    };
+    env.write(
+        ".claude/settings.json",
+        &json!({"hooks": {"UserPromptSubmit": hook("prompt-submit")}}).to_string(),
+    );
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let cwd = env.ws.to_str().unwrap();
+    let query = format!("/api/v1/trust?cwd={}", cwd.replace('/', "%2F"));
+
+    // Undecided, and trusting would change something: a client asks.
+    let asked = server.call("GET", &query, None);
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    let asked = asked.json();
+    assert_eq!(asked["decided"], false, "{asked}");
+    assert_eq!(asked["level"], "untrusted", "{asked}");
+    assert_eq!(asked["ask"], true, "{asked}");
+    assert_eq!(asked["files"][0]["file"], ".claude/settings.json", "{asked}");
+    assert_eq!(asked["files"][0]["what"][0], "hooks.UserPromptSubmit", "{asked}");
+    assert!(asked["notice"].as_str().unwrap().contains(".claude/settings.json"));
+
+    // A session before the answer: the hook stays inert.
+    let before = server.create(&env.ws, "first question");
+    until_turn_ends(&server, &before, 1);
+    assert!(!env.outside.join("prompt-submit").exists(), "ran untrusted");
+
+    // Bad answers change nothing.
+    bad(
+        &post(&server, "/api/v1/trust", json!({"cwd": cwd, "level": "maybe"})),
+        "maybe",
+    );
+    bad(
+        &post(&server, "/api/v1/trust", json!({"cwd": "ws", "level": "trusted"})),
+        "absolute",
+    );
+    bad(&server.call("GET", "/api/v1/trust", None), "cwd");
+    assert_eq!(server.call("GET", &query, None).json()["decided"], false);
+
+    // Trusted: recorded in the user's configuration; sessions from now on follow it.
+    let recorded = post(
+        &server,
+        "/api/v1/trust",
+        json!({"cwd": cwd, "level": "trusted"}),
+    );
+    assert_eq!(recorded.status, 200, "{}", recorded.body);
+    let recorded = recorded.json();
+    assert_eq!(recorded["level"], "trusted", "{recorded}");
+    assert_eq!(recorded["decided"], true, "{recorded}");
+    assert_eq!(recorded["ask"], false, "{recorded}");
+    let file = PathBuf::from(recorded["recordedIn"].as_str().unwrap());
+    assert!(file.starts_with(&env.home), "{recorded}");
+    assert!(std::fs::read_to_string(&file).unwrap().contains("trusted"));
+    let after = server.create(&env.ws, "second question");
+    until_turn_ends(&server, &after, 1);
+    assert!(
+        env.outside.join("prompt-submit").exists(),
+        "the trusted workspace's hook did not run"
+    );
+}
