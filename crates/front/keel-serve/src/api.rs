@@ -64,6 +64,16 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/events",
             get(crate::events::events),
         ),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/commands",
+            get(crate::commands::list),
+        ),
+        route(
+            "POST",
+            "/api/v1/sessions/{id}/commands/{name}",
+            post(crate::commands::run),
+        ),
         route("GET", "/api/v1/trust", get(crate::trust::show)),
         route("POST", "/api/v1/trust", post(crate::trust::record)),
         route("GET", "/api/v1/sessions/{id}/pending", get(pending)),

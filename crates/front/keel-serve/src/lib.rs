@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod api;
+mod commands;
 mod control;
 mod error;
 pub mod events;

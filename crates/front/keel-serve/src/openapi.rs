@@ -105,23 +105,26 @@ pub fn document() -> Value {
                 "get": {
                     "summary": "Every session of $KEEL_HOME, newest first; with `q`, the \
                         sessions that mention every word of it, best first.",
-                    "parameters": [{"name": "q", "in": "query", "schema": {"type": "string"},
+                    "parameters": [{"name": "q", "in": "query",
+                        "schema": {"type": "string", "minLength": 1},
                         "description": "Search as `keel sessions search --all`: each session \
                             listed once, as `{id, cwd, status, snippet, seq}` (its best \
                             match, the words in `[…]`)."}],
                     "responses": {"200": {"description": "The sessions.", "content": {
                         "application/json": {"schema": {"type": "object", "properties": {
                             "sessions": {"type": "array",
-                                "items": {"$ref": "#/components/schemas/Session"}}}}}}}}},
+                                "items": {"$ref": "#/components/schemas/Session"}}}}}}},
+                        "400": error, "500": error}},
                 "post": {
                     "summary": "A new session in cwd; with a prompt, its first turn starts.",
                     "requestBody": {"required": true, "content": {"application/json": {
                         "schema": {"type": "object", "required": ["cwd"], "properties": {
-                            "cwd": {"type": "string", "description": "An absolute directory."},
-                            "prompt": {"type": "string"},
-                            "model": {"type": "string",
+                            "cwd": {"type": "string", "pattern": "^/",
+                                "description": "An absolute directory."},
+                            "prompt": {"type": ["string", "null"]},
+                            "model": {"type": ["string", "null"],
                                 "description": "A model instead of the configured one."},
-                            "mode": {"enum": ["default", "read-only", "auto", "plan"],
+                            "mode": {"enum": ["default", "read-only", "auto", "plan", null],
                                 "description": "The session's mode from the start (as \
                                     `POST …/mode`), before its first turn."}}}}}},
                     "responses": {"201": {"description": "Created.", "content": {
@@ -157,9 +160,10 @@ pub fn document() -> Value {
                 "summary": "The session's log as Server-Sent Events (`id:` seq, `data:` the \
                     event as `keel run --json` prints it), then live. `Last-Event-ID` resumes.",
                 "parameters": [id,
-                    {"name": "after", "in": "query", "schema": {"type": "integer"},
+                    {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0},
                         "description": "Start after this seq (exclusive)."},
-                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"},
+                    {"name": "Last-Event-ID", "in": "header",
+                        "schema": {"type": "integer", "minimum": 0},
                         "description": "The last seq received; wins over `after`."}],
                 "responses": {"200": {"description": "The stream. A hosted session's \
                     stream also carries named messages without `id:`: `pending` first \
@@ -182,7 +186,7 @@ pub fn document() -> Value {
                         "decision": {"enum": ["allow", "allow_always", "deny"],
                             "description": "`allow_always`: this command (`bash`) or tool \
                                 for the rest of the session; one of the request's `options`."},
-                        "note": {"type": "string",
+                        "note": {"type": ["string", "null"],
                             "description": "Why; a denial's note is shown to the model."}}}}}},
                 "responses": {"200": resolved, "400": error, "404": error, "409": conflict}}},
             "/api/v1/sessions/{id}/questions/{requestId}": {"post": {
@@ -190,7 +194,7 @@ pub fn document() -> Value {
                 "parameters": [id, request_id],
                 "requestBody": {"required": true, "content": {"application/json": {
                     "schema": {"type": "object", "properties": {
-                        "answers": {"type": "object",
+                        "answers": {"type": ["object", "null"],
                             "description": "Question id → one of its option labels (free text \
                                 when it has none), or an array of labels (multi-select). \
                                 Questions left out are unanswered.",
@@ -198,7 +202,7 @@ pub fn document() -> Value {
                                 {"type": "array", "items": {"type": "string"}}]}},
                         "declined": {"type": "boolean",
                             "description": "Dismiss the questions instead."},
-                        "note": {"type": "string",
+                        "note": {"type": ["string", "null"],
                             "description": "With `declined`: what the person said."}}}}}},
                 "responses": {"200": resolved, "400": error, "404": error, "409": conflict}}}
         }
@@ -206,7 +210,28 @@ pub fn document() -> Value {
     if let Some(paths) = doc["paths"].as_object_mut() {
         paths.extend(control(&id, &error));
     }
+    closed_bodies(&mut doc);
     doc
+}
+
+/// Every request body is read with `deny_unknown_fields`: a field the route does not know is a
+/// 400, so each body's schema says `additionalProperties: false`.
+fn closed_bodies(doc: &mut Value) {
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for op in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in op.values_mut() {
+            let schema = op
+                .pointer_mut("/requestBody/content/application~1json/schema")
+                .and_then(Value::as_object_mut);
+            if let Some(schema) = schema {
+                schema
+                    .entry("additionalProperties")
+                    .or_insert(Value::Bool(false));
+            }
+        }
+    }
 }
 
 /// The routes of forks, rewinds, mode and model switches.
@@ -231,28 +256,72 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                 "files": {"type": "array", "items": {"type": "object"}},
                 "recordedIn": {"type": "string",
                     "description": "POST: the configuration file it went to."}}}}}});
+    let name = json!({"name": "name", "in": "path", "required": true,
+        "schema": {"type": "string"}, "description": "The command's name, without `/`."});
+    // A body that may be left out (none is `{}`).
+    let optional = |mut body: Value| {
+        body["required"] = Value::Bool(false);
+        body
+    };
+    // A body that must give one of `fields` at least (not null).
+    let at_least_one = |mut body: Value, fields: &[&str]| {
+        body["content"]["application/json"]["schema"]["anyOf"] = fields
+            .iter()
+            .map(|f| json!({"required": [f], "properties": {*f: {"not": {"type": "null"}}}}))
+            .collect();
+        body
+    };
     let paths = json!({
+            "/api/v1/sessions/{id}/commands": {"get": {
+                "summary": "The session's slash commands: `compact`, the custom commands \
+                    (Markdown files) and the plugins' (`goal`, `review`, …).",
+                "parameters": [id],
+                "responses": {"200": {"description": "`{\"commands\": [{name, description, \
+                    argumentHint, kind}]}`, kind `builtin`, `custom` or `plugin`.",
+                    "content": {"application/json": {"schema": {"type": "object",
+                        "properties": {"commands": {"type": "array",
+                            "items": {"type": "object"}}}}}}},
+                    "404": error, "409": held}}},
+            "/api/v1/sessions/{id}/commands/{name}": {"post": {
+                "summary": "Run a slash command as the terminal UI does (`/goal pause`, \
+                    `/goal OBJECTIVE`, `/compact`, a custom command).",
+                "parameters": [id, name],
+                "requestBody": {"required": false, "content": {"application/json": {"schema": {
+                    "type": "object", "properties": {"args": {"type": "string",
+                        "description": "What follows the name on the command line."}}}}}},
+                "responses": {
+                    "200": {"description": "`{\"message\"}`: it acted and says what it did."},
+                    "202": {"description": "`{\"prompt\"}`: its prompt was queued as a turn."},
+                    "400": error, "404": error,
+                    "409": {"description": "`command_refused` (the command said no, and why), \
+                        `turn_running` (`compact` mid-turn) or `session_busy`.",
+                        "content": {"application/json": {
+                            "schema": {"$ref": "#/components/schemas/Error"}}}},
+                    "500": error}}},
             "/api/v1/trust": {
                 "get": {
                     "summary": "The trust question of a workspace, as the terminal UI asks \
                         it before its first agent.",
                     "parameters": [{"name": "cwd", "in": "query", "required": true,
-                        "schema": {"type": "string"}, "description": "An absolute directory."}],
+                        "schema": {"type": "string", "pattern": "^/"},
+                        "description": "An absolute directory."}],
                     "responses": {"200": trust, "400": error}},
                 "post": {
                     "summary": "Record the workspace's trust (as `/trust yes|no`); sessions \
                         created or resumed from now on follow it.",
                     "requestBody": object(&["cwd", "level"], json!({
-                        "cwd": {"type": "string", "description": "An absolute directory."},
+                        "cwd": {"type": "string", "pattern": "^/",
+                            "description": "An absolute directory."},
                         "level": {"enum": ["trusted", "untrusted"]}})),
                     "responses": {"200": trust, "400": error, "500": error}}},
             "/api/v1/sessions/{id}/fork": {"post": {
                 "summary": "A new session seeded with this one's log (`keel fork`), stored; \
                     a message resumes it. Never refused for a running session.",
                 "parameters": [id],
-                "requestBody": object(&[], json!({"at": {"type": "integer",
+                "requestBody": optional(object(&[], json!({"at": {
+                    "type": ["integer", "null"], "minimum": 0,
                     "description": "Fork just before this seq (the start of the turn holding \
-                        it); after the last completed turn when absent."}})),
+                        it); after the last completed turn when absent."}}))),
                 "responses": {"201": {"description": "`{\"id\"}`: the new session.",
                     "content": {"application/json": {"schema": {"type": "object",
                         "properties": {"id": {"type": "string"}}}}}},
@@ -262,7 +331,7 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                     (`/rewind`, the checkpoints plugin's).",
                 "parameters": [id],
                 "requestBody": object(&["to"], json!({
-                    "to": {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "to": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
                         "description": "A seq (just before the turn holding it), or as \
                             `keel rewind --to`: `\"N\"` (turn N), `\"seq:S\"`, or \
                             `\"undo\"` (undo the last rewind)."},
@@ -283,10 +352,12 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                 "summary": "Rebuild the session's agent on another model and/or reasoning \
                     effort (`/model NAME`); the session keeps both. At least one of them.",
                 "parameters": [id],
-                "requestBody": object(&[], json!({"model": {"type": "string", "minLength": 1},
-                    "effort": {"type": "string", "pattern": "^[a-z]{1,16}$",
+                "requestBody": at_least_one(object(&[], json!({
+                    "model": {"type": ["string", "null"], "minLength": 1},
+                    "effort": {"type": ["string", "null"], "pattern": "^[a-z]{1,16}$",
                         "description": "A reasoning effort (low, medium, high, …) for models \
                             that take one; it stays through later model switches."}})),
+                    &["model", "effort"]),
                 "responses": {"200": {"description": "`{\"model\", \"effort\"}`: what it runs \
                     with (effort null when none is set)."},
                     "400": error, "404": error, "409": held, "500": error}}}

@@ -21,6 +21,15 @@ responses:
     text: "Second answer."
   - match: { last_user_contains: "effort question" }
     text: "Effort answer."
+  - match: { last_user_contains: "<goal_round" }
+    tool_calls:
+      - { id: g1, name: update_goal, arguments: { goal_id: "g1", revision: 1, action: complete } }
+  - match: { last_tool_result_contains: "complete" }
+    text: "Goal reached."
+  - match: { last_user_contains: "Say hello to" }
+    text: "Hello, custom."
+  - match: { last_user_contains: "Context compaction" }
+    text: "Summary: a goal reached, a greeting sent."
   - match: { last_user_contains: "write the notes" }
     tool_calls:
       - { id: r1, name: read, arguments: { file_path: "notes.txt" } }
@@ -473,9 +482,20 @@ fn the_trust_question_is_asked_and_answered_over_the_api() {
     assert_eq!(asked["decided"], false, "{asked}");
     assert_eq!(asked["level"], "untrusted", "{asked}");
     assert_eq!(asked["ask"], true, "{asked}");
-    assert_eq!(asked["files"][0]["file"], ".claude/settings.json", "{asked}");
-    assert_eq!(asked["files"][0]["what"][0], "hooks.UserPromptSubmit", "{asked}");
-    assert!(asked["notice"].as_str().unwrap().contains(".claude/settings.json"));
+    assert_eq!(
+        asked["files"][0]["file"], ".claude/settings.json",
+        "{asked}"
+    );
+    assert_eq!(
+        asked["files"][0]["what"][0], "hooks.UserPromptSubmit",
+        "{asked}"
+    );
+    assert!(
+        asked["notice"]
+            .as_str()
+            .unwrap()
+            .contains(".claude/settings.json")
+    );
 
     // A session before the answer: the hook stays inert.
     let before = server.create(&env.ws, "first question");
@@ -484,11 +504,19 @@ fn the_trust_question_is_asked_and_answered_over_the_api() {
 
     // Bad answers change nothing.
     bad(
-        &post(&server, "/api/v1/trust", json!({"cwd": cwd, "level": "maybe"})),
+        &post(
+            &server,
+            "/api/v1/trust",
+            json!({"cwd": cwd, "level": "maybe"}),
+        ),
         "maybe",
     );
     bad(
-        &post(&server, "/api/v1/trust", json!({"cwd": "ws", "level": "trusted"})),
+        &post(
+            &server,
+            "/api/v1/trust",
+            json!({"cwd": "ws", "level": "trusted"}),
+        ),
         "absolute",
     );
     bad(&server.call("GET", "/api/v1/trust", None), "cwd");
@@ -513,5 +541,128 @@ fn the_trust_question_is_asked_and_answered_over_the_api() {
     assert!(
         env.outside.join("prompt-submit").exists(),
         "the trusted workspace's hook did not run"
+    );
+}
+
+#[test]
+fn slash_commands_run_over_the_api_the_goal_among_them() {
+    let env = Env::new();
+    env.write(".keel/commands/greet.md", "Say hello to $ARGUMENTS.\n");
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let created = post(&server, "/api/v1/sessions", json!({"cwd": env.ws}));
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    let commands = format!("/api/v1/sessions/{id}/commands");
+
+    // Listed: compact, the custom command, the plugins' (the goal's).
+    let listed = server.call("GET", &commands, None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let rows = listed.json()["commands"].as_array().unwrap().clone();
+    let kind_of = |name: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r["kind"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(kind_of("compact").as_deref(), Some("builtin"), "{rows:?}");
+    assert_eq!(kind_of("greet").as_deref(), Some("custom"), "{rows:?}");
+    assert_eq!(kind_of("goal").as_deref(), Some("plugin"), "{rows:?}");
+
+    // No goal yet: pausing it is refused, naming why; nothing else happens.
+    let mut stream = Sse::open(&server, &format!("/api/v1/sessions/{id}/events"), None);
+    let refused = post(
+        &server,
+        &format!("{commands}/goal"),
+        json!({"args": "pause"}),
+    );
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert_eq!(refused.error_code(), "command_refused");
+
+    // The goal set: its round prompt queued as a turn, the goal completed by the model.
+    let set = post(
+        &server,
+        &format!("{commands}/goal"),
+        json!({"args": "--max-rounds 3 greet the world"}),
+    );
+    assert_eq!(set.status, 202, "{}", set.body);
+    assert!(
+        set.json()["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("greet the world"),
+        "{}",
+        set.body
+    );
+    let seen = stream.until("goal/set");
+    assert_eq!(
+        seen.last().unwrap().1["data"]["objective"],
+        "greet the world"
+    );
+    let turn: Vec<Value> = stream
+        .until_where(|e| e["type"] == "goal/set" && e["data"]["status"] == "complete")
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert!(!turn.is_empty());
+    stream.until_turn_end();
+    wait_idle(&server, &id);
+    // Its status, said by the command itself.
+    let status = post(&server, &format!("{commands}/goal"), json!({}));
+    assert_eq!(status.status, 200, "{}", status.body);
+    assert!(
+        status.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("greet the world"),
+        "{}",
+        status.body
+    );
+
+    // A custom command: expanded and sent as a turn.
+    let greeted = post(
+        &server,
+        &format!("{commands}/greet"),
+        json!({"args": "keel"}),
+    );
+    assert_eq!(greeted.status, 202, "{}", greeted.body);
+    assert_eq!(
+        greeted.json()["prompt"],
+        "Say hello to keel.",
+        "{}",
+        greeted.body
+    );
+    let turn: Vec<Value> = stream
+        .until_turn_end()
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert!(texts(&turn).contains("Hello, custom."), "{turn:?}");
+    wait_idle(&server, &id);
+
+    // compact, between turns; with no body at all.
+    let compacted = server.call("POST", &format!("{commands}/compact"), None);
+    assert_eq!(compacted.status, 200, "{}", compacted.body);
+    assert!(
+        compacted.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("Compacted"),
+        "{}",
+        compacted.body
+    );
+    stream.until("compaction/end");
+
+    // Unknown commands and sessions: 404; a bad body: 400.
+    let r = post(&server, &format!("{commands}/nothing"), json!({}));
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = post(
+        &server,
+        "/api/v1/sessions/0193-nope/commands/goal",
+        json!({}),
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    bad(
+        &post(&server, &format!("{commands}/goal"), json!({"argz": "x"})),
+        "argz",
     );
 }
