@@ -74,6 +74,17 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/commands/{name}",
             post(crate::commands::run),
         ),
+        route("GET", "/api/v1/sessions/{id}/jobs", get(crate::jobs::list)),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/jobs/{jobId}",
+            get(crate::jobs::show),
+        ),
+        route(
+            "POST",
+            "/api/v1/sessions/{id}/jobs/{jobId}/kill",
+            post(crate::jobs::kill),
+        ),
         route("GET", "/api/v1/trust", get(crate::trust::show)),
         route("POST", "/api/v1/trust", post(crate::trust::record)),
         route("GET", "/api/v1/sessions/{id}/pending", get(pending)),

@@ -19,6 +19,7 @@ mod error;
 pub mod events;
 mod hub;
 mod images;
+mod jobs;
 pub mod openapi;
 mod requests;
 pub mod security;

@@ -271,7 +271,31 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
             .collect();
         body
     };
+    let job_id = json!({"name": "jobId", "in": "path", "required": true,
+        "schema": {"type": "string"}, "description": "The job's id (`bash-1`, `subagent-2`)."});
+    let job = json!({"type": "object", "description": "A background job: {id, kind (`bash`, \
+        `subagent`), description, owner, status (`running`, `completed`, `failed`, `killed`), \
+        summary?, waiting?, outputBytes, elapsedMs}."});
     let paths = json!({
+            "/api/v1/sessions/{id}/jobs": {"get": {
+                "summary": "The session's background jobs (commands and subagents), oldest \
+                    first; none for a session this server does not host.",
+                "parameters": [id],
+                "responses": {"200": {"description": "`{\"jobs\": [Job…]}`.",
+                    "content": {"application/json": {"schema": {"type": "object",
+                        "properties": {"jobs": {"type": "array", "items": job}}}}}},
+                    "404": error}}},
+            "/api/v1/sessions/{id}/jobs/{jobId}": {"get": {
+                "summary": "One job with the buffered tail of its output.",
+                "parameters": [id, job_id],
+                "responses": {"200": {"description": "`{\"job\": Job, \"output\"}`."},
+                    "404": error}}},
+            "/api/v1/sessions/{id}/jobs/{jobId}/kill": {"post": {
+                "summary": "Kill a job (as `job_kill`); one that settled before stays as it \
+                    settled.",
+                "parameters": [id, job_id],
+                "responses": {"200": {"description": "`{\"job\": Job}`."}, "404": error,
+                    "409": error}}},
             "/api/v1/sessions/{id}/commands": {"get": {
                 "summary": "The session's slash commands: `compact`, the custom commands \
                     (Markdown files) and the plugins' (`goal`, `review`, …).",

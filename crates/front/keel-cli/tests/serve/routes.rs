@@ -28,6 +28,11 @@ responses:
     text: "Goal reached."
   - match: { last_user_contains: "Say hello to" }
     text: "Hello, custom."
+  - match: { last_user_contains: "start a job" }
+    tool_calls:
+      - { id: j1, name: bash, arguments: { command: "echo job-started; sleep 600", run_in_background: true, description: "a long sleep" } }
+  - match: { last_tool_result_contains: "bash-" }
+    text: "Started."
   - match: { last_user_contains: "Context compaction" }
     text: "Summary: a goal reached, a greeting sent."
   - match: { last_user_contains: "write the notes" }
@@ -665,4 +670,54 @@ fn slash_commands_run_over_the_api_the_goal_among_them() {
         &post(&server, &format!("{commands}/goal"), json!({"argz": "x"})),
         "argz",
     );
+}
+
+#[test]
+fn background_jobs_are_listed_read_and_killed_over_the_api() {
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "start a job");
+    until_turn_ends(&server, &id, 1);
+    let jobs = format!("/api/v1/sessions/{id}/jobs");
+    let listed = server.call("GET", &jobs, None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let rows = listed.json()["jobs"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["kind"], "bash", "{rows:?}");
+    assert_eq!(rows[0]["status"], "running", "{rows:?}");
+    assert_eq!(rows[0]["description"], "a long sleep", "{rows:?}");
+    let job = rows[0]["id"].as_str().unwrap().to_owned();
+
+    // Its output, once it printed.
+    let deadline = std::time::Instant::now() + crate::support::HANG_GUARD;
+    loop {
+        let shown = server.call("GET", &format!("{jobs}/{job}"), None);
+        assert_eq!(shown.status, 200, "{}", shown.body);
+        if shown.json()["output"].as_str().unwrap().contains("job-started") {
+            assert_eq!(shown.json()["job"]["status"], "running");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", shown.body);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    // Killed: settled as killed, and listed so.
+    let killed = post(&server, &format!("{jobs}/{job}/kill"), json!({}));
+    assert_eq!(killed.status, 200, "{}", killed.body);
+    assert_eq!(killed.json()["job"]["status"], "killed", "{}", killed.body);
+    let listed = server.call("GET", &jobs, None).json();
+    assert_eq!(listed["jobs"][0]["status"], "killed", "{listed}");
+
+    // Unknown jobs and sessions: 404; a stored session has none.
+    let r = server.call("GET", &format!("{jobs}/bash-99"), None);
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = post(&server, &format!("{jobs}/bash-99/kill"), json!({}));
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = server.call("GET", "/api/v1/sessions/0193-nope/jobs", None);
+    assert_eq!(r.status, 404, "{}", r.body);
+    let closed = post(&server, &format!("/api/v1/sessions/{id}/close"), json!({}));
+    assert_eq!(closed.status, 200, "{}", closed.body);
+    let listed = server.call("GET", &jobs, None);
+    assert_eq!(listed.json()["jobs"], json!([]), "{}", listed.body);
 }
