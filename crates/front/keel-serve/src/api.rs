@@ -74,6 +74,16 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/commands/{name}",
             post(crate::commands::run),
         ),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/files",
+            get(crate::files::list),
+        ),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/files/content",
+            get(crate::files::content),
+        ),
         route("GET", "/api/v1/sessions/{id}/jobs", get(crate::jobs::list)),
         route(
             "GET",

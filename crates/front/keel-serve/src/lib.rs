@@ -17,6 +17,7 @@ mod commands;
 mod control;
 mod error;
 pub mod events;
+mod files;
 mod hub;
 mod images;
 mod jobs;

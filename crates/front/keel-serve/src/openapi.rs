@@ -277,6 +277,24 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
         `subagent`), description, owner, status (`running`, `completed`, `failed`, `killed`), \
         summary?, waiting?, outputBytes, elapsedMs}."});
     let paths = json!({
+            "/api/v1/sessions/{id}/files": {"get": {
+                "summary": "The files the session presented (the `present` tool), oldest \
+                    first.",
+                "parameters": [id],
+                "responses": {"200": {"description": "`{\"files\": [{path, description, \
+                    seq}]}`.", "content": {"application/json": {"schema": {"type": "object",
+                        "properties": {"files": {"type": "array",
+                            "items": {"type": "object"}}}}}}},
+                    "404": error}}},
+            "/api/v1/sessions/{id}/files/content": {"get": {
+                "summary": "The bytes of a presented file, as it is now in the workspace: \
+                    images as themselves, text as text/plain, the rest as a download; \
+                    never anything that runs in this origin.",
+                "parameters": [id, {"name": "path", "in": "query", "required": true,
+                    "schema": {"type": "string"},
+                    "description": "A path as `GET …/files` lists it."}],
+                "responses": {"200": {"description": "The file."},
+                    "400": error, "403": error, "404": error, "410": error}}},
             "/api/v1/sessions/{id}/jobs": {"get": {
                 "summary": "The session's background jobs (commands and subagents), oldest \
                     first; none for a session this server does not host.",

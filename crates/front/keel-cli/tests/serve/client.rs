@@ -251,7 +251,8 @@ pub(crate) fn request(
     Reply {
         status,
         headers,
-        body: String::from_utf8(bytes).unwrap(),
+        // Lossy: a presented file's bytes need not be text.
+        body: String::from_utf8_lossy(&bytes).into_owned(),
     }
 }
 

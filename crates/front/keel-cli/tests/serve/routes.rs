@@ -33,6 +33,11 @@ responses:
       - { id: j1, name: bash, arguments: { command: "echo job-started; sleep 600", run_in_background: true, description: "a long sleep" } }
   - match: { last_tool_result_contains: "bash-" }
     text: "Started."
+  - match: { last_user_contains: "show me the report" }
+    tool_calls:
+      - { id: p1, name: present, arguments: { files: [ { path: "report.md", description: "the report" }, { path: "page.html" }, { path: "blob.bin" } ] } }
+  - match: { last_tool_result_contains: "Presented" }
+    text: "There they are."
   - match: { last_user_contains: "Context compaction" }
     text: "Summary: a goal reached, a greeting sent."
   - match: { last_user_contains: "write the notes" }
@@ -720,4 +725,87 @@ fn background_jobs_are_listed_read_and_killed_over_the_api() {
     assert_eq!(closed.status, 200, "{}", closed.body);
     let listed = server.call("GET", &jobs, None);
     assert_eq!(listed.json()["jobs"], json!([]), "{}", listed.body);
+}
+
+#[test]
+fn presented_files_are_listed_and_served_safely() {
+    let env = Env::new();
+    env.write("report.md", "# Report\nall good\n");
+    env.write("page.html", "<script>alert(1)</script>");
+    env.write("secret.txt", "not presented");
+    std::fs::write(env.ws.join("blob.bin"), [0u8, 159, 146, 150, 255]).unwrap();
+    std::fs::write(env.outside.join("outside.txt"), "OUTSIDE SECRET").unwrap();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[[plugins]]\nid = \"present\"\nenabled = true\n",
+    )
+    .unwrap();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "show me the report");
+    until_turn_ends(&server, &id, 1);
+    let files = format!("/api/v1/sessions/{id}/files");
+
+    let listed = server.call("GET", &files, None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let rows = listed.json()["files"].as_array().unwrap().clone();
+    let paths: Vec<&str> = rows.iter().map(|r| r["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["report.md", "page.html", "blob.bin"], "{rows:?}");
+    assert_eq!(rows[0]["description"], "the report");
+    assert!(rows[0]["seq"].as_u64().unwrap() > 0);
+
+    let content = |path: &str| server.call("GET", &format!("{files}/content?path={path}"), None);
+    let report = content("report.md");
+    assert_eq!(report.status, 200, "{}", report.body);
+    assert_eq!(report.body, "# Report\nall good\n");
+    assert_eq!(
+        report.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    // HTML is text: nothing runs in the server's origin.
+    let page = content("page.html");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(page.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert!(
+        page.header("content-security-policy")
+            .is_some_and(|c| c.contains("sandbox")),
+        "{:?}",
+        page.headers
+    );
+    // Bytes that are no text: a download.
+    let blob = content("blob.bin");
+    assert_eq!(blob.header("content-type"), Some("application/octet-stream"));
+    assert!(
+        blob.header("content-disposition")
+            .is_some_and(|d| d.starts_with("attachment")),
+        "{:?}",
+        blob.headers
+    );
+
+    // Only what was presented: 404 for another file of the workspace.
+    let r = content("secret.txt");
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(!r.body.contains("not presented"));
+    // A presented file swapped for a link out of the workspace: refused, nothing read.
+    std::fs::remove_file(env.ws.join("report.md")).unwrap();
+    std::os::unix::fs::symlink(env.outside.join("outside.txt"), env.ws.join("report.md")).unwrap();
+    let r = content("report.md");
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(!r.body.contains("OUTSIDE SECRET"), "{}", r.body);
+    // Gone since: 410.
+    std::fs::remove_file(env.ws.join("page.html")).unwrap();
+    let r = content("page.html");
+    assert_eq!(r.status, 410, "{}", r.body);
+    // No path: 400; an unknown session: 404.
+    let r = server.call("GET", &format!("{files}/content"), None);
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = server.call("GET", "/api/v1/sessions/0193-nope/files", None);
+    assert_eq!(r.status, 404, "{}", r.body);
+
+    // A stored session (closed) lists the same files.
+    post(&server, &format!("/api/v1/sessions/{id}/close"), json!({}));
+    let listed = server.call("GET", &files, None).json();
+    assert_eq!(listed["files"].as_array().unwrap().len(), 3, "{listed}");
+    assert_eq!(content("blob.bin").status, 200);
 }
