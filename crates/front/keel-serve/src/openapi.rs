@@ -437,4 +437,26 @@ mod tests {
             .sum();
         assert_eq!(documented, routes.len());
     }
+
+    #[test]
+    fn every_body_refuses_fields_it_does_not_know() {
+        let doc = document();
+        let mut bodies = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                if let Some(schema) = op.pointer("/requestBody/content/application~1json/schema") {
+                    assert_eq!(schema["additionalProperties"], false, "{method} {path}");
+                    bodies += 1;
+                }
+            }
+        }
+        assert!(bodies > 5, "{bodies} bodies");
+        // The fork's body may be left out; the model switch needs a model or an effort.
+        let fork = &doc["paths"]["/api/v1/sessions/{id}/fork"]["post"]["requestBody"];
+        assert_eq!(fork["required"], false);
+        let model = &doc["paths"]["/api/v1/sessions/{id}/model"]["post"]["requestBody"];
+        let any = model["content"]["application/json"]["schema"]["anyOf"].clone();
+        assert_eq!(any[0]["required"][0], "model", "{any}");
+        assert_eq!(any[1]["required"][0], "effort", "{any}");
+    }
 }

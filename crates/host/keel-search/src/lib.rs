@@ -372,10 +372,12 @@ impl Index {
 }
 
 /// The FTS5 expression for the words of `query`: each word a quoted phrase (quotes doubled),
-/// all required. `None` when it has no words.
+/// all required. `None` when it has no words. A NUL separates words too: FTS5 reads the
+/// expression only up to one, so a word holding it left its phrase unterminated (an error).
 pub fn match_expression(query: &str) -> Option<String> {
     let words: Vec<String> = query
-        .split_whitespace()
+        .split(|c: char| c.is_whitespace() || c == '\0')
+        .filter(|w| !w.is_empty())
         .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
         .collect();
     (!words.is_empty()).then(|| words.join(" "))
@@ -435,5 +437,18 @@ mod tests {
             match_expression(r#"heron say"s OR"#).as_deref(),
             Some(r#""heron" "say""s" "OR""#)
         );
+        assert_eq!(match_expression("\0 \0"), None);
+        assert_eq!(
+            match_expression("he\0ron").as_deref(),
+            Some(r#""he" "ron""#)
+        );
+    }
+
+    #[test]
+    fn a_query_holding_a_nul_is_searched() {
+        let home = tempfile::tempdir().unwrap();
+        let index = Index::open(home.path()).unwrap();
+        let hits = index.search("heron\0 say\"s\0", None, 10).unwrap();
+        assert!(hits.is_empty());
     }
 }

@@ -14,6 +14,7 @@ mod approvals;
 mod client;
 mod lock;
 mod routes;
+mod schemathesis;
 mod tls;
 
 use client::{
