@@ -49,6 +49,26 @@ pub struct RunArgs {
     /// Rounds the --goal may take (default 256).
     #[arg(long, value_name = "N", requires = "goal")]
     pub max_rounds: Option<u32>,
+    /// Run the task through a running `keel serve` instead of in this process: a session is
+    /// created on the server in this working directory (with --model if given), its events
+    /// are streamed back and printed as a local run prints them (the same --json lines and exit
+    /// codes); Ctrl-C cancels the turn on the server, where the session stays. URL is what the
+    /// server printed (`http://127.0.0.1:PORT/?token=TOKEN`) or `http://127.0.0.1:PORT`, the
+    /// token then coming from KEEL_SERVE_TOKEN or from $KEEL_HOME/serve.json when it names the
+    /// same address. The session runs under the server's settings: the flags that configure a
+    /// local agent (--script, --zstd, --goal, --inbox-stdin, --plan, --permission-mode,
+    /// --sandbox, --approval, -c…) are refused. An approval or question the server puts to its
+    /// clients is not answered here: another client (the API, a browser) answers it. See
+    /// docs/serve.md.
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = [
+            "script", "zstd", "goal", "max_rounds", "inbox_stdin", "delegated_from",
+            "delegation_depth", "plan", "permission_mode",
+        ]
+    )]
+    pub server: Option<String>,
     #[command(flatten)]
     pub mode: ModeArgs,
 }

@@ -19,6 +19,20 @@ pub(super) struct PromptImage {
     /// The file as the user named it.
     shown: String,
     bytes: Vec<u8>,
+    /// Its media type, from its bytes.
+    mime: &'static str,
+}
+
+impl PromptImage {
+    /// The image as a `data:` URL (`keel run --server` sends it so, docs/serve.md).
+    pub(super) fn data_url(&self) -> String {
+        use base64::Engine;
+        format!(
+            "data:{};base64,{}",
+            self.mime,
+            base64::engine::general_purpose::STANDARD.encode(&self.bytes)
+        )
+    }
 }
 
 /// Reads and checks `files` (relative to `cwd`).
@@ -27,9 +41,13 @@ pub(super) fn read(cwd: &Path, files: &[PathBuf]) -> Result<Vec<PromptImage>> {
         .iter()
         .map(|file| {
             let shown = file.display().to_string();
-            let (bytes, _) =
+            let (bytes, kind) =
                 read_image_file(&cwd.join(file), &shown).map_err(|e| anyhow!("--image {e}"))?;
-            Ok(PromptImage { shown, bytes })
+            Ok(PromptImage {
+                shown,
+                bytes,
+                mime: kind.mime,
+            })
         })
         .collect()
 }

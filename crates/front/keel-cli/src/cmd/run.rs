@@ -7,6 +7,7 @@
 //! [`review`] is `keel review`.
 
 mod drive;
+mod remote;
 mod resume;
 mod review;
 
@@ -48,6 +49,9 @@ fn read_prompt(prompt: Option<String>) -> Result<String> {
 
 /// `keel run`.
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
+    if let Some(server) = args.server.clone() {
+        return remote::run(ctx, args, &server);
+    }
     let prompt = match &args.goal {
         Some(_) => String::new(),
         None => read_prompt(args.prompt)?,

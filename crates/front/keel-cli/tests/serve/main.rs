@@ -13,6 +13,7 @@ mod support;
 mod approvals;
 mod client;
 mod lock;
+mod remote;
 mod routes;
 mod schemathesis;
 mod tls;

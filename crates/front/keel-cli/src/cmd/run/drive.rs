@@ -158,11 +158,30 @@ pub(super) fn finish(
     outcome: Option<TurnOutcome>,
     progress: &Progress,
 ) -> Result<ExitCode> {
-    let path = agent.log().writer().path().to_path_buf();
+    let path = agent.log().writer().path().display().to_string();
+    let code = say_end(
+        progress,
+        outcome.as_ref(),
+        &agent.session_id().to_string(),
+        &path,
+    )?;
+    plan_hint(&mut std::io::stderr().lock(), agent)?;
+    Ok(code)
+}
+
+/// The run's end, as [`finish`] says it for a local agent and `keel run --server` for a
+/// session on a server: the answer (text mode), the files presented, how the turn ended, for
+/// session `id` kept at `place` (its file, or the server); the exit code (0 when the turn
+/// completed or handed a plan over, else 1).
+pub(super) fn say_end(
+    progress: &Progress,
+    outcome: Option<&TurnOutcome>,
+    id: &str,
+    place: &str,
+) -> Result<ExitCode> {
     let mut err = std::io::stderr().lock();
     let Some(outcome) = outcome else {
-        writeln!(err, "keel: nothing to run (session {})", agent.session_id())?;
-        plan_hint(&mut err, agent)?;
+        writeln!(err, "keel: nothing to run (session {id})")?;
         return Ok(ExitCode::SUCCESS);
     };
     if progress.output() == Output::Text {
@@ -180,12 +199,9 @@ pub(super) fn finish(
     };
     writeln!(
         err,
-        "keel: turn {} ended: {how} — session {} ({})",
+        "keel: turn {} ended: {how} — session {id} ({place})",
         outcome.turn,
-        agent.session_id(),
-        path.display()
     )?;
-    plan_hint(&mut err, agent)?;
     // A plan handed to the user is this run's answer, not a failure.
     Ok(if outcome.completed() || outcome.handed_off {
         ExitCode::SUCCESS
