@@ -344,15 +344,31 @@ async fn message(
 ) -> Result<Response, ApiError> {
     let body: MessageBody = parse(body)?;
     let images = crate::images::decode(&body.images)?;
-    let live = live_or_resumed(&app, &id).await?;
+    let mut live = live_or_resumed(&app, &id).await?;
     let message = crate::images::message(&live.agent, &body.text, images)?;
-    let mode = live
-        .agent
-        .deliver(message, |activity| match (body.delivery, activity) {
-            (Delivery::Steer, keel_agent::background::TurnActivity::Running) => InboxMode::Steer,
-            _ => InboxMode::Followup,
-        })
-        .map_err(|e| ApiError::internal(format!("session {id}: {e}")))?;
+    let deliver = |live: &Live| {
+        live.agent
+            .deliver(message.clone(), |activity| match (body.delivery, activity) {
+                (Delivery::Steer, keel_agent::background::TurnActivity::Running) => {
+                    InboxMode::Steer
+                }
+                _ => InboxMode::Followup,
+            })
+    };
+    let mode = match deliver(&live) {
+        Ok(mode) => mode,
+        Err(e) => {
+            // The agent let go of its log for a model switch: once the switch is done (it
+            // holds `opening`), the message goes to the agent that took its place.
+            drop(app.hub.opening.lock().await);
+            let now = live_or_resumed(&app, &id).await?;
+            if Arc::ptr_eq(&now, &live) {
+                return Err(ApiError::internal(format!("session {id}: {e}")));
+            }
+            live = now;
+            deliver(&live).map_err(|e| ApiError::internal(format!("session {id}: {e}")))?
+        }
+    };
     if mode == InboxMode::Followup {
         hub::run_turns(live);
     }

@@ -269,12 +269,18 @@ impl Hold {
 impl Drop for Hold {
     fn drop(&mut self) {
         self.0.running.store(false, Ordering::Release);
-        // A session rebuilt on another agent runs its turns there, never on the old one.
-        if self.0.successor.get().is_none()
-            && self.0.agent.has_pending_turn()
-            && tokio::runtime::Handle::try_current().is_ok()
-        {
-            run_turns(self.0.clone());
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        // A session rebuilt on another agent runs its turns there, never on the old one: a
+        // message queued on the old agent while it was held is in the log, so the new agent
+        // (resumed from it) has it in its inbox.
+        let live = match self.0.successor.get() {
+            Some(next) => next.clone(),
+            None => self.0.clone(),
+        };
+        if live.agent.has_pending_turn() {
+            run_turns(live);
         }
     }
 }

@@ -266,6 +266,9 @@ pub(crate) struct Sse {
     logged: VecDeque<(u64, Value)>,
     /// Named messages read while looking for log events.
     named: VecDeque<(String, Value)>,
+    /// While waiting for an event (`until…`): when to give up. The server's keep-alive
+    /// comments keep the socket's read timeout from firing, so the wait is bounded here.
+    deadline: Option<std::time::Instant>,
 }
 
 /// One message of a stream.
@@ -297,6 +300,7 @@ impl Sse {
             pending: String::new(),
             logged: VecDeque::new(),
             named: VecDeque::new(),
+            deadline: None,
         }
     }
 
@@ -325,7 +329,16 @@ impl Sse {
                     (None, Some(name)) => {
                         return Some(Block::Named(name, serde_json::from_str(&data).unwrap()));
                     }
-                    (None, None) => continue, // a keep-alive comment
+                    // A keep-alive comment.
+                    (None, None) => {
+                        if let Some(deadline) = self.deadline {
+                            assert!(
+                                std::time::Instant::now() < deadline,
+                                "hang guard: no awaited event on the stream"
+                            );
+                        }
+                        continue;
+                    }
                 }
             }
             let chunk = read_chunk(&mut self.reader)?;
@@ -387,11 +400,13 @@ impl Sse {
 
     /// Events up to and including the first that satisfies `done`.
     pub(crate) fn until_where(&mut self, done: impl Fn(&Value) -> bool) -> Vec<(u64, Value)> {
+        self.deadline = Some(std::time::Instant::now() + HANG_GUARD);
         let mut out = Vec::new();
         while let Some((id, ev)) = self.next() {
             let end = done(&ev);
             out.push((id, ev));
             if end {
+                self.deadline = None;
                 return out;
             }
         }
@@ -400,11 +415,13 @@ impl Sse {
 
     /// Events up to and including the first of type `ty`.
     pub(crate) fn until(&mut self, ty: &str) -> Vec<(u64, Value)> {
+        self.deadline = Some(std::time::Instant::now() + HANG_GUARD);
         let mut out = Vec::new();
         while let Some((id, ev)) = self.next() {
             let end = ev["type"] == ty;
             out.push((id, ev));
             if end {
+                self.deadline = None;
                 return out;
             }
         }

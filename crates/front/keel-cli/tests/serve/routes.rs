@@ -699,7 +699,11 @@ fn background_jobs_are_listed_read_and_killed_over_the_api() {
     loop {
         let shown = server.call("GET", &format!("{jobs}/{job}"), None);
         assert_eq!(shown.status, 200, "{}", shown.body);
-        if shown.json()["output"].as_str().unwrap().contains("job-started") {
+        if shown.json()["output"]
+            .as_str()
+            .unwrap()
+            .contains("job-started")
+        {
             assert_eq!(shown.json()["job"]["status"], "running");
             break;
         }
@@ -765,7 +769,10 @@ fn presented_files_are_listed_and_served_safely() {
     // HTML is text: nothing runs in the server's origin.
     let page = content("page.html");
     assert_eq!(page.status, 200, "{}", page.body);
-    assert_eq!(page.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
     assert!(
         page.header("content-security-policy")
@@ -775,7 +782,10 @@ fn presented_files_are_listed_and_served_safely() {
     );
     // Bytes that are no text: a download.
     let blob = content("blob.bin");
-    assert_eq!(blob.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(
+        blob.header("content-type"),
+        Some("application/octet-stream")
+    );
     assert!(
         blob.header("content-disposition")
             .is_some_and(|d| d.starts_with("attachment")),
@@ -808,4 +818,62 @@ fn presented_files_are_listed_and_served_safely() {
     let listed = server.call("GET", &files, None).json();
     assert_eq!(listed["files"].as_array().unwrap().len(), 3, "{listed}");
     assert_eq!(content("blob.bin").status, 200);
+}
+
+#[test]
+fn a_message_sent_during_a_model_switch_is_never_lost() {
+    const ROUNDS: usize = 8;
+    let mut script = String::from("responses:\n");
+    for _ in 0..ROUNDS {
+        script.push_str(
+            "  - match: { last_user_contains: \"race question\" }\n    text: \"Race answer.\"\n",
+        );
+    }
+    let env = Env::new();
+    let mock = Mock::start(&script);
+    let server = Server::start(&env, &mock);
+    let created = post(&server, "/api/v1/sessions", json!({"cwd": env.ws}));
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    let mut stream = Sse::open(&server, &format!("/api/v1/sessions/{id}/events"), None);
+    for round in 0..ROUNDS {
+        let model = if round % 2 == 0 {
+            "deepseek-chat"
+        } else {
+            "deepseek-reasoner"
+        };
+        // The switch and the message at once: whichever wins, the message runs as a turn.
+        std::thread::scope(|s| {
+            let switch = s.spawn(|| {
+                post(
+                    &server,
+                    &format!("/api/v1/sessions/{id}/model"),
+                    json!({"model": model}),
+                )
+            });
+            let sent = post(
+                &server,
+                &format!("/api/v1/sessions/{id}/messages"),
+                json!({"text": format!("race question {round}")}),
+            );
+            assert_eq!(sent.status, 202, "round {round}: {}", sent.body);
+            let switched = switch.join().unwrap();
+            // Refused only because the message's turn was running.
+            assert!(
+                switched.status == 200
+                    || (switched.status == 409 && switched.error_code() == "turn_running"),
+                "round {round}: {}",
+                switched.body
+            );
+        });
+        let turn: Vec<Value> = stream
+            .until_turn_end()
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect();
+        assert!(
+            texts(&turn).contains("Race answer."),
+            "round {round}: {turn:?}"
+        );
+        wait_idle(&server, &id);
+    }
 }
