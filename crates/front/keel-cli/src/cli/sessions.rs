@@ -58,7 +58,8 @@ pub struct RunArgs {
     /// same address. The session runs under the server's settings: the flags that configure a
     /// local agent (--script, --zstd, --goal, --inbox-stdin, --plan, --permission-mode,
     /// --sandbox, --approval, -c…) are refused. An approval or question the server puts to its
-    /// clients is not answered here: another client (the API, a browser) answers it. See
+    /// clients is not answered here: another client (the API, a browser) answers it. An
+    /// https:// server's own certificate is trusted when KEEL_SERVE_CA names its PEM file. See
     /// docs/serve.md.
     #[arg(
         long,

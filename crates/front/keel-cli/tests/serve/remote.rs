@@ -40,7 +40,7 @@ responses:
 
 /// `keel --cwd WS run --server URL ARGS…` with the test's `$KEEL_HOME` (the server's) and
 /// nothing of the environment that would configure a model: the run goes to the server only.
-fn remote(env: &Env, url: &str, args: &[&str]) -> Command {
+pub(crate) fn remote(env: &Env, url: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
     for var in [
         "DEEPSEEK_BASE_URL",

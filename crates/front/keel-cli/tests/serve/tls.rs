@@ -3,7 +3,6 @@
 //! a wildcard address, a certificate and key that do not belong together, a file that is no
 //! PEM, one flag without the other.
 
-use crate::SCRIPT;
 use crate::client::{Server, connect};
 use crate::support::{self, Env, HANG_GUARD, Mock};
 use serde_json::Value;
@@ -11,6 +10,15 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// The model: a text answer to each client.
+const SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "first over tls" }
+    text: "TLS answer."
+  - match: { last_user_contains: "remote over tls" }
+    text: "Remote TLS answer."
+"#;
 
 /// A self-signed certificate for 127.0.0.1 (EC P-256) made by `openssl`: (cert, key).
 fn certificate(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
@@ -29,6 +37,9 @@ fn certificate(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
         ])
         .args(["-nodes", "-days", "2", "-subj", "/CN=keel test"])
         .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        // An end-entity certificate (rustls refuses a CA's as a server's own).
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
         .arg("-keyout")
         .arg(&key)
         .arg("-out")
@@ -99,7 +110,7 @@ fn tls_serves_the_api_and_plain_http_gets_nothing() {
 
     // A turn over TLS: created with its prompt, run to its end, its answer in the session.
     let cwd = format!(
-        "{{\"cwd\": {:?}, \"prompt\": \"second\"}}",
+        "{{\"cwd\": {:?}, \"prompt\": \"first over tls\"}}",
         env.ws.to_str().unwrap()
     );
     let (status, text) = curl(
@@ -134,7 +145,7 @@ fn tls_serves_the_api_and_plain_http_gets_nothing() {
     }
     let sessions = env.session_files();
     let log = std::fs::read_to_string(&sessions[0]).unwrap();
-    assert!(log.contains("Second answer."), "{log}");
+    assert!(log.contains("TLS answer."), "{log}");
 
     // The server's own origin is https://: the http:// one is another origin (CSRF).
     let port = server.addr.port();
@@ -179,6 +190,20 @@ fn tls_serves_the_api_and_plain_http_gets_nothing() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "curl trusted a self-signed server");
+
+    // `keel run --server https://…` trusts the certificate named by KEEL_SERVE_CA, and only it.
+    let out = support::run(
+        crate::remote::remote(&env, &server.url, &["remote over tls"]).env("KEEL_SERVE_CA", &cert),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("Remote TLS answer."), "{}", out.stdout);
+    let out = support::run(&mut crate::remote::remote(
+        &env,
+        &server.url,
+        &["remote over tls"],
+    ));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("cannot reach"), "{}", out.stderr);
 
     // The silent client is still connected and harmless.
     let _ = silent.write_all(b"");

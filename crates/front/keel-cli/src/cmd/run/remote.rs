@@ -24,6 +24,10 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::process::ExitCode;
 
+/// The variable naming a PEM certificate to trust for an `https://` server (its own
+/// self-signed certificate, or its CA's).
+const SERVE_CA_ENV: &str = "KEEL_SERVE_CA";
+
 /// `keel run --server URL`.
 pub(in crate::cmd) fn run(ctx: &Ctx, args: RunArgs, url: &str) -> Result<ExitCode> {
     refuse_local_flags(&ctx.common)?;
@@ -88,12 +92,27 @@ struct Server {
 impl Server {
     fn new(ctx: &Ctx, url: &str) -> Result<Server> {
         let (base, token) = locate(url, &ctx.home, std::env::var("KEEL_SERVE_TOKEN").ok())?;
-        let http = reqwest::Client::builder()
-            // A loopback server: never through a proxy of the environment.
+        let mut builder = reqwest::Client::builder()
+            // A server of the user's: never through a proxy of the environment.
             .no_proxy()
-            .connect_timeout(std::time::Duration::from_secs(10))
-            .build()
-            .context("cannot start the HTTP client")?;
+            .connect_timeout(std::time::Duration::from_secs(10));
+        // An https:// server with its own certificate (`keel serve --tls-cert`): trust it.
+        if let Some(ca) = std::env::var_os(SERVE_CA_ENV) {
+            let pem = std::fs::read(&ca).with_context(|| {
+                format!(
+                    "{SERVE_CA_ENV}: cannot read {}",
+                    std::path::Path::new(&ca).display()
+                )
+            })?;
+            let cert = reqwest::Certificate::from_pem(&pem).with_context(|| {
+                format!(
+                    "{SERVE_CA_ENV}: {} is not a PEM certificate",
+                    std::path::Path::new(&ca).display()
+                )
+            })?;
+            builder = builder.add_root_certificate(cert);
+        }
+        let http = builder.build().context("cannot start the HTTP client")?;
         Ok(Server { base, token, http })
     }
 
