@@ -12,6 +12,7 @@ mod support;
 
 mod approvals;
 mod client;
+mod crash;
 mod lock;
 mod remote;
 mod routes;

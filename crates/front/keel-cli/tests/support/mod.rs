@@ -5,6 +5,8 @@
 //! Only the model is mocked: files, child processes and the session store are real.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test binary uses a subset
 
+pub mod crash;
+
 use keel_llm::{Script, ScriptFormat};
 use keel_testkit::MockServer;
 use serde_json::Value;
