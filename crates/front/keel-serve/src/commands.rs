@@ -142,7 +142,7 @@ fn queue(live: Arc<Live>, id: &str, prompt: String) -> Result<Response, ApiError
 
 /// `compact`: the conversation compacted now, between turns.
 async fn compact(live: &Arc<Live>, id: &str) -> Result<Response, ApiError> {
-    use keel_agent::compaction::{CompactionOutcome, CompactionReason, compact_now};
+    use keel_agent::compaction::{CompactionReason, compact_now};
     let hold = Hold::take(live).ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
@@ -154,22 +154,13 @@ async fn compact(live: &Arc<Live>, id: &str) -> Result<Response, ApiError> {
         .await
         .map_err(|e| ApiError::internal(format!("session {id}: /compact: {e}")))?;
     drop(hold);
-    let said = match &report.outcome {
-        CompactionOutcome::Compacted => format!(
-            "Compacted the conversation: about {} → {} tokens per request.",
-            report.before_tokens, report.after_tokens
-        ),
-        CompactionOutcome::NotNeeded | CompactionOutcome::Skipped => {
-            "Nothing to compact yet.".to_owned()
-        }
-        // The model's summary failed: upstream's failure, not the server's.
-        CompactionOutcome::Failed { error } => {
-            return Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "compaction_failed",
-                format!("session {id}: compaction failed: {error}"),
-            ));
-        }
-    };
+    // A failed summary is the model's failure, not the server's.
+    let said = report.said().map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "compaction_failed",
+            format!("session {id}: compaction failed: {error}"),
+        )
+    })?;
     Ok(Json(json!({ "message": said })).into_response())
 }

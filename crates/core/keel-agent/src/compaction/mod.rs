@@ -142,6 +142,21 @@ impl CompactionReport {
     pub fn shrank(&self) -> bool {
         self.after_tokens < self.before_tokens
     }
+
+    /// What a person who asked for it (`/compact`) is told: how much smaller the requests got,
+    /// or that there was nothing to compact; `Err` with the error when it failed.
+    pub fn said(&self) -> Result<String, &str> {
+        match &self.outcome {
+            CompactionOutcome::Compacted => Ok(format!(
+                "Compacted the conversation: about {} → {} tokens per request.",
+                self.before_tokens, self.after_tokens
+            )),
+            CompactionOutcome::NotNeeded | CompactionOutcome::Skipped => {
+                Ok("Nothing to compact yet.".to_owned())
+            }
+            CompactionOutcome::Failed { error } => Err(error),
+        }
+    }
 }
 
 /// Why compaction could not run.

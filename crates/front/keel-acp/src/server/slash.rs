@@ -159,20 +159,13 @@ pub(super) async fn slash_command(live: &Live, text: &str) -> Result<Option<Slas
 
 /// `/compact`: compact the session now and say how it went as the agent's message.
 pub(super) async fn compact(live: &Live) -> Result<PromptResponse, Error> {
-    use keel_agent::compaction::{CompactionOutcome, CompactionReason, compact_now};
+    use keel_agent::compaction::{CompactionReason, compact_now};
     let report = compact_now(&live.agent, CompactionReason::Manual)
         .await
         .map_err(|e| err(ErrorCode::InternalError, format!("keel: /compact: {e}")))?;
-    let said = match &report.outcome {
-        CompactionOutcome::Compacted => format!(
-            "Compacted the conversation: about {} → {} tokens per request.",
-            report.before_tokens, report.after_tokens
-        ),
-        CompactionOutcome::NotNeeded | CompactionOutcome::Skipped => {
-            "Nothing to compact yet.".to_owned()
-        }
-        CompactionOutcome::Failed { error } => format!("Compaction failed: {error}"),
-    };
+    let said = report
+        .said()
+        .unwrap_or_else(|error| format!("Compaction failed: {error}"));
     send(
         &live.feed.cx,
         &live.id,
