@@ -347,13 +347,14 @@ async fn message(
     let mut live = live_or_resumed(&app, &id).await?;
     let message = crate::images::message(&live.agent, &body.text, images)?;
     let deliver = |live: &Live| {
-        live.agent
-            .deliver(message.clone(), |activity| match (body.delivery, activity) {
+        live.agent.deliver(message.clone(), |activity| {
+            match (body.delivery, activity) {
                 (Delivery::Steer, keel_agent::background::TurnActivity::Running) => {
                     InboxMode::Steer
                 }
                 _ => InboxMode::Followup,
-            })
+            }
+        })
     };
     let mode = match deliver(&live) {
         Ok(mode) => mode,

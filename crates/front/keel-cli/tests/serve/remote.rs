@@ -394,14 +394,7 @@ fn an_image_goes_to_the_model_through_the_server() {
     assert_eq!(out.stdout, "A pixel.\n");
     let requests = mock.requests();
     assert_eq!(requests.len(), 1);
-    let user = requests[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()
-        .to_string();
+    let user = crate::support::last_user_message(&requests[0]).to_string();
     use base64::Engine;
     let url = format!(
         "data:image/png;base64,{}",

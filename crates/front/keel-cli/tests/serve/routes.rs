@@ -430,14 +430,7 @@ fn an_image_reaches_the_model_and_other_forms_are_refused() {
     until_turn_ends(&server, &id, 1);
     let requests = mock.requests();
     assert_eq!(requests.len(), 1);
-    let user = requests[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()
-        .clone();
+    let user = crate::support::last_user_message(&requests[0]);
     let urls: Vec<&str> = user["content"]
         .as_array()
         .into_iter()

@@ -626,13 +626,7 @@ pub fn tool_names(request: &Value) -> Vec<String> {
 
 /// Text of the last `role: user` message of a request.
 pub fn last_user_text(request: &Value) -> String {
-    let m = request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap();
+    let m = last_user_message(request);
     m["content"]
         .as_str()
         .map(str::to_owned)
@@ -839,4 +833,16 @@ pub fn processes() -> Vec<(i32, String)> {
         out.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
     }
     out
+}
+
+/// The last `user` message of a request the mock model received.
+pub fn last_user_message(request: &Value) -> Value {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone()
 }
