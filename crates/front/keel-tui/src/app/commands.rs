@@ -4,16 +4,16 @@
 
 // The App's own module: its types and the imports they share.
 use super::*;
+use driver::{CommandDone, CommandRun};
 
 impl App<'_> {
     /// Drive the agent until it is idle, on the runtime.
     pub(super) fn start(&mut self) {
         self.running = true;
-        let agent = self.agent.clone();
+        let idle = self.driver.run_until_idle();
         let tx = self.tx.clone();
         self.runtime.spawn(async move {
-            let outcome = agent.run_until_idle().await;
-            let _ = tx.send(Msg::Idle(outcome.map(|_| ())));
+            let _ = tx.send(Msg::Idle(idle.await));
         });
     }
 
@@ -22,7 +22,7 @@ impl App<'_> {
             self.say("plan mode changes between turns: wait for this turn or Ctrl-C it");
             return;
         }
-        match self.agent.set_plan_mode(on) {
+        match self.driver.set_plan_mode(on) {
             Ok(()) => self.say(if on {
                 "plan mode on: the agent explores and proposes a plan (Shift-Tab to leave)"
             } else {
@@ -34,21 +34,20 @@ impl App<'_> {
 
     /// The history of a resumed session, as it was seen live.
     pub(super) fn load_history(&mut self, resumed: bool) {
-        let events: Vec<SessionEvent> = {
-            let log = self.agent.log();
-            log.session().events().map(|e| e.into_owned()).collect()
-        };
+        let mut events: Vec<SessionEvent> = Vec::new();
+        self.driver
+            .with_session(&mut |s| events = s.events().map(|e| e.into_owned()).collect());
         for ev in &events {
             self.cells.apply(ev);
         }
         // The status line shows what this agent enforces: a resumed session's log holds the
         // modes of the agent that started it, and a trust decision or another configuration
         // may have changed them since.
-        self.cells.sandbox = self.agent.sandbox().as_str().to_owned();
-        self.cells.approval = self.agent.config().approval.as_str().to_owned();
+        self.cells.sandbox = self.driver.sandbox();
+        self.cells.approval = self.driver.approval();
         if resumed {
             self.cells
-                .marker(format!("resumed session {}", self.agent.session_id()));
+                .marker(format!("resumed session {}", self.driver.session_id()));
         }
     }
 
@@ -61,33 +60,31 @@ impl App<'_> {
         }
         // One process writes a session, through one writer: an agent rebuilt over this
         // session (another model, a trust decision) opens it after this one lets go of it.
-        let current = self.agent.log().writer().path().to_path_buf();
+        let current = self.driver.session_file();
         let same = target.resume.as_deref() == Some(current.as_path());
-        if same {
-            self.agent.kill_jobs();
-            if let Err(e) = self.agent.log().release() {
-                self.cells.notice(Level::Error, e.to_string());
-                return false;
-            }
+        if same && let Err(e) = self.driver.release() {
+            self.cells.notice(Level::Error, e.to_string());
+            return false;
         }
-        let built = {
-            let _rt = self.runtime.enter();
-            build(self.source, &target, &self.tx, &self.approver)
+        let built = if same {
+            self.driver.rebuild(target.model.clone()).map(|()| None)
+        } else {
+            self.driver.open(&target).map(Some)
         };
         match built {
-            Ok(agent) => {
-                if !same {
-                    self.agent.kill_jobs();
+            Ok(other) => {
+                if let Some(other) = other {
+                    self.driver.kill_jobs();
+                    self.driver = other;
                 }
-                self.slash = slash_of(&agent);
-                self.agent = agent;
+                self.slash = self.driver.slash();
                 self.model = target.model;
                 self.cells = Cells::with_presenters(&keel_host::presenters());
                 self.cache.clear();
                 self.load_history(target.resume.is_some());
                 if target.resume.is_none() {
                     self.cells
-                        .marker(format!("new session {}", self.agent.session_id()));
+                        .marker(format!("new session {}", self.driver.session_id()));
                 }
                 self.committed = match history {
                     History::Printed => self.cells.cells.len(),
@@ -98,7 +95,7 @@ impl App<'_> {
             Err(e) => {
                 self.cells.notice(Level::Error, e.to_string());
                 if same {
-                    self.reopen(current);
+                    self.reopen();
                 }
                 false
             }
@@ -106,20 +103,9 @@ impl App<'_> {
     }
 
     /// After a failed rebuild over this session: the session again, as it was built.
-    fn reopen(&mut self, path: std::path::PathBuf) {
-        let target = Target {
-            resume: Some(path),
-            model: self.model.clone(),
-        };
-        let built = {
-            let _rt = self.runtime.enter();
-            build(self.source, &target, &self.tx, &self.approver)
-        };
-        match built {
-            Ok(agent) => {
-                self.slash = slash_of(&agent);
-                self.agent = agent;
-            }
+    fn reopen(&mut self) {
+        match self.driver.rebuild(self.model.clone()) {
+            Ok(()) => self.slash = self.driver.slash(),
             Err(e) => self.cells.notice(
                 Level::Error,
                 format!("this session could not be opened again ({e}); /resume opens it"),
@@ -170,9 +156,8 @@ impl App<'_> {
         if after.decision.trust != before {
             // Hooks and servers are installed when an agent is built: build it again over
             // this session, so the decision holds from the next turn.
-            let path = self.agent.log().writer().path().to_path_buf();
             let target = Target {
-                resume: Some(path),
+                resume: Some(self.driver.session_file()),
                 model: self.model.clone(),
             };
             if !self.switch(target, History::Printed) {
@@ -204,36 +189,24 @@ impl App<'_> {
 
     /// Expand a plugin command through its source, then send the prompt.
     pub(super) fn external(&mut self, name: String, args: String) {
-        let Some(source) = self.agent.command_source(&name).cloned() else {
-            self.cells
-                .notice(Level::Error, format!("/{name} is not available here"));
-            return;
-        };
-        match source.act(&name, &args) {
-            Some(Ok(said)) => {
+        let later = match self.driver.command(&name, &args) {
+            Ok(CommandRun::Said(said)) => {
                 self.cells.notice(Level::Info, said);
                 return;
             }
-            Some(Err(e)) => {
+            Ok(CommandRun::Later(later)) => later,
+            Err(e) => {
                 self.cells.notice(Level::Error, e.to_string());
                 return;
             }
-            None => {}
-        }
+        };
         let tx = self.tx.clone();
         self.say(format!("running /{name}…"));
         self.runtime.spawn(async move {
-            // An action that takes a while (a delegated review) tells the person what came of
-            // it; any other command gives the prompt it sends.
-            let msg = match source.act_async(&name, &args) {
-                Some(done) => match done.await {
-                    Ok(said) => Msg::Show(Cell::Notice(Level::Info, said)),
-                    Err(e) => Msg::Show(Cell::Notice(Level::Error, e.to_string())),
-                },
-                None => match source.expand(&name, &args).await {
-                    Ok(prompt) => Msg::Send(prompt),
-                    Err(e) => Msg::Show(Cell::Notice(Level::Error, e.to_string())),
-                },
+            let msg = match later.await {
+                Ok(CommandDone::Said(said)) => Msg::Show(Cell::Notice(Level::Info, said)),
+                Ok(CommandDone::Prompt(prompt)) => Msg::Send(prompt),
+                Err(e) => Msg::Show(Cell::Notice(Level::Error, e.to_string())),
             };
             let _ = tx.send(msg);
         });
@@ -292,18 +265,14 @@ impl App<'_> {
                         format!("Model: {model}. /model NAME switches."),
                     );
                 } else {
-                    let path = self.agent.log().writer().path().to_path_buf();
                     let target = Target {
-                        resume: Some(path),
+                        resume: Some(self.driver.session_file()),
                         model: Some(args.to_owned()),
                     };
                     // Kept by the session: a later resume (here, `keel resume`, an editor)
                     // builds on it, as an editor's model picker does.
                     if self.switch(target, History::Printed)
-                        && let Err(e) = self.agent.push_ignorable(
-                            keel_agent::session_modes::MODEL_EVENT,
-                            serde_json::json!({ "model": args }),
-                        )
+                        && let Err(e) = self.driver.keep_model(args)
                     {
                         self.cells.notice(
                             Level::Error,
@@ -332,8 +301,8 @@ impl App<'_> {
                 let u = &self.cells.usage;
                 let text = format!(
                     "Session {} ({})\nModel {} · context {} / {} tokens ({}%)\nSandbox {} · approval {}{}\nRequests {} · input {} tokens, {}% from cache · output {} tokens",
-                    self.agent.session_id(),
-                    self.agent.log().writer().path().display(),
+                    self.driver.session_id(),
+                    self.driver.session_file().display(),
                     u.model,
                     u.last_prompt,
                     u.context_window,
@@ -371,16 +340,11 @@ impl App<'_> {
                     self.say("wait for the turn to end (or Ctrl-C it) first");
                     return;
                 }
-                let agent = self.agent.clone();
+                let done = self.driver.compact();
                 let tx = self.tx.clone();
                 self.say("compacting…");
                 self.runtime.spawn(async move {
-                    let done = keel_agent::compaction::compact_now(
-                        &agent,
-                        keel_agent::compaction::CompactionReason::Manual,
-                    )
-                    .await;
-                    if let Err(e) = done {
+                    if let Err(e) = done.await {
                         let _ = tx.send(Msg::Show(Cell::Notice(
                             Level::Error,
                             format!("Compaction failed: {e}"),

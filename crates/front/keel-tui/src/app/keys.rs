@@ -31,7 +31,7 @@ impl App<'_> {
                 }
             }
             if self.running {
-                self.agent.cancel_turn();
+                self.driver.cancel();
                 self.say("cancelling the turn — Ctrl-C again to exit");
             } else if !self.input.is_empty() {
                 self.input.take();

@@ -1,16 +1,19 @@
 //! The interactive loop: terminal events, the agent's committed events and approval questions
 //! arrive on one channel; the UI state changes; a frame is drawn when something changed (at
-//! most every 16 ms while text streams, never while nothing happens). The agent is built by
-//! the front end's [`AgentSource`] and driven on a small tokio runtime; the UI owns no loop
-//! logic: it queues follow-ups, steers, cancels and answers approvals through the agent's API.
+//! most every 16 ms while text streams, never while nothing happens). The session is reached
+//! through a `SessionDriver` (today the agent the front end's [`AgentSource`] builds, driven
+//! on a small tokio runtime); the UI owns no loop logic: it queues follow-ups, steers, cancels
+//! and answers approvals through the driver and its channel.
 
 mod commands;
+mod driver;
 mod images;
 mod keys;
 mod modals;
 mod question;
 mod rewind;
 
+use driver::{LocalDriver, SessionDriver};
 use modals::{Picked, ask_trust, pick_session};
 
 use crate::canvas::Canvas;
@@ -29,10 +32,8 @@ use crossterm::terminal::{
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use keel_agent::{Agent, Approver, Asker, InboxMode, allow_key};
-use keel_host::{
-    AgentSource, BuildOptions, ProjectTrust, SessionEntry, SessionRef, SessionSpec, SourceError,
-};
+use keel_agent::{Approver, Asker, InboxMode, allow_key};
+use keel_host::{AgentSource, ProjectTrust, SessionEntry, SourceError};
 use keel_protocol::sync::Locked;
 use keel_protocol::{Question, SessionEvent, ToolCallBlock};
 use keel_tools::{ApprovalOutcome, UserAnswer};
@@ -83,8 +84,8 @@ enum Msg {
     Ask(Ask),
     /// `ask_user_question`'s questions, answered in a form.
     Question(QuestionAsk),
-    /// The agent went idle (`Err`: why it stopped).
-    Idle(Result<(), keel_agent::AgentError>),
+    /// The session went idle (`Err`: why it stopped).
+    Idle(Result<(), driver::DriverError>),
     /// A plugin queued a turn (a schedule fired): run it when idle.
     Woken,
     /// A background job of the UI finished (/compact, /diff): what to show.
@@ -210,8 +211,8 @@ struct App<'s> {
     source: &'s dyn AgentSource,
     runtime: tokio::runtime::Runtime,
     tx: Sender<Msg>,
-    approver: Arc<UiApprover>,
-    agent: Agent,
+    /// The session, through the seam a remote session will also take.
+    driver: Box<dyn SessionDriver<'s> + 's>,
     cells: Cells,
     cache: LineCache,
     /// The terminal.
@@ -336,20 +337,15 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
         resume: resume.clone(),
         model: None,
     };
-    // Built in the runtime's context, as `keel acp` builds: a plugin's timer (a schedule
-    // resumed with the session) starts on the runtime the agent runs on.
-    let agent = {
-        let _rt = runtime.enter();
-        build(source, &target, &tx, &approver).map_err(Error::Agent)?
-    };
-    let cwd = agent.config().cwd.clone();
-    let slash = slash_of(&agent);
+    let driver = LocalDriver::open(source, &target, &tx, &approver, runtime.handle().clone())
+        .map_err(Error::Agent)?;
+    let cwd = driver.cwd();
+    let slash = driver.slash();
     let mut app = App {
         source,
         runtime,
         tx: tx.clone(),
-        approver,
-        agent,
+        driver: Box::new(driver),
         cells: Cells::with_presenters(&keel_host::presenters()),
         cache: LineCache::default(),
         canvas,
@@ -411,60 +407,15 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
     let outcome = app.event_loop(&rx);
     let _ = app.canvas.leave();
     drop(guard);
-    app.agent.cancel_turn();
-    app.agent.kill_jobs();
-    let id = app.agent.session_id();
+    app.driver.cancel();
+    app.driver.kill_jobs();
+    let id = app.driver.session_id();
     let mut err = std::io::stderr();
     let _ = writeln!(
         err,
         "keel: session {id} — continue it with: keel resume {id}"
     );
     outcome
-}
-
-/// The slash commands for `agent`: custom commands of its workspace and keel home, and its
-/// plugins' commands.
-fn slash_of(agent: &Agent) -> Slash {
-    let externals: Vec<keel_agent::plugin::PluginCommand> =
-        agent.commands().iter().flat_map(|c| c.commands()).collect();
-    let config = agent.config();
-    Slash::load(&config.cwd, config.keel_home.as_deref(), &externals)
-}
-
-/// Build an agent whose committed events feed the UI and whose approvals the UI answers.
-fn build(
-    source: &dyn AgentSource,
-    target: &Target,
-    tx: &Sender<Msg>,
-    approver: &Arc<UiApprover>,
-) -> Result<Agent, SourceError> {
-    let mut options = BuildOptions::default();
-    let feed = tx.clone();
-    options
-        .agent_hooks
-        .session_event
-        .push(Arc::new(move |ev: &SessionEvent| {
-            let _ = feed.send(Msg::Agent(Box::new(ev.clone())));
-        }));
-    let wake = tx.clone();
-    options.agent_hooks.inbox_inserted.push(Arc::new(
-        move |m: &keel_agent::seams::InboxInserted| {
-            if m.mode == keel_agent::InboxMode::Followup && !m.message.source.is_user() {
-                let _ = wake.send(Msg::Woken);
-            }
-        },
-    ));
-    options.approver = Some(approver.clone());
-    options.asker = Some(approver.clone());
-    let spec = SessionSpec {
-        cwd: Some(source.workspace().to_path_buf()),
-        model: target.model.clone(),
-        ..SessionSpec::default()
-    };
-    match &target.resume {
-        Some(path) => source.resume(SessionRef::Path(path), &spec, options),
-        None => source.create(&spec, options),
-    }
 }
 
 impl App<'_> {
@@ -591,13 +542,13 @@ impl App<'_> {
                 self.queued.clear();
                 if let Err(e) = outcome {
                     self.cells.notice(Level::Error, e.to_string());
-                } else if self.agent.has_pending_turn() {
+                } else if self.driver.has_pending_turn() {
                     // Queued by a plugin as the run ended (a schedule firing).
                     self.start();
                 }
             }
             Msg::Woken => {
-                if !self.running && self.agent.has_pending_turn() {
+                if !self.running && self.driver.has_pending_turn() {
                     self.start();
                 }
             }
@@ -687,7 +638,7 @@ impl App<'_> {
             Pending::Approval(ask) => match choice {
                 0 => (ask, ApprovalOutcome::Approved, false),
                 1 => {
-                    self.approver.allowed.locked().insert(allow_key(&ask.call));
+                    self.driver.allow_for_session(&ask.call);
                     (ask, ApprovalOutcome::Approved, false)
                 }
                 _ => {
@@ -726,22 +677,13 @@ impl App<'_> {
         // `//text` is a message that starts with `/`.
         let text = crate::commands::unescape(&text).unwrap_or(text);
         // `@image.png` words attach the images; nothing is sent when one cannot be.
-        let message = match images::with_images(&self.agent, &text) {
-            None => keel_agent::user_message(&text),
-            Some(Ok(message)) => message,
-            Some(Err(e)) => {
-                self.cells.notice(Level::Error, e.to_string());
-                return;
-            }
-        };
         if self.running {
             let mode = if steer {
                 InboxMode::Steer
             } else {
                 InboxMode::Followup
             };
-            let sent = self.agent.enqueue(mode, message).map(|_| ());
-            match sent {
+            match self.driver.send(mode, &text) {
                 Ok(()) if steer => self.say("sent into the running turn"),
                 Ok(()) => {
                     self.queued.push(text);
@@ -751,7 +693,7 @@ impl App<'_> {
             }
             return;
         }
-        if let Err(e) = self.agent.enqueue(InboxMode::Followup, message) {
+        if let Err(e) = self.driver.send(InboxMode::Followup, &text) {
             self.cells.notice(Level::Error, e.to_string());
             return;
         }

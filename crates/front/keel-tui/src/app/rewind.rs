@@ -7,11 +7,15 @@
 
 // The App's own module: its types and the imports they share.
 use super::*;
+use driver::{CommandRun, DriverError};
 use keel_agent::plugin::CommandChoice;
 use keel_session::view::text::one_line;
 
 /// The command that rewinds.
 const REWIND: &str = "rewind";
+
+/// What the UI says when the session has no rewind.
+const OFF: &str = "rewind needs the checkpoints plugin, which is off here";
 
 /// Where the rewind list is.
 pub(super) enum RewindStep {
@@ -36,14 +40,10 @@ impl App<'_> {
             self.say("wait for the turn to end (or Ctrl-C it) first");
             return;
         }
-        let Some(source) = self.agent.command_source(REWIND).cloned() else {
-            self.cells.notice(
-                Level::Error,
-                "rewind needs the checkpoints plugin, which is off here".to_owned(),
-            );
+        let Some(points) = self.driver.choices(REWIND) else {
+            self.cells.notice(Level::Error, OFF.to_owned());
             return;
         };
-        let points = source.choices(REWIND);
         if points.is_empty() {
             self.say("nothing to rewind: the session has no turn yet");
             return;
@@ -97,15 +97,11 @@ impl App<'_> {
     /// `/rewind N FLAGS` through the checkpoints plugin; a rewound conversation puts turn
     /// N's prompt back in the editor.
     fn rewind_to(&mut self, point: &CommandChoice, flags: &str) {
-        let Some(source) = self.agent.command_source(REWIND).cloned() else {
-            self.cells.notice(
-                Level::Error,
-                "rewind needs the checkpoints plugin, which is off here".to_owned(),
-            );
-            return;
-        };
-        match source.act(REWIND, &format!("{}{flags}", point.args)) {
-            Some(Ok(said)) => {
+        match self
+            .driver
+            .command(REWIND, &format!("{}{flags}", point.args))
+        {
+            Ok(CommandRun::Said(said)) => {
                 self.cells.notice(Level::Info, said);
                 if flags != " --files"
                     && self.input.is_empty()
@@ -114,19 +110,17 @@ impl App<'_> {
                     self.input.set(prompt);
                 }
             }
-            Some(Err(e)) => self.cells.notice(Level::Error, e.to_string()),
-            None => {}
+            Err(DriverError::Unavailable(_)) => self.cells.notice(Level::Error, OFF.to_owned()),
+            Err(e) => self.cells.notice(Level::Error, e.to_string()),
+            // The plugin's rewind acts at once: nothing runs in the background.
+            Ok(CommandRun::Later(_)) => {}
         }
     }
 
     /// A new session seeded with this one up to just before the turn, continued here.
     fn fork_here(&mut self, point: &CommandChoice) {
-        let file = self.agent.log().writer().path().to_path_buf();
-        let forked = self
-            .source
-            .fork(SessionRef::Path(&file), self.source.workspace(), point.seq);
-        match forked {
-            Ok((_, path)) => {
+        match self.driver.fork(point.seq) {
+            Ok(path) => {
                 let target = Target {
                     resume: Some(path),
                     model: self.model.clone(),
