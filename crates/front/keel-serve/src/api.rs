@@ -48,6 +48,7 @@ pub fn routes() -> Vec<Route> {
         route("GET", "/api/v1/openapi.json", get(openapi)),
         route("GET", "/api/v1/sessions", get(list)),
         route("POST", "/api/v1/sessions", post(create)),
+        route("GET", "/api/v1/sessions/{id}", get(crate::state::show)),
         route("POST", "/api/v1/sessions/{id}/messages", post(message)),
         route("POST", "/api/v1/sessions/{id}/cancel", post(cancel)),
         route("POST", "/api/v1/sessions/{id}/close", post(close)),
@@ -73,6 +74,11 @@ pub fn routes() -> Vec<Route> {
             "POST",
             "/api/v1/sessions/{id}/commands/{name}",
             post(crate::commands::run),
+        ),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/commands/{name}/choices",
+            get(crate::state::choices),
         ),
         route(
             "GET",

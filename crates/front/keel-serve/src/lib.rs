@@ -24,6 +24,7 @@ mod jobs;
 pub mod openapi;
 mod requests;
 pub mod security;
+mod state;
 pub mod tls;
 mod trust;
 

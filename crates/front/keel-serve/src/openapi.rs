@@ -276,7 +276,36 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
     let job = json!({"type": "object", "description": "A background job: {id, kind (`bash`, \
         `subagent`), description, owner, status (`running`, `completed`, `failed`, `killed`), \
         summary?, waiting?, outputBytes, elapsedMs}."});
+    let nullable = |t: &str| json!({"type": [t, "null"]});
     let paths = json!({
+            "/api/v1/sessions/{id}": {"get": {
+                "summary": "One session's state: for a hosted session what its agent runs \
+                    with now; for a stored one what its log chose (null where it chose \
+                    nothing).",
+                "parameters": [id],
+                "responses": {"200": {"description": "The session's state.",
+                    "content": {"application/json": {"schema": {"type": "object",
+                        "required": ["id", "status", "events", "plan"],
+                        "properties": {
+                            "id": {"type": "string"}, "cwd": nullable("string"),
+                            "title": nullable("string"),
+                            "status": {"enum": ["running", "idle", "stored"]},
+                            "events": {"type": "integer", "minimum": 0,
+                                "description": "Events in its log (the next seq)."},
+                            "model": nullable("string"), "effort": nullable("string"),
+                            "mode": {"enum": ["default", "read-only", "auto", "plan", null]},
+                            "plan": {"type": "boolean"},
+                            "sandbox": nullable("string"), "approval": nullable("string")}}}}},
+                    "404": error, "500": error}}},
+            "/api/v1/sessions/{id}/commands/{name}/choices": {"get": {
+                "summary": "The values a command offers for its argument now (`rewind`: the \
+                    session's turns, newest first), as the terminal UI's picker lists them.",
+                "parameters": [id, name],
+                "responses": {"200": {"description": "`{\"choices\": [{args, label, detail, \
+                    seq, text}]}`.", "content": {"application/json": {"schema": {
+                        "type": "object", "properties": {"choices": {"type": "array",
+                            "items": {"type": "object"}}}}}}},
+                    "404": error, "409": held, "500": error}}},
             "/api/v1/sessions/{id}/files": {"get": {
                 "summary": "The files the session presented (the `present` tool), oldest \
                     first.",

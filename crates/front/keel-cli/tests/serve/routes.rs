@@ -870,3 +870,59 @@ fn a_message_sent_during_a_model_switch_is_never_lost() {
         wait_idle(&server, &id);
     }
 }
+
+#[test]
+fn a_session_s_state_and_a_command_s_choices_are_read_over_the_api() {
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "first question");
+    until_turn_ends(&server, &id, 1);
+    wait_idle(&server, &id);
+    let state = format!("/api/v1/sessions/{id}");
+
+    let now = server.call("GET", &state, None);
+    assert_eq!(now.status, 200, "{}", now.body);
+    let now = now.json();
+    assert_eq!(now["status"], "idle", "{now}");
+    assert_eq!(now["mode"], "default", "{now}");
+    assert_eq!(now["plan"], false, "{now}");
+    assert_eq!(now["sandbox"], "workspace-write", "{now}");
+    assert!(now["model"].is_string(), "{now}");
+    assert!(now["events"].as_u64().unwrap() > 3, "{now}");
+    assert_eq!(now["cwd"], env.ws.canonicalize().unwrap().to_str().unwrap());
+
+    // After a mode and an effort switch, the state says so.
+    let set = post(
+        &server,
+        &format!("{state}/mode"),
+        json!({"mode": "read-only"}),
+    );
+    assert_eq!(set.status, 200, "{}", set.body);
+    let set = post(&server, &format!("{state}/model"), json!({"effort": "low"}));
+    assert_eq!(set.status, 200, "{}", set.body);
+    let now = server.call("GET", &state, None).json();
+    assert_eq!(now["mode"], "read-only", "{now}");
+    assert_eq!(now["sandbox"], "read-only", "{now}");
+    assert_eq!(now["effort"], "low", "{now}");
+
+    // The rewind command's choices: the session's turn, with its prompt.
+    let choices = server.call("GET", &format!("{state}/commands/rewind/choices"), None);
+    assert_eq!(choices.status, 200, "{}", choices.body);
+    let rows = choices.json()["choices"].as_array().unwrap().clone();
+    assert!(!rows.is_empty(), "{rows:?}");
+    assert_eq!(rows[0]["text"], "first question", "{rows:?}");
+    assert!(rows[0]["seq"].as_u64().is_some(), "{rows:?}");
+    let r = server.call("GET", &format!("{state}/commands/nothing/choices"), None);
+    assert_eq!(r.status, 404, "{}", r.body);
+
+    // Closed, the session is stored: its log says what it chose.
+    post(&server, &format!("{state}/close"), json!({}));
+    let stored = server.call("GET", &state, None).json();
+    assert_eq!(stored["status"], "stored", "{stored}");
+    assert_eq!(stored["effort"], "low", "{stored}");
+    assert_eq!(stored["sandbox"], "read-only", "{stored}");
+    assert_eq!(stored["mode"], Value::Null, "{stored}");
+    let r = server.call("GET", "/api/v1/sessions/0193-nope", None);
+    assert_eq!(r.status, 404, "{}", r.body);
+}

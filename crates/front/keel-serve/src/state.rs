@@ -1,0 +1,106 @@
+//! One session's state at a glance, and a command's choices: what a client shows beside the
+//! conversation (a status line, a model picker, a rewind list) without replaying the log.
+//!
+//! `GET /api/v1/sessions/{id}`: `{id, cwd, title, status, events, model, effort, mode, plan,
+//! sandbox, approval}`. For a session the server hosts, what its agent runs with now; for a
+//! stored one, what its log says it chose (`null` where it chose nothing and the configuration
+//! decides when it is resumed).
+//!
+//! `GET /api/v1/sessions/{id}/commands/{name}/choices`: the values a command offers for its
+//! argument now (the checkpoints plugin's `rewind`: the session's turns, newest first), as the
+//! terminal UI's picker lists them.
+
+use crate::api::{live_or_resumed, load_stored, stored_path};
+use crate::{ApiError, App};
+use axum::Json;
+use axum::extract::{Path, State};
+use keel_protocol::EventBody;
+use keel_session::Session;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// `GET /api/v1/sessions/{id}`.
+pub(crate) async fn show(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(live) = app.hub.get(&id) {
+        let agent = &live.agent;
+        let config = agent.config();
+        let (title, events) = {
+            let log = agent.log();
+            let session = log.session();
+            (session.title().map(str::to_owned), session.len())
+        };
+        return Ok(Json(json!({
+            "id": id,
+            "cwd": live.cwd,
+            "title": title,
+            "status": live.status(),
+            "events": events,
+            "model": config.model,
+            "effort": config.reasoning_effort,
+            "mode": keel_host::modes::mode_of(agent),
+            "plan": agent.in_plan_mode(),
+            "sandbox": agent.sandbox().as_str(),
+            "approval": agent.approval().as_str(),
+        })));
+    }
+    stored_path(&app, &id).await?;
+    let session = load_stored(&app, &id).await?;
+    Ok(Json(stored(&id, &session)))
+}
+
+/// A stored session's state, from its log.
+fn stored(id: &str, session: &Session) -> Value {
+    let (mut sandbox, mut approval, mut plan) = (None, None, false);
+    for ev in session.whole_event_iter() {
+        match &ev.body {
+            EventBody::SandboxMode(m) => sandbox = Some(m.mode.clone()),
+            EventBody::ApprovalPolicy(p) => approval = Some(p.policy.clone()),
+            EventBody::PlanMode(p) => plan = p.active,
+            _ => {}
+        }
+    }
+    json!({
+        "id": id,
+        "cwd": session.header().cwd,
+        "title": session.title(),
+        "status": "stored",
+        "events": session.len(),
+        "model": keel_agent::session_modes::last_model(session),
+        "effort": keel_agent::session_modes::last_effort(session),
+        "mode": Value::Null,
+        "plan": plan,
+        "sandbox": sandbox,
+        "approval": approval,
+    })
+}
+
+/// `GET /api/v1/sessions/{id}/commands/{name}/choices`: `{"choices": [{args, label, detail,
+/// seq, text}]}`; a stored session is resumed (its plugins compute the choices).
+pub(crate) async fn choices(
+    State(app): State<Arc<App>>,
+    Path((id, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    stored_path(&app, &id).await?;
+    let live = live_or_resumed(&app, &id).await?;
+    let Some(source) = live.agent.command_source(&name).cloned() else {
+        return Err(ApiError::not_found(format!(
+            "session {id} offers no command /{name} (GET …/commands lists them)"
+        )));
+    };
+    let choices = tokio::task::spawn_blocking(move || source.choices(&name))
+        .await
+        .map_err(|e| {
+            ApiError::internal(format!("session {id}: listing the choices failed: {e}"))
+        })?;
+    let rows: Vec<Value> = choices
+        .into_iter()
+        .map(|c| {
+            json!({"args": c.args, "label": c.label, "detail": c.detail, "seq": c.seq,
+                "text": c.text})
+        })
+        .collect();
+    Ok(Json(json!({ "choices": rows })))
+}
