@@ -12,7 +12,7 @@ mod sessions;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use config::{ConfigCommand, McpAddArgs, McpCommand, TrustArgs};
-pub use serve::{AcpArgs, BatchArgs, BatchJobArgs, McpServerArgs, ServeArgs};
+pub use serve::{AcpArgs, AttachArgs, BatchArgs, BatchJobArgs, McpServerArgs, ServeArgs};
 pub use sessions::{
     CardsCommand, ChatArgs, CompactArgs, ContinuityCommand, DemoArgs, ExportFormat, ForkArgs,
     ProvenanceCommand, ResumeArgs, ReviewArgs, RewindArgs, RunArgs, SessionsCommand, TraceArgs,
@@ -277,6 +277,15 @@ pub enum Command {
     /// and no foreign `Origin`. The global flags (--model, --sandbox, --approval, -c…) apply
     /// to every session. Ctrl-C or SIGTERM cancels running turns and exits.
     Serve(ServeArgs),
+    /// The terminal UI on a session of a running `keel serve` (docs/serve.md, "keel attach").
+    ///
+    /// The session runs on the server: the UI streams its events (its history first), sends
+    /// what you type as messages, and answers the approvals and questions the server asks
+    /// (another client may answer them first: the modal then closes). Ctrl-D or /exit
+    /// detaches and leaves the session running there; `keel attach SESSION` shows it again.
+    /// The server's configuration, sandbox, approval policy and trust apply, not this
+    /// command's flags.
+    Attach(AttachArgs),
     /// Workspace trust: whether a repository's own hooks, MCP servers and configuration may
     /// take effect (docs/trust.md).
     ///

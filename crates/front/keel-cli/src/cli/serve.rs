@@ -27,6 +27,20 @@ pub struct AcpArgs {
     pub delegation_depth: Option<u32>,
 }
 
+/// `keel attach`.
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The session to attach to: the id of a session the server hosts or stores (default: the
+    /// newest session of this directory the server lists, else a new session here).
+    #[arg(value_name = "SESSION")]
+    pub session: Option<String>,
+    /// The server: what `keel serve` printed (`http://127.0.0.1:PORT/?token=TOKEN`). Without
+    /// it, the URL in $KEEL_HOME/serve.json (the running server's). Without `?token=`, the token
+    /// comes from KEEL_SERVE_TOKEN or serve.json.
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+}
+
 /// `keel serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {

@@ -2,6 +2,7 @@
 
 mod acp;
 mod answers;
+mod attach;
 mod batch;
 mod cards;
 mod config_cmd;
@@ -16,6 +17,7 @@ mod progress;
 mod provenance;
 mod run;
 mod serve;
+mod serve_client;
 mod sessions;
 mod source;
 mod trust;
@@ -308,6 +310,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::McpServer(args) => mcp_server::run(&ctx, args),
         Command::Acp(args) => acp::run(&ctx, args),
         Command::Serve(args) => serve::run(&ctx, args),
+        Command::Attach(args) => attach::run(&ctx, args, cli.alt_screen),
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
         Command::Trust(args) => trust::run(&ctx, args),
         Command::Batch(args) => batch::run(&ctx, args),

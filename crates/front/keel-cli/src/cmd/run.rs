@@ -7,7 +7,7 @@
 //! [`review`] is `keel review`.
 
 mod drive;
-mod remote;
+pub(super) mod remote;
 mod resume;
 mod review;
 

@@ -11,6 +11,7 @@
 mod support;
 
 mod approvals;
+mod attach;
 mod client;
 mod crash;
 mod lock;

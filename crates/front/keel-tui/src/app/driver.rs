@@ -52,6 +52,9 @@ pub(super) enum DriverError {
     /// Compaction failed.
     #[error(transparent)]
     Compaction(#[from] CompactionError),
+    /// The `keel serve` of a remote session refused or could not be reached.
+    #[error("{0}")]
+    Remote(String),
 }
 
 /// What a slash command of the session did ([`SessionDriver::command`]).
@@ -162,6 +165,11 @@ pub(super) trait SessionDriver<'s> {
     /// the mirror (their `turn/start` seqs and prompts, the files each changed from its
     /// `checkpoint/*` events), or a `GET …/commands/{name}/choices` to add.
     fn choices(&self, name: &str) -> Option<Vec<CommandChoice>>;
+    /// Why [`SessionDriver::choices`] offers none for a command the UI lists by itself
+    /// (`/rewind`): `None` when the session has no such command (its plugin is off).
+    fn no_choices(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The session's agent in this process, built by the front end's [`AgentSource`].

@@ -11,10 +11,13 @@ mod images;
 mod keys;
 mod modals;
 mod question;
+mod remote;
 mod rewind;
 
 use driver::{LocalDriver, SessionDriver};
 use modals::{Picked, ask_trust, pick_session};
+use remote::RemoteDriver;
+pub use remote::{ServerLink, StreamMessage, StreamSink};
 
 use crate::canvas::Canvas;
 use crate::cells::{Cell, Cells, Detail, Level, ToolCard, ToolState};
@@ -92,6 +95,9 @@ enum Msg {
     Show(Cell),
     /// A plugin command expanded to this prompt: send it.
     Send(String),
+    /// The request of this tool call was answered elsewhere (another client of `keel serve`):
+    /// its modal closes.
+    Resolved(String),
     /// SIGTERM or SIGHUP: leave.
     Quit,
 }
@@ -142,6 +148,7 @@ impl Asker for UiApprover {
         let sent = self.tx.send(Msg::Question(QuestionAsk {
             questions: questions.to_vec(),
             reply,
+            call_id: None,
         }));
         let closed = || UserAnswer::Unanswered {
             reason: "the terminal UI has closed".into(),
@@ -269,10 +276,32 @@ pub enum Error {
     /// The front end could not build the agent.
     #[error("{0}")]
     Agent(SourceError),
+    /// The `keel serve` of `keel attach` could not open the session.
+    #[error("{0}")]
+    Remote(String),
+}
+
+/// The session `keel attach` shows: one a running `keel serve` hosts.
+pub struct Remote {
+    /// The server's HTTP client.
+    pub link: Arc<dyn ServerLink>,
+    /// The session's id (`None`: a new session in the front end's workspace).
+    pub session: Option<String>,
+}
+
+/// Run the UI on a session of a `keel serve` until the person leaves (detaches: the session
+/// goes on on the server). `source` answers what the UI asks of this machine (the sessions
+/// `/resume` lists, prices); the session itself is the server's. Needs a terminal.
+pub fn attach(source: &dyn AgentSource, remote: Remote, options: Options) -> Result<(), Error> {
+    run_on(source, options, Some(remote))
 }
 
 /// Run the UI until the person leaves. Needs a terminal on stdin and stdout.
 pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
+    run_on(source, options, None)
+}
+
+fn run_on(source: &dyn AgentSource, options: Options, remote: Option<Remote>) -> Result<(), Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -308,7 +337,7 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
             .map_err(Error::InputThread)?;
     }
     let mut resume = options.resume.clone();
-    if options.pick {
+    if options.pick && remote.is_none() {
         let search = |query: &str| source.search_sessions(source.workspace(), query);
         match pick_session(
             &mut canvas,
@@ -322,8 +351,9 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
         }
     }
     // The trust question, before the first agent: what that agent may run depends on it.
+    // Attached, the server's trust decides what its session may run.
     let answer = match source.trust(source.workspace()) {
-        Ok(ws) if ws.should_ask() => Some(ask_trust(&mut canvas, &rx, &ws)?),
+        Ok(ws) if ws.should_ask() && remote.is_none() => Some(ask_trust(&mut canvas, &rx, &ws)?),
         _ => None,
     };
     let recorded = match answer {
@@ -337,15 +367,30 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
         resume: resume.clone(),
         model: None,
     };
-    let driver = LocalDriver::open(source, &target, &tx, &approver, runtime.handle().clone())
-        .map_err(Error::Agent)?;
+    let attached = remote.is_some();
+    let driver: Box<dyn SessionDriver<'_> + '_> = match remote {
+        None => Box::new(
+            LocalDriver::open(source, &target, &tx, &approver, runtime.handle().clone())
+                .map_err(Error::Agent)?,
+        ),
+        Some(remote) => Box::new(
+            RemoteDriver::open(
+                remote.link,
+                remote.session,
+                source.workspace().to_path_buf(),
+                &tx,
+                runtime.handle().clone(),
+            )
+            .map_err(|e| Error::Remote(e.to_string()))?,
+        ),
+    };
     let cwd = driver.cwd();
     let slash = driver.slash();
     let mut app = App {
         source,
         runtime,
         tx: tx.clone(),
-        driver: Box::new(driver),
+        driver,
         cells: Cells::with_presenters(&keel_host::presenters()),
         cache: LineCache::default(),
         canvas,
@@ -366,7 +411,8 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
         slash,
         model: None,
     };
-    app.load_history(resume.is_some());
+    // Attached, the event stream replays the history (as `Msg::Agent`).
+    app.load_history(resume.is_some() && !attached);
     // What the trust question decided, and what this agent leaves alone: in the transcript
     // (never on stderr, which is the terminal the UI draws on).
     if let Some(Err(e)) = recorded {
@@ -407,10 +453,19 @@ pub fn run(source: &dyn AgentSource, options: Options) -> Result<(), Error> {
     let outcome = app.event_loop(&rx);
     let _ = app.canvas.leave();
     drop(guard);
-    app.driver.cancel();
-    app.driver.kill_jobs();
     let id = app.driver.session_id();
     let mut err = std::io::stderr();
+    if attached {
+        // Detached: the session goes on on the server (never cancelled nor closed here).
+        let _ = writeln!(
+            err,
+            "keel: detached from session {id}, which stays on the server — attach again \
+             with: keel attach {id}"
+        );
+        return outcome;
+    }
+    app.driver.cancel();
+    app.driver.kill_jobs();
     let _ = writeln!(
         err,
         "keel: session {id} — continue it with: keel resume {id}"
@@ -554,6 +609,17 @@ impl App<'_> {
             }
             Msg::Show(cell) => self.cells.cells.push(cell),
             Msg::Send(prompt) => self.submit(prompt, false),
+            Msg::Resolved(call) => {
+                let open = match &self.pending {
+                    Some((Pending::Approval(ask) | Pending::Plan(ask), _)) => ask.call.id == call,
+                    Some((Pending::Question(form), _)) => form.call_id() == Some(call.as_str()),
+                    _ => false,
+                };
+                if open {
+                    self.pending = None;
+                    self.say("answered by another client of the server");
+                }
+            }
             Msg::Quit => self.quit = true,
         }
     }

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 pub(super) struct QuestionAsk {
     pub(super) questions: Vec<Question>,
     pub(super) reply: tokio::sync::oneshot::Sender<UserAnswer>,
+    /// The `ask_user_question` call, when known (a remote session's request names it).
+    pub(super) call_id: Option<String>,
 }
 
 /// The open form: which question is shown and what was answered so far.
@@ -27,6 +29,11 @@ pub(super) struct Form {
 }
 
 impl Form {
+    /// The tool call whose questions these are, when known.
+    pub(super) fn call_id(&self) -> Option<&str> {
+        self.ask.call_id.as_deref()
+    }
+
     fn new(ask: QuestionAsk) -> Form {
         let mut form = Form {
             ask,

@@ -41,7 +41,8 @@ impl App<'_> {
             return;
         }
         let Some(points) = self.driver.choices(REWIND) else {
-            self.cells.notice(Level::Error, OFF.to_owned());
+            let why = self.driver.no_choices().unwrap_or_else(|| OFF.to_owned());
+            self.cells.notice(Level::Error, why);
             return;
         };
         if points.is_empty() {

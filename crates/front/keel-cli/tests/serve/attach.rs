@@ -1,0 +1,362 @@
+//! `keel attach`: the terminal UI on a session of a running `keel serve`, in a real terminal
+//! (the real binary in a `tmux` pane, as tests/tui.rs drives `keel`), against a real server
+//! and the loopback mock model: a turn running on the server streams into the terminal, a
+//! prompt typed there runs on the server, approvals are answered in the terminal or closed
+//! there when another client answers them, and leaving detaches (the session stays hosted,
+//! and attaching again shows its history).
+
+use crate::client::{Server, listed, wait_idle};
+use crate::support::{Env, Mock, load_consistent, tool_results};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "read slowly" }
+    tool_calls:
+      - { name: read, arguments: { path: notes.txt } }
+  - match: { last_user_contains: "read slowly" }
+    behaviour: stall
+    stall_ms: 3000
+    text: "The notes say hello, slowly."
+  - match: { last_user_contains: "typed in the terminal" }
+    text: "Answered from the server."
+  - match: { last_user_contains: "run the check" }
+    tool_calls:
+      - { id: b1, name: bash, arguments: { command: "echo checked-by-keel" } }
+  - match: { last_user_contains: "run the check" }
+    tool_calls:
+      - { id: b2, name: bash, arguments: { command: "echo checked-again" } }
+  - match: { last_user_contains: "run the check" }
+    text: "The check ran twice."
+"#;
+
+#[allow(clippy::print_stderr)]
+fn have_tmux() -> bool {
+    let found = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is needed for the keel attach tests (.ci/run installs it)"
+        );
+        eprintln!("skipping: tmux is not installed");
+    }
+    found
+}
+
+/// `keel --cwd WS attach ARGS…` with the server's `$KEEL_HOME` and nothing of the environment
+/// that would configure a model.
+fn attach(env: &Env, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
+    for var in [
+        "DEEPSEEK_BASE_URL",
+        "DEEPSEEK_API_KEY",
+        "KEEL_HOME",
+        "KEEL_SERVE_TOKEN",
+        "RUST_LOG",
+        "DSH_TOOLS_MODE",
+        "TMUX",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("KEEL_HOME", &env.home)
+        .env("HOME", env.root())
+        .env("TMPDIR", env.root().join("tmp"))
+        .arg("--cwd")
+        .arg(&env.ws)
+        .arg("attach")
+        .args(args);
+    cmd
+}
+
+/// `s` as one shell word.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A tmux server of its own with one 120×40 pane running one command (tests/tui.rs's).
+struct Tmux {
+    socket: String,
+    dir: PathBuf,
+}
+
+impl Tmux {
+    fn start(dir: &Path, name: &str, cmd: &Command) -> Tmux {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let socket = format!("keel-attach-{}-{nanos}", std::process::id());
+        let dir = dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut script = String::from("#!/bin/sh\n");
+        for (k, v) in cmd.get_envs() {
+            let k = k.to_str().unwrap();
+            match v {
+                Some(v) => script.push_str(&format!("export {k}={}\n", quote(v.to_str().unwrap()))),
+                None => script.push_str(&format!("unset {k}\n")),
+            }
+        }
+        script.push_str(&quote(cmd.get_program().to_str().unwrap()));
+        for a in cmd.get_args() {
+            script.push(' ');
+            script.push_str(&quote(a.to_str().unwrap()));
+        }
+        script.push_str(" 2> stderr.txt\necho \"EXIT=$?\" > exit.txt\nsleep 600\n");
+        let path = dir.join("run.sh");
+        std::fs::write(&path, script).unwrap();
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-x", "120", "-y", "40", "-c"])
+            .arg(&dir)
+            .arg(format!("sh {}", path.display()))
+            .env_remove("TMUX")
+            .status()
+            .unwrap();
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { socket, dir }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "0", "-l", text]);
+    }
+
+    /// The pane's scrollback and screen, words one space apart.
+    fn words(&self) -> String {
+        let all = self.tmux(&["capture-pane", "-t", "0", "-p", "-S", "-"]);
+        all.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-t", "0", "-p"])
+    }
+
+    /// Wait until the pane (scrollback included) shows `what`.
+    fn wait_for(&self, what: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let words = self.words();
+            if words.contains(what) {
+                return words;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the terminal never showed {what:?}; it shows:\n{}\nstderr: {}",
+                self.screen(),
+                std::fs::read_to_string(self.dir.join("stderr.txt")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait for keel to exit: its exit line and its stderr.
+    fn wait_exit(&self) -> (String, String) {
+        let file = self.dir.join("exit.txt");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&file)
+                && text.ends_with('\n')
+            {
+                let err = std::fs::read_to_string(self.dir.join("stderr.txt")).unwrap_or_default();
+                return (text.trim().to_owned(), err);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "keel attach did not exit; the screen shows:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// Session `id`'s log on disk (the server's `$KEEL_HOME`).
+fn log_of(env: &Env, id: &str) -> String {
+    let file = env
+        .session_files()
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(id))
+        .unwrap_or_else(|| panic!("no session file for {id}"));
+    std::fs::read_to_string(file).unwrap()
+}
+
+#[test]
+fn attach_streams_a_running_turn_runs_what_is_typed_and_detaches_leaving_the_session() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    env.write("notes.txt", "hello\n");
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "read slowly");
+
+    // Attached while the turn runs (its answer stalls 3 s): the answer streams in.
+    let t = Tmux::start(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &server.url]),
+    );
+    t.wait_for("read slowly");
+    assert_eq!(
+        listed(&server, &id)["status"],
+        "running",
+        "attached before the turn's answer"
+    );
+    t.wait_for("The notes say hello, slowly.");
+    wait_idle(&server, &id);
+
+    // A prompt typed in the terminal runs on the server.
+    t.type_text("typed in the terminal");
+    t.keys(&["Enter"]);
+    t.wait_for("Answered from the server.");
+    wait_idle(&server, &id);
+    let log = log_of(&env, &id);
+    assert!(
+        log.contains("typed in the terminal") && log.contains("Answered from the server."),
+        "the typed prompt's turn is in the server's log: {log}"
+    );
+
+    // Ctrl-D detaches: the session stays hosted, neither closed nor cancelled.
+    t.keys(&["C-d"]);
+    let (exit, err) = t.wait_exit();
+    assert_eq!(exit, "EXIT=0", "{err}");
+    assert!(err.contains(&format!("keel attach {id}")), "{err}");
+    assert_eq!(listed(&server, &id)["status"], "idle");
+    let after = log_of(&env, &id);
+    assert!(
+        !after.contains(r#""reason":{"kind":"cancelled""#),
+        "no turn cancelled: {after}"
+    );
+
+    // Attached again (by the server's serve.json, the session by default: the newest here),
+    // the history shows.
+    let again = Tmux::start(env.root(), "again", &attach(&env, &[]));
+    let words = again.wait_for("Answered from the server.");
+    assert!(words.contains("The notes say hello, slowly."), "{words}");
+    again.type_text("/exit");
+    again.keys(&["Enter"]);
+    let (exit, err) = again.wait_exit();
+    assert_eq!(exit, "EXIT=0", "{err}");
+    assert_eq!(listed(&server, &id)["status"], "idle");
+}
+
+#[test]
+fn approvals_are_answered_in_the_terminal_and_close_there_when_another_client_answers() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start_with(
+        &env,
+        &mock,
+        &["--sandbox", "read-only", "--approval", "ask"],
+    );
+    let created = server.call("POST", "/api/v1/sessions", Some(&json!({"cwd": env.ws})));
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+
+    let t = Tmux::start(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &server.url]),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    t.type_text("run the check");
+    t.keys(&["Enter"]);
+    // The first approval, answered in the terminal (Allow once).
+    let modal = t.wait_for("Allow bash?");
+    assert!(modal.contains("echo checked-by-keel"), "{modal}");
+    t.keys(&["Enter"]);
+    // The second, answered by another client over the API: the terminal's modal closes.
+    let pending = wait_pending(&server, &id, "b2");
+    t.wait_for("echo checked-again");
+    let answered = server.call(
+        "POST",
+        &format!(
+            "/api/v1/sessions/{id}/approvals/{}",
+            pending["requestId"].as_str().unwrap()
+        ),
+        Some(&json!({"decision": "allow"})),
+    );
+    assert_eq!(answered.status, 200, "{}", answered.body);
+    t.wait_for("The check ran twice.");
+    t.wait_for("answered by another client");
+    assert!(
+        !t.screen().contains("Allow bash?"),
+        "the modal closed: {}",
+        t.screen()
+    );
+    wait_idle(&server, &id);
+    // Both calls ran: the first allowed in the terminal, the second over the API.
+    let file = env
+        .session_files()
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(&id))
+        .unwrap();
+    let results = tool_results(&load_consistent(&file));
+    let texts: Vec<(&str, bool)> = results
+        .iter()
+        .map(|(_, text, is_error)| (text.trim(), *is_error))
+        .collect();
+    assert_eq!(
+        texts,
+        vec![("checked-by-keel", false), ("checked-again", false)],
+        "{results:?}"
+    );
+    t.keys(&["C-d"]);
+    let (exit, err) = t.wait_exit();
+    assert_eq!(exit, "EXIT=0", "{err}");
+}
+
+/// Wait until session `id` has an open request for call `call`; the request.
+fn wait_pending(server: &Server, id: &str, call: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let reply = server.call("GET", &format!("/api/v1/sessions/{id}/pending"), None);
+        if let Some(r) = reply.json()["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["callId"] == call)
+        {
+            return r.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no request for {call}: {}",
+            reply.body
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,631 @@
+//! `keel attach`: the UI on a session a running `keel serve` hosts, through its HTTP API
+//! (docs/serve.md). The HTTP client is the front end's ([`ServerLink`], keel-cli's reqwest
+//! client): this driver only says which route does what.
+//!
+//! The session's event stream (`GET …/events`) is read on the runtime: each log event goes into
+//! a local mirror [`Session`] (what [`SessionDriver::with_session`] reads) and to the UI as
+//! [`Msg::Agent`], exactly as the local driver's hook sends it; the first connection replays
+//! the log, so the history shows as it was seen live. The named messages `pending` and
+//! `request` become the approval modal ([`Msg::Ask`]) or the question form ([`Msg::Question`]),
+//! whose answer is posted back; `resolved` closes a modal answered elsewhere
+//! ([`Msg::Resolved`]). Leaving never closes nor cancels the session: it keeps running on the
+//! server.
+
+use super::driver::{CommandDone, CommandRun, DriverError, SessionDriver};
+use super::question::QuestionAsk;
+use super::{Ask, Msg, Target};
+use crate::slash::Slash;
+use futures::future::BoxFuture;
+use keel_agent::InboxMode;
+use keel_agent::plugin::CommandChoice;
+use keel_protocol::sync::Locked;
+use keel_protocol::{EventBody, LogRecord, Question, SessionEvent, SessionHeader, SessionId};
+use keel_session::Session;
+use keel_tools::{ApprovalOutcome, UserAnswer};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+/// One message of a session's event stream (Server-Sent Events).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamMessage {
+    /// `id:` (a log event's seq).
+    pub id: Option<String>,
+    /// `event:` (`None` for a log event; `pending`, `request`, `resolved`).
+    pub event: Option<String>,
+    /// `data:` (JSON).
+    pub data: String,
+}
+
+/// Where each message of an event stream goes.
+pub type StreamSink = Box<dyn FnMut(StreamMessage) + Send>;
+
+/// The HTTP client of a `keel serve` (its URL and token are the link's): the front end's.
+/// Errors are what the person is told.
+pub trait ServerLink: Send + Sync {
+    /// `GET path` (under the server's base URL): its JSON answer.
+    fn get(&self, path: &str) -> BoxFuture<'static, Result<Value, String>>;
+    /// `POST path` with a JSON body: its JSON answer (an error answer is an `Err`).
+    fn post(&self, path: &str, body: Value) -> BoxFuture<'static, Result<Value, String>>;
+    /// Read `GET path` (an event stream) until it ends, each message to `sink`.
+    fn stream(&self, path: &str, sink: StreamSink) -> BoxFuture<'static, Result<(), String>>;
+}
+
+/// What the driver needs to know about the session's turns, from its stream.
+#[derive(Debug, Default, Clone)]
+struct Turns {
+    /// `turn/end` events seen.
+    ends: u64,
+    /// A turn is running (a `turn/start` without its end yet).
+    running: bool,
+    /// The stream ended: why.
+    gone: Option<String>,
+}
+
+/// A session of a `keel serve`.
+pub(super) struct RemoteDriver {
+    link: Arc<dyn ServerLink>,
+    id: String,
+    mirror: Arc<Mutex<Session>>,
+    turns: tokio::sync::watch::Receiver<Turns>,
+    /// The `turn/end` count [`SessionDriver::run_until_idle`] waits for.
+    awaited: Arc<Mutex<u64>>,
+    /// Calls the person allowed for the session: their answer is `allow_always`.
+    always: Arc<Mutex<HashSet<String>>>,
+    /// The mode to go back to when plan mode ends.
+    before_plan: Mutex<Option<&'static str>>,
+    tx: Sender<Msg>,
+    runtime: tokio::runtime::Handle,
+    cwd: PathBuf,
+    stream: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RemoteDriver {
+    fn drop(&mut self) {
+        // Detach: the session stays on the server.
+        self.stream.abort();
+    }
+}
+
+fn err(e: String) -> DriverError {
+    DriverError::Remote(e)
+}
+
+impl RemoteDriver {
+    /// Attach to session `id` (`None`: a new session in `cwd`, created on the server).
+    pub(super) fn open(
+        link: Arc<dyn ServerLink>,
+        id: Option<String>,
+        cwd: PathBuf,
+        tx: &Sender<Msg>,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<RemoteDriver, DriverError> {
+        let id = match id {
+            Some(id) => id,
+            None => {
+                let created = runtime
+                    .block_on(
+                        link.post("/api/v1/sessions", json!({ "cwd": cwd.to_string_lossy() })),
+                    )
+                    .map_err(err)?;
+                created["id"]
+                    .as_str()
+                    .ok_or_else(|| err("the server created no session id".into()))?
+                    .to_owned()
+            }
+        };
+        let header = SessionHeader::new(
+            SessionId(id.clone()),
+            keel_protocol::time::now_ms(),
+            Some(cwd.to_string_lossy().into_owned()),
+        );
+        let mirror = Arc::new(Mutex::new(Session::new(header)));
+        let (turns_tx, turns) = tokio::sync::watch::channel(Turns::default());
+        let always = Arc::new(Mutex::new(HashSet::new()));
+        let feed = Feed {
+            link: link.clone(),
+            id: id.clone(),
+            mirror: mirror.clone(),
+            turns: turns_tx,
+            always: always.clone(),
+            tx: tx.clone(),
+            runtime: runtime.clone(),
+        };
+        let path = format!("/api/v1/sessions/{id}/events");
+        let sink_feed = Arc::new(feed);
+        let stream = {
+            let link = link.clone();
+            let feed = sink_feed.clone();
+            runtime.spawn(async move {
+                let on = feed.clone();
+                let sink: StreamSink = Box::new(move |m| on.message(m));
+                let why = match link.stream(&path, sink).await {
+                    Ok(()) => "the server ended the session's event stream".to_owned(),
+                    Err(e) => e,
+                };
+                feed.turns.send_modify(|t| t.gone = Some(why.clone()));
+                let _ = feed.tx.send(Msg::Show(crate::cells::Cell::Notice(
+                    crate::cells::Level::Error,
+                    format!("{why}: this terminal no longer follows the session"),
+                )));
+            })
+        };
+        Ok(RemoteDriver {
+            link,
+            id,
+            mirror,
+            turns,
+            awaited: Arc::new(Mutex::new(0)),
+            always,
+            before_plan: Mutex::new(None),
+            tx: tx.clone(),
+            runtime,
+            cwd,
+            stream,
+        })
+    }
+
+    fn post(&self, route: &str, body: Value) -> Result<Value, DriverError> {
+        let path = format!("/api/v1/sessions/{}/{route}", self.id);
+        self.runtime
+            .block_on(self.link.post(&path, body))
+            .map_err(err)
+    }
+
+    /// The last logged value of a mode event of the mirror.
+    fn last_mode(&self, pick: fn(&EventBody) -> Option<String>) -> Option<String> {
+        let mirror = self.mirror.locked();
+        let mut last = None;
+        for ev in mirror.events() {
+            if let Some(v) = pick(&ev.body) {
+                last = Some(v);
+            }
+        }
+        last
+    }
+}
+
+/// What reads the event stream.
+struct Feed {
+    link: Arc<dyn ServerLink>,
+    id: String,
+    mirror: Arc<Mutex<Session>>,
+    turns: tokio::sync::watch::Sender<Turns>,
+    always: Arc<Mutex<HashSet<String>>>,
+    tx: Sender<Msg>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Feed {
+    fn message(&self, m: StreamMessage) {
+        match m.event.as_deref() {
+            None | Some("message") => self.event(&m.data),
+            Some("pending") => {
+                let data: Value = serde_json::from_str(&m.data).unwrap_or_default();
+                for request in data["requests"].as_array().into_iter().flatten() {
+                    self.request(request);
+                }
+            }
+            Some("request") => {
+                let request: Value = serde_json::from_str(&m.data).unwrap_or_default();
+                self.request(&request);
+            }
+            Some("resolved") => {
+                let data: Value = serde_json::from_str(&m.data).unwrap_or_default();
+                if let Some(call) = data["callId"].as_str() {
+                    let _ = self.tx.send(Msg::Resolved(call.to_owned()));
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn event(&self, data: &str) {
+        let event: SessionEvent = match keel_session::store::parse_record(data) {
+            Ok(LogRecord::Event(event)) => event,
+            Ok(LogRecord::Header(header)) => {
+                *self.mirror.locked() = Session::new(header);
+                return;
+            }
+            Ok(_) => return,
+            Err(e) => {
+                let _ = self.tx.send(Msg::Show(crate::cells::Cell::Notice(
+                    crate::cells::Level::Error,
+                    format!("the server sent an event keel cannot read ({e})"),
+                )));
+                return;
+            }
+        };
+        // The mirror may start later than the log (a fork's inherited events): what it
+        // refuses is still shown.
+        let _ = self.mirror.locked().append(event.clone());
+        match &event.body {
+            EventBody::TurnStart(_) => self.turns.send_modify(|t| t.running = true),
+            EventBody::TurnEnd(_) => self.turns.send_modify(|t| {
+                t.running = false;
+                t.ends += 1;
+            }),
+            _ => {}
+        }
+        let _ = self.tx.send(Msg::Agent(Box::new(event)));
+    }
+
+    /// A request of the server: the UI's modal or form; its answer posted back.
+    fn request(&self, request: &Value) {
+        let Some(request_id) = request["requestId"].as_str() else {
+            return;
+        };
+        let call_id = request["callId"].as_str().unwrap_or_default().to_owned();
+        let base = format!("/api/v1/sessions/{}", self.id);
+        let link = self.link.clone();
+        match request["kind"].as_str() {
+            Some("question") => {
+                let questions: Vec<Question> =
+                    serde_json::from_value(request["questions"].clone()).unwrap_or_default();
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                let _ = self.tx.send(Msg::Question(QuestionAsk {
+                    questions,
+                    reply,
+                    call_id: Some(call_id),
+                }));
+                let path = format!("{base}/questions/{request_id}");
+                self.runtime.spawn(async move {
+                    let body = match answer.await {
+                        Ok(UserAnswer::Answered(answers)) => json!({ "answers": answers }),
+                        Ok(UserAnswer::Declined { reason }) => {
+                            json!({ "declined": true, "note": reason })
+                        }
+                        // Closed here (detached, or answered elsewhere): another client may.
+                        Ok(UserAnswer::Unanswered { .. }) | Err(_) => return,
+                    };
+                    let _ = link.post(&path, body).await;
+                });
+            }
+            _ => {
+                let arguments = match &request["arguments"] {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    other => other.to_string(),
+                };
+                let call = keel_protocol::ToolCallBlock {
+                    id: call_id.clone(),
+                    name: request["tool"].as_str().unwrap_or("tool").to_owned(),
+                    arguments,
+                };
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                let _ = self.tx.send(Msg::Ask(Ask {
+                    call,
+                    reason: request["reason"].as_str().unwrap_or_default().to_owned(),
+                    reply,
+                }));
+                let path = format!("{base}/approvals/{request_id}");
+                let always = self.always.clone();
+                self.runtime.spawn(async move {
+                    let body = match answer.await {
+                        Ok(ApprovalOutcome::Approved) => {
+                            if always.locked().remove(&call_id) {
+                                json!({ "decision": "allow_always" })
+                            } else {
+                                json!({ "decision": "allow" })
+                            }
+                        }
+                        Ok(ApprovalOutcome::Denied { reason }) => {
+                            json!({ "decision": "deny", "note": reason })
+                        }
+                        Ok(_) | Err(_) => return,
+                    };
+                    let _ = link.post(&path, body).await;
+                });
+            }
+        }
+    }
+}
+
+impl<'s> SessionDriver<'s> for RemoteDriver {
+    fn open(&self, target: &Target) -> Result<Box<dyn SessionDriver<'s> + 's>, DriverError> {
+        // Another session of the same server: a stored one by its id (its file's stem), or a
+        // new one in this workspace.
+        let id = target.resume.as_ref().and_then(|p| {
+            p.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .map(|s| s.trim_end_matches(".jsonl").to_owned())
+        });
+        let driver = RemoteDriver::open(
+            self.link.clone(),
+            id,
+            self.cwd.clone(),
+            &self.tx,
+            self.runtime.clone(),
+        )?;
+        Ok(Box::new(driver))
+    }
+
+    fn session_id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn session_file(&self) -> PathBuf {
+        // The server's path is not said; the id names the session there.
+        PathBuf::from(format!("{}.jsonl", self.id))
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.mirror
+            .locked()
+            .header()
+            .cwd
+            .as_ref()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.cwd.clone())
+    }
+
+    fn sandbox(&self) -> String {
+        self.last_mode(|b| match b {
+            EventBody::SandboxMode(m) => Some(m.mode.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "(the server's)".into())
+    }
+
+    fn approval(&self) -> String {
+        self.last_mode(|b| match b {
+            EventBody::ApprovalPolicy(p) => Some(p.policy.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "(the server's)".into())
+    }
+
+    fn with_session(&self, read: &mut dyn FnMut(&Session)) {
+        read(&self.mirror.locked());
+    }
+
+    fn slash(&self) -> Slash {
+        // The server's commands (`GET …/commands`): its plugins' and its custom commands, run
+        // there (`POST …/commands/{name}`); the built-in ones are the UI's own.
+        let path = format!("/api/v1/sessions/{}/commands", self.id);
+        let listed = self
+            .runtime
+            .block_on(self.link.get(&path))
+            .unwrap_or_default();
+        let externals: Vec<keel_agent::plugin::PluginCommand> = listed["commands"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["kind"] != "builtin")
+            .filter_map(|c| {
+                Some(keel_agent::plugin::PluginCommand {
+                    name: c["name"].as_str()?.to_owned(),
+                    description: c["description"].as_str().unwrap_or_default().to_owned(),
+                    argument_hint: c["argumentHint"].as_str().map(str::to_owned),
+                })
+            })
+            .collect();
+        Slash::load(&self.cwd, None, &externals)
+    }
+
+    fn send(&self, mode: InboxMode, text: &str) -> Result<(), DriverError> {
+        let delivery = match mode {
+            InboxMode::Steer => "steer",
+            _ => "queue",
+        };
+        if mode != InboxMode::Steer {
+            let t = self.turns.borrow().clone();
+            let mut awaited = self.awaited.locked();
+            *awaited = (*awaited).max(t.ends) + if t.running { 2 } else { 1 };
+        }
+        self.post("messages", json!({ "text": text, "delivery": delivery }))?;
+        Ok(())
+    }
+
+    fn run_until_idle(&self) -> BoxFuture<'static, Result<(), DriverError>> {
+        let mut turns = self.turns.clone();
+        let awaited = *self.awaited.locked();
+        Box::pin(async move {
+            loop {
+                {
+                    let t = turns.borrow_and_update();
+                    if let Some(why) = &t.gone {
+                        return Err(err(why.clone()));
+                    }
+                    if t.ends >= awaited && !t.running {
+                        return Ok(());
+                    }
+                }
+                if turns.changed().await.is_err() {
+                    return Ok(());
+                }
+            }
+        })
+    }
+
+    fn has_pending_turn(&self) -> bool {
+        false
+    }
+
+    fn cancel(&self) {
+        let _ = self.post("cancel", json!({}));
+    }
+
+    fn kill_jobs(&self) {}
+
+    fn allow_for_session(&self, call: &keel_protocol::ToolCallBlock) {
+        self.always.locked().insert(call.id.clone());
+    }
+
+    fn set_plan_mode(&self, on: bool) -> Result<(), DriverError> {
+        let mode = if on {
+            let before = if self.sandbox() == "read-only" {
+                keel_host::modes::MODE_READ_ONLY
+            } else if self.approval() == "auto" {
+                keel_host::modes::MODE_AUTO
+            } else {
+                keel_host::modes::MODE_DEFAULT
+            };
+            *self.before_plan.locked() = Some(before);
+            keel_host::modes::MODE_PLAN
+        } else {
+            self.before_plan
+                .locked()
+                .take()
+                .unwrap_or(keel_host::modes::MODE_DEFAULT)
+        };
+        self.post("mode", json!({ "mode": mode }))?;
+        Ok(())
+    }
+
+    fn release(&self) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    fn rebuild(&mut self, model: Option<String>) -> Result<(), DriverError> {
+        match model {
+            Some(model) => {
+                self.post("model", json!({ "model": model }))?;
+                Ok(())
+            }
+            None => Err(DriverError::Unavailable(
+                "trust (the server decides what an attached session may run)".into(),
+            )),
+        }
+    }
+
+    fn keep_model(&self, _model: &str) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    fn compact(&self) -> BoxFuture<'static, Result<(), DriverError>> {
+        let link = self.link.clone();
+        let path = format!("/api/v1/sessions/{}/commands/compact", self.id);
+        Box::pin(async move {
+            link.post(&path, json!({ "args": "" })).await.map_err(err)?;
+            Ok(())
+        })
+    }
+
+    fn fork(&self, at: Option<u64>) -> Result<PathBuf, DriverError> {
+        let body = match at {
+            Some(at) => json!({ "at": at }),
+            None => json!({}),
+        };
+        let forked = self.post("fork", body)?;
+        let id = forked["id"]
+            .as_str()
+            .ok_or_else(|| err("the server forked no session id".into()))?;
+        Ok(PathBuf::from(format!("{id}.jsonl")))
+    }
+
+    fn command(&self, name: &str, args: &str) -> Result<CommandRun, DriverError> {
+        let link = self.link.clone();
+        let path = format!("/api/v1/sessions/{}/commands/{name}", self.id);
+        let args = args.to_owned();
+        Ok(CommandRun::Later(Box::pin(async move {
+            let answer = link
+                .post(&path, json!({ "args": args }))
+                .await
+                .map_err(err)?;
+            Ok(
+                match (answer["message"].as_str(), answer["prompt"].as_str()) {
+                    (Some(message), _) => CommandDone::Said(message.to_owned()),
+                    // The server queued the prompt as a turn already: said, not sent again.
+                    (None, Some(_)) => CommandDone::Said("queued on the server".into()),
+                    (None, None) => CommandDone::Said(answer.to_string()),
+                },
+            )
+        })))
+    }
+
+    fn choices(&self, _name: &str) -> Option<Vec<CommandChoice>> {
+        None
+    }
+
+    fn no_choices(&self) -> Option<String> {
+        Some(
+            "the rewind list is not offered in a session attached to keel serve (no route lists \
+             a session's turns yet)"
+                .into(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A server that streams `events` (then ends the stream) and records every POST.
+    struct Fake {
+        events: Vec<String>,
+        posts: Arc<Mutex<Vec<(String, Value)>>>,
+    }
+
+    impl ServerLink for Fake {
+        fn get(&self, _path: &str) -> BoxFuture<'static, Result<Value, String>> {
+            Box::pin(async { Ok(json!({ "commands": [] })) })
+        }
+        fn post(&self, path: &str, body: Value) -> BoxFuture<'static, Result<Value, String>> {
+            self.posts.locked().push((path.to_owned(), body));
+            Box::pin(async { Ok(json!({})) })
+        }
+        fn stream(
+            &self,
+            _path: &str,
+            mut sink: StreamSink,
+        ) -> BoxFuture<'static, Result<(), String>> {
+            let events = self.events.clone();
+            Box::pin(async move {
+                for data in events {
+                    sink(StreamMessage {
+                        id: None,
+                        event: None,
+                        data,
+                    });
+                }
+                Ok(())
+            })
+        }
+    }
+
+    #[test]
+    fn leaving_plan_mode_restores_a_read_only_session_and_detaching_posts_nothing() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let posts = Arc::new(Mutex::new(Vec::new()));
+        let link = Arc::new(Fake {
+            events: vec![
+                r#"{"type":"sandbox/mode","seq":0,"time":1,"data":{"mode":"read-only"}}"#.into(),
+            ],
+            posts: posts.clone(),
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let driver = RemoteDriver::open(
+            link,
+            Some("s1".into()),
+            PathBuf::from("/ws"),
+            &tx,
+            runtime.handle().clone(),
+        )
+        .unwrap();
+        // The mode event reaches the UI (and the mirror) before the stream's end.
+        let first = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert!(matches!(first, Msg::Agent(_)));
+        assert_eq!(SessionDriver::sandbox(&driver), "read-only");
+        SessionDriver::set_plan_mode(&driver, true).unwrap();
+        SessionDriver::set_plan_mode(&driver, false).unwrap();
+        drop(driver);
+        let posts = posts.locked().clone();
+        assert_eq!(
+            posts,
+            vec![
+                (
+                    "/api/v1/sessions/s1/mode".to_owned(),
+                    json!({ "mode": "plan" })
+                ),
+                (
+                    "/api/v1/sessions/s1/mode".to_owned(),
+                    json!({ "mode": "read-only" })
+                ),
+            ]
+        );
+    }
+}
