@@ -263,6 +263,18 @@ fn attach_streams_a_running_turn_runs_what_is_typed_and_detaches_leaving_the_ses
     let again = Tmux::start(env.root(), "again", &attach(&env, &[]));
     let words = again.wait_for("Answered from the server.");
     assert!(words.contains("The notes say hello, slowly."), "{words}");
+    // Esc Esc: the server's rewind list (`…/commands/rewind/choices`); the rewind runs there.
+    again.keys(&["Escape"]);
+    again.keys(&["Escape"]);
+    again.wait_for("Rewind to just before");
+    again.wait_for("turn 2 · typed in the terminal");
+    again.keys(&["Enter"]);
+    again.wait_for("Restore code and conversation");
+    again.keys(&["Enter"]);
+    again.wait_for("Rewound the conversation to just before turn 2");
+    assert!(log_of(&env, &id).contains("surface/rewind"));
+    // The rewound prompt is back in the editor: cleared, then /exit.
+    again.keys(&["C-c"]);
     again.type_text("/exit");
     again.keys(&["Enter"]);
     let (exit, err) = again.wait_exit();

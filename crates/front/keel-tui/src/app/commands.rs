@@ -200,6 +200,16 @@ impl App<'_> {
                 return;
             }
         };
+        self.run_later(&name, later);
+    }
+
+    /// A command that runs in the background (a remote session's, a delegated review): what
+    /// it gives is shown, or sent when it is a prompt.
+    pub(super) fn run_later(
+        &mut self,
+        name: &str,
+        later: futures::future::BoxFuture<'static, Result<CommandDone, super::driver::DriverError>>,
+    ) {
         let tx = self.tx.clone();
         self.say(format!("running /{name}…"));
         self.runtime.spawn(async move {

@@ -1,7 +1,7 @@
 //! The seam between the UI and the session it shows: everything [`App`](super::App) does with
-//! its session goes through a [`SessionDriver`]. Today's driver is [`LocalDriver`], an agent in
-//! this process; `keel attach` (issue 46) will add a remote one, a client of `keel serve`'s
-//! HTTP API (docs/serve.md). Each method says which route that driver will use.
+//! its session goes through a [`SessionDriver`]: [`LocalDriver`], an agent in this process, or
+//! `keel attach`'s remote one (`remote.rs`), a client of `keel serve`'s HTTP API
+//! (docs/serve.md). Each method says which route the remote driver uses.
 //!
 //! What the session says comes on the UI's [`Msg`] channel whatever the driver: the committed
 //! events ([`Msg::Agent`]), approvals ([`Msg::Ask`]) and questions ([`Msg::Question`]). The local
@@ -92,12 +92,12 @@ pub(super) trait SessionDriver<'s> {
     /// The session's workspace. Remote: the mirror's session header (`cwd`), or the session's
     /// listing (`GET /api/v1/sessions`).
     fn cwd(&self) -> PathBuf;
-    /// The sandbox mode the session's agent enforces (`workspace-write`, …). Remote: the last
-    /// `sandbox/mode` event of the mirror; for a session that logged none, no route says what
-    /// the server's agent enforces yet (its listing or `POST …/mode`'s answer could).
+    /// The sandbox mode the session's agent enforces (`workspace-write`, …). Remote:
+    /// `GET /api/v1/sessions/{id}`'s `sandbox`, else the last `sandbox/mode` event of the
+    /// mirror.
     fn sandbox(&self) -> String;
-    /// The approval policy the session's agent applies. Remote: the last `approval/policy`
-    /// event of the mirror (as for the sandbox, none logged: no route says it yet).
+    /// The approval policy the session's agent applies. Remote: `GET /api/v1/sessions/{id}`'s
+    /// `approval`, else the last `approval/policy` event of the mirror.
     fn approval(&self) -> String;
     /// Read the session's log (the history a resumed session shows). Remote: the mirror built
     /// from the event stream.
@@ -161,9 +161,8 @@ pub(super) trait SessionDriver<'s> {
     /// `POST …/rewind {"to", "scope"}` instead.)
     fn command(&self, name: &str, args: &str) -> Result<CommandRun, DriverError>;
     /// The values `/name` offers for its argument now (`/rewind`: the session's turns, newest
-    /// first); `None` when the session has no such command. Remote: no route yet: the turns of
-    /// the mirror (their `turn/start` seqs and prompts, the files each changed from its
-    /// `checkpoint/*` events), or a `GET …/commands/{name}/choices` to add.
+    /// first); `None` when the session has no such command. Remote:
+    /// `GET …/commands/{name}/choices`.
     fn choices(&self, name: &str) -> Option<Vec<CommandChoice>>;
     /// Why [`SessionDriver::choices`] offers none for a command the UI lists by itself
     /// (`/rewind`): `None` when the session has no such command (its plugin is off).

@@ -174,6 +174,13 @@ impl RemoteDriver {
             .map_err(err)
     }
 
+    /// A field of the session's state (`GET /api/v1/sessions/{id}`: what its agent runs with).
+    fn state(&self, field: &str) -> Option<String> {
+        let path = format!("/api/v1/sessions/{}", self.id);
+        let state = self.runtime.block_on(self.link.get(&path)).ok()?;
+        state[field].as_str().map(str::to_owned)
+    }
+
     /// The last logged value of a mode event of the mirror.
     fn last_mode(&self, pick: fn(&EventBody) -> Option<String>) -> Option<String> {
         let mirror = self.mirror.locked();
@@ -362,6 +369,9 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
     }
 
     fn sandbox(&self) -> String {
+        if let Some(mode) = self.state("sandbox") {
+            return mode;
+        }
         self.last_mode(|b| match b {
             EventBody::SandboxMode(m) => Some(m.mode.clone()),
             _ => None,
@@ -370,6 +380,9 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
     }
 
     fn approval(&self) -> String {
+        if let Some(policy) = self.state("approval") {
+            return policy;
+        }
         self.last_mode(|b| match b {
             EventBody::ApprovalPolicy(p) => Some(p.policy.clone()),
             _ => None,
@@ -456,7 +469,13 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
 
     fn set_plan_mode(&self, on: bool) -> Result<(), DriverError> {
         let mode = if on {
-            let before = if self.sandbox() == "read-only" {
+            let now = self.state("mode");
+            let before = if let Some(mode) = keel_host::modes::MODES
+                .into_iter()
+                .find(|m| now.as_deref() == Some(*m) && *m != keel_host::modes::MODE_PLAN)
+            {
+                mode
+            } else if self.sandbox() == "read-only" {
                 keel_host::modes::MODE_READ_ONLY
             } else if self.approval() == "auto" {
                 keel_host::modes::MODE_AUTO
@@ -536,14 +555,27 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
         })))
     }
 
-    fn choices(&self, _name: &str) -> Option<Vec<CommandChoice>> {
-        None
+    fn choices(&self, name: &str) -> Option<Vec<CommandChoice>> {
+        let path = format!("/api/v1/sessions/{}/commands/{name}/choices", self.id);
+        let listed = self.runtime.block_on(self.link.get(&path)).ok()?;
+        let choices = listed["choices"]
+            .as_array()?
+            .iter()
+            .map(|c| CommandChoice {
+                args: c["args"].as_str().unwrap_or_default().to_owned(),
+                label: c["label"].as_str().unwrap_or_default().to_owned(),
+                detail: c["detail"].as_str().unwrap_or_default().to_owned(),
+                seq: c["seq"].as_u64(),
+                text: c["text"].as_str().map(str::to_owned),
+            })
+            .collect();
+        Some(choices)
     }
 
     fn no_choices(&self) -> Option<String> {
         Some(
-            "the rewind list is not offered in a session attached to keel serve (no route lists \
-             a session's turns yet)"
+            "the server lists no choices for this command (its plugin is off there, or the \
+             server could not be reached)"
                 .into(),
         )
     }

@@ -113,8 +113,16 @@ impl App<'_> {
             }
             Err(DriverError::Unavailable(_)) => self.cells.notice(Level::Error, OFF.to_owned()),
             Err(e) => self.cells.notice(Level::Error, e.to_string()),
-            // The plugin's rewind acts at once: nothing runs in the background.
-            Ok(CommandRun::Later(_)) => {}
+            // A remote session's rewind runs on the server (the local plugin's acts at once).
+            Ok(CommandRun::Later(later)) => {
+                self.run_later(REWIND, later);
+                if flags != " --files"
+                    && self.input.is_empty()
+                    && let Some(prompt) = &point.text
+                {
+                    self.input.set(prompt);
+                }
+            }
         }
     }
 
