@@ -6,9 +6,9 @@
 //! and attaching again shows its history).
 
 use crate::client::{Server, listed, wait_idle};
+use crate::support::tmux::{Tmux, have_tmux};
 use crate::support::{Env, Mock, load_consistent, tool_results};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -32,22 +32,6 @@ responses:
   - match: { last_user_contains: "run the check" }
     text: "The check ran twice."
 "#;
-
-#[allow(clippy::print_stderr)]
-fn have_tmux() -> bool {
-    let found = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tmux is needed for the keel attach tests (.ci/run installs it)"
-        );
-        eprintln!("skipping: tmux is not installed");
-    }
-    found
-}
 
 /// `keel --cwd WS attach ARGS…` with the server's `$KEEL_HOME` and nothing of the environment
 /// that would configure a model.
@@ -74,131 +58,6 @@ fn attach(env: &Env, args: &[&str]) -> Command {
     cmd
 }
 
-/// `s` as one shell word.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// A tmux server of its own with one 120×40 pane running one command (tests/tui.rs's).
-struct Tmux {
-    socket: String,
-    dir: PathBuf,
-}
-
-impl Tmux {
-    fn start(dir: &Path, name: &str, cmd: &Command) -> Tmux {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let socket = format!("keel-attach-{}-{nanos}", std::process::id());
-        let dir = dir.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut script = String::from("#!/bin/sh\n");
-        for (k, v) in cmd.get_envs() {
-            let k = k.to_str().unwrap();
-            match v {
-                Some(v) => script.push_str(&format!("export {k}={}\n", quote(v.to_str().unwrap()))),
-                None => script.push_str(&format!("unset {k}\n")),
-            }
-        }
-        script.push_str(&quote(cmd.get_program().to_str().unwrap()));
-        for a in cmd.get_args() {
-            script.push(' ');
-            script.push_str(&quote(a.to_str().unwrap()));
-        }
-        script.push_str(" 2> stderr.txt\necho \"EXIT=$?\" > exit.txt\nsleep 600\n");
-        let path = dir.join("run.sh");
-        std::fs::write(&path, script).unwrap();
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-x", "120", "-y", "40", "-c"])
-            .arg(&dir)
-            .arg(format!("sh {}", path.display()))
-            .env_remove("TMUX")
-            .status()
-            .unwrap();
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket, dir }
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .env_remove("TMUX")
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "0"];
-        args.extend_from_slice(keys);
-        self.tmux(&args);
-    }
-
-    fn type_text(&self, text: &str) {
-        self.tmux(&["send-keys", "-t", "0", "-l", text]);
-    }
-
-    /// The pane's scrollback and screen, words one space apart.
-    fn words(&self) -> String {
-        let all = self.tmux(&["capture-pane", "-t", "0", "-p", "-S", "-"]);
-        all.split_whitespace().collect::<Vec<_>>().join(" ")
-    }
-
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-t", "0", "-p"])
-    }
-
-    /// Wait until the pane (scrollback included) shows `what`.
-    fn wait_for(&self, what: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let words = self.words();
-            if words.contains(what) {
-                return words;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the terminal never showed {what:?}; it shows:\n{}\nstderr: {}",
-                self.screen(),
-                std::fs::read_to_string(self.dir.join("stderr.txt")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Wait for keel to exit: its exit line and its stderr.
-    fn wait_exit(&self) -> (String, String) {
-        let file = self.dir.join("exit.txt");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&file)
-                && text.ends_with('\n')
-            {
-                let err = std::fs::read_to_string(self.dir.join("stderr.txt")).unwrap_or_default();
-                return (text.trim().to_owned(), err);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "keel attach did not exit; the screen shows:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
-
 /// Session `id`'s log on disk (the server's `$KEEL_HOME`).
 fn log_of(env: &Env, id: &str) -> String {
     let file = env
@@ -221,24 +80,24 @@ fn attach_streams_a_running_turn_runs_what_is_typed_and_detaches_leaving_the_ses
     let id = server.create(&env.ws, "read slowly");
 
     // Attached while the turn runs (its answer stalls 3 s): the answer streams in.
-    let t = Tmux::start(
+    let t = Tmux::start_logged(
         env.root(),
         "first",
         &attach(&env, &[&id, "--server", &server.url]),
     );
-    t.wait_for("read slowly");
+    t.wait_for_in_history("read slowly");
     assert_eq!(
         listed(&server, &id)["status"],
         "running",
         "attached before the turn's answer"
     );
-    t.wait_for("The notes say hello, slowly.");
+    t.wait_for_in_history("The notes say hello, slowly.");
     wait_idle(&server, &id);
 
     // A prompt typed in the terminal runs on the server.
     t.type_text("typed in the terminal");
     t.keys(&["Enter"]);
-    t.wait_for("Answered from the server.");
+    t.wait_for_in_history("Answered from the server.");
     wait_idle(&server, &id);
     let log = log_of(&env, &id);
     assert!(
@@ -248,7 +107,7 @@ fn attach_streams_a_running_turn_runs_what_is_typed_and_detaches_leaving_the_ses
 
     // Ctrl-D detaches: the session stays hosted, neither closed nor cancelled.
     t.keys(&["C-d"]);
-    let (exit, err) = t.wait_exit();
+    let (exit, err) = (t.wait_exit(), t.stderr());
     assert_eq!(exit, "EXIT=0", "{err}");
     assert!(err.contains(&format!("keel attach {id}")), "{err}");
     assert_eq!(listed(&server, &id)["status"], "idle");
@@ -260,24 +119,24 @@ fn attach_streams_a_running_turn_runs_what_is_typed_and_detaches_leaving_the_ses
 
     // Attached again (by the server's serve.json, the session by default: the newest here),
     // the history shows.
-    let again = Tmux::start(env.root(), "again", &attach(&env, &[]));
-    let words = again.wait_for("Answered from the server.");
+    let again = Tmux::start_logged(env.root(), "again", &attach(&env, &[]));
+    let words = again.wait_for_in_history("Answered from the server.");
     assert!(words.contains("The notes say hello, slowly."), "{words}");
     // Esc Esc: the server's rewind list (`…/commands/rewind/choices`); the rewind runs there.
     again.keys(&["Escape"]);
     again.keys(&["Escape"]);
-    again.wait_for("Rewind to just before");
-    again.wait_for("turn 2 · typed in the terminal");
+    again.wait_for_in_history("Rewind to just before");
+    again.wait_for_in_history("turn 2 · typed in the terminal");
     again.keys(&["Enter"]);
-    again.wait_for("Restore code and conversation");
+    again.wait_for_in_history("Restore code and conversation");
     again.keys(&["Enter"]);
-    again.wait_for("Rewound the conversation to just before turn 2");
+    again.wait_for_in_history("Rewound the conversation to just before turn 2");
     assert!(log_of(&env, &id).contains("surface/rewind"));
     // The rewound prompt is back in the editor: cleared, then /exit.
     again.keys(&["C-c"]);
     again.type_text("/exit");
     again.keys(&["Enter"]);
-    let (exit, err) = again.wait_exit();
+    let (exit, err) = (again.wait_exit(), again.stderr());
     assert_eq!(exit, "EXIT=0", "{err}");
     assert_eq!(listed(&server, &id)["status"], "idle");
 }
@@ -298,7 +157,7 @@ fn approvals_are_answered_in_the_terminal_and_close_there_when_another_client_an
     assert_eq!(created.status, 201, "{}", created.body);
     let id = created.json()["id"].as_str().unwrap().to_owned();
 
-    let t = Tmux::start(
+    let t = Tmux::start_logged(
         env.root(),
         "first",
         &attach(&env, &[&id, "--server", &server.url]),
@@ -307,12 +166,12 @@ fn approvals_are_answered_in_the_terminal_and_close_there_when_another_client_an
     t.type_text("run the check");
     t.keys(&["Enter"]);
     // The first approval, answered in the terminal (Allow once).
-    let modal = t.wait_for("Allow bash?");
+    let modal = t.wait_for_in_history("Allow bash?");
     assert!(modal.contains("echo checked-by-keel"), "{modal}");
     t.keys(&["Enter"]);
     // The second, answered by another client over the API: the terminal's modal closes.
     let pending = wait_pending(&server, &id, "b2");
-    t.wait_for("echo checked-again");
+    t.wait_for_in_history("echo checked-again");
     let answered = server.call(
         "POST",
         &format!(
@@ -322,8 +181,8 @@ fn approvals_are_answered_in_the_terminal_and_close_there_when_another_client_an
         Some(&json!({"decision": "allow"})),
     );
     assert_eq!(answered.status, 200, "{}", answered.body);
-    t.wait_for("The check ran twice.");
-    t.wait_for("answered by another client");
+    t.wait_for_in_history("The check ran twice.");
+    t.wait_for_in_history("answered by another client");
     assert!(
         !t.screen().contains("Allow bash?"),
         "the modal closed: {}",
@@ -347,7 +206,7 @@ fn approvals_are_answered_in_the_terminal_and_close_there_when_another_client_an
         "{results:?}"
     );
     t.keys(&["C-d"]);
-    let (exit, err) = t.wait_exit();
+    let (exit, err) = (t.wait_exit(), t.stderr());
     assert_eq!(exit, "EXIT=0", "{err}");
 }
 

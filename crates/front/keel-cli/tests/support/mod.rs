@@ -6,6 +6,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test binary uses a subset
 
 pub mod crash;
+pub mod tmux;
 
 use keel_llm::{Script, ScriptFormat};
 use keel_testkit::MockServer;
