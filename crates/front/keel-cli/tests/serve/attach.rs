@@ -33,28 +33,10 @@ responses:
     text: "The check ran twice."
 "#;
 
-/// `keel --cwd WS attach ARGS…` with the server's `$KEEL_HOME` and nothing of the environment
-/// that would configure a model.
+/// `keel --cwd WS attach ARGS…` as a client of the test's server.
 fn attach(env: &Env, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
-    for var in [
-        "DEEPSEEK_BASE_URL",
-        "DEEPSEEK_API_KEY",
-        "KEEL_HOME",
-        "KEEL_SERVE_TOKEN",
-        "RUST_LOG",
-        "DSH_TOOLS_MODE",
-        "TMUX",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("KEEL_HOME", &env.home)
-        .env("HOME", env.root())
-        .env("TMPDIR", env.root().join("tmp"))
-        .arg("--cwd")
-        .arg(&env.ws)
-        .arg("attach")
-        .args(args);
+    let mut cmd = crate::remote::client(env, &["attach"]);
+    cmd.args(args);
     cmd
 }
 

@@ -38,9 +38,9 @@ responses:
     text: "I am going to take a very long time over this answer, and it never arrives."
 "#;
 
-/// `keel --cwd WS run --server URL ARGS…` with the test's `$KEEL_HOME` (the server's) and
-/// nothing of the environment that would configure a model: the run goes to the server only.
-pub(crate) fn remote(env: &Env, url: &str, args: &[&str]) -> Command {
+/// `keel --cwd WS SUBCOMMAND…` as a client of the test's server: its `$KEEL_HOME` and nothing of
+/// the environment that would configure a model or name another server.
+pub(crate) fn client(env: &Env, words: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
     for var in [
         "DEEPSEEK_BASE_URL",
@@ -49,6 +49,7 @@ pub(crate) fn remote(env: &Env, url: &str, args: &[&str]) -> Command {
         "KEEL_SERVE_TOKEN",
         "RUST_LOG",
         "DSH_TOOLS_MODE",
+        "TMUX",
     ] {
         cmd.env_remove(var);
     }
@@ -57,9 +58,14 @@ pub(crate) fn remote(env: &Env, url: &str, args: &[&str]) -> Command {
         .env("TMPDIR", env.root().join("tmp"))
         .arg("--cwd")
         .arg(&env.ws)
-        .args(["run", "--server", url])
-        .args(args)
-        .stdin(std::process::Stdio::null());
+        .args(words);
+    cmd
+}
+
+/// `keel --cwd WS run --server URL ARGS…` ([`client`]), stdin closed.
+pub(crate) fn remote(env: &Env, url: &str, args: &[&str]) -> Command {
+    let mut cmd = client(env, &["run", "--server", url]);
+    cmd.args(args).stdin(std::process::Stdio::null());
     cmd
 }
 
@@ -91,7 +97,12 @@ fn the_session(server: &Server) -> String {
     let deadline = Instant::now() + HANG_GUARD;
     loop {
         let list = server.call("GET", "/api/v1/sessions", None).json();
-        if let Some([one]) = list["sessions"].as_array().map(Vec::as_slice) {
+        // Hosted, not only on disk: a session being created is listed from its file (as
+        // `stored`) an instant before the server hosts it, and a stream opened then is the
+        // stored log's, which ends.
+        if let Some([one]) = list["sessions"].as_array().map(Vec::as_slice)
+            && one["status"] != "stored"
+        {
             return one["id"].as_str().unwrap().to_owned();
         }
         assert!(Instant::now() < deadline, "hang guard: no session: {list}");
