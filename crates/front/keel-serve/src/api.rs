@@ -280,6 +280,8 @@ async fn create(
 ) -> Result<Response, ApiError> {
     let body: CreateBody = parse(body)?;
     let cwd = workspace(&body.cwd)?;
+    // Its log file exists before it is hosted: streams asked for meanwhile wait.
+    let _creating = app.hub.creation();
     if let Some(mode) = body.mode.as_deref()
         && !keel_host::modes::MODES.contains(&mode)
     {

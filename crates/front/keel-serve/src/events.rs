@@ -61,7 +61,7 @@ pub(crate) async fn events(
     };
     let next = last.or(query.after).map_or(0, |seq| seq.saturating_add(1));
     let mut ready = VecDeque::new();
-    let source = match app.hub.get(&id) {
+    let source = match app.hub.get_settled(&id).await {
         Some(live) => {
             let notices = live.events.subscribe();
             // Subscribed before the snapshot: no change after it goes unannounced.

@@ -9,7 +9,7 @@ use keel_host::BuildOptions;
 use keel_protocol::SessionEvent;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
@@ -139,6 +139,20 @@ pub(crate) struct Hub {
     /// The requests of sessions hosted before and closed since, by session id: a session
     /// resumed again keeps them, and an answer to one is refused as already resolved.
     retired: Mutex<HashMap<String, Arc<Requests>>>,
+    /// Sessions being created: built (their log files exist) but not hosted yet.
+    creating: AtomicUsize,
+    /// Announced whenever a creation ends.
+    created: Notify,
+}
+
+/// A session's creation under way ([`Hub::creation`]), until dropped.
+pub(crate) struct Creation<'h>(&'h Hub);
+
+impl Drop for Creation<'_> {
+    fn drop(&mut self) {
+        self.0.creating.fetch_sub(1, Ordering::AcqRel);
+        self.0.created.notify_waiters();
+    }
 }
 
 impl Hub {
@@ -158,6 +172,35 @@ impl Hub {
     /// The live session `id`.
     pub(crate) fn get(&self, id: &str) -> Option<Arc<Live>> {
         self.table().get(id).cloned()
+    }
+
+    /// A session's creation starts: until the returned value is dropped (after the session is
+    /// hosted, or its creation failed), [`Hub::get_settled`] waits for it.
+    pub(crate) fn creation(&self) -> Creation<'_> {
+        self.creating.fetch_add(1, Ordering::AcqRel);
+        Creation(self)
+    }
+
+    /// [`Hub::get`], once the creations under way have ended: a session being created has its
+    /// log file an instant before it is hosted, and must not be taken for a stored one then
+    /// (its event stream would end after what is stored). Waits 10 s at most.
+    pub(crate) async fn get_settled(&self, id: &str) -> Option<Arc<Live>> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let created = self.created.notified();
+            tokio::pin!(created);
+            // Registered before the checks: a creation that ends after them wakes us.
+            created.as_mut().enable();
+            if let Some(live) = self.get(id) {
+                return Some(live);
+            }
+            if self.creating.load(Ordering::Acquire) == 0 {
+                return None;
+            }
+            if tokio::time::timeout_at(deadline, created).await.is_err() {
+                return self.get(id);
+            }
+        }
     }
 
     /// Host `live`.

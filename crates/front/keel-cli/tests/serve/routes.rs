@@ -926,3 +926,60 @@ fn a_session_s_state_and_a_command_s_choices_are_read_over_the_api() {
     let r = server.call("GET", "/api/v1/sessions/0193-nope", None);
     assert_eq!(r.status, 404, "{}", r.body);
 }
+
+#[test]
+fn a_session_seen_in_the_listing_while_it_is_created_streams_its_turn() {
+    const ROUNDS: usize = 10;
+    let mut script = String::from("responses:\n");
+    for _ in 0..ROUNDS {
+        script.push_str(
+            "  - match: { last_user_contains: \"created question\" }\n    text: \"Created answer.\"\n",
+        );
+    }
+    let env = Env::new();
+    let mock = Mock::start(&script);
+    let server = Server::start(&env, &mock);
+    let mut seen = std::collections::HashSet::new();
+    for round in 0..ROUNDS {
+        std::thread::scope(|s| {
+            let created = s.spawn(|| {
+                post(
+                    &server,
+                    "/api/v1/sessions",
+                    json!({"cwd": env.ws, "prompt": "created question"}),
+                )
+            });
+            // The new session, as soon as the listing shows it (it may still be `stored`: its
+            // file exists before the server hosts it); its stream must be the live one.
+            let deadline = std::time::Instant::now() + crate::support::HANG_GUARD;
+            let id = loop {
+                let list = server.call("GET", "/api/v1/sessions", None).json();
+                let new = list["sessions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["id"].as_str().unwrap().to_owned())
+                    .find(|id| !seen.contains(id));
+                if let Some(id) = new {
+                    break id;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "round {round}: {list}"
+                );
+            };
+            seen.insert(id.clone());
+            let turn: Vec<Value> =
+                Sse::open(&server, &format!("/api/v1/sessions/{id}/events"), None)
+                    .until_turn_end()
+                    .into_iter()
+                    .map(|(_, e)| e)
+                    .collect();
+            assert!(
+                texts(&turn).contains("Created answer."),
+                "round {round}: {turn:?}"
+            );
+            assert_eq!(created.join().unwrap().status, 201, "round {round}");
+        });
+    }
+}
