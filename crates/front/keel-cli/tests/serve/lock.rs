@@ -47,11 +47,6 @@ pub(crate) fn wait_holder(file: &Path, pid: u32) {
 }
 
 #[test]
-#[ignore = "flaky (about one run in four under load, 2026-12-05): after the CLI holding the \
-            session is SIGKILLed mid-turn, the turn the server then runs sometimes logs its \
-            user/message and never sends its request to the model (the mock records none), so \
-            the wait for its answer hits the hang guard; not yet understood (a lock the killed \
-            CLI left behind is the first suspect), see docs/serve.md"]
 fn the_cli_refuses_a_session_the_server_holds_and_the_server_one_the_cli_holds() {
     let env = Env::new();
     let mock = Mock::start(SCRIPT);
@@ -122,7 +117,20 @@ fn the_cli_refuses_a_session_the_server_holds_and_the_server_one_the_cli_holds()
     let stored = Sse::open(&server, &events, None).rest();
     check_ids(&stored);
 
-    // SIGKILL of the CLI mid-turn: its sidecar stays behind and blocks nobody.
+    // SIGKILL of the CLI mid-turn, once its request is with the model (which stalls): killed
+    // before it was sent, the stalled answer would still be in the script, and the server's
+    // next request (the unanswered "take forever" and "after the kill" merged into one user
+    // message on the wire) would take it.
+    let deadline = Instant::now() + HANG_GUARD;
+    while !mock
+        .requests()
+        .iter()
+        .any(|r| r.to_string().contains("take forever"))
+    {
+        assert!(Instant::now() < deadline, "hang guard: the CLI never asked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Its sidecar stays behind and blocks nobody.
     cli.signal(libc::SIGKILL);
     let out = cli.wait();
     assert_eq!(out.code, None, "killed: {out:?}");
