@@ -272,9 +272,7 @@ pub fn kept_modes<'a>(
 }
 
 /// The last `plan/mode` event of `session` (what plan mode it was left in).
-pub(crate) fn last_plan_mode(
-    session: &keel_session::Session,
-) -> Option<keel_protocol::PlanModeEvent> {
+pub fn last_plan_mode(session: &keel_session::Session) -> Option<keel_protocol::PlanModeEvent> {
     session
         .whole_event_iter()
         .filter_map(|ev| match &ev.body {

@@ -29,15 +29,21 @@ pub(crate) struct CommandBody {
     args: String,
 }
 
-/// The workspace's and the user's custom commands for `live`.
-async fn custom(live: &Arc<Live>) -> Result<CommandSet, ApiError> {
+/// The workspace's and the user's custom commands for `live`: read from disk on first use,
+/// then kept for the session's life (a command file added or edited later is seen by a
+/// session created or resumed after it).
+async fn custom(live: &Arc<Live>) -> Result<&CommandSet, ApiError> {
+    if let Some(set) = live.custom.get() {
+        return Ok(set);
+    }
     let held = live.clone();
-    tokio::task::spawn_blocking(move || {
+    let set = tokio::task::spawn_blocking(move || {
         let config = held.agent.config();
         CommandSet::load_for(&config.cwd, config.keel_home.as_deref())
     })
     .await
-    .map_err(|e| ApiError::internal(format!("reading the custom commands failed: {e}")))
+    .map_err(|e| ApiError::internal(format!("reading the custom commands failed: {e}")))?;
+    Ok(live.custom.get_or_init(|| set))
 }
 
 /// `GET /api/v1/sessions/{id}/commands`: `{"commands": [{"name", "description",

@@ -16,6 +16,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use keel_protocol::SessionEvent;
 use keel_protocol::present::{File, Item};
 use keel_tools::beneath::{Beneath, BeneathError};
 use serde::Deserialize;
@@ -33,33 +34,32 @@ struct Presented {
     seq: u64,
 }
 
+/// The files presented in `events`, oldest first: the presenters run over the events that can
+/// present files ([`keel_host::presents_files`]) alone, not over the whole log.
+fn presented_in<'a>(events: impl Iterator<Item = &'a SessionEvent>) -> Vec<Presented> {
+    keel_host::plugins::presenters()
+        .present_all(events.filter(|ev| keel_host::presents_files(ev)))
+        .into_iter()
+        .flat_map(|(seq, item)| match item {
+            Item::Files(files) => files
+                .into_iter()
+                .map(|file| Presented { file, seq: seq.0 })
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
 /// Session `id`'s presented files, oldest first, and its workspace.
 async fn presented(app: &App, id: &str) -> Result<(Vec<Presented>, Option<PathBuf>), ApiError> {
-    let presenters = keel_host::plugins::presenters();
-    let collect = |items: Vec<(keel_protocol::Seq, Item)>| {
-        items
-            .into_iter()
-            .flat_map(|(seq, item)| match item {
-                Item::Files(files) => files
-                    .into_iter()
-                    .map(|file| Presented { file, seq: seq.0 })
-                    .collect(),
-                _ => Vec::new(),
-            })
-            .collect::<Vec<_>>()
-    };
     if let Some(live) = app.hub.get(id) {
-        let log = live.agent.log();
-        let files = collect(presenters.present_all(log.session().whole_event_iter()));
+        let files = presented_in(live.agent.log().session().whole_event_iter());
         return Ok((files, Some(live.cwd.clone())));
     }
     stored_path(app, id).await?;
     let session = load_stored(app, id).await?;
     let cwd = session.header().cwd.as_deref().map(PathBuf::from);
-    Ok((
-        collect(presenters.present_all(session.whole_event_iter())),
-        cwd,
-    ))
+    Ok((presented_in(session.whole_event_iter()), cwd))
 }
 
 /// `GET /api/v1/sessions/{id}/files`: `{"files": [{"path", "description", "seq"}…]}`.

@@ -6,6 +6,7 @@
 use crate::requests::{self, Requests, ServeApprover, ServeAsker};
 use keel_agent::{Agent, InboxMode};
 use keel_host::BuildOptions;
+use keel_host::commands::CommandSet;
 use keel_protocol::SessionEvent;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,6 +40,9 @@ pub(crate) struct Live {
     /// The live session that took its place (an agent rebuilt over the same session on
     /// another model): its event streams follow it.
     pub(crate) successor: OnceLock<Arc<Live>>,
+    /// The custom commands (Markdown files) of its workspace and of the user, read once when
+    /// first listed or run ([`crate::commands`]), as the ACP front end does.
+    pub(crate) custom: OnceLock<CommandSet>,
 }
 
 impl Live {
@@ -124,6 +128,7 @@ impl Pending {
             events: self.events,
             requests: self.requests,
             successor: OnceLock::new(),
+            custom: OnceLock::new(),
         });
         let _ = self.live.set(Arc::downgrade(&live));
         live

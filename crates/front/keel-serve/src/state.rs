@@ -14,6 +14,7 @@ use crate::api::{live_or_resumed, load_stored, stored_path};
 use crate::{ApiError, App};
 use axum::Json;
 use axum::extract::{Path, State};
+use keel_agent::session_modes;
 use keel_protocol::EventBody;
 use keel_session::Session;
 use serde_json::{Value, json};
@@ -53,23 +54,23 @@ pub(crate) async fn show(
 
 /// A stored session's state, from its log.
 fn stored(id: &str, session: &Session) -> Value {
-    let (mut sandbox, mut approval, mut plan) = (None, None, false);
+    let (mut sandbox, mut approval) = (None, None);
     for ev in session.whole_event_iter() {
         match &ev.body {
             EventBody::SandboxMode(m) => sandbox = Some(m.mode.clone()),
             EventBody::ApprovalPolicy(p) => approval = Some(p.policy.clone()),
-            EventBody::PlanMode(p) => plan = p.active,
             _ => {}
         }
     }
+    let plan = session_modes::last_plan_mode(session).is_some_and(|p| p.active);
     json!({
         "id": id,
         "cwd": session.header().cwd,
         "title": session.title(),
         "status": "stored",
         "events": session.len(),
-        "model": keel_agent::session_modes::last_model(session),
-        "effort": keel_agent::session_modes::last_effort(session),
+        "model": session_modes::last_model(session),
+        "effort": session_modes::last_effort(session),
         "mode": Value::Null,
         "plan": plan,
         "sandbox": sandbox,

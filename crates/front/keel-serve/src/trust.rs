@@ -89,13 +89,11 @@ fn describe(ws: &WorkspaceTrust) -> Value {
         TrustSource::Undecided => json!({"kind": "undecided"}),
     };
     let files: Vec<Value> = ws
-        .files
-        .iter()
-        .map(|i| {
-            let file = i.file.strip_prefix(&d.root).unwrap_or(&i.file);
-            let mut row = json!({"file": file, "what": i.what});
-            if let Some(c) = d.changed.iter().find(|c| c.file == i.file) {
-                row["changed"] = json!(c.change.to_string());
+        .governed()
+        .map(|g| {
+            let mut row = json!({"file": g.file, "what": g.what});
+            if let Some(change) = g.change {
+                row["changed"] = json!(change.to_string());
             }
             row
         })

@@ -37,6 +37,6 @@ pub use factory::{
     ModelSource, RowEdit,
 };
 pub use keel_session::Format as LogFormat;
-pub use plugins::presenters;
+pub use plugins::{presenters, presents_files};
 pub use source::{AgentSource, SessionEntry, SessionRef, SessionSpec, SourceError};
-pub use trust::{Ignored, ProjectTrust, TrustDecision, TrustSource, WorkspaceTrust};
+pub use trust::{GovernedFile, Ignored, ProjectTrust, TrustDecision, TrustSource, WorkspaceTrust};

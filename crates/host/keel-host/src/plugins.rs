@@ -46,6 +46,14 @@ pub fn presenters() -> PresenterSet {
         .clone()
 }
 
+/// Whether the built-in presenters can show `event` as presented files
+/// ([`keel_protocol::present::Item::Files`]): only the present plugin's presenter gives files,
+/// from its `present/files` events. A front end listing the files a session presented runs the
+/// presenters over these events alone, not the whole log.
+pub fn presents_files(event: &keel_protocol::SessionEvent) -> bool {
+    keel_protocol::present::data_of(event, keel_schedule::PRESENT_EVENT).is_some()
+}
+
 /// A plugin's settings as the layered configuration gives them, for a command that acts for the
 /// plugin without installing it (`keel rewind` with the checkpoints' caps, `keel continuity
 /// show`): the row that uses it and its typed `config`.
@@ -181,4 +189,48 @@ pub fn install_rows(
         installed.push((*id).to_owned());
     }
     Ok(installed)
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_protocol::present::Item;
+    use keel_protocol::{EventBody, OtherEvent, Seq, SessionEvent};
+    use serde_json::json;
+
+    fn other(seq: u64, type_name: &str, data: serde_json::Value) -> SessionEvent {
+        let body = EventBody::Other(Box::new(OtherEvent {
+            type_name: type_name.into(),
+            data,
+        }));
+        SessionEvent::new(Seq(seq), 0, body)
+    }
+
+    #[test]
+    fn the_files_the_presenters_give_come_from_the_events_that_present_files() {
+        let log = [
+            other(
+                1,
+                keel_schedule::FIRED_EVENT,
+                json!({"id": "s", "dueAt": "t"}),
+            ),
+            other(
+                2,
+                keel_schedule::PRESENT_EVENT,
+                json!({"files": [{"path": "a.md"}]}),
+            ),
+            other(3, "goal/set", json!({"objective": "x"})),
+        ];
+        let files = |items: Vec<(Seq, Item)>| -> Vec<Seq> {
+            items
+                .into_iter()
+                .filter(|(_, i)| matches!(i, Item::Files(_)))
+                .map(|(seq, _)| seq)
+                .collect()
+        };
+        let all = files(super::presenters().present_all(log.iter()));
+        let filtered =
+            files(super::presenters().present_all(log.iter().filter(|e| super::presents_files(e))));
+        assert_eq!(all, vec![Seq(2)]);
+        assert_eq!(filtered, all);
+    }
 }

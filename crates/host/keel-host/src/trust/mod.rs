@@ -23,7 +23,7 @@
 pub mod pins;
 mod workspace;
 
-pub use workspace::WorkspaceTrust;
+pub use workspace::{GovernedFile, WorkspaceTrust};
 
 use crate::config::{Config, Layer};
 use keel_agent::ApprovalPolicy;

@@ -1,7 +1,9 @@
 //! A workspace's trust as front ends show it: the decision and the files it governs, and the
 //! words of `/trust` and of the notice, shared by the terminal UI and ACP.
 
+use super::pins::Change;
 use super::{Ignored, ProjectTrust, TrustDecision};
+use std::path::Path;
 
 /// A workspace's trust decision and what its own files hold that the decision governs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,6 +13,17 @@ pub struct WorkspaceTrust {
     /// What the workspace's files hold that runs or widens keel's permissions only when it is
     /// trusted, by file: ignored now when untrusted, in effect when trusted.
     pub files: Vec<Ignored>,
+}
+
+/// One file a workspace's trust governs, as [`WorkspaceTrust::governed`] gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GovernedFile<'a> {
+    /// The file, relative to the workspace root where it is under it.
+    pub file: &'a Path,
+    /// What it holds that the decision governs (`hooks.SessionStart`, `mcpServers.x`).
+    pub what: &'a [String],
+    /// How it changed since the workspace was trusted, if it did.
+    pub change: Option<&'a Change>,
 }
 
 impl WorkspaceTrust {
@@ -33,19 +46,33 @@ impl WorkspaceTrust {
         super::notice(&self.decision, &self.files)
     }
 
+    /// The governed files, in order: each with its path relative to the workspace root where
+    /// it is under it, what it holds, and how it changed since the workspace was trusted (if
+    /// it did). What [`Self::file_lines`] words, and `keel serve` answers as JSON.
+    pub fn governed(&self) -> impl Iterator<Item = GovernedFile<'_>> {
+        self.files.iter().map(|i| GovernedFile {
+            file: i.file.strip_prefix(&self.decision.root).unwrap_or(&i.file),
+            what: &i.what,
+            change: self
+                .decision
+                .changed
+                .iter()
+                .find(|c| c.file == i.file)
+                .map(|c| &c.change),
+        })
+    }
+
     /// The governed files as lines: `- .claude/settings.json: hooks.UserPromptSubmit`, paths
     /// relative to the workspace root where they are under it; a file changed since the
     /// workspace was trusted says so (`(created since trusted: inert)`).
     pub fn file_lines(&self) -> Vec<String> {
-        self.files
-            .iter()
-            .map(|i| {
-                let file = i.file.strip_prefix(&self.decision.root).unwrap_or(&i.file);
-                let mut line = format!("- {}: {}", file.display(), i.what.join(", "));
+        self.governed()
+            .map(|g| {
+                let mut line = format!("- {}: {}", g.file.display(), g.what.join(", "));
                 if self.decision.is_trusted()
-                    && let Some(c) = self.decision.changed.iter().find(|c| c.file == i.file)
+                    && let Some(change) = g.change
                 {
-                    line.push_str(&format!(" ({} since trusted: inert)", c.change));
+                    line.push_str(&format!(" ({change} since trusted: inert)"));
                 }
                 line
             })
