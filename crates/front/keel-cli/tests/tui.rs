@@ -825,16 +825,19 @@ fn agents_lists_the_live_subagents_and_opens_one() {
     }
     let env = Env::new();
     let mock = Mock::start(
+        // The helper's answer reaches the parent in a turn of its own, or, when the helper is
+        // quicker than the parent's next request, in that request: the answer's response comes
+        // first so that both orders end with it.
         r#"
 responses:
+  - match: { last_message_contains: "answered:" }
+    text: "The helper counted."
   - match: { last_user_contains: "start a helper" }
     tool_calls: [{ id: p1, name: subagent, arguments: { description: "counter", prompt: "Count to three.", run_in_background: true } }]
   - match: { last_tool_result_contains: "in the background" }
     text: "Helper started."
   - match: { last_user_contains: "Count to three." }
     text: "one two three"
-  - match: { last_message_contains: "answered:" }
-    text: "The helper counted."
 "#,
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
