@@ -7,7 +7,8 @@
 //! broadcast channel, which the stream subscribes to before it reads. A stream that falls
 //! behind (a client that stops reading) lags on that channel and catches up from the log, so
 //! the agent never waits for a client and no event is lost or sent twice. The stream of a
-//! stored session (not hosted live) sends its log and ends. A start beyond the log's end (an
+//! stored session (not hosted live) sends its log and ends, and so does the stream of a live
+//! session once it is closed. A start beyond the log's end (an
 //! `after` or `Last-Event-ID` naming an event the log does not have) is a 400.
 //!
 //! A live session's stream also carries its approvals and questions ([`crate::requests`]) as
@@ -165,6 +166,10 @@ impl Reader {
                     read(live.agent.log().session(), &mut self.next, &mut self.ready);
                     if !self.ready.is_empty() {
                         continue;
+                    }
+                    // Closed (no longer hosted) and all of its log sent: the stream ends.
+                    if live.closed.load(std::sync::atomic::Ordering::Acquire) {
+                        return None;
                     }
                     // Caught up: wait for an event appended after the read, or a request's
                     // change. A lagged stream reads the log again.

@@ -31,6 +31,8 @@ pub(crate) struct Live {
     pub(crate) cwd: PathBuf,
     /// A runner is running its turns.
     running: AtomicBool,
+    /// No longer hosted ([`Hub::close`]): its event streams end once they sent its log.
+    pub(crate) closed: AtomicBool,
     /// Tells the runner to cancel the running turn.
     cancel: Notify,
     /// The seq of every event appended to its log, as it is appended.
@@ -124,6 +126,7 @@ impl Pending {
             agent,
             cwd,
             running: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             cancel: Notify::new(),
             events: self.events,
             requests: self.requests,
@@ -231,6 +234,10 @@ impl Hub {
         while live.running.load(Ordering::Acquire) && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // Its streams end after what its log holds (a client follows it again when a
+        // message resumes it under a new agent).
+        live.closed.store(true, Ordering::Release);
+        let _ = live.events.send(0);
         live.agent.kill_jobs();
         // One writer per session: the log is let go of now, so that another keel process may
         // open the session at once, though a client's stream may hold this agent a while.

@@ -8,10 +8,12 @@ use super::serve_client::{Server, Sse};
 use super::source::{Say, Source};
 use anyhow::{Context, Result, anyhow, bail};
 use keel_host::ModelSource;
+use keel_protocol::sync::Locked;
 use reqwest::header;
 use serde_json::Value;
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// keel-tui's futures (`futures::future::BoxFuture<T>`).
 type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'static>>;
@@ -35,7 +37,10 @@ pub fn run(ctx: &Ctx, args: crate::cli::AttachArgs, alt_screen: bool) -> Result<
     };
     let flags = ctx.flags()?;
     let source = Source::new(ctx, flags, ModelSource::Configured, Say::Nothing);
-    let link: Arc<dyn keel_tui::ServerLink> = Arc::new(Link { server });
+    let link: Arc<dyn keel_tui::ServerLink> = Arc::new(Link {
+        server: Arc::new(Mutex::new(server)),
+        home: ctx.home.clone(),
+    });
     keel_tui::attach(
         &source,
         keel_tui::Remote { link, session },
@@ -82,48 +87,107 @@ async fn newest_here(server: &Server, cwd: &std::path::Path) -> Result<Option<St
         .map(str::to_owned))
 }
 
-/// keel-tui's link to the server.
+/// keel-tui's link to the server. A server started again makes a new token: a request that
+/// fails while `$KEEL_HOME/serve.json` names the same server with another token is tried once
+/// more with that one (so an attached terminal follows its server through a restart).
 struct Link {
-    server: Server,
+    server: Arc<Mutex<Server>>,
+    home: PathBuf,
 }
 
 fn said(e: anyhow::Error) -> String {
     format!("{e:#}")
 }
 
+/// The server as it is now (its token may have been renewed).
+fn current(server: &Mutex<Server>) -> Server {
+    server.locked().clone()
+}
+
+/// After a failed request: take the token `serve.json` names for the same server, when it is
+/// another one; whether it was taken (the request is then worth trying again).
+fn renew(server: &Mutex<Server>, home: &std::path::Path) -> bool {
+    let mut server = server.locked();
+    match server.saved_token(home) {
+        Some(token) if token != server.token => {
+            server.token = token;
+            true
+        }
+        _ => false,
+    }
+}
+
+impl Link {
+    /// Run `call` on the server; once more with a renewed token when it fails and
+    /// `serve.json` has one.
+    fn retried<T, F, Fut>(&self, call: F) -> BoxFuture<Result<T, String>>
+    where
+        T: Send + 'static,
+        F: Fn(Server) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, String>> + Send + 'static,
+    {
+        let (server, home) = (self.server.clone(), self.home.clone());
+        Box::pin(async move {
+            match call(current(&server)).await {
+                Err(e) if renew(&server, &home) => call(current(&server)).await.map_err(|_| e),
+                done => done,
+            }
+        })
+    }
+}
+
 impl keel_tui::ServerLink for Link {
     fn get(&self, path: &str) -> BoxFuture<Result<Value, String>> {
-        let server = self.server.clone();
         let path = path.to_owned();
-        Box::pin(async move {
-            let request = server.http.get(server.url(&path).map_err(said)?);
-            let response = server.send(request).await.map_err(said)?;
-            let text = response.text().await.map_err(|e| e.to_string())?;
-            serde_json::from_str(&text).map_err(|e| format!("{path}: not JSON ({e})"))
+        self.retried(move |server| {
+            let path = path.clone();
+            async move {
+                let request = server.http.get(server.url(&path).map_err(said)?);
+                let response = server.send(request).await.map_err(said)?;
+                let text = response.text().await.map_err(|e| e.to_string())?;
+                serde_json::from_str(&text).map_err(|e| format!("{path}: not JSON ({e})"))
+            }
         })
     }
 
     fn post(&self, path: &str, body: Value) -> BoxFuture<Result<Value, String>> {
-        let server = self.server.clone();
         let path = path.to_owned();
-        Box::pin(async move { server.post(&path, &body).await.map_err(said) })
+        self.retried(move |server| {
+            let (path, body) = (path.clone(), body.clone());
+            async move { server.post(&path, &body).await.map_err(said) }
+        })
     }
 
-    fn stream(&self, path: &str, mut sink: keel_tui::StreamSink) -> BoxFuture<Result<(), String>> {
-        let server = self.server.clone();
+    fn stream(
+        &self,
+        path: &str,
+        last: Option<u64>,
+        mut sink: keel_tui::StreamSink,
+    ) -> BoxFuture<Result<(), String>> {
+        let (shared, home) = (self.server.clone(), self.home.clone());
         let path = path.to_owned();
         Box::pin(async move {
-            let request = server
-                .http
-                .get(server.url(&path).map_err(said)?)
-                .header(header::ACCEPT, "text/event-stream");
-            let mut response = server.send(request).await.map_err(said)?;
+            let open = |server: Server| {
+                let path = path.clone();
+                async move {
+                    let mut request = server
+                        .http
+                        .get(server.url(&path).map_err(said)?)
+                        .header(header::ACCEPT, "text/event-stream");
+                    if let Some(last) = last {
+                        request = request.header("Last-Event-ID", last.to_string());
+                    }
+                    server.send(request).await.map_err(said)
+                }
+            };
+            let mut response = match open(current(&shared)).await {
+                Err(e) if renew(&shared, &home) => open(current(&shared)).await.map_err(|_| e)?,
+                opened => opened?,
+            };
+            let shown = current(&shared).shown().to_owned();
             let mut sse = Sse::default();
             while let Some(chunk) = response.chunk().await.map_err(|e| {
-                format!(
-                    "the event stream from the keel server at {} broke: {e}",
-                    server.shown()
-                )
+                format!("the event stream from the keel server at {shown} broke: {e}")
             })? {
                 for m in sse.push(&chunk).map_err(said)? {
                     sink(keel_tui::StreamMessage {
@@ -135,5 +199,9 @@ impl keel_tui::ServerLink for Link {
             }
             Ok(())
         })
+    }
+
+    fn shown(&self) -> String {
+        current(&self.server).shown().to_owned()
     }
 }

@@ -49,6 +49,19 @@ impl Server {
         Ok(Server { base, token, http })
     }
 
+    /// The token `$KEEL_HOME/serve.json` (under `home`) names when it is this server's (the
+    /// same host and port): a server started again on the same address writes a new one.
+    pub(crate) fn saved_token(&self, home: &std::path::Path) -> Option<String> {
+        let text = std::fs::read_to_string(home.join("serve.json")).ok()?;
+        let saved: Value = serde_json::from_str(&text).ok()?;
+        let url = Url::parse(saved["url"].as_str()?).ok()?;
+        let same = url.scheme() == self.base.scheme()
+            && url.host_str() == self.base.host_str()
+            && url.port_or_known_default() == self.base.port_or_known_default();
+        let token = saved["token"].as_str()?;
+        (same && !token.is_empty()).then(|| token.to_owned())
+    }
+
     /// The server as people name it: `http://HOST:PORT`.
     pub(crate) fn shown(&self) -> &str {
         self.base.as_str().trim_end_matches('/')

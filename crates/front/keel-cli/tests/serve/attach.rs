@@ -6,7 +6,7 @@
 //! and attaching again shows its history).
 
 use crate::client::{Server, listed, wait_idle};
-use crate::support::tmux::{Tmux, have_tmux};
+use crate::support::tmux::{Tmux, have_tmux, words};
 use crate::support::{Env, Mock, load_consistent, tool_results};
 use serde_json::{Value, json};
 use std::process::Command;
@@ -31,6 +31,16 @@ responses:
       - { id: b2, name: bash, arguments: { command: "echo checked-again" } }
   - match: { last_user_contains: "run the check" }
     text: "The check ran twice."
+  - match: { last_user_contains: "before the restart" }
+    text: "Said before the restart."
+  - match: { last_user_contains: "while it was away" }
+    text: "Said while the terminal was away."
+  - match: { last_user_contains: "typed after the restart" }
+    text: "Answered by the server started again."
+  - match: { last_user_contains: "take forever" }
+    behaviour: stall
+  - match: { last_user_contains: "after the trust" }
+    text: "Answered on the trusted agent."
 "#;
 
 /// `keel --cwd WS attach ARGS…` as a client of the test's server.
@@ -212,4 +222,169 @@ fn wait_pending(server: &Server, id: &str, call: &str) -> Value {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_broken_stream_reconnects_to_the_server_started_again_and_shows_each_event_once() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let first = Server::start(&env, &mock);
+    let port = first.addr.port();
+    let id = first.create(&env.ws, "before the restart");
+    wait_idle(&first, &id);
+    let t = Tmux::start_logged(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &first.url]),
+    );
+    t.wait_for_in_history("Said before the restart.");
+
+    // The server dies (SIGKILL): the terminal says it reconnects, and keeps trying.
+    let first_token = first.token.clone();
+    let mut first = first;
+    // SAFETY: kill(2) on the child we spawned and have not reaped.
+    unsafe { libc::kill(first.child.id() as i32, libc::SIGKILL) };
+    let _ = first.child.wait();
+    drop(first);
+    t.wait_for_words(&format!("reconnecting to http://127.0.0.1:{port}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        words(&t.screen()).contains("reconnecting to"),
+        "still reconnecting: {}",
+        t.screen()
+    );
+
+    // A new server on the same port and $KEEL_HOME (a new token, in serve.json). Another
+    // client's message resumes the session there; the terminal follows it from the last
+    // event it showed: the turn it missed shows, nothing shows twice.
+    let second = Server::start_on(&env, &mock, &format!("127.0.0.1:{port}"), &[]);
+    assert_ne!(second.token, first_token);
+    let sent = second.call(
+        "POST",
+        &format!("/api/v1/sessions/{id}/messages"),
+        Some(&json!({"text": "while it was away"})),
+    );
+    assert!(sent.status < 300, "{} {}", sent.status, sent.body);
+    t.wait_for_in_history("Said while the terminal was away.");
+    wait_idle(&second, &id);
+    // Typed there: posted with the new server's token, its answer streams in.
+    t.type_text("typed after the restart");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("Answered by the server started again.");
+    wait_idle(&second, &id);
+    assert!(
+        !words(&t.screen()).contains("reconnecting to"),
+        "{}",
+        t.screen()
+    );
+    let history = words(&t.history());
+    for said in [
+        "Said before the restart.",
+        "Said while the terminal was away.",
+        "Answered by the server started again.",
+    ] {
+        assert_eq!(history.matches(said).count(), 1, "{said} once: {history}");
+    }
+    t.keys(&["C-d"]);
+    let (exit, err) = (t.wait_exit(), t.stderr());
+    assert_eq!(exit, "EXIT=0", "{err}");
+    let log = log_of(&env, &id);
+    assert!(
+        log.contains("Answered by the server started again."),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_turn_running_at_attach_shows_running_and_ctrl_c_cancels_it_on_the_server() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "take forever");
+    // The model has the request (it never answers).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mock.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the model was never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(listed(&server, &id)["status"], "running");
+
+    let t = Tmux::start_logged(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &server.url]),
+    );
+    t.wait_for_in_history("take forever");
+    // Running: the status line's spinner; Ctrl-C cancels the turn there (POST …/cancel).
+    t.wait_for("turn 1 step");
+    t.keys(&["C-c"]);
+    t.wait_for("cancelling the turn");
+    wait_idle(&server, &id);
+    let log = log_of(&env, &id);
+    assert!(
+        log.contains(r#""reason":{"kind":"aborted","reason":"cancelled by the user"}"#),
+        "the turn was cancelled: {log}"
+    );
+    // Idle again: Ctrl-C no longer cancels (nothing runs), Ctrl-D leaves.
+    std::thread::sleep(Duration::from_millis(1600));
+    t.keys(&["C-d"]);
+    let (exit, err) = (t.wait_exit(), t.stderr());
+    assert_eq!(exit, "EXIT=0", "{err}");
+}
+
+#[test]
+fn trust_in_an_attached_terminal_is_the_servers_and_holds_from_the_next_message() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::untrusted();
+    let hook = json!([{"hooks": [{"type": "command",
+        "command": format!("touch {}", env.outside.join("prompt-submit").display())}]}]);
+    env.write(
+        ".claude/settings.json",
+        &json!({"hooks": {"UserPromptSubmit": hook}}).to_string(),
+    );
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let created = server.call("POST", "/api/v1/sessions", Some(&json!({"cwd": env.ws})));
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    let t = Tmux::start_logged(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &server.url]),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+
+    // /trust: the server's decision for the session's workspace.
+    t.type_text("/trust");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("Ignored until you trust it");
+    t.wait_for_in_history(".claude/settings.json: hooks.UserPromptSubmit");
+    // /trust yes: recorded by the server; the session closed there, so that its next
+    // message resumes it on an agent that runs the workspace's hook.
+    t.type_text("/trust yes");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("is now trusted on the server");
+    t.wait_for_in_history("From the session's next message these take effect");
+    let cwd = env.ws.to_str().unwrap().replace('/', "%2F");
+    let trust = server.call("GET", &format!("/api/v1/trust?cwd={cwd}"), None);
+    assert_eq!(trust.json()["level"], "trusted", "{}", trust.body);
+    assert_eq!(listed(&server, &id)["status"], "stored");
+    t.type_text("after the trust");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("Answered on the trusted agent.");
+    assert!(
+        env.outside.join("prompt-submit").exists(),
+        "the trusted workspace's hook ran on the resumed session"
+    );
+    t.keys(&["C-d"]);
+    let (exit, err) = (t.wait_exit(), t.stderr());
+    assert_eq!(exit, "EXIT=0", "{err}");
 }

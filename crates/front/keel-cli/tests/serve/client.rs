@@ -26,8 +26,13 @@ impl Server {
 
     /// [`Server::start`] with more `keel serve` arguments.
     pub(crate) fn start_with(env: &Env, mock: &Mock, args: &[&str]) -> Server {
+        Server::start_on(env, mock, "127.0.0.1:0", args)
+    }
+
+    /// [`Server::start_with`] listening on `listen` (a server started again on its port).
+    pub(crate) fn start_on(env: &Env, mock: &Mock, listen: &str, args: &[&str]) -> Server {
         let mut cmd = env.keel(&mock.base_url());
-        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        cmd.args(["serve", "--listen", listen])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

@@ -37,6 +37,13 @@ impl App<'_> {
         let mut events: Vec<SessionEvent> = Vec::new();
         self.driver
             .with_session(&mut |s| events = s.events().map(|e| e.into_owned()).collect());
+        // A driver whose events all come as messages (its stream replays the history): those
+        // shown here are not shown again when their message comes.
+        self.shown_upto = if self.driver.replays_history() {
+            events.last().map(|e| e.seq.0)
+        } else {
+            None
+        };
         for ev in &events {
             self.cells.apply(ev);
         }
@@ -116,24 +123,36 @@ impl App<'_> {
     /// `/trust [yes|no]`: show the workspace's decision, or record one and rebuild the agent
     /// over the same session when what it may run changed.
     pub(super) fn trust(&mut self, args: &str) {
-        let level = match TrustArg::parse(args) {
-            Ok(TrustArg::Record(level)) => level,
-            Ok(TrustArg::Show) => {
+        let asked = match TrustArg::parse(args) {
+            Ok(TrustArg::Record(level)) => Some(level),
+            Ok(TrustArg::Show) => None,
+            Err(e) => {
+                self.cells.notice(Level::Error, e.to_string());
+                return;
+            }
+        };
+        if asked.is_some() && self.running {
+            self.say("trust changes between turns: wait for this turn or Ctrl-C it");
+            return;
+        }
+        // Attached: the server's trust, for the session's workspace there.
+        if let Some(said) = self.driver.trust(asked) {
+            match said {
+                Ok(text) => self.cells.notice(Level::Info, text),
+                Err(e) => self.cells.notice(Level::Error, e.to_string()),
+            }
+            return;
+        }
+        let level = match asked {
+            Some(level) => level,
+            None => {
                 match self.source.trust(self.source.workspace()) {
                     Ok(ws) => self.cells.notice(Level::Info, ws.describe()),
                     Err(e) => self.cells.notice(Level::Error, e.to_string()),
                 }
                 return;
             }
-            Err(e) => {
-                self.cells.notice(Level::Error, e.to_string());
-                return;
-            }
         };
-        if self.running {
-            self.say("trust changes between turns: wait for this turn or Ctrl-C it");
-            return;
-        }
         let here = self.source.workspace();
         let before = match self.source.trust(here) {
             Ok(ws) => ws.decision.trust,

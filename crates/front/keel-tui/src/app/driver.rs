@@ -102,6 +102,12 @@ pub(super) trait SessionDriver<'s> {
     /// Read the session's log (the history a resumed session shows). Remote: the mirror built
     /// from the event stream.
     fn with_session(&self, read: &mut dyn FnMut(&Session));
+    /// Whether every event of the session, its history included, comes on the UI's channel
+    /// ([`Msg::Agent`]): what the UI showed from [`SessionDriver::with_session`] it does not
+    /// show again when its message comes. Remote: true (the event stream replays it).
+    fn replays_history(&self) -> bool {
+        false
+    }
     /// The session's slash commands (custom commands and plugins' commands). Remote:
     /// `GET …/commands`.
     fn slash(&self) -> Slash;
@@ -115,8 +121,10 @@ pub(super) trait SessionDriver<'s> {
     /// Remote: the server drives its turns; this waits on the mirror for the `turn/end` after
     /// which nothing is queued (and says an `error` event's text).
     fn run_until_idle(&self) -> BoxFuture<'static, Result<(), DriverError>>;
-    /// Whether a turn waits to be run (queued by a plugin: a schedule fired). Remote: false
-    /// (the server runs what is queued; its events show it running).
+    /// Whether a turn waits to be run (queued by a plugin: a schedule fired). Remote: whether
+    /// a turn runs on the server (a `turn/start` without its end: one running when the UI
+    /// attached, or another client's), so that the UI shows it running and Ctrl-C cancels it;
+    /// the server runs it, the UI only waits for its end.
     fn has_pending_turn(&self) -> bool;
     /// Cancel the running turn (Ctrl-C). Remote: `POST …/cancel`.
     fn cancel(&self);
@@ -141,8 +149,7 @@ pub(super) trait SessionDriver<'s> {
     /// The same session on a new agent, after [`SessionDriver::release`]: on `model` (`None`:
     /// the configured one, or the model the session kept), with what the workspace's trust now
     /// allows. On `Err` nothing changed (the log stays let go of). Remote:
-    /// `POST …/model {"model"}`; for a trust decision `POST …/close` (its next message resumes
-    /// it on a new agent).
+    /// `POST …/model {"model"}` (a trust decision goes through [`SessionDriver::trust`]).
     fn rebuild(&mut self, model: Option<String>) -> Result<(), DriverError>;
     /// Keep `model` in the session (a later resume runs it). Remote: nothing (`POST …/model`
     /// logged it).
@@ -164,6 +171,18 @@ pub(super) trait SessionDriver<'s> {
     /// first); `None` when the session has no such command. Remote:
     /// `GET …/commands/{name}/choices`.
     fn choices(&self, name: &str) -> Option<Vec<CommandChoice>>;
+    /// `/trust` (`level` `None`: show the decision; `Some`: record it) decided where the
+    /// session runs: `None` when the UI's own front end decides (its [`AgentSource`]), else
+    /// what to tell the person. Remote: the server's trust for the session's workspace,
+    /// `GET /api/v1/trust?cwd=DIR`; to record, `POST /api/v1/trust {"cwd", "level"}` and, when
+    /// the decision changed, `POST …/close`: the session's next message resumes it on an agent
+    /// built with the decision (the server keeps a hosted session's agent as it was built).
+    fn trust(
+        &self,
+        _level: Option<keel_host::ProjectTrust>,
+    ) -> Option<Result<String, DriverError>> {
+        None
+    }
     /// Why [`SessionDriver::choices`] offers none for a command the UI lists by itself
     /// (`/rewind`): `None` when the session has no such command (its plugin is off).
     fn no_choices(&self) -> Option<String> {

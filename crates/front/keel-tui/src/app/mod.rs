@@ -98,6 +98,9 @@ enum Msg {
     /// The request of this tool call was answered elsewhere (another client of `keel serve`):
     /// its modal closes.
     Resolved(String),
+    /// The link to the `keel serve` of an attached session: what to say about it under the
+    /// editor until it changes ("reconnecting to …"); `None`: following the session.
+    Link(Option<String>),
     /// SIGTERM or SIGHUP: leave.
     Quit,
 }
@@ -245,6 +248,12 @@ struct App<'s> {
     /// The model `/model` chose for this agent (`None`: the configured one); a rebuild over the
     /// same session (`/trust`) keeps it.
     model: Option<String>,
+    /// An attached session's link to its server, when there is something to say about it
+    /// ("reconnecting to …"): shown under the editor while no hint is.
+    link: Option<String>,
+    /// The last event [`App::load_history`] showed of a session whose events all come as
+    /// messages ([`SessionDriver::replays_history`]): those up to it are not shown twice.
+    shown_upto: Option<u64>,
 }
 
 /// Whether the history of the session an agent is switched to is on screen already.
@@ -410,6 +419,8 @@ fn run_on(source: &dyn AgentSource, options: Options, remote: Option<Remote>) ->
         cwd,
         slash,
         model: None,
+        link: None,
+        shown_upto: None,
     };
     // Attached, the event stream replays the history (as `Msg::Agent`).
     app.load_history(resume.is_some() && !attached);
@@ -546,7 +557,11 @@ impl App<'_> {
             completions: &self.completions,
             completion: self.completion,
             queued: &self.queued,
-            hint: self.hint.as_ref().map(|(h, _)| h.as_str()),
+            hint: self
+                .hint
+                .as_ref()
+                .map(|(h, _)| h.as_str())
+                .or(self.link.as_deref()),
         };
         let cache = &mut self.cache;
         let height = if inline {
@@ -575,6 +590,7 @@ impl App<'_> {
                 self.canvas.resized(cols, rows);
             }
             Msg::Term(_) => {}
+            Msg::Agent(ev) if self.shown_upto.is_some_and(|upto| ev.seq.0 <= upto) => {}
             Msg::Agent(ev) => {
                 if let keel_protocol::EventBody::UserMessage(m) = &ev.body
                     && m.source.is_user()
@@ -620,6 +636,7 @@ impl App<'_> {
                     self.say("answered by another client of the server");
                 }
             }
+            Msg::Link(status) => self.link = status,
             Msg::Quit => self.quit = true,
         }
     }

@@ -5,7 +5,9 @@
 //! The session's event stream (`GET …/events`) is read on the runtime: each log event goes into
 //! a local mirror [`Session`] (what [`SessionDriver::with_session`] reads) and to the UI as
 //! [`Msg::Agent`], exactly as the local driver's hook sends it; the first connection replays
-//! the log, so the history shows as it was seen live. The named messages `pending` and
+//! the log, so the history shows as it was seen live. A stream that breaks is reconnected with
+//! `Last-Event-ID` ([`follow`]), the UI told meanwhile ([`Msg::Link`]); a turn running on the
+//! server that the UI did not start is announced ([`Msg::Woken`]) so that it shows running. The named messages `pending` and
 //! `request` become the approval modal ([`Msg::Ask`]) or the question form ([`Msg::Question`]),
 //! whose answer is posted back; `resolved` closes a modal answered elsewhere
 //! ([`Msg::Resolved`]). Leaving never closes nor cancels the session: it keeps running on the
@@ -25,6 +27,7 @@ use keel_tools::{ApprovalOutcome, UserAnswer};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
@@ -49,9 +52,25 @@ pub trait ServerLink: Send + Sync {
     fn get(&self, path: &str) -> BoxFuture<'static, Result<Value, String>>;
     /// `POST path` with a JSON body: its JSON answer (an error answer is an `Err`).
     fn post(&self, path: &str, body: Value) -> BoxFuture<'static, Result<Value, String>>;
-    /// Read `GET path` (an event stream) until it ends, each message to `sink`.
-    fn stream(&self, path: &str, sink: StreamSink) -> BoxFuture<'static, Result<(), String>>;
+    /// Read `GET path` (an event stream) until it ends, each message to `sink`; with
+    /// `Last-Event-ID: last` when `last` is given (a reconnect: the stream starts after it).
+    fn stream(
+        &self,
+        path: &str,
+        last: Option<u64>,
+        sink: StreamSink,
+    ) -> BoxFuture<'static, Result<(), String>>;
+    /// The server as the person names it (`http://HOST:PORT`), for "reconnecting to …".
+    fn shown(&self) -> String {
+        "the keel server".into()
+    }
 }
+
+/// The first wait before reconnecting a broken event stream; it doubles up to [`RETRY_MAX`].
+const RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+/// The longest wait between two attempts to reconnect (and between two looks at a session
+/// the server does not run, for when it runs again).
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the driver needs to know about the session's turns, from its stream.
 #[derive(Debug, Default, Clone)]
@@ -60,8 +79,9 @@ struct Turns {
     ends: u64,
     /// A turn is running (a `turn/start` without its end yet).
     running: bool,
-    /// The stream ended: why.
-    gone: Option<String>,
+    /// The server runs the session now (its live stream is connected: it began with
+    /// `pending`); false while the stream reconnects, or while the session is stored there.
+    live: bool,
 }
 
 /// A session of a `keel serve`.
@@ -80,6 +100,68 @@ pub(super) struct RemoteDriver {
     runtime: tokio::runtime::Handle,
     cwd: PathBuf,
     stream: tokio::task::JoinHandle<()>,
+    /// Wakes the stream's follower out of its wait (a message may have resumed the session).
+    kick: Arc<tokio::sync::Notify>,
+}
+
+/// Follow the session's event stream for as long as the UI shows it: when it breaks (the
+/// server restarted, the connection reset) reconnect after a short wait (100 ms doubling to
+/// 2 s) with `Last-Event-ID`, the last event shown, so nothing is lost or shown twice; the
+/// person sees "reconnecting to …" meanwhile. A stream that ends (the server does not run the
+/// session: it was closed, or the server restarted and stores it) is looked at again every
+/// 2 s, or at once when a message is sent, for when the server runs it again.
+async fn follow(link: Arc<dyn ServerLink>, feed: Arc<Feed>, kick: Arc<tokio::sync::Notify>) {
+    let path = format!("/api/v1/sessions/{}/events", feed.id);
+    let mut delay = RETRY_MIN;
+    let mut stored_said = false;
+    loop {
+        feed.got.store(false, Ordering::SeqCst);
+        let last = *feed.last.locked();
+        let on = feed.clone();
+        let sink: StreamSink = Box::new(move |m| on.message(m));
+        let ended = link.stream(&path, last, sink).await;
+        let got = feed.got.load(Ordering::SeqCst);
+        let wait = match ended {
+            Ok(()) => {
+                // Not run there now: no turn runs (one the stored log left open died with
+                // its server; the next message repairs and resumes the session).
+                feed.turns.send_modify(|t| {
+                    t.live = false;
+                    t.running = false;
+                });
+                delay = RETRY_MIN;
+                if !stored_said || got {
+                    stored_said = true;
+                    feed.status(Some(format!(
+                        "session {} is not running on {} (closed, or the server restarted): \
+                         your next message resumes it there",
+                        feed.id,
+                        link.shown()
+                    )));
+                }
+                RETRY_MAX
+            }
+            Err(why) => {
+                stored_said = false;
+                feed.turns.send_modify(|t| t.live = false);
+                if got {
+                    // It was connected: the first retry comes soon again.
+                    delay = RETRY_MIN;
+                }
+                feed.status(Some(format!(
+                    "reconnecting to {} (Ctrl-D leaves) — {why}",
+                    link.shown()
+                )));
+                let wait = delay;
+                delay = (delay * 2).min(RETRY_MAX);
+                wait
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = kick.notified() => {}
+        }
+    }
 }
 
 impl Drop for RemoteDriver {
@@ -124,7 +206,7 @@ impl RemoteDriver {
         let mirror = Arc::new(Mutex::new(Session::new(header)));
         let (turns_tx, turns) = tokio::sync::watch::channel(Turns::default());
         let always = Arc::new(Mutex::new(HashSet::new()));
-        let feed = Feed {
+        let feed = Arc::new(Feed {
             link: link.clone(),
             id: id.clone(),
             mirror: mirror.clone(),
@@ -132,26 +214,13 @@ impl RemoteDriver {
             always: always.clone(),
             tx: tx.clone(),
             runtime: runtime.clone(),
-        };
-        let path = format!("/api/v1/sessions/{id}/events");
-        let sink_feed = Arc::new(feed);
-        let stream = {
-            let link = link.clone();
-            let feed = sink_feed.clone();
-            runtime.spawn(async move {
-                let on = feed.clone();
-                let sink: StreamSink = Box::new(move |m| on.message(m));
-                let why = match link.stream(&path, sink).await {
-                    Ok(()) => "the server ended the session's event stream".to_owned(),
-                    Err(e) => e,
-                };
-                feed.turns.send_modify(|t| t.gone = Some(why.clone()));
-                let _ = feed.tx.send(Msg::Show(crate::cells::Cell::Notice(
-                    crate::cells::Level::Error,
-                    format!("{why}: this terminal no longer follows the session"),
-                )));
-            })
-        };
+            last: Mutex::new(None),
+            got: AtomicBool::new(false),
+            status_shown: AtomicBool::new(false),
+            asked: Mutex::new(HashSet::new()),
+        });
+        let kick = Arc::new(tokio::sync::Notify::new());
+        let stream = runtime.spawn(follow(link.clone(), feed, kick.clone()));
         Ok(RemoteDriver {
             link,
             id,
@@ -164,14 +233,19 @@ impl RemoteDriver {
             runtime,
             cwd,
             stream,
+            kick,
         })
     }
 
     fn post(&self, route: &str, body: Value) -> Result<Value, DriverError> {
         let path = format!("/api/v1/sessions/{}/{route}", self.id);
-        self.runtime
+        let answer = self
+            .runtime
             .block_on(self.link.post(&path, body))
-            .map_err(err)
+            .map_err(err)?;
+        // A message resumes a session the server stored: follow it again now.
+        self.kick.notify_waiters();
+        Ok(answer)
     }
 
     /// A field of the session's state (`GET /api/v1/sessions/{id}`: what its agent runs with).
@@ -179,6 +253,36 @@ impl RemoteDriver {
         let path = format!("/api/v1/sessions/{}", self.id);
         let state = self.runtime.block_on(self.link.get(&path)).ok()?;
         state[field].as_str().map(str::to_owned)
+    }
+
+    /// `/trust` on the server (see [`SessionDriver::trust`]).
+    fn trust_there(&self, level: Option<keel_host::ProjectTrust>) -> Result<String, DriverError> {
+        let cwd = SessionDriver::cwd(self).to_string_lossy().into_owned();
+        let query = format!("/api/v1/trust?cwd={}", percent_encode(&cwd));
+        let before = self.runtime.block_on(self.link.get(&query)).map_err(err)?;
+        let server = self.link.shown();
+        let Some(level) = level else {
+            return Ok(trust_text(&before, &server, None));
+        };
+        let after = self
+            .runtime
+            .block_on(self.link.post(
+                "/api/v1/trust",
+                json!({ "cwd": cwd, "level": level.as_str() }),
+            ))
+            .map_err(err)?;
+        let mut text = trust_text(&after, &server, Some(&before));
+        if before["level"] != after["level"] {
+            // The server keeps a hosted session's agent as it was built: closed, its next
+            // message resumes it on an agent built with the decision.
+            self.post("close", json!({}))?;
+            text.push_str(&format!(
+                "\nThe session was closed on the server so that the decision holds: your next \
+                 message resumes it there on an agent built with it ({}).",
+                self.id
+            ));
+        }
+        Ok(text)
     }
 
     /// The last logged value of a mode event of the mirror.
@@ -194,6 +298,83 @@ impl RemoteDriver {
     }
 }
 
+/// `text` for a URL's query: everything but the unreserved characters percent-encoded.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// What `/trust` says of the server's answer (`GET`/`POST /api/v1/trust`: `root`, `level`,
+/// `decided`, `source`, `files`); `before`: the answer before a decision was recorded.
+fn trust_text(ws: &Value, server: &str, before: Option<&Value>) -> String {
+    let root = ws["root"].as_str().unwrap_or("(this workspace)");
+    let level = ws["level"].as_str().unwrap_or("untrusted");
+    let how = match ws["source"]["kind"].as_str() {
+        Some("recorded") => format!(
+            "recorded in {}",
+            ws["recordedIn"]
+                .as_str()
+                .or(ws["source"]["layer"].as_str())
+                .unwrap_or("the server's configuration")
+        ),
+        Some("flag") => "by `keel serve --trust-project`".to_owned(),
+        _ => "nobody decided".to_owned(),
+    };
+    let files: Vec<String> = ws["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let what: Vec<&str> = f["what"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let mut line = format!(
+                "- {}: {}",
+                f["file"].as_str().unwrap_or("?"),
+                what.join(", ")
+            );
+            if let Some(change) = f["changed"].as_str() {
+                line.push_str(&format!(" ({change} since trusted: inert)"));
+            }
+            line
+        })
+        .collect();
+    let trusted = level == "trusted";
+    let mut s = match before {
+        None => format!("Workspace {root} (on the server at {server}): {level} ({how})"),
+        Some(_) => format!("Workspace {root} is now {level} on the server at {server} ({how})."),
+    };
+    if files.is_empty() {
+        s.push_str("\nIts files hold no hooks, MCP servers or settings that trust would change.");
+        return s;
+    }
+    s.push_str(match before {
+        None if trusted => "\nIn effect because it is trusted:",
+        None => "\nIgnored until you trust it:",
+        Some(b) if b["level"] == ws["level"] => "\nNothing changes in this session:",
+        Some(_) if trusted => "\nFrom the session's next message these take effect:",
+        Some(_) => "\nFrom the session's next message these stay inert:",
+    });
+    for line in files {
+        s.push('\n');
+        s.push_str(&line);
+    }
+    if before.is_none() {
+        s.push_str("\n/trust yes trusts it · /trust no keeps its files inert (both are recorded on the server)");
+    }
+    s
+}
+
 /// What reads the event stream.
 struct Feed {
     link: Arc<dyn ServerLink>,
@@ -203,13 +384,47 @@ struct Feed {
     always: Arc<Mutex<HashSet<String>>>,
     tx: Sender<Msg>,
     runtime: tokio::runtime::Handle,
+    /// The seq of the last log event shown: a reconnect's `Last-Event-ID`.
+    last: Mutex<Option<u64>>,
+    /// This connection of the stream sent something.
+    got: AtomicBool,
+    /// A status about the link shows ("reconnecting to …").
+    status_shown: AtomicBool,
+    /// Requests already put to the person (a reconnect's `pending` lists them again).
+    asked: Mutex<HashSet<String>>,
 }
 
 impl Feed {
+    /// The link's status line (`None`: following the session, nothing to say).
+    fn status(&self, text: Option<String>) {
+        self.status_shown.store(text.is_some(), Ordering::SeqCst);
+        let _ = self.tx.send(Msg::Link(text));
+    }
+
     fn message(&self, m: StreamMessage) {
+        self.got.store(true, Ordering::SeqCst);
+        if self.status_shown.load(Ordering::SeqCst) {
+            self.status(None);
+        }
         match m.event.as_deref() {
-            None | Some("message") => self.event(&m.data),
+            None | Some("message") => {
+                let seq = m.id.as_deref().and_then(|id| id.trim().parse::<u64>().ok());
+                let mut last = self.last.locked();
+                // Shown already (a server that would send it again): not twice.
+                if let (Some(seq), Some(shown)) = (seq, *last)
+                    && seq <= shown
+                {
+                    return;
+                }
+                if seq.is_some() {
+                    *last = seq;
+                }
+                drop(last);
+                self.event(&m.data)
+            }
             Some("pending") => {
+                // The live stream begins with it: the server runs the session.
+                self.turns.send_modify(|t| t.live = true);
                 let data: Value = serde_json::from_str(&m.data).unwrap_or_default();
                 for request in data["requests"].as_array().into_iter().flatten() {
                     self.request(request);
@@ -221,6 +436,9 @@ impl Feed {
             }
             Some("resolved") => {
                 let data: Value = serde_json::from_str(&m.data).unwrap_or_default();
+                if let Some(request) = data["requestId"].as_str() {
+                    self.asked.locked().remove(request);
+                }
                 if let Some(call) = data["callId"].as_str() {
                     let _ = self.tx.send(Msg::Resolved(call.to_owned()));
                 }
@@ -248,6 +466,7 @@ impl Feed {
         // The mirror may start later than the log (a fork's inherited events): what it
         // refuses is still shown.
         let _ = self.mirror.locked().append(event.clone());
+        let started = matches!(event.body, EventBody::TurnStart(_));
         match &event.body {
             EventBody::TurnStart(_) => self.turns.send_modify(|t| t.running = true),
             EventBody::TurnEnd(_) => self.turns.send_modify(|t| {
@@ -257,6 +476,11 @@ impl Feed {
             _ => {}
         }
         let _ = self.tx.send(Msg::Agent(Box::new(event)));
+        if started {
+            // A turn the UI did not start (running when it attached, or another client's):
+            // shown as running, so that Ctrl-C cancels it ([`SessionDriver::has_pending_turn`]).
+            let _ = self.tx.send(Msg::Woken);
+        }
     }
 
     /// A request of the server: the UI's modal or form; its answer posted back.
@@ -264,6 +488,10 @@ impl Feed {
         let Some(request_id) = request["requestId"].as_str() else {
             return;
         };
+        // Listed again by a reconnect's `pending`: its modal is open already.
+        if !self.asked.locked().insert(request_id.to_owned()) {
+            return;
+        }
         let call_id = request["callId"].as_str().unwrap_or_default().to_owned();
         let base = format!("/api/v1/sessions/{}", self.id);
         let link = self.link.clone();
@@ -390,6 +618,10 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
         .unwrap_or_else(|| "(the server's)".into())
     }
 
+    fn replays_history(&self) -> bool {
+        true
+    }
+
     fn with_session(&self, read: &mut dyn FnMut(&Session)) {
         read(&self.mirror.locked());
     }
@@ -438,11 +670,11 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
         Box::pin(async move {
             loop {
                 {
+                    // Idle once the awaited turns ended; or when nothing runs and the server
+                    // does not run the session (stored, or the stream reconnects): a turn that
+                    // starts later shows as running again (`Msg::Woken`).
                     let t = turns.borrow_and_update();
-                    if let Some(why) = &t.gone {
-                        return Err(err(why.clone()));
-                    }
-                    if t.ends >= awaited && !t.running {
+                    if !t.running && (t.ends >= awaited || !t.live) {
                         return Ok(());
                     }
                 }
@@ -454,7 +686,9 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
     }
 
     fn has_pending_turn(&self) -> bool {
-        false
+        // A turn runs on the server that the UI does not wait for yet (it ran when the UI
+        // attached, or another client started it): the UI shows it running.
+        self.turns.borrow().running
     }
 
     fn cancel(&self) {
@@ -572,6 +806,10 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
         Some(choices)
     }
 
+    fn trust(&self, level: Option<keel_host::ProjectTrust>) -> Option<Result<String, DriverError>> {
+        Some(self.trust_there(level))
+    }
+
     fn no_choices(&self) -> Option<String> {
         Some(
             "the server lists no choices for this command (its plugin is off there, or the \
@@ -603,6 +841,7 @@ mod tests {
         fn stream(
             &self,
             _path: &str,
+            _last: Option<u64>,
             mut sink: StreamSink,
         ) -> BoxFuture<'static, Result<(), String>> {
             let events = self.events.clone();
@@ -659,5 +898,116 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// A server whose event stream breaks: each connection sends its batch of `(seq, event)`
+    /// then fails, the last one ends; each connection's `Last-Event-ID` is recorded.
+    struct Breaking {
+        batches: Mutex<std::collections::VecDeque<Vec<(u64, String)>>>,
+        lasts: Arc<Mutex<Vec<Option<u64>>>>,
+    }
+
+    impl ServerLink for Breaking {
+        fn get(&self, _path: &str) -> BoxFuture<'static, Result<Value, String>> {
+            Box::pin(async { Ok(json!({ "commands": [] })) })
+        }
+        fn post(&self, _path: &str, _body: Value) -> BoxFuture<'static, Result<Value, String>> {
+            Box::pin(async { Ok(json!({})) })
+        }
+        fn stream(
+            &self,
+            _path: &str,
+            last: Option<u64>,
+            mut sink: StreamSink,
+        ) -> BoxFuture<'static, Result<(), String>> {
+            self.lasts.locked().push(last);
+            let batch = self.batches.locked().pop_front();
+            Box::pin(async move {
+                let Some(batch) = batch else {
+                    // Stays connected, silent.
+                    futures::future::pending::<()>().await;
+                    return Ok(());
+                };
+                sink(StreamMessage {
+                    id: None,
+                    event: Some("pending".into()),
+                    data: r#"{"requests":[]}"#.into(),
+                });
+                for (seq, data) in batch {
+                    sink(StreamMessage {
+                        id: Some(seq.to_string()),
+                        event: None,
+                        data,
+                    });
+                }
+                Err("connection reset".into())
+            })
+        }
+        fn shown(&self) -> String {
+            "http://127.0.0.1:1".into()
+        }
+    }
+
+    fn event(seq: u64, kind: &str) -> (u64, String) {
+        let data = match kind {
+            "start" => {
+                format!(r#"{{"type":"turn/start","seq":{seq},"time":1,"data":{{"turn":1}}}}"#)
+            }
+            _ => format!(
+                r#"{{"type":"sandbox/mode","seq":{seq},"time":1,"data":{{"mode":"m{seq}"}}}}"#
+            ),
+        };
+        (seq, data)
+    }
+
+    #[test]
+    fn a_broken_stream_reconnects_after_the_last_event_shown_and_shows_none_twice() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let lasts = Arc::new(Mutex::new(Vec::new()));
+        let link = Arc::new(Breaking {
+            batches: Mutex::new(
+                vec![
+                    vec![event(0, "mode"), event(1, "start")],
+                    vec![],
+                    // A server that sends an event again: shown once.
+                    vec![event(1, "start"), event(2, "mode")],
+                ]
+                .into(),
+            ),
+            lasts: lasts.clone(),
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let driver = RemoteDriver::open(
+            link,
+            Some("s1".into()),
+            PathBuf::from("/ws"),
+            &tx,
+            runtime.handle().clone(),
+        )
+        .unwrap();
+        let mut seqs = Vec::new();
+        let mut said = Vec::new();
+        let mut woken = 0;
+        while seqs.len() < 3 {
+            match rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap() {
+                Msg::Agent(ev) => seqs.push(ev.seq.0),
+                Msg::Link(text) => said.push(text),
+                Msg::Woken => woken += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(seqs, vec![0, 1, 2]);
+        assert_eq!(woken, 1, "the running turn is announced once");
+        // Running (a turn/start without its end): the UI shows it running.
+        assert!(SessionDriver::has_pending_turn(&driver));
+        // (A fourth connection, after 2, may have begun already.)
+        assert_eq!(lasts.locked()[..3], [None, Some(1), Some(1)]);
+        assert!(
+            said.iter().any(|s| s
+                .as_deref()
+                .is_some_and(|s| s.starts_with("reconnecting to http://127.0.0.1:1"))),
+            "{said:?}"
+        );
+        assert!(said.contains(&None), "{said:?}");
     }
 }
