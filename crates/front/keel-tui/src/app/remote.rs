@@ -25,7 +25,7 @@ use keel_protocol::{EventBody, LogRecord, Question, SessionEvent, SessionHeader,
 use keel_session::Session;
 use keel_tools::{ApprovalOutcome, UserAnswer};
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -217,7 +217,7 @@ impl RemoteDriver {
             last: Mutex::new(None),
             got: AtomicBool::new(false),
             status_shown: AtomicBool::new(false),
-            asked: Mutex::new(HashSet::new()),
+            asked: Mutex::new(HashMap::new()),
         });
         let kick = Arc::new(tokio::sync::Notify::new());
         let stream = runtime.spawn(follow(link.clone(), feed, kick.clone()));
@@ -390,8 +390,9 @@ struct Feed {
     got: AtomicBool,
     /// A status about the link shows ("reconnecting to …").
     status_shown: AtomicBool,
-    /// Requests already put to the person (a reconnect's `pending` lists them again).
-    asked: Mutex<HashSet<String>>,
+    /// Requests put to the person and not resolved yet, by `requestId`: their `callId` (a
+    /// reconnect's `pending` lists those still open again).
+    asked: Mutex<HashMap<String, String>>,
 }
 
 impl Feed {
@@ -426,7 +427,27 @@ impl Feed {
                 // The live stream begins with it: the server runs the session.
                 self.turns.send_modify(|t| t.live = true);
                 let data: Value = serde_json::from_str(&m.data).unwrap_or_default();
-                for request in data["requests"].as_array().into_iter().flatten() {
+                let requests: Vec<&Value> =
+                    data["requests"].as_array().into_iter().flatten().collect();
+                // Asked before the stream broke and no longer open (answered elsewhere
+                // meanwhile, or gone with a server that restarted): their modals close.
+                let open: HashSet<&str> = requests
+                    .iter()
+                    .filter_map(|r| r["requestId"].as_str())
+                    .collect();
+                let gone: Vec<String> = {
+                    let mut asked = self.asked.locked();
+                    let ids: Vec<String> = asked
+                        .keys()
+                        .filter(|id| !open.contains(id.as_str()))
+                        .cloned()
+                        .collect();
+                    ids.iter().filter_map(|id| asked.remove(id)).collect()
+                };
+                for call in gone {
+                    let _ = self.tx.send(Msg::Resolved(call));
+                }
+                for request in requests {
                     self.request(request);
                 }
             }
@@ -488,11 +509,16 @@ impl Feed {
         let Some(request_id) = request["requestId"].as_str() else {
             return;
         };
+        let call_id = request["callId"].as_str().unwrap_or_default().to_owned();
         // Listed again by a reconnect's `pending`: its modal is open already.
-        if !self.asked.locked().insert(request_id.to_owned()) {
+        if self
+            .asked
+            .locked()
+            .insert(request_id.to_owned(), call_id.clone())
+            .is_some()
+        {
             return;
         }
-        let call_id = request["callId"].as_str().unwrap_or_default().to_owned();
         let base = format!("/api/v1/sessions/{}", self.id);
         let link = self.link.clone();
         match request["kind"].as_str() {
@@ -920,7 +946,11 @@ mod tests {
             last: Option<u64>,
             mut sink: StreamSink,
         ) -> BoxFuture<'static, Result<(), String>> {
-            self.lasts.locked().push(last);
+            let first = {
+                let mut lasts = self.lasts.locked();
+                lasts.push(last);
+                lasts.len() == 1
+            };
             let batch = self.batches.locked().pop_front();
             Box::pin(async move {
                 let Some(batch) = batch else {
@@ -928,10 +958,16 @@ mod tests {
                     futures::future::pending::<()>().await;
                     return Ok(());
                 };
+                // The first connection's request is gone by the second.
+                let pending = if first {
+                    r#"{"requests":[{"requestId":"r1","callId":"c1","kind":"approval","tool":"bash","arguments":{"command":"ls"},"reason":"asks"}]}"#
+                } else {
+                    r#"{"requests":[]}"#
+                };
                 sink(StreamMessage {
                     id: None,
                     event: Some("pending".into()),
-                    data: r#"{"requests":[]}"#.into(),
+                    data: pending.into(),
                 });
                 for (seq, data) in batch {
                     sink(StreamMessage {
@@ -988,15 +1024,23 @@ mod tests {
         let mut seqs = Vec::new();
         let mut said = Vec::new();
         let mut woken = 0;
+        let (mut asked, mut closed) = (Vec::new(), Vec::new());
         while seqs.len() < 3 {
             match rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap() {
                 Msg::Agent(ev) => seqs.push(ev.seq.0),
                 Msg::Link(text) => said.push(text),
                 Msg::Woken => woken += 1,
+                Msg::Ask(ask) => asked.push(ask.call.id),
+                Msg::Resolved(call) => closed.push(call),
                 _ => {}
             }
         }
         assert_eq!(seqs, vec![0, 1, 2]);
+        // The request asked once, and its modal closed when a reconnect no longer lists it.
+        assert_eq!(
+            (asked, closed),
+            (vec!["c1".to_owned()], vec!["c1".to_owned()])
+        );
         assert_eq!(woken, 1, "the running turn is announced once");
         // Running (a turn/start without its end): the UI shows it running.
         assert!(SessionDriver::has_pending_turn(&driver));
