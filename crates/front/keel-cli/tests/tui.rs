@@ -102,6 +102,39 @@ fn a_person_chats_approves_a_command_checks_status_compacts_and_leaves_a_clean_t
     assert_eq!(r.wait_exit(), "EXIT=0");
 }
 
+/// Ctrl-D while the model streams (stalled here) leaves at once, yet the turn is closed in the
+/// log first: its `turn/end` is there, not left for the next resume's crash repair.
+#[test]
+fn ctrl_d_mid_turn_leaves_with_the_turn_closed_in_the_log() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "stall" }
+    behaviour: stall
+    text: "Half of this arrives, then nothing."
+"#,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for("approval ask");
+    t.type_text("stall please");
+    t.keys(&["Enter"]);
+    t.wait_for("Half of");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let events = load_consistent(&env.only_session());
+    let ends = of_type(&events, "turn/end");
+    assert_eq!(ends.len(), 1, "the turn left open: {events:?}");
+    assert_eq!(
+        of_type(&events, "turn/start").len(),
+        1,
+        "one turn: {events:?}"
+    );
+}
+
 #[test]
 fn ctrl_c_during_a_long_tool_cancels_the_turn_and_the_log_stays_valid() {
     if !have_tmux() {
