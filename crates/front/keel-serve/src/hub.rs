@@ -15,9 +15,11 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
 
-/// How many new-event notices a slow stream may fall behind before it lags: a lagging stream
-/// reads the log instead, so nothing is lost and the agent never waits for a client.
-const NOTICES: usize = 1024;
+/// How many new-event notices a slow stream may fall behind before it lags. A notice only wakes
+/// a stream, which then reads the log from where it is (a lagging one too), so nothing is lost
+/// and the agent never waits for a client: a few slots are enough (each costs 40 bytes per
+/// hosted session; 1,024 of them were 40 KiB of every session's memory).
+const NOTICES: usize = 16;
 
 /// How often a cancelled turn is cancelled again until it stops (a cancel can land between
 /// two steps of the turn).
@@ -352,7 +354,9 @@ pub(crate) fn run_turns(live: Arc<Live>) {
     // The turn's future holds the session log: it runs on a blocking thread of its own.
     drop(tokio::task::spawn_blocking(move || {
         loop {
-            let _ = rt.block_on(run_cancellable(&live));
+            // Boxed: the turn's future (tens of KiB) lives on the heap for the turn, not on the
+            // runner thread's stack, whose touched pages would stay with the thread.
+            let _ = rt.block_on(Box::pin(run_cancellable(&live)));
             live.running.store(false, Ordering::Release);
             // A message queued as the runner stopped is run here, not left waiting.
             if !live.agent.has_pending_turn() || live.running.swap(true, Ordering::AcqRel) {
