@@ -97,6 +97,9 @@ pub fn shadow_dir(keel_home: &Path, cwd: &Path) -> PathBuf {
         .join("git")
 }
 
+/// How many snapshots the process takes at once (see [`Shared::checkpoint`]).
+static SNAPSHOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 /// One agent's checkpointer.
 struct Shared {
     slot: AgentSlot,
@@ -129,6 +132,11 @@ impl Shared {
         let me = self.clone();
         let message = format!("keel {} turn {turn} step {step} ({at})", agent.session_id());
         let publish = at == "turn-end";
+        // A few snapshots at a time in the process: each object written holds a ~300 KiB zlib
+        // compressor while it is written, and a server's sessions reach their steps together
+        // (a hundred at once would hold 30 MiB); more at a time would not go faster on the
+        // machine's cores either. Closed never, so the permit is always granted.
+        let _permit = SNAPSHOTS.acquire().await;
         let taken = tokio::task::spawn_blocking(move || {
             me.with_shadow(|shadow| {
                 let snapshot = shadow.snapshot(&message)?;
