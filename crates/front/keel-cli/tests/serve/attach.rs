@@ -2,8 +2,10 @@
 //! (the real binary in a `tmux` pane, as tests/tui.rs drives `keel`), against a real server
 //! and the loopback mock model: a turn running on the server streams into the terminal, a
 //! prompt typed there runs on the server, approvals are answered in the terminal or closed
-//! there when another client answers them, and leaving detaches (the session stays hosted,
-//! and attaching again shows its history).
+//! there when another client answers them, a question the model asks is answered in the
+//! terminal's form, Shift-Tab and `/plan` put the hosted session in plan mode and back, `/model`
+//! switches its model, and leaving detaches (the session stays hosted, and attaching again
+//! shows its history).
 
 use crate::client::{Server, listed, wait_idle};
 use crate::support::tmux::{Tmux, have_tmux, words};
@@ -387,4 +389,251 @@ fn trust_in_an_attached_terminal_is_the_servers_and_holds_from_the_next_message(
     t.keys(&["C-d"]);
     let (exit, err) = (t.wait_exit(), t.stderr());
     assert_eq!(exit, "EXIT=0", "{err}");
+}
+
+/// `GET /api/v1/sessions/{id}`: what the server's agent runs with.
+fn state_of(server: &Server, id: &str) -> Value {
+    let reply = server.call("GET", &format!("/api/v1/sessions/{id}"), None);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.json()
+}
+
+/// Poll session `id`'s state until `done` holds; the state then.
+fn wait_state(server: &Server, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = state_of(server, id);
+        if done(&state) {
+            return state;
+        }
+        assert!(Instant::now() < deadline, "never {what}: {state}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Session `id`'s events on disk, each whole.
+fn events_of(env: &Env, id: &str) -> Vec<Value> {
+    let file = env
+        .session_files()
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(id))
+        .unwrap_or_else(|| panic!("no session file for {id}"));
+    load_consistent(&file)
+}
+
+/// The `data` of each event of type `ty` in `events`.
+fn data_of(events: &[Value], ty: &str) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == ty)
+        .map(|e| e["data"].clone())
+        .collect()
+}
+
+const MODES_SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "hello there" }
+    text: "Hello from the server."
+  - match: { last_user_contains: "on the other model" }
+    text: "Answered on the other model."
+  - match: { last_user_contains: "ask me" }
+    tool_calls:
+      - id: q1
+        name: ask_user_question
+        arguments:
+          questions:
+            - { id: lang, header: Language, question: "Which language?", options: [ { label: Rust, description: "fast" }, { label: Go } ] }
+            - { id: name, question: "What is the project called?" }
+  - match: { last_tool_result_contains: "The user answered" }
+    text: "Setting up now."
+"#;
+
+#[test]
+fn shift_tab_and_slash_plan_in_an_attached_terminal_put_the_hosted_session_in_plan_mode_and_back() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(MODES_SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "hello there");
+    wait_idle(&server, &id);
+    // The session runs read-only on the server: leaving plan mode goes back to that.
+    let set = server.call(
+        "POST",
+        &format!("/api/v1/sessions/{id}/mode"),
+        Some(&json!({"mode": "read-only"})),
+    );
+    assert_eq!(set.status, 200, "{}", set.body);
+    assert_eq!(set.json()["mode"], "read-only", "{}", set.body);
+
+    let t = Tmux::start_logged(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &server.url]),
+    );
+    t.wait_for_in_history("Hello from the server.");
+    t.wait_for("read-only");
+    // Shift-Tab: `POST …/mode {"mode": "plan"}`; the server's agent is in plan mode.
+    t.keys(&["BTab"]);
+    t.wait_for_in_history("plan mode on");
+    let state = wait_state(&server, &id, "in plan mode", |s| s["mode"] == "plan");
+    assert_eq!(state["plan"], true, "{state}");
+    // The status line shows it once the server's `plan/mode` event streams in.
+    t.wait_for_words("· plan mode");
+    let plans = data_of(&events_of(&env, &id), "plan/mode");
+    assert_eq!(
+        plans.last().map(|p| &p["active"]),
+        Some(&json!(true)),
+        "{plans:?}"
+    );
+
+    // `/plan` (as Shift-Tab) leaves it: back to the mode the session had (read-only), not
+    // `default`.
+    t.type_text("/plan");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("plan mode off");
+    let state = wait_state(&server, &id, "out of plan mode", |s| s["plan"] == false);
+    assert_eq!(state["mode"], "read-only", "{state}");
+    assert_eq!(state["sandbox"], "read-only", "{state}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while words(&t.screen()).contains("· plan mode") {
+        assert!(
+            Instant::now() < deadline,
+            "the status line still shows plan mode: {}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let events = events_of(&env, &id);
+    let plans = data_of(&events, "plan/mode");
+    assert_eq!(
+        plans
+            .iter()
+            .map(|p| p["active"].clone())
+            .collect::<Vec<_>>(),
+        vec![json!(true), json!(false)],
+        "{plans:?}"
+    );
+    let sandbox = data_of(&events, "sandbox/mode");
+    assert_eq!(
+        sandbox.last().map(|m| &m["mode"]),
+        Some(&json!("read-only")),
+        "{sandbox:?}"
+    );
+    t.keys(&["C-d"]);
+    let (exit, err) = (t.wait_exit(), t.stderr());
+    assert_eq!(exit, "EXIT=0", "{err}");
+    assert_eq!(listed(&server, &id)["status"], "idle");
+}
+
+#[test]
+fn slash_model_in_an_attached_terminal_switches_the_hosted_sessions_model() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(MODES_SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "hello there");
+    wait_idle(&server, &id);
+    let before = state_of(&server, &id)["model"].clone();
+    assert_ne!(before, "deepseek-v4-pro", "another model to begin with");
+    assert_eq!(mock.requests()[0]["model"], before);
+
+    let t = Tmux::start_logged(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &server.url]),
+    );
+    t.wait_for_in_history("Hello from the server.");
+    // `/model NAME`: `POST …/model`; the server rebuilds the session's agent on it.
+    t.type_text("/model deepseek-v4-pro");
+    t.keys(&["Enter"]);
+    wait_state(&server, &id, "on deepseek-v4-pro", |s| {
+        s["model"] == "deepseek-v4-pro"
+    });
+    let chosen = data_of(&events_of(&env, &id), "model/selected");
+    assert_eq!(chosen.len(), 1, "{chosen:?}");
+    assert_eq!(chosen[0]["model"], "deepseek-v4-pro", "{chosen:?}");
+
+    // The next prompt typed there goes to the model by its new name.
+    t.type_text("on the other model");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("Answered on the other model.");
+    wait_idle(&server, &id);
+    // The status line shows the model of the last request.
+    t.wait_for("deepseek-v4-pro");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[1]["model"], "deepseek-v4-pro", "{}", requests[1]);
+    let log = log_of(&env, &id);
+    assert!(log.contains("Answered on the other model."), "{log}");
+    t.keys(&["C-d"]);
+    let (exit, err) = (t.wait_exit(), t.stderr());
+    assert_eq!(exit, "EXIT=0", "{err}");
+    assert_eq!(listed(&server, &id)["status"], "idle");
+}
+
+#[test]
+fn a_question_the_model_asks_is_answered_in_the_attached_terminal() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(MODES_SCRIPT);
+    let server = Server::start(&env, &mock);
+    let created = server.call("POST", "/api/v1/sessions", Some(&json!({"cwd": env.ws})));
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    let t = Tmux::start_logged(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &server.url]),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    t.type_text("ask me about the project");
+    t.keys(&["Enter"]);
+    // The server's open question (`pending`) is the terminal's form.
+    let pending = wait_pending(&server, &id, "q1");
+    assert_eq!(pending["kind"], "question", "{pending}");
+    let first = t.wait_for("Which language?");
+    assert!(first.contains("Language (1/2)"), "{first}");
+    t.keys(&["2"]);
+    t.wait_for("What is the project called?");
+    t.type_text("keelboat");
+    t.keys(&["Enter"]);
+    // Posted to `…/questions/{requestId}`: the turn goes on with the answers.
+    t.wait_for_in_history("Setting up now.");
+    wait_idle(&server, &id);
+    let open = server.call("GET", &format!("/api/v1/sessions/{id}/pending"), None);
+    assert_eq!(open.json()["requests"], json!([]), "{}", open.body);
+    let events = events_of(&env, &id);
+    let answered = data_of(&events, "question/answered");
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(
+        answered[0]["answers"],
+        json!({"lang": "Go", "name": "keelboat"}),
+        "{answered:?}"
+    );
+    let results = tool_results(&events);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0]
+            .1
+            .contains("The user answered:\nlang: Go\nname: keelboat")
+            && !results[0].2,
+        "{results:?}"
+    );
+    let second = &mock.requests()[1];
+    assert!(
+        second
+            .to_string()
+            .contains(r"The user answered:\nlang: Go\nname: keelboat"),
+        "{second}"
+    );
+    t.keys(&["C-d"]);
+    let (exit, err) = (t.wait_exit(), t.stderr());
+    assert_eq!(exit, "EXIT=0", "{err}");
+    assert_eq!(listed(&server, &id)["status"], "idle");
 }
