@@ -6,7 +6,30 @@
 use super::*;
 use driver::{CommandDone, CommandRun};
 
+/// How long leaving waits for a cancelled turn to close its log.
+const LEAVE_WAIT: Duration = Duration::from_secs(5);
+/// How often leaving cancels the turn again (a cancel can land between two of its steps).
+const RECANCEL_EVERY: Duration = Duration::from_millis(200);
+
 impl App<'_> {
+    /// After a cancel, wait (at most [`LEAVE_WAIT`]) until the turn running has ended, so that
+    /// leaving mid-turn (Ctrl-D as an answer streams, SIGTERM) closes it in the log with its
+    /// `turn/end` instead of leaving it open for the next resume's crash repair.
+    pub(super) fn wait_turn_end(&mut self, rx: &Receiver<Msg>) {
+        let deadline = Instant::now() + LEAVE_WAIT;
+        while self.running {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            match rx.recv_timeout(left.min(RECANCEL_EVERY)) {
+                Ok(Msg::Idle(_)) => self.running = false,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => self.driver.cancel(),
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
     /// Drive the agent until it is idle, on the runtime.
     pub(super) fn start(&mut self) {
         self.running = true;
