@@ -272,39 +272,57 @@ impl Confinement {
         self.ruleset.as_ref().map(AsRawFd::as_raw_fd)
     }
 
-    /// Arrange for the child of `cmd` to enter this confinement between fork and exec: under
+    /// What a child started in `cwd` does to enter this confinement before it execs: under
     /// `workspace-write` its own mount namespace with the protected entries that exist now
-    /// read-only (then its working directory, as set on `cmd` so far, entered again), then
-    /// Landlock. The ruleset descriptor must stay open (this value alive) until the spawn
-    /// returns. When the binds cannot be prepared (a protected entry's mount cannot be read)
-    /// the spawn fails with that error: the command never runs with them writable.
-    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {
-        let Some(ruleset) = &self.ruleset else {
-            return;
-        };
+    /// read-only (then `cwd` entered again), then Landlock. `None` when nothing is enforced.
+    /// The ruleset descriptor must stay open (this value alive) until the spawn returns. When
+    /// the binds cannot be prepared (a protected entry's mount cannot be read) the child fails
+    /// with that error: the command never runs with them writable.
+    pub(crate) fn for_child(&self, cwd: Option<&Path>) -> Option<ChildConfinement> {
+        let ruleset = self.ruleset.as_ref()?;
         let plan = match &self.protect {
-            Some(p) => MountPlan::at_spawn(p.kind, &p.writable, cmd.as_std().get_current_dir())
+            Some(p) => MountPlan::at_spawn(p.kind, &p.writable, cwd)
                 .map(|plan| Some(plan).filter(|plan| !plan.is_empty()))
                 // A raw code: the child returns it without allocating.
                 .map_err(|e| e.raw_os_error().unwrap_or(libc::EINVAL)),
             None => Ok(None),
         };
-        let fd = ruleset.as_raw_fd();
-        let in_child = move || {
-            match &plan {
-                Err(code) => return Err(std::io::Error::from_raw_os_error(*code)),
-                // Before Landlock, which forbids mounting from then on.
-                Ok(Some(plan)) => plan.enter()?,
-                Ok(None) => {}
-            }
-            restrict_self(fd)
+        Some(ChildConfinement {
+            plan,
+            ruleset: ruleset.as_raw_fd(),
+        })
+    }
+
+    /// [`Confinement::for_child`] on a `tokio::process::Command` (its working directory as set
+    /// so far), entered between fork and exec.
+    pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {
+        let Some(step) = self.for_child(cmd.as_std().get_current_dir()) else {
+            return;
         };
-        // SAFETY: `in_child` runs in the forked child before exec and makes only
-        // async-signal-safe system calls (those of `MountPlan::enter`, on buffers built above,
-        // and the two above); it allocates nothing.
+        // SAFETY: `enter` makes only async-signal-safe system calls on buffers built above;
+        // it allocates nothing.
         unsafe {
-            cmd.pre_exec(in_child);
+            cmd.pre_exec(move || step.enter());
         }
+    }
+}
+
+/// A confinement prepared for one child ([`Confinement::for_child`]).
+pub(crate) struct ChildConfinement {
+    plan: Result<Option<MountPlan>, i32>,
+    ruleset: std::os::fd::RawFd,
+}
+
+impl ChildConfinement {
+    /// In the child before exec: the mount plan (before Landlock, which forbids mounting from
+    /// then on), then Landlock. Only async-signal-safe system calls; no allocation.
+    pub(crate) fn enter(&self) -> std::io::Result<()> {
+        match &self.plan {
+            Err(code) => return Err(std::io::Error::from_raw_os_error(*code)),
+            Ok(Some(plan)) => plan.enter()?,
+            Ok(None) => {}
+        }
+        restrict_self(self.ruleset)
     }
 }
 

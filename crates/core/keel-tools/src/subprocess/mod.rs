@@ -10,17 +10,18 @@
 pub mod confine;
 mod mountns;
 pub mod reaper;
+mod spawn;
 
 use crate::spill::create_private_file;
 use confine::Confinement;
 use std::ffi::{OsStr, OsString};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -346,39 +347,6 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Between fork and exec: have the kernel SIGKILL the child if keel dies first, and register
-/// the child's process group with the [`reaper`] (through `reaper_fd`) for the rest of its
-/// tree. Fails the spawn if keel is already gone.
-#[cfg(target_os = "linux")]
-fn die_with_parent(cmd: &mut tokio::process::Command, reaper_fd: Option<std::os::fd::RawFd>) {
-    let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
-    let in_child = move || {
-        if let Some(fd) = reaper_fd {
-            // The group exists already (std sets it up before these closures run).
-            reaper::register_self_in_child(fd);
-        }
-        // SAFETY: prctl(2) with PR_SET_PDEATHSIG takes plain integers.
-        let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
-        if rc == -1 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: getppid(2) cannot fail and touches no memory.
-        if unsafe { libc::getppid() } != parent {
-            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-        }
-        Ok(())
-    };
-    // SAFETY: `in_child` runs in the forked child before exec and calls only getpid(2),
-    // write(2), prctl(2) and getppid(2), which are async-signal-safe, and builds an io::Error
-    // from a raw code (no allocation).
-    unsafe {
-        cmd.pre_exec(in_child);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_cmd: &mut tokio::process::Command, _reaper_fd: Option<std::os::fd::RawFd>) {}
-
 impl SubprocessService {
     /// A service with `cfg`.
     pub fn new(cfg: SubprocessConfig) -> Self {
@@ -404,6 +372,23 @@ impl SubprocessService {
         self.cfg.forward.iter().any(|f| OsStr::new(f) == name)
     }
 
+    /// The child's whole environment: the scrubbed one, minus `spec`'s removals, with `spec`'s
+    /// variables set over it.
+    fn child_env(&self, spec: &CommandSpec) -> Vec<(OsString, OsString)> {
+        let mut env: Vec<(OsString, OsString)> = self
+            .scrubbed_env()
+            .filter(|(k, _)| !spec.env_remove.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (k, v) in &spec.env {
+            match env.iter_mut().find(|(name, _)| name == k) {
+                Some(slot) => slot.1 = v.clone(),
+                None => env.push((k.clone(), v.clone())),
+            }
+        }
+        env
+    }
+
     /// Run `spec` to completion, timeout or cancellation.
     pub async fn run(
         &self,
@@ -412,58 +397,53 @@ impl SubprocessService {
     ) -> Result<CommandOutput, SubprocessError> {
         let started = Instant::now();
         let (program, args) = spec.argv.split_first().ok_or(SubprocessError::EmptyArgv)?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args).env_clear().envs(self.scrubbed_env());
-        for name in &spec.env_remove {
-            cmd.env_remove(name);
-        }
-        cmd.envs(spec.env.iter().cloned());
-        cmd.process_group(0).kill_on_drop(true);
-        let reaper_fd = if cfg!(target_os = "linux") {
-            reaper::registration_fd()
+        let env = self.child_env(&spec);
+        let reaper_fd = reaper::registration_fd();
+        let confine = spec
+            .confine
+            .as_ref()
+            .and_then(|c| c.for_child(spec.cwd.as_deref()));
+        let (stdin_child, stdin_ours) = if spec.stdin.is_some() || spec.stdin_stream.is_some() {
+            let (r, w) = std::io::pipe()?;
+            (OwnedFd::from(r), Some(w))
         } else {
-            None
+            (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
         };
-        die_with_parent(&mut cmd, reaper_fd);
-        if let Some(dir) = &spec.cwd {
-            cmd.current_dir(dir);
-        }
-        if let Some(confinement) = &spec.confine {
-            confinement.apply(&mut cmd); // after the cwd: the child enters it again
-        }
-        cmd.stdin(if spec.stdin.is_some() || spec.stdin_stream.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
+        let (out_r, out_w) = std::io::pipe()?;
+        let (out_w, err_pipe) = match spec.output {
+            OutputMode::Merged => (OwnedFd::from(out_w), None),
+            OutputMode::Separate => (OwnedFd::from(out_w), Some(std::io::pipe()?)),
+        };
+        let err_w = err_pipe
+            .as_ref()
+            .map_or(out_w.as_raw_fd(), |(_, w)| w.as_raw_fd());
+        let launched = spawn::launch(&spawn::Launch {
+            program,
+            args,
+            env: &env,
+            cwd: spec.cwd.as_deref(),
+            stdio: [stdin_child.as_raw_fd(), out_w.as_raw_fd(), err_w],
+            reaper_fd,
+            confine: confine.as_ref(),
         });
-        let merged_reader = match spec.output {
-            OutputMode::Merged => {
-                let (reader, writer) = std::io::pipe()?;
-                let writer2 = writer.try_clone()?;
-                cmd.stdout(Stdio::from(writer)).stderr(Stdio::from(writer2));
-                Some(reader)
-            }
-            OutputMode::Separate => {
-                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-                None
-            }
-        };
-        let spawned = cmd.spawn();
-        drop(cmd); // closes the parent's copies of the pipe's write end
-        let mut child = spawned.map_err(|source| SubprocessError::Spawn {
+        // The parent's copies of the child's ends close now: end of file comes with the child.
+        drop((stdin_child, out_w, confine));
+        let err_r = err_pipe.map(|(r, _)| r);
+        let mut child = launched.map_err(|source| SubprocessError::Spawn {
             program: program.clone(),
             source,
         })?;
-        let mut guard = GroupGuard::new(
-            child.id().and_then(|p| i32::try_from(p).ok()),
-            reaper_fd.is_some(),
-        );
+        let mut guard = GroupGuard::new(Some(child.id()), reaper_fd.is_some());
 
         let stream = spec
             .stdin_stream
             .as_ref()
             .and_then(|s| s.0.lock().ok().and_then(|mut r| r.take()));
-        match (spec.stdin.clone(), stream, child.stdin.take()) {
+        let stdin = match stdin_ours {
+            Some(w) => Some(pipe::Sender::from_owned_fd(OwnedFd::from(w))?),
+            None => None,
+        };
+        match (spec.stdin.clone(), stream, stdin) {
             (Some(payload), _, Some(mut stdin)) => {
                 tokio::spawn(async move {
                     // A child that exits without reading its stdin is not an error.
@@ -497,22 +477,22 @@ impl SubprocessService {
             let stop = stop.clone();
             r.map(|r| tokio::spawn(capture.drain(r, stop)))
         };
-        let (out_task, err_task) = match merged_reader {
-            Some(r) => {
-                let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(r))?;
-                (reader(Some(Box::new(rx)), spec.label.clone(), None), None)
-            }
+        let receiver =
+            |r: std::io::PipeReader| -> std::io::Result<Box<dyn AsyncRead + Send + Unpin>> {
+                Ok(Box::new(pipe::Receiver::from_owned_fd(OwnedFd::from(r))?))
+            };
+        let (out_task, err_task) = match err_r {
             None => (
+                reader(Some(receiver(out_r)?), spec.label.clone(), None),
+                None,
+            ),
+            Some(err_r) => (
                 reader(
-                    child.stdout.take().map(|s| Box::new(s) as _),
+                    Some(receiver(out_r)?),
                     format!("{}-out", spec.label),
                     spec.tee_stdout.clone(),
                 ),
-                reader(
-                    child.stderr.take().map(|s| Box::new(s) as _),
-                    format!("{}-err", spec.label),
-                    None,
-                ),
+                reader(Some(receiver(err_r)?), format!("{}-err", spec.label), None),
             ),
         };
 
