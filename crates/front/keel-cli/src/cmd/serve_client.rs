@@ -52,14 +52,8 @@ impl Server {
     /// The token `$KEEL_HOME/serve.json` (under `home`) names when it is this server's (the
     /// same host and port): a server started again on the same address writes a new one.
     pub(crate) fn saved_token(&self, home: &std::path::Path) -> Option<String> {
-        let text = std::fs::read_to_string(home.join("serve.json")).ok()?;
-        let saved: Value = serde_json::from_str(&text).ok()?;
-        let url = Url::parse(saved["url"].as_str()?).ok()?;
-        let same = url.scheme() == self.base.scheme()
-            && url.host_str() == self.base.host_str()
-            && url.port_or_known_default() == self.base.port_or_known_default();
-        let token = saved["token"].as_str()?;
-        (same && !token.is_empty()).then(|| token.to_owned())
+        let (url, token) = saved_for(home, &self.base).ok()?;
+        (url.scheme() == self.base.scheme()).then_some(token)
     }
 
     /// The server as people name it: `http://HOST:PORT`.
@@ -148,41 +142,42 @@ fn locate(url: &str, home: &std::path::Path, env_token: Option<String>) -> Resul
     if let Some(token) = from_url.or(env_token).filter(|t| !t.is_empty()) {
         return Ok((base, token));
     }
+    match saved_for(home, &base) {
+        Ok((_, token)) => Ok((base, token)),
+        Err(why) => bail!(
+            "no token for the keel server at {}: give the URL it printed (…/?token=TOKEN), or \
+             set KEEL_SERVE_TOKEN (and {why})",
+            base.as_str().trim_end_matches('/')
+        ),
+    }
+}
+
+/// What `$KEEL_HOME/serve.json` (under `home`) holds for the server at `base`: the URL it names
+/// and its token when that URL has the same host and port, else why not.
+fn saved_for(home: &std::path::Path, base: &Url) -> Result<(Url, String), String> {
     let state = home.join("serve.json");
-    let why = match std::fs::read_to_string(&state) {
-        Ok(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(saved) => {
-                let same = saved["url"]
-                    .as_str()
-                    .and_then(|u| Url::parse(u).ok())
-                    .is_some_and(|u| {
-                        u.host_str() == base.host_str()
-                            && u.port_or_known_default() == base.port_or_known_default()
-                    });
-                match (same, saved["token"].as_str()) {
-                    (true, Some(token)) if !token.is_empty() => {
-                        return Ok((base, token.to_owned()));
-                    }
-                    (true, _) => format!("{} has no token", state.display()),
-                    (false, _) => format!(
-                        "{} is another server's ({})",
-                        state.display(),
-                        saved["url"]
-                            .as_str()
-                            .map(|u| u.split("/?").next().unwrap_or(u))
-                            .unwrap_or("no url")
-                    ),
-                }
-            }
-            Err(e) => format!("{} is not valid JSON: {e}", state.display()),
-        },
-        Err(e) => format!("{}: {e}", state.display()),
-    };
-    bail!(
-        "no token for the keel server at {}: give the URL it printed (…/?token=TOKEN), or set \
-         KEEL_SERVE_TOKEN (and {why})",
-        base.as_str().trim_end_matches('/')
-    )
+    let text = std::fs::read_to_string(&state).map_err(|e| format!("{}: {e}", state.display()))?;
+    let saved: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not valid JSON: {e}", state.display()))?;
+    let url = saved["url"]
+        .as_str()
+        .and_then(|u| Url::parse(u).ok())
+        .filter(|u| {
+            u.host_str() == base.host_str()
+                && u.port_or_known_default() == base.port_or_known_default()
+        });
+    match (url, saved["token"].as_str()) {
+        (Some(url), Some(token)) if !token.is_empty() => Ok((url, token.to_owned())),
+        (Some(_), _) => Err(format!("{} has no token", state.display())),
+        (None, _) => Err(format!(
+            "{} is another server's ({})",
+            state.display(),
+            saved["url"]
+                .as_str()
+                .map(|u| u.split("/?").next().unwrap_or(u))
+                .unwrap_or("no url")
+        )),
+    }
 }
 
 /// The code and the message of the server's `{"error": {"code", "message"}}`.
