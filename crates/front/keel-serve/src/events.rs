@@ -86,11 +86,17 @@ pub(crate) async fn events(
         Source::Stored(session) => session.next_seq().0,
     };
     if next > end {
-        return Err(ApiError::bad_request(format!(
-            "session {id} has no event {} yet: its log ends at seq {}",
-            next - 1,
-            end.saturating_sub(1)
-        )));
+        // Its own code: a client that showed more than the log now holds (a log repaired
+        // after a crash lost its torn tail) knows to follow it again from its end.
+        return Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "beyond_log",
+            format!(
+                "session {id} has no event {} yet: its log ends at seq {}",
+                next - 1,
+                end.saturating_sub(1)
+            ),
+        ));
     }
     let stream = futures::stream::unfold(
         Reader {

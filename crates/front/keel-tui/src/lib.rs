@@ -11,6 +11,8 @@ pub mod slash;
 pub mod trust;
 pub mod view;
 
-pub use app::{Options, Remote, ServerLink, StreamMessage, StreamSink, Target, attach, run};
+pub use app::{
+    Options, Remote, ServerLink, StreamError, StreamMessage, StreamSink, Target, attach, run,
+};
 pub use keel_host::{AgentSource, SessionEntry};
 pub use trust::WorkspaceTrust;

@@ -4,11 +4,12 @@
 //! (`serve_client`).
 
 use super::Ctx;
-use super::serve_client::{Server, Sse};
+use super::serve_client::{Refused, Server, Sse};
 use super::source::{Say, Source};
 use anyhow::{Context, Result, anyhow, bail};
 use keel_host::ModelSource;
 use keel_protocol::sync::Locked;
+use keel_tui::StreamError;
 use reqwest::header;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -163,7 +164,7 @@ impl keel_tui::ServerLink for Link {
         path: &str,
         last: Option<u64>,
         mut sink: keel_tui::StreamSink,
-    ) -> BoxFuture<Result<(), String>> {
+    ) -> BoxFuture<Result<(), StreamError>> {
         let (shared, home) = (self.server.clone(), self.home.clone());
         let path = path.to_owned();
         Box::pin(async move {
@@ -172,24 +173,36 @@ impl keel_tui::ServerLink for Link {
                 async move {
                     let mut request = server
                         .http
-                        .get(server.url(&path).map_err(said)?)
+                        .get(server.url(&path)?)
                         .header(header::ACCEPT, "text/event-stream");
                     if let Some(last) = last {
                         request = request.header("Last-Event-ID", last.to_string());
                     }
-                    server.send(request).await.map_err(said)
+                    server.send(request).await
                 }
             };
-            let mut response = match open(current(&shared)).await {
-                Err(e) if renew(&shared, &home) => open(current(&shared)).await.map_err(|_| e)?,
-                opened => opened?,
+            let opened = match open(current(&shared)).await {
+                Err(e) if renew(&shared, &home) => open(current(&shared)).await.map_err(|_| e),
+                opened => opened,
             };
+            let mut response = opened.map_err(|e| {
+                let beyond = e
+                    .downcast_ref::<Refused>()
+                    .is_some_and(|r| r.code == "beyond_log");
+                if beyond {
+                    StreamError::BeyondLog(said(e))
+                } else {
+                    StreamError::Broken(said(e))
+                }
+            })?;
             let shown = current(&shared).shown().to_owned();
             let mut sse = Sse::default();
             while let Some(chunk) = response.chunk().await.map_err(|e| {
-                format!("the event stream from the keel server at {shown} broke: {e}")
+                StreamError::Broken(format!(
+                    "the event stream from the keel server at {shown} broke: {e}"
+                ))
             })? {
-                for m in sse.push(&chunk).map_err(said)? {
+                for m in sse.push(&chunk).map_err(|e| StreamError::Broken(said(e)))? {
                     sink(keel_tui::StreamMessage {
                         id: m.id,
                         event: m.event,

@@ -88,13 +88,14 @@ impl Server {
         } else {
             ""
         };
-        bail!(
-            "the keel server at {} answered {} {}: {}{hint}",
-            self.shown(),
-            status.as_u16(),
-            code.unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned()),
-            message.unwrap_or(body),
-        )
+        Err(Refused {
+            server: self.shown().to_owned(),
+            status: status.as_u16(),
+            code: code.unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned()),
+            message: message.unwrap_or(body),
+            hint,
+        }
+        .into())
     }
 
     /// `POST path` with a JSON body; the JSON answer.
@@ -179,6 +180,29 @@ fn saved_for(home: &std::path::Path, base: &Url) -> Result<(Url, String), String
         )),
     }
 }
+
+/// An error answer of the server: its status, its `{"error": {"code", "message"}}`.
+#[derive(Debug)]
+pub(crate) struct Refused {
+    server: String,
+    status: u16,
+    /// The error's `code` (the status's reason when the body has none).
+    pub(crate) code: String,
+    message: String,
+    hint: &'static str,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the keel server at {} answered {} {}: {}{}",
+            self.server, self.status, self.code, self.message, self.hint
+        )
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// The code and the message of the server's `{"error": {"code", "message"}}`.
 fn error_of(body: &str) -> (Option<String>, Option<String>) {

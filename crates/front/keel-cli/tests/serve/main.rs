@@ -197,6 +197,7 @@ fn a_running_turn_is_watched_live_and_cancelled() {
     let r = server.call("GET", &format!("{events}?after=100000"), None);
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("no event 100000"), "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "beyond_log", "{}", r.body);
     let auth = server.auth();
     let host = server.host();
     let r = request(

@@ -17,7 +17,7 @@ mod rewind;
 use driver::{LocalDriver, SessionDriver};
 use modals::{Picked, ask_trust, pick_session};
 use remote::RemoteDriver;
-pub use remote::{ServerLink, StreamMessage, StreamSink};
+pub use remote::{ServerLink, StreamError, StreamMessage, StreamSink};
 
 use crate::canvas::Canvas;
 use crate::cells::{Cell, Cells, Detail, Level, ToolCard, ToolState};

@@ -48,6 +48,17 @@ pub struct StreamMessage {
 /// Where each message of an event stream goes.
 pub type StreamSink = Box<dyn FnMut(StreamMessage) + Send>;
 
+/// Why an event stream ended in error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamError {
+    /// It broke, or could not be opened (what the person is told): tried again.
+    Broken(String),
+    /// The server's log ends before the `Last-Event-ID` given (its `beyond_log` answer): a
+    /// server killed mid-write repaired the log's torn tail when it opened the session again.
+    /// The session is followed again from the start of its log.
+    BeyondLog(String),
+}
+
 /// The HTTP client of a `keel serve` (its URL and token are the link's): the front end's.
 /// Errors are what the person is told.
 pub trait ServerLink: Send + Sync {
@@ -62,7 +73,7 @@ pub trait ServerLink: Send + Sync {
         path: &str,
         last: Option<u64>,
         sink: StreamSink,
-    ) -> BoxFuture<'static, Result<(), String>>;
+    ) -> BoxFuture<'static, Result<(), StreamError>>;
     /// The server as the person names it (`http://HOST:PORT`), for "reconnecting to …".
     fn shown(&self) -> String {
         "the keel server".into()
@@ -158,6 +169,7 @@ impl RemoteDriver {
             tx: tx.clone(),
             runtime: runtime.clone(),
             last: Mutex::new(None),
+            replay_upto: Mutex::new(None),
             got: AtomicBool::new(false),
             status_shown: AtomicBool::new(false),
             asked: Mutex::new(HashMap::new()),

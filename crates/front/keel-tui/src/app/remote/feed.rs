@@ -44,7 +44,24 @@ pub(super) async fn follow(
                 }
                 RETRY_MAX
             }
-            Err(why) => {
+            Err(StreamError::BeyondLog(why)) => {
+                stored_said = false;
+                match link.get(&format!("/api/v1/sessions/{}", feed.id)).await {
+                    Ok(state) if state["events"].as_u64().is_some() => {
+                        feed.follow_again(state["events"].as_u64().unwrap_or(0));
+                        std::time::Duration::ZERO
+                    }
+                    // Not known now: tried again as a broken stream is.
+                    _ => {
+                        feed.status(Some(format!(
+                            "reconnecting to {} (Ctrl-D leaves) — {why}",
+                            link.shown()
+                        )));
+                        RETRY_MAX
+                    }
+                }
+            }
+            Err(StreamError::Broken(why)) => {
                 stored_said = false;
                 feed.turns.send_modify(|t| t.live = false);
                 if got {
@@ -78,6 +95,9 @@ pub(super) struct Feed {
     pub(super) runtime: tokio::runtime::Handle,
     /// The seq of the last log event shown: a reconnect's `Last-Event-ID`.
     pub(super) last: Mutex<Option<u64>>,
+    /// Following the session again from the start of its log ([`Feed::follow_again`]): the
+    /// events up to this seq were shown already; they go to the mirror only.
+    pub(super) replay_upto: Mutex<Option<u64>>,
     /// This connection of the stream sent something.
     pub(super) got: AtomicBool,
     /// A status about the link shows ("reconnecting to …").
@@ -92,6 +112,33 @@ impl Feed {
     fn status(&self, text: Option<String>) {
         self.status_shown.store(text.is_some(), Ordering::SeqCst);
         let _ = self.tx.send(Msg::Link(text));
+    }
+
+    /// The server's log holds `events` events, fewer than this terminal showed (a repair
+    /// after a crash cut its torn tail): follow it again from its start, into a new mirror,
+    /// showing only what comes after its end now, and tell the person that what was shown
+    /// after it is gone.
+    fn follow_again(&self, events: u64) {
+        let end = events.checked_sub(1);
+        let shown = self.last.locked().take();
+        *self.replay_upto.locked() = end;
+        {
+            let mut mirror = self.mirror.locked();
+            let header = mirror.header().clone();
+            *mirror = Session::new(header);
+        }
+        self.turns.send_modify(|t| t.running = false);
+        let upto = end.map_or_else(|| "no event".to_owned(), |seq| format!("seq {seq}"));
+        let _ = self.tx.send(Msg::Show(crate::cells::Cell::Notice(
+            crate::cells::Level::Info,
+            format!(
+                "the server's log of session {} ends at {upto}, before what was shown here \
+                 (seq {}): a log repaired after a crash loses its unfinished tail, so what was \
+                 shown after {upto} is no longer part of the session; following it from there",
+                self.id,
+                shown.map_or_else(|| "?".to_owned(), |s| s.to_string()),
+            ),
+        )));
     }
 
     fn message(&self, m: StreamMessage) {
@@ -179,6 +226,19 @@ impl Feed {
         // The mirror may start later than the log (a fork's inherited events): what it
         // refuses is still shown.
         let _ = self.mirror.locked().append(event.clone());
+        if self
+            .replay_upto
+            .locked()
+            .is_some_and(|upto| event.seq.0 <= upto)
+        {
+            // Shown already, before the log was followed again: whether a turn runs only.
+            match &event.body {
+                EventBody::TurnStart(_) => self.turns.send_modify(|t| t.running = true),
+                EventBody::TurnEnd(_) => self.turns.send_modify(|t| t.running = false),
+                _ => {}
+            }
+            return;
+        }
         let started = matches!(event.body, EventBody::TurnStart(_));
         match &event.body {
             EventBody::TurnStart(_) => self.turns.send_modify(|t| t.running = true),

@@ -22,7 +22,7 @@ impl ServerLink for Fake {
         _path: &str,
         _last: Option<u64>,
         mut sink: StreamSink,
-    ) -> BoxFuture<'static, Result<(), String>> {
+    ) -> BoxFuture<'static, Result<(), StreamError>> {
         let events = self.events.clone();
         Box::pin(async move {
             for data in events {
@@ -98,7 +98,7 @@ impl ServerLink for Breaking {
         _path: &str,
         last: Option<u64>,
         mut sink: StreamSink,
-    ) -> BoxFuture<'static, Result<(), String>> {
+    ) -> BoxFuture<'static, Result<(), StreamError>> {
         let first = {
             let mut lasts = self.lasts.locked();
             lasts.push(last);
@@ -129,7 +129,7 @@ impl ServerLink for Breaking {
                     data,
                 });
             }
-            Err("connection reset".into())
+            Err(StreamError::Broken("connection reset".into()))
         })
     }
     fn shown(&self) -> String {
@@ -141,6 +141,9 @@ fn event(seq: u64, kind: &str) -> (u64, String) {
     let data = match kind {
         "start" => {
             format!(r#"{{"type":"turn/start","seq":{seq},"time":1,"data":{{"turn":1}}}}"#)
+        }
+        "new" => {
+            format!(r#"{{"type":"sandbox/mode","seq":{seq},"time":1,"data":{{"mode":"mnew"}}}}"#)
         }
         _ => {
             format!(r#"{{"type":"sandbox/mode","seq":{seq},"time":1,"data":{{"mode":"m{seq}"}}}}"#)
@@ -206,4 +209,122 @@ fn a_broken_stream_reconnects_after_the_last_event_shown_and_shows_none_twice() 
         "{said:?}"
     );
     assert!(said.contains(&None), "{said:?}");
+}
+
+/// A server that restarted and repaired the session's log: it lost the torn tail (seq 2 and 3)
+/// that the first connection sent. The second connection, after seq 3, is refused
+/// `beyond_log`; the log then holds two events and goes on with a new seq 2.
+struct Repaired {
+    lasts: Arc<Mutex<Vec<Option<u64>>>>,
+    gets: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerLink for Repaired {
+    fn get(&self, path: &str) -> BoxFuture<'static, Result<Value, String>> {
+        self.gets.locked().push(path.to_owned());
+        Box::pin(async { Ok(json!({ "id": "s1", "status": "stored", "events": 2 })) })
+    }
+    fn post(&self, _path: &str, _body: Value) -> BoxFuture<'static, Result<Value, String>> {
+        Box::pin(async { Ok(json!({})) })
+    }
+    fn stream(
+        &self,
+        _path: &str,
+        last: Option<u64>,
+        mut sink: StreamSink,
+    ) -> BoxFuture<'static, Result<(), StreamError>> {
+        let connection = {
+            let mut lasts = self.lasts.locked();
+            lasts.push(last);
+            lasts.len()
+        };
+        Box::pin(async move {
+            let batch = match connection {
+                1 => vec![
+                    event(0, "mode"),
+                    event(1, "start"),
+                    event(2, "mode"),
+                    event(3, "mode"),
+                ],
+                2 => return Err(StreamError::BeyondLog("no event 4 yet".into())),
+                3 => vec![event(0, "mode"), event(1, "start"), event(2, "new")],
+                _ => {
+                    futures::future::pending::<()>().await;
+                    return Ok(());
+                }
+            };
+            for (seq, data) in batch {
+                sink(StreamMessage {
+                    id: Some(seq.to_string()),
+                    event: None,
+                    data,
+                });
+            }
+            if connection == 1 {
+                return Err(StreamError::Broken("connection reset".into()));
+            }
+            futures::future::pending::<()>().await;
+            Ok(())
+        })
+    }
+}
+
+#[test]
+fn a_log_repaired_shorter_than_what_was_shown_is_followed_again_from_its_end() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (lasts, gets) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let link = Arc::new(Repaired {
+        lasts: lasts.clone(),
+        gets: gets.clone(),
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let driver = RemoteDriver::open(
+        link,
+        Some("s1".into()),
+        PathBuf::from("/ws"),
+        &tx,
+        runtime.handle().clone(),
+    )
+    .unwrap();
+    let mut shown = Vec::new();
+    let mut notices = Vec::new();
+    while shown.len() < 5 {
+        match rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap() {
+            Msg::Agent(ev) => {
+                let mode = match &ev.body {
+                    EventBody::SandboxMode(m) => m.mode.clone(),
+                    _ => "turn".into(),
+                };
+                shown.push((ev.seq.0, mode));
+            }
+            Msg::Show(crate::cells::Cell::Notice(_, text)) => {
+                notices.push((shown.len(), text));
+            }
+            _ => {}
+        }
+    }
+    // Seq 0 and 1 are not shown twice; the new seq 2 is shown after the notice.
+    let expected: Vec<(u64, String)> = vec![
+        (0, "m0".into()),
+        (1, "turn".into()),
+        (2, "m2".into()),
+        (3, "m3".into()),
+        (2, "mnew".into()),
+    ];
+    assert_eq!(shown, expected);
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].0, 4, "the notice comes before the new events");
+    assert!(
+        notices[0].1.contains("ends at seq 1") && notices[0].1.contains("(seq 3)"),
+        "{}",
+        notices[0].1
+    );
+    assert_eq!(lasts.locked()[..3], [None, Some(3), None]);
+    assert_eq!(gets.locked().as_slice(), ["/api/v1/sessions/s1"]);
+    // The mirror is the server's log now: three events, a turn running (seq 1's start).
+    assert_eq!(SessionDriver::sandbox(&driver), "mnew");
+    assert!(SessionDriver::has_pending_turn(&driver));
 }
