@@ -357,12 +357,20 @@ fn trust_in_an_attached_terminal_is_the_servers_and_holds_from_the_next_message(
     let created = server.call("POST", "/api/v1/sessions", Some(&json!({"cwd": env.ws})));
     assert_eq!(created.status, 201, "{}", created.body);
     let id = created.json()["id"].as_str().unwrap().to_owned();
-    let t = Tmux::start_logged(
-        env.root(),
-        "first",
-        &attach(&env, &[&id, "--server", &server.url]),
-    );
-    std::thread::sleep(Duration::from_millis(500));
+    // The terminal's own configuration trusts the workspace; the server's does not, and that
+    // is what it says at attach.
+    let client_home = env.root().join("client-home");
+    std::fs::create_dir_all(&client_home).unwrap();
+    let trusted = crate::remote::client(&env, &["trust", env.ws.to_str().unwrap()])
+        .env("KEEL_HOME", &client_home)
+        .output()
+        .unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
+    let mut cmd = attach(&env, &[&id, "--server", &server.url]);
+    cmd.env("KEEL_HOME", &client_home);
+    let t = Tmux::start_logged(env.root(), "first", &cmd);
+    t.wait_for_in_history("is not trusted: ignored");
+    t.wait_for_in_history("hooks.UserPromptSubmit); trust it");
 
     // /trust: the server's decision for the session's workspace.
     t.type_text("/trust");

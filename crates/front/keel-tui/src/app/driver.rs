@@ -183,6 +183,13 @@ pub(super) trait SessionDriver<'s> {
     ) -> Option<Result<String, DriverError>> {
         None
     }
+    /// What is left alone in the session's workspace until it is trusted, said once when the
+    /// UI opens: `None` when the UI's own front end decides (its [`AgentSource`]), else the
+    /// server's notice (`Some(None)`: nothing to say). Remote: `GET /api/v1/trust?cwd=DIR`'s
+    /// `notice`.
+    fn trust_notice(&self) -> Option<Option<String>> {
+        None
+    }
     /// Why [`SessionDriver::choices`] offers none for a command the UI lists by itself
     /// (`/rewind`): `None` when the session has no such command (its plugin is off).
     fn no_choices(&self) -> Option<String> {

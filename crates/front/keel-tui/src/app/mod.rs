@@ -429,12 +429,22 @@ fn run_on(source: &dyn AgentSource, options: Options, remote: Option<Remote>) ->
     if let Some(Err(e)) = recorded {
         app.cells.notice(Level::Error, e.to_string());
     }
-    if let Ok(ws) = source.trust(source.workspace()) {
-        if let Some(answer) = answer {
-            app.cells.notice(Level::Info, trust::answered(&ws, answer));
+    // Attached, the server's notice: its configuration decides what its session may run.
+    match app.driver.trust_notice() {
+        Some(notice) => {
+            if let Some(line) = notice {
+                app.cells.notice(Level::Info, line);
+            }
         }
-        if let Some(line) = ws.notice() {
-            app.cells.notice(Level::Info, line);
+        None => {
+            if let Ok(ws) = source.trust(source.workspace()) {
+                if let Some(answer) = answer {
+                    app.cells.notice(Level::Info, trust::answered(&ws, answer));
+                }
+                if let Some(line) = ws.notice() {
+                    app.cells.notice(Level::Info, line);
+                }
+            }
         }
     }
     if options.plan {

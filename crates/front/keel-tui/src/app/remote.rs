@@ -582,6 +582,15 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
         Some(self.trust_there(level))
     }
 
+    fn trust_notice(&self) -> Option<Option<String>> {
+        let cwd = SessionDriver::cwd(self).to_string_lossy().into_owned();
+        let query = format!("/api/v1/trust?cwd={}", percent_encode(&cwd));
+        // Not known (the server cannot be reached now): nothing said, rather than the local
+        // configuration's word for what the server runs.
+        let ws = self.runtime.block_on(self.link.get(&query)).ok();
+        Some(ws.and_then(|ws| ws["notice"].as_str().map(str::to_owned)))
+    }
+
     fn no_choices(&self) -> Option<String> {
         Some(
             "the server lists no choices for this command (its plugin is off there, or the \
