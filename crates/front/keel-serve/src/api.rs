@@ -535,6 +535,11 @@ pub(crate) async fn stored_path(app: &App, id: &str) -> Result<PathBuf, ApiError
 /// The stored session `id`'s log, else 404.
 pub(crate) async fn load_stored(app: &App, id: &str) -> Result<Session, ApiError> {
     let path = stored_path(app, id).await?;
+    load_stored_at(path, id).await
+}
+
+/// The stored session `id`'s log from its file `path` ([`stored_path`]).
+pub(crate) async fn load_stored_at(path: PathBuf, id: &str) -> Result<Session, ApiError> {
     tokio::task::spawn_blocking(move || keel_session::Store::load(&path))
         .await
         .map_err(|e| ApiError::internal(format!("loading session {id} failed: {e}")))?

@@ -8,7 +8,9 @@
 //! behind (a client that stops reading) lags on that channel and catches up from the log, so
 //! the agent never waits for a client and no event is lost or sent twice. The stream of a
 //! stored session (not hosted live) sends its log and ends, and so does the stream of a live
-//! session once it is closed. A start beyond the log's end (an
+//! session once it is closed; a stream that starts at the end of a stored log whose file is
+//! unchanged since a stream read it ([`StoredEnds`]) ends at once without reading the file (an
+//! attached terminal looks again every 2 s). A start beyond the log's end (an
 //! `after` or `Last-Event-ID` naming an event the log does not have) is a 400.
 //!
 //! A live session's stream also carries its approvals and questions ([`crate::requests`]) as
@@ -25,6 +27,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use keel_protocol::Seq;
+use keel_protocol::sync::Locked;
 use keel_session::Session;
 use serde::Deserialize;
 use serde_json::json;
@@ -77,13 +80,27 @@ pub(crate) async fn events(
             }
         }
         None => {
-            let session = crate::api::load_stored(&app, &id).await?;
-            Source::Stored(Box::new(session))
+            let path = crate::api::stored_path(&app, &id).await?;
+            // Taken before the load: a file changed meanwhile is read again next time.
+            let stamp = FileStamp::of(&path);
+            match stamp.and_then(|stamp| app.stored_ends.get(&id, stamp)) {
+                // A client looking again at a stored log it has read to its end (an attached
+                // terminal, every 2 s): answered without reading the unchanged file.
+                Some(end) if next >= end => Source::Ended(end),
+                _ => {
+                    let session = crate::api::load_stored_at(path, &id).await?;
+                    if let Some(stamp) = stamp {
+                        app.stored_ends.put(&id, stamp, session.next_seq().0);
+                    }
+                    Source::Stored(Box::new(session))
+                }
+            }
         }
     };
     let end = match &source {
         Source::Live { live, .. } => live.agent.log().session().next_seq().0,
         Source::Stored(session) => session.next_seq().0,
+        Source::Ended(end) => *end,
     };
     if next > end {
         // Its own code: a client that showed more than the log now holds (a log repaired
@@ -125,6 +142,57 @@ enum Source {
     },
     /// A stored session's log, loaded once.
     Stored(Box<Session>),
+    /// A stored session's log, unchanged since a stream read it, that ends at this seq, where
+    /// the stream starts: nothing to send.
+    Ended(u64),
+}
+
+/// Where stored sessions' logs ended when a stream last read them, by session id, with the
+/// file's identity then: a stream that starts at that end of an unchanged file sends nothing
+/// and needs no load.
+#[derive(Debug, Default)]
+pub(crate) struct StoredEnds(std::sync::Mutex<std::collections::HashMap<String, (FileStamp, u64)>>);
+
+/// How many stored sessions' ends are remembered (then forgotten all at once).
+const STORED_ENDS: usize = 1024;
+
+impl StoredEnds {
+    fn get(&self, id: &str, stamp: FileStamp) -> Option<u64> {
+        let ends = self.0.locked();
+        ends.get(id)
+            .and_then(|(seen, end)| (*seen == stamp).then_some(*end))
+    }
+
+    fn put(&self, id: &str, stamp: FileStamp, end: u64) {
+        let mut ends = self.0.locked();
+        if ends.len() >= STORED_ENDS && !ends.contains_key(id) {
+            ends.clear();
+        }
+        ends.insert(id.to_owned(), (stamp, end));
+    }
+}
+
+/// A session file's identity and version: an append changes its length, a repair or a rewrite
+/// its length or modification time (and a replacement its inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &std::path::Path) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        Some(FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
 }
 
 /// One stream's place in the log.
@@ -145,6 +213,7 @@ impl Reader {
                 return Some(event);
             }
             match &mut self.source {
+                Source::Ended(_) => return None,
                 Source::Stored(session) => {
                     read(session, &mut self.next, &mut self.ready);
                     if self.ready.is_empty() {

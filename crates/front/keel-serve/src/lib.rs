@@ -64,6 +64,8 @@ pub(crate) struct App {
     pub(crate) trusted_hosts: Vec<String>,
     /// The sessions hosted live.
     pub(crate) hub: Hub,
+    /// Where stored sessions' logs ended when a stream last read them.
+    pub(crate) stored_ends: events::StoredEnds,
 }
 
 /// Where and how the server listens (`keel serve --listen`, `--tls-cert/--tls-key`,
@@ -195,6 +197,7 @@ where
         scheme: bound.scheme(),
         trusted_hosts,
         hub: Hub::default(),
+        stored_ends: events::StoredEnds::default(),
     });
     let router = router(app.clone());
     let Bound {

@@ -15,8 +15,8 @@
 //! answers the other one. With `sandbox.network = false` TCP connects and binds are refused too
 //! (Landlock ABI 4 and later; UDP and Unix sockets are not covered by Landlock).
 //!
-//! The ruleset is built once per workspace, in keel, before any command runs; the forked child
-//! only calls `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self` between fork and exec,
+//! The ruleset is built once per workspace, in keel, before any command runs; the child
+//! only calls `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self` between spawn and exec,
 //! both async-signal-safe, and a child that cannot restrict itself does not start. When the
 //! kernel cannot enforce (no Landlock, Landlock disabled, an ABI without network rules when the
 //! network is to be closed) the [`Enforcement`] says so; keel reports it and never claims a
@@ -294,7 +294,7 @@ impl Confinement {
     }
 
     /// [`Confinement::for_child`] on a `tokio::process::Command` (its working directory as set
-    /// so far), entered between fork and exec.
+    /// so far), entered between spawn and exec.
     pub(crate) fn apply(&self, cmd: &mut tokio::process::Command) {
         let Some(step) = self.for_child(cmd.as_std().get_current_dir()) else {
             return;
@@ -326,7 +326,7 @@ impl ChildConfinement {
     }
 }
 
-/// In a forked child before exec: `no_new_privs`, then enter the Landlock ruleset `fd` (which
+/// In the child before exec: `no_new_privs`, then enter the Landlock ruleset `fd` (which
 /// the parent keeps open until the spawn returns). Two async-signal-safe system calls; no
 /// allocation.
 pub(crate) fn restrict_self(fd: std::os::fd::RawFd) -> std::io::Result<()> {

@@ -4,7 +4,7 @@
 //! it cannot keep `root/.git` read-only while `root` is writable. Under `workspace-write` each
 //! confined command therefore gets its own mount namespace in which every protected entry
 //! ([`crate::protected::PROTECTED`]) that exists directly under a writable root is bind-mounted
-//! onto itself read-only. The child does this between fork and exec, *before*
+//! onto itself read-only. The child does this between spawn and exec, *before*
 //! `landlock_restrict_self`: a Landlock-restricted process may not mount, unmount or remount,
 //! so neither the command nor anything it starts can undo it, and the mounts exist only in the
 //! command's namespace (gone with its last process; keel's own view never changes). Landlock
@@ -224,7 +224,7 @@ impl MountPlan {
         self.binds.is_empty()
     }
 
-    /// In the forked child, before exec and before Landlock: enter the namespace and make the
+    /// In the child, before exec and before Landlock: enter the namespace and make the
     /// binds. Only async-signal-safe system calls on the plan's own buffers; any failure is
     /// returned (the child then does not start).
     pub(crate) fn enter(&self) -> io::Result<()> {

@@ -5,14 +5,14 @@
 //! closes that write end, the watcher reads end-of-file and SIGKILLs every group still
 //! registered, then exits. No code in keel has to run at its death.
 //!
-//! The child registers its own group, between fork and exec (one `write(2)` of `+PID` to the
+//! The child registers its own group, between spawn and exec (one `write(2)` of `+PID` to the
 //! watcher's pipe, whose descriptor it still holds until exec), so no instant exists in which a
 //! child runs unregistered: a kill of keel right after the fork is covered too (a crash campaign
 //! found that window when keel registered the group after the spawn returned).
 //!
 //! Why this and not `PR_SET_PDEATHSIG` alone: the parent-death signal reaches only the direct
 //! child (`sh -c …`); the rest of its tree (`sleep 30 &`) lives on in the group. The direct child
-//! still gets `PR_SET_PDEATHSIG(SIGKILL)` (set between fork and exec), for the case of a watcher
+//! still gets `PR_SET_PDEATHSIG(SIGKILL)` (set between spawn and exec), for the case of a watcher
 //! that could not be started.
 //!
 //! A group is released when keel has seen all of it end: at once when the run was killed, and
@@ -136,7 +136,7 @@ pub(crate) fn registration_fd() -> Option<RawFd> {
     fd
 }
 
-/// Write `+<pid>\n` to `fd` from a forked child: no allocation, one write(2) (async-signal-safe).
+/// Write `+<pid>\n` to `fd` from the child before exec: no allocation, one write(2) (async-signal-safe).
 pub(crate) fn register_self_in_child(fd: RawFd) {
     // SAFETY: getpid(2) cannot fail.
     let pid = unsafe { libc::getpid() };

@@ -645,3 +645,78 @@ fn a_question_the_model_asks_is_answered_in_the_attached_terminal() {
     assert_eq!(exit, "EXIT=0", "{err}");
     assert_eq!(listed(&server, &id)["status"], "idle");
 }
+
+const FORK_SCRIPT: &str = r#"
+responses:
+  - match: { last_user_contains: "say hello" }
+    text: "Hello from the server."
+  - match: { last_user_contains: "said in the fork" }
+    text: "Answered in the fork."
+  - text: "Summary: the user said hello."
+"#;
+
+#[test]
+fn compact_and_a_fork_in_an_attached_terminal_run_on_the_server() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(FORK_SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "say hello");
+    wait_idle(&server, &id);
+    let t = Tmux::start_logged(
+        env.root(),
+        "first",
+        &attach(&env, &[&id, "--server", &server.url]),
+    );
+    t.wait_for_in_history("Hello from the server.");
+
+    // /compact: the server compacts the hosted session; the terminal shows it done.
+    t.type_text("/compact");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("history compacted");
+    wait_idle(&server, &id);
+    let events = events_of(&env, &id);
+    assert_eq!(data_of(&events, "compaction/end").len(), 1, "{events:?}");
+
+    // Esc Esc, the turn, "Fork a new session from here": the server forks; the terminal
+    // follows the fork, and what is typed next runs there, not in the first session.
+    t.keys(&["Escape"]);
+    t.keys(&["Escape"]);
+    t.wait_for_in_history("Rewind to just before");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("Fork a new session from here");
+    t.keys(&["4"]);
+    t.wait_for_in_history("Forked just before turn 1");
+    t.keys(&["C-u"]);
+    t.type_text("said in the fork");
+    t.keys(&["Enter"]);
+    t.wait_for_in_history("Answered in the fork.");
+    let sessions = server.call("GET", "/api/v1/sessions", None).json();
+    let ids: Vec<String> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 2, "{sessions}");
+    let fork = ids.iter().find(|s| **s != id).unwrap();
+    wait_idle(&server, fork);
+    let forked = events_of(&env, fork);
+    assert!(
+        !data_of(&forked, "session/end-seed").is_empty(),
+        "a fork: {forked:?}"
+    );
+    let said = |events: &[Value]| {
+        data_of(events, "user/message")
+            .iter()
+            .any(|m| m.to_string().contains("said in the fork"))
+    };
+    assert!(said(&forked), "the fork got the message: {forked:?}");
+    assert!(!said(&events_of(&env, &id)), "the first session did not");
+    t.keys(&["C-d"]);
+    let (exit, err) = (t.wait_exit(), t.stderr());
+    assert_eq!(exit, "EXIT=0", "{err}");
+    assert!(err.contains(&format!("keel attach {fork}")), "{err}");
+}

@@ -92,6 +92,12 @@ fn the_cli_refuses_a_session_the_server_holds_and_the_server_one_the_cli_holds()
     let closed = server.call("POST", &format!("/api/v1/sessions/{id}/close"), None);
     assert_eq!(closed.json()["closed"], true, "{}", closed.body);
     assert!(!sidecar(&file).exists(), "the server released it");
+    // Its stream, read to the end, then looked at again from there: nothing (the server
+    // remembers where the unchanged file ends).
+    let before = Sse::open(&server, &events, None).rest();
+    let before_last = before.last().map(|(seq, _)| *seq);
+    assert!(before_last.is_some(), "{before:?}");
+    assert_eq!(Sse::open(&server, &events, before_last).rest(), vec![]);
     let cli = support::spawn(
         env.keel(&mock.base_url())
             .args(["resume", &id, "take forever"]),
@@ -130,6 +136,15 @@ fn the_cli_refuses_a_session_the_server_holds_and_the_server_one_the_cli_holds()
         assert!(Instant::now() < deadline, "hang guard: the CLI never asked");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // The CLI wrote to the file since: looked at again from the same place, the stream
+    // reads the log again and sends what the CLI added.
+    let newer = Sse::open(&server, &events, before_last).rest();
+    assert!(
+        newer
+            .iter()
+            .any(|(_, e)| e["type"] == "user/message" && e.to_string().contains("take forever")),
+        "{newer:?}"
+    );
     // Its sidecar stays behind and blocks nobody.
     cli.signal(libc::SIGKILL);
     let out = cli.wait();
