@@ -122,13 +122,20 @@ pub(crate) async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::not_found(format!("no route {}", uri.path()))
 }
 
-/// `GET /`: what this server is (a browser lands here from the printed URL).
-async fn root() -> Json<Value> {
+/// `GET /`: the web app for a browser (a request that accepts HTML, [`crate::web`]), else what
+/// this server is.
+async fn root(headers: axum::http::HeaderMap) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if crate::web::wants_html(&headers) {
+        return crate::web::index();
+    }
     Json(json!({
         "name": "keel serve",
         "api": "/api/v1",
         "openapi": "/api/v1/openapi.json",
+        "app": "/",
     }))
+    .into_response()
 }
 
 /// `GET /api/v1/openapi.json`.

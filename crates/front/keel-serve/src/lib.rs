@@ -27,6 +27,7 @@ pub mod security;
 mod state;
 pub mod tls;
 mod trust;
+mod web;
 
 pub use error::{ApiError, ServeError};
 pub use tls::Tls;
@@ -226,6 +227,8 @@ fn router(app: Arc<App>) -> Router {
         .into_iter()
         .fold(Router::new(), |r, route| r.route(route.path, route.handler));
     routes
+        .route("/assets/app.js", axum::routing::get(web::script))
+        .route("/assets/app.css", axum::routing::get(web::styles))
         .fallback(api::not_found)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),

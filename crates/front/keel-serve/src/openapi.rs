@@ -94,7 +94,9 @@ pub fn document() -> Value {
         "security": [{"bearer": []}, {"cookie": []}],
         "paths": {
             "/": {"get": {
-                "summary": "With `?token=TOKEN`: set the token cookie and redirect to `/`.",
+                "summary": "With `?token=TOKEN`: set the token cookie and redirect to `/`. \
+                    A browser (`Accept: text/html`) gets the web app's page (docs/web-app.md); \
+                    without the token, a page that says where the URL is.",
                 "parameters": [{"name": "token", "in": "query", "schema": {"type": "string"}}],
                 "responses": {"200": {"description": "What this server is."},
                     "303": {"description": "The cookie is set."}, "401": error}}},

@@ -80,6 +80,8 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, req: Request, next: Next)
     }
     match presented_token(headers) {
         Some(given) if same(given.as_bytes(), app.token.as_bytes()) => next.run(req).await,
+        // A browser opening the app without the cookie: a page that says where the URL is.
+        _ if req.uri().path() == "/" && crate::web::wants_html(headers) => crate::web::no_token(),
         _ => unauthorized(),
     }
 }

@@ -19,6 +19,7 @@ mod remote;
 mod routes;
 mod schemathesis;
 mod tls;
+mod web_app;
 
 use client::{
     Server, Sse, check_ids, connect, listed, receive_buffer, request, seq_types, wait_idle,

@@ -1,0 +1,120 @@
+"""keel's web app in a real browser: Playwright (pinned in requirements.txt) driving Debian's
+Chromium by its path, against the real `keel serve` that tests/serve/web_app.rs started (with
+the loopback mock model). Every step finds controls by their accessible names, as a person
+using a screen reader would. Exits non-zero with what failed; screenshots go to ARTIFACTS.
+
+Usage: app_test.py URL_WITH_TOKEN WORKSPACE ARTIFACTS
+"""
+
+import json
+import os
+import re
+import sys
+import urllib.parse
+
+from playwright.sync_api import expect, sync_playwright
+
+URL, WORKSPACE, ARTIFACTS = sys.argv[1], sys.argv[2], sys.argv[3]
+CHROMIUM = os.environ.get("KEEL_TEST_CHROMIUM", "/usr/bin/chromium")
+TIMEOUT = 30_000
+
+parts = urllib.parse.urlsplit(URL)
+BASE = f"{parts.scheme}://{parts.netloc}"
+
+
+def shot(page, name):
+    page.screenshot(path=os.path.join(ARTIFACTS, f"{name}.png"), full_page=True)
+
+
+def send(page, text):
+    box = page.get_by_role("textbox", name="Message")
+    box.fill(text)
+    box.press("Enter")
+
+
+def main():
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            run(browser)
+        finally:
+            browser.close()
+
+
+def run(browser):
+    # Without the token: a page that says where the URL is, and no data.
+    stranger = browser.new_context()
+    page = stranger.new_page()
+    page.set_default_timeout(TIMEOUT)
+    response = page.goto(BASE + "/")
+    assert response.status == 401, response.status
+    expect(page.get_by_role("heading", name="keel serve needs its token")).to_be_visible()
+    listed = page.evaluate(
+        "async () => { const r = await fetch('/api/v1/sessions'); return [r.status, await r.text()]; }"
+    )
+    assert listed[0] == 401 and WORKSPACE not in listed[1], listed
+    stranger.close()
+
+    # With it: the app, its cookie kept.
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT)
+    page.goto(URL)
+    expect(page).to_have_url(BASE + "/")
+    assert any(c["name"] == "keel_token" and c["httpOnly"] for c in context.cookies()), context.cookies()
+
+    # A new session in the workspace.
+    page.get_by_role("button", name="New session").click()
+    page.get_by_role("textbox", name="Workspace").fill(WORKSPACE)
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(r"#/s/"))
+    session_url = page.url
+
+    # A prompt, its answer streamed in; the sidebar lists the session by its first prompt.
+    send(page, "say hello")
+    transcript = page.get_by_role("region", name="Conversation")
+    expect(transcript.get_by_text("Hello from the browser.")).to_be_visible()
+    expect(page.get_by_role("link", name="say hello")).to_be_visible()
+    shot(page, "answer")
+
+    # A bash call asks first: approved in the dialog, its card shows the output.
+    send(page, "run the check")
+    dialog = page.get_by_role("dialog", name="Allow bash?")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_text("echo checked-by-keel")).to_be_visible()
+    shot(page, "approval")
+    dialog.get_by_role("button", name="Approve", exact=True).click()
+    expect(dialog).to_be_hidden()
+    expect(transcript.get_by_label("bash output")).to_contain_text("checked-by-keel")
+    expect(transcript.get_by_text("The check ran.")).to_be_visible()
+    expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+
+    # Two tabs on one session stay in step: what one sends, both show.
+    other = context.new_page()
+    other.set_default_timeout(TIMEOUT)
+    other.goto(session_url)
+    other_transcript = other.get_by_role("region", name="Conversation")
+    expect(other_transcript.get_by_text("The check ran.")).to_be_visible()
+    send(other, "from the second tab")
+    for view in (transcript, other_transcript):
+        expect(view.get_by_text("Answered in both tabs.")).to_be_visible()
+
+    # Reloaded mid-turn (the model pauses mid-answer): the stream goes on where it was.
+    send(page, "take your time")
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    page.reload()
+    expect(page.get_by_role("region", name="Conversation").get_by_text("Slow but complete.")).to_be_visible()
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    shot(page, "session")
+
+    # What the page showed, for the Rust side to check against the server's log.
+    print(json.dumps({"session": urllib.parse.unquote(session_url.split("#/s/", 1)[1])}))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # the failure, named, for the Rust test's message
+        print(f"web app test failed: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)

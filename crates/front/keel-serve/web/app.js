@@ -1,0 +1,495 @@
+// keel's web app: one more front end of `keel serve` (docs/web-app.md). It renders a session's
+// log as the server streams it (`GET /api/v1/sessions/{id}/events`, Server-Sent Events: one
+// message per log event, its seq as the id, so the browser's EventSource reconnects with
+// Last-Event-ID and nothing is lost or shown twice), and acts through the same HTTP API as
+// every other client. No framework and no build step: this file is embedded in the binary.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+
+/** An element with attributes and children (strings become text, never HTML). */
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'class') node.className = value;
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? '' : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+/** A call of the server's API: its JSON answer, or an Error with the server's message. */
+async function api(method, path, body) {
+  const init = { method, credentials: 'same-origin', headers: {} };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  const text = await response.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
+  if (!response.ok) {
+    const message = json && json.error ? json.error.message : text || response.statusText;
+    const error = new Error(message);
+    error.status = response.status;
+    error.code = json && json.error ? json.error.code : undefined;
+    throw error;
+  }
+  return json;
+}
+
+// ---- Text: a small, safe Markdown subset (fenced code, inline code, bold, paragraphs). ----
+
+function renderMarkdown(text) {
+  const out = el('div', { class: 'md' });
+  const parts = String(text).split(/^```/m);
+  parts.forEach((part, i) => {
+    if (i % 2 === 1) {
+      const newline = part.indexOf('\n');
+      const lang = newline > 0 ? part.slice(0, newline).trim() : '';
+      const code = newline >= 0 ? part.slice(newline + 1) : part;
+      out.append(el('pre', { class: 'code', 'data-lang': lang || null },
+        el('code', {}, code.replace(/\n$/, ''))));
+      return;
+    }
+    for (const para of part.split(/\n{2,}/)) {
+      if (!para.trim()) continue;
+      out.append(inline(el('p'), para));
+    }
+  });
+  return out;
+}
+
+function inline(node, text) {
+  const tokens = text.split(/(`[^`\n]+`|\*\*[^*\n]+\*\*)/);
+  for (const token of tokens) {
+    if (token.startsWith('`') && token.endsWith('`') && token.length > 1) {
+      node.append(el('code', {}, token.slice(1, -1)));
+    } else if (token.startsWith('**') && token.endsWith('**') && token.length > 4) {
+      node.append(el('strong', {}, token.slice(2, -2)));
+    } else if (token) {
+      token.split('\n').forEach((line, i) => {
+        if (i > 0) node.append(el('br'));
+        node.append(line);
+      });
+    }
+  }
+  return node;
+}
+
+function textOf(content) {
+  if (typeof content === 'string') return content;
+  return (content || [])
+    .filter((b) => b && (b.type === 'text' || b.type === undefined))
+    .map((b) => b.text || '')
+    .join('');
+}
+
+function age(ms) {
+  if (!ms) return '';
+  const s = Math.max(0, (Date.now() - ms) / 1000);
+  if (s < 60) return 'just now';
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+// ---- The sidebar: every session of the server, newest first. ----
+
+const app = {
+  sessions: [],
+  id: null,
+  source: null,
+  view: null,
+};
+
+async function loadSessions() {
+  try {
+    const listed = await api('GET', '/api/v1/sessions');
+    app.sessions = listed.sessions || [];
+  } catch (e) {
+    showLink(`cannot list the sessions: ${e.message}`);
+    return;
+  }
+  renderSessions();
+}
+
+/** A session's name: its title (or first prompt), else the end of its id. */
+function nameOf(s, id) {
+  return (s && s.title) || `session ${String(id).slice(-8)}`;
+}
+
+function renderSessions() {
+  const current = app.sessions.find((s) => s.id === app.id);
+  if (app.id) $('title').textContent = nameOf(current, app.id);
+  const filter = $('filter').value.trim().toLowerCase();
+  const list = $('sessions');
+  list.replaceChildren();
+  for (const s of app.sessions) {
+    const title = nameOf(s, s.id);
+    if (filter && !`${title} ${s.cwd || ''}`.toLowerCase().includes(filter)) continue;
+    const link = el('a', {
+      href: `#/s/${encodeURIComponent(s.id)}`,
+      'aria-current': s.id === app.id ? 'page' : null,
+    }, title);
+    list.append(el('li', { class: `session status-${s.status}` },
+      link,
+      el('span', { class: 'info' }, `${s.status} · ${age(s.updatedAt)}`)));
+  }
+}
+
+function showLink(text) {
+  $('link').textContent = text || '';
+}
+
+// ---- A session's view: its log, event by event. ----
+
+class View {
+  constructor(id) {
+    this.id = id;
+    this.transcript = $('transcript');
+    this.transcript.replaceChildren();
+    this.steps = new Map(); // "turn/step" -> { node, blocks: Map(index -> node) }
+    this.cards = new Map(); // callId -> card
+    this.requests = new Map(); // requestId -> request
+    this.running = false;
+  }
+
+  event(ev) {
+    const data = ev.data || {};
+    switch (ev.type) {
+      case 'user/message': {
+        const source = data.source ? data.source.kind : 'user';
+        if (source !== 'user' && source !== undefined) return;
+        this.append(el('div', { class: 'msg user' }, renderMarkdown(textOf(data.content))));
+        return;
+      }
+      case 'assistant/chunk':
+        this.chunk(data);
+        return;
+      case 'assistant/message':
+        this.message(data);
+        return;
+      case 'tool/call':
+        this.toolCall(data);
+        return;
+      case 'tool/result':
+        this.toolResult(data);
+        return;
+      case 'turn/start':
+        this.setRunning(true);
+        return;
+      case 'turn/end': {
+        this.setRunning(false);
+        if (this.live) loadSessions();
+        const reason = data.reason ? data.reason.kind : 'completed';
+        this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}`));
+        return;
+      }
+      case 'compaction/end':
+        this.append(el('div', { class: 'marker' }, 'history compacted'));
+        return;
+      default:
+    }
+  }
+
+  step(data) {
+    const key = `${data.turn}/${data.step}`;
+    let step = this.steps.get(key);
+    if (!step) {
+      step = { node: el('div', { class: 'msg assistant' }), blocks: new Map(), done: false };
+      this.steps.set(key, step);
+      this.append(step.node);
+    }
+    return step;
+  }
+
+  chunk(data) {
+    const chunk = data.chunk || {};
+    const step = this.step(data);
+    if (step.done) return;
+    if (chunk.type === 'block-start') {
+      if (chunk.blockType === 'text') {
+        const node = el('div', { class: 'text streaming' });
+        step.blocks.set(chunk.index, node);
+        step.node.append(node);
+      } else if (chunk.blockType === 'reasoning') {
+        const body = el('div', { class: 'reasoning-text' });
+        const node = el('details', { class: 'reasoning' }, el('summary', {}, 'Thinking'), body);
+        step.blocks.set(chunk.index, body);
+        step.node.append(node);
+      }
+    } else if (chunk.type === 'text-delta' || chunk.type === 'reasoning-delta') {
+      const node = step.blocks.get(chunk.index);
+      if (node) node.append(chunk.text || '');
+      this.follow();
+    }
+  }
+
+  message(data) {
+    const step = this.step(data);
+    step.done = true;
+    const content = (data.message && data.message.content) || [];
+    step.node.replaceChildren();
+    for (const block of content) {
+      if (block.type === 'text' && block.text) step.node.append(renderMarkdown(block.text));
+      if (block.type === 'reasoning' && block.text) {
+        step.node.append(el('details', { class: 'reasoning' },
+          el('summary', {}, 'Thinking'), el('div', { class: 'reasoning-text' }, block.text)));
+      }
+    }
+    if (!step.node.childNodes.length) step.node.remove();
+  }
+
+  toolCall(data) {
+    let args = {};
+    try { args = typeof data.arguments === 'string' ? JSON.parse(data.arguments) : data.arguments || {}; } catch (_) { args = {}; }
+    const what = args.command || args.path || args.file_path || args.pattern || args.query || '';
+    const output = el('pre', { class: 'output', 'aria-label': `${data.name} output` });
+    const state = el('span', { class: 'state' }, 'running');
+    const card = el('details', { class: 'tool', open: true, 'data-call': data.callId },
+      el('summary', {}, el('span', { class: 'name' }, data.name), ' ',
+        el('span', { class: 'what' }, what), ' ', state),
+      output);
+    this.cards.set(data.callId, { card, output, state });
+    this.append(card);
+  }
+
+  toolResult(data) {
+    const message = data.message || {};
+    for (const block of message.content || []) {
+      if (block.type !== 'tool-result') continue;
+      const entry = this.cards.get(block.toolCallId);
+      if (!entry) continue;
+      entry.output.textContent = textOf(block.content);
+      entry.state.textContent = block.isError ? 'failed' : 'done';
+      entry.card.classList.toggle('error', !!block.isError);
+    }
+    this.follow();
+  }
+
+  append(node) {
+    this.transcript.append(node);
+    this.follow();
+  }
+
+  follow() {
+    const t = this.transcript;
+    t.scrollTop = t.scrollHeight;
+  }
+
+  setRunning(running) {
+    this.running = running;
+    $('stop').hidden = !running;
+  }
+
+  // ---- Requests put to the person: an approval or a question, in place of the composer. ----
+
+  request(request) {
+    this.requests.set(request.requestId, request);
+    this.renderTakeover();
+  }
+
+  resolved(requestId) {
+    this.requests.delete(requestId);
+    this.renderTakeover();
+  }
+
+  pending(requests) {
+    this.requests.clear();
+    for (const r of requests) this.requests.set(r.requestId, r);
+    this.renderTakeover();
+  }
+
+  renderTakeover() {
+    const box = $('takeover');
+    const [request] = this.requests.values();
+    if (!request) {
+      box.hidden = true;
+      box.replaceChildren();
+      $('composer').hidden = false;
+      return;
+    }
+    $('composer').hidden = true;
+    box.hidden = false;
+    box.replaceChildren(request.kind === 'question' ? this.questionForm(request) : this.approvalForm(request));
+  }
+
+  approvalForm(request) {
+    const args = request.arguments || {};
+    const what = args.command || args.path || JSON.stringify(args);
+    const answer = (decision) => async () => {
+      try {
+        await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/approvals/${encodeURIComponent(request.requestId)}`, { decision });
+      } catch (e) {
+        showLink(`the answer was not taken: ${e.message}`);
+      }
+    };
+    return el('div', { role: 'dialog', 'aria-label': `Allow ${request.tool}?`, class: 'approval' },
+      el('h2', {}, `Allow ${request.tool}?`),
+      el('pre', { class: 'output' }, what),
+      request.reason ? el('p', { class: 'reason' }, request.reason) : null,
+      el('div', { class: 'row' },
+        el('button', { type: 'button', onclick: answer('allow') }, 'Approve'),
+        el('button', { type: 'button', onclick: answer('allow_always') }, 'Approve for the session'),
+        el('button', { type: 'button', onclick: answer('deny') }, 'Deny')));
+  }
+
+  questionForm(request) {
+    const questions = request.questions || [];
+    const form = el('form', { role: 'dialog', 'aria-label': 'Questions', class: 'questions' });
+    const multi = (q) => !!(q.multiSelect || q.multi_select);
+    questions.forEach((q, i) => {
+      const name = `q${i}`;
+      const fieldset = el('fieldset', {}, el('legend', {}, q.question || q.header || `Question ${i + 1}`));
+      const options = q.options || [];
+      for (const option of options) {
+        fieldset.append(el('label', {},
+          el('input', { type: multi(q) ? 'checkbox' : 'radio', name, value: option.label }),
+          ` ${option.label}`,
+          option.description ? el('span', { class: 'info' }, ` — ${option.description}`) : null));
+      }
+      if (!options.length) {
+        fieldset.append(el('label', {}, el('span', { class: 'visually-hidden' }, 'Answer'),
+          el('input', { type: 'text', name, 'aria-label': q.question || 'Answer' })));
+      }
+      form.append(fieldset);
+    });
+    form.append(el('div', { class: 'row' },
+      el('button', { type: 'submit' }, 'Answer'),
+      el('button', { type: 'button', onclick: () => this.answer(request, { declined: true }) }, 'Decline')));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const data = new FormData(form);
+      const answers = {};
+      questions.forEach((q, i) => {
+        const picked = data.getAll(`q${i}`).map(String).filter((v) => v.trim());
+        if (multi(q)) answers[q.id] = picked;
+        else if (picked.length) answers[q.id] = picked[0];
+      });
+      this.answer(request, { answers });
+    });
+    return form;
+  }
+
+  async answer(request, body) {
+    try {
+      await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/questions/${encodeURIComponent(request.requestId)}`, body);
+    } catch (err) {
+      showLink(`the answers were not taken: ${err.message}`);
+    }
+  }
+}
+
+function openSession(id) {
+  if (app.source) app.source.close();
+  app.id = id;
+  app.view = new View(id);
+  $('composer').hidden = false;
+  $('takeover').hidden = true;
+  const listed = app.sessions.find((s) => s.id === id);
+  $('title').textContent = nameOf(listed, id);
+  $('meta').textContent = listed ? listed.cwd || '' : '';
+  renderSessions();
+  const source = new EventSource(`/api/v1/sessions/${encodeURIComponent(id)}/events`);
+  app.source = source;
+  const view = app.view;
+  source.onopen = () => showLink('');
+  // The log's replay is over once the live stream's `pending` comes (a hosted session).
+  source.addEventListener('pending', () => { view.live = true; });
+  source.onerror = () => {
+    if (source.readyState === EventSource.CLOSED) {
+      showLink('the server refused the event stream: reload the page');
+    } else {
+      showLink('reconnecting to the server…');
+    }
+  };
+  source.onmessage = (m) => {
+    let ev;
+    try { ev = JSON.parse(m.data); } catch (_) { return; }
+    view.event(ev);
+  };
+  source.addEventListener('pending', (m) => view.pending(JSON.parse(m.data).requests || []));
+  source.addEventListener('request', (m) => view.request(JSON.parse(m.data)));
+  source.addEventListener('resolved', (m) => view.resolved(JSON.parse(m.data).requestId));
+  $('message').focus();
+}
+
+async function send() {
+  const box = $('message');
+  const text = box.value;
+  if (!text.trim() || !app.id) return;
+  box.value = '';
+  try {
+    await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/messages`, { text, delivery: 'queue' });
+    loadSessions();
+  } catch (e) {
+    box.value = text;
+    showLink(`not sent: ${e.message}`);
+  }
+}
+
+async function stop() {
+  if (!app.id) return;
+  try {
+    await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/cancel`, {});
+  } catch (e) {
+    showLink(`not stopped: ${e.message}`);
+  }
+}
+
+async function create(cwd) {
+  try {
+    const created = await api('POST', '/api/v1/sessions', { cwd });
+    $('new-form').hidden = true;
+    await loadSessions();
+    location.hash = `#/s/${encodeURIComponent(created.id)}`;
+  } catch (e) {
+    showLink(`no session created: ${e.message}`);
+  }
+}
+
+function route() {
+  const match = /^#\/s\/(.+)$/.exec(location.hash);
+  if (match) openSession(decodeURIComponent(match[1]));
+}
+
+document.addEventListener('DOMContentLoaded', async () => {
+  $('new-session').addEventListener('click', () => {
+    const form = $('new-form');
+    form.hidden = false;
+    const input = $('new-cwd');
+    if (!input.value) {
+      const current = app.sessions.find((s) => s.id === app.id) || app.sessions[0];
+      input.value = current && current.cwd ? current.cwd : '';
+    }
+    input.focus();
+  });
+  $('new-cancel').addEventListener('click', () => { $('new-form').hidden = true; });
+  $('new-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    create($('new-cwd').value.trim());
+  });
+  $('filter').addEventListener('input', renderSessions);
+  $('composer').addEventListener('submit', (e) => { e.preventDefault(); send(); });
+  $('stop').addEventListener('click', stop);
+  $('message').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      send();
+    } else if (e.key === 'Escape') {
+      e.preventDefault();
+      stop();
+    }
+  });
+  window.addEventListener('hashchange', route);
+  await loadSessions();
+  route();
+  setInterval(loadSessions, 5000);
+});
