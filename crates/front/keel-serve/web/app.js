@@ -83,6 +83,24 @@ function inline(node, text) {
   return node;
 }
 
+/** An edit as lines taken out and put in (what the model sent: old and new text). */
+function renderDiff(before, after, path) {
+  const a = before.split('\n');
+  const b = after.split('\n');
+  // Common lines at both ends stay as context; the middle is the change.
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start += 1;
+  let endA = a.length;
+  let endB = b.length;
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) { endA -= 1; endB -= 1; }
+  const lines = [];
+  for (const line of a.slice(0, start)) lines.push(el('span', { class: 'ctx' }, `  ${line}\n`));
+  for (const line of a.slice(start, endA)) lines.push(el('del', {}, `- ${line}\n`));
+  for (const line of b.slice(start, endB)) lines.push(el('ins', {}, `+ ${line}\n`));
+  for (const line of a.slice(endA)) lines.push(el('span', { class: 'ctx' }, `  ${line}\n`));
+  return el('pre', { class: 'diff', 'aria-label': `diff of ${path}` }, lines);
+}
+
 function textOf(content) {
   if (typeof content === 'string') return content;
   return (content || [])
@@ -159,17 +177,77 @@ class View {
     this.cards = new Map(); // callId -> card
     this.requests = new Map(); // requestId -> request
     this.running = false;
+    this.rewinds = []; // surface/rewind events: { seq, to }
+    this.seq = 0; // the seq of the event being rendered
+  }
+
+  /** The person's message, with what can be done from it: rewind to it, fork from it. */
+  userMessage(seq, text) {
+    const rewind = async () => {
+      try {
+        const done = await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/rewind`, { to: seq, scope: 'both' });
+        showLink(done.message || 'rewound');
+        const box = $('message');
+        if (!box.value) box.value = text;
+      } catch (e) {
+        showLink(`not rewound: ${e.message}`);
+      }
+    };
+    const fork = async () => {
+      try {
+        const forked = await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/fork`, { at: seq });
+        await loadSessions();
+        location.hash = `#/s/${encodeURIComponent(forked.id)}`;
+        showLink(`forked just before this message: session ${forked.id}`);
+        const box = $('message');
+        if (!box.value) box.value = text;
+      } catch (e) {
+        showLink(`not forked: ${e.message}`);
+      }
+    };
+    this.append(el('div', { class: 'msg user' },
+      renderMarkdown(text),
+      el('div', { class: 'actions' },
+        el('button', { type: 'button', class: 'link', 'aria-label': `Rewind to before: ${text.slice(0, 60)}`, onclick: rewind }, 'Rewind'),
+        el('button', { type: 'button', class: 'link', 'aria-label': `Fork from before: ${text.slice(0, 60)}`, onclick: fork }, 'Fork'))));
+  }
+
+  /**
+   * What the conversation shows after rewinds: walking back from the end, a rewind at seq R
+   * to T hides everything from T up to R (its own undo, a later rewind to before R, shows it
+   * again). Every rendered node carries the seq of the event that made it.
+   */
+  applySurface() {
+    const intervals = [];
+    let end = Infinity;
+    for (let i = this.rewinds.length - 1; i >= 0; i -= 1) {
+      const r = this.rewinds[i];
+      if (r.seq >= end) continue;
+      intervals.push([r.seq + 1, end]);
+      end = r.to;
+    }
+    intervals.push([0, end]);
+    const shown = (seq) => intervals.some(([from, to]) => seq >= from && seq < to);
+    for (const node of this.transcript.children) {
+      const seq = Number(node.dataset.seq);
+      if (!Number.isNaN(seq)) node.hidden = !shown(seq);
+    }
   }
 
   event(ev) {
     const data = ev.data || {};
+    this.seq = ev.seq;
     switch (ev.type) {
       case 'user/message': {
         const source = data.source ? data.source.kind : 'user';
         if (source !== 'user' && source !== undefined) return;
-        this.append(el('div', { class: 'msg user' }, renderMarkdown(textOf(data.content))));
+        this.userMessage(ev.seq, textOf(data.content));
         return;
       }
+      case 'surface/rewind':
+        this.rewinds.push({ seq: ev.seq, to: data.toSeq });
+        this.applySurface();
+        return;
       case 'assistant/chunk':
         this.chunk(data);
         return;
@@ -252,10 +330,14 @@ class View {
     try { args = typeof data.arguments === 'string' ? JSON.parse(data.arguments) : data.arguments || {}; } catch (_) { args = {}; }
     const what = args.command || args.path || args.file_path || args.pattern || args.query || '';
     const output = el('pre', { class: 'output', 'aria-label': `${data.name} output` });
+    const diff = typeof args.old_string === 'string' && typeof args.new_string === 'string'
+      ? renderDiff(args.old_string, args.new_string, what)
+      : null;
     const state = el('span', { class: 'state' }, 'running');
     const card = el('details', { class: 'tool', open: true, 'data-call': data.callId },
       el('summary', {}, el('span', { class: 'name' }, data.name), ' ',
         el('span', { class: 'what' }, what), ' ', state),
+      diff,
       output);
     this.cards.set(data.callId, { card, output, state });
     this.append(card);
@@ -275,6 +357,7 @@ class View {
   }
 
   append(node) {
+    if (node.dataset.seq === undefined) node.dataset.seq = String(this.seq);
     this.transcript.append(node);
     this.follow();
   }
@@ -387,6 +470,79 @@ class View {
   }
 }
 
+// ---- Full-text search across every session (`GET /api/v1/sessions?q=`). ----
+
+async function search(query) {
+  const nav = $('results-nav');
+  const list = $('results');
+  if (!query.trim()) {
+    nav.hidden = true;
+    list.replaceChildren();
+    return;
+  }
+  let found;
+  try {
+    found = await api('GET', `/api/v1/sessions?q=${encodeURIComponent(query)}`);
+  } catch (e) {
+    showLink(`search failed: ${e.message}`);
+    return;
+  }
+  list.replaceChildren();
+  for (const hit of found.sessions || []) {
+    const listed = app.sessions.find((s) => s.id === hit.id);
+    list.append(el('li', { class: 'hit' },
+      el('a', { href: `#/s/${encodeURIComponent(hit.id)}` }, nameOf(listed, hit.id)),
+      el('span', { class: 'info' }, hit.snippet || '')));
+  }
+  if (!list.childNodes.length) list.append(el('li', { class: 'info' }, `nothing found for “${query}”`));
+  nav.hidden = false;
+}
+
+// ---- Workspace trust: asked in the page for an undecided workspace (`/api/v1/trust`). ----
+
+async function showTrust(id, cwd) {
+  const box = $('trust');
+  box.hidden = true;
+  box.replaceChildren();
+  if (!cwd) return;
+  let ws;
+  try {
+    ws = await api('GET', `/api/v1/trust?cwd=${encodeURIComponent(cwd)}`);
+  } catch (_) {
+    return;
+  }
+  if (app.id !== id) return;
+  const decide = (level) => async () => {
+    try {
+      const before = ws.level;
+      const after = await api('POST', '/api/v1/trust', { cwd, level });
+      // A hosted session keeps the agent it was built with: closed, its next message resumes
+      // it on an agent built with the decision.
+      if (after.level !== before && !(app.view && app.view.running)) {
+        await api('POST', `/api/v1/sessions/${encodeURIComponent(id)}/close`, {}).catch(() => null);
+      }
+      showLink(`${after.root} is now ${after.level}: from the session's next message`);
+      showTrust(id, cwd);
+    } catch (e) {
+      showLink(`not recorded: ${e.message}`);
+    }
+  };
+  const files = (ws.files || []).map((f) => el('li', {}, `${f.file}: ${(f.what || []).join(', ')}`));
+  if (ws.ask) {
+    box.append(el('div', { role: 'dialog', 'aria-label': 'Trust this workspace?', class: 'trust' },
+      el('h2', {}, 'Trust this workspace?'),
+      el('p', {}, `${ws.root} has files that would run code or widen what keel may do. Until you trust it, keel leaves them alone:`),
+      files.length ? el('ul', {}, files) : null,
+      el('div', { class: 'row' },
+        el('button', { type: 'button', onclick: decide('trusted') }, 'Trust'),
+        el('button', { type: 'button', onclick: decide('untrusted') }, 'Do not trust'))));
+    box.hidden = false;
+  } else if (ws.notice) {
+    box.append(el('p', { class: 'notice' }, ws.notice));
+    box.hidden = false;
+  }
+}
+
 function openSession(id) {
   if (app.source) app.source.close();
   app.id = id;
@@ -396,17 +552,24 @@ function openSession(id) {
   const listed = app.sessions.find((s) => s.id === id);
   $('title').textContent = nameOf(listed, id);
   $('meta').textContent = listed ? listed.cwd || '' : '';
+  showTrust(id, listed && listed.cwd);
   renderSessions();
   const source = new EventSource(`/api/v1/sessions/${encodeURIComponent(id)}/events`);
   app.source = source;
   const view = app.view;
-  source.onopen = () => showLink('');
   // The log's replay is over once the live stream's `pending` comes (a hosted session).
-  source.addEventListener('pending', () => { view.live = true; });
+  source.addEventListener('pending', () => {
+    view.live = true;
+    showLink('');
+  });
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) {
       showLink('the server refused the event stream: reload the page');
+    } else if (!view.live) {
+      // The stream of a session the server does not run ends; the browser looks again.
+      showLink('not running on the server (stored): your next message resumes it');
     } else {
+      view.live = false;
       showLink('reconnecting to the server…');
     }
   };
@@ -477,6 +640,7 @@ document.addEventListener('DOMContentLoaded', async () => {
     create($('new-cwd').value.trim());
   });
   $('filter').addEventListener('input', renderSessions);
+  $('search-form').addEventListener('submit', (e) => { e.preventDefault(); search($('search').value); });
   $('composer').addEventListener('submit', (e) => { e.preventDefault(); send(); });
   $('stop').addEventListener('click', stop);
   $('message').addEventListener('keydown', (e) => {

@@ -1,9 +1,12 @@
 //! The web app in a real browser: `web/app_test.py` (Playwright, pinned in
 //! `web/requirements.txt`, installed by `.ci/run` into `web/.venv`) drives Debian's Chromium
 //! against a real `keel serve` and the loopback mock model: without the token the page gets no
-//! data; with it, a session is created in a workspace, a prompt's answer streams in, a `bash`
-//! call is approved in the dialog and its card shows the output, two tabs on the session stay
-//! in step, and a page reloaded mid-turn goes on with the stream. This side then checks the
+//! data; with it, a session is created in a workspace, a prompt's answer streams in, an
+//! escalated `bash` call is approved in the dialog and its card shows the output, two tabs on
+//! the session stay in step, a page reloaded mid-turn goes on with the stream, an `edit` shows
+//! as a diff, a rewind from a message takes its turn out of the conversation and the file back,
+//! a fork from another opens the fork, and search finds the first session by a word; in an
+//! undecided workspace the page asks whether to trust it and the server records the answer. This side then checks the
 //! server's log for what the browser did. Screenshots go to `web/artifacts/`. Without
 //! Playwright or Chromium the test is skipped, except under CI, where it fails.
 
@@ -19,7 +22,7 @@ responses:
     text: "Hello from the browser."
   - match: { last_user_contains: "run the check" }
     tool_calls:
-      - { id: b1, name: bash, arguments: { command: "echo checked-by-keel" } }
+      - { id: b1, name: bash, arguments: { command: "echo checked-by-keel", sandbox_permissions: danger-full-access, justification: "the check reads outside the workspace" } }
   - match: { last_user_contains: "run the check" }
     text: "The check ran."
   - match: { last_user_contains: "from the second tab" }
@@ -28,6 +31,14 @@ responses:
     behaviour: stall
     stall_ms: 3000
     text: "Slow but complete."
+  - match: { last_user_contains: "fix the notes" }
+    tool_calls:
+      - { id: r1, name: read, arguments: { path: notes.txt } }
+  - match: { last_user_contains: "fix the notes" }
+    tool_calls:
+      - { id: e1, name: edit, arguments: { file_path: notes.txt, old_string: "hello", new_string: "hello, world" } }
+  - match: { last_user_contains: "fix the notes" }
+    text: "Edited."
 "#;
 
 fn dir() -> PathBuf {
@@ -42,6 +53,33 @@ fn tools() -> Option<(PathBuf, PathBuf)> {
     (python.exists() && chromium.exists()).then_some((python, chromium))
 }
 
+/// Run `app_test.py SCENARIO` against `server`: what it printed (JSON).
+fn browse(
+    scenario: &str,
+    server: &Server,
+    env: &Env,
+    artifacts: &Path,
+    python: &Path,
+    chromium: &Path,
+) -> Value {
+    let out = Command::new(python)
+        .arg(dir().join("app_test.py"))
+        .arg(scenario)
+        .arg(&server.url)
+        .arg(&env.ws)
+        .arg(artifacts)
+        .env("KEEL_TEST_CHROMIUM", chromium)
+        .env("HOME", env.root())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
 #[test]
 fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs() {
     let Some((python, chromium)) = tools() else {
@@ -53,59 +91,29 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
         return;
     };
     let env = Env::new();
+    env.write("notes.txt", "hello\n");
     let mock = Mock::start(SCRIPT);
-    let server = Server::start_with(
-        &env,
-        &mock,
-        &["--sandbox", "read-only", "--approval", "ask"],
-    );
+    // keel's defaults (workspace-write, ask): the edit runs, the escalated command is asked.
+    let server = Server::start(&env, &mock);
     let artifacts = dir().join("artifacts");
     // This run's screenshots only.
     let _ = std::fs::remove_dir_all(&artifacts);
-    let out = Command::new(python)
-        .arg(dir().join("app_test.py"))
-        .arg(&server.url)
-        .arg(&env.ws)
-        .arg(&artifacts)
-        .env("KEEL_TEST_CHROMIUM", chromium)
-        .env("HOME", env.root())
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stderr}\n{stdout}");
-    let shown: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let shown = browse("main", &server, &env, &artifacts, &python, &chromium);
     let id = shown["session"].as_str().unwrap();
     wait_idle(&server, id);
 
     // The server's log holds what the browser did: in the workspace it named, the prompts of
-    // both tabs, the approval it gave and the command's output.
-    let file = env
-        .session_files()
-        .into_iter()
-        .find(|f| f.to_string_lossy().contains(id))
-        .unwrap_or_else(|| panic!("no session file for {id}"));
-    let events = load_consistent(&file);
+    // both tabs, the approvals it gave, the command's output, the rewind.
+    let events = events_of(&env, id);
     let of = |ty: &str| -> Vec<&Value> { events.iter().filter(|e| e["type"] == ty).collect() };
-    let prompts: Vec<String> = of("user/message")
-        .iter()
-        .filter(|e| e["data"]["source"]["kind"] == "user")
-        .map(|e| {
-            e["data"]["content"][0]["text"]
-                .as_str()
-                .unwrap_or("")
-                .to_owned()
-        })
-        .collect();
     assert_eq!(
-        prompts,
+        prompts(&events),
         [
             "say hello",
             "run the check",
             "from the second tab",
-            "take your time"
+            "take your time",
+            "fix the notes"
         ]
     );
     let decided = of("approval/decided");
@@ -117,7 +125,17 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
             .any(|e| e.to_string().contains("checked-by-keel")),
         "the approved command ran"
     );
-    for shot in ["answer", "approval", "session"] {
+    assert_eq!(of("surface/rewind").len(), 1, "one rewind");
+    assert_eq!(
+        env.read("notes.txt"),
+        "hello\n",
+        "the rewind restored the file"
+    );
+    // The fork: seeded with the first session's log up to before "run the check".
+    let fork = events_of(&env, shown["fork"].as_str().unwrap());
+    assert!(fork.iter().any(|e| e["type"] == "session/end-seed"));
+    assert_eq!(prompts(&fork), ["say hello"]);
+    for shot in ["answer", "approval", "session", "search"] {
         let png = artifacts.join(format!("{shot}.png"));
         let bytes = std::fs::read(&png).unwrap_or_default();
         assert!(
@@ -126,4 +144,50 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
             png.display()
         );
     }
+}
+
+/// Session `id`'s events on disk.
+fn events_of(env: &Env, id: &str) -> Vec<Value> {
+    let file = env
+        .session_files()
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(id))
+        .unwrap_or_else(|| panic!("no session file for {id}"));
+    load_consistent(&file)
+}
+
+/// The person's prompts in `events`, in order.
+fn prompts(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "user")
+        .map(|e| {
+            e["data"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_web_app_asks_whether_to_trust_an_undecided_workspace_and_the_server_records_it() {
+    let Some((python, chromium)) = tools() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Playwright (tests/serve/web/.venv) or Chromium is missing: .ci/run installs them"
+        );
+        return;
+    };
+    let env = Env::untrusted();
+    let hook = serde_json::json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command",
+        "command": "true"}]}]}});
+    env.write(".claude/settings.json", &hook.to_string());
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let artifacts = env.root().join("artifacts");
+    browse("trust", &server, &env, &artifacts, &python, &chromium);
+    let cwd = env.ws.to_str().unwrap().replace('/', "%2F");
+    let trust = server.call("GET", &format!("/api/v1/trust?cwd={cwd}"), None);
+    assert_eq!(trust.json()["level"], "trusted", "{}", trust.body);
 }

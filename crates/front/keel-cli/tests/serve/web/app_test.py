@@ -3,7 +3,7 @@ Chromium by its path, against the real `keel serve` that tests/serve/web_app.rs 
 the loopback mock model). Every step finds controls by their accessible names, as a person
 using a screen reader would. Exits non-zero with what failed; screenshots go to ARTIFACTS.
 
-Usage: app_test.py URL_WITH_TOKEN WORKSPACE ARTIFACTS
+Usage: app_test.py main|trust URL_WITH_TOKEN WORKSPACE ARTIFACTS
 """
 
 import json
@@ -14,7 +14,7 @@ import urllib.parse
 
 from playwright.sync_api import expect, sync_playwright
 
-URL, WORKSPACE, ARTIFACTS = sys.argv[1], sys.argv[2], sys.argv[3]
+SCENARIO, URL, WORKSPACE, ARTIFACTS = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 CHROMIUM = os.environ.get("KEEL_TEST_CHROMIUM", "/usr/bin/chromium")
 TIMEOUT = 30_000
 
@@ -37,7 +37,15 @@ def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            run(browser)
+            {"main": run, "trust": trust}[SCENARIO](browser)
+        except Exception:
+            # What each page showed when it failed.
+            for i, page in enumerate(p for c in browser.contexts for p in c.pages):
+                try:
+                    shot(page, f"failure-{SCENARIO}-{i}")
+                except Exception:
+                    pass
+            raise
         finally:
             browser.close()
 
@@ -78,7 +86,8 @@ def run(browser):
     expect(page.get_by_role("link", name="say hello")).to_be_visible()
     shot(page, "answer")
 
-    # A bash call asks first: approved in the dialog, its card shows the output.
+    # A bash call asking to leave the sandbox asks first: approved in the dialog, its card
+    # shows the output.
     send(page, "run the check")
     dialog = page.get_by_role("dialog", name="Allow bash?")
     expect(dialog).to_be_visible()
@@ -106,15 +115,76 @@ def run(browser):
     page.reload()
     expect(page.get_by_role("region", name="Conversation").get_by_text("Slow but complete.")).to_be_visible()
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+
+    # An edit (the default sandbox lets it change the workspace): its card shows a diff.
+    send(page, "fix the notes")
+    transcript = page.get_by_role("region", name="Conversation")
+    diff = transcript.get_by_label(re.compile(r"^diff of .*notes\.txt$"))
+    expect(diff.locator("del")).to_have_text("- hello\n")
+    expect(diff.locator("ins")).to_have_text("+ hello, world\n")
+    expect(transcript.get_by_text("Edited.")).to_be_visible()
     shot(page, "session")
+    with open(os.path.join(WORKSPACE, "notes.txt")) as f:
+        notes = f.read()
+    assert notes == "hello, world\n", notes
+
+    # Rewound to before that message: its turn leaves the conversation, the file is as it was,
+    # and the prompt is back in the composer.
+    transcript.get_by_role("button", name="Rewind to before: fix the notes").click()
+    expect(transcript.get_by_text("Edited.")).to_be_hidden()
+    expect(transcript.get_by_text("Slow but complete.")).to_be_visible()
+    expect(page.get_by_role("textbox", name="Message")).to_have_value("fix the notes")
+    with open(os.path.join(WORKSPACE, "notes.txt")) as f:
+        notes = f.read()
+    assert notes == "hello\n", notes
+    page.get_by_role("textbox", name="Message").fill("")
+
+    # Forked from before the check: the fork opens, holding what came before it only.
+    first = urllib.parse.unquote(session_url.split("#/s/", 1)[1])
+    transcript.get_by_role("button", name="Fork from before: run the check").click()
+    expect(page).not_to_have_url(session_url)
+    fork = urllib.parse.unquote(page.url.split("#/s/", 1)[1])
+    transcript = page.get_by_role("region", name="Conversation")
+    expect(transcript.get_by_text("Hello from the browser.")).to_be_visible()
+    expect(transcript.get_by_text("The check ran.")).to_have_count(0)
+
+    # Full-text search finds the first session by a word of its answers.
+    search = page.get_by_role("searchbox", name="Search every session")
+    search.fill("complete")
+    search.press("Enter")
+    results = page.get_by_role("navigation", name="Search results")
+    expect(results.get_by_role("link", name="say hello")).to_have_count(1)
+    shot(page, "search")
 
     # What the page showed, for the Rust side to check against the server's log.
-    print(json.dumps({"session": urllib.parse.unquote(session_url.split("#/s/", 1)[1])}))
+    print(json.dumps({"session": first, "fork": fork}))
+
+
+def trust(browser):
+    """An undecided workspace: the page asks, and the answer is the server's."""
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT)
+    page.goto(URL)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_role("textbox", name="Workspace").fill(WORKSPACE)
+    page.get_by_role("button", name="Create").click()
+    dialog = page.get_by_role("dialog", name="Trust this workspace?")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text(".claude/settings.json: hooks.UserPromptSubmit")
+    shot(page, "trust")
+    dialog.get_by_role("button", name="Trust", exact=True).click()
+    expect(dialog).to_be_hidden()
+    expect(page.get_by_role("status")).to_contain_text("is now trusted")
+    print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
 
 
 if __name__ == "__main__":
     try:
         main()
     except Exception as e:  # the failure, named, for the Rust test's message
+        import traceback
+
+        traceback.print_exc()
         print(f"web app test failed: {type(e).__name__}: {e}", file=sys.stderr)
         sys.exit(1)
