@@ -12,7 +12,7 @@ mod sessions;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use config::{ConfigCommand, McpAddArgs, McpCommand, TrustArgs};
-pub use serve::{AcpArgs, AttachArgs, BatchArgs, BatchJobArgs, McpServerArgs, ServeArgs};
+pub use serve::{AcpArgs, AttachArgs, BatchArgs, BatchJobArgs, McpServerArgs, ServeArgs, WebArgs};
 pub use sessions::{
     CardsCommand, ChatArgs, CompactArgs, ContinuityCommand, DemoArgs, ExportFormat, ForkArgs,
     ProvenanceCommand, ResumeArgs, ReviewArgs, RewindArgs, RunArgs, SessionsCommand, TraceArgs,
@@ -286,6 +286,15 @@ pub enum Command {
     /// The server's configuration, sandbox, approval policy and trust apply, not this
     /// command's flags.
     Attach(AttachArgs),
+    /// The web app in your browser (docs/web-app.md): the running `keel serve`'s, else a
+    /// server started now in the background (it keeps running; stop it with
+    /// `kill $(jq .pid $KEEL_HOME/serve.json)` or Ctrl-C where it was started).
+    ///
+    /// The browser ($BROWSER, else xdg-open or open) opens the server's URL with its token,
+    /// on a new-session form for DIR. The URL is printed too (`keel web: URL`). A server
+    /// started here runs with this command's global flags (--model, --sandbox, -c…) and logs
+    /// to $KEEL_HOME/serve.log.
+    Web(WebArgs),
     /// Workspace trust: whether a repository's own hooks, MCP servers and configuration may
     /// take effect (docs/trust.md).
     ///

@@ -620,7 +620,17 @@ async function create(cwd) {
 
 function route() {
   const match = /^#\/s\/(.+)$/.exec(location.hash);
-  if (match) openSession(decodeURIComponent(match[1]));
+  if (match) {
+    openSession(decodeURIComponent(match[1]));
+    return;
+  }
+  // `keel web DIR`: the new-session form, for DIR.
+  const fresh = /^#\/new\?cwd=(.+)$/.exec(location.hash);
+  if (fresh) {
+    $('new-form').hidden = false;
+    $('new-cwd').value = decodeURIComponent(fresh[1]);
+    $('new-cwd').focus();
+  }
 }
 
 document.addEventListener('DOMContentLoaded', async () => {

@@ -41,6 +41,21 @@ pub struct AttachArgs {
     pub server: Option<String>,
 }
 
+/// `keel web`.
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// The workspace to open a new session in (default: the working directory).
+    #[arg(value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
+    /// Where a server started here listens (0: a free port); a server already running is
+    /// used wherever it listens.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub listen: std::net::SocketAddr,
+    /// Print the URL without opening a browser.
+    #[arg(long)]
+    pub no_open: bool,
+}
+
 /// `keel serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {

@@ -22,6 +22,7 @@ mod sessions;
 mod source;
 mod trust;
 mod tui;
+mod web;
 
 use crate::cli::{Cli, Command, Common};
 use anyhow::{Context, Result};
@@ -311,6 +312,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Acp(args) => acp::run(&ctx, args),
         Command::Serve(args) => serve::run(&ctx, args),
         Command::Attach(args) => attach::run(&ctx, args, cli.alt_screen),
+        Command::Web(args) => web::run(&ctx, &args),
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
         Command::Trust(args) => trust::run(&ctx, args),
         Command::Batch(args) => batch::run(&ctx, args),

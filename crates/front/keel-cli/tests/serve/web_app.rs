@@ -62,10 +62,22 @@ fn browse(
     python: &Path,
     chromium: &Path,
 ) -> Value {
+    browse_url(scenario, &server.url, env, artifacts, python, chromium)
+}
+
+/// [`browse`] from `url`.
+fn browse_url(
+    scenario: &str,
+    url: &str,
+    env: &Env,
+    artifacts: &Path,
+    python: &Path,
+    chromium: &Path,
+) -> Value {
     let out = Command::new(python)
         .arg(dir().join("app_test.py"))
         .arg(scenario)
-        .arg(&server.url)
+        .arg(url)
         .arg(&env.ws)
         .arg(artifacts)
         .env("KEEL_TEST_CHROMIUM", chromium)
@@ -190,4 +202,122 @@ fn the_web_app_asks_whether_to_trust_an_undecided_workspace_and_the_server_recor
     let cwd = env.ws.to_str().unwrap().replace('/', "%2F");
     let trust = server.call("GET", &format!("/api/v1/trust?cwd={cwd}"), None);
     assert_eq!(trust.json()["level"], "trusted", "{}", trust.body);
+}
+
+#[test]
+fn keel_web_starts_a_server_once_and_opens_the_browser_on_a_new_session_form_for_the_directory() {
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    // A browser that notes the URL it is given.
+    let browser = env.root().join("browser.sh");
+    let opened = env.root().join("opened.txt");
+    std::fs::write(
+        &browser,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$1\" >> {}\n", opened.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &browser,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let web = || {
+        let out = env
+            .keel(&mock.base_url())
+            .args(["web", "--listen", "127.0.0.1:0"])
+            .env("BROWSER", &browser)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        stdout
+            .trim()
+            .strip_prefix("keel web: ")
+            .unwrap_or_else(|| panic!("{stdout}"))
+            .to_owned()
+    };
+    let first = web();
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home.join("serve.json")).unwrap())
+            .unwrap();
+    let pid = saved["pid"].as_i64().unwrap() as i32;
+    let stop = Stop(pid);
+    let token = saved["token"].as_str().unwrap();
+    let ws = env.ws.canonicalize().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "{}#/new?cwd={}",
+            saved["url"].as_str().unwrap(),
+            ws.display()
+        )
+    );
+    assert!(first.contains(&format!("?token={token}")));
+    // The server answers, and is not the terminal's: its own process group.
+    let addr: std::net::SocketAddr = first
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let auth = format!("Bearer {token}");
+    let listed = crate::client::request(
+        addr,
+        "GET",
+        "/api/v1/sessions",
+        &[("Authorization", &auth), ("Host", &addr.to_string())],
+        None,
+    );
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    // SAFETY: getpgid(2) only reads.
+    assert_eq!(unsafe { libc::getpgid(pid) }, pid, "its own process group");
+    // Run again: the same server, opened again.
+    assert_eq!(web(), first);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&opened)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 2
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the browser was not opened twice"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let urls = std::fs::read_to_string(&opened).unwrap();
+    assert!(urls.lines().all(|u| u == first), "{urls}");
+    // The page the browser gets: the new-session form, for the directory.
+    if let Some((python, chromium)) = tools() {
+        let artifacts = env.root().join("artifacts");
+        let shown = browse_url("open", &first, &env, &artifacts, &python, &chromium);
+        let id = shown["session"].as_str().unwrap();
+        let state = crate::client::request(
+            addr,
+            "GET",
+            &format!("/api/v1/sessions/{id}"),
+            &[("Authorization", &auth), ("Host", &addr.to_string())],
+            None,
+        );
+        assert_eq!(state.json()["cwd"], ws.to_str().unwrap(), "{}", state.body);
+    }
+    drop(stop);
+}
+
+/// SIGTERMs the server `keel web` started when the test ends, and waits for it.
+struct Stop(i32);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) of the server this test started.
+        unsafe { libc::kill(self.0, libc::SIGTERM) };
+        for _ in 0..200 {
+            // SAFETY: kill(2) with signal 0 only checks for existence.
+            if unsafe { libc::kill(self.0, 0) } != 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+    }
 }

@@ -3,7 +3,7 @@ Chromium by its path, against the real `keel serve` that tests/serve/web_app.rs 
 the loopback mock model). Every step finds controls by their accessible names, as a person
 using a screen reader would. Exits non-zero with what failed; screenshots go to ARTIFACTS.
 
-Usage: app_test.py main|trust URL_WITH_TOKEN WORKSPACE ARTIFACTS
+Usage: app_test.py main|trust|open URL_WITH_TOKEN WORKSPACE ARTIFACTS
 """
 
 import json
@@ -37,7 +37,7 @@ def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            {"main": run, "trust": trust}[SCENARIO](browser)
+            {"main": run, "trust": trust, "open": opened}[SCENARIO](browser)
         except Exception:
             # What each page showed when it failed.
             for i, page in enumerate(p for c in browser.contexts for p in c.pages):
@@ -158,6 +158,17 @@ def run(browser):
 
     # What the page showed, for the Rust side to check against the server's log.
     print(json.dumps({"session": first, "fork": fork}))
+
+
+def opened(browser):
+    """The URL `keel web DIR` opened: the new-session form, for DIR."""
+    page = browser.new_context().new_page()
+    page.set_default_timeout(TIMEOUT)
+    page.goto(URL)
+    expect(page.get_by_role("textbox", name="Workspace")).to_have_value(WORKSPACE)
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(r"#/s/"))
+    print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
 
 
 def trust(browser):
