@@ -287,8 +287,8 @@ pub enum Command {
     /// command's flags.
     Attach(AttachArgs),
     /// The web app in your browser (docs/web-app.md): the running `keel serve`'s, else a
-    /// server started now in the background (it keeps running; stop it with
-    /// `kill $(jq .pid $KEEL_HOME/serve.json)` or Ctrl-C where it was started).
+    /// server started now in the background (it keeps running, in a process group of its
+    /// own; stop it with `kill PID`, the `pid` of $KEEL_HOME/serve.json).
     ///
     /// The browser ($BROWSER, else xdg-open or open) opens the server's URL with its token,
     /// on a new-session form for DIR. The URL is printed too (`keel web: URL`). A server

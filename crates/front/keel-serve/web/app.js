@@ -179,6 +179,21 @@ class View {
     this.running = false;
     this.rewinds = []; // surface/rewind events: { seq, to }
     this.seq = 0; // the seq of the event being rendered
+    this.stats = { turns: 0, steps: 0, input: 0, output: 0, cached: 0, rate: null };
+    this.stepStarted = new Map(); // "turn/step" -> time of its first chunk
+    $('stats').textContent = '';
+  }
+
+  /** The strip under the title: turns, steps, tokens, cache hits, the last step's speed. */
+  renderStats() {
+    const s = this.stats;
+    const parts = [`${s.turns} turn${s.turns === 1 ? '' : 's'}`, `${s.steps} step${s.steps === 1 ? '' : 's'}`];
+    if (s.input || s.output) {
+      parts.push(`${s.input.toLocaleString('en')} in / ${s.output.toLocaleString('en')} out tokens`);
+      if (s.input) parts.push(`cache hit ${Math.round((100 * s.cached) / s.input)} %`);
+    }
+    if (s.rate) parts.push(`${s.rate.toFixed(0)} tok/s`);
+    $('stats').textContent = parts.join(' · ');
   }
 
   /** The person's message, with what can be done from it: rewind to it, fork from it. */
@@ -248,12 +263,27 @@ class View {
         this.rewinds.push({ seq: ev.seq, to: data.toSeq });
         this.applySurface();
         return;
-      case 'assistant/chunk':
+      case 'assistant/chunk': {
+        const key = `${data.turn}/${data.step}`;
+        if (!this.stepStarted.has(key)) this.stepStarted.set(key, ev.time);
         this.chunk(data);
         return;
-      case 'assistant/message':
+      }
+      case 'assistant/message': {
+        const usage = data.usage || {};
+        const s = this.stats;
+        s.steps += 1;
+        s.input += usage.inputTokens || 0;
+        s.output += usage.outputTokens || 0;
+        s.cached += usage.cacheReadTokens || 0;
+        const started = this.stepStarted.get(`${data.turn}/${data.step}`);
+        if (started && ev.time > started && usage.outputTokens) {
+          s.rate = usage.outputTokens / ((ev.time - started) / 1000);
+        }
+        this.renderStats();
         this.message(data);
         return;
+      }
       case 'tool/call':
         this.toolCall(data);
         return;
@@ -261,11 +291,16 @@ class View {
         this.toolResult(data);
         return;
       case 'turn/start':
+        this.stats.turns += 1;
+        this.renderStats();
         this.setRunning(true);
         return;
       case 'turn/end': {
         this.setRunning(false);
-        if (this.live) loadSessions();
+        if (this.live) {
+          loadSessions();
+          loadState(this.id);
+        }
         const reason = data.reason ? data.reason.kind : 'completed';
         this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}`));
         return;
@@ -553,6 +588,7 @@ function openSession(id) {
   $('title').textContent = nameOf(listed, id);
   $('meta').textContent = listed ? listed.cwd || '' : '';
   showTrust(id, listed && listed.cwd);
+  loadState(id);
   renderSessions();
   const source = new EventSource(`/api/v1/sessions/${encodeURIComponent(id)}/events`);
   app.source = source;
@@ -582,6 +618,32 @@ function openSession(id) {
   source.addEventListener('request', (m) => view.request(JSON.parse(m.data)));
   source.addEventListener('resolved', (m) => view.resolved(JSON.parse(m.data).requestId));
   $('message').focus();
+}
+
+// ---- The session's settings: mode, model, effort (`GET`/`POST /api/v1/sessions/{id}/…`). ----
+
+async function loadState(id) {
+  let state;
+  try {
+    state = await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}`);
+  } catch (_) {
+    return;
+  }
+  if (app.id !== id) return;
+  $('mode').value = state.plan ? 'plan' : state.mode || 'default';
+  $('model').value = state.model || '';
+  $('effort').value = state.effort || '';
+}
+
+async function setting(path, body, what) {
+  if (!app.id) return;
+  try {
+    await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/${path}`, body);
+    showLink(`${what} set`);
+  } catch (e) {
+    showLink(`${what} not set: ${e.message}`);
+  }
+  loadState(app.id);
 }
 
 async function send() {
@@ -653,6 +715,11 @@ document.addEventListener('DOMContentLoaded', async () => {
   $('search-form').addEventListener('submit', (e) => { e.preventDefault(); search($('search').value); });
   $('composer').addEventListener('submit', (e) => { e.preventDefault(); send(); });
   $('stop').addEventListener('click', stop);
+  $('mode').addEventListener('change', () => setting('mode', { mode: $('mode').value }, `mode ${$('mode').value}`));
+  $('model').addEventListener('change', () => setting('model', { model: $('model').value.trim() }, `model ${$('model').value.trim()}`));
+  $('effort').addEventListener('change', () => {
+    if ($('effort').value) setting('model', { effort: $('effort').value }, `effort ${$('effort').value}`);
+  });
   $('message').addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();

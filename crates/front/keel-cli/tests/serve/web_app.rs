@@ -300,7 +300,13 @@ fn keel_web_starts_a_server_once_and_opens_the_browser_on_a_new_session_form_for
             &[("Authorization", &auth), ("Host", &addr.to_string())],
             None,
         );
-        assert_eq!(state.json()["cwd"], ws.to_str().unwrap(), "{}", state.body);
+        let state = state.json();
+        assert_eq!(state["cwd"], ws.to_str().unwrap(), "{state}");
+        assert_eq!(state["mode"], "read-only", "{state}");
+        assert_eq!(state["model"], "deepseek-v4-pro", "{state}");
+        // The model asked under the name picked in the page.
+        let asked = mock.requests();
+        assert_eq!(asked.last().unwrap()["model"], "deepseek-v4-pro");
     }
     drop(stop);
 }

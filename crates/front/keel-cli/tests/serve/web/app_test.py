@@ -168,6 +168,16 @@ def opened(browser):
     expect(page.get_by_role("textbox", name="Workspace")).to_have_value(WORKSPACE)
     page.get_by_role("button", name="Create").click()
     expect(page).to_have_url(re.compile(r"#/s/"))
+    # The session's settings, from the composer's pickers.
+    page.get_by_role("combobox", name="Mode").select_option("read-only")
+    expect(page.get_by_role("status")).to_have_text("mode read-only set")
+    model = page.get_by_role("textbox", name="Model")
+    model.fill("deepseek-v4-pro")
+    model.press("Enter")
+    expect(page.get_by_role("status")).to_have_text("model deepseek-v4-pro set")
+    send(page, "say hello")
+    expect(page.get_by_text("Hello from the browser.")).to_be_visible()
+    expect(page.get_by_label("Session statistics")).to_contain_text("1 turn · 1 step")
     print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
 
 
