@@ -252,6 +252,8 @@ class View {
   event(ev) {
     const data = ev.data || {};
     this.seq = ev.seq;
+    // The last event rendered, for readers of the page (tests, benchmarks).
+    this.transcript.dataset.last = String(ev.seq);
     switch (ev.type) {
       case 'user/message': {
         const source = data.source ? data.source.kind : 'user';
