@@ -602,7 +602,7 @@ function openSession(id) {
   });
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) {
-      showLink('the server refused the event stream: reload the page');
+      refused(id);
     } else if (!view.live) {
       // The stream of a session the server does not run ends; the browser looks again.
       showLink('not running on the server (stored): your next message resumes it');
@@ -646,6 +646,20 @@ async function setting(path, body, what) {
     showLink(`${what} not set: ${e.message}`);
   }
   loadState(app.id);
+}
+
+/** The event stream was refused: say why, in the server's words. */
+async function refused(id) {
+  try {
+    await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}`);
+    showLink('the server refused the event stream: reload the page');
+  } catch (e) {
+    if (e.status === 401) {
+      showLink('the server does not know this page any more (it restarted with a new token): open the URL it printed');
+    } else {
+      showLink(`this session cannot be shown: ${e.message}`);
+    }
+  }
 }
 
 async function send() {

@@ -327,3 +327,40 @@ impl Drop for Stop {
         }
     }
 }
+
+#[test]
+fn a_damaged_session_log_is_named_in_the_page_and_the_app_goes_on() {
+    let Some((python, chromium)) = tools() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Playwright (tests/serve/web/.venv) or Chromium is missing: .ci/run installs them"
+        );
+        return;
+    };
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "say hello");
+    wait_idle(&server, &id);
+    // A stored session whose third line is not a record, with whole records after it (not a
+    // torn tail, which a load would leave out).
+    let dir = env.home.join("sessions/--damaged--/session-damaged");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ws = serde_json::to_string(&env.ws).unwrap();
+    std::fs::write(
+        dir.join("session.jsonl"),
+        format!(
+            "{{\"type\":\"session\",\"version\":0,\"id\":\"session-damaged\",\"createdAt\":1,\"cwd\":{ws}}}\n\
+             {{\"type\":\"turn/start\",\"seq\":0,\"time\":2,\"data\":{{\"turn\":1}}}}\n\
+             {{\"type\":\"turn/end\",\"seq\":GARBAGE\n\
+             {{\"type\":\"turn/start\",\"seq\":1,\"time\":4,\"data\":{{\"turn\":2}}}}\n\
+             {{\"type\":\"turn/end\",\"seq\":2,\"time\":5,\"data\":{{\"turn\":2,\"reason\":{{\"kind\":\"completed\"}}}}}}\n"
+        ),
+    )
+    .unwrap();
+    let artifacts = env.root().join("artifacts");
+    browse("damaged", &server, &env, &artifacts, &python, &chromium);
+    // Nothing of it was changed by looking.
+    let text = std::fs::read_to_string(dir.join("session.jsonl")).unwrap();
+    assert!(text.contains("GARBAGE"));
+}

@@ -3,7 +3,7 @@ Chromium by its path, against the real `keel serve` that tests/serve/web_app.rs 
 the loopback mock model). Every step finds controls by their accessible names, as a person
 using a screen reader would. Exits non-zero with what failed; screenshots go to ARTIFACTS.
 
-Usage: app_test.py main|trust|open URL_WITH_TOKEN WORKSPACE ARTIFACTS
+Usage: app_test.py main|trust|open|damaged URL_WITH_TOKEN WORKSPACE ARTIFACTS
 """
 
 import json
@@ -37,7 +37,7 @@ def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            {"main": run, "trust": trust, "open": opened}[SCENARIO](browser)
+            {"main": run, "trust": trust, "open": opened, "damaged": damaged}[SCENARIO](browser)
         except Exception:
             # What each page showed when it failed.
             for i, page in enumerate(p for c in browser.contexts for p in c.pages):
@@ -179,6 +179,22 @@ def opened(browser):
     expect(page.get_by_text("Hello from the browser.")).to_be_visible()
     expect(page.get_by_label("Session statistics")).to_contain_text("1 turn · 1 step")
     print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
+
+
+def damaged(browser):
+    """A session whose log is damaged: the page names the damage; the app goes on."""
+    page = browser.new_context().new_page()
+    page.set_default_timeout(TIMEOUT)
+    page.goto(URL)
+    page.goto(BASE + "/#/s/session-damaged")
+    status = page.get_by_role("status")
+    expect(status).to_contain_text("this session cannot be shown")
+    expect(status).to_contain_text("corrupt at line 3")
+    shot(page, "damaged")
+    # The rest of the app still works: another session opens.
+    page.get_by_role("link", name="say hello").click()
+    expect(page.get_by_text("Hello from the browser.")).to_be_visible()
+    print(json.dumps({"shown": True}))
 
 
 def trust(browser):
