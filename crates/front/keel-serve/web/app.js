@@ -302,11 +302,15 @@ class View {
         if (this.live) {
           loadSessions();
           loadState(this.id);
+          loadJobs(this.id);
         }
         const reason = data.reason ? data.reason.kind : 'completed';
         this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}`));
         return;
       }
+      case 'todo/write':
+        this.todos(data.todos);
+        return;
       case 'compaction/end':
         this.append(el('div', { class: 'marker' }, 'history compacted'));
         return;
@@ -443,6 +447,7 @@ class View {
 
   approvalForm(request) {
     const args = request.arguments || {};
+    if (request.tool === 'exit_plan_mode') return this.planForm(request, args);
     const what = args.command || args.path || JSON.stringify(args);
     const answer = (decision) => async () => {
       try {
@@ -459,6 +464,34 @@ class View {
         el('button', { type: 'button', onclick: answer('allow') }, 'Approve'),
         el('button', { type: 'button', onclick: answer('allow_always') }, 'Approve for the session'),
         el('button', { type: 'button', onclick: answer('deny') }, 'Deny')));
+  }
+
+  /** The plan the model offers: read as Markdown; approving it leaves plan mode. */
+  planForm(request, args) {
+    const answer = (decision) => async () => {
+      try {
+        await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/approvals/${encodeURIComponent(request.requestId)}`, { decision });
+      } catch (e) {
+        showLink(`the answer was not taken: ${e.message}`);
+      }
+    };
+    return el('div', { role: 'dialog', 'aria-label': 'Approve the plan?', class: 'approval plan' },
+      el('h2', {}, 'Approve the plan?'),
+      el('div', { class: 'plan-text' }, renderMarkdown(args.plan || '')),
+      el('div', { class: 'row' },
+        el('button', { type: 'button', onclick: answer('allow') }, 'Approve plan'),
+        el('button', { type: 'button', onclick: answer('deny') }, 'Keep planning')));
+  }
+
+  /** The model's todo list (`todo/write`: the whole list each time). */
+  todos(list) {
+    const items = list || [];
+    const done = items.filter((t) => t.status === 'completed').length;
+    $('todo-summary').textContent = `Todo (${done}/${items.length})`;
+    $('todo').replaceChildren(...items.map((t) => el('li', { class: `todo ${t.status}` },
+      el('span', { class: 'mark', 'aria-hidden': 'true' }, t.status === 'completed' ? '✓' : t.status === 'in_progress' ? '▸' : '○'),
+      ` ${t.content}`, el('span', { class: 'visually-hidden' }, ` (${t.status})`))));
+    $('todo-panel').hidden = !items.length;
   }
 
   questionForm(request) {
@@ -591,6 +624,10 @@ function openSession(id) {
   $('meta').textContent = listed ? listed.cwd || '' : '';
   showTrust(id, listed && listed.cwd);
   loadState(id);
+  $('todo-panel').hidden = true;
+  $('jobs-panel').hidden = true;
+  $('job-output').textContent = '';
+  loadJobs(id);
   renderSessions();
   const source = new EventSource(`/api/v1/sessions/${encodeURIComponent(id)}/events`);
   app.source = source;
@@ -660,6 +697,48 @@ async function refused(id) {
       showLink(`this session cannot be shown: ${e.message}`);
     }
   }
+}
+
+// ---- Background jobs and subagents (`GET …/jobs`, `GET …/jobs/{jobId}`, `POST …/kill`). ----
+
+async function loadJobs(id) {
+  let listed;
+  try {
+    listed = await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}/jobs`);
+  } catch (_) {
+    return;
+  }
+  if (app.id !== id) return;
+  const jobs = listed.jobs || [];
+  const running = jobs.filter((j) => j.status === 'running').length;
+  $('jobs-summary').textContent = `Jobs (${running} running, ${jobs.length} in all)`;
+  const path = (job) => `/api/v1/sessions/${encodeURIComponent(id)}/jobs/${encodeURIComponent(job.id)}`;
+  $('jobs').replaceChildren(...jobs.map((job) => el('li', { class: 'job' },
+    el('span', { class: 'name' }, job.id), ` ${job.description || ''} `,
+    el('span', { class: 'info' }, `${job.status}${job.waiting ? ' (waiting)' : ''}`), ' ',
+    el('button', {
+      type: 'button', class: 'link', 'aria-label': `Output of ${job.id}`,
+      onclick: async () => {
+        try {
+          const shown = await api('GET', path(job));
+          $('job-output').textContent = shown.output || '';
+        } catch (e) {
+          showLink(`no output: ${e.message}`);
+        }
+      },
+    }, 'Output'), ' ',
+    job.status === 'running' ? el('button', {
+      type: 'button', class: 'link', 'aria-label': `Stop ${job.id}`,
+      onclick: async () => {
+        try {
+          await api('POST', `${path(job)}/kill`, {});
+        } catch (e) {
+          showLink(`not stopped: ${e.message}`);
+        }
+        loadJobs(id);
+      },
+    }, 'Stop') : null)));
+  $('jobs-panel').hidden = !jobs.length;
 }
 
 async function send() {

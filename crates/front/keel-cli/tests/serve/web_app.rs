@@ -39,6 +39,14 @@ responses:
       - { id: e1, name: edit, arguments: { file_path: notes.txt, old_string: "hello", new_string: "hello, world" } }
   - match: { last_user_contains: "fix the notes" }
     text: "Edited."
+  - match: { last_user_contains: "plan the work" }
+    tool_calls:
+      - { id: t1, name: todo_write, arguments: { todos: [ { content: "Write the test", status: in_progress }, { content: "Fix the bug", status: pending } ] } }
+  - match: { last_user_contains: "plan the work" }
+    tool_calls:
+      - { id: p1, name: exit_plan_mode, arguments: { plan: "1. Write the **test**\n2. Fix the bug" } }
+  - match: { last_user_contains: "plan the work" }
+    text: "Plan approved."
 "#;
 
 fn dir() -> PathBuf {
@@ -302,8 +310,22 @@ fn keel_web_starts_a_server_once_and_opens_the_browser_on_a_new_session_form_for
         );
         let state = state.json();
         assert_eq!(state["cwd"], ws.to_str().unwrap(), "{state}");
-        assert_eq!(state["mode"], "read-only", "{state}");
         assert_eq!(state["model"], "deepseek-v4-pro", "{state}");
+        // Read-only, then plan mode, left by the plan approved in the page.
+        let events = events_of(&env, id);
+        let modes: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "sandbox/mode")
+            .collect();
+        assert!(
+            modes.iter().any(|e| e["data"]["mode"] == "read-only"),
+            "{modes:?}"
+        );
+        let plans: Vec<&Value> = events.iter().filter(|e| e["type"] == "plan/mode").collect();
+        assert!(
+            plans.iter().any(|e| e["data"]["approved"] == true),
+            "the plan approved: {plans:?}"
+        );
         // The model asked under the name picked in the page.
         let asked = mock.requests();
         assert_eq!(asked.last().unwrap()["model"], "deepseek-v4-pro");

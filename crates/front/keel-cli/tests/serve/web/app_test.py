@@ -178,6 +178,18 @@ def opened(browser):
     send(page, "say hello")
     expect(page.get_by_text("Hello from the browser.")).to_be_visible()
     expect(page.get_by_label("Session statistics")).to_contain_text("1 turn · 1 step")
+    # Plan mode: the model's todo list shows, and its plan is approved in the page.
+    page.get_by_role("combobox", name="Mode").select_option("plan")
+    expect(page.get_by_role("status")).to_have_text("mode plan set")
+    send(page, "plan the work")
+    dialog = page.get_by_role("dialog", name="Approve the plan?")
+    expect(dialog.locator("strong")).to_have_text("test")
+    expect(page.get_by_role("group").get_by_text("Todo (0/2)")).to_be_visible()
+    shot(page, "plan")
+    dialog.get_by_role("button", name="Approve plan").click()
+    expect(page.get_by_text("Plan approved.")).to_be_visible()
+    page.get_by_text("Todo (0/2)").click()
+    expect(page.get_by_role("list", name="Todo")).to_contain_text("Write the test (in_progress)")
     print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
 
 
