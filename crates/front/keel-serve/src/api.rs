@@ -90,6 +90,11 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/files/content",
             get(crate::files::content),
         ),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/export",
+            get(crate::files::export),
+        ),
         route("GET", "/api/v1/sessions/{id}/jobs", get(crate::jobs::list)),
         route(
             "GET",

@@ -196,3 +196,41 @@ fn served(path: &str, bytes: Vec<u8>) -> Response {
     }
     response
 }
+
+/// `GET /api/v1/sessions/{id}/export`: the session's HTML page, as `keel sessions export
+/// --format html` writes it (the log on disk, each tool result with its formation graph when
+/// the session has a provenance journal). A page of its own (only its inline styles, no script),
+/// opened beside the app.
+pub(crate) async fn export(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let path = stored_path(&app, &id).await?;
+    let home = app.store.home().to_path_buf();
+    let session = crate::api::load_stored_at(path, &id).await?;
+    let page = tokio::task::spawn_blocking(move || {
+        keel_viewer::session_page(
+            &home,
+            &session,
+            keel_viewer::DEFAULT_GRAPH_BUDGET,
+            keel_host::presenters(),
+        )
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("exporting session {id} failed: {e}")))?
+    .map_err(|e| ApiError::internal(format!("session {id}'s provenance journal: {e}")))?;
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
+                 frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        page.html,
+    )
+        .into_response())
+}

@@ -326,6 +326,14 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                     "description": "A path as `GET …/files` lists it."}],
                 "responses": {"200": {"description": "The file."},
                     "400": error, "403": error, "404": error, "410": error}}},
+            "/api/v1/sessions/{id}/export": {"get": {
+                "summary": "The session's HTML page, as `keel sessions export --format html` \
+                    writes it: the log on disk, each tool result with its formation graph \
+                    when the session has a provenance journal.",
+                "parameters": [id],
+                "responses": {"200": {"description": "The page.",
+                    "content": {"text/html": {"schema": {"type": "string"}}}},
+                    "404": error, "500": error}}},
             "/api/v1/sessions/{id}/jobs": {"get": {
                 "summary": "The session's background jobs (commands and subagents), oldest \
                     first; none for a session this server does not host.",

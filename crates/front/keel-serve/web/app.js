@@ -622,6 +622,8 @@ function openSession(id) {
   const listed = app.sessions.find((s) => s.id === id);
   $('title').textContent = nameOf(listed, id);
   $('meta').textContent = listed ? listed.cwd || '' : '';
+  $('export').href = `/api/v1/sessions/${encodeURIComponent(id)}/export`;
+  $('session-links').hidden = false;
   showTrust(id, listed && listed.cwd);
   loadState(id);
   $('todo-panel').hidden = true;

@@ -19,7 +19,9 @@ pub mod escape;
 mod facts;
 mod html;
 pub mod layout;
+mod page;
 mod svg;
 
 pub use html::{DEFAULT_GRAPH_BUDGET, GRAPH_DEPTH, HtmlOptions, render_html};
+pub use page::{SessionPage, child_snapshots, session_page};
 pub use svg::{trace_svg, trace_svg_document};

@@ -140,32 +140,17 @@ pub fn trace_cmd(ctx: &Ctx, args: TraceArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The journals of the subagent sessions `root` joins, transitively (siblings of `dir` under
-/// `$KEEL_HOME/provenance/`). A child without a journal is left out with a warning: a trace
-/// reaching into it reports `complete: false`.
+/// The subagents' journals of `root` ([`keel_viewer::child_snapshots`]), each one that cannot
+/// be read said on `err`.
 pub(crate) fn child_snapshots(
     dir: &Path,
     root: &Snapshot,
     err: &mut impl Write,
 ) -> Result<Vec<Snapshot>> {
-    let Some(store) = dir.parent() else {
-        return Ok(Vec::new());
-    };
-    let mut seen = vec![root.run_id().to_owned()];
-    let mut pending: Vec<String> = root.child_runs().into_iter().map(str::to_owned).collect();
-    let mut children = Vec::new();
-    while let Some(run) = pending.pop() {
-        if seen.contains(&run) || run.contains('/') || run.contains("..") {
-            continue;
-        }
-        seen.push(run.clone());
-        match load_snapshot(&store.join(&run)) {
-            Ok((child, _)) => {
-                pending.extend(child.child_runs().into_iter().map(str::to_owned));
-                children.push(child);
-            }
-            Err(e) => writeln!(err, "keel: subagent session {run}: {e}")?,
-        }
+    let mut warnings = Vec::new();
+    let children = keel_viewer::child_snapshots(dir, root, &mut warnings);
+    for warning in warnings {
+        writeln!(err, "{warning}")?;
     }
     Ok(children)
 }

@@ -684,40 +684,17 @@ fn export(
 /// The HTML page of `session`, with the formation graphs of its tool results when it has a
 /// provenance journal (and with its subagents' journals in scope, as `keel trace` has them).
 fn html(ctx: &Ctx, session: &keel_session::Session, graph_budget: usize) -> Result<Vec<u8>> {
-    let id = &session.header().id;
-    let dir = keel_provenance::journal_dir(&ctx.home, id)?;
-    if !dir.join(keel_provenance::RECEIPTS_FILE).is_file() {
-        let options = keel_viewer::HtmlOptions {
-            provenance: None,
-            graph_budget,
-            presenters: keel_host::presenters(),
-        };
-        let page = keel_viewer::render_html(session, &options);
-        return Ok(page.into_bytes());
+    let page = keel_viewer::session_page(&ctx.home, session, graph_budget, keel_host::presenters())
+        .with_context(|| {
+            format!(
+                "cannot load the provenance journal of session {}",
+                session.header().id
+            )
+        })?;
+    for warning in &page.warnings {
+        warn(warning);
     }
-    let (snapshot, torn) = keel_provenance::load_snapshot(&dir)
-        .with_context(|| format!("cannot load the provenance journal {}", dir.display()))?;
-    if let Some(t) = torn {
-        warn(&format!(
-            "{}: the journal ends in a torn line (line {}, {} bytes); graphs use the receipts before it",
-            dir.display(),
-            t.line,
-            t.bytes
-        ));
-    }
-    let mut err = std::io::stderr().lock();
-    let children = super::provenance::child_snapshots(&dir, &snapshot, &mut err)?;
-    drop(err);
-    let mut scope = keel_provenance::QueryScope::new(&snapshot);
-    for child in &children {
-        scope = scope.with_child(child);
-    }
-    let options = keel_viewer::HtmlOptions {
-        provenance: Some(&scope),
-        graph_budget,
-        presenters: keel_host::presenters(),
-    };
-    Ok(keel_viewer::render_html(session, &options).into_bytes())
+    Ok(page.html.into_bytes())
 }
 
 fn import(ctx: &Ctx, path: &Path) -> Result<ExitCode> {

@@ -156,6 +156,13 @@ def run(browser):
     expect(results.get_by_role("link", name="say hello")).to_have_count(1)
     shot(page, "search")
 
+    # The session's HTML export, one click away (the fork's: what it holds).
+    with context.expect_page() as popup:
+        page.get_by_role("link", name="HTML export").click()
+    exported = popup.value
+    expect(exported.get_by_text("Hello from the browser.")).to_be_visible()
+    assert "The check ran." not in exported.content()
+
     # What the page showed, for the Rust side to check against the server's log.
     print(json.dumps({"session": first, "fork": fork}))
 
