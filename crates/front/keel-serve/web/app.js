@@ -197,7 +197,7 @@ class View {
   }
 
   /** The person's message, with what can be done from it: rewind to it, fork from it. */
-  userMessage(seq, text) {
+  userMessage(seq, text, images) {
     const rewind = async () => {
       try {
         const done = await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/rewind`, { to: seq, scope: 'both' });
@@ -222,6 +222,7 @@ class View {
     };
     this.append(el('div', { class: 'msg user' },
       renderMarkdown(text),
+      images ? el('p', { class: 'info' }, `with ${images} image${images === 1 ? '' : 's'}`) : null,
       el('div', { class: 'actions' },
         el('button', { type: 'button', class: 'link', 'aria-label': `Rewind to before: ${text.slice(0, 60)}`, onclick: rewind }, 'Rewind'),
         el('button', { type: 'button', class: 'link', 'aria-label': `Fork from before: ${text.slice(0, 60)}`, onclick: fork }, 'Fork'))));
@@ -258,7 +259,8 @@ class View {
       case 'user/message': {
         const source = data.source ? data.source.kind : 'user';
         if (source !== 'user' && source !== undefined) return;
-        this.userMessage(ev.seq, textOf(data.content));
+        this.userMessage(ev.seq, textOf(data.content),
+          (data.content || []).filter((b) => b && b.type === 'image').length);
         return;
       }
       case 'surface/rewind':
@@ -743,13 +745,40 @@ async function loadJobs(id) {
   $('jobs-panel').hidden = !jobs.length;
 }
 
+/** A file as a `data:` URL (what `POST …/messages` takes as an image). */
+function dataUrl(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result));
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+function showAttached() {
+  const files = Array.from($('images').files || []);
+  $('attached').textContent = files.length ? `${files.length} image${files.length === 1 ? '' : 's'}: ${files.map((f) => f.name).join(', ')}` : '';
+}
+
 async function send() {
   const box = $('message');
   const text = box.value;
   if (!text.trim() || !app.id) return;
+  const picker = $('images');
+  let images = [];
+  try {
+    images = await Promise.all(Array.from(picker.files || []).map(dataUrl));
+  } catch (e) {
+    showLink(`an image could not be read: ${e.message}`);
+    return;
+  }
   box.value = '';
   try {
-    await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/messages`, { text, delivery: 'queue' });
+    const body = { text, delivery: 'queue' };
+    if (images.length) body.images = images;
+    await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/messages`, body);
+    picker.value = '';
+    showAttached();
     loadSessions();
   } catch (e) {
     box.value = text;
@@ -812,6 +841,7 @@ document.addEventListener('DOMContentLoaded', async () => {
   $('search-form').addEventListener('submit', (e) => { e.preventDefault(); search($('search').value); });
   $('composer').addEventListener('submit', (e) => { e.preventDefault(); send(); });
   $('stop').addEventListener('click', stop);
+  $('images').addEventListener('change', showAttached);
   $('mode').addEventListener('change', () => setting('mode', { mode: $('mode').value }, `mode ${$('mode').value}`));
   $('model').addEventListener('change', () => setting('model', { model: $('model').value.trim() }, `model ${$('model').value.trim()}`));
   $('effort').addEventListener('change', () => {

@@ -47,6 +47,18 @@ responses:
       - { id: p1, name: exit_plan_mode, arguments: { plan: "1. Write the **test**\n2. Fix the bug" } }
   - match: { last_user_contains: "plan the work" }
     text: "Plan approved."
+  - match: { last_user_contains: "ask me" }
+    tool_calls:
+      - id: q1
+        name: ask_user_question
+        arguments:
+          questions:
+            - { id: lang, header: Language, question: "Which language?", options: [ { label: Rust, description: "fast" }, { label: Go } ] }
+            - { id: name, question: "What is the project called?" }
+  - match: { last_tool_result_contains: "The user answered" }
+    text: "Setting up now."
+  - match: { last_user_contains: "look at this" }
+    text: "A small dot."
 "#;
 
 fn dir() -> PathBuf {
@@ -114,7 +126,8 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
     env.write("notes.txt", "hello\n");
     let mock = Mock::start(SCRIPT);
     // keel's defaults (workspace-write, ask): the edit runs, the escalated command is asked.
-    let server = Server::start(&env, &mock);
+    // The model reads images (for the one sent with a message).
+    let server = Server::start_with(&env, &mock, &["-c", "models.deepseek-v4-flash.vision=true"]);
     let artifacts = dir().join("artifacts");
     // This run's screenshots only.
     let _ = std::fs::remove_dir_all(&artifacts);
@@ -133,8 +146,28 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
             "run the check",
             "from the second tab",
             "take your time",
-            "fix the notes"
+            "fix the notes",
+            "ask me",
+            "look at this"
         ]
+    );
+    // The questions answered in the form: the model got both answers.
+    let answered = mock.requests().iter().any(|r| {
+        let text = r.to_string();
+        text.contains("The user answered") && text.contains("Go") && text.contains("keelweb")
+    });
+    assert!(answered, "the model never got the form's answers");
+    // The image sent with "look at this" reached the model (once: the refused one never left).
+    let with_image: Vec<Value> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.to_string().contains("look at this"))
+        .collect();
+    assert!(
+        with_image
+            .iter()
+            .any(|r| r.to_string().contains("data:image/png;base64,iVBOR")),
+        "no image in {with_image:?}"
     );
     let decided = of("approval/decided");
     assert_eq!(decided.len(), 1, "{decided:?}");

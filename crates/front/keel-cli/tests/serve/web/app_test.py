@@ -128,6 +128,38 @@ def run(browser):
         notes = f.read()
     assert notes == "hello, world\n", notes
 
+    # The model's questions, answered in the form that takes the composer's place.
+    send(page, "ask me")
+    form = page.get_by_role("dialog", name="Questions")
+    expect(form.get_by_text("Which language?")).to_be_visible()
+    form.get_by_role("radio", name="Go").check()
+    form.get_by_role("textbox", name="What is the project called?").fill("keelweb")
+    shot(page, "questions")
+    form.get_by_role("button", name="Answer").click()
+    expect(form).to_be_hidden()
+    expect(transcript.get_by_text("Setting up now.")).to_be_visible()
+
+    # An image sent with a message reaches the model; a file that is no image is refused,
+    # and the page says why (the message stays in the composer).
+    png = os.path.join(ARTIFACTS, "dot.png")
+    with open(png, "wb") as f:
+        f.write(bytes.fromhex(
+            "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+            "0000000d49444154789c6360f8cfc0000003010100c9fe92ef0000000049454e44ae426082"))
+    fake = os.path.join(ARTIFACTS, "fake.png")
+    with open(fake, "w") as f:
+        f.write("this is not an image\n")
+    picker = page.get_by_label("Attach images")
+    picker.set_input_files(fake)
+    send(page, "look at this")
+    expect(page.get_by_role("status")).to_contain_text("not sent: images[0]")
+    expect(page.get_by_role("textbox", name="Message")).to_have_value("look at this")
+    picker.set_input_files(png)
+    expect(page.get_by_text("1 image: dot.png")).to_be_visible()
+    page.get_by_role("textbox", name="Message").press("Enter")
+    expect(transcript.get_by_text("with 1 image")).to_be_visible()
+    expect(transcript.get_by_text("A small dot.")).to_be_visible()
+
     # Rewound to before that message: its turn leaves the conversation, the file is as it was,
     # and the prompt is back in the composer.
     transcript.get_by_role("button", name="Rewind to before: fix the notes").click()
@@ -162,6 +194,19 @@ def run(browser):
     exported = popup.value
     expect(exported.get_by_text("Hello from the browser.")).to_be_visible()
     assert "The check ran." not in exported.content()
+
+    # On a phone-sized screen the app stacks: the conversation and the composer still there.
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    small = phone.new_page()
+    small.set_default_timeout(TIMEOUT)
+    small.goto(URL)
+    small.goto(session_url)
+    expect(small.get_by_role("region", name="Conversation").get_by_text("Hello from the browser.")).to_be_visible()
+    expect(small.get_by_role("textbox", name="Message")).to_be_visible()
+    width = small.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is wider than the screen: {width}px"
+    shot(small, "phone")
+    phone.close()
 
     # What the page showed, for the Rust side to check against the server's log.
     print(json.dumps({"session": first, "fork": fork}))
