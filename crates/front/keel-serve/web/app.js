@@ -632,6 +632,7 @@ function openSession(id) {
   $('jobs-panel').hidden = true;
   $('job-output').textContent = '';
   loadJobs(id);
+  loadCommands(id);
   renderSessions();
   const source = new EventSource(`/api/v1/sessions/${encodeURIComponent(id)}/events`);
   app.source = source;
@@ -760,10 +761,59 @@ function showAttached() {
   $('attached').textContent = files.length ? `${files.length} image${files.length === 1 ? '' : 's'}: ${files.map((f) => f.name).join(', ')}` : '';
 }
 
+// ---- `/` commands (`GET …/commands`, `POST …/commands/{name}`). ----
+
+async function loadCommands(id) {
+  try {
+    const listed = await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}/commands`);
+    if (app.id === id) app.commands = listed.commands || [];
+  } catch (_) {
+    app.commands = [];
+  }
+}
+
+/** The commands matching what is typed after `/`, offered under the composer. */
+function suggestCommands() {
+  const list = $('commands');
+  const text = $('message').value;
+  const match = /^\/(\S*)$/.exec(text);
+  const offered = match ? (app.commands || []).filter((c) => c.name.startsWith(match[1])) : [];
+  list.replaceChildren(...offered.slice(0, 8).map((c) => el('li', {},
+    el('button', {
+      type: 'button', class: 'link',
+      onclick: () => {
+        $('message').value = `/${c.name} `;
+        list.hidden = true;
+        $('message').focus();
+      },
+    }, `/${c.name}`),
+    c.argumentHint ? ` ${c.argumentHint}` : '',
+    el('span', { class: 'info' }, ` — ${c.description || ''}`))));
+  list.hidden = !offered.length;
+}
+
+/** `/name args` for a command the session offers: run it there. False when it is none. */
+async function runCommand(text) {
+  const match = /^\/(\S+)\s*([\s\S]*)$/.exec(text.trim());
+  if (!match || !(app.commands || []).some((c) => c.name === match[1])) return false;
+  try {
+    const done = await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/commands/${encodeURIComponent(match[1])}`, { args: match[2] });
+    showLink(done && done.message ? done.message : `/${match[1]}: queued`);
+  } catch (e) {
+    showLink(`/${match[1]}: ${e.message}`);
+  }
+  return true;
+}
+
 async function send() {
   const box = $('message');
   const text = box.value;
   if (!text.trim() || !app.id) return;
+  $('commands').hidden = true;
+  if (text.startsWith('/') && await runCommand(text)) {
+    box.value = '';
+    return;
+  }
   const picker = $('images');
   let images = [];
   try {
@@ -842,6 +892,7 @@ document.addEventListener('DOMContentLoaded', async () => {
   $('composer').addEventListener('submit', (e) => { e.preventDefault(); send(); });
   $('stop').addEventListener('click', stop);
   $('images').addEventListener('change', showAttached);
+  $('message').addEventListener('input', suggestCommands);
   $('mode').addEventListener('change', () => setting('mode', { mode: $('mode').value }, `mode ${$('mode').value}`));
   $('model').addEventListener('change', () => setting('model', { model: $('model').value.trim() }, `model ${$('model').value.trim()}`));
   $('effort').addEventListener('change', () => {

@@ -59,6 +59,7 @@ responses:
     text: "Setting up now."
   - match: { last_user_contains: "look at this" }
     text: "A small dot."
+  - text: "Summary: the user said hello and planned the work."
 "#;
 
 fn dir() -> PathBuf {
@@ -358,6 +359,10 @@ fn keel_web_starts_a_server_once_and_opens_the_browser_on_a_new_session_form_for
         assert!(
             plans.iter().any(|e| e["data"]["approved"] == true),
             "the plan approved: {plans:?}"
+        );
+        assert!(
+            events.iter().any(|e| e["type"] == "compaction/end"),
+            "/compact ran on the server"
         );
         // The model asked under the name picked in the page.
         let asked = mock.requests();

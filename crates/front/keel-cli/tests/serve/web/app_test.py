@@ -242,6 +242,14 @@ def opened(browser):
     expect(page.get_by_text("Plan approved.")).to_be_visible()
     page.get_by_text("Todo (0/2)").click()
     expect(page.get_by_role("list", name="Todo")).to_contain_text("Write the test (in_progress)")
+    # `/` offers the session's commands; /compact runs on the server.
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("/comp")
+    box.dispatch_event("input")
+    page.get_by_role("list", name="Commands").get_by_role("button", name="/compact").click()
+    expect(box).to_have_value("/compact ")
+    box.press("Enter")
+    expect(page.get_by_role("region", name="Conversation").get_by_text("history compacted")).to_be_visible()
     print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
 
 
