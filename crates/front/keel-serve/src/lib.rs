@@ -227,8 +227,7 @@ fn router(app: Arc<App>) -> Router {
         .into_iter()
         .fold(Router::new(), |r, route| r.route(route.path, route.handler));
     routes
-        .route("/assets/app.js", axum::routing::get(web::script))
-        .route("/assets/app.css", axum::routing::get(web::styles))
+        .route("/assets/{name}", axum::routing::get(web::asset_named))
         .fallback(api::not_found)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),

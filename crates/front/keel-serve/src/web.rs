@@ -1,6 +1,6 @@
 //! The web app (docs/web-app.md): `GET /` for a browser (a request that accepts `text/html`)
-//! is the app's page; `/assets/app.js` and `/assets/app.css` are its script and styles. All
-//! three are embedded in the binary (no Node.js toolchain to install keel, no CDN at run time)
+//! is the app's page; `/assets/…` are its script modules and styles ([`ASSETS`]). All are
+//! embedded in the binary (no Node.js toolchain to install keel, no CDN at run time)
 //! and pass the same checks as the API (`security::guard`): the page a browser gets from the
 //! printed `/?token=` URL carries the cookie, and a browser without it gets a page that says
 //! where to find the URL, and no data.
@@ -9,8 +9,22 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 const INDEX: &str = include_str!("../web/index.html");
-const APP_JS: &str = include_str!("../web/app.js");
-const APP_CSS: &str = include_str!("../web/app.css");
+
+/// The app's files under `/assets/`: name, type, content. `app.js` is the module the page
+/// loads; it imports the others.
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("app.js", JS, include_str!("../web/app.js")),
+    ("lib.js", JS, include_str!("../web/lib.js")),
+    ("view.js", JS, include_str!("../web/view.js")),
+    ("panels.js", JS, include_str!("../web/panels.js")),
+    (
+        "app.css",
+        "text/css; charset=utf-8",
+        include_str!("../web/app.css"),
+    ),
+];
+
+const JS: &str = "text/javascript; charset=utf-8";
 
 /// What the page may load: only this server's own script, styles and API (no inline script,
 /// no other origin), and it may not be framed by another site.
@@ -58,14 +72,14 @@ fn page(status: StatusCode, body: &'static str) -> Response {
         .into_response()
 }
 
-/// `GET /assets/app.js`.
-pub(crate) async fn script() -> Response {
-    asset("text/javascript; charset=utf-8", APP_JS)
-}
-
-/// `GET /assets/app.css`.
-pub(crate) async fn styles() -> Response {
-    asset("text/css; charset=utf-8", APP_CSS)
+/// `GET /assets/{name}`: one of the app's files ([`ASSETS`]); a JSON 404 for any other name.
+pub(crate) async fn asset_named(
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Result<Response, crate::ApiError> {
+    match ASSETS.iter().find(|(n, _, _)| *n == name) {
+        Some((_, kind, body)) => Ok(asset(kind, body)),
+        None => Err(crate::ApiError::not_found(format!("no asset {name}"))),
+    }
 }
 
 fn asset(kind: &'static str, body: &'static str) -> Response {

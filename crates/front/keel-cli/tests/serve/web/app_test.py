@@ -17,6 +17,8 @@ from playwright.sync_api import expect, sync_playwright
 SCENARIO, URL, WORKSPACE, ARTIFACTS = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 CHROMIUM = os.environ.get("KEEL_TEST_CHROMIUM", "/usr/bin/chromium")
 TIMEOUT = 30_000
+# Assertions wait as long as actions do: CI runs this beside other tests on 2 cores.
+expect.set_options(timeout=TIMEOUT)
 
 parts = urllib.parse.urlsplit(URL)
 BASE = f"{parts.scheme}://{parts.netloc}"
@@ -162,6 +164,7 @@ def run(browser):
 
     # Rewound to before that message: its turn leaves the conversation, the file is as it was,
     # and the prompt is back in the composer.
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     transcript.get_by_role("button", name="Rewind to before: fix the notes").click()
     expect(transcript.get_by_text("Edited.")).to_be_hidden()
     expect(transcript.get_by_text("Slow but complete.")).to_be_visible()
@@ -230,6 +233,8 @@ def opened(browser):
     send(page, "say hello")
     expect(page.get_by_text("Hello from the browser.")).to_be_visible()
     expect(page.get_by_label("Session statistics")).to_contain_text("1 turn · 1 step")
+    # The turn's end (a mode is not switched mid-turn: the server says so).
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     # Plan mode: the model's todo list shows, and its plan is approved in the page.
     page.get_by_role("combobox", name="Mode").select_option("plan")
     expect(page.get_by_role("status")).to_have_text("mode plan set")
@@ -242,7 +247,8 @@ def opened(browser):
     expect(page.get_by_text("Plan approved.")).to_be_visible()
     page.get_by_text("Todo (0/2)").click()
     expect(page.get_by_role("list", name="Todo")).to_contain_text("Write the test (in_progress)")
-    # `/` offers the session's commands; /compact runs on the server.
+    # `/` offers the session's commands; /compact runs on the server (once the turn ended).
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     box = page.get_by_role("textbox", name="Message")
     box.fill("/comp")
     box.dispatch_event("input")

@@ -1,0 +1,219 @@
+// keel's web app (docs/web-app.md): what sits around a session: search, trust,
+// settings, jobs, images and `/` commands.
+
+import { $, el, api, showLink, nameOf, app } from './lib.js';
+
+// ---- Full-text search across every session (`GET /api/v1/sessions?q=`). ----
+
+export async function search(query) {
+  const nav = $('results-nav');
+  const list = $('results');
+  if (!query.trim()) {
+    nav.hidden = true;
+    list.replaceChildren();
+    return;
+  }
+  let found;
+  try {
+    found = await api('GET', `/api/v1/sessions?q=${encodeURIComponent(query)}`);
+  } catch (e) {
+    showLink(`search failed: ${e.message}`);
+    return;
+  }
+  list.replaceChildren();
+  for (const hit of found.sessions || []) {
+    const listed = app.sessions.find((s) => s.id === hit.id);
+    list.append(el('li', { class: 'hit' },
+      el('a', { href: `#/s/${encodeURIComponent(hit.id)}` }, nameOf(listed, hit.id)),
+      el('span', { class: 'info' }, hit.snippet || '')));
+  }
+  if (!list.childNodes.length) list.append(el('li', { class: 'info' }, `nothing found for “${query}”`));
+  nav.hidden = false;
+}
+
+// ---- Workspace trust: asked in the page for an undecided workspace (`/api/v1/trust`). ----
+
+export async function showTrust(id, cwd) {
+  const box = $('trust');
+  box.hidden = true;
+  box.replaceChildren();
+  if (!cwd) return;
+  let ws;
+  try {
+    ws = await api('GET', `/api/v1/trust?cwd=${encodeURIComponent(cwd)}`);
+  } catch (_) {
+    return;
+  }
+  if (app.id !== id) return;
+  const decide = (level) => async () => {
+    try {
+      const before = ws.level;
+      const after = await api('POST', '/api/v1/trust', { cwd, level });
+      // A hosted session keeps the agent it was built with: closed, its next message resumes
+      // it on an agent built with the decision.
+      if (after.level !== before && !(app.view && app.view.running)) {
+        await api('POST', `/api/v1/sessions/${encodeURIComponent(id)}/close`, {}).catch(() => null);
+      }
+      showLink(`${after.root} is now ${after.level}: from the session's next message`);
+      showTrust(id, cwd);
+    } catch (e) {
+      showLink(`not recorded: ${e.message}`);
+    }
+  };
+  const files = (ws.files || []).map((f) => el('li', {}, `${f.file}: ${(f.what || []).join(', ')}`));
+  if (ws.ask) {
+    box.append(el('div', { role: 'dialog', 'aria-label': 'Trust this workspace?', class: 'trust' },
+      el('h2', {}, 'Trust this workspace?'),
+      el('p', {}, `${ws.root} has files that would run code or widen what keel may do. Until you trust it, keel leaves them alone:`),
+      files.length ? el('ul', {}, files) : null,
+      el('div', { class: 'row' },
+        el('button', { type: 'button', onclick: decide('trusted') }, 'Trust'),
+        el('button', { type: 'button', onclick: decide('untrusted') }, 'Do not trust'))));
+    box.hidden = false;
+  } else if (ws.notice) {
+    box.append(el('p', { class: 'notice' }, ws.notice));
+    box.hidden = false;
+  }
+}
+
+// ---- The session's settings: mode, model, effort (`GET`/`POST /api/v1/sessions/{id}/…`). ----
+
+export async function loadState(id) {
+  let state;
+  try {
+    state = await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}`);
+  } catch (_) {
+    return;
+  }
+  if (app.id !== id) return;
+  $('mode').value = state.plan ? 'plan' : state.mode || 'default';
+  $('model').value = state.model || '';
+  $('effort').value = state.effort || '';
+}
+
+export async function setting(path, body, what) {
+  if (!app.id) return;
+  try {
+    await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/${path}`, body);
+    showLink(`${what} set`);
+  } catch (e) {
+    showLink(`${what} not set: ${e.message}`);
+  }
+  loadState(app.id);
+}
+
+
+/** The event stream was refused: say why, in the server's words. */
+export async function refused(id) {
+  try {
+    await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}`);
+    showLink('the server refused the event stream: reload the page');
+  } catch (e) {
+    if (e.status === 401) {
+      showLink('the server does not know this page any more (it restarted with a new token): open the URL it printed');
+    } else {
+      showLink(`this session cannot be shown: ${e.message}`);
+    }
+  }
+}
+
+// ---- Background jobs and subagents (`GET …/jobs`, `GET …/jobs/{jobId}`, `POST …/kill`). ----
+
+export async function loadJobs(id) {
+  let listed;
+  try {
+    listed = await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}/jobs`);
+  } catch (_) {
+    return;
+  }
+  if (app.id !== id) return;
+  const jobs = listed.jobs || [];
+  const running = jobs.filter((j) => j.status === 'running').length;
+  $('jobs-summary').textContent = `Jobs (${running} running, ${jobs.length} in all)`;
+  const path = (job) => `/api/v1/sessions/${encodeURIComponent(id)}/jobs/${encodeURIComponent(job.id)}`;
+  $('jobs').replaceChildren(...jobs.map((job) => el('li', { class: 'job' },
+    el('span', { class: 'name' }, job.id), ` ${job.description || ''} `,
+    el('span', { class: 'info' }, `${job.status}${job.waiting ? ' (waiting)' : ''}`), ' ',
+    el('button', {
+      type: 'button', class: 'link', 'aria-label': `Output of ${job.id}`,
+      onclick: async () => {
+        try {
+          const shown = await api('GET', path(job));
+          $('job-output').textContent = shown.output || '';
+        } catch (e) {
+          showLink(`no output: ${e.message}`);
+        }
+      },
+    }, 'Output'), ' ',
+    job.status === 'running' ? el('button', {
+      type: 'button', class: 'link', 'aria-label': `Stop ${job.id}`,
+      onclick: async () => {
+        try {
+          await api('POST', `${path(job)}/kill`, {});
+        } catch (e) {
+          showLink(`not stopped: ${e.message}`);
+        }
+        loadJobs(id);
+      },
+    }, 'Stop') : null)));
+  $('jobs-panel').hidden = !jobs.length;
+}
+
+/** A file as a `data:` URL (what `POST …/messages` takes as an image). */
+export function dataUrl(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result));
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+export function showAttached() {
+  const files = Array.from($('images').files || []);
+  $('attached').textContent = files.length ? `${files.length} image${files.length === 1 ? '' : 's'}: ${files.map((f) => f.name).join(', ')}` : '';
+}
+
+// ---- `/` commands (`GET …/commands`, `POST …/commands/{name}`). ----
+
+export async function loadCommands(id) {
+  try {
+    const listed = await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}/commands`);
+    if (app.id === id) app.commands = listed.commands || [];
+  } catch (_) {
+    app.commands = [];
+  }
+}
+
+/** The commands matching what is typed after `/`, offered under the composer. */
+export function suggestCommands() {
+  const list = $('commands');
+  const text = $('message').value;
+  const match = /^\/(\S*)$/.exec(text);
+  const offered = match ? (app.commands || []).filter((c) => c.name.startsWith(match[1])) : [];
+  list.replaceChildren(...offered.slice(0, 8).map((c) => el('li', {},
+    el('button', {
+      type: 'button', class: 'link',
+      onclick: () => {
+        $('message').value = `/${c.name} `;
+        list.hidden = true;
+        $('message').focus();
+      },
+    }, `/${c.name}`),
+    c.argumentHint ? ` ${c.argumentHint}` : '',
+    el('span', { class: 'info' }, ` — ${c.description || ''}`))));
+  list.hidden = !offered.length;
+}
+
+/** `/name args` for a command the session offers: run it there. False when it is none. */
+export async function runCommand(text) {
+  const match = /^\/(\S+)\s*([\s\S]*)$/.exec(text.trim());
+  if (!match || !(app.commands || []).some((c) => c.name === match[1])) return false;
+  try {
+    const done = await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/commands/${encodeURIComponent(match[1])}`, { args: match[2] });
+    showLink(done && done.message ? done.message : `/${match[1]}: queued`);
+  } catch (e) {
+    showLink(`/${match[1]}: ${e.message}`);
+  }
+  return true;
+}

@@ -1,0 +1,382 @@
+// keel's web app (docs/web-app.md): a session's view: its log rendered event by
+// event, and the requests put to the person.
+
+import { $, el, api, renderMarkdown, renderDiff, textOf, showLink } from './lib.js';
+import { loadSessions } from './app.js';
+import { loadState, loadJobs } from './panels.js';
+
+// ---- A session's view: its log, event by event. ----
+
+export class View {
+  constructor(id) {
+    this.id = id;
+    this.transcript = $('transcript');
+    this.transcript.replaceChildren();
+    this.steps = new Map(); // "turn/step" -> { node, blocks: Map(index -> node) }
+    this.cards = new Map(); // callId -> card
+    this.requests = new Map(); // requestId -> request
+    this.running = false;
+    this.rewinds = []; // surface/rewind events: { seq, to }
+    this.seq = 0; // the seq of the event being rendered
+    this.stats = { turns: 0, steps: 0, input: 0, output: 0, cached: 0, rate: null };
+    this.stepStarted = new Map(); // "turn/step" -> time of its first chunk
+    $('stats').textContent = '';
+  }
+
+  /** The strip under the title: turns, steps, tokens, cache hits, the last step's speed. */
+  renderStats() {
+    const s = this.stats;
+    const parts = [`${s.turns} turn${s.turns === 1 ? '' : 's'}`, `${s.steps} step${s.steps === 1 ? '' : 's'}`];
+    if (s.input || s.output) {
+      parts.push(`${s.input.toLocaleString('en')} in / ${s.output.toLocaleString('en')} out tokens`);
+      if (s.input) parts.push(`cache hit ${Math.round((100 * s.cached) / s.input)} %`);
+    }
+    if (s.rate) parts.push(`${s.rate.toFixed(0)} tok/s`);
+    $('stats').textContent = parts.join(' · ');
+  }
+
+  /** The person's message, with what can be done from it: rewind to it, fork from it. */
+  userMessage(seq, text, images) {
+    const rewind = async () => {
+      try {
+        const done = await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/rewind`, { to: seq, scope: 'both' });
+        showLink(done.message || 'rewound');
+        const box = $('message');
+        if (!box.value) box.value = text;
+      } catch (e) {
+        showLink(`not rewound: ${e.message}`);
+      }
+    };
+    const fork = async () => {
+      try {
+        const forked = await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/fork`, { at: seq });
+        await loadSessions();
+        location.hash = `#/s/${encodeURIComponent(forked.id)}`;
+        showLink(`forked just before this message: session ${forked.id}`);
+        const box = $('message');
+        if (!box.value) box.value = text;
+      } catch (e) {
+        showLink(`not forked: ${e.message}`);
+      }
+    };
+    this.append(el('div', { class: 'msg user' },
+      renderMarkdown(text),
+      images ? el('p', { class: 'info' }, `with ${images} image${images === 1 ? '' : 's'}`) : null,
+      el('div', { class: 'actions' },
+        el('button', { type: 'button', class: 'link', 'aria-label': `Rewind to before: ${text.slice(0, 60)}`, onclick: rewind }, 'Rewind'),
+        el('button', { type: 'button', class: 'link', 'aria-label': `Fork from before: ${text.slice(0, 60)}`, onclick: fork }, 'Fork'))));
+  }
+
+  /**
+   * What the conversation shows after rewinds: walking back from the end, a rewind at seq R
+   * to T hides everything from T up to R (its own undo, a later rewind to before R, shows it
+   * again). Every rendered node carries the seq of the event that made it.
+   */
+  applySurface() {
+    const intervals = [];
+    let end = Infinity;
+    for (let i = this.rewinds.length - 1; i >= 0; i -= 1) {
+      const r = this.rewinds[i];
+      if (r.seq >= end) continue;
+      intervals.push([r.seq + 1, end]);
+      end = r.to;
+    }
+    intervals.push([0, end]);
+    const shown = (seq) => intervals.some(([from, to]) => seq >= from && seq < to);
+    for (const node of this.transcript.children) {
+      const seq = Number(node.dataset.seq);
+      if (!Number.isNaN(seq)) node.hidden = !shown(seq);
+    }
+  }
+
+  event(ev) {
+    const data = ev.data || {};
+    this.seq = ev.seq;
+    // The last event rendered, for readers of the page (tests, benchmarks).
+    this.transcript.dataset.last = String(ev.seq);
+    switch (ev.type) {
+      case 'user/message': {
+        const source = data.source ? data.source.kind : 'user';
+        if (source !== 'user' && source !== undefined) return;
+        this.userMessage(ev.seq, textOf(data.content),
+          (data.content || []).filter((b) => b && b.type === 'image').length);
+        return;
+      }
+      case 'surface/rewind':
+        this.rewinds.push({ seq: ev.seq, to: data.toSeq });
+        this.applySurface();
+        return;
+      case 'assistant/chunk': {
+        const key = `${data.turn}/${data.step}`;
+        if (!this.stepStarted.has(key)) this.stepStarted.set(key, ev.time);
+        this.chunk(data);
+        return;
+      }
+      case 'assistant/message': {
+        const usage = data.usage || {};
+        const s = this.stats;
+        s.steps += 1;
+        s.input += usage.inputTokens || 0;
+        s.output += usage.outputTokens || 0;
+        s.cached += usage.cacheReadTokens || 0;
+        const started = this.stepStarted.get(`${data.turn}/${data.step}`);
+        if (started && ev.time > started && usage.outputTokens) {
+          s.rate = usage.outputTokens / ((ev.time - started) / 1000);
+        }
+        this.renderStats();
+        this.message(data);
+        return;
+      }
+      case 'tool/call':
+        this.toolCall(data);
+        return;
+      case 'tool/result':
+        this.toolResult(data);
+        return;
+      case 'turn/start':
+        this.stats.turns += 1;
+        this.renderStats();
+        this.setRunning(true);
+        return;
+      case 'turn/end': {
+        this.setRunning(false);
+        if (this.live) {
+          loadSessions();
+          loadState(this.id);
+          loadJobs(this.id);
+        }
+        const reason = data.reason ? data.reason.kind : 'completed';
+        this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}`));
+        return;
+      }
+      case 'todo/write':
+        this.todos(data.todos);
+        return;
+      case 'compaction/end':
+        this.append(el('div', { class: 'marker' }, 'history compacted'));
+        return;
+      default:
+    }
+  }
+
+  step(data) {
+    const key = `${data.turn}/${data.step}`;
+    let step = this.steps.get(key);
+    if (!step) {
+      step = { node: el('div', { class: 'msg assistant' }), blocks: new Map(), done: false };
+      this.steps.set(key, step);
+      this.append(step.node);
+    }
+    return step;
+  }
+
+  chunk(data) {
+    const chunk = data.chunk || {};
+    const step = this.step(data);
+    if (step.done) return;
+    if (chunk.type === 'block-start') {
+      if (chunk.blockType === 'text') {
+        const node = el('div', { class: 'text streaming' });
+        step.blocks.set(chunk.index, node);
+        step.node.append(node);
+      } else if (chunk.blockType === 'reasoning') {
+        const body = el('div', { class: 'reasoning-text' });
+        const node = el('details', { class: 'reasoning' }, el('summary', {}, 'Thinking'), body);
+        step.blocks.set(chunk.index, body);
+        step.node.append(node);
+      }
+    } else if (chunk.type === 'text-delta' || chunk.type === 'reasoning-delta') {
+      const node = step.blocks.get(chunk.index);
+      if (node) node.append(chunk.text || '');
+      this.follow();
+    }
+  }
+
+  message(data) {
+    const step = this.step(data);
+    step.done = true;
+    const content = (data.message && data.message.content) || [];
+    step.node.replaceChildren();
+    for (const block of content) {
+      if (block.type === 'text' && block.text) step.node.append(renderMarkdown(block.text));
+      if (block.type === 'reasoning' && block.text) {
+        step.node.append(el('details', { class: 'reasoning' },
+          el('summary', {}, 'Thinking'), el('div', { class: 'reasoning-text' }, block.text)));
+      }
+    }
+    if (!step.node.childNodes.length) step.node.remove();
+  }
+
+  toolCall(data) {
+    let args = {};
+    try { args = typeof data.arguments === 'string' ? JSON.parse(data.arguments) : data.arguments || {}; } catch (_) { args = {}; }
+    const what = args.command || args.path || args.file_path || args.pattern || args.query || '';
+    const output = el('pre', { class: 'output', 'aria-label': `${data.name} output` });
+    const diff = typeof args.old_string === 'string' && typeof args.new_string === 'string'
+      ? renderDiff(args.old_string, args.new_string, what)
+      : null;
+    const state = el('span', { class: 'state' }, 'running');
+    const card = el('details', { class: 'tool', open: true, 'data-call': data.callId },
+      el('summary', {}, el('span', { class: 'name' }, data.name), ' ',
+        el('span', { class: 'what' }, what), ' ', state),
+      diff,
+      output);
+    this.cards.set(data.callId, { card, output, state });
+    this.append(card);
+  }
+
+  toolResult(data) {
+    const message = data.message || {};
+    for (const block of message.content || []) {
+      if (block.type !== 'tool-result') continue;
+      const entry = this.cards.get(block.toolCallId);
+      if (!entry) continue;
+      entry.output.textContent = textOf(block.content);
+      entry.state.textContent = block.isError ? 'failed' : 'done';
+      entry.card.classList.toggle('error', !!block.isError);
+    }
+    this.follow();
+  }
+
+  append(node) {
+    if (node.dataset.seq === undefined) node.dataset.seq = String(this.seq);
+    this.transcript.append(node);
+    this.follow();
+  }
+
+  follow() {
+    const t = this.transcript;
+    t.scrollTop = t.scrollHeight;
+  }
+
+  setRunning(running) {
+    this.running = running;
+    $('stop').hidden = !running;
+  }
+
+  // ---- Requests put to the person: an approval or a question, in place of the composer. ----
+
+  request(request) {
+    this.requests.set(request.requestId, request);
+    this.renderTakeover();
+  }
+
+  resolved(requestId) {
+    this.requests.delete(requestId);
+    this.renderTakeover();
+  }
+
+  pending(requests) {
+    this.requests.clear();
+    for (const r of requests) this.requests.set(r.requestId, r);
+    this.renderTakeover();
+  }
+
+  renderTakeover() {
+    const box = $('takeover');
+    const [request] = this.requests.values();
+    if (!request) {
+      box.hidden = true;
+      box.replaceChildren();
+      $('composer').hidden = false;
+      return;
+    }
+    $('composer').hidden = true;
+    box.hidden = false;
+    box.replaceChildren(request.kind === 'question' ? this.questionForm(request) : this.approvalForm(request));
+  }
+
+  approvalForm(request) {
+    const args = request.arguments || {};
+    if (request.tool === 'exit_plan_mode') return this.planForm(request, args);
+    const what = args.command || args.path || JSON.stringify(args);
+    const answer = (decision) => async () => {
+      try {
+        await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/approvals/${encodeURIComponent(request.requestId)}`, { decision });
+      } catch (e) {
+        showLink(`the answer was not taken: ${e.message}`);
+      }
+    };
+    return el('div', { role: 'dialog', 'aria-label': `Allow ${request.tool}?`, class: 'approval' },
+      el('h2', {}, `Allow ${request.tool}?`),
+      el('pre', { class: 'output' }, what),
+      request.reason ? el('p', { class: 'reason' }, request.reason) : null,
+      el('div', { class: 'row' },
+        el('button', { type: 'button', onclick: answer('allow') }, 'Approve'),
+        el('button', { type: 'button', onclick: answer('allow_always') }, 'Approve for the session'),
+        el('button', { type: 'button', onclick: answer('deny') }, 'Deny')));
+  }
+
+  /** The plan the model offers: read as Markdown; approving it leaves plan mode. */
+  planForm(request, args) {
+    const answer = (decision) => async () => {
+      try {
+        await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/approvals/${encodeURIComponent(request.requestId)}`, { decision });
+      } catch (e) {
+        showLink(`the answer was not taken: ${e.message}`);
+      }
+    };
+    return el('div', { role: 'dialog', 'aria-label': 'Approve the plan?', class: 'approval plan' },
+      el('h2', {}, 'Approve the plan?'),
+      el('div', { class: 'plan-text' }, renderMarkdown(args.plan || '')),
+      el('div', { class: 'row' },
+        el('button', { type: 'button', onclick: answer('allow') }, 'Approve plan'),
+        el('button', { type: 'button', onclick: answer('deny') }, 'Keep planning')));
+  }
+
+  /** The model's todo list (`todo/write`: the whole list each time). */
+  todos(list) {
+    const items = list || [];
+    const done = items.filter((t) => t.status === 'completed').length;
+    $('todo-summary').textContent = `Todo (${done}/${items.length})`;
+    $('todo').replaceChildren(...items.map((t) => el('li', { class: `todo ${t.status}` },
+      el('span', { class: 'mark', 'aria-hidden': 'true' }, t.status === 'completed' ? '✓' : t.status === 'in_progress' ? '▸' : '○'),
+      ` ${t.content}`, el('span', { class: 'visually-hidden' }, ` (${t.status})`))));
+    $('todo-panel').hidden = !items.length;
+  }
+
+  questionForm(request) {
+    const questions = request.questions || [];
+    const form = el('form', { role: 'dialog', 'aria-label': 'Questions', class: 'questions' });
+    const multi = (q) => !!(q.multiSelect || q.multi_select);
+    questions.forEach((q, i) => {
+      const name = `q${i}`;
+      const fieldset = el('fieldset', {}, el('legend', {}, q.question || q.header || `Question ${i + 1}`));
+      const options = q.options || [];
+      for (const option of options) {
+        fieldset.append(el('label', {},
+          el('input', { type: multi(q) ? 'checkbox' : 'radio', name, value: option.label }),
+          ` ${option.label}`,
+          option.description ? el('span', { class: 'info' }, ` — ${option.description}`) : null));
+      }
+      if (!options.length) {
+        fieldset.append(el('label', {}, el('span', { class: 'visually-hidden' }, 'Answer'),
+          el('input', { type: 'text', name, 'aria-label': q.question || 'Answer' })));
+      }
+      form.append(fieldset);
+    });
+    form.append(el('div', { class: 'row' },
+      el('button', { type: 'submit' }, 'Answer'),
+      el('button', { type: 'button', onclick: () => this.answer(request, { declined: true }) }, 'Decline')));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const data = new FormData(form);
+      const answers = {};
+      questions.forEach((q, i) => {
+        const picked = data.getAll(`q${i}`).map(String).filter((v) => v.trim());
+        if (multi(q)) answers[q.id] = picked;
+        else if (picked.length) answers[q.id] = picked[0];
+      });
+      this.answer(request, { answers });
+    });
+    return form;
+  }
+
+  async answer(request, body) {
+    try {
+      await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/questions/${encodeURIComponent(request.requestId)}`, body);
+    } catch (err) {
+      showLink(`the answers were not taken: ${err.message}`);
+    }
+  }
+}
