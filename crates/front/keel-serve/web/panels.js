@@ -33,11 +33,17 @@ export async function search(query) {
 
 // ---- Workspace trust: asked in the page for an undecided workspace (`/api/v1/trust`). ----
 
-export async function showTrust(id, cwd) {
+export async function showTrust(id, cwd, decided) {
   const box = $('trust');
   box.hidden = true;
   box.replaceChildren();
   if (!cwd) return;
+  // A decision just recorded is said here, where it was asked (the line under the title also
+  // says how the session's stream is).
+  if (decided) {
+    box.append(el('p', { class: 'notice', role: 'status' }, decided));
+    box.hidden = false;
+  }
   let ws;
   try {
     ws = await api('GET', `/api/v1/trust?cwd=${encodeURIComponent(cwd)}`);
@@ -54,8 +60,7 @@ export async function showTrust(id, cwd) {
       if (after.level !== before && !(app.view && app.view.running)) {
         await api('POST', `/api/v1/sessions/${encodeURIComponent(id)}/close`, {}).catch(() => null);
       }
-      showLink(`${after.root} is now ${after.level}: from the session's next message`);
-      showTrust(id, cwd);
+      showTrust(id, cwd, `${after.root} is now ${after.level}: from the session's next message`);
     } catch (e) {
       showLink(`not recorded: ${e.message}`);
     }

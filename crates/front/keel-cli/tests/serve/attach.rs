@@ -7,7 +7,7 @@
 //! switches its model, and leaving detaches (the session stays hosted, and attaching again
 //! shows its history).
 
-use crate::client::{Server, listed, wait_idle};
+use crate::client::{Server, events_of, listed, wait_idle};
 use crate::support::tmux::{Tmux, have_tmux, words};
 use crate::support::{Env, Mock, load_consistent, tool_results};
 use serde_json::{Value, json};
@@ -417,16 +417,6 @@ fn wait_state(server: &Server, id: &str, what: &str, done: impl Fn(&Value) -> bo
         assert!(Instant::now() < deadline, "never {what}: {state}");
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// Session `id`'s events on disk, each whole.
-fn events_of(env: &Env, id: &str) -> Vec<Value> {
-    let file = env
-        .session_files()
-        .into_iter()
-        .find(|f| f.to_string_lossy().contains(id))
-        .unwrap_or_else(|| panic!("no session file for {id}"));
-    load_consistent(&file)
 }
 
 /// The `data` of each event of type `ty` in `events`.

@@ -496,3 +496,13 @@ pub(crate) fn receive_buffer(sse: &Sse, bytes: libc::c_int) {
     };
     assert_eq!(rc, 0);
 }
+
+/// Session `id`'s events on disk (the server's `$KEEL_HOME`), each whole.
+pub(crate) fn events_of(env: &Env, id: &str) -> Vec<Value> {
+    let file = env
+        .session_files()
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(id))
+        .unwrap_or_else(|| panic!("no session file for {id}"));
+    crate::support::load_consistent(&file)
+}

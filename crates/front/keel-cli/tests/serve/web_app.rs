@@ -10,8 +10,8 @@
 //! server's log for what the browser did. Screenshots go to `web/artifacts/`. Without
 //! Playwright or Chromium the test is skipped, except under CI, where it fails.
 
-use crate::client::{Server, wait_idle};
-use crate::support::{Env, Mock, load_consistent};
+use crate::client::{Server, events_of, wait_idle};
+use crate::support::{Env, Mock};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -113,14 +113,23 @@ fn browse_url(
     serde_json::from_str(stdout.trim()).unwrap()
 }
 
-#[test]
-fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs() {
-    let Some((python, chromium)) = tools() else {
+/// [`tools`], or `None` and the test skipped; under CI a missing tool fails the test.
+#[allow(clippy::print_stderr)] // says why a test was skipped
+fn browser() -> Option<(PathBuf, PathBuf)> {
+    let found = tools();
+    if found.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
             "Playwright (tests/serve/web/.venv) or Chromium is missing: .ci/run installs them"
         );
         eprintln!("skipped: Playwright (tests/serve/web/.venv) or /usr/bin/chromium is missing");
+    }
+    found
+}
+
+#[test]
+fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs() {
+    let Some((python, chromium)) = browser() else {
         return;
     };
     let env = Env::new();
@@ -200,16 +209,6 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
     }
 }
 
-/// Session `id`'s events on disk.
-fn events_of(env: &Env, id: &str) -> Vec<Value> {
-    let file = env
-        .session_files()
-        .into_iter()
-        .find(|f| f.to_string_lossy().contains(id))
-        .unwrap_or_else(|| panic!("no session file for {id}"));
-    load_consistent(&file)
-}
-
 /// The person's prompts in `events`, in order.
 fn prompts(events: &[Value]) -> Vec<String> {
     events
@@ -226,11 +225,7 @@ fn prompts(events: &[Value]) -> Vec<String> {
 
 #[test]
 fn the_web_app_asks_whether_to_trust_an_undecided_workspace_and_the_server_records_it() {
-    let Some((python, chromium)) = tools() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Playwright (tests/serve/web/.venv) or Chromium is missing: .ci/run installs them"
-        );
+    let Some((python, chromium)) = browser() else {
         return;
     };
     let env = Env::untrusted();
@@ -390,11 +385,7 @@ impl Drop for Stop {
 
 #[test]
 fn a_damaged_session_log_is_named_in_the_page_and_the_app_goes_on() {
-    let Some((python, chromium)) = tools() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Playwright (tests/serve/web/.venv) or Chromium is missing: .ci/run installs them"
-        );
+    let Some((python, chromium)) = browser() else {
         return;
     };
     let env = Env::new();

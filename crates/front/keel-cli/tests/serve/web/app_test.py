@@ -290,7 +290,8 @@ def trust(browser):
     shot(page, "trust")
     dialog.get_by_role("button", name="Trust", exact=True).click()
     expect(dialog).to_be_hidden()
-    expect(page.get_by_role("status")).to_contain_text("is now trusted")
+    trust_box = page.get_by_role("region", name="Workspace trust")
+    expect(trust_box.get_by_role("status")).to_contain_text("is now trusted")
     print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
 
 
