@@ -204,6 +204,22 @@ export class View {
           el('summary', {}, 'Thinking'), el('div', { class: 'reasoning-text' }, block.text)));
       }
     }
+    const text = content.filter((b) => b.type === 'text' && b.text).map((b) => b.text).join('\n\n');
+    if (text) {
+      // Copy the answer's text (as the model wrote it: Markdown).
+      const copy = el('button', {
+        type: 'button', class: 'link', 'aria-label': `Copy: ${text.slice(0, 60)}`,
+        onclick: async () => {
+          try {
+            await navigator.clipboard.writeText(text);
+            copy.textContent = 'Copied';
+          } catch (e) {
+            showLink(`not copied: ${e.message}`);
+          }
+        },
+      }, 'Copy');
+      step.node.append(el('div', { class: 'actions' }, copy));
+    }
     if (!step.node.childNodes.length) step.node.remove();
   }
 

@@ -67,7 +67,10 @@ def run(browser):
     stranger.close()
 
     # With it: the app, its cookie kept.
-    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    context = browser.new_context(
+        viewport={"width": 1200, "height": 800},
+        permissions=["clipboard-read", "clipboard-write"],
+    )
     page = context.new_page()
     page.set_default_timeout(TIMEOUT)
     page.goto(URL)
@@ -86,6 +89,11 @@ def run(browser):
     transcript = page.get_by_role("region", name="Conversation")
     expect(transcript.get_by_text("Hello from the browser.")).to_be_visible()
     expect(page.get_by_role("link", name="say hello")).to_be_visible()
+    # An answer's text is one click from the clipboard.
+    copy = transcript.get_by_role("button", name="Copy: Hello from the browser.")
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == "Hello from the browser."
     shot(page, "answer")
 
     # A bash call asking to leave the sandbox asks first: approved in the dialog, its card
