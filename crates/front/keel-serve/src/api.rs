@@ -95,6 +95,11 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/export",
             get(crate::files::export),
         ),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/provenance",
+            get(crate::provenance::graph),
+        ),
         route("GET", "/api/v1/sessions/{id}/jobs", get(crate::jobs::list)),
         route(
             "GET",

@@ -22,6 +22,7 @@ mod hub;
 mod images;
 mod jobs;
 pub mod openapi;
+mod provenance;
 mod requests;
 pub mod security;
 mod state;

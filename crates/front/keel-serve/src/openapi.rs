@@ -297,7 +297,10 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                             "model": nullable("string"), "effort": nullable("string"),
                             "mode": {"enum": ["default", "read-only", "auto", "plan", null]},
                             "plan": {"type": "boolean"},
-                            "sandbox": nullable("string"), "approval": nullable("string")}}}}},
+                            "sandbox": nullable("string"), "approval": nullable("string"),
+                            "provenance": {"type": "boolean", "description": "Whether it \
+                                records a provenance journal (`GET …/provenance` draws its \
+                                graphs)."}}}}}},
                     "404": error, "500": error}}},
             "/api/v1/sessions/{id}/commands/{name}/choices": {"get": {
                 "summary": "The values a command offers for its argument now (`rewind`: the \
@@ -334,6 +337,17 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                 "responses": {"200": {"description": "The page.",
                     "content": {"text/html": {"schema": {"type": "string"}}}},
                     "404": error, "500": error}}},
+            "/api/v1/sessions/{id}/provenance": {"get": {
+                "summary": "The formation graph of one tool result as an SVG document (what \
+                    `keel trace result:ID --format svg` draws). 404 `no_provenance` when the \
+                    session records none, `no_graph` when its journal has no settled result \
+                    for the call.",
+                "parameters": [id, {"name": "call", "in": "query", "required": true,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 512},
+                    "description": "The tool call's id."}],
+                "responses": {"200": {"description": "The graph.",
+                    "content": {"image/svg+xml": {"schema": {"type": "string"}}}},
+                    "400": error, "404": error, "500": error}}},
             "/api/v1/sessions/{id}/jobs": {"get": {
                 "summary": "The session's background jobs (commands and subagents), oldest \
                     first; none for a session this server does not host.",

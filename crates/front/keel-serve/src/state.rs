@@ -2,7 +2,8 @@
 //! conversation (a status line, a model picker, a rewind list) without replaying the log.
 //!
 //! `GET /api/v1/sessions/{id}`: `{id, cwd, title, status, events, model, effort, mode, plan,
-//! sandbox, approval}`. For a session the server hosts, what its agent runs with now; for a
+//! sandbox, approval, provenance}` (`provenance`: whether it records a journal, whose graphs
+//! `GET …/provenance` draws). For a session the server hosts, what its agent runs with now; for a
 //! stored one, what its log says it chose (`null` where it chose nothing and the configuration
 //! decides when it is resumed).
 //!
@@ -45,11 +46,14 @@ pub(crate) async fn show(
             "plan": agent.in_plan_mode(),
             "sandbox": agent.sandbox().as_str(),
             "approval": agent.approval().as_str(),
+            "provenance": crate::provenance::recorded(&app, &id),
         })));
     }
     stored_path(&app, &id).await?;
     let session = load_stored(&app, &id).await?;
-    Ok(Json(stored(&id, &session)))
+    let mut state = stored(&id, &session);
+    state["provenance"] = crate::provenance::recorded(&app, &id).into();
+    Ok(Json(state))
 }
 
 /// A stored session's state, from its log.

@@ -5,7 +5,7 @@
 // every other client. No framework and no build step: this file is embedded in the binary.
 // The page loads this module; it imports the others (lib.js, view.js, panels.js).
 
-import { $, el, api, age, showLink, nameOf, app } from './lib.js';
+import { $, el, api, age, showLink, nameOf, app, failure } from './lib.js';
 import { View } from './view.js';
 import {
   showTrust, loadState, loadJobs, loadCommands, runCommand, suggestCommands, search, setting,
@@ -19,7 +19,7 @@ export async function loadSessions() {
     const listed = await api('GET', '/api/v1/sessions');
     app.sessions = listed.sessions || [];
   } catch (e) {
-    showLink(`cannot list the sessions: ${e.message}`);
+    showLink(failure('cannot list the sessions', e));
     return;
   }
   renderSessions();
@@ -49,6 +49,7 @@ function openSession(id) {
   if (app.source) app.source.close();
   app.id = id;
   app.view = new View(id);
+  $('transcript').classList.remove('with-provenance');
   $('composer').hidden = false;
   $('takeover').hidden = true;
   const listed = app.sessions.find((s) => s.id === id);

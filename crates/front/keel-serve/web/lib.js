@@ -129,6 +129,19 @@ export function nameOf(s, id) {
   return (s && s.title) || `session ${String(id).slice(-8)}`;
 }
 
+/**
+ * What a failed call says in the page: a server that is down, or that restarted (with a new
+ * token), said as such.
+ */
+export function failure(what, e) {
+  if (e && e.status === 401) {
+    return 'the server does not know this page any more (it restarted with a new token): open the URL it printed';
+  }
+  // fetch() rejects (no status) when nothing answers: the server is down or restarting.
+  if (e && e.status === undefined && e.name === 'TypeError') return 'the server is not answering: reconnecting…';
+  return `${what}: ${e ? e.message : 'failed'}`;
+}
+
 export function showLink(text) {
   $('link').textContent = text || '';
 }

@@ -1,7 +1,7 @@
 // keel's web app (docs/web-app.md): what sits around a session: search, trust,
 // settings, jobs, images and `/` commands.
 
-import { $, el, api, showLink, nameOf, app } from './lib.js';
+import { $, el, api, showLink, nameOf, app, failure } from './lib.js';
 
 // ---- Full-text search across every session (`GET /api/v1/sessions?q=`). ----
 
@@ -94,6 +94,8 @@ export async function loadState(id) {
   $('mode').value = state.plan ? 'plan' : state.mode || 'default';
   $('model').value = state.model || '';
   $('effort').value = state.effort || '';
+  // Tool cards offer their formation graph when the session records provenance.
+  $('transcript').classList.toggle('with-provenance', !!state.provenance);
 }
 
 export async function setting(path, body, what) {
@@ -114,11 +116,7 @@ export async function refused(id) {
     await api('GET', `/api/v1/sessions/${encodeURIComponent(id)}`);
     showLink('the server refused the event stream: reload the page');
   } catch (e) {
-    if (e.status === 401) {
-      showLink('the server does not know this page any more (it restarted with a new token): open the URL it printed');
-    } else {
-      showLink(`this session cannot be shown: ${e.message}`);
-    }
+    showLink(failure('this session cannot be shown', e));
   }
 }
 

@@ -5,6 +5,18 @@ import { $, el, api, renderMarkdown, renderDiff, textOf, showLink } from './lib.
 import { loadSessions } from './app.js';
 import { loadState, loadJobs } from './panels.js';
 
+/** The most of one tool's output a card shows (its head and tail; the HTML export has it all). */
+const OUTPUT_SHOWN = 200_000;
+
+/** `text` as a card shows it: whole, or its head and tail around a note of what is left out. */
+export function shownOutput(text) {
+  if (text.length <= OUTPUT_SHOWN) return text;
+  const head = text.slice(0, OUTPUT_SHOWN - 20_000);
+  const tail = text.slice(-20_000);
+  const left = text.length - head.length - tail.length;
+  return `${head}\n\n[… ${left.toLocaleString('en')} characters not shown here: the HTML export has the whole output …]\n\n${tail}`;
+}
+
 // ---- A session's view: its log, event by event. ----
 
 export class View {
@@ -236,7 +248,11 @@ export class View {
       el('summary', {}, el('span', { class: 'name' }, data.name), ' ',
         el('span', { class: 'what' }, what), ' ', state),
       diff,
-      output);
+      output,
+      el('div', { class: 'actions graph-actions' }, el('button', {
+        type: 'button', class: 'link', 'aria-label': `Formation graph of ${data.name} ${what}`.trim(),
+        onclick: (e) => this.graph(data.callId, data.name, card, e.currentTarget),
+      }, 'Formation graph')));
     this.cards.set(data.callId, { card, output, state });
     this.append(card);
   }
@@ -247,11 +263,43 @@ export class View {
       if (block.type !== 'tool-result') continue;
       const entry = this.cards.get(block.toolCallId);
       if (!entry) continue;
-      entry.output.textContent = textOf(block.content);
+      entry.output.textContent = shownOutput(textOf(block.content));
       entry.state.textContent = block.isError ? 'failed' : 'done';
       entry.card.classList.toggle('error', !!block.isError);
     }
     this.follow();
+  }
+
+  /**
+   * The formation graph of a tool's result (`GET …/provenance?call=`: the SVG `keel trace`
+   * draws), shown under its card as an image (nothing in it runs); a second press hides it.
+   */
+  async graph(callId, name, card, button) {
+    const shown = card.querySelector('.graph');
+    if (shown) {
+      shown.remove();
+      button.setAttribute('aria-expanded', 'false');
+      return;
+    }
+    const path = `/api/v1/sessions/${encodeURIComponent(this.id)}/provenance?call=${encodeURIComponent(callId)}`;
+    let node;
+    try {
+      const response = await fetch(path, { credentials: 'same-origin' });
+      const text = await response.text();
+      if (!response.ok) {
+        let message = text;
+        try { message = JSON.parse(text).error.message; } catch (_) { /* the text as it came */ }
+        node = el('p', { class: 'graph note' }, `no formation graph: ${message}`);
+      } else {
+        node = el('figure', { class: 'graph' },
+          el('img', { src: `data:image/svg+xml;charset=utf-8,${encodeURIComponent(text)}`, alt: `Formation graph of the ${name} result` }),
+          el('figcaption', { class: 'info' }, `how the ${name} result was formed (keel trace result:${callId})`));
+      }
+    } catch (e) {
+      node = el('p', { class: 'graph note' }, `no formation graph: ${e.message}`);
+    }
+    card.append(node);
+    button.setAttribute('aria-expanded', 'true');
   }
 
   append(node) {

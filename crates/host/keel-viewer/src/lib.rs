@@ -23,5 +23,7 @@ mod page;
 mod svg;
 
 pub use html::{DEFAULT_GRAPH_BUDGET, GRAPH_DEPTH, HtmlOptions, render_html};
-pub use page::{SessionPage, child_snapshots, session_page};
+pub use page::{
+    ResultGraph, SessionPage, child_snapshots, records_provenance, result_graph, session_page,
+};
 pub use svg::{trace_svg, trace_svg_document};

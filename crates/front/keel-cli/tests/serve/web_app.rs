@@ -59,6 +59,11 @@ responses:
     text: "Setting up now."
   - match: { last_user_contains: "look at this" }
     text: "A small dot."
+  - match: { last_user_contains: "dump the big output" }
+    tool_calls:
+      - { id: big1, name: bash, arguments: { command: "printf 'BIGOUTPUT-PLACEHOLDER\\nEND-OF-BIG\\n'" } }
+  - match: { last_user_contains: "dump the big output" }
+    text: "Dumped."
   - text: "Summary: the user said hello and planned the work."
 "#;
 
@@ -414,4 +419,112 @@ fn a_damaged_session_log_is_named_in_the_page_and_the_app_goes_on() {
     // Nothing of it was changed by looking.
     let text = std::fs::read_to_string(dir.join("session.jsonl")).unwrap();
     assert!(text.contains("GARBAGE"));
+}
+
+#[test]
+fn the_web_app_draws_a_formation_graph_caps_a_5_mb_output_and_names_a_server_restart() {
+    let Some((python, chromium)) = browser() else {
+        return;
+    };
+    let env = Env::new();
+    env.write("notes.txt", "hello\n");
+    let mock = Mock::start(SCRIPT);
+    let mut server = Server::start_with(&env, &mock, &["--provenance"]);
+    let notes = server.create(&env.ws, "fix the notes");
+    wait_idle(&server, &notes);
+    // A session whose bash output is 5 MB in its log (as an older keel, or a tool that does not
+    // spill, would leave it): a real log, copied under a new id with the output blown up.
+    let small = server.create(&env.ws, "dump the big output");
+    wait_idle(&server, &small);
+    let log = session_log(&env, &small);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("BIGOUTPUT-PLACEHOLDER"), "{text}");
+    let huge = text
+        .replace(&small, "session-huge")
+        .replace("dump the big output", "the huge one")
+        .replace("BIGOUTPUT-PLACEHOLDER", &"x".repeat(5 << 20));
+    let dir = log.parent().unwrap().with_file_name("session-huge");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("session.jsonl"), huge).unwrap();
+
+    let artifacts = env.root().join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let page = Command::new(&python)
+        .arg(self::dir().join("app_test.py"))
+        .args(["rough", &server.url])
+        .arg(&env.ws)
+        .arg(&artifacts)
+        .env("KEEL_TEST_CHROMIUM", &chromium)
+        .env("HOME", env.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The page is up on the first session: the server restarts on its port, with a new token.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while !artifacts.join("ready").exists() {
+        if std::time::Instant::now() > deadline {
+            let out = page.wait_with_output().unwrap();
+            panic!(
+                "the page never got ready:\n{}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let port = server.addr.port();
+    assert!(server.stop().success());
+    let again = Server::start_on(&env, &mock, &format!("127.0.0.1:{port}"), &["--provenance"]);
+    assert_ne!(again.token, server.token);
+    std::fs::write(artifacts.join("restarted"), &again.url).unwrap();
+    let out = page.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The graph the page showed is the server's, and nothing in the stored logs changed.
+    let graph = again.call(
+        "GET",
+        &format!("/api/v1/sessions/{notes}/provenance?call=r1"),
+        None,
+    );
+    assert_eq!(graph.status, 200, "{}", graph.body);
+    assert!(graph.body.contains("<svg"), "{}", graph.body);
+    let none = again.call(
+        "GET",
+        &format!("/api/v1/sessions/{notes}/provenance?call=nope"),
+        None,
+    );
+    assert_eq!(none.status, 404, "{}", none.body);
+    assert_eq!(none.json()["error"]["code"], "no_graph");
+    assert!(
+        std::fs::read_to_string(dir.join("session.jsonl"))
+            .unwrap()
+            .contains("END-OF-BIG")
+    );
+    for shot in ["provenance", "stale"] {
+        let png = artifacts.join(format!("{shot}.png"));
+        assert!(
+            std::fs::read(&png)
+                .unwrap_or_default()
+                .starts_with(b"\x89PNG"),
+            "{} is no screenshot",
+            png.display()
+        );
+        // Kept beside the other tests' screenshots.
+        let kept = self::dir().join("artifacts");
+        let _ = std::fs::create_dir_all(&kept);
+        let _ = std::fs::copy(&png, kept.join(format!("{shot}.png")));
+    }
+}
+
+/// The log file of session `id` under `env`'s home.
+fn session_log(env: &Env, id: &str) -> PathBuf {
+    env.session_files()
+        .into_iter()
+        .find(|p| p.ends_with(format!("{id}/session.jsonl")))
+        .unwrap_or_else(|| panic!("no log of {id}"))
 }

@@ -3,7 +3,7 @@ Chromium by its path, against the real `keel serve` that tests/serve/web_app.rs 
 the loopback mock model). Every step finds controls by their accessible names, as a person
 using a screen reader would. Exits non-zero with what failed; screenshots go to ARTIFACTS.
 
-Usage: app_test.py main|trust|open|damaged URL_WITH_TOKEN WORKSPACE ARTIFACTS
+Usage: app_test.py main|trust|open|damaged|rough URL_WITH_TOKEN WORKSPACE ARTIFACTS
 """
 
 import json
@@ -39,7 +39,8 @@ def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            {"main": run, "trust": trust, "open": opened, "damaged": damaged}[SCENARIO](browser)
+            {"main": run, "trust": trust, "open": opened, "damaged": damaged,
+             "rough": rough}[SCENARIO](browser)
         except Exception:
             # What each page showed when it failed.
             for i, page in enumerate(p for c in browser.contexts for p in c.pages):
@@ -280,6 +281,61 @@ def damaged(browser):
     # The rest of the app still works: another session opens.
     page.get_by_role("link", name="say hello").click()
     expect(page.get_by_text("Hello from the browser.")).to_be_visible()
+    print(json.dumps({"shown": True}))
+
+
+def rough(browser):
+    """A formation graph, a 5 MB tool output, and a tab left open while the server restarts.
+
+    Handshake with tests/serve/web_app.rs: this writes ARTIFACTS/ready once the page is up;
+    the test restarts the server (a new token) and writes its new URL to ARTIFACTS/restarted.
+    """
+    import time
+
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT)
+    page.goto(URL)
+    transcript = page.get_by_role("region", name="Conversation")
+
+    # The formation graph of a tool result, drawn by the server, shown under the card.
+    page.get_by_role("link", name="fix the notes").click()
+    expect(transcript.get_by_text("Edited.")).to_be_visible()
+    page.get_by_role("button", name="Formation graph of read notes.txt").click()
+    graph = transcript.get_by_role("img", name="Formation graph of the read result")
+    expect(graph).to_be_visible()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.graph img')].some((i) => i.complete && i.naturalWidth > 0)"
+    )
+    shot(page, "provenance")
+
+    # A stored session with a 5 MB tool output: the card shows its head and tail.
+    page.get_by_role("link", name="the huge one").click()
+    output = transcript.get_by_label("bash output")
+    expect(output).to_contain_text("END-OF-BIG")
+    expect(output).to_contain_text("characters not shown here")
+    shown = output.evaluate("(n) => n.textContent.length")
+    assert shown < 300_000, shown
+    expect(transcript.get_by_text("turn 1 completed")).to_be_visible()
+
+    # Back to the first session; the server restarts under the open tab.
+    page.get_by_role("link", name="fix the notes").click()
+    expect(transcript.get_by_text("Edited.")).to_be_visible()
+    open(os.path.join(ARTIFACTS, "ready"), "w").close()
+    restarted = os.path.join(ARTIFACTS, "restarted")
+    deadline = time.time() + 60
+    while not os.path.exists(restarted):
+        assert time.time() < deadline, "the server was not restarted"
+        time.sleep(0.1)
+    new_url = open(restarted).read().strip()
+    status = page.get_by_role("status").first
+    expect(status).to_have_text(re.compile("restarted with a new token"), timeout=60_000)
+    expect(transcript.get_by_text("Edited.")).to_be_visible()
+    shot(page, "stale")
+    # The URL the new server printed: the same sessions, nothing lost.
+    page.goto(new_url)
+    page.get_by_role("link", name="fix the notes").click()
+    expect(transcript.get_by_text("Edited.")).to_be_visible()
     print(json.dumps({"shown": True}))
 
 
