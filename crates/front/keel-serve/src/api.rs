@@ -111,6 +111,8 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/jobs/{jobId}/kill",
             post(crate::jobs::kill),
         ),
+        route("GET", "/api/v1/plugins", get(crate::extensions::list)),
+        route("POST", "/api/v1/plugins", post(crate::extensions::switch)),
         route("GET", "/api/v1/trust", get(crate::trust::show)),
         route("POST", "/api/v1/trust", post(crate::trust::record)),
         route("GET", "/api/v1/sessions/{id}/pending", get(pending)),

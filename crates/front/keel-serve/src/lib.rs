@@ -17,6 +17,7 @@ mod commands;
 mod control;
 mod error;
 pub mod events;
+mod extensions;
 mod files;
 mod hub;
 mod images;

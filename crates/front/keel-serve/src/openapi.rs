@@ -393,6 +393,32 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                         "content": {"application/json": {
                             "schema": {"$ref": "#/components/schemas/Error"}}}},
                     "500": error}}},
+            "/api/v1/plugins": {
+                "get": {
+                    "summary": "A workspace's `[[plugins]]` rows and MCP servers as its next \
+                        agent would get them.",
+                    "parameters": [{"name": "cwd", "in": "query", "required": true,
+                        "schema": {"type": "string"}, "description": "The workspace."}],
+                    "responses": {"200": {"description": "`{root, plugins: [Row…], \
+                        mcpServers: [Row…]}`, a row being `{name, what, description, \
+                        enabled, layer, problem, switchable}`.",
+                        "content": {"application/json": {"schema": {"type": "object",
+                            "required": ["root", "plugins", "mcpServers"]}}}},
+                        "400": error}},
+                "post": {
+                    "summary": "Turn a plugin row or an MCP server on or off in one \
+                        workspace, in the user's configuration (`[projects.\"<root>\"]`): \
+                        sessions created or resumed there from then on follow it.",
+                    "requestBody": {"required": true, "content": {"application/json": {
+                        "schema": {"type": "object",
+                            "required": ["cwd", "kind", "name", "enabled"],
+                            "additionalProperties": false,
+                            "properties": {"cwd": {"type": "string"},
+                                "kind": {"enum": ["plugin", "mcp"]},
+                                "name": {"type": "string"},
+                                "enabled": {"type": "boolean"}}}}}},
+                    "responses": {"200": {"description": "What `GET` answers now, plus \
+                        `recordedIn`."}, "400": error, "404": error}}},
             "/api/v1/trust": {
                 "get": {
                     "summary": "The trust question of a workspace, as the terminal UI asks \

@@ -17,6 +17,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("lib.js", JS, include_str!("../web/lib.js")),
     ("view.js", JS, include_str!("../web/view.js")),
     ("panels.js", JS, include_str!("../web/panels.js")),
+    ("pages.js", JS, include_str!("../web/pages.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

@@ -7,6 +7,7 @@
 
 import { $, el, api, age, showLink, nameOf, app, failure } from './lib.js';
 import { View } from './view.js';
+import { showPage, showPlugins } from './pages.js';
 import {
   showTrust, loadState, loadJobs, loadCommands, runCommand, suggestCommands, search, setting,
   dataUrl, showAttached, refused,
@@ -47,6 +48,7 @@ function renderSessions() {
 
 function openSession(id) {
   if (app.source) app.source.close();
+  showPage(null);
   app.id = id;
   app.view = new View(id);
   $('transcript').classList.remove('with-provenance');
@@ -152,6 +154,11 @@ function route() {
     openSession(decodeURIComponent(match[1]));
     return;
   }
+  const plugins = /^#\/plugins(?:\?cwd=(.+))?$/.exec(location.hash);
+  if (plugins) {
+    showPlugins(plugins[1] ? decodeURIComponent(plugins[1]) : '');
+    return;
+  }
   // `keel web DIR`: the new-session form, for DIR.
   const fresh = /^#\/new\?cwd=(.+)$/.exec(location.hash);
   if (fresh) {
@@ -176,6 +183,10 @@ document.addEventListener('DOMContentLoaded', async () => {
   $('new-form').addEventListener('submit', (e) => {
     e.preventDefault();
     create($('new-cwd').value.trim());
+  });
+  $('plugins-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    location.hash = `#/plugins?cwd=${encodeURIComponent($('plugins-cwd').value.trim())}`;
   });
   $('filter').addEventListener('input', renderSessions);
   $('search-form').addEventListener('submit', (e) => { e.preventDefault(); search($('search').value); });

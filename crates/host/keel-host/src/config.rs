@@ -595,14 +595,32 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
     // A file changed since the workspace was trusted stays inert, as if it were not.
     decision.changed = trust::pins::check(&decision, &own.config.projects, &sources.project);
     let project_trusted = decision.trusts(&project_path);
+    let switches = crate::switches::layer(
+        &own.config.projects,
+        &root,
+        &|id| defined(&own.table, project.as_ref(), "plugins", id),
+        &|name| defined(&own.table, project.as_ref(), "mcp_servers", name),
+        crate::switches::layer_name(&sources.home.join("config.toml"), &root),
+    );
     // What the decision governs is worked out whatever it is, from this one load: `keel trust`
     // and the trust notice show it without loading again as untrusted.
     let mut governed = Vec::new();
     let mut loaded = match project {
         // No project layer: the user's own layers are the whole configuration.
-        None => own,
+        None => match switches {
+            None => own,
+            Some(switches) => {
+                let mut layers = user;
+                layers.insert(at, switches);
+                merge_layers(&layers)?
+            }
+        },
         Some(project) => {
             let mut layers = user;
+            // After the project's layer (inserted at the same place below).
+            if let Some(switches) = switches {
+                layers.insert(at, switches);
+            }
             let (kept, left_out) = trust::untrusted_view(&project, &own.config);
             if !left_out.is_empty() {
                 governed.push(Ignored {
@@ -629,6 +647,22 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
     loaded.trust = decision;
     loaded.governed = governed;
     Ok(loaded)
+}
+
+/// Whether a layer of `own` or `project` defines the `[[plugins]]` row `name` (`section` =
+/// `plugins`) or the `[mcp_servers.NAME]` server (`mcp_servers`).
+fn defined(own: &Table, project: Option<&Layer>, section: &str, name: &str) -> bool {
+    [Some(own), project.map(|l| &l.table)]
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get(section))
+        .any(|v| match v {
+            Value::Array(rows) => rows
+                .iter()
+                .any(|r| r.get("id").and_then(Value::as_str) == Some(name)),
+            Value::Table(t) => t.contains_key(name),
+            _ => false,
+        })
 }
 
 /// A user layer's `[projects]` keys must be absolute directories.

@@ -221,3 +221,63 @@ fn a_project_config_linked_out_of_the_workspace_or_a_fifo_is_never_read() {
     let loaded = load(&sources(home.path(), &project), &crate::plugins::builtin()).unwrap();
     assert_eq!(loaded.config.model.as_deref(), Some("MARKER"));
 }
+
+#[test]
+fn a_workspaces_switches_turn_rows_and_servers_on_or_off_there_alone_under_flags() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let root = project.path().canonicalize().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[mcp_servers.docs]\ncommand = \"docs-server\"\n",
+    )
+    .unwrap();
+    let config = home.path().join("config.toml");
+    // Recorded as the plugins page does; a switch naming nothing is kept but applies to nothing.
+    for (kind, name, on) in [
+        (crate::switches::SwitchKind::Plugin, "provenance", true),
+        (crate::switches::SwitchKind::Plugin, "web", false),
+        (crate::switches::SwitchKind::Plugin, "no-such-row", true),
+        (crate::switches::SwitchKind::McpServer, "docs", false),
+        (
+            crate::switches::SwitchKind::McpServer,
+            "from-mcp-json",
+            false,
+        ),
+    ] {
+        let recorded = crate::switches::record(&config, project.path(), kind, name, on).unwrap();
+        assert_eq!(recorded, root);
+    }
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.starts_with("[mcp_servers.docs]"), "{text}");
+    let enabled = |loaded: &Loaded, id: &str| {
+        loaded
+            .config
+            .plugins
+            .iter()
+            .find(|r| r.id == id)
+            .and_then(|r| r.enabled)
+    };
+    let loaded = load(&sources(home.path(), &root), &crate::plugins::builtin()).unwrap();
+    assert_eq!(enabled(&loaded, "provenance"), Some(true));
+    assert_eq!(enabled(&loaded, "web"), Some(false));
+    assert!(!loaded.config.plugins.iter().any(|r| r.id == "no-such-row"));
+    assert_eq!(loaded.config.mcp_servers["docs"].enabled, Some(false));
+    assert!(!loaded.config.mcp_servers.contains_key("from-mcp-json"));
+    let layer = crate::switches::layer_name(&config, &root);
+    assert_eq!(loaded.origin.get("plugins[provenance]"), Some(&layer));
+    // Another workspace keeps the defaults.
+    let elsewhere = load(
+        &sources(home.path(), other.path()),
+        &crate::plugins::builtin(),
+    )
+    .unwrap();
+    assert_eq!(enabled(&elsewhere, "provenance"), Some(false));
+    assert_eq!(elsewhere.config.mcp_servers["docs"].enabled, None);
+    // `-c` still wins.
+    let mut s = sources(home.path(), &root);
+    s.overrides = vec!["mcp_servers.docs.enabled=true".into()];
+    let flagged = load(&s, &crate::plugins::builtin()).unwrap();
+    assert_eq!(flagged.config.mcp_servers["docs"].enabled, Some(true));
+}

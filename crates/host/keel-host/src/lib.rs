@@ -27,6 +27,7 @@ mod factory;
 pub mod modes;
 pub mod plugins;
 pub mod source;
+pub mod switches;
 pub mod trust;
 
 pub use config::{ConfigError, Loaded, Sources};

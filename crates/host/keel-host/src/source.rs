@@ -151,6 +151,29 @@ pub trait AgentSource: Send + Sync {
         ))
     }
 
+    /// The plugin rows and MCP servers of `cwd`'s workspace as its next agent would get them
+    /// ([`crate::switches`]).
+    fn extensions(&self, _cwd: &Path) -> Result<crate::switches::Extensions, SourceError> {
+        Err(SourceError::Unsupported(
+            "plugins are not listed here".to_owned(),
+        ))
+    }
+
+    /// Turn the plugin row or MCP server `name` on or off in the workspace of `cwd`, in the
+    /// user's configuration: agents built there from now on follow it. Returns the workspace
+    /// root and the file it went to.
+    fn switch(
+        &self,
+        _cwd: &Path,
+        _kind: crate::switches::SwitchKind,
+        _name: &str,
+        _enabled: bool,
+    ) -> Result<(PathBuf, PathBuf), SourceError> {
+        Err(SourceError::Unsupported(
+            "plugins cannot be switched from this client".to_owned(),
+        ))
+    }
+
     /// The models a session can be switched to (an editor's model selector): the configured
     /// one first, then the others keel knows. Default: none (no selector is offered).
     fn models(&self) -> Vec<String> {

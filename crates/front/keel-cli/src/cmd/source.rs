@@ -402,6 +402,29 @@ impl AgentSource for Source {
         Ok((root, file))
     }
 
+    fn extensions(&self, cwd: &Path) -> Result<keel_host::switches::Extensions, SourceError> {
+        let ctx = self.ctx_in(Some(cwd));
+        let host = ctx.host().map_err(failed)?;
+        let root = ctx.cwd.clone();
+        Ok(keel_host::switches::extensions(
+            host.config(),
+            &keel_host::plugins::builtin(),
+            &root,
+        ))
+    }
+
+    fn switch(
+        &self,
+        cwd: &Path,
+        kind: keel_host::switches::SwitchKind,
+        name: &str,
+        enabled: bool,
+    ) -> Result<(PathBuf, PathBuf), SourceError> {
+        let file = self.ctx.home.join("config.toml");
+        let root = keel_host::switches::record(&file, cwd, kind, name, enabled).map_err(failed)?;
+        Ok((root, file))
+    }
+
     fn price(&self, model: &str) -> Option<keel_llm::Price> {
         let host = self.ctx.host().ok()?;
         host.config().config.price(model)

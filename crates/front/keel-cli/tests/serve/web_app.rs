@@ -505,7 +505,13 @@ fn the_web_app_draws_a_formation_graph_caps_a_5_mb_output_and_names_a_server_res
             .unwrap()
             .contains("END-OF-BIG")
     );
-    for shot in ["provenance", "stale"] {
+    keep_screenshots(&artifacts, &["provenance", "stale"]);
+}
+
+/// The screenshots `shots` of a test's own `artifacts`, which must be PNG images, copied beside
+/// the other tests' (`web/artifacts/`).
+fn keep_screenshots(artifacts: &Path, shots: &[&str]) {
+    for shot in shots {
         let png = artifacts.join(format!("{shot}.png"));
         assert!(
             std::fs::read(&png)
@@ -514,8 +520,7 @@ fn the_web_app_draws_a_formation_graph_caps_a_5_mb_output_and_names_a_server_res
             "{} is no screenshot",
             png.display()
         );
-        // Kept beside the other tests' screenshots.
-        let kept = self::dir().join("artifacts");
+        let kept = dir().join("artifacts");
         let _ = std::fs::create_dir_all(&kept);
         let _ = std::fs::copy(&png, kept.join(format!("{shot}.png")));
     }
@@ -527,4 +532,79 @@ fn session_log(env: &Env, id: &str) -> PathBuf {
         .into_iter()
         .find(|p| p.ends_with(format!("{id}/session.jsonl")))
         .unwrap_or_else(|| panic!("no log of {id}"))
+}
+
+#[test]
+fn the_plugins_page_switches_provenance_on_and_an_mcp_server_off_for_the_workspace_alone() {
+    let Some((python, chromium)) = browser() else {
+        return;
+    };
+    let env = Env::new();
+    env.write("notes.txt", "hello\n");
+    let config = env.home.join("config.toml");
+    let before = std::fs::read_to_string(&config).unwrap_or_default();
+    std::fs::write(
+        &config,
+        format!("{before}\n[mcp_servers.docs]\ncommand = \"docs-server-that-is-not-installed\"\n"),
+    )
+    .unwrap();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let artifacts = env.root().join("artifacts");
+    let shown = browse("plugins", &server, &env, &artifacts, &python, &chromium);
+    let id = shown["session"].as_str().unwrap();
+    wait_idle(&server, id);
+    // Recorded in the user's configuration for this workspace, nothing in the repository.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let root = env.ws.canonicalize().unwrap();
+    assert!(
+        text.contains(&format!("[projects.\"{}\"]", root.display())),
+        "{text}"
+    );
+    assert!(text.contains("provenance = true"), "{text}");
+    assert!(text.contains("docs = false"), "{text}");
+    assert!(!env.ws.join(".keel").exists());
+    // The session recorded provenance and never started the server switched off.
+    assert!(
+        env.home
+            .join("provenance")
+            .join(id)
+            .join("receipts.jsonl")
+            .is_file()
+    );
+    let events = events_of(&env, id);
+    assert!(
+        !events.iter().any(|e| e.to_string().contains("docs-server")),
+        "the switched-off server was started"
+    );
+    // The API says the same; another workspace keeps the defaults.
+    let cwd = root.to_str().unwrap().replace('/', "%2F");
+    let listed = server
+        .call("GET", &format!("/api/v1/plugins?cwd={cwd}"), None)
+        .json();
+    let row = |rows: &Value, name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(row(&listed["plugins"], "provenance")["enabled"], true);
+    assert_eq!(row(&listed["mcpServers"], "docs")["enabled"], false);
+    let other = env.root().join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    let other = other.to_str().unwrap().replace('/', "%2F");
+    let elsewhere = server
+        .call("GET", &format!("/api/v1/plugins?cwd={other}"), None)
+        .json();
+    assert_eq!(row(&elsewhere["plugins"], "provenance")["enabled"], false);
+    // A row nobody defines is not recorded.
+    let refused = server.call(
+        "POST",
+        "/api/v1/plugins",
+        Some(&serde_json::json!({"cwd": root, "kind": "plugin", "name": "nope", "enabled": true})),
+    );
+    assert_eq!(refused.status, 404, "{}", refused.body);
+    keep_screenshots(&artifacts, &["plugins"]);
 }

@@ -45,6 +45,12 @@ pub struct ProjectSection {
     /// relative to it (`None`: recorded before keel pinned; nothing is checked).
     #[serde(default)]
     pub pins: Option<BTreeMap<String, pins::Pin>>,
+    /// Plugin rows turned on or off in this workspace, by row id ([`crate::switches`]).
+    #[serde(default)]
+    pub plugins: Option<BTreeMap<String, bool>>,
+    /// MCP servers turned on or off in this workspace, by name ([`crate::switches`]).
+    #[serde(default)]
+    pub mcp_servers: Option<BTreeMap<String, bool>>,
 }
 
 fn trust_level<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ProjectTrust>, D::Error> {
@@ -593,7 +599,7 @@ pub fn record(config: &Path, dir: &Path, trust: ProjectTrust) -> Result<PathBuf,
 
 /// Apply `edit` to the user's configuration `config` (missing: empty) and write it back,
 /// beside and renamed over it; `edit` gets a maker of [`RecordError::Invalid`].
-fn edit_config<T>(
+pub(crate) fn edit_config<T>(
     config: &Path,
     edit: impl FnOnce(
         &mut toml_edit::DocumentMut,

@@ -3,7 +3,7 @@ Chromium by its path, against the real `keel serve` that tests/serve/web_app.rs 
 the loopback mock model). Every step finds controls by their accessible names, as a person
 using a screen reader would. Exits non-zero with what failed; screenshots go to ARTIFACTS.
 
-Usage: app_test.py main|trust|open|damaged|rough URL_WITH_TOKEN WORKSPACE ARTIFACTS
+Usage: app_test.py main|trust|open|damaged|rough|plugins URL_WITH_TOKEN WORKSPACE ARTIFACTS
 """
 
 import json
@@ -40,7 +40,7 @@ def main():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
             {"main": run, "trust": trust, "open": opened, "damaged": damaged,
-             "rough": rough}[SCENARIO](browser)
+             "rough": rough, "plugins": plugins}[SCENARIO](browser)
         except Exception:
             # What each page showed when it failed.
             for i, page in enumerate(p for c in browser.contexts for p in c.pages):
@@ -337,6 +337,45 @@ def rough(browser):
     page.get_by_role("link", name="fix the notes").click()
     expect(transcript.get_by_text("Edited.")).to_be_visible()
     print(json.dumps({"shown": True}))
+
+
+def plugins(browser):
+    """The plugins page: provenance turned on and an MCP server off for the workspace; a new
+    session there records provenance (its tool cards offer their formation graph)."""
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT)
+    page.goto(URL)
+    page.get_by_role("link", name="Plugins").click()
+    region = page.get_by_role("region", name="Plugins")
+    region.get_by_role("textbox", name="Workspace").fill(WORKSPACE)
+    region.get_by_role("button", name="Show").click()
+    rows = region.get_by_role("list", name="Plugins")
+    provenance = rows.get_by_role("checkbox", name="provenance", exact=True)
+    expect(provenance).not_to_be_checked()
+    provenance.click()
+    status = page.get_by_role("status").first
+    expect(status).to_contain_text("provenance on in")
+    expect(rows.get_by_role("checkbox", name="provenance", exact=True)).to_be_checked()
+    docs = region.get_by_role("list", name="MCP servers").get_by_role("checkbox", name="docs")
+    expect(docs).to_be_checked()
+    docs.click()
+    expect(status).to_contain_text("docs off in")
+    expect(region.get_by_role("list", name="MCP servers").get_by_role("checkbox", name="docs")).not_to_be_checked()
+    shot(page, "plugins")
+
+    # A new session in the workspace runs with the switches.
+    page.get_by_role("button", name="New session").click()
+    page.get_by_role("textbox", name="Workspace", exact=True).first.fill(WORKSPACE)
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(r"#/s/"))
+    expect(region).to_be_hidden()
+    send(page, "fix the notes")
+    transcript = page.get_by_role("region", name="Conversation")
+    expect(transcript.get_by_text("Edited.")).to_be_visible()
+    page.get_by_role("button", name="Formation graph of read notes.txt").click()
+    expect(transcript.get_by_role("img", name="Formation graph of the read result")).to_be_visible()
+    print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
 
 
 def trust(browser):

@@ -1,0 +1,235 @@
+//! Per-workspace switches: plugin rows and MCP servers turned on or off for one workspace, in
+//! the user's own configuration (never the repository's files), as the web app's plugins page
+//! sets them:
+//!
+//! ```toml
+//! [projects."/home/ada/src/keel"]
+//! plugins = { provenance = true, web = false }
+//! mcp_servers = { github = false }
+//! ```
+//!
+//! At load, the entry of the workspace root (the key as `keel trust` writes it) becomes one
+//! more layer, right after the project's: `[[plugins]]` rows and `[mcp_servers.NAME]` tables
+//! with only `enabled`. A switch applies to a row or server the other layers define; one that
+//! names nothing is left out (a removed plugin row, a server of the project's `.mcp.json`,
+//! which keel does not rewrite). Being the user's, it needs no trust; `--config` and `-c`
+//! still win over it.
+
+use crate::config::Layer;
+use crate::trust::{ProjectSection, RecordError};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use toml::{Table, Value};
+
+/// What a switch turns on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwitchKind {
+    /// A `[[plugins]]` row, by its id.
+    Plugin,
+    /// A `[mcp_servers.NAME]` server, by its name.
+    McpServer,
+}
+
+impl SwitchKind {
+    /// The key of the `[projects."<dir>"]` entry that holds these switches.
+    pub fn key(self) -> &'static str {
+        match self {
+            SwitchKind::Plugin => "plugins",
+            SwitchKind::McpServer => "mcp_servers",
+        }
+    }
+}
+
+/// The name of the layer the switches of `root` make, as `keel config dump` names it.
+pub fn layer_name(home_config: &Path, root: &Path) -> String {
+    format!(
+        "{} [projects.{:?}]",
+        home_config.display(),
+        root.display().to_string()
+    )
+}
+
+/// The layer of `root`'s switches in `projects` (the user's layers' `[projects]`), for the rows
+/// and servers the other layers define (`has_row`, `has_server`); `None` when there are none.
+pub(crate) fn layer(
+    projects: &BTreeMap<String, ProjectSection>,
+    root: &Path,
+    has_row: &dyn Fn(&str) -> bool,
+    has_server: &dyn Fn(&str) -> bool,
+    name: String,
+) -> Option<Layer> {
+    let section = projects.get(&root.display().to_string())?;
+    let mut table = Table::new();
+    let rows: Vec<Value> = section
+        .plugins
+        .iter()
+        .flatten()
+        .filter(|(id, _)| has_row(id))
+        .map(|(id, on)| {
+            let mut row = Table::new();
+            row.insert("id".into(), Value::String(id.clone()));
+            row.insert("enabled".into(), Value::Boolean(*on));
+            Value::Table(row)
+        })
+        .collect();
+    if !rows.is_empty() {
+        table.insert("plugins".into(), Value::Array(rows));
+    }
+    let servers: Table = section
+        .mcp_servers
+        .iter()
+        .flatten()
+        .filter(|(name, _)| has_server(name))
+        .map(|(name, on)| {
+            let mut server = Table::new();
+            server.insert("enabled".into(), Value::Boolean(*on));
+            (name.clone(), Value::Table(server))
+        })
+        .collect();
+    if !servers.is_empty() {
+        table.insert("mcp_servers".into(), Value::Table(servers));
+    }
+    (!table.is_empty()).then_some(Layer { name, table })
+}
+
+/// Record in `config` (the user's `$KEEL_HOME/config.toml`) that `name` of `kind` is `enabled`
+/// in the workspace of `dir` (its [`crate::trust::workspace_root`]), keeping every other line
+/// of the file. Returns the root the switch was recorded for.
+pub fn record(
+    config: &Path,
+    dir: &Path,
+    kind: SwitchKind,
+    name: &str,
+    enabled: bool,
+) -> Result<PathBuf, RecordError> {
+    let root = crate::trust::workspace_root(dir).map_err(|source| RecordError::Directory {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let key = root.display().to_string();
+    crate::trust::edit_config(config, |doc, invalid| {
+        let projects = doc
+            .entry("projects")
+            .or_insert_with(|| {
+                let mut t = toml_edit::Table::new();
+                t.set_implicit(true);
+                toml_edit::Item::Table(t)
+            })
+            .as_table_like_mut()
+            .ok_or_else(|| invalid("`projects` is not a table".to_owned()))?;
+        let entry = projects
+            .entry(&key)
+            .or_insert(toml_edit::Item::Table(toml_edit::Table::new()))
+            .as_table_like_mut()
+            .ok_or_else(|| invalid(format!("`projects.{key:?}` is not a table")))?;
+        let switches = entry
+            .entry(kind.key())
+            .or_insert(toml_edit::value(toml_edit::InlineTable::new()))
+            .as_table_like_mut()
+            .ok_or_else(|| invalid(format!("`projects.{key:?}.{}` is not a table", kind.key())))?;
+        switches.insert(name, toml_edit::value(enabled));
+        Ok(())
+    })?;
+    Ok(root)
+}
+
+/// One plugin row or MCP server of a workspace, as its next agent would get it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extension {
+    /// The row id, or the server's name.
+    pub name: String,
+    /// The plugin the row uses; the server's transport (its command line or URL).
+    pub what: String,
+    /// What the plugin does (empty for a server).
+    pub description: String,
+    /// Whether it is on.
+    pub enabled: bool,
+    /// The layer that decided (a row), or where the server is configured.
+    pub layer: String,
+    /// Why the server is left out (a bad `.mcp.json` entry, say).
+    pub problem: Option<String>,
+    /// Whether a switch of this workspace applies to it (false for a `.mcp.json` server).
+    pub switchable: bool,
+}
+
+/// The plugin rows and MCP servers of a workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extensions {
+    /// The workspace root its switches are recorded for.
+    pub root: PathBuf,
+    /// Every `[[plugins]]` row, in configuration order.
+    pub plugins: Vec<Extension>,
+    /// Every configured MCP server (with `.mcp.json`'s when the workspace is trusted), then the
+    /// entries left out with their problem.
+    pub mcp_servers: Vec<Extension>,
+}
+
+/// What `loaded` (the configuration of the workspace `cwd`) says of its plugin rows (described
+/// by `plugins`) and MCP servers.
+pub fn extensions(
+    loaded: &crate::Loaded,
+    plugins: &[Box<dyn keel_agent::plugin::Plugin>],
+    cwd: &Path,
+) -> Extensions {
+    let rows = loaded
+        .config
+        .plugins
+        .iter()
+        .map(|row| {
+            let uses = row.uses.clone().unwrap_or_else(|| row.id.clone());
+            Extension {
+                description: plugins
+                    .iter()
+                    .find(|p| p.id().as_str() == uses)
+                    .map(|p| p.description().to_owned())
+                    .unwrap_or_default(),
+                name: row.id.clone(),
+                what: uses,
+                enabled: row.enabled.unwrap_or(true),
+                layer: loaded
+                    .origin
+                    .get(&format!("plugins[{}]", row.id))
+                    .cloned()
+                    .unwrap_or_default(),
+                problem: None,
+                switchable: true,
+            }
+        })
+        .collect();
+    let settings = serde_json::to_value(&loaded.table).unwrap_or_default();
+    let project = loaded.trust.trusts(&cwd.join(".mcp.json")).then_some(cwd);
+    let (servers, problems) = keel_mcp::plugin::configured(&settings, project);
+    let in_toml = |name: &str| {
+        loaded
+            .table
+            .get("mcp_servers")
+            .and_then(Value::as_table)
+            .is_some_and(|t| t.contains_key(name))
+    };
+    let mut mcp: Vec<Extension> = servers
+        .iter()
+        .map(|s| Extension {
+            name: s.name.clone(),
+            what: s.transport.describe(),
+            description: String::new(),
+            enabled: s.enabled,
+            layer: s.origin.clone(),
+            problem: None,
+            switchable: in_toml(&s.name),
+        })
+        .collect();
+    mcp.extend(problems.into_iter().map(|p| Extension {
+        switchable: in_toml(&p.server),
+        name: p.server,
+        what: String::new(),
+        description: String::new(),
+        enabled: false,
+        layer: p.origin,
+        problem: Some(p.message),
+    }));
+    Extensions {
+        root: loaded.trust.root.clone(),
+        plugins: rows,
+        mcp_servers: mcp,
+    }
+}
