@@ -398,7 +398,8 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                     "summary": "A workspace's `[[plugins]]` rows and MCP servers as its next \
                         agent would get them.",
                     "parameters": [{"name": "cwd", "in": "query", "required": true,
-                        "schema": {"type": "string"}, "description": "The workspace."}],
+                        "schema": {"type": "string", "pattern": "^/"},
+                        "description": "The workspace (an absolute directory)."}],
                     "responses": {"200": {"description": "`{root, plugins: [Row…], \
                         mcpServers: [Row…]}`, a row being `{name, what, description, \
                         enabled, layer, problem, switchable}`.",
@@ -413,7 +414,7 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                         "schema": {"type": "object",
                             "required": ["cwd", "kind", "name", "enabled"],
                             "additionalProperties": false,
-                            "properties": {"cwd": {"type": "string"},
+                            "properties": {"cwd": {"type": "string", "pattern": "^/"},
                                 "kind": {"enum": ["plugin", "mcp"]},
                                 "name": {"type": "string"},
                                 "enabled": {"type": "boolean"}}}}}},
