@@ -25,6 +25,7 @@ mod jobs;
 pub mod openapi;
 mod provenance;
 mod requests;
+mod schedules;
 pub mod security;
 mod state;
 pub mod tls;

@@ -393,6 +393,14 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                         "content": {"application/json": {
                             "schema": {"$ref": "#/components/schemas/Error"}}}},
                     "500": error}}},
+            "/api/v1/schedules": {"get": {
+                "summary": "The schedules of every session the server hosts, soonest first \
+                    (a stored session's wait for it to be resumed). A session's `/schedule` \
+                    command creates and deletes them.",
+                "responses": {"200": {"description": "`{\"schedules\": [{session, title, \
+                    cwd, id, prompt, dueAt, everySeconds}]}` (`dueAt`: ms since the epoch).",
+                    "content": {"application/json": {"schema": {"type": "object",
+                        "required": ["schedules"]}}}}}}},
             "/api/v1/plugins": {
                 "get": {
                     "summary": "A workspace's `[[plugins]]` rows and MCP servers as its next \

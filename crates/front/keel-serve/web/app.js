@@ -7,7 +7,7 @@
 
 import { $, el, api, age, showLink, nameOf, app, failure } from './lib.js';
 import { View } from './view.js';
-import { showPage, showPlugins } from './pages.js';
+import { showPage, showPlugins, showAutomation, submitSchedule } from './pages.js';
 import {
   showTrust, loadState, loadJobs, loadCommands, runCommand, suggestCommands, search, setting,
   dataUrl, showAttached, refused,
@@ -154,6 +154,10 @@ function route() {
     openSession(decodeURIComponent(match[1]));
     return;
   }
+  if (location.hash === '#/automation') {
+    showAutomation();
+    return;
+  }
   const plugins = /^#\/plugins(?:\?cwd=(.+))?$/.exec(location.hash);
   if (plugins) {
     showPlugins(plugins[1] ? decodeURIComponent(plugins[1]) : '');
@@ -188,6 +192,7 @@ document.addEventListener('DOMContentLoaded', async () => {
     e.preventDefault();
     location.hash = `#/plugins?cwd=${encodeURIComponent($('plugins-cwd').value.trim())}`;
   });
+  $('schedule-form').addEventListener('submit', (e) => { e.preventDefault(); submitSchedule(); });
   $('filter').addEventListener('input', renderSessions);
   $('search-form').addEventListener('submit', (e) => { e.preventDefault(); search($('search').value); });
   $('composer').addEventListener('submit', (e) => { e.preventDefault(); send(); });

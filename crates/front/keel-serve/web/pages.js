@@ -1,7 +1,7 @@
 // keel's web app (docs/web-app.md): the pages beside the sessions: a workspace's plugins and
 // MCP servers, each switchable for that workspace (`GET`/`POST /api/v1/plugins`).
 
-import { $, el, api, showLink, app, failure } from './lib.js';
+import { $, el, api, showLink, app, failure, nameOf } from './lib.js';
 
 /** Show a page of the app in place of the session view (`null`: the session view again). */
 export function showPage(name) {
@@ -90,4 +90,68 @@ async function closeIdleSessionIn(root) {
   const current = app.sessions.find((s) => s.id === app.id);
   if (!current || !current.cwd || !current.cwd.startsWith(root) || current.status === 'running') return;
   await api('POST', `/api/v1/sessions/${encodeURIComponent(current.id)}/close`, {}).catch(() => null);
+}
+
+// ---- Automation: the schedules of the sessions the server hosts (`GET /api/v1/schedules`),
+// made and deleted through each session's `/schedule` command. ----
+
+export async function showAutomation() {
+  showPage('automation-page');
+  const hosted = app.sessions.filter((s) => s.status !== 'stored');
+  const picker = $('schedule-session');
+  const kept = picker.value;
+  picker.replaceChildren(...hosted.map((s) => el('option', { value: s.id }, nameOf(s, s.id))));
+  if (hosted.some((s) => s.id === kept)) picker.value = kept;
+  else if (hosted.some((s) => s.id === app.id)) picker.value = app.id;
+  let listed;
+  try {
+    listed = await api('GET', '/api/v1/schedules');
+  } catch (e) {
+    showLink(failure('the schedules cannot be listed', e));
+    return;
+  }
+  const rows = listed.schedules || [];
+  const list = $('schedules');
+  list.replaceChildren(...rows.map((s) => {
+    const title = s.title || nameOf(app.sessions.find((x) => x.id === s.session), s.session);
+    const how = s.everySeconds ? `every ${every(s.everySeconds)}` : 'once';
+    return el('li', { class: 'schedule' },
+      el('span', { class: 'name' }, s.id), ` ${how}, next ${new Date(s.dueAt).toLocaleString()} · `,
+      el('a', { href: `#/s/${encodeURIComponent(s.session)}` }, title),
+      el('p', { class: 'prompt' }, s.prompt),
+      el('button', {
+        type: 'button', class: 'link', 'aria-label': `Delete ${s.id} of ${title}`,
+        onclick: () => schedule(s.session, `delete ${s.id}`),
+      }, 'Delete'));
+  }));
+  if (!rows.length) list.append(el('li', { class: 'info' }, 'No schedules.'));
+}
+
+function every(seconds) {
+  if (seconds % 3600 === 0) return `${seconds / 3600} h`;
+  if (seconds % 60 === 0) return `${seconds / 60} min`;
+  return `${seconds} s`;
+}
+
+/** `/schedule ARGS` in session `id`, then the list again. */
+async function schedule(id, args) {
+  try {
+    const done = await api('POST', `/api/v1/sessions/${encodeURIComponent(id)}/commands/schedule`, { args });
+    showLink(done && done.message ? done.message : 'done');
+  } catch (e) {
+    showLink(failure('/schedule', e));
+  }
+  showAutomation();
+}
+
+export function submitSchedule() {
+  const id = $('schedule-session').value;
+  const prompt = $('schedule-prompt').value.trim().replace(/\s+/g, ' ');
+  if (!id) {
+    showLink('no session to schedule in: start one first');
+    return;
+  }
+  const seconds = Number($('schedule-interval').value) * Number($('schedule-unit').value);
+  schedule(id, `${$('schedule-repeat').checked ? 'every' : 'in'} ${seconds} ${prompt}`);
+  $('schedule-prompt').value = '';
 }

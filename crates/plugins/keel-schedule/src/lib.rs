@@ -22,6 +22,7 @@
 //!   presented files listed at the turn's end, in every front end.
 #![deny(missing_docs)]
 
+pub mod command;
 pub mod present;
 pub mod presenter;
 pub mod service;
@@ -93,6 +94,9 @@ impl Plugin for SchedulePlugin {
             .push(Arc::new(move |_: &keel_protocol::SessionEvent| {
                 starter.ensure_timer();
             }));
+        ctx.commands.push(Arc::new(command::ScheduleCommand {
+            shared: shared.clone(),
+        }));
         ctx.on_agent.push(Box::new(move |agent| shared.bind(agent)));
         Ok(())
     }

@@ -64,6 +64,8 @@ responses:
       - { id: big1, name: bash, arguments: { command: "printf 'BIGOUTPUT-PLACEHOLDER\\nEND-OF-BIG\\n'" } }
   - match: { last_user_contains: "dump the big output" }
     text: "Dumped."
+  - match: { last_user_contains: "run the scheduled check" }
+    text: "Scheduled check done."
   - text: "Summary: the user said hello and planned the work."
 "#;
 
@@ -607,4 +609,48 @@ fn the_plugins_page_switches_provenance_on_and_an_mcp_server_off_for_the_workspa
     );
     assert_eq!(refused.status, 404, "{}", refused.body);
     keep_screenshots(&artifacts, &["plugins"]);
+}
+
+#[test]
+fn the_automation_page_makes_and_deletes_schedules_and_a_one_shot_fires_into_its_session() {
+    let Some((python, chromium)) = browser() else {
+        return;
+    };
+    let env = Env::new();
+    let config = env.home.join("config.toml");
+    let before = std::fs::read_to_string(&config).unwrap_or_default();
+    std::fs::write(
+        &config,
+        format!("{before}\n[[plugins]]\nid = \"schedule\"\nenabled = true\n"),
+    )
+    .unwrap();
+    let mock = Mock::start(SCRIPT);
+    let server = Server::start(&env, &mock);
+    let id = server.create(&env.ws, "say hello");
+    wait_idle(&server, &id);
+    let artifacts = env.root().join("artifacts");
+    browse("automation", &server, &env, &artifacts, &python, &chromium);
+    wait_idle(&server, &id);
+    // The log has what the page did: two schedules made, one deleted, the other fired.
+    let events = events_of(&env, &id);
+    let of = |ty: &str| events.iter().filter(|e| e["type"] == ty).count();
+    assert_eq!(of("schedule/created"), 2);
+    assert_eq!(of("schedule/deleted"), 1);
+    assert_eq!(of("schedule/fired"), 1);
+    let listed = server.call("GET", "/api/v1/schedules", None).json();
+    assert_eq!(listed["schedules"], serde_json::json!([]), "{listed}");
+    // A schedule the command cannot read is refused, naming what is wrong.
+    let bad = server.call(
+        "POST",
+        &format!("/api/v1/sessions/{id}/commands/schedule"),
+        Some(&serde_json::json!({"args": "every soon check"})),
+    );
+    assert!(bad.status >= 400, "{}", bad.body);
+    assert!(
+        bad.body
+            .contains(r#"/schedule: every: \"soon\" is not a whole number"#),
+        "{}",
+        bad.body
+    );
+    keep_screenshots(&artifacts, &["automation"]);
 }

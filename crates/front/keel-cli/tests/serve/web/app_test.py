@@ -3,7 +3,7 @@ Chromium by its path, against the real `keel serve` that tests/serve/web_app.rs 
 the loopback mock model). Every step finds controls by their accessible names, as a person
 using a screen reader would. Exits non-zero with what failed; screenshots go to ARTIFACTS.
 
-Usage: app_test.py main|trust|open|damaged|rough|plugins URL_WITH_TOKEN WORKSPACE ARTIFACTS
+Usage: app_test.py main|trust|open|damaged|rough|plugins|automation URL_WITH_TOKEN WORKSPACE ARTIFACTS
 """
 
 import json
@@ -40,7 +40,8 @@ def main():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
             {"main": run, "trust": trust, "open": opened, "damaged": damaged,
-             "rough": rough, "plugins": plugins}[SCENARIO](browser)
+             "rough": rough, "plugins": plugins,
+             "automation": automation}[SCENARIO](browser)
         except Exception:
             # What each page showed when it failed.
             for i, page in enumerate(p for c in browser.contexts for p in c.pages):
@@ -376,6 +377,42 @@ def plugins(browser):
     page.get_by_role("button", name="Formation graph of read notes.txt").click()
     expect(transcript.get_by_role("img", name="Formation graph of the read result")).to_be_visible()
     print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
+
+
+def automation(browser):
+    """The automation page: a repeating schedule made and deleted, a one-shot that fires."""
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT)
+    page.goto(URL)
+    page.get_by_role("link", name="Automation").click()
+    region = page.get_by_role("region", name="Automation")
+    listed = region.get_by_role("list", name="Schedules")
+    expect(listed).to_contain_text("No schedules.")
+    form = region.get_by_role("form", name="New schedule")
+    form.get_by_role("combobox", name="Session").select_option(label="say hello")
+    form.get_by_role("textbox", name="Prompt").fill("check the build")
+    form.get_by_role("spinbutton", name="In").fill("10")
+    form.get_by_role("checkbox", name="Repeat").check()
+    form.get_by_role("button", name="Schedule").click()
+    status = page.get_by_role("status").first
+    expect(status).to_contain_text("scheduled sched-1 (every 10 min")
+    expect(listed).to_contain_text("check the build")
+    expect(listed).to_contain_text("every 10 min")
+    shot(page, "automation")
+    listed.get_by_role("button", name="Delete sched-1 of say hello").click()
+    expect(status).to_contain_text("deleted sched-1")
+    expect(listed).to_contain_text("No schedules.")
+    # A one-shot two seconds away fires into the session: its answer shows there.
+    form.get_by_role("textbox", name="Prompt").fill("run the scheduled check")
+    form.get_by_role("spinbutton", name="In").fill("2")
+    form.get_by_role("combobox", name="Unit").select_option(label="seconds")
+    form.get_by_role("checkbox", name="Repeat").uncheck()
+    form.get_by_role("button", name="Schedule").click()
+    expect(status).to_contain_text("scheduled sched-2 (once")
+    listed.get_by_role("link", name="say hello").click()
+    expect(page.get_by_role("region", name="Conversation").get_by_text("Scheduled check done.")).to_be_visible()
+    print(json.dumps({"shown": True}))
 
 
 def trust(browser):
