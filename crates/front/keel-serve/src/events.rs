@@ -13,6 +13,9 @@
 //! attached terminal looks again every 2 s). A start beyond the log's end (an
 //! `after` or `Last-Event-ID` naming an event the log does not have) is a 400.
 //!
+//! With `?present=true` the stream also carries the plugins' items, each list just before the
+//! event that showed it ([`crate::present`]).
+//!
 //! A live session's stream also carries its approvals and questions ([`crate::requests`]) as
 //! named messages without `id:`: first `event: pending` with every open request
 //! (`{"requests": […]}`, so a client that connects or reconnects late sees what waits for an
@@ -44,6 +47,9 @@ const BATCH: u64 = 256;
 pub struct EventsQuery {
     /// Start after this seq (exclusive); from the first event when absent.
     pub after: Option<u64>,
+    /// Also send the plugins' items (`event: present`, [`crate::present`]).
+    #[serde(default)]
+    pub present: bool,
 }
 
 /// The route's handler.
@@ -115,11 +121,18 @@ pub(crate) async fn events(
             ),
         ));
     }
+    let presenters = match &source {
+        _ if !query.present => None,
+        Source::Live { live, .. } => Some(crate::present::primed(live.agent.log().session(), next)),
+        Source::Stored(session) => Some(crate::present::primed(session, next)),
+        Source::Ended(_) => None,
+    };
     let stream = futures::stream::unfold(
         Reader {
             source,
             next,
             ready,
+            presenters,
         },
         |mut reader| async move {
             let event = reader.next_event().await?;
@@ -202,6 +215,8 @@ struct Reader {
     next: u64,
     /// Events read and not yet sent.
     ready: VecDeque<Event>,
+    /// The plugins' presenters, for a client that asked for their items.
+    presenters: Option<keel_protocol::present::Presenters>,
 }
 
 impl Reader {
@@ -215,7 +230,12 @@ impl Reader {
             match &mut self.source {
                 Source::Ended(_) => return None,
                 Source::Stored(session) => {
-                    read(session, &mut self.next, &mut self.ready);
+                    read(
+                        session,
+                        &mut self.next,
+                        &mut self.ready,
+                        &mut self.presenters,
+                    );
                     if self.ready.is_empty() {
                         return None;
                     }
@@ -238,7 +258,12 @@ impl Reader {
                             Note::Resolved(how) => named("resolved", &how),
                         });
                     }
-                    read(live.agent.log().session(), &mut self.next, &mut self.ready);
+                    read(
+                        live.agent.log().session(),
+                        &mut self.next,
+                        &mut self.ready,
+                        &mut self.presenters,
+                    );
                     if !self.ready.is_empty() {
                         continue;
                     }
@@ -268,8 +293,14 @@ fn named(name: &str, data: &serde_json::Value) -> Event {
     Event::default().event(name).data(data.to_string())
 }
 
-/// Queue up to [`BATCH`] events of `session` from `*next` on, advancing `*next`.
-fn read(session: &Session, next: &mut u64, ready: &mut VecDeque<Event>) {
+/// Queue up to [`BATCH`] events of `session` from `*next` on, advancing `*next`; each after
+/// the items its `presenters` show, when there are presenters.
+fn read(
+    session: &Session,
+    next: &mut u64,
+    ready: &mut VecDeque<Event>,
+    presenters: &mut Option<keel_protocol::present::Presenters>,
+) {
     let end = session.next_seq().0.min(next.saturating_add(BATCH));
     while *next < end {
         let seq = *next;
@@ -277,6 +308,12 @@ fn read(session: &Session, next: &mut u64, ready: &mut VecDeque<Event>) {
         let Some(event) = session.event(Seq(seq)) else {
             continue;
         };
+        if let Some(items) = presenters
+            .as_mut()
+            .and_then(|p| crate::present::items_of(p, &event))
+        {
+            ready.push_back(named("present", &items));
+        }
         if let Ok(json) = event.to_json() {
             ready.push_back(Event::default().id(seq.to_string()).data(json));
         }

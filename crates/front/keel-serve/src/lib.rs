@@ -23,6 +23,7 @@ mod hub;
 mod images;
 mod jobs;
 pub mod openapi;
+mod present;
 mod provenance;
 mod requests;
 mod schedules;

@@ -164,6 +164,10 @@ pub fn document() -> Value {
                 "parameters": [id,
                     {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0},
                         "description": "Start after this seq (exclusive)."},
+                    {"name": "present", "in": "query", "schema": {"type": "boolean"},
+                        "description": "Also send the plugins' items: an `event: present` \
+                            message `{seq, items}` just before the event that showed them \
+                            (docs/serve.md, \"Plugins' items\")."},
                     {"name": "Last-Event-ID", "in": "header",
                         "schema": {"type": "integer", "minimum": 0},
                         "description": "The last seq received; wins over `after`."}],

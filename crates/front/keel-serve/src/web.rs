@@ -18,6 +18,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("view.js", JS, include_str!("../web/view.js")),
     ("panels.js", JS, include_str!("../web/panels.js")),
     ("pages.js", JS, include_str!("../web/pages.js")),
+    ("items.js", JS, include_str!("../web/items.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

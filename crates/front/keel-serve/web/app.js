@@ -8,6 +8,7 @@
 import { $, el, api, age, showLink, nameOf, app, failure } from './lib.js';
 import { View } from './view.js';
 import { showPage, showPlugins, showAutomation, submitSchedule } from './pages.js';
+import { goalCommand } from './items.js';
 import {
   showTrust, loadState, loadJobs, loadCommands, runCommand, suggestCommands, search, setting,
   dataUrl, showAttached, refused,
@@ -61,13 +62,16 @@ function openSession(id) {
   $('session-links').hidden = false;
   showTrust(id, listed && listed.cwd);
   loadState(id);
+  $('goal').hidden = true;
   $('todo-panel').hidden = true;
   $('jobs-panel').hidden = true;
   $('job-output').textContent = '';
   loadJobs(id);
   loadCommands(id);
   renderSessions();
-  const source = new EventSource(`/api/v1/sessions/${encodeURIComponent(id)}/events`);
+  // With the plugins' items (the goal, a workflow's agents, a schedule firing …), as every
+  // front end shows them.
+  const source = new EventSource(`/api/v1/sessions/${encodeURIComponent(id)}/events?present=true`);
   app.source = source;
   const view = app.view;
   // The log's replay is over once the live stream's `pending` comes (a hosted session).
@@ -93,6 +97,7 @@ function openSession(id) {
   };
   source.addEventListener('pending', (m) => view.pending(JSON.parse(m.data).requests || []));
   source.addEventListener('request', (m) => view.request(JSON.parse(m.data)));
+  source.addEventListener('present', (m) => view.present(JSON.parse(m.data)));
   source.addEventListener('resolved', (m) => view.resolved(JSON.parse(m.data).requestId));
   $('message').focus();
 }
@@ -192,6 +197,9 @@ document.addEventListener('DOMContentLoaded', async () => {
     e.preventDefault();
     location.hash = `#/plugins?cwd=${encodeURIComponent($('plugins-cwd').value.trim())}`;
   });
+  for (const word of ['pause', 'resume', 'clear']) {
+    $(`goal-${word}`).addEventListener('click', () => { if (app.id) goalCommand(app.id, word); });
+  }
   $('schedule-form').addEventListener('submit', (e) => { e.preventDefault(); submitSchedule(); });
   $('filter').addEventListener('input', renderSessions);
   $('search-form').addEventListener('submit', (e) => { e.preventDefault(); search($('search').value); });

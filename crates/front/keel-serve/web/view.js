@@ -4,6 +4,7 @@
 import { $, el, api, renderMarkdown, renderDiff, textOf, showLink } from './lib.js';
 import { loadSessions } from './app.js';
 import { loadState, loadJobs } from './panels.js';
+import { presentItems } from './items.js';
 
 /** The most of one tool's output a card shows (its head and tail; the HTML export has it all). */
 const OUTPUT_SHOWN = 200_000;
@@ -33,6 +34,7 @@ export class View {
     this.stats = { turns: 0, steps: 0, input: 0, output: 0, cached: 0, rate: null };
     this.stepStarted = new Map(); // "turn/step" -> time of its first chunk
     $('stats').textContent = '';
+    $('status-items').replaceChildren();
   }
 
   /** The strip under the title: turns, steps, tokens, cache hits, the last step's speed. */
@@ -253,7 +255,7 @@ export class View {
         type: 'button', class: 'link', 'aria-label': `Formation graph of ${data.name} ${what}`.trim(),
         onclick: (e) => this.graph(data.callId, data.name, card, e.currentTarget),
       }, 'Formation graph')));
-    this.cards.set(data.callId, { card, output, state });
+    this.cards.set(data.callId, { card, output, state, name: data.name });
     this.append(card);
   }
 
@@ -302,8 +304,13 @@ export class View {
     button.setAttribute('aria-expanded', 'true');
   }
 
-  append(node) {
-    if (node.dataset.seq === undefined) node.dataset.seq = String(this.seq);
+  /** The plugins' items an event shows (`event: present`, before the event itself). */
+  present(data) {
+    presentItems(this, data.seq, data.items || []);
+  }
+
+  append(node, seq) {
+    if (node.dataset.seq === undefined) node.dataset.seq = String(seq === undefined ? this.seq : seq);
     this.transcript.append(node);
     this.follow();
   }

@@ -64,6 +64,10 @@ responses:
       - { id: big1, name: bash, arguments: { command: "printf 'BIGOUTPUT-PLACEHOLDER\\nEND-OF-BIG\\n'" } }
   - match: { last_user_contains: "dump the big output" }
     text: "Dumped."
+  - match: { last_user_contains: "tidy the notes" }
+    behaviour: stall
+    stall_ms: 3000
+    text: "Tidying."
   - match: { last_user_contains: "run the scheduled check" }
     text: "Scheduled check done."
   - text: "Summary: the user said hello and planned the work."
@@ -637,6 +641,14 @@ fn the_automation_page_makes_and_deletes_schedules_and_a_one_shot_fires_into_its
     assert_eq!(of("schedule/created"), 2);
     assert_eq!(of("schedule/deleted"), 1);
     assert_eq!(of("schedule/fired"), 1);
+    // The goal set, paused and cleared from its bar: one round ran.
+    let goals: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "goal/set")
+        .filter_map(|e| e["data"]["status"].as_str())
+        .collect();
+    assert_eq!(goals, ["active", "paused", "cleared"], "{goals:?}");
+    assert_eq!(of("goal/round"), 1);
     let listed = server.call("GET", "/api/v1/schedules", None).json();
     assert_eq!(listed["schedules"], serde_json::json!([]), "{listed}");
     // A schedule the command cannot read is refused, naming what is wrong.
@@ -652,5 +664,5 @@ fn the_automation_page_makes_and_deletes_schedules_and_a_one_shot_fires_into_its
         "{}",
         bad.body
     );
-    keep_screenshots(&artifacts, &["automation"]);
+    keep_screenshots(&artifacts, &["automation", "goal"]);
 }

@@ -411,7 +411,22 @@ def automation(browser):
     form.get_by_role("button", name="Schedule").click()
     expect(status).to_contain_text("scheduled sched-2 (once")
     listed.get_by_role("link", name="say hello").click()
-    expect(page.get_by_role("region", name="Conversation").get_by_text("Scheduled check done.")).to_be_visible()
+    transcript = page.get_by_role("region", name="Conversation")
+    expect(transcript.get_by_text("Scheduled check done.")).to_be_visible()
+    # The schedule plugin's own item: a marker where the prompt came in.
+    expect(transcript.get_by_text("scheduled prompt sched-2")).to_be_visible()
+
+    # A goal: its bar shows while the round runs; paused, then cleared, from the bar.
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    send(page, "/goal --max-rounds 3 tidy the notes")
+    goal = page.get_by_role("region", name="Goal")
+    expect(goal).to_contain_text("round 1/3")
+    shot(page, "goal")
+    goal.get_by_role("button", name="Pause goal").click()
+    expect(goal).to_contain_text("paused")
+    expect(transcript.get_by_text("Tidying.")).to_be_visible()
+    goal.get_by_role("button", name="Clear goal").click()
+    expect(goal).to_be_hidden()
     print(json.dumps({"shown": True}))
 
 
