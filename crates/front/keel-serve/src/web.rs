@@ -19,6 +19,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("panels.js", JS, include_str!("../web/panels.js")),
     ("pages.js", JS, include_str!("../web/pages.js")),
     ("items.js", JS, include_str!("../web/items.js")),
+    ("markdown.js", JS, include_str!("../web/markdown.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

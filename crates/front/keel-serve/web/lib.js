@@ -40,44 +40,9 @@ export async function api(method, path, body) {
   return json;
 }
 
-// ---- Text: a small, safe Markdown subset (fenced code, inline code, bold, paragraphs). ----
+// ---- Text: Markdown lives in markdown.js (re-exported here for the other modules). ----
 
-export function renderMarkdown(text) {
-  const out = el('div', { class: 'md' });
-  const parts = String(text).split(/^```/m);
-  parts.forEach((part, i) => {
-    if (i % 2 === 1) {
-      const newline = part.indexOf('\n');
-      const lang = newline > 0 ? part.slice(0, newline).trim() : '';
-      const code = newline >= 0 ? part.slice(newline + 1) : part;
-      out.append(el('pre', { class: 'code', 'data-lang': lang || null },
-        el('code', {}, code.replace(/\n$/, ''))));
-      return;
-    }
-    for (const para of part.split(/\n{2,}/)) {
-      if (!para.trim()) continue;
-      out.append(inline(el('p'), para));
-    }
-  });
-  return out;
-}
-
-export function inline(node, text) {
-  const tokens = text.split(/(`[^`\n]+`|\*\*[^*\n]+\*\*)/);
-  for (const token of tokens) {
-    if (token.startsWith('`') && token.endsWith('`') && token.length > 1) {
-      node.append(el('code', {}, token.slice(1, -1)));
-    } else if (token.startsWith('**') && token.endsWith('**') && token.length > 4) {
-      node.append(el('strong', {}, token.slice(2, -2)));
-    } else if (token) {
-      token.split('\n').forEach((line, i) => {
-        if (i > 0) node.append(el('br'));
-        node.append(line);
-      });
-    }
-  }
-  return node;
-}
+export { renderMarkdown, inline } from './markdown.js';
 
 /** An edit as lines taken out and put in (what the model sent: old and new text). */
 export function renderDiff(before, after, path) {

@@ -134,7 +134,8 @@ export class View {
         s.output += usage.outputTokens || 0;
         s.cached += usage.cacheReadTokens || 0;
         const started = this.stepStarted.get(`${data.turn}/${data.step}`);
-        if (started && ev.time > started && usage.outputTokens) {
+        // A step shorter than a fifth of a second says nothing of the model's speed.
+        if (started && ev.time - started >= 200 && usage.outputTokens) {
           s.rate = usage.outputTokens / ((ev.time - started) / 1000);
         }
         this.renderStats();
@@ -199,7 +200,19 @@ export class View {
         step.blocks.set(chunk.index, body);
         step.node.append(node);
       }
-    } else if (chunk.type === 'text-delta' || chunk.type === 'reasoning-delta') {
+    } else if (chunk.type === 'text-delta') {
+      // The answer as Markdown while it streams: its text kept, rendered once per frame.
+      const node = step.blocks.get(chunk.index);
+      if (!node) return;
+      node.raw = (node.raw || '') + (chunk.text || '');
+      if (!node.frame) {
+        node.frame = requestAnimationFrame(() => {
+          node.frame = 0;
+          if (node.isConnected) node.replaceChildren(renderMarkdown(node.raw));
+          this.follow();
+        });
+      }
+    } else if (chunk.type === 'reasoning-delta') {
       const node = step.blocks.get(chunk.index);
       if (node) node.append(chunk.text || '');
       this.follow();

@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SCRIPT: &str = r#"
+const SCRIPT: &str = r###"
 responses:
   - match: { last_user_contains: "say hello" }
     text: "Hello from the browser."
@@ -64,6 +64,8 @@ responses:
       - { id: big1, name: bash, arguments: { command: "printf 'BIGOUTPUT-PLACEHOLDER\\nEND-OF-BIG\\n'" } }
   - match: { last_user_contains: "dump the big output" }
     text: "Dumped."
+  - match: { last_user_contains: "show markdown" }
+    text: "## The plan\n\n1. First *step*\n2. Read [the docs](https://example.com/docs), not [this](javascript:alert(1))\n   - a nested point\n\n| name | size |\n|------|-----:|\n| keel | 2 |\n\n```rust\nfn main() { let x = \"s\"; } // done\n```\n\n> quoted **words**"
   - match: { last_user_contains: "tidy the notes" }
     behaviour: stall
     stall_ms: 3000
@@ -71,7 +73,7 @@ responses:
   - match: { last_user_contains: "run the scheduled check" }
     text: "Scheduled check done."
   - text: "Summary: the user said hello and planned the work."
-"#;
+"###;
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve/web")
@@ -438,6 +440,8 @@ fn the_web_app_draws_a_formation_graph_caps_a_5_mb_output_and_names_a_server_res
     let mut server = Server::start_with(&env, &mock, &["--provenance"]);
     let notes = server.create(&env.ws, "fix the notes");
     wait_idle(&server, &notes);
+    let markdown = server.create(&env.ws, "show markdown");
+    wait_idle(&server, &markdown);
     // A session whose bash output is 5 MB in its log (as an older keel, or a tool that does not
     // spill, would leave it): a real log, copied under a new id with the output blown up.
     let small = server.create(&env.ws, "dump the big output");
@@ -511,7 +515,7 @@ fn the_web_app_draws_a_formation_graph_caps_a_5_mb_output_and_names_a_server_res
             .unwrap()
             .contains("END-OF-BIG")
     );
-    keep_screenshots(&artifacts, &["provenance", "stale"]);
+    keep_screenshots(&artifacts, &["provenance", "markdown", "stale"]);
 }
 
 /// The screenshots `shots` of a test's own `artifacts`, which must be PNG images, copied beside

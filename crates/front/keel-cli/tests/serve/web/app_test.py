@@ -310,6 +310,22 @@ def rough(browser):
     )
     shot(page, "provenance")
 
+    # Markdown as models write it: a heading, lists, a safe link (and an unsafe one as text),
+    # a table, highlighted code, a quote.
+    page.get_by_role("link", name="show markdown").click()
+    expect(transcript.get_by_role("heading", name="The plan")).to_be_visible()
+    expect(transcript.get_by_role("listitem").filter(has_text="First step")).to_be_visible()
+    expect(transcript.locator("li li")).to_have_text("a nested point")
+    docs = transcript.get_by_role("link", name="the docs")
+    expect(docs).to_have_attribute("href", "https://example.com/docs")
+    expect(transcript.get_by_role("link", name="this")).to_have_count(0)
+    expect(transcript.get_by_text("not this", exact=False)).to_be_visible()
+    expect(transcript.get_by_role("cell", name="keel")).to_be_visible()
+    expect(transcript.locator("pre.code .tok-k").first).to_have_text("fn")
+    expect(transcript.locator("pre.code .tok-c")).to_have_text("// done")
+    expect(transcript.locator("blockquote strong")).to_have_text("words")
+    shot(page, "markdown")
+
     # A stored session with a 5 MB tool output: the card shows its head and tail.
     page.get_by_role("link", name="the huge one").click()
     output = transcript.get_by_label("bash output")
