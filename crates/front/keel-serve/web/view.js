@@ -6,6 +6,14 @@ import { loadSessions } from './app.js';
 import { loadState, loadJobs } from './panels.js';
 import { presentItems } from './items.js';
 
+/** A duration in ms as people read it: `0.4 s`, `12 s`, `3 min 5 s`. */
+function seconds(ms) {
+  const s = ms / 1000;
+  if (s < 10) return `${s.toFixed(1)} s`;
+  if (s < 60) return `${Math.round(s)} s`;
+  return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+}
+
 /** The most of one tool's output a card shows (its head and tail; the HTML export has it all). */
 const OUTPUT_SHOWN = 200_000;
 
@@ -139,7 +147,7 @@ export class View {
           s.rate = usage.outputTokens / ((ev.time - started) / 1000);
         }
         this.renderStats();
-        this.message(data);
+        this.message(data, usage);
         return;
       }
       case 'tool/call':
@@ -149,6 +157,7 @@ export class View {
         this.toolResult(data);
         return;
       case 'turn/start':
+        this.turnStarted = ev.time;
         this.stats.turns += 1;
         this.renderStats();
         this.setRunning(true);
@@ -161,7 +170,8 @@ export class View {
           loadJobs(this.id);
         }
         const reason = data.reason ? data.reason.kind : 'completed';
-        this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}`));
+        const took = this.turnStarted && ev.time >= this.turnStarted ? ` in ${seconds(ev.time - this.turnStarted)}` : '';
+        this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}${took}`));
         return;
       }
       case 'todo/write':
@@ -219,7 +229,7 @@ export class View {
     }
   }
 
-  message(data) {
+  message(data, usage) {
     const step = this.step(data);
     step.done = true;
     const content = (data.message && data.message.content) || [];
@@ -245,7 +255,12 @@ export class View {
           }
         },
       }, 'Copy');
-      step.node.append(el('div', { class: 'actions' }, copy));
+      const used = usage && (usage.inputTokens || usage.outputTokens)
+        ? el('span', { class: 'usage', title: 'tokens of this step' },
+          `${(usage.inputTokens || 0).toLocaleString('en')} in · ${(usage.outputTokens || 0).toLocaleString('en')} out`
+          + (usage.cacheReadTokens ? ` · ${(usage.cacheReadTokens).toLocaleString('en')} cached` : ''))
+        : null;
+      step.node.append(el('div', { class: 'actions' }, copy, used));
     }
     if (!step.node.childNodes.length) step.node.remove();
   }

@@ -324,6 +324,9 @@ def rough(browser):
     expect(transcript.locator("pre.code .tok-k").first).to_have_text("fn")
     expect(transcript.locator("pre.code .tok-c")).to_have_text("// done")
     expect(transcript.locator("blockquote strong")).to_have_text("words")
+    # The turn's time, and the step's tokens under its answer.
+    expect(transcript.get_by_text(re.compile(r"^turn 1 completed in \d+(\.\d)? s$"))).to_be_visible()
+    expect(transcript.locator(".usage").first).to_have_text(re.compile(r"^[\d,]+ in · 61 out"))
     shot(page, "markdown")
 
     # A stored session with a 5 MB tool output: the card shows its head and tail.
