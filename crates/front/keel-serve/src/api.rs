@@ -111,6 +111,7 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/jobs/{jobId}/kill",
             post(crate::jobs::kill),
         ),
+        route("GET", "/api/v1/models", get(crate::models::list)),
         route("GET", "/api/v1/schedules", get(crate::schedules::list)),
         route("GET", "/api/v1/plugins", get(crate::extensions::list)),
         route("POST", "/api/v1/plugins", post(crate::extensions::switch)),

@@ -22,6 +22,7 @@ mod files;
 mod hub;
 mod images;
 mod jobs;
+mod models;
 pub mod openapi;
 mod present;
 mod provenance;

@@ -397,6 +397,14 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                         "content": {"application/json": {
                             "schema": {"$ref": "#/components/schemas/Error"}}}},
                     "500": error}}},
+            "/api/v1/models": {"get": {
+                "summary": "The models a session can be switched to (the configured one \
+                    first) and the endpoint agents are built for: provider, URL and the \
+                    environment variable of its key (never the key) with whether it is set.",
+                "responses": {"200": {"description": "`{models: [name…], endpoint: \
+                    {provider, baseUrl, keyVariable, keySet} | null, endpointError}`.",
+                    "content": {"application/json": {"schema": {"type": "object",
+                        "required": ["models", "endpoint"]}}}}, "500": error}}},
             "/api/v1/schedules": {"get": {
                 "summary": "The schedules of every session the server hosts, soonest first \
                     (a stored session's wait for it to be resumed). A session's `/schedule` \

@@ -20,6 +20,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("pages.js", JS, include_str!("../web/pages.js")),
     ("items.js", JS, include_str!("../web/items.js")),
     ("markdown.js", JS, include_str!("../web/markdown.js")),
+    ("settings.js", JS, include_str!("../web/settings.js")),
+    ("i18n.js", JS, include_str!("../web/i18n.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

@@ -9,6 +9,8 @@ import { $, el, api, age, showLink, nameOf, app, failure } from './lib.js';
 import { View } from './view.js';
 import { showPage, showPlugins, showAutomation, submitSchedule } from './pages.js';
 import { goalCommand } from './items.js';
+import { showSettings, bindSettings, setTheme, theme } from './settings.js';
+import { applyLanguage, language } from './i18n.js';
 import {
   showTrust, loadState, loadJobs, loadCommands, runCommand, suggestCommands, search, setting,
   dataUrl, showAttached, refused,
@@ -159,6 +161,10 @@ function route() {
     openSession(decodeURIComponent(match[1]));
     return;
   }
+  if (location.hash === '#/settings') {
+    showSettings();
+    return;
+  }
   if (location.hash === '#/automation') {
     showAutomation();
     return;
@@ -178,6 +184,9 @@ function route() {
 }
 
 document.addEventListener('DOMContentLoaded', async () => {
+  setTheme(theme());
+  applyLanguage(language());
+  bindSettings();
   $('new-session').addEventListener('click', () => {
     const form = $('new-form');
     form.hidden = false;

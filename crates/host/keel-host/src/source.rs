@@ -174,6 +174,14 @@ pub trait AgentSource: Send + Sync {
         ))
     }
 
+    /// The model endpoint agents are built for (its provider, URL and the environment variable
+    /// of its key, never the key), when the source can say.
+    fn endpoint(&self) -> Result<crate::Endpoint, SourceError> {
+        Err(SourceError::Unsupported(
+            "the endpoint is not described here".to_owned(),
+        ))
+    }
+
     /// The models a session can be switched to (an editor's model selector): the configured
     /// one first, then the others keel knows. Default: none (no selector is offered).
     fn models(&self) -> Vec<String> {

@@ -402,6 +402,12 @@ impl AgentSource for Source {
         Ok((root, file))
     }
 
+    fn endpoint(&self) -> Result<keel_host::Endpoint, SourceError> {
+        let ctx = self.ctx_in(None);
+        let host = ctx.host().map_err(failed)?;
+        host.endpoint(&self.flags).map_err(failed)
+    }
+
     fn extensions(&self, cwd: &Path) -> Result<keel_host::switches::Extensions, SourceError> {
         let ctx = self.ctx_in(Some(cwd));
         let host = ctx.host().map_err(failed)?;

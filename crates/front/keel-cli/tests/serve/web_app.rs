@@ -616,7 +616,7 @@ fn the_plugins_page_switches_provenance_on_and_an_mcp_server_off_for_the_workspa
         Some(&serde_json::json!({"cwd": root, "kind": "plugin", "name": "nope", "enabled": true})),
     );
     assert_eq!(refused.status, 404, "{}", refused.body);
-    keep_screenshots(&artifacts, &["plugins"]);
+    keep_screenshots(&artifacts, &["plugins", "settings"]);
 }
 
 #[test]

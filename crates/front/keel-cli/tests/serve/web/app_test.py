@@ -395,7 +395,34 @@ def plugins(browser):
     expect(transcript.get_by_text("Edited.")).to_be_visible()
     page.get_by_role("button", name="Formation graph of read notes.txt").click()
     expect(transcript.get_by_role("img", name="Formation graph of the read result")).to_be_visible()
-    print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
+    session = urllib.parse.unquote(page.url.split("#/s/", 1)[1])
+
+    # Settings: the models and the endpoint's key as the server sees them (never the key), the
+    # theme and the language, kept across a reload.
+    page.get_by_role("link", name="Settings").click()
+    settings = page.get_by_role("region", name="Settings")
+    expect(settings.get_by_role("list", name="Models")).to_contain_text("deepseek-v4-flash (configured)")
+    expect(settings).to_contain_text("127.0.0.1")
+    expect(settings.get_by_role("table", name="Shortcuts")).to_contain_text("Stop the running turn")
+    settings.get_by_role("combobox", name="Theme").select_option("dark")
+    background = "getComputedStyle(document.body).backgroundColor"
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    assert page.evaluate(background) == "rgb(21, 23, 27)", page.evaluate(background)
+    settings.get_by_role("combobox", name="Language").select_option("zh")
+    expect(page.get_by_role("button", name="新会话")).to_be_visible()
+    shot(page, "settings")
+    page.reload()
+    expect(page.get_by_role("button", name="新会话")).to_be_visible()
+    assert page.evaluate(background) == "rgb(21, 23, 27)"
+    # Chinese follows the page as it changes: a session's controls too.
+    page.get_by_role("link", name="fix the notes").first.click()
+    expect(page.get_by_role("button", name="发送")).to_be_visible()
+    page.get_by_role("link", name="设置").click()
+    page.get_by_role("combobox", name="语言").select_option("en")
+    expect(page.get_by_role("button", name="New session")).to_be_visible()
+    page.get_by_role("combobox", name="Theme").select_option("system")
+    expect(page.locator("html")).not_to_have_attribute("data-theme", "dark")
+    print(json.dumps({"session": session}))
 
 
 def automation(browser):
