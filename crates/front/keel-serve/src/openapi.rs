@@ -304,7 +304,10 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                             "sandbox": nullable("string"), "approval": nullable("string"),
                             "provenance": {"type": "boolean", "description": "Whether it \
                                 records a provenance journal (`GET …/provenance` draws its \
-                                graphs)."}}}}}},
+                                graphs)."},
+                            "parent": nullable("string"),
+                            "origin": {"type": ["string", "null"], "description": "How it \
+                                came from `parent` (`subagent`, `fork`, …)."}}}}}},
                     "404": error, "500": error}}},
             "/api/v1/sessions/{id}/commands/{name}/choices": {"get": {
                 "summary": "The values a command offers for its argument now (`rewind`: the \

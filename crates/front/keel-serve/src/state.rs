@@ -2,8 +2,9 @@
 //! conversation (a status line, a model picker, a rewind list) without replaying the log.
 //!
 //! `GET /api/v1/sessions/{id}`: `{id, cwd, title, status, events, model, effort, mode, plan,
-//! sandbox, approval, provenance}` (`provenance`: whether it records a journal, whose graphs
-//! `GET …/provenance` draws). For a session the server hosts, what its agent runs with now; for a
+//! sandbox, approval, provenance, parent, origin}` (`provenance`: whether it records a journal,
+//! whose graphs `GET …/provenance` draws; `parent` and `origin`: the session it was forked or
+//! delegated from, and how: `subagent`, `fork`, …, from its header). For a session the server hosts, what its agent runs with now; for a
 //! stored one, what its log says it chose (`null` where it chose nothing and the configuration
 //! decides when it is resumed).
 //!
@@ -29,10 +30,14 @@ pub(crate) async fn show(
     if let Some(live) = app.hub.get(&id) {
         let agent = &live.agent;
         let config = agent.config();
-        let (title, events) = {
+        let (title, events, header) = {
             let log = agent.log();
             let session = log.session();
-            (session.title().map(str::to_owned), session.len())
+            (
+                session.title().map(str::to_owned),
+                session.len(),
+                session.header().clone(),
+            )
         };
         return Ok(Json(json!({
             "id": id,
@@ -47,6 +52,8 @@ pub(crate) async fn show(
             "sandbox": agent.sandbox().as_str(),
             "approval": agent.approval().as_str(),
             "provenance": crate::provenance::recorded(&app, &id),
+            "parent": header.parent_session,
+            "origin": header.origin,
         })));
     }
     stored_path(&app, &id).await?;
@@ -79,6 +86,8 @@ fn stored(id: &str, session: &Session) -> Value {
         "plan": plan,
         "sandbox": sandbox,
         "approval": approval,
+        "parent": session.header().parent_session,
+        "origin": session.header().origin,
     })
 }
 

@@ -91,6 +91,14 @@ export async function loadState(id) {
     return;
   }
   if (app.id !== id) return;
+  // Where it came from: the session it was delegated (a subagent) or forked from.
+  const lineage = $('lineage');
+  lineage.replaceChildren();
+  if (state.parent) {
+    lineage.append(`${state.origin === 'subagent' ? 'a subagent of' : `${state.origin || 'branched'} from`} `,
+      el('a', { href: `#/s/${encodeURIComponent(state.parent)}` }, nameOf(app.sessions.find((s) => s.id === state.parent), state.parent)));
+  }
+  lineage.hidden = !state.parent;
   $('mode').value = state.plan ? 'plan' : state.mode || 'default';
   $('model').value = state.model || '';
   $('effort').value = state.effort || '';

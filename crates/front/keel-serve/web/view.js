@@ -119,6 +119,16 @@ export class View {
     switch (ev.type) {
       case 'user/message': {
         const source = data.source ? data.source.kind : 'user';
+        if (source === 'plugin') {
+          // What a plugin put on the person's side (a subagent's task, a scheduled prompt,
+          // the runtime context, continuity's re-projection): folded, named by where it came
+          // from, as the HTML export shows it.
+          const text = textOf(data.content);
+          this.append(el('details', { class: 'msg plugin-message' },
+            el('summary', {}, el('span', { class: 'info' }, `context from ${data.source.plugin}: `), text.slice(0, 100)),
+            renderMarkdown(text)));
+          return;
+        }
         if (source !== 'user' && source !== undefined) return;
         this.userMessage(ev.seq, textOf(data.content),
           (data.content || []).filter((b) => b && b.type === 'image').length);
@@ -174,6 +184,9 @@ export class View {
         this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}${took}`));
         return;
       }
+      case 'subagent/descriptor':
+        this.subagent(data);
+        return;
       case 'todo/write':
         this.todos(data.todos);
         return;
@@ -298,6 +311,17 @@ export class View {
       entry.card.classList.toggle('error', !!block.isError);
     }
     this.follow();
+  }
+
+  /** A subagent started by a call: its conversation one click away, under the call's card. */
+  subagent(data) {
+    const link = el('a', {
+      href: `#/s/${encodeURIComponent(data.childSession)}`, class: 'subagent',
+      'aria-label': `Conversation of ${data.description}`,
+    }, `${data.background ? 'background ' : ''}subagent “${data.description}”: its conversation`);
+    const entry = data.callId && this.cards.get(data.callId);
+    if (entry) entry.output.before(el('p', { class: 'subagent-link' }, link));
+    else this.append(el('div', { class: 'marker' }, link));
   }
 
   /**

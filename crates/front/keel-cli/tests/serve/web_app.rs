@@ -66,6 +66,13 @@ responses:
     text: "Dumped."
   - match: { last_user_contains: "show markdown" }
     text: "## The plan\n\n1. First *step*\n2. Read [the docs](https://example.com/docs), not [this](javascript:alert(1))\n   - a nested point\n\n| name | size |\n|------|-----:|\n| keel | 2 |\n\n```rust\nfn main() { let x = \"s\"; } // done\n```\n\n> quoted **words**"
+  - match: { last_user_contains: "count the files please" }
+    text: "There are 3 files."
+  - match: { last_tool_result_contains: "There are 3 files" }
+    text: "The subagent counted."
+  - match: { last_user_contains: "delegate this" }
+    tool_calls:
+      - { id: s1, name: subagent, arguments: { description: "count files", prompt: "count the files please" } }
   - match: { last_user_contains: "tidy the notes" }
     behaviour: stall
     stall_ms: 3000
@@ -442,6 +449,8 @@ fn the_web_app_draws_a_formation_graph_caps_a_5_mb_output_and_names_a_server_res
     wait_idle(&server, &notes);
     let markdown = server.create(&env.ws, "show markdown");
     wait_idle(&server, &markdown);
+    let delegated = server.create(&env.ws, "delegate this");
+    wait_idle(&server, &delegated);
     // A session whose bash output is 5 MB in its log (as an older keel, or a tool that does not
     // spill, would leave it): a real log, copied under a new id with the output blown up.
     let small = server.create(&env.ws, "dump the big output");

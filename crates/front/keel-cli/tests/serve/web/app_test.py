@@ -329,6 +329,17 @@ def rough(browser):
     expect(transcript.locator(".usage").first).to_have_text(re.compile(r"^[\d,]+ in · 61 out"))
     shot(page, "markdown")
 
+    # A subagent's conversation, from its call's card; back to the parent from its head.
+    page.get_by_role("link", name="delegate this").click()
+    expect(transcript.get_by_text("The subagent counted.")).to_be_visible()
+    transcript.get_by_role("link", name="Conversation of count files").click()
+    expect(transcript.get_by_text("There are 3 files.")).to_be_visible()
+    expect(transcript.locator(".plugin-message summary").filter(has_text="keel/subagent")).to_have_text("context from keel/subagent: count the files please")
+    lineage = page.locator("#lineage")
+    expect(lineage).to_contain_text("a subagent of")
+    lineage.get_by_role("link").click()
+    expect(transcript.get_by_text("The subagent counted.")).to_be_visible()
+
     # A stored session with a 5 MB tool output: the card shows its head and tail.
     page.get_by_role("link", name="the huge one").click()
     output = transcript.get_by_label("bash output")
