@@ -112,6 +112,11 @@ pub fn routes() -> Vec<Route> {
             post(crate::jobs::kill),
         ),
         route("GET", "/api/v1/models", get(crate::models::list)),
+        route(
+            "GET",
+            "/api/v1/attachments/{name}",
+            get(crate::images::attachment),
+        ),
         route("GET", "/api/v1/schedules", get(crate::schedules::list)),
         route("GET", "/api/v1/plugins", get(crate::extensions::list)),
         route("POST", "/api/v1/plugins", post(crate::extensions::switch)),

@@ -95,3 +95,52 @@ pub(crate) fn message(agent: &Agent, text: &str, images: Vec<Image>) -> Result<M
     }
     Ok(message)
 }
+
+/// `GET /api/v1/attachments/{name}`: an image a session carries (`keel-attachment:NAME` in its
+/// log: `<sha256>.<ext>` under `$KEEL_HOME/attachments`), for a page that shows it. Only names
+/// keel writes are served, a regular file of at most the image limit that is still the image
+/// its name says, with its sniffed type, `nosniff`, a policy that lets nothing in it run, and a
+/// year's caching (the name is the content's hash).
+pub(crate) async fn attachment(
+    axum::extract::State(app): axum::extract::State<std::sync::Arc<crate::App>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    let missing = || ApiError::not_found(format!("no attachment {name}"));
+    let store = keel_tools::attachments::Attachments::under_home(app.store.home());
+    let path = match store.path_of(&format!(
+        "{}{name}",
+        keel_tools::attachments::ATTACHMENT_SCHEME
+    )) {
+        Some(Ok(path)) => path,
+        _ => return Err(missing()),
+    };
+    let bytes = tokio::task::spawn_blocking(move || {
+        let meta = std::fs::symlink_metadata(&path).ok()?;
+        (meta.is_file() && meta.len() <= keel_tools::attachments::MAX_IMAGE_BYTES)
+            .then(|| std::fs::read(&path).ok())
+            .flatten()
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("reading attachment {name} failed: {e}")))?
+    .ok_or_else(missing)?;
+    let kind = keel_tools::attachments::check(&bytes, &name).map_err(|_| missing())?;
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, kind.mime),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "sandbox; default-src 'none'",
+            ),
+            (
+                header::CACHE_CONTROL,
+                "private, max-age=31536000, immutable",
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}

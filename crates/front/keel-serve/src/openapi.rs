@@ -400,6 +400,12 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                         "content": {"application/json": {
                             "schema": {"$ref": "#/components/schemas/Error"}}}},
                     "500": error}}},
+            "/api/v1/attachments/{name}": {"get": {
+                "summary": "An image a session carries (`keel-attachment:NAME` in its log), \
+                    with its sniffed type; only names keel writes (`<sha256>.<ext>`).",
+                "parameters": [{"name": "name", "in": "path", "required": true,
+                    "schema": {"type": "string"}, "description": "`<sha256>.<ext>`."}],
+                "responses": {"200": {"description": "The image."}, "404": error}}},
             "/api/v1/models": {"get": {
                 "summary": "The models a session can be switched to (the configured one \
                     first) and the endpoint agents are built for: provider, URL and the \

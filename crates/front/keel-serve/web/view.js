@@ -14,6 +14,22 @@ function seconds(ms) {
   return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
 }
 
+/**
+ * An image of a message: a stored attachment from the server (`GET /api/v1/attachments/…`),
+ * a `data:` URL as it is; anything else (a file path, a web URL) named, not loaded.
+ */
+function imageOf(image, n) {
+  const uri = String(image.uri || '');
+  const alt = `image ${n} of the message`;
+  let src = null;
+  if (uri.startsWith('keel-attachment:')) src = `/api/v1/attachments/${encodeURIComponent(uri.slice('keel-attachment:'.length))}`;
+  else if (/^data:image\/(png|jpeg|gif|webp);base64,/.test(uri)) src = uri;
+  if (!src) return el('span', { class: 'info' }, `[${alt}: ${uri}]`);
+  const img = el('img', { src, alt, loading: 'lazy' });
+  img.addEventListener('error', () => img.replaceWith(el('span', { class: 'info' }, `[${alt}: not available]`)));
+  return el('a', { href: src, target: '_blank', rel: 'noopener' }, img);
+}
+
 /** The most of one tool's output a card shows (its head and tail; the HTML export has it all). */
 const OUTPUT_SHOWN = 200_000;
 
@@ -83,7 +99,7 @@ export class View {
     };
     this.append(el('div', { class: 'msg user' },
       renderMarkdown(text),
-      images ? el('p', { class: 'info' }, `with ${images} image${images === 1 ? '' : 's'}`) : null,
+      images.length ? el('div', { class: 'images' }, images.map((image, i) => imageOf(image, i + 1))) : null,
       el('div', { class: 'actions' },
         el('button', { type: 'button', class: 'link', 'aria-label': `Rewind to before: ${text.slice(0, 60)}`, onclick: rewind }, 'Rewind'),
         el('button', { type: 'button', class: 'link', 'aria-label': `Fork from before: ${text.slice(0, 60)}`, onclick: fork }, 'Fork'))));
@@ -131,7 +147,7 @@ export class View {
         }
         if (source !== 'user' && source !== undefined) return;
         this.userMessage(ev.seq, textOf(data.content),
-          (data.content || []).filter((b) => b && b.type === 'image').length);
+          (data.content || []).filter((b) => b && b.type === 'image'));
         return;
       }
       case 'surface/rewind':

@@ -199,6 +199,15 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
             .any(|r| r.to_string().contains("data:image/png;base64,iVBOR")),
         "no image in {with_image:?}"
     );
+    // The attachment route serves only names keel writes, that hold the image they say.
+    for name in [
+        "..%2Fconfig.toml",
+        "serve.json",
+        &format!("{}.png", "0".repeat(64)),
+    ] {
+        let refused = server.call("GET", &format!("/api/v1/attachments/{name}"), None);
+        assert_eq!(refused.status, 404, "{name}: {}", refused.body);
+    }
     let decided = of("approval/decided");
     assert_eq!(decided.len(), 1, "{decided:?}");
     assert_eq!(decided[0]["data"]["approved"], true);

@@ -169,7 +169,12 @@ def run(browser):
     picker.set_input_files(png)
     expect(page.get_by_text("1 image: dot.png")).to_be_visible()
     page.get_by_role("textbox", name="Message").press("Enter")
-    expect(transcript.get_by_text("with 1 image")).to_be_visible()
+    # The image shows in the conversation, loaded from the server's attachment store.
+    image = transcript.get_by_role("img", name="image 1 of the message")
+    expect(image).to_be_visible()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.images img')].some((i) => i.complete && i.naturalWidth === 1)"
+    )
     expect(transcript.get_by_text("A small dot.")).to_be_visible()
 
     # Rewound to before that message: its turn leaves the conversation, the file is as it was,
