@@ -21,6 +21,7 @@ pub mod attachments;
 pub mod beneath;
 pub mod builtins;
 pub mod caller;
+pub mod complete;
 pub mod error;
 pub mod escalation;
 pub mod git;

@@ -100,6 +100,11 @@ pub fn routes() -> Vec<Route> {
             "/api/v1/sessions/{id}/provenance",
             get(crate::provenance::graph),
         ),
+        route(
+            "GET",
+            "/api/v1/sessions/{id}/paths",
+            get(crate::paths::complete),
+        ),
         route("GET", "/api/v1/sessions/{id}/jobs", get(crate::jobs::list)),
         route(
             "GET",

@@ -24,6 +24,7 @@ mod images;
 mod jobs;
 mod models;
 pub mod openapi;
+mod paths;
 mod present;
 mod provenance;
 mod requests;

@@ -355,6 +355,16 @@ fn control(id: &Value, error: &Value) -> serde_json::Map<String, Value> {
                 "responses": {"200": {"description": "The graph.",
                     "content": {"image/svg+xml": {"schema": {"type": "string"}}}},
                     "400": error, "404": error, "500": error}}},
+            "/api/v1/sessions/{id}/paths": {"get": {
+                "summary": "`@path` completion: the entries of the session's workspace the \
+                    prefix may be completed to, one directory level at a time, \
+                    gitignore-aware, never outside the workspace (at most 20).",
+                "parameters": [id, {"name": "prefix", "in": "query",
+                    "schema": {"type": "string"}, "description": "What was typed after `@`."}],
+                "responses": {"200": {"description": "`{\"paths\": [path…]}`, directories \
+                    ending in `/`.", "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["paths"]}}}},
+                    "400": error, "404": error}}},
             "/api/v1/sessions/{id}/jobs": {"get": {
                 "summary": "The session's background jobs (commands and subagents), oldest \
                     first; none for a session this server does not host.",

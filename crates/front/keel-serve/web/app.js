@@ -13,7 +13,7 @@ import { showSettings, bindSettings, setTheme, theme } from './settings.js';
 import { applyLanguage, language } from './i18n.js';
 import {
   showTrust, loadState, loadJobs, loadCommands, runCommand, suggestCommands, search, setting,
-  dataUrl, showAttached, refused,
+  dataUrl, showAttached, refused, suggestPaths, takePath, firstPath,
 } from './panels.js';
 
 // ---- The sidebar: every session of the server, newest first. ----
@@ -109,6 +109,7 @@ async function send() {
   const text = box.value;
   if (!text.trim() || !app.id) return;
   $('commands').hidden = true;
+  $('mentions').hidden = true;
   if (text.startsWith('/') && await runCommand(text)) {
     box.value = '';
     return;
@@ -216,13 +217,18 @@ document.addEventListener('DOMContentLoaded', async () => {
   $('stop').addEventListener('click', stop);
   $('images').addEventListener('change', showAttached);
   $('message').addEventListener('input', suggestCommands);
+  $('message').addEventListener('input', suggestPaths);
   $('mode').addEventListener('change', () => setting('mode', { mode: $('mode').value }, `mode ${$('mode').value}`));
   $('model').addEventListener('change', () => setting('model', { model: $('model').value.trim() }, `model ${$('model').value.trim()}`));
   $('effort').addEventListener('change', () => {
     if ($('effort').value) setting('model', { effort: $('effort').value }, `effort ${$('effort').value}`);
   });
   $('message').addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    const path = e.key === 'Tab' ? firstPath() : null;
+    if (path) {
+      e.preventDefault();
+      takePath(path);
+    } else if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       send();
     } else if (e.key === 'Escape') {

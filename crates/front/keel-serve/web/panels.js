@@ -228,3 +228,57 @@ export async function runCommand(text) {
   }
   return true;
 }
+
+// ---- `@path` completion in the composer (`GET …/paths?prefix=`), as the terminal UI does. ----
+
+let mentionAsked = 0;
+
+/** The `@word` being typed at the caret: its start in the text and what follows `@`. */
+function mentionAt(box) {
+  const before = box.value.slice(0, box.selectionStart);
+  const match = /(^|\s)@(\S*)$/.exec(before);
+  return match ? { start: before.length - match[2].length - 1, prefix: match[2] } : null;
+}
+
+export async function suggestPaths() {
+  const list = $('mentions');
+  const box = $('message');
+  const mention = mentionAt(box);
+  if (!mention || !app.id) {
+    list.hidden = true;
+    return;
+  }
+  const asked = ++mentionAsked;
+  let found;
+  try {
+    found = await api('GET', `/api/v1/sessions/${encodeURIComponent(app.id)}/paths?prefix=${encodeURIComponent(mention.prefix)}`);
+  } catch (_) {
+    return;
+  }
+  if (asked !== mentionAsked) return; // a later keystroke asked again
+  const paths = found.paths || [];
+  list.replaceChildren(...paths.map((path) => el('li', {},
+    el('button', { type: 'button', class: 'link', onclick: () => takePath(path) }, `@${path}`))));
+  list.hidden = !paths.length;
+}
+
+/** Put `@path` in place of the `@word` being typed; a directory goes on completing. */
+export function takePath(path) {
+  const box = $('message');
+  const mention = mentionAt(box);
+  if (!mention) return;
+  const end = box.selectionStart;
+  const insert = `@${path}${path.endsWith('/') ? '' : ' '}`;
+  box.value = box.value.slice(0, mention.start) + insert + box.value.slice(end);
+  const caret = mention.start + insert.length;
+  box.setSelectionRange(caret, caret);
+  box.focus();
+  $('mentions').hidden = true;
+  if (path.endsWith('/')) suggestPaths();
+}
+
+/** The first path offered, when the list shows (Tab takes it). */
+export function firstPath() {
+  const first = $('mentions').hidden ? null : $('mentions').querySelector('button');
+  return first ? first.textContent.slice(1) : null;
+}

@@ -85,34 +85,7 @@ impl Slash {
 }
 
 /// Workspace paths starting with `partial` (files and directories, gitignore-aware), at
-/// most 8, directories with a trailing `/`.
+/// most 8, directories with a trailing `/` ([`keel_tools::complete::complete_path`]).
 pub fn complete_path(cwd: &Path, partial: &str) -> Vec<String> {
-    let (dir, stem) = match partial.rfind('/') {
-        Some(i) => (&partial[..=i], &partial[i + 1..]),
-        None => ("", partial),
-    };
-    let base = cwd.join(dir);
-    let walker = ignore::WalkBuilder::new(&base)
-        .max_depth(Some(1))
-        .hidden(!stem.starts_with('.'))
-        .build();
-    let mut out: Vec<String> = walker
-        .filter_map(Result::ok)
-        .filter(|e| e.depth() == 1)
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_owned();
-            if !name.starts_with(stem) {
-                return None;
-            }
-            let slash = if e.file_type().is_some_and(|t| t.is_dir()) {
-                "/"
-            } else {
-                ""
-            };
-            Some(format!("{dir}{name}{slash}"))
-        })
-        .collect();
-    out.sort();
-    out.truncate(8);
-    out
+    keel_tools::complete::complete_path(cwd, partial, 8)
 }

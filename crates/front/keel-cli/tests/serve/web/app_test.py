@@ -413,6 +413,19 @@ def plugins(browser):
     expect(transcript.get_by_role("img", name="Formation graph of the read result")).to_be_visible()
     session = urllib.parse.unquote(page.url.split("#/s/", 1)[1])
 
+    # `@` offers the workspace's paths, one level at a time; Tab takes the first.
+    box = page.get_by_role("textbox", name="Message")
+    box.press_sequentially("compare @no")
+    paths = page.get_by_role("list", name="Paths")
+    expect(paths.get_by_role("button", name="@notes.txt")).to_be_visible()
+    box.press("Tab")
+    expect(box).to_have_value("compare @notes.txt ")
+    expect(paths).to_be_hidden()
+    box.press_sequentially("and @../")
+    page.wait_for_timeout(300)
+    expect(paths).to_be_hidden()
+    box.fill("")
+
     # Settings: the models and the endpoint's key as the server sees them (never the key), the
     # theme and the language, kept across a reload.
     page.get_by_role("link", name="Settings").click()
