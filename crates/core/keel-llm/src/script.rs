@@ -235,6 +235,10 @@ pub struct ScriptedResponse {
     /// How long a `stall` lasts, in milliseconds (forever when unset).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stall_ms: Option<u64>,
+    /// A pause before every streamed chunk, in milliseconds: a model streaming at a steady
+    /// rate (with `chunk_size`, the rate in characters per second).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace_ms: Option<u64>,
     /// `Retry-After` seconds for `rate_limit` (default 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<f64>,

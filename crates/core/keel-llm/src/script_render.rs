@@ -36,6 +36,8 @@ pub struct StreamPlan {
     pub stall: Option<Stall>,
     /// After the payloads, drop the connection instead of ending the body cleanly.
     pub disconnect: bool,
+    /// A pause before every payload (a model streaming at a steady rate), when set.
+    pub pace: Option<Duration>,
 }
 
 /// A pause in a stream.
@@ -289,6 +291,7 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
         payloads,
         stall,
         disconnect,
+        pace: response.pace_ms.map(Duration::from_millis),
     })
 }
 

@@ -355,6 +355,9 @@ async fn write_stream(
     socket.flush().await?;
     let nl = if options.crlf { "\r\n" } else { "\n" };
     for (i, payload) in stream.payloads.iter().enumerate() {
+        if let Some(pace) = stream.pace {
+            tokio::time::sleep(pace).await;
+        }
         if let Some(stall) = stream.stall.filter(|s| s.after == i) {
             match stall.duration {
                 Some(d) => tokio::time::sleep(d).await,
