@@ -55,7 +55,7 @@ export class View {
     this.running = false;
     this.rewinds = []; // surface/rewind events: { seq, to }
     this.seq = 0; // the seq of the event being rendered
-    this.stats = { turns: 0, steps: 0, input: 0, output: 0, cached: 0, rate: null };
+    this.stats = { turns: 0, steps: 0, input: 0, output: 0, cached: 0, rate: null, window: 0, context: 0 };
     this.stepStarted = new Map(); // "turn/step" -> time of its first chunk
     $('stats').textContent = '';
     $('status-items').replaceChildren();
@@ -70,6 +70,8 @@ export class View {
       if (s.input) parts.push(`cache hit ${Math.round((100 * s.cached) / s.input)} %`);
     }
     if (s.rate) parts.push(`${s.rate.toFixed(0)} tok/s`);
+    // The last request's share of the model's context window (its prompt and its answer).
+    if (s.window && s.context) parts.push(`context ${Math.min(100, Math.round((100 * s.context) / s.window))} %`);
     $('stats').textContent = parts.join(' · ');
   }
 
@@ -167,6 +169,7 @@ export class View {
         s.input += usage.inputTokens || 0;
         s.output += usage.outputTokens || 0;
         s.cached += usage.cacheReadTokens || 0;
+        if (usage.inputTokens) s.context = usage.inputTokens + (usage.outputTokens || 0);
         const started = this.stepStarted.get(`${data.turn}/${data.step}`);
         // A step shorter than a fifth of a second says nothing of the model's speed.
         if (started && ev.time - started >= 200 && usage.outputTokens) {
@@ -176,6 +179,9 @@ export class View {
         this.message(data, usage);
         return;
       }
+      case 'request/context':
+        this.stats.window = data.contextWindow || 0;
+        return;
       case 'tool/call':
         this.toolCall(data);
         return;

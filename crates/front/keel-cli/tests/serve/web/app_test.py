@@ -248,6 +248,8 @@ def opened(browser):
     send(page, "say hello")
     expect(page.get_by_text("Hello from the browser.")).to_be_visible()
     expect(page.get_by_label("Session statistics")).to_contain_text("1 turn · 1 step")
+    # The last request's share of the model's context window.
+    expect(page.get_by_label("Session statistics")).to_contain_text(re.compile(r"context \d+ %"))
     # The turn's end (a mode is not switched mid-turn: the server says so).
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     # Plan mode: the model's todo list shows, and its plan is approved in the page.
