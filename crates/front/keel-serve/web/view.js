@@ -103,7 +103,7 @@ export class View {
       renderMarkdown(text),
       images.length ? el('div', { class: 'images' }, images.map((image, i) => imageOf(image, i + 1))) : null,
       el('div', { class: 'actions' },
-        el('button', { type: 'button', class: 'link', 'aria-label': `Rewind to before: ${text.slice(0, 60)}`, onclick: rewind }, 'Rewind'),
+        el('button', { type: 'button', class: 'link rewind', 'aria-label': `Rewind to before: ${text.slice(0, 60)}`, onclick: rewind, disabled: this.running }, 'Rewind'),
         el('button', { type: 'button', class: 'link', 'aria-label': `Fork from before: ${text.slice(0, 60)}`, onclick: fork }, 'Fork'))));
   }
 
@@ -397,6 +397,9 @@ export class View {
   setRunning(running) {
     this.running = running;
     $('stop').hidden = !running;
+    // What the server refuses mid-turn is not offered then: a mode or model switch, a rewind.
+    for (const id of ['mode', 'model', 'effort']) $(id).disabled = running;
+    for (const b of this.transcript.querySelectorAll('button.rewind')) b.disabled = running;
   }
 
   // ---- Requests put to the person: an approval or a question, in place of the composer. ----

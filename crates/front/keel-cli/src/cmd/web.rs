@@ -186,16 +186,15 @@ fn open(url: &str) -> Result<()> {
     Ok(())
 }
 
-/// `text` for a URL's fragment: everything but the unreserved characters and `/`
-/// percent-encoded.
+/// What a URL's fragment keeps as it is: letters, digits, `-_.~` and `/` (a path stays
+/// readable); everything else is percent-encoded.
+const KEPT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
 fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(text, KEPT).to_string()
 }

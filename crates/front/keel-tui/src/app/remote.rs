@@ -253,17 +253,15 @@ impl RemoteDriver {
     }
 }
 
-/// `text` for a URL's query: everything but the unreserved characters percent-encoded.
+/// What a query value keeps as it is: letters, digits and `-_.~`.
+const KEPT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(text, KEPT).to_string()
 }
 
 /// What `/trust` says of the server's answer (`GET`/`POST /api/v1/trust`: `root`, `level`,

@@ -124,9 +124,13 @@ def run(browser):
     # Reloaded mid-turn (the model pauses mid-answer): the stream goes on where it was.
     send(page, "take your time")
     expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    # Mid-turn, what the server would refuse is not offered: a mode switch, a rewind.
+    expect(page.get_by_role("combobox", name="Mode")).to_be_disabled()
+    expect(page.get_by_role("button", name="Rewind to before: say hello")).to_be_disabled()
     page.reload()
     expect(page.get_by_role("region", name="Conversation").get_by_text("Slow but complete.")).to_be_visible()
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(page.get_by_role("combobox", name="Mode")).to_be_enabled()
 
     # An edit (the default sandbox lets it change the workspace): its card shows a diff.
     send(page, "fix the notes")
