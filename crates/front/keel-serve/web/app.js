@@ -34,19 +34,33 @@ function renderSessions() {
   const current = app.sessions.find((s) => s.id === app.id);
   if (app.id) $('title').textContent = nameOf(current, app.id);
   const filter = $('filter').value.trim().toLowerCase();
-  const list = $('sessions');
-  list.replaceChildren();
+  // A tree: each workspace (newest first) with its sessions (newest first), folded by hand.
+  const groups = new Map();
   for (const s of app.sessions) {
     const title = nameOf(s, s.id);
     if (filter && !`${title} ${s.cwd || ''}`.toLowerCase().includes(filter)) continue;
-    const link = el('a', {
-      href: `#/s/${encodeURIComponent(s.id)}`,
-      'aria-current': s.id === app.id ? 'page' : null,
-    }, title);
-    list.append(el('li', { class: `session status-${s.status}` },
-      link,
+    const key = s.cwd || '';
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(el('li', { class: `session status-${s.status}` },
+      el('a', {
+        href: `#/s/${encodeURIComponent(s.id)}`,
+        'aria-current': s.id === app.id ? 'page' : null,
+      }, title),
       el('span', { class: 'info' }, `${s.status} · ${age(s.updatedAt)}`)));
   }
+  const list = $('sessions');
+  list.replaceChildren(...[...groups].map(([cwd, items]) => {
+    const name = cwd ? cwd.replace(/\/+$/, '').split('/').pop() || cwd : 'no workspace';
+    const folded = app.folded.has(cwd);
+    const group = el('details', { class: 'workspace', open: !folded },
+      el('summary', { title: cwd }, name, el('span', { class: 'info' }, ` ${items.length}`)),
+      el('ul', { 'aria-label': `Sessions in ${name}` }, items));
+    group.addEventListener('toggle', () => {
+      if (group.open) app.folded.delete(cwd);
+      else app.folded.add(cwd);
+    });
+    return el('li', {}, group);
+  }));
 }
 
 function openSession(id) {

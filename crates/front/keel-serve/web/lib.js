@@ -84,6 +84,7 @@ export function age(ms) {
 
 export const app = {
   sessions: [],
+  folded: new Set(), // workspaces folded in the sidebar
   id: null,
   source: null,
   view: null,

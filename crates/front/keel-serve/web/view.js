@@ -190,6 +190,7 @@ export class View {
         return;
       case 'turn/start':
         this.turnStarted = ev.time;
+        this.turnFirst = this.transcript.lastElementChild;
         this.stats.turns += 1;
         this.renderStats();
         this.setRunning(true);
@@ -203,6 +204,7 @@ export class View {
         }
         const reason = data.reason ? data.reason.kind : 'completed';
         const took = this.turnStarted && ev.time >= this.turnStarted ? ` in ${seconds(ev.time - this.turnStarted)}` : '';
+        this.fold(reason, took);
         this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}${took}`));
         return;
       }
@@ -333,6 +335,29 @@ export class View {
       entry.card.classList.toggle('error', !!block.isError);
     }
     this.follow();
+  }
+
+  /**
+   * The turn that just ended, folded: its tool calls, its steps before the answer and the
+   * context plugins added go under one "Completed in …" that opens them; the person's messages,
+   * the answer (the last step with text) and notices stay in sight.
+   */
+  fold(reason, took) {
+    const nodes = [];
+    let node = this.turnFirst ? this.turnFirst.nextElementSibling : this.transcript.firstElementChild;
+    for (; node; node = node.nextElementSibling) nodes.push(node);
+    const answer = nodes.filter((n) => n.matches('.msg.assistant') && n.querySelector('.md')).pop();
+    const folded = nodes.filter((n) => n !== answer
+      && (n.matches('.tool, .plugin-message') || (n.matches('.msg.assistant') && !n.querySelector('.md'))
+        || (n.matches('.msg.assistant') && answer && n.compareDocumentPosition(answer) & Node.DOCUMENT_POSITION_FOLLOWING)));
+    const calls = folded.filter((n) => n.matches('.tool')).length;
+    if (!calls && folded.length < 2) return;
+    const word = reason === 'completed' ? 'Completed' : reason.charAt(0).toUpperCase() + reason.slice(1);
+    const what = calls ? ` · ${calls} tool call${calls === 1 ? '' : 's'}` : '';
+    const work = el('details', { class: 'work', 'data-seq': folded[0].dataset.seq },
+      el('summary', {}, `${word}${took}${what}`));
+    folded[0].before(work);
+    work.append(...folded);
   }
 
   /** A subagent started by a call: its conversation one click away, under the call's card. */

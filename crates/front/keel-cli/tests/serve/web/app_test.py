@@ -34,6 +34,12 @@ def send(page, text):
     box.press("Enter")
 
 
+def unfold(page):
+    """Open every ended turn's fold ("Completed in …"), as a person clicks it."""
+    for summary in page.locator("details.work:not([open]) > summary").all():
+        summary.click()
+
+
 def main():
     os.makedirs(ARTIFACTS, exist_ok=True)
     with sync_playwright() as p:
@@ -139,6 +145,8 @@ def run(browser):
     expect(diff.locator("del")).to_have_text("- hello\n")
     expect(diff.locator("ins")).to_have_text("+ hello, world\n")
     expect(transcript.get_by_text("Edited.")).to_be_visible()
+    unfold(page)
+    expect(diff).to_be_visible()
     shot(page, "session")
     with open(os.path.join(WORKSPACE, "notes.txt")) as f:
         notes = f.read()
@@ -313,6 +321,11 @@ def rough(browser):
     # The formation graph of a tool result, drawn by the server, shown under the card.
     page.get_by_role("link", name="fix the notes").click()
     expect(transcript.get_by_text("Edited.")).to_be_visible()
+    # The ended turn's calls are folded under its time; opened, the cards are there.
+    fold = transcript.locator("details.work > summary")
+    expect(fold).to_have_text(re.compile(r"^Completed in \d+(\.\d)? s · 2 tool calls$"))
+    expect(page.get_by_role("button", name="Formation graph of read notes.txt")).to_be_hidden()
+    unfold(page)
     page.get_by_role("button", name="Formation graph of read notes.txt").click()
     graph = transcript.get_by_role("img", name="Formation graph of the read result")
     expect(graph).to_be_visible()
@@ -343,6 +356,7 @@ def rough(browser):
     # A subagent's conversation, from its call's card; back to the parent from its head.
     page.get_by_role("link", name="delegate this").click()
     expect(transcript.get_by_text("The subagent counted.")).to_be_visible()
+    unfold(page)
     transcript.get_by_role("link", name="Conversation of count files").click()
     expect(transcript.get_by_text("There are 3 files.")).to_be_visible()
     expect(transcript.locator(".plugin-message summary").filter(has_text="keel/subagent")).to_have_text("context from keel/subagent: count the files please")
@@ -415,6 +429,7 @@ def plugins(browser):
     send(page, "fix the notes")
     transcript = page.get_by_role("region", name="Conversation")
     expect(transcript.get_by_text("Edited.")).to_be_visible()
+    unfold(page)
     page.get_by_role("button", name="Formation graph of read notes.txt").click()
     expect(transcript.get_by_role("img", name="Formation graph of the read result")).to_be_visible()
     session = urllib.parse.unquote(page.url.split("#/s/", 1)[1])
