@@ -36,8 +36,9 @@ def send(page, text):
 
 def unfold(page):
     """Open every ended turn's fold ("Completed in …"), as a person clicks it."""
-    for summary in page.locator("details.work:not([open]) > summary").all():
-        summary.click()
+    closed = page.locator("details.work:not([open]) > summary")
+    for _ in range(closed.count()):
+        closed.first.click()
 
 
 def main():
