@@ -22,6 +22,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("markdown.js", JS, include_str!("../web/markdown.js")),
     ("settings.js", JS, include_str!("../web/settings.js")),
     ("i18n.js", JS, include_str!("../web/i18n.js")),
+    ("trajectory.js", JS, include_str!("../web/trajectory.js")),
     (
         "app.css",
         "text/css; charset=utf-8",

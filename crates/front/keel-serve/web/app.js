@@ -7,7 +7,7 @@
 
 import { $, el, api, age, showLink, nameOf, app, failure } from './lib.js';
 import { View } from './view.js';
-import { showPage, showPlugins, showAutomation, submitSchedule } from './pages.js';
+import { showPage, showPlugins, showAutomation, submitSchedule, showTab } from './pages.js';
 import { goalCommand } from './items.js';
 import { showSettings, bindSettings, setTheme, theme } from './settings.js';
 import { applyLanguage, language } from './i18n.js';
@@ -221,6 +221,8 @@ document.addEventListener('DOMContentLoaded', async () => {
     e.preventDefault();
     location.hash = `#/plugins?cwd=${encodeURIComponent($('plugins-cwd').value.trim())}`;
   });
+  $('tab-chat').addEventListener('click', () => showTab('chat'));
+  $('tab-trajectory').addEventListener('click', () => showTab('trajectory'));
   for (const word of ['pause', 'resume', 'clear']) {
     $(`goal-${word}`).addEventListener('click', () => { if (app.id) goalCommand(app.id, word); });
   }

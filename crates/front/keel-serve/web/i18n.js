@@ -29,6 +29,7 @@ const ZH = new Map(Object.entries({
   failed: '失败', 'history compacted': '历史已压缩', 'Workspace trust': '工作区信任', Key: '按键',
   Action: '操作', 'Send the message': '发送消息', 'Break the line': '换行',
   'Stop the running turn': '停止当前轮次', 'List the commands': '列出命令', Endpoint: '端点',
+  Chat: '对话', Trajectory: '轨迹', 'Session views': '会话视图',
 }));
 
 /** The language kept in this browser: `en` or `zh`. */

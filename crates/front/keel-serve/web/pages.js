@@ -7,12 +7,28 @@ import { $, el, api, showLink, app, failure, nameOf } from './lib.js';
 export function showPage(name) {
   for (const page of document.querySelectorAll('.page')) page.hidden = page.id !== name;
   const session = name === null;
-  for (const id of ['session-head', 'panels', 'transcript']) $(id).hidden = !session;
+  for (const id of ['session-head', 'panels', 'tabs']) $(id).hidden = !session;
+  if (!session) {
+    $('transcript').hidden = true;
+    $('trajectory').hidden = true;
+  } else {
+    showTab('chat');
+  }
   if (!session) {
     $('composer').hidden = true;
     $('takeover').hidden = true;
     $('trust').hidden = true;
   }
+}
+
+/** Show the session's Chat or Trajectory tab. */
+export function showTab(name) {
+  const chat = name === 'chat';
+  $('transcript').hidden = !chat;
+  $('trajectory').hidden = chat;
+  $('tab-chat').setAttribute('aria-selected', String(chat));
+  $('tab-trajectory').setAttribute('aria-selected', String(!chat));
+  if (!chat && app.view) $('trajectory').replaceChildren(app.view.trajectory.render());
 }
 
 /** The workspace a page is about: the one asked for, else the open session's, else the newest. */

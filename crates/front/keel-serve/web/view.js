@@ -1,10 +1,11 @@
 // keel's web app (docs/web-app.md): a session's view: its log rendered event by
 // event, and the requests put to the person.
 
-import { $, el, api, renderMarkdown, renderDiff, textOf, showLink } from './lib.js';
+import { $, el, api, renderMarkdown, renderDiff, textOf, showLink, app } from './lib.js';
 import { loadSessions } from './app.js';
 import { loadState, loadJobs } from './panels.js';
 import { presentItems } from './items.js';
+import { Trajectory } from './trajectory.js';
 
 /** A duration in ms as people read it: `0.4 s`, `12 s`, `3 min 5 s`. */
 function seconds(ms) {
@@ -57,6 +58,7 @@ export class View {
     this.seq = 0; // the seq of the event being rendered
     this.stats = { turns: 0, steps: 0, input: 0, output: 0, cached: 0, rate: null, window: 0, context: 0 };
     this.stepStarted = new Map(); // "turn/step" -> time of its first chunk
+    this.trajectory = new Trajectory();
     $('stats').textContent = '';
     $('status-items').replaceChildren();
   }
@@ -176,19 +178,24 @@ export class View {
           s.rate = usage.outputTokens / ((ev.time - started) / 1000);
         }
         this.renderStats();
+        this.trajectory.step(data.step, usage, started && ev.time > started ? ev.time - started : null);
         this.message(data, usage);
+        this.showTrajectory();
         return;
       }
       case 'request/context':
         this.stats.window = data.contextWindow || 0;
         return;
       case 'tool/call':
-        this.toolCall(data);
+        this.toolCall(data, ev.time);
+        this.showTrajectory();
         return;
       case 'tool/result':
-        this.toolResult(data);
+        this.toolResult(data, ev.time);
+        this.showTrajectory();
         return;
       case 'turn/start':
+        this.trajectory.turnStart(data.turn, ev.time);
         this.turnStarted = ev.time;
         this.turnFirst = this.transcript.lastElementChild;
         this.stats.turns += 1;
@@ -205,6 +212,8 @@ export class View {
         const reason = data.reason ? data.reason.kind : 'completed';
         const took = this.turnStarted && ev.time >= this.turnStarted ? ` in ${seconds(ev.time - this.turnStarted)}` : '';
         this.fold(reason, took);
+        this.trajectory.turnEnd(reason, ev.time);
+        this.showTrajectory();
         this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}${took}`));
         return;
       }
@@ -302,10 +311,11 @@ export class View {
     if (!step.node.childNodes.length) step.node.remove();
   }
 
-  toolCall(data) {
+  toolCall(data, time) {
     let args = {};
     try { args = typeof data.arguments === 'string' ? JSON.parse(data.arguments) : data.arguments || {}; } catch (_) { args = {}; }
     const what = args.command || args.path || args.file_path || args.pattern || args.query || '';
+    this.trajectory.call(data.callId, data.name, String(what), time);
     const output = el('pre', { class: 'output', 'aria-label': `${data.name} output` });
     const diff = typeof args.old_string === 'string' && typeof args.new_string === 'string'
       ? renderDiff(args.old_string, args.new_string, what)
@@ -324,10 +334,11 @@ export class View {
     this.append(card);
   }
 
-  toolResult(data) {
+  toolResult(data, time) {
     const message = data.message || {};
     for (const block of message.content || []) {
       if (block.type !== 'tool-result') continue;
+      this.trajectory.result(block.toolCallId, !!block.isError, time);
       const entry = this.cards.get(block.toolCallId);
       if (!entry) continue;
       entry.output.textContent = shownOutput(textOf(block.content));
@@ -335,6 +346,16 @@ export class View {
       entry.card.classList.toggle('error', !!block.isError);
     }
     this.follow();
+  }
+
+  /** The Trajectory tab, drawn again (once a frame) while it is the one shown. */
+  showTrajectory() {
+    const tab = $('trajectory');
+    if (tab.hidden || this.trajectoryFrame) return;
+    this.trajectoryFrame = requestAnimationFrame(() => {
+      this.trajectoryFrame = 0;
+      if (app.view === this) tab.replaceChildren(this.trajectory.render());
+    });
   }
 
   /**

@@ -533,7 +533,10 @@ fn the_web_app_draws_a_formation_graph_caps_a_5_mb_output_and_names_a_server_res
             .unwrap()
             .contains("END-OF-BIG")
     );
-    keep_screenshots(&artifacts, &["provenance", "markdown", "stale"]);
+    keep_screenshots(
+        &artifacts,
+        &["provenance", "markdown", "trajectory", "stale"],
+    );
 }
 
 /// The screenshots `shots` of a test's own `artifacts`, which must be PNG images, copied beside
