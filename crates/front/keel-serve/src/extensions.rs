@@ -1,7 +1,8 @@
 //! A workspace's plugins and MCP servers over the API, each switchable for that workspace (the
 //! web app's plugins page): `GET /api/v1/plugins?cwd=DIR` lists the `[[plugins]]` rows (id,
 //! the plugin used, what it does, on or off, the layer that decided) and the MCP servers (name,
-//! transport, on or off, where configured, a problem); `POST /api/v1/plugins {"cwd", "kind":
+//! transport, on or off, where configured, a problem) and the skills the agents are offered
+//! (on with the `skills` row); `POST /api/v1/plugins {"cwd", "kind":
 //! "plugin" | "mcp", "name", "enabled"}` records the switch in the user's configuration
 //! (`[projects."<root>"]`, keel_host::switches), never in the repository's files. Like a trust
 //! decision, it applies to sessions created or resumed from then on.
@@ -98,7 +99,8 @@ pub(crate) async fn switch(
     Ok(Json(answer))
 }
 
-/// The listing as JSON: `{root, plugins: [Row…], mcpServers: [Row…]}`, a row being `{name,
+/// The listing as JSON: `{root, plugins: [Row…], mcpServers: [Row…], skills: [Row…]}`, a row
+/// being `{name,
 /// what, description, enabled, layer, problem, switchable}`.
 fn describe(found: &Extensions) -> Value {
     let row = |e: &Extension| {
@@ -110,5 +112,6 @@ fn describe(found: &Extensions) -> Value {
         "root": found.root,
         "plugins": found.plugins.iter().map(row).collect::<Vec<_>>(),
         "mcpServers": found.mcp_servers.iter().map(row).collect::<Vec<_>>(),
+        "skills": found.skills.iter().map(row).collect::<Vec<_>>(),
     })
 }

@@ -88,6 +88,7 @@ function renderPlugins(ws, listed) {
       el('p', { class: 'info layer' }, row.switchable ? `set by ${row.layer}` : `configured in ${row.layer}: edit that file`));
   };
   const servers = listed.mcpServers || [];
+  const skills = listed.skills || [];
   $('plugins-body').replaceChildren(
     el('p', { class: 'info' }, `Switches apply to ${listed.root} alone and are kept in your own configuration, never in the repository.`),
     el('h3', {}, 'Plugins'),
@@ -95,7 +96,14 @@ function renderPlugins(ws, listed) {
     el('h3', {}, 'MCP servers'),
     servers.length
       ? el('ul', { class: 'extensions', 'aria-label': 'MCP servers' }, servers.map((r) => rowOf('mcp', r)))
-      : el('p', { class: 'info' }, 'No MCP server is configured (keel mcp add NAME -- COMMAND, or the project’s .mcp.json).'));
+      : el('p', { class: 'info' }, 'No MCP server is configured (keel mcp add NAME -- COMMAND, or the project’s .mcp.json).'),
+    el('h3', {}, 'Skills'),
+    skills.length
+      ? el('ul', { class: 'extensions', 'aria-label': 'Skills' }, skills.map((k) => el('li', { class: `extension${k.enabled ? '' : ' off'}` },
+        el('span', { class: 'name' }, k.name), el('span', { class: 'info' }, ` ${k.enabled ? '' : '(off with the skills plugin) '}`),
+        el('p', { class: 'description' }, k.description),
+        el('p', { class: 'info layer' }, k.what))))
+      : el('p', { class: 'info' }, 'No skill is found (SKILL.md folders in the project, once trusted, and in your home).'));
 }
 
 /**

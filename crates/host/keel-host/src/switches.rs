@@ -162,14 +162,18 @@ pub struct Extensions {
     /// Every configured MCP server (with `.mcp.json`'s when the workspace is trusted), then the
     /// entries left out with their problem.
     pub mcp_servers: Vec<Extension>,
+    /// The skills its agents are offered (`what`: where the skill comes from, `project`,
+    /// `config` or `home`, and its file), each on when the `skills` row is; switched with it.
+    pub skills: Vec<Extension>,
 }
 
 /// What `loaded` (the configuration of the workspace `cwd`) says of its plugin rows (described
-/// by `plugins`) and MCP servers.
+/// by `plugins`), MCP servers and skills (`keel_home`: `$KEEL_HOME`, a root of skills).
 pub fn extensions(
     loaded: &crate::Loaded,
     plugins: &[Box<dyn keel_agent::plugin::Plugin>],
     cwd: &Path,
+    keel_home: &Path,
 ) -> Extensions {
     let rows = loaded
         .config
@@ -231,5 +235,52 @@ pub fn extensions(
         root: loaded.trust.root.clone(),
         plugins: rows,
         mcp_servers: mcp,
+        skills: skills(loaded, cwd, keel_home),
     }
+}
+
+/// The skills the `skills` plugin would offer in `cwd` (the project's only when it is
+/// trusted), as [`keel_skills::SkillsPlugin`] finds them.
+fn skills(loaded: &crate::Loaded, cwd: &Path, keel_home: &Path) -> Vec<Extension> {
+    let Ok(settings) =
+        crate::plugins::settings::<keel_skills::SkillsConfig>(loaded, &keel_skills::SkillsPlugin)
+    else {
+        return Vec::new();
+    };
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let dirs: Vec<PathBuf> = settings
+        .config
+        .dirs
+        .iter()
+        .map(|d| keel_skills::roots::expand(d, home.as_deref(), keel_home))
+        .collect();
+    let project = loaded
+        .trust
+        .trust
+        .is_trusted()
+        .then(|| keel_skills::project_root(cwd));
+    let roots = keel_skills::roots::roots(project.as_deref(), &dirs, home.as_deref(), keel_home);
+    keel_skills::SkillSet::scan(&roots)
+        .skills
+        .into_iter()
+        .map(|skill| Extension {
+            what: format!(
+                "{} {}",
+                match skill.scope {
+                    keel_skills::Scope::Project => "project",
+                    keel_skills::Scope::Config => "config",
+                    keel_skills::Scope::Home => "home",
+                },
+                skill.file.display()
+            ),
+            name: skill.name,
+            description: skill.description,
+            enabled: settings.enabled,
+            layer: String::new(),
+            problem: None,
+            switchable: false,
+        })
+        .collect()
 }

@@ -416,6 +416,7 @@ impl AgentSource for Source {
             host.config(),
             &keel_host::plugins::builtin(),
             &root,
+            &ctx.home,
         ))
     }
 

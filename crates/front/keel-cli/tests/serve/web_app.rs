@@ -579,6 +579,13 @@ fn the_plugins_page_switches_provenance_on_and_an_mcp_server_off_for_the_workspa
         format!("{before}\n[mcp_servers.docs]\ncommand = \"docs-server-that-is-not-installed\"\n"),
     )
     .unwrap();
+    let skill = env.home.join("skills/tidy");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: tidy\ndescription: Tidy the notes.\n---\nTidy them.\n",
+    )
+    .unwrap();
     let mock = Mock::start(SCRIPT);
     let server = Server::start(&env, &mock);
     let artifacts = env.root().join("artifacts");

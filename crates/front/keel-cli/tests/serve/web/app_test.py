@@ -431,6 +431,9 @@ def plugins(browser):
     docs.click()
     expect(status).to_contain_text("docs off in")
     expect(region.get_by_role("list", name="MCP servers").get_by_role("checkbox", name="docs")).not_to_be_checked()
+    skills = region.get_by_role("list", name="Skills")
+    expect(skills).to_contain_text("tidy")
+    expect(skills).to_contain_text("Tidy the notes.")
     shot(page, "plugins")
 
     # A new session in the workspace runs with the switches.
