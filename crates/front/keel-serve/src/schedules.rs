@@ -1,12 +1,12 @@
 //! `GET /api/v1/schedules`: the schedules of every session the server hosts (the web app's
-//! automation page), folded from each log as the schedule plugin folds it. A stored session's
+//! automation page), folded from each log as the schedule plugin folds it (`keel_host::plugins::schedules`: a
+//! front end knows no plugin crate). A stored session's
 //! schedules wait for it to be resumed, so they are not listed; the session's own `/schedule`
 //! command (`POST …/commands/schedule`) creates, lists and deletes them.
 
 use crate::App;
 use axum::Json;
 use axum::extract::State;
-use keel_schedule::state::Fold;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -16,16 +16,16 @@ use std::sync::Arc;
 pub(crate) async fn list(State(app): State<Arc<App>>) -> Json<Value> {
     let mut rows: Vec<Value> = Vec::new();
     for live in app.hub.all() {
-        let (fold, title, id) = {
+        let (active, title, id) = {
             let log = live.agent.log();
             let session = log.session();
             (
-                Fold::of(session.whole_event_iter()),
+                keel_host::plugins::schedules(session.whole_event_iter()),
                 session.title().map(str::to_owned),
                 session.header().id.to_string(),
             )
         };
-        rows.extend(fold.active.iter().map(|s| {
+        rows.extend(active.iter().map(|s| {
             json!({"session": id, "title": title, "cwd": live.cwd, "id": s.id,
                 "prompt": s.prompt, "dueAt": s.due_ms, "everySeconds": s.every_seconds})
         }));

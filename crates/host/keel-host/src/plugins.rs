@@ -54,6 +54,36 @@ pub fn presents_files(event: &keel_protocol::SessionEvent) -> bool {
     keel_protocol::present::data_of(event, keel_schedule::PRESENT_EVENT).is_some()
 }
 
+/// One active schedule of a session (the schedule plugin's), for a front end that lists them
+/// without knowing the plugin: `GET /api/v1/schedules`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledPrompt {
+    /// `sched-N`.
+    pub id: String,
+    /// What is sent when it fires.
+    pub prompt: String,
+    /// When it fires next, ms since the Unix epoch.
+    pub due_ms: i64,
+    /// Seconds between firings of a recurring schedule.
+    pub every_seconds: Option<u64>,
+}
+
+/// The active schedules of `events` (a session's, in order), as the schedule plugin folds them.
+pub fn schedules<'a>(
+    events: impl Iterator<Item = &'a keel_protocol::SessionEvent>,
+) -> Vec<ScheduledPrompt> {
+    keel_schedule::state::Fold::of(events)
+        .active
+        .into_iter()
+        .map(|s| ScheduledPrompt {
+            id: s.id,
+            prompt: s.prompt,
+            due_ms: s.due_ms,
+            every_seconds: s.every_seconds,
+        })
+        .collect()
+}
+
 /// A plugin's settings as the layered configuration gives them, for a command that acts for the
 /// plugin without installing it (`keel rewind` with the checkpoints' caps, `keel continuity
 /// show`): the row that uses it and its typed `config`.
