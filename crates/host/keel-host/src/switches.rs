@@ -102,35 +102,21 @@ pub fn record(
     name: &str,
     enabled: bool,
 ) -> Result<PathBuf, RecordError> {
-    let root = crate::trust::workspace_root(dir).map_err(|source| RecordError::Directory {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    let key = root.display().to_string();
-    crate::trust::edit_config(config, |doc, invalid| {
-        let projects = doc
-            .entry("projects")
-            .or_insert_with(|| {
-                let mut t = toml_edit::Table::new();
-                t.set_implicit(true);
-                toml_edit::Item::Table(t)
-            })
-            .as_table_like_mut()
-            .ok_or_else(|| invalid("`projects` is not a table".to_owned()))?;
-        let entry = projects
-            .entry(&key)
-            .or_insert(toml_edit::Item::Table(toml_edit::Table::new()))
-            .as_table_like_mut()
-            .ok_or_else(|| invalid(format!("`projects.{key:?}` is not a table")))?;
+    crate::trust::edit_project_entry(config, dir, |entry, root, invalid| {
         let switches = entry
             .entry(kind.key())
             .or_insert(toml_edit::value(toml_edit::InlineTable::new()))
             .as_table_like_mut()
-            .ok_or_else(|| invalid(format!("`projects.{key:?}.{}` is not a table", kind.key())))?;
+            .ok_or_else(|| {
+                invalid(format!(
+                    "`projects.{:?}.{}` is not a table",
+                    root.display().to_string(),
+                    kind.key()
+                ))
+            })?;
         switches.insert(name, toml_edit::value(enabled));
         Ok(())
-    })?;
-    Ok(root)
+    })
 }
 
 /// One plugin row or MCP server of a workspace, as its next agent would get it.

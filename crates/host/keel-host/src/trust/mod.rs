@@ -565,11 +565,35 @@ pub enum RecordError {
 /// the files it trusts as they are now ([`pins`]), a distrust drops the pins. Returns the
 /// directory recorded.
 pub fn record(config: &Path, dir: &Path, trust: ProjectTrust) -> Result<PathBuf, RecordError> {
+    let named = dir.canonicalize().ok();
+    edit_project_entry(config, dir, |entry, root, _| {
+        entry.insert("trust_level", toml_edit::value(trust.as_str()));
+        if trust.is_trusted() {
+            pins::pin_entry(entry, root, named.as_deref().unwrap_or(root));
+        } else {
+            entry.remove("pins");
+        }
+        Ok(())
+    })
+}
+
+/// Apply `edit` to the `[projects."<root>"]` entry of the workspace of `dir` (its
+/// [`workspace_root`]) in `config`, the entry made when missing, every other line of the file
+/// kept; `edit` gets the entry, the root and a maker of [`RecordError::Invalid`]. Returns the
+/// root.
+pub(crate) fn edit_project_entry(
+    config: &Path,
+    dir: &Path,
+    edit: impl FnOnce(
+        &mut dyn toml_edit::TableLike,
+        &Path,
+        &dyn Fn(String) -> RecordError,
+    ) -> Result<(), RecordError>,
+) -> Result<PathBuf, RecordError> {
     let root = workspace_root(dir).map_err(|source| RecordError::Directory {
         dir: dir.to_path_buf(),
         source,
     })?;
-    let named = dir.canonicalize().unwrap_or_else(|_| root.clone());
     edit_config(config, |doc, invalid| {
         let projects = doc
             .entry("projects")
@@ -586,13 +610,7 @@ pub fn record(config: &Path, dir: &Path, trust: ProjectTrust) -> Result<PathBuf,
             .or_insert(toml_edit::Item::Table(toml_edit::Table::new()))
             .as_table_like_mut()
             .ok_or_else(|| invalid(format!("`projects.{key:?}` is not a table")))?;
-        entry.insert("trust_level", toml_edit::value(trust.as_str()));
-        if trust.is_trusted() {
-            pins::pin_entry(entry, &root, &named);
-        } else {
-            entry.remove("pins");
-        }
-        Ok(())
+        edit(entry, &root, invalid)
     })?;
     Ok(root)
 }
