@@ -63,11 +63,12 @@ function renderSessions() {
   }));
 }
 
-function openSession(id) {
+function openSession(id, at = null) {
   if (app.source) app.source.close();
   showPage(null);
   app.id = id;
   app.view = new View(id);
+  if (at !== null) app.view.target = at;
   $('transcript').classList.remove('with-provenance');
   $('composer').hidden = false;
   $('takeover').hidden = true;
@@ -92,6 +93,7 @@ function openSession(id) {
   const view = app.view;
   // The log's replay is over once the live stream's `pending` comes (a hosted session).
   source.addEventListener('pending', () => {
+    if (!view.live) view.changedFiles();
     view.live = true;
     showLink('');
   });
@@ -171,9 +173,13 @@ async function create(cwd) {
 }
 
 function route() {
-  const match = /^#\/s\/(.+)$/.exec(location.hash);
+  // `#/s/ID`, or `#/s/ID/m/SEQ`: a message of it (a link copied with Link under an answer).
+  const match = /^#\/s\/([^/]+)(?:\/m\/(\d+))?$/.exec(location.hash);
   if (match) {
-    openSession(decodeURIComponent(match[1]));
+    const id = decodeURIComponent(match[1]);
+    const at = match[2] === undefined ? null : Number(match[2]);
+    if (app.view && app.view.id === id && at !== null) app.view.reveal(at);
+    else openSession(id, at);
     return;
   }
   if (location.hash === '#/settings') {

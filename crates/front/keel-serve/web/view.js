@@ -56,9 +56,11 @@ export class View {
     this.running = false;
     this.rewinds = []; // surface/rewind events: { seq, to }
     this.seq = 0; // the seq of the event being rendered
+    this.target = null; // the seq of the message a link opened the view on
     this.stats = { turns: 0, steps: 0, input: 0, output: 0, cached: 0, rate: null, window: 0, context: 0 };
     this.stepStarted = new Map(); // "turn/step" -> time of its first chunk
     this.trajectory = new Trajectory();
+    this.changes = new Map(); // turn -> what it changed (the rewind points)
     $('stats').textContent = '';
     $('status-items').replaceChildren();
   }
@@ -208,13 +210,16 @@ export class View {
           loadSessions();
           loadState(this.id);
           loadJobs(this.id);
+          this.changedFiles();
         }
         const reason = data.reason ? data.reason.kind : 'completed';
         const took = this.turnStarted && ev.time >= this.turnStarted ? ` in ${seconds(ev.time - this.turnStarted)}` : '';
         this.fold(reason, took);
         this.trajectory.turnEnd(reason, ev.time);
         this.showTrajectory();
-        this.append(el('div', { class: 'turn-end' }, `turn ${data.turn} ${reason}${took}`));
+        const line = el('div', { class: 'turn-end', 'data-turn': String(data.turn) }, `turn ${data.turn} ${reason}${took}`);
+        this.append(line);
+        this.showChanges(line);
         return;
       }
       case 'subagent/descriptor':
@@ -306,7 +311,21 @@ export class View {
           `${(usage.inputTokens || 0).toLocaleString('en')} in · ${(usage.outputTokens || 0).toLocaleString('en')} out`
           + (usage.cacheReadTokens ? ` · ${(usage.cacheReadTokens).toLocaleString('en')} cached` : ''))
         : null;
-      step.node.append(el('div', { class: 'actions' }, copy, used));
+      // A link to this answer, on the clipboard (the page opens on it, scrolled and marked).
+      const seq = step.node.dataset.seq;
+      const share = el('button', {
+        type: 'button', class: 'link', 'aria-label': `Link to: ${text.slice(0, 60)}`,
+        onclick: async () => {
+          const url = `${location.origin}/#/s/${encodeURIComponent(this.id)}/m/${seq}`;
+          try {
+            await navigator.clipboard.writeText(url);
+            share.textContent = 'Link copied';
+          } catch (e) {
+            showLink(`no link copied: ${e.message}`);
+          }
+        },
+      }, 'Link');
+      step.node.append(el('div', { class: 'actions' }, copy, share, used));
     }
     if (!step.node.childNodes.length) step.node.remove();
   }
@@ -346,6 +365,37 @@ export class View {
       entry.card.classList.toggle('error', !!block.isError);
     }
     this.follow();
+  }
+
+  /**
+   * The files each turn changed, on its end line: the checkpoints plugin's rewind points
+   * (`GET …/commands/rewind/choices`), asked of a session the server hosts only (a stored one
+   * would be resumed to answer).
+   */
+  async changedFiles() {
+    const listed = app.sessions.find((s) => s.id === this.id);
+    if (!this.live && (!listed || listed.status === 'stored')) return;
+    let choices;
+    try {
+      choices = (await api('GET', `/api/v1/sessions/${encodeURIComponent(this.id)}/commands/rewind/choices`)).choices || [];
+    } catch (_) {
+      return; // no checkpoints plugin: nothing to say
+    }
+    if (app.view !== this) return;
+    for (const c of choices) if (c.detail) this.changes.set(String(c.args), c.detail.replace(/\.$/, ''));
+    for (const line of this.transcript.querySelectorAll('.turn-end')) this.showChanges(line);
+  }
+
+  /** What the turn of end line `line` changed, when known, on the line. */
+  showChanges(line) {
+    const detail = this.changes.get(line.dataset.turn);
+    if (!detail) return;
+    let files = line.querySelector('.changed');
+    if (!files) {
+      files = el('span', { class: 'changed' });
+      line.append(files);
+    }
+    files.textContent = ` · ${detail}`;
   }
 
   /** The Trajectory tab, drawn again (once a frame) while it is the one shown. */
@@ -432,12 +482,25 @@ export class View {
   append(node, seq) {
     if (node.dataset.seq === undefined) node.dataset.seq = String(seq === undefined ? this.seq : seq);
     this.transcript.append(node);
+    if (this.target !== null && Number(node.dataset.seq) === this.target) requestAnimationFrame(() => this.reveal(this.target));
     this.follow();
   }
 
   follow() {
+    // A view opened on one message stays on it.
+    if (this.target !== null) return;
     const t = this.transcript;
     t.scrollTop = t.scrollHeight;
+  }
+
+  /** Show the message of event `seq` (a link to it): scrolled to, marked. */
+  reveal(seq) {
+    this.target = seq;
+    const node = this.transcript.querySelector(`[data-seq="${seq}"]`);
+    if (!node) return;
+    for (const old of this.transcript.querySelectorAll('.target')) old.classList.remove('target');
+    node.classList.add('target');
+    node.scrollIntoView({ block: 'center' });
   }
 
   setRunning(running) {

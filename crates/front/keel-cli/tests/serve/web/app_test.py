@@ -103,6 +103,15 @@ def run(browser):
     copy.click()
     expect(copy).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == "Hello from the browser."
+    # Link puts a link to the answer on the clipboard; the page opens on it, marked.
+    transcript.get_by_role("button", name="Link to: Hello from the browser.").click()
+    link = page.evaluate("navigator.clipboard.readText()")
+    assert re.search(r"#/s/[^/]+/m/\d+$", link), link
+    linked = context.new_page()
+    linked.set_default_timeout(TIMEOUT)
+    linked.goto(link)
+    expect(linked.locator(".target")).to_contain_text("Hello from the browser.")
+    linked.close()
     shot(page, "answer")
 
     # A bash call asking to leave the sandbox asks first: approved in the dialog, its card
@@ -148,6 +157,8 @@ def run(browser):
     expect(transcript.get_by_text("Edited.")).to_be_visible()
     unfold(page)
     expect(diff).to_be_visible()
+    # The turn's end line says which files it changed (the rewind points of the checkpoints).
+    expect(transcript.locator(".turn-end").last).to_contain_text("It changed: notes.txt")
     shot(page, "session")
     with open(os.path.join(WORKSPACE, "notes.txt")) as f:
         notes = f.read()
