@@ -48,7 +48,7 @@ with sync_playwright() as p:
         page.get_by_role("textbox", name="Message").wait_for()
         page.evaluate(RECORD)
         box = page.get_by_role("textbox", name="Message")
-        box.fill("stream it")
+        box.fill(f"stream it #{run + 1}.")
         start = page.evaluate("performance.now()")
         box.press("Enter")
         # The answer is whole once its message replaced the streamed text (the Copy button).

@@ -29,14 +29,15 @@ cleanup() {
 }
 trap cleanup EXIT
 # An answer of Markdown as models write it: paragraphs, a list, inline code, a code block.
-python3 - "$chars" "${PACE:-8}" > "$tmp/script.json" <<'PY'
+python3 - "$chars" "${PACE:-8}" "$runs" > "$tmp/script.json" <<'PY'
 import json, sys
-n, pace = int(sys.argv[1]), int(sys.argv[2])
+n, pace, runs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 unit = ("The **stream** goes on: `keel serve` sends each chunk as it comes.\n\n"
         "- one point\n- another point with `code`\n\n```rust\nfn main() { println!(\"hi\"); }\n```\n\n")
 text = (unit * (n // len(unit) + 1))[:n]
-print(json.dumps({"responses": [{"match": {"last_user_contains": "stream it"}, "text": text,
-                                 "chunk_size": 4, "pace_ms": pace}]}))
+# One response a run (the mock answers each once): "stream it #N.".
+print(json.dumps({"responses": [{"match": {"last_user_contains": f"stream it #{i + 1}."}, "text": text,
+                                 "chunk_size": 4, "pace_ms": pace} for i in range(runs)]}))
 PY
 "$target/$profile/keel-mock-server" --script "$tmp/script.json" > "$tmp/mock.out" 2> "$tmp/mock.err" &
 pids+=($!)

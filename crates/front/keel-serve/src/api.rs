@@ -51,6 +51,11 @@ pub fn routes() -> Vec<Route> {
         route("GET", "/api/v1/sessions/{id}", get(crate::state::show)),
         route("POST", "/api/v1/sessions/{id}/messages", post(message)),
         route("POST", "/api/v1/sessions/{id}/cancel", post(cancel)),
+        route(
+            "POST",
+            "/api/v1/sessions/{id}/feedback",
+            post(crate::feedback::rate),
+        ),
         route("POST", "/api/v1/sessions/{id}/close", post(close)),
         route("POST", "/api/v1/sessions/{id}/fork", post(control::fork)),
         route(

@@ -18,6 +18,7 @@ mod control;
 mod error;
 pub mod events;
 mod extensions;
+mod feedback;
 mod files;
 mod hub;
 mod images;

@@ -147,6 +147,19 @@ pub fn document() -> Value {
                                 session's model must read images)."}}}}}},
                 "responses": {"202": {"description": "Delivered; `delivery` says how."},
                     "400": error, "404": error, "409": busy}}},
+            "/api/v1/sessions/{id}/feedback": {"post": {
+                "summary": "Rate an answer: an ignorable `feedback/rated` event in the log \
+                    (`{seq, rating, note?}`; the last for a seq wins, null takes it back). \
+                    Sent nowhere.",
+                "parameters": [id],
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"type": "object", "required": ["seq", "rating"],
+                        "additionalProperties": false,
+                        "properties": {"seq": {"type": "integer", "minimum": 0},
+                            "rating": {"enum": ["up", "down", null]},
+                            "note": {"type": "string", "maxLength": 4000}}}}}},
+                "responses": {"200": {"description": "`{\"seq\"}`: the event's."},
+                    "400": error, "404": error, "409": error}}},
             "/api/v1/sessions/{id}/cancel": {"post": {
                 "summary": "Cancel the running turn.",
                 "parameters": [id],

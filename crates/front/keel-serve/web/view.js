@@ -61,6 +61,7 @@ export class View {
     this.stepStarted = new Map(); // "turn/step" -> time of its first chunk
     this.trajectory = new Trajectory();
     this.changes = new Map(); // turn -> what it changed (the rewind points)
+    this.ratings = new Map(); // seq of an answer's message -> "up" | "down" | null
     $('stats').textContent = '';
     $('status-items').replaceChildren();
   }
@@ -222,6 +223,13 @@ export class View {
         this.showChanges(line);
         return;
       }
+      case 'feedback/rated': {
+        const key = String(data.seq);
+        this.ratings.set(key, data.rating || null);
+        const node = this.transcript.querySelector(`[data-message="${CSS.escape(key)}"]`);
+        if (node) this.showRating(node, data.rating || null);
+        return;
+      }
       case 'subagent/descriptor':
         this.subagent(data);
         return;
@@ -283,6 +291,8 @@ export class View {
   message(data, usage) {
     const step = this.step(data);
     step.done = true;
+    step.messageSeq = String(this.seq);
+    step.node.dataset.message = step.messageSeq;
     const content = (data.message && data.message.content) || [];
     step.node.replaceChildren();
     for (const block of content) {
@@ -325,7 +335,22 @@ export class View {
           }
         },
       }, 'Link');
-      step.node.append(el('div', { class: 'actions' }, copy, share, used));
+      // Thumbs: the person's rating, kept in the log (`POST …/feedback`), shown again on replay.
+      const rate = (rating) => el('button', {
+        type: 'button', class: `link rate rate-${rating}`, 'aria-pressed': 'false',
+        'aria-label': `${rating === 'up' ? 'Good' : 'Bad'} answer: ${text.slice(0, 60)}`,
+        onclick: async (e) => {
+          const pressed = e.currentTarget.getAttribute('aria-pressed') === 'true';
+          try {
+            await api('POST', `/api/v1/sessions/${encodeURIComponent(this.id)}/feedback`,
+              { seq: Number(step.messageSeq), rating: pressed ? null : rating });
+          } catch (err) {
+            showLink(`not rated: ${err.message}`);
+          }
+        },
+      }, rating === 'up' ? '👍' : '👎');
+      step.node.append(el('div', { class: 'actions' }, copy, share, rate('up'), rate('down'), used));
+      this.showRating(step.node, this.ratings.get(step.messageSeq));
     }
     if (!step.node.childNodes.length) step.node.remove();
   }
@@ -382,8 +407,16 @@ export class View {
       return; // no checkpoints plugin: nothing to say
     }
     if (app.view !== this) return;
-    for (const c of choices) if (c.detail) this.changes.set(String(c.args), c.detail.replace(/\.$/, ''));
+    // Only a turn that changed files says so.
+    for (const c of choices) if (/^It changed:/.test(c.detail || '')) this.changes.set(String(c.args), c.detail.replace(/\.$/, ''));
     for (const line of this.transcript.querySelectorAll('.turn-end')) this.showChanges(line);
+  }
+
+  /** An answer's thumbs as its last rating says. */
+  showRating(node, rating) {
+    for (const b of node.querySelectorAll('.rate')) {
+      b.setAttribute('aria-pressed', String(b.classList.contains(`rate-${rating}`)));
+    }
   }
 
   /** What the turn of end line `line` changed, when known, on the line. */

@@ -208,6 +208,16 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
         let refused = server.call("GET", &format!("/api/v1/attachments/{name}"), None);
         assert_eq!(refused.status, 404, "{name}: {}", refused.body);
     }
+    // The thumb given in the page: one rating of the first answer, up.
+    let rated = of("feedback/rated");
+    assert_eq!(rated.len(), 1, "{rated:?}");
+    assert_eq!(rated[0]["data"]["rating"], "up");
+    let rated_seq = rated[0]["data"]["seq"].as_u64().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["seq"] == rated_seq && e["type"] == "assistant/message")
+    );
     let decided = of("approval/decided");
     assert_eq!(decided.len(), 1, "{decided:?}");
     assert_eq!(decided[0]["data"]["approved"], true);

@@ -112,6 +112,12 @@ def run(browser):
     linked.goto(link)
     expect(linked.locator(".target")).to_contain_text("Hello from the browser.")
     linked.close()
+    # A thumb under the answer, kept in the session's log.
+    good = transcript.get_by_role("button", name="Good answer: Hello from the browser.")
+    good.click()
+    expect(good).to_have_attribute("aria-pressed", "true")
+    bad = transcript.get_by_role("button", name="Bad answer: Hello from the browser.")
+    expect(bad).to_have_attribute("aria-pressed", "false")
     shot(page, "answer")
 
     # A bash call asking to leave the sandbox asks first: approved in the dialog, its card
