@@ -20,6 +20,7 @@ base = url.split("/?", 1)[0]
 PERIOD = 1000 / 60
 
 RECORD = """() => {
+  window.__stop = false;
   window.__frames = [];
   window.__long = [];
   window.__firstText = null;
