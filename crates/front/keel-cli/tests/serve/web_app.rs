@@ -237,15 +237,7 @@ fn the_web_app_creates_a_session_streams_approves_and_stays_in_step_across_tabs(
     let fork = events_of(&env, shown["fork"].as_str().unwrap());
     assert!(fork.iter().any(|e| e["type"] == "session/end-seed"));
     assert_eq!(prompts(&fork), ["say hello"]);
-    for shot in ["answer", "approval", "session", "search"] {
-        let png = artifacts.join(format!("{shot}.png"));
-        let bytes = std::fs::read(&png).unwrap_or_default();
-        assert!(
-            bytes.starts_with(b"\x89PNG"),
-            "{} is no screenshot",
-            png.display()
-        );
-    }
+    assert_screenshots(&artifacts, &["answer", "approval", "session", "search"]);
 }
 
 /// The person's prompts in `events`, in order.
@@ -549,21 +541,28 @@ fn the_web_app_draws_a_formation_graph_caps_a_5_mb_output_and_names_a_server_res
     );
 }
 
-/// The screenshots `shots` of a test's own `artifacts`, which must be PNG images, copied beside
-/// the other tests' (`web/artifacts/`).
-fn keep_screenshots(artifacts: &Path, shots: &[&str]) {
+/// The screenshots `shots` in `artifacts` are PNG images.
+fn assert_screenshots(artifacts: &Path, shots: &[&str]) {
     for shot in shots {
         let png = artifacts.join(format!("{shot}.png"));
+        let bytes = std::fs::read(&png).unwrap_or_default();
         assert!(
-            std::fs::read(&png)
-                .unwrap_or_default()
-                .starts_with(b"\x89PNG"),
+            bytes.starts_with(b"\x89PNG"),
             "{} is no screenshot",
             png.display()
         );
-        let kept = dir().join("artifacts");
-        let _ = std::fs::create_dir_all(&kept);
-        let _ = std::fs::copy(&png, kept.join(format!("{shot}.png")));
+    }
+}
+
+/// The screenshots `shots` of a test's own `artifacts` ([`assert_screenshots`]), copied beside
+/// the other tests' (`web/artifacts/`).
+fn keep_screenshots(artifacts: &Path, shots: &[&str]) {
+    assert_screenshots(artifacts, shots);
+    let kept = dir().join("artifacts");
+    let _ = std::fs::create_dir_all(&kept);
+    for shot in shots {
+        let name = format!("{shot}.png");
+        let _ = std::fs::copy(artifacts.join(&name), kept.join(name));
     }
 }
 
@@ -640,6 +639,12 @@ fn the_plugins_page_switches_provenance_on_and_an_mcp_server_off_for_the_workspa
     };
     assert_eq!(row(&listed["plugins"], "provenance")["enabled"], true);
     assert_eq!(row(&listed["mcpServers"], "docs")["enabled"], false);
+    // Named by the layers that set it, as `keel mcp list` names them: the file, then the switch.
+    let layer = row(&listed["mcpServers"], "docs")["layer"].to_string();
+    assert!(
+        layer.contains(&config.display().to_string()) && layer.contains("[projects."),
+        "{layer}"
+    );
     let other = env.root().join("elsewhere");
     std::fs::create_dir_all(&other).unwrap();
     let other = other.to_str().unwrap().replace('/', "%2F");
