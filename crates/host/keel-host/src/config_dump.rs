@@ -2,6 +2,20 @@
 
 use super::*;
 
+impl Loaded {
+    /// The layers that set keys under `prefix` (`mcp_servers.NAME.`), in merge order.
+    pub fn layers_setting(&self, prefix: &str) -> Vec<String> {
+        let mut layers: Vec<String> = Vec::new();
+        for (key, layer) in &self.origin {
+            if key.starts_with(prefix) && !layers.contains(layer) {
+                layers.push(layer.clone());
+            }
+        }
+        layers.sort_by_key(|l| self.layer_index(l));
+        layers
+    }
+}
+
 /// Render the merged configuration as `key = value  # layer` lines.
 pub fn dump(loaded: &Loaded) -> String {
     let mut out = String::new();

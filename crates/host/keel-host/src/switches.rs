@@ -196,6 +196,15 @@ pub fn extensions(
             .and_then(Value::as_table)
             .is_some_and(|t| t.contains_key(name))
     };
+    // A TOML server is named by the layers that set it, as `keel mcp list` names them.
+    let layer_of = |name: &str, origin: &str| {
+        let layers = loaded.layers_setting(&format!("mcp_servers.{name}."));
+        if in_toml(name) && !layers.is_empty() {
+            layers.join(", ")
+        } else {
+            origin.to_owned()
+        }
+    };
     let mut mcp: Vec<Extension> = servers
         .iter()
         .map(|s| Extension {
@@ -203,18 +212,18 @@ pub fn extensions(
             what: s.transport.describe(),
             description: String::new(),
             enabled: s.enabled,
-            layer: s.origin.clone(),
+            layer: layer_of(&s.name, &s.origin),
             problem: None,
             switchable: in_toml(&s.name),
         })
         .collect();
     mcp.extend(problems.into_iter().map(|p| Extension {
         switchable: in_toml(&p.server),
+        layer: layer_of(&p.server, &p.origin),
         name: p.server,
         what: String::new(),
         description: String::new(),
         enabled: false,
-        layer: p.origin,
         problem: Some(p.message),
     }));
     Extensions {

@@ -86,20 +86,6 @@ fn real_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// The layers that set keys of `[mcp_servers.NAME]`, in merge order.
-fn layers_of(host: &Host, name: &str) -> Vec<String> {
-    let loaded = host.config();
-    let prefix = format!("mcp_servers.{name}.");
-    let mut layers: Vec<String> = Vec::new();
-    for (key, layer) in &loaded.origin {
-        if key.starts_with(&prefix) && !layers.contains(layer) {
-            layers.push(layer.clone());
-        }
-    }
-    layers.sort_by_key(|l| loaded.layer_index(l));
-    layers
-}
-
 fn listing(host: &Host, var: &dyn Fn(&str) -> Option<String>) -> Listing {
     let mut out = Listing::default();
     let json_path = host.cwd().join(".mcp.json");
@@ -137,7 +123,9 @@ fn listing(host: &Host, var: &dyn Fn(&str) -> Option<String>) -> Listing {
         );
     }
     for (name, table) in &host.config().config.mcp_servers {
-        let layers = layers_of(host, name);
+        let layers = host
+            .config()
+            .layers_setting(&format!("mcp_servers.{name}."));
         let origin = if layers.is_empty() {
             "configuration".to_owned()
         } else {
