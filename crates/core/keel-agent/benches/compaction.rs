@@ -57,9 +57,7 @@ fn surface(messages: usize, index: &mut SurfaceIndex) -> (Session, Vec<Duration>
             let call = Message {
                 role: Role::Assistant,
                 content: vec![
-                    ContentBlock::Reasoning {
-                        text: "I should look at the parser first.".into(),
-                    },
+                    ContentBlock::reasoning("I should look at the parser first."),
                     ContentBlock::ToolCall(ToolCallBlock {
                         id: id.clone(),
                         name: "grep".into(),

@@ -268,9 +268,7 @@ impl Slot {
         }
         match self.kind {
             BlockType::Text if !self.buf.is_empty() => Some(ContentBlock::Text { text: self.buf }),
-            BlockType::Reasoning if !self.buf.is_empty() => {
-                Some(ContentBlock::Reasoning { text: self.buf })
-            }
+            BlockType::Reasoning if !self.buf.is_empty() => Some(ContentBlock::reasoning(self.buf)),
             BlockType::ToolCall if open_call == OpenToolCall::Keep => {
                 Some(ContentBlock::ToolCall(ToolCallBlock {
                     id: self.id.unwrap_or_default(),

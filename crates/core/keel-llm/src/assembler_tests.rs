@@ -51,6 +51,7 @@ fn assembles_reasoning_text_and_tool_calls_in_start_order() {
         output_tokens: 4,
         cache_read_tokens: 5,
         reasoning_tokens: 1,
+        cache_write_tokens: 0,
     };
     let chunks = vec![
         start(0, BlockType::Reasoning),
@@ -71,9 +72,7 @@ fn assembles_reasoning_text_and_tool_calls_in_start_order() {
         args(2, "1}"),
         StreamChunk::BlockEnd {
             index: 0,
-            block: ContentBlock::Reasoning {
-                text: "think".into(),
-            },
+            block: ContentBlock::reasoning("think"),
         },
         StreamChunk::BlockEnd {
             index: 1,
@@ -94,9 +93,7 @@ fn assembles_reasoning_text_and_tool_calls_in_start_order() {
         asm.finish(),
         Assembled {
             content: vec![
-                ContentBlock::Reasoning {
-                    text: "think".into()
-                },
+                ContentBlock::reasoning("think"),
                 ContentBlock::text("hello"),
                 call("c1", "read", "{\"a\":1}"),
             ],
@@ -190,10 +187,7 @@ fn partial_keeps_streamed_text_and_drops_incomplete_tool_calls() {
     let asm = feed(&chunks).unwrap();
     assert_eq!(
         asm.partial(),
-        vec![
-            ContentBlock::Reasoning { text: "hmm".into() },
-            ContentBlock::text("so far")
-        ]
+        vec![ContentBlock::reasoning("hmm"), ContentBlock::text("so far")]
     );
     assert!(!asm.is_finished());
     let out = asm.finish();

@@ -269,7 +269,7 @@ fn map_message<'a>(
             for block in &message.content {
                 match block {
                     ContentBlock::Text { text } => content.push_str(text),
-                    ContentBlock::Reasoning { text } => reasoning.push_str(text),
+                    ContentBlock::Reasoning { text, .. } => reasoning.push_str(text),
                     ContentBlock::ToolCall(call) => tool_calls.push(WireToolCall {
                         id: &call.id,
                         kind: "function",

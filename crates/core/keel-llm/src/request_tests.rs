@@ -64,9 +64,7 @@ fn from_wire(body: &Value) -> ChatRequest {
                 vec![ContentBlock::text(text(&m["content"]))],
             )),
             Some("assistant") => {
-                let mut blocks = vec![ContentBlock::Reasoning {
-                    text: text(&m["reasoning_content"]),
-                }];
+                let mut blocks = vec![ContentBlock::reasoning(text(&m["reasoning_content"]))];
                 blocks.push(ContentBlock::text(text(&m["content"])));
                 for c in m["tool_calls"].as_array().into_iter().flatten() {
                     blocks.push(ContentBlock::ToolCall(ToolCallBlock {
@@ -342,9 +340,7 @@ fn model_capabilities_gate_thinking_effort_and_reasoning_content() {
             msg(
                 Role::Assistant,
                 vec![
-                    ContentBlock::Reasoning {
-                        text: "think".into(),
-                    },
+                    ContentBlock::reasoning("think"),
                     ContentBlock::ToolCall(ToolCallBlock {
                         id: "c1".into(),
                         name: "read".into(),
@@ -366,16 +362,11 @@ fn model_capabilities_gate_thinking_effort_and_reasoning_content() {
             ),
             msg(
                 Role::Assistant,
-                vec![ContentBlock::Reasoning {
-                    text: "only thought".into(),
-                }],
+                vec![ContentBlock::reasoning("only thought")],
             ),
             msg(
                 Role::Assistant,
-                vec![
-                    ContentBlock::Reasoning { text: "r".into() },
-                    ContentBlock::text("done"),
-                ],
+                vec![ContentBlock::reasoning("r"), ContentBlock::text("done")],
             ),
         ],
         max_tokens: Some(1_000_000),

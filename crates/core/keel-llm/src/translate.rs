@@ -146,6 +146,7 @@ impl WireUsage {
                 .as_ref()
                 .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
+            cache_write_tokens: 0,
         }
     }
 }
@@ -404,7 +405,7 @@ impl StreamTranslator {
         for (i, block) in std::mem::take(&mut self.blocks).into_iter().enumerate() {
             let block = match block {
                 Open::Text(text) => ContentBlock::Text { text },
-                Open::Reasoning(text) => ContentBlock::Reasoning { text },
+                Open::Reasoning(text) => ContentBlock::reasoning(text),
                 Open::Tool { .. } if !close_tools => continue,
                 Open::Tool { id, name, args, .. } => ContentBlock::ToolCall(ToolCallBlock {
                     id: id.unwrap_or_else(|| format!("call_{i}")),

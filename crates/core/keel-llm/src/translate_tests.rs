@@ -61,9 +61,7 @@ fn tool_calls_accumulate_by_index_with_id_only_in_first_fragment() {
     assert_eq!(
         out.content,
         vec![
-            ContentBlock::Reasoning {
-                text: "plan".into()
-            },
+            ContentBlock::reasoning("plan"),
             ContentBlock::text("Reading."),
             ContentBlock::ToolCall(ToolCallBlock {
                 id: "call_a".into(),
@@ -84,7 +82,8 @@ fn tool_calls_accumulate_by_index_with_id_only_in_first_fragment() {
             input_tokens: 40,
             output_tokens: 20,
             cache_read_tokens: 60,
-            reasoning_tokens: 7
+            reasoning_tokens: 7,
+            cache_write_tokens: 0
         })
     );
     // usage comes right before finish, which is last.
@@ -197,7 +196,8 @@ fn usage_from_openai_cached_tokens_and_unindexed_tool_calls() {
             input_tokens: 0,
             output_tokens: 2,
             cache_read_tokens: 10,
-            reasoning_tokens: 0
+            reasoning_tokens: 0,
+            cache_write_tokens: 0
         })
     );
 }

@@ -75,16 +75,15 @@ async fn reasoning_and_text_with_cache_hit_usage() {
         out,
         Assembled {
             content: vec![
-                ContentBlock::Reasoning {
-                    text: "Let me think about héllo 🌍.".into()
-                },
+                ContentBlock::reasoning("Let me think about héllo 🌍."),
                 ContentBlock::text("Hello there, this is a longer answer."),
             ],
             usage: Some(TokenUsage {
                 input_tokens: 360,
                 output_tokens: 50,
                 cache_read_tokens: 640,
-                reasoning_tokens: 12
+                reasoning_tokens: 12,
+                cache_write_tokens: 0
             }),
             finish: Some(FinishReason::Stop),
         }
@@ -333,12 +332,7 @@ async fn cancellation_mid_stream_returns_the_blocks_streamed_so_far() {
     assert_eq!(failure.code, FailureCode::Aborted);
     assert!(seen > 2);
     let partial = asm.partial();
-    assert_eq!(
-        partial[0],
-        ContentBlock::Reasoning {
-            text: "thinking hard".into()
-        }
-    );
+    assert_eq!(partial[0], ContentBlock::reasoning("thinking hard"));
     let ContentBlock::Text { text } = &partial[1] else {
         panic!("{partial:?}")
     };
@@ -356,12 +350,7 @@ async fn utf8_and_events_split_across_reads_with_crlf_and_comments() {
     let out = call(&p, request("a")).await.unwrap();
     assert_eq!(
         out.content,
-        vec![
-            ContentBlock::Reasoning {
-                text: "é🌍".into()
-            },
-            ContentBlock::text(text)
-        ]
+        vec![ContentBlock::reasoning("é🌍"), ContentBlock::text(text)]
     );
 }
 

@@ -51,7 +51,7 @@ impl Message {
     pub fn reasoning(&self) -> String {
         let mut out = String::new();
         for block in &self.content {
-            if let ContentBlock::Reasoning { text } = block {
+            if let ContentBlock::Reasoning { text, .. } = block {
                 out.push_str(text);
             }
         }
@@ -78,7 +78,8 @@ impl Message {
     /// nothing). Such messages are skipped by `derive_messages`.
     pub fn is_empty(&self) -> bool {
         self.content.iter().all(|b| match b {
-            ContentBlock::Text { text } | ContentBlock::Reasoning { text } => text.is_empty(),
+            ContentBlock::Text { text } => text.is_empty(),
+            ContentBlock::Reasoning { text, signature } => text.is_empty() && signature.is_none(),
             _ => false,
         })
     }
@@ -93,10 +94,15 @@ pub enum ContentBlock {
         /// The text.
         text: String,
     },
-    /// Model reasoning (`reasoning_content` on the wire).
+    /// Model reasoning (`reasoning_content` on the chat wire, a `thinking` block on the Messages
+    /// wire, a `reasoning` item on the Responses wire).
     Reasoning {
         /// The reasoning text.
         text: String,
+        /// What the provider requires back with the reasoning, unchanged: the Messages API's
+        /// thinking `signature`, the Responses API's `encrypted_content`. Absent on the chat wire.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
     },
     /// A reference to an image (by path or URL), never inline bytes in the log.
     Image(ImageRef),
@@ -110,6 +116,14 @@ impl ContentBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
         ContentBlock::Text { text: text.into() }
+    }
+
+    /// A reasoning block without a signature (what the chat wire streams).
+    pub fn reasoning(text: impl Into<String>) -> Self {
+        ContentBlock::Reasoning {
+            text: text.into(),
+            signature: None,
+        }
     }
 }
 

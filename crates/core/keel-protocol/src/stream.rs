@@ -118,6 +118,10 @@ pub struct TokenUsage {
     /// Reasoning tokens, when the provider reports them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// Of the uncached prompt tokens, those written to the provider's cache (the Messages API's
+    /// `cache_creation_input_tokens`), when it reports them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -156,7 +156,7 @@ impl<E> Gen<'_, E> {
                 name: name.to_owned(),
                 arguments: text,
             }),
-            (BlockType::Reasoning, _) => ContentBlock::Reasoning { text },
+            (BlockType::Reasoning, _) => ContentBlock::reasoning(text),
             _ => ContentBlock::Text { text },
         };
         Ok(block)
@@ -198,7 +198,7 @@ impl<E> Gen<'_, E> {
             input_tokens: 900,
             output_tokens: 150,
             cache_read_tokens: 8000,
-            reasoning_tokens: 0,
+            ..TokenUsage::default()
         };
         self.chunk(s, StreamChunk::Usage { usage })?;
         let finish = if place == StepPlace::Last {

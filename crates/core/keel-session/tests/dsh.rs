@@ -68,7 +68,7 @@ fn wire(m: &Message) -> Vec<Value> {
                 .content
                 .iter()
                 .filter_map(|b| match b {
-                    ContentBlock::Reasoning { text } => Some(text.as_str()),
+                    ContentBlock::Reasoning { text, .. } => Some(text.as_str()),
                     _ => None,
                 })
                 .collect();

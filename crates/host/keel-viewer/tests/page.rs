@@ -36,9 +36,7 @@ impl B {
     ) -> Seq {
         let mut content = vec![];
         if !reasoning.is_empty() {
-            content.push(ContentBlock::Reasoning {
-                text: reasoning.into(),
-            });
+            content.push(ContentBlock::reasoning(reasoning));
         }
         if !text.is_empty() {
             content.push(ContentBlock::text(text));

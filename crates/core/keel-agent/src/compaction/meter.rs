@@ -38,7 +38,7 @@ pub fn message_tokens(message: &Message) -> u64 {
     for block in &message.content {
         match block {
             ContentBlock::Text { text } => bytes += text.len() as u64,
-            ContentBlock::Reasoning { text } if send_reasoning => bytes += text.len() as u64,
+            ContentBlock::Reasoning { text, .. } if send_reasoning => bytes += text.len() as u64,
             ContentBlock::Reasoning { .. } => {}
             ContentBlock::Image(_) => images += 1,
             ContentBlock::ToolCall(c) => {
@@ -49,7 +49,7 @@ pub fn message_tokens(message: &Message) -> u64 {
                 bytes += TOOL_BLOCK_OVERHEAD_BYTES + r.tool_call_id.len() as u64;
                 for inner in &r.content {
                     match inner {
-                        ContentBlock::Text { text } | ContentBlock::Reasoning { text } => {
+                        ContentBlock::Text { text } | ContentBlock::Reasoning { text, .. } => {
                             bytes += text.len() as u64
                         }
                         ContentBlock::Image(_) => images += 1,
@@ -138,9 +138,7 @@ mod tests {
         let reasoning_only = Message {
             role: Role::Assistant,
             content: vec![
-                ContentBlock::Reasoning {
-                    text: "r".repeat(4000),
-                },
+                ContentBlock::reasoning("r".repeat(4000)),
                 ContentBlock::text("ok"),
             ],
             source: MessageSource::model("p", "m"),

@@ -117,8 +117,7 @@ fn attach_streams_a_running_turn_runs_what_is_typed_and_detaches_leaving_the_ses
     let words = again.wait_for_in_history("Answered from the server.");
     assert!(words.contains("The notes say hello, slowly."), "{words}");
     // Esc Esc: the server's rewind list (`…/commands/rewind/choices`); the rewind runs there.
-    again.keys(&["Escape"]);
-    again.keys(&["Escape"]);
+    again.esc_esc();
     again.wait_for_in_history("Rewind to just before");
     again.wait_for_in_history("turn 2 · typed in the terminal");
     again.keys(&["Enter"]);
@@ -672,8 +671,7 @@ fn compact_and_a_fork_in_an_attached_terminal_run_on_the_server() {
 
     // Esc Esc, the turn, "Fork a new session from here": the server forks; the terminal
     // follows the fork, and what is typed next runs there, not in the first session.
-    t.keys(&["Escape"]);
-    t.keys(&["Escape"]);
+    t.esc_esc();
     t.wait_for_in_history("Rewind to just before");
     t.keys(&["Enter"]);
     t.wait_for_in_history("Fork a new session from here");

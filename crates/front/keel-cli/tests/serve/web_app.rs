@@ -639,6 +639,12 @@ fn the_plugins_page_switches_provenance_on_and_an_mcp_server_off_for_the_workspa
     };
     assert_eq!(row(&listed["plugins"], "provenance")["enabled"], true);
     assert_eq!(row(&listed["mcpServers"], "docs")["enabled"], false);
+    // Named by the layers that set it, as `keel mcp list` names them: the file, then the switch.
+    let layer = row(&listed["mcpServers"], "docs")["layer"].to_string();
+    assert!(
+        layer.contains(&config.display().to_string()) && layer.contains("[projects."),
+        "{layer}"
+    );
     let other = env.root().join("elsewhere");
     std::fs::create_dir_all(&other).unwrap();
     let other = other.to_str().unwrap().replace('/', "%2F");

@@ -113,6 +113,15 @@ impl Tmux {
         self.tmux(&args);
     }
 
+    /// Esc twice, as a person presses it. crossterm reads two ESC bytes that arrive in one
+    /// read as a single Esc (an ESC-prefixed sequence), so under load two back-to-back
+    /// `send-keys Escape` were sometimes one key; a person's presses are ~100 ms apart.
+    pub fn esc_esc(&self) {
+        self.keys(&["Escape"]);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        self.keys(&["Escape"]);
+    }
+
     /// Type `text` literally.
     pub fn type_text(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "0", "-l", text]);
