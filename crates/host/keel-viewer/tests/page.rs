@@ -106,7 +106,7 @@ fn usage(input: u64, cached: u64, output: u64) -> TokenUsage {
         input_tokens: input,
         output_tokens: output,
         cache_read_tokens: cached,
-        reasoning_tokens: 0,
+        ..TokenUsage::default()
     }
 }
 
