@@ -16,15 +16,18 @@ pub mod assembler;
 pub mod catalogue;
 pub mod classify;
 pub mod credentials;
+pub mod messages;
 pub mod openai;
 pub mod provider;
 pub mod request;
+pub mod responses;
 pub mod retry;
 pub mod script;
 pub mod script_render;
 pub mod scripted;
 pub mod sse;
 pub mod translate;
+pub mod wire;
 
 pub use assembler::{Assembled, AssemblyError, BlockAssembler};
 pub use catalogue::{
@@ -39,3 +42,4 @@ pub use request::{ChatRequest, SentReasoning, request_body, request_body_bytes, 
 pub use retry::{RetryDecision, RetryPolicy, is_retryable};
 pub use script::{Script, ScriptError, ScriptFormat, ScriptedResponse};
 pub use scripted::ScriptedProvider;
+pub use wire::{UnknownApi, WireApi, WireOptions};

@@ -1,20 +1,25 @@
-//! DeepSeek / OpenAI-compatible streaming client: `POST {base_url}/chat/completions` with SSE.
+//! The streaming HTTP client of every wire format keel speaks ([`WireApi`]): chat completions
+//! (`POST {base_url}/chat/completions`, DeepSeek and OpenAI-compatible servers), the Messages API
+//! (`POST {base_url}/v1/messages`, DeepSeek's Anthropic endpoint and Anthropic) and OpenAI's
+//! Responses API (`POST {base_url}/responses`), all over SSE.
 //!
-//! Data flow per call: [`request_body_bytes`] → HTTP (reqwest) → body bytes → [`SseParser`] →
-//! [`StreamTranslator`] → chunks. Every wait (response headers, each body read) is bounded by
+//! Data flow per call: [`WireApi::body`] → HTTP (reqwest) → body bytes → [`SseParser`] →
+//! [`Translator`] → chunks. Every wait (response headers, each body read) is bounded by
 //! the idle timeout (`TIMEOUT`) and raced against the caller's cancellation token (`ABORTED`).
 //! HTTP errors are classified by [`crate::classify`]. The API key, when the provider has one, is
-//! sent only in the `Authorization` header (marked sensitive), is redacted from every failure
+//! sent only in the `Authorization` header (`x-api-key` on the Messages wire; marked sensitive), is redacted from every failure
 //! message, and never shows in `Debug` output; a provider without a key sends no
 //! `Authorization` header at all (local servers).
 
 use crate::catalogue::{DEFAULT_BASE_URL, ModelCatalogue};
 use crate::classify::{http_failure, parse_retry_after};
 pub use crate::credentials::{ApiKey, ConfigError};
+use crate::messages::{ANTHROPIC_VERSION, MessagesOptions};
 use crate::provider::{ChunkStream, Provider};
-use crate::request::{ChatRequest, request_body_bytes};
+use crate::request::ChatRequest;
 use crate::sse::SseParser;
-use crate::translate::{Progress, StreamTranslator};
+use crate::translate::Progress;
+use crate::wire::{Translator, WireApi, WireOptions};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use keel_protocol::{FailureCode, ModelFailure, StreamChunk};
@@ -59,6 +64,10 @@ pub struct ProviderConfig {
     pub connect_timeout: Duration,
     /// Model catalogue used to shape request bodies.
     pub catalogue: ModelCatalogue,
+    /// The wire format (chat completions unless the provider's table says otherwise).
+    pub api: WireApi,
+    /// Send the Messages API's request-level `cache_control` (Anthropic's automatic caching).
+    pub cache_control: bool,
 }
 
 impl ProviderConfig {
@@ -81,6 +90,8 @@ impl ProviderConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: Duration::from_secs(30),
             catalogue: ModelCatalogue::default(),
+            api: WireApi::Chat,
+            cache_control: false,
         }
     }
 
@@ -95,10 +106,12 @@ impl ProviderConfig {
     }
 }
 
-/// The streaming chat-completions client.
+/// The streaming HTTP client, for any [`WireApi`].
 #[derive(Debug, Clone)]
 pub struct OpenAiProvider {
     name: String,
+    api: WireApi,
+    options: WireOptions,
     endpoint: reqwest::Url,
     auth: Option<HeaderValue>,
     key: Option<ApiKey>,
@@ -107,17 +120,12 @@ pub struct OpenAiProvider {
     client: reqwest::Client,
 }
 
-fn endpoint_url(base: &str) -> Result<reqwest::Url, ConfigError> {
+fn endpoint_url(base: &str, api: WireApi) -> Result<reqwest::Url, ConfigError> {
     let invalid = |reason: String| ConfigError::InvalidBaseUrl {
         url: base.to_owned(),
         reason,
     };
-    let trimmed = base.trim().trim_end_matches('/');
-    let full = if trimmed.ends_with("/chat/completions") {
-        trimmed.to_owned()
-    } else {
-        format!("{trimmed}/chat/completions")
-    };
+    let full = api.endpoint(base);
     let url = reqwest::Url::parse(&full).map_err(|e| invalid(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(invalid("the scheme must be http or https".into()));
@@ -128,20 +136,23 @@ fn endpoint_url(base: &str) -> Result<reqwest::Url, ConfigError> {
 impl OpenAiProvider {
     /// Builds the client. Fails on an invalid base URL or if the HTTP client cannot be built.
     pub fn new(config: ProviderConfig) -> Result<Self, ConfigError> {
-        let endpoint = endpoint_url(&config.base_url)?;
-        let auth =
-            match &config.api_key {
-                None => None,
-                Some(key) => {
-                    let mut auth = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-                        .map_err(|_| ConfigError::MalformedApiKey {
-                            var: config.name.clone(),
-                            reason: "cannot be sent in an HTTP header",
-                        })?;
-                    auth.set_sensitive(true);
-                    Some(auth)
-                }
-            };
+        let endpoint = endpoint_url(&config.base_url, config.api)?;
+        let auth = match &config.api_key {
+            None => None,
+            Some(key) => {
+                let value = match config.api {
+                    WireApi::Messages => key.expose().to_owned(),
+                    WireApi::Chat | WireApi::Responses => format!("Bearer {}", key.expose()),
+                };
+                let mut auth =
+                    HeaderValue::from_str(&value).map_err(|_| ConfigError::MalformedApiKey {
+                        var: config.name.clone(),
+                        reason: "cannot be sent in an HTTP header",
+                    })?;
+                auth.set_sensitive(true);
+                Some(auth)
+            }
+        };
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .tcp_nodelay(true)
@@ -149,6 +160,12 @@ impl OpenAiProvider {
             .map_err(ConfigError::Client)?;
         Ok(OpenAiProvider {
             name: config.name,
+            api: config.api,
+            options: WireOptions {
+                messages: MessagesOptions {
+                    cache_control: config.cache_control,
+                },
+            },
             endpoint,
             auth,
             key: config.api_key,
@@ -158,7 +175,7 @@ impl OpenAiProvider {
         })
     }
 
-    /// The full `…/chat/completions` URL requests go to.
+    /// The full URL requests go to (e.g. `…/chat/completions`).
     pub fn endpoint(&self) -> &str {
         self.endpoint.as_str()
     }
@@ -176,7 +193,7 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChunkStream {
         let info = self.catalogue.lookup(&request.model);
-        let body = request_body_bytes(&request, &info);
+        let body = self.api.body(&request, &info, self.options);
         tracing::debug!(model = %request.model, bytes = body.len(), "llm request");
         let call = Call {
             provider: self.clone(),
@@ -185,7 +202,7 @@ impl Provider for OpenAiProvider {
             response: None,
             request_id: None,
             parser: SseParser::new(),
-            translator: StreamTranslator::new(),
+            translator: self.api.translator(),
             scratch: Vec::new(),
             pending: Vec::new().into_iter(),
             deferred: None,
@@ -209,7 +226,7 @@ struct Call {
     response: Option<BodyStream>,
     request_id: Option<String>,
     parser: SseParser,
-    translator: StreamTranslator,
+    translator: Translator,
     scratch: Vec<StreamChunk>,
     pending: std::vec::IntoIter<StreamChunk>,
     deferred: Option<ModelFailure>,
@@ -349,8 +366,13 @@ impl Call {
             .post(self.provider.endpoint.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream");
-        if let Some(auth) = &self.provider.auth {
-            request = request.header(AUTHORIZATION, auth.clone());
+        match (&self.provider.auth, self.provider.api) {
+            (Some(auth), WireApi::Messages) => request = request.header("x-api-key", auth.clone()),
+            (Some(auth), _) => request = request.header(AUTHORIZATION, auth.clone()),
+            (None, _) => {}
+        }
+        if self.provider.api == WireApi::Messages {
+            request = request.header("anthropic-version", ANTHROPIC_VERSION);
         }
         let request = request.body(body).send();
         let idle = self.provider.idle_timeout;
@@ -469,22 +491,32 @@ mod tests {
         );
     }
 
+    fn endpoint_url_chat(base: &str) -> Result<reqwest::Url, ConfigError> {
+        endpoint_url(base, WireApi::Chat)
+    }
+
     #[test]
     fn endpoints_and_debug() {
         assert_eq!(
-            endpoint_url("https://api.deepseek.com").unwrap().as_str(),
+            endpoint_url_chat("https://api.deepseek.com")
+                .unwrap()
+                .as_str(),
             "https://api.deepseek.com/chat/completions"
         );
         assert_eq!(
-            endpoint_url("http://127.0.0.1:9/v1/").unwrap().as_str(),
+            endpoint_url_chat("http://127.0.0.1:9/v1/")
+                .unwrap()
+                .as_str(),
             "http://127.0.0.1:9/v1/chat/completions"
         );
         assert_eq!(
-            endpoint_url("http://h/chat/completions").unwrap().as_str(),
+            endpoint_url_chat("http://h/chat/completions")
+                .unwrap()
+                .as_str(),
             "http://h/chat/completions"
         );
-        assert!(endpoint_url("ftp://h").is_err());
-        assert!(endpoint_url("not a url").is_err());
+        assert!(endpoint_url_chat("ftp://h").is_err());
+        assert!(endpoint_url_chat("not a url").is_err());
         let key = ApiKey::new("sk-secret-value", "K").unwrap();
         let provider =
             OpenAiProvider::new(ProviderConfig::new("deepseek", "http://127.0.0.1:1", key))
