@@ -24,6 +24,7 @@ pub mod responses;
 pub mod retry;
 pub mod script;
 pub mod script_render;
+pub mod script_wire;
 pub mod scripted;
 pub mod sse;
 pub mod translate;

@@ -350,18 +350,14 @@ struct StartBlock {
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Delta {
-    TextDelta {
-        text: String,
-    },
-    ThinkingDelta {
-        thinking: String,
-    },
-    SignatureDelta {
-        signature: String,
-    },
-    InputJsonDelta {
-        partial_json: String,
-    },
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
     #[serde(other)]
     Other,
 }
@@ -550,10 +546,10 @@ impl MessagesTranslator {
         self.open.insert(wire, (index, open));
         // A start block may carry initial text (the API sends it empty today).
         if let Some(text) = block.text.filter(|t| !t.is_empty()) {
-            self.delta(wire, Delta::TextDelta { text }, out)?;
+            self.delta(wire, Delta::Text { text }, out)?;
         }
         if let Some(thinking) = block.thinking.filter(|t| !t.is_empty()) {
-            self.delta(wire, Delta::ThinkingDelta { thinking }, out)?;
+            self.delta(wire, Delta::Thinking { thinking }, out)?;
         }
         Ok(())
     }
@@ -571,21 +567,21 @@ impl MessagesTranslator {
         };
         let index = *index;
         match (open, delta) {
-            (Open::Text(buf), Delta::TextDelta { text }) => {
+            (Open::Text(buf), Delta::Text { text }) => {
                 buf.push_str(&text);
                 out.push(StreamChunk::TextDelta { index, text });
             }
-            (Open::Thinking { text: buf, .. }, Delta::ThinkingDelta { thinking }) => {
+            (Open::Thinking { text: buf, .. }, Delta::Thinking { thinking }) => {
                 buf.push_str(&thinking);
                 out.push(StreamChunk::ReasoningDelta {
                     index,
                     text: thinking,
                 });
             }
-            (Open::Thinking { signature: buf, .. }, Delta::SignatureDelta { signature }) => {
+            (Open::Thinking { signature: buf, .. }, Delta::Signature { signature }) => {
                 buf.push_str(&signature);
             }
-            (Open::Tool { args, .. }, Delta::InputJsonDelta { partial_json }) => {
+            (Open::Tool { args, .. }, Delta::InputJson { partial_json }) => {
                 if !partial_json.is_empty() {
                     args.push_str(&partial_json);
                     out.push(StreamChunk::ToolCallDelta {

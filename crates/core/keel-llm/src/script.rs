@@ -96,6 +96,8 @@ pub enum Behaviour {
     RateLimit,
     /// HTTP 500.
     ServerError,
+    /// HTTP 529 "Overloaded", the Messages API's answer when it is busy.
+    Overloaded,
     /// HTTP 400 saying the context is too long.
     ContextOverflow,
     /// HTTP 400 rejecting the request for another reason.

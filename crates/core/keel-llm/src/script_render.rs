@@ -140,6 +140,10 @@ pub fn plan(response: &ScriptedResponse, n: usize, model: &str, prompt: (u64, u6
                 error_body(&message("Internal server error"), "server_error"),
             );
         }
+        Behaviour::Overloaded => {
+            let body = json!({"type": "error", "error": {"type": "overloaded_error", "message": message("Overloaded")}});
+            return http(529, body.to_string());
+        }
         Behaviour::ContextOverflow => {
             return http(
                 400,

@@ -18,7 +18,10 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A wire format (`api = "chat" | "messages" | "responses"` in a provider's table).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum WireApi {
     /// OpenAI-compatible chat completions.
     #[default]

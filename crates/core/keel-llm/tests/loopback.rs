@@ -451,3 +451,109 @@ async fn the_key_goes_in_the_authorization_header_and_no_key_sends_none() {
         .collect();
     assert_eq!(auth, vec![Some(format!("Bearer {KEY}")), None]);
 }
+
+/// Serves one HTTP request on a loopback port with `events` (`(type, data)`) as an SSE body;
+/// the request's head and body come back through the join handle.
+async fn serve_sse_once(
+    events: Vec<(&'static str, serde_json::Value)>,
+) -> (String, tokio::task::JoinHandle<(String, serde_json::Value)>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let (head, body) = loop {
+            let mut read = [0u8; 8192];
+            let n = socket.read(&mut read).await.unwrap();
+            assert!(n > 0, "the client closed before sending its request");
+            buf.extend_from_slice(&read[..n]);
+            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + length {
+                break (head, buf[end + 4..end + 4 + length].to_vec());
+            }
+        };
+        let mut reply = String::from(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+        );
+        for (kind, data) in events {
+            reply.push_str(&format!("event: {kind}\ndata: {data}\n\n"));
+        }
+        socket.write_all(reply.as_bytes()).await.unwrap();
+        socket.shutdown().await.unwrap();
+        (head, serde_json::from_slice(&body).unwrap())
+    });
+    (base, handle)
+}
+
+#[tokio::test]
+async fn a_responses_call_streams_reasoning_text_and_a_tool_call() {
+    let ev = |kind: &'static str, mut data: serde_json::Value| {
+        data["type"] = json!(kind);
+        (kind, data)
+    };
+    let function_call = |arguments: &str| json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "read", "arguments": arguments});
+    let (base, server) = serve_sse_once(vec![
+        ev("response.created", json!({"response": {"id": "resp_1", "status": "in_progress"}})),
+        ev("response.output_item.added", json!({"output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}})),
+        ev("response.reasoning_summary_text.delta", json!({"output_index": 0, "summary_index": 0, "delta": "Need the file."})),
+        ev("response.output_item.done", json!({"output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "encrypted_content": "enc-1", "summary": [{"type": "summary_text", "text": "Need the file."}]}})),
+        ev("response.output_item.added", json!({"output_index": 1, "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}})),
+        ev("response.output_text.delta", json!({"output_index": 1, "content_index": 0, "delta": "Reading 🌍."})),
+        ev("response.output_item.done", json!({"output_index": 1, "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": "Reading 🌍."}]}})),
+        ev("response.output_item.added", json!({"output_index": 2, "item": function_call("")})),
+        ev("response.function_call_arguments.delta", json!({"output_index": 2, "delta": "{\"file_path\":"})),
+        ev("response.function_call_arguments.delta", json!({"output_index": 2, "delta": "\"a.txt\"}"})),
+        ev("response.output_item.done", json!({"output_index": 2, "item": function_call("{\"file_path\":\"a.txt\"}")})),
+        ev("response.completed", json!({"response": {"id": "resp_1", "status": "completed", "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 300}, "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 10}}}})),
+    ])
+    .await;
+    let mut config = ProviderConfig::new("openai", base, ApiKey::new(KEY, "TEST_KEY").unwrap());
+    config.api = keel_llm::WireApi::Responses;
+    let p = OpenAiProvider::new(config).unwrap();
+    let out = call(&p, request("read a.txt")).await.unwrap();
+    assert_eq!(
+        out,
+        Assembled {
+            content: vec![
+                ContentBlock::Reasoning {
+                    text: "Need the file.".into(),
+                    signature: Some("enc-1".into()),
+                },
+                ContentBlock::text("Reading 🌍."),
+                ContentBlock::ToolCall(ToolCallBlock {
+                    id: "call_1".into(),
+                    name: "read".into(),
+                    arguments: r#"{"file_path":"a.txt"}"#.into(),
+                }),
+            ],
+            usage: Some(TokenUsage {
+                input_tokens: 600,
+                output_tokens: 40,
+                cache_read_tokens: 300,
+                reasoning_tokens: 10,
+                cache_write_tokens: 0,
+            }),
+            finish: Some(FinishReason::ToolCalls),
+        }
+    );
+    let (head, body) = server.await.unwrap();
+    assert!(head.starts_with("POST /v1/responses HTTP/1.1"), "{head}");
+    assert_eq!(body["stream"], json!(true));
+    assert_eq!(body["store"], json!(false));
+    assert_eq!(
+        body["input"],
+        json!([{"role": "user", "content": [{"type": "input_text", "text": "read a.txt"}]}])
+    );
+}

@@ -1,14 +1,17 @@
-//! Loopback mock chat-completions server, driven by a keel-llm [`Script`].
+//! Loopback mock model server, driven by a keel-llm [`Script`].
 //!
-//! It binds `127.0.0.1` only, answers `POST …/chat/completions` with the script's next matching
-//! response (same selection and wire rendering as the scripted provider: see
-//! [`keel_llm::script_render`]), injects the script's faults (HTTP errors, resets, mid-stream
+//! It binds `127.0.0.1` only, answers `POST …/chat/completions`, `POST …/v1/messages` and
+//! `POST …/responses` with the script's next matching response (same selection and wire
+//! rendering as the scripted provider: see [`keel_llm::script_render`]; the Messages and
+//! Responses streams are that rendering re-expressed by [`keel_llm::script_wire`]), injects the script's faults (HTTP errors, resets, mid-stream
 //! disconnects, stalls, malformed JSON, tiny network writes, CRLF, comments) and records every
 //! request body and its headers. A deliberately small HTTP/1.1 implementation: one request per connection,
 //! answered with `Connection: close`; streams use chunked transfer encoding.
 
+use keel_llm::WireApi;
 use keel_llm::script::{MatchInput, Script, ScriptCursor};
 use keel_llm::script_render::{Delivery, PromptCacheSim, StreamPlan, plan};
+use keel_llm::script_wire;
 use keel_protocol::sync::Locked;
 use serde_json::Value;
 use std::io::Write as _;
@@ -275,10 +278,21 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
     let Some(request) = read_request(&mut socket).await? else {
         return Ok(());
     };
-    if request.method != "POST" || !request.path.ends_with("/chat/completions") {
+    // The wire is the path's: chat completions, the Messages API or the Responses API.
+    let path = request.path.split('?').next().unwrap_or("");
+    let api = if path.ends_with("/chat/completions") {
+        Some(WireApi::Chat)
+    } else if path.ends_with("/messages") {
+        Some(WireApi::Messages)
+    } else if path.ends_with("/responses") {
+        Some(WireApi::Responses)
+    } else {
+        None
+    };
+    let Some(api) = api.filter(|_| request.method == "POST") else {
         let body = serde_json::json!({"error": {"message": format!("keel mock server: no route for {} {}", request.method, request.path)}});
         return write_error(&mut socket, 404, &body.to_string(), None).await;
-    }
+    };
     let body: Value = serde_json::from_slice(&request.body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request.body).into_owned()));
     state.requests.locked().push(body.clone());
@@ -287,8 +301,9 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
         let mut file = file.locked();
         writeln!(file, "{body}")?;
     }
-    let (last_user, last_tool) = (last_content(&body, "user"), last_content(&body, "tool"));
-    let last_message = last_content(&body, "");
+    let view = script_wire::chat_view(api, &body);
+    let (last_user, last_tool) = (last_content(&view, "user"), last_content(&view, "tool"));
+    let last_message = last_content(&view, "");
     let taken = state.cursor.locked().take(MatchInput {
         last_user: last_user.as_deref(),
         last_tool: last_tool.as_deref(),
@@ -315,10 +330,12 @@ async fn handle(mut socket: TcpStream, state: &State) -> std::io::Result<()> {
             retry_after,
         } => write_error(&mut socket, status, &body, retry_after).await,
         Delivery::Stream(stream) => {
+            let stream = script_wire::convert(stream, api, n, model);
             let options = WireOptions {
                 write_size: response.write_size,
                 crlf: response.crlf,
                 comments: response.comments,
+                event_names: api != WireApi::Chat,
             };
             write_stream(&mut socket, n, &stream, options, &state.shutdown).await
         }
@@ -330,6 +347,8 @@ struct WireOptions {
     write_size: Option<usize>,
     crlf: bool,
     comments: bool,
+    /// Write each event's `type` as its `event:` line (the Messages and Responses APIs do).
+    event_names: bool,
 }
 
 async fn write_chunked(socket: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
@@ -368,6 +387,15 @@ async fn write_stream(
         if options.comments {
             event.push_str(": keep-alive");
             event.push_str(nl);
+            event.push_str(nl);
+        }
+        if let Some(name) = options
+            .event_names
+            .then(|| script_wire::event_name(payload))
+            .flatten()
+        {
+            event.push_str("event: ");
+            event.push_str(&name);
             event.push_str(nl);
         }
         event.push_str("data: ");
