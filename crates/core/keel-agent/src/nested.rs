@@ -39,7 +39,6 @@ const PATH_TOOLS: &[(&str, &str, Option<&str>)] = &[
     ("read_image", "file_path", Some("path")),
     ("glob", "path", None),
     ("grep", "path", None),
-    ("str_replace_editor", "path", None),
 ];
 
 /// The `tools/post-execute` hook that announces nested instruction files (see the module).

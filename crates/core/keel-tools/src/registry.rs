@@ -130,9 +130,11 @@ pub struct BuiltinConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Preset {
-    /// A persistent `bash` shell and `str_replace_editor` (and `exit_plan_mode`).
+    /// dsh 0.2's: a persistent `bash` shell, read, write, edit, working_directory (and
+    /// `exit_plan_mode`).
     Minimal,
-    /// read, write, edit, glob, grep, bash, todo_write, exit_plan_mode.
+    /// read, write, edit, glob, grep, bash, working_directory, todo_write, exit_plan_mode,
+    /// ask_user_question.
     #[default]
     Standard,
     /// The standard tools reached through Code Mode's `run_code` (unless `tools_mode` says

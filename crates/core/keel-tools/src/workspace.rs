@@ -94,7 +94,8 @@ pub struct Workspace {
     roots: Vec<PathBuf>,
     readable: Vec<PathBuf>,
     writable: Vec<PathBuf>,
-    cwd: PathBuf,
+    /// The working directory; `working_directory {cd}` moves it during a session.
+    cwd: Cwd,
     sandbox: SandboxMode,
     network: bool,
     temp: PathBuf,
@@ -140,6 +141,37 @@ pub enum TextFilesError {
 #[derive(Clone)]
 struct EditorFiles(Arc<dyn TextFiles>);
 
+/// The working directory cell. A clone (a subagent's workspace, one escalated call's) starts
+/// where this one is and moves on its own.
+#[derive(Debug)]
+struct Cwd(std::sync::RwLock<PathBuf>);
+
+impl Cwd {
+    fn new(dir: PathBuf) -> Self {
+        Cwd(std::sync::RwLock::new(dir))
+    }
+
+    fn get(&self) -> PathBuf {
+        match self.0.read() {
+            Ok(dir) => dir.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, dir: PathBuf) {
+        match self.0.write() {
+            Ok(mut cell) => *cell = dir,
+            Err(poisoned) => *poisoned.into_inner() = dir,
+        }
+    }
+}
+
+impl Clone for Cwd {
+    fn clone(&self) -> Self {
+        Cwd::new(self.get())
+    }
+}
+
 impl fmt::Debug for EditorFiles {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("TextFiles")
@@ -154,7 +186,7 @@ impl Workspace {
             roots: vec![root.clone()],
             readable: Vec::new(),
             writable: Vec::new(),
-            cwd: root,
+            cwd: Cwd::new(root),
             sandbox,
             network: true,
             temp: std::fs::canonicalize(std::env::temp_dir())
@@ -261,8 +293,23 @@ impl Workspace {
 
     /// Set the working directory relative paths are resolved against (must exist).
     pub fn set_cwd(&mut self, cwd: impl AsRef<Path>) -> io::Result<()> {
-        self.cwd = std::fs::canonicalize(cwd.as_ref())?;
+        self.cwd = Cwd::new(std::fs::canonicalize(cwd.as_ref())?);
         Ok(())
+    }
+
+    /// Enter directory `raw` (resolved like any path the model gives, so the sandbox decides
+    /// where it may go) for the rest of the session: relative paths, `bash` and `glob` start
+    /// there from the next call. Existing shells and running processes keep theirs. Returns the
+    /// new working directory.
+    pub fn enter(&self, raw: &str) -> Result<PathBuf, ToolError> {
+        let dir = self.resolve(raw, Access::Read)?;
+        if !dir.is_dir() {
+            return Err(ToolError::InvalidArgs(format!(
+                "'{raw}' is not a directory"
+            )));
+        }
+        self.cwd.set(dir.clone());
+        Ok(dir)
     }
 
     /// Workspace roots (canonical).
@@ -271,8 +318,8 @@ impl Workspace {
     }
 
     /// Working directory (canonical).
-    pub fn cwd(&self) -> &Path {
-        &self.cwd
+    pub fn cwd(&self) -> PathBuf {
+        self.cwd.get()
     }
 
     /// Sandbox mode in force.
@@ -292,7 +339,7 @@ impl Workspace {
                  in this session"
             )));
         }
-        let joined = normalize(&self.cwd.join(raw));
+        let joined = normalize(&self.cwd.get().join(raw));
         let real = real_path(&joined).map_err(|e| ToolError::io("resolving", &joined, e))?;
         if self.sandbox == SandboxMode::FullAccess {
             return Ok(real);
@@ -361,7 +408,7 @@ impl Workspace {
 
     /// A path as shown to the model: relative to the working directory when under it.
     pub fn display(&self, path: &Path) -> String {
-        match path.strip_prefix(&self.cwd) {
+        match path.strip_prefix(self.cwd.get()) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
             Ok(rel) => rel.display().to_string(),
             Err(_) => path.display().to_string(),

@@ -1,7 +1,6 @@
 //! The minimal preset's tools through the pipeline, with real files and a real `bash`: the
 //! persistent shell keeps its directory and variables, reports statuses, survives a timeout
-//! by starting over; `str_replace_editor` views, creates, replaces and inserts under the same
-//! rules as read/write/edit.
+//! by starting over; `working_directory` moves where relative paths start, within the sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -31,11 +30,21 @@ async fn sh(p: &Pipeline, args: serde_json::Value) -> keel_tools::ToolOutcome {
 }
 
 #[tokio::test]
-async fn the_minimal_preset_offers_its_two_tools() {
+async fn the_minimal_preset_is_dsh_0_2s() {
     let f = Fixture::new();
     let p = minimal(&f);
     let names: Vec<String> = p.registry().names().map(str::to_owned).collect();
-    assert_eq!(names, ["bash", "str_replace_editor", "exit_plan_mode"]);
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "read",
+            "write",
+            "edit",
+            "working_directory",
+            "exit_plan_mode"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -108,97 +117,40 @@ async fn a_timeout_or_an_exit_kills_the_shell_and_the_next_call_starts_fresh() {
 }
 
 #[tokio::test]
-async fn str_replace_editor_views_creates_replaces_and_inserts() {
+async fn working_directory_moves_where_paths_and_new_commands_start() {
     let f = Fixture::new();
-    f.write("src/a.txt", "one\ntwo\nthree\n");
-    f.write("src/deep/b.txt", "b");
-    f.write(".hidden", "h");
+    f.write("sub/notes.txt", "in sub\n");
     let p = minimal(&f);
-    let ed = |args: serde_json::Value| {
+    let wd = |args: serde_json::Value| {
         let p = &p;
-        async move { run_one(p, call("e", "str_replace_editor", args)).await }
+        async move { run_one(p, call("w", "working_directory", args)).await }
     };
-
-    // Editing before viewing is refused as `edit` refuses it.
-    let out = ed(
-        json!({"command": "str_replace", "path": "src/a.txt", "old_str": "two", "new_str": "2"}),
-    )
-    .await;
-    assert!(out.text().starts_with("FILE_NOT_READ:"), "{}", out.text());
-
-    let out = ed(json!({"command": "view", "path": "src/a.txt", "view_range": [2, -1]})).await;
-    assert!(out.text().contains("2: two\n3: three"), "{}", out.text());
-    assert!(!out.text().contains("1: one"), "{}", out.text());
-    let out = ed(json!({"command": "view", "path": "."})).await;
+    let root = std::fs::canonicalize(&f.ws).unwrap();
+    let out = wd(json!({})).await;
+    assert_eq!(out.text(), format!("Working directory: {}", root.display()));
+    let out = wd(json!({"cd": "sub"})).await;
+    assert!(!out.is_error, "{}", out.text());
     assert_eq!(
         out.text(),
-        "./ (two levels, hidden entries left out):\nsrc/\nsrc/a.txt\nsrc/deep/"
+        format!("Working directory is now {}", root.join("sub").display())
     );
-
-    let out = ed(
-        json!({"command": "str_replace", "path": "src/a.txt", "old_str": "two", "new_str": "2"}),
-    )
-    .await;
-    assert!(!out.is_error, "{}", out.text());
-    let out =
-        ed(json!({"command": "insert", "path": "src/a.txt", "insert_line": 0, "new_str": "zero"}))
-            .await;
-    assert!(!out.is_error, "{}", out.text());
-    let out = ed(
-        json!({"command": "insert", "path": "src/a.txt", "insert_line": 4, "new_str": "four\n"}),
-    )
-    .await;
-    assert!(!out.is_error, "{}", out.text());
-    assert_eq!(f.read("src/a.txt"), "zero\none\n2\nthree\nfour\n");
-
-    let out = ed(json!({"command": "create", "path": "new/c.txt", "file_text": "c"})).await;
-    assert!(!out.is_error, "{}", out.text());
-    assert_eq!(f.read("new/c.txt"), "c");
-
-    // Bad input names what is wrong.
-    let out =
-        ed(json!({"command": "insert", "path": "src/a.txt", "insert_line": 99, "new_str": "x"}))
-            .await;
+    // `read` resolves a relative path against the new directory.
+    let out = run_one(&p, call("r", "read", json!({"file_path": "notes.txt"}))).await;
+    assert!(out.text().contains("in sub"), "{}", out.text());
+    // Bad input is a named tool error, and the sandbox decides where `cd` may go.
+    let out = wd(json!({"cd": "notes.txt"})).await;
+    assert_eq!(out.code(), Some("INVALID_ARGS"), "{}", out.text());
     assert!(
-        out.text()
-            .contains("insert_line 99 is outside 'src/a.txt', which has 5 lines"),
+        out.text().contains("'notes.txt' is not a directory"),
         "{}",
         out.text()
     );
-    let out = ed(json!({"command": "create", "path": "d.txt"})).await;
-    assert!(
-        out.text().contains("'create' needs 'file_text'"),
-        "{}",
-        out.text()
-    );
-    let out = ed(json!({"command": "view", "path": "src/a.txt", "view_range": [3, 1]})).await;
-    assert_eq!(out.code(), Some("INVALID_ARGS"), "{}", out.text());
-    let out = ed(json!({"command": "delete", "path": "src/a.txt"})).await;
-    assert_eq!(out.code(), Some("INVALID_ARGS"), "{}", out.text());
-    let out = ed(json!({"command": "create", "path": f.outside.join("x").display().to_string(), "file_text": "x"})).await;
+    let out = wd(json!({"cd": f.outside.display().to_string()})).await;
     assert_eq!(out.code(), Some("DENIED"), "{}", out.text());
-}
-
-#[tokio::test]
-async fn str_replace_editor_does_not_list_a_directory_linked_out_of_the_workspace() {
-    let f = Fixture::new();
-    f.write("src/a.txt", "a");
-    let outside = tempfile::tempdir().unwrap();
-    std::fs::write(outside.path().join("MARKER.txt"), "secret").unwrap();
-    std::os::unix::fs::symlink(outside.path(), f.ws.join("src/out")).unwrap();
-    let p = minimal(&f);
-    let out = run_one(
-        &p,
-        call(
-            "e",
-            "str_replace_editor",
-            json!({"command": "view", "path": "."}),
-        ),
-    )
-    .await;
-    assert!(!out.is_error, "{}", out.text());
-    assert!(out.text().contains("src/out\n") || out.text().ends_with("src/out"));
-    assert!(!out.text().contains("MARKER"), "{}", out.text());
+    let out = wd(json!({"cd": "no-such-dir"})).await;
+    assert!(out.is_error, "{}", out.text());
+    let out = wd(json!({})).await;
+    assert!(out.text().ends_with("/sub"), "{}", out.text());
 }
 
 #[tokio::test]

@@ -236,7 +236,7 @@ async fn bad_arguments_and_unknown_tools_are_error_results() {
         out[2].text(),
         "INVALID_ARGS: arguments for 'probe' do not match its parameters: arguments: expected object, got array"
     );
-    assert!(out[3].text().starts_with("UNKNOWN_TOOL: no tool named 'nope'. Available tools: read, write, edit, glob, grep, bash, todo_write, exit_plan_mode, ask_user_question, probe, solo"), "{}", out[3].text());
+    assert!(out[3].text().starts_with("UNKNOWN_TOOL: no tool named 'nope'. Available tools: read, write, edit, glob, grep, bash, working_directory, todo_write, exit_plan_mode, ask_user_question, probe, solo"), "{}", out[3].text());
     assert_eq!(out[4].text(), "ok");
     assert_eq!(
         out[5].text(),

@@ -435,8 +435,9 @@ responses:
     );
 }
 
-/// `--preset minimal` gives the model dsh's minimal tools: one persistent shell (a `cd` holds
-/// for the next call) and `str_replace_editor`; `--preset code` gives `run_code`.
+/// `--preset minimal` gives the model dsh 0.2's minimal tools: one persistent shell (a `cd`
+/// holds for the next call), read, write, edit and `working_directory` (whose `cd` moves where
+/// relative paths start); `--preset code` gives `run_code`.
 #[test]
 fn a_preset_chooses_the_built_in_tools() {
     let env = Env::new();
@@ -446,8 +447,9 @@ fn a_preset_chooses_the_built_in_tools() {
 responses:
   - tool_calls: [{ id: s1, name: bash, arguments: { command: "cd sub" } }]
   - tool_calls: [{ id: s2, name: bash, arguments: { command: "pwd && cat notes.txt" } }]
-  - tool_calls: [{ id: e1, name: str_replace_editor, arguments: { command: view, path: sub/notes.txt } }]
-  - tool_calls: [{ id: e2, name: str_replace_editor, arguments: { command: str_replace, path: sub/notes.txt, old_str: alpha, new_str: beta } }]
+  - tool_calls: [{ id: w1, name: working_directory, arguments: { cd: sub } }]
+  - tool_calls: [{ id: e1, name: read, arguments: { file_path: notes.txt } }]
+  - tool_calls: [{ id: e2, name: edit, arguments: { file_path: notes.txt, old_string: alpha, new_string: beta } }]
   - text: "done"
 "#,
     );
@@ -461,16 +463,16 @@ responses:
     ]));
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
     let names = tool_names(&mock.requests()[0]);
-    assert!(
-        names.contains(&"bash".to_owned()) && names.contains(&"str_replace_editor".to_owned()),
-        "{names:?}"
-    );
-    for standard in ["read", "write", "edit", "glob", "grep"] {
+    for minimal in ["bash", "read", "write", "edit", "working_directory"] {
+        assert!(names.contains(&minimal.to_owned()), "{names:?}");
+    }
+    for standard in ["glob", "grep", "todo_write", "str_replace_editor"] {
         assert!(!names.contains(&standard.to_owned()), "{names:?}");
     }
     let results = tool_results(&load_consistent(&env.only_session()));
     assert!(results[1].1.contains("/sub\nalpha"), "{}", results[1].1);
-    assert!(!results[3].2, "{}", results[3].1);
+    assert!(results[2].1.ends_with("/sub"), "{}", results[2].1);
+    assert!(!results[4].2, "{}", results[4].1);
     assert_eq!(env.read("sub/notes.txt"), "beta\n");
 
     let mock = Mock::start("responses:\n  - text: \"done\"\n");
@@ -495,18 +497,15 @@ fn a_resumed_session_keeps_its_preset_unless_told_otherwise() {
         tool_names(&mock.requests()[0])
     };
     let first = turn(&["--preset", "minimal"], &["run", "hello"]);
-    assert!(
-        first.contains(&"str_replace_editor".to_owned()),
-        "{first:?}"
-    );
+    assert!(!first.contains(&"glob".to_owned()), "{first:?}");
     let resumed = turn(&[], &["resume", "--last", "again"]);
     assert!(
-        resumed.contains(&"str_replace_editor".to_owned()),
+        resumed.contains(&"working_directory".to_owned()),
         "{resumed:?}"
     );
-    assert!(!resumed.contains(&"read".to_owned()), "{resumed:?}");
+    assert!(!resumed.contains(&"glob".to_owned()), "{resumed:?}");
     let switched = turn(&["--preset", "standard"], &["resume", "--last", "more"]);
-    assert!(switched.contains(&"read".to_owned()), "{switched:?}");
+    assert!(switched.contains(&"glob".to_owned()), "{switched:?}");
     let events = load_consistent(&env.only_session());
     let presets: Vec<&str> = of_type(&events, "tools/preset")
         .iter()

@@ -59,7 +59,7 @@ responses:
   - match: { last_message_contains: "answered:\none two" }
     tool_calls: [{ id: p3, name: list_agents, arguments: {} }]
   - match: { last_tool_result_contains: "waiting for a message" }
-    tool_calls: [{ id: p4, name: send_message, arguments: { subagent_id: "subagent-1", message: "Wait for the gate." } }]
+    tool_calls: [{ id: p4, name: send_message, arguments: { agent_id: "subagent-1", message: "Wait for the gate." } }]
   - match: { last_user_contains: "Wait for the gate." }
     tool_calls: [{ id: c1, name: bash, arguments: { command: "touch gate-reached; sleep 30", description: "wait" } }]
   - match: { last_tool_result_contains: "starts a turn on it" }
@@ -69,9 +69,9 @@ responses:
   - match: { last_tool_result_contains: "Interrupted subagent-1" }
     tool_calls: [{ id: k1, name: job_kill, arguments: { job_id: "subagent-1" } }]
   - match: { last_tool_result_contains: "Killed job subagent-1" }
-    tool_calls: [{ id: p8, name: send_message, arguments: { subagent_id: "subagent-1", message: "still there?" } }]
+    tool_calls: [{ id: p8, name: send_message, arguments: { agent_id: "subagent-1", message: "still there?" } }]
   - match: { last_tool_result_contains: "has ended" }
-    tool_calls: [{ id: p7, name: send_message, arguments: { subagent_id: "subagent-9", message: "hello?" } }]
+    tool_calls: [{ id: p7, name: send_message, arguments: { agent_id: "subagent-9", message: "hello?" } }]
   - match: { last_tool_result_contains: "subagent-9" }
     text: "Team done."
 "#,
@@ -111,7 +111,7 @@ responses:
     // naming the argument.
     let (_, ended, is_error) = by_id("p8");
     assert!(
-        is_error && ended.contains("subagent_id 'subagent-1': that subagent has ended"),
+        is_error && ended.contains("agent_id 'subagent-1': that subagent has ended"),
         "{ended}"
     );
     let (_, unknown, is_error) = by_id("p7");

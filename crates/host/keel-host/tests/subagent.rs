@@ -148,6 +148,7 @@ responses:
             "glob",
             "grep",
             "bash",
+            "working_directory",
             "todo_write"
         ]
     );

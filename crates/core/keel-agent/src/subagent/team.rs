@@ -280,7 +280,8 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
     serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))
 }
 
-/// `send_message {subagent_id, message}`.
+/// `send_message {agent_id, message}` (dsh 0.2's name; `subagent_id`, keel's earlier one, is
+/// read as an alias).
 #[derive(Debug, Default)]
 pub struct SendMessageTool {
     agent: AgentSlot,
@@ -331,7 +332,8 @@ fn offered_to(slot: &AgentSlot) -> bool {
 
 #[derive(Deserialize)]
 struct SendArgs {
-    subagent_id: String,
+    #[serde(alias = "subagent_id")]
+    agent_id: String,
     message: String,
 }
 
@@ -344,9 +346,9 @@ impl Tool for SendMessageTool {
                 "Send a message to a background subagent you started; it answers in a notice."
                     .into(),
             parameters: json!({"type":"object","properties":{
-                "subagent_id":{"type":"string"},
+                "agent_id":{"type":"string"},
                 "message":{"type":"string"}
-            },"required":["subagent_id","message"]}),
+            },"required":["agent_id","message"]}),
         }
     }
     fn offered(&self) -> bool {
@@ -361,28 +363,28 @@ impl Tool for SendMessageTool {
             return Err(ToolError::InvalidArgs("message is empty".into()));
         }
         let me = caller_session(&self.agent, ctx)?;
-        let (info, agent, link) = find(&me, &a.subagent_id, false)?;
+        let (info, agent, link) = find(&me, &a.agent_id, false)?;
         let name = info
             .job_id
             .clone()
             .unwrap_or_else(|| info.session.to_string());
         if let MemberState::Ended(how) = &info.state {
             return Err(ToolError::Failed(format!(
-                "subagent_id '{}': that subagent has ended ({how}); start a new one",
-                a.subagent_id
+                "agent_id '{}': that subagent has ended ({how}); start a new one",
+                a.agent_id
             )));
         }
         let Some(link) = link else {
             return Err(ToolError::Failed(format!(
-                "subagent_id '{}': it runs in the foreground of a call and takes no messages; only background \
+                "agent_id '{}': it runs in the foreground of a call and takes no messages; only background \
                  subagents (run_in_background) do",
-                a.subagent_id
+                a.agent_id
             )));
         };
         let Some(child) = agent.upgrade() else {
             return Err(ToolError::Failed(format!(
-                "subagent_id '{}': that subagent has ended",
-                a.subagent_id
+                "agent_id '{}': that subagent has ended",
+                a.agent_id
             )));
         };
         let mode = message_child(&child, &me, &a.message)

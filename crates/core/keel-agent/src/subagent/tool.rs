@@ -152,7 +152,7 @@ impl Tool for SubagentTool {
         let _ = link.job_id.set(id.clone());
         Ok(ToolOutput::text(format!(
             "Started subagent {id} (session {child_id}) in the background. Its answer arrives as a notice; then it \
-             waits: send_message {{\"subagent_id\":\"{id}\"}} gives it more work, job_kill ends it."
+             waits: send_message {{\"agent_id\":\"{id}\"}} gives it more work, job_kill ends it."
         ))
         .with_value(json!({ "jobId": id, "childSession": child_id })))
     }
@@ -188,7 +188,7 @@ async fn continuable(
                 Err(_) => format!("Subagent {job} ({description}) got no answer"),
             };
             io.events.notify(format!(
-                "{head}:\n{}\n(It keeps its session: send_message {{\"subagent_id\":\"{job}\"}} gives it more work; \
+                "{head}:\n{}\n(It keeps its session: send_message {{\"agent_id\":\"{job}\"}} gives it more work; \
                  job_kill ends it.)",
                 team::capped(&text, &job)
             ));

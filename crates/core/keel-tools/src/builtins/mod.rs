@@ -1,13 +1,13 @@
 //! The built-in tools: `read`, `write`, `edit` ([`files`]), `glob`, `grep` ([`search`]),
-//! `bash` ([`bash`]), `todo_write` and `exit_plan_mode` ([`plan`]), `ask_user_question`
-//! ([`ask`]), `read_image` ([`image`]) when the model has vision; the minimal preset's
-//! persistent `bash` ([`shell`]) and `str_replace_editor` ([`editor`]).
+//! `bash` ([`bash`]), `working_directory` ([`cwd`]), `todo_write` and `exit_plan_mode`
+//! ([`plan`]), `ask_user_question` ([`ask`]), `read_image` ([`image`]) when the model has
+//! vision; the minimal preset's persistent `bash` ([`shell`]).
 //!
 //! Descriptions are deliberately short: every byte of a schema is sent with every request.
 
 pub mod ask;
 pub mod bash;
-pub mod editor;
+pub mod cwd;
 pub mod files;
 pub mod image;
 pub mod plan;
@@ -16,7 +16,7 @@ pub mod shell;
 
 pub use ask::AskUserTool;
 pub use bash::{BashConfig, BashTool};
-pub use editor::StrReplaceEditorTool;
+pub use cwd::WorkingDirectoryTool;
 pub use files::{EditTool, ReadTool, WriteTool};
 pub use image::ReadImageTool;
 pub use plan::{ExitPlanModeTool, PLAN_HANDED_OFF, TodoWriteTool};
@@ -30,8 +30,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The built-in tools of `cfg.preset`, in their fixed order (`read_image` after `read`, or
-/// after `str_replace_editor` in the minimal preset, when `cfg.images` is set).
+/// The built-in tools of `cfg.preset`, in their fixed order (`read_image` after `read` when
+/// `cfg.images` is set).
+///
+/// The minimal preset is dsh 0.2's: one persistent `bash` shell, `read`, `write`, `edit` and
+/// `working_directory` (plus `exit_plan_mode`, which keel's plan mode needs in every preset).
 pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
     let image = cfg
         .images
@@ -40,20 +43,26 @@ pub fn all(cfg: &BuiltinConfig) -> Vec<Arc<dyn Tool>> {
     if cfg.preset == Preset::Minimal {
         let mut tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(ShellTool::new(cfg.bash.clone())),
-            Arc::new(StrReplaceEditorTool),
+            Arc::new(ReadTool),
         ];
         tools.extend(image);
-        tools.push(Arc::new(ExitPlanModeTool::new(cfg.plan.clone())));
+        tools.extend::<[Arc<dyn Tool>; 4]>([
+            Arc::new(WriteTool),
+            Arc::new(EditTool),
+            Arc::new(WorkingDirectoryTool),
+            Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
+        ]);
         return tools;
     }
     let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(ReadTool)];
     tools.extend(image);
-    tools.extend::<[Arc<dyn Tool>; 8]>([
+    tools.extend::<[Arc<dyn Tool>; 9]>([
         Arc::new(WriteTool),
         Arc::new(EditTool),
         Arc::new(GlobTool),
         Arc::new(GrepTool),
         Arc::new(BashTool::new(cfg.bash.clone())),
+        Arc::new(WorkingDirectoryTool),
         Arc::new(TodoWriteTool),
         Arc::new(ExitPlanModeTool::new(cfg.plan.clone())),
         Arc::new(AskUserTool),
