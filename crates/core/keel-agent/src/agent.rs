@@ -65,6 +65,8 @@ pub(crate) struct Inner {
     /// This agent's entry among the tool callers ([`crate::calling_agent`]); removed when the
     /// agent goes.
     pub(crate) caller: CallerEntry,
+    /// Work started beside the loop by its hooks ([`crate::side`]).
+    pub(crate) side_work: crate::side::SideWork,
 }
 
 /// The agents that may be running tool calls, by the [`CallerId`] their step hosts hand the

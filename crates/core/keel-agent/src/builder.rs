@@ -79,7 +79,7 @@ impl AgentBuilder {
         } = self.tools;
         let nested = NestedInstructions::new(
             workspace.roots(),
-            workspace.cwd(),
+            &workspace.cwd(),
             NESTED_INSTRUCTIONS_BUDGET,
         );
         let tool_hooks = hooks.tools.clone().post_execute(Arc::new(nested));
@@ -97,7 +97,7 @@ impl AgentBuilder {
         let instructions = prompt::load_instructions(
             self.config.keel_home.as_deref(),
             &self.config.cwd,
-            pipeline.workspace().cwd(),
+            &pipeline.workspace().cwd(),
             self.config.instructions_budget,
         );
         let fresh = self.log.session().is_empty();
@@ -135,6 +135,7 @@ impl AgentBuilder {
                 approval: Mutex::new(approval),
                 kept_modes: kept,
                 caller: CallerEntry::default(),
+                side_work: Default::default(),
             }),
         };
         agent.inner.caller.register(&agent);

@@ -201,6 +201,16 @@ impl AgentHandle {
         self.agent.deliver(message, choose)
     }
 
+    /// Start `work` beside the loop (a title request): it never blocks or fails a turn; a
+    /// headless front end waits for it, bounded, before it exits ([`crate::side`]). Returns
+    /// false when no async runtime runs here.
+    pub fn spawn_side_work(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        self.agent.spawn_side_work(work)
+    }
+
     // --- control: turns and background work ---
 
     /// Cancel the running turn.

@@ -26,8 +26,10 @@ pub mod repeat;
 pub mod request;
 pub mod seams;
 pub mod session_modes;
+pub mod side;
 mod state;
 pub mod subagent;
+pub mod titles;
 mod turn;
 
 pub use agent::{Agent, PLAN_APPROVED_PROMPT, TOOL_SKIPPED_EVENT, user_message};

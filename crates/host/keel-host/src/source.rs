@@ -79,7 +79,7 @@ pub struct SessionEntry {
     pub path: PathBuf,
     /// Its id.
     pub id: String,
-    /// Its title (the first prompt).
+    /// Its title (the model's `session/title`, else the first prompt).
     pub title: String,
     /// Last modified (ms since the epoch).
     pub modified: TimeMs,

@@ -288,6 +288,11 @@ pub fn untrusted_view(project: &Layer, user: &Config) -> (Layer, Vec<String>) {
                     kept.insert(key.clone(), Value::Table(section));
                 }
             }
+            // Titles cost a request: a project may turn them off, not on.
+            "titles" => {
+                let tightens = value.as_bool() == Some(false);
+                keep_or_ignore(&mut kept, &mut ignored, "", key, value, tightens);
+            }
             "approval" => {
                 let tightens = value
                     .as_str()

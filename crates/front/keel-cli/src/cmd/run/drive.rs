@@ -109,6 +109,9 @@ pub(in crate::cmd) fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// How long a run waits, after its last turn, for side work still running (a title request).
+const SIDE_WORK_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Drive queued turns with Ctrl-C handling; returns the last outcome.
 pub(super) fn drive(agent: &Agent) -> Result<Option<TurnOutcome>> {
     let rt = runtime()?;
@@ -132,6 +135,9 @@ pub(super) fn drive(agent: &Agent) -> Result<Option<TurnOutcome>> {
         let out = agent.run_until_idle().await;
         // Jobs still running here outlived the wake budget: stop them with the process.
         agent.kill_jobs();
+        // Side work (the session title request, started beside the first turn) lands in the
+        // log before the process exits; a slow one is given up, never waited for long.
+        agent.settle_side_work(SIDE_WORK_GRACE).await;
         signals.abort();
         Ok(out?)
     })
