@@ -32,7 +32,8 @@ for _ in $(seq 50); do [ -s "$out/mock.url" ] && break; sleep 0.1; done
 url=$(head -1 "$out/mock.url")
 
 echo "== keel ${KEEL_FLAGS:-} run: $steps steps, $steps bash calls (loopback mock model)"
-# KEEL_FLAGS: extra global flags for the measured run, e.g. KEEL_FLAGS="--context managed".
+# KEEL_FLAGS: extra global flags for the measured run, e.g. KEEL_FLAGS="--context managed", or
+# KEEL_FLAGS="--provider anthropic" for the Messages wire ("--provider openai": Responses).
 # shellcheck disable=SC2086
 KEEL_HOME=$home DEEPSEEK_API_KEY=sk-bench KEEL_REPORT_RUSAGE=1 \
   /usr/bin/time -v "$KEEL" --cwd "$work" --base-url "$url" --approval auto ${KEEL_FLAGS:-} \
@@ -53,8 +54,10 @@ python3 - "$out/requests.jsonl" <<'PY'
 import json, sys
 first = json.loads(open(sys.argv[1]).readline())
 body = first.get("body", first)
-system = next((m for m in body["messages"] if m["role"] == "system"), None)
-sys_bytes = len(json.dumps(system["content"], ensure_ascii=False, separators=(",", ":")).encode()) if system else 0
+# chat: a system message; messages: `system`; responses: `instructions`.
+system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), None)
+system = system or body.get("system") or body.get("instructions")
+sys_bytes = len(json.dumps(system, ensure_ascii=False, separators=(",", ":")).encode()) if system else 0
 tools_bytes = len(json.dumps(body.get("tools", []), ensure_ascii=False, separators=(",", ":")).encode())
 print(f"system prompt {sys_bytes} B + tool schemas {tools_bytes} B ({len(body.get('tools', []))} tools) = {sys_bytes + tools_bytes} B")
 PY

@@ -11,7 +11,7 @@ mod serve;
 mod sessions;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-pub use config::{ConfigCommand, McpAddArgs, McpCommand, TrustArgs};
+pub use config::{ConfigCommand, LoginArgs, LogoutArgs, McpAddArgs, McpCommand, TrustArgs};
 pub use serve::{AcpArgs, AttachArgs, BatchArgs, BatchJobArgs, McpServerArgs, ServeArgs, WebArgs};
 pub use sessions::{
     CardsCommand, ChatArgs, CompactArgs, ContinuityCommand, DemoArgs, ExportFormat, ForkArgs,
@@ -120,8 +120,8 @@ pub struct Common {
     /// `tools_mode` key; also DSH_TOOLS_MODE. See docs/code-mode.md.
     #[arg(long, global = true, value_name = "MODE", env = "DSH_TOOLS_MODE", value_parser = ["native", "code", "both"])]
     pub tools_mode: Option<String>,
-    /// The built-in tools: minimal (a persistent bash shell and str_replace_editor, dsh's
-    /// minimal preset), standard (the default) or code (the standard tools through run_code).
+    /// The built-in tools: minimal (dsh 0.2's: a persistent bash shell, read, write, edit),
+    /// standard (the default) or code (the standard tools through run_code).
     /// Sets the `preset` key. See docs/tools.md.
     #[arg(long, global = true, value_name = "PRESET", value_parser = ["minimal", "standard", "code"])]
     pub preset: Option<String>,
@@ -305,6 +305,18 @@ pub enum Command {
     /// `[projects."DIR"] trust_level = "trusted" | "untrusted"` and covers the directories
     /// below it.
     Trust(TrustArgs),
+    /// Store the API key of a provider in $KEEL_HOME/credentials.toml (mode 600; docs/config.md
+    /// "Stored keys").
+    ///
+    /// The key is read from the terminal without echo, or one line from stdin when stdin is
+    /// not a terminal (or with --stdin); it is never printed. The provider's environment
+    /// variable (`api_key_env`, e.g. DEEPSEEK_API_KEY) still wins over the stored key, and the
+    /// stored key goes only to the provider's own URL: never to --base-url, nor to a URL a
+    /// project's .keel/config.toml sets.
+    Login(LoginArgs),
+    /// Remove the stored API key of a provider from $KEEL_HOME/credentials.toml (the other
+    /// providers' keys are kept).
+    Logout(LogoutArgs),
     /// MCP servers: list, show, add, remove, test, and their prompts (docs/mcp.md).
     ///
     /// Servers come from `[mcp_servers.NAME]` tables of the configuration layers and from the

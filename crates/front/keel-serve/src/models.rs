@@ -18,13 +18,20 @@ pub(crate) async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, Api
         tokio::task::spawn_blocking(move || (source.models(), source.endpoint()))
             .await
             .map_err(|e| ApiError::internal(format!("listing the models failed: {e}")))?;
+    let home = app.store.home().to_path_buf();
     let (endpoint, error) = match endpoint {
         Ok(e) => (
             json!({
                 "provider": e.provider,
                 "baseUrl": e.base_url,
-                "keyVariable": e.key.as_ref().map(|k| &k.var),
-                "keySet": e.key.as_ref().is_some_and(|k| std::env::var_os(&k.var).is_some()),
+                "keyVariable": e.key.as_ref().and_then(|k| k.var.as_ref()),
+                // The variable, or a key stored by `keel login` that stands in for it.
+                "keySet": e.key.as_ref().is_some_and(|k| {
+                    let set = |v: &str| std::env::var_os(v).is_some_and(|x| !x.is_empty());
+                    let stored = keel_host::Credentials::load(&home);
+                    let has = |p: &str| stored.as_ref().is_ok_and(|s| s.get(p).is_some());
+                    k.comes_from(set, has) != keel_host::KeyFrom::Missing
+                }),
             }),
             Value::Null,
         ),

@@ -103,36 +103,7 @@ type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 /// Built-in defaults, as a TOML document (also the reference for `docs/config.md`); the
 /// plugin rows follow from the plugin set ([`defaults_text`]).
-pub const DEFAULTS: &str = r#"
-model = "deepseek-v4-flash"
-provider = "deepseek"
-approval = "ask"
-
-[sandbox]
-mode = "workspace-write"
-network = true
-writable_roots = []
-
-# DEEPSEEK_API_KEY goes to this URL (or DEEPSEEK_BASE_URL's) only; see keel_host::endpoint.
-[providers.deepseek]
-base_url = "https://api.deepseek.com"
-api_key_env = "DEEPSEEK_API_KEY"
-
-[agent]
-max_steps = 200
-repeat_failure_limit = 3
-thinking = true
-reasoning_effort = "high"
-instructions_budget = 16384
-retry_max = 5
-retry_base_ms = 500
-
-[tools]
-spill_bytes = 50000
-bash_timeout_ms = 60000
-forward_env = []
-read_before_write = true
-"#;
+pub const DEFAULTS: &str = include_str!("defaults.toml");
 
 /// The typed view of a merged configuration. Every field is optional in a layer; the defaults
 /// layer fills them.
@@ -173,7 +144,7 @@ pub struct Config {
     /// How the model reaches its tools: `native` (default), `code` (only `run_code`) or `both`
     /// (`--tools-mode`, `DSH_TOOLS_MODE`; docs/code-mode.md).
     pub tools_mode: Option<keel_codemode::ToolsMode>,
-    /// The built-in tool set: `minimal` (a persistent `bash` and `str_replace_editor`),
+    /// The built-in tool set: `minimal` (dsh 0.2's: a persistent `bash`, read/write/edit),
     /// `standard` (the default) or `code` (the standard tools through `run_code` unless
     /// `tools_mode` is set) (`--preset`; docs/tools.md).
     pub preset: Option<keel_tools::Preset>,
@@ -183,6 +154,9 @@ pub struct Config {
     /// canonical directory (user layers only; [`crate::trust`]).
     #[serde(default)]
     pub projects: BTreeMap<String, crate::trust::ProjectSection>,
+    /// Titles by the model after the first prompt ([`crate::titles`]; off by default for a
+    /// `--base-url` server).
+    pub titles: Option<bool>,
 }
 
 /// `[sandbox]`: how far tools may reach (docs/config.md, docs/sandbox.md).
@@ -202,7 +176,8 @@ pub struct SandboxSection {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSection {
-    /// Base URL (`/chat/completions` is appended).
+    /// Base URL (the wire format's path is appended: `/chat/completions`, `/v1/messages`,
+    /// `/responses`).
     pub base_url: Option<String>,
     /// Environment variable holding the API key sent to `base_url` (none: no key is sent). A
     /// layer that changes `base_url` must name it again for the key to follow (see
@@ -210,6 +185,11 @@ pub struct ProviderSection {
     pub api_key_env: Option<String>,
     /// Idle stream timeout in seconds.
     pub idle_timeout_secs: Option<u64>,
+    /// The wire format: `chat` (chat completions, the default), `messages` (the Messages API)
+    /// or `responses` (OpenAI's Responses API).
+    pub api: Option<keel_llm::WireApi>,
+    /// Messages API: send the request-level `cache_control` (Anthropic's automatic caching).
+    pub cache_control: Option<bool>,
 }
 
 /// `[models.<name>]`.
@@ -366,6 +346,8 @@ pub struct Loaded {
     /// What the trust decision governs, by file: what a load as untrusted leaves out, whatever
     /// the decision is (equal to [`Loaded::ignored`] when the workspace is not trusted).
     pub governed: Vec<Ignored>,
+    /// The project layer's name, if any: its URLs get no stored key ([`crate::endpoint`]).
+    pub project_layer: Option<String>,
 }
 
 impl Loaded {
@@ -559,6 +541,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
     }
     let project_path = sources.project.join(".keel").join("config.toml");
     let project = read_layer(&project_path, Owner::Project(&sources.project))?;
+    let project_name = project.as_ref().map(|l| l.name.clone());
     if project
         .as_ref()
         .is_some_and(|l| l.table.contains_key("projects"))
@@ -646,6 +629,7 @@ pub fn load(sources: &Sources, plugins: &[Box<dyn Plugin>]) -> Result<Loaded> {
         .collect();
     loaded.trust = decision;
     loaded.governed = governed;
+    loaded.project_layer = project_name;
     Ok(loaded)
 }
 
@@ -712,6 +696,7 @@ pub fn merge_layers(layers: &[Layer]) -> Result<Loaded> {
         },
         ignored: Vec::new(),
         governed: Vec::new(),
+        project_layer: None,
     })
 }
 

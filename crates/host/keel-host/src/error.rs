@@ -23,6 +23,19 @@ pub enum HostError {
     /// The provider could not be set up (API key, base URL, HTTP client).
     #[error(transparent)]
     Provider(#[from] keel_llm::ConfigError),
+    /// The stored keys (`$KEEL_HOME/credentials.toml`) could not be read or written.
+    #[error(transparent)]
+    Credentials(#[from] crate::credentials::CredentialsError),
+    /// The endpoint's key variable is unset or blank and no key is stored for its provider.
+    #[error(
+        "no API key: set the environment variable {var} or run `keel login {provider}` (stores the key in $KEEL_HOME/credentials.toml)"
+    )]
+    MissingKey {
+        /// The variable.
+        var: String,
+        /// The provider.
+        provider: String,
+    },
     /// A model script (`--script`) could not be read.
     #[error("cannot use model script {}", path.display())]
     Script {

@@ -251,7 +251,15 @@ impl Host {
             .or(c.sandbox.mode)
             .unwrap_or(SandboxMode::WorkspaceWrite);
         let approval = flags.approval.or(c.approval).unwrap_or_default();
+        let configured = matches!(model, ModelSource::Configured);
         let route = self.route(&flags, model)?;
+        // Titles by the model: for the configured endpoint only (a script has no answer).
+        let titles = configured
+            && crate::titles::enabled(
+                &self.loaded,
+                &route.provider_name,
+                &self.endpoint(&flags)?.base_url_origin,
+            );
         let reasoning_effort = flags
             .reasoning_effort
             .or_else(|| c.agent.reasoning_effort.clone());
@@ -263,6 +271,7 @@ impl Host {
             reasoning_effort,
             enable: flags.enable,
             row_edits: flags.row_edits,
+            titles,
         })
     }
 
@@ -322,13 +331,16 @@ impl Host {
                     provider: name,
                     base_url,
                     key,
+                    api,
                     ..
                 } = self.endpoint(flags)?;
                 let key = match (&flags.api_key, key) {
                     (Some(key), _) => Some(key.clone()),
-                    (None, Some(source)) => Some(ApiKey::from_env(&source.var)?),
+                    (None, Some(source)) => source.load(&self.home)?,
                     (None, None) => None,
                 };
+                // The child speaks the same wire to the same URL: the provider's table says which.
+                launch_args.extend(["--provider".to_owned(), name.clone()]);
                 launch_args.extend(["--base-url".to_owned(), base_url.clone()]);
                 let mut launch = ModelLaunch {
                     base_url: Some(base_url.clone()),
@@ -349,6 +361,8 @@ impl Host {
                 if let Some(secs) = section.idle_timeout_secs {
                     pconf.idle_timeout = Duration::from_secs(secs);
                 }
+                pconf.api = api;
+                pconf.cache_control = section.cache_control.unwrap_or(false);
                 pconf.catalogue = catalogue;
                 (Arc::new(OpenAiProvider::new(pconf)?), name, Some(launch))
             }
@@ -398,6 +412,8 @@ pub struct AgentFactory<'h> {
     reasoning_effort: Option<String>,
     enable: Vec<&'static str>,
     row_edits: Vec<RowEdit>,
+    /// Whether new sessions get titles by the model ([`crate::titles`]).
+    titles: bool,
 }
 
 impl std::fmt::Debug for AgentFactory<'_> {
@@ -570,6 +586,9 @@ impl AgentFactory<'_> {
         if let Some(edit) = options.edit_config {
             edit(&mut config);
         }
+        // Titles: the agent's own hooks, so subagents never inherit them.
+        let title_slot = (self.titles && crate::titles::untitled(log.session()))
+            .then(|| keel_agent::titles::install(&mut ctx.agent_hooks));
         let mut builder = Agent::builder(config, self.route.provider.clone(), tools, log)
             .hooks(ctx.hooks)
             .agent_hooks(ctx.agent_hooks)
@@ -589,6 +608,9 @@ impl AgentFactory<'_> {
             )?;
         }
         InstallContext::bind(ctx.on_agent, &agent);
+        if let Some(slot) = title_slot {
+            slot.bind(&agent.handle());
+        }
         Ok(agent)
     }
 

@@ -21,6 +21,7 @@
 
 pub mod commands;
 pub mod config;
+pub mod credentials;
 pub mod endpoint;
 mod error;
 mod factory;
@@ -28,10 +29,12 @@ pub mod modes;
 pub mod plugins;
 pub mod source;
 pub mod switches;
+pub mod titles;
 pub mod trust;
 
 pub use config::{ConfigError, Loaded, Sources};
-pub use endpoint::{Endpoint, EndpointInputs, KeySource};
+pub use credentials::{Credentials, CredentialsError};
+pub use endpoint::{Endpoint, EndpointInputs, KeyFrom, KeySource};
 pub use error::HostError;
 pub use factory::{
     ANSWER_RESERVE_TOKENS, AgentFactory, BuildOptions, ConfigEdit, Flags, Host, ModelRoute,

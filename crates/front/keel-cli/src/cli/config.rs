@@ -18,13 +18,32 @@ pub struct TrustArgs {
     pub list: bool,
 }
 
+/// `keel login PROVIDER [--stdin]`.
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The provider: `deepseek`, or the NAME of a `[providers.NAME]` table.
+    pub provider: String,
+    /// Read the key as one line from stdin, even in a terminal (for scripts:
+    /// `printf %s "$KEY" | keel login deepseek --stdin`).
+    #[arg(long)]
+    pub stdin: bool,
+}
+
+/// `keel logout PROVIDER`.
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    /// The provider whose stored key is removed.
+    pub provider: String,
+}
+
 /// `keel config …`.
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// The effective configuration with the layer that set each key, every MCP server with
     /// where it is configured (`mcp.NAME`: a layer file or the `.mcp.json` path), then the
-    /// model endpoint of this run (`endpoint.*`): its URL and the environment variable whose
-    /// key is sent there (the name, never the value).
+    /// model endpoint of this run (`endpoint.*`): its URL, the environment variable whose key
+    /// is sent there and where the key comes from (that variable or `keel login`'s stored key;
+    /// the name, never the value).
     Dump,
 }
 

@@ -17,7 +17,10 @@ pub fn run(ctx: &Ctx, cmd: ConfigCommand) -> Result<ExitCode> {
             out.write_all(keel_host::config::dump(&loaded).as_bytes())?;
             out.write_all(super::mcp::dump(&host).as_bytes())?;
             let endpoint = match host.endpoint(&ctx.flags()?) {
-                Ok(endpoint) => endpoint.dump(|var| std::env::var_os(var).is_some()),
+                Ok(endpoint) => endpoint.dump(
+                    |var| std::env::var(var).is_ok_and(|v| !v.trim().is_empty()),
+                    &keel_host::Credentials::load(&ctx.home),
+                ),
                 Err(e) => format!("# endpoint: {e}\n"),
             };
             out.write_all(endpoint.as_bytes())?;

@@ -9,6 +9,7 @@ mod config_cmd;
 mod continuity;
 mod demo;
 mod images;
+mod login;
 mod mcp;
 mod mcp_server;
 #[cfg(test)]
@@ -315,6 +316,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Web(args) => web::run(&ctx, &args),
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
         Command::Trust(args) => trust::run(&ctx, args),
+        Command::Login(args) => login::login(&ctx, &args),
+        Command::Logout(args) => login::logout(&ctx, &args),
         Command::Batch(args) => batch::run(&ctx, args),
         Command::BatchJob(args) => batch::job(&ctx, &args),
     }
