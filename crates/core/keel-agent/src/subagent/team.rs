@@ -332,7 +332,6 @@ fn offered_to(slot: &AgentSlot) -> bool {
 
 #[derive(Deserialize)]
 struct SendArgs {
-    #[serde(alias = "subagent_id")]
     agent_id: String,
     message: String,
 }
@@ -353,6 +352,9 @@ impl Tool for SendMessageTool {
     }
     fn offered(&self) -> bool {
         offered_to(&self.agent)
+    }
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[("subagent_id", "agent_id")]
     }
     fn effect(&self) -> ToolEffect {
         ToolEffect::ReadOnly
