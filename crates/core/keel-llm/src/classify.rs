@@ -178,6 +178,11 @@ pub fn http_failure(
     }
 }
 
+/// A `MALFORMED_RESPONSE` failure: the provider sent something its wire format does not allow.
+pub(crate) fn malformed(detail: impl Into<String>) -> ModelFailure {
+    ModelFailure::new(FailureCode::MalformedResponse, detail)
+}
+
 /// A failure for an `{"error": …}` object sent inside the event stream.
 pub fn failure_from_error_value(error: &Value) -> ModelFailure {
     let text = error.to_string();

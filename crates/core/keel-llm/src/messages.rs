@@ -28,7 +28,7 @@
 //! `cache_creation_input_tokens`, of which `cache_write_tokens` were written to the cache.
 
 use crate::catalogue::ModelInfo;
-use crate::classify::failure_from_error_value;
+use crate::classify::{failure_from_error_value, malformed};
 use crate::request::{ChatRequest, IMAGE_NOT_SHOWN, NO_OUTPUT, sent_reasoning};
 use crate::translate::Progress;
 use keel_protocol::{
@@ -407,10 +407,6 @@ pub struct MessagesTranslator {
     /// The latest usage counts (`message_delta` repeats cumulative ones).
     usage: Option<WireUsage>,
     done: bool,
-}
-
-fn malformed(detail: impl Into<String>) -> ModelFailure {
-    ModelFailure::new(FailureCode::MalformedResponse, detail)
 }
 
 impl MessagesTranslator {

@@ -35,7 +35,7 @@
 //! buckets are made disjoint: uncached input = `input_tokens` − `cached_tokens`.
 
 use crate::catalogue::ModelInfo;
-use crate::classify::failure_from_error_value;
+use crate::classify::{failure_from_error_value, malformed};
 use crate::request::{ChatRequest, IMAGE_NOT_SHOWN, NO_OUTPUT, sent_reasoning};
 use crate::translate::Progress;
 use keel_protocol::{
@@ -448,10 +448,6 @@ pub struct ResponsesTranslator {
     called: bool,
     next_index: u32,
     done: bool,
-}
-
-fn malformed(detail: impl Into<String>) -> ModelFailure {
-    ModelFailure::new(FailureCode::MalformedResponse, detail)
 }
 
 /// The texts of `parts` (`text`, or a refusal's `refusal`) joined by `separator`.

@@ -12,7 +12,7 @@
 //!   `FinishReason::Error` with the upper-cased reason; nothing streamed → `EMPTY_RESPONSE`;
 //! - usage buckets are made disjoint: uncached input = prompt tokens − cache hits.
 
-use crate::classify::failure_from_error_value;
+use crate::classify::{failure_from_error_value, malformed};
 use keel_protocol::{
     BlockType, ContentBlock, FailureCode, FinishReason, ModelFailure, StreamChunk, TokenUsage,
     ToolCallBlock,
@@ -149,10 +149,6 @@ impl WireUsage {
             cache_write_tokens: 0,
         }
     }
-}
-
-fn malformed(detail: impl Into<String>) -> ModelFailure {
-    ModelFailure::new(FailureCode::MalformedResponse, detail)
 }
 
 fn block_index(i: usize) -> u32 {
