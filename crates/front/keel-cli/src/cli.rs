@@ -54,11 +54,17 @@ pub struct Common {
     /// Provider name: a `[providers.<name>]` table of the configuration.
     #[arg(long, global = true)]
     pub provider: Option<String>,
-    /// Base URL of an OpenAI-compatible server (`/chat/completions` is appended). No configured
-    /// key follows it (DEEPSEEK_API_KEY included): it gets the key of --api-key-env, or none.
+    /// Base URL of a server of the run's own (the wire's path is appended:
+    /// `/chat/completions`, `/v1/messages`, `/responses`). No configured key follows it
+    /// (DEEPSEEK_API_KEY included): it gets the key of --api-key-env, or none.
     /// (DEEPSEEK_BASE_URL, by contrast, moves the DeepSeek endpoint and its key with it.)
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
+    /// The wire format of this run's endpoint: chat (chat completions), messages (the Messages
+    /// API) or responses (OpenAI's Responses API); default: the provider table's `api`
+    /// (docs/providers.md).
+    #[arg(long, global = true, value_name = "WIRE", value_parser = ["chat", "messages", "responses"])]
+    pub api: Option<String>,
     /// Environment variable holding the API key for this run's endpoint (sent as the bearer
     /// token); without it a --base-url server gets no Authorization header.
     #[arg(long, global = true, value_name = "VAR")]

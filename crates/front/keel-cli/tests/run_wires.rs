@@ -183,3 +183,40 @@ responses:
     assert_eq!(out.stdout.trim(), "Recovered.");
     assert_eq!(mock.requests().len(), 2);
 }
+
+#[test]
+fn api_chooses_the_wire_of_a_base_url_server_and_config_dump_says_it() {
+    let env = Env::new();
+    let mock = Mock::start("responses:\n  - text: \"Over the Messages API.\"\n");
+    let out = run(env
+        .keel_bare()
+        .args(["--base-url", &mock.base_url(), "--api", "messages"])
+        .args(["run", "hi"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "Over the Messages API.");
+    let body = &mock.requests()[0];
+    // The Messages shape: the system prompt at the top level, content as blocks, no
+    // chat-completions `stream_options`.
+    assert!(body["system"].is_string(), "{body}");
+    assert!(body.get("stream_options").is_none(), "{body}");
+    assert_eq!(body["messages"][0]["content"][0]["type"], "text");
+    assert_eq!(
+        header(&mock, 0, "anthropic-version").as_deref(),
+        Some("2023-06-01")
+    );
+    let dump = run(env
+        .keel_bare()
+        .args(["--base-url", "http://127.0.0.1:9", "--api", "responses"])
+        .args(["config", "dump"]));
+    assert!(
+        dump.stdout.contains(
+            "endpoint.api = \"responses\"  # requests go to http://127.0.0.1:9/responses"
+        ),
+        "{}",
+        dump.stdout
+    );
+    // An unknown wire is refused by name before anything runs.
+    let bad = run(env.keel_bare().args(["--api", "grpc", "run", "hi"]));
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    assert!(bad.stderr.contains("grpc"), "{}", bad.stderr);
+}

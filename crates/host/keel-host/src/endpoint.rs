@@ -47,6 +47,8 @@ pub struct EndpointInputs<'a> {
     pub base_url: Option<&'a str>,
     /// `--api-key-env VAR`.
     pub api_key_env: Option<&'a str>,
+    /// `--api WIRE`: the wire format, replacing the provider table's `api`.
+    pub api: Option<keel_llm::WireApi>,
     /// The value of `DEEPSEEK_BASE_URL` (blank counts as unset).
     pub deepseek_base_url: Option<&'a str>,
 }
@@ -157,7 +159,7 @@ pub fn resolve(loaded: &Loaded, inputs: EndpointInputs<'_>) -> Result<Endpoint, 
             base_url: url.to_owned(),
             base_url_origin: "--base-url".to_owned(),
             key: flag_key,
-            api: section.api.unwrap_or_default(),
+            api: inputs.api.or(section.api).unwrap_or_default(),
         });
     }
     let key_path = format!("providers.{provider}.api_key_env");
@@ -214,7 +216,7 @@ pub fn resolve(loaded: &Loaded, inputs: EndpointInputs<'_>) -> Result<Endpoint, 
         base_url,
         base_url_origin,
         key,
-        api: section.api.unwrap_or_default(),
+        api: inputs.api.or(section.api).unwrap_or_default(),
     })
 }
 

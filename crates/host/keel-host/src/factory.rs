@@ -52,6 +52,8 @@ pub struct Flags {
     /// Base URL of a server of the run's own (`--base-url`): no configured key follows it
     /// (see [`crate::endpoint`]).
     pub base_url: Option<String>,
+    /// The wire format (`--api`), replacing the provider table's `api`.
+    pub api: Option<keel_llm::WireApi>,
     /// The environment variable holding the key for the run's endpoint (`--api-key-env`).
     pub api_key_env: Option<String>,
     /// An API key held by the front end itself (instead of an environment variable); sent to
@@ -238,6 +240,7 @@ impl Host {
                 provider: flags.provider.as_deref(),
                 base_url: flags.base_url.as_deref(),
                 api_key_env: flags.api_key_env.as_deref(),
+                api: flags.api,
                 deepseek_base_url: deepseek_base_url.as_deref(),
             },
         )
@@ -339,9 +342,9 @@ impl Host {
                     (None, Some(source)) => source.load(&self.home)?,
                     (None, None) => None,
                 };
-                // The child speaks the same wire to the same URL: the provider's table says which.
-                launch_args.extend(["--provider".to_owned(), name.clone()]);
+                // The child speaks the same wire to the same URL, whatever tables it can see.
                 launch_args.extend(["--base-url".to_owned(), base_url.clone()]);
+                launch_args.extend(["--api".to_owned(), api.name().to_owned()]);
                 let mut launch = ModelLaunch {
                     base_url: Some(base_url.clone()),
                     ..ModelLaunch::default()

@@ -147,6 +147,7 @@ impl Ctx {
             model: c.model.clone(),
             provider: c.provider.clone(),
             base_url: c.base_url.clone(),
+            api: c.api.as_deref().map(str::parse).transpose()?,
             api_key_env: c.api_key_env.clone(),
             api_key: None,
             sandbox,

@@ -138,6 +138,7 @@ fn forward(c: &Common) -> Vec<String> {
     };
     opt("--model", &c.model);
     opt("--provider", &c.provider);
+    opt("--api", &c.api);
     opt("--base-url", &c.base_url);
     opt("--api-key-env", &c.api_key_env);
     opt("--profile", &c.profile);

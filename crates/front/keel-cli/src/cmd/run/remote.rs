@@ -41,8 +41,9 @@ pub(in crate::cmd) fn run(ctx: &Ctx, args: RunArgs, url: &str) -> Result<ExitCod
 /// The global flags that configure the agent a local run builds: through a server the session
 /// runs under the server's own settings, so each is refused, named (not silently dropped).
 pub(in crate::cmd) fn refuse_local_flags(common: &Common) -> Result<()> {
-    let given: [(&str, bool); 17] = [
+    let given: [(&str, bool); 18] = [
         ("--provider", common.provider.is_some()),
+        ("--api", common.api.is_some()),
         ("--base-url", common.base_url.is_some()),
         ("--api-key-env", common.api_key_env.is_some()),
         ("--profile", common.profile.is_some()),
