@@ -35,7 +35,11 @@ def send(page, text):
 
 
 def unfold(page):
-    """Open every ended turn's fold ("Completed in …"), as a person clicks it."""
+    """Open every ended turn's fold ("Completed in …"), as a person clicks it.
+
+    A turn folds when it ends, which comes after its answer is on screen: wait for the end
+    (no Stop button) or the fold made then would stay closed."""
+    expect(page.locator("#stop")).to_be_hidden()
     closed = page.locator("details.work:not([open]) > summary")
     for _ in range(closed.count()):
         closed.first.click()
