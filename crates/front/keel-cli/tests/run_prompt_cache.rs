@@ -201,3 +201,89 @@ fn every_request_extends_the_previous_one_byte_for_byte() {
         ]
     );
 }
+
+/// The tools dsh 0.2 offers by default (25): keel offers every one of them from the first
+/// request, when what they need is there (`web_search` a search endpoint, `skill` a skill).
+const DSH_0_2_DEFAULT_TOOLS: [&str; 25] = [
+    "read",
+    "write",
+    "edit",
+    "glob",
+    "grep",
+    "bash",
+    "working_directory",
+    "todo_write",
+    "exit_plan_mode",
+    "ask_user_question",
+    "job_output",
+    "job_list",
+    "job_kill",
+    "subagent",
+    "subagent_fork",
+    "send_message",
+    "list_agents",
+    "interrupt_agent",
+    "workflow",
+    "skill",
+    "web_fetch",
+    "web_search",
+    "create_goal",
+    "get_goal",
+    "update_goal",
+];
+
+/// The fixed part of every request (system prompt + tool schemas) with dsh 0.2's whole default
+/// tool set offered stays under 12 KB (dsh 0.2: 22.3 KB), and the tool list is the same in the
+/// second request as in the first (nothing appears mid-session: the byte-prefix holds).
+#[test]
+fn the_default_request_offers_dsh_0_2s_tools_in_under_12_kb() {
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls: [{ id: l1, name: list_agents, arguments: {} }]
+  - text: "No agents."
+"#,
+    );
+    // As against DeepSeek's own endpoint: web_search has its endpoint, web_fetch is on.
+    std::fs::write(
+        env.home.join("config.toml"),
+        format!(
+            "[[plugins]]\nid = \"web\"\n[plugins.config]\nsearch_base_url = \"{}\"\nfetch = true\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    let skill = env.home.join("skills/release-notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: release-notes\ndescription: Write release notes from the git log.\n---\nRead the log.\n",
+    )
+    .unwrap();
+    let out = run(env.keel(&mock.base_url()).args(["run", "who is working?"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0]["tools"], requests[1]["tools"]);
+
+    let tools = &requests[0]["tools"];
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    for name in DSH_0_2_DEFAULT_TOOLS {
+        assert!(names.contains(&name), "{name} is not offered: {names:?}");
+    }
+    let system = &requests[0]["messages"][0];
+    assert_eq!(system["role"], "system");
+    let bytes = serde_json::to_string(&system["content"]).unwrap().len()
+        + serde_json::to_string(tools).unwrap().len();
+    assert!(
+        bytes <= 12_000,
+        "system prompt + schemas: {bytes} B over 12,000"
+    );
+    insta::assert_json_snapshot!("default_tools", redact(tools, &env));
+}

@@ -42,10 +42,6 @@ impl Tool for GetGoalTool {
             parameters: json!({"type":"object","properties":{}}),
         }
     }
-    fn offered(&self) -> bool {
-        // Only once there is a goal to read or change: fewer bytes in every other request.
-        self.shared.has_goal()
-    }
     fn effect(&self) -> ToolEffect {
         ToolEffect::ReadOnly
     }
@@ -124,10 +120,6 @@ impl Tool for UpdateGoalTool {
                 "blocked_reason":{"type":"string"}
             },"required":["goal_id","revision","action"]}),
         }
-    }
-    fn offered(&self) -> bool {
-        // Only once there is a goal to read or change: fewer bytes in every other request.
-        self.shared.has_goal()
     }
     fn effect(&self) -> ToolEffect {
         ToolEffect::ReadOnly

@@ -55,11 +55,11 @@ pub const ID: PluginId = crate::plugin_id!("subagent");
 #[serde(rename_all = "lowercase")]
 pub enum SubagentMode {
     /// A fresh session: the child sees only its prompt.
-    #[default]
     Spawn,
     /// Seeded with the parent's log up to its last completed turn.
     Fork,
-    /// Both tools: `subagent` (fresh) and `subagent_fork` (seeded), as in dsh.
+    /// Both tools: `subagent` (fresh) and `subagent_fork` (seeded), as in dsh (the default).
+    #[default]
     Both,
 }
 
@@ -90,7 +90,7 @@ pub struct SubagentConfig {
 impl Default for SubagentConfig {
     fn default() -> Self {
         SubagentConfig {
-            mode: SubagentMode::Spawn,
+            mode: SubagentMode::Both,
             max_depth: 3,
             tools: None,
         }

@@ -194,15 +194,6 @@ pub fn agents_of(parent: &SessionId, descendants: bool) -> Vec<AgentInfo> {
     out
 }
 
-/// True when `parent` has (or had) a continuable child: the control tools are offered from
-/// then on.
-fn has_team(parent: &SessionId) -> bool {
-    ROSTER
-        .locked()
-        .iter()
-        .any(|m| &m.parent == parent && m.link.is_some())
-}
-
 /// The member of `parent` named by `id` (its job id or session id), with its agent and link.
 fn find(
     parent: &SessionId,
@@ -326,8 +317,10 @@ pub(crate) fn bind_controls(
     tools.2.agent.bind(agent);
 }
 
+/// Offered from the first request on (as in dsh 0.2), so the tool list never changes mid-session
+/// and every request stays a byte-prefix of the next; a child never has them (`child.rs`).
 fn offered_to(slot: &AgentSlot) -> bool {
-    slot.get().is_some_and(|a| has_team(&a.session_id()))
+    slot.get().is_some()
 }
 
 #[derive(Deserialize)]

@@ -81,7 +81,7 @@ impl Tool for BashTool {
             description: format!(
                 "Run a command with `bash -c` and return its combined stdout and stderr; a \
                  non-zero exit adds `[exit code: N]`. Output over {} bytes keeps the end and \
-                 saves the rest to a file. Prefer read/write/edit/glob/grep over cat/sed/find/grep.",
+                 saves the rest to a file.",
                 self.cfg.output_cap
             ),
             parameters: with_escalation(
@@ -91,7 +91,7 @@ impl Tool for BashTool {
                 "timeoutMs":{"type":"integer","minimum":1,"maximum":self.cfg.max_timeout.as_millis() as u64,
                     "description":format!("Default {}.", self.cfg.default_timeout.as_millis())},
                 "workdir":{"type":"string","description":"Directory to run in (default: working directory)."},
-                "run_in_background":{"type":"boolean","description":"Start as a background job and return its id at once; see job_output."}
+                "run_in_background":{"type":"boolean","description":"Run as a job; see job_output."}
             },"required":["command"]}),
                 true,
             ),

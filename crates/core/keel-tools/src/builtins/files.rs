@@ -53,12 +53,11 @@ impl Tool for ReadTool {
     fn schema(&self) -> ToolSchema {
         schema(
             "read",
-            "Read a text file. Returns up to `limit` lines from `offset` as `N: text` (N is the \
-             1-based line number, not part of the file). Long lines are cut at 2000 chars. \
-             Binary files are refused.",
+            "Read a text file as `N: text` lines (N, the 1-based line number, is not part of \
+             the file); lines over 2000 chars are cut, binary files refused.",
             json!({"type":"object","properties":{
                 "file_path":{"type":"string","description":"File path, relative to the working directory or absolute."},
-                "offset":{"type":"integer","minimum":1,"description":"First line to return (default 1)."},
+                "offset":{"type":"integer","minimum":1,"description":"First line (default 1)."},
                 "limit":{"type":"integer","minimum":1,"description":"Max lines (default 2000)."}
             },"required":["file_path"]}),
         )
@@ -313,15 +312,14 @@ impl Tool for EditTool {
     fn schema(&self) -> ToolSchema {
         schema(
             "edit",
-            "Replace exact text in a file. old_string must match the file exactly (indentation \
-             included, without read's line-number prefixes) and occur exactly once unless \
-             replace_all is true; add surrounding lines to make it unique.",
+            "Replace text in a file: old_string must match exactly (indentation included, no \
+             line-number prefixes) and occur once unless replace_all is true.",
             with_escalation(
                 json!({"type":"object","properties":{
                 "file_path":{"type":"string"},
-                "old_string":{"type":"string","description":"Exact text to replace."},
-                "new_string":{"type":"string","description":"Replacement text."},
-                "replace_all":{"type":"boolean","description":"Replace every occurrence (default false)."}
+                "old_string":{"type":"string"},
+                "new_string":{"type":"string"},
+                "replace_all":{"type":"boolean"}
             },"required":["file_path","old_string","new_string"]}),
                 false,
             ),

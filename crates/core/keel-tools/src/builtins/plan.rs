@@ -23,9 +23,8 @@ impl Tool for TodoWriteTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "todo_write".into(),
-            description: "Replace the todo list (send every item each time). Use it for work \
-                          with 3+ steps: keep one item in_progress and mark items completed as \
-                          soon as they are done."
+            description: "Replace the whole todo list. For work of 3+ steps: one item \
+                          in_progress; mark items completed when done."
                 .into(),
             parameters: json!({"type":"object","properties":{
                 "todos":{"type":"array","items":{"type":"object","properties":{

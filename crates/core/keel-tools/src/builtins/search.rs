@@ -216,9 +216,8 @@ impl Tool for GrepTool {
                 "path":{"type":"string","description":"File or directory (default: working directory)."},
                 "include":{"type":"string","description":"Only files matching this glob, e.g. `*.rs`."},
                 "case_insensitive":{"type":"boolean"},
-                "output_mode":{"type":"string","enum":["content","files_with_matches","count"],
-                    "description":"content (default); files_with_matches: paths; count: matches per file."},
-                "context":{"type":"integer","minimum":0,"maximum":10,"description":"Lines around each match (content mode)."}
+                "output_mode":{"type":"string","enum":["content","files_with_matches","count"]},
+                "context":{"type":"integer","minimum":0,"maximum":10,"description":"Lines around each match."}
             },"required":["pattern"]}),
         }
     }

@@ -90,7 +90,7 @@ impl Plugin for WorkflowPlugin {
     }
 
     fn enabled_by_default(&self) -> bool {
-        false
+        true
     }
 
     fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
