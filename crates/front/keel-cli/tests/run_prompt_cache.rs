@@ -202,9 +202,10 @@ fn every_request_extends_the_previous_one_byte_for_byte() {
     );
 }
 
-/// The tools dsh 0.2 offers by default (25): keel offers every one of them from the first
-/// request, when what they need is there (`web_search` a search endpoint, `skill` a skill).
-const DSH_0_2_DEFAULT_TOOLS: [&str; 25] = [
+/// The tools dsh 0.2.1-rc.2 offers by default (its first request, headless), but `read_image`,
+/// which keel offers to a model that reads images only: keel offers every one of them from the
+/// first request, when what they need is there (`web_search` a search endpoint, `skill` a skill).
+const DSH_0_2_DEFAULT_TOOLS: [&str; 24] = [
     "read",
     "write",
     "edit",
@@ -214,7 +215,6 @@ const DSH_0_2_DEFAULT_TOOLS: [&str; 25] = [
     "working_directory",
     "todo_write",
     "exit_plan_mode",
-    "ask_user_question",
     "job_output",
     "job_list",
     "job_kill",

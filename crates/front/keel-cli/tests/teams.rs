@@ -253,3 +253,48 @@ responses:
     // It never sees the turn that forked it.
     assert!(!text.contains("Fork a helper"), "{text}");
 }
+
+/// dsh 0.2's `subagent {cwd}`: the child starts in that directory (relative to the parent's),
+/// its `working_directory` moves do not reach the parent, and a `cwd` that is not a directory
+/// is refused naming `cwd`, before any child session is written.
+#[test]
+fn a_subagent_starts_in_the_cwd_it_is_given() {
+    let env = Env::new();
+    env.write("sub/notes.txt", "alpha\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "Go" }
+    tool_calls: [{ id: p1, name: subagent, arguments: { description: "nowhere", prompt: "lost", cwd: "missing" } }]
+  - match: { last_tool_result_contains: "cwd:" }
+    tool_calls: [{ id: p2, name: subagent, arguments: { description: "read notes", prompt: "Read the notes.", cwd: "sub" } }]
+  - match: { last_message_contains: "Read the notes." }
+    tool_calls: [{ id: c1, name: read, arguments: { file_path: notes.txt } }]
+  - match: { last_tool_result_contains: "alpha" }
+    tool_calls: [{ id: c2, name: working_directory, arguments: { cd: ".." } }]
+  - match: { last_tool_result_contains: "ws" }
+    text: "The notes say alpha."
+  - match: { last_tool_result_contains: "The notes say alpha." }
+    tool_calls: [{ id: p3, name: working_directory, arguments: {} }]
+  - text: "Done."
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "Go"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout, "Done.\n");
+    let parent = env
+        .session_files()
+        .into_iter()
+        .find(|p| header(p)["origin"] != "subagent")
+        .unwrap();
+    let results = tool_results(&load_consistent(&parent));
+    assert!(results[0].2, "a missing cwd is an error: {results:?}");
+    assert!(results[0].1.contains("cwd: 'missing'"), "{}", results[0].1);
+    assert_eq!(results[1].1, "The notes say alpha.");
+    // The child's cd .. did not move the parent: it is still at the workspace root.
+    assert!(results[2].1.ends_with("/ws"), "{}", results[2].1);
+    // One child session only: the refused call wrote none.
+    assert_eq!(child_events(&env).len(), 1);
+}

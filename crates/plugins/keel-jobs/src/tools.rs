@@ -82,7 +82,7 @@ impl Tool for JobOutputTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
             name: "job_output".into(),
-            description: "Status and buffered output (tail) of a background job. wait: block until it finishes or timeout_ms passes.".into(),
+            description: "Status and output tail of a background job; wait: block until it ends or timeout_ms passes.".into(),
             parameters: json!({"type":"object","properties":{
                 "job_id":{"type":"string"},
                 "wait":{"type":"boolean"},

@@ -52,6 +52,8 @@ pub(crate) struct Assignment<'a> {
     pub(crate) model: Option<&'a ChildModel>,
     /// A continuable background child: it gets `report`.
     pub(crate) background: bool,
+    /// Its first working directory, as the call gave it (`None`: the parent's).
+    pub(crate) cwd: Option<&'a str>,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> ToolError {
@@ -65,6 +67,15 @@ pub(crate) fn build(
     store: &Store,
     task: &Assignment<'_>,
 ) -> Result<Child, ToolError> {
+    // The child's own working directory cell, starting where the parent is (or at `cwd`):
+    // checked before anything is written, so a bad `cwd` leaves no session file behind.
+    let workspace = parent.pipeline().workspace().clone();
+    if let Some(dir) = task.cwd {
+        workspace.enter(dir).map_err(|e| match e {
+            ToolError::InvalidArgs(why) => ToolError::InvalidArgs(format!("cwd: {why}")),
+            other => other,
+        })?;
+    }
     let id = new_session_id();
     let session = match task.mode {
         SubagentMode::Spawn | SubagentMode::Both => {
@@ -144,7 +155,7 @@ pub(crate) fn build(
     let pp = parent.pipeline();
     let tool_setup = ToolSetup {
         registry,
-        workspace: pp.workspace().clone(),
+        workspace,
         plan_state: Some(pp.plan_state().clone()),
         spill: Some(pp.spill_config().clone()),
         subprocess: Some(pp.subprocess().clone()),

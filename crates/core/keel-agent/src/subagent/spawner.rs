@@ -63,6 +63,9 @@ pub struct ChildTask<'a> {
     pub background: bool,
     /// Its model; `None`: the parent's.
     pub model: Option<ChildModel>,
+    /// Its first working directory (resolved against the parent's, within the sandbox);
+    /// `None`: the parent's. Later `working_directory` changes in either do not reach the other.
+    pub cwd: Option<&'a str>,
 }
 
 impl<'a> ChildTask<'a> {
@@ -75,6 +78,7 @@ impl<'a> ChildTask<'a> {
             via: None,
             background: false,
             model: None,
+            cwd: None,
         }
     }
 }
@@ -155,6 +159,7 @@ impl Spawner {
             mode: task.mode,
             model: task.model.as_ref(),
             background: task.background,
+            cwd: task.cwd,
         };
         let child = child::build(&parent, &self.config, &self.store, &assignment)?;
         ctx.caller

@@ -35,6 +35,9 @@ struct Args {
     prompt: String,
     #[serde(default)]
     run_in_background: bool,
+    /// dsh 0.2: the child's first working directory.
+    #[serde(default)]
+    cwd: Option<String>,
 }
 
 impl SubagentTool {
@@ -95,7 +98,8 @@ impl Tool for SubagentTool {
             parameters: json!({"type":"object","properties":{
                 "description":{"type":"string","description":"3-5 words."},
                 "prompt":{"type":"string"},
-                "run_in_background":{"type":"boolean"}
+                "run_in_background":{"type":"boolean"},
+                "cwd":{"type":"string"}
             },"required":["description","prompt"]}),
         }
     }
@@ -121,6 +125,7 @@ impl Tool for SubagentTool {
         let task = ChildTask {
             mode: self.mode(),
             background: a.run_in_background,
+            cwd: a.cwd.as_deref(),
             ..ChildTask::new(&a.description, &a.prompt)
         };
         let child = self.spawner.start(task, ctx).await?;

@@ -90,7 +90,7 @@ impl Tool for BashTool {
                 "description":{"type":"string","description":"What it does, in 5-10 words."},
                 "timeoutMs":{"type":"integer","minimum":1,"maximum":self.cfg.max_timeout.as_millis() as u64,
                     "description":format!("Default {}.", self.cfg.default_timeout.as_millis())},
-                "workdir":{"type":"string","description":"Directory to run in (default: working directory)."},
+                "workdir":{"type":"string","description":"Default: the working directory."},
                 "run_in_background":{"type":"boolean","description":"Run as a job; see job_output."}
             },"required":["command"]}),
                 true,

@@ -56,7 +56,7 @@ impl Tool for ReadTool {
             "Read a text file as `N: text` lines (N, the 1-based line number, is not part of \
              the file); lines over 2000 chars are cut, binary files refused.",
             json!({"type":"object","properties":{
-                "file_path":{"type":"string","description":"File path, relative to the working directory or absolute."},
+                "file_path":{"type":"string","description":"Relative to the working directory, or absolute."},
                 "offset":{"type":"integer","minimum":1,"description":"First line (default 1)."},
                 "limit":{"type":"integer","minimum":1,"description":"Max lines (default 2000)."}
             },"required":["file_path"]}),
@@ -250,7 +250,7 @@ impl Tool for WriteTool {
              To change part of an existing file, use edit.",
             with_escalation(
                 json!({"type":"object","properties":{
-                "file_path":{"type":"string","description":"File path, relative to the working directory or absolute."},
+                "file_path":{"type":"string","description":"Relative to the working directory, or absolute."},
                 "content":{"type":"string","description":"The complete new file content."}
             },"required":["file_path","content"]}),
                 false,
