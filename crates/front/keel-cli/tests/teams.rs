@@ -1,6 +1,6 @@
 //! End-to-end: agent teams with the real binary against the loopback mock model. A background
 //! subagent stays alive after its answer (a job waiting for a message), is messaged, listed and
-//! interrupted; a continuable child's `report` reaches the parent's next step; `subagent_fork`
+//! interrupted; a continuable child's `send_message` reaches the parent's next step; `subagent_fork`
 //! (`mode = "both"`) seeds its child with the parent's completed turns; bad ids are refused
 //! naming the argument.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -158,7 +158,7 @@ responses:
 }
 
 #[test]
-fn a_report_reaches_the_parents_next_step() {
+fn a_childs_send_message_reaches_the_parents_next_step() {
     let env = Env::new();
     let mock = Mock::start(
         r#"
@@ -168,8 +168,10 @@ responses:
   - match: { last_tool_result_contains: "in the background" }
     tool_calls: [{ id: p2, name: bash, arguments: { command: "while [ ! -f reported ]; do sleep 0.02; done; echo seen-file", description: "wait" } }]
   - match: { last_user_contains: "Report halfway." }
-    tool_calls: [{ id: c1, name: report, arguments: { output: "halfway there" } }]
-  - match: { last_tool_result_contains: "Reported." }
+    tool_calls: [{ id: c0, name: send_message, arguments: { agent_id: "subagent-1", message: "wrong id" } }]
+  - match: { last_tool_result_contains: "is not your parent" }
+    tool_calls: [{ id: c1, name: send_message, arguments: { agent_id: "parent", message: "halfway there" } }]
+  - match: { last_tool_result_contains: "Sent." }
     tool_calls: [{ id: c2, name: bash, arguments: { command: "touch reported", description: "signal" } }]
   - match: { last_tool_result_contains: "seen-file" }
     text: "The parent saw the report."
@@ -192,15 +194,22 @@ responses:
         .expect("the parent's step after its wait");
     let text = after["messages"].to_string();
     assert!(
-        text.contains("Report from subagent subagent-1 (reporter):\\nhalfway there"),
+        text.contains("Message from subagent subagent-1 (reporter):\\nhalfway there"),
         "{text}"
     );
-    // `report` is offered to the continuable child only, never to the parent.
+    assert!(!text.contains("wrong id"), "{text}");
+    // The child's `send_message` (to its parent) is the parent's only in name: the parent's
+    // takes a child's id, the child's says who its parent is; neither has `report` (dsh 0.2).
     for r in &requests {
         let names = tool_names(r);
+        assert!(!names.iter().any(|n| n == "report"), "{names:?}");
+        assert!(names.iter().any(|n| n == "send_message"), "{names:?}");
         // Children never get the job tools.
         let is_child = !names.iter().any(|n| n == "job_output");
-        assert_eq!(names.iter().any(|n| n == "report"), is_child, "{names:?}");
+        let to_parent = r["tools"]
+            .to_string()
+            .contains("the agent that started you");
+        assert_eq!(to_parent, is_child, "{names:?}");
     }
 }
 

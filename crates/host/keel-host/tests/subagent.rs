@@ -496,7 +496,8 @@ responses:
 
 #[test]
 fn the_added_tools_schemas_stay_small() {
-    // They ride on every request (12 KB budget for the whole request).
+    // They ride on every request: each stays small (the whole default request, all 25 of dsh
+    // 0.2's tools, is held under 12 KB by keel-cli's run_prompt_cache test).
     let spawn = rig("responses: []", Options::default());
     let registry = spawn.agent.pipeline().registry();
     let mut sizes = Vec::new();
@@ -525,13 +526,14 @@ fn the_added_tools_schemas_stay_small() {
         .clone();
     let wire = serde_json::json!({"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}});
     sizes.push(("subagent (fork)", serde_json::to_vec(&wire).unwrap().len()));
-    // The team tools (offered once a background child exists) and a continuable child's
-    // `report`.
+    // The team tools and a continuable child's `send_message` to its parent.
     let team: [Arc<dyn keel_tools::Tool>; 4] = [
         Arc::new(keel_agent::subagent::SendMessageTool::default()),
         Arc::new(keel_agent::subagent::ListAgentsTool::default()),
         Arc::new(keel_agent::subagent::InterruptAgentTool::default()),
-        Arc::new(keel_agent::subagent::ReportTool),
+        Arc::new(keel_agent::subagent::ParentMessageTool::new(
+            keel_protocol::SessionId::from("session-00000000-0000-0000-0000-000000000000"),
+        )),
     ];
     for tool in team {
         let s = tool.schema();
@@ -539,5 +541,5 @@ fn the_added_tools_schemas_stay_small() {
         sizes.push(("team", serde_json::to_vec(&wire).unwrap().len()));
     }
     eprintln!("{sizes:?}");
-    assert!(sizes.iter().all(|(_, n)| *n <= 400), "{sizes:?}");
+    assert!(sizes.iter().all(|(_, n)| *n <= 450), "{sizes:?}");
 }

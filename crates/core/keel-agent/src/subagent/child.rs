@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Tools a child never inherits: its own `subagent` is bound to it instead, plan approval and
 /// questions need the human (nobody answers a child), and the team tools are its parent's
-/// (a child owns no background children; a continuable child gets its own `report`). Plugins
+/// (a child owns no background children; a continuable child gets its own `send_message`, to
+/// its parent). Plugins
 /// withhold their own (the job tools) through `subagent/build`.
 const NOT_INHERITED: [&str; 8] = [
     "subagent",
@@ -50,7 +51,7 @@ pub(crate) struct Assignment<'a> {
     pub(crate) depth: u32,
     pub(crate) mode: SubagentMode,
     pub(crate) model: Option<&'a ChildModel>,
-    /// A continuable background child: it gets `report`.
+    /// A continuable background child: it gets `send_message` to its parent.
     pub(crate) background: bool,
     /// Its first working directory, as the call gave it (`None`: the parent's).
     pub(crate) cwd: Option<&'a str>,
@@ -142,8 +143,10 @@ pub(crate) fn build(
     }
     if task.background {
         registry
-            .register(Arc::new(super::team::ReportTool))
-            .map_err(|e| failed("cannot register its report tool", e))?;
+            .register(Arc::new(super::team::ParentMessageTool::new(
+                parent.session_id(),
+            )))
+            .map_err(|e| failed("cannot register its send_message tool", e))?;
     }
     let nested = (task.depth < config.max_depth && allowed("subagent"))
         .then(|| SubagentTool::new(config.clone(), store.clone()));

@@ -35,7 +35,7 @@ mod tool;
 pub use child::ChildError;
 pub use spawner::{ChildModel, ChildTask, LiveChild, Spawner};
 pub use team::{
-    AgentInfo, AgentsCommand, InterruptAgentTool, ListAgentsTool, MemberState, ReportTool,
+    AgentInfo, AgentsCommand, InterruptAgentTool, ListAgentsTool, MemberState, ParentMessageTool,
     SendMessageTool,
 };
 pub use tool::SubagentTool;

@@ -1,6 +1,6 @@
 //! Agent teams: the live children of every agent in this process, and the tools a parent uses
 //! to talk to them (`send_message`, `list_agents`, `interrupt_agent`) and a continuable child
-//! uses to talk back (`report`).
+//! uses to talk back (its own `send_message`, to its parent).
 //!
 //! Every child started through a [`super::Spawner`] joins the roster while it lives
 //! (foreground children too, so `list_agents` and `interrupt_agent` see them). A background
@@ -14,7 +14,7 @@
 //! subagent {run_in_background} ─► job: turn ─► notice "answered" ─► waiting
 //!        ▲                                                           │
 //!        └──────────── send_message: queue the message, wake ◄──────┘
-//! report {output} (in the child) ─► notice to the parent now (its next step)
+//! send_message {agent_id: "parent"} (in the child) ─► notice to the parent now (its next step)
 //! ```
 //!
 //! The roster is keyed by session id with parent links; `list_agents` and the control tools
@@ -530,39 +530,59 @@ impl Tool for InterruptAgentTool {
     }
 }
 
-/// `report {output}`: a continuable child's message to its parent, delivered at once.
-#[derive(Debug, Default)]
-pub struct ReportTool;
+/// A continuable child's `send_message {agent_id, message}` (dsh 0.2, where it replaced
+/// `report`): a message to the agent that started it, delivered at once. `agent_id` is
+/// `"parent"` or the parent's session id; `output` (the parameter of `report`, which this
+/// replaces) is read as `message`.
+#[derive(Debug)]
+pub struct ParentMessageTool {
+    parent: SessionId,
+}
 
-#[derive(Deserialize)]
-struct ReportArgs {
-    output: String,
+impl ParentMessageTool {
+    /// The tool of a child whose parent is `parent`.
+    pub fn new(parent: SessionId) -> Self {
+        ParentMessageTool { parent }
+    }
 }
 
 #[async_trait]
-impl Tool for ReportTool {
+impl Tool for ParentMessageTool {
     fn schema(&self) -> ToolSchema {
         ToolSchema {
-            name: "report".into(),
-            description:
-                "Send a progress report to the agent that started you; it sees it at its next step."
-                    .into(),
+            name: "send_message".into(),
+            description: format!(
+                "Send a message to the agent that started you (agent_id \"parent\" or {}); it \
+                 sees it at its next step.",
+                self.parent
+            ),
             parameters: json!({"type":"object","properties":{
-                "output":{"type":"string"}
-            },"required":["output"]}),
+                "agent_id":{"type":"string"},
+                "message":{"type":"string"}
+            },"required":["agent_id","message"]}),
         }
+    }
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        &[("output", "message")]
     }
     fn effect(&self) -> ToolEffect {
         ToolEffect::ReadOnly
     }
     async fn execute(&self, args: Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
-        let a: ReportArgs = parse(args)?;
-        if a.output.trim().is_empty() {
-            return Err(ToolError::InvalidArgs("output is empty".into()));
+        let a: SendArgs = parse(args)?;
+        if a.agent_id != "parent" && a.agent_id != self.parent.as_str() {
+            return Err(ToolError::InvalidArgs(format!(
+                "agent_id '{}' is not your parent: a subagent messages only the agent that \
+                 started it (\"parent\" or {})",
+                a.agent_id, self.parent
+            )));
         }
-        let me = calling_agent(ctx)
-            .map(|a| a.session_id())
-            .ok_or_else(|| ToolError::Failed("report is not bound to a running agent".into()))?;
+        if a.message.trim().is_empty() {
+            return Err(ToolError::InvalidArgs("message is empty".into()));
+        }
+        let me = calling_agent(ctx).map(|a| a.session_id()).ok_or_else(|| {
+            ToolError::Failed("send_message is not bound to a running agent".into())
+        })?;
         let (description, link) = {
             let roster = ROSTER.locked();
             let m = roster.iter().find(|m| m.session == me);
@@ -576,15 +596,16 @@ impl Tool for ReportTool {
             .and_then(|l| Some((l.job_id.get()?.clone(), l.events.get()?.clone())))
         else {
             return Err(ToolError::Failed(
-                "report works only in a background subagent; give your result as your answer"
+                "send_message to the parent works only in a background subagent; give your \
+                 result as your answer"
                     .into(),
             ));
         };
         events.notify(format!(
-            "Report from subagent {job} ({description}):\n{}",
-            capped(&a.output, &job)
+            "Message from subagent {job} ({description}):\n{}",
+            capped(&a.message, &job)
         ));
-        Ok(ToolOutput::text("Reported."))
+        Ok(ToolOutput::text("Sent."))
     }
 }
 
