@@ -53,8 +53,8 @@ impl Tool for ReadTool {
     fn schema(&self) -> ToolSchema {
         schema(
             "read",
-            "Read a text file as `N: text` lines (N, the 1-based line number, is not part of \
-             the file); lines over 2000 chars are cut, binary files refused.",
+            "Read a text file. Lines come as `N: text` (N, the 1-based line number, is not part \
+             of the file); over 2000 chars they are cut; binary files are refused.",
             json!({"type":"object","properties":{
                 "file_path":{"type":"string","description":"Relative to the working directory, or absolute."},
                 "offset":{"type":"integer","minimum":1,"description":"First line (default 1)."},
@@ -312,7 +312,7 @@ impl Tool for EditTool {
     fn schema(&self) -> ToolSchema {
         schema(
             "edit",
-            "Replace text in a file: old_string must match exactly (indentation included, no \
+            "Replace exact text in a file. old_string must match (indentation included, no \
              line-number prefixes) and occur once unless replace_all is true.",
             with_escalation(
                 json!({"type":"object","properties":{
