@@ -5,7 +5,9 @@
 //! The mock server uses this to answer `POST …/v1/messages` and `POST …/responses` the way the
 //! real APIs stream: Messages events carry the thinking `signature` (`sig-mock-N-I`, so a test
 //! can check it comes back), Responses reasoning items their `encrypted_content`
-//! (`enc-mock-N-I`).
+//! (`enc-mock-N-I`). Every event carries the fields the official SDKs' types require (judged by
+//! keel-testkit's `tests/sdk_judges.rs`): Responses events their `sequence_number`, text parts
+//! their `content_part` and `.done` events, the lifecycle events a whole `response` object.
 
 use crate::script_render::StreamPlan;
 use crate::wire::WireApi;
@@ -39,6 +41,8 @@ pub fn convert(plan: StreamPlan, api: WireApi, n: usize, model: &str) -> StreamP
         open: None,
         next: 0,
         stop: None,
+        sequence: 0,
+        done_items: Vec::new(),
     };
     c.start();
     for payload in &plan.payloads {
@@ -58,11 +62,29 @@ struct Converter {
     open: Option<Open>,
     next: usize,
     stop: Option<String>,
+    /// The next Responses event's `sequence_number`.
+    sequence: u64,
+    /// The Responses output items finished so far, for `response.completed`'s `output`.
+    done_items: Vec<Value>,
 }
 
 impl Converter {
-    fn emit(&mut self, value: Value) {
+    fn emit(&mut self, mut value: Value) {
+        if self.api != WireApi::Messages
+            && let Some(event) = value.as_object_mut()
+        {
+            event.insert("sequence_number".into(), self.sequence.into());
+            self.sequence += 1;
+        }
         self.out.push(value.to_string());
+    }
+
+    /// A Responses `response` object (the lifecycle events carry the whole of it).
+    fn response(&self, status: &str, output: Value, usage: Value) -> Value {
+        json!({"id": format!("resp_mock_{}", self.n), "object": "response", "created_at": 0,
+            "status": status, "model": self.model, "output": output, "parallel_tool_calls": true,
+            "tool_choice": "auto", "tools": [], "error": null, "incomplete_details": null,
+            "usage": usage})
     }
 
     fn start(&mut self) {
@@ -71,13 +93,15 @@ impl Converter {
             WireApi::Messages => self.emit(json!({
                 "type": "message_start",
                 "message": {"id": format!("msg_mock_{n}"), "type": "message", "role": "assistant",
-                    "content": [], "model": model, "stop_reason": null,
+                    "content": [], "model": model, "stop_reason": null, "stop_sequence": null,
                     "usage": {"input_tokens": 0, "output_tokens": 1}}
             })),
-            _ => self.emit(json!({
-                "type": "response.created",
-                "response": {"id": format!("resp_mock_{n}"), "status": "in_progress", "model": model}
-            })),
+            _ => {
+                for kind in ["response.created", "response.in_progress"] {
+                    let response = self.response("in_progress", json!([]), Value::Null);
+                    self.emit(json!({"type": kind, "response": response}));
+                }
+            }
         }
     }
 
@@ -147,7 +171,7 @@ impl Converter {
         self.next += 1;
         let value = match (self.api, kind) {
             (WireApi::Messages, Kind::Thinking) => {
-                json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}})
+                json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
             }
             (WireApi::Messages, Kind::Text) => {
                 json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
@@ -166,6 +190,16 @@ impl Converter {
             }
         };
         self.emit(value);
+        // The part the deltas go to.
+        match (self.api, kind) {
+            (WireApi::Messages, _) | (_, Kind::Tool) => {}
+            (_, Kind::Thinking) => self.emit(
+                json!({"type": "response.reasoning_summary_part.added", "item_id": format!("rs_{index}"), "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+            ),
+            (_, Kind::Text) => self.emit(
+                json!({"type": "response.content_part.added", "item_id": format!("msg_{index}"), "output_index": index, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+            ),
+        }
         self.open = Some(Open {
             kind,
             index,
@@ -195,7 +229,7 @@ impl Converter {
                 json!({"type": "response.reasoning_summary_text.delta", "item_id": format!("rs_{index}"), "output_index": index, "summary_index": 0, "delta": text})
             }
             (_, Kind::Text) => {
-                json!({"type": "response.output_text.delta", "item_id": format!("msg_{index}"), "output_index": index, "content_index": 0, "delta": text})
+                json!({"type": "response.output_text.delta", "item_id": format!("msg_{index}"), "output_index": index, "content_index": 0, "delta": text, "logprobs": []})
             }
             (_, Kind::Tool) => {
                 json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{index}"), "output_index": index, "delta": text})
@@ -219,15 +253,30 @@ impl Converter {
             _ => {
                 let item = match open.kind {
                     Kind::Thinking => {
-                        json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": [{"type": "summary_text", "text": open.buf}], "encrypted_content": format!("enc-mock-{n}-{i}")})
+                        let (id, part) = (
+                            format!("rs_{i}"),
+                            json!({"type": "summary_text", "text": open.buf}),
+                        );
+                        self.emit(json!({"type": "response.reasoning_summary_text.done", "item_id": id, "output_index": i, "summary_index": 0, "text": open.buf}));
+                        self.emit(json!({"type": "response.reasoning_summary_part.done", "item_id": id, "output_index": i, "summary_index": 0, "part": part}));
+                        json!({"type": "reasoning", "id": id, "summary": [part], "encrypted_content": format!("enc-mock-{n}-{i}")})
                     }
                     Kind::Text => {
-                        json!({"type": "message", "id": format!("msg_{i}"), "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": open.buf, "annotations": []}]})
+                        let (id, part) = (
+                            format!("msg_{i}"),
+                            json!({"type": "output_text", "text": open.buf, "annotations": []}),
+                        );
+                        self.emit(json!({"type": "response.output_text.done", "item_id": id, "output_index": i, "content_index": 0, "text": open.buf, "logprobs": []}));
+                        self.emit(json!({"type": "response.content_part.done", "item_id": id, "output_index": i, "content_index": 0, "part": part}));
+                        json!({"type": "message", "id": id, "role": "assistant", "status": "completed", "content": [part]})
                     }
                     Kind::Tool => {
-                        json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": open.id, "name": open.name, "arguments": open.buf, "status": "completed"})
+                        let id = format!("fc_{i}");
+                        self.emit(json!({"type": "response.function_call_arguments.done", "item_id": id, "output_index": i, "arguments": open.buf}));
+                        json!({"type": "function_call", "id": id, "call_id": open.id, "name": open.name, "arguments": open.buf, "status": "completed"})
                     }
                 };
+                self.done_items.push(item.clone());
                 self.emit(
                     json!({"type": "response.output_item.done", "output_index": i, "item": item}),
                 );
@@ -262,15 +311,16 @@ impl Converter {
                         "cache_creation_input_tokens": 0, "output_tokens": output}}));
             }
             _ => {
-                let n = self.n;
-                let usage = json!({"input_tokens": prompt, "input_tokens_details": {"cached_tokens": hit},
+                let usage = json!({"input_tokens": prompt, "input_tokens_details": {"cached_tokens": hit, "cache_write_tokens": 0},
                     "output_tokens": output, "output_tokens_details": {"reasoning_tokens": reasoning},
                     "total_tokens": prompt + output});
+                let output = Value::Array(self.done_items.clone());
                 let value = if stop == "length" {
-                    json!({"type": "response.incomplete", "response": {"id": format!("resp_mock_{n}"), "status": "incomplete",
-                        "incomplete_details": {"reason": "max_output_tokens"}, "usage": usage}})
+                    let mut response = self.response("incomplete", output, usage);
+                    response["incomplete_details"] = json!({"reason": "max_output_tokens"});
+                    json!({"type": "response.incomplete", "response": response})
                 } else {
-                    json!({"type": "response.completed", "response": {"id": format!("resp_mock_{n}"), "status": "completed", "usage": usage}})
+                    json!({"type": "response.completed", "response": self.response("completed", output, usage)})
                 };
                 self.emit(value);
             }
@@ -334,6 +384,10 @@ pub fn chat_view(api: WireApi, body: &Value) -> Value {
             }
         }
         WireApi::Responses => {
+            // `input` may be a plain string: one user message.
+            if let Some(text) = body.get("input").and_then(Value::as_str) {
+                messages.push(json!({"role": "user", "content": text}));
+            }
             for item in body
                 .get("input")
                 .and_then(Value::as_array)
