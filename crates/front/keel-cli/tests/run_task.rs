@@ -513,3 +513,47 @@ fn a_resumed_session_keeps_its_preset_unless_told_otherwise() {
         .collect();
     assert_eq!(presets, ["minimal", "standard"]);
 }
+
+/// A resumed session goes on in the directory its `working_directory` calls moved it to; a
+/// failed call, or a directory removed since, does not move it.
+#[test]
+fn a_resumed_session_keeps_its_working_directory() {
+    let env = Env::new();
+    env.write("sub/notes.txt", "in sub\n");
+    env.write("notes.txt", "at the root\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - tool_calls: [{ id: w1, name: working_directory, arguments: { cd: sub } }]
+  - tool_calls: [{ id: w2, name: working_directory, arguments: { cd: missing } }]
+  - text: "moved"
+"#,
+    );
+    let out = run(env
+        .keel(&mock.base_url())
+        .args(["--approval", "auto", "run", "go to sub"]));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    let resume = |env: &Env| {
+        let mock = Mock::start(
+            r#"
+responses:
+  - tool_calls: [{ id: r1, name: read, arguments: { file_path: notes.txt } }]
+  - text: "read"
+"#,
+        );
+        let out = run(env.keel(&mock.base_url()).args([
+            "--approval",
+            "auto",
+            "resume",
+            "--last",
+            "read the notes",
+        ]));
+        assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+        let results = tool_results(&load_consistent(&env.only_session()));
+        results.last().unwrap().1.clone()
+    };
+    assert!(resume(&env).contains("in sub"));
+    // Its directory gone, the next resume starts at the launch directory.
+    std::fs::remove_dir_all(env.ws.join("sub")).unwrap();
+    assert!(resume(&env).contains("at the root"));
+}

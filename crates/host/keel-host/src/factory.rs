@@ -520,6 +520,12 @@ impl AgentFactory<'_> {
                 .add_writable(&path)
                 .map_err(|source| HostError::WritableRoot { path, source })?;
         }
+        // A resumed session goes on where its `working_directory` calls left it. A directory
+        // since removed, or now outside the sandbox, leaves it at the launch directory; the
+        // model's next `working_directory` call says where it is.
+        if let Some(dir) = logged_cwd(log.session()) {
+            let _ = workspace.enter(&dir);
+        }
 
         let mut ctx = InstallContext::new(host.cwd.clone(), host.home.clone(), subprocess.clone());
         ctx.hooks = options.hooks;
@@ -677,6 +683,40 @@ impl AgentFactory<'_> {
 /// The ignorable event naming a session's preset of built-in tools when it is not the
 /// standard one (logged when a session starts with it, or changes to another on a resume).
 pub const PRESET_EVENT: &str = "tools/preset";
+
+/// Where `session`'s successful `working_directory` calls last moved it (the `cwd` their
+/// results record), if anywhere. Only that tool's results count: another tool's result (an
+/// MCP server's) cannot move a resumed session.
+fn logged_cwd(session: &keel_session::Session) -> Option<String> {
+    use keel_protocol::{ContentBlock, EventBody};
+    let mut calls = std::collections::HashSet::new();
+    let mut last = None;
+    for e in session.whole_event_iter() {
+        match &e.body {
+            EventBody::AssistantMessage(m) => {
+                for block in &m.message.content {
+                    if let ContentBlock::ToolCall(call) = block
+                        && call.name == "working_directory"
+                    {
+                        calls.insert(call.id.clone());
+                    }
+                }
+            }
+            EventBody::ToolResult(r) => {
+                let ok = r.message.content.iter().any(|b| {
+                    matches!(b, ContentBlock::ToolResult(t) if !t.is_error && calls.contains(&t.tool_call_id))
+                });
+                if let Some(dir) = r.meta.as_ref().and_then(|m| m["cwd"].as_str())
+                    && ok
+                {
+                    last = Some(dir.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    last
+}
 
 /// The preset `session` last logged, if any.
 fn logged_preset(session: &keel_session::Session) -> Option<Preset> {
