@@ -28,6 +28,9 @@ pub struct ModelInfo {
     /// The model reads images (`image_url` content parts). None of DeepSeek's current models
     /// does; `[models.NAME] vision = true` declares one that does.
     pub vision: bool,
+    /// `budget_tokens` sent with `thinking: {type: "enabled"}` on the Messages API: Anthropic's
+    /// models need one (`[models.NAME] thinking_budget`), DeepSeek's take none.
+    pub thinking_budget: Option<u64>,
 }
 
 impl ModelInfo {
@@ -39,6 +42,7 @@ impl ModelInfo {
         reasoning: false,
         effort: false,
         vision: false,
+        thinking_budget: None,
     };
 }
 
@@ -51,6 +55,10 @@ pub struct ModelOverride {
     pub max_output: Option<u64>,
     /// Replaces whether the model reads images when set.
     pub vision: Option<bool>,
+    /// Replaces whether the model takes `thinking` when set.
+    pub reasoning: Option<bool>,
+    /// Sets the Messages API's thinking `budget_tokens` (0 clears it).
+    pub thinking_budget: Option<u64>,
 }
 
 /// Model name → [`ModelInfo`], with DeepSeek's models as defaults.
@@ -71,6 +79,7 @@ impl Default for ModelCatalogue {
             reasoning: true,
             effort: true,
             vision: false,
+            thinking_budget: None,
         };
         let mut models = BTreeMap::new();
         models.insert("deepseek-v4-flash".to_owned(), v4);
@@ -83,6 +92,7 @@ impl Default for ModelCatalogue {
                 reasoning: false,
                 effort: false,
                 vision: false,
+                thinking_budget: None,
             },
         );
         models.insert(
@@ -93,6 +103,7 @@ impl Default for ModelCatalogue {
                 reasoning: true,
                 effort: false,
                 vision: false,
+                thinking_budget: None,
             },
         );
         ModelCatalogue {
@@ -149,6 +160,12 @@ impl ModelCatalogue {
         }
         if let Some(vision) = change.vision {
             info.vision = vision;
+        }
+        if let Some(reasoning) = change.reasoning {
+            info.reasoning = reasoning;
+        }
+        if let Some(budget) = change.thinking_budget {
+            info.thinking_budget = (budget > 0).then_some(budget);
         }
         self.models.insert(model.to_owned(), info);
     }
@@ -225,6 +242,7 @@ mod tests {
                     context_window: Some(64_000),
                     max_output: None,
                     vision: None,
+                    ..ModelOverride::default()
                 },
             )
             .with_override(
@@ -233,6 +251,7 @@ mod tests {
                     context_window: None,
                     max_output: Some(2048),
                     vision: Some(true),
+                    ..ModelOverride::default()
                 },
             )
             .with_override(
@@ -241,6 +260,7 @@ mod tests {
                     context_window: Some(0),
                     max_output: None,
                     vision: None,
+                    ..ModelOverride::default()
                 },
             );
         assert_eq!(
@@ -251,6 +271,7 @@ mod tests {
                 reasoning: false,
                 effort: false,
                 vision: false,
+                thinking_budget: None,
             }
         );
         assert_eq!(

@@ -57,7 +57,7 @@ struct WireRequest<'a> {
     messages: Vec<WireMessage<'a>>,
     max_tokens: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    thinking: Option<Kind>,
+    thinking: Option<Thinking>,
     #[serde(skip_serializing_if = "Option::is_none")]
     output_config: Option<OutputConfig<'a>>,
     #[serde(skip_serializing_if = "str::is_empty")]
@@ -76,6 +76,15 @@ struct WireRequest<'a> {
 struct Kind {
     #[serde(rename = "type")]
     kind: &'static str,
+}
+
+/// `thinking`: `{type}`, with `budget_tokens` for a model that needs one (Anthropic's).
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    budget_tokens: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -146,16 +155,22 @@ pub fn body_bytes(request: &ChatRequest, info: &ModelInfo, options: MessagesOpti
         map_message(message, info, &mut messages);
     }
     let sent = sent_reasoning(request.thinking, request.reasoning_effort.as_deref(), info);
+    let max_tokens = request
+        .max_tokens
+        .unwrap_or(info.max_output)
+        .min(info.max_output);
     let wire = WireRequest {
         model: &request.model,
         stream: true,
         messages,
-        max_tokens: request
-            .max_tokens
-            .unwrap_or(info.max_output)
-            .min(info.max_output),
-        thinking: sent.thinking.map(|on| Kind {
+        max_tokens,
+        // The budget must stay under max_tokens (the API refuses it otherwise).
+        thinking: sent.thinking.map(|on| Thinking {
             kind: if on { "enabled" } else { "disabled" },
+            budget_tokens: info
+                .thinking_budget
+                .filter(|_| on)
+                .map(|b| b.min(max_tokens.saturating_sub(1))),
         }),
         output_config: sent.effort.map(|effort| OutputConfig { effort }),
         system: &request.system,

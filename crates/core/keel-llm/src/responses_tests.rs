@@ -22,6 +22,7 @@ fn reasoner() -> ModelInfo {
         reasoning: true,
         effort: true,
         vision: true,
+        thinking_budget: None,
     }
 }
 

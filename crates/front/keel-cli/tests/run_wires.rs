@@ -220,3 +220,45 @@ fn api_chooses_the_wire_of_a_base_url_server_and_config_dump_says_it() {
     assert_eq!(bad.code, Some(2), "{}", bad.stderr);
     assert!(bad.stderr.contains("grpc"), "{}", bad.stderr);
 }
+
+/// Anthropic's own models: `[models.NAME] reasoning = true` with a `thinking_budget` sends
+/// `thinking {type: enabled, budget_tokens}` (kept under max_tokens); an unknown model without
+/// them sends no `thinking`, and DeepSeek's models send none of the budget.
+#[test]
+fn a_claude_model_thinks_with_the_budget_its_table_gives() {
+    let env = Env::new();
+    std::fs::write(
+        env.home.join("config.toml"),
+        "[models.\"claude-test\"]\nreasoning = true\nthinking_budget = 2048\nmax_output = 16000\n\
+         [models.\"claude-small\"]\nreasoning = true\nthinking_budget = 9000\nmax_output = 4096\n",
+    )
+    .unwrap();
+    let turn = |model: &str| {
+        let mock = Mock::start("responses:\n  - text: \"ok\"\n");
+        let out = run(env
+            .keel_bare()
+            .env("MY_KEY", "sk-wire-test")
+            .args(["--provider", "anthropic", "--base-url", &mock.base_url()])
+            .args(["--api-key-env", "MY_KEY", "--model", model])
+            .args(["run", "hi"]));
+        assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+        mock.requests()[0].clone()
+    };
+    let body = turn("claude-test");
+    assert_eq!(
+        body["thinking"],
+        serde_json::json!({"type": "enabled", "budget_tokens": 2048}),
+        "{body}"
+    );
+    assert_eq!(body["max_tokens"], 16000);
+    let body = turn("claude-small");
+    assert_eq!(body["thinking"]["budget_tokens"], 4095, "{body}");
+    let body = turn("claude-unknown");
+    assert!(body.get("thinking").is_none(), "{body}");
+    let body = turn("deepseek-v4-flash");
+    assert_eq!(
+        body["thinking"],
+        serde_json::json!({"type": "enabled"}),
+        "{body}"
+    );
+}

@@ -203,6 +203,10 @@ pub struct ModelSection {
     /// Whether the model reads images (`image_url` parts): prompt images and the `read_image`
     /// tool need it. None of DeepSeek's current models does.
     pub vision: Option<bool>,
+    /// Whether the model takes `thinking` (DeepSeek's reasoning models do; set it for another).
+    pub reasoning: Option<bool>,
+    /// The Messages API's thinking `budget_tokens` (Anthropic's models need one).
+    pub thinking_budget: Option<u64>,
     /// US dollars per million input tokens that miss the prompt cache (the UI's `/status`
     /// shows the session's cost; DeepSeek's list prices are built in for the models keel knows
     /// them for).

@@ -291,13 +291,15 @@ impl Host {
                 context_window: o.context_window,
                 max_output: o.max_output,
                 vision: o.vision,
+                reasoning: o.reasoning,
+                thinking_budget: o.thinking_budget,
             };
             catalogue.apply_override(name, o);
         }
         let flagged = ModelOverride {
             context_window: flags.context_window,
             max_output: flags.max_output,
-            vision: None,
+            ..ModelOverride::default()
         };
         catalogue.apply_override(&model, flagged);
         let info = catalogue.lookup(&model);

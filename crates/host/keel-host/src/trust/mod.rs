@@ -443,6 +443,7 @@ fn model_info(user: &Config, model: &str) -> keel_llm::ModelInfo {
                 context_window: m.context_window,
                 max_output: m.max_output,
                 vision: m.vision,
+                ..keel_llm::ModelOverride::default()
             },
         );
     }
