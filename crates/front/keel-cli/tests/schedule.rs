@@ -287,6 +287,10 @@ responses:
       - { id: unknown, name: schedule_delete, arguments: { id: sched-9 } }
       - { id: good, name: schedule_create, arguments: { prompt: "look at the logs", after_seconds: 3600 } }
   - tool_calls:
+      - { id: upd, name: schedule_update, arguments: { id: sched-1, prompt: "look at the new logs", every_seconds: 600 } }
+      - { id: upd_none, name: schedule_update, arguments: { id: sched-1 } }
+      - { id: upd_unknown, name: schedule_update, arguments: { id: sched-7, prompt: "x" } }
+      - { id: upd_short, name: schedule_update, arguments: { id: sched-1, every_seconds: 10 } }
       - { id: list, name: schedule_list, arguments: {} }
       - { id: del, name: schedule_delete, arguments: { id: sched-1 } }
       - { id: empty, name: schedule_list, arguments: {} }
@@ -299,6 +303,7 @@ responses:
     for tool in [
         "schedule_create",
         "schedule_list",
+        "schedule_update",
         "schedule_delete",
         "present",
     ] {
@@ -332,15 +337,29 @@ responses:
         !is_error && good.starts_with("Scheduled sched-1: once at "),
         "{good}"
     );
+    let (_, updated, is_error) = by_id("upd");
+    assert!(
+        !is_error
+            && updated.starts_with("Updated sched-1: next at ")
+            && updated.ends_with(", every 600 s."),
+        "{updated}"
+    );
+    refused("upd_none", &["give a new prompt, or one of"]);
+    refused(
+        "upd_unknown",
+        &["id 'sched-7' is not an active schedule (active: sched-1)"],
+    );
+    refused("upd_short", &["every_seconds", "300"]);
     let (_, list, _) = by_id("list");
     assert!(
-        list.starts_with("sched-1 next ") && list.ends_with(": look at the logs"),
+        list.starts_with("sched-1 next ") && list.ends_with(", every 600 s: look at the new logs"),
         "{list}"
     );
     assert_eq!(by_id("del").1, "Deleted sched-1.");
     assert_eq!(by_id("empty").1, "No schedules.");
-    // Only the good one was logged.
+    // Only the good one was logged, and its one good change.
     assert_eq!(of_type(&events, "schedule/created").len(), 1);
+    assert_eq!(of_type(&events, "schedule/updated").len(), 1);
     assert_eq!(of_type(&events, "schedule/deleted").len(), 1);
 }
 

@@ -57,7 +57,7 @@ impl Plugin for SchedulePlugin {
         ID
     }
     fn description(&self) -> &'static str {
-        "schedules: schedule_create/list/delete; prompts sent to the agent later, durable in the session"
+        "schedules: schedule_create/list/update/delete; prompts sent to the agent later, durable in the session"
     }
     fn enabled_by_default(&self) -> bool {
         false
@@ -73,6 +73,9 @@ impl Plugin for SchedulePlugin {
             shared: shared.clone(),
         }));
         ctx.tools.push(Arc::new(tools::ScheduleListTool {
+            shared: shared.clone(),
+        }));
+        ctx.tools.push(Arc::new(tools::ScheduleUpdateTool {
             shared: shared.clone(),
         }));
         ctx.tools.push(Arc::new(tools::ScheduleDeleteTool {

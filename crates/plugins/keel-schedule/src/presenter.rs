@@ -6,7 +6,8 @@
 //! | `schedule/missed` | an info notice: it came due while keel was not running, not run |
 //! | `present/files` | the files, listed when the turn ends |
 //!
-//! `schedule/created` and `schedule/deleted` show nothing: the tool calls that made them do.
+//! `schedule/created`, `schedule/updated` and `schedule/deleted` show nothing: the tool calls
+//! that made them do.
 
 use crate::state::{FIRED_EVENT, MISSED_EVENT};
 use keel_protocol::SessionEvent;

@@ -8,8 +8,8 @@
 
 use crate::ID;
 use crate::state::{
-    CREATED_EVENT, DELETED_EVENT, FIRED_EVENT, Fold, MISSED_EVENT, Schedule, human, now_ms,
-    parse_rfc3339, passed_data, rfc3339,
+    CREATED_EVENT, DELETED_EVENT, FIRED_EVENT, Fold, MISSED_EVENT, Schedule, UPDATED_EVENT, human,
+    now_ms, parse_rfc3339, passed_data, rfc3339,
 };
 use keel_agent::background::TurnActivity;
 use keel_agent::{AgentHandle, AgentSlot, InboxMode};
@@ -151,19 +151,68 @@ impl Shared {
     /// Check and log a new schedule; returns it.
     pub fn create(self: &Arc<Self>, prompt: &str, when: When) -> Result<Schedule, ScheduleError> {
         let agent = self.agent()?;
-        let prompt = prompt.trim();
-        if prompt.is_empty() {
-            return Err(ScheduleError(
-                "prompt is empty: say what to do when the schedule fires".into(),
-            ));
-        }
-        if prompt.chars().count() > MAX_PROMPT_CHARS {
+        let prompt = checked_prompt(prompt)?;
+        let (due_ms, every_seconds) = self.due(when)?;
+        let mut fold = self.fold.locked();
+        if fold.active.len() >= MAX_ACTIVE {
             return Err(ScheduleError(format!(
-                "prompt is longer than {MAX_PROMPT_CHARS} characters"
+                "this session already has {MAX_ACTIVE} schedules: delete one with schedule_delete \
+                 first"
             )));
         }
+        let schedule = Schedule {
+            id: format!("sched-{}", fold.created + 1),
+            prompt: prompt.to_owned(),
+            due_ms,
+            every_seconds,
+        };
+        let data = schedule.created_data();
+        agent
+            .push_ignorable(CREATED_EVENT, data.clone())
+            .map_err(|e| ScheduleError(format!("the schedule could not be logged: {e}")))?;
+        fold.apply(CREATED_EVENT, &data);
+        drop(fold);
+        self.ensure_timer();
+        self.changed.notify_one();
+        Ok(schedule)
+    }
+
+    /// Change the active schedule `id`: its prompt, its time, or both (dsh 0.2's
+    /// `schedule_update`); what is not given stays.
+    pub fn update(
+        self: &Arc<Self>,
+        id: &str,
+        prompt: Option<&str>,
+        when: Option<When>,
+    ) -> Result<Schedule, ScheduleError> {
+        let agent = self.agent()?;
+        let prompt = prompt.map(checked_prompt).transpose()?;
+        let due = when.map(|w| self.due(w)).transpose()?;
+        let mut fold = self.fold.locked();
+        let Some(mut schedule) = fold.get(id).cloned() else {
+            return Err(unknown_id(&fold, id));
+        };
+        if let Some(prompt) = prompt {
+            prompt.clone_into(&mut schedule.prompt);
+        }
+        if let Some((due_ms, every_seconds)) = due {
+            schedule.due_ms = due_ms;
+            schedule.every_seconds = every_seconds;
+        }
+        let data = schedule.created_data();
+        agent
+            .push_ignorable(UPDATED_EVENT, data.clone())
+            .map_err(|e| ScheduleError(format!("the change could not be logged: {e}")))?;
+        fold.apply(UPDATED_EVENT, &data);
+        drop(fold);
+        self.changed.notify_one();
+        Ok(schedule)
+    }
+
+    /// When a schedule given `when` is due first, and its period.
+    fn due(&self, when: When) -> Result<(i64, Option<u64>), ScheduleError> {
         let now = now_ms();
-        let (due_ms, every_seconds) = match when {
+        Ok(match when {
             When::After(s) => (now + secs_ms(s), None),
             When::Every(s) => {
                 if s < self.min_every {
@@ -194,29 +243,7 @@ impl Shared {
                 }
                 (t, None)
             }
-        };
-        let mut fold = self.fold.locked();
-        if fold.active.len() >= MAX_ACTIVE {
-            return Err(ScheduleError(format!(
-                "this session already has {MAX_ACTIVE} schedules: delete one with schedule_delete \
-                 first"
-            )));
-        }
-        let schedule = Schedule {
-            id: format!("sched-{}", fold.created + 1),
-            prompt: prompt.to_owned(),
-            due_ms,
-            every_seconds,
-        };
-        let data = schedule.created_data();
-        agent
-            .push_ignorable(CREATED_EVENT, data.clone())
-            .map_err(|e| ScheduleError(format!("the schedule could not be logged: {e}")))?;
-        fold.apply(CREATED_EVENT, &data);
-        drop(fold);
-        self.ensure_timer();
-        self.changed.notify_one();
-        Ok(schedule)
+        })
     }
 
     /// Remove the active schedule `id`.
@@ -224,15 +251,7 @@ impl Shared {
         let agent = self.agent()?;
         let mut fold = self.fold.locked();
         let Some(schedule) = fold.get(id).cloned() else {
-            let known: Vec<&str> = fold.active.iter().map(|s| s.id.as_str()).collect();
-            return Err(ScheduleError(format!(
-                "id '{id}' is not an active schedule{}",
-                if known.is_empty() {
-                    " (there are none)".to_owned()
-                } else {
-                    format!(" (active: {})", known.join(", "))
-                }
-            )));
+            return Err(unknown_id(&fold, id));
         };
         let data = serde_json::json!({"id": id});
         agent
@@ -318,6 +337,35 @@ async fn timer(shared: Weak<Shared>, changed: Arc<Notify>) {
 
 fn secs_ms(s: u64) -> i64 {
     i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
+}
+
+/// A prompt given to `schedule_create` or `schedule_update`, trimmed and checked.
+fn checked_prompt(prompt: &str) -> Result<&str, ScheduleError> {
+    let prompt = prompt.trim();
+    if prompt.is_empty() {
+        return Err(ScheduleError(
+            "prompt is empty: say what to do when the schedule fires".into(),
+        ));
+    }
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(ScheduleError(format!(
+            "prompt is longer than {MAX_PROMPT_CHARS} characters"
+        )));
+    }
+    Ok(prompt)
+}
+
+/// `id` names no active schedule: say which do.
+fn unknown_id(fold: &Fold, id: &str) -> ScheduleError {
+    let known: Vec<&str> = fold.active.iter().map(|s| s.id.as_str()).collect();
+    ScheduleError(format!(
+        "id '{id}' is not an active schedule{}",
+        if known.is_empty() {
+            " (there are none)".to_owned()
+        } else {
+            format!(" (active: {})", known.join(", "))
+        }
+    ))
 }
 
 /// `text` cut to `max` characters (with `…`), on one line.

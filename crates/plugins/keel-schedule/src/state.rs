@@ -8,6 +8,8 @@ use serde_json::{Map, Value, json};
 pub const CREATED_EVENT: &str = "schedule/created";
 /// `schedule/deleted {id}`.
 pub const DELETED_EVENT: &str = "schedule/deleted";
+/// `schedule/updated {id, prompt, dueAt, everySeconds?}`: the schedule as changed.
+pub const UPDATED_EVENT: &str = "schedule/updated";
 /// `schedule/fired {id, dueAt, firedAt, nextDueAt?}`: logged before the prompt is delivered.
 pub const FIRED_EVENT: &str = "schedule/fired";
 /// `schedule/missed {id, dueAt, count, nextDueAt?}`: due while keel was not running.
@@ -87,8 +89,10 @@ impl Fold {
         let field = |k: &str| data.get(k).and_then(Value::as_str);
         let id = field("id").unwrap_or_default().to_owned();
         match type_name {
-            CREATED_EVENT => {
-                self.created += 1;
+            CREATED_EVENT | UPDATED_EVENT => {
+                if type_name == CREATED_EVENT {
+                    self.created += 1;
+                }
                 let Some(due_ms) = field("dueAt").and_then(|t| parse_rfc3339(t).ok()) else {
                     return;
                 };
