@@ -220,6 +220,28 @@ pub struct InstallContext {
     /// for a plugin that reads other plugins' state without knowing their events (continuity
     /// carries the goal's status item). Set by the host; empty by default.
     pub presenters: keel_protocol::present::PresenterSet,
+    /// The Claude Code plugin bundles the user installed and enabled (`keel plugin`): each
+    /// plugin reads its part of every bundle (hooks from `hooks/hooks.json`, servers from
+    /// `.mcp.json`, skills from `skills/`, subagent definitions from `agents/`). Set by the
+    /// host; empty by default. A bundle a project merely declares is never here.
+    pub bundles: Vec<Bundle>,
+}
+
+/// One installed, enabled Claude Code plugin bundle (docs/plugins.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bundle {
+    /// The plugin's name (`.claude-plugin/plugin.json` `name`), the namespace of what it adds.
+    pub name: String,
+    /// Its folder, at the commit it is pinned to: `${CLAUDE_PLUGIN_ROOT}`.
+    pub root: PathBuf,
+}
+
+impl Bundle {
+    /// `text` with `${CLAUDE_PLUGIN_ROOT}` replaced by [`Bundle::root`], as Claude Code does in
+    /// a plugin's hook commands and server definitions.
+    pub fn expand(&self, text: &str) -> String {
+        text.replace("${CLAUDE_PLUGIN_ROOT}", &self.root.to_string_lossy())
+    }
 }
 
 /// The user's decision about a workspace's own files (hooks, MCP servers, configuration that
@@ -303,6 +325,7 @@ impl InstallContext {
             project_trust: ProjectTrust::Untrusted,
             changed_since_trust: Vec::new(),
             presenters: Default::default(),
+            bundles: Vec::new(),
         }
     }
 

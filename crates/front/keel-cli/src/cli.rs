@@ -7,10 +7,12 @@
 //! servers, [`serve`] for the servers (mcp-server, acp) and batches.
 
 mod config;
+mod plugin;
 mod serve;
 mod sessions;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use plugin::{MarketplaceCommand, PluginCommand, PluginSwitch};
 pub use config::{ConfigCommand, LoginArgs, LogoutArgs, McpAddArgs, McpCommand, TrustArgs};
 pub use serve::{AcpArgs, AttachArgs, BatchArgs, BatchJobArgs, McpServerArgs, ServeArgs, WebArgs};
 pub use sessions::{
@@ -330,6 +332,16 @@ pub enum Command {
     /// the same name.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Claude Code plugin bundles (docs/plugins.md): add marketplaces, install, pin, list,
+    /// enable, disable, update and remove plugins.
+    ///
+    /// A plugin's slash commands, subagent definitions, skills, hooks and MCP servers reach
+    /// every agent while it is on, with ${CLAUDE_PLUGIN_ROOT} expanded. Files live under
+    /// $KEEL_HOME/plugins; each plugin stays at the commit it was installed at until `keel
+    /// plugin update`. A marketplace or plugin a project's `.claude/settings.json` declares is
+    /// only shown (`keel plugin list`), never installed or run on its word.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Run many tasks as `keel run` sessions, N at a time, each in its own workspace copy or
     /// git worktree (docs/batch.md).
     ///

@@ -533,6 +533,7 @@ impl AgentFactory<'_> {
         ctx.hooks = options.hooks;
         ctx.agent_hooks = options.agent_hooks;
         ctx.presenters = crate::plugins::presenters();
+        ctx.bundles = crate::bundles::enabled(&host.home, &host.cwd);
         ctx.settings = serde_json::to_value(&host.loaded.table).unwrap_or_default();
         // The code preset is Code Mode unless the tools mode is chosen apart.
         if builtins.preset == Preset::Code

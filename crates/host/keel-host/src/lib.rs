@@ -19,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod bundles;
 pub mod commands;
 pub mod config;
 pub mod credentials;

@@ -12,6 +12,7 @@ mod images;
 mod login;
 mod mcp;
 mod mcp_server;
+mod plugin;
 #[cfg(test)]
 mod present_tests;
 mod progress;
@@ -316,6 +317,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Attach(args) => attach::run(&ctx, args, cli.alt_screen),
         Command::Web(args) => web::run(&ctx, &args),
         Command::Mcp(cmd) => mcp::run(&ctx, cmd),
+        Command::Plugin(cmd) => plugin::run(&ctx, cmd),
         Command::Trust(args) => trust::run(&ctx, args),
         Command::Login(args) => login::login(&ctx, &args),
         Command::Logout(args) => login::logout(&ctx, &args),

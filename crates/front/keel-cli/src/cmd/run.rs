@@ -47,6 +47,20 @@ fn read_prompt(prompt: Option<String>) -> Result<String> {
     Ok(text)
 }
 
+/// A prompt that invokes a custom command (`/review src`: a command file's or a plugin's)
+/// becomes that command's prompt, as Claude Code's `-p` does; anything else is sent as
+/// written (a built-in's name too: it needs the UI).
+fn expand_command(ctx: &Ctx, prompt: String) -> String {
+    if !prompt.starts_with('/') {
+        return prompt;
+    }
+    let set = keel_host::commands::CommandSet::load_for(&ctx.cwd, Some(&ctx.home));
+    match set.parse(prompt.trim()) {
+        Ok(keel_host::commands::Invocation::Custom { prompt, .. }) => prompt,
+        _ => prompt,
+    }
+}
+
 /// `keel run`.
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     if let Some(server) = args.server.clone() {
@@ -54,7 +68,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     }
     let prompt = match &args.goal {
         Some(_) => String::new(),
-        None => read_prompt(args.prompt)?,
+        None => expand_command(ctx, read_prompt(args.prompt)?),
     };
     let images = super::images::read(&ctx.cwd, &args.image)?;
     let host = ctx.host()?;

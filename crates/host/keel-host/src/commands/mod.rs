@@ -213,6 +213,12 @@ pub enum ProblemKind {
         /// The file that wins.
         by: PathBuf,
     },
+    /// Plugin bundles share the name: each is kept under its namespaced name only.
+    #[error("more than one plugin has it: kept as {}", .names.join(" and "))]
+    Namespaced {
+        /// The namespaced names (`/a:review`, `/b:review`).
+        names: Vec<String>,
+    },
 }
 
 /// Why [`CommandSet::add_external`] refused a command.
@@ -266,7 +272,99 @@ impl CommandSet {
     /// a keel home has no commands of its own there.
     pub fn load_for(project: &Path, keel_home: Option<&Path>) -> CommandSet {
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        CommandSet::load(project, keel_home.unwrap_or(Path::new("")), home.as_deref())
+        let mut set =
+            CommandSet::load(project, keel_home.unwrap_or(Path::new("")), home.as_deref());
+        if let Some(keel_home) = keel_home {
+            set.add_bundles(&crate::bundles::enabled(keel_home, project));
+        }
+        set
+    }
+
+    /// Add the commands of plugin bundles (`ROOT/commands/*.md`, read beneath the bundle's
+    /// folder): each as `/PLUGIN:NAME`, and as `/NAME` too when no other command has that
+    /// name. Two bundles with the same command keep both under their namespaced names, and
+    /// the clash is a problem naming both ([`ProblemKind::Namespaced`]).
+    pub fn add_bundles(&mut self, bundles: &[keel_agent::plugin::Bundle]) {
+        let mut found = Vec::new();
+        for bundle in bundles {
+            let dir = bundle.root.join("commands");
+            let Ok(reader) = Reader::beneath(&bundle.root) else {
+                continue;
+            };
+            if reader.metadata(&dir).is_err() {
+                continue;
+            }
+            scan_dir(
+                &reader,
+                &dir,
+                std::slice::from_ref(&bundle.name),
+                0,
+                &mut found,
+                &mut self.problems,
+            );
+        }
+        let mut added: Vec<usize> = Vec::new();
+        for FoundFile { name, path, text } in found {
+            let text = match text {
+                Ok(_) if !valid_name(&name) => Err(ProblemKind::InvalidName),
+                other => other,
+            };
+            let text = match text {
+                Ok(text) => text,
+                Err(kind) => {
+                    self.problems.push(Problem {
+                        name: Some(name),
+                        path,
+                        kind,
+                    });
+                    continue;
+                }
+            };
+            if self.get(&name).is_some() {
+                continue;
+            }
+            let parsed = parse_command_file(&text);
+            added.push(self.custom.len());
+            self.custom.push(Custom {
+                info: CommandInfo {
+                    name,
+                    description: parsed.description,
+                    argument_hint: parsed.argument_hint,
+                    kind: CommandKind::Custom { path },
+                    aliases: Vec::new(),
+                },
+                body: parsed.body,
+            });
+        }
+        // The short names: given where unique, said where two bundles share one.
+        let short = |name: &str| name.split_once(':').map(|(_, s)| s.to_owned());
+        for &i in &added {
+            let Some(alias) = short(&self.custom[i].info.name) else {
+                continue;
+            };
+            let sharing: Vec<String> = added
+                .iter()
+                .filter(|&&j| short(&self.custom[j].info.name).as_deref() == Some(&alias))
+                .map(|&j| format!("/{}", self.custom[j].info.name))
+                .collect();
+            let first =
+                sharing.first().map(String::as_str) == Some(&self.custom[i].info.slash_name());
+            if sharing.len() > 1 {
+                if !first {
+                    continue;
+                }
+                if let CommandKind::Custom { path } = &self.custom[i].info.kind {
+                    self.problems.push(Problem {
+                        name: Some(alias),
+                        path: path.clone(),
+                        kind: ProblemKind::Namespaced { names: sharing },
+                    });
+                }
+            } else if self.get(&alias).is_none() && Builtin::from_name(&alias).is_none() {
+                self.custom[i].info.aliases.push(alias);
+            }
+        }
+        self.custom.sort_by(|a, b| a.info.name.cmp(&b.info.name));
     }
 
     /// The built-ins and the custom commands under `project`, `keel_home` and `user_home` (see
@@ -455,9 +553,9 @@ impl CommandSet {
                 args: args.to_owned(),
             });
         }
-        if let Some(custom) = self.custom.iter().find(|c| c.info.name == name) {
+        if let Some(custom) = self.custom.iter().find(|c| c.info.answers_to(name)) {
             return Ok(Invocation::Custom {
-                name: name.to_owned(),
+                name: custom.info.name.clone(),
                 prompt: expand_arguments(&custom.body, args),
             });
         }
