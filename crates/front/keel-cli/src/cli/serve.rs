@@ -81,6 +81,11 @@ pub struct ServeArgs {
     /// Replay a model script (JSON or YAML) instead of calling a model, in every session.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// A server for one program (the Python SDK starts its own so): no $KEEL_HOME/serve.json
+    /// is written (a running server's stays as it is, for `keel web` and `keel attach`), and
+    /// the server stops, as on SIGTERM, when its stdin closes (its program ended).
+    #[arg(long)]
+    pub private: bool,
 }
 
 /// `keel batch`.

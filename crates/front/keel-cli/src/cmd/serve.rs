@@ -45,10 +45,18 @@ pub fn run(ctx: &Ctx, args: ServeArgs) -> Result<ExitCode> {
             bound.local_addr()
         );
     }
+    // The signals are caught from here on: a SIGTERM right after the URL is printed stops the
+    // server cleanly instead of killing it with serve.json left behind.
+    let stop = {
+        let _runtime = rt.enter();
+        stop_signal(args.private)
+    };
     let token = keel_serve::new_token();
     let url = bound.url(&token);
     let state = ctx.home.join("serve.json");
-    write_state(&state, &url, &token)?;
+    if !args.private {
+        write_state(&state, &url, &token)?;
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "keel serve: {url}").context("cannot write to stdout")?;
@@ -59,7 +67,11 @@ pub fn run(ctx: &Ctx, args: ServeArgs) -> Result<ExitCode> {
         "keel: serving sessions on {}://{} (API /api/v1; state in {})",
         bound.scheme(),
         bound.local_addr(),
-        state.display()
+        if args.private {
+            "no file: --private".into()
+        } else {
+            state.display().to_string()
+        }
     );
     let served = rt.block_on(keel_serve::serve(
         bound,
@@ -69,10 +81,12 @@ pub fn run(ctx: &Ctx, args: ServeArgs) -> Result<ExitCode> {
             token,
             trusted_hosts: args.trusted_hosts,
         },
-        stop_signal(),
+        stop,
     ));
     rt.shutdown_timeout(Duration::from_secs(1));
-    let _ = std::fs::remove_file(&state);
+    if !args.private {
+        let _ = std::fs::remove_file(&state);
+    }
     served?;
     Ok(ExitCode::SUCCESS)
 }
@@ -135,18 +149,41 @@ fn raise_open_files_limit() {
     }
 }
 
-/// Ctrl-C or SIGTERM.
-async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                term.recv().await;
+/// Ctrl-C or SIGTERM, or with `stdin_eof` the end of stdin. Called inside the runtime: the
+/// handlers are installed at once, not when the future is first polled.
+fn stop_signal(stdin_eof: bool) -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    let eof = stdin_eof.then(|| {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            let _ = tx.send(());
+        });
+        rx
+    });
+    async move {
+        let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        let eof = async move {
+            match eof {
+                Some(rx) => {
+                    let _ = rx.await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = wait(term) => {}
+            () = wait(int) => {}
+            () = eof => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
     }
 }

@@ -15,6 +15,7 @@ mod attach;
 mod client;
 mod crash;
 mod lock;
+mod private;
 mod remote;
 mod routes;
 mod schemathesis;
