@@ -299,7 +299,11 @@ impl Contributes {
                 .ok()
                 .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
                 .and_then(|v| v.get(field).and_then(|h| h.as_object()).cloned())
-                .map(|o| o.keys().cloned().collect())
+                .map(|o| {
+                    let mut keys: Vec<String> = o.keys().cloned().collect();
+                    keys.sort();
+                    keys
+                })
                 .unwrap_or_default()
         };
         Contributes {
