@@ -86,6 +86,9 @@ pub struct HookCommand {
     pub command: String,
     /// Time limit ([`DEFAULT_TIMEOUT`] when absent).
     pub timeout: Option<Duration>,
+    /// The plugin bundle folder it comes from (`None` for keel's and the project's hooks):
+    /// the command runs with `CLAUDE_PLUGIN_ROOT` set to it ([`crate::bundles`]).
+    pub plugin_root: Option<PathBuf>,
 }
 
 /// A matcher: which tool names (or `SessionStart` sources) a group applies to.
@@ -211,6 +214,15 @@ impl HooksConfig {
         for name in other.ignored {
             if !self.ignored.contains(&name) {
                 self.ignored.push(name);
+            }
+        }
+    }
+
+    /// Change every command in place (a bundle's `${CLAUDE_PLUGIN_ROOT}` expanded).
+    pub(crate) fn each_command(&mut self, mut f: impl FnMut(&mut HookCommand)) {
+        for groups in self.groups.values_mut() {
+            for group in groups {
+                group.hooks.iter_mut().for_each(&mut f);
             }
         }
     }
@@ -488,6 +500,7 @@ fn command(at: String, c: RawCommand) -> Result<HookCommand, ShapeError> {
     Ok(HookCommand {
         command: c.command,
         timeout,
+        plugin_root: None,
     })
 }
 

@@ -23,14 +23,22 @@
 //! pipeline's seams. The plugin row is `hooks` ([`CommandHooksPlugin`]); it reads keel's
 //! `[hooks]` configuration section and, unless its row says otherwise, the project's
 //! `.claude/settings.json` — only in a workspace the user trusts
-//! ([`keel_agent::plugin::InstallContext::project_trust`]).
+//! ([`keel_agent::plugin::InstallContext::project_trust`]) — and then the `hooks/hooks.json` of
+//! every plugin bundle the user installed ([`bundles`]; whatever the workspace's trust). A
+//! bundle's file that cannot be used is skipped and logged as an ignorable `hooks/warning`
+//! `{bundle, file, error}` ([`presenter`]); the agent is built without it.
 #![deny(missing_docs)]
 
 mod adapters;
+pub mod bundles;
 pub mod config;
 pub mod names;
 mod output;
+pub mod presenter;
 mod runner;
+
+pub use bundles::{BundleProblem, load_bundle_hooks, load_bundles};
+pub use presenter::WARNING_EVENT;
 
 pub use config::{
     DEFAULT_TIMEOUT, HookCommand, HookEvent, HooksConfig, HooksConfigError, Matcher, MatcherGroup,
@@ -149,8 +157,9 @@ impl Default for HooksRow {
     }
 }
 
-/// The `hooks` plugin: command hooks from keel's `[hooks]` configuration section and the
-/// project's `.claude/settings.json` (+ `.local.json`), run by the agent's subprocess service.
+/// The `hooks` plugin: command hooks from keel's `[hooks]` configuration section, the
+/// project's `.claude/settings.json` (+ `.local.json`) and the installed plugin bundles'
+/// `hooks/hooks.json`, run by the agent's subprocess service.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CommandHooksPlugin;
 
@@ -163,6 +172,9 @@ impl Plugin for CommandHooksPlugin {
     }
     fn enabled_by_default(&self) -> bool {
         true
+    }
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(presenter::presenter())
     }
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
         let row: HooksRow = plugin_config(ID, config)?;
@@ -179,6 +191,23 @@ impl Plugin for CommandHooksPlugin {
                 .map_err(|e| PluginError::setup(ID, "cannot read the project's settings", e))?
         {
             merged.merge(project);
+        }
+        // The user's installed bundles run whatever the workspace's trust; one that cannot be
+        // used is left out with a warning, the others still load.
+        let (from_bundles, problems) = load_bundles(&ctx.bundles);
+        merged.merge(from_bundles);
+        if !problems.is_empty() {
+            let warnings: Vec<Value> = problems
+                .iter()
+                .map(|p| {
+                    serde_json::json!({"bundle": p.bundle, "file": p.file, "error": p.error.to_string()})
+                })
+                .collect();
+            ctx.on_agent.push(Box::new(move |agent| {
+                for w in warnings {
+                    let _ = agent.push_ignorable(WARNING_EVENT, w);
+                }
+            }));
         }
         if merged.is_empty() {
             return Ok(());

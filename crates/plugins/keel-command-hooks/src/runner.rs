@@ -7,7 +7,8 @@
 //! `hook/result` per command in configuration order, so the log does not depend on which
 //! process finished first. Children get the subprocess service's scrubbed environment
 //! (names containing KEY, PASSWORD, SECRET or TOKEN removed unless forwarded) plus
-//! `CLAUDE_PROJECT_DIR` and `KEEL_PROJECT_DIR`; a timeout or a cancelled turn stops the whole
+//! `CLAUDE_PROJECT_DIR` and `KEEL_PROJECT_DIR` (and `CLAUDE_PLUGIN_ROOT` for a plugin bundle's
+//! command); a timeout or a cancelled turn stops the whole
 //! process group (SIGTERM, grace, SIGKILL).
 
 use crate::HooksOptions;
@@ -167,7 +168,7 @@ impl Shared {
     ) -> RunOutput {
         let limit = cmd.timeout.unwrap_or(self.options.default_timeout);
         let dir = &self.options.cwd;
-        let spec = CommandSpec::new(["/bin/sh", "-c", cmd.command.as_str()])
+        let mut spec = CommandSpec::new(["/bin/sh", "-c", cmd.command.as_str()])
             .cwd(dir)
             .stdin(stdin.to_vec())
             .env("CLAUDE_PROJECT_DIR", dir)
@@ -175,6 +176,9 @@ impl Shared {
             .timeout(limit)
             .cap(OUTPUT_CAP)
             .label("hook");
+        if let Some(root) = &cmd.plugin_root {
+            spec = spec.env("CLAUDE_PLUGIN_ROOT", root);
+        }
         let started = std::time::Instant::now();
         match self.runner.run(spec, cancel).await {
             Ok(out) => RunOutput {

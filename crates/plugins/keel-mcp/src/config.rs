@@ -339,14 +339,25 @@ pub fn read_mcp_json(
     var: &dyn Fn(&str) -> Option<String>,
 ) -> (Vec<ServerConfig>, Vec<ConfigProblem>) {
     let path = project.join(".mcp.json");
-    let origin = path.display().to_string();
+    read_servers_file(project, &path, &path.display().to_string(), var)
+}
+
+/// The servers of the `{"mcpServers": {...}}` file `path`, opened beneath `base` as
+/// [`read_mcp_json`] opens the project's; `origin` names it in the servers and the problems.
+pub(crate) fn read_servers_file(
+    base: &Path,
+    path: &Path,
+    origin: &str,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> (Vec<ServerConfig>, Vec<ConfigProblem>) {
+    let origin = origin.to_owned();
     let problem = |server: &str, message: String| ConfigProblem {
         server: server.to_owned(),
         origin: origin.clone(),
         message,
     };
-    let read = keel_tools::beneath::Reader::beneath(project)
-        .and_then(|r| r.read_text(&path, MAX_MCP_JSON_BYTES));
+    let read = keel_tools::beneath::Reader::beneath(base)
+        .and_then(|r| r.read_text(path, MAX_MCP_JSON_BYTES));
     let text = match read {
         Ok(text) => text,
         Err(e) if e.is_not_found() => return (Vec::new(), Vec::new()),
@@ -367,12 +378,26 @@ pub fn read_mcp_json(
             vec![problem("*", "no `mcpServers` object".into())],
         );
     };
+    servers_of(servers, var, &origin)
+}
+
+/// The servers of an `mcpServers` object, expanded with `var`; each entry that cannot be
+/// used is a problem of `origin`.
+pub(crate) fn servers_of(
+    servers: &serde_json::Map<String, Value>,
+    var: &dyn Fn(&str) -> Option<String>,
+    origin: &str,
+) -> (Vec<ServerConfig>, Vec<ConfigProblem>) {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for (name, entry) in servers {
-        match mcp_json_server(name, entry, var, &origin) {
+        match mcp_json_server(name, entry, var, origin) {
             Ok(s) => out.push(s),
-            Err(e) => problems.push(problem(name, e.to_string())),
+            Err(e) => problems.push(ConfigProblem {
+                server: name.clone(),
+                origin: origin.to_owned(),
+                message: e.to_string(),
+            }),
         }
     }
     (out, problems)

@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod bundles;
 pub mod client;
 pub mod config;
 pub mod elicit;

@@ -1,7 +1,8 @@
 //! The `mcp` plugin (on by default; it does nothing without configured servers, so the default
-//! request does not change). At install it reads `[mcp_servers.*]` and the project's
-//! `.mcp.json`, starts every enabled server in parallel on the MCP runtime, waits for each at
-//! most its startup timeout, and offers the tools of those that answered as one tool source
+//! request does not change). At install it reads `[mcp_servers.*]`, the project's
+//! `.mcp.json` and the servers of the installed plugin bundles ([`crate::bundles`]), starts
+//! every enabled server in parallel on the MCP runtime, waits for each at most its startup
+//! timeout, and offers the tools of those that answered as one tool source
 //! ([`McpToolSource`]: sorted by server and tool name so requests stay prefix-stable, re-read
 //! at turn boundaries after `tools/list_changed`), then `mcp_resources` and
 //! `mcp_read_resource` when any of them offers resources. Each server's outcome is logged once
@@ -14,7 +15,7 @@ use crate::client::runtime::McpRuntime;
 use crate::client::server::Server;
 use crate::client::source::McpToolSource;
 use crate::config::{self, ServerConfig, TomlServer};
-use keel_agent::plugin::{InstallContext, Plugin, PluginError, PluginId};
+use keel_agent::plugin::{Bundle, InstallContext, Plugin, PluginError, PluginId};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,13 +44,26 @@ pub fn configured(
     settings: &Value,
     project: Option<&std::path::Path>,
 ) -> (Vec<ServerConfig>, Vec<config::ConfigProblem>) {
+    configured_with_bundles(settings, project, &[])
+}
+
+/// [`configured`], then the servers of the user's plugin `bundles`
+/// ([`crate::bundles::add_bundle_servers`]: read whatever the workspace's trust, renamed
+/// `BUNDLE_SERVER` when their name is taken).
+pub fn configured_with_bundles(
+    settings: &Value,
+    project: Option<&std::path::Path>,
+    bundles: &[Bundle],
+) -> (Vec<ServerConfig>, Vec<config::ConfigProblem>) {
     let toml: BTreeMap<String, TomlServer> = settings
         .get("mcp_servers")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
-    config::resolve(&toml, &|_| "configuration".to_owned(), project, &|name| {
-        std::env::var(name).ok()
-    })
+    let env = |name: &str| std::env::var(name).ok();
+    let (mut servers, mut problems) =
+        config::resolve(&toml, &|_| "configuration".to_owned(), project, &env);
+    crate::bundles::add_bundle_servers(&mut servers, &mut problems, bundles, &env);
+    (servers, problems)
 }
 
 impl Plugin for McpPlugin {
@@ -75,7 +89,8 @@ impl Plugin for McpPlugin {
         let project = ctx
             .trusts_file(&ctx.cwd.join(".mcp.json"))
             .then_some(ctx.cwd.as_path());
-        let (servers, problems) = configured(&ctx.settings, project);
+        // The user's installed bundles' servers start whatever the workspace's trust.
+        let (servers, problems) = configured_with_bundles(&ctx.settings, project, &ctx.bundles);
         let servers: Vec<ServerConfig> = servers.into_iter().filter(|s| s.enabled).collect();
         let mut events: Vec<Value> = problems
             .iter()

@@ -30,6 +30,7 @@ fn setup() -> (tempfile::TempDir, Vec<Root>) {
         roots.push(Root {
             dir,
             scope: Scope::Home,
+            bundle: None,
         });
     }
     (t, roots)

@@ -6,7 +6,7 @@
 //! | piece | where |
 //! |---|---|
 //! | the front matter (a small, careful subset of YAML) | [`front`] |
-//! | the roots in rank order (project, configured, home) | [`roots`] |
+//! | the roots in rank order (project, configured, plugin bundles, home) | [`roots`] |
 //! | a scan of the roots: skills, shadowed ones, warnings; the prompt's skill list | [`scan`] |
 //! | the `skill` tool the model loads a skill with | [`tool`] |
 //! | `/name [args]` for people | [`commands`] |
@@ -24,5 +24,5 @@ pub mod scan;
 pub mod tool;
 
 pub use plugin::{ID, LISTING_EVENT, SkillsConfig, SkillsPlugin, WARNING_EVENT};
-pub use roots::{PROJECT_DIRS, Root, Scope, project_root, project_skill_dirs};
+pub use roots::{PROJECT_DIRS, Root, Scope, project_root, project_skill_dirs, roots_with_bundles};
 pub use scan::{Skill, SkillSet};

@@ -21,7 +21,7 @@
 
 use crate::commands::SkillCommands;
 pub use crate::presenter::{LISTING_EVENT, WARNING_EVENT};
-use crate::roots::{Root, expand, project_root, roots};
+use crate::roots::{Root, expand, project_root, roots_with_bundles};
 use crate::scan::{Fingerprint, SkillSet, Warning};
 use crate::tool::SkillTool;
 use keel_agent::AgentSlot;
@@ -218,9 +218,11 @@ impl Plugin for SkillsPlugin {
             .project_trust
             .is_trusted()
             .then(|| project_root(&ctx.cwd));
-        let shared = Shared::new(roots(
+        // The user's installed plugin bundles' skills are read whatever the workspace's trust.
+        let shared = Shared::new(roots_with_bundles(
             project.as_deref(),
             &dirs,
+            &ctx.bundles,
             home.as_deref(),
             &ctx.keel_home,
         ));
@@ -263,6 +265,7 @@ mod tests {
         let shared = Shared::new(vec![Root {
             dir: dir.clone(),
             scope: Scope::Home,
+            bundle: None,
         }]);
         assert!(shared.skill_set().skills.is_empty());
         assert!(!shared.refresh());

@@ -3,14 +3,20 @@
 //! 1. the project's roots, at the git root of the workspace (or the workspace outside git),
 //!    read only when the workspace is trusted: [`PROJECT_DIRS`];
 //! 2. the directories of the plugin's `dirs` setting, in the order given;
-//! 3. the home roots: `~/.dsh/skills`, `~/.agents/skills`, `$KEEL_HOME/skills`,
+//! 3. the `skills/` folder of each plugin bundle the user installed, in the host's order
+//!    (scope [`Scope::Config`], read beneath the bundle's folder: [`Root::bundle`]);
+//! 4. the home roots: `~/.dsh/skills`, `~/.agents/skills`, `$KEEL_HOME/skills`,
 //!    `~/.claude/skills`, `~/.codex/skills` (`~` is `$HOME`).
 //!
 //! A directory reached twice (the workspace is the home directory, say) is read once, at its
 //! first rank.
 
+use keel_agent::plugin::Bundle;
 use keel_tools::beneath::{BeneathError, Reader};
 use std::path::{Path, PathBuf};
+
+/// A plugin bundle's skill root, relative to its folder.
+pub const BUNDLE_SKILLS_DIR: &str = "skills";
 
 /// A project's skill roots, relative to its git root, in rank order.
 pub const PROJECT_DIRS: [&str; 5] = [
@@ -32,7 +38,8 @@ const HOME_AFTER_KEEL: [&str; 2] = [".claude/skills", ".codex/skills"];
 pub enum Scope {
     /// The workspace's own (governed by workspace trust).
     Project,
-    /// A directory of the plugin's `dirs` setting.
+    /// A directory of the plugin's `dirs` setting, or a plugin bundle's `skills/`
+    /// ([`Root::bundle`] says which).
     Config,
     /// The user's home or `$KEEL_HOME`.
     Home,
@@ -45,14 +52,20 @@ pub struct Root {
     pub dir: PathBuf,
     /// Its kind.
     pub scope: Scope,
+    /// The plugin bundle folder it is in (`BUNDLE/skills`), `None` for the other roots: its
+    /// files are opened beneath the bundle, never through a link out of it.
+    pub bundle: Option<PathBuf>,
 }
 
 impl Root {
     /// The directory this root's files are opened beneath: for a project root, the project
     /// directory it sits in (`…/.claude/skills` → `…`), so that no listing or read follows a
-    /// link out of the workspace; `None` for the user's and configured roots, whose links
-    /// (to dotfiles) are followed.
+    /// link out of the workspace; for a plugin bundle's, the bundle's folder; `None` for the
+    /// user's and configured roots, whose links (to dotfiles) are followed.
     pub fn beneath(&self) -> Option<PathBuf> {
+        if let Some(bundle) = &self.bundle {
+            return Some(bundle.clone());
+        }
         if self.scope != Scope::Project {
             return None;
         }
@@ -113,33 +126,56 @@ pub fn roots(
     home: Option<&Path>,
     keel_home: &Path,
 ) -> Vec<Root> {
+    roots_with_bundles(project, configured, &[], home, keel_home)
+}
+
+/// [`roots`] with the `skills/` folder of each of `bundles` (the user's installed plugin
+/// bundles) after the configured roots and before the home roots.
+pub fn roots_with_bundles(
+    project: Option<&Path>,
+    configured: &[PathBuf],
+    bundles: &[Bundle],
+    home: Option<&Path>,
+    keel_home: &Path,
+) -> Vec<Root> {
     let mut out: Vec<Root> = Vec::new();
-    let mut add = |dir: PathBuf, scope: Scope| {
+    let mut add = |dir: PathBuf, scope: Scope, bundle: Option<&Path>| {
         let key = dir.canonicalize().unwrap_or_else(|_| dir.clone());
         let seen = out
             .iter()
             .any(|r| r.dir == dir || r.dir.canonicalize().is_ok_and(|c| c == key));
         if !seen {
-            out.push(Root { dir, scope });
+            out.push(Root {
+                dir,
+                scope,
+                bundle: bundle.map(Path::to_path_buf),
+            });
         }
     };
     if let Some(project) = project {
         for rel in PROJECT_DIRS {
-            add(project.join(rel), Scope::Project);
+            add(project.join(rel), Scope::Project, None);
         }
     }
     for dir in configured {
-        add(dir.clone(), Scope::Config);
+        add(dir.clone(), Scope::Config, None);
+    }
+    for bundle in bundles {
+        add(
+            bundle.root.join(BUNDLE_SKILLS_DIR),
+            Scope::Config,
+            Some(&bundle.root),
+        );
     }
     if let Some(home) = home {
         for rel in HOME_BEFORE_KEEL {
-            add(home.join(rel), Scope::Home);
+            add(home.join(rel), Scope::Home, None);
         }
     }
-    add(keel_home.join("skills"), Scope::Home);
+    add(keel_home.join("skills"), Scope::Home, None);
     if let Some(home) = home {
         for rel in HOME_AFTER_KEEL {
-            add(home.join(rel), Scope::Home);
+            add(home.join(rel), Scope::Home, None);
         }
     }
     out
@@ -222,6 +258,26 @@ mod tests {
         assert!(same.iter().all(|r| r.scope == Scope::Project));
         // Untrusted: no project roots.
         assert_eq!(roots(None, &[], None, Path::new("/k")).len(), 1);
+    }
+
+    #[test]
+    fn bundle_roots_come_after_the_configured_ones_and_before_the_home_ones() {
+        let bundles = [
+            Bundle {
+                name: "a".into(),
+                root: "/b/a".into(),
+            },
+            Bundle {
+                name: "z".into(),
+                root: "/b/z".into(),
+            },
+        ];
+        let got = roots_with_bundles(None, &["/c".into()], &bundles, None, Path::new("/k"));
+        let dirs: Vec<String> = got.iter().map(|r| r.dir.display().to_string()).collect();
+        assert_eq!(dirs, ["/c", "/b/a/skills", "/b/z/skills", "/k/skills"]);
+        assert_eq!(got[1].beneath(), Some(PathBuf::from("/b/a")));
+        assert_eq!(got[0].beneath(), None);
+        assert_eq!(got[3].beneath(), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@ fn root(dir: &Path, scope: Scope) -> Root {
     Root {
         dir: dir.to_path_buf(),
         scope,
+        bundle: None,
     }
 }
 
@@ -224,4 +225,59 @@ fn project_skills_linked_out_of_the_workspace_or_fifos_are_never_read() {
     let cat = SkillSet::scan(&[root(&home, Scope::Home)]);
     assert_eq!(cat.skills.len(), 1);
     assert_eq!(cat.skills[0].name, "leak");
+}
+
+#[test]
+fn bundle_skills_rank_after_configured_roots_and_links_out_of_the_bundle_are_not_read() {
+    use keel_agent::plugin::Bundle;
+    use std::os::unix::fs::symlink;
+    let t = tempfile::tempdir().unwrap();
+    let configured = t.path().join("configured");
+    let home = t.path().join("k");
+    let bundle = Bundle {
+        name: "tools".into(),
+        root: t.path().join("bundle"),
+    };
+    let skills = bundle.root.join("skills");
+    write(
+        &configured.join("shared.md"),
+        &skill_text("shared", "configured"),
+    );
+    write(&skills.join("shared.md"), &skill_text("shared", "bundle"));
+    write(
+        &skills.join("fmt/SKILL.md"),
+        &skill_text("fmt", "from the bundle"),
+    );
+    write(&home.join("skills/fmt.md"), &skill_text("fmt", "home"));
+    write(
+        &t.path().join("outside/SKILL.md"),
+        &skill_text("leak", "MARKER outside"),
+    );
+    std::fs::create_dir_all(skills.join("leak")).unwrap();
+    symlink("../../../outside/SKILL.md", skills.join("leak/SKILL.md")).unwrap();
+    let roots = crate::roots::roots_with_bundles(
+        None,
+        std::slice::from_ref(&configured),
+        std::slice::from_ref(&bundle),
+        None,
+        &home,
+    );
+    assert_eq!(roots[1].dir, skills);
+    assert_eq!(roots[1].beneath(), Some(bundle.root.clone()));
+    let cat = SkillSet::scan(&roots);
+    let found: Vec<(&str, &str)> = cat
+        .skills
+        .iter()
+        .map(|s| (s.name.as_str(), s.description.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [("fmt", "from the bundle"), ("shared", "configured")],
+        "the first root holding a name wins"
+    );
+    assert_eq!(cat.shadowed.len(), 2);
+    let said: Vec<String> = cat.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("leak/SKILL.md"), "{said:?}");
+    assert!(!said[0].contains("MARKER"), "{said:?}");
 }

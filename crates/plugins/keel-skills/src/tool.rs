@@ -222,6 +222,7 @@ mod tests {
         let cat = SkillSet::scan(&[Root {
             dir: t.path().to_path_buf(),
             scope: Scope::Home,
+            bundle: None,
         }]);
         let skill = cat.get("pdf").unwrap();
         let text = render(skill, &body(skill).unwrap());
@@ -287,6 +288,7 @@ mod tests {
         let cat = SkillSet::scan(&[Root {
             dir: t.path().to_path_buf(),
             scope: Scope::Home,
+            bundle: None,
         }]);
         assert_eq!(
             unknown(&cat, "deplyo"),
