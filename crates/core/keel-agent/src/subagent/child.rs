@@ -2,6 +2,7 @@
 //! filtered tool set, its never-ask approval policy, its first message; then one turn whose
 //! cancellation follows the caller's.
 
+use super::defs::{AgentDef, AgentDefs};
 use super::tool::SubagentTool;
 use super::{ChildModel, ID, SubagentConfig, SubagentMode};
 use crate::agent::{Agent, ApprovalPolicy, ToolSetup};
@@ -55,6 +56,10 @@ pub(crate) struct Assignment<'a> {
     pub(crate) background: bool,
     /// Its first working directory, as the call gave it (`None`: the parent's).
     pub(crate) cwd: Option<&'a str>,
+    /// The named definition it runs, if any.
+    pub(crate) definition: Option<&'a AgentDef>,
+    /// The definitions its own `subagent` tool may name.
+    pub(crate) defs: &'a Arc<AgentDefs>,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> ToolError {
@@ -115,10 +120,16 @@ pub(crate) fn build(
         hook(&info, &mut own);
     }
     let ChildSetup {
-        hooks: own,
+        hooks: mut own,
         tools,
         withheld,
     } = own;
+    // A named definition: its body after keel's own system prompt, its tools as a filter.
+    if let Some(def) = task.definition {
+        let section = def.prompt_section();
+        own.prompt_sections
+            .push(Arc::new(move |_| vec![section.clone()]));
+    }
     let provided: Vec<String> = tools.iter().map(|t| t.schema().name).collect();
 
     let allowed = |name: &str| {
@@ -126,6 +137,7 @@ pub(crate) fn build(
             .tools
             .as_ref()
             .is_none_or(|list| list.iter().any(|t| t == name))
+            && task.definition.is_none_or(|d| d.allows(name))
     };
     let mut registry = parent.pipeline().registry().filtered(|name| {
         allowed(name)
@@ -149,7 +161,7 @@ pub(crate) fn build(
             .map_err(|e| failed("cannot register its send_message tool", e))?;
     }
     let nested = (task.depth < config.max_depth && allowed("subagent"))
-        .then(|| SubagentTool::new(config.clone(), store.clone()));
+        .then(|| SubagentTool::with_defs(config.clone(), store.clone(), task.defs.clone(), false));
     if let Some(tool) = &nested {
         registry
             .register(tool.clone())
@@ -201,6 +213,9 @@ pub(crate) fn build(
     let mut extra = Map::new();
     extra.insert("parentSession".into(), json!(parent.session_id()));
     extra.insert("callId".into(), json!(task.call_id));
+    if let Some(def) = task.definition {
+        extra.insert("agent".into(), json!(def.name));
+    }
     let source = MessageSource::Known(KnownSource::Plugin {
         plugin: ID.source().into(),
         extra,

@@ -24,15 +24,23 @@
 //!   ─► subagent/finished
 //! ```
 //!
+//! Named subagents ([`defs`]): Claude Code's `agents/*.md` definitions from a trusted
+//! workspace, the user's folders and the enabled plugin bundles. With any, `subagent` takes
+//! `agent` (alias `subagent_type`): the child's system prompt gains the definition's body, its
+//! tools are narrowed to the definition's list, and its first message records `agent`.
+//!
 //! Binding: the tool is registered before the parent agent exists; [`install`] adds an
 //! `on_agent` callback that binds it (weakly) to the built agent.
 
 mod child;
+pub mod defs;
+mod front;
 mod spawner;
 pub mod team;
 mod tool;
 
 pub use child::ChildError;
+pub use defs::{AgentDef, AgentDefs, DefProblem};
 pub use spawner::{ChildModel, ChildTask, LiveChild, Spawner};
 pub use team::{
     AgentInfo, AgentsCommand, InterruptAgentTool, ListAgentsTool, MemberState, ParentMessageTool,
@@ -100,13 +108,28 @@ impl Default for SubagentConfig {
 /// Register the `subagent` tool in `ctx` (child sessions go to the store under
 /// `ctx.keel_home`) and bind it to the agent once built ([`InstallContext::bind`]). Background
 /// children need a background service too (the `jobs` plugin).
+///
+/// The named subagent definitions ([`defs`]) are read here, once: the project's only when
+/// `ctx.project_trust` is trusted, the user's, and those of `ctx.bundles`. Each file skipped is
+/// logged in the agent's session, when it is bound, as an ignorable
+/// [`defs::PROBLEM_EVENT`] `{file, error}`.
 pub fn install(ctx: &mut InstallContext, config: SubagentConfig) -> Arc<SubagentTool> {
+    let defs = Arc::new(AgentDefs::for_install(ctx));
+    install_with(ctx, config, defs)
+}
+
+/// [`install`] with the definitions given rather than read.
+pub fn install_with(
+    ctx: &mut InstallContext,
+    config: SubagentConfig,
+    defs: Arc<AgentDefs>,
+) -> Arc<SubagentTool> {
     let both = config.mode == SubagentMode::Both;
     let config = Arc::new(config);
     let store = Store::new(ctx.keel_home.clone());
-    let tool = SubagentTool::new(config.clone(), store.clone());
+    let tool = SubagentTool::with_defs(config.clone(), store.clone(), defs.clone(), false);
     ctx.tools.push(tool.clone());
-    let fork = both.then(|| SubagentTool::new_fork(config, store));
+    let fork = both.then(|| SubagentTool::with_defs(config, store, defs.clone(), true));
     if let Some(fork) = &fork {
         ctx.tools.push(fork.clone());
     }
@@ -124,6 +147,10 @@ pub fn install(ctx: &mut InstallContext, config: SubagentConfig) -> Arc<Subagent
         }
         team::bind_controls(&controls, agent);
         command.bind(agent);
+        for p in defs.problems() {
+            let data = serde_json::json!({"file": p.path.display().to_string(), "error": p.reason});
+            let _ = agent.push_ignorable(defs::PROBLEM_EVENT, data);
+        }
     }));
     tool
 }
@@ -141,6 +168,9 @@ impl Plugin for SubagentPlugin {
     }
     fn enabled_by_default(&self) -> bool {
         true
+    }
+    fn presenter(&self) -> Option<keel_protocol::present::MakePresenter> {
+        Some(defs::presenter())
     }
     fn install(&self, ctx: &mut InstallContext, config: Value) -> Result<(), PluginError> {
         let config: SubagentConfig = plugin_config(ID, config)?;

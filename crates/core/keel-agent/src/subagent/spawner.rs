@@ -12,6 +12,7 @@
 //! ```
 
 use super::child::{self, Assignment, Child, ChildError};
+use super::defs::{AgentDef, AgentDefs};
 use super::{SubagentConfig, SubagentMode};
 use crate::agent::Agent;
 use crate::handle::{AgentHandle, AgentSlot};
@@ -66,6 +67,9 @@ pub struct ChildTask<'a> {
     /// Its first working directory (resolved against the parent's, within the sandbox);
     /// `None`: the parent's. Later `working_directory` changes in either do not reach the other.
     pub cwd: Option<&'a str>,
+    /// The named subagent definition it runs ([`super::defs`]): its body joins the child's
+    /// system prompt, its tool list narrows the child's; `None`: a plain child.
+    pub definition: Option<&'a AgentDef>,
 }
 
 impl<'a> ChildTask<'a> {
@@ -79,6 +83,7 @@ impl<'a> ChildTask<'a> {
             background: false,
             model: None,
             cwd: None,
+            definition: None,
         }
     }
 }
@@ -88,6 +93,8 @@ pub struct Spawner {
     config: Arc<SubagentConfig>,
     store: Store,
     agent: AgentSlot,
+    /// The named definitions (handed on to children's own `subagent` tools).
+    defs: Arc<AgentDefs>,
 }
 
 impl std::fmt::Debug for Spawner {
@@ -103,11 +110,26 @@ impl Spawner {
     /// An unbound spawner; children's sessions go to `store`, nested delegation follows
     /// `config` (its depth limit and tool allow-list).
     pub fn new(config: Arc<SubagentConfig>, store: Store) -> Arc<Spawner> {
+        Self::with_defs(config, store, AgentDefs::none())
+    }
+
+    /// [`Spawner::new`] whose children's own `subagent` tools may name `defs`.
+    pub fn with_defs(
+        config: Arc<SubagentConfig>,
+        store: Store,
+        defs: Arc<AgentDefs>,
+    ) -> Arc<Spawner> {
         Arc::new(Spawner {
             config,
             store,
             agent: AgentSlot::new(),
+            defs,
         })
+    }
+
+    /// The named definitions.
+    pub fn defs(&self) -> &Arc<AgentDefs> {
+        &self.defs
     }
 
     /// Its settings.
@@ -160,6 +182,8 @@ impl Spawner {
             model: task.model.as_ref(),
             background: task.background,
             cwd: task.cwd,
+            definition: task.definition,
+            defs: &self.defs,
         };
         let child = child::build(&parent, &self.config, &self.store, &assignment)?;
         ctx.caller

@@ -1,6 +1,7 @@
 //! The `subagent` tool: depth check, child creation, lineage event and observers (all through
 //! the [`Spawner`]), then the child's turn in the foreground or as a background job.
 
+use super::defs::AgentDefs;
 use super::spawner::{ChildTask, LiveChild, Spawner};
 use super::team;
 use super::{SubagentConfig, SubagentMode};
@@ -38,23 +39,38 @@ struct Args {
     /// dsh 0.2: the child's first working directory.
     #[serde(default)]
     cwd: Option<String>,
+    /// A named subagent definition (Claude Code's Task tool calls it `subagent_type`).
+    #[serde(default)]
+    agent: Option<String>,
 }
 
 impl SubagentTool {
     /// An unbound tool; children's sessions go to `store`.
     pub fn new(config: Arc<SubagentConfig>, store: Store) -> Arc<SubagentTool> {
-        Arc::new(SubagentTool {
-            spawner: Spawner::new(config, store),
-            fork: false,
-        })
+        Self::with_defs(config, store, AgentDefs::none(), false)
     }
 
     /// The `subagent_fork` tool beside `subagent` (`mode = "both"`).
     pub fn new_fork(config: Arc<SubagentConfig>, store: Store) -> Arc<SubagentTool> {
+        Self::with_defs(config, store, AgentDefs::none(), true)
+    }
+
+    /// `subagent` (or `subagent_fork` when `fork`) whose calls may name one of `defs`.
+    pub fn with_defs(
+        config: Arc<SubagentConfig>,
+        store: Store,
+        defs: Arc<AgentDefs>,
+        fork: bool,
+    ) -> Arc<SubagentTool> {
         Arc::new(SubagentTool {
-            spawner: Spawner::new(config, store),
-            fork: true,
+            spawner: Spawner::with_defs(config, store, defs),
+            fork,
         })
+    }
+
+    /// The definitions its calls may name.
+    pub fn defs(&self) -> &Arc<AgentDefs> {
+        self.spawner.defs()
     }
 
     /// Bind to the agent whose calls this tool serves (the first binding wins).
@@ -87,6 +103,27 @@ impl Tool for SubagentTool {
                  final answer. Background: a job."
             }
         };
+        let mut parameters = json!({"type":"object","properties":{
+            "description":{"type":"string","description":"3-5 words."},
+            "prompt":{"type":"string"},
+            "run_in_background":{"type":"boolean"},
+            "cwd":{"type":"string"}
+        },"required":["description","prompt"]});
+        // Named definitions are offered on `subagent` only (Claude Code has one tool; a
+        // definition is a fresh specialist, not a fork of this conversation). Without one the
+        // schema is as it always was.
+        let defs = self.spawner.defs();
+        if !self.fork
+            && !defs.is_empty()
+            && let Some(props) = parameters
+                .get_mut("properties")
+                .and_then(Value::as_object_mut)
+        {
+            props.insert(
+                "agent".into(),
+                json!({"type":"string","description": defs.parameter_description()}),
+            );
+        }
         ToolSchema {
             name: if self.fork {
                 "subagent_fork"
@@ -95,13 +132,13 @@ impl Tool for SubagentTool {
             }
             .into(),
             description: description.into(),
-            parameters: json!({"type":"object","properties":{
-                "description":{"type":"string","description":"3-5 words."},
-                "prompt":{"type":"string"},
-                "run_in_background":{"type":"boolean"},
-                "cwd":{"type":"string"}
-            },"required":["description","prompt"]}),
+            parameters,
         }
+    }
+
+    fn aliases(&self) -> &'static [(&'static str, &'static str)] {
+        // Claude Code's Task tool names the definition `subagent_type`.
+        &[("subagent_type", "agent")]
     }
 
     fn effect(&self) -> ToolEffect {
@@ -114,6 +151,12 @@ impl Tool for SubagentTool {
         let a: Args =
             serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
         self.spawner.child_depth()?;
+        // An unknown name is refused before anything is written.
+        let definition = self.spawner.defs().resolve(a.agent.as_deref())?;
+        let model = match &definition {
+            Some(d) => d.child_model(&self.spawner.parent()?),
+            None => None,
+        };
         let jobs = match a.run_in_background {
             true => Some(ctx.caller.jobs().ok_or_else(|| {
                 ToolError::Denied(
@@ -126,6 +169,8 @@ impl Tool for SubagentTool {
             mode: self.mode(),
             background: a.run_in_background,
             cwd: a.cwd.as_deref(),
+            definition: definition.as_deref(),
+            model,
             ..ChildTask::new(&a.description, &a.prompt)
         };
         let child = self.spawner.start(task, ctx).await?;
