@@ -44,6 +44,8 @@ enum Source {
     Toml { layers: Vec<String> },
     /// The project's `.mcp.json`.
     McpJson { path: PathBuf },
+    /// An installed plugin bundle's (`keel plugin`).
+    Bundle { plugin: String },
 }
 
 /// One server as the configuration names it.
@@ -144,7 +146,52 @@ fn listing(host: &Host, var: &dyn Fn(&str) -> Option<String>) -> Listing {
             },
         );
     }
+    add_bundles(host, var, &mut out);
     out
+}
+
+/// The servers of the user's enabled plugin bundles (docs/plugins.md), after the configured
+/// ones; a name already taken gets the plugin's prefix, as in a run.
+fn add_bundles(host: &Host, var: &dyn Fn(&str) -> Option<String>, out: &mut Listing) {
+    let bundles = keel_host::bundles::enabled(host.home(), host.cwd());
+    if bundles.is_empty() {
+        return;
+    }
+    let mut servers: Vec<ServerConfig> = Vec::new();
+    let mut problems: Vec<ConfigProblem> = Vec::new();
+    for e in out.servers.values() {
+        match &e.resolved {
+            Ok(c) => servers.push(c.clone()),
+            Err(p) => problems.push(p.clone()),
+        }
+    }
+    let before = problems.len();
+    keel_mcp::bundles::add_bundle_servers(&mut servers, &mut problems, &bundles, var);
+    let plugin_of = |origin: &str| {
+        origin
+            .strip_prefix("plugin ")
+            .and_then(|rest| rest.split_once(' '))
+            .map(|(name, _)| name.to_owned())
+            .unwrap_or_default()
+    };
+    for s in servers {
+        if out.servers.contains_key(&s.name) {
+            continue;
+        }
+        out.servers.insert(
+            s.name.clone(),
+            Entry {
+                name: s.name.clone(),
+                source: Source::Bundle {
+                    plugin: plugin_of(&s.origin),
+                },
+                origin: s.origin.clone(),
+                resolved: Ok(s),
+                overrides: None,
+            },
+        );
+    }
+    out.file_problems.extend(problems.into_iter().skip(before));
 }
 
 /// Run a `keel mcp` subcommand.
@@ -177,6 +224,7 @@ fn source_name(s: &Source) -> &'static str {
     match s {
         Source::Toml { .. } => "toml",
         Source::McpJson { .. } => ".mcp.json",
+        Source::Bundle { .. } => "plugin",
     }
 }
 

@@ -210,6 +210,9 @@ pub(super) fn remove(host: &Host, name: &str) -> Result<ExitCode> {
              (To turn it off for keel alone, add `[mcp_servers.{name}]` with `enabled = false` to keel's configuration.)",
             path.display()
         ),
+        Source::Bundle { plugin } => bail!(
+            "MCP server '{name}' comes from plugin {plugin}: `keel plugin disable {plugin}` turns it off, `keel plugin remove {plugin}` removes it"
+        ),
         Source::Toml { layers } => layers,
     };
     let (files, flags): (Vec<&String>, Vec<&String>) =
