@@ -206,6 +206,14 @@ fn a_marketplace_s_plugins_install_pin_run_switch_update_and_go() {
     assert_eq!(alpha["enabled"], true);
     assert_eq!(alpha["contributes"]["mcpServers"][0], "everything");
 
+    // keel mcp list shows the plugin's server, and where it comes from.
+    let out = run(env.keel_bare().args(["mcp", "list"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("everything") && out.stdout.contains("plugin alpha"),
+        "{out:?}"
+    );
+
     // One run uses the command, the hook, the skill, the subagent and the MCP server.
     let mock = Mock::start(
         r#"

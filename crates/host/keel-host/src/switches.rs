@@ -188,7 +188,9 @@ pub fn extensions(
         .collect();
     let settings = serde_json::to_value(&loaded.table).unwrap_or_default();
     let project = loaded.trust.trusts(&cwd.join(".mcp.json")).then_some(cwd);
-    let (servers, problems) = keel_mcp::plugin::configured(&settings, project);
+    let bundles = crate::bundles::enabled(keel_home, cwd);
+    let (servers, problems) =
+        keel_mcp::plugin::configured_with_bundles(&settings, project, &bundles);
     let in_toml = |name: &str| {
         loaded
             .table
@@ -256,7 +258,14 @@ fn skills(loaded: &crate::Loaded, cwd: &Path, keel_home: &Path) -> Vec<Extension
         .trust
         .is_trusted()
         .then(|| keel_skills::project_root(cwd));
-    let roots = keel_skills::roots::roots(project.as_deref(), &dirs, home.as_deref(), keel_home);
+    let bundles = crate::bundles::enabled(keel_home, cwd);
+    let roots = keel_skills::roots::roots_with_bundles(
+        project.as_deref(),
+        &dirs,
+        &bundles,
+        home.as_deref(),
+        keel_home,
+    );
     keel_skills::SkillSet::scan(&roots)
         .skills
         .into_iter()
