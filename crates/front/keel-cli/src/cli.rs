@@ -12,8 +12,8 @@ mod serve;
 mod sessions;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-pub use plugin::{MarketplaceCommand, PluginCommand, PluginSwitch};
 pub use config::{ConfigCommand, LoginArgs, LogoutArgs, McpAddArgs, McpCommand, TrustArgs};
+pub use plugin::{MarketplaceCommand, PluginCommand, PluginSwitch};
 pub use serve::{AcpArgs, AttachArgs, BatchArgs, BatchJobArgs, McpServerArgs, ServeArgs, WebArgs};
 pub use sessions::{
     CardsCommand, ChatArgs, CompactArgs, ContinuityCommand, DemoArgs, ExportFormat, ForkArgs,
