@@ -761,3 +761,49 @@ fn project_commands_linked_out_of_the_workspace_or_fifos_are_never_read() {
     assert!(set.get("fifo").is_none() && set.get("secret").is_none());
     assert_eq!(prompt(&set, "/mine"), "MARKER secret");
 }
+
+#[test]
+fn plugin_bundles_commands_are_namespaced_short_when_unique_and_a_clash_is_said() {
+    let dirs = Dirs::new();
+    let bundles_dir = tempfile::tempdir().unwrap();
+    let bundle = |name: &str| keel_agent::plugin::Bundle {
+        name: name.into(),
+        root: bundles_dir.path().join(name),
+    };
+    let (a, b) = (bundle("alpha"), bundle("beta"));
+    write(&a.root, "commands/review.md", "ALPHA $ARGUMENTS");
+    write(&a.root, "commands/only.md", "ONLY");
+    write(&a.root, "commands/mine.md", "PLUGIN MINE");
+    write(&a.root, "commands/git/push.md", "PUSH");
+    write(&b.root, "commands/review.md", "BETA");
+    write(&dirs.project_keel(), "mine.md", "USER MINE");
+    let mut set = dirs.load();
+    set.add_bundles(&[a, b]);
+
+    let prompt = |input: &str| match set.parse(input) {
+        Ok(Invocation::Custom { name, prompt }) => format!("{name}: {prompt}"),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(prompt("/alpha:review x"), "alpha:review: ALPHA x");
+    assert_eq!(prompt("/beta:review"), "beta:review: BETA");
+    assert_eq!(prompt("/only"), "alpha:only: ONLY");
+    assert_eq!(prompt("/alpha:git:push"), "alpha:git:push: PUSH");
+    // The user's own command keeps its short name; the plugin's stays reachable.
+    assert_eq!(prompt("/mine"), "mine: USER MINE");
+    assert_eq!(prompt("/alpha:mine"), "alpha:mine: PLUGIN MINE");
+    // Two plugins' `review`: neither takes the short name, and the clash is said once.
+    assert!(matches!(
+        set.parse("/review"),
+        Err(ParseError::Unknown { .. })
+    ));
+    let said: Vec<String> = set
+        .problems()
+        .iter()
+        .filter(|p| matches!(p.kind, ProblemKind::Namespaced { .. }))
+        .map(|p| format!("{} {}", p.name.as_deref().unwrap(), p.kind))
+        .collect();
+    assert_eq!(
+        said,
+        vec!["review more than one plugin has it: kept as /alpha:review and /beta:review"]
+    );
+}

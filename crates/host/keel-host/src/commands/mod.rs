@@ -243,6 +243,23 @@ struct Custom {
     body: String,
 }
 
+impl Custom {
+    /// The command of a Markdown file `text` found at `path`.
+    fn parsed(name: String, path: PathBuf, text: &str) -> Custom {
+        let parsed = parse_command_file(text);
+        Custom {
+            info: CommandInfo {
+                name,
+                description: parsed.description,
+                argument_hint: parsed.argument_hint,
+                kind: CommandKind::Custom { path },
+                aliases: Vec::new(),
+            },
+            body: parsed.body,
+        }
+    }
+}
+
 /// The commands the UI knows: built-ins, custom commands from files, and external ones.
 ///
 /// [`Default`] is the built-ins alone.
@@ -320,21 +337,17 @@ impl CommandSet {
                     continue;
                 }
             };
-            if self.get(&name).is_some() {
+            if let Some(CommandKind::Custom { path: by }) = self.get(&name).map(|c| &c.kind) {
+                // A file of the user's or the project's named `PLUGIN/NAME.md`.
+                self.problems.push(Problem {
+                    name: Some(name),
+                    path,
+                    kind: ProblemKind::Shadowed { by: by.clone() },
+                });
                 continue;
             }
-            let parsed = parse_command_file(&text);
             added.push(self.custom.len());
-            self.custom.push(Custom {
-                info: CommandInfo {
-                    name,
-                    description: parsed.description,
-                    argument_hint: parsed.argument_hint,
-                    kind: CommandKind::Custom { path },
-                    aliases: Vec::new(),
-                },
-                body: parsed.body,
-            });
+            self.custom.push(Custom::parsed(name, path, &text));
         }
         // The short names: given where unique, said where two bundles share one.
         let short = |name: &str| name.split_once(':').map(|(_, s)| s.to_owned());
@@ -463,17 +476,7 @@ impl CommandSet {
                     continue;
                 }
             };
-            let parsed = parse_command_file(&text);
-            set.custom.push(Custom {
-                info: CommandInfo {
-                    name,
-                    description: parsed.description,
-                    argument_hint: parsed.argument_hint,
-                    kind: CommandKind::Custom { path },
-                    aliases: Vec::new(),
-                },
-                body: parsed.body,
-            });
+            set.custom.push(Custom::parsed(name, path, &text));
         }
         set.custom.sort_by(|a, b| a.info.name.cmp(&b.info.name));
         set
