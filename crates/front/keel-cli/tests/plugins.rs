@@ -355,7 +355,28 @@ fn a_marketplace_an_untrusted_project_declares_installs_and_runs_nothing() {
             && out.stdout.contains("keel plugin install alpha@demo-market"),
         "the project's offer is shown: {out:?}"
     );
+    // Asked to install what the project offers: refused until the workspace is trusted.
+    let out = plugin(&env, &["install", "--from-project"]);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("is not trusted"), "{out:?}");
     assert!(!env.home.join("plugins").exists());
+
+    // Trusted, and the user says yes: the marketplace is added and alpha installed and used.
+    let out = run(env.keel_bare().arg("trust"));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = plugin(&env, &["install", "--from-project"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("added marketplace demo-market")
+            && out.stdout.contains("installed alpha@demo-market"),
+        "{out:?}"
+    );
+    let mock = Mock::start("responses:\n  - text: \"done\"\n");
+    let out = run(env.keel(&mock.base_url()).args(["run", "/alpha:review x"]));
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let request = mock.requests()[0].to_string();
+    assert!(request.contains("PLUGIN-HOOK-SAYS-HI"), "{request}");
+    assert!(request.contains("REVIEW-BODY-V1 of x"), "{request}");
 }
 
 #[test]

@@ -9,8 +9,9 @@ pub enum PluginCommand {
     #[command(subcommand)]
     Marketplace(MarketplaceCommand),
     /// Install a plugin a marketplace lists, pinned to the marketplace's current commit, and
-    /// turn it on.
-    Install(PluginSpec),
+    /// turn it on; or, with --from-project, what this trusted workspace's
+    /// `.claude/settings.json` offers.
+    Install(InstallArgs),
     /// The installed plugins: pin, on or off here, and what each gives an agent; then what
     /// this workspace's `.claude/settings.json` offers (never installed on its word).
     List(PluginListArgs),
@@ -58,6 +59,19 @@ pub struct PluginSpec {
     /// `NAME@MARKETPLACE`, or `NAME` when only one marketplace lists it (or one installed
     /// plugin has it).
     pub plugin: String,
+}
+
+/// `keel plugin install PLUGIN | --from-project`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// `NAME@MARKETPLACE`, or `NAME` when only one marketplace lists it.
+    #[arg(required_unless_present = "from_project")]
+    pub plugin: Option<String>,
+    /// Add the marketplaces and install the plugins this workspace's `.claude/settings.json`
+    /// declares (`extraKnownMarketplaces`, `enabledPlugins`): your yes to its offer. Refused
+    /// in a workspace you have not trusted (`keel trust`).
+    #[arg(long, conflicts_with = "plugin")]
+    pub from_project: bool,
 }
 
 /// `keel plugin enable|disable PLUGIN [--project]`.

@@ -15,21 +15,11 @@ pub fn run(ctx: &Ctx, cmd: PluginCommand) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match cmd {
         PluginCommand::Marketplace(cmd) => return marketplace(ctx, cmd),
-        PluginCommand::Install(spec) => {
-            let p = bundles::install(home, &spec.plugin)?;
-            let dir = Plugins::new(home).plugin_dir(&p.key());
-            let version = p
-                .version
-                .as_deref()
-                .map(|v| format!(" {v}"))
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "installed {}{version} at {}: {}",
-                p.key(),
-                short(&p.commit),
-                Contributes::of(&dir).summary()
-            )?;
+        PluginCommand::Install(args) => {
+            match args.plugin {
+                Some(spec) => install(ctx, &spec, &mut out)?,
+                None => from_project(ctx, &mut out)?,
+            }
             clashes(ctx, &mut out)?;
         }
         PluginCommand::List(args) => return list(ctx, args.json),
@@ -50,6 +40,66 @@ pub fn run(ctx: &Ctx, cmd: PluginCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Install one plugin and say what it gives.
+fn install(ctx: &Ctx, spec: &str, out: &mut impl Write) -> Result<()> {
+    let p = bundles::install(&ctx.home, spec)?;
+    let dir = Plugins::new(&ctx.home).plugin_dir(&p.key());
+    let version = p
+        .version
+        .as_deref()
+        .map(|v| format!(" {v}"))
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "installed {}{version} at {}: {}",
+        p.key(),
+        short(&p.commit),
+        Contributes::of(&dir).summary()
+    )?;
+    Ok(())
+}
+
+/// `keel plugin install --from-project`: the user's yes to what a trusted workspace offers.
+fn from_project(ctx: &Ctx, out: &mut impl Write) -> Result<()> {
+    let host = ctx.host()?;
+    let trust = &host.config().trust;
+    if !trust.is_trusted() {
+        anyhow::bail!(
+            "workspace {} is not trusted: what its .claude/settings.json offers is only shown \
+             (keel plugin list); trust it first (keel trust), or add what you want yourself",
+            trust.root.display()
+        );
+    }
+    let offered = bundles::offered(&ctx.cwd);
+    if offered.marketplaces.is_empty() && offered.plugins.is_empty() {
+        writeln!(
+            out,
+            "this workspace's .claude/settings.json offers no plugins"
+        )?;
+        return Ok(());
+    }
+    let state = Plugins::new(&ctx.home).load()?;
+    for (name, source) in &offered.marketplaces {
+        if state.marketplaces.contains_key(name) {
+            continue;
+        }
+        let (added, listed, _) = bundles::add_marketplace(&ctx.home, source, &trust.root)?;
+        writeln!(
+            out,
+            "added marketplace {added} from {source}: {} plugins",
+            listed.len()
+        )?;
+    }
+    for key in &offered.plugins {
+        if state.plugins.contains_key(key) {
+            writeln!(out, "{key} is installed already")?;
+            continue;
+        }
+        install(ctx, key, out)?;
+    }
+    Ok(())
 }
 
 /// `keel plugin enable|disable PLUGIN [--project]`.
