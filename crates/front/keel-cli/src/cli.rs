@@ -10,6 +10,7 @@ mod config;
 mod plugin;
 mod serve;
 mod sessions;
+mod typo;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use config::{ConfigCommand, LoginArgs, LogoutArgs, McpAddArgs, McpCommand, TrustArgs};
@@ -26,7 +27,8 @@ use std::path::PathBuf;
 ///
 /// `keel` in a terminal opens the interactive UI in the current directory (`keel "PROMPT"`
 /// sends a first prompt; docs/tui.md). Without a terminal (a pipe, CI) `keel "PROMPT"` runs
-/// headless like `keel run`.
+/// headless like `keel run`. A lone word close to a command's name (`keel sesions`) is refused
+/// as a mistyped command, not sent: `keel run WORD` sends it.
 #[derive(Debug, Parser)]
 #[command(name = "keel", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
@@ -38,6 +40,10 @@ pub struct Cli {
     /// Plan mode or a permission mode for the session `keel` opens (as for `keel run`).
     #[command(flatten)]
     pub mode: ModeArgs,
+    /// Continue the latest session of this directory, as `keel resume --last [PROMPT]` (Claude
+    /// Code's `--continue`; `-c` is keel's configuration override).
+    #[arg(long = "continue")]
+    pub continue_latest: bool,
     /// Draw the interactive UI on the alternate screen, scrolled with PgUp/PgDn, instead of
     /// printing the conversation into the terminal's own scrollback (where the terminal's
     /// scrolling, search and copy work on it). Also KEEL_ALT_SCREEN=1.
@@ -182,6 +188,12 @@ pub struct ModeArgs {
     /// (--sandbox full-access --approval auto). An explicit --sandbox or --approval wins.
     #[arg(long, value_enum, value_name = "MODE")]
     pub permission_mode: Option<PermissionMode>,
+    /// Codex's `--full-auto`: work inside the workspace without asking, as --sandbox
+    /// workspace-write --approval auto (bash stays confined to the workspace and temp; a call
+    /// that asks to leave the sandbox is still refused headless). An explicit --sandbox or
+    /// --approval wins.
+    #[arg(long, conflicts_with = "permission_mode")]
+    pub full_auto: bool,
 }
 
 impl ModeArgs {
@@ -191,6 +203,27 @@ impl ModeArgs {
     }
 }
 
+/// Parse the command line (exit 2 on a usage error, a mistyped subcommand included; see
+/// [`typo`]) and fold `--full-auto` into the sandbox and approval flags.
+pub fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut cli = typo::try_parse(&args).unwrap_or_else(|e| e.exit());
+    let full_auto = cli.mode.full_auto
+        || match &cli.command {
+            Some(Command::Run(args)) => args.mode.full_auto,
+            Some(Command::Resume(args)) => args.mode.full_auto,
+            _ => false,
+        };
+    if full_auto {
+        let common = &mut cli.common;
+        common
+            .sandbox
+            .get_or_insert_with(|| "workspace-write".into());
+        common.approval.get_or_insert_with(|| "auto".into());
+    }
+    cli
+}
+
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -198,13 +231,15 @@ pub enum Command {
     ///
     /// With --plan (or --permission-mode plan) the task starts in plan mode and, headless, ends
     /// with the model's plan as the answer; see `keel resume --approve-plan`.
+    #[command(visible_alias = "exec")]
     Run(RunArgs),
     /// A real agent loop driven by a scripted model in a fresh temp project: no key, no network.
     Demo(DemoArgs),
     /// Continue a session (cold resume with crash repair); no id = the latest of this directory.
     /// In a terminal without a prompt it continues in the interactive UI (no id: pick one).
-    /// `keel resume --last "PROMPT"` continues the latest session with a new prompt;
-    /// `--approve-plan` approves the plan a plan-mode session handed in.
+    /// `keel resume --last "PROMPT"` (or `keel --continue "PROMPT"`) continues the latest
+    /// session with a new prompt; `--approve-plan` approves the plan a plan-mode session handed
+    /// in.
     Resume(ResumeArgs),
     /// Return a session to an earlier point: the workspace's files, from the checkpoints keel
     /// took before each step that could change files (`bash` and what it started included),

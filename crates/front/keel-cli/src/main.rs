@@ -6,7 +6,6 @@
 mod cli;
 mod cmd;
 
-use clap::Parser;
 use std::process::ExitCode;
 
 /// When the process started (for `KEEL_REPORT_RUSAGE` timings).
@@ -14,7 +13,7 @@ pub static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLoc
 
 fn main() -> ExitCode {
     STARTED.get_or_init(std::time::Instant::now);
-    let cli = cli::Cli::parse();
+    let cli = cli::parse();
     let code = match cmd::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -57,16 +57,16 @@ pub struct RunArgs {
     /// token then coming from KEEL_SERVE_TOKEN or from $KEEL_HOME/serve.json when it names the
     /// same address. The session runs under the server's settings: the flags that configure a
     /// local agent (--script, --zstd, --goal, --inbox-stdin, --plan, --permission-mode,
-    /// --sandbox, --approval, -c…) are refused. An approval or question the server puts to its
-    /// clients is not answered here: another client (the API, a browser) answers it. An
-    /// https:// server's own certificate is trusted when KEEL_SERVE_CA names its PEM file. See
-    /// docs/serve.md.
+    /// --full-auto, --sandbox, --approval, -c…) are refused. An approval or question the server
+    /// puts to its clients is not answered here: another client (the API, a browser) answers
+    /// it. An https:// server's own certificate is trusted when KEEL_SERVE_CA names its PEM
+    /// file. See docs/serve.md.
     #[arg(
         long,
         value_name = "URL",
         conflicts_with_all = [
             "script", "zstd", "goal", "max_rounds", "inbox_stdin", "delegated_from",
-            "delegation_depth", "plan", "permission_mode",
+            "delegation_depth", "plan", "permission_mode", "full_auto",
         ]
     )]
     pub server: Option<String>,

@@ -266,8 +266,25 @@ fn interactive_or_headless(
 /// Run the parsed command line.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ctx = Ctx::new(cli.common)?;
-    let Some(command) = cli.command else {
-        return interactive_or_headless(&ctx, cli.prompt, cli.mode, cli.alt_screen);
+    let command = match (cli.command, cli.continue_latest) {
+        (Some(_), true) => anyhow::bail!(
+            "--continue is `keel resume --last [PROMPT]` and takes no command: use \
+             `keel --continue \"PROMPT\"` or `keel resume --last \"PROMPT\"`"
+        ),
+        (Some(command), false) => command,
+        // `keel --continue [PROMPT]`: `keel resume --last [PROMPT]`.
+        (None, true) => Command::Resume(crate::cli::ResumeArgs {
+            session: None,
+            prompt: cli.prompt,
+            last: true,
+            json: false,
+            script: None,
+            approve_plan: false,
+            mode: cli.mode,
+        }),
+        (None, false) => {
+            return interactive_or_headless(&ctx, cli.prompt, cli.mode, cli.alt_screen);
+        }
     };
     match command {
         Command::Run(args) => run::run(&ctx, args),
