@@ -162,7 +162,7 @@ fn login_stores_the_key_and_runs_send_it_to_the_provider_only() {
     assert_eq!(out.code, Some(2), "stderr:\n{}", out.stderr);
     assert!(
         out.stderr.contains(
-            "no API key: set the environment variable DEEPSEEK_API_KEY or run `keel login deepseek`"
+            "set the environment variable DEEPSEEK_API_KEY, or\n  keel login deepseek      store a key"
         ),
         "stderr:\n{}",
         out.stderr

@@ -108,9 +108,10 @@ impl KeySource {
         }
     }
 
-    /// The key to send: the variable's value, else the stored key (the store under `home` is
-    /// read only then); `None` when neither applies and no variable is named (no key is sent).
-    pub fn load(&self, home: &Path) -> Result<Option<ApiKey>, HostError> {
+    /// The key to send to `base_url`: the variable's value, else the stored key (the store
+    /// under `home` is read only then); `None` when neither applies and no variable is named
+    /// (no key is sent). `base_url` only names the server in the error.
+    pub fn load(&self, home: &Path, base_url: &str) -> Result<Option<ApiKey>, HostError> {
         let var_set =
             |v: &str| std::env::var_os(v).is_some_and(|x| !x.to_string_lossy().trim().is_empty());
         if let Some(var) = self.var.as_deref().filter(|v| var_set(v)) {
@@ -125,6 +126,7 @@ impl KeySource {
             (Some(var), Some(provider)) => Err(HostError::MissingKey {
                 var: var.clone(),
                 provider: provider.clone(),
+                base_url: base_url.to_owned(),
             }),
             (Some(var), None) => Ok(Some(ApiKey::from_env(var)?)),
             (None, _) => Ok(None),

@@ -27,14 +27,20 @@ pub enum HostError {
     #[error(transparent)]
     Credentials(#[from] crate::credentials::CredentialsError),
     /// The endpoint's key variable is unset or blank and no key is stored for its provider.
+    /// The text is the first run's guide: store a key, use a local server, or try the demo.
     #[error(
-        "no API key: set the environment variable {var} or run `keel login {provider}` (stores the key in $KEEL_HOME/credentials.toml)"
+        "no API key for {provider} ({base_url}): set the environment variable {var}, or\n  \
+         keel login {provider:<13} store a key in $KEEL_HOME/credentials.toml (asked without echo)\n  \
+         keel --base-url URL …    a local OpenAI-compatible server (Ollama, llama.cpp, vLLM): no key needed\n  \
+         keel demo                try keel offline with a scripted model"
     )]
     MissingKey {
         /// The variable.
         var: String,
         /// The provider.
         provider: String,
+        /// Where the key would be sent.
+        base_url: String,
     },
     /// A model script (`--script`) could not be read.
     #[error("cannot use model script {}", path.display())]

@@ -341,7 +341,7 @@ impl Host {
                 } = self.endpoint(flags)?;
                 let key = match (&flags.api_key, key) {
                     (Some(key), _) => Some(key.clone()),
-                    (None, Some(source)) => source.load(&self.home)?,
+                    (None, Some(source)) => source.load(&self.home, &base_url)?,
                     (None, None) => None,
                 };
                 // The child speaks the same wire to the same URL, whatever tables it can see.

@@ -115,10 +115,11 @@ impl Ctx {
         }
     }
 
-    /// The newest readable session file of this directory (what `keel resume` picks).
+    /// The newest readable session file of this directory that has a turn (what `keel resume`
+    /// picks: one opened and left without a prompt holds nothing to continue).
     pub fn latest_session(&self) -> Option<PathBuf> {
         let mut sessions = self.store.list(Some(&self.cwd));
-        sessions.retain(|s| s.problem.is_none());
+        sessions.retain(|s| s.problem.is_none() && s.turns > 0);
         sessions.sort_by_key(|s| std::cmp::Reverse((s.last_modified, s.created)));
         sessions.into_iter().next().map(|s| s.path)
     }

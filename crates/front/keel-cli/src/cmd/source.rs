@@ -43,6 +43,9 @@ pub(crate) struct Source {
     /// The run's own trust decision (`--trust-project`), until the person records one
     /// ([`AgentSource::record_trust`]): from then on the recorded decision holds.
     trust_flag: Mutex<Option<ProjectTrust>>,
+    /// The session files [`AgentSource::create`] made in this process, for
+    /// [`Source::discard_unused`].
+    created: Mutex<Vec<PathBuf>>,
 }
 
 impl Source {
@@ -56,7 +59,38 @@ impl Source {
             origin: None,
             lineage: None,
             say,
+            created: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Remove the sessions this source created that never got a turn (the UI opened and left
+    /// without a prompt), so `keel resume` and the picker do not offer them. Call once their
+    /// agents are gone: a session still open for writing (its lock held) is kept, and so is
+    /// one that cannot be loaded. Returns the files removed.
+    pub(crate) fn discard_unused(&self) -> Vec<PathBuf> {
+        let created = match self.created.lock() {
+            Ok(mut created) => std::mem::take(&mut *created),
+            Err(_) => return Vec::new(),
+        };
+        created
+            .into_iter()
+            .filter(|path| {
+                let Ok(lock) = keel_session::Store::lock(path) else {
+                    return false;
+                };
+                let unused = keel_session::Store::load(path)
+                    .is_ok_and(|loaded| loaded.session.turn_count() == 0);
+                if unused {
+                    let _ = std::fs::remove_file(path);
+                    drop(lock);
+                    if let Some(dir) = path.parent() {
+                        let _ = std::fs::remove_file(dir.join(keel_session::SUMMARY_FILE));
+                    }
+                    discard_new_session(&self.ctx, path);
+                }
+                unused
+            })
+            .collect()
     }
 
     /// New sessions record `origin` in their header.
@@ -142,7 +176,7 @@ impl Source {
     fn find(&self, id: &str, cwd: &Path) -> Result<PathBuf, SourceError> {
         let unknown = || {
             SourceError::NotFound(format!(
-                "keel: no session {id:?} in {}",
+                "no session {id:?} in {}",
                 self.ctx.store.home().join("sessions").display()
             ))
         };
@@ -166,14 +200,14 @@ impl Source {
             Ok(_) | Err(StoreError::NotFound { .. }) | Err(StoreError::Ambiguous { .. }) => {
                 Err(unknown())
             }
-            Err(e) => Err(SourceError::Failed(format!("keel: session {id}: {e}"))),
+            Err(e) => Err(SourceError::Failed(format!("session {id}: {e}"))),
         }
     }
 }
 
 /// A failure as a person reads it: the whole cause chain.
 fn failed(e: impl Into<anyhow::Error>) -> SourceError {
-    SourceError::Failed(format!("keel: {:#}", e.into()))
+    SourceError::Failed(format!("{:#}", e.into()))
 }
 
 impl AgentSource for Source {
@@ -207,6 +241,9 @@ impl AgentSource for Source {
         match factory.build(log, options) {
             Ok(agent) => {
                 self.say_built(&agent);
+                if let Ok(mut created) = self.created.lock() {
+                    created.push(path);
+                }
                 Ok(agent)
             }
             Err(e) => {
@@ -236,11 +273,8 @@ impl AgentSource for Source {
                     return SourceError::Busy(busy.to_string());
                 }
                 SourceError::Failed(match id {
-                    Some(id) => format!(
-                        "keel: session {id} ({}) cannot be loaded: {e}",
-                        path.display()
-                    ),
-                    None => format!("keel: cannot resume {}: {e}", path.display()),
+                    Some(id) => format!("session {id} ({}) cannot be loaded: {e}", path.display()),
+                    None => format!("cannot resume {}: {e}", path.display()),
                 })
             })?;
         if self.say != Say::Nothing {
@@ -347,7 +381,8 @@ impl AgentSource for Source {
 
     fn sessions(&self, cwd: &Path) -> Vec<SessionEntry> {
         let mut list = self.ctx.store.list(Some(cwd));
-        list.retain(|s| s.problem.is_none());
+        // A session opened and left without a prompt holds nothing to continue.
+        list.retain(|s| s.problem.is_none() && s.turns > 0);
         list.sort_by_key(|s| std::cmp::Reverse((s.last_modified, s.created)));
         list.into_iter()
             .map(|s| SessionEntry {

@@ -51,7 +51,7 @@ pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
         None => ModelSource::Configured,
     };
     let source = Source::new(ctx, flags, model, Say::Nothing);
-    keel_tui::run(
+    let outcome = keel_tui::run(
         &source,
         keel_tui::Options {
             prompt,
@@ -60,7 +60,9 @@ pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
             pick,
             alternate_screen: alt_screen,
         },
-    )
-    .map_err(|e| anyhow!(e))?;
+    );
+    // Opened and left without a prompt: keep no empty session for `keel resume` to offer.
+    source.discard_unused();
+    outcome.map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -102,6 +102,12 @@ pub(super) trait SessionDriver<'s> {
     /// Read the session's log (the history a resumed session shows). Remote: the mirror built
     /// from the event stream.
     fn with_session(&self, read: &mut dyn FnMut(&Session));
+    /// The turns started in the session ([`SessionDriver::with_session`]).
+    fn turns(&self) -> u64 {
+        let mut turns = 0;
+        self.with_session(&mut |s| turns = s.turn_count());
+        turns
+    }
     /// Whether every event of the session, its history included, comes on the UI's channel
     /// ([`Msg::Agent`]): what the UI showed from [`SessionDriver::with_session`] it does not
     /// show again when its message comes. Remote: true (the event stream replays it).

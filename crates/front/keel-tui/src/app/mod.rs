@@ -488,10 +488,13 @@ fn run_on(source: &dyn AgentSource, options: Options, remote: Option<Remote>) ->
     app.driver.cancel();
     app.wait_turn_end(&rx);
     app.driver.kill_jobs();
-    let _ = writeln!(
-        err,
-        "keel: session {id} — continue it with: keel resume {id}"
-    );
+    // A session without a turn holds nothing to continue (the front end may remove it).
+    if app.driver.turns() > 0 {
+        let _ = writeln!(
+            err,
+            "keel: session {id} — continue it with: keel resume {id}"
+        );
+    }
     outcome
 }
 

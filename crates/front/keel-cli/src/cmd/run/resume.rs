@@ -197,10 +197,14 @@ pub fn compact(ctx: &Ctx, args: CompactArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The latest session of this directory that has a turn (`--last`, and every command that
+/// takes the latest when no session is named): one opened and left without a prompt (0
+/// turns) is skipped, it holds nothing to continue.
 pub(in crate::cmd) fn latest_session(ctx: &Ctx) -> Result<PathBuf> {
     ctx.latest_session().ok_or_else(|| {
         anyhow!(
-            "no session to resume in {} (see `keel sessions list --all`)",
+            "no session to resume in {} (sessions without a turn are skipped; see `keel \
+             sessions list --all`)",
             ctx.cwd.display()
         )
     })
