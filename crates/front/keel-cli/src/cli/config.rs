@@ -43,15 +43,47 @@ pub enum ConfigCommand {
     /// where it is configured (`mcp.NAME`: a layer file or the `.mcp.json` path), then the
     /// model endpoint of this run (`endpoint.*`): its URL, the environment variable whose key
     /// is sent there and where the key comes from (that variable or `keel login`'s stored key;
-    /// the name, never the value).
+    /// the name, never the value). The run's flags count, each shown as its layer
+    /// (`model = "M"  # --model`; `--provider`, `--sandbox`, `--approval`, `--context-window`,
+    /// `--max-output`), and `endpoint.*` is what the run would use under them (`--base-url`,
+    /// `--api`, `--api-key-env`).
     Dump,
+    /// The configuration file `keel config set` writes: `$KEEL_HOME/config.toml`, or with
+    /// `--project` the project's `.keel/config.toml` (whether or not it exists yet).
+    Path {
+        /// The project's `.keel/config.toml`.
+        #[arg(long)]
+        project: bool,
+    },
+    /// The effective value of a dotted key (`model`, `sandbox.mode`, `providers.NAME.base_url`)
+    /// as TOML, the run's flags included (`keel --model M config get model` prints "M"). Exit 1
+    /// when the key is not set.
+    Get {
+        /// The dotted key.
+        key: String,
+    },
+    /// Set a dotted key in `$KEEL_HOME/config.toml` (`--project`: the project's
+    /// `.keel/config.toml`), keeping the file's other content and comments. VALUE is read as
+    /// TOML (`true`, `3`, `"x"`, `["a", "b"]`), else as a string. A value the configuration
+    /// does not accept is refused and the file left as it was.
+    Set {
+        /// The dotted key.
+        key: String,
+        /// The value: TOML, else a string.
+        value: String,
+        /// Write the project's `.keel/config.toml` instead (in an untrusted workspace the keys
+        /// that widen what runs are ignored until `keel trust`; docs/trust.md).
+        #[arg(long)]
+        project: bool,
+    },
 }
 
 /// `keel mcp …`.
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
     /// Every configured server: transport (command line or URL), enabled, where it is configured
-    /// (the layer file or the `.mcp.json` path) and any configuration problem.
+    /// (the layer file or the `.mcp.json` path) and any configuration problem; a server of the
+    /// project's files that keel does not start (an untrusted workspace) with why.
     List {
         /// JSON output.
         #[arg(long)]
@@ -68,7 +100,9 @@ pub enum McpCommand {
     },
     /// Add a server to the project's `.keel/config.toml` (`--global`: `$KEEL_HOME/config.toml`),
     /// keeping the file's other content and comments: `keel mcp add NAME -- CMD ARGS…` (stdio)
-    /// or `keel mcp add NAME --url URL` (streamable HTTP).
+    /// or `keel mcp add NAME --url URL` (streamable HTTP). In a workspace you have not trusted
+    /// the project's servers do not start: keel says so at once (trust it with `keel trust`,
+    /// or add the server with `--global`), and `list`, `get` and `test` show it as inert.
     Add(McpAddArgs),
     /// Remove a server from the configuration file(s) that define it. `.mcp.json` servers are
     /// Claude Code's: edit that file.

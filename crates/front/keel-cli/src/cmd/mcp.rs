@@ -18,6 +18,7 @@ use keel_mcp::client::server::{Server, StartFailure};
 use keel_mcp::client::tool::{SchemaError, assign_names, normalise_schema};
 use keel_mcp::config::{self, ConfigProblem, ServerConfig, TomlServer, Transport};
 use keel_tools::subprocess::is_secret_name;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -32,6 +33,7 @@ mod login;
 mod start;
 
 use edit::*;
+pub(crate) use edit::{read_doc, write_doc};
 use start::*;
 
 /// Shown instead of a value whose name looks secret.
@@ -46,6 +48,9 @@ enum Source {
     McpJson { path: PathBuf },
     /// An installed plugin bundle's (`keel plugin`).
     Bundle { plugin: String },
+    /// The project's `.keel/config.toml`, whose `[mcp_servers]` trust left out (an untrusted
+    /// workspace, or a file changed since it was trusted): listed, never started ([`inert`]).
+    LeftOut { path: PathBuf },
 }
 
 /// One server as the configuration names it.
@@ -147,7 +152,74 @@ fn listing(host: &Host, var: &dyn Fn(&str) -> Option<String>) -> Listing {
         );
     }
     add_bundles(host, var, &mut out);
+    add_left_out(host, &mut out);
     out
+}
+
+/// The `[mcp_servers.NAME]` tables of the project's `.keel/config.toml` that trust left out of
+/// the configuration (`Loaded::ignored`), so that `list`, `get` and `test` show them as inert
+/// instead of not at all. A name configured elsewhere is that server.
+fn add_left_out(host: &Host, out: &mut Listing) {
+    let project = Path::new(".keel").join("config.toml");
+    let Some(ignored) = host
+        .config()
+        .ignored
+        .iter()
+        .find(|i| i.file.ends_with(&project))
+    else {
+        return;
+    };
+    let names: Vec<&str> = ignored
+        .what
+        .iter()
+        .filter_map(|w| w.strip_prefix("mcp_servers."))
+        .map(|rest| rest.split('.').next().unwrap_or(rest))
+        .filter(|name| !out.servers.contains_key(*name))
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    let origin = ignored.file.display().to_string();
+    let table = std::fs::read_to_string(&ignored.file)
+        .map_err(anyhow::Error::from)
+        .and_then(|text| Ok(keel_host::config::layer_from_text(&origin, &text)?))
+        .map(|layer| layer.table);
+    for name in names {
+        let resolved = match &table {
+            Ok(t) => {
+                let value = t
+                    .get("mcp_servers")
+                    .and_then(|s| s.get(name))
+                    .cloned()
+                    .unwrap_or(toml::Value::Table(toml::Table::new()));
+                match TomlServer::deserialize(value) {
+                    Ok(server) => config::from_toml(name, &server, &origin),
+                    Err(e) => Err(ConfigProblem {
+                        server: name.to_owned(),
+                        origin: origin.clone(),
+                        message: e.to_string(),
+                    }),
+                }
+            }
+            Err(e) => Err(ConfigProblem {
+                server: name.to_owned(),
+                origin: origin.clone(),
+                message: format!("{e:#}"),
+            }),
+        };
+        out.servers.insert(
+            name.to_owned(),
+            Entry {
+                name: name.to_owned(),
+                source: Source::LeftOut {
+                    path: ignored.file.clone(),
+                },
+                origin: origin.clone(),
+                resolved,
+                overrides: None,
+            },
+        );
+    }
 }
 
 /// The servers of the user's enabled plugin bundles (docs/plugins.md), after the configured
@@ -225,6 +297,7 @@ fn source_name(s: &Source) -> &'static str {
         Source::Toml { .. } => "toml",
         Source::McpJson { .. } => ".mcp.json",
         Source::Bundle { .. } => "plugin",
+        Source::LeftOut { .. } => "toml",
     }
 }
 
@@ -260,7 +333,11 @@ fn list(host: &Host, as_json: bool) -> Result<ExitCode> {
     let listing = listing(host, &display_var);
     let mut out = std::io::stdout().lock();
     if as_json {
-        let servers: Vec<Value> = listing.servers.values().map(entry_json).collect();
+        let servers: Vec<Value> = listing
+            .servers
+            .values()
+            .map(|e| with_inert(host, e, entry_json(e)))
+            .collect();
         let problems: Vec<Value> = listing
             .file_problems
             .iter()
@@ -303,6 +380,14 @@ fn list(host: &Host, as_json: bool) -> Result<ExitCode> {
         writeln!(out, "{}: problem: {}", p.origin, p.message)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `v` with `"inert": WHY` when the server is not started ([`inert`]).
+fn with_inert(host: &Host, e: &Entry, mut v: Value) -> Value {
+    if let Some(why) = inert(host, e) {
+        v["inert"] = json!(why);
+    }
+    v
 }
 
 /// Whether a header's value is hidden: secret-looking names and the credential headers.
@@ -378,7 +463,7 @@ fn get(host: &Host, name: &str, as_json: bool) -> Result<ExitCode> {
     let e = listing.get(name)?;
     let mut out = std::io::stdout().lock();
     if as_json {
-        serde_json::to_writer_pretty(&mut out, &settings_json(e))?;
+        serde_json::to_writer_pretty(&mut out, &with_inert(host, e, settings_json(e)))?;
         writeln!(out)?;
         return Ok(if e.resolved.is_ok() {
             ExitCode::SUCCESS
@@ -388,6 +473,9 @@ fn get(host: &Host, name: &str, as_json: bool) -> Result<ExitCode> {
     }
     writeln!(out, "{}", e.name)?;
     writeln!(out, "  origin: {}", e.origin)?;
+    if let Some(why) = inert(host, e) {
+        writeln!(out, "  inert: {why}")?;
+    }
     if let Some(path) = &e.overrides {
         writeln!(out, "  overrides: the entry of the same name in {path}")?;
     }
@@ -505,6 +593,9 @@ pub(super) fn dump(host: &Host) -> String {
         };
         if let Some(path) = &e.overrides {
             notes.push_str(&format!("; overrides the entry in {path}"));
+        }
+        if let Some(why) = inert(host, e) {
+            notes.push_str(&format!("; {why}"));
         }
         out.push_str(&format!("mcp.{} = {value}  # {notes}\n", e.name));
     }

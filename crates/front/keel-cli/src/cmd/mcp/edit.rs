@@ -92,7 +92,7 @@ pub(super) fn new_table(args: &McpAddArgs) -> Result<(TomlServer, toml_edit::Tab
     Ok((server, table))
 }
 
-pub(super) fn read_doc(file: &Path) -> Result<toml_edit::DocumentMut> {
+pub(crate) fn read_doc(file: &Path) -> Result<toml_edit::DocumentMut> {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -103,7 +103,7 @@ pub(super) fn read_doc(file: &Path) -> Result<toml_edit::DocumentMut> {
 }
 
 /// Write `doc` to `file` after checking it still loads as a configuration layer.
-pub(super) fn write_doc(host: &Host, file: &Path, doc: &toml_edit::DocumentMut) -> Result<()> {
+pub(crate) fn write_doc(host: &Host, file: &Path, doc: &toml_edit::DocumentMut) -> Result<()> {
     let text = doc.to_string();
     keel_host::config::layer_from_text(&file.display().to_string(), &text)?;
     if let Some(dir) = file.parent() {
@@ -178,8 +178,11 @@ pub(super) fn add(ctx: &Ctx, host: &Host, args: McpAddArgs) -> Result<ExitCode> 
     } else {
         writeln!(
             std::io::stderr(),
-            "note: workspace {} is not trusted, so keel starts no server of its .keel/config.toml; trust it with `keel trust` (docs/trust.md)",
-            trust.root.display()
+            "warning: workspace {} is not trusted, so keel will not start '{name}' (nor any server of its .keel/config.toml): \
+             run `keel trust` to trust it (docs/trust.md), or remove it (`keel mcp remove {name}`) and add it to your own \
+             {} instead with `keel mcp add --global {name} …`",
+            trust.root.display(),
+            ctx.home.join("config.toml").display()
         )?;
     }
     let secrets: Vec<&String> = match &resolved.transport {
@@ -204,7 +207,7 @@ pub(super) fn is_file_layer(layer: &str) -> bool {
 pub(super) fn remove(host: &Host, name: &str) -> Result<ExitCode> {
     let listing = listing(host, &display_var);
     let e = listing.get(name)?;
-    let layers = match &e.source {
+    let layers: Vec<String> = match &e.source {
         Source::McpJson { path } => bail!(
             "MCP server '{name}' is configured in {}, Claude Code's file, which keel only reads: remove it there. \
              (To turn it off for keel alone, add `[mcp_servers.{name}]` with `enabled = false` to keel's configuration.)",
@@ -213,7 +216,8 @@ pub(super) fn remove(host: &Host, name: &str) -> Result<ExitCode> {
         Source::Bundle { plugin } => bail!(
             "MCP server '{name}' comes from plugin {plugin}: `keel plugin disable {plugin}` turns it off, `keel plugin remove {plugin}` removes it"
         ),
-        Source::Toml { layers } => layers,
+        Source::Toml { layers } => layers.clone(),
+        Source::LeftOut { path } => vec![path.display().to_string()],
     };
     let (files, flags): (Vec<&String>, Vec<&String>) =
         layers.iter().partition(|l| is_file_layer(l));

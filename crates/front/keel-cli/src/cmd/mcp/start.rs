@@ -103,22 +103,29 @@ pub(super) fn usable<'e>(host: &Host, e: &'e Entry) -> Result<&'e ServerConfig, 
     })
 }
 
-/// Why a `.mcp.json` server of an untrusted workspace, or of a trusted one whose `.mcp.json`
-/// changed since it was trusted, is not started (docs/trust.md).
+/// Why a `.mcp.json` server, or a `[mcp_servers]` table of the project's `.keel/config.toml`,
+/// of an untrusted workspace (or of a trusted one whose file changed since it was trusted) is
+/// not started (docs/trust.md).
 pub(super) fn inert(host: &Host, e: &Entry) -> Option<String> {
     let trust = &host.config().trust;
-    if !matches!(e.source, Source::McpJson { .. }) {
-        return None;
-    }
+    let pinned = match &e.source {
+        Source::McpJson { .. } => ".mcp.json",
+        Source::LeftOut { .. } => ".keel/config.toml",
+        Source::Toml { .. } | Source::Bundle { .. } => return None,
+    };
     if !trust.is_trusted() {
         return Some(format!(
             "not started: workspace {} is not trusted (keel trust, or --trust-project for one run)",
             trust.root.display()
         ));
     }
-    let changed = trust.changed.iter().find(|c| c.pinned == ".mcp.json")?;
+    let Some(changed) = trust.changed.iter().find(|c| c.pinned == pinned) else {
+        // Trusted and unchanged: a left-out table is one the project may not set at all.
+        return matches!(e.source, Source::LeftOut { .. })
+            .then(|| format!("not started: {pinned} may not set it (docs/trust.md)"));
+    };
     Some(format!(
-        "not started: .mcp.json changed since you trusted workspace {} ({}; keel trust accepts it)",
+        "not started: {pinned} changed since you trusted workspace {} ({}; keel trust accepts it)",
         trust.root.display(),
         changed.change
     ))
