@@ -256,6 +256,12 @@ impl Host {
         let approval = flags.approval.or(c.approval).unwrap_or_default();
         let configured = matches!(model, ModelSource::Configured);
         let route = self.route(&flags, model)?;
+        // What the route came from, for a resumed session's logged route.
+        let route_flags = configured.then(|| Flags {
+            enable: Vec::new(),
+            row_edits: Vec::new(),
+            ..flags.clone()
+        });
         // Titles by the model: for the configured endpoint only (a script has no answer).
         let titles = configured
             && crate::titles::enabled(
@@ -275,10 +281,15 @@ impl Host {
             enable: flags.enable,
             row_edits: flags.row_edits,
             titles,
+            route_flags,
         })
     }
 
-    fn route(&self, flags: &Flags, source: ModelSource) -> Result<ModelRoute, HostError> {
+    pub(crate) fn route(
+        &self,
+        flags: &Flags,
+        source: ModelSource,
+    ) -> Result<ModelRoute, HostError> {
         let c = &self.loaded.config;
         let model = flags
             .model
@@ -419,6 +430,8 @@ pub struct AgentFactory<'h> {
     row_edits: Vec<RowEdit>,
     /// Whether new sessions get titles by the model ([`crate::titles`]).
     titles: bool,
+    /// The flags of a configured route ([`crate::resume_route`]); `None` for a script's.
+    route_flags: Option<Flags>,
 }
 
 impl std::fmt::Debug for AgentFactory<'_> {
@@ -486,6 +499,14 @@ impl AgentFactory<'_> {
         let host = self.host;
         let c = &host.loaded.config;
         let session_id = log.session().header().id.clone();
+        // A resumed session talks to the endpoint it logged unless the flags name another.
+        let (resumed, logged_route) = crate::resume_route::resolve(
+            self.host,
+            self.route_flags.as_ref(),
+            &self.route,
+            log.session(),
+        )?;
+        let route = resumed.as_ref().unwrap_or(&self.route);
 
         let mut builtins = BuiltinConfig::default();
         let mut bash = BashConfig::default();
@@ -497,7 +518,7 @@ impl AgentFactory<'_> {
         // the session was started with, else the standard tools.
         let logged = logged_preset(log.session());
         builtins.preset = c.preset.or(logged).unwrap_or_default();
-        if self.route.info.vision {
+        if route.info.vision {
             builtins.images = Some(keel_tools::Attachments::under_home(&host.home));
         }
         let spill_dir = host.home.join("spill").join(session_id.as_str());
@@ -553,7 +574,7 @@ impl AgentFactory<'_> {
                 servers.extend(options.mcp_servers);
             }
         }
-        ctx.model_launch = self.route.launch.clone();
+        ctx.model_launch = route.launch.clone();
         ctx.project_trust = host.loaded.trust.trust;
         ctx.changed_since_trust = (host.loaded.trust.changed.iter())
             .map(|c| PathBuf::from(c.pinned))
@@ -594,14 +615,14 @@ impl AgentFactory<'_> {
             subprocess: Some(subprocess),
         };
 
-        let mut config = self.agent_config();
+        let mut config = self.agent_config(route);
         if let Some(edit) = options.edit_config {
             edit(&mut config);
         }
         // Titles: the agent's own hooks, so subagents never inherit them.
         let title_slot = (self.titles && crate::titles::untitled(log.session()))
             .then(|| keel_agent::titles::install(&mut ctx.agent_hooks));
-        let mut builder = Agent::builder(config, self.route.provider.clone(), tools, log)
+        let mut builder = Agent::builder(config, route.provider.clone(), tools, log)
             .hooks(ctx.hooks)
             .agent_hooks(ctx.agent_hooks)
             .commands(std::mem::take(&mut ctx.commands));
@@ -618,6 +639,9 @@ impl AgentFactory<'_> {
                 PRESET_EVENT,
                 serde_json::json!({"preset": builtins.preset.as_str()}),
             )?;
+        }
+        if let Some(logged) = logged_route {
+            agent.push_ignorable(crate::resume_route::ROUTE_EVENT, logged)?;
         }
         InstallContext::bind(ctx.on_agent, &agent);
         if let Some(slot) = title_slot {
@@ -646,10 +670,9 @@ impl AgentFactory<'_> {
         Ok(())
     }
 
-    fn agent_config(&self) -> AgentConfig {
+    fn agent_config(&self, r: &ModelRoute) -> AgentConfig {
         let host = self.host;
         let a = &host.loaded.config.agent;
-        let r = &self.route;
         let mut config = AgentConfig::new(
             r.provider_name.clone(),
             r.model.clone(),

@@ -28,6 +28,7 @@ mod error;
 mod factory;
 pub mod modes;
 pub mod plugins;
+mod resume_route;
 pub mod source;
 pub mod switches;
 pub mod titles;
@@ -43,5 +44,6 @@ pub use factory::{
 };
 pub use keel_session::Format as LogFormat;
 pub use plugins::{presenters, presents_files};
+pub use resume_route::{ROUTE_EVENT, resume_flags, strip_url};
 pub use source::{AgentSource, SessionEntry, SessionRef, SessionSpec, SourceError};
 pub use trust::{GovernedFile, Ignored, ProjectTrust, TrustDecision, TrustSource, WorkspaceTrust};

@@ -129,6 +129,17 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
     drop(err);
     let host = ctx.host()?;
     ctx.warn_untrusted(&host);
+    // The provider, model and `--base-url` the session logged, unless flags name others. A
+    // server taken from the log is said: a session file (an imported one) chooses where the
+    // conversation goes.
+    let given = flags.base_url.is_some();
+    let flags = keel_host::resume_flags(&host, flags, log.session());
+    if let (false, Some(url)) = (given, &flags.base_url) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "keel: continuing on {url}, the server this session used (--base-url or --provider to change)"
+        );
+    }
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     if args.json {
@@ -174,7 +185,8 @@ pub fn compact(ctx: &Ctx, args: CompactArgs) -> Result<ExitCode> {
     let (log, _, _) = PersistentSession::resume(&path, WriterOptions::default())
         .with_context(|| format!("cannot open {}", path.display()))?;
     let host = ctx.host()?;
-    let factory = host.factory(ctx.flags()?, model_source(args.script.as_deref()))?;
+    let flags = keel_host::resume_flags(&host, ctx.flags()?, log.session());
+    let factory = host.factory(flags, model_source(args.script.as_deref()))?;
     let agent = build_agent(&factory, log, &Progress::new(Output::Text), None)?;
     let report = runtime()?.block_on(keel_agent::compaction::compact_now(
         &agent,
