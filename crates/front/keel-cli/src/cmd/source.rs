@@ -305,6 +305,8 @@ impl AgentSource for Source {
         }
         keep_session_modes(&mut flags, &log);
         let host = self.host(&ctx)?;
+        // The provider, model and server the session logged, unless the front end names others.
+        let flags = keel_host::resume_flags(&host, flags, log.session());
         let factory = host.factory(flags, self.model.clone()).map_err(failed)?;
         let agent = factory.build(log, options).map_err(failed)?;
         self.say_built(&agent);
