@@ -1,9 +1,13 @@
 //! What the editor offers and runs after `/` and `@`: slash commands (built-in, custom from
 //! Markdown files) and workspace paths (gitignore-aware).
 
-use crate::commands::{Builtin, CommandSet, Invocation, ParseError};
+pub use crate::app::UI_COMMANDS;
+use crate::commands::{Builtin, CommandKind, CommandSet, Invocation, ParseError};
 use keel_agent::plugin::PluginCommand;
 use std::path::Path;
+
+/// Whose the UI's own commands are, among the external ones.
+const UI_SOURCE: &str = "keel";
 
 /// What a slash command does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +16,8 @@ pub enum Action {
     Builtin(Builtin),
     /// A prompt to send (a custom command, expanded).
     Prompt(String),
+    /// One of the UI's own commands (`/init`, `/cost`, `/mcp`: [`UI_COMMANDS`]), by name.
+    Ui(String),
     /// A plugin's command (an MCP server prompt), to expand through the agent.
     External {
         /// Its name.
@@ -32,6 +38,10 @@ impl Slash {
     /// Read the custom commands of `cwd`, `keel_home` and `$HOME`, and add `externals`.
     pub fn load(cwd: &Path, keel_home: Option<&Path>, externals: &[PluginCommand]) -> Slash {
         let mut set = CommandSet::load_for(cwd, keel_home);
+        // The UI's own commands, before the plugins' (a custom command keeps its name).
+        for (name, description) in UI_COMMANDS {
+            let _ = set.add_external_with_hint(name, description, None, UI_SOURCE);
+        }
         for c in externals {
             // A name taken by a built-in or custom command stays theirs.
             let _ = set.add_external_with_hint(
@@ -65,7 +75,16 @@ impl Slash {
         Ok(match self.set.parse(&line)? {
             Invocation::Builtin { which, .. } => Action::Builtin(which),
             Invocation::Custom { prompt, .. } => Action::Prompt(prompt),
-            Invocation::External { name, args } => Action::External { name, args },
+            Invocation::External { name, args } => {
+                let ours = self.set.get(&name).is_some_and(
+                    |c| matches!(&c.kind, CommandKind::External { source } if source == UI_SOURCE),
+                );
+                if ours {
+                    Action::Ui(name)
+                } else {
+                    Action::External { name, args }
+                }
+            }
         })
     }
 
@@ -78,7 +97,7 @@ impl Slash {
         s.push_str(
             "\nKeys: Enter send · Alt-Enter or Ctrl-J newline · Ctrl-S steer the running turn · \
              Up/Down history · Tab complete · @path attach a path · Shift-Tab plan mode · \
-             Ctrl-R show reasoning · PgUp/PgDn scroll · Ctrl-C cancel (twice: exit) · Ctrl-D exit",
+             Esc Esc rewind · Ctrl-R show reasoning · PgUp/PgDn scroll · Ctrl-C cancel (twice: exit) · Ctrl-D exit",
         );
         s
     }

@@ -75,6 +75,7 @@ impl App<'_> {
         // may have changed them since.
         self.cells.sandbox = self.driver.sandbox();
         self.cells.approval = self.driver.approval();
+        self.show_route();
         if resumed {
             self.cells
                 .marker(format!("resumed session {}", self.driver.session_id()));
@@ -224,6 +225,7 @@ impl App<'_> {
         match self.slash.parse(name, args) {
             Ok(crate::slash::Action::Prompt(prompt)) => self.submit(prompt, false),
             Ok(crate::slash::Action::External { name, args }) => self.external(name, args),
+            Ok(crate::slash::Action::Ui(name)) => self.ui_command(&name),
             Ok(crate::slash::Action::Builtin(b)) => self.builtin(b, args),
             Err(e) => self.cells.notice(Level::Error, e.to_string()),
         }
@@ -309,30 +311,7 @@ impl App<'_> {
                 };
                 self.cells.notice(Level::Info, text);
             }
-            Builtin::Model => {
-                if args.is_empty() {
-                    let model = self.cells.usage.model.clone();
-                    self.cells.notice(
-                        Level::Info,
-                        format!("Model: {model}. /model NAME switches."),
-                    );
-                } else {
-                    let target = Target {
-                        resume: Some(self.driver.session_file()),
-                        model: Some(args.to_owned()),
-                    };
-                    // Kept by the session: a later resume (here, `keel resume`, an editor)
-                    // builds on it, as an editor's model picker does.
-                    if self.switch(target, History::Printed)
-                        && let Err(e) = self.driver.keep_model(args)
-                    {
-                        self.cells.notice(
-                            Level::Error,
-                            format!("the model could not be kept in the session: {e}"),
-                        );
-                    }
-                }
-            }
+            Builtin::Model => self.model_command(args),
             Builtin::Plan => {
                 let on = !self.cells.plan_mode;
                 self.set_plan_mode(on);
@@ -349,44 +328,7 @@ impl App<'_> {
                 };
                 self.cells.notice(Level::Info, text);
             }
-            Builtin::Status => {
-                let u = &self.cells.usage;
-                let text = format!(
-                    "Session {} ({})\nModel {} · context {} / {} tokens ({}%)\nSandbox {} · approval {}{}\nRequests {} · input {} tokens, {}% from cache · output {} tokens",
-                    self.driver.session_id(),
-                    self.driver.session_file().display(),
-                    u.model,
-                    u.last_prompt,
-                    u.context_window,
-                    u.context_percent(),
-                    self.cells.sandbox,
-                    self.cells.approval,
-                    if self.cells.plan_mode {
-                        " · plan mode"
-                    } else {
-                        ""
-                    },
-                    u.requests,
-                    u.prompt,
-                    u.cache_percent(),
-                    u.output
-                );
-                let cost = match self.source.price(&u.model) {
-                    Some(p) => format!(
-                        "\nCost ${:.4} at {}'s prices (input ${} / cached ${} / output ${} per million tokens)",
-                        p.cost(u.prompt, u.cached, u.output),
-                        u.model,
-                        p.input,
-                        p.cached_input,
-                        p.output
-                    ),
-                    None => format!(
-                        "\nCost unknown: no price for {} (set input_price, cached_input_price and output_price, dollars per million tokens, in [models.\"{}\"])",
-                        u.model, u.model
-                    ),
-                };
-                self.cells.notice(Level::Info, text + &cost);
-            }
+            Builtin::Status => self.status(),
             Builtin::Compact => {
                 if self.running {
                     self.say("wait for the turn to end (or Ctrl-C it) first");

@@ -99,6 +99,21 @@ pub(super) trait SessionDriver<'s> {
     /// The approval policy the session's agent applies. Remote: `GET /api/v1/sessions/{id}`'s
     /// `approval`, else the last `approval/policy` event of the mirror.
     fn approval(&self) -> String;
+    /// The model the session's agent runs on, as configured (or chosen by `/model`), before
+    /// any request names it; empty when unknown. Remote: `GET /api/v1/sessions/{id}`'s
+    /// `model`.
+    fn model(&self) -> String {
+        String::new()
+    }
+    /// The context window of the agent's model, in tokens, when known. Remote: unknown.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+    /// The names of the tools the agent offers (an MCP server's are `mcp__SERVER__TOOL`).
+    /// Remote: none known.
+    fn tool_names(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Read the session's log (the history a resumed session shows). Remote: the mirror built
     /// from the event stream.
     fn with_session(&self, read: &mut dyn FnMut(&Session));
@@ -312,6 +327,19 @@ impl<'s> SessionDriver<'s> for LocalDriver<'s> {
 
     fn approval(&self) -> String {
         self.agent.config().approval.as_str().to_owned()
+    }
+
+    fn model(&self) -> String {
+        self.agent.config().model.clone()
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        Some(self.agent.config().model_info.context_window)
+    }
+
+    fn tool_names(&self) -> Vec<String> {
+        let registry = self.agent.pipeline().registry();
+        registry.names().map(str::to_owned).collect()
     }
 
     fn with_session(&self, read: &mut dyn FnMut(&Session)) {

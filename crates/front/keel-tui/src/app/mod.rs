@@ -5,8 +5,10 @@
 //! on a small tokio runtime); the UI owns no loop logic: it queues follow-ups, steers, cancels
 //! and answers approvals through the driver and its channel.
 
+mod approver;
 mod commands;
 mod driver;
+mod first;
 mod images;
 mod keys;
 mod modals;
@@ -14,7 +16,9 @@ mod question;
 mod remote;
 mod rewind;
 
+use approver::UiApprover;
 use driver::{LocalDriver, SessionDriver};
+pub use first::UI_COMMANDS;
 use modals::{Picked, ask_trust, pick_session};
 use remote::RemoteDriver;
 pub use remote::{ServerLink, StreamError, StreamMessage, StreamSink};
@@ -33,11 +37,8 @@ use crossterm::event::{
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use keel_agent::{Approver, Asker, InboxMode, allow_key};
+use keel_agent::InboxMode;
 use keel_host::{AgentSource, ProjectTrust, SessionEntry, SourceError};
-use keel_protocol::sync::Locked;
 use keel_protocol::{Question, SessionEvent, ToolCallBlock};
 use keel_tools::{ApprovalOutcome, UserAnswer};
 use question::{Form, QuestionAsk};
@@ -103,67 +104,6 @@ enum Msg {
     Link(Option<String>),
     /// SIGTERM or SIGHUP: leave.
     Quit,
-}
-
-/// Approvals asked in the UI; "for the session" answers are remembered here.
-struct UiApprover {
-    tx: Sender<Msg>,
-    allowed: Mutex<HashSet<String>>,
-}
-
-impl Approver for UiApprover {
-    fn decide<'a>(
-        &'a self,
-        call: &'a ToolCallBlock,
-        reason: &'a str,
-    ) -> BoxFuture<'a, ApprovalOutcome> {
-        let allowed = self.allowed.locked().contains(&allow_key(call));
-        if allowed && call.name != "exit_plan_mode" {
-            return futures::future::ready(ApprovalOutcome::Approved).boxed();
-        }
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = self.tx.send(Msg::Ask(Ask {
-            call: call.clone(),
-            reason: reason.to_owned(),
-            reply,
-        }));
-        async move {
-            if sent.is_err() {
-                return ApprovalOutcome::Denied {
-                    reason: Some("the terminal UI has closed".into()),
-                };
-            }
-            answer.await.unwrap_or(ApprovalOutcome::Denied {
-                reason: Some("the terminal UI has closed".into()),
-            })
-        }
-        .boxed()
-    }
-}
-
-impl Asker for UiApprover {
-    fn ask<'a>(
-        &'a self,
-        _call: &'a ToolCallBlock,
-        questions: &'a [Question],
-    ) -> BoxFuture<'a, UserAnswer> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = self.tx.send(Msg::Question(QuestionAsk {
-            questions: questions.to_vec(),
-            reply,
-            call_id: None,
-        }));
-        let closed = || UserAnswer::Unanswered {
-            reason: "the terminal UI has closed".into(),
-        };
-        async move {
-            if sent.is_err() {
-                return closed();
-            }
-            answer.await.unwrap_or_else(|_| closed())
-        }
-        .boxed()
-    }
 }
 
 /// What an open modal is for.
@@ -424,6 +364,9 @@ fn run_on(source: &dyn AgentSource, options: Options, remote: Option<Remote>) ->
     };
     // Attached, the event stream replays the history (as `Msg::Agent`).
     app.load_history(resume.is_some() && !attached);
+    if resume.is_none() && app.driver.turns() == 0 {
+        app.welcome(attached);
+    }
     // What the trust question decided, and what this agent leaves alone: in the transcript
     // (never on stderr, which is the terminal the UI draws on).
     if let Some(Err(e)) = recorded {

@@ -377,6 +377,10 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
         .unwrap_or_else(|| "(the server's)".into())
     }
 
+    fn model(&self) -> String {
+        self.state("model").unwrap_or_default()
+    }
+
     fn approval(&self) -> String {
         if let Some(policy) = self.state("approval") {
             return policy;

@@ -8,7 +8,7 @@ use super::{CommandInfo, CommandKind};
 pub enum Builtin {
     /// `/help`: the commands and keys.
     Help,
-    /// `/new`: a new session.
+    /// `/new` (alias `/clear`): a new session.
     New,
     /// `/resume [SESSION]`: resume a session.
     Resume,
@@ -69,9 +69,11 @@ impl Builtin {
         }
     }
 
-    /// Other names that invoke the same command (`exit` for [`Builtin::Quit`]).
+    /// Other names that invoke the same command (`exit` for [`Builtin::Quit`], `clear` for
+    /// [`Builtin::New`]).
     pub fn aliases(self) -> &'static [&'static str] {
         match self {
+            Builtin::New => &["clear"],
             Builtin::Quit => &["exit"],
             _ => &[],
         }
@@ -81,7 +83,7 @@ impl Builtin {
     pub fn description(self) -> &'static str {
         match self {
             Builtin::Help => "Show the commands and keys",
-            Builtin::New => "Start a new session",
+            Builtin::New => "Start a new session (a fresh conversation)",
             Builtin::Resume => "Resume a session (the most recent if none is named)",
             Builtin::Sessions => "List the sessions",
             Builtin::Compact => "Compact the conversation now",

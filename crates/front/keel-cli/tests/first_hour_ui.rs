@@ -1,0 +1,166 @@
+//! The first hour in the interactive UI (the real `keel` binary in a `tmux` pane, against the
+//! loopback mock model): the first screen says where you are and the keys that matter,
+//! `/model` shows and switches (before the first prompt too), and `/init`, `/clear`,
+//! `/status`, `/cost` and `/mcp` do what a newcomer expects.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod support;
+
+use support::tmux::{Tmux, have_tmux};
+use support::{Env, Mock};
+
+const SCRIPT: &str = r##"
+responses:
+  - match: { last_user_contains: "AGENTS.md" }
+    text: "I studied the repository."
+  - text: "Hello from the model."
+"##;
+
+/// The model the mock session runs on unless switched (keel's configured default).
+fn configured_model(screen: &str) -> bool {
+    screen.contains("deepseek")
+}
+
+#[test]
+fn the_first_screen_says_where_you_are_and_the_keys_that_matter() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--sandbox", "read-only"]);
+    let t = Tmux::start(env.root(), &cmd);
+    let screen = t.wait_for_words("Welcome to keel");
+    assert!(configured_model(&screen), "{screen}");
+    assert!(screen.contains("sandbox read-only"), "{screen}");
+    assert!(screen.contains("trusted"), "{screen}");
+    for key in ["/help", "Esc Esc", "Shift-Tab", "Ctrl-C", "Ctrl-D"] {
+        assert!(screen.contains(key), "{key:?} missing:\n{screen}");
+    }
+    // The status line names the model before any request.
+    let status = t.screen();
+    let last = status.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        status.contains(" deepseek") && !last.starts_with(" model "),
+        "{status}"
+    );
+
+    t.type_text("/model");
+    t.keys(&["Enter"]);
+    let shown = t.wait_for_words("/model NAME switches");
+    assert!(shown.contains("Model: deepseek"), "{shown}");
+    assert!(!shown.contains("Model: ."), "{shown}");
+
+    t.type_text("/status");
+    t.keys(&["Enter"]);
+    let status = t.wait_for_words("from cache");
+    assert!(status.contains("Model deepseek"), "{status}");
+    assert!(status.contains("Sandbox read-only"), "{status}");
+    assert!(status.contains("Trust"), "{status}");
+
+    t.type_text("/cost");
+    t.keys(&["Enter"]);
+    t.wait_for_words("Cost unknown");
+
+    t.type_text("/mcp");
+    t.keys(&["Enter"]);
+    t.wait_for_words("No MCP servers");
+
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}
+
+#[test]
+fn a_model_switch_before_the_first_prompt_applies_and_is_confirmed() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for_words("Welcome to keel");
+    t.type_text("/model other-model");
+    t.keys(&["Enter"]);
+    t.wait_for_words("Model: other-model");
+    t.type_text("hello");
+    t.keys(&["Enter"]);
+    t.wait_for("Hello from the model.");
+    let requests = mock.requests();
+    assert_eq!(requests[0]["model"], "other-model", "{:?}", requests[0]);
+    // A later switch is confirmed too.
+    t.type_text("/model third-model");
+    t.keys(&["Enter"]);
+    t.wait_for_words("Model: third-model");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}
+
+#[test]
+fn init_asks_the_model_to_write_agents_md() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for_words("Welcome to keel");
+    t.type_text("/init");
+    t.keys(&["Enter"]);
+    t.wait_for("I studied the repository.");
+    let requests = mock.requests();
+    let body = requests[0].to_string();
+    assert!(body.contains("AGENTS.md"), "{body}");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}
+
+#[test]
+fn clear_starts_a_new_session() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(SCRIPT);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for_words("Welcome to keel");
+    t.type_text("hello one");
+    t.keys(&["Enter"]);
+    t.wait_for("Hello from the model.");
+    t.type_text("/clear");
+    t.keys(&["Enter"]);
+    t.wait_for("new session");
+    t.type_text("hello two");
+    t.keys(&["Enter"]);
+    t.wait_for("Hello from the model.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert_eq!(env.session_files().len(), 2, "{:?}", env.session_files());
+}
+
+#[test]
+fn mcp_lists_the_configured_servers_with_their_tools() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        ".keel/config.toml",
+        &format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            support::node_bin("mcp-server-everything")
+                .display()
+                .to_string()
+        ),
+    );
+    let mock = Mock::start(SCRIPT);
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for_words("Welcome to keel");
+    t.type_text("/mcp");
+    t.keys(&["Enter"]);
+    let shown = t.wait_for_words("MCP servers:");
+    assert!(shown.contains("everything on,"), "{shown}");
+    assert!(!shown.contains("on, 0 tools"), "{shown}");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}
