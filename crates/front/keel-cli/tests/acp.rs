@@ -551,8 +551,9 @@ fn a_mode_set_in_one_process_holds_in_the_next() {
     );
     assert!(!env.ws.join("ran.txt").exists(), "the command ran");
     let stderr = report["stderr"].as_str().unwrap();
+    // Seq 1 is the header's, seq 2 the session's model route (`model/route`).
     assert!(
-        stderr.contains("keeps the read-only sandbox set during it (sandbox/mode at seq 2)"),
+        stderr.contains("keeps the read-only sandbox set during it (sandbox/mode at seq 3)"),
         "{stderr}"
     );
     assert_eq!(report["secondExit"]["code"], 0, "{stderr}");
@@ -882,7 +883,7 @@ fn an_unknown_mode_in_the_log_fails_closed() {
     assert_eq!(code, Some(0));
     assert!(
         stderr.contains(&format!(
-            "keel: session {sid} has a sandbox/mode keel does not know at seq 2 (\"read-0nly\"): \
+            "keel: session {sid} has a sandbox/mode keel does not know at seq 3 (\"read-0nly\"): \
              failing closed, its sandbox is narrowed to read-only"
         )),
         "{stderr}"
