@@ -13,6 +13,7 @@ pub static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLoc
 
 fn main() -> ExitCode {
     STARTED.get_or_init(std::time::Instant::now);
+    few_malloc_arenas();
     let cli = cli::parse();
     let code = match cmd::dispatch(cli) {
         Ok(code) => code,
@@ -28,6 +29,19 @@ fn main() -> ExitCode {
         report_rusage();
     }
     code
+}
+
+/// At most two malloc arenas, for every command. glibc gives busy threads arenas of their own
+/// (up to eight per core), and each arena keeps what its threads freed. A server's turns run on
+/// many threads: every hosted session cost ~1.4 MiB private against ~1.1 MiB with two arenas
+/// (`bench/serve.sh 10`). A headless run's 30-step peak RSS is ~130 KiB lower
+/// (`bench/link-order.sh --check`). No measurable change in CPU per step or event latency.
+fn few_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt(3) takes two integers; it only changes the allocator's parameter.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
 }
 
 /// `KEEL_REPORT_RUSAGE=1`: print this process's own CPU time and peak RSS (children excluded)

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 /// `keel serve`.
 pub fn run(ctx: &Ctx, args: ServeArgs) -> Result<ExitCode> {
-    few_malloc_arenas();
     let flags = ctx.flags()?;
     let model = super::run::server_model(ctx, &flags, args.script.as_deref())?;
     let source = Source::new(ctx, flags, model, Say::NotesAndTrust).origin("serve");
@@ -116,18 +115,6 @@ fn write_state(path: &Path, url: &str, token: &str) -> Result<()> {
     file.write_all(format!("{text}\n").as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
-}
-
-/// At most two malloc arenas. glibc gives busy threads arenas of their own (up to eight per
-/// core); a server's turns run on many threads, and each arena keeps what its turns freed, so
-/// every hosted session cost ~1.4 MiB private against ~1.1 MiB with two arenas
-/// (`bench/serve.sh 10`), with no measurable change in CPU per step or event latency.
-fn few_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt(3) takes two integers; it only changes the allocator's parameter.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
 }
 
 /// Raise the soft limit of open files to the hard one (at most 65,536): each client's connection
