@@ -60,6 +60,9 @@ pub(crate) struct Inner {
     /// The approval policy in force: the configuration's (or what a resumed session kept)
     /// until [`Agent::set_approval`].
     pub(crate) approval: Mutex<ApprovalPolicy>,
+    /// Where the policy in force came from ([`AgentConfig::approval_source`] until
+    /// [`Agent::set_approval`] or a resumed session's kept mode), named in a refusal.
+    pub(crate) approval_source: Mutex<String>,
     /// What a resumed session kept of the modes changed during it.
     pub(crate) kept_modes: KeptModes,
     /// This agent's entry among the tool callers ([`crate::calling_agent`]); removed when the
@@ -205,6 +208,12 @@ impl Agent {
         *self.inner.approval.locked()
     }
 
+    /// Where the approval policy in force came from: the flag, file and key, or the mode set
+    /// during the session ([`AgentConfig::approval_source`]).
+    pub fn approval_source(&self) -> String {
+        self.inner.approval_source.locked().clone()
+    }
+
     /// Change the approval policy between turns (an editor's session mode); logs
     /// `approval/policy`. Does nothing when it is already so. A resumed session keeps the
     /// last policy set so ([`crate::session_modes`]).
@@ -216,6 +225,11 @@ impl Agent {
             }
             *current = policy;
         }
+        *self.inner.approval_source.locked() = if policy == self.inner.config.approval {
+            self.inner.config.approval_source.clone()
+        } else {
+            format!("the session's mode (approval {})", policy.as_str())
+        };
         self.push(EventBody::ApprovalPolicy(Box::new(ApprovalPolicyEvent {
             policy: policy.as_str().to_owned(),
         })))?;

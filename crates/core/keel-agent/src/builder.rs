@@ -115,6 +115,15 @@ impl AgentBuilder {
             pipeline.set_read_only(true);
         }
         let approval = kept.approval.unwrap_or(self.config.approval);
+        let approval_source = match kept.approval {
+            Some(p) if p != self.config.approval => {
+                format!(
+                    "this session's mode (approval {}, set before it was resumed)",
+                    p.as_str()
+                )
+            }
+            _ => self.config.approval_source.clone(),
+        };
         let agent = Agent {
             inner: Arc::new(Inner {
                 config: self.config,
@@ -133,6 +142,7 @@ impl AgentBuilder {
                 background: OnceLock::new(),
                 woken: tokio::sync::Notify::new(),
                 approval: Mutex::new(approval),
+                approval_source: Mutex::new(approval_source),
                 kept_modes: kept,
                 caller: CallerEntry::default(),
                 side_work: Default::default(),

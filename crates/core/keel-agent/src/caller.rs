@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 /// Hint shown to the model (and the user) when a headless run cannot ask.
 pub const HEADLESS_DENIAL: &str = "keel is running without a terminal to ask for approval, so this action was refused; \
-the user can allow such actions with --approval auto (or a wider --sandbox)";
+the user can allow such actions with --approval allow (or a wider --sandbox)";
 
 /// One step's view of the agent, handed to the pipeline.
 pub(crate) struct StepCaller<'a> {
@@ -50,14 +50,17 @@ impl<'a> StepCaller<'a> {
         // which a call needing it now takes as a refusal and `exit_plan_mode` as "hand the
         // plan to the user".
         let policy = match self.agent.approval() {
-            ApprovalPolicy::Auto if person_only => ApprovalPolicy::Ask,
+            ApprovalPolicy::Allow if person_only => ApprovalPolicy::Ask,
             policy => policy,
         };
         let (outcome, by) = match (policy, &self.agent.inner.approver) {
-            (ApprovalPolicy::Auto, _) => (ApprovalOutcome::Approved, "policy"),
-            (ApprovalPolicy::Never, _) => (
+            (ApprovalPolicy::Allow, _) => (ApprovalOutcome::Approved, "policy"),
+            (ApprovalPolicy::Deny, _) => (
                 ApprovalOutcome::Unanswered {
-                    reason: Some("approval prompts are disabled (--approval never); do not retry this action".into()),
+                    reason: Some(format!(
+                        "approval prompts are disabled by {}; do not retry this action",
+                        self.agent.approval_source()
+                    )),
                 },
                 "policy",
             ),
@@ -70,7 +73,10 @@ impl<'a> StepCaller<'a> {
             ),
             (ApprovalPolicy::Ask, None) => (
                 ApprovalOutcome::Unanswered {
-                    reason: Some(HEADLESS_DENIAL.to_owned()),
+                    reason: Some(format!(
+                        "{HEADLESS_DENIAL} (approval ask: {})",
+                        self.agent.approval_source()
+                    )),
                 },
                 "headless",
             ),

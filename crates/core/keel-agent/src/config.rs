@@ -13,16 +13,21 @@ use keel_tools::{ApprovalOutcome, PlanState, ToolRegistry, UserAnswer, Workspace
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// What happens when a tool call needs approval.
+/// What happens when a tool call needs approval. The words are Claude Code's permission-rule
+/// words (`ask`, `deny`, `allow`), which no peer reads the other way; keel's first words
+/// `never` (= `deny`) and `auto` (= `allow`) are still read, in flags, configuration files and
+/// session logs written before, and mean what they meant. Codex's `approval_policy = "never"`
+/// ("never ask") is not keel's old `never` ("refuse what would be asked"): see
+/// [`ApprovalPolicy::misread`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ApprovalPolicy {
     /// Ask the user (a headless run cannot, so the call is denied with a hint).
     #[default]
     Ask,
-    /// Never ask: calls that need approval are denied.
-    Never,
-    /// Approve automatically.
-    Auto,
+    /// Ask nobody: calls that need approval are refused (Claude Code's `dontAsk`).
+    Deny,
+    /// Approve automatically (a sandbox escalation still asks a person).
+    Allow,
 }
 
 impl ApprovalPolicy {
@@ -30,28 +35,75 @@ impl ApprovalPolicy {
     pub fn as_str(self) -> &'static str {
         match self {
             ApprovalPolicy::Ask => "ask",
-            ApprovalPolicy::Never => "never",
-            ApprovalPolicy::Auto => "auto",
+            ApprovalPolicy::Deny => "deny",
+            ApprovalPolicy::Allow => "allow",
         }
     }
 
-    /// Parse `ask`, `never` or `auto`.
+    /// Parse `ask`, `deny` or `allow`, or the old words `never` (`deny`) and `auto` (`allow`).
     pub fn parse(s: &str) -> Option<ApprovalPolicy> {
         match s {
             "ask" => Some(ApprovalPolicy::Ask),
-            "never" => Some(ApprovalPolicy::Never),
-            "auto" => Some(ApprovalPolicy::Auto),
+            "deny" | "never" => Some(ApprovalPolicy::Deny),
+            "allow" | "auto" => Some(ApprovalPolicy::Allow),
             _ => None,
         }
     }
 
-    /// The stricter of `self` and `other`: `never` (refuses what needs approval) over `ask`
-    /// (a person decides) over `auto` (approves it).
+    /// `word` as keel spells it now: `deny` for the old `never`, `allow` for `auto`; any other
+    /// word as it is (a log's word keel does not know).
+    pub fn respell(word: &str) -> &str {
+        match ApprovalPolicy::parse(word) {
+            Some(p) => p.as_str(),
+            None => word,
+        }
+    }
+
+    /// The words [`ApprovalPolicy::parse`] takes, for an error message.
+    pub const EXPECTED: &'static str = "ask, deny or allow (the old never and auto still work)";
+
+    /// A note for a setting written with the old word `never`, which Codex users read as
+    /// "never ask, just run": keel reads it as `deny`. `None` for any other word.
+    pub fn misread(word: &str) -> Option<&'static str> {
+        (word == "never").then_some(
+            "approval \"never\" is keel's old word for \"deny\": what needs approval is refused \
+             without asking (Codex's \"never\" runs it); write deny, or allow to approve it \
+             automatically",
+        )
+    }
+
+    /// What runs without asking, and what asks or is refused, under `sandbox` with this
+    /// policy, in a few words: the status line's explanation of the word (a hook that asks, or
+    /// a command asking for a wider sandbox, still asks under `ask` and `allow`).
+    pub fn unasked(self, sandbox: keel_tools::SandboxMode) -> &'static str {
+        use keel_tools::SandboxMode::*;
+        match (sandbox, self) {
+            (ReadOnly, ApprovalPolicy::Ask) => "reads run unasked; commands ask; edits refused",
+            (ReadOnly, ApprovalPolicy::Deny) => "only reads run; commands and edits refused",
+            (ReadOnly, ApprovalPolicy::Allow) => "reads and commands run unasked; edits refused",
+            (WorkspaceWrite, ApprovalPolicy::Deny) => {
+                "edits and commands in the workspace run; nothing asks"
+            }
+            (WorkspaceWrite, _) => "edits and commands in the workspace run unasked",
+            (FullAccess, ApprovalPolicy::Deny) => "everything runs; nothing asks",
+            (FullAccess, _) => "everything runs unasked",
+        }
+    }
+
+    /// [`ApprovalPolicy::unasked`] for the words a front end holds (an `approval/policy` and
+    /// a `sandbox/mode` event's, old words included); `None` when either is not one.
+    pub fn unasked_words(approval: &str, sandbox: &str) -> Option<&'static str> {
+        let policy = ApprovalPolicy::parse(approval)?;
+        Some(policy.unasked(sandbox.parse().ok()?))
+    }
+
+    /// The stricter of `self` and `other`: `deny` (refuses what needs approval) over `ask`
+    /// (a person decides) over `allow` (approves it).
     pub fn stricter(self, other: ApprovalPolicy) -> ApprovalPolicy {
         let rank = |p: ApprovalPolicy| match p {
-            ApprovalPolicy::Auto => 0,
+            ApprovalPolicy::Allow => 0,
             ApprovalPolicy::Ask => 1,
-            ApprovalPolicy::Never => 2,
+            ApprovalPolicy::Deny => 2,
         };
         if rank(other) > rank(self) {
             other
@@ -60,6 +112,9 @@ impl ApprovalPolicy {
         }
     }
 }
+
+/// [`AgentConfig::approval_source`] when nothing set the policy.
+pub const DEFAULT_APPROVAL_SOURCE: &str = "keel's default";
 
 /// Answers approval requests when the policy is `ask` (an interactive front end). Without one
 /// (headless) every request is [`ApprovalOutcome::Unanswered`]: a call that needs approval is
@@ -137,6 +192,9 @@ pub struct AgentConfig {
     pub repeat_failure_limit: u32,
     /// Approval policy.
     pub approval: ApprovalPolicy,
+    /// Where [`AgentConfig::approval`] came from, named when it refuses a call: `--approval
+    /// deny`, `approval = "deny" in FILE`, `keel's default`…
+    pub approval_source: String,
     /// Byte budget for AGENTS.md / CLAUDE.md.
     pub instructions_budget: usize,
     /// Retry policy of the default `agent/request-error` listener.
@@ -165,6 +223,7 @@ impl AgentConfig {
             max_steps: 200,
             repeat_failure_limit: 3,
             approval: ApprovalPolicy::Ask,
+            approval_source: DEFAULT_APPROVAL_SOURCE.to_owned(),
             instructions_budget: prompt::DEFAULT_INSTRUCTIONS_BUDGET,
             retry: RetryPolicy::default(),
         }

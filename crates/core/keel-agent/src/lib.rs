@@ -35,7 +35,9 @@ mod turn;
 pub use agent::{Agent, PLAN_APPROVED_PROMPT, TOOL_SKIPPED_EVENT, user_message};
 pub use builder::AgentBuilder;
 pub use caller::HEADLESS_DENIAL;
-pub use config::{AgentConfig, ApprovalPolicy, Approver, Asker, ToolSetup, allow_key};
+pub use config::{
+    AgentConfig, ApprovalPolicy, Approver, Asker, DEFAULT_APPROVAL_SOURCE, ToolSetup, allow_key,
+};
 pub use error::AgentError;
 pub use handle::{AgentHandle, AgentSlot, WeakHandle, calling_agent};
 pub use inbox::{Inbox, InboxMode};

@@ -567,8 +567,8 @@ fn approval_fact(policy: crate::agent::ApprovalPolicy) -> String {
     use crate::agent::ApprovalPolicy::*;
     match policy {
         Ask => "Approval: actions that need approval are put to the user; if nobody can answer they are refused.".into(),
-        Never => "Approval prompts are disabled: actions that need approval are refused; do not retry them.".into(),
-        Auto => "Approval: actions that need approval are approved automatically.".into(),
+        Deny => "Approval prompts are disabled: actions that need approval are refused; do not retry them.".into(),
+        Allow => "Approval: actions that need approval are approved automatically.".into(),
     }
 }
 

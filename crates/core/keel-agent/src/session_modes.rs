@@ -17,10 +17,10 @@
 //! | `sandbox/mode` `read-only` | the sandbox narrowed to read-only |
 //! | `sandbox/mode` a known mode stricter than the configured sandbox | the configured sandbox, narrowed to read-only (keel narrows to nothing else at run time) |
 //! | `sandbox/mode` a known mode looser than the configured sandbox | the configured sandbox; the logged mode is noted as not restored |
-//! | `approval/policy` stricter than the configured policy (`ask` or `never` under `auto`, `never` under `ask`) | the logged policy |
-//! | `approval/policy` looser than the configured policy (`auto` under `ask` or `never`, `ask` under `never`) | the configured policy; the logged one is noted as not restored |
+//! | `approval/policy` stricter than the configured policy (`ask` or `deny` under `allow`, `deny` under `ask`) | the logged policy |
+//! | `approval/policy` looser than the configured policy (`allow` under `ask` or `deny`, `ask` under `deny`) | the configured policy; the logged one is noted as not restored |
 //! | the same mode or policy as configured | the configured one, nothing to say |
-//! | a mode or policy keel does not know | fail closed: the sandbox narrowed to read-only; the configured policy, `ask` where that is `auto` |
+//! | a mode or policy keel does not know | fail closed: the sandbox narrowed to read-only; the configured policy, `ask` where that is `allow` |
 //!
 //! So a restore never gives a session a looser setting than its log holds, nor than the
 //! configuration of the process resuming it. Nothing is logged when modes are kept or refused
@@ -82,7 +82,7 @@ pub enum ModeNote {
         kept: SandboxMode,
     },
     /// The session's last `approval/policy` change (at `seq`) logged a policy looser than the
-    /// configured one (`auto` under `ask`, say): not restored, the configured policy is kept.
+    /// configured one (`allow` under `ask`, say): not restored, the configured policy is kept.
     ApprovalNotRestored {
         /// The change.
         seq: Seq,
@@ -440,10 +440,10 @@ mod tests {
             kept(never, WW, ASK),
             KeptModes {
                 read_only: false,
-                approval: Some(ApprovalPolicy::Never),
+                approval: Some(ApprovalPolicy::Deny),
                 notes: vec![ModeNote::Approval {
                     seq: Seq(4),
-                    policy: ApprovalPolicy::Never
+                    policy: ApprovalPolicy::Deny
                 }],
             }
         );
@@ -460,7 +460,7 @@ mod tests {
             }
         );
         assert_eq!(
-            kept(back, WW, ApprovalPolicy::Auto),
+            kept(back, WW, ApprovalPolicy::Allow),
             KeptModes {
                 read_only: false,
                 approval: Some(ASK),
@@ -483,7 +483,7 @@ mod tests {
             sandbox("workspace-write"),
             policy("auto"),
         ]);
-        for configured in [ASK, ApprovalPolicy::Never] {
+        for configured in [ASK, ApprovalPolicy::Deny] {
             assert_eq!(
                 kept(auto.clone(), WW, configured),
                 KeptModes {
@@ -491,7 +491,7 @@ mod tests {
                     approval: Some(configured),
                     notes: vec![ModeNote::ApprovalNotRestored {
                         seq: Seq(4),
-                        logged: ApprovalPolicy::Auto,
+                        logged: ApprovalPolicy::Allow,
                         kept: configured,
                     }],
                 }
@@ -499,10 +499,10 @@ mod tests {
         }
         // Configured auto: the logged auto is no change.
         assert_eq!(
-            kept(auto, WW, ApprovalPolicy::Auto),
+            kept(auto, WW, ApprovalPolicy::Allow),
             KeptModes {
                 read_only: false,
-                approval: Some(ApprovalPolicy::Auto),
+                approval: Some(ApprovalPolicy::Allow),
                 notes: vec![],
             }
         );
@@ -510,11 +510,11 @@ mod tests {
         let mut ask = start();
         ask.push(policy("ask"));
         assert_eq!(
-            kept(ask, WW, ApprovalPolicy::Never).notes,
+            kept(ask, WW, ApprovalPolicy::Deny).notes,
             vec![ModeNote::ApprovalNotRestored {
                 seq: Seq(2),
                 logged: ASK,
-                kept: ApprovalPolicy::Never,
+                kept: ApprovalPolicy::Deny,
             }]
         );
         // A looser sandbox logged: the configured one holds.
@@ -556,13 +556,13 @@ mod tests {
         // Not a problem: the log was read, the configuration holds.
         let auto_note = ModeNote::ApprovalNotRestored {
             seq: Seq(4),
-            logged: ApprovalPolicy::Auto,
+            logged: ApprovalPolicy::Allow,
             kept: ASK,
         };
         assert!(!auto_note.is_problem() && !got.notes[0].is_problem());
         assert_eq!(
             auto_note.to_string(),
-            "logged approval policy auto at seq 4; not restored: a resumed session keeps the \
+            "logged approval policy allow at seq 4; not restored: a resumed session keeps the \
              configured ask"
         );
         assert_eq!(
@@ -627,7 +627,7 @@ mod tests {
                 policy("yolo"),
             ],
             WW,
-            ApprovalPolicy::Auto,
+            ApprovalPolicy::Allow,
         );
         assert_eq!(
             got,
@@ -657,8 +657,8 @@ mod tests {
         let got = kept(
             vec![policy("ask"), policy("yolo")],
             WW,
-            ApprovalPolicy::Never,
+            ApprovalPolicy::Deny,
         );
-        assert_eq!(got.approval, Some(ApprovalPolicy::Never));
+        assert_eq!(got.approval, Some(ApprovalPolicy::Deny));
     }
 }

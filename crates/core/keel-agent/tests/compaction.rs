@@ -50,7 +50,7 @@ fn write_files(f: &Fixture, turns: usize, lines: usize) {
 
 fn small_window(config: &mut keel_agent::AgentConfig) {
     config.model_info.context_window = 16_384;
-    config.approval = keel_agent::ApprovalPolicy::Auto;
+    config.approval = keel_agent::ApprovalPolicy::Allow;
 }
 
 fn of_type<'a>(evs: &'a [SessionEvent], t: &str) -> Vec<&'a SessionEvent> {
@@ -223,7 +223,7 @@ async fn overflow_compacts_once_and_retries_the_step() {
     let mut hooks = HookRegistry::default();
     compaction::install(&mut hooks, CompactionConfig::default());
     let f = fixture_config(&script, hooks, SandboxMode::WorkspaceWrite, |c| {
-        c.approval = keel_agent::ApprovalPolicy::Auto
+        c.approval = keel_agent::ApprovalPolicy::Allow
     });
     write_files(&f, 2, 40);
     for n in 1..=3 {
@@ -288,7 +288,7 @@ async fn a_second_overflow_in_the_step_is_not_compacted_again_and_the_turn_fails
     let mut hooks = HookRegistry::default();
     compaction::install(&mut hooks, CompactionConfig::default());
     let f = fixture_config(&script, hooks, SandboxMode::WorkspaceWrite, |c| {
-        c.approval = keel_agent::ApprovalPolicy::Auto
+        c.approval = keel_agent::ApprovalPolicy::Allow
     });
     write_files(&f, 1, 40);
     f.agent
@@ -474,7 +474,7 @@ async fn manual_compaction_between_turns_summarises_and_a_failed_summary_loses_n
         &script,
         HookRegistry::default(),
         SandboxMode::WorkspaceWrite,
-        |c| c.approval = keel_agent::ApprovalPolicy::Auto,
+        |c| c.approval = keel_agent::ApprovalPolicy::Allow,
     );
     write_files(&f, 3, 20);
     for n in 1..=3 {
@@ -621,7 +621,7 @@ responses:
         script,
         overflow_compactor(),
         SandboxMode::WorkspaceWrite,
-        |c| c.approval = keel_agent::ApprovalPolicy::Auto,
+        |c| c.approval = keel_agent::ApprovalPolicy::Allow,
     );
     let body: String = (1..=4000)
         .map(|i| format!("line {i:05} of a big file\n"))
@@ -680,7 +680,7 @@ responses:
         script,
         overflow_compactor(),
         SandboxMode::WorkspaceWrite,
-        |c| c.approval = keel_agent::ApprovalPolicy::Auto,
+        |c| c.approval = keel_agent::ApprovalPolicy::Allow,
     );
     write_files(&f, 2, 40);
     for prompt in ["[task 01] read f01.txt", "[task 02] read f02.txt"] {
@@ -738,7 +738,7 @@ responses:
         script,
         overflow_compactor(),
         SandboxMode::WorkspaceWrite,
-        |c| c.approval = keel_agent::ApprovalPolicy::Auto,
+        |c| c.approval = keel_agent::ApprovalPolicy::Allow,
     );
     write_files(&f, 1, 40);
     let prompt = "read f01.txt and\n\ntell me its first line";

@@ -130,7 +130,7 @@ responses:
         keel_tools::SandboxMode::WorkspaceWrite,
         |c| {
             c.model_info.context_window = 16_384;
-            c.approval = keel_agent::ApprovalPolicy::Auto;
+            c.approval = keel_agent::ApprovalPolicy::Allow;
         },
     );
     std::fs::write(f.work.path().join("notes.txt"), "hello\n").unwrap();

@@ -99,7 +99,7 @@ async fn under_approval_never_the_plan_is_handed_over_too() {
         PLANNING,
         HookRegistry::default(),
         SandboxMode::WorkspaceWrite,
-        ApprovalPolicy::Never,
+        ApprovalPolicy::Deny,
     );
     f.agent.enter_plan_mode().unwrap();
     f.agent.followup("add a greeting").unwrap();
@@ -116,7 +116,7 @@ async fn under_approval_auto_the_turn_goes_on_with_the_plan() {
         PLANNING,
         HookRegistry::default(),
         SandboxMode::WorkspaceWrite,
-        ApprovalPolicy::Auto,
+        ApprovalPolicy::Allow,
     );
     f.agent.enter_plan_mode().unwrap();
     f.agent.followup("add a greeting").unwrap();

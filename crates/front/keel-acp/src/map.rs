@@ -195,7 +195,7 @@ impl Mapper {
                 }
             }
             EventBody::ApprovalPolicy(p) => {
-                let auto = p.policy == ApprovalPolicy::Auto.as_str();
+                let auto = p.policy == ApprovalPolicy::Allow.as_str();
                 if auto != self.modes.auto {
                     self.modes.auto = auto;
                     out.push(self.modes.update());

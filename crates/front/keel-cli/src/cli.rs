@@ -1,4 +1,6 @@
-//! Command-line syntax (clap). Every flag documented here shows in `--help`.
+//! Command-line syntax (clap). Every flag documented here shows in `--help`, but those marked
+//! `hide = true` (passed only by keel itself). [`help`] makes `keel -h` a one-screen overview and
+//! keeps the agent flags out of the help of the commands that run no agent.
 //!
 //! Here: the top level ([`Cli`]), the global flags every command takes ([`Common`]), how a
 //! run starts ([`ModeArgs`]) and the list of commands ([`Command`]). Each command's own
@@ -7,6 +9,7 @@
 //! servers, [`serve`] for the servers (mcp-server, acp) and batches.
 
 mod config;
+mod help;
 mod plugin;
 mod serve;
 mod sessions;
@@ -96,7 +99,11 @@ pub struct Common {
     /// (Landlock); see docs/sandbox.md.
     #[arg(long, global = true, value_name = "MODE")]
     pub sandbox: Option<String>,
-    /// What happens when an action needs approval: ask (default; refused when headless), never, auto.
+    /// What happens when an action needs approval (what runs unasked depends on --sandbox:
+    /// under workspace-write, edits and commands inside the workspace never ask): ask
+    /// (default; a person decides, refused when headless), deny (ask nobody: refused) or allow
+    /// (approved at once; a call asking to leave the sandbox still asks a person). The old
+    /// words never (= deny) and auto (= allow) still work.
     #[arg(long, global = true, value_name = "POLICY")]
     pub approval: Option<String>,
     /// Context window of the model for this run, in tokens (for local servers with small windows).
@@ -151,6 +158,9 @@ pub struct Common {
     /// The card `keel chat --card` names (set by that command, not a flag of its own).
     #[arg(skip)]
     pub card: Option<String>,
+    /// The flag that set `approval` when it was not `--approval` itself (`--full-auto`).
+    #[arg(skip)]
+    pub approval_from: Option<String>,
 }
 
 /// Claude Code's permission modes (`--permission-mode`), mapped onto keel's settings. An
@@ -165,10 +175,10 @@ pub enum PermissionMode {
     AcceptEdits,
     /// Plan mode, as --plan.
     Plan,
-    /// Ask nobody; whatever needs approval is refused: --approval never.
+    /// Ask nobody; whatever needs approval is refused: --approval deny.
     #[value(name = "dontAsk")]
     DontAsk,
-    /// Everything, without asking: --sandbox full-access --approval auto.
+    /// Everything, without asking: --sandbox full-access --approval allow.
     #[value(name = "bypassPermissions")]
     BypassPermissions,
 }
@@ -180,16 +190,16 @@ pub struct ModeArgs {
     /// hands in a plan with exit_plan_mode. Headless, nobody can approve it in the run: the
     /// plan is printed as the answer (exit 0) and plan mode stays on; approve it with
     /// `keel resume SESSION --approve-plan`, or ask for changes with `keel resume SESSION
-    /// "…"`. Under --approval auto the plan is approved at once and the model carries it out.
+    /// "…"`. Under --approval allow the plan is approved at once and the model carries it out.
     #[arg(long, conflicts_with = "permission_mode")]
     pub plan: bool,
     /// Claude Code's permission modes: default (keel's settings), acceptEdits (--sandbox
-    /// workspace-write), plan (--plan), dontAsk (--approval never), bypassPermissions
-    /// (--sandbox full-access --approval auto). An explicit --sandbox or --approval wins.
+    /// workspace-write), plan (--plan), dontAsk (--approval deny), bypassPermissions
+    /// (--sandbox full-access --approval allow). An explicit --sandbox or --approval wins.
     #[arg(long, value_enum, value_name = "MODE")]
     pub permission_mode: Option<PermissionMode>,
     /// Codex's `--full-auto`: work inside the workspace without asking, as --sandbox
-    /// workspace-write --approval auto (bash stays confined to the workspace and temp; a call
+    /// workspace-write --approval allow (bash stays confined to the workspace and temp; a call
     /// that asks to leave the sandbox is still refused headless). An explicit --sandbox or
     /// --approval wins.
     #[arg(long, conflicts_with = "permission_mode")]
@@ -207,7 +217,7 @@ impl ModeArgs {
 /// [`typo`]) and fold `--full-auto` into the sandbox and approval flags.
 pub fn parse() -> Cli {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let mut cli = typo::try_parse(&args).unwrap_or_else(|e| e.exit());
+    let mut cli = typo::try_parse(&args).unwrap_or_else(|e| help::exit(&args, e));
     let full_auto = cli.mode.full_auto
         || match &cli.command {
             Some(Command::Run(args)) => args.mode.full_auto,
@@ -219,7 +229,10 @@ pub fn parse() -> Cli {
         common
             .sandbox
             .get_or_insert_with(|| "workspace-write".into());
-        common.approval.get_or_insert_with(|| "auto".into());
+        if common.approval.is_none() {
+            common.approval = Some("allow".into());
+            common.approval_from = Some("--full-auto".into());
+        }
     }
     cli
 }

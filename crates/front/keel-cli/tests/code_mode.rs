@@ -477,7 +477,7 @@ responses:
     assert_eq!(body["result"][0], "bash");
     assert_eq!(body["result"][1], "DENIED");
     let message = body["result"][2].as_str().unwrap();
-    assert!(message.contains("--approval auto"), "{message}");
+    assert!(message.contains("--approval allow"), "{message}");
     let asked = of_type(&events, "approval/asked");
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0]["data"]["callId"], "call_code:code:1");

@@ -158,7 +158,7 @@ responses:
     let session = env.only_session();
     assert_eq!(
         modes(&session),
-        ("workspace-write".into(), "auto".into()),
+        ("workspace-write".into(), "allow".into()),
         "{:?}",
         load_consistent(&session)
     );
@@ -182,7 +182,7 @@ fn an_explicit_flag_wins_over_full_auto_and_permission_modes_conflict() {
     assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
     assert_eq!(
         modes(&env.only_session()),
-        ("read-only".into(), "auto".into())
+        ("read-only".into(), "allow".into())
     );
 
     let out = run(env.keel(&mock.base_url()).args([

@@ -332,7 +332,7 @@ fn a_call_runs_with_its_own_cwd_sandbox_approval_and_model() {
     let events = load_consistent(&path);
     let data = |t: &str| of_type(&events, t).last().map(|e| e["data"].clone());
     assert_eq!(data("sandbox/mode").unwrap()["mode"], "read-only");
-    assert_eq!(data("approval/policy").unwrap()["policy"], "never");
+    assert_eq!(data("approval/policy").unwrap()["policy"], "deny");
     assert_eq!(data("request/context").unwrap()["model"], "other-model");
 }
 

@@ -227,11 +227,11 @@ fn permission_modes_map_onto_sandbox_and_approval() {
     );
     assert_eq!(
         modes_of(&["--permission-mode", "dontAsk"]),
-        pair("workspace-write", "never")
+        pair("workspace-write", "deny")
     );
     assert_eq!(
         modes_of(&["--permission-mode", "bypassPermissions"]),
-        pair("full-access", "auto")
+        pair("full-access", "allow")
     );
     // An explicit flag wins over the mode.
     assert_eq!(
@@ -241,7 +241,7 @@ fn permission_modes_map_onto_sandbox_and_approval() {
             "--sandbox",
             "workspace-write"
         ]),
-        pair("workspace-write", "auto")
+        pair("workspace-write", "allow")
     );
 }
 

@@ -671,7 +671,7 @@ fn trust_yes_in_an_untrusted_session_runs_the_hooks_from_the_next_prompt() {
     );
     assert_eq!(recorded_trust(&env).as_deref(), Some("trusted"));
     // The rebuilt agent's approval policy, from the project's configuration.
-    t.wait_for_words("approval auto");
+    t.wait_for_words("approval allow");
     ask(&t, "second", "Second answer.");
     assert!(
         env.ws.join("hook-ran.txt").exists(),
@@ -689,7 +689,7 @@ fn trust_yes_in_an_untrusted_session_runs_the_hooks_from_the_next_prompt() {
     resume.args(["resume", "--last"]);
     let r = Tmux::start(env.root(), &resume);
     let screen = r.wait_for_words("resumed session");
-    assert!(screen.contains("approval auto"), "{screen}");
+    assert!(screen.contains("approval allow"), "{screen}");
     r.type_text("/trust no");
     r.keys(&["Enter"]);
     r.wait_for_words("From the next turn these stay inert");
@@ -1061,7 +1061,7 @@ responses:
     let mut cmd = env.keel(&mock.base_url());
     cmd.args(["--approval", "auto"]);
     let t = Tmux::start(env.root(), &cmd);
-    t.wait_for("approval auto");
+    t.wait_for("approval allow");
     t.type_text("change the notes");
     t.keys(&["Enter"]);
     t.wait_for("Notes changed.");
@@ -1203,7 +1203,7 @@ responses:
     let mut cmd = env.keel(&mock.base_url());
     cmd.args(["--approval", "auto"]);
     let t = Tmux::start(env.root(), &cmd);
-    t.wait_for("approval auto");
+    t.wait_for("approval allow");
     t.type_text("change the notes");
     t.keys(&["Enter"]);
     t.wait_for("Notes changed.");

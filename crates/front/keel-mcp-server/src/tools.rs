@@ -20,8 +20,8 @@ const KEEL_DESCRIPTION: &str = "Delegate a task to keel, a coding agent: it runs
 the end in a new keel session (reading and editing files, running commands in the workspace) \
 and answers with its final message and the session id. Continue the same session with \
 keel_reply. Approval cannot be asked for over MCP: with approval \"ask\" (the default unless \
-configured otherwise) or \"never\", tool calls that need approval are refused and keel works \
-around them; \"auto\" approves them.";
+configured otherwise) or \"deny\", tool calls that need approval are refused and keel works \
+around them; \"allow\" approves them.";
 
 const REPLY_DESCRIPTION: &str = "Continue a keel session (the sessionId a keel call answered \
 with) with another prompt: keel runs one more turn with the whole session as context, under the \
@@ -86,10 +86,11 @@ pub fn keel_tool() -> Tool {
                 },
                 "approval": {
                     "type": "string",
-                    "enum": ["ask", "never", "auto"],
+                    "enum": ["ask", "deny", "allow", "never", "auto"],
                     "description": "Approval policy for actions that need it. Nobody can be \
-                                    asked over MCP: ask and never refuse such actions, auto \
-                                    approves them. Default: as configured (ask)."
+                                    asked over MCP: ask and deny refuse such actions, allow \
+                                    approves them (never and auto: keel's old words for deny \
+                                    and allow). Default: as configured (ask)."
                 },
                 "model": {
                     "type": "string",
@@ -235,7 +236,10 @@ pub fn parse_task(args: &JsonObject) -> Result<TaskRequest, ErrorData> {
             ApprovalPolicy::parse(&name).ok_or_else(|| {
                 invalid(
                     tool,
-                    format!("unknown approval {name:?}; expected ask, never or auto"),
+                    format!(
+                        "unknown approval {name:?}; expected {}",
+                        ApprovalPolicy::EXPECTED
+                    ),
                 )
             })
         })
@@ -289,7 +293,7 @@ mod tests {
         .unwrap();
         assert_eq!(t.cwd, Some(PathBuf::from("sub")));
         assert_eq!(t.sandbox, Some(SandboxMode::ReadOnly));
-        assert_eq!(t.approval, Some(ApprovalPolicy::Auto));
+        assert_eq!(t.approval, Some(ApprovalPolicy::Allow));
         assert_eq!(t.model.as_deref(), Some("m"));
         let t = parse_task(&args(json!({"prompt": "x", "cwd": null}))).unwrap();
         assert_eq!(t.cwd, None);

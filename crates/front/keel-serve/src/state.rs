@@ -69,7 +69,10 @@ fn stored(id: &str, session: &Session) -> Value {
     for ev in session.whole_event_iter() {
         match &ev.body {
             EventBody::SandboxMode(m) => sandbox = Some(m.mode.clone()),
-            EventBody::ApprovalPolicy(p) => approval = Some(p.policy.clone()),
+            // A log written before keel's words changed says `never`/`auto`.
+            EventBody::ApprovalPolicy(p) => {
+                approval = Some(keel_agent::ApprovalPolicy::respell(&p.policy).to_owned());
+            }
             _ => {}
         }
     }

@@ -407,7 +407,9 @@ pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
         part(t.sandbox.clone(), Style::default());
     }
     if !t.approval.is_empty() {
-        part(format!("approval {}", t.approval), Style::default());
+        // Sessions logged before keel's approval words changed say `never`/`auto`.
+        let word = keel_agent::ApprovalPolicy::respell(&t.approval);
+        part(format!("approval {word}"), Style::default());
     }
     if t.plan_mode {
         part(
@@ -442,6 +444,10 @@ pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
             format!("{} queued", screen.queued.len()),
             Style::default().fg(Color::Yellow),
         );
+    }
+    // What the approval word means under this sandbox, last: a narrow terminal cuts it first.
+    if let Some(unasked) = keel_agent::ApprovalPolicy::unasked_words(&t.approval, &t.sandbox) {
+        part(unasked.to_owned(), dim());
     }
     Line::from(spans)
 }

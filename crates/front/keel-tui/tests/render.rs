@@ -237,6 +237,42 @@ fn the_status_line_shows_the_running_step_and_context() {
 }
 
 #[test]
+fn the_status_line_says_what_runs_unasked_under_the_sandbox() {
+    let status = |sandbox: &str, policy: &str| {
+        let mut events = session();
+        events[0] = ev(0, 0, "sandbox/mode", json!({"mode": sandbox}));
+        events[1] = ev(1, 0, "approval/policy", json!({"policy": policy}));
+        events.truncate(12);
+        let t = transcript(&events);
+        let screen = draw(&t, None, 2500, 200, 30);
+        screen
+            .lines()
+            .rev()
+            .find(|l| !l.is_empty())
+            .unwrap()
+            .to_owned()
+    };
+    let s = status("workspace-write", "ask");
+    assert!(
+        s.contains("approval ask") && s.contains("edits and commands in the workspace run unasked"),
+        "{s}"
+    );
+    // A log written with keel's old words reads as the new ones.
+    let s = status("read-only", "never");
+    assert!(
+        s.contains("approval deny") && s.contains("only reads run; commands and edits refused"),
+        "{s}"
+    );
+    let s = status("read-only", "auto");
+    assert!(
+        s.contains("approval allow") && s.contains("reads and commands run unasked"),
+        "{s}"
+    );
+    let s = status("full-access", "ask");
+    assert!(s.contains("everything runs unasked"), "{s}");
+}
+
+#[test]
 fn the_approval_modal() {
     let t = transcript(&session()[..4]);
     let modal = Modal {
@@ -324,7 +360,7 @@ responses:
   - text: "Second answer."
 "#,
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             hooks,
             ..AgentOptions::default()
         },

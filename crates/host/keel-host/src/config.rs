@@ -388,7 +388,8 @@ fn approval_policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ApprovalPol
     };
     ApprovalPolicy::parse(&name).map(Some).ok_or_else(|| {
         serde::de::Error::custom(format!(
-            "unknown approval policy {name:?}; expected ask, never or auto"
+            "unknown approval policy {name:?}; expected {}",
+            ApprovalPolicy::EXPECTED
         ))
     })
 }

@@ -101,7 +101,7 @@ fn an_untrusted_project_layer_only_tightens_and_the_rest_is_listed() {
     let c = &loaded.config;
     assert_eq!(c.sandbox.mode, Some(SandboxMode::WorkspaceWrite));
     assert_eq!(c.sandbox.network, Some(false));
-    assert_eq!(c.approval, Some(ApprovalPolicy::Never), "stricter than ask");
+    assert_eq!(c.approval, Some(ApprovalPolicy::Deny), "stricter than ask");
     assert_eq!(c.agent.max_steps, Some(9));
     assert!(c.mcp_servers.is_empty());
     assert_eq!(loaded.ignored.len(), 1);

@@ -63,6 +63,9 @@ pub struct Flags {
     pub sandbox: Option<SandboxMode>,
     /// Approval policy.
     pub approval: Option<ApprovalPolicy>,
+    /// What set [`Flags::approval`], named when the policy refuses a call (`--approval deny`,
+    /// `--permission-mode dontAsk`, `--full-auto`); `None`: "approval WORD given to this run".
+    pub approval_from: Option<String>,
     /// Context window of the model, in tokens.
     pub context_window: Option<u64>,
     /// Output budget of the model, in tokens.
@@ -253,7 +256,7 @@ impl Host {
             .sandbox
             .or(c.sandbox.mode)
             .unwrap_or(SandboxMode::WorkspaceWrite);
-        let approval = flags.approval.or(c.approval).unwrap_or_default();
+        let approval = crate::approval::resolve(&flags, &self.loaded);
         let configured = matches!(model, ModelSource::Configured);
         let route = self.route(&flags, model)?;
         // What the route came from, for a resumed session's logged route.
@@ -424,7 +427,7 @@ pub struct AgentFactory<'h> {
     host: &'h Host,
     route: ModelRoute,
     sandbox: SandboxMode,
-    approval: ApprovalPolicy,
+    approval: crate::approval::Resolved,
     reasoning_effort: Option<String>,
     enable: Vec<&'static str>,
     row_edits: Vec<RowEdit>,
@@ -439,7 +442,7 @@ impl std::fmt::Debug for AgentFactory<'_> {
         f.debug_struct("AgentFactory")
             .field("route", &self.route)
             .field("sandbox", &self.sandbox)
-            .field("approval", &self.approval)
+            .field("approval", &self.approval.policy)
             .finish()
     }
 }
@@ -457,7 +460,19 @@ impl AgentFactory<'_> {
 
     /// The approval policy agents get.
     pub fn approval(&self) -> ApprovalPolicy {
-        self.approval
+        self.approval.policy
+    }
+
+    /// Where [`AgentFactory::approval`] came from (a flag, a file's key, keel's default).
+    pub fn approval_source(&self) -> &str {
+        &self.approval.source
+    }
+
+    /// A note for a configuration file that says the old `never` ("refuse what would be
+    /// asked", which Codex users read as "never ask"), naming the file; a front end says it
+    /// once.
+    pub fn approval_note(&self) -> Option<&str> {
+        self.approval.note.as_deref()
     }
 
     /// A new, empty session log for the workspace, in `format`.
@@ -680,7 +695,8 @@ impl AgentFactory<'_> {
             host.cwd.clone(),
         );
         config.keel_home = Some(host.home.clone());
-        config.approval = self.approval;
+        config.approval = self.approval.policy;
+        config.approval_source = self.approval.source.clone();
         config.thinking = a.thinking;
         config.reasoning_effort = self.reasoning_effort.clone();
         config.temperature = a.temperature;

@@ -19,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod approval;
 pub mod bundles;
 pub mod commands;
 pub mod config;

@@ -42,7 +42,7 @@ pub fn set_mode(agent: &Agent, mode: &str) -> Result<(), ModeError> {
     let (plan, read_only, approval) = match mode {
         MODE_DEFAULT => (false, false, configured),
         MODE_READ_ONLY => (false, true, configured),
-        MODE_AUTO => (false, false, ApprovalPolicy::Auto),
+        MODE_AUTO => (false, false, ApprovalPolicy::Allow),
         MODE_PLAN => (true, false, configured),
         other => return Err(ModeError::Unknown(other.to_owned())),
     };
@@ -59,7 +59,7 @@ pub fn mode_of(agent: &Agent) -> &'static str {
         MODE_PLAN
     } else if agent.sandbox() == SandboxMode::ReadOnly {
         MODE_READ_ONLY
-    } else if agent.approval() == ApprovalPolicy::Auto {
+    } else if agent.approval() == ApprovalPolicy::Allow {
         MODE_AUTO
     } else {
         MODE_DEFAULT

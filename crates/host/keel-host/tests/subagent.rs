@@ -118,7 +118,7 @@ responses:
     assert!(
         child_events
             .iter()
-            .any(|e| matches!(&e.body, EventBody::ApprovalPolicy(p) if p.policy == "never"))
+            .any(|e| matches!(&e.body, EventBody::ApprovalPolicy(p) if p.policy == "deny"))
     );
     let ends: Vec<_> = child_events
         .iter()

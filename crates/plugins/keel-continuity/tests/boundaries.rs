@@ -21,7 +21,7 @@ fn fixture(script: &str, plugins: Vec<PluginRow>) -> AgentFixture {
     agent_fixture(
         script,
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins,
             ..AgentOptions::default()
         },
@@ -45,7 +45,7 @@ async fn turn(agent: &Agent, prompt: &str) -> keel_agent::TurnOutcome {
 
 /// Build a new agent on the session file at `path` (a cold resume), with `script`.
 fn resume(home: &Path, cwd: &Path, path: &Path, script: &str) -> (Agent, Arc<ScriptedProvider>) {
-    resume_fixture(home, cwd, path, script, keel_agent::ApprovalPolicy::Auto)
+    resume_fixture(home, cwd, path, script, keel_agent::ApprovalPolicy::Allow)
 }
 
 fn projections(evs: &[SessionEvent]) -> Vec<serde_json::Value> {
@@ -495,7 +495,7 @@ async fn no_continuation_while_a_newer_human_message_waits() {
     let f = agent_fixture(
         &script,
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins,
             hooks,
             ..AgentOptions::default()

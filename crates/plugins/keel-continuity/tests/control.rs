@@ -82,7 +82,7 @@ fn fixture_with(
     agent_fixture(
         script,
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins,
             files: files
                 .iter()
@@ -684,7 +684,7 @@ async fn on_request_mode_activates_on_the_humans_words() {
     let f = agent_fixture(
         &s,
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins: vec![PluginRow::with(
                 "continuity",
                 &json!({"control": "on-request"}),
@@ -811,7 +811,8 @@ async fn hazard_a_subagent_writes_outside_the_targets() {
 /// Build a new agent on the session file at `path` (a cold resume, a new process) with
 /// `script`, with the home's configuration (control on).
 fn resume(home: &Path, cwd: &Path, path: &Path, script: &str) -> Agent {
-    keel_testkit::agent::resume_fixture(home, cwd, path, script, keel_agent::ApprovalPolicy::Auto).0
+    keel_testkit::agent::resume_fixture(home, cwd, path, script, keel_agent::ApprovalPolicy::Allow)
+        .0
 }
 
 /// The contract and its authorization survive a restart (the resumed process admits the

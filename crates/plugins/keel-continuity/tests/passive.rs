@@ -67,7 +67,7 @@ fn fixture(continuity: bool) -> AgentFixture {
     agent_fixture(
         &script(),
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins,
             files: files(),
             edit: Some(Box::new(|c| c.model_info.context_window = 16_384)),

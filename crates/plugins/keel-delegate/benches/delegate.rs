@@ -179,7 +179,7 @@ fn rig(delegate: bool) -> (AgentFixture, Arc<InProcessProvider>) {
     let f = agent_fixture(
         "responses:\n  - text: \"unused\"\n",
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins,
             plugin_set: Some(set),
             ..AgentOptions::default()

@@ -75,7 +75,7 @@ fn rig(script: Script, config: DelegateConfig) -> Rig {
     let f = agent_fixture(
         &script.text(),
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins: vec![PluginRow::new("jobs"), PluginRow::with("delegate", &config)],
             plugin_set: Some(set),
             ..AgentOptions::default()

@@ -57,7 +57,7 @@ fn fixture(mut rows: Vec<PluginRow>, hooks: HookRegistry, turns: usize) -> Agent
     agent_fixture(
         &script(turns),
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins: rows,
             hooks,
             files: files(turns),
@@ -447,7 +447,7 @@ async fn a_third_policy_plugs_in_from_outside_the_crate() {
     let f = agent_fixture(
         &script(turns),
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins: vec![
                 memory(json!({"context_mode": "managed", "policy": "every-other"})),
                 PluginRow::new("compaction"),
@@ -531,7 +531,7 @@ async fn relevant_brings_back_an_old_turn_that_matches_the_question() {
         let f = agent_fixture(
             &s,
             AgentOptions {
-                approval: keel_agent::ApprovalPolicy::Auto,
+                approval: keel_agent::ApprovalPolicy::Allow,
                 plugins: vec![
                     memory(
                         json!({"context_mode": "managed", "policy": policy, "budget_fraction": 0.25}),
@@ -606,7 +606,7 @@ async fn a_resume_keeps_the_logged_mode_and_can_switch_it_between_turns() {
             &cwd,
             &session_path,
             &script(turns),
-            keel_agent::ApprovalPolicy::Auto,
+            keel_agent::ApprovalPolicy::Allow,
         )
     };
     // Resumed with the row but no mode: still managed (narrowed requests, no new mode event).

@@ -17,7 +17,7 @@ fn fixture(script: &str, extra: &[&'static str]) -> keel_testkit::agent::AgentFi
     agent_fixture(
         script,
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins,
             ..AgentOptions::default()
         },

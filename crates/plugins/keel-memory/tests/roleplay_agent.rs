@@ -96,7 +96,7 @@ async fn roleplay_plugin_end_to_end() {
     let f = agent_fixture(
         &script(),
         AgentOptions {
-            approval: keel_agent::ApprovalPolicy::Auto,
+            approval: keel_agent::ApprovalPolicy::Allow,
             plugins: vec![PluginRow::with("roleplay", &config)],
             ..AgentOptions::default()
         },
@@ -208,7 +208,7 @@ async fn roleplay_plugin_end_to_end() {
         &f.cwd,
         &session,
         script,
-        keel_agent::ApprovalPolicy::Auto,
+        keel_agent::ApprovalPolicy::Allow,
     );
     turn(&agent, "[T5] still at the harbor").await;
     turn(&agent, "[T6] we board a ship at the harbor").await;

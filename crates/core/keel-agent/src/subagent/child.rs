@@ -184,9 +184,14 @@ pub(crate) fn build(
         agent_config.model_info = m.info;
         provider = m.provider.clone();
     }
-    agent_config.approval = match parent.approval() {
-        ApprovalPolicy::Auto => ApprovalPolicy::Auto,
-        ApprovalPolicy::Ask | ApprovalPolicy::Never => ApprovalPolicy::Never,
+    (agent_config.approval, agent_config.approval_source) = match parent.approval() {
+        ApprovalPolicy::Allow => (ApprovalPolicy::Allow, parent.approval_source()),
+        // A subagent has nobody to ask: what its parent would ask about is refused.
+        ApprovalPolicy::Ask => (
+            ApprovalPolicy::Deny,
+            "a subagent, which cannot ask (its parent's policy is ask)".to_owned(),
+        ),
+        ApprovalPolicy::Deny => (ApprovalPolicy::Deny, parent.approval_source()),
     };
     let policy = agent_config.approval;
     let agent = Agent::builder(agent_config, provider, tool_setup, log)

@@ -44,7 +44,7 @@ pub(super) fn agent_modes(agent: &Agent) -> Modes {
     Modes {
         plan: agent.in_plan_mode(),
         read_only: agent.sandbox() == SandboxMode::ReadOnly,
-        auto: agent.approval() == ApprovalPolicy::Auto,
+        auto: agent.approval() == ApprovalPolicy::Allow,
     }
 }
 

@@ -240,12 +240,8 @@ fn set(ctx: &Ctx, key: &str, raw: &str, project: bool) -> Result<ExitCode> {
     if parts.iter().any(|p| p.trim().is_empty()) {
         bail!("{key:?} is not a dotted key (like model or sandbox.mode)");
     }
-    let before = match std::fs::read_to_string(&path) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
-    let mut doc = super::mcp::read_doc(&path)?;
+    let before = super::config_file::read(&host, &path)?;
+    let mut doc = super::mcp::read_doc(&host, &path)?;
     let (last, parents) = parts.split_last().ok_or_else(|| anyhow!("an empty key"))?;
     let mut table: &mut dyn toml_edit::TableLike = doc.as_table_mut();
     let mut at = String::new();
@@ -286,8 +282,8 @@ fn set(ctx: &Ctx, key: &str, raw: &str, project: bool) -> Result<ExitCode> {
         });
     if let Err(e) = merged {
         match &before {
-            Some(text) => std::fs::write(&path, text),
-            None => std::fs::remove_file(&path),
+            Some(text) => super::config_file::write(&host, &path, text),
+            None => super::config_file::remove(&host, &path),
         }
         .with_context(|| format!("cannot restore {}", path.display()))?;
         bail!(

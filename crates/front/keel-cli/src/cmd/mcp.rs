@@ -180,9 +180,11 @@ fn add_left_out(host: &Host, out: &mut Listing) {
         return;
     }
     let origin = ignored.file.display().to_string();
-    let table = std::fs::read_to_string(&ignored.file)
-        .map_err(anyhow::Error::from)
-        .and_then(|text| Ok(keel_host::config::layer_from_text(&origin, &text)?))
+    let table = super::config_file::read(host, &ignored.file)
+        .and_then(|text| {
+            let text = text.unwrap_or_default();
+            Ok(keel_host::config::layer_from_text(&origin, &text)?)
+        })
         .map(|layer| layer.table);
     for name in names {
         let resolved = match &table {

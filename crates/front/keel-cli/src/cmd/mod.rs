@@ -6,6 +6,7 @@ mod attach;
 mod batch;
 mod cards;
 mod config_cmd;
+mod config_file;
 mod continuity;
 mod demo;
 mod images;
@@ -115,6 +116,21 @@ impl Ctx {
         }
     }
 
+    /// Say on stderr, once, that the approval word in force is the old `never` (from
+    /// `--approval` or from the file `factory` names), which keel reads as `deny`.
+    pub fn note_approval(&self, factory: &keel_host::AgentFactory<'_>) {
+        let from_flag = self
+            .common
+            .approval
+            .as_deref()
+            .filter(|_| self.common.approval_from.is_none())
+            .and_then(keel_agent::ApprovalPolicy::misread)
+            .map(|n| format!("{n} (--approval never)"));
+        if let Some(note) = from_flag.or_else(|| factory.approval_note().map(str::to_owned)) {
+            let _ = writeln!(std::io::stderr(), "keel: note: {note}");
+        }
+    }
+
     /// The newest readable session file of this directory that has a turn (what `keel resume`
     /// picks: one opened and left without a prompt holds nothing to continue).
     pub fn latest_session(&self) -> Option<PathBuf> {
@@ -140,11 +156,17 @@ impl Ctx {
             .map(|name| {
                 keel_agent::ApprovalPolicy::parse(name).ok_or_else(|| {
                     anyhow::anyhow!(
-                        "--approval: unknown policy {name:?}; expected ask, never or auto"
+                        "--approval: unknown policy {name:?}; expected {}",
+                        keel_agent::ApprovalPolicy::EXPECTED
                     )
                 })
             })
             .transpose()?;
+        let approval_from = c.approval.as_deref().map(|name| {
+            c.approval_from
+                .clone()
+                .unwrap_or_else(|| format!("--approval {name}"))
+        });
         Ok(keel_host::Flags {
             model: c.model.clone(),
             provider: c.provider.clone(),
@@ -154,6 +176,7 @@ impl Ctx {
             api_key: None,
             sandbox,
             approval,
+            approval_from,
             context_window: c.context_window,
             max_output: c.max_output,
             reasoning_effort: None,

@@ -76,6 +76,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<ExitCode> {
     let mut flags = ctx.flags()?;
     apply_permission_mode(&mut flags, &args.mode);
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
+    ctx.note_approval(&factory);
     super::images::check_model(factory.route(), &images)?;
     let progress = Progress::new(Output::from_json_flag(args.json));
     let lineage = match &args.delegated_from {
@@ -248,7 +249,8 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
     let demo_ctx = Ctx {
         common: crate::cli::Common {
             cwd: Some(dir.clone()),
-            approval: Some("auto".into()),
+            approval: Some("allow".into()),
+            approval_from: Some("keel demo".into()),
             ..ctx.common.clone()
         },
         home: ctx.home.clone(),
@@ -278,7 +280,7 @@ pub fn demo(ctx: &Ctx, args: DemoArgs) -> Result<ExitCode> {
     let flags = keel_host::Flags {
         model: Some(keel_llm::DEFAULT_MODEL.to_owned()),
         sandbox: Some(SandboxMode::WorkspaceWrite),
-        approval: Some(ApprovalPolicy::Auto),
+        approval: Some(ApprovalPolicy::Allow),
         ..demo_ctx.flags()?
     };
     let factory = host.factory(flags, source)?;

@@ -66,7 +66,7 @@ responses:
     let id = session_id(&session);
     assert!(
         out.stderr.contains(&format!(
-            "keel: session {id} logged approval policy auto at seq {seq}; not restored: a \
+            "keel: session {id} logged approval policy allow at seq {seq}; not restored: a \
              resumed session keeps the configured ask"
         )),
         "stderr:\n{}",
@@ -88,7 +88,7 @@ responses:
     let (call, text, is_error) = &results[0];
     assert_eq!(call, "b1");
     assert!(*is_error, "{text}");
-    assert!(text.contains("--approval auto"), "{text}");
+    assert!(text.contains("--approval allow"), "{text}");
     // Resuming logged no new policy: the log still says what was set, and the next resume
     // reads the same.
     assert_eq!(of_type(&events, "approval/policy").len(), 2);

@@ -99,6 +99,11 @@ pub(super) trait SessionDriver<'s> {
     /// The approval policy the session's agent applies. Remote: `GET /api/v1/sessions/{id}`'s
     /// `approval`, else the last `approval/policy` event of the mirror.
     fn approval(&self) -> String;
+    /// Where the approval policy came from (`--approval deny`, `approval = "deny" in FILE`,
+    /// keel's default); `None` when not known here (remote).
+    fn approval_source(&self) -> Option<String> {
+        None
+    }
     /// The model the session's agent runs on, as configured (or chosen by `/model`), before
     /// any request names it; empty when unknown. Remote: `GET /api/v1/sessions/{id}`'s
     /// `model`.
@@ -326,7 +331,11 @@ impl<'s> SessionDriver<'s> for LocalDriver<'s> {
     }
 
     fn approval(&self) -> String {
-        self.agent.config().approval.as_str().to_owned()
+        self.agent.approval().as_str().to_owned()
+    }
+
+    fn approval_source(&self) -> Option<String> {
+        Some(self.agent.approval_source())
     }
 
     fn model(&self) -> String {

@@ -50,10 +50,29 @@ impl App<'_> {
         let text = format!(
             "Welcome to keel · model {model} · sandbox {} · approval {}\nWorkspace {} · trust: {trust}\nKeys: {KEYS}",
             self.driver.sandbox(),
-            self.driver.approval(),
+            self.approval_words(),
             self.cwd.display(),
         );
         self.cells.notice(Level::Info, text);
+    }
+
+    /// The approval word in force, what it lets run unasked under the sandbox, and where it
+    /// came from when known: `ask (edits and commands in the workspace run unasked; keel's
+    /// default)`.
+    fn approval_words(&self) -> String {
+        let (approval, sandbox) = (self.driver.approval(), self.driver.sandbox());
+        let word = keel_agent::ApprovalPolicy::respell(&approval);
+        let said: Vec<String> = [
+            keel_agent::ApprovalPolicy::unasked_words(&approval, &sandbox).map(str::to_owned),
+            self.driver.approval_source().map(|s| format!("from {s}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match said.is_empty() {
+            true => word.to_owned(),
+            false => format!("{word} ({})", said.join("; ")),
+        }
     }
 
     /// The model this agent runs on: the one `/model` chose, else the agent's configured
@@ -138,7 +157,7 @@ impl App<'_> {
             u.context_window,
             u.context_percent(),
             self.cells.sandbox,
-            self.cells.approval,
+            self.approval_words(),
             if self.cells.plan_mode {
                 " · plan mode"
             } else {

@@ -485,7 +485,9 @@ impl<'s> SessionDriver<'s> for RemoteDriver {
                 mode
             } else if self.sandbox() == "read-only" {
                 keel_host::modes::MODE_READ_ONLY
-            } else if self.approval() == "auto" {
+            } else if keel_agent::ApprovalPolicy::parse(&self.approval())
+                == Some(keel_agent::ApprovalPolicy::Allow)
+            {
                 keel_host::modes::MODE_AUTO
             } else {
                 keel_host::modes::MODE_DEFAULT

@@ -11,7 +11,7 @@
 //!
 //! Authority: `read-only` runs in the caller's workspace under `--sandbox read-only` (commands
 //! run without asking where the kernel confines them — Landlock — and are refused elsewhere); `write` runs only inside an isolated git worktree of the caller's
-//! repository (its tracked changes included) under `--sandbox workspace-write --approval auto`,
+//! repository (its tracked changes included) under `--sandbox workspace-write --approval allow`,
 //! and the caller gets a patch, never a changed workspace. The model route and its credential
 //! come from the supervisor ([`ModelLaunch`]) and are passed on the spawn itself; nothing else of
 //! the supervisor's secrets reaches the delegate (the subprocess service scrubs them).
@@ -290,10 +290,10 @@ impl Run {
             match self.spec.mode {
                 // Commands run without asking only where the kernel confines them to reading.
                 DelegateMode::ReadOnly if read_only_is_enforced(&cwd) => {
-                    ["--sandbox", "read-only", "--approval", "auto"]
+                    ["--sandbox", "read-only", "--approval", "allow"]
                 }
-                DelegateMode::ReadOnly => ["--sandbox", "read-only", "--approval", "never"],
-                DelegateMode::Write => ["--sandbox", "workspace-write", "--approval", "auto"],
+                DelegateMode::ReadOnly => ["--sandbox", "read-only", "--approval", "deny"],
+                DelegateMode::Write => ["--sandbox", "workspace-write", "--approval", "allow"],
             }
             .map(str::to_owned),
         );

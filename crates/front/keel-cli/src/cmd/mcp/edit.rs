@@ -92,12 +92,8 @@ pub(super) fn new_table(args: &McpAddArgs) -> Result<(TomlServer, toml_edit::Tab
     Ok((server, table))
 }
 
-pub(crate) fn read_doc(file: &Path) -> Result<toml_edit::DocumentMut> {
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
-    };
+pub(crate) fn read_doc(host: &Host, file: &Path) -> Result<toml_edit::DocumentMut> {
+    let text = crate::cmd::config_file::read(host, file)?.unwrap_or_default();
     text.parse()
         .with_context(|| format!("{} is not valid TOML", file.display()))
 }
@@ -106,10 +102,7 @@ pub(crate) fn read_doc(file: &Path) -> Result<toml_edit::DocumentMut> {
 pub(crate) fn write_doc(host: &Host, file: &Path, doc: &toml_edit::DocumentMut) -> Result<()> {
     let text = doc.to_string();
     keel_host::config::layer_from_text(&file.display().to_string(), &text)?;
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(file, text).with_context(|| format!("cannot write {}", file.display()))?;
+    crate::cmd::config_file::write(host, file, &text)?;
     repin(host, file)
 }
 
@@ -144,7 +137,7 @@ pub(super) fn add(ctx: &Ctx, host: &Host, args: McpAddArgs) -> Result<ExitCode> 
     } else {
         ctx.cwd.join(".keel").join("config.toml")
     };
-    let mut doc = read_doc(&file)?;
+    let mut doc = read_doc(host, &file)?;
     let servers = doc.as_table_mut().entry("mcp_servers").or_insert_with(|| {
         let mut t = toml_edit::Table::new();
         t.set_implicit(true);
@@ -230,7 +223,7 @@ pub(super) fn remove(host: &Host, name: &str) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     for layer in files {
         let file = PathBuf::from(layer);
-        let mut doc = read_doc(&file)?;
+        let mut doc = read_doc(host, &file)?;
         let servers = doc
             .get_mut("mcp_servers")
             .and_then(toml_edit::Item::as_table_like_mut)

@@ -234,16 +234,20 @@ pub(in crate::cmd) fn apply_permission_mode(flags: &mut keel_host::Flags, mode: 
     let (sandbox, approval) = match mode.permission_mode {
         None | Some(PermissionMode::Default) | Some(PermissionMode::Plan) => (None, None),
         Some(PermissionMode::AcceptEdits) => (Some(SandboxMode::WorkspaceWrite), None),
-        Some(PermissionMode::DontAsk) => (None, Some(ApprovalPolicy::Never)),
+        Some(PermissionMode::DontAsk) => (None, Some(ApprovalPolicy::Deny)),
         Some(PermissionMode::BypassPermissions) => {
-            (Some(SandboxMode::FullAccess), Some(ApprovalPolicy::Auto))
+            (Some(SandboxMode::FullAccess), Some(ApprovalPolicy::Allow))
         }
     };
     if flags.sandbox.is_none() {
         flags.sandbox = sandbox;
     }
-    if flags.approval.is_none() {
+    if flags.approval.is_none() && approval.is_some() {
         flags.approval = approval;
+        flags.approval_from = mode
+            .permission_mode
+            .and_then(|m| clap::ValueEnum::to_possible_value(&m))
+            .map(|v| format!("--permission-mode {}", v.get_name()));
     }
 }
 

@@ -141,6 +141,7 @@ pub fn resume(ctx: &Ctx, args: ResumeArgs) -> Result<ExitCode> {
         );
     }
     let factory = host.factory(flags, model_source(args.script.as_deref()))?;
+    ctx.note_approval(&factory);
     let progress = Progress::new(Output::from_json_flag(args.json));
     if args.json {
         progress.header(log.session().header())?;
