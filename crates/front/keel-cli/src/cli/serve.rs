@@ -19,11 +19,12 @@ pub struct AcpArgs {
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// Record every new session as delegated by SESSION: its header names SESSION as its
-    /// parent (set by keel's `acp` delegation provider when the agent is keel).
-    #[arg(long, value_name = "SESSION")]
+    /// parent (set by keel's `acp` delegation provider when the agent is keel; hidden from
+    /// help).
+    #[arg(long, value_name = "SESSION", hide = true)]
     pub delegated_from: Option<String>,
     /// Delegation depth recorded with --delegated-from (default 1).
-    #[arg(long, value_name = "N", requires = "delegated_from")]
+    #[arg(long, value_name = "N", requires = "delegated_from", hide = true)]
     pub delegation_depth: Option<u32>,
 }
 
