@@ -1818,7 +1818,10 @@ responses:
     assert_eq!(report["afterRewind"], "original\n", "{report}");
     assert_eq!(report["afterUndo"], "changed\n", "{report}");
     let said = report["rewind"]["text"].as_str().unwrap();
-    assert!(said.contains("Rewound the files to /rewind 1"), "{report}");
+    assert!(
+        said.contains("Rewound the files to before turn 1"),
+        "{report}"
+    );
     assert!(
         report["undo"]["text"]
             .as_str()

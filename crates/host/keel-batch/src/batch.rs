@@ -76,6 +76,8 @@ pub struct Counters {
     pub tokens: u64,
     /// Dollars this run, where a price is known.
     pub cost: f64,
+    /// Tokens were seen for a model without a price: `cost` leaves them out.
+    pub unpriced: bool,
 }
 
 /// Where a running batch reports (the binary: a live line and one line per event on stderr).
@@ -499,8 +501,9 @@ impl Run<'_> {
                     .model
                     .clone()
                     .unwrap_or_else(|| self.pricing.default_model.clone());
-                if let Some(price) = (self.pricing.price)(&model) {
-                    self.counters.cost += price.cost(prompt, cached, output);
+                match (self.pricing.price)(&model) {
+                    Some(price) => self.counters.cost += price.cost(prompt, cached, output),
+                    None => self.counters.unpriced = true,
                 }
             }
             Msg::Exited { index, code, wall } => {

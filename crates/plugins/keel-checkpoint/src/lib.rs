@@ -345,10 +345,7 @@ impl RewindCommand {
                 agent
                     .push_ignorable(RESTORED_EVENT, record.clone())
                     .map_err(RewindCommandError::FilesUnrecorded)?;
-                Some(rewind::describe(
-                    &record,
-                    &format!("/rewind {spec}, {}", plan.label),
-                ))
+                Some(rewind::describe(&record, &point.target()))
             }
             None => None,
         };
@@ -359,7 +356,7 @@ impl RewindCommand {
                 )))
                 .map_err(RewindCommandError::ConversationNotRewound)?;
         }
-        let mut notes = decided.notes(files_done, &format!("/rewind {spec}"));
+        let mut notes = decided.notes(files_done, &point.since());
         notes.push("Undo: /rewind undo".into());
         Ok(notes.join(" "))
     }

@@ -29,6 +29,26 @@ pub enum Point {
 }
 
 impl Point {
+    /// The point in plain words, for "Rewound the files to …": `before turn N`, `seq S`,
+    /// `before the last rewind`.
+    pub fn target(self) -> String {
+        match self {
+            Point::Turn(turn) => format!("before turn {turn}"),
+            Point::Seq(seq) => format!("seq {seq}"),
+            Point::Undo => "before the last rewind".to_owned(),
+        }
+    }
+
+    /// The point in plain words, for "… after …": `the start of turn N`, `seq S`, `the last
+    /// rewind`.
+    pub fn since(self) -> String {
+        match self {
+            Point::Turn(turn) => format!("the start of turn {turn}"),
+            Point::Seq(seq) => format!("seq {seq}"),
+            Point::Undo => "the last rewind".to_owned(),
+        }
+    }
+
     /// `N`, `seq:S` or `undo`; `None` for anything else.
     pub fn parse(text: &str) -> Option<Point> {
         let text = text.trim();
@@ -155,7 +175,7 @@ impl Rewind {
 
     /// A sentence for the files and one for the conversation, as far as the scope covers
     /// them: `files_done` says what the files' restore did ([`describe`]); `point` names the
-    /// point as the user gave it.
+    /// point in plain words ([`Point::since`]).
     pub fn notes(&self, files_done: Option<String>, point: &str) -> Vec<String> {
         let mut notes = Vec::new();
         if self.no_checkpoints {
@@ -427,7 +447,7 @@ pub fn apply(
         Ok(done) => Ok(json!({
             "to": plan.target, "from": now.commit, "after": after.commit,
             "written": done.written, "removed": done.removed, "kept": done.kept,
-            "notRestorable": plan.not_restorable,
+            "created": done.created, "notRestorable": plan.not_restorable,
         })),
         // Some files may have changed: the record still goes to the log, so that an undo
         // returns them to what they were before.
@@ -442,7 +462,13 @@ pub fn apply(
     }
 }
 
-/// One paragraph saying what a rewind did, from its record.
+/// Paths a rewind's report names one by one; the rest are counted.
+pub const PATHS_NAMED: usize = 10;
+
+/// One paragraph saying what a rewind did, from its record: how many files it put back and
+/// the first [`PATHS_NAMED`] of them, each marked restored (changed back), created (the
+/// workspace had lost it) or deleted (made after the point). `label` names the point
+/// plainly ([`Point::target`]).
 pub fn describe(record: &Value, label: &str) -> String {
     let list = |k: &str| {
         record
@@ -452,11 +478,32 @@ pub fn describe(record: &Value, label: &str) -> String {
             .unwrap_or_default()
     };
     let (written, removed, kept) = (list("written"), list("removed"), list("kept"));
-    let mut text = format!(
-        "Rewound the files to {label}: {} written, {} removed.",
-        written.len(),
-        removed.len()
-    );
+    let created: HashSet<&str> = list("created").into_iter().collect();
+    let mut files: Vec<String> = written
+        .iter()
+        .map(|p| {
+            let how = if created.contains(p) {
+                "created"
+            } else {
+                "restored"
+            };
+            format!("{p} ({how})")
+        })
+        .chain(removed.iter().map(|p| format!("{p} (deleted)")))
+        .collect();
+    let mut text = match files.len() {
+        0 => format!("Rewound the files to {label}: no file needed a change."),
+        n => {
+            let more = n.saturating_sub(PATHS_NAMED);
+            files.truncate(PATHS_NAMED);
+            let mut named = files.join(", ");
+            if more > 0 {
+                named.push_str(&format!(" and {more} more"));
+            }
+            let s = if n == 1 { "" } else { "s" };
+            format!("Rewound the files to {label}: {n} file{s} put back: {named}.")
+        }
+    };
     if !kept.is_empty() {
         text.push_str(&format!(
             " Kept {} file(s) changed since the agent's last turn or too large to restore (force overwrites the first kind): {}.",
@@ -543,4 +590,35 @@ pub fn turn_points(session: &Session) -> Vec<TurnPoint> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_names_the_files_put_back_and_counts_the_rest() {
+        let record = json!({
+            "written": ["a.txt", "gone.txt"], "created": ["gone.txt"],
+            "removed": ["new.txt"], "kept": [],
+        });
+        assert_eq!(
+            describe(&record, &Point::Turn(1).target()),
+            "Rewound the files to before turn 1: 3 files put back: a.txt (restored), \
+             gone.txt (created), new.txt (deleted)."
+        );
+        let many: Vec<String> = (0..13).map(|i| format!("f{i:02}")).collect();
+        let record = json!({"written": many, "removed": []});
+        let text = describe(&record, &Point::Seq(7).target());
+        assert!(
+            text.starts_with("Rewound the files to seq 7: 13 files put back: f00 (restored)"),
+            "{text}"
+        );
+        assert!(text.ends_with("f09 (restored) and 3 more."), "{text}");
+        assert!(!text.contains("f10"), "{text}");
+        assert_eq!(
+            describe(&json!({}), &Point::Undo.target()),
+            "Rewound the files to before the last rewind: no file needed a change."
+        );
+    }
 }

@@ -122,6 +122,8 @@ pub struct Restored {
     pub removed: Vec<String>,
     /// Files left alone because the caller keeps them.
     pub kept: Vec<String>,
+    /// Of the files written, those the workspace did not have (created again).
+    pub created: Vec<String>,
 }
 
 /// Size, modification time, inode and mode of a file: what tells whether it changed.
@@ -584,6 +586,9 @@ impl Shadow {
             } else if status.starts_with('D') {
                 remove.push(path.to_owned());
             } else {
+                if status.starts_with('A') {
+                    report.created.push(path.to_owned());
+                }
                 write.push(path.to_owned());
             }
         }

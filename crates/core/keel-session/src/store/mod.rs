@@ -13,6 +13,7 @@ mod fast;
 mod lines;
 pub mod load;
 mod lock;
+mod outcome;
 pub(crate) mod parse;
 mod pipeline;
 mod publish;
@@ -203,6 +204,10 @@ pub struct SessionSummary {
     pub parent: Option<String>,
     /// Why the session could not be loaded, if it could not.
     pub problem: Option<String>,
+    /// How the last turn ended: `done`, `failed`, `cancelled`, `blocked`, `interrupted`,
+    /// `running` (a turn open while its writer holds the lock) or `empty` (no turn); `?` when
+    /// the session could not be loaded.
+    pub outcome: String,
 }
 
 /// The session store rooted at a keel home directory.
@@ -502,12 +507,16 @@ fn read_dirs(dir: &Path) -> Vec<PathBuf> {
 
 fn summarize(dir: &Path) -> SessionSummary {
     let path = load::session_file(dir).unwrap_or_else(|_| dir.join(PLAIN_FILE));
-    if let Some(cached) = summary_cache::read(dir, &path) {
-        return cached;
-    }
-    let before = summary_cache::stamp(&path);
-    let s = summarize_from_log(dir, path);
-    summary_cache::write(dir, &s.path, before, &s);
+    let mut s = match summary_cache::read(dir, &path) {
+        Some(cached) => cached,
+        None => {
+            let before = summary_cache::stamp(&path);
+            let s = summarize_from_log(dir, path);
+            summary_cache::write(dir, &s.path, before, &s);
+            s
+        }
+    };
+    s.outcome = outcome::settle(&s.path, std::mem::take(&mut s.outcome));
     s
 }
 
@@ -530,6 +539,7 @@ fn summarize_from_log(dir: &Path, path: PathBuf) -> SessionSummary {
         last_modified,
         parent: None,
         problem: None,
+        outcome: "?".to_owned(),
     };
     match load::load(dir) {
         Ok(loaded) => {
@@ -542,6 +552,7 @@ fn summarize_from_log(dir: &Path, path: PathBuf) -> SessionSummary {
             s.turns = loaded.session.turn_count();
             s.title = loaded.session.title().map(str::to_owned);
             s.first_prompt = loaded.session.first_prompt();
+            s.outcome = outcome::of(&loaded.session).to_owned();
         }
         Err(e) => s.problem = Some(e.to_string()),
     }

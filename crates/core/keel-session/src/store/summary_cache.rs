@@ -16,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// File name of the cache, in the session's directory.
 pub const SUMMARY_FILE: &str = "summary.json";
 
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// What identifies the session file's content for the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +55,8 @@ struct Cached {
     title: Option<String>,
     first_prompt: Option<String>,
     parent: Option<String>,
+    /// As logged (an open turn is settled when listed).
+    outcome: String,
 }
 
 /// The cached summary of the session file in `dir`, if the cache matches the file.
@@ -78,6 +80,7 @@ pub(crate) fn read(dir: &Path, file: &Path) -> Option<SessionSummary> {
         compressed: super::Format::of_path(file) == super::Format::Zstd,
         parent: c.parent,
         problem: None,
+        outcome: c.outcome,
     })
 }
 
@@ -102,6 +105,7 @@ pub(crate) fn write(dir: &Path, file: &Path, before: Option<(u64, u128)>, s: &Se
         title: s.title.clone(),
         first_prompt: s.first_prompt.clone(),
         parent: s.parent.clone(),
+        outcome: s.outcome.clone(),
     };
     let Ok(bytes) = serde_json::to_vec(&c) else {
         return;

@@ -647,7 +647,9 @@ impl Cells {
             };
         }
         if card.name == "bash" {
-            let all: Vec<&str> = text.lines().collect();
+            // A failure's first line is the summary already: the tail starts after it (a
+            // denied call's `DENIED: reason` is shown once).
+            let all: Vec<&str> = text.lines().skip(usize::from(is_error)).collect();
             let tail = all[all.len().saturating_sub(TAIL)..]
                 .iter()
                 .map(|l| (*l).to_owned())

@@ -116,6 +116,14 @@ fn a_call_is_paired_with_its_approval_and_its_result() {
     };
     assert_eq!(card.state, ToolState::Denied);
     assert_eq!(card.summary, "DENIED: no");
+    // The summary's line is not shown again under it.
+    assert_eq!(
+        card.detail,
+        Detail::Output {
+            exit: None,
+            tail: vec!["more".into()]
+        }
+    );
     // A result for a call without a card is still reported.
     assert_eq!(c.apply(&result("c9", "ok", false)).len(), 1);
 }

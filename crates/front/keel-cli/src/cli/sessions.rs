@@ -35,11 +35,11 @@ pub struct RunArgs {
     #[arg(long, requires = "prompt")]
     pub inbox_stdin: bool,
     /// Record this run as delegated by SESSION: the new session's header names SESSION as its
-    /// parent, with origin "delegate" (set by keel's delegation provider).
-    #[arg(long, value_name = "SESSION")]
+    /// parent, with origin "delegate" (set by keel's delegation provider; hidden from help).
+    #[arg(long, value_name = "SESSION", hide = true)]
     pub delegated_from: Option<String>,
     /// Delegation depth recorded with --delegated-from (default 1).
-    #[arg(long, value_name = "N", requires = "delegated_from")]
+    #[arg(long, value_name = "N", requires = "delegated_from", hide = true)]
     pub delegation_depth: Option<u32>,
     /// Set OBJECTIVE as the session's goal and keep starting rounds toward it until the model
     /// says it is complete (exit 0) or blocked (exit 3), or --max-rounds run out (exit 4); as
@@ -228,7 +228,12 @@ pub enum SessionsCommand {
     /// A readable transcript by turn and step (compacted history included).
     Show {
         /// Session id, id prefix or path.
-        session: String,
+        #[arg(required_unless_present = "last")]
+        session: Option<String>,
+        /// The latest session of this directory, the one `keel resume --last` continues
+        /// (sessions without a turn are skipped).
+        #[arg(long, conflicts_with = "session")]
+        last: bool,
         /// Raw events instead of a transcript.
         #[arg(long)]
         events: bool,

@@ -32,15 +32,17 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
         SessionsCommand::List { all, json } => list(ctx, all, json),
         SessionsCommand::Show {
             session,
+            last,
             requests: true,
             ..
-        } => show_requests(ctx, &session),
+        } => show_requests(ctx, &show_target(ctx, session, last)?),
         SessionsCommand::Show {
             session,
+            last,
             events,
             json,
             ..
-        } => show(ctx, &session, events, json),
+        } => show(ctx, &show_target(ctx, session, last)?, events, json),
         SessionsCommand::Check { session, json } => check(ctx, &session, json),
         SessionsCommand::Search {
             query,
@@ -60,6 +62,15 @@ pub fn run(ctx: &Ctx, cmd: SessionsCommand) -> Result<ExitCode> {
         // `keel sessions show … | head`: the reader left; that is not a failure.
         Err(e) if is_broken_pipe(&e) => Ok(ExitCode::SUCCESS),
         r => r,
+    }
+}
+
+/// What `keel sessions show` shows: the session named, or with `--last` the latest of this
+/// directory as `keel resume --last` picks it (a path, which resolves to itself).
+fn show_target(ctx: &Ctx, session: Option<String>, last: bool) -> Result<String> {
+    match session {
+        Some(q) if !last => Ok(q),
+        _ => Ok(super::run::latest_session(ctx)?.display().to_string()),
     }
 }
 
@@ -348,16 +359,12 @@ pub fn rewind(ctx: &Ctx, args: &crate::cli::RewindArgs) -> Result<ExitCode> {
         Some(plan) => {
             let record = restore_files(ctx, &mut log, &file, plan, args.force)
                 .with_context(|| flag.clone())?;
-            let done = format!(
-                "{} ({})",
-                describe(&record, &format!("{flag}, {}", plan.label)),
-                cwd.display()
-            );
+            let done = format!("{} ({})", describe(&record, &point.target()), cwd.display());
             (Some(record), Some(done))
         }
         None => (None, None),
     };
-    let notes = decided.notes(files_done, &flag);
+    let notes = decided.notes(files_done, &point.since());
     let rewound = match &decided.conversation {
         Some(body) => {
             let seq = log.session().next_seq();
@@ -527,6 +534,7 @@ fn summary_json(s: &SessionSummary) -> serde_json::Value {
         "compressed": s.compressed,
         "parent": s.parent,
         "problem": s.problem,
+        "outcome": s.outcome,
     })
 }
 
@@ -547,8 +555,8 @@ fn list_table(sessions: &[SessionSummary], with_cwd: bool) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        "{:<id_w$}  {:<16}  {:>6}  {:>5}  ",
-        "ID", "CREATED", "EVENTS", "TURNS"
+        "{:<id_w$}  {:<16}  {:>5}  {:<11}  ",
+        "ID", "CREATED", "TURNS", "OUTCOME"
     );
     if with_cwd {
         let _ = write!(out, "{:<cwd_w$}  ", "CWD");
@@ -559,8 +567,8 @@ fn list_table(sessions: &[SessionSummary], with_cwd: bool) -> String {
         let created = created.get(..16).unwrap_or(&created);
         let _ = write!(
             out,
-            "{:<id_w$}  {created:<16}  {:>6}  {:>5}  ",
-            s.id, s.events, s.turns
+            "{:<id_w$}  {created:<16}  {:>5}  {:<11}  ",
+            s.id, s.turns, s.outcome
         );
         if with_cwd {
             let _ = write!(out, "{:<cwd_w$}  ", cwd_of(s));

@@ -59,10 +59,66 @@ pub fn interactive(ctx: &Ctx, start: Start<'_>) -> Result<ExitCode> {
             plan,
             pick,
             alternate_screen: alt_screen,
+            resume_flags: resume_flags(&ctx.common),
         },
     );
     // Opened and left without a prompt: keep no empty session for `keel resume` to offer.
     source.discard_unused();
     outcome.map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The flags a later `keel resume ID` needs to reach the same model as this UI, as shell words:
+/// those the session's log does not remember (it keeps the provider, model, `--base-url` and
+/// `--api`, never a key or where one is read from).
+fn resume_flags(common: &crate::cli::Common) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut flag = |name: &str, value: Option<String>| {
+        if let Some(v) = value {
+            out.push(format!("{name} {}", shell_word(&v)));
+        }
+    };
+    flag("--api-key-env", common.api_key_env.clone());
+    flag("--profile", common.profile.clone());
+    flag(
+        "--config",
+        common
+            .config_file
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            .map(|p| p.display().to_string()),
+    );
+    out
+}
+
+/// `s` as one shell word: as it is when it needs no quoting, else in single quotes.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_flags_name_the_key_variable_and_quote_what_needs_it() {
+        let common = crate::cli::Common {
+            api_key_env: Some("MY_KEY".into()),
+            config_file: Some(PathBuf::from("/tmp/my conf.toml")),
+            ..Default::default()
+        };
+        assert_eq!(
+            resume_flags(&common),
+            ["--api-key-env MY_KEY", "--config '/tmp/my conf.toml'"]
+        );
+        assert!(resume_flags(&crate::cli::Common::default()).is_empty());
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+    }
 }

@@ -73,6 +73,9 @@ pub struct Options {
     /// Draw on the alternate screen (the UI scrolls the conversation itself) instead of
     /// printing the conversation into the terminal's own scrollback.
     pub alternate_screen: bool,
+    /// What the exit hint's `keel resume ID` needs besides the id, as shell words (already
+    /// quoted): the flags the session's log does not remember, such as `--api-key-env VAR`.
+    pub resume_flags: Vec<String>,
 }
 
 /// A question for the person, from the agent's approval seam.
@@ -433,9 +436,14 @@ fn run_on(source: &dyn AgentSource, options: Options, remote: Option<Remote>) ->
     app.driver.kill_jobs();
     // A session without a turn holds nothing to continue (the front end may remove it).
     if app.driver.turns() > 0 {
+        let flags: String = options
+            .resume_flags
+            .iter()
+            .map(|f| format!(" {f}"))
+            .collect();
         let _ = writeln!(
             err,
-            "keel: session {id} — continue it with: keel resume {id}"
+            "keel: session {id} — continue it with: keel resume {id}{flags}"
         );
     }
     outcome

@@ -47,13 +47,17 @@ impl Progress {
         };
         let _ = write!(
             std::io::stderr().lock(),
-            "\r\x1b[Kkeel batch: {}/{} done, {} running, {} failed · {} tokens · ${:.4} · {} elapsed, ETA {}",
+            "\r\x1b[Kkeel batch: {}/{} done, {} running, {} failed · {} tokens · {} · {} elapsed, ETA {}",
             c.done,
             c.total,
             c.running,
             c.failed,
             tokens(c.tokens),
-            c.cost,
+            match (c.unpriced, c.cost > 0.0) {
+                (false, _) => format!("${:.4}", c.cost),
+                (true, false) => "cost unknown".to_owned(),
+                (true, true) => format!("${:.4} partial", c.cost),
+            },
             secs(elapsed.as_secs_f64()),
             eta
         );
@@ -116,8 +120,8 @@ pub fn summary(out: &mut impl Write, results: &[Value]) -> std::io::Result<()> {
         "{:<width$}  {:<11}  {:<7}  {:>5}  {:>8}  {:>8}  {:>9}  {:>7}",
         "id", "outcome", "check", "turns", "requests", "tokens", "cost", "wall"
     )?;
-    let (mut completed, mut passed, mut checked, mut total_tokens, mut total_cost) =
-        (0, 0, 0, 0u64, 0.0);
+    let (mut completed, mut passed, mut checked, mut total_tokens) = (0, 0, 0, 0u64);
+    let mut total_cost = Total::default();
     for r in results {
         let num = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
         let outcome = r.get("outcome").and_then(Value::as_str).unwrap_or("?");
@@ -134,7 +138,7 @@ pub fn summary(out: &mut impl Write, results: &[Value]) -> std::io::Result<()> {
         checked += usize::from(check.is_some());
         passed += usize::from(check == Some("passed"));
         total_tokens += tok;
-        total_cost += cost.unwrap_or(0.0);
+        total_cost.add(cost, r.get("model").and_then(Value::as_str));
         writeln!(
             out,
             "{:<width$}  {:<11}  {:<7}  {:>5}  {:>8}  {:>8}  {:>9}  {:>7}",
@@ -151,11 +155,51 @@ pub fn summary(out: &mut impl Write, results: &[Value]) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "{} tasks: {completed} completed, {} not; checks {passed}/{checked} passed; {} tokens, ${total_cost:.4}",
+        "{} tasks: {completed} completed, {} not; checks {passed}/{checked} passed; {} tokens, {}",
         results.len(),
         results.len() - completed,
         tokens(total_tokens),
+        total_cost.said(),
     )
+}
+
+/// The batch's cost: the sum of the priced tasks, and the models of those without a price.
+#[derive(Debug, Default)]
+struct Total {
+    usd: f64,
+    priced: usize,
+    unpriced: Vec<String>,
+}
+
+impl Total {
+    fn add(&mut self, cost: Option<f64>, model: Option<&str>) {
+        match cost {
+            Some(c) => {
+                self.usd += c;
+                self.priced += 1;
+            }
+            None => {
+                let model = model.unwrap_or("?").to_owned();
+                if !self.unpriced.contains(&model) {
+                    self.unpriced.push(model);
+                }
+            }
+        }
+    }
+
+    /// `$1.2345`; `cost unknown (no price for M)` when no task has a price; `$0.1234 so far
+    /// (partial: no price for M)` when some have none.
+    fn said(&self) -> String {
+        let models = self.unpriced.join(", ");
+        match (self.priced, self.unpriced.is_empty()) {
+            (_, true) => format!("${:.4}", self.usd),
+            (0, false) => format!("cost unknown (no price for {models})"),
+            (_, false) => format!(
+                "${:.4} partial (no price for {models}: its tasks are not counted)",
+                self.usd
+            ),
+        }
+    }
 }
 
 fn id_of(r: &Value) -> String {
@@ -165,5 +209,34 @@ fn id_of(r: &Value) -> String {
             "line {}",
             r.get("line").and_then(Value::as_u64).unwrap_or(0)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn total_line(results: &[Value]) -> String {
+        let mut out = Vec::new();
+        summary(&mut out, results).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        text.lines().last().unwrap().to_owned()
+    }
+
+    #[test]
+    fn the_total_says_when_a_price_is_unknown() {
+        let priced = json!({"id": "a", "outcome": "completed", "model": "m1", "cost_usd": 0.5});
+        let unpriced = json!({"id": "b", "outcome": "completed", "model": "m2", "cost_usd": null});
+        assert!(total_line(std::slice::from_ref(&priced)).ends_with(", $0.5000"));
+        assert!(
+            total_line(&[unpriced.clone(), unpriced.clone()])
+                .ends_with(", cost unknown (no price for m2)")
+        );
+        let both = total_line(&[priced, unpriced]);
+        assert!(
+            both.ends_with("$0.5000 partial (no price for m2: its tasks are not counted)"),
+            "{both}"
+        );
     }
 }

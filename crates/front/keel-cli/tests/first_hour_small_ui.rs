@@ -1,0 +1,123 @@
+//! The smaller first-hour items of issue 50 in the interactive UI (the real `keel` binary in a
+//! `tmux` pane, against the loopback mock model): a denied call says DENIED once, `/rewind`
+//! names the files it put back, and the exit hint is a `keel resume` command that works.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod support;
+
+use support::tmux::{Tmux, have_tmux, words};
+use support::{Env, Mock, run};
+
+#[test]
+fn a_denied_call_says_denied_once() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "run it" }
+    tool_calls: [{ id: b1, name: bash, arguments: { command: "echo never-ran", description: "echo" } }]
+  - text: "Not run, fine."
+"#,
+    );
+    let mut cmd = env.keel(&mock.base_url());
+    // Read-only: bash needs an answer.
+    cmd.args(["--sandbox", "read-only"]);
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for_words("Welcome to keel");
+    t.type_text("run it");
+    t.keys(&["Enter"]);
+    t.wait_for("bash?");
+    // Esc: the last option, deny.
+    t.keys(&["Escape"]);
+    let screen = t.wait_for("Not run, fine.");
+    assert_eq!(screen.matches("DENIED").count(), 1, "{screen}");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    assert_eq!(t.history().matches("DENIED").count(), 1, "{}", t.history());
+}
+
+#[test]
+fn rewind_in_the_ui_names_the_files_it_put_back() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let mock = Mock::start(
+        r#"
+responses:
+  - match: { last_user_contains: "change the notes" }
+    tool_calls: [{ id: b1, name: bash, arguments: { command: "echo changed > notes.txt; echo new > extra.txt", description: "change" } }]
+  - match: { last_tool_result_contains: "" }
+    text: "Notes changed."
+"#,
+    );
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--approval", "auto"]);
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for_words("Welcome to keel");
+    t.type_text("change the notes");
+    t.keys(&["Enter"]);
+    t.wait_for("Notes changed.");
+    t.type_text("/rewind 1 --files");
+    t.keys(&["Enter"]);
+    let screen = t.wait_for_words("Rewound the files to before turn 1: 2 files put back:");
+    assert!(screen.contains("notes.txt (restored)"), "{screen}");
+    assert!(screen.contains("extra.txt (deleted)"), "{screen}");
+    assert!(!screen.contains("/rewind 1,"), "{screen}");
+    assert_eq!(env.read("notes.txt"), "original\n");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+}
+
+#[test]
+fn the_exit_hint_carries_the_key_variable_and_works() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        "responses:\n  - match: { last_user_contains: \"hello\" }\n    text: \"Hello there.\"\n  - match: { last_user_contains: \"again\" }\n    text: \"Again there.\"\n",
+    );
+    let mut cmd = env.keel(&mock.base_url());
+    cmd.args(["--api-key-env", "MY_KEEL_KEY"])
+        .env("MY_KEEL_KEY", "sk-mine");
+    let t = Tmux::start(env.root(), &cmd);
+    t.wait_for_words("Welcome to keel");
+    t.type_text("hello");
+    t.keys(&["Enter"]);
+    t.wait_for("Hello there.");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    let id = support::session_id(&env.only_session());
+    // Wrapped lines joined (-J): the hint is longer than the pane is wide.
+    let history = words(&t.tmux(&["capture-pane", "-t", "0", "-p", "-J", "-S", "-"]));
+    let hint = format!("keel resume {id} --api-key-env MY_KEEL_KEY");
+    assert!(history.contains(&hint), "no {hint:?} in:\n{history}");
+
+    // The hint, run as printed (in the same directory, the key in the same variable), reaches
+    // the same server with the same key.
+    let tail = history
+        .split("continue it with: keel ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .take(4)
+        .collect::<Vec<_>>();
+    assert_eq!(tail, ["resume", &id, "--api-key-env", "MY_KEEL_KEY"]);
+    let out = run(env
+        .keel_bare()
+        .env("MY_KEEL_KEY", "sk-mine")
+        .args(&tail)
+        .arg("again"));
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "Again there.");
+    let headers = mock.request_headers();
+    assert_eq!(headers.len(), 2);
+    for h in &headers {
+        assert_eq!(h.get("authorization"), Some("Bearer sk-mine"));
+    }
+}
