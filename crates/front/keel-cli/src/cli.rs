@@ -33,7 +33,7 @@ use std::path::PathBuf;
 /// headless like `keel run`. A lone word close to a command's name (`keel sesions`) is refused
 /// as a mistyped command, not sent: `keel run WORD` sends it.
 #[derive(Debug, Parser)]
-#[command(name = "keel", version, about, long_about = None, propagate_version = true)]
+#[command(name = "keel", version, long_about = None, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,

@@ -466,7 +466,7 @@ fn an_editor_client_lends_its_files_servers_and_modes() {
         .iter()
         .map(|e| e["data"]["policy"].as_str().unwrap())
         .collect();
-    assert_eq!(policy, ["ask", "auto"]);
+    assert_eq!(policy, ["ask", "allow"]);
     // Both commands are approved by the person: the second by the "allow always" of the
     // first, without a second request to the client.
     let decided = of_type(&events, "approval/decided");

@@ -34,17 +34,41 @@ pub(crate) fn of(session: &Session) -> &'static str {
     }
 }
 
-/// `outcome` as shown: an [`OPEN`] turn is `running` while a writer's lock sidecar is there
-/// (a live process; one killed outright leaves it too), else `interrupted` (crash repair
-/// closes it on resume). Read when listed, never cached: the writer may end at any time.
+/// `outcome` as shown: an [`OPEN`] turn is `running` while a writer holds the session (its lock
+/// sidecar names a live process), else `interrupted` (its process died; crash repair closes the
+/// turn on resume). Read when listed, never cached: the writer may end at any time.
 pub(crate) fn settle(session_file: &Path, outcome: String) -> String {
     if outcome != OPEN {
         return outcome;
     }
-    if super::lock_path(session_file).exists() {
+    if writer_alive(&super::lock_path(session_file)) {
         "running".to_owned()
     } else {
         "interrupted".to_owned()
+    }
+}
+
+/// Whether the lock sidecar `lock` names a live process. A sidecar left behind by a process
+/// killed outright names a dead one; one whose pid is not written yet counts as alive. The
+/// sidecar is only read (never locked, which could make a starting writer see it busy).
+fn writer_alive(lock: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = String::new();
+    let read = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(lock)
+        .and_then(|f| std::io::Read::read_to_string(&mut std::io::Read::take(f, 64), &mut text));
+    if read.is_err() {
+        return false;
+    }
+    match text.trim().parse::<libc::pid_t>() {
+        Ok(pid) if pid > 0 => {
+            // SAFETY: signal 0 sends nothing; it only asks whether `pid` exists.
+            let exists = unsafe { libc::kill(pid, 0) } == 0;
+            exists || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        }
+        _ => true,
     }
 }
 
@@ -53,12 +77,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_open_turn_is_running_while_the_lock_sidecar_is_there() {
+    fn an_open_turn_is_running_while_a_live_process_holds_the_sidecar() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("session.jsonl");
+        let lock = super::super::lock_path(&file);
         assert_eq!(settle(&file, "done".into()), "done");
         assert_eq!(settle(&file, OPEN.into()), "interrupted");
-        std::fs::write(super::super::lock_path(&file), "1").unwrap();
+        std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();
         assert_eq!(settle(&file, OPEN.into()), "running");
+        // Being written: no pid yet.
+        std::fs::write(&lock, "").unwrap();
+        assert_eq!(settle(&file, OPEN.into()), "running");
+        // Left behind by a process that died.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        std::fs::write(&lock, format!("{dead}\n")).unwrap();
+        assert_eq!(settle(&file, OPEN.into()), "interrupted");
     }
 }
