@@ -97,12 +97,22 @@ responses:
     );
 }
 
+/// `id` with another last hex digit: the first of `digits` it does not end in.
+fn other_id(id: &str, digits: [char; 2]) -> String {
+    let last = if id.ends_with(digits[0]) {
+        digits[1]
+    } else {
+        digits[0]
+    };
+    format!("{}{last}", &id[..id.len() - 1])
+}
+
 /// A copy of the session at `real` under a new id, holding its header only (what an opened
 /// and left UI used to leave), written after it.
 fn empty_copy(real: &Path) -> PathBuf {
     std::thread::sleep(std::time::Duration::from_millis(50));
     let id = session_id(real);
-    let empty_id = format!("{}0", &id[..id.len() - 1]);
+    let empty_id = other_id(&id, ['0', '1']);
     assert_ne!(empty_id, id);
     let header = std::fs::read_to_string(real)
         .unwrap()
@@ -264,7 +274,8 @@ fn sessions_list_says_how_each_session_ended() {
         .unwrap();
     let empty = empty_copy(&done);
     // A turn left open: what a killed process leaves (crash repair closes it on resume).
-    let open_id = format!("{}1", &session_id(&done)[..session_id(&done).len() - 1]);
+    // Not the empty copy's last digit (0 or 1) either.
+    let open_id = other_id(&session_id(&done), ['2', '3']);
     let text = std::fs::read_to_string(&done).unwrap();
     let cut: Vec<&str> = text
         .lines()
