@@ -97,36 +97,6 @@ responses:
     );
 }
 
-/// `id` with another last hex digit: the first of `digits` it does not end in.
-fn other_id(id: &str, digits: [char; 2]) -> String {
-    let last = if id.ends_with(digits[0]) {
-        digits[1]
-    } else {
-        digits[0]
-    };
-    format!("{}{last}", &id[..id.len() - 1])
-}
-
-/// A copy of the session at `real` under a new id, holding its header only (what an opened
-/// and left UI used to leave), written after it.
-fn empty_copy(real: &Path) -> PathBuf {
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    let id = session_id(real);
-    let empty_id = other_id(&id, ['0', '1']);
-    assert_ne!(empty_id, id);
-    let header = std::fs::read_to_string(real)
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .replace(&id, &empty_id);
-    let dir = real.parent().unwrap().with_file_name(&empty_id);
-    std::fs::create_dir_all(&dir).unwrap();
-    let empty = dir.join(real.file_name().unwrap());
-    std::fs::write(&empty, format!("{header}\n")).unwrap();
-    empty
-}
-
 #[test]
 fn sessions_show_last_is_the_session_resume_last_continues() {
     let env = Env::new();
