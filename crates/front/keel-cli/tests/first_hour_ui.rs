@@ -1,7 +1,8 @@
 //! The first hour in the interactive UI (the real `keel` binary in a `tmux` pane, against the
 //! loopback mock model): the first screen says where you are and the keys that matter,
 //! `/model` shows and switches (before the first prompt too), and `/init`, `/clear`,
-//! `/status`, `/cost` and `/mcp` do what a newcomer expects.
+//! `/status`, `/cost` and `/mcp` do what a newcomer expects (typed during a turn, a command
+//! that needs an idle agent runs when the turn ends).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
@@ -135,6 +136,54 @@ fn clear_starts_a_new_session() {
     t.wait_for("Hello from the model.");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
+    assert_eq!(env.session_files().len(), 2, "{:?}", env.session_files());
+}
+
+/// A command that needs an idle agent, typed while the answer still streams, waits for the
+/// turn to end and runs then; what is typed after it waits behind it, in order.
+#[test]
+fn clear_typed_during_a_turn_runs_when_it_ends_and_what_follows_runs_after_it() {
+    if !have_tmux() {
+        return;
+    }
+    let env = Env::new();
+    let mock = Mock::start(
+        r##"
+responses:
+  - match: { last_user_contains: "hello one" }
+    behaviour: stall
+    stall_ms: 4000
+    text: "The slow answer takes its time to arrive, in two parts."
+  - text: "Hello from the model."
+"##,
+    );
+    let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
+    t.wait_for_words("Welcome to keel");
+    t.type_text("hello one");
+    t.keys(&["Enter"]);
+    t.wait_for("The slow answer");
+    t.type_text("/clear");
+    t.keys(&["Enter"]);
+    t.type_text("hello two");
+    t.keys(&["Enter"]);
+    // Both wait behind the running turn (the status line counts them).
+    let waiting = t.wait_for("2 queued");
+    assert!(!waiting.contains("new session"), "{waiting}");
+    t.wait_for("new session");
+    let after = t.wait_for("Hello from the model.");
+    let (cleared, answered) = (
+        after.find("new session").unwrap(),
+        after.find("Hello from the model.").unwrap(),
+    );
+    assert!(cleared < answered, "{after}");
+    t.keys(&["C-d"]);
+    assert_eq!(t.wait_exit(), "EXIT=0");
+    // "hello two" went to the new session only.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let second = requests[1].to_string();
+    assert!(second.contains("hello two"), "{second}");
+    assert!(!second.contains("hello one"), "{second}");
     assert_eq!(env.session_files().len(), 2, "{:?}", env.session_files());
 }
 

@@ -49,7 +49,7 @@ fn screen<'a>(t: &'a Cells, input: &'a Input) -> Screen<'a> {
         show_reasoning: false,
         completions: &[],
         completion: 0,
-        queued: &[],
+        queued: 0,
         hint: None,
     }
 }

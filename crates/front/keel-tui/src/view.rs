@@ -52,8 +52,8 @@ pub struct Screen<'a> {
     pub completions: &'a [(String, String)],
     /// The highlighted completion.
     pub completion: usize,
-    /// Prompts queued behind the running turn.
-    pub queued: &'a [String],
+    /// How many prompts and commands wait behind the running turn.
+    pub queued: usize,
     /// A one-line hint under the editor (Ctrl-C again to exit…).
     pub hint: Option<&'a str>,
 }
@@ -439,9 +439,9 @@ pub fn status_line(screen: &Screen<'_>) -> Line<'static> {
             Style::default().fg(Color::Cyan),
         );
     }
-    if !screen.queued.is_empty() {
+    if screen.queued > 0 {
         part(
-            format!("{} queued", screen.queued.len()),
+            format!("{} queued", screen.queued),
             Style::default().fg(Color::Yellow),
         );
     }

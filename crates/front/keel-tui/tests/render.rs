@@ -177,7 +177,7 @@ fn draw(t: &Cells, modal: Option<&Modal>, now_ms: i64, width: u16, height: u16) 
         show_reasoning: false,
         completions: &[],
         completion: 0,
-        queued: &[],
+        queued: 0,
         hint: None,
     };
     let mut cache = LineCache::default();
@@ -452,7 +452,7 @@ fn the_live_area_holds_only_the_cells_still_changing() {
             show_reasoning: false,
             completions: &[],
             completion: 0,
-            queued: &[],
+            queued: 0,
             hint: None,
         };
         view::live_height(&screen, &mut cache, 80, 40)

@@ -42,7 +42,7 @@ impl App<'_> {
 
     pub(super) fn set_plan_mode(&mut self, on: bool) {
         if self.running {
-            self.say("plan mode changes between turns: wait for this turn or Ctrl-C it");
+            self.busy("plan mode changes between turns: wait for this turn or Ctrl-C it");
             return;
         }
         match self.driver.set_plan_mode(on) {
@@ -86,7 +86,7 @@ impl App<'_> {
     /// false when it stayed (a turn runs, or the build failed: said in the transcript).
     pub(super) fn switch(&mut self, target: Target, history: History) -> bool {
         if self.running {
-            self.say("wait for the turn to end (or Ctrl-C it) first");
+            self.busy("wait for the turn to end (or Ctrl-C it) first");
             return false;
         }
         // One process writes a session, through one writer: an agent rebuilt over this
@@ -156,7 +156,7 @@ impl App<'_> {
             }
         };
         if asked.is_some() && self.running {
-            self.say("trust changes between turns: wait for this turn or Ctrl-C it");
+            self.busy("trust changes between turns: wait for this turn or Ctrl-C it");
             return;
         }
         // Attached: the server's trust, for the session's workspace there.
@@ -222,12 +222,36 @@ impl App<'_> {
             Some((n, a)) => (n, a.trim()),
             None => (text.trim(), ""),
         };
+        self.typed = Some(text.to_owned());
         match self.slash.parse(name, args) {
             Ok(crate::slash::Action::Prompt(prompt)) => self.submit(prompt, false),
             Ok(crate::slash::Action::External { name, args }) => self.external(name, args),
             Ok(crate::slash::Action::Ui(name)) => self.ui_command(&name),
             Ok(crate::slash::Action::Builtin(b)) => self.builtin(b, args),
             Err(e) => self.cells.notice(Level::Error, e.to_string()),
+        }
+        self.typed = None;
+    }
+
+    /// What needs an idle agent was asked for during a turn: a typed command waits for the
+    /// turn to end (it runs then, as typed); a key is refused with `why`.
+    pub(super) fn busy(&mut self, why: &str) {
+        match self.typed.take() {
+            Some(text) => {
+                self.say(format!("queued: {text} runs when this turn ends"));
+                self.held.push_back(text);
+            }
+            None => self.say(why.to_owned()),
+        }
+    }
+
+    /// The turn ended: run what was held, in order, until one of them starts a turn.
+    pub(super) fn release_held(&mut self) {
+        while !self.running
+            && self.pending.is_none()
+            && let Some(text) = self.held.pop_front()
+        {
+            self.submit(text, false);
         }
     }
 
@@ -331,7 +355,7 @@ impl App<'_> {
             Builtin::Status => self.status(),
             Builtin::Compact => {
                 if self.running {
-                    self.say("wait for the turn to end (or Ctrl-C it) first");
+                    self.busy("wait for the turn to end (or Ctrl-C it) first");
                     return;
                 }
                 let done = self.driver.compact();

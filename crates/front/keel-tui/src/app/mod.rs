@@ -42,7 +42,7 @@ use keel_host::{AgentSource, ProjectTrust, SessionEntry, SourceError};
 use keel_protocol::{Question, SessionEvent, ToolCallBlock};
 use keel_tools::{ApprovalOutcome, UserAnswer};
 use question::{Form, QuestionAsk};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -176,6 +176,11 @@ struct App<'s> {
     scroll: usize,
     running: bool,
     queued: Vec<String>,
+    /// What was typed during a turn and waits for it to end: a command that needs an idle
+    /// agent (`/clear`, `/model NAME`…), and whatever was typed after one, in order.
+    held: VecDeque<String>,
+    /// The command being run, while it runs: held by [`App::busy`] when it needs an idle agent.
+    typed: Option<String>,
     pending: Option<(Pending, Modal)>,
     show_reasoning: bool,
     completions: Vec<(String, String)>,
@@ -351,6 +356,8 @@ fn run_on(source: &dyn AgentSource, options: Options, remote: Option<Remote>) ->
         scroll: 0,
         running: false,
         queued: Vec::new(),
+        held: VecDeque::new(),
+        typed: None,
         pending: None,
         show_reasoning: false,
         completions: Vec::new(),
@@ -521,7 +528,7 @@ impl App<'_> {
             show_reasoning: self.show_reasoning,
             completions: &self.completions,
             completion: self.completion,
-            queued: &self.queued,
+            queued: self.queued.len() + self.held.len(),
             hint: self
                 .hint
                 .as_ref()
@@ -578,7 +585,9 @@ impl App<'_> {
                 self.queued.clear();
                 if let Err(e) = outcome {
                     self.cells.notice(Level::Error, e.to_string());
-                } else if self.driver.has_pending_turn() {
+                }
+                self.release_held();
+                if !self.running && self.driver.has_pending_turn() {
                     // Queued by a plugin as the run ended (a schedule firing).
                     self.start();
                 }
@@ -718,6 +727,12 @@ impl App<'_> {
             return;
         }
         self.scroll = 0;
+        // Behind a held command, what is typed next waits too: it runs in the order typed.
+        if self.running && !steer && !self.held.is_empty() {
+            self.held.push_back(text);
+            self.say("queued: it runs when this turn ends, after the command before it");
+            return;
+        }
         if text.starts_with('/') && !text.starts_with("//") {
             self.command(&text);
             return;

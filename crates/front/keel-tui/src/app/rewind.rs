@@ -37,7 +37,7 @@ impl App<'_> {
     /// Open the list of the session's prompts.
     pub(super) fn open_rewind(&mut self) {
         if self.running {
-            self.say("wait for the turn to end (or Ctrl-C it) first");
+            self.busy("wait for the turn to end (or Ctrl-C it) first");
             return;
         }
         let Some(points) = self.driver.choices(REWIND) else {
