@@ -1069,8 +1069,7 @@ responses:
     t.keys(&["Enter"]);
     t.wait_for("Hello there.");
     // Esc Esc: the prompts, newest first, with the files each turn changed.
-    t.esc_esc();
-    t.wait_for("Rewind to just before");
+    t.esc_esc_when_idle("Rewind to just before");
     t.wait_for("turn 2 · say hello · no file changed");
     t.wait_for("turn 1 · change the notes · 2 file(s): extra.txt, notes.txt");
     t.keys(&["Down"]);
@@ -1101,8 +1100,7 @@ responses:
     assert_eq!(users.len(), 1, "{users:?}");
     assert!(users[0].contains("change the notes"), "{users:?}");
     // Fork a new session just before turn 1 of this one.
-    t.esc_esc();
-    t.wait_for("Rewind to just before");
+    t.esc_esc_when_idle("Rewind to just before");
     t.keys(&["Down"]);
     t.keys(&["Enter"]);
     t.wait_for("Fork a new session from here");

@@ -122,6 +122,36 @@ impl Tmux {
         self.keys(&["Escape"]);
     }
 
+    /// Esc Esc once the turn has ended, until the screen shows `what`: the answer's text can
+    /// show before its turn ends, and Esc Esc during a turn is refused ("wait for the turn to
+    /// end"); the screen then.
+    pub fn esc_esc_when_idle(&self, what: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            self.esc_esc();
+            let refused = Instant::now() + Duration::from_secs(5);
+            loop {
+                let now = self.screen();
+                if now.contains(what) {
+                    return now;
+                }
+                if now.contains("wait for the turn to end") || Instant::now() > refused {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Esc Esc never showed {what:?}; the screen shows:\n{}",
+                self.screen()
+            );
+            // The refusal's hint goes after a while; a new one then says the next refusal.
+            while self.screen().contains("wait for the turn to end") && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
     /// Type `text` literally.
     pub fn type_text(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "0", "-l", text]);
