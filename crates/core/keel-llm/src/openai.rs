@@ -237,6 +237,22 @@ fn aborted() -> ModelFailure {
     ModelFailure::new(FailureCode::Aborted, "the model call was cancelled")
 }
 
+/// `url` in `text` without its user info and query (reqwest names the URL in its errors; a
+/// server may echo the path and query back), and what those held, wherever else it shows.
+fn redact_url(text: &mut String, url: &reqwest::Url) {
+    let mut bare = url.clone();
+    bare.set_query(None);
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    if bare.as_str() != url.as_str() {
+        *text = text.replace(url.as_str(), bare.as_str());
+    }
+    let pieces = [url.query(), url.password(), Some(url.username())];
+    for piece in pieces.into_iter().flatten().filter(|p| p.len() >= 4) {
+        *text = text.replace(piece, "<redacted>");
+    }
+}
+
 /// `Display` of an error with its sources, e.g. "error sending request: connection refused".
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
@@ -278,7 +294,8 @@ impl Call {
         }
     }
 
-    /// Attaches the request id and strips the key from a failure.
+    /// Attaches the request id and strips the key, and the endpoint's credentials (user info,
+    /// query), from a failure: its text goes into the session log.
     fn finalise(&self, mut failure: ModelFailure) -> ModelFailure {
         if failure.request_id.is_none() {
             failure.request_id.clone_from(&self.request_id);
@@ -289,6 +306,7 @@ impl Call {
         {
             failure.message = failure.message.replace(key, "<redacted>");
         }
+        redact_url(&mut failure.message, &self.provider.endpoint);
         failure
     }
 

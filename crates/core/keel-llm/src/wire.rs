@@ -68,9 +68,11 @@ impl WireApi {
 
     /// The full endpoint for a base URL: the format's path appended unless the URL already ends
     /// with it (`/chat/completions`, `/v1/messages` — `/messages` after a base ending in `/v1` —,
-    /// `/responses`).
+    /// `/responses`). A query (`?api-version=…`, a gateway's `?token=…`) stays after the path.
     pub fn endpoint(self, base: &str) -> String {
-        let trimmed = base.trim().trim_end_matches('/');
+        let base = base.trim();
+        let (base, query) = base.split_at(base.find(['?', '#']).unwrap_or(base.len()));
+        let trimmed = base.trim_end_matches('/');
         let suffix = match self {
             WireApi::Chat => "/chat/completions",
             WireApi::Messages if trimmed.ends_with("/v1") => "/messages",
@@ -82,9 +84,9 @@ impl WireApi {
             _ => trimmed.ends_with(suffix),
         };
         if done {
-            trimmed.to_owned()
+            format!("{trimmed}{query}")
         } else {
-            format!("{trimmed}{suffix}")
+            format!("{trimmed}{suffix}{query}")
         }
     }
 
@@ -174,6 +176,16 @@ mod tests {
                 WireApi::Chat,
                 "http://h/v1/chat/completions/",
                 "http://h/v1/chat/completions",
+            ),
+            (
+                WireApi::Chat,
+                "http://h/v1/?api-version=2&token=t",
+                "http://h/v1/chat/completions?api-version=2&token=t",
+            ),
+            (
+                WireApi::Messages,
+                "http://h/v1/messages?token=t",
+                "http://h/v1/messages?token=t",
             ),
             (
                 WireApi::Messages,

@@ -557,3 +557,38 @@ async fn a_responses_call_streams_reasoning_text_and_a_tool_call() {
         json!([{"role": "user", "content": [{"type": "input_text", "text": "read a.txt"}]}])
     );
 }
+
+/// A base URL's credentials (user info, a `?token=` query) never reach a failure's text: what
+/// reqwest says names the URL, and a failure's text goes into the session log.
+#[tokio::test]
+async fn a_base_urls_credentials_are_redacted_from_failures() {
+    fn with_secrets(addr: std::net::SocketAddr) -> String {
+        format!("http://user-secret-0:pw-secret-1@{addr}/v1?token=q-secret-2")
+    }
+    fn clean(message: &str) {
+        for secret in ["user-secret-0", "pw-secret-1", "q-secret-2"] {
+            assert!(!message.contains(secret), "{secret} in {message}");
+        }
+    }
+    let server = MockServer::start(script(
+        "- { behaviour: stream_disconnect, text: 'half of this answer and then nothing' }\n",
+    ))
+    .await
+    .unwrap();
+    let addr = server.addr();
+    let config = ProviderConfig::new("x", with_secrets(addr), ApiKey::new(KEY, "K").unwrap());
+    let p = OpenAiProvider::new(config).unwrap();
+    let broke = call(&p, request("a")).await.unwrap_err().failure;
+    clean(&broke.message);
+    drop(server);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let unreachable = call(&p, request("b")).await.unwrap_err().failure;
+    assert_eq!(unreachable.code, FailureCode::Transport);
+    // The URL is still named, without its credentials.
+    assert!(
+        unreachable.message.contains(&addr.to_string()),
+        "{}",
+        unreachable.message
+    );
+    clean(&unreachable.message);
+}
