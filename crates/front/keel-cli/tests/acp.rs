@@ -1308,6 +1308,31 @@ responses:
     assert_eq!(support::session_id(&env.only_session()), id);
 }
 
+/// `/init` in an editor: keel's prompt asking the model to write `AGENTS.md`, with what follows
+/// it, as in the terminal UI.
+#[test]
+fn init_asks_the_model_to_write_agents_md() {
+    let env = Env::new();
+    let mock = Mock::start("responses:\n  - text: \"I wrote AGENTS.md.\"\n");
+    let mut acp = Raw::start(&env, &mock.base_url());
+    acp.init();
+    let new = acp.request(2, "session/new", json!({"cwd": env.ws, "mcpServers": []}));
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_owned();
+    let answer = acp.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "/init mind the CLI"}]}),
+    );
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let asked = support::last_user_text(&mock.requests()[0]);
+    assert!(
+        asked.contains("write an AGENTS.md file") && asked.ends_with("mind the CLI"),
+        "{asked}"
+    );
+    let (code, _) = acp.close_and_wait();
+    assert_eq!(code, Some(0));
+}
+
 /// An MCP server's prompts, the workspace's custom commands (Markdown files) and `/compact`
 /// are offered as slash commands (`available_commands_update`); a prompt `/name args` is
 /// expanded to the command's text before the model sees it, and `/compact` compacts.
@@ -1360,6 +1385,7 @@ responses:
     assert_eq!(greet["description"], "Greet someone");
     assert_eq!(greet["input"]["hint"], "NAME");
     assert!(commands.iter().any(|c| c["name"] == "compact"), "{offered}");
+    assert!(commands.iter().any(|c| c["name"] == "init"), "{offered}");
     let answer = acp.request(
         3,
         "session/prompt",

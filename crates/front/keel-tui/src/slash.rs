@@ -16,7 +16,7 @@ pub enum Action {
     Builtin(Builtin),
     /// A prompt to send (a custom command, expanded).
     Prompt(String),
-    /// One of the UI's own commands (`/init`, `/cost`, `/mcp`: [`UI_COMMANDS`]), by name.
+    /// One of the UI's own commands (`/cost`, `/mcp`: [`UI_COMMANDS`]), by name.
     Ui(String),
     /// A plugin's command (an MCP server prompt), to expand through the agent.
     External {

@@ -637,6 +637,8 @@ impl AgentFactory<'_> {
         // Titles: the agent's own hooks, so subagents never inherit them.
         let title_slot = (self.titles && crate::titles::untitled(log.session()))
             .then(|| keel_agent::titles::install(&mut ctx.agent_hooks));
+        // keel's own agent commands, after the plugins' (a plugin's `init` keeps its name).
+        ctx.commands.push(Arc::new(crate::commands::InitCommand));
         let mut builder = Agent::builder(config, route.provider.clone(), tools, log)
             .hooks(ctx.hooks)
             .agent_hooks(ctx.agent_hooks)

@@ -570,6 +570,8 @@ fn slash_commands_run_over_the_api_the_goal_among_them() {
     assert_eq!(kind_of("compact").as_deref(), Some("builtin"), "{rows:?}");
     assert_eq!(kind_of("greet").as_deref(), Some("custom"), "{rows:?}");
     assert_eq!(kind_of("goal").as_deref(), Some("plugin"), "{rows:?}");
+    // keel's own agent command, as every front end offers it.
+    assert!(kind_of("init").is_some(), "{rows:?}");
 
     // No goal yet: pausing it is refused, naming why; nothing else happens.
     let mut stream = Sse::open(&server, &format!("/api/v1/sessions/{id}/events"), None);

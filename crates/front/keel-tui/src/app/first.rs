@@ -1,35 +1,17 @@
 //! What a newcomer meets first: the welcome of a new session (where you are: model, sandbox,
 //! approval, trust; and the keys that matter), `/model`'s answer and confirmation, and the
-//! commands the UI answers itself: `/status`, `/cost`, `/mcp` and `/init` (a built-in prompt
-//! asking the model to write the workspace's `AGENTS.md`, as Codex's `/init` does).
+//! commands the UI answers itself: `/status`, `/cost` and `/mcp`.
 
 // The App's own module: its types and the imports they share.
 use super::*;
 
 /// The UI's own commands (beside keel's built-ins): name, description. A custom command of
-/// the same name (a Markdown file) is the workspace's and wins.
-pub const UI_COMMANDS: [(&str, &str); 3] = [
-    (
-        "init",
-        "Ask the model to study the repository and write AGENTS.md",
-    ),
+/// the same name (a Markdown file) is the workspace's and wins. (`/init` is an agent command,
+/// [`keel_host::commands::InitCommand`], offered by every front end.)
+pub const UI_COMMANDS: [(&str, &str); 2] = [
     ("cost", "Show the session's token usage and cost"),
     ("mcp", "Show the MCP servers and their state"),
 ];
-
-/// What `/init` sends.
-pub const INIT_PROMPT: &str = "Study this repository and write an AGENTS.md file at the root of \
-the workspace: a guide for coding agents (and new contributors) working here. Read the build \
-files, the README and other docs, the CI configuration and a sample of the source before \
-writing. Include:\n\
-- how to build, test (all tests and a single test), lint and format, as exact commands;\n\
-- the layout: the main directories and crates or packages, and what each holds;\n\
-- the conventions the code follows (style, naming, error handling, testing, commits) that \
-are not obvious from one file;\n\
-- anything an agent must not do or must check before it is done.\n\
-Keep it short and concrete: commands and paths over prose, no generic advice. If an \
-AGENTS.md exists already, do not overwrite it silently: say so, show what you would change, \
-and edit it only where it is wrong or missing something.";
 
 /// The keys that matter, as the welcome lists them.
 const KEYS: &str = "/help commands and keys · Esc Esc rewind to an earlier message · \
@@ -240,10 +222,6 @@ impl App<'_> {
     /// Run the UI's own command `name` (one of [`UI_COMMANDS`]).
     pub(super) fn ui_command(&mut self, name: &str) {
         match name {
-            "init" => {
-                self.say("asking the model to write AGENTS.md");
-                self.submit(INIT_PROMPT.to_owned(), false);
-            }
             "cost" => self.cost(),
             "mcp" => self.mcp(),
             _ => self

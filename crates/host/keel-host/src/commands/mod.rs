@@ -46,9 +46,11 @@
 
 mod builtin;
 mod files;
+mod init;
 
 pub use builtin::{Builtin, TrustArg, UnknownTrustArg};
 use files::{FoundFile, parse_command_file, scan_dir};
+pub use init::{INIT, INIT_PROMPT, InitCommand};
 use keel_tools::beneath::{BeneathError, Reader};
 
 use std::collections::HashSet;
