@@ -12,8 +12,6 @@ use support::{Env, Mock};
 
 const SCRIPT: &str = r##"
 responses:
-  - match: { last_user_contains: "AGENTS.md" }
-    text: "I studied the repository."
   - text: "Hello from the model."
 "##;
 
@@ -102,16 +100,41 @@ fn init_asks_the_model_to_write_agents_md() {
     if !have_tmux() {
         return;
     }
+    // A fixture repository; the mock model reads its manifest, then writes AGENTS.md from it.
     let env = Env::new();
-    let mock = Mock::start(SCRIPT);
+    env.write(
+        "Cargo.toml",
+        "[package]\nname = \"fixture-crate\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
+    );
+    env.write("README.md", "# fixture-crate\n\nRun `cargo test`.\n");
+    env.write("src/lib.rs", "pub fn answer() -> u32 {\n    42\n}\n");
+    let mock = Mock::start(
+        r##"
+responses:
+  - match: { last_user_contains: "write an AGENTS.md file" }
+    tool_calls: [{ id: r1, name: read, arguments: { path: Cargo.toml } }]
+  - match: { last_tool_result_contains: "fixture-crate" }
+    tool_calls: [{ id: w1, name: write, arguments: { path: AGENTS.md, content: "# fixture-crate\n\n- Build: `cargo build`\n- Test: `cargo test`\n" } }]
+  - match: { last_tool_result_contains: "" }
+    text: "I studied the repository and wrote AGENTS.md."
+"##,
+    );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for_words("Welcome to keel");
     t.type_text("/init");
     t.keys(&["Enter"]);
-    t.wait_for("I studied the repository.");
+    t.wait_for("I studied the repository and wrote AGENTS.md.");
     let requests = mock.requests();
-    let body = requests[0].to_string();
-    assert!(body.contains("AGENTS.md"), "{body}");
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let asked = support::last_user_text(&requests[0]);
+    assert!(asked.contains("build, test"), "{asked}");
+    // The model saw the manifest it read, and the guide it wrote is in the workspace.
+    assert!(
+        requests[1].to_string().contains("edition"),
+        "{}",
+        requests[1]
+    );
+    assert!(env.read("AGENTS.md").contains("Test: `cargo test`"));
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
 }
