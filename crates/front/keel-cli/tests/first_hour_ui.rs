@@ -38,7 +38,12 @@ fn the_first_screen_says_where_you_are_and_the_keys_that_matter() {
         assert!(screen.contains(key), "{key:?} missing:\n{screen}");
     }
     // The status line names the model before any request.
-    let status = t.screen();
+    let status = t.wait_for("· context ");
+    // The whole first screen, as a newcomer sees it (the workspace's path aside).
+    let ws = env.ws.display().to_string();
+    let first: Vec<&str> = status.lines().map(str::trim_end).collect();
+    let end = first.iter().rposition(|l| !l.is_empty()).unwrap();
+    insta::assert_snapshot!("first_screen", first[..=end].join("\n").replace(&ws, "[WS]"));
     let last = status.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
     assert!(
         status.contains(" deepseek") && !last.starts_with(" model "),
