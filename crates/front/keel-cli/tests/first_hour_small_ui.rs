@@ -27,8 +27,7 @@ responses:
     cmd.args(["--sandbox", "read-only"]);
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for_words("Welcome to keel");
-    t.type_text("run it");
-    t.keys(&["Enter"]);
+    t.submit("run it");
     t.wait_for("bash?");
     // Esc: the last option, deny.
     t.keys(&["Escape"]);
@@ -59,11 +58,9 @@ responses:
     cmd.args(["--approval", "auto"]);
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for_words("Welcome to keel");
-    t.type_text("change the notes");
-    t.keys(&["Enter"]);
+    t.submit("change the notes");
     t.wait_for("Notes changed.");
-    t.type_text("/rewind 1 --files");
-    t.keys(&["Enter"]);
+    t.submit("/rewind 1 --files");
     let screen = t.wait_for_words("Rewound the files to before turn 1: 2 files put back:");
     assert!(screen.contains("notes.txt (restored)"), "{screen}");
     assert!(screen.contains("extra.txt (deleted)"), "{screen}");
@@ -87,8 +84,7 @@ fn the_exit_hint_carries_the_key_variable_and_works() {
         .env("MY_KEEL_KEY", "sk-mine");
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for_words("Welcome to keel");
-    t.type_text("hello");
-    t.keys(&["Enter"]);
+    t.submit("hello");
     t.wait_for("Hello there.");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");

@@ -43,32 +43,31 @@ fn the_first_screen_says_where_you_are_and_the_keys_that_matter() {
     let ws = env.ws.display().to_string();
     let first: Vec<&str> = status.lines().map(str::trim_end).collect();
     let end = first.iter().rposition(|l| !l.is_empty()).unwrap();
-    insta::assert_snapshot!("first_screen", first[..=end].join("\n").replace(&ws, "[WS]"));
+    insta::assert_snapshot!(
+        "first_screen",
+        first[..=end].join("\n").replace(&ws, "[WS]")
+    );
     let last = status.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
     assert!(
         status.contains(" deepseek") && !last.starts_with(" model "),
         "{status}"
     );
 
-    t.type_text("/model");
-    t.keys(&["Enter"]);
+    t.submit("/model");
     let shown = t.wait_for_words("/model NAME switches");
     assert!(shown.contains("Model: deepseek"), "{shown}");
     assert!(!shown.contains("Model: ."), "{shown}");
 
-    t.type_text("/status");
-    t.keys(&["Enter"]);
+    t.submit("/status");
     let status = t.wait_for_words("from cache");
     assert!(status.contains("Model deepseek"), "{status}");
     assert!(status.contains("Sandbox read-only"), "{status}");
     assert!(status.contains("Trust"), "{status}");
 
-    t.type_text("/cost");
-    t.keys(&["Enter"]);
+    t.submit("/cost");
     t.wait_for_words("Cost unknown");
 
-    t.type_text("/mcp");
-    t.keys(&["Enter"]);
+    t.submit("/mcp");
     t.wait_for_words("No MCP servers");
 
     t.keys(&["C-d"]);
@@ -84,17 +83,14 @@ fn a_model_switch_before_the_first_prompt_applies_and_is_confirmed() {
     let mock = Mock::start(SCRIPT);
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for_words("Welcome to keel");
-    t.type_text("/model other-model");
-    t.keys(&["Enter"]);
+    t.submit("/model other-model");
     t.wait_for_words("Model: other-model");
-    t.type_text("hello");
-    t.keys(&["Enter"]);
+    t.submit("hello");
     t.wait_for("Hello from the model.");
     let requests = mock.requests();
     assert_eq!(requests[0]["model"], "other-model", "{:?}", requests[0]);
     // A later switch is confirmed too.
-    t.type_text("/model third-model");
-    t.keys(&["Enter"]);
+    t.submit("/model third-model");
     t.wait_for_words("Model: third-model");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -126,8 +122,7 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for_words("Welcome to keel");
-    t.type_text("/init");
-    t.keys(&["Enter"]);
+    t.submit("/init");
     t.wait_for("I studied the repository and wrote AGENTS.md.");
     let requests = mock.requests();
     assert_eq!(requests.len(), 3, "{requests:?}");
@@ -153,14 +148,11 @@ fn clear_starts_a_new_session() {
     let mock = Mock::start(SCRIPT);
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for_words("Welcome to keel");
-    t.type_text("hello one");
-    t.keys(&["Enter"]);
+    t.submit("hello one");
     t.wait_for("Hello from the model.");
-    t.type_text("/clear");
-    t.keys(&["Enter"]);
+    t.submit("/clear");
     t.wait_for("new session");
-    t.type_text("hello two");
-    t.keys(&["Enter"]);
+    t.submit("hello two");
     t.wait_for("Hello from the model.");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -187,13 +179,10 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for_words("Welcome to keel");
-    t.type_text("hello one");
-    t.keys(&["Enter"]);
+    t.submit("hello one");
     t.wait_for("The slow answer");
-    t.type_text("/clear");
-    t.keys(&["Enter"]);
-    t.type_text("hello two");
-    t.keys(&["Enter"]);
+    t.submit("/clear");
+    t.submit("hello two");
     // Both wait behind the running turn (the status line counts them).
     let waiting = t.wait_for("2 queued");
     assert!(!waiting.contains("new session"), "{waiting}");
@@ -233,8 +222,7 @@ fn mcp_lists_the_configured_servers_with_their_tools() {
     let mock = Mock::start(SCRIPT);
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for_words("Welcome to keel");
-    t.type_text("/mcp");
-    t.keys(&["Enter"]);
+    t.submit("/mcp");
     let shown = t.wait_for_words("MCP servers:");
     assert!(shown.contains("everything on,"), "{shown}");
     assert!(!shown.contains("on, 0 tools"), "{shown}");

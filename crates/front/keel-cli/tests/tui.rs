@@ -41,12 +41,10 @@ fn a_person_chats_approves_a_command_checks_status_compacts_and_leaves_a_clean_t
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for("approval ask");
 
-    t.type_text("hello");
-    t.keys(&["Enter"]);
+    t.submit("hello");
     t.wait_for("Hi there");
 
-    t.type_text("please run the command");
-    t.keys(&["Enter"]);
+    t.submit("please run the command");
     let modal = t.wait_for("Allow bash?");
     assert!(modal.contains("echo from-bash"), "{modal}");
     assert!(modal.contains("Allow once"), "{modal}");
@@ -54,8 +52,7 @@ fn a_person_chats_approves_a_command_checks_status_compacts_and_leaves_a_clean_t
     let done = t.wait_for("The command ran.");
     assert!(done.contains("✓ bash echo from-bash"), "{done}");
 
-    t.type_text("/status");
-    t.keys(&["Enter"]);
+    t.submit("/status");
     let status = t.wait_for("from cache");
     assert!(status.contains("Sandbox read-only"), "{status}");
     assert!(
@@ -63,8 +60,7 @@ fn a_person_chats_approves_a_command_checks_status_compacts_and_leaves_a_clean_t
         "{status}"
     );
 
-    t.type_text("/compact");
-    t.keys(&["Enter"]);
+    t.submit("/compact");
     t.wait_for("history compacted");
 
     t.keys(&["C-d"]);
@@ -120,8 +116,7 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("stall please");
-    t.keys(&["Enter"]);
+    t.submit("stall please");
     t.wait_for("Half of");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -152,8 +147,7 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("wait for it");
-    t.keys(&["Enter"]);
+    t.submit("wait for it");
     t.wait_for("bash sleep 30");
     std::thread::sleep(Duration::from_millis(300));
     t.keys(&["C-c"]);
@@ -253,8 +247,7 @@ responses:
     let offered = t.wait_for("/mcp__everything__args-prompt");
     assert!(offered.contains("[MCP everything]"), "{offered}");
     t.keys(&["C-u"]);
-    t.type_text("/mcp__everything__args-prompt Paris France");
-    t.keys(&["Enter"]);
+    t.submit("/mcp__everything__args-prompt Paris France");
     let screen = t.wait_for("Sunny in Paris.");
     assert!(
         screen.contains("What's weather in Paris, France?"),
@@ -283,8 +276,7 @@ fn the_conversation_goes_into_the_terminals_own_scrollback_and_stays_after_exit(
     let mock = Mock::start(&long_answer_script());
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("a long answer please");
-    t.keys(&["Enter"]);
+    t.submit("a long answer please");
     let screen = t.wait_for("answer line 90");
     // The start scrolled off the screen into the terminal's scrollback, in order, once.
     assert!(!screen.contains("a long answer please"), "{screen}");
@@ -314,8 +306,7 @@ fn the_conversation_goes_into_the_terminals_own_scrollback_and_stays_after_exit(
     cmd.args(["--alt-screen", "--plan"]);
     let a = Tmux::start(env.root(), &cmd);
     a.wait_for("plan mode");
-    a.type_text("a long answer please");
-    a.keys(&["Enter"]);
+    a.submit("a long answer please");
     a.wait_for("answer line 90");
     assert!(!a.history().contains("answer line 01"));
     a.keys(&["C-d"]);
@@ -349,8 +340,7 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("/review");
-    t.keys(&["Enter"]);
+    t.submit("/review");
     let screen = t.wait_for("FINDING-1");
     assert!(screen.contains("multiplies instead of adding"), "{screen}");
     // The reviewer saw the change.
@@ -360,8 +350,7 @@ responses:
             .contains("+echo $(( $1 * $2 ))")
     );
 
-    t.type_text("NEXT fix them");
-    t.keys(&["Enter"]);
+    t.submit("NEXT fix them");
     t.wait_for("Fixing it now.");
     let last = mock.requests().last().unwrap().to_string();
     assert!(
@@ -385,8 +374,7 @@ fn an_approval_inside_a_program_is_asked_in_the_ui() {
     cmd.args(["--sandbox", "read-only", "--tools-mode", "code"]);
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for("approval ask");
-    t.type_text("run the program");
-    t.keys(&["Enter"]);
+    t.submit("run the program");
     let modal = t.wait_for("Allow bash?");
     assert!(modal.contains("echo from-the-program"), "{modal}");
     t.keys(&["Enter"]);
@@ -414,8 +402,7 @@ fn an_escalated_command_is_asked_in_the_ui_with_its_justification() {
     let mock = Mock::start(&script);
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("write the report");
-    t.keys(&["Enter"]);
+    t.submit("write the report");
     let modal = t.wait_for("Run write outside the sandbox?");
     assert!(
         modal.contains("the report goes next to the repo"),
@@ -444,8 +431,7 @@ fn a_write_to_a_protected_path_is_asked_in_the_ui_naming_what_it_controls() {
     let mock = Mock::start(script);
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("add an MCP server");
-    t.keys(&["Enter"]);
+    t.submit("add an MCP server");
     let modal = t.wait_for("Run write outside the sandbox?");
     assert!(modal.contains("protected path"), "{modal}");
     assert!(modal.contains("MCP servers"), "{modal}");
@@ -482,12 +468,10 @@ fn a_goal_set_in_the_ui_shows_in_the_status_line() {
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("/goal --max-rounds 5 tidy the code");
-    t.keys(&["Enter"]);
+    t.submit("/goal --max-rounds 5 tidy the code");
     t.wait_for("Paused for now.");
     t.wait_for("goal g1 paused");
-    t.type_text("/goal");
-    t.keys(&["Enter"]);
+    t.submit("/goal");
     t.wait_for("Goal g1 (paused, revision 2, round 1 of 5): tidy the code");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -523,8 +507,7 @@ fn recorded_trust(env: &Env) -> Option<String> {
 
 /// Send `prompt` and wait for `answer` on the screen.
 fn ask(t: &Tmux, prompt: &str, answer: &str) -> String {
-    t.type_text(prompt);
-    t.keys(&["Enter"]);
+    t.submit(prompt);
     t.wait_for_words(answer)
 }
 
@@ -657,13 +640,11 @@ fn trust_yes_in_an_untrusted_session_runs_the_hooks_from_the_next_prompt() {
     );
 
     // `/trust` alone shows the decision and what it leaves alone.
-    t.type_text("/trust");
-    t.keys(&["Enter"]);
+    t.submit("/trust");
     let shown = t.wait_for_words("Ignored until you trust it");
     assert!(shown.contains("untrusted (recorded in"), "{shown}");
 
-    t.type_text("/trust yes");
-    t.keys(&["Enter"]);
+    t.submit("/trust yes");
     let changed = t.wait_for_words("From the next turn these take effect");
     assert!(
         changed.contains(".claude/settings.json: hooks.UserPromptSubmit"),
@@ -690,8 +671,7 @@ fn trust_yes_in_an_untrusted_session_runs_the_hooks_from_the_next_prompt() {
     let r = Tmux::start(env.root(), &resume);
     let screen = r.wait_for_words("resumed session");
     assert!(screen.contains("approval allow"), "{screen}");
-    r.type_text("/trust no");
-    r.keys(&["Enter"]);
+    r.submit("/trust no");
     r.wait_for_words("From the next turn these stay inert");
     r.wait_for_words("approval ask");
     ask(&r, "third", "Third answer.");
@@ -726,12 +706,10 @@ fn an_at_mentioned_image_is_sent_with_the_message() {
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for("approval ask");
     // (The cursor is not on the `@` word: Enter sends rather than taking a completion.)
-    t.type_text("what is @fake.png here");
-    t.keys(&["Enter"]);
+    t.submit("what is @fake.png here");
     t.wait_for_words("@fake.png is not an image keel can send");
     t.keys(&["C-u"]);
-    t.type_text("what is in @a.png here?");
-    t.keys(&["Enter"]);
+    t.submit("what is in @a.png here?");
     t.wait_for("I see a red dot.");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -766,8 +744,7 @@ fn an_at_mentioned_image_is_sent_with_the_message() {
     // The default model has no vision: the message is refused naming it.
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("what is in @a.png here?");
-    t.keys(&["Enter"]);
+    t.submit("what is in @a.png here?");
     t.wait_for_words("model deepseek-v4-flash does not read images");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -806,8 +783,7 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("set up the project");
-    t.keys(&["Enter"]);
+    t.submit("set up the project");
     let first = t.wait_for("Which language?");
     assert!(first.contains("Language (1/3)"), "{first}");
     assert!(first.contains("Rust — fast"), "{first}");
@@ -821,12 +797,10 @@ responses:
     t.wait_for("[x] metrics");
     t.keys(&["Enter"]);
     t.wait_for("What is the project called?");
-    t.type_text("keelboat");
-    t.keys(&["Enter"]);
+    t.submit("keelboat");
     t.wait_for("Setting up now.");
 
-    t.type_text("again");
-    t.keys(&["Enter"]);
+    t.submit("again");
     t.wait_for("Proceed?");
     t.keys(&["Escape"]);
     t.wait_for("Going on without an answer.");
@@ -875,17 +849,13 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("start a helper");
-    t.keys(&["Enter"]);
+    t.submit("start a helper");
     t.wait_for("The helper counted.");
-    t.type_text("/agents");
-    t.keys(&["Enter"]);
+    t.submit("/agents");
     t.wait_for("subagent-1  waiting for a message");
-    t.type_text("/agents open subagent-1");
-    t.keys(&["Enter"]);
+    t.submit("/agents open subagent-1");
     t.wait_for("assistant: one two three");
-    t.type_text("/agents stop subagent-1");
-    t.keys(&["Enter"]);
+    t.submit("/agents stop subagent-1");
     t.wait_for("Stopped subagent-1.");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -921,8 +891,7 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("remind me in two seconds");
-    t.keys(&["Enter"]);
+    t.submit("remind me in two seconds");
     t.wait_for("Reminder set.");
     // Nobody types: the firing starts the turn.
     t.wait_for("scheduled prompt sched-1");
@@ -1023,11 +992,9 @@ responses:
     // Esc shows them all again; a search that finds nothing says so.
     t.keys(&["Escape"]);
     t.wait_for("beta task");
-    t.type_text("/nowhere");
-    t.keys(&["Enter"]);
+    t.submit("/nowhere");
     t.wait_for("No session here mentions \"nowhere\"");
-    t.type_text("/heron");
-    t.keys(&["Enter"]);
+    t.submit("/heron");
     t.wait_for("Sessions mentioning \"heron\"");
     t.keys(&["Enter"]);
     let screen = t.wait_for("resumed session");
@@ -1062,11 +1029,9 @@ responses:
     cmd.args(["--approval", "auto"]);
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for("approval allow");
-    t.type_text("change the notes");
-    t.keys(&["Enter"]);
+    t.submit("change the notes");
     t.wait_for("Notes changed.");
-    t.type_text("say hello");
-    t.keys(&["Enter"]);
+    t.submit("say hello");
     t.wait_for("Hello there.");
     // Esc Esc: the prompts, newest first, with the files each turn changed.
     t.esc_esc_when_idle("Rewind to just before");
@@ -1135,8 +1100,7 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("first");
-    t.keys(&["Enter"]);
+    t.submit("first");
     t.wait_for("First answer.");
     // The answer is on screen before the turn ends (its checkpoint is taken after it), and
     // `/model` while a turn runs is refused with a notice: wait for the end in the log, and type
@@ -1145,8 +1109,7 @@ responses:
     let refusal = "wait for the turn to end";
     let mut chosen = false;
     for attempt in 1..=5 {
-        t.type_text("/model deepseek-v4-pro");
-        t.keys(&["Enter"]);
+        t.submit("/model deepseek-v4-pro");
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             let logged = keel_session::Store::load(&env.only_session())
@@ -1202,22 +1165,18 @@ responses:
     cmd.args(["--approval", "auto"]);
     let t = Tmux::start(env.root(), &cmd);
     t.wait_for("approval allow");
-    t.type_text("change the notes");
-    t.keys(&["Enter"]);
+    t.submit("change the notes");
     t.wait_for("Notes changed.");
     assert_eq!(env.read("notes.txt"), "changed\n");
-    t.type_text("/rewind 1");
-    t.keys(&["Enter"]);
+    t.submit("/rewind 1");
     t.wait_for("Rewound the files");
     assert_eq!(env.read("notes.txt"), "original\n");
     assert!(!env.ws.join("extra.txt").exists());
-    t.type_text("/rewind undo");
-    t.keys(&["Enter"]);
+    t.submit("/rewind undo");
     t.wait_for("before the last rewind");
     assert_eq!(env.read("notes.txt"), "changed\n");
     assert_eq!(env.read("extra.txt"), "new\n");
-    t.type_text("/rewind 7");
-    t.keys(&["Enter"]);
+    t.submit("/rewind 7");
     t.wait_for("not turn 7");
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
@@ -1275,13 +1234,11 @@ responses:
     );
     let t = Tmux::start(env.root(), &env.keel(&mock.base_url()));
     t.wait_for("approval ask");
-    t.type_text("ask me");
-    t.keys(&["Enter"]);
+    t.submit("ask me");
     let form = t.wait_for("Who is there?");
     assert!(form.contains("[MCP server form]"), "{form}");
     assert!(form.contains("Your name (required)"), "{form}");
-    t.type_text("Ada");
-    t.keys(&["Enter"]);
+    t.submit("Ada");
     t.wait_for("green");
     t.keys(&["2"]);
     t.wait_for("The server heard you.");

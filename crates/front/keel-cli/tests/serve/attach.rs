@@ -89,8 +89,7 @@ fn attach_streams_a_running_turn_runs_what_is_typed_and_detaches_leaving_the_ses
     wait_idle(&server, &id);
 
     // A prompt typed in the terminal runs on the server.
-    t.type_text("typed in the terminal");
-    t.keys(&["Enter"]);
+    t.submit("typed in the terminal");
     t.wait_for_in_history("Answered from the server.");
     wait_idle(&server, &id);
     let log = log_of(&env, &id);
@@ -127,8 +126,7 @@ fn attach_streams_a_running_turn_runs_what_is_typed_and_detaches_leaving_the_ses
     assert!(log_of(&env, &id).contains("surface/rewind"));
     // The rewound prompt is back in the editor: cleared, then /exit.
     again.keys(&["C-c"]);
-    again.type_text("/exit");
-    again.keys(&["Enter"]);
+    again.submit("/exit");
     let (exit, err) = (again.wait_exit(), again.stderr());
     assert_eq!(exit, "EXIT=0", "{err}");
     assert_eq!(listed(&server, &id)["status"], "idle");
@@ -156,8 +154,7 @@ fn approvals_are_answered_in_the_terminal_and_close_there_when_another_client_an
         &attach(&env, &[&id, "--server", &server.url]),
     );
     std::thread::sleep(Duration::from_millis(500));
-    t.type_text("run the check");
-    t.keys(&["Enter"]);
+    t.submit("run the check");
     // The first approval, answered in the terminal (Allow once).
     let modal = t.wait_for_in_history("Allow bash?");
     assert!(modal.contains("echo checked-by-keel"), "{modal}");
@@ -272,8 +269,7 @@ fn a_broken_stream_reconnects_to_the_server_started_again_and_shows_each_event_o
     t.wait_for_in_history("Said while the terminal was away.");
     wait_idle(&second, &id);
     // Typed there: posted with the new server's token, its answer streams in.
-    t.type_text("typed after the restart");
-    t.keys(&["Enter"]);
+    t.submit("typed after the restart");
     t.wait_for_in_history("Answered by the server started again.");
     wait_idle(&second, &id);
     assert!(
@@ -372,22 +368,19 @@ fn trust_in_an_attached_terminal_is_the_servers_and_holds_from_the_next_message(
     t.wait_for_in_history("hooks.UserPromptSubmit); trust it");
 
     // /trust: the server's decision for the session's workspace.
-    t.type_text("/trust");
-    t.keys(&["Enter"]);
+    t.submit("/trust");
     t.wait_for_in_history("Ignored until you trust it");
     t.wait_for_in_history(".claude/settings.json: hooks.UserPromptSubmit");
     // /trust yes: recorded by the server; the session closed there, so that its next
     // message resumes it on an agent that runs the workspace's hook.
-    t.type_text("/trust yes");
-    t.keys(&["Enter"]);
+    t.submit("/trust yes");
     t.wait_for_in_history("is now trusted on the server");
     t.wait_for_in_history("From the session's next message these take effect");
     let cwd = env.ws.to_str().unwrap().replace('/', "%2F");
     let trust = server.call("GET", &format!("/api/v1/trust?cwd={cwd}"), None);
     assert_eq!(trust.json()["level"], "trusted", "{}", trust.body);
     assert_eq!(listed(&server, &id)["status"], "stored");
-    t.type_text("after the trust");
-    t.keys(&["Enter"]);
+    t.submit("after the trust");
     t.wait_for_in_history("Answered on the trusted agent.");
     assert!(
         env.outside.join("prompt-submit").exists(),
@@ -487,8 +480,7 @@ fn shift_tab_and_slash_plan_in_an_attached_terminal_put_the_hosted_session_in_pl
 
     // `/plan` (as Shift-Tab) leaves it: back to the mode the session had (read-only), not
     // `default`.
-    t.type_text("/plan");
-    t.keys(&["Enter"]);
+    t.submit("/plan");
     t.wait_for_in_history("plan mode off");
     let state = wait_state(&server, &id, "out of plan mode", |s| s["plan"] == false);
     assert_eq!(state["mode"], "read-only", "{state}");
@@ -545,8 +537,7 @@ fn slash_model_in_an_attached_terminal_switches_the_hosted_sessions_model() {
     );
     t.wait_for_in_history("Hello from the server.");
     // `/model NAME`: `POST …/model`; the server rebuilds the session's agent on it.
-    t.type_text("/model deepseek-v4-pro");
-    t.keys(&["Enter"]);
+    t.submit("/model deepseek-v4-pro");
     wait_state(&server, &id, "on deepseek-v4-pro", |s| {
         s["model"] == "deepseek-v4-pro"
     });
@@ -555,8 +546,7 @@ fn slash_model_in_an_attached_terminal_switches_the_hosted_sessions_model() {
     assert_eq!(chosen[0]["model"], "deepseek-v4-pro", "{chosen:?}");
 
     // The next prompt typed there goes to the model by its new name.
-    t.type_text("on the other model");
-    t.keys(&["Enter"]);
+    t.submit("on the other model");
     t.wait_for_in_history("Answered on the other model.");
     wait_idle(&server, &id);
     // The status line shows the model of the last request.
@@ -589,8 +579,7 @@ fn a_question_the_model_asks_is_answered_in_the_attached_terminal() {
         &attach(&env, &[&id, "--server", &server.url]),
     );
     std::thread::sleep(Duration::from_millis(500));
-    t.type_text("ask me about the project");
-    t.keys(&["Enter"]);
+    t.submit("ask me about the project");
     // The server's open question (`pending`) is the terminal's form.
     let pending = wait_pending(&server, &id, "q1");
     assert_eq!(pending["kind"], "question", "{pending}");
@@ -598,8 +587,7 @@ fn a_question_the_model_asks_is_answered_in_the_attached_terminal() {
     assert!(first.contains("Language (1/2)"), "{first}");
     t.keys(&["2"]);
     t.wait_for("What is the project called?");
-    t.type_text("keelboat");
-    t.keys(&["Enter"]);
+    t.submit("keelboat");
     // Posted to `…/questions/{requestId}`: the turn goes on with the answers.
     t.wait_for_in_history("Setting up now.");
     wait_idle(&server, &id);
@@ -662,8 +650,7 @@ fn compact_and_a_fork_in_an_attached_terminal_run_on_the_server() {
     t.wait_for_in_history("Hello from the server.");
 
     // /compact: the server compacts the hosted session; the terminal shows it done.
-    t.type_text("/compact");
-    t.keys(&["Enter"]);
+    t.submit("/compact");
     t.wait_for_in_history("history compacted");
     wait_idle(&server, &id);
     let events = events_of(&env, &id);
@@ -678,8 +665,7 @@ fn compact_and_a_fork_in_an_attached_terminal_run_on_the_server() {
     t.keys(&["4"]);
     t.wait_for_in_history("Forked just before turn 1");
     t.keys(&["C-u"]);
-    t.type_text("said in the fork");
-    t.keys(&["Enter"]);
+    t.submit("said in the fork");
     t.wait_for_in_history("Answered in the fork.");
     let sessions = server.call("GET", "/api/v1/sessions", None).json();
     let ids: Vec<String> = sessions["sessions"]

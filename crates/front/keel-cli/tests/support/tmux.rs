@@ -152,6 +152,12 @@ impl Tmux {
         }
     }
 
+    /// Type `text` and press Enter.
+    pub fn submit(&self, text: &str) {
+        self.type_text(text);
+        self.keys(&["Enter"]);
+    }
+
     /// Type `text` literally.
     pub fn type_text(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "0", "-l", text]);
