@@ -1,7 +1,7 @@
 //! The approval policy a run gets, and where it came from: a flag, a configuration file's key,
 //! or keel's default. A call refused under `deny` names that source (not a flag the user never
-//! passed), and a file that still says the old word `never` gets a note, since Codex users read
-//! it the other way ([`ApprovalPolicy::misread`]).
+//! passed), and a flag or file that still says the old word `never` gets a note, since Codex
+//! users read it the other way ([`ApprovalPolicy::misread`]).
 
 use crate::Flags;
 use crate::config::Loaded;
@@ -13,7 +13,7 @@ pub(crate) struct Resolved {
     pub(crate) policy: ApprovalPolicy,
     /// `--approval deny`, `approval = "never" in FILE`, `-c approval=deny`, keel's default.
     pub(crate) source: String,
-    /// Said once when the policy comes from a file's old `never`.
+    /// Said once when the policy comes from an old `never` (a flag's or a file's).
     pub(crate) note: Option<String>,
 }
 
@@ -24,10 +24,15 @@ pub(crate) fn resolve(flags: &Flags, loaded: &Loaded) -> Resolved {
             .approval_from
             .clone()
             .unwrap_or_else(|| format!("approval {} given to this run", policy.as_str()));
+        let note = flags
+            .approval_word
+            .as_deref()
+            .and_then(ApprovalPolicy::misread)
+            .map(|n| format!("{n} ({source})"));
         return Resolved {
             policy,
             source,
-            note: None,
+            note,
         };
     }
     let layer = loaded.origin.get("approval").map_or("", String::as_str);
@@ -110,6 +115,19 @@ mod tests {
         let r = resolve(&flags, &l);
         assert_eq!(r.policy, ApprovalPolicy::Deny);
         assert_eq!(r.source, "--permission-mode dontAsk");
+        assert_eq!(r.note, None);
+        // A typed `--approval never` gets the old word's note, naming the flag.
+        let typed = Flags {
+            approval: Some(ApprovalPolicy::Deny),
+            approval_from: Some("--approval never".into()),
+            approval_word: Some("never".into()),
+            ..Flags::default()
+        };
+        let note = resolve(&typed, &l).note.unwrap_or_default();
+        assert!(
+            note.contains("old word for \"deny\"") && note.ends_with("(--approval never)"),
+            "{note}"
+        );
         let r = resolve(&Flags::default(), &loaded(&[]));
         assert_eq!(
             (r.policy, r.source.as_str()),

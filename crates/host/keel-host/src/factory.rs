@@ -66,6 +66,9 @@ pub struct Flags {
     /// What set [`Flags::approval`], named when the policy refuses a call (`--approval deny`,
     /// `--permission-mode dontAsk`, `--full-auto`); `None`: "approval WORD given to this run".
     pub approval_from: Option<String>,
+    /// The word [`Flags::approval`] was given as, when a person typed it (`--approval never`):
+    /// an old word that peers read the other way gets a note ([`AgentFactory::approval_note`]).
+    pub approval_word: Option<String>,
     /// Context window of the model, in tokens.
     pub context_window: Option<u64>,
     /// Output budget of the model, in tokens.

@@ -119,14 +119,7 @@ impl Ctx {
     /// Say on stderr, once, that the approval word in force is the old `never` (from
     /// `--approval` or from the file `factory` names), which keel reads as `deny`.
     pub fn note_approval(&self, factory: &keel_host::AgentFactory<'_>) {
-        let from_flag = self
-            .common
-            .approval
-            .as_deref()
-            .filter(|_| self.common.approval_from.is_none())
-            .and_then(keel_agent::ApprovalPolicy::misread)
-            .map(|n| format!("{n} (--approval never)"));
-        if let Some(note) = from_flag.or_else(|| factory.approval_note().map(str::to_owned)) {
+        if let Some(note) = factory.approval_note() {
             let _ = writeln!(std::io::stderr(), "keel: note: {note}");
         }
     }
@@ -167,6 +160,8 @@ impl Ctx {
                 .clone()
                 .unwrap_or_else(|| format!("--approval {name}"))
         });
+        // The word as typed (not one `--full-auto` stands for).
+        let approval_word = c.approval.clone().filter(|_| c.approval_from.is_none());
         Ok(keel_host::Flags {
             model: c.model.clone(),
             provider: c.provider.clone(),
@@ -177,6 +172,7 @@ impl Ctx {
             sandbox,
             approval,
             approval_from,
+            approval_word,
             context_window: c.context_window,
             max_output: c.max_output,
             reasoning_effort: None,
