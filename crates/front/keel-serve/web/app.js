@@ -126,8 +126,9 @@ async function send() {
   if (!text.trim() || !app.id) return;
   $('commands').hidden = true;
   $('mentions').hidden = true;
-  if (text.startsWith('/') && await runCommand(text)) {
-    box.value = '';
+  const ran = text.startsWith('/') ? await runCommand(text) : null;
+  if (ran !== null) {
+    if (ran) box.value = '';
     return;
   }
   const picker = $('images');

@@ -217,16 +217,22 @@ export function suggestCommands() {
 }
 
 /** `/name args` for a command the session offers: run it there. False when it is none. */
+/**
+ * Run `text` when it names one of the session's commands: `null` when it does not (it is a
+ * message), else whether the server took it (a refused command stays in the composer, to be
+ * fixed or sent again once the turn has ended).
+ */
 export async function runCommand(text) {
   const match = /^\/(\S+)\s*([\s\S]*)$/.exec(text.trim());
-  if (!match || !(app.commands || []).some((c) => c.name === match[1])) return false;
+  if (!match || !(app.commands || []).some((c) => c.name === match[1])) return null;
   try {
     const done = await api('POST', `/api/v1/sessions/${encodeURIComponent(app.id)}/commands/${encodeURIComponent(match[1])}`, { args: match[2] });
     showLink(done && done.message ? done.message : `/${match[1]}: queued`);
+    return true;
   } catch (e) {
     showLink(`/${match[1]}: ${e.message}`);
+    return false;
   }
-  return true;
 }
 
 // ---- `@path` completion in the composer (`GET …/paths?prefix=`), as the terminal UI does. ----

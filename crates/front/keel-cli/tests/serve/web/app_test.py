@@ -307,6 +307,12 @@ def opened(browser):
     expect(box).to_have_value("/compact ")
     box.press("Enter")
     expect(page.get_by_role("region", name="Conversation").get_by_text("history compacted")).to_be_visible()
+    expect(box).to_have_value("")
+    # A command the server refuses (no goal to pause) stays in the box, to fix or send again.
+    box.fill("/goal pause")
+    box.press("Enter")
+    expect(page.get_by_role("status")).to_contain_text("/goal:")
+    expect(box).to_have_value("/goal pause")
     print(json.dumps({"session": urllib.parse.unquote(page.url.split("#/s/", 1)[1])}))
 
 
