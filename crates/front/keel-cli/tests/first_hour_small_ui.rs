@@ -1,6 +1,7 @@
 //! The smaller first-hour items of issue 50 in the interactive UI (the real `keel` binary in a
-//! `tmux` pane, against the loopback mock model): a denied call says DENIED once, `/rewind`
-//! names the files it put back, and the exit hint is a `keel resume` command that works.
+//! `tmux` pane, against the loopback mock model): a denied call says DENIED once and the exit
+//! hint is a `keel resume` command that works (`/rewind` naming the files it put back is
+//! checked by `tui.rs`'s rewind test).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
@@ -36,38 +37,6 @@ responses:
     t.keys(&["C-d"]);
     assert_eq!(t.wait_exit(), "EXIT=0");
     assert_eq!(t.history().matches("DENIED").count(), 1, "{}", t.history());
-}
-
-#[test]
-fn rewind_in_the_ui_names_the_files_it_put_back() {
-    if !have_tmux() {
-        return;
-    }
-    let env = Env::new();
-    env.write("notes.txt", "original\n");
-    let mock = Mock::start(
-        r#"
-responses:
-  - match: { last_user_contains: "change the notes" }
-    tool_calls: [{ id: b1, name: bash, arguments: { command: "echo changed > notes.txt; echo new > extra.txt", description: "change" } }]
-  - match: { last_tool_result_contains: "" }
-    text: "Notes changed."
-"#,
-    );
-    let mut cmd = env.keel(&mock.base_url());
-    cmd.args(["--approval", "auto"]);
-    let t = Tmux::start(env.root(), &cmd);
-    t.wait_for_words("Welcome to keel");
-    t.submit("change the notes");
-    t.wait_for("Notes changed.");
-    t.submit("/rewind 1 --files");
-    let screen = t.wait_for_words("Rewound the files to before turn 1: 2 files put back:");
-    assert!(screen.contains("notes.txt (restored)"), "{screen}");
-    assert!(screen.contains("extra.txt (deleted)"), "{screen}");
-    assert!(!screen.contains("/rewind 1,"), "{screen}");
-    assert_eq!(env.read("notes.txt"), "original\n");
-    t.keys(&["C-d"]);
-    assert_eq!(t.wait_exit(), "EXIT=0");
 }
 
 #[test]

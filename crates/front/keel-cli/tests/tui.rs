@@ -1169,7 +1169,11 @@ responses:
     t.wait_for("Notes changed.");
     assert_eq!(env.read("notes.txt"), "changed\n");
     t.submit("/rewind 1");
-    t.wait_for("Rewound the files");
+    // The files put back are named, each with what was done to it.
+    let screen = t.wait_for_words("Rewound the files to before turn 1: 2 files put back:");
+    assert!(screen.contains("notes.txt (restored)"), "{screen}");
+    assert!(screen.contains("extra.txt (deleted)"), "{screen}");
+    assert!(!screen.contains("/rewind 1,"), "{screen}");
     assert_eq!(env.read("notes.txt"), "original\n");
     assert!(!env.ws.join("extra.txt").exists());
     t.submit("/rewind undo");
