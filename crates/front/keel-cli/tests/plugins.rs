@@ -10,38 +10,15 @@
 mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use support::{Env, Mock, git, node_bin, run};
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-fn commit(repo: &Path, message: &str) -> String {
-    git(repo, &["add", "-A"]);
-    git(
-        repo,
-        &[
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "user.name=t",
-            "commit",
-            "-q",
-            "-m",
-            message,
-        ],
-    );
-    git(repo, &["rev-parse", "HEAD"]).trim().to_owned()
-}
+use std::path::PathBuf;
+use support::{Env, Mock, commit_all, git, node_bin, run, write_file};
 
 /// A marketplace repository `demo-market` beside the workspace, listing `alpha` (a command, an
 /// agent, a skill, a hook and an MCP server), `beta` (a command named like alpha's) and
 /// `broken` (a manifest that is not JSON).
 fn marketplace(env: &Env) -> (PathBuf, String) {
     let repo = env.outside.join("market");
-    write(
+    write_file(
         &repo.join(".claude-plugin/marketplace.json"),
         r#"{"name": "demo-market", "owner": {"name": "tests"}, "plugins": [
             {"name": "alpha", "source": "./plugins/alpha", "description": "the alpha plugin"},
@@ -50,54 +27,54 @@ fn marketplace(env: &Env) -> (PathBuf, String) {
         ]}"#,
     );
     let alpha = repo.join("plugins/alpha");
-    write(
+    write_file(
         &alpha.join(".claude-plugin/plugin.json"),
         r#"{"name": "alpha", "version": "1.0.0", "description": "alpha, all five parts"}"#,
     );
-    write(
+    write_file(
         &alpha.join("commands/review.md"),
         "---\ndescription: review things\n---\nREVIEW-BODY-V1 of $ARGUMENTS\n",
     );
-    write(
+    write_file(
         &alpha.join("agents/helper.md"),
         "---\nname: helper\ndescription: helps with things\ntools: read, grep\n---\nHELPER-PERSONA: you are the helper.\n",
     );
-    write(
+    write_file(
         &alpha.join("skills/greet/SKILL.md"),
         "---\nname: greet\ndescription: greets from the alpha plugin\n---\nSay hello.\n",
     );
-    write(
+    write_file(
         &alpha.join("hooks/context.sh"),
         "echo PLUGIN-HOOK-SAYS-HI\n",
     );
-    write(
+    write_file(
         &alpha.join("hooks/hooks.json"),
         r#"{"hooks": {"UserPromptSubmit": [{"hooks": [
             {"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/context.sh"}]}]}}"#,
     );
-    write(
+    write_file(
         &alpha.join("bin/everything.sh"),
         &format!(
             "exec {} \"$@\"\n",
             node_bin("mcp-server-everything").display()
         ),
     );
-    write(
+    write_file(
         &alpha.join(".mcp.json"),
         r#"{"mcpServers": {"everything": {"command": "sh", "args": ["${CLAUDE_PLUGIN_ROOT}/bin/everything.sh", "stdio"]}}}"#,
     );
     let beta = repo.join("plugins/beta");
-    write(
+    write_file(
         &beta.join(".claude-plugin/plugin.json"),
         r#"{"name": "beta"}"#,
     );
-    write(&beta.join("commands/review.md"), "BETA-REVIEW\n");
-    write(
+    write_file(&beta.join("commands/review.md"), "BETA-REVIEW\n");
+    write_file(
         &repo.join("plugins/broken/.claude-plugin/plugin.json"),
         "{not json",
     );
     git(&repo, &["init", "-q"]);
-    let head = commit(&repo, "one");
+    let head = commit_all(&repo, "one");
     (repo, head)
 }
 
@@ -287,11 +264,11 @@ responses:
     assert_eq!(out.code, Some(0), "{out:?}");
 
     // A new commit: the marketplace moves, the plugin stays pinned until updated.
-    write(
+    write_file(
         &repo.join("plugins/alpha/commands/review.md"),
         "REVIEW-BODY-V2 of $ARGUMENTS\n",
     );
-    let second = commit(&repo, "two");
+    let second = commit_all(&repo, "two");
     let out = plugin(&env, &["marketplace", "update", "demo-market"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let installed = env
@@ -384,7 +361,7 @@ fn bad_sources_names_and_links_are_refused_naming_them_and_leave_nothing() {
     let env = Env::new();
     // Not a repository.
     let plain = env.outside.join("plain");
-    write(
+    write_file(
         &plain.join(".claude-plugin/marketplace.json"),
         r#"{"name": "x"}"#,
     );
@@ -398,9 +375,9 @@ fn bad_sources_names_and_links_are_refused_naming_them_and_leave_nothing() {
     );
     // A repository that is not a marketplace.
     let other = env.outside.join("other");
-    write(&other.join("README"), "hi");
+    write_file(&other.join("README"), "hi");
     git(&other, &["init", "-q"]);
-    commit(&other, "one");
+    commit_all(&other, "one");
     let out = plugin(&env, &["marketplace", "add", other.to_str().unwrap()]);
     assert_ne!(out.code, Some(0));
     assert!(out.stderr.contains("not a plugin marketplace"), "{out:?}");
@@ -409,19 +386,19 @@ fn bad_sources_names_and_links_are_refused_naming_them_and_leave_nothing() {
     let (repo, _) = marketplace(&env);
     // A plugin that links outside its folder, and one whose source leaves the repository.
     let evil = repo.join("plugins/evil");
-    write(
+    write_file(
         &evil.join(".claude-plugin/plugin.json"),
         r#"{"name": "evil"}"#,
     );
     std::os::unix::fs::symlink("/etc/passwd", evil.join("passwd")).unwrap();
-    write(
+    write_file(
         &repo.join(".claude-plugin/marketplace.json"),
         r#"{"name": "demo-market", "plugins": [
             {"name": "evil", "source": "./plugins/evil"},
             {"name": "escape", "source": "../../"}
         ]}"#,
     );
-    commit(&repo, "evil");
+    commit_all(&repo, "evil");
     let out = plugin(&env, &["marketplace", "add", repo.to_str().unwrap()]);
     assert_eq!(out.code, Some(0), "{out:?}");
     let out = plugin(&env, &["install", "evil@demo-market"]);

@@ -10,29 +10,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use support::{Env, git, run};
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-fn commit(repo: &Path) {
-    git(repo, &["add", "-A"]);
-    git(
-        repo,
-        &[
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "user.name=t",
-            "commit",
-            "-q",
-            "-m",
-            "market",
-        ],
-    );
-}
+use support::{Env, commit_all, git, run, write_file};
 
 /// The pinned `claude` binary (`npm ci --prefix crates/front/keel-cli/tests/claude`).
 fn claude() -> PathBuf {
@@ -72,7 +50,7 @@ fn validate(env: &Env, path: &Path) -> (bool, String) {
 /// a hook) under the name and source given; `plugin_json` is alpha's manifest.
 fn market(env: &Env, dir: &str, name: &str, source: &str, plugin_json: &str) -> PathBuf {
     let repo = env.outside.join(dir);
-    write(
+    write_file(
         &repo.join(".claude-plugin/marketplace.json"),
         &format!(
             r#"{{"name": "judged", "description": "a marketplace keel's tests build",
@@ -82,26 +60,26 @@ fn market(env: &Env, dir: &str, name: &str, source: &str, plugin_json: &str) -> 
         ),
     );
     let alpha = repo.join("plugins/alpha");
-    write(&alpha.join(".claude-plugin/plugin.json"), plugin_json);
-    write(
+    write_file(&alpha.join(".claude-plugin/plugin.json"), plugin_json);
+    write_file(
         &alpha.join("commands/review.md"),
         "---\ndescription: review things\n---\nReview $ARGUMENTS\n",
     );
-    write(
+    write_file(
         &alpha.join("agents/helper.md"),
         "---\nname: helper\ndescription: helps with things\ntools: read, grep\n---\nYou help.\n",
     );
-    write(
+    write_file(
         &alpha.join("skills/greet/SKILL.md"),
         "---\nname: greet\ndescription: greets\n---\nSay hello.\n",
     );
-    write(
+    write_file(
         &alpha.join("hooks/hooks.json"),
         r#"{"hooks": {"UserPromptSubmit": [{"hooks": [
             {"type": "command", "command": "echo ${CLAUDE_PLUGIN_ROOT}"}]}]}}"#,
     );
     git(&repo, &["init", "-q"]);
-    commit(&repo);
+    commit_all(&repo, "market");
     repo
 }
 

@@ -77,9 +77,7 @@ impl Env {
 
     /// Write a workspace file (parents created).
     pub fn write(&self, rel: &str, text: &str) {
-        let path = self.ws.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
+        write_file(&self.ws.join(rel), text);
     }
 
     /// Read a workspace file.
@@ -485,6 +483,19 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {out:?}");
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Write `path` (parents created).
+pub fn write_file(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// Commit everything in `repo` (as [`git`]'s author) with `message`; the new commit's id.
+pub fn commit_all(repo: &Path, message: &str) -> String {
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-q", "-m", message]);
+    git(repo, &["rev-parse", "HEAD"]).trim().to_owned()
 }
 
 pub fn session_id(path: &Path) -> String {
