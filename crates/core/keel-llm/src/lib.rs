@@ -43,4 +43,4 @@ pub use request::{ChatRequest, SentReasoning, request_body, request_body_bytes, 
 pub use retry::{RetryDecision, RetryPolicy, is_retryable};
 pub use script::{Script, ScriptError, ScriptFormat, ScriptedResponse};
 pub use scripted::ScriptedProvider;
-pub use wire::{UnknownApi, WireApi, WireOptions, strip_url};
+pub use wire::{UnknownApi, WireApi, WireOptions};

@@ -237,13 +237,15 @@ fn aborted() -> ModelFailure {
     ModelFailure::new(FailureCode::Aborted, "the model call was cancelled")
 }
 
-/// `url` in `text` as [`crate::strip_url`] leaves it (reqwest names the URL in its errors; a server
-/// may echo the path and query back), and what its user info and query held, wherever else
-/// it shows.
+/// `url` in `text` without its user info and query (reqwest names the URL in its errors; a
+/// server may echo the path and query back), and what those held, wherever else it shows.
 fn redact_url(text: &mut String, url: &reqwest::Url) {
-    let bare = crate::wire::strip_url(url.as_str());
-    if bare != url.as_str() {
-        *text = text.replace(url.as_str(), &bare);
+    let mut bare = url.clone();
+    bare.set_query(None);
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    if bare.as_str() != url.as_str() {
+        *text = text.replace(url.as_str(), bare.as_str());
     }
     let pieces = [url.query(), url.password(), Some(url.username())];
     for piece in pieces.into_iter().flatten().filter(|p| p.len() >= 4) {

@@ -160,37 +160,9 @@ impl Translator {
     }
 }
 
-/// `url` without user info, query and fragment: what a log may hold of an endpoint.
-pub fn strip_url(url: &str) -> String {
-    let url = url.trim();
-    let end = url.find(['?', '#']).unwrap_or(url.len());
-    let url = &url[..end];
-    let (scheme, rest) = match url.find("://") {
-        Some(i) => (&url[..i + 3], &url[i + 3..]),
-        None => ("", url),
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let host = match authority.rfind('@') {
-        Some(i) => &authority[i + 1..],
-        None => authority,
-    };
-    format!("{scheme}{host}{path}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strip_url_drops_credentials() {
-        assert_eq!(
-            strip_url("https://user:secret@example.com:8080/v1?key=abc#x"),
-            "https://example.com:8080/v1"
-        );
-        assert_eq!(strip_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
-        assert_eq!(strip_url("http://a@b/c@d"), "http://b/c@d");
-    }
 
     #[test]
     fn endpoints_append_the_format_path_once() {

@@ -43,9 +43,8 @@ pub use factory::{
     ANSWER_RESERVE_TOKENS, AgentFactory, BuildOptions, ConfigEdit, Flags, Host, ModelRoute,
     ModelSource, RowEdit,
 };
-pub use keel_llm::strip_url;
 pub use keel_session::Format as LogFormat;
 pub use plugins::{presenters, presents_files};
-pub use resume_route::{ROUTE_EVENT, resume_flags};
+pub use resume_route::{ROUTE_EVENT, resume_flags, strip_url};
 pub use source::{AgentSource, SessionEntry, SessionRef, SessionSpec, SourceError};
 pub use trust::{GovernedFile, Ignored, ProjectTrust, TrustDecision, TrustSource, WorkspaceTrust};

@@ -15,7 +15,6 @@
 use crate::endpoint::DEEPSEEK_PROVIDER;
 use crate::error::HostError;
 use crate::factory::{Flags, Host, ModelRoute, ModelSource};
-use keel_llm::strip_url;
 use keel_protocol::EventBody;
 use keel_session::Session;
 use serde_json::{Value, json};
@@ -142,4 +141,37 @@ pub(crate) fn resolve(
 /// `--base-url` run does not need the configured endpoint's key.
 pub fn resume_flags(host: &Host, flags: Flags, session: &Session) -> Flags {
     route_flags(host, &flags, session).unwrap_or(flags)
+}
+
+/// `url` without user info, query and fragment: what a log may hold of an endpoint.
+pub fn strip_url(url: &str) -> String {
+    let url = url.trim();
+    let end = url.find(['?', '#']).unwrap_or(url.len());
+    let url = &url[..end];
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => (&url[..i + 3], &url[i + 3..]),
+        None => ("", url),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let host = match authority.rfind('@') {
+        Some(i) => &authority[i + 1..],
+        None => authority,
+    };
+    format!("{scheme}{host}{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_url;
+
+    #[test]
+    fn strip_url_drops_credentials() {
+        assert_eq!(
+            strip_url("https://user:secret@example.com:8080/v1?key=abc#x"),
+            "https://example.com:8080/v1"
+        );
+        assert_eq!(strip_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
+        assert_eq!(strip_url("http://a@b/c@d"), "http://b/c@d");
+    }
 }
